@@ -1,0 +1,30 @@
+# The two commands of the README. `make demo` creates .venv, installs credrank with its
+# embedding extra and runs the demo; `make test` runs the test suite in the same environment.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch is pinned in the same pip command as the packages that pull it: an unpinned torch
+# resolves to a CUDA build of several GB on this kind of machine.
+TORCH := torch==2.13.0
+
+.PHONY: demo test install lint bench
+
+$(BIN)/credrank: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[embed,dev]" "$(TORCH)"
+	touch $(BIN)/credrank
+
+install: $(BIN)/credrank
+
+demo: install
+	$(BIN)/credrank demo
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python benchmarks/bench_search.py

@@ -1,0 +1,1 @@
+"""Embedders and the engine store (Qdrant Edge, embedded and persistent)."""

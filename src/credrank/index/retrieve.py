@@ -1,0 +1,95 @@
+"""Retriever stages: fill an empty batch with ``fetch_k`` candidates from an :class:`EdgeIndex`.
+
+``fetch_k`` is the expanded candidate pool of seed 004 (retrieve 3k, reweight, keep k): the
+default in :func:`default_fetch_k` is three times ``top_k``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from credrank.candidates import Candidates
+from credrank.index.edge import EdgeIndex
+from credrank.index.embed import Embedder
+from credrank.pipeline import Stage
+from credrank.signals.prior import PriorTable
+
+
+def default_fetch_k(top_k: int) -> int:
+    """Seed 004's expanded pool: ``3 × top_k``."""
+    return 3 * top_k
+
+
+def _check_k(name: str, value: int) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+    return value
+
+
+class DenseRetriever(Stage):
+    """Cosine nearest neighbours of the query embedding."""
+
+    name = "dense"
+
+    def __init__(self, index: EdgeIndex, embedder: Embedder, fetch_k: int = 30, *,
+                 with_vectors: bool = False):
+        self.index, self.embedder = index, embedder
+        self.fetch_k = _check_k("fetch_k", fetch_k)
+        self.with_vectors = with_vectors
+
+    def transform(self, batch: Candidates) -> Candidates:
+        qv = self.embedder.embed([batch.query])[0]
+        return self.index.search_dense(batch.query, qv, self.fetch_k,
+                                       with_vectors=self.with_vectors)
+
+    def config(self) -> dict[str, Any]:
+        return {"fetch_k": self.fetch_k, "embedder": self.embedder.name}
+
+
+class BM25Retriever(Stage):
+    """Lexical retrieval with the engine's BM25 sparse vectors."""
+
+    name = "bm25"
+
+    def __init__(self, index: EdgeIndex, fetch_k: int = 30, *, with_vectors: bool = False):
+        self.index = index
+        self.fetch_k = _check_k("fetch_k", fetch_k)
+        self.with_vectors = with_vectors
+
+    def transform(self, batch: Candidates) -> Candidates:
+        return self.index.search_bm25(batch.query, self.fetch_k, with_vectors=self.with_vectors)
+
+    def config(self) -> dict[str, Any]:
+        return {"fetch_k": self.fetch_k}
+
+
+class PushdownSearch(Stage):
+    """Retrieve, weight by the type prior and cut to ``top_k`` inside the engine.
+
+    Equivalent to ``DenseRetriever >> SourcePrior >> Combine("multiply") >> TopK`` (a test
+    checks it); the ``prior`` factor is re-attached in Python for the score breakdown.
+    """
+
+    name = "pushdown"
+
+    def __init__(self, index: EdgeIndex, embedder: Embedder, priors: PriorTable,
+                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False):
+        self.index, self.embedder, self.priors = index, embedder, priors
+        self.fetch_k = _check_k("fetch_k", fetch_k)
+        self.top_k = _check_k("top_k", top_k)
+        self.with_vectors = with_vectors
+
+    def transform(self, batch: Candidates) -> Candidates:
+        qv = self.embedder.embed([batch.query])[0]
+        out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
+                                        self.priors.values, with_vectors=self.with_vectors)
+        engine_score = out.retrieval_score
+        prior = self.priors.lookup(out.column("source_type"))
+        # retrieval score = cosine (engine score / prior, exact where prior > 0 — priors are)
+        cosine_part = engine_score / prior
+        out = type(out)(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
+                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector)
+        return out.with_factor("prior", prior, 0.0, 1.0).with_score(engine_score)
+
+    def config(self) -> dict[str, Any]:
+        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}

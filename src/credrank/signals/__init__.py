@@ -1,0 +1,1 @@
+"""Signal stages: each adds one named factor to a candidate batch."""

@@ -1,0 +1,178 @@
+"""Source-reliability priors λ(s) and the stage that attaches them (seed 004).
+
+Seed 004 scores ``score_SA(q, d) = sim(q, d) × λ(s_d)`` with a fixed prior per source type,
+set from health-domain assumptions (0.95 peer-reviewed … 0.30 AI-generated). The presets:
+
+* ``current`` — the seed's health-domain values (table below);
+* ``compressed`` and ``aggressive`` — the same ordering with less or more spread between high and
+  low priors, made by :func:`disperse` with γ = 0.5 and γ = 1.5.
+
+A prior file (TOML or YAML) gives ``{source_type: value}`` under a ``priors`` table (or at the
+top level), optionally ``base = "current"`` to fill the types it leaves out. Every value must be
+in (0, 1]. A document's prior comes from its provenance-derived ``source_type`` (never from its
+text); with ``use_domain_scores`` a per-domain score from a user table replaces the type prior.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from credrank.candidates import Candidates
+from credrank.documents import SOURCE_TYPES
+from credrank.pipeline import Stage
+
+#: seed 004's health-domain priors; the intermediate types and ``unknown`` are our choice
+CURRENT: dict[str, float] = {
+    "peer_reviewed": 0.95,
+    "government": 0.90,
+    "established_news": 0.80,
+    "blog": 0.50,
+    "user_generated": 0.40,
+    "ai_generated": 0.30,
+    "unknown": 0.50,
+}
+
+#: dispersion factors of the named presets (γ < 1 compresses, γ > 1 spreads)
+PRESET_DISPERSION: dict[str, float] = {"compressed": 0.5, "current": 1.0, "aggressive": 1.5}
+
+_EPS = 1e-6
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, _EPS), 1 - _EPS)
+    return math.log(p / (1 - p))
+
+
+def disperse(values: Mapping[str, float], gamma: float) -> dict[str, float]:
+    """Scale the spread of a prior table in logit space around its mean.
+
+    ``λ'_s = σ(c + γ·(logit λ_s − c))`` with ``c = logit(mean_s λ_s)`` over the six typed sources
+    (``unknown`` excluded from the mean, but transformed too). γ = 1 returns the table, γ = 0
+    makes all priors equal (no reweighting), γ > 1 spreads them; the order of the types is kept
+    and every value stays in (0, 1). Used for the presets and the continuous sensitivity sweep
+    of seed 004 ("the gain is driven by the dispersion between high and low priors").
+    """
+    if not math.isfinite(gamma) or gamma < 0:
+        raise ValueError(f"dispersion gamma: expected a finite number >= 0, got {gamma!r}")
+    typed = [v for k, v in values.items() if k != "unknown"] or list(values.values())
+    centre = _logit(float(np.mean(typed)))
+    out = {}
+    for key, value in values.items():
+        z = centre + gamma * (_logit(value) - centre)
+        out[key] = round(1.0 / (1.0 + math.exp(-z)), 6)
+    return out
+
+
+@dataclass(frozen=True)
+class PriorTable:
+    """A prior per source type; ``values`` covers every type of ``SOURCE_TYPES``."""
+
+    name: str
+    values: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        for key, value in self.values.items():
+            if key not in SOURCE_TYPES:
+                raise ValueError(f"prior table {self.name!r}: unknown source type {key!r}; "
+                                 f"expected one of {', '.join(SOURCE_TYPES)}")
+            if not isinstance(value, int | float) or not (0 < float(value) <= 1):
+                raise ValueError(f"prior table {self.name!r}: prior for {key!r} must be a "
+                                 f"number in (0, 1], got {value!r}")
+        missing = [t for t in SOURCE_TYPES if t not in self.values]
+        if missing:
+            raise ValueError(f"prior table {self.name!r}: missing source types {missing} "
+                             "(or set base = \"current\" to fill them)")
+
+    def __getitem__(self, source_type: str) -> float:
+        return float(self.values.get(source_type, self.values["unknown"]))
+
+    def lookup(self, source_types: np.ndarray) -> np.ndarray:
+        """Vectorised λ(s) over a column of source types (None/unlisted → ``unknown``)."""
+        return np.array([self[t] if isinstance(t, str) else self["unknown"]
+                         for t in source_types], dtype=np.float64)
+
+    def dispersed(self, gamma: float) -> PriorTable:
+        return PriorTable(f"{self.name}@γ={gamma:g}", disperse(self.values, gamma))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "values": dict(self.values)}
+
+
+def preset(name: str) -> PriorTable:
+    """One of the named presets ``compressed``, ``current``, ``aggressive``."""
+    if name not in PRESET_DISPERSION:
+        raise ValueError(f"priors: expected a preset ({', '.join(PRESET_DISPERSION)}) or a "
+                         f"TOML/YAML file, got {name!r}")
+    return PriorTable(name, disperse(CURRENT, PRESET_DISPERSION[name]))
+
+
+def load_priors(spec: str | Path) -> PriorTable:
+    """A preset by name, or a TOML / YAML prior file by path."""
+    if isinstance(spec, str) and spec in PRESET_DISPERSION:
+        return preset(spec)
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"priors: {str(spec)!r} is neither a preset "
+                         f"({', '.join(PRESET_DISPERSION)}) nor an existing file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    elif path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+    else:
+        raise ValueError(f"{path}: expected a .toml, .yaml or .yml prior file")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a table of source_type = prior")
+    base_name = data.get("base")
+    values = data.get("priors", {k: v for k, v in data.items() if k not in ("base", "name")})
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: field 'priors': expected a table, got {type(values).__name__}")
+    merged = dict(preset(base_name).values) if base_name else {}
+    merged.update(values)
+    try:
+        return PriorTable(str(data.get("name", path.stem)), merged)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+class SourcePrior(Stage):
+    """Adds the factor ``prior`` = λ(s_d) from each candidate's ``source_type`` (seed 004).
+
+    With ``use_domain_scores=True`` a document whose host matched a ``domain,score`` user table
+    at index time (meta column ``domain_score``) gets that score, clipped to [floor, 1], instead
+    of its type prior.
+    """
+
+    def __init__(self, priors: PriorTable | str = "current", *, use_domain_scores: bool = False,
+                 floor: float = 0.01, name: str = "prior"):
+        self.priors = load_priors(priors) if isinstance(priors, str | Path) else priors
+        self.use_domain_scores = use_domain_scores
+        self.floor = floor
+        self.name = name
+
+    def transform(self, batch: Candidates) -> Candidates:
+        values = self.priors.lookup(batch.column("source_type"))
+        if self.use_domain_scores:
+            scores = batch.column("domain_score")
+            has = np.array([isinstance(s, int | float) for s in scores], dtype=bool)
+            if has.any():
+                values[has] = np.clip(np.array([float(s) for s in scores[has]]), self.floor, 1.0)
+        return batch.with_factor(self.name, values, low=0.0, high=1.0)
+
+    def config(self) -> dict[str, Any]:
+        return {"priors": self.priors.as_dict(), "use_domain_scores": self.use_domain_scores}

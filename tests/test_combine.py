@@ -1,0 +1,83 @@
+"""Combination modes, top-k, and the empty / zero-similarity cases."""
+
+import numpy as np
+import pytest
+
+from credrank.candidates import Candidates, StageError
+from credrank.combine import Combine, combine_rrf
+from credrank.select.topk import TopK
+from credrank.signals.prior import SourcePrior
+
+
+def batch(sims, types):
+    return Candidates.from_records("q", [f"d{i}" for i in range(len(sims))], sims,
+                                   [{"source_type": t} for t in types])
+
+
+def test_multiply_is_seed_formula_with_negative_cosine_clipped():
+    b = SourcePrior("current")(batch([0.8, 0.7, -0.2, -0.5], ["ai_generated", "peer_reviewed",
+                                                              "blog", "peer_reviewed"]))
+    out = Combine("multiply")(b)
+    # 0.8 × 0.30, 0.7 × 0.95, and the negative cosines clipped to 0 before multiplying
+    assert out.score == pytest.approx([0.24, 0.665, 0.0, 0.0])
+    ranked = TopK(2)(out)
+    assert list(ranked.doc_ids) == ["d1", "d0"]
+    assert ranked.hits()[0]["score_breakdown"] == {
+        "retrieval_score": 0.7, "prior": 0.95, "final": pytest.approx(0.665)}
+
+
+def test_linear_normalises_similarity_by_batch_max():
+    b = SourcePrior("current")(batch([0.5, 0.25], ["blog", "government"]))
+    out = Combine("linear", alpha=0.6)(b)
+    # ŝ = (1.0, 0.5); 0.6·ŝ + 0.4·λ
+    assert out.score == pytest.approx([0.6 * 1.0 + 0.4 * 0.5, 0.6 * 0.5 + 0.4 * 0.9])
+
+
+def test_rrf_fuses_similarity_rank_and_credibility_rank():
+    b = SourcePrior("current")(batch([0.9, 0.8, 0.7], ["blog", "peer_reviewed", "government"]))
+    out = Combine("rrf", rrf_k=60)(b)
+    # sim ranks 1,2,3; prior ranks: peer 1, gov 2, blog 3
+    expected = [1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 63 + 1 / 62]
+    assert out.score == pytest.approx(expected)
+    assert list(TopK(3)(out).doc_ids) == ["d1", "d0", "d2"]
+
+
+def test_rrf_ties_in_credibility_follow_similarity():
+    scores = combine_rrf(np.array([0.1, 0.9]), np.array([0.5, 0.5]), 60.0)
+    assert scores[1] > scores[0]
+
+
+@pytest.mark.parametrize("mode", ["multiply", "linear", "rrf"])
+def test_empty_candidates_flow_through_every_mode(mode):
+    out = TopK(5)(Combine(mode)(SourcePrior("current")(Candidates.empty("q"))))
+    assert len(out) == 0 and out.hits() == []
+
+
+@pytest.mark.parametrize("mode", ["multiply", "linear", "rrf"])
+def test_zero_similarity_gives_finite_scores(mode):
+    out = Combine(mode)(SourcePrior("current")(batch([0.0, 0.0, -0.3], ["blog", "unknown",
+                                                                         "government"])))
+    assert np.all(np.isfinite(out.score))
+    if mode != "rrf":
+        assert out.score.min() >= 0.0
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ValueError, match="combine mode"):
+        Combine("add")
+    with pytest.raises(ValueError, match="alpha"):
+        Combine("linear", alpha=1.5)
+    with pytest.raises(ValueError, match="top_k"):
+        TopK(0)
+
+
+def test_nan_similarity_is_rejected_with_row():
+    with pytest.raises(StageError, match="row 1"):
+        batch([0.3, float("nan")], ["blog", "blog"])
+
+
+def test_stages_do_not_mutate_their_input():
+    b = batch([0.5, 0.4], ["blog", "government"])
+    before = b.score.copy()
+    Combine()(SourcePrior("current")(b))
+    assert b.factors == {} and np.array_equal(b.score, before)

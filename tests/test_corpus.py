@@ -1,0 +1,508 @@
+"""Corpus loaders: every record becomes a Document or a Reject that names file:line:field."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credrank.corpus import (
+    CorpusError,
+    Query,
+    Reject,
+    iter_documents,
+    load_beir,
+    load_summary,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    write_rejects,
+)
+from credrank.documents import SOURCE_TYPES, Document
+
+GOOD_A = json.dumps({"id": "a", "text": "first good"})
+GOOD_C = json.dumps({"id": "c", "text": "last good"})
+
+
+def _line(obj: object) -> bytes:
+    if isinstance(obj, bytes):
+        return obj
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    return json.dumps(obj).encode("utf-8")
+
+
+def _read_rejects_file(path: Path) -> list[dict]:
+    raw = path.read_bytes().decode("utf-8")  # must be valid UTF-8 even for bad-byte excerpts
+    return [json.loads(x) for x in raw.splitlines()]
+
+
+# (bad line 2 between two good lines, expected field or None for record-level, reason part)
+BAD_JSONL = {
+    "missing_id": ({"text": "x"}, "id", "expected a non-empty id"),
+    "blank_id": ({"id": "  ", "text": "x"}, "id", "expected a non-empty id"),
+    "float_id": ({"id": 1.5, "text": "x"}, "id", "expected a string or integer id, got number 1.5"),
+    "bool_id": ({"id": True, "text": "x"}, "id", "got boolean True"),
+    "missing_text": ({"id": "b"}, "text", "expected non-empty text, got no 'text' field"),
+    "empty_text": ({"id": "b", "text": ""}, "text", "expected non-empty text, got ''"),
+    "whitespace_text": ({"id": "b", "text": " \t\n "}, "text", "expected non-empty text"),
+    "null_text": ({"id": "b", "text": None}, "text", "expected non-empty text, got nothing"),
+    "duplicate_id": ({"id": "a", "text": "again"}, "id", "got 'a' again (first seen at line 1)"),
+    "bad_date": ({"id": "b", "text": "x", "published_at": "2023-13-45"}, "published_at",
+                 "expected ISO 8601 date with timezone, got '2023-13-45'"),
+    "naive_date": ({"id": "b", "text": "x", "verified_at": "2023-05-01T12:00:00"}, "verified_at",
+                   "timezone missing"),
+    "date_number": ({"id": "b", "text": "x", "observed_at": 1683000000}, "observed_at",
+                    "expected ISO 8601 date with timezone, got integer 1683000000"),
+    "unknown_source_type": ({"id": "b", "text": "x", "source_type": "tabloid"}, "source_type",
+                            "got 'tabloid'"),
+    "source_type_number": ({"id": "b", "text": "x", "source_type": 3}, "source_type",
+                           "expected a string, got integer 3"),
+    "text_number": ({"id": "b", "text": 42}, "text", "expected a string, got integer 42"),
+    "title_object": ({"id": "b", "text": "x", "title": {"en": "T"}}, "title",
+                     "expected a string, got object"),
+    "url_list": ({"id": "b", "text": "x", "url": ["u"]}, "url", "expected a string, got list"),
+    "cites_string": ({"id": "b", "text": "x", "cites": "a"}, "cites",
+                     "expected a list of id strings, got 'a'"),
+    "cites_element": ({"id": "b", "text": "x", "cites": ["a", 2.5]}, "cites[1]",
+                      "got number 2.5"),
+    "non_utf8_in_text": (b'{"id": "b", "text": "caf\xe9"}', "text",
+                         "expected UTF-8 text, got invalid byte 0xe9"),
+    "non_utf8_in_extra": (b'{"id": "b", "text": "x", "note": {"k": ["ok", "\xff"]}}',
+                          "note.k[1]", "invalid byte 0xff"),
+    "non_utf8_outside_string": (b'{"id": "b", "text": "x"}\xff', None,
+                                "expected UTF-8 text, got invalid byte 0xff at byte 25"),
+    "lone_surrogate_escape": ('{"id": "b", "text": "x\\ud800"}', "text", "lone surrogate U+D800"),
+    "malformed_json": ('{"id": "b", "text": ', None, "got malformed JSON"),
+    "non_object_array": ('["b", "x"]', None, "expected a JSON object, got array"),
+    "non_object_string": ('"just text"', None, "expected a JSON object, got string"),
+    "json_nan": ('{"id": "b", "text": "x", "score": NaN}', None, "NaN is not valid JSON"),
+    "json_huge_number": ('{"id": "b", "text": "x", "w": 1e999}', None, "out of range"),
+    "json_duplicate_key": ('{"id": "b", "text": "x", "text": "y"}', None, "duplicate key 'text'"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_JSONL))
+def test_jsonl_bad_record_is_rejected_with_file_line_field(kind: str, write, tmp_path) -> None:
+    bad, field, reason = BAD_JSONL[kind]
+    path = write("c.jsonl", b"\n".join([_line(GOOD_A), _line(bad), _line(GOOD_C)]) + b"\n")
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["a", "c"]  # good records around it are kept
+    assert res.n_records == 3
+    [rej] = res.rejects
+    assert (rej.file, rej.line, rej.field) == (str(path), 2, field)
+    prefix = f"{path}:2: " + (f"field '{field}': " if field else "")
+    assert rej.message.startswith(prefix), rej.message
+    assert reason in rej.message
+    out = tmp_path / "out" / "rejects.jsonl"
+    assert write_rejects(res.rejects, out) == 1
+    [row] = _read_rejects_file(out)
+    assert (row["file"], row["line"], row["field"]) == (str(path), 2, field)
+    assert reason in row["reason"] and row["excerpt"]
+
+
+def test_bad_date_message_has_the_documented_shape(write) -> None:
+    path = write("d.jsonl", json.dumps({"id": "x", "text": "t", "published_at": "2023-13-45"}))
+    [rej] = read_corpus(path).rejects
+    assert rej.message == (f"{path}:1: field 'published_at': expected ISO 8601 date with "
+                           "timezone, got '2023-13-45'")
+
+
+def test_unknown_source_type_lists_every_allowed_type(write) -> None:
+    path = write("s.jsonl", json.dumps({"id": "x", "text": "t", "source_type": "Government"}))
+    [rej] = read_corpus(path).rejects
+    assert all(t in rej.reason for t in SOURCE_TYPES)
+
+
+def test_several_problems_report_the_first_and_count_the_rest(write) -> None:
+    path = write("m.jsonl", json.dumps({"text": 3, "title": 1, "published_at": "x"}))
+    [rej] = read_corpus(path).rejects
+    assert rej.field == "id"
+    assert "(and 3 more: 'text', 'title', 'published_at')" in rej.reason
+
+
+def test_valid_record_fields_and_policies(write) -> None:
+    rec = {
+        "id": 7, "text": "body", "title": "", "url": "https://example.org/a",
+        "source_id": "example.org", "source_type": "government",
+        "observed_at": "2023-05-01",                       # date only: midnight UTC
+        "verified_at": "2023-05-01T12:30:00+02:00",        # normalised to UTC
+        "published_at": "2023-05-01T10:30:00Z",
+        "modified_at": "2023-05-01 10:30:00-01:00",
+        "retrieved_at": None,
+        "cites": ["p1", 2], "lang": "en", "scores": [1, 2.5],
+    }
+    [doc] = read_corpus(write("ok.jsonl", json.dumps(rec))).documents
+    assert doc.id == "7" and doc.text == "body" and doc.title is None
+    assert doc.url == "https://example.org/a" and doc.source_id == "example.org"
+    assert doc.source_type == "government"
+    assert doc.observed_at == datetime(2023, 5, 1, tzinfo=UTC)
+    assert doc.verified_at == datetime(2023, 5, 1, 10, 30, tzinfo=UTC)
+    assert doc.published_at == datetime(2023, 5, 1, 10, 30, tzinfo=UTC)
+    assert doc.modified_at == datetime(2023, 5, 1, 11, 30, tzinfo=UTC)
+    assert doc.verified_at.utcoffset() == timedelta(0)
+    assert doc.retrieved_at is None
+    assert doc.cites == ("p1", "2")
+    assert doc.extra == {"lang": "en", "scores": [1, 2.5]}
+
+
+def test_duplicate_only_counts_accepted_documents(write) -> None:
+    lines = [
+        {"id": "a", "text": "t", "published_at": "bad"},   # rejected: does not claim 'a'
+        {"id": "a", "text": "t"},                           # accepted
+        {"id": "a", "text": "t"},                           # duplicate of line 2
+    ]
+    res = read_corpus(write("dup.jsonl", "\n".join(json.dumps(x) for x in lines)))
+    assert [d.id for d in res.documents] == ["a"]
+    assert [(r.line, r.field) for r in res.rejects] == [(1, "published_at"), (3, "id")]
+    assert "first seen at line 2" in res.rejects[1].reason
+
+
+def test_iter_documents_streams_in_file_order(write) -> None:
+    text = "\n".join([GOOD_A, "{", "", GOOD_C, "[]"]) + "\n"
+    it = iter_documents(write("s.jsonl", text))
+    assert iter(it) is it
+    items = list(it)
+    assert [type(x) for x in items] == [Document, Reject, Document, Reject]
+    assert [x.line for x in items if isinstance(x, Reject)] == [2, 5]  # blank line 3 skipped
+
+
+def test_bom_and_crlf_are_accepted(write) -> None:
+    path = write("b.jsonl", b"\xef\xbb\xbf" + GOOD_A.encode() + b"\r\n" + GOOD_C.encode() + b"\r\n")
+    assert [d.id for d in read_corpus(path).documents] == ["a", "c"]
+
+
+def test_summary_and_raise_if_rejected(write) -> None:
+    lines = [GOOD_A, "{", "[1]", '"x"', GOOD_C]
+    res = read_corpus(write("r.jsonl", "\n".join(lines)))
+    assert load_summary(res) == "read 5 records: accepted 2, rejected 3"
+    assert res.summary() == load_summary(res)
+    with pytest.raises(CorpusError) as exc:
+        res.raise_if_rejected(limit=2)
+    assert isinstance(exc.value, ValueError)
+    msg = str(exc.value)
+    assert res.rejects[0].message in msg and res.rejects[1].message in msg
+    assert res.rejects[2].message not in msg and "... and 1 more" in msg
+    read_corpus(write("ok.jsonl", GOOD_A)).raise_if_rejected()  # no rejects: no error
+
+
+def test_write_rejects_count_and_keys(write, tmp_path) -> None:
+    path = write("w.jsonl", b'{"id": "a", "text": "\xff\xfe"}\n{\n[]\n' + GOOD_C.encode())
+    res = read_corpus(path)
+    out = tmp_path / "rej.jsonl"
+    assert write_rejects(res.rejects, out) == 3
+    rows = _read_rejects_file(out)
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert set(rows[0]) >= {"file", "line", "field", "reason", "excerpt"}
+    assert "\ufffd" in rows[0]["excerpt"]  # bad bytes shown as replacement characters
+
+
+KINDS = ["good", "blank", "bad_date", "no_text", "malformed", "non_object", "bad_bytes"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(KINDS), max_size=25))
+def test_n_records_counts_every_non_blank_line(kinds: list[str]) -> None:
+    lines: list[bytes] = []
+    for i, kind in enumerate(kinds):
+        rec = {"id": f"d{i}", "text": f"text {i}"}
+        lines.append({
+            "good": _line(rec),
+            "blank": b"   ",
+            "bad_date": _line({**rec, "published_at": "yesterday"}),
+            "no_text": _line({"id": f"d{i}"}),
+            "malformed": b'{"id": ',
+            "non_object": b"[1, 2]",
+            "bad_bytes": b'{"id": "d%d", "text": "\x80"}' % i,
+        }[kind])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.jsonl"
+        path.write_bytes(b"\n".join(lines))
+        res = read_corpus(path)
+    assert res.n_records == sum(k != "blank" for k in kinds)
+    assert res.n_records == len(res.documents) + len(res.rejects)
+    assert [d.id for d in res.documents] == [f"d{i}" for i, k in enumerate(kinds) if k == "good"]
+    bad = [i + 1 for i, k in enumerate(kinds) if k not in ("good", "blank")]
+    assert [r.line for r in res.rejects] == bad
+
+
+# ------------------------------------------------------------------------------------ CSV
+
+CSV_TEXT = (
+    "id,title,text,published_at,cites,source_type,lang\n"          # 1
+    'd1,T1,"first line\nsecond, with comma\nthird ""quoted""",'    # 2-4
+    '2023-05-01,"[""d2""]",blog,en\n'
+    "d2,,plain,2023-05-01T10:00:00+02:00,d1| d3 ,,it\n"             # 5
+    "\n"                                                            # 6
+    'd3,,"multi\nline",2023-13-45,,,en\n'                           # 7-8
+    "d4,,four,,,,en\n"                                              # 9
+    "d5,,too,many,columns,,,x\n"                                    # 10
+    'd6,,"x",,"[""a"", 3.5]",,en\n'                                  # 11
+)
+
+
+def test_csv_multiline_quoted_text_keeps_physical_line_numbers(write) -> None:
+    path = write("c.csv", CSV_TEXT)
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["d1", "d2", "d4"]
+    d1, d2, d4 = res.documents
+    assert d1.text == 'first line\nsecond, with comma\nthird "quoted"'
+    assert d1.cites == ("d2",) and d1.source_type == "blog" and d1.title == "T1"
+    assert d2.cites == ("d1", "d3") and d2.title is None and d2.source_type is None
+    assert d2.published_at == datetime(2023, 5, 1, 8, tzinfo=UTC)
+    assert d4.extra == {"lang": "en"}
+    assert [(r.line, r.field) for r in res.rejects] == [
+        (7, "published_at"), (10, None), (11, "cites[1]")]
+    assert res.rejects[0].message == (f"{path}:7: field 'published_at': expected ISO 8601 date "
+                                      "with timezone, got '2023-13-45'")
+    assert "expected 7 columns as in the header (line 1), got 8" in res.rejects[1].reason
+    assert res.n_records == 6
+
+
+def test_csv_non_utf8_bytes_rejected_per_record(write, tmp_path) -> None:
+    data = (b"id,title,text\n"
+            b"a,ok,fine\n"
+            b'b,caf\xe9,"two\nlines"\n'
+            b'c,x,"bad \xff\nin text"\n'
+            b"d,ok,fine\n")
+    path = write("u.csv", data)
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["a", "d"]
+    assert [(r.line, r.field) for r in res.rejects] == [(3, "title"), (5, "text")]
+    assert res.rejects[0].message.startswith(f"{path}:3: field 'title': expected UTF-8 text, "
+                                             "got invalid byte 0xe9")
+    assert write_rejects(res.rejects, tmp_path / "r.jsonl") == 2
+    assert len(_read_rejects_file(tmp_path / "r.jsonl")) == 2
+
+
+def test_csv_unterminated_quote_is_one_reject_at_its_start(write) -> None:
+    path = write("q.csv", 'id,text\na,ok\nb,"never closed\nc,x\n')
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["a"]
+    [rej] = res.rejects
+    assert (rej.line, rej.field) == (3, None) and "expected well-formed CSV" in rej.reason
+
+
+def test_csv_header_problems_raise(write) -> None:
+    with pytest.raises(CorpusError, match="unique column names"):
+        read_corpus(write("h.csv", "id,text,id\n1,a,2\n"))
+
+
+def test_csv_missing_column_hint_and_field_mapping(write) -> None:
+    path = write("m.csv", "doc_id,body,timestamp\nx1,hello,2020-01-02T03:04:05Z\nx2,hi,soon\n")
+    rej0 = read_corpus(path).rejects[0]
+    assert rej0.field == "id" and "no 'id' column (map one with fields=)" in rej0.reason
+    res = read_corpus(path, fields={"doc_id": "id", "body": "text", "timestamp": "retrieved_at"})
+    [doc] = res.documents
+    assert doc.id == "x1" and doc.retrieved_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
+    [rej] = res.rejects
+    assert rej.message.startswith(f"{path}:3: field 'timestamp': expected ISO 8601")
+
+
+def test_field_mapping_conflict_is_rejected(write) -> None:
+    path = write("k.csv", "id,doc_id,text\na,a,same\nb,c,differ\n")
+    res = read_corpus(path, fields={"doc_id": "id"})
+    assert [d.id for d in res.documents] == ["a"]
+    [rej] = res.rejects
+    assert (rej.line, rej.field) == (3, "id") and "'id'" in rej.reason and "'doc_id'" in rej.reason
+
+
+def test_tsv_and_gzip_and_explicit_format(write) -> None:
+    tsv = write("c.tsv", "id\ttext\tcites\na\thello, world\tx|y\n")
+    [doc] = read_corpus(tsv).documents
+    assert doc.text == "hello, world" and doc.cites == ("x", "y")
+    gz = write("c.jsonl.gz", gzip.compress((GOOD_A + "\n" + GOOD_C).encode()))
+    assert [d.id for d in read_corpus(gz).documents] == ["a", "c"]
+    txt = write("c.txt", GOOD_A)
+    with pytest.raises(CorpusError, match=r"'\.txt'.*format="):
+        read_corpus(txt)
+    assert [d.id for d in read_corpus(txt, format="jsonl").documents] == ["a"]
+    with pytest.raises(CorpusError, match="format: expected one of"):
+        read_corpus(txt, format="xml")
+    with pytest.raises(FileNotFoundError):
+        iter_documents(txt.with_name("absent.jsonl"))  # raised at call time, not lazily
+
+
+# ------------------------------------------------------------------------------------ Parquet
+
+def test_parquet_rows_types_and_rejects(tmp_path) -> None:
+    table = pa.table({
+        "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+        "text": ["one", None, "three", "four", "five"],
+        "published_at": pa.array(
+            [datetime(2023, 5, 1, 12, tzinfo=UTC), None, None, None, None],
+            pa.timestamp("us", tz="UTC")),
+        "observed_at": pa.array([date(2023, 1, 2), None, None, None, None], pa.date32()),
+        "cites": pa.array([["2"], [], None, ["x"], None], pa.list_(pa.string())),
+        "title": pa.array([None, None, None, {"en": "T"}, None]),
+        "weight": pa.array([0.5, 1.0, 2.0, 1.0, float("nan")]),
+    })
+    path = tmp_path / "c.parquet"
+    pq.write_table(table, path, row_group_size=2)  # several batches: row numbers continue
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["1", "3"]
+    one = res.documents[0]
+    assert one.published_at == datetime(2023, 5, 1, 12, tzinfo=UTC)
+    assert one.observed_at == datetime(2023, 1, 2, tzinfo=UTC)
+    assert one.cites == ("2",) and one.extra == {"weight": 0.5}
+    assert [(r.line, r.field, r.unit) for r in res.rejects] == [
+        (2, "text", "row"), (4, "title", "row"), (5, "weight", "row")]
+    assert res.rejects[0].message.startswith(f"{path}:row 2: field 'text': ")
+    assert "expected a finite number" in res.rejects[2].reason
+    assert res.n_records == 5
+
+
+def test_parquet_naive_and_nanosecond_timestamps(tmp_path) -> None:
+    naive = datetime(2023, 5, 1, 12)
+    table = pa.table({
+        "id": ["a", "b"], "text": ["x", "y"],
+        "published_at": pa.array([naive, None], pa.timestamp("us")),
+        "retrieved_at": pa.array([None, 1_683_000_000_123_456_789], pa.timestamp("ns", tz="UTC")),
+    })
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    res = read_corpus(path)
+    [rej] = res.rejects
+    assert (rej.line, rej.field) == (1, "published_at") and "timezone missing" in rej.reason
+    [doc] = res.documents
+    expected = datetime(2023, 5, 2, 4, tzinfo=UTC) + timedelta(microseconds=123_456)
+    assert doc.retrieved_at == datetime.fromtimestamp(1_683_000_000.123456, tz=UTC) == expected
+
+
+# ------------------------------------------------------------------------------------ BEIR
+
+def _beir_line(doc: Document) -> str:
+    meta = {k: getattr(doc, k).isoformat() for k in ("published_at",) if getattr(doc, k)}
+    meta.update({k: getattr(doc, k) for k in ("url", "source_type") if getattr(doc, k)})
+    meta.update(doc.extra)
+    rec = {"_id": doc.id, "title": doc.title or "", "text": doc.text, "metadata": meta}
+    if doc.cites:
+        rec["cites"] = list(doc.cites)
+    return json.dumps(rec)
+
+
+def _write_beir(folder: Path, docs: list[Document], extra_lines: list[str]) -> None:
+    (folder / "qrels").mkdir(parents=True)
+    lines = [_beir_line(d) for d in docs] + extra_lines
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        '{"_id": "q1", "text": "what is alpha", "metadata": {"k": 1}}\n'
+        '{"_id": 2, "text": "beta?"}\n', encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t2\t0\n2\t2\t1\n", encoding="utf-8")
+
+
+def test_beir_folder_round_trip(tmp_path) -> None:
+    docs = [
+        Document(id="d1", text="alpha", title="Alpha", url="https://who.int/a",
+                 source_type="government",
+                 published_at=datetime(2021, 3, 4, 5, 6, tzinfo=UTC), cites=("2",),
+                 extra={"lang": "en"}),
+        Document(id="2", text="beta"),
+    ]
+    folder = tmp_path / "beir"
+    conflict = json.dumps({"_id": "d3", "title": "X", "text": "g", "metadata": {"title": "Y"}})
+    int_id = json.dumps({"_id": 9, "text": "nine", "metadata": {}})
+    _write_beir(folder, docs, [conflict, int_id])
+    ds = load_beir(folder)
+    assert ds.split == "test"
+    assert ds.corpus.documents == [*docs, Document(id="9", text="nine")]
+    [rej] = ds.corpus.rejects
+    assert rej.file == str(folder / "corpus.jsonl")
+    assert (rej.line, rej.field) == (3, "metadata.title")
+    assert ds.queries == [Query("q1", "what is alpha", {"metadata": {"k": 1}}), Query("2", "beta?")]
+    assert ds.qrels == {"q1": {"d1": 2, "2": 0}, "2": {"2": 1}}
+    assert read_corpus(folder).documents == ds.corpus.documents  # a directory is a BEIR folder
+    assert read_queries(folder) == ds.queries and read_qrels(folder) == ds.qrels
+    (folder / "qrels" / "dev.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"split=.*\['dev', 'test'\]"):
+        load_beir(folder)
+    assert load_beir(folder, split="dev").qrels == {"q1": {"d1": 1}}
+    with pytest.raises(CorpusError, match=r"no qrels/train\.tsv"):
+        load_beir(folder, split="train")
+
+
+def test_beir_folder_without_corpus(tmp_path) -> None:
+    with pytest.raises(CorpusError, match=r"no corpus\.jsonl"):
+        read_corpus(tmp_path)
+
+
+# ------------------------------------------------------------------------------- queries, qrels
+
+def test_read_queries_errors_name_file_and_line(write) -> None:
+    path = write("q.jsonl", '{"id": "q1", "text": "ok"}\n{"id": "q2", "text": "  "}\n'
+                            '{"_id": "q1", "text": "dup"}\n{"text": "no id"}\n')
+    with pytest.raises(CorpusError) as exc:
+        read_queries(path)
+    msg = str(exc.value)
+    assert f"{path}:2: field 'text': expected non-empty query text" in msg
+    assert f"{path}:3: field 'id': expected a unique query id, got 'q1' again " \
+           "(first seen at line 1)" in msg
+    assert f"{path}:4: field 'id'" in msg
+
+
+def test_read_queries_tsv(write) -> None:
+    path = write("q.tsv", "id\ttext\nq1\tfirst query\n\n7\tsecond\twith tab\n")
+    assert read_queries(path) == [Query("q1", "first query"), Query("7", "second\twith tab")]
+
+
+def test_read_qrels_trec_without_header(write) -> None:
+    path = write("q.txt", "q1 0 d1 2\nq1 0 d2 0\n\nq2 Q0 d1 -1\nq1 0 d1 2\n")
+    assert read_qrels(path) == {"q1": {"d1": 2, "d2": 0}, "q2": {"d1": -1}}
+
+
+@pytest.mark.parametrize(("text", "line", "part"), [
+    ("q1 0 d1 1\nq1 0 d2 x\n", 2, "field 'score': expected an integer relevance, got 'x'"),
+    ("q1 0 d1 1\nq1 d2 1\n", 2, "expected 4 columns like the lines before, got 3"),
+    ("q1 d1\n", 1, "expected 3 columns"),
+    ("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t0\n", 3,
+     "field 'score': expected the relevance 1 given at line 2"),
+    (b"q1 0 d1 1\nq\xff 0 d1 1\n", 2, "expected UTF-8 text, got invalid byte 0xff"),
+])
+def test_read_qrels_errors_name_file_and_line(write, text, line, part) -> None:
+    path = write("bad.tsv", text)
+    with pytest.raises(CorpusError) as exc:
+        read_qrels(path)
+    assert f"{path}:{line}: {part}" in str(exc.value)
+
+
+# ------------------------------------------------------------------------------------ real data
+
+def test_trec2019_health_misinformation_csv(shared_data, tmp_path) -> None:
+    src = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
+    if not src.is_file():
+        pytest.skip(f"{src} is absent")
+    mapping = {"doc_id": "id", "timestamp": "retrieved_at"}
+    res = read_corpus(src, fields=mapping)
+    assert (len(res.documents), len(res.rejects)) == (156, 0)  # 156 pages, see SOURCES.md
+    assert all(d.retrieved_at is not None and d.retrieved_at.tzinfo is not None
+               for d in res.documents)
+    assert any("\n" in d.text for d in res.documents)  # multi-line quoted fields
+    assert {"topic_id", "stance", "credibility"} <= set(res.documents[0].extra)
+    # an appended bad row is reported at the physical line after the last one
+    copy = tmp_path / "hm.csv"
+    shutil.copyfile(src, copy)
+    data = copy.read_bytes()
+    assert data.endswith(b"\n")
+    with copy.open("ab") as fh:
+        fh.write(b"1,extra-doc,0,0,0,q,d,helpful,some text,2012-02-11T17:38:02,http://x.org\r\n")
+    [rej] = read_corpus(copy, fields=mapping).rejects
+    assert (rej.line, rej.field) == (data.count(b"\n") + 1, "timestamp")
+    assert "timezone missing" in rej.reason
+
+
+def test_timezone_helper_values_are_utc(write) -> None:
+    east = timezone(timedelta(hours=5, minutes=30))
+    stamp = datetime(2024, 2, 29, 23, 0, tzinfo=east)
+    [doc] = read_corpus(write("tz.jsonl", json.dumps(
+        {"id": "x", "text": "t", "published_at": stamp.isoformat()}))).documents
+    assert doc.published_at == stamp and doc.published_at.tzinfo == UTC

@@ -1,0 +1,190 @@
+"""The embedded Qdrant Edge index: pushdown ≡ Python ranking, incremental and interrupted runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from credrank.combine import Combine
+from credrank.corpus import iter_documents
+from credrank.documents import SOURCE_TYPES, Document
+from credrank.index.build import index_documents
+from credrank.index.edge import EdgeIndex, IndexError_
+from credrank.index.embed import HashingEmbedder
+from credrank.index.retrieve import DenseRetriever, PushdownSearch
+from credrank.provenance import SourceTyper
+from credrank.search import SearchSettings, build_pipeline
+from credrank.select.topk import TopK
+from credrank.signals.prior import SourcePrior, preset
+
+HOSTS = {
+    "peer_reviewed": "https://www.nejm.org/doi/{i}",
+    "government": "https://www.cdc.gov/page{i}",
+    "established_news": "https://www.reuters.com/health/{i}",
+    "blog": "https://someone{i}.blogspot.com/post",
+    "user_generated": "https://www.reddit.com/r/health/{i}",
+    "ai_generated": "https://farm{i}.example/x",
+    "unknown": "https://site{i}.example/x",
+}
+WORDS = ("vitamin vaccine dose trial fever cold antibiotic sleep heart risk sugar insulin "
+         "statin muscle fluoride water sunscreen skin cancer melatonin child study").split()
+
+
+def make_corpus(path: Path, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    with path.open("w") as f:
+        for i in range(n):
+            t = SOURCE_TYPES[i % len(SOURCE_TYPES)]
+            text = " ".join(rng.choice(WORDS, size=25))
+            f.write(json.dumps({"id": f"d{i:04d}", "text": text,
+                                "url": HOSTS[t].format(i=i),
+                                "published_at": "2024-01-02T00:00:00Z"}) + "\n")
+
+
+def tie_groups(batch) -> list[set[str]]:
+    groups: list[tuple[float, set[str]]] = []
+    for doc, score in zip(batch.doc_ids, batch.score, strict=True):
+        if groups and abs(score - groups[-1][0]) <= 1e-6:
+            groups[-1][1].add(doc)
+        else:
+            groups.append((score, {doc}))
+    return [g for _, g in groups]
+
+
+@pytest.fixture
+def small_index(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    make_corpus(corpus, 300)
+    emb = HashingEmbedder(64)
+    idx = EdgeIndex.open(tmp_path / "idx", embedder=emb.name, dim=emb.dim, create=True)
+    report = index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=50)
+    assert report.indexed == 300 and report.rejected == 0
+    yield idx, emb
+    idx.close()
+
+
+def test_payload_carries_provenance_derived_type(small_index):
+    idx, emb = small_index
+    hits = DenseRetriever(idx, emb, 300).search("vaccine trial")
+    by_id = dict(zip(hits.doc_ids, hits.column("source_type"), strict=True))
+    assert by_id["d0000"] == "peer_reviewed" and by_id["d0003"] == "blog"
+    assert hits.column("host")[0] is not None
+
+
+@pytest.mark.parametrize("priors", ["compressed", "current", "aggressive"])
+def test_pushdown_equals_python_path(small_index, priors):
+    idx, emb = small_index
+    table = preset(priors)
+    for query in ("vitamin fever", "statin muscle risk", "sunscreen skin cancer child"):
+        fetch_k, top_k = 45, 15
+        qv = emb.embed([query])[0]
+        pool = idx.search_dense(query, qv, fetch_k, exact=True)
+        python = TopK(top_k)(Combine("multiply")(SourcePrior(table)(pool)))
+        pushed = idx.search_formula(query, qv, fetch_k, top_k, table.values, exact=True)
+        # same scores to float precision, same order wherever scores are not tied
+        assert np.allclose(pushed.retrieval_score, python.score, atol=1e-6)
+        assert python.score[-1] > 0, "test needs a cutoff above the clipped zeros"
+        # identical sequence of tie groups (the last group may be cut at the boundary)
+        pushed_groups, python_groups = tie_groups(pushed), tie_groups(python)
+        assert pushed_groups[:-1] == python_groups[:-1]
+
+
+def test_pushdown_stage_breakdown(small_index):
+    idx, emb = small_index
+    out = PushdownSearch(idx, emb, preset("current"), 30, 10).search("vaccine dose")
+    b = out.hits()[0]["score_breakdown"]
+    assert b["final"] == pytest.approx(b["retrieval_score"] * b["prior"], rel=1e-5)
+
+
+def test_pipeline_builder_rejects_unsupported_pushdown(small_index):
+    idx, emb = small_index
+    with pytest.raises(ValueError, match="pushdown supports"):
+        build_pipeline(idx, emb, SearchSettings(pushdown=True, mode="rrf"))
+
+
+def test_bm25_option(small_index):
+    idx, emb = small_index
+    out = build_pipeline(idx, emb, SearchSettings(top_k=5, lexical=True)).search("fluoride water")
+    assert len(out) == 5 and out.retrieval_score.min() > 0
+
+
+def test_reindex_is_incremental_without_duplicates(tmp_path, small_index):
+    idx, emb = small_index
+    corpus = tmp_path / "c.jsonl"
+    report = index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=50)
+    assert report.indexed == 0 and report.unchanged == 300 and len(idx) == 300
+    with corpus.open("a") as f:
+        f.write(json.dumps({"id": "new1", "text": "fresh document on sleep"}) + "\n")
+    report = index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=50)
+    assert report.indexed == 1 and len(idx) == 301
+
+
+def test_open_missing_or_mismatched_index(tmp_path, small_index):
+    with pytest.raises(IndexError_, match="no credrank index"):
+        EdgeIndex.open(tmp_path / "nothing")
+    with pytest.raises(IndexError_, match="embedder"):
+        EdgeIndex.open(tmp_path / "idx", embedder="minilm")
+
+
+INDEXER = """
+import sys
+from credrank.corpus import iter_documents
+from credrank.index.build import index_documents
+from credrank.index.edge import EdgeIndex
+from credrank.index.embed import HashingEmbedder
+from credrank.provenance import SourceTyper
+emb = HashingEmbedder(64)
+idx = EdgeIndex.open(sys.argv[2], embedder=emb.name, dim=emb.dim, create=True)
+def tick(n):
+    print("batch", flush=True)
+try:
+    index_documents(iter_documents(sys.argv[1]), idx, emb, SourceTyper(), batch_size=10,
+                    on_batch=tick)
+finally:
+    idx.close()
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_interrupted_indexing_leaves_a_usable_index(tmp_path, sig):
+    corpus, where = tmp_path / "c.jsonl", tmp_path / "idx"
+    n = 2000
+    make_corpus(corpus, n)
+    proc = subprocess.Popen([sys.executable, "-c", INDEXER, str(corpus), str(where)],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ})
+    batches = 0
+    for line in proc.stdout:
+        batches += line.startswith("batch")
+        if batches >= 5:
+            proc.send_signal(sig)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode != 0, "the indexer finished before it was interrupted"
+    emb = HashingEmbedder(64)
+    with EdgeIndex.open(where) as idx:  # opens and answers
+        partial = len(idx)
+        assert 50 <= partial < n
+        assert len(DenseRetriever(idx, emb, 5).search("vitamin")) == 5
+        report = index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=200)
+        assert len(idx) == n  # completed, no duplicates
+        assert report.unchanged == partial and report.indexed == n - partial
+
+
+def test_dates_round_trip_as_iso(tmp_path):
+    emb = HashingEmbedder(64)
+    when = datetime(2020, 3, 1, 12, tzinfo=UTC)
+    with EdgeIndex.open(tmp_path / "i", embedder=emb.name, dim=emb.dim, create=True) as idx:
+        index_documents([Document(id="a", text="vitamin d", observed_at=when)], idx, emb,
+                        SourceTyper())
+        out = DenseRetriever(idx, emb, 1).search("vitamin")
+        assert out.column("observed_at")[0] == when.isoformat()
+        assert out.column("published_at")[0] is None

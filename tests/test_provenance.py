@@ -1,0 +1,427 @@
+"""Tests of credrank.provenance: URL → host → registered domain → source type."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+import socket
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credrank import provenance
+from credrank.documents import SOURCE_TYPES, Document
+from credrank.provenance import (
+    DomainTableError,
+    Provenance,
+    RulesError,
+    SourceTyper,
+    load_domain_table,
+    load_rules,
+    parse_host,
+    parse_url,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+RATINGS = SHARED_DATA / "domain_ratings" / "domain_ratings.csv"
+
+
+@pytest.fixture(scope="module")
+def typer() -> SourceTyper:
+    return SourceTyper()
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "registered"),
+    [
+        ("https://www.cdc.gov/flu/index.html", "www.cdc.gov", "cdc.gov"),
+        ("WWW.BBC.CO.UK/news", "www.bbc.co.uk", "bbc.co.uk"),
+        ("http://user:secret@Example.COM:8080/x?y=1#z", "example.com", "example.com"),
+        ("//cdn.example.org/lib.js", "cdn.example.org", "example.org"),
+        ("https://www.gov.uk/guidance", "www.gov.uk", "www.gov.uk"),  # gov.uk is a suffix
+        ("https://www.ox.ac.uk/research", "www.ox.ac.uk", "ox.ac.uk"),
+        ("http://bücher.de/kontakt", "xn--bcher-kva.de", "xn--bcher-kva.de"),
+        ("http://xn--bcher-kva.de/kontakt", "xn--bcher-kva.de", "xn--bcher-kva.de"),
+        ("http://ｃｄｃ.gov/", "cdc.gov", "cdc.gov"),  # full-width letters, UTS 46 mapping
+        ("http://%63dc.gov/", "cdc.gov", "cdc.gov"),  # percent-encoded host
+        ("cdc.gov./vaccines", "cdc.gov", "cdc.gov"),  # trailing dot
+        ("http://192.168.0.1:8000/page", "192.168.0.1", None),
+        ("http://[2001:DB8::1]/", "2001:db8::1", None),
+        ("medium.com/@someone/post-1", "medium.com", "medium.com"),
+        ("user@example.com", "example.com", "example.com"),
+        ("localhost:8080/admin", "localhost", None),
+        # a backslash is a slash for browsers: the host is example.com, not evil.com
+        ("https://example.com\\@evil.com/", "example.com", "example.com"),
+        ("  https://www.nhs.uk/conditions/\n", "www.nhs.uk", "www.nhs.uk"),  # nhs.uk: suffix
+        ("foo.blogspot.com", "foo.blogspot.com", "blogspot.com"),  # ICANN section only
+    ],
+)
+def test_parse_host(url: str, host: str, registered: str | None) -> None:
+    assert parse_host(url) == (host, registered)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "   ",
+        "http://",
+        "mailto:someone@example.org",
+        "javascript:alert(1)",
+        "http:/example.com",
+        "http://exa mple.com/",
+        "http://[::1",
+        "http://example.com:99999/",
+        "http://example.com:port/",
+        "http://a..b.com/",
+        "http://999.1.1.1/",
+        "file:///etc/passwd",
+    ],
+)
+def test_invalid_urls(typer: SourceTyper, url: str) -> None:
+    parsed = parse_url(url)
+    assert parsed.host is None and parsed.registered_domain is None
+    assert parsed.error  # a reason is given
+    prov = typer.classify(url)
+    assert (prov.host, prov.source_type, prov.url_source_type, prov.rule) == (
+        None, "unknown", "unknown", "none")
+    assert prov.url_error == parsed.error
+
+
+def test_parse_url_rejects_non_strings() -> None:
+    with pytest.raises(TypeError, match="url"):
+        parse_url(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="url"):
+        SourceTyper().classify(3.0)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- built-in rules
+
+
+@pytest.mark.parametrize(
+    ("url", "expected", "rule"),
+    [
+        # PubMed and PMC live under nih.gov / .gov and must beat both
+        ("https://pubmed.ncbi.nlm.nih.gov/31978945/", "peer_reviewed",
+         "host:pubmed.ncbi.nlm.nih.gov"),
+        ("https://www.ncbi.nlm.nih.gov/pmc/articles/PMC7092803/", "peer_reviewed",
+         "path:ncbi.nlm.nih.gov/pmc"),
+        ("https://pmc.ncbi.nlm.nih.gov/articles/PMC7092803/", "peer_reviewed",
+         "host:pmc.ncbi.nlm.nih.gov"),
+        ("https://www.ncbi.nlm.nih.gov/books/NBK1/", "government", "domain:nih.gov"),
+        ("https://www.ncbi.nlm.nih.gov/pmcx", "government", "domain:nih.gov"),  # segment bound
+        ("https://www.cdc.gov/flu/", "government", "domain:cdc.gov"),
+        ("https://www.fbi.gov/news", "government", "suffix:gov"),
+        ("https://www.army.mil/", "government", "suffix:mil"),
+        ("https://www.who.int/news", "government", "domain:who.int"),
+        ("https://www.un.int/", "government", "suffix:int"),
+        ("https://www.gov.uk/guidance/x", "government", "suffix:gov.<cc>"),
+        ("https://www.health.gov.au/", "government", "suffix:gov.<cc>"),
+        ("https://www.ox.ac.uk/", "government", "suffix:ac.<cc>"),
+        ("https://www.stanford.edu/", "government", "suffix:edu"),
+        ("https://solidarites-sante.gouv.fr/", "government", "suffix:gouv.fr"),
+        ("https://www.canada.ca/en/public-health.html", "government", "domain:canada.ca"),
+        ("https://www.ema.europa.eu/en/medicines", "government", "host:ema.europa.eu"),
+        ("https://commission.europa.eu/", "government", "suffix:europa.eu"),
+        ("https://www.nhs.uk/conditions/", "government", "suffix:nhs.uk"),
+        ("https://www.mayoclinic.org/diseases", "government", "domain:mayoclinic.org"),
+        ("https://www.nejm.org/doi/full/10.1056/x", "peer_reviewed", "domain:nejm.org"),
+        ("https://link.springer.com/article/1", "peer_reviewed", "host:link.springer.com"),
+        ("https://onlinelibrary.wiley.com/doi/1", "peer_reviewed",
+         "host:onlinelibrary.wiley.com"),
+        ("https://www.bbc.co.uk/news/health-1", "established_news", "domain:bbc.co.uk"),
+        ("https://abcnews.go.com/Health", "established_news", "host:abcnews.go.com"),
+        ("https://www.webmd.com/a", "established_news", "domain:webmd.com"),
+        ("https://someone.blogspot.com/2020/01/x.html", "blog", "domain:blogspot.com"),
+        ("medium.com/@someone/cure-1", "blog", "domain:medium.com"),
+        ("https://blog.example.com/post", "blog", "label:blog"),
+        ("https://blogs.bmj.com/bmj/x", "blog", "label:blogs"),  # subdomain label beats bmj.com
+        ("https://forum.example.org/t/1", "user_generated", "label:forum"),
+        ("https://community.example.net/", "user_generated", "label:community"),
+        ("https://www.reddit.com/r/health/", "user_generated", "domain:reddit.com"),
+        ("https://en.wikipedia.org/wiki/Influenza", "user_generated", "domain:wikipedia.org"),
+        ("https://answers.yahoo.com/question/1", "user_generated", "host:answers.yahoo.com"),
+        ("https://x.com/someone/status/1", "user_generated", "domain:x.com"),
+        # no rule: stays unknown
+        ("https://example.com/", "unknown", "none"),
+        ("https://blog.com/", "unknown", "none"),  # first-label rules need a subdomain
+        ("https://go.com/", "unknown", "none"),
+        ("https://news.yahoo.com/", "unknown", "none"),
+        ("https://mygov.com/", "unknown", "none"),  # label boundary, not string suffix
+        ("https://x.gov.com/", "unknown", "none"),  # <cc> is two letters only
+        ("https://cdc.gov.evil.com/", "unknown", "none"),  # spoof: suffix is anchored
+        ("https://arxiv.org/abs/1", "unknown", "none"),  # preprints are not peer reviewed
+        ("http://192.168.0.1/", "unknown", "none"),
+    ],
+)
+def test_builtin_rules(typer: SourceTyper, url: str, expected: str, rule: str) -> None:
+    prov = typer.classify(url)
+    assert (prov.source_type, prov.url_source_type, prov.rule) == (expected, expected, rule)
+    assert prov.url_error is None and prov.conflict is None and prov.domain_score is None
+
+
+def test_bundled_rules_are_valid_and_ai_list_exists() -> None:
+    rules = load_rules()
+    types = {*rules.hosts.values(), *rules.domains.values(), *rules.first_labels.values()}
+    assert types <= set(SOURCE_TYPES) - {"unknown"}
+    text = (Path(provenance.__file__).parent / "rules" / "source_types.toml").read_text()
+    assert "[ai_generated]" in text
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[blog]\ndomains = ["a.com"]\n[user_generated]\ndomains = ["a.com"]\n',
+         "already listed under \\[blog\\]"),
+        ('[opinion]\ndomains = ["a.com"]\n', "unknown section \\[opinion\\]"),
+        ('[blog]\nsites = ["a.com"]\n', "unknown key 'sites'"),
+        ('[blog]\ndomains = ["www.a.com"]\n', "without 'www.'"),
+        ('[blog]\ndomains = ["co.uk"]\n', "public suffix"),
+        ('[blog]\ndomains = "a.com"\n', "list of strings"),
+        ('[blog]\npaths = ["a.com"]\n', "host/path"),
+        ('[blog]\nsuffixes = ["gov.<xx>"]\n', "labels or '<cc>'"),
+    ],
+)
+def test_bad_rules_file(tmp_path: Path, toml: str, message: str) -> None:
+    path = write(tmp_path / "rules.toml", toml)
+    with pytest.raises(RulesError, match=message):
+        load_rules(path)
+
+
+def test_custom_rules_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "rules.toml", '[government]\nsuffixes = ["gov.<cc>"]\n'
+                 '[blog]\nhosts = ["notes.gov.uk"]\n')
+    typer = SourceTyper(rules=path)
+    assert typer.classify("https://www.gov.uk").source_type == "government"
+    assert typer.classify("https://notes.gov.uk").source_type == "blog"  # host beats suffix
+    assert typer.classify("https://www.cdc.gov").source_type == "unknown"  # no bundled rules
+
+
+# --------------------------------------------------------------------------- text never decides
+
+
+def test_classification_takes_no_text() -> None:
+    params = list(inspect.signature(SourceTyper.classify).parameters)
+    assert params == ["self", "url", "declared_source_type"]
+    assert "text" not in {f.name for f in dataclasses.fields(Provenance)}
+
+
+def test_cnn_claim_on_blog_host_stays_blog(typer: SourceTyper) -> None:
+    url = "https://health-truths.blogspot.com/2021/03/vaccines.html"
+    spoof = Document(id="d1", text="CNN news: doctors confirm the cure.", url=url)
+    plain = Document(id="d2", text="A post about my garden.", url=url)
+    assert typer.classify_document(spoof).source_type == "blog"
+    assert typer.classify_document(spoof) == typer.classify_document(plain)
+    assert typer.classify_document(spoof) == typer.classify(url)
+
+
+@settings(max_examples=50, deadline=None)
+@given(text=st.text(max_size=200), title=st.text(max_size=50))
+def test_text_and_title_never_change_the_type(text: str, title: str) -> None:
+    typer = SourceTyper()
+    url = "https://www.cdc.gov/flu/"
+    doc = Document(id="d", text=text, title=title, url=url, source_type="blog")
+    assert typer.classify_document(doc) == typer.classify(url, "blog")
+
+
+# --------------------------------------------------------------------------- declared metadata
+
+
+def test_declared_conflict_untrusted_by_default(typer: SourceTyper) -> None:
+    prov = typer.classify("https://someone.blogspot.com/x", "peer_reviewed")
+    assert prov.source_type == "blog" and prov.url_source_type == "blog"
+    assert prov.declared_source_type == "peer_reviewed"
+    assert prov.rule == "domain:blogspot.com"
+    assert prov.conflict is not None
+    assert "peer_reviewed" in prov.conflict and "blog" in prov.conflict
+
+
+def test_declared_trusted_when_configured() -> None:
+    prov = SourceTyper(trust_declared=True).classify("https://someone.blogspot.com/x",
+                                                     "peer_reviewed")
+    assert (prov.source_type, prov.url_source_type, prov.rule) == (
+        "peer_reviewed", "blog", "declared")
+    assert prov.conflict is not None  # still recorded
+
+
+def test_declared_agreeing_is_not_a_conflict(typer: SourceTyper) -> None:
+    prov = typer.classify("https://www.cdc.gov/", "government")
+    assert prov.conflict is None and prov.source_type == "government"
+
+
+def test_declared_without_url() -> None:
+    untrusted = SourceTyper().classify(None, "government")
+    assert (untrusted.source_type, untrusted.declared_source_type, untrusted.rule) == (
+        "unknown", "government", "none")
+    assert untrusted.conflict is None and untrusted.host is None and untrusted.url_error is None
+    trusted = SourceTyper(trust_declared=True).classify(None, "government")
+    assert (trusted.source_type, trusted.rule) == ("government", "declared")
+
+
+def test_declared_unknown_is_no_claim() -> None:
+    prov = SourceTyper(trust_declared=True).classify("https://www.cdc.gov/", "unknown")
+    assert prov.source_type == "government" and prov.conflict is None
+
+
+def test_bad_declared_type_names_value_and_choices(typer: SourceTyper) -> None:
+    with pytest.raises(ValueError, match="'news'") as err:
+        typer.classify("https://www.cdc.gov/", "news")
+    for name in SOURCE_TYPES:
+        assert name in str(err.value)
+
+
+# --------------------------------------------------------------------------- user tables
+
+
+def test_type_table_overrides_builtin(tmp_path: Path) -> None:
+    table = write(tmp_path / "types.csv",
+                  "domain,source_type\n"
+                  "nytimes.com,blog\n"
+                  "content-farm.example.net,ai_generated\n"
+                  "patient.info/forums,user_generated\n"
+                  "www.example.org,government\n")
+    typer = SourceTyper([table])
+    prov = typer.classify("https://www.nytimes.com/2020/x.html")
+    assert (prov.source_type, prov.rule) == ("blog", "table:types.csv")
+    assert typer.classify("https://a.content-farm.example.net/").source_type == "ai_generated"
+    assert typer.classify("https://patient.info/forums/discuss/x").source_type == (
+        "user_generated")
+    assert typer.classify("https://patient.info/health/x").source_type == "unknown"
+    assert typer.classify("https://www.example.org/").source_type == "government"  # exact host
+    assert typer.classify("https://example.org/").source_type == "unknown"
+    # a table match wins even over the most specific built-in rule
+    override = write(tmp_path / "o.csv", "domain,source_type\nnih.gov,government\n")
+    pubmed = SourceTyper([override]).classify("https://pubmed.ncbi.nlm.nih.gov/1/")
+    assert (pubmed.source_type, pubmed.rule) == ("government", "table:o.csv")
+
+
+def test_score_table_gives_score_not_type(tmp_path: Path) -> None:
+    table = write(tmp_path / "scores.csv",
+                  "Domain,Score\ncdc.gov,0.9\nwww.cdc.gov,0.8\ntwitter.com/who,0.7\n")
+    typer = SourceTyper([table])
+    exact = typer.classify("https://www.cdc.gov/flu/")
+    assert (exact.domain_score, exact.score_rule) == (0.8, "table:scores.csv")
+    assert exact.source_type == "government" and exact.rule == "domain:cdc.gov"
+    assert typer.classify("https://stacks.cdc.gov/x").domain_score == 0.9  # registered domain
+    assert typer.classify("https://twitter.com/WHO/status/1").domain_score == 0.7
+    assert typer.classify("https://twitter.com/whoever").domain_score is None
+    assert typer.classify("https://example.com/").domain_score is None
+
+
+def test_later_table_overrides_earlier(tmp_path: Path) -> None:
+    first = write(tmp_path / "a.csv", "domain,source_type\nexample.com,blog\n")
+    second = write(tmp_path / "b.csv", "domain,source_type\nexample.com,government\n")
+    prov = SourceTyper([first, second]).classify("https://example.com/")
+    assert (prov.source_type, prov.rule) == ("government", "table:b.csv")
+
+
+def test_explicit_score_column(tmp_path: Path) -> None:
+    table = write(tmp_path / "r.csv", "domain,pc1,mbfc\nexample.com,0.2,0.6\n")
+    assert load_domain_table(table).scores == {"example.com": 0.2}
+    assert load_domain_table(table, score_column="mbfc").scores == {"example.com": 0.6}
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "field"),
+    [
+        ("domain,source_type\na.com,blog\nb.com,peer reviewed\n", 3, "source_type"),
+        ("domain,score\na.com,0.5\n\nb.com,1.5\n", 4, "score"),
+        ("domain,score\na.com,abc\n", 2, "score"),
+        ("domain,score\na.com,nan\n", 2, "score"),
+        ("domain,source_type\n,blog\n", 2, "domain"),
+        ("domain,source_type\nhttps://a.com/x,blog\n", 2, "domain"),
+        ("domain,source_type\na b.com,blog\n", 2, "domain"),
+        ("domain,source_type\na.com,blog\nA.com,government\n", 3, "source_type"),
+        ("domain,source_type\na.com,blog,extra\n", 2, None),
+        ("site,source_type\na.com,blog\n", 1, "domain"),
+    ],
+)
+def test_bad_table_rows(tmp_path: Path, content: str, line: int, field: str | None) -> None:
+    path = write(tmp_path / "bad.csv", content)
+    with pytest.raises(DomainTableError) as err:
+        SourceTyper([path])
+    message = str(err.value)
+    assert f"{path}:{line}:" in message
+    if field is not None:
+        assert f"'{field}'" in message
+
+
+def test_table_header_errors(tmp_path: Path) -> None:
+    with pytest.raises(DomainTableError, match="score_column 'quality'"):
+        load_domain_table(write(tmp_path / "t.csv", "domain,score\na.com,1\n"), "quality")
+    with pytest.raises(DomainTableError, match="source_type"):
+        load_domain_table(write(tmp_path / "u.csv", "domain,notes\na.com,x\n"))
+    with pytest.raises(DomainTableError, match="empty file"):
+        load_domain_table(write(tmp_path / "v.csv", ""))
+    with pytest.raises(DomainTableError, match="cannot read"):
+        load_domain_table(tmp_path / "missing.csv")
+    with pytest.raises(TypeError, match="single path"):
+        SourceTyper(str(tmp_path / "t.csv"))  # type: ignore[arg-type]
+
+
+def test_real_domain_ratings() -> None:
+    if not RATINGS.is_file():
+        pytest.skip(f"real data absent: {RATINGS} (../shared/data beside the checkout)")
+    with RATINGS.open(newline="", encoding="utf-8") as handle:
+        expected = {row["domain"]: float(row["pc1"]) for row in csv.DictReader(handle)}
+    table = load_domain_table(RATINGS)
+    assert table.score_column == "pc1"
+    assert len(table.scores) == len(expected)
+    assert all(0.0 <= s <= 1.0 for s in table.scores.values())
+    typer = SourceTyper([RATINGS])
+    prov = typer.classify("https://www.nytimes.com/2020/03/01/health/x.html")
+    assert prov.domain_score == expected["nytimes.com"]
+    assert prov.source_type == "established_news"  # scores never change the type
+    assert prov.score_rule == "table:domain_ratings.csv"
+    # a "domain/path" row scores that path only
+    path_rows = [d for d in expected if "/" in d and d.split("/", 1)[0] not in expected]
+    assert path_rows, "expected some host/path rows in the ratings"
+    host, rest = path_rows[0].split("/", 1)
+    assert typer.classify(f"https://{host}/{rest}/item").domain_score == expected[path_rows[0]]
+    assert typer.classify(f"https://{host}/zz-not-{rest}").domain_score is None
+
+
+# --------------------------------------------------------------------------- batch and offline
+
+
+def test_classify_many_matches_classify_and_caches_hosts(typer: SourceTyper) -> None:
+    urls = ["https://www.ncbi.nlm.nih.gov/pmc/articles/PMC1/",
+            "https://www.ncbi.nlm.nih.gov/books/NBK1/",
+            None, "not a url", "https://www.cdc.gov/a", "https://www.cdc.gov/b"]
+    declared = [None, "blog", "government", None, None, "government"]
+    fresh = SourceTyper()
+    batch = fresh.classify_many(urls, declared)
+    assert batch == [typer.classify(u, d) for u, d in zip(urls, declared, strict=True)]
+    # the host cache must not leak path-level decisions between URLs of one host
+    assert [p.source_type for p in batch[:2]] == ["peer_reviewed", "government"]
+    info = fresh.cache_info()
+    assert info.hits >= 2  # ncbi twice, cdc twice
+    with pytest.raises(ValueError, match="declared"):
+        fresh.classify_many(urls, declared[:2])
+
+
+def test_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    provenance._extractor.cache_clear()
+    provenance._resolve_host.cache_clear()
+    typer = SourceTyper([write(tmp_path / "t.csv", "domain,score\nbbc.co.uk,0.7\n")])
+    prov = typer.classify("https://www.bbc.co.uk/news")
+    assert (prov.registered_domain, prov.source_type, prov.domain_score) == (
+        "bbc.co.uk", "established_news", 0.7)
+    assert parse_host("https://a.b.example.co.jp/") == ("a.b.example.co.jp", "example.co.jp")
