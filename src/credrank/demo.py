@@ -1,0 +1,139 @@
+"""``credrank demo``: the main job on the embedded default, on the packaged synthetic corpus.
+
+Builds a Qdrant Edge index of the demo health corpus (``credrank/data/demo``, synthetic test
+material in the style of seed 004: ~120 documents of six source types, 10 adversarial), runs its
+10 queries with the similarity-only baseline and with source priors over the same expanded pool
+(``fetch_k = 3 × top_k``), and reports P@5, nDCG@5, MRR and the adversarial hit rate@5.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from credrank.corpus import iter_documents, read_qrels, read_queries
+from credrank.evaluate.metrics import evaluate
+from credrank.index.build import IndexReport, index_documents
+from credrank.index.edge import EdgeIndex
+from credrank.index.embed import Embedder, get_embedder
+from credrank.provenance import SourceTyper
+from credrank.search import SearchSettings, build_pipeline
+
+MEASURES = ("P@5", "nDCG@5", "RR", "harmful@5")
+#: the systems compared, in table order: name → priors (None = similarity only)
+SYSTEMS: dict[str, str | None] = {
+    "similarity only": None,
+    "compressed priors": "compressed",
+    "current priors": "current",
+    "aggressive priors": "aggressive",
+}
+
+
+def demo_dir() -> Path:
+    return Path(str(resources.files("credrank") / "data" / "demo"))
+
+
+def read_adversarial(path: Path) -> dict[str, set[str]]:
+    """``query_id -> {doc_id}`` of the adversarial documents (header ``doc_id<TAB>query_id``)."""
+    bad: dict[str, set[str]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected 'doc_id<TAB>query_id', got {line!r}")
+        bad.setdefault(parts[1].strip(), set()).add(parts[0].strip())
+    return bad
+
+
+@dataclass
+class DemoResult:
+    report: IndexReport
+    settings: dict[str, Any]
+    means: dict[str, dict[str, float]]  # system -> measure -> mean
+    per_query: dict[str, dict[str, dict[str, float]]]  # system -> measure -> qid -> value
+    example: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON (documented in docs/json.md)."""
+        return {
+            "credrank_demo": 1,
+            "data": "credrank/data/demo (synthetic test material)",
+            "index": {"indexed": self.report.indexed, "rejected": self.report.rejected,
+                      "unchanged": self.report.unchanged},
+            "settings": self.settings,
+            "metrics": self.means,
+            "per_query": self.per_query,
+            "example": self.example,
+        }
+
+
+def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
+             top_k: int = 5, on_progress: Callable[[int], None] | None = None) -> DemoResult:
+    """Index the demo corpus (into ``index_dir`` or a temporary folder) and evaluate."""
+    data = demo_dir()
+    embedder = embedder or get_embedder("minilm")
+    queries = read_queries(data / "queries.jsonl")
+    qrels = read_qrels(data / "qrels.tsv")
+    bad = read_adversarial(data / "adversarial.tsv")
+    typer = SourceTyper([data / "domains.csv"])
+
+    with tempfile.TemporaryDirectory(prefix="credrank-demo-") as tmp:
+        path = Path(index_dir) if index_dir else Path(tmp) / "index"
+        with EdgeIndex.open(path, embedder=embedder.name, dim=embedder.dim,
+                            create=True) as index:
+            report = index_documents(iter_documents(data / "corpus.jsonl"), index, embedder,
+                                     typer, on_batch=on_progress)
+            means: dict[str, dict[str, float]] = {}
+            per_query: dict[str, dict[str, dict[str, float]]] = {}
+            for system, priors in SYSTEMS.items():
+                settings = SearchSettings(top_k=top_k, priors=priors)
+                pipeline = build_pipeline(index, embedder, settings)
+                run: dict[str, dict[str, float]] = {}
+                for q in queries:
+                    hits = pipeline.search(q.text)
+                    n = len(hits)
+                    run[q.id] = {str(d): float(n - i) for i, d in enumerate(hits.doc_ids)}
+                values = evaluate(qrels, run, list(MEASURES), bad=bad)
+                per_query[system] = values
+                means[system] = {m: _mean(values[m]) for m in MEASURES}
+            example = _example(index, embedder, queries, bad, top_k)
+    return DemoResult(report=report,
+                      settings={"top_k": top_k, "fetch_k": 3 * top_k, "mode": "multiply",
+                                "embedder": embedder.name, "systems": SYSTEMS},
+                      means=means, per_query=per_query, example=example)
+
+
+def _mean(values: dict[str, float]) -> float:
+    return sum(values.values()) / len(values) if values else 0.0
+
+
+def _example(index: EdgeIndex, embedder: Embedder, queries: list[Any],
+             bad: dict[str, set[str]], top_k: int) -> dict[str, Any]:
+    """The first query whose baseline top-k holds an adversarial document, both rankings."""
+    base = build_pipeline(index, embedder, SearchSettings(top_k=top_k, priors=None))
+    cred = build_pipeline(index, embedder, SearchSettings(top_k=top_k, priors="current"))
+    chosen = queries[0]
+    for q in queries:
+        if set(base.search(q.text).doc_ids) & bad.get(q.id, set()):
+            chosen = q
+            break
+    adversarial = bad.get(chosen.id, set())
+
+    def rows(batch: Any) -> list[dict[str, Any]]:
+        out = []
+        for hit in batch.hits():
+            hit = {k: hit[k] for k in ("rank", "doc_id", "source_type", "host", "score",
+                                       "score_breakdown")}
+            hit["adversarial"] = hit["doc_id"] in adversarial
+            out.append(hit)
+        return out
+
+    return {"query_id": chosen.id, "query": chosen.text,
+            "similarity_only": rows(base.search(chosen.text)),
+            "current_priors": rows(cred.search(chosen.text))}

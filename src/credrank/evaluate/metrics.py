@@ -1,0 +1,347 @@
+"""Ranking metrics per query: P@k, nDCG@k and RR through ``ir_measures``, plus harmful@k.
+
+Data shapes (the ``ir_measures`` / ``pytrec_eval`` dict forms):
+
+* ``Qrels = dict[qid, dict[docid, int]]``: graded gains, ``>= 0``; a document is *relevant*
+  when its gain is ``> 0``. The qids of the qrels are the evaluated topic set.
+* ``Run = dict[qid, dict[docid, float]]``: higher score = better rank. Ties are ordered as
+  ``trec_eval`` orders them (score descending, then docid descending); build runs from ranked
+  lists with :func:`run_from_rankings`, whose rank-derived scores ``n - rank`` cannot tie.
+
+Declared policies (seed 004 evaluation; chapter 35.1 asks for declared denominators):
+
+* a topic missing from the run (or with an empty ranking) scores ``0.0`` on every measure;
+* a topic without any relevant document is *excluded* from the ``ir_measures`` measures by
+  default (``no_relevant="exclude"``: no system can score on it, so it would only add ties to
+  paired tests); ``no_relevant="zero"`` keeps it with ``0.0``. harmful@k does not depend on
+  relevance and is reported for every topic under both policies;
+* run entries for qids outside the topic set are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import ir_measures
+
+if TYPE_CHECKING:
+    from credrank.candidates import Candidates
+
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
+
+_HARMFUL = re.compile(r"harmful@(\d+)")
+#: the one ir_measures provider used: trec_eval semantics, including its tie order
+_PROVIDER = ir_measures.pytrec_eval
+NoRelevantPolicy = Literal["exclude", "zero"]
+
+
+# ---------------------------------------------------------------- validation and ordering
+
+
+def _check_id(kind: str, value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where}: {kind} must be a non-empty str; got {value!r}")
+    return value
+
+
+def validate_qrels(qrels: Mapping[str, Mapping[str, int]], name: str = "qrels") -> Qrels:
+    """Check and copy qrels: str ids, int gains ``>= 0`` (bool rejected)."""
+    if not isinstance(qrels, Mapping):
+        raise ValueError(f"{name}: expected a mapping qid -> {{docid: gain}}; got "
+                         f"{type(qrels).__name__}")
+    out: Qrels = {}
+    for qid, judged in qrels.items():
+        _check_id("qid", qid, name)
+        if not isinstance(judged, Mapping):
+            raise ValueError(f"{name}[{qid!r}]: expected a mapping docid -> gain; got "
+                             f"{type(judged).__name__}")
+        row: dict[str, int] = {}
+        for docid, gain in judged.items():
+            _check_id("docid", docid, f"{name}[{qid!r}]")
+            if isinstance(gain, bool) or not isinstance(gain, int) or gain < 0:
+                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected an int gain >= 0; "
+                                 f"got {gain!r}")
+            row[docid] = int(gain)
+        out[qid] = row
+    return out
+
+
+def validate_run(run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
+    """Check and copy a run: str ids, finite real scores."""
+    if not isinstance(run, Mapping):
+        raise ValueError(f"{name}: expected a mapping qid -> {{docid: score}}; got "
+                         f"{type(run).__name__}")
+    out: Run = {}
+    for qid, scores in run.items():
+        _check_id("qid", qid, name)
+        if not isinstance(scores, Mapping):
+            raise ValueError(f"{name}[{qid!r}]: expected a mapping docid -> score; got "
+                             f"{type(scores).__name__}")
+        row: dict[str, float] = {}
+        for docid, score in scores.items():
+            _check_id("docid", docid, f"{name}[{qid!r}]")
+            try:
+                value = float(score)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected a finite number; "
+                                 f"got {score!r}") from None
+            if isinstance(score, bool) or not math.isfinite(value):
+                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected a finite number; "
+                                 f"got {score!r}")
+            row[docid] = value
+        out[qid] = row
+    return out
+
+
+def ranked_docs(scores: Mapping[str, float]) -> list[str]:
+    """Docids best first: score descending, ties by docid descending (``trec_eval``'s order)."""
+    return [d for d, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]),
+                                 reverse=True)]
+
+
+def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
+    """Turn ranked docid lists into a run with rank-derived scores ``score = n - rank``.
+
+    ``rank`` is 0-based, so the top document of ``n`` gets ``n`` and the last gets ``1``;
+    scores are distinct, so no tie-breaking rule can reorder the list. A docid listed twice
+    for one query raises ``ValueError``.
+    """
+    run: Run = {}
+    for qid, docs in rankings.items():
+        _check_id("qid", qid, "rankings")
+        docs = list(docs)
+        seen: set[str] = set()
+        for d in docs:
+            if d in seen:
+                raise ValueError(f"rankings[{qid!r}]: docid {d!r} appears twice; "
+                                 "expected each document once")
+            seen.add(d)
+        n = len(docs)
+        run[qid] = {_check_id("docid", d, f"rankings[{qid!r}]"): float(n - i)
+                    for i, d in enumerate(docs)}
+    return run
+
+
+def run_from_batches(batches: Mapping[str, Candidates]) -> Run:
+    """A run from one scored :class:`~credrank.candidates.Candidates` batch per query.
+
+    The batch order after ``sorted_by_score()`` (ties keep the earlier row) becomes the
+    ranking, converted with :func:`run_from_rankings`.
+    """
+    return run_from_rankings({qid: [str(d) for d in batch.sorted_by_score().doc_ids]
+                              for qid, batch in batches.items()})
+
+
+# ---------------------------------------------------------------- harmful@k
+
+
+def harmful_at_k(run: Mapping[str, Mapping[str, float]], bad: Mapping[str, Iterable[str]],
+                 k: int, qids: Iterable[str] | None = None) -> dict[str, float]:
+    """Adversarial (harmful) hit rate at k per query (seed 004, "adversarial hit rate").
+
+    ``harmful@k(q) = |top_k(q) ∩ bad(q)| / k``.
+
+    The denominator is always ``k``, also when fewer than ``k`` documents were retrieved
+    (declared policy: an empty slot is not harmful, so a short ranking cannot look worse
+    than a full one with the same bad documents). A query missing from the run scores 0.
+    ``qids`` defaults to every qid of ``run`` and ``bad``.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected an int >= 1; got {k!r}")
+    checked = validate_run(run)
+    topics = sorted(set(checked) | set(bad)) if qids is None else list(qids)
+    out: dict[str, float] = {}
+    for qid in topics:
+        bad_q = set(bad.get(qid, ()))
+        top = ranked_docs(checked.get(qid, {}))[:k]
+        out[qid] = sum(1 for d in top if d in bad_q) / k
+    return out
+
+
+def mean(values: Mapping[str, float]) -> float:
+    """Arithmetic mean over queries, ``sum(v) / n``; an empty mapping gives ``0.0`` (declared).
+
+    The statistics in :mod:`credrank.evaluate.stats` flag ``n = 0`` as undefined instead.
+    """
+    if not values:
+        return 0.0
+    return math.fsum(values.values()) / len(values)
+
+
+def aggregate(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Mean of every measure of :func:`evaluate`'s output (see :func:`mean`)."""
+    return {measure: mean(per_query) for measure, per_query in results.items()}
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[str]]]:
+    if isinstance(measures, str) or not isinstance(measures, Sequence) or not measures:
+        raise ValueError(f"measures: expected a non-empty list of measure strings; "
+                         f"got {measures!r}")
+    harmful: dict[str, int] = {}
+    parsed: dict[object, list[str]] = {}
+    for text in measures:
+        if not isinstance(text, str):
+            raise ValueError(f"measures: expected str items; got {text!r}")
+        match = _HARMFUL.fullmatch(text)
+        if match:
+            k = int(match.group(1))
+            if k < 1:
+                raise ValueError(f"measures: {text!r} needs k >= 1")
+            harmful[text] = k
+            continue
+        try:
+            measure = ir_measures.parse_measure(text)
+        except Exception as exc:  # ir_measures raises NameError/ValueError/SyntaxError
+            raise ValueError(
+                f"measures: cannot parse {text!r} ({exc}); expected an ir_measures string "
+                "such as 'P@5', 'nDCG@10', 'RR', or 'harmful@5'") from None
+        if not _PROVIDER.supports(measure):
+            raise ValueError(f"measures: {text!r} is not computed by pytrec_eval (the only "
+                             "provider used, so that ties are broken as trec_eval does)")
+        parsed.setdefault(measure, []).append(text)
+    return harmful, parsed
+
+
+def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+             measures: Sequence[str], *, bad: Mapping[str, Iterable[str]] | None = None,
+             no_relevant: NoRelevantPolicy = "exclude") -> dict[str, dict[str, float]]:
+    """Per-query values of each measure (seed 004 evaluation: P@5, NDCG@5, MRR, adversarial
+    hit rate).
+
+    ``ir_measures`` strings are computed by its ``pytrec_eval`` provider only:
+    ``P@k = |rel ∩ top_k| / k``; ``nDCG@k = DCG@k / IDCG@k`` with
+    ``DCG@k = Σ_{i≤k} gain_i / log2(i + 1)`` (linear gains, ideal ranking from the qrels);
+    ``RR = 1 / rank of the first relevant document`` (0 if none is retrieved; the mean over
+    queries is MRR). ``harmful@k`` is :func:`harmful_at_k`
+    and needs ``bad``.
+
+    Returns ``{measure string as given: {qid: value}}`` over the qids of ``qrels``, with the
+    policies of the module docstring for missing queries and queries without relevant
+    documents.
+    """
+    if no_relevant not in ("exclude", "zero"):
+        raise ValueError(f"no_relevant: expected 'exclude' or 'zero'; got {no_relevant!r}")
+    harmful, parsed = _parse(measures)
+    checked_qrels = validate_qrels(qrels)
+    checked_run = validate_run(run)
+    if harmful and bad is None:
+        raise ValueError(f"bad: {sorted(harmful)} need the labelled bad documents per query "
+                         "(bad={qid: {docid, ...}}); got None")
+
+    topics = list(checked_qrels)
+    results: dict[str, dict[str, float]] = {text: {} for text in measures}
+    for text, k in harmful.items():
+        results[text] = harmful_at_k(checked_run, bad or {}, k, qids=topics)
+
+    if parsed:
+        answerable = [q for q in topics if any(g > 0 for g in checked_qrels[q].values())]
+        scored = [q for q in answerable if checked_run.get(q)]
+        values: dict[object, dict[str, float]] = {m: {} for m in parsed}
+        if scored:
+            sub_qrels = {q: checked_qrels[q] for q in scored}
+            sub_run = {q: checked_run[q] for q in scored}
+            for metric in _PROVIDER.iter_calc(list(parsed), sub_qrels, sub_run):
+                value = float(metric.value)
+                values[metric.measure][metric.query_id] = value if math.isfinite(value) else 0.0
+        kept = answerable if no_relevant == "exclude" else topics
+        for measure, texts in parsed.items():
+            per_query = {q: values[measure].get(q, 0.0) for q in kept}
+            for text in texts:
+                results[text] = dict(per_query)
+    return results
+
+
+# ---------------------------------------------------------------- TREC files
+
+
+def _check_token(kind: str, value: str, where: str) -> str:
+    _check_id(kind, value, where)
+    if any(ch.isspace() for ch in value):
+        raise ValueError(f"{where}: {kind} {value!r} contains whitespace; TREC files "
+                         "separate fields by whitespace")
+    return value
+
+
+def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path,
+              tag: str = "credrank") -> None:
+    """Write a TREC run: ``qid Q0 docid rank score tag``, rank 1-based in :func:`ranked_docs`
+    order, score written with ``repr`` so it reads back exactly. Queries with no documents
+    have no line (TREC runs cannot hold them; :func:`evaluate` scores them 0 either way).
+    """
+    checked = validate_run(run)
+    _check_token("tag", tag, "write_run")
+    lines: list[str] = []
+    for qid, scores in checked.items():
+        _check_token("qid", qid, "run")
+        for rank, docid in enumerate(ranked_docs(scores), start=1):
+            _check_token("docid", docid, f"run[{qid!r}]")
+            lines.append(f"{qid} Q0 {docid} {rank} {scores[docid]!r} {tag}\n")
+    Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run file (6 whitespace-separated fields per line; blank lines skipped)."""
+    run: Run = {}
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise ValueError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank score "
+                             f"tag'; got {len(fields)}: {line!r}")
+        qid, _, docid, _, score_text, _ = fields
+        try:
+            score = float(score_text)
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: score {score_text!r} is not a number") from None
+        if not math.isfinite(score):
+            raise ValueError(f"{path}:{lineno}: score {score_text!r} is not finite")
+        row = run.setdefault(qid, {})
+        if docid in row:
+            raise ValueError(f"{path}:{lineno}: docid {docid!r} listed twice for qid {qid!r}")
+        row[docid] = score
+    return run
+
+
+def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:
+    """Write TREC qrels: ``qid 0 docid gain``. Topics with no judged document have no line."""
+    checked = validate_qrels(qrels)
+    lines: list[str] = []
+    for qid, judged in checked.items():
+        _check_token("qid", qid, "qrels")
+        for docid, gain in judged.items():
+            _check_token("docid", docid, f"qrels[{qid!r}]")
+            lines.append(f"{qid} 0 {docid} {gain}\n")
+    Path(path).write_text("".join(lines), encoding="utf-8")
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """Read TREC qrels (4 fields per line: ``qid iteration docid gain``; gain an int >= 0)."""
+    qrels: Qrels = {}
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 4:
+            raise ValueError(f"{path}:{lineno}: expected 4 fields 'qid 0 docid gain'; got "
+                             f"{len(fields)}: {line!r}")
+        qid, _, docid, gain_text = fields
+        try:
+            gain = int(gain_text)
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: gain {gain_text!r} is not an int") from None
+        if gain < 0:
+            raise ValueError(f"{path}:{lineno}: gain {gain} is negative; expected >= 0")
+        row = qrels.setdefault(qid, {})
+        if docid in row:
+            raise ValueError(f"{path}:{lineno}: docid {docid!r} judged twice for qid {qid!r}")
+        row[docid] = gain
+    return qrels

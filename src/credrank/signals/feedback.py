@@ -1,0 +1,417 @@
+"""Feedback-updated source priors: bounded, versioned, logged and reversible (seed 004).
+
+Seed 004 updates the priors after each query from feedback, and says itself that its feedback
+came from an oracle (ground-truth labels), which is not a deployable mechanism. This module keeps
+the update rule and adds what a product needs around it:
+
+* **bounded** steps: one update moves a prior by at most ``max_change`` and never outside
+  ``[ε, 1]`` (see :meth:`FeedbackPriors.update` for the rule);
+* **versioned**: every change is a new version in ``<store>/priors.json`` (timestamp, author,
+  reason, feedback counts, the full table of per-type and per-source priors);
+* **logged**: one JSON line per event is appended to ``<store>/audit.jsonl`` (never rewritten);
+* **reversible**: :meth:`FeedbackPriors.rollback` restores any earlier version as a new one.
+
+:class:`FeedbackPrior` is the stage that reads the store (per-source prior first, then per-type).
+:func:`simulate_oracle_feedback` reproduces the seed's oracle experiment. The store expects one
+writer at a time (no file locking).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from credrank.candidates import Candidates
+from credrank.combine import Combine
+from credrank.documents import SOURCE_TYPES
+from credrank.pipeline import Stage
+from credrank.signals.prior import PriorTable, load_priors
+
+FORMAT = "credrank-feedback-priors/1"
+STORE_FILE = "priors.json"
+AUDIT_FILE = "audit.jsonl"
+
+#: one feedback item: (source_type, source_id or None, relevant)
+Feedback = tuple[str, str | None, bool]
+
+
+class FeedbackStoreError(ValueError):
+    """A feedback store is missing, unreadable or inconsistent."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_unit(name: str, value: object, *, low_open: bool, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    v = float(value)
+    ok = (v > 0.0 if low_open else v >= 0.0) and v <= high and math.isfinite(v)
+    if not ok:
+        lo = "(0" if low_open else "[0"
+        raise ValueError(f"{name}: expected a number in {lo}, {high:g}], got {value!r}")
+    return v
+
+
+def check_step(step: object) -> float:
+    """Validate the learning rate η ∈ (0, 0.5]."""
+    return _check_unit("feedback step", step, low_open=True, high=0.5)
+
+
+def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_change: float,
+                  epsilon: float) -> float:
+    """One bounded move of one prior from ``n_total`` feedback items (seed 004's update).
+
+    ``λ ← clip(λ + clamp(η_n · (r̄ − λ), −c, c), ε, 1)`` with ``r̄ = n_relevant / n_total`` the
+    share of relevant items (target 1 for relevant, 0 for non-relevant, averaged),
+    ``η_n = 1 − (1 − η)^n`` (the same as ``n`` successive steps of size η toward one target, but
+    independent of the order of mixed items), ``c = max_change`` the per-update cap. With
+    ``n_total = 0`` the prior is returned unchanged (declared: no evidence, no move).
+    """
+    if n_total <= 0:
+        return float(prior)
+    target = n_relevant / n_total
+    rate = 1.0 - (1.0 - step) ** n_total
+    delta = min(max(rate * (target - prior), -max_change), max_change)
+    return float(min(max(prior + delta, epsilon), 1.0))
+
+
+def _check_feedback(feedback: Iterable[Feedback]) -> list[Feedback]:
+    items = []
+    for i, item in enumerate(feedback):
+        if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
+            raise ValueError(f"feedback[{i}]: expected (source_type, source_id or None, "
+                             f"relevant), got {item!r}")
+        stype, sid, relevant = item
+        if stype not in SOURCE_TYPES:
+            raise ValueError(f"feedback[{i}] source_type: expected one of "
+                             f"{', '.join(SOURCE_TYPES)}, got {stype!r}")
+        if sid is not None and (not isinstance(sid, str) or not sid):
+            raise ValueError(f"feedback[{i}] source_id: expected a non-empty string or None, "
+                             f"got {sid!r}")
+        if not isinstance(relevant, bool | np.bool_):
+            raise ValueError(f"feedback[{i}] relevant: expected a bool, got {relevant!r}")
+        items.append((stype, sid, bool(relevant)))
+    return items
+
+
+class FeedbackPriors:
+    """A versioned store of per-type and per-source priors updated from relevance feedback.
+
+    ``FeedbackPriors(directory, base)`` creates the store from ``base`` (a
+    :class:`~credrank.signals.prior.PriorTable` or a preset name) when ``directory`` holds none,
+    and loads it otherwise (``base`` may then be omitted; if given it must equal the stored
+    base). ``epsilon`` (ε, the floor of every prior, in (0, 1); default 0.01) and
+    ``max_change`` (the cap on one update's change of one prior, in (0, 1]; default 0.05) are
+    fixed at creation and stored; when loading, values given must equal the stored ones. ``clock``
+    supplies timestamps (tests pass a fixed one).
+    """
+
+    def __init__(self, directory: str | Path, base: PriorTable | str | None = None, *,
+                 epsilon: float | None = None, max_change: float | None = None,
+                 author: str = "credrank",
+                 reason: str = "initial priors", clock: Callable[[], datetime] = _now):
+        self.directory = Path(directory)
+        self.clock = clock
+        path = self.directory / STORE_FILE
+        if path.exists():
+            self._load(path)
+            if base is not None:
+                table = load_priors(base) if isinstance(base, str) else base
+                if {t: float(table[t]) for t in SOURCE_TYPES} != self.base:
+                    raise FeedbackStoreError(
+                        f"{path}: the store exists with a different base table; open it "
+                        "without base= to load it, or use another directory")
+            for label, given, stored in (("epsilon", epsilon, self.epsilon),
+                                         ("max_change", max_change, self.max_change)):
+                if given is not None and float(given) != stored:
+                    raise FeedbackStoreError(f"{path}: {label}={given!r} differs from the "
+                                             f"stored {label}={stored}; it is fixed at creation")
+            return
+        if base is None:
+            raise FeedbackStoreError(f"{path}: no feedback store here; pass base= (a PriorTable "
+                                     "or preset name) to create one")
+        table = load_priors(base) if isinstance(base, str) else base
+        if not isinstance(table, PriorTable):
+            raise ValueError(f"base: expected a PriorTable or preset name, got {base!r}")
+        epsilon = 0.01 if epsilon is None else epsilon
+        self.epsilon = _check_unit("epsilon", epsilon, low_open=True, high=1.0)
+        if self.epsilon >= 1.0:
+            raise ValueError(f"epsilon: expected a number in (0, 1), got {epsilon!r}")
+        self.max_change = _check_unit("max_change", 0.05 if max_change is None else max_change,
+                                      low_open=True, high=1.0)
+        self.base = {t: float(table[t]) for t in SOURCE_TYPES}
+        low = {t: v for t, v in self.base.items() if v < self.epsilon}
+        if low:
+            raise ValueError(f"base: priors {low} are below epsilon={self.epsilon}; lower "
+                             "epsilon or raise them")
+        self.base_name = table.name
+        self.versions: list[dict[str, Any]] = []
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._commit("init", dict(self.base), {}, author, reason, counts={}, changes={})
+
+    # ------------------------------------------------------------------ persistence
+    def _load(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FeedbackStoreError(f"{path}: cannot read the feedback store: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise FeedbackStoreError(f"{path}: expected a store with format {FORMAT!r}")
+        try:
+            self.epsilon = float(data["epsilon"])
+            self.max_change = float(data["max_change"])
+            self.base = {t: float(data["base"]["values"][t]) for t in SOURCE_TYPES}
+            self.base_name = str(data["base"]["name"])
+            self.versions = list(data["versions"])
+            for v in self.versions:
+                PriorTable("stored", v["types"])  # validates every stored table
+                bad = {k: x for k, x in v["sources"].items()
+                       if not isinstance(x, int | float) or not (0 < x <= 1)}
+                if bad:
+                    raise ValueError(f"version {v['version']}: source priors {bad} are not "
+                                     "numbers in (0, 1]")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FeedbackStoreError(f"{path}: malformed feedback store: {exc!r}") from exc
+        if not self.versions or [v["version"] for v in self.versions] != list(
+                range(len(self.versions))):
+            raise FeedbackStoreError(f"{path}: versions must be numbered 0, 1, 2, ...")
+
+    def _commit(self, event: str, types: dict[str, float], sources: dict[str, float],
+                author: str, reason: str, *, counts: dict[str, Any],
+                changes: dict[str, Any], restored_from: int | None = None) -> int:
+        if not isinstance(author, str) or not author.strip():
+            raise ValueError(f"author: expected a non-empty string, got {author!r}")
+        if not isinstance(reason, str):
+            raise ValueError(f"reason: expected a string, got {reason!r}")
+        version = len(self.versions)
+        record: dict[str, Any] = {
+            "version": version,
+            "parent": version - 1 if version else None,
+            "event": event,
+            "timestamp": self.clock().isoformat(),
+            "author": author,
+            "reason": reason,
+            "counts": counts,
+            "types": types,
+            "sources": dict(sorted(sources.items())),
+        }
+        if restored_from is not None:
+            record["restored_from"] = restored_from
+        self.versions.append(record)
+        data = {
+            "format": FORMAT,
+            "epsilon": self.epsilon,
+            "max_change": self.max_change,
+            "base": {"name": self.base_name, "values": self.base},
+            "current": version,
+            "versions": self.versions,
+        }
+        path = self.directory / STORE_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)  # atomic: a crash leaves the old or the new file, never half
+        line = {k: record[k] for k in ("version", "parent", "event", "timestamp", "author",
+                                       "reason", "counts")}
+        if restored_from is not None:
+            line["restored_from"] = restored_from
+        line["changes"] = changes
+        with (self.directory / AUDIT_FILE).open("a", encoding="utf-8") as log:
+            log.write(json.dumps(line, ensure_ascii=False) + "\n")
+        return version
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def current(self) -> int:
+        """The latest version number."""
+        return len(self.versions) - 1
+
+    def record(self, version: int | None = None) -> dict[str, Any]:
+        """The stored record of ``version`` (default: the latest); treat it as read-only."""
+        if version is None:
+            return self.versions[-1]
+        if isinstance(version, bool) or not isinstance(version, numbers.Integral) or not (
+                0 <= int(version) < len(self.versions)):
+            raise ValueError(f"version: expected an integer in [0, {self.current}], "
+                             f"got {version!r}")
+        return self.versions[int(version)]
+
+    def table(self, version: int | None = None) -> PriorTable:
+        """The per-type priors of ``version`` (default: the latest) as a PriorTable."""
+        v = self.record(version)
+        return PriorTable(f"feedback@v{v['version']}", dict(v["types"]))
+
+    def source_priors(self, version: int | None = None) -> dict[str, float]:
+        """The per-source priors of ``version`` (default: the latest)."""
+        return dict(self.record(version)["sources"])
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every version record, oldest first (copies)."""
+        return [json.loads(json.dumps(v)) for v in self.versions]
+
+    def audit(self) -> list[dict[str, Any]]:
+        """The parsed lines of the append-only audit log."""
+        path = self.directory / AUDIT_FILE
+        if not path.exists():
+            return []
+        with path.open(encoding="utf-8") as log:
+            return [json.loads(line) for line in log if line.strip()]
+
+    # ------------------------------------------------------------------ writing
+    def update(self, feedback: Iterable[Feedback], step: float = 0.1, *,
+               author: str = "feedback", reason: str = "") -> int:
+        """Apply one round of feedback and store the result as a new version; return it.
+
+        ``feedback``: ``(source_type, source_id or None, relevant)`` items. Every prior an item
+        involves (its type's, and its source's when ``source_id`` is given) moves once by
+        :func:`feedback_move` over all items that involve it: toward 1 for relevant, toward 0
+        for non-relevant, by ``η_n = 1 − (1 − η)^n`` of the gap to the share of relevant
+        items, at most ``max_change``, clipped to ``[ε, 1]``. All moves are computed from the
+        state before the update. A source seen for the first time starts from its type's
+        prior (the type of its first item in this round). An empty round is still a version
+        (it records that feedback was asked for and none came).
+        """
+        eta = check_step(step)
+        items = _check_feedback(feedback)
+        state = self.versions[-1]
+        types, sources = dict(state["types"]), dict(state["sources"])
+        by_type: dict[str, Counter[bool]] = {}
+        by_source: dict[str, Counter[bool]] = {}
+        source_start: dict[str, float] = {}
+        for stype, sid, relevant in items:
+            by_type.setdefault(stype, Counter())[relevant] += 1
+            if sid is not None:
+                by_source.setdefault(sid, Counter())[relevant] += 1
+                source_start.setdefault(sid, sources.get(sid, state["types"][stype]))
+        changes: dict[str, dict[str, list[float]]] = {"types": {}, "sources": {}}
+        for stype, c in by_type.items():
+            old = state["types"][stype]
+            types[stype] = feedback_move(old, c[True], c[True] + c[False], eta,
+                                         self.max_change, self.epsilon)
+            changes["types"][stype] = [old, types[stype]]
+        for sid, c in by_source.items():
+            old = source_start[sid]
+            sources[sid] = feedback_move(old, c[True], c[True] + c[False], eta,
+                                         self.max_change, self.epsilon)
+            changes["sources"][sid] = [old, sources[sid]]
+        n_rel = sum(1 for _, _, r in items if r)
+        counts = {
+            "items": len(items), "relevant": n_rel, "non_relevant": len(items) - n_rel,
+            "step": eta,
+            "by_type": {t: {"relevant": c[True], "non_relevant": c[False]}
+                        for t, c in sorted(by_type.items())},
+            "sources": len(by_source),
+        }
+        return self._commit("update", types, sources, author, reason, counts=counts,
+                            changes=changes)
+
+    def rollback(self, version: int, *, author: str = "credrank", reason: str = "") -> int:
+        """Restore the tables of ``version`` as a new version (the log keeps everything)."""
+        target = self.record(version)
+        state = self.versions[-1]
+        changes = {
+            "types": {t: [state["types"][t], target["types"][t]] for t in SOURCE_TYPES
+                      if state["types"][t] != target["types"][t]},
+            "sources": {s: [state["sources"].get(s), target["sources"].get(s)]
+                        for s in sorted(set(state["sources"]) | set(target["sources"]))
+                        if state["sources"].get(s) != target["sources"].get(s)},
+        }
+        return self._commit("rollback", dict(target["types"]), dict(target["sources"]),
+                            author, reason or f"rollback to version {target['version']}",
+                            counts={}, changes=changes, restored_from=int(target["version"]))
+
+
+class FeedbackPrior(Stage):
+    """Factor ``name`` = the store's prior: per-source (``source_id``) first, then per-type.
+
+    Reads the latest version at each call unless ``version`` pins one.
+    ``batch.info["feedback_prior"]`` records the version used and how many candidates took a
+    per-source prior.
+    """
+
+    def __init__(self, store: FeedbackPriors, *, name: str = "prior", version: int | None = None):
+        if not isinstance(store, FeedbackPriors):
+            raise ValueError(f"store: expected a FeedbackPriors, got {type(store).__name__}")
+        self.store, self.name, self.version = store, name, version
+
+    def transform(self, batch: Candidates) -> Candidates:
+        record = self.store.record(self.version)
+        values = self.store.table(record["version"]).lookup(batch.column("source_type"))
+        sources = record["sources"]
+        hits = 0
+        for i, sid in enumerate(batch.column("source_id")):
+            if isinstance(sid, str) and sid in sources:
+                values[i] = sources[sid]
+                hits += 1
+        return (batch.with_factor(self.name, values, low=0.0, high=1.0)
+                .with_info(feedback_prior={"version": record["version"], "source_hits": hits}))
+
+    def config(self) -> dict[str, Any]:
+        return {"store": str(self.store.directory), "version": self.version}
+
+
+def simulate_oracle_feedback(
+    ranked_batches: Iterable[tuple[str, Candidates]] | Mapping[str, Candidates],
+    qrels: Mapping[str, Mapping[str, int]],
+    store: FeedbackPriors,
+    step: float = 0.1,
+    *,
+    k: int = 5,
+    rescore: Stage | None = None,
+    author: str = "oracle-simulation",
+) -> dict[str, Any]:
+    """Seed 004's oracle experiment: after each query, the true labels of its top k feed back.
+
+    For each ``(qid, batch)`` in order: the batch is rescored with the store's current priors
+    (``FeedbackPrior(store) >> rescore``, ``rescore`` defaulting to ``Combine("multiply")``) and
+    sorted; the top ``k`` are judged from ``qrels`` (gain > 0 relevant; a document absent from
+    the judgements is non-relevant, the TREC convention); those labels go to
+    :meth:`FeedbackPriors.update` with the document's ``source_type`` (None → ``unknown``) and
+    ``source_id``. So query i is ranked with what queries 1 … i−1 taught.
+
+    **An oracle is not deployable feedback.** The labels here are ground truth, which no
+    deployed system has; real user feedback is noisy, sparse, biased by position and open to
+    manipulation. Use this to reproduce the seed and to bound what feedback could do, not as
+    evidence that feedback works in production.
+
+    Returns ``{"queries": [{qid, version_used, version_after, top_k, relevant_in_top_k,
+    precision_at_k}], "run": {qid: {doc_id: score}}, "final_version": int}``.
+    """
+    eta = check_step(step)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected an integer >= 1, got {k!r}")
+    pairs = list(ranked_batches.items()) if isinstance(ranked_batches, Mapping) else list(
+        ranked_batches)
+    rescore = rescore if rescore is not None else Combine("multiply")
+    queries: list[dict[str, Any]] = []
+    run: dict[str, dict[str, float]] = {}
+    for qid, batch in pairs:
+        if qid not in qrels:
+            raise ValueError(f"qrels: no judgements for query {qid!r}")
+        used = store.current
+        ranked = (FeedbackPrior(store) >> rescore)(batch).sorted_by_score()
+        run[qid] = {str(d): float(s) for d, s in zip(ranked.doc_ids, ranked.score, strict=True)}
+        top = ranked.take(np.arange(min(k, len(ranked))))
+        judged = qrels[qid]
+        labels = [judged.get(str(d), 0) > 0 for d in top.doc_ids]
+        types = [t if isinstance(t, str) and t in SOURCE_TYPES else "unknown"
+                 for t in top.column("source_type")]
+        sids = [s if isinstance(s, str) and s else None for s in top.column("source_id")]
+        after = store.update(list(zip(types, sids, labels, strict=True)), eta, author=author,
+                             reason=f"oracle labels of the top {k} for query {qid}")
+        queries.append({
+            "qid": qid, "version_used": used, "version_after": after,
+            "top_k": [str(d) for d in top.doc_ids], "relevant_in_top_k": int(sum(labels)),
+            "precision_at_k": sum(labels) / k,
+        })
+    return {"queries": queries, "run": run, "final_version": store.current}

@@ -1,0 +1,103 @@
+"""The command line: index (progress, rejects, strict), search (--json), demo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from credrank.cli import app
+
+runner = CliRunner()
+
+
+def write_corpus(path):
+    rows = [
+        {"id": "a", "text": "Vitamin D does not prevent COVID-19 in trials.",
+         "url": "https://www.nejm.org/doi/a"},
+        {"id": "b", "text": "CNN news: vitamin D cures COVID-19 overnight, doctors stunned.",
+         "url": "https://truthnow.blogspot.com/post"},
+        {"id": "c", "text": "Vitamin D supplements and COVID-19: what the evidence says.",
+         "url": "https://www.cdc.gov/x", "source_type": "blog"},
+    ]
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(1, json.dumps({"id": "a", "text": "duplicate id"}))
+    lines.append('{"id": "d", "text": "bad date", "published_at": "2023-13-45"}')
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_index_search_json_and_strict(tmp_path):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_corpus(corpus)
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                              "--embedder", "hashing"])
+    assert res.exit_code == 0, res.output
+    assert "indexed 3, rejected 2" in res.output
+    rejects = (idx / "rejects.jsonl").read_text().splitlines()
+    assert len(rejects) == 2
+    assert any(":2:" in json.loads(r)["message"] for r in rejects)  # duplicate id on line 2
+    assert "conflict" in res.output  # declared blog vs cdc.gov
+
+    res = runner.invoke(app, ["search", "vitamin D covid", "--index", str(idx), "--json",
+                              "--top-k", "3"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["credrank_search"] == 1 and out["settings"]["fetch_k"] == 9
+    types = {h["doc_id"]: h["source_type"] for h in out["hits"]}
+    # provenance decides: the "CNN news:" text on a blog host keeps the blog type,
+    # and the declared "blog" on cdc.gov is not trusted by default
+    assert types == {"a": "peer_reviewed", "b": "blog", "c": "government"}
+    for h in out["hits"]:
+        b = h["score_breakdown"]
+        assert b["final"] == pytest.approx(max(b["retrieval_score"], 0) * b["prior"])
+
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                              "hashing", "--strict"])
+    assert res.exit_code == 1 and "indexed 0, rejected 2" in res.output
+
+
+def test_search_pushdown_and_modes(tmp_path):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_corpus(corpus)
+    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+    outs = {}
+    for extra in ([], ["--pushdown"], ["--mode", "rrf"], ["--mode", "linear"], ["--lexical"],
+                  ["--priors", "none"]):
+        res = runner.invoke(app, ["search", "vitamin D covid", "--index", str(idx), "--json",
+                                  *extra])
+        assert res.exit_code == 0, res.output
+        outs[" ".join(extra)] = [h["doc_id"] for h in json.loads(res.output)["hits"]]
+    assert outs["--pushdown"] == outs[""]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["search", "q", "--index", "nowhere"], "no credrank index"),
+    (["search", "q", "--index", "IDX", "--priors", "extreme"], "preset"),
+    (["search", "q", "--index", "IDX", "--mode", "sum"], "combine mode"),
+    (["search", "q", "--index", "IDX", "--top-k", "10", "--fetch-k", "5"], "fetch_k"),
+    (["index", "missing.jsonl", "--index", "IDX"], "no such file"),
+])
+def test_errors_are_clear(tmp_path, args, message):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_corpus(corpus)
+    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+    args = [str(idx) if a == "IDX" else str(tmp_path / a) if a.endswith(".jsonl") else a
+            for a in args]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    assert message in " ".join(res.output.split())
+
+
+def test_demo_json_with_minilm():
+    res = runner.invoke(app, ["demo", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output[res.output.index("{"):])
+    assert out["credrank_demo"] == 1
+    assert out["index"]["rejected"] == 0 and out["index"]["indexed"] >= 100
+    base, cred = out["metrics"]["similarity only"], out["metrics"]["current priors"]
+    assert set(base) == {"P@5", "nDCG@5", "RR", "harmful@5"}
+    # on the demo corpus the priors must not raise the adversarial hit rate
+    assert cred["harmful@5"] <= base["harmful@5"]
+    ex = out["example"]
+    assert len(ex["similarity_only"]) == 5 and len(ex["current_priors"]) == 5

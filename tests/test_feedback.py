@@ -1,0 +1,269 @@
+"""Feedback-updated priors: bounds, persistence, versions, rollback, audit log, stage, oracle."""
+
+import json
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credrank.candidates import Candidates
+from credrank.documents import SOURCE_TYPES
+from credrank.signals.feedback import (
+    AUDIT_FILE,
+    STORE_FILE,
+    FeedbackPrior,
+    FeedbackPriors,
+    FeedbackStoreError,
+    feedback_move,
+    simulate_oracle_feedback,
+)
+from credrank.signals.prior import preset
+
+T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def store(tmp_path, **kw):
+    kw.setdefault("clock", lambda: T0)
+    return FeedbackPriors(tmp_path / "store", kw.pop("base", "current"), **kw)
+
+
+# -- the move ---------------------------------------------------------------------------------
+
+def test_single_item_is_the_plain_rule():
+    # λ ← λ + η (target − λ): 0.5 + 0.1 (1 − 0.5) = 0.55 (below the cap 0.1)
+    assert feedback_move(0.5, 1, 1, 0.1, 0.1, 0.01) == pytest.approx(0.55)
+    assert feedback_move(0.5, 0, 1, 0.1, 0.1, 0.01) == pytest.approx(0.45)
+
+
+def test_n_items_equal_n_sequential_steps():
+    seq = 0.3
+    for _ in range(3):
+        seq = seq + 0.2 * (1 - seq)
+    assert feedback_move(0.3, 3, 3, 0.2, 1.0, 0.01) == pytest.approx(seq)
+
+
+def test_mixed_items_move_toward_share_and_cap_binds():
+    # target 0.5, η_2 = 1 − .9² = .19: 0.9 + .19 (0.5 − 0.9) = 0.824
+    assert feedback_move(0.9, 1, 2, 0.1, 1.0, 0.01) == pytest.approx(0.824)
+    # cap 0.05 binds: 0.9 − 0.05
+    assert feedback_move(0.9, 1, 2, 0.1, 0.05, 0.01) == pytest.approx(0.85)
+
+
+def test_no_items_no_move():
+    assert feedback_move(0.42, 0, 0, 0.5, 0.1, 0.01) == 0.42
+
+
+@settings(max_examples=200, deadline=None)
+@given(prior=st.floats(0.01, 1.0), rel=st.integers(0, 30), extra=st.integers(0, 30),
+       step=st.floats(1e-4, 0.5), cap=st.floats(1e-4, 1.0), eps=st.floats(1e-4, 0.01))
+def test_move_never_leaves_bounds_nor_exceeds_cap(prior, rel, extra, step, cap, eps):
+    n = rel + extra
+    new = feedback_move(prior, rel, n, step, cap, eps)
+    assert eps <= new <= 1.0
+    assert abs(new - prior) <= cap + 1e-12 or prior < eps
+    if n:  # moves toward the target, never past it
+        target = rel / n
+        assert (new - prior) * (target - prior) >= -1e-12
+        assert abs(new - target) <= abs(prior - target) + 1e-12
+
+
+# -- the store --------------------------------------------------------------------------------
+
+def test_create_writes_version_zero_and_log(tmp_path):
+    s = store(tmp_path)
+    assert s.current == 0
+    assert dict(s.table().values) == dict(preset("current").values)
+    data = json.loads((tmp_path / "store" / STORE_FILE).read_text())
+    assert data["current"] == 0 and data["versions"][0]["event"] == "init"
+    assert data["versions"][0]["timestamp"] == T0.isoformat()
+    assert [line["event"] for line in s.audit()] == ["init"]
+
+
+def test_update_moves_type_and_source_and_caps(tmp_path):
+    s = store(tmp_path, max_change=0.05)
+    v = s.update([("blog", "blog.example", True), ("blog", None, True),
+                  ("user_generated", "forum.x", False)], step=0.1, author="alice",
+                 reason="query 7")
+    assert v == 1
+    t = s.table()
+    # blog: 2 relevant, η_2 = .19, .19 × (1 − .5) = .095 → capped at .05
+    assert t["blog"] == pytest.approx(0.55)
+    # user_generated: 1 non-relevant, .1 × (0 − .4) = −.04
+    assert t["user_generated"] == pytest.approx(0.36)
+    assert t["government"] == 0.9  # untouched
+    src = s.source_priors()
+    assert src["blog.example"] == pytest.approx(0.55)  # starts at the blog prior .5, +.05
+    assert src["forum.x"] == pytest.approx(0.36)
+    rec = s.history()[1]
+    assert rec["author"] == "alice" and rec["reason"] == "query 7"
+    assert rec["counts"]["items"] == 3 and rec["counts"]["relevant"] == 2
+    assert rec["counts"]["by_type"]["blog"] == {"relevant": 2, "non_relevant": 0}
+
+
+def test_priors_stay_in_epsilon_one_under_many_updates(tmp_path):
+    s = store(tmp_path, epsilon=0.05, max_change=0.2)
+    for _ in range(30):
+        s.update([("ai_generated", "bad.ai", False)] * 5, step=0.5)
+        s.update([("peer_reviewed", None, True)] * 5, step=0.5)
+    t = s.table()
+    assert t["ai_generated"] == 0.05 and s.source_priors()["bad.ai"] == 0.05
+    assert t["peer_reviewed"] == 1.0
+    for rec in s.history():
+        assert all(0.05 <= v <= 1 for v in rec["types"].values())
+        assert all(0.05 <= v <= 1 for v in rec["sources"].values())
+    # each update changed each prior by at most the cap
+    for before, after in zip(s.history(), s.history()[1:], strict=False):
+        for key in SOURCE_TYPES:
+            assert abs(after["types"][key] - before["types"][key]) <= 0.2 + 1e-12
+
+
+def test_reload_from_disk(tmp_path):
+    s = store(tmp_path, epsilon=0.02, max_change=0.1)
+    s.update([("blog", "b1", False)], step=0.3)
+    again = FeedbackPriors(tmp_path / "store")
+    assert again.current == 1
+    assert dict(again.table().values) == dict(s.table().values)
+    assert again.source_priors() == s.source_priors()
+    assert again.epsilon == 0.02 and again.max_change == 0.1
+    again.update([("blog", None, True)], step=0.1)
+    assert FeedbackPriors(tmp_path / "store").current == 2
+
+
+def test_reopen_with_conflicting_settings_is_refused(tmp_path):
+    store(tmp_path)
+    with pytest.raises(FeedbackStoreError, match="different base"):
+        FeedbackPriors(tmp_path / "store", "aggressive")
+    with pytest.raises(FeedbackStoreError, match="epsilon"):
+        FeedbackPriors(tmp_path / "store", epsilon=0.2)
+    FeedbackPriors(tmp_path / "store", "current")  # same base is fine
+
+
+def test_missing_store_without_base(tmp_path):
+    with pytest.raises(FeedbackStoreError, match="base="):
+        FeedbackPriors(tmp_path / "nowhere")
+
+
+def test_corrupt_store_file(tmp_path):
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / STORE_FILE).write_text("{not json")
+    with pytest.raises(FeedbackStoreError, match="cannot read"):
+        FeedbackPriors(d)
+
+
+def test_rollback_restores_and_is_itself_a_version(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", "b1", True)], step=0.5)
+    after_one = dict(s.table().values), s.source_priors()
+    s.update([("blog", "b2", False), ("government", None, False)], step=0.5)
+    v = s.rollback(1, author="bob", reason="bad batch")
+    assert v == 3
+    assert (dict(s.table().values), s.source_priors()) == after_one
+    assert "b2" not in s.source_priors()
+    assert dict(s.table(0).values) == dict(preset("current").values)  # old versions readable
+    rec = s.history()[3]
+    assert rec["event"] == "rollback" and rec["restored_from"] == 1 and rec["author"] == "bob"
+    # rollback to the initial version, then reload
+    s.rollback(0)
+    assert dict(FeedbackPriors(tmp_path / "store").table().values) == dict(
+        preset("current").values)
+
+
+def test_audit_log_is_append_only_one_line_per_event(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", None, True)], step=0.1, author="a", reason="r1")
+    first_lines = (tmp_path / "store" / AUDIT_FILE).read_text().splitlines()
+    s.rollback(0)
+    lines = (tmp_path / "store" / AUDIT_FILE).read_text().splitlines()
+    assert lines[:2] == first_lines  # earlier lines untouched
+    events = [json.loads(x) for x in lines]
+    assert [e["event"] for e in events] == ["init", "update", "rollback"]
+    assert [e["version"] for e in events] == [0, 1, 2]
+    assert events[1]["changes"]["types"]["blog"] == [0.5, pytest.approx(0.55)]
+    assert events[1]["author"] == "a" and events[1]["reason"] == "r1"
+    assert events[1]["timestamp"] == T0.isoformat()
+    assert events[2]["restored_from"] == 0
+    assert events[2]["changes"]["types"]["blog"] == [pytest.approx(0.55), 0.5]
+
+
+@pytest.mark.parametrize("step", [0, -0.1, 0.51, float("nan"), "0.1", True])
+def test_step_validated(tmp_path, step):
+    s = store(tmp_path)
+    with pytest.raises(ValueError, match="feedback step"):
+        s.update([("blog", None, True)], step=step)
+    assert s.current == 0  # nothing written
+
+
+@pytest.mark.parametrize("item,match", [
+    (("website", None, True), "source_type"),
+    (("blog", "", True), "source_id"),
+    (("blog", None, "yes"), "relevant"),
+    (("blog", True), "expected"),
+])
+def test_bad_feedback_items_named(tmp_path, item, match):
+    with pytest.raises(ValueError, match=match):
+        store(tmp_path).update([item])
+
+
+@pytest.mark.parametrize("kw,match", [({"epsilon": 0}, "epsilon"), ({"epsilon": 1.0}, "epsilon"),
+                                      ({"max_change": 0}, "max_change"),
+                                      ({"epsilon": 0.45}, "below epsilon")])
+def test_store_parameters_validated(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        store(tmp_path, **kw)
+
+
+def test_bad_version(tmp_path):
+    s = store(tmp_path)
+    with pytest.raises(ValueError, match="version"):
+        s.table(5)
+    with pytest.raises(ValueError, match="version"):
+        s.rollback(-1)
+
+
+# -- the stage --------------------------------------------------------------------------------
+
+def _batch(rows, query="q"):
+    ids = [r[0] for r in rows]
+    meta = [{"source_type": r[1], "source_id": r[2]} for r in rows]
+    return Candidates.from_records(query, ids, [r[3] for r in rows], meta)
+
+
+def test_stage_prefers_source_then_type(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", "good.blog", True)], step=0.5)  # source .5 → .55 (cap), type too
+    s.update([("blog", None, False)], step=0.5)  # type .55 → .5; source stays .55
+    b = _batch([("a", "blog", "good.blog", 0.9), ("b", "blog", "other.blog", 0.9),
+                ("c", None, None, 0.9), ("d", "government", "good.blog", 0.9)])
+    out = FeedbackPrior(s)(b)
+    np.testing.assert_allclose(out.factors["prior"], [0.55, 0.5, 0.5, 0.55])
+    assert out.info["feedback_prior"] == {"version": 2, "source_hits": 2}
+    pinned = FeedbackPrior(s, version=0)(b)
+    np.testing.assert_allclose(pinned.factors["prior"], [0.5, 0.5, 0.5, 0.9])
+
+
+# -- oracle simulation ------------------------------------------------------------------------
+
+def test_oracle_feedback_changes_later_rankings(tmp_path):
+    s = store(tmp_path, max_change=0.2)
+    # in both queries a user_generated doc (λ .4) is relevant and a blog doc (λ .5) is not,
+    # with equal similarities; the oracle teaches user_generated up and blog down.
+    q1 = _batch([("u1", "user_generated", None, 0.9), ("b1", "blog", None, 0.9)])
+    q2 = _batch([("u2", "user_generated", None, 0.9), ("b2", "blog", None, 0.9)])
+    qrels = {"q1": {"u1": 1, "b1": 0}, "q2": {"u2": 1}}
+    res = simulate_oracle_feedback([("q1", q1), ("q2", q2)], qrels, s, step=0.5, k=1)
+    first, second = res["queries"]
+    assert first["top_k"] == ["b1"] and first["relevant_in_top_k"] == 0
+    # after q1: blog .5 → .3 (η .5 × −.5 = −.25, capped −.2); user_generated untouched
+    assert s.table(1)["blog"] == pytest.approx(0.3)
+    assert second["top_k"] == ["u2"] and second["precision_at_k"] == 1.0
+    assert second["version_used"] == 1 and res["final_version"] == 2
+    assert set(res["run"]["q2"]) == {"u2", "b2"}
+    json.dumps(res)
+
+
+def test_oracle_requires_judgements(tmp_path):
+    with pytest.raises(ValueError, match="qrels"):
+        simulate_oracle_feedback({"qx": _batch([("a", "blog", None, 0.5)])}, {}, store(tmp_path))
