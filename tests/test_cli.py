@@ -101,3 +101,31 @@ def test_demo_json_with_minilm():
     assert cred["harmful@5"] <= base["harmful@5"]
     ex = out["example"]
     assert len(ex["similarity_only"]) == 5 and len(ex["current_priors"]) == 5
+
+
+@pytest.mark.parametrize("select,params,key", [
+    ("mmr", ["diversity=0.7"], "ilad"),
+    ("coverage", ["lambda_ilad=0.3", "lambda_coverage=0.5"], "coverage"),
+    ("exposure", ["group_column=source_type", "rule=parity", "seed=3"], "groups"),
+    ("fair", ["protected_column=source_type", "protected_value=blog", "p=0.3", "alpha=0.1"],
+     "mtable"),
+])
+def test_search_with_selectors_reports_selection(tmp_path, select, params, key):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    hosts = ["https://www.nejm.org/a{i}", "https://www.cdc.gov/p{i}",
+             "https://x{i}.blogspot.com/p", "https://www.reddit.com/r/h/{i}"]
+    words = "vitamin vaccine dose trial fever cold antibiotic sleep heart risk".split()
+    corpus.write_text("\n".join(json.dumps(
+        {"id": f"d{i}", "text": " ".join(words[(i + j) % 10] for j in range(5)),
+         "url": hosts[i % 4].format(i=i)}) for i in range(24)) + "\n")
+    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+    args = ["search", "vitamin trial", "--index", str(idx), "--top-k", "5", "--json",
+            "--select", select]
+    for p in params:
+        args += ["-P", p]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert len(out["hits"]) == 5 and key in out["info"]["select"]
+    bad = runner.invoke(app, [*args[:-2], "--select", select, "-P", "bogus=1"])
+    assert bad.exit_code == 2 and "unknown parameter" in " ".join(bad.output.split())

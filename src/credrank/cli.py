@@ -86,6 +86,27 @@ def _count_lines(path: Path) -> int | None:
         return sum(1 for line in f if line.strip())
 
 
+def _parse_params(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values become int, float or bool where they parse as such."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--select-param: expected KEY=VALUE, got {item!r}")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    value = cast(raw)
+                    break
+                except ValueError:
+                    continue
+        out[key.strip().replace("-", "_")] = value
+    return out
+
+
 def _settings(top_k: int, fetch_k: int | None, priors: str, mode: str, lexical: bool,
               pushdown: bool, domain_scores: bool) -> Any:
     from credrank.search import SearchSettings
@@ -109,6 +130,14 @@ def search(
     pushdown: Annotated[bool, typer.Option(help="score inside the engine (formula query)")] = False,
     domain_scores: Annotated[bool, typer.Option(
         help="use domain,score table scores as priors where matched")] = False,
+    select: Annotated[str | None, typer.Option(
+        help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
+    select_param: Annotated[list[str] | None, typer.Option(
+        "--select-param", "-P",
+        help="selector parameter KEY=VALUE, repeatable: mmr diversity=0.5; coverage "
+             "lambda_ilad=0.3 lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
+             "group_column=source_type rule=parity|proportional [seed=0]; fair "
+             "protected_column=source_type protected_value=blog p=0.5 alpha=0.1")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Credibility-aware search: score = sim × λ(source type) over an expanded pool."""
@@ -118,6 +147,11 @@ def search(
 
     try:
         settings = _settings(top_k, fetch_k, priors, mode, lexical, pushdown, domain_scores)
+        if select:
+            from credrank.select.stages import build_selector
+
+            settings.selector = build_selector(select, top_k, **_parse_params(select_param))
+            settings.with_vectors = True
         settings.resolved_fetch_k()
         settings.prior_table()
         idx = EdgeIndex.open(index_dir)

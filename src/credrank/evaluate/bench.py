@@ -261,6 +261,52 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     types = [t for t in prepared.index.meta.get("source_type", [])]
     result.extra["source_types"] = {t: types.count(t) for t in sorted(set(types))}
     result.sweeps["dispersion"] = _sweep_dispersion(pools, evalset, top_k, measures)
+    result.extra["oracle_feedback"] = _oracle_feedback(pools, evalset, top_k, measures)
+    return result
+
+
+def _oracle_feedback(pools, evalset: EvalSet, top_k: int, measures: list[str]) -> str:
+    """Seed 004's oracle experiment: queries in order, the true labels of each top-k fed back
+    into the type priors before the next query (bounded steps, versioned store). An oracle is
+    not deployable feedback: this bounds what feedback could do, it is not a result."""
+    import tempfile
+
+    from credrank.evaluate.metrics import evaluate
+    from credrank.signals.feedback import FeedbackPriors, simulate_oracle_feedback
+
+    static = run_experiment(pools, {"current priors": with_priors(preset("current"), top_k)},
+                            evalset.qrels, measures, bad=evalset.bad, n_resamples=1000)
+    lines = ["| system | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures),
+             "| current priors (static) | " + " | ".join(
+                 f"{static.mean('current priors', m):.3f}" for m in measures) + " |"]
+    for step in (0.1, 0.3):
+        with tempfile.TemporaryDirectory(prefix="credrank-feedback-") as tmp:
+            store = FeedbackPriors(Path(tmp) / "store", preset("current"))
+            sim = simulate_oracle_feedback(pools, evalset.qrels, store, step, k=top_k)
+            values = evaluate(evalset.qrels, sim["run"], measures, bad=evalset.bad)
+            final = store.table()
+        mean = {m: sum(v.values()) / len(v) if v else 0.0 for m, v in values.items()}
+        lines.append(f"| current + oracle feedback, step {step} (final priors: " + ", ".join(
+            f"{t} {final[t]:.2f}" for t in ("peer_reviewed", "government", "established_news",
+                                             "blog", "user_generated", "ai_generated"))
+                     + ") | " + " | ".join(f"{mean[m]:.3f}" for m in measures) + " |")
+    lines += ["", "Oracle feedback: after each query (in file order) the true relevance of its "
+              "top-k updates the type priors (bounded step, max change 0.05 per update, clipped "
+              "to [0.01, 1], every update a new version). An oracle is not deployable feedback; "
+              "this reproduces the seed's experiment and bounds what feedback could do."]
+    return "\n".join(lines)
+
+
+def bench_coaid_priors(path: Path) -> BenchResult:
+    """Per-type priors fitted on some CoAID releases, scored on the others (held out)."""
+    from credrank.signals.fit import evaluate_fitted_priors
+
+    out = evaluate_fitted_priors(path)
+    result = BenchResult("coaid-priors", str(path), {"strength": 10.0, "base": "current"},
+                         {k: v for k, v in out.items() if isinstance(v, int | float | str)
+                          and k != "markdown"}, [])
+    result.extra["fitted_priors"] = out.get("markdown", "")
+    result.extra["details"] = {k: v for k, v in out.items() if k != "markdown"}
     return result
 
 
@@ -308,13 +354,15 @@ def run_bench(name: str, path: Path | None, *, embedder_name: str = "minilm",
               tables: Sequence[Path] = ()) -> BenchResult:
     """Dispatch ``credrank bench NAME``."""
     pooled = ("newspolluted", "cram-nq", "evotemp", "ramdocs")
-    if name not in ("demo", "trec2019-hm", *pooled):
+    if name not in ("demo", "trec2019-hm", "coaid-priors", *pooled):
         raise ValueError(f"bench: unknown set {name!r}; expected one of demo, trec2019-hm, "
-                         f"{', '.join(pooled)}")
+                         f"coaid-priors, {', '.join(pooled)}, goldengaze-hosts")
     if name != "demo" and path is None:
         raise ValueError(f"bench {name}: --path is required (e.g. ../shared/data/...)")
     if path is not None and not Path(path).exists():
         raise ValueError(f"bench {name}: --path {path} does not exist")
+    if name == "coaid-priors":
+        return bench_coaid_priors(Path(path))
     embedder = get_embedder(embedder_name)
     if name in pooled:
         return bench_pooled(name, Path(path), embedder, seed=seed, cache_dir=cache_dir)

@@ -1,0 +1,436 @@
+"""Selection stages for the end of a pipeline (chapter 35.8 pluralism, 35.9 fair exposure).
+
+Every stage reads the utility ``u(d) = max(batch.score, 0)`` — the combined,
+credibility-aware score with **negative scores clipped to 0** (a negative utility would
+reward leaving an item out of a set and has no exposure-merit meaning) — and, where needed,
+the embeddings ``batch.vectors``. It returns the chosen rows in display order and records a
+JSON-serialisable summary under ``batch.info["select"]``.
+
+* :class:`MMRSelect` — greedy MMR, then ordered by utility.
+* :class:`CoverageSelect` — exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` (MILP), ordered by
+  utility; intents from a label column, or from clustering the embeddings when no labels
+  exist (``info["select"]["intents"]["source"]`` says which).
+* :class:`ExposureSelect` — exposure LP under parity or utility-proportional group
+  constraints, Birkhoff–von Neumann lottery, one sampled list per request. It holds a seeded
+  generator and an :class:`~credrank.select.bvn.ExposureMonitor`, so consecutive requests draw
+  different lists and the realised exposure over the stream is reported (stateful by design).
+* :class:`FairSelect` — FA*IR greedy re-ranking with prefix minimums.
+
+:func:`build_selector` builds one of them by name (the CLI's entry point).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from credrank.candidates import Candidates, StageError
+from credrank.pipeline import Stage
+from credrank.select._checks import check_int, check_real
+from credrank.select.bvn import (
+    ExposureMonitor,
+    decompose_ranking,
+    realised_exposure,
+    sample_ranking,
+)
+from credrank.select.diversity import (
+    best_set_milp,
+    cosine_dissimilarity,
+    cosine_similarity,
+    ilad_from_dissimilarity,
+    intent_coverage,
+    mmr,
+    order_by_utility,
+)
+from credrank.select.exposure import (
+    check_discounts,
+    exposure_lp,
+    group_means,
+    log_discounts,
+)
+from credrank.select.fair import failure_probability, fair_rerank
+from credrank.select.intents import Intents, has_labels, intents_from_clusters, intents_from_labels
+
+MISSING_GROUP = "(missing)"
+
+
+def utilities(batch: Candidates) -> np.ndarray:
+    """``u(d) = max(score(d), 0)``: the combined score with negatives clipped to 0."""
+    return np.maximum(np.asarray(batch.score, dtype=np.float64), 0.0)
+
+
+def _vectors(batch: Candidates, stage: str, why: str) -> np.ndarray:
+    if batch.vectors is None:
+        raise StageError(f"{stage}: batch.vectors is None; {why} needs the candidate embeddings "
+                         "(let the retriever return vectors)")
+    return np.asarray(batch.vectors, dtype=np.float64)
+
+
+def _doc_ids(batch: Candidates, rows: np.ndarray) -> list[str]:
+    return [str(batch.doc_ids[i]) for i in rows]
+
+
+def _dissim(sim: np.ndarray) -> np.ndarray:
+    d = np.clip(1.0 - sim, 0.0, 2.0)
+    np.fill_diagonal(d, 0.0)
+    return d
+
+
+def _wrap(stage: str, exc: ValueError) -> StageError:
+    return StageError(f"{stage}: {exc}")
+
+
+# --------------------------------------------------------------------------------------------
+class MMRSelect(Stage):
+    """Maximal marginal relevance: ``(1−diversity)·u − diversity·max cos`` (chapter 35.8).
+
+    ``diversity ∈ [0, 1]``, 1 = diverse. The picked set is returned ordered by utility; the
+    pick order is kept in ``info``. ``intent_column`` (optional) only adds the coverage of the
+    chosen set to the report.
+    """
+
+    name = "mmr"
+
+    def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
+        self.top_k = check_int("top_k", top_k, 1)
+        self.diversity = check_real("diversity", diversity, 0.0, 1.0)
+        self.intent_column = intent_column
+
+    def transform(self, batch: Candidates) -> Candidates:
+        if len(batch) == 0:
+            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
+                                           "chosen": []})
+        u = utilities(batch)
+        k = min(self.top_k, len(batch))
+        try:
+            if self.diversity == 0.0 and batch.vectors is None:
+                picks = np.argsort(-u, kind="stable")[:k]
+                sim = None
+            else:
+                sim = cosine_similarity(_vectors(batch, "MMRSelect", "MMR"))
+                picks = mmr(u, k, self.diversity, similarity=sim)
+        except ValueError as exc:
+            raise _wrap("MMRSelect", exc) from exc
+        gains, seen = [], np.zeros(len(u))
+        for t, d in enumerate(picks):
+            gains.append((1 - self.diversity) * u[d] - self.diversity * seen[d])
+            if sim is not None:
+                seen = sim[d].copy() if t == 0 else np.maximum(seen, sim[d])
+        chosen = order_by_utility(u, picks)
+        info: dict[str, Any] = {
+            "selector": self.name, "top_k": self.top_k, "diversity": self.diversity,
+            "utility_definition": "max(score, 0)",
+            "objective": float(np.sum(gains)),
+            "objective_definition": "sum of MMR gains at pick time",
+            "utility": float(u[chosen].sum()),
+            "ilad": None if sim is None else ilad_from_dissimilarity(_dissim(sim), chosen),
+            "ilad_policy": "0.0 when fewer than 2 items (term omitted)",
+            "coverage": None,
+            "pick_order": _doc_ids(batch, picks),
+            "chosen": _doc_ids(batch, chosen),
+        }
+        if self.intent_column is not None:
+            labels = batch.column(self.intent_column)
+            if has_labels(labels):
+                intents = intents_from_labels(labels)
+                info["coverage"] = intent_coverage(intents.membership, chosen)
+                info["intents"] = intents.as_info() | {"column": self.intent_column}
+        return batch.take(chosen).with_info(select=info)
+
+    def config(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "diversity": self.diversity,
+                "intent_column": self.intent_column}
+
+
+# --------------------------------------------------------------------------------------------
+class CoverageSelect(Stage):
+    """Exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` over ``top_k``-sets (chapter 35.8).
+
+    Intents: the labels in ``intent_column`` (a string, a list of strings or ``None`` per
+    candidate; ``intent_set`` declares 𝒮, default the labels present). When the column is
+    absent or holds no label, the embeddings are clustered into ``n_clusters`` intents
+    (default ``min(top_k, N)``). The set is solved exactly by a MILP (HiGHS); if
+    ``time_limit`` seconds end the search first, the best set found is used and
+    ``info["select"]["optimal"]`` is false. The chosen set is ordered by utility.
+    """
+
+    name = "coverage"
+
+    def __init__(self, top_k: int, lambda_ilad: float, lambda_coverage: float,
+                 intent_column: str | None = None, n_clusters: int | None = None,
+                 intent_set: Sequence[str] | None = None, time_limit: float = 10.0):
+        self.top_k = check_int("top_k", top_k, 1)
+        self.lambda_ilad = check_real("lambda_ilad", lambda_ilad, 0.0, float("inf"))
+        self.lambda_coverage = check_real("lambda_coverage", lambda_coverage, 0.0, float("inf"))
+        self.intent_column = intent_column
+        self.n_clusters = None if n_clusters is None else check_int("n_clusters", n_clusters, 1)
+        self.intent_set = None if intent_set is None else [str(s) for s in intent_set]
+        if self.intent_set is not None and not self.intent_set:
+            raise ValueError("intent_set: expected a non-empty list of intents, got []")
+        self.time_limit = check_real("time_limit", time_limit, 0.0, float("inf"), open_low=True)
+
+    def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
+        if self.intent_column is not None:
+            labels = batch.column(self.intent_column)
+            if has_labels(labels) or self.intent_set is not None:
+                return intents_from_labels(labels, self.intent_set), f"labels:{self.intent_column}"
+        if batch.vectors is None:
+            if self.lambda_coverage > 0:
+                raise StageError(
+                    "CoverageSelect: no intent labels"
+                    + (f" in column {self.intent_column!r}" if self.intent_column else "")
+                    + " and batch.vectors is None, so intents cannot be clustered either; "
+                    "pass intent_column or let the retriever return vectors")
+            return None, "none"
+        n_clusters = self.n_clusters or min(k, len(batch))
+        why = ("clusters" if self.intent_column is None
+               else f"clusters (column {self.intent_column!r} has no labels)")
+        return intents_from_clusters(_vectors(batch, "CoverageSelect", "clustering"),
+                                     n_clusters), why
+
+    def transform(self, batch: Candidates) -> Candidates:
+        if len(batch) == 0:
+            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
+                                           "chosen": []})
+        u = utilities(batch)
+        k = min(self.top_k, len(batch))
+        try:
+            intents, source = self._intents(batch, k)
+            if self.lambda_ilad > 0:
+                d = cosine_dissimilarity(_vectors(batch, "CoverageSelect", "ILAD"))
+            elif batch.vectors is not None:
+                d = cosine_dissimilarity(np.asarray(batch.vectors, dtype=np.float64))
+            else:
+                d = None
+            sel = best_set_milp(u, k, dissimilarity=d,
+                                membership=None if intents is None else intents.membership,
+                                lambda_ilad=self.lambda_ilad,
+                                lambda_coverage=self.lambda_coverage,
+                                time_limit=self.time_limit)
+        except StageError:
+            raise
+        except ValueError as exc:
+            raise _wrap("CoverageSelect", exc) from exc
+        top_utility = float(np.sort(u)[::-1][:k].sum())
+        info = {
+            "selector": self.name, "top_k": self.top_k,
+            "lambda_ilad": self.lambda_ilad, "lambda_coverage": self.lambda_coverage,
+            "utility_definition": "max(score, 0)",
+            **sel.as_info(),
+            "ilad_policy": "0.0 when fewer than 2 items (term omitted)",
+            "top_k_utility": top_utility,
+            "utility_loss": (top_utility - sel.utility) / top_utility if top_utility > 0 else None,
+            "intents": None if intents is None else intents.as_info() | {"used": source},
+            "intent_source": source,
+            "chosen": _doc_ids(batch, sel.indices),
+        }
+        return batch.take(sel.indices).with_info(select=info)
+
+    def config(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "lambda_ilad": self.lambda_ilad,
+                "lambda_coverage": self.lambda_coverage, "intent_column": self.intent_column,
+                "n_clusters": self.n_clusters, "intent_set": self.intent_set,
+                "time_limit": self.time_limit}
+
+
+# --------------------------------------------------------------------------------------------
+class ExposureSelect(Stage):
+    """Fair-exposure ranking lottery (chapter 35.9), one sampled list per request.
+
+    Solves the exposure LP over all candidates with ``rule`` (``"parity"`` or
+    ``"proportional"``) on the groups in meta column ``group_column`` (``None`` values form
+    the group ``"(missing)"``), decomposes the policy (Birkhoff–von Neumann) and samples one
+    list with a ``numpy`` generator seeded by ``seed``. ``discounts`` default to
+    ``1/log2(1+k)``. The proportional rule needs every utility > 0 (scores ≤ 0 raise).
+    The last solved policy is reused while the utilities, groups and discounts of a request
+    are identical to the previous one (``info["select"]["policy_reused"]``).
+    """
+
+    name = "exposure"
+
+    def __init__(self, top_k: int, group_column: str, rule: str = "parity",
+                 discounts: Sequence[float] | None = None, seed: int | None = None):
+        self.top_k = check_int("top_k", top_k, 1)
+        if not isinstance(group_column, str) or not group_column:
+            raise ValueError(f"group_column: expected a meta column name, got {group_column!r}")
+        self.group_column = group_column
+        if rule not in ("parity", "proportional"):
+            raise ValueError(f"rule: expected 'parity' or 'proportional', got {rule!r}")
+        self.rule = rule
+        if discounts is not None:
+            v = check_discounts(discounts)
+            if len(v) != self.top_k:
+                raise ValueError(f"discounts: expected {self.top_k} values (one per position), "
+                                 f"got {len(v)}")
+            self.discounts: np.ndarray | None = v
+        else:
+            self.discounts = None
+        if seed is not None:
+            seed = check_int("seed", seed, 0)
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.monitor = ExposureMonitor()
+        # the last solved policy, reused while utilities, groups and discounts are unchanged
+        self._cache: tuple[tuple[Any, ...], Any, Any] | None = None
+
+    def transform(self, batch: Candidates) -> Candidates:
+        if len(batch) == 0:
+            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
+                                           "chosen": []})
+        u = utilities(batch)
+        k = min(self.top_k, len(batch))
+        v = log_discounts(k) if self.discounts is None else self.discounts[:k]
+        groups = [MISSING_GROUP if g is None else str(g)
+                  for g in batch.column(self.group_column)]
+        key = (u.tobytes(), tuple(groups), np.asarray(v).tobytes())
+        cached = self._cache is not None and self._cache[0] == key
+        if cached:
+            _, policy, dec = self._cache  # type: ignore[misc]
+        else:
+            try:
+                policy = exposure_lp(u, groups, v, rule=self.rule)
+            except ValueError as exc:
+                raise _wrap("ExposureSelect", exc) from exc
+            dec = decompose_ranking(policy.P)
+            self._cache = (key, policy, dec)
+        ranking = sample_ranking(dec, self.rng)
+        realised = realised_exposure(ranking, len(batch), v)
+        realised_groups = group_means(realised, policy.codes, len(policy.group_names))
+        self.monitor.record(ranking, groups, v, policy.targets)
+        info = policy.as_info()
+        for g, name in enumerate(policy.group_names):
+            info["groups"][name]["realised"] = float(realised_groups[g])
+        info.update({
+            "selector": self.name, "top_k": self.top_k, "group_column": self.group_column,
+            "utility_definition": "max(score, 0)",
+            "objective": policy.expected_utility,
+            "realised_utility": float(u @ realised),
+            "bvn_terms": dec.n_terms, "bvn_residual": dec.residual,
+            "policy_reused": cached,
+            "seed": self.seed, "monitor": self.monitor.summary(),
+            "chosen": _doc_ids(batch, ranking),
+        })
+        return batch.take(ranking).with_info(select=info)
+
+    def config(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "group_column": self.group_column, "rule": self.rule,
+                "discounts": None if self.discounts is None else [float(x) for x in
+                                                                   self.discounts],
+                "seed": self.seed}
+
+
+# --------------------------------------------------------------------------------------------
+_TRUE = {"true", "yes", "1", "protected"}
+_FALSE = {"false", "no", "0", ""}
+
+
+def _protected_flags(values: np.ndarray, column: str,
+                     protected_value: Any | None) -> tuple[np.ndarray, int]:
+    flags = np.zeros(len(values), dtype=bool)
+    missing = 0
+    for i, value in enumerate(values):
+        if value is None:
+            missing += 1
+            continue
+        if protected_value is not None:
+            flags[i] = value == protected_value or str(value) == str(protected_value)
+            continue
+        if isinstance(value, (bool, np.bool_)):
+            flags[i] = bool(value)
+        elif isinstance(value, (int, np.integer)) and value in (0, 1):
+            flags[i] = bool(value)
+        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            flags[i] = value.strip().lower() in _TRUE
+        else:
+            raise StageError(f"FairSelect: column {column!r} row {i} is {value!r}; expected a "
+                             "boolean flag (True/False, 1/0, 'true'/'false') or pass "
+                             "protected_value=<the value that marks the protected group>")
+    return flags, missing
+
+
+class FairSelect(Stage):
+    """FA*IR top-k with prefix minimums ``m(i)`` (Zehlike et al. 2017; chapter 35.9).
+
+    ``protected_column`` holds boolean flags, or any values when ``protected_value`` names the
+    one that marks the protected group; ``None`` counts as not protected (reported as
+    ``n_missing``). ``adjust=True`` applies the exact multiple-testing correction.
+    """
+
+    name = "fair"
+
+    def __init__(self, top_k: int, protected_column: str, p: float, alpha: float,
+                 adjust: bool = True, protected_value: Any | None = None):
+        self.top_k = check_int("top_k", top_k, 1)
+        if not isinstance(protected_column, str) or not protected_column:
+            raise ValueError(f"protected_column: expected a meta column name, "
+                             f"got {protected_column!r}")
+        self.protected_column = protected_column
+        self.p = check_real("p", p, 0.0, 1.0, open_low=True, open_high=True)
+        self.alpha = check_real("alpha", alpha, 0.0, 1.0, open_low=True, open_high=True)
+        if not isinstance(adjust, bool):
+            raise ValueError(f"adjust: expected True or False, got {adjust!r}")
+        self.adjust = adjust
+        self.protected_value = protected_value
+
+    def transform(self, batch: Candidates) -> Candidates:
+        if len(batch) == 0:
+            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
+                                           "chosen": []})
+        u = utilities(batch)
+        flags, missing = _protected_flags(batch.column(self.protected_column),
+                                          self.protected_column, self.protected_value)
+        result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
+        order = result.order
+        info = {
+            "selector": self.name, "top_k": self.top_k,
+            "protected_column": self.protected_column, "p": self.p, "alpha": self.alpha,
+            "adjust": self.adjust, "alpha_used": result.alpha_used,
+            "mtable": [int(x) for x in result.mtable],
+            "failure_probability": failure_probability(result.mtable, self.p),
+            "satisfied": result.satisfied, "shortfall_at": result.shortfall_at,
+            "n_protected_candidates": int(flags.sum()), "n_missing": missing,
+            "protected_positions": [int(i) + 1 for i in np.flatnonzero(flags[order])],
+            "utility_definition": "max(score, 0)",
+            "objective": float(u[order].sum()),
+            "chosen": _doc_ids(batch, order),
+        }
+        return batch.take(order).with_info(select=info)
+
+    def config(self) -> dict[str, Any]:
+        return {"top_k": self.top_k, "protected_column": self.protected_column, "p": self.p,
+                "alpha": self.alpha, "adjust": self.adjust,
+                "protected_value": self.protected_value}
+
+
+# --------------------------------------------------------------------------------------------
+SELECTORS: dict[str, type[Stage]] = {
+    "mmr": MMRSelect,
+    "coverage": CoverageSelect,
+    "exposure": ExposureSelect,
+    "fair": FairSelect,
+}
+
+
+def build_selector(name: str, top_k: int, **params: Any) -> Stage:
+    """Build a selection stage by name (``mmr|coverage|exposure|fair``) with checked params.
+
+    Unknown names, unknown or missing parameters and out-of-range values raise
+    ``ValueError`` saying what was expected and what came.
+    """
+    if name not in SELECTORS:
+        raise ValueError(f"selector: expected one of {', '.join(SELECTORS)}, got {name!r}")
+    cls = SELECTORS[name]
+    sig = inspect.signature(cls.__init__)
+    accepted = [p for p in sig.parameters if p not in ("self", "top_k")]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(f"selector {name!r}: unknown parameter(s) {unknown}; accepted: "
+                         f"{', '.join(accepted)}")
+    required = [p for p in accepted if sig.parameters[p].default is inspect.Parameter.empty]
+    missing = [p for p in required if p not in params]
+    if missing:
+        raise ValueError(f"selector {name!r}: missing required parameter(s) {missing}")
+    return cls(top_k, **params)

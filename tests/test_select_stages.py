@@ -1,0 +1,207 @@
+"""Selection stages at the end of a pipeline, and the build_selector factory."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from credrank.candidates import Candidates, StageError
+from credrank.pipeline import FunctionStage, Stage
+from credrank.select import (
+    CoverageSelect,
+    ExposureSelect,
+    FairSelect,
+    MMRSelect,
+    build_selector,
+)
+
+UTIL = np.array([0.90, 0.89, 0.88, 0.87, 0.86] + [0.85] * 9
+                + [0.75, 0.74, 0.73] + [0.70, 0.69] + [0.62])
+INTENT = np.array([0] * 14 + [1] * 3 + [2] * 2 + [3])
+NAMES = np.array(["basketball", "footballer", "actor", "researcher"])
+
+
+def toy_vectors() -> np.ndarray:
+    gram = np.where(INTENT[:, None] == INTENT[None, :], 0.92, 0.25)
+    np.fill_diagonal(gram, 1.0)
+    w, v = np.linalg.eigh(gram)
+    return v * np.sqrt(np.clip(w, 0.0, None))
+
+
+def jordan_batch(with_labels: bool = True) -> Candidates:
+    ids = [f"d{i:02d}" for i in range(20)]
+    meta = [{"intent": str(NAMES[g])} if with_labels else {} for g in INTENT]
+    # shuffle the rows so that nothing depends on input order
+    order = np.random.default_rng(5).permutation(20)
+    return Candidates.from_records(
+        "michael jordan", [ids[i] for i in order], UTIL[order],
+        metadata=[meta[i] for i in order], vectors=toy_vectors()[order])
+
+
+def twelve_batch() -> Candidates:
+    u = np.array([0.90] * 8 + [0.75] * 3 + [0.60])
+    groups = ["A"] * 8 + ["B"] * 3 + ["C"]
+    return Candidates.from_records("q", [f"x{i}" for i in range(12)], u,
+                                   metadata=[{"source_type": g} for g in groups])
+
+
+def test_coverage_select_reproduces_the_toy() -> None:
+    out = CoverageSelect(5, 0.3, 0.5, intent_column="intent")(jordan_batch())
+    assert list(out.doc_ids) == ["d00", "d01", "d02", "d14", "d17"]  # sorted by utility
+    info = out.info["select"]
+    assert info["objective"] == pytest.approx(4.6597, abs=1e-9)
+    # batch vectors are stored as float32, hence the looser ILAD tolerance
+    assert info["coverage"] == 0.75 and info["ilad"] == pytest.approx(0.549, abs=1e-6)
+    assert info["intent_source"] == "labels:intent"
+    json.dumps(out.info)
+    full = CoverageSelect(5, 0.3, 1.0, intent_column="intent")(jordan_batch())
+    assert list(full.doc_ids) == ["d00", "d01", "d14", "d17", "d19"]
+    assert full.info["select"]["objective"] == pytest.approx(5.0649, abs=1e-9)
+    assert full.info["select"]["utility_loss"] == pytest.approx(0.54 / 4.40, abs=1e-12)
+
+
+def test_coverage_select_clusters_when_no_labels() -> None:
+    out = CoverageSelect(5, 0.3, 1.0, intent_column="intent", n_clusters=4)(
+        jordan_batch(with_labels=False))
+    info = out.info["select"]
+    assert info["intent_source"].startswith("clusters")
+    assert info["intents"]["source"] == "clusters"
+    assert sorted(out.doc_ids) == ["d00", "d01", "d14", "d17", "d19"]
+
+
+def test_coverage_select_needs_labels_or_vectors() -> None:
+    b = jordan_batch(with_labels=False)
+    b = Candidates(query=b.query, doc_ids=b.doc_ids, retrieval_score=b.retrieval_score,
+                   meta=b.meta)
+    with pytest.raises(StageError, match="cannot be clustered"):
+        CoverageSelect(5, 0.0, 1.0)(b)
+    with pytest.raises(StageError, match=r"batch\.vectors is None"):
+        CoverageSelect(5, 0.3, 0.0)(b)
+
+
+def test_mmr_select() -> None:
+    out = MMRSelect(4, 0.5, intent_column="intent")(jordan_batch())
+    info = out.info["select"]
+    assert info["coverage"] == 1.0
+    assert len(info["pick_order"]) == 4 and info["pick_order"][0] == "d00"
+    assert list(out.score) == sorted(out.score, reverse=True)  # ordered by utility
+    json.dumps(out.info)
+    top = MMRSelect(5, 0.0)(jordan_batch())
+    assert list(top.doc_ids) == ["d00", "d01", "d02", "d03", "d04"]
+
+
+def test_negative_scores_are_clipped_to_zero() -> None:
+    b = Candidates.from_records("q", ["a", "b", "c"], [-0.5, 0.2, -0.1],
+                                vectors=np.eye(3))
+    out = MMRSelect(3, 0.0)(b)
+    # both negatives become utility 0; the tie keeps row order
+    assert list(out.doc_ids) == ["b", "a", "c"]
+    assert out.info["select"]["utility"] == pytest.approx(0.2)
+
+
+def test_exposure_select_twelve_documents() -> None:
+    v = [1.000, 0.631, 0.500, 0.431, 0.387, 0.356]
+    stage = ExposureSelect(6, "source_type", rule="proportional", discounts=v, seed=11)
+    out = stage(twelve_batch())
+    assert len(out) == 6 and len(set(out.doc_ids)) == 6
+    info = out.info["select"]
+    groups = info["groups"]
+    assert groups["A"]["target"] == pytest.approx(0.295970149, abs=1e-9)
+    assert groups["A"]["expected"] == pytest.approx(0.295970149, abs=1e-9)
+    assert groups["A"]["hard_ranking"] == pytest.approx(0.413125)
+    assert info["objective"] == pytest.approx(2.804317164, abs=1e-9)
+    realised = sum(groups[g]["realised"] * groups[g]["size"] for g in "ABC")
+    assert realised == pytest.approx(3.305)  # one list hands out exactly V
+    json.dumps(out.info)
+    batch = twelve_batch()
+    for _ in range(1500):
+        again = stage(batch)
+    assert again.info["select"]["policy_reused"]
+    mon = stage.monitor.summary()
+    assert mon["requests"] == 1501
+    assert abs(mon["groups"]["C"]["gap"]) < 0.03
+
+
+def test_exposure_select_is_reproducible_by_seed() -> None:
+    a = ExposureSelect(6, "source_type", seed=3)
+    b = ExposureSelect(6, "source_type", seed=3)
+    for _ in range(5):
+        assert list(a(twelve_batch()).doc_ids) == list(b(twelve_batch()).doc_ids)
+
+
+def test_exposure_select_errors() -> None:
+    zero = Candidates.from_records("q", ["a", "b"], [0.0, 0.5],
+                                   metadata=[{"source_type": "x"}, {"source_type": "y"}])
+    with pytest.raises(StageError, match="every utility must be > 0"):
+        ExposureSelect(1, "source_type", rule="proportional")(zero)
+    with pytest.raises(ValueError, match="rule"):
+        ExposureSelect(3, "source_type", rule="fair")
+    with pytest.raises(ValueError, match=r"discounts: expected 3 values"):
+        ExposureSelect(3, "source_type", discounts=[1.0, 0.5])
+    missing = ExposureSelect(1, "nope")(zero)  # no such column: one "(missing)" group
+    assert list(missing.info["select"]["groups"]) == ["(missing)"]
+
+
+def test_fair_select() -> None:
+    scores = np.linspace(1.0, 0.05, 20)
+    meta = [{"protected": i >= 12} for i in range(20)]
+    b = Candidates.from_records("q", [f"r{i}" for i in range(20)], scores, metadata=meta)
+    out = FairSelect(12, "protected", p=0.5, alpha=0.1, adjust=False)(b)
+    assert list(out.doc_ids[:4]) == ["r0", "r1", "r2", "r12"]
+    info = out.info["select"]
+    assert info["mtable"] == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4]
+    assert info["failure_probability"] == pytest.approx(0.145996, abs=5e-7)
+    assert info["protected_positions"] == [4, 7, 9, 12] and info["satisfied"]
+    json.dumps(out.info)
+    adjusted = FairSelect(12, "protected", p=0.5, alpha=0.1)(b).info["select"]
+    assert adjusted["failure_probability"] <= 0.1
+
+
+def test_fair_select_protected_value_and_bad_flags() -> None:
+    meta = [{"source_type": t} for t in ["blog", "government", "blog", "government"]]
+    b = Candidates.from_records("q", list("abcd"), [0.9, 0.8, 0.7, 0.6], metadata=meta)
+    out = FairSelect(4, "source_type", p=0.5, alpha=0.1, protected_value="government")(b)
+    assert out.info["select"]["n_protected_candidates"] == 2
+    with pytest.raises(StageError, match="expected a boolean flag"):
+        FairSelect(4, "source_type", p=0.5, alpha=0.1)(b)
+
+
+def test_empty_batch_passes_through() -> None:
+    empty = Candidates.empty("q", dim=3)
+    for stage in (MMRSelect(3, 0.5), CoverageSelect(3, 0.1, 0.1),
+                  ExposureSelect(3, "source_type"), FairSelect(3, "x", 0.5, 0.1)):
+        out = stage(empty)
+        assert len(out) == 0 and out.info["select"]["chosen"] == []
+
+
+def test_stages_compose_in_a_pipeline() -> None:
+    identity = FunctionStage(lambda b: b, name="id")
+    pipe = identity >> CoverageSelect(5, 0.3, 0.5, intent_column="intent")
+    out = pipe(jordan_batch())
+    assert len(out) == 5 and isinstance(pipe, Stage)
+
+
+def test_build_selector() -> None:
+    assert isinstance(build_selector("mmr", 5, diversity=0.3), MMRSelect)
+    cov = build_selector("coverage", 5, lambda_ilad=0.3, lambda_coverage=0.5)
+    assert isinstance(cov, CoverageSelect)
+    assert cov.config()["lambda_coverage"] == 0.5
+    assert isinstance(build_selector("exposure", 5, group_column="g", seed=1), ExposureSelect)
+    assert isinstance(build_selector("fair", 5, protected_column="p", p=0.3, alpha=0.1),
+                      FairSelect)
+    with pytest.raises(ValueError, match="expected one of mmr, coverage, exposure, fair"):
+        build_selector("topk", 5)
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['lambda'\]"):
+        build_selector("mmr", 5, diversity=0.3, **{"lambda": 1})
+    with pytest.raises(ValueError, match=r"missing required parameter\(s\) \['diversity'\]"):
+        build_selector("mmr", 5)
+    with pytest.raises(ValueError, match=r"diversity: expected a number in \[0.0, 1.0\]"):
+        build_selector("mmr", 5, diversity=2)
+    with pytest.raises(ValueError, match="top_k"):
+        build_selector("mmr", 0, diversity=0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        build_selector("fair", 5, protected_column="p", p=0.3, alpha=1.5)
+    for stage in (build_selector("mmr", 5, diversity=0.3), cov):
+        json.dumps(stage.describe())
