@@ -231,6 +231,64 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     return result
 
 
+def answer_coverage(evalset: EvalSet, k: int):
+    """Gold-answer coverage@k: the share of a question's gold answers supported by a
+    ``correct`` document of that question in the top k (answers compared after SQuAD-style
+    normalisation; questions without gold answers are left out)."""
+    from credrank.evaluate.datasets import normalize_answer
+    from credrank.evaluate.metrics import ranked_docs
+
+    gold = {qid: {normalize_answer(a) for a in lab.get("gold_answers", [])}
+            for qid, lab in evalset.query_labels.items()}
+
+    def coverage(run: dict[str, dict[str, float]]) -> dict[str, float]:
+        out = {}
+        for qid, answers in gold.items():
+            if not answers:
+                continue
+            top = ranked_docs(run.get(qid, {}))[:k]
+            covered = {normalize_answer(evalset.doc_labels[d]["answer"]) for d in top
+                       if evalset.doc_labels.get(d, {}).get("qid") == qid
+                       and evalset.doc_labels[d].get("type") == "correct"}
+            out[qid] = len(covered & answers) / len(answers)
+        return out
+    return coverage
+
+
+def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: int = 15,
+                  seed: int = 0, cache_dir: Path | None = None) -> BenchResult:
+    """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
+    coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
+    the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
+    from credrank.select.stages import CoverageSelect, MMRSelect
+
+    evalset = load_dataset("ramdocs", path)
+    prepared = prepare(evalset, embedder, cache_dir=cache_dir)
+    pools = pools_for(prepared, fetch_k)
+    types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
+    prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
+    systems: dict[str, Stage] = {
+        "similarity only": similarity_only(top_k),
+        "credibility-aware (prior, 20% wrong types)": Pipeline([*prior, Combine(), TopK(top_k)]),
+        "MMR diversity=0.5 (similarity only)": Pipeline([Combine(),
+                                                         MMRSelect(top_k, diversity=0.5)]),
+        "credibility-aware + MMR diversity=0.5": Pipeline([*prior, Combine(),
+                                                           MMRSelect(top_k, diversity=0.5)]),
+        "credibility-aware + coverage optimum (λ1=0.3, λ2=0.5, 5 clusters)": Pipeline([
+            *prior, Combine(), CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5,
+                                              n_clusters=5)]),
+    }
+    main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
+                          bad=evalset.bad,
+                          custom={"coverage@5": answer_coverage(evalset, top_k)})
+    result = BenchResult("ramdocs", str(path), _settings(embedder, top_k, fetch_k, seed),
+                         evalset.summary(), list(evalset.notes), main, qrels=evalset.qrels)
+    result.notes.append("harmful@5 here is misinformation@5 (bad = documents typed misinfo); "
+                        "credibility-aware systems use priors assigned with a 20% error rate "
+                        "(no provenance in RAMDocs)")
+    return result
+
+
 def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int = 10,
                  fetch_k: int = 30, seed: int = 0, cache_dir: Path | None = None,
                  tables: Sequence[Path] = ()) -> BenchResult:
@@ -364,6 +422,8 @@ def run_bench(name: str, path: Path | None, *, embedder_name: str = "minilm",
     if name == "coaid-priors":
         return bench_coaid_priors(Path(path))
     embedder = get_embedder(embedder_name)
+    if name == "ramdocs":
+        return bench_ramdocs(Path(path), embedder, seed=seed, cache_dir=cache_dir)
     if name in pooled:
         return bench_pooled(name, Path(path), embedder, seed=seed, cache_dir=cache_dir)
     return bench_corpus(name, Path(path) if path else None, embedder, seed=seed,

@@ -9,7 +9,7 @@ count (:mod:`credrank.evaluate.stats`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,12 +71,14 @@ def run_experiment(
     baseline: str | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
+    custom: Mapping[str, Callable[[dict[str, dict[str, float]]], dict[str, float]]] | None = None,
 ) -> ExperimentResult:
     """Apply every system to every pool, evaluate and compare with ``baseline``.
 
     ``baseline`` defaults to the first system. Higher is better for every measure except
     ``harmful@k``, where a negative difference is the improvement (the table shows raw
-    differences; wins/losses follow the measure's direction).
+    differences; wins/losses follow the measure's direction). ``custom`` adds measures computed
+    by a function of the run (``{qid: {doc: score}}`` → ``{qid: value}``).
     """
     names = list(systems)
     if not names:
@@ -84,11 +86,15 @@ def run_experiment(
     baseline = baseline or names[0]
     if baseline not in systems:
         raise ValueError(f"baseline {baseline!r} is not among the systems {names}")
+    custom = dict(custom or {})
     runs, per_query = {}, {}
     for name, stage in systems.items():
         batches = {qid: stage(batch) for qid, batch in pools.items()}
         runs[name] = run_from_batches(batches)
         per_query[name] = evaluate(qrels, runs[name], list(measures), bad=bad)
+        for label, fn in custom.items():
+            per_query[name][label] = fn(runs[name])
+    measures = [*measures, *custom]
     result = ExperimentResult(list(measures), baseline, per_query, runs)
     for name in names:
         metrics = {}

@@ -1,0 +1,108 @@
+"""Estimated reliabilities as a learned per-source prior for the reranker (chapter 35.3 → 004).
+
+A reliability estimated from few answers is noisy, so it is shrunk toward the prior of the
+source's type (seed 004's table) with pseudo-count ``m``:
+
+    λ_s = (n_s · r_s + m · λ_type(s)) / (n_s + m)
+
+``n_s`` is the number of usable answers (``|J_s|``, the estimator's ``coverage_``). With
+``m > 0`` the denominator is never zero; an unknown source (``n_s = 0``) gets ``λ_type``.
+Remember what ``r_s`` is: agreement with a consensus, not verified accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from credrank.candidates import Candidates
+from credrank.pipeline import Stage
+
+#: prior of a source whose type is missing or absent from the type table
+DEFAULT_TYPE_PRIOR = 0.5
+
+
+def _check_unit(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating) \
+            or not np.isfinite(value) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name}: expected a finite number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def shrink_reliability(reliability: np.ndarray, n_answers: np.ndarray, type_prior: np.ndarray,
+                       m: float = 5.0) -> np.ndarray:
+    """``λ_s = (n_s r_s + m λ_type) / (n_s + m)`` (chapter 35.3 estimates feeding seed 004).
+
+    Vectorised; ``r_s`` is ignored where ``n_s = 0`` (so the placeholder of an unknown source
+    never leaks). ``m`` must be > 0.
+    """
+    r = np.asarray(reliability, dtype=np.float64)
+    n = np.asarray(n_answers, dtype=np.float64)
+    lam = np.asarray(type_prior, dtype=np.float64)
+    if not (np.isfinite(m) and m > 0):
+        raise ValueError(f"m: expected a finite pseudo-count > 0, got {m!r}")
+    if r.shape != n.shape or lam.shape != r.shape:
+        raise ValueError(f"shapes differ: reliability {r.shape}, n_answers {n.shape}, "
+                         f"type_prior {lam.shape}; expected equal shapes")
+    if np.any(n < 0) or not np.all(np.isfinite(n)):
+        raise ValueError("n_answers: expected finite counts >= 0")
+    used = n > 0
+    if np.any(used & ~((r >= 0) & (r <= 1))):
+        raise ValueError("reliability: expected values in [0, 1] where n_answers > 0")
+    if lam.size and (not np.all(np.isfinite(lam)) or lam.min() < 0 or lam.max() > 1):
+        raise ValueError("type_prior: expected values in [0, 1]")
+    r = np.where(used, r, 0.0)
+    return (n * r + m * lam) / (n + m)
+
+
+def reliability_table(
+    source_ids: Sequence[str], reliability: np.ndarray, n_answers: np.ndarray,
+    source_types: Mapping[str, str | None], type_prior: Mapping[str, float], *,
+    m: float = 5.0, default: float = DEFAULT_TYPE_PRIOR,
+) -> dict[str, float]:
+    """``{source_id: λ_s}`` with shrinkage toward each source's type prior (see module doc)."""
+    default = _check_unit("default", default)
+    lam = np.array([_check_unit(f"type_prior[{source_types.get(s)!r}]",
+                                type_prior.get(source_types.get(s) or "", default))
+                    for s in source_ids])
+    values = shrink_reliability(reliability, n_answers, lam, m)
+    return {s: float(v) for s, v in zip(source_ids, values, strict=True)}
+
+
+class ReliabilityPrior(Stage):
+    """Pipeline stage: factor ``name`` = the learned prior of each candidate's source, in [0, 1].
+
+    The key is ``batch.column(key_column)`` (``source_id`` by default, or ``host``); a key
+    absent from ``table`` (or ``None``) falls back to ``type_prior[source_type]``, and a missing
+    or unlisted type to ``default`` (0.5).
+    """
+
+    def __init__(self, table: Mapping[str, float], type_prior: Mapping[str, float],
+                 key_column: str = "source_id", name: str = "reliability", *,
+                 default: float = DEFAULT_TYPE_PRIOR) -> None:
+        self.table = {str(k): _check_unit(f"table[{k!r}]", v) for k, v in table.items()}
+        self.type_prior = {str(k): _check_unit(f"type_prior[{k!r}]", v)
+                           for k, v in type_prior.items()}
+        if not isinstance(key_column, str) or not key_column:
+            raise ValueError(f"key_column: expected a column name, got {key_column!r}")
+        self.key_column = key_column
+        self.name = name
+        self.default = _check_unit("default", default)
+
+    def transform(self, batch: Candidates) -> Candidates:
+        keys = batch.column(self.key_column)
+        types = batch.column("source_type")
+        values = np.empty(len(batch), dtype=np.float64)
+        for i, (key, typ) in enumerate(zip(keys, types, strict=True)):
+            value = self.table.get(str(key)) if key is not None else None
+            if value is None:
+                value = self.type_prior.get(str(typ), self.default) if typ is not None \
+                    else self.default
+            values[i] = value
+        return batch.with_factor(self.name, values, 0.0, 1.0)
+
+    def config(self) -> dict[str, Any]:
+        return {"key_column": self.key_column, "n_sources": len(self.table),
+                "type_prior": dict(self.type_prior), "default": self.default}

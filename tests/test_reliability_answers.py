@@ -1,0 +1,83 @@
+"""ANSWERS and TRUTH files: parsing, abstentions and clear errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from credrank.reliability.answers import (
+    AnswersFileError,
+    AnswerTable,
+    load_answers,
+    load_truth,
+)
+
+CSV = """question_id,source_id,answer
+q1,s1,Paris
+q1,s2,I don't know
+q2,s1,
+q2,s3,Lyon
+q3,s2,IDK
+"""
+
+
+def test_csv_answers_and_abstentions(write):
+    table = load_answers(write("a.csv", CSV))
+    assert table.source_ids == ("s1", "s2", "s3")
+    assert table.question_ids == ("q1", "q2", "q3")
+    m = table.to_mapping()
+    assert m == {"s1": {"q1": "Paris"}, "s2": {}, "s3": {"q2": "Lyon"}}
+    assert table.answers[0] == ("Paris", None, None)
+
+
+def test_jsonl_answers_with_null_and_gzip(write):
+    rows = [{"question_id": "q1", "source_id": "s1", "answer": "Paris"},
+            {"question_id": 2, "source_id": "s2", "answer": None}]
+    text = "\n".join(json.dumps(r) for r in rows) + "\n\n"
+    table = load_answers(write("a.jsonl", text))
+    assert table.question_ids == ("q1", "2")
+    assert table.answers[1] == (None, None)
+    gz = write("b.jsonl.gz", gzip.compress(text.encode()))
+    assert load_answers(gz) == table
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("a.csv", "question_id,source\nq1,s1\n", "a.csv:1: header"),
+    ("a.csv", "question_id,source_id,answer\nq1,s1,x\nq1,s1,y\n",
+     "a.csv:3: fields 'question_id','source_id': duplicate pair ('q1', 's1'), "
+     "first seen on line 2"),
+    ("a.csv", "question_id,source_id,answer\nq1,,x\n", "a.csv:2: field 'source_id'"),
+    ("a.csv", "question_id,source_id,answer\nq1,s1,x,extra\n", "a.csv:2: row has more values"),
+    ("a.jsonl", '{"question_id": "q1", "source_id": "s1"}\n', "a.jsonl:1: field 'answer': missing"),
+    ("a.jsonl", '\n{"question_id": "q1", "source_id": "s1", "answer": [1]}\n',
+     "a.jsonl:2: field 'answer': expected a string"),
+    ("a.jsonl", "{not json}\n", "a.jsonl:1: expected one JSON object per line"),
+    ("a.jsonl", "[1, 2]\n", "a.jsonl:1: expected a JSON object"),
+    ("a.txt", "x", "unsupported file type '.txt'"),
+    ("a.csv", "question_id,source_id,answer\n", "no answer rows"),
+])
+def test_answer_file_errors_name_file_line_and_field(write, name, content, needle):
+    with pytest.raises(AnswersFileError) as err:
+        load_answers(write(name, content))
+    assert needle in str(err.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(AnswersFileError, match="no such file"):
+        load_answers(tmp_path / "nope.csv")
+
+
+def test_truth_file(write):
+    truth = load_truth(write("t.csv", "question_id,answer\nq1,Paris\nq2,Lyon\n"))
+    assert truth == {"q1": "Paris", "q2": "Lyon"}
+    with pytest.raises(AnswersFileError, match=r"t2\.csv:3: field 'question_id': duplicate 'q1'"):
+        load_truth(write("t2.csv", "question_id,answer\nq1,Paris\nq1,Lyon\n"))
+    with pytest.raises(AnswersFileError, match=r"t3\.csv:2: field 'answer': expected a known"):
+        load_truth(write("t3.csv", "question_id,answer\nq1,IDK\n"))
+
+
+def test_table_from_records_rejects_duplicates():
+    with pytest.raises(ValueError, match="duplicate answer"):
+        AnswerTable.from_records([("q1", "s1", "a"), ("q1", "s1", "b")])

@@ -1,0 +1,104 @@
+"""``reliability estimate`` command: table, stable JSON, truth accuracy, copies, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from credrank.reliability.cli import app
+
+runner = CliRunner()
+
+# the hand-computed five-source case of test_reliability_estimate, plus a mute source
+ROWS = {
+    "A": ["1", "1", "1", "1", "y"],
+    "B": ["1", "1", "1", "1", "y"],
+    "C": ["1", "2", "2", "1", "x"],
+    "D": ["2", "1", "3", "1", "x"],
+    "E": ["3", "3", "1", "2", "x"],
+    "M": ["IDK", "", "I don't know", "idk", "IDK"],
+}
+
+
+@pytest.fixture
+def answers_csv(write):
+    lines = ["question_id,source_id,answer"]
+    for s, row in ROWS.items():
+        lines += [f"Q{j + 1},{s},{a}" for j, a in enumerate(row)]
+    return write("answers.csv", "\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def truth_csv(write):
+    return write("truth.csv", "question_id,answer\nQ1,1\nQ2,1\nQ3,1\nQ4,1\nQ5,y\n")
+
+
+def test_json_document(answers_csv, truth_csv):
+    res = runner.invoke(app, ["estimate", str(answers_csv), "--json", "--truth", str(truth_csv)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    by_id = {s["source_id"]: s for s in doc["sources"]}
+    assert [s["source_id"] for s in doc["sources"]] == list(ROWS)
+    # S = 6 sources here, so v = 6 r − 1
+    assert by_id["A"]["reliability"] == 1.0 and by_id["A"]["weight"] == 5.0
+    assert by_id["E"]["reliability"] == pytest.approx(0.2)
+    assert by_id["M"]["known"] is False and by_id["M"]["reliability"] is None
+    assert by_id["M"]["answered"] == 0 and by_id["M"]["truth_accuracy"] is None
+    assert by_id["C"]["coverage"] == 5 and by_id["C"]["truth_accuracy"] == pytest.approx(0.4)
+    assert doc["consensus"] == {"Q1": "1", "Q2": "1", "Q3": "1", "Q4": "1", "Q5": "y"}
+    assert doc["truth"]["consensus_accuracy"] == 1.0
+    assert doc["truth"]["majority_accuracy"] == pytest.approx(0.8)       # majority says x
+    assert doc["converged"] and doc["n_iter"] >= 1
+    assert set(doc) >= {"n_sources", "n_questions", "n_ballots", "clip", "collapse_copies",
+                        "clusters", "dependence_pairs", "diagnostics", "equivalence"}
+
+
+def test_clip_flag(answers_csv):
+    doc = json.loads(runner.invoke(app, ["estimate", str(answers_csv), "--json", "--clip"]).stdout)
+    assert doc["clip"] is True
+    assert all(s["weight"] is None or s["weight"] >= 0 for s in doc["sources"])
+
+
+def test_rich_table(answers_csv, truth_csv):
+    res = runner.invoke(app, ["estimate", str(answers_csv), "--truth", str(truth_csv)])
+    assert res.exit_code == 0, res.output
+    for needle in ("Source reliability", "unknown", "against truth", "1.000"):
+        assert needle in res.stdout
+
+
+def test_collapse_copies(write):
+    lines = ["question_id,source_id,answer"]
+    for j in range(12):
+        truth, fake = f"t{j}", ("fake" if j % 3 == 0 else f"t{j}")
+        for i in range(3):
+            lines.append(f"q{j},honest{i},{truth if (i + j) % 5 else 'w' + str(i)}")
+        lines += [f"q{j},sybil{i},{fake}" for i in range(5)]
+    path = write("attack.csv", "\n".join(lines) + "\n")
+    plain = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)
+    assert plain["clusters"] == [[f"sybil{i}" for i in range(5)]]
+    assert plain["consensus"]["q0"] == "fake"
+    fixed = json.loads(runner.invoke(app, ["estimate", str(path), "--json",
+                                           "--collapse-copies"]).stdout)
+    assert fixed["n_ballots"] == 4 and fixed["consensus"]["q0"] == "t0"
+    sybils = [s for s in fixed["sources"] if s["source_id"].startswith("sybil")]
+    assert len({s["reliability"] for s in sybils}) == 1 and sybils[0]["cluster"] == 0
+
+
+def test_aliases_option(write):
+    path = write("a.csv", "question_id,source_id,answer\nq1,s1,NYC\nq1,s2,New York City\n"
+                          "q1,s3,Boston\n")
+    aliases = write("al.json", json.dumps({"New York City": ["NYC"]}))
+    doc = json.loads(runner.invoke(app, ["estimate", str(path), "--json", "--aliases",
+                                         str(aliases)]).stdout)
+    assert doc["consensus"] == {"q1": "new york city"}
+
+
+def test_errors_exit_2_with_location(write):
+    bad = write("bad.csv", "question_id,source_id,answer\nq1,s1,x\nq1,s1,y\n")
+    res = runner.invoke(app, ["estimate", str(bad)])
+    assert res.exit_code == 2
+    assert "bad.csv:3" in res.output and "duplicate pair" in res.output
+    res = runner.invoke(app, ["estimate", str(bad.parent / "missing.csv")])
+    assert res.exit_code == 2 and "no such file" in res.output

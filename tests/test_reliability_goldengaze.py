@@ -1,0 +1,55 @@
+"""Golden-Gaze hosts (real data; skipped when ../shared/data is absent)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from credrank.reliability.goldengaze import load_goldengaze, run_goldengaze, wilson_interval
+
+FILE = "goldengaze/goldengaze_trec2021_host_stances.csv.gz"
+
+
+@pytest.fixture(scope="module")
+def result(shared_data):
+    path = shared_data / FILE
+    if not path.is_file():
+        pytest.skip(f"Golden-Gaze host file not available: {path}")
+    return run_goldengaze(path, anchor_sizes=(10,), repeats=2)
+
+
+def test_data_shape(shared_data):
+    path = shared_data / FILE
+    if not path.is_file():
+        pytest.skip(f"Golden-Gaze host file not available: {path}")
+    data = load_goldengaze(path)
+    assert len(data.topics) == 50 and int((data.truth == 0).sum()) == 25
+    assert data.classes.shape == (len(data.hosts), 50)
+    assert ((data.classes >= 0) == (data.pages > 0)).all()
+
+
+def test_sane_results(result):
+    json.dumps(result)
+    majority = result["unsupervised"]["majority"]["accuracy"]
+    for entry in list(result["unsupervised"].values()) + list(result["anchored_loto"].values()):
+        assert 0.0 <= entry["accuracy"] <= 1.0 and entry["n"] == 50
+        lo, hi = entry["ci95"]
+        assert lo <= entry["accuracy"] <= hi
+    # anchored log-odds weighting beats the plain majority on the held-out topics
+    assert result["anchored_loto"]["one-coin log-odds (Laplace)"]["accuracy"] >= majority
+    assert result["anchored_loto"]["ridge-learned host weights"]["accuracy"] >= majority
+    # the agreement consensus is flagged, not presented as truth
+    assert result["diagnostics"]["trustworthy"] is False
+    for corr in result["correlation"].values():
+        assert corr["n"] >= 1000
+        for key in ("pearson", "spearman"):
+            assert corr[key] is None or math.isfinite(corr[key])
+    assert "| anchored, LOTO |" in result["markdown"]
+
+
+def test_wilson_interval():
+    lo, hi = wilson_interval(38, 50)
+    assert lo == pytest.approx(0.6258, abs=1e-3) and hi == pytest.approx(0.8570, abs=1e-3)
+    assert wilson_interval(0, 0) == (0.0, 1.0)

@@ -1,0 +1,66 @@
+"""Estimated reliabilities as a shrunk per-source prior stage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from credrank.candidates import Candidates, StageError
+from credrank.reliability.estimate import UNKNOWN
+from credrank.reliability.prior import ReliabilityPrior, reliability_table, shrink_reliability
+
+
+def test_shrinkage_formula_by_hand():
+    # (n r + m λ) / (n + m): (10·0.9 + 5·0.5)/15 = 11.5/15; n = 0 → λ_type
+    lam = shrink_reliability(np.array([0.9, UNKNOWN, 0.2]), np.array([10, 0, 1000]),
+                             np.array([0.5, 0.8, 0.95]), m=5)
+    assert lam == pytest.approx([11.5 / 15, 0.8, (200 + 4.75) / 1005])
+
+
+def test_shrinkage_validation():
+    with pytest.raises(ValueError, match="m:"):
+        shrink_reliability(np.array([0.5]), np.array([1]), np.array([0.5]), m=0)
+    with pytest.raises(ValueError, match="reliability"):
+        shrink_reliability(np.array([1.5]), np.array([1]), np.array([0.5]))
+    with pytest.raises(ValueError, match="shapes"):
+        shrink_reliability(np.array([0.5, 0.5]), np.array([1]), np.array([0.5]))
+
+
+def test_reliability_table_uses_each_source_type():
+    table = reliability_table(["a1", "b1", "c1"], np.array([1.0, 0.0, UNKNOWN]),
+                              np.array([5, 5, 0]),
+                              {"a1": "blog", "b1": "government", "c1": None},
+                              {"blog": 0.5, "government": 0.9}, m=5)
+    assert table == pytest.approx({"a1": 0.75, "b1": 0.45, "c1": 0.5})
+
+
+def _batch() -> Candidates:
+    meta = [{"source_id": "known", "source_type": "blog", "host": "k.example"},
+            {"source_id": "new", "source_type": "government", "host": "n.example"},
+            {"source_id": None, "source_type": None, "host": None},
+            {"source_id": "odd", "source_type": "alien", "host": "o.example"}]
+    return Candidates.from_records("q", ["d1", "d2", "d3", "d4"], [0.9, 0.8, 0.7, 0.6], meta)
+
+
+def test_stage_falls_back_to_type_prior_then_default():
+    stage = ReliabilityPrior({"known": 0.83}, {"blog": 0.4, "government": 0.9})
+    out = stage(_batch())
+    assert out.factors["reliability"].tolist() == [0.83, 0.9, 0.5, 0.5]
+    assert out.retrieval_score.tolist() == [0.9, 0.8, 0.7, 0.6]     # input untouched
+    assert "reliability" not in _batch().factors
+
+
+def test_stage_on_host_column_and_empty_batch():
+    stage = ReliabilityPrior({"n.example": 0.1}, {}, key_column="host", name="host_rel")
+    out = stage(_batch())
+    assert out.factors["host_rel"].tolist() == [0.5, 0.1, 0.5, 0.5]
+    assert len(stage(Candidates.empty("q"))) == 0
+    assert stage.describe()["key_column"] == "host"
+
+
+def test_stage_rejects_out_of_range_values():
+    with pytest.raises(ValueError, match=r"table\['x'\]"):
+        ReliabilityPrior({"x": 1.5}, {})
+    with pytest.raises(ValueError, match="type_prior"):
+        ReliabilityPrior({}, {"blog": float("nan")})
+    assert issubclass(StageError, ValueError)
