@@ -257,36 +257,14 @@ def bench(
 
 
 def _print_bench(result: Any) -> None:
-    console.print(f"[bold]credrank bench {result.name}[/bold] — {result.path}")
-    console.print(f"data: {result.summary}; settings: {result.settings}")
-    main = result.main
-    t = Table(title=f"mean [95% CI]; Δ vs {main.baseline} (p, paired randomisation)")
-    t.add_column("system")
-    for m in main.measures:
-        t.add_column(m, justify="right")
-    for row in main.rows:
-        cells = []
-        for m in main.measures:
-            c = row["metrics"][m]
-            cell = f"{c['mean']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
-            if "vs_baseline" in c:
-                d = c["vs_baseline"]
-                cell += f"\nΔ {d['diff']:+.3f} p={d['p_value']:.2g} W/L {d['wins']}/{d['losses']}"
-            cells.append(cell)
-        t.add_row(row["system"], *cells)
-    console.print(t)
-    for sweep in result.sweeps.values():
-        s = Table(title=f"sweep: {sweep['parameter']}")
-        s.add_column(sweep["parameter"])
-        for m in sweep["measures"]:
-            s.add_column(m, justify="right")
-        s.add_row("similarity only", *(f"{sweep['baseline'][m]:.3f}" for m in sweep["measures"]))
-        for i, v in enumerate(sweep["values"]):
-            s.add_row(f"{v:g}", *(f"{sweep['measures'][m][i]:.3f}" for m in sweep["measures"]))
-        console.print(s)
-    for key, text in result.extra.items():
-        if isinstance(text, str) and text.startswith("|"):
-            console.print(f"[bold]{key.replace('_', ' ')}[/bold]\n{text}")
+    """The bench tables as Markdown (the same tables report.md holds)."""
+    from credrank.evaluate.report import markdown_sections
+
+    print(f"credrank bench {result.name} — {result.path}")
+    print(f"data: {json.dumps(result.summary)}")
+    print(f"settings: {json.dumps(result.settings)}\n")
+    for title, body in markdown_sections(result):
+        print(f"## {title}\n\n{body}\n")
 
 
 def _bench_goldengaze(path: Path | None, as_json: bool, out: Path | None, command: str) -> None:
@@ -304,7 +282,7 @@ def _bench_goldengaze(path: Path | None, as_json: bool, out: Path | None, comman
     if as_json:
         print(json.dumps(result, indent=2, default=str))
     else:
-        console.print(result.get("markdown", result))
+        print(result.get("markdown", result))
 
 
 def _mount_optional() -> None:

@@ -260,6 +260,7 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
     coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
     the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
+    from credrank.select.eligibility import EligibilityFilter
     from credrank.select.stages import CoverageSelect, MMRSelect
 
     evalset = load_dataset("ramdocs", path)
@@ -267,16 +268,17 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     pools = pools_for(prepared, fetch_k)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
     prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
+    eligible = EligibilityFilter(min_ratio=0.85, min_keep=top_k)
+    mmr = MMRSelect(top_k, diversity=0.5)
+    coverage = CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5, n_clusters=3)
     systems: dict[str, Stage] = {
         "similarity only": similarity_only(top_k),
         "credibility-aware (prior, 20% wrong types)": Pipeline([*prior, Combine(), TopK(top_k)]),
-        "MMR diversity=0.5 (similarity only)": Pipeline([Combine(),
-                                                         MMRSelect(top_k, diversity=0.5)]),
-        "credibility-aware + MMR diversity=0.5": Pipeline([*prior, Combine(),
-                                                           MMRSelect(top_k, diversity=0.5)]),
-        "credibility-aware + coverage optimum (λ1=0.3, λ2=0.5, 5 clusters)": Pipeline([
-            *prior, Combine(), CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5,
-                                              n_clusters=5)]),
+        "MMR diversity=0.5 over the whole pool": Pipeline([Combine(), mmr]),
+        "eligible (cos ≥ 0.85·max) + MMR": Pipeline([eligible, Combine(), mmr]),
+        "credibility-aware + eligible + MMR": Pipeline([eligible, *prior, Combine(), mmr]),
+        "credibility-aware + eligible + coverage optimum (λ1=0.3, λ2=0.5, 3 clusters)":
+            Pipeline([eligible, *prior, Combine(), coverage]),
     }
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,
@@ -320,6 +322,21 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     result.extra["source_types"] = {t: types.count(t) for t in sorted(set(types))}
     result.sweeps["dispersion"] = _sweep_dispersion(pools, evalset, top_k, measures)
     result.extra["oracle_feedback"] = _oracle_feedback(pools, evalset, top_k, measures)
+    if name == "trec2019-hm":
+        from credrank.evaluate.trec_hm import run_trec_hm
+
+        agreement = run_trec_hm(path, embedder=embedder, fetch_k=fetch_k, top_k=top_k,
+                                seed=seed)
+        result.extra["correctness_signal"] = (
+            "Credibility-weighted agreement on the answer (RA-RAG's idea at document level, "
+            "chapter 35.3): a stance model (P(page says the treatment helps)) trained "
+            "leave-one-topic-out, never on the evaluated topic; the agreement stage's "
+            "hyper-parameters chosen by nested leave-one-topic-out. Stance model LOTO: "
+            f"n={agreement['stance']['n']}, accuracy {agreement['stance']['accuracy']:.3f}, "
+            f"AUC {agreement['stance']['auc']}.\n\n"
+            + agreement["table"])
+        result.extra["agreement_details"] = {k: agreement[k] for k in ("config", "choices",
+                                                                       "notes", "seconds")}
     return result
 
 

@@ -121,6 +121,22 @@ def _sweep_table(sweep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown_sections(result: BenchResult) -> list[tuple[str, str]]:
+    """``(title, markdown)`` for the main table, each sweep and each table-bearing extra."""
+    out = []
+    if result.main is not None:
+        out.append(("Results", result.main.markdown()))
+    for key, sweep in result.sweeps.items():
+        body = _sweep_table(sweep)
+        if "priors" in sweep:
+            body += f"\n\nPriors: {sweep['priors']}."
+        out.append((f"Sweep: {key.replace('_', ' ')}", body))
+    for key, text in result.extra.items():
+        if isinstance(text, str) and "|---" in text:
+            out.append((key.replace("_", " ").capitalize(), text))
+    return out
+
+
 def write_report(result: BenchResult, out: Path, qrels: dict[str, dict[str, int]] | None = None,
                  command: str = "") -> Path:
     """Write everything under ``out``; returns the path of ``report.md``."""
@@ -156,15 +172,13 @@ def write_report(result: BenchResult, out: Path, qrels: dict[str, dict[str, int]
                "of a two-sided paired randomisation test and per-query wins/losses/ties "
                "(for harmful@k a win is a decrease).", "", main.markdown(), "",
                "![metrics](metrics.png)", "", "![wins](wins.png)", ""]
-    for key, sweep in result.sweeps.items():
+    for key in result.sweeps:
         plot_sweep(result, key, out / f"{key}.png")
-        md += [f"## Sweep: {key.replace('_', ' ')}", "", _sweep_table(sweep), "",
-               f"![{key}]({key}.png)", ""]
-        if "priors" in sweep:
-            md += [f"Priors: {sweep['priors']}.", ""]
-    for key, text in result.extra.items():
-        if isinstance(text, str) and text.startswith("|"):
-            md += [f"## {key.replace('_', ' ')}", "", text, ""]
+    for title, body in markdown_sections(result)[1 if result.main is not None else 0:]:
+        md += [f"## {title}", "", body, ""]
+        if title.startswith("Sweep: "):
+            key = title[len("Sweep: "):].replace(" ", "_")
+            md += [f"![{key}]({key}.png)", ""]
     md += ["## Notes from the data reader", ""] + [f"- {n}" for n in result.notes] + [""]
     md += ["## Limits", ""] + [f"- {n}" for n in LIMITS] + [""]
     path = out / "report.md"

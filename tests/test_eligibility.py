@@ -1,0 +1,32 @@
+import pytest
+
+from credrank.candidates import Candidates
+from credrank.select.eligibility import EligibilityFilter
+
+
+def batch(sims):
+    return Candidates.from_records("q", [f"d{i}" for i in range(len(sims))], sims)
+
+
+def test_keeps_candidates_close_to_the_best():
+    out = EligibilityFilter(min_ratio=0.8, min_keep=1)(batch([0.9, 0.5, 0.75, 0.72, -0.1]))
+    # 0.8 × 0.9 = 0.72: d0, d2, d3 eligible, in batch order
+    assert list(out.doc_ids) == ["d0", "d2", "d3"]
+    assert out.info["eligibility"] == {"min_ratio": 0.8, "kept": 3, "eligible": 3}
+
+
+def test_min_keep_fills_with_the_best_remaining():
+    out = EligibilityFilter(min_ratio=0.99, min_keep=3)(batch([0.9, 0.5, 0.75, 0.2]))
+    assert list(out.doc_ids) == ["d0", "d1", "d2"]
+
+
+def test_empty_and_all_negative():
+    assert len(EligibilityFilter()(Candidates.empty("q"))) == 0
+    out = EligibilityFilter(min_ratio=0.5, min_keep=0)(batch([-0.2, -0.3]))
+    assert len(out) == 2  # max(sim, 0) = 0 everywhere: all tie at the (zero) top
+
+
+@pytest.mark.parametrize("kw", [{"min_ratio": 1.5}, {"min_keep": -1}])
+def test_bad_parameters(kw):
+    with pytest.raises(ValueError):
+        EligibilityFilter(**kw)
