@@ -268,14 +268,14 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     pools = pools_for(prepared, fetch_k)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
     prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
-    eligible = EligibilityFilter(min_ratio=0.85, min_keep=top_k)
+    eligible = EligibilityFilter(min_ratio=0.75, min_keep=top_k)
     mmr = MMRSelect(top_k, diversity=0.5)
     coverage = CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5, n_clusters=3)
     systems: dict[str, Stage] = {
         "similarity only": similarity_only(top_k),
         "credibility-aware (prior, 20% wrong types)": Pipeline([*prior, Combine(), TopK(top_k)]),
         "MMR diversity=0.5 over the whole pool": Pipeline([Combine(), mmr]),
-        "eligible (cos ≥ 0.85·max) + MMR": Pipeline([eligible, Combine(), mmr]),
+        "eligible (cos ≥ 0.75·max) + MMR": Pipeline([eligible, Combine(), mmr]),
         "credibility-aware + eligible + MMR": Pipeline([eligible, *prior, Combine(), mmr]),
         "credibility-aware + eligible + coverage optimum (λ1=0.3, λ2=0.5, 3 clusters)":
             Pipeline([eligible, *prior, Combine(), coverage]),
