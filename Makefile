@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
 
-.PHONY: demo test install lint bench
+.PHONY: demo test install lint bench bench-baselines
 
 $(BIN)/credrank: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,3 +28,12 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/bench_search.py
+	$(BIN)/python benchmarks/bench_exposure.py
+	$(BIN)/python benchmarks/bench_reliability.py
+
+# The exposure benchmark against the GPL-3 / unmaintained baselines, in their own environment
+# (never in .venv): birkhoff 0.0.5 and fairsearchcore 1.0.4.
+bench-baselines:
+	$(PY) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q -e . birkhoff==0.0.5 fairsearchcore==1.0.4 networkx pandas
+	.venv-bench/bin/python benchmarks/bench_exposure.py

@@ -132,10 +132,13 @@ def main() -> None:
 
     embed_rate = None
     try:
+        from credrank.corpus import read_corpus
+        from credrank.demo import demo_dir
         from credrank.index.embed import MiniLMEmbedder
 
         emb = MiniLMEmbedder()
-        texts = [" ".join(vocab[w]) for w in words[:512]]
+        demo = read_corpus(demo_dir() / "corpus.jsonl").documents
+        texts = [d.text for d in demo] * 4  # 480 real-length texts (~40–120 words)
         emb.embed(texts[:32])
         t = time.perf_counter()
         emb.embed(texts)
@@ -157,7 +160,7 @@ def main() -> None:
           f"dense + BM25 + WAL + flush per {args.batch}); optimise (HNSW build): "
           f"{optimise_s:.1f} s")
     if embed_rate:
-        print(f"MiniLM embedding: {embed_rate:,.0f} texts/s (CPU, 512 synthetic texts) — "
+        print(f"MiniLM embedding: {embed_rate:,.0f} texts/s (CPU, 480 demo-corpus texts) — "
               f"end-to-end indexing of text is bounded by this")
     print(f"peak RSS: {rss_after_index:,.0f} MB after indexing, {peak_rss_mb():,.0f} MB at end")
     print(f"pushdown and Python path gave the same top-{args.top_k} on {agree}/100 queries")

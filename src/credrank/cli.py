@@ -130,6 +130,8 @@ def search(
     pushdown: Annotated[bool, typer.Option(help="score inside the engine (formula query)")] = False,
     domain_scores: Annotated[bool, typer.Option(
         help="use domain,score table scores as priors where matched")] = False,
+    priors_store: Annotated[Path | None, typer.Option(
+        help="use the current version of a feedback store (credrank priors) as priors")] = None,
     select: Annotated[str | None, typer.Option(
         help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
     select_param: Annotated[list[str] | None, typer.Option(
@@ -147,6 +149,14 @@ def search(
 
     try:
         settings = _settings(top_k, fetch_k, priors, mode, lexical, pushdown, domain_scores)
+        if priors_store is not None:
+            from credrank.signals.feedback import FeedbackPrior, FeedbackPriors
+
+            if not (priors_store / "priors.json").is_file():
+                raise ValueError(f"{priors_store}: no feedback store here "
+                                 "(create one with `credrank priors init DIR`)")
+            settings.priors = None
+            settings.extra_stages = [FeedbackPrior(FeedbackPriors(priors_store))]
         if select:
             from credrank.select.stages import build_selector
 
@@ -293,6 +303,10 @@ def _mount_optional() -> None:
         return
     app.add_typer(reliability_app, name="reliability",
                   help="Source reliability from cross-source agreement (RA-RAG).")
+    from credrank.feedback_cli import app as priors_app
+
+    app.add_typer(priors_app, name="priors",
+                  help="Versioned, reversible prior updates from relevance feedback.")
 
 
 _mount_optional()

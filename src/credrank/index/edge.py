@@ -41,6 +41,9 @@ SPARSE = "bm25"
 _NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
 
 KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
+#: provenance fields returned as meta columns besides ``META_COLUMNS``
+_EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
+                  "provenance_rule", "domain_score", "cites")
 
 
 class IndexError_(RuntimeError):
@@ -193,10 +196,11 @@ class EdgeIndex:
         if not points:
             return Candidates.empty(query, self.manifest.dim if with_vectors else None)
         payloads = [p.payload or {} for p in points]
-        extra_cols = ("registered_domain", "url_source_type", "declared_source_type",
-                      "provenance_rule", "domain_score", "cites")
-        meta = {name: np.array([pl.get(name) for pl in payloads], dtype=object)
-                for name in (*META_COLUMNS, *extra_cols)}
+        columns = (*META_COLUMNS, *_EXTRA_COLUMNS)
+        # one pass over the payloads, then one object array per column
+        table = list(zip(*[[pl.get(name) for name in columns] for pl in payloads], strict=True))
+        meta = {name: np.array(col, dtype=object) for name, col in zip(columns, table,
+                                                                       strict=True)}
         vectors = None
         if with_vectors:
             vectors = np.array([p.vector[DENSE] for p in points], dtype=np.float32)

@@ -95,7 +95,8 @@ class PriorTable:
 
     def lookup(self, source_types: np.ndarray) -> np.ndarray:
         """Vectorised λ(s) over a column of source types (None/unlisted → ``unknown``)."""
-        return np.array([self[t] if isinstance(t, str) else self["unknown"]
+        table, default = self.values, float(self.values["unknown"])
+        return np.array([table.get(t, default) if isinstance(t, str) else default
                          for t in source_types], dtype=np.float64)
 
     def dispersed(self, gamma: float) -> PriorTable:

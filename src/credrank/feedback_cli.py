@@ -1,0 +1,103 @@
+"""``credrank priors …``: the versioned feedback store of prior updates (seed 004's post-query
+update, made bounded, logged and reversible)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from credrank.signals.feedback import FeedbackPriors, FeedbackStoreError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+
+
+def _open(store: Path, base: str | None = None) -> FeedbackPriors:
+    try:
+        return FeedbackPriors(store, base)
+    except (FeedbackStoreError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
+    """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``."""
+    items = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object")
+        if not isinstance(row.get("relevant"), bool):
+            raise ValueError(f"{path}:{number}: field 'relevant': expected true or false, got "
+                             f"{row.get('relevant')!r}")
+        if not isinstance(row.get("source_type"), str):
+            raise ValueError(f"{path}:{number}: field 'source_type': expected a string, got "
+                             f"{row.get('source_type')!r}")
+        sid = row.get("source_id")
+        if sid is not None and not isinstance(sid, str):
+            raise ValueError(f"{path}:{number}: field 'source_id': expected a string or null")
+        items.append((row["source_type"], sid, row["relevant"]))
+    return items
+
+
+@app.command()
+def init(store: Annotated[Path, typer.Argument(help="store folder")],
+         base: Annotated[str, typer.Option(help="preset or prior file to start from")] = "current"
+         ) -> None:
+    """Create a store whose version 0 is BASE."""
+    fp = _open(store, base)
+    typer.echo(f"store {store}: version {fp.current}")
+
+
+@app.command()
+def update(store: Annotated[Path, typer.Argument(help="store folder")],
+           feedback: Annotated[Path, typer.Argument(help="feedback JSONL")],
+           step: Annotated[float, typer.Option(help="step size η in (0, 0.5]")] = 0.1,
+           author: Annotated[str, typer.Option()] = "cli",
+           reason: Annotated[str, typer.Option()] = "") -> None:
+    """Apply one round of relevance feedback as a new version."""
+    fp = _open(store)
+    try:
+        version = fp.update(read_feedback(feedback), step, author=author, reason=reason)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"store {store}: version {version}")
+
+
+@app.command()
+def rollback(store: Annotated[Path, typer.Argument(help="store folder")],
+             version: Annotated[int, typer.Argument(help="version to restore")],
+             author: Annotated[str, typer.Option()] = "cli",
+             reason: Annotated[str, typer.Option()] = "") -> None:
+    """Restore an earlier version (recorded as a new version)."""
+    fp = _open(store)
+    try:
+        new = fp.rollback(version, author=author, reason=reason)
+    except (ValueError, FeedbackStoreError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"store {store}: version {new} (= version {version})")
+
+
+@app.command()
+def show(store: Annotated[Path, typer.Argument(help="store folder")],
+         version: Annotated[int | None, typer.Option(help="default: current")] = None,
+         history: Annotated[bool, typer.Option(help="print the audit log instead")] = False
+         ) -> None:
+    """Print a version's priors as JSON (or the audit log)."""
+    fp = _open(store)
+    if history:
+        for entry in fp.audit():
+            typer.echo(json.dumps(entry, default=str))
+        return
+    typer.echo(json.dumps({"version": fp.current if version is None else version,
+                           "types": dict(fp.table(version).values),
+                           "sources": fp.source_priors(version)}, indent=2))
