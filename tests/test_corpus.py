@@ -300,7 +300,8 @@ def test_csv_header_problems_raise(write) -> None:
 def test_csv_missing_column_hint_and_field_mapping(write) -> None:
     path = write("m.csv", "doc_id,body,timestamp\nx1,hello,2020-01-02T03:04:05Z\nx2,hi,soon\n")
     rej0 = read_corpus(path).rejects[0]
-    assert rej0.field == "id" and "no 'id' column (map one with fields=)" in rej0.reason
+    assert rej0.field == "id" and "no 'id' column (map a column to it" in rej0.reason
+    assert "--field COLUMN=id" in rej0.reason
     res = read_corpus(path, fields={"doc_id": "id", "body": "text", "timestamp": "retrieved_at"})
     [doc] = res.documents
     assert doc.id == "x1" and doc.retrieved_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -41,6 +41,9 @@ def index(
     rejects: Annotated[Path | None, typer.Option(help="rejects file (JSONL)")] = None,
     strict: Annotated[bool, typer.Option(help="exit non-zero when any record is rejected")] = False,
     batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    field: Annotated[list[str] | None, typer.Option(
+        "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text; repeatable")
+    ] = None,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running)."""
     from credrank.corpus import iter_documents, write_rejects
@@ -51,6 +54,12 @@ def index(
 
     if not corpus.exists():
         _fail(f"{corpus}: no such file or folder")
+    fields = {}
+    for item in field or []:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            _fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
+        fields[old] = new
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
@@ -60,8 +69,14 @@ def index(
     total = _count_lines(corpus)
     with idx, _progress() as progress:
         task = progress.add_task(f"indexing {corpus.name}", total=total)
-        report = index_documents(iter_documents(corpus), idx, emb, typer_, batch_size=batch_size,
-                                 on_batch=lambda n: progress.advance(task, n))
+        try:
+            report = index_documents(iter_documents(corpus, fields=fields or None), idx, emb,
+                                     typer_,
+                                     batch_size=batch_size,
+                                     on_batch=lambda n: progress.advance(task, n))
+        except ValueError as exc:  # a file-level problem (header, format): nothing to index
+            _fail(str(exc))
+        idx.optimize()  # merge segments, build the HNSW graph where the corpus is large
         size = len(idx)
     rejects_path = rejects or index_dir / "rejects.jsonl"
     write_rejects(report.rejects, rejects_path)
@@ -70,9 +85,9 @@ def index(
     if report.rejected > 10:
         err.print(f"… {report.rejected - 10} more in {rejects_path}")
     if report.conflicts:
+        used = "declared type used (--trust-declared)" if trust_declared else "URL used"
         err.print(f"{len(report.conflicts)} declared source types conflict with the URL "
-                  f"(URL used{'' if not trust_declared else ' unless trusted'}), e.g. "
-                  f"{report.conflicts[0][0]}: {report.conflicts[0][1]}")
+                  f"({used}), e.g. {report.conflicts[0][0]}: {report.conflicts[0][1]}")
     console.print(f"{report.summary()}; index holds {size} documents; rejects in {rejects_path}")
     if strict and report.rejected:
         raise typer.Exit(1)

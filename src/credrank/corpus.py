@@ -820,7 +820,8 @@ def _to_document(raw: _Raw, ctx: _Context) -> Document | Reject:
 
     def absent(name: str) -> str:
         kind = "field" if ctx.unit == "line" and not ctx.cells else "column"
-        hint = " (map one with fields=)" if kind == "column" else ""
+        hint = (f" (map a column to it: fields={{'COLUMN': '{name}'}}, on the command line "
+                f"--field COLUMN={name})" if kind == "column" else "")
         return f"no '{name}' {kind}{hint}"
 
     has_id, has_text = "id" in rec, "text" in rec
