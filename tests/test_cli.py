@@ -62,13 +62,13 @@ def test_search_pushdown_and_modes(tmp_path):
     write_corpus(corpus)
     runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
     outs = {}
-    for extra in ([], ["--pushdown"], ["--mode", "rrf"], ["--mode", "linear"], ["--lexical"],
-                  ["--priors", "none"]):
+    for extra in ([], ["--pushdown"], ["--no-pushdown"], ["--mode", "rrf"], ["--mode", "linear"],
+                  ["--lexical"], ["--priors", "none"]):
         res = runner.invoke(app, ["search", "vitamin D covid", "--index", str(idx), "--json",
                                   *extra])
         assert res.exit_code == 0, res.output
         outs[" ".join(extra)] = [h["doc_id"] for h in json.loads(res.output)["hits"]]
-    assert outs["--pushdown"] == outs[""]
+    assert outs["--pushdown"] == outs[""] == outs["--no-pushdown"]
 
 
 @pytest.mark.parametrize("args,message", [

@@ -188,3 +188,20 @@ def test_dates_round_trip_as_iso(tmp_path):
         out = DenseRetriever(idx, emb, 1).search("vitamin")
         assert out.column("observed_at")[0] == when.isoformat()
         assert out.column("published_at")[0] is None
+
+
+def test_auto_pushdown_only_where_the_engine_can_score(small_index):
+    from credrank.search import use_pushdown
+    from credrank.signals.smoothing import NeighbourSmoothing
+
+    assert use_pushdown(SearchSettings())
+    assert not use_pushdown(SearchSettings(pushdown=False))
+    for settings in (SearchSettings(mode="rrf"), SearchSettings(lexical=True),
+                     SearchSettings(priors=None), SearchSettings(use_domain_scores=True),
+                     SearchSettings(extra_stages=[NeighbourSmoothing()])):
+        assert not use_pushdown(settings)
+    idx, emb = small_index
+    auto = build_pipeline(idx, emb, SearchSettings(top_k=5)).search("vitamin fever")
+    python = build_pipeline(idx, emb, SearchSettings(top_k=5, pushdown=False)).search(
+        "vitamin fever")
+    assert np.allclose(auto.score, python.score, atol=1e-6)

@@ -123,7 +123,7 @@ def _parse_params(items: list[str] | None) -> dict[str, Any]:
 
 
 def _settings(top_k: int, fetch_k: int | None, priors: str, mode: str, lexical: bool,
-              pushdown: bool, domain_scores: bool) -> Any:
+              pushdown: bool | None, domain_scores: bool) -> Any:
     from credrank.search import SearchSettings
 
     return SearchSettings(top_k=top_k, fetch_k=fetch_k,
@@ -142,7 +142,10 @@ def search(
         help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
     mode: Annotated[str, typer.Option(help="multiply | linear | rrf")] = "multiply",
     lexical: Annotated[bool, typer.Option(help="BM25 instead of dense retrieval")] = False,
-    pushdown: Annotated[bool, typer.Option(help="score inside the engine (formula query)")] = False,
+    pushdown: Annotated[bool | None, typer.Option(
+        "--pushdown/--no-pushdown",
+        help="score inside the engine (formula query); default: whenever the options allow")
+    ] = None,
     domain_scores: Annotated[bool, typer.Option(
         help="use domain,score table scores as priors where matched")] = False,
     priors_store: Annotated[Path | None, typer.Option(
@@ -170,7 +173,10 @@ def search(
             if not (priors_store / "priors.json").is_file():
                 raise ValueError(f"{priors_store}: no feedback store here "
                                  "(create one with `credrank priors init DIR`)")
+            if pushdown:
+                raise ValueError("--priors-store needs the Python path; drop --pushdown")
             settings.priors = None
+            settings.pushdown = False
             settings.extra_stages = [FeedbackPrior(FeedbackPriors(priors_store))]
         if select:
             from credrank.select.stages import build_selector
@@ -247,7 +253,8 @@ def demo(
 @app.command()
 def bench(
     name: Annotated[str, typer.Argument(
-        help="demo | trec2019-hm | newspolluted | cram-nq | evotemp | ramdocs | goldengaze-hosts")],
+        help="demo | trec2019-hm | newspolluted | cram-nq | evotemp | ramdocs | coaid-priors | "
+             "goldengaze-hosts | ra-rag-simulation")],
     path: Annotated[Path | None, typer.Option(help="the data file (see docs/bench.md)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     out: Annotated[Path | None, typer.Option(
@@ -266,6 +273,12 @@ def bench(
     command = "credrank bench " + " ".join(sys.argv[2:])
     if name == "goldengaze-hosts":
         _bench_goldengaze(path, as_json, out, command)
+        return
+    if name == "ra-rag-simulation":
+        from credrank.reliability.simulate import run_simulation
+
+        _emit_dict(run_simulation(seed=seed), "RA-RAG simulation (Beta(2q/(1-q), 2) sources)",
+                   "synthetic (simulated answers)", as_json, out, command)
         return
     try:
         result = run_bench(name, path, embedder_name=embedder, cache_dir=cache, seed=seed,
@@ -297,11 +310,16 @@ def _bench_goldengaze(path: Path | None, as_json: bool, out: Path | None, comman
 
     if path is None or not path.exists():
         _fail("bench goldengaze-hosts: --path must name goldengaze_trec2021_host_stances.csv.gz")
-    result = run_goldengaze(path)
+    _emit_dict(run_goldengaze(path), "goldengaze-hosts", str(path), as_json, out, command)
+
+
+def _emit_dict(result: dict[str, Any], title: str, data: str, as_json: bool, out: Path | None,
+               command: str) -> None:
+    """Print (and with ``--out`` write) a bench that returns a dict with a ``markdown`` table."""
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "result.json").write_text(json.dumps(result, indent=2, default=str))
-        (out / "report.md").write_text(f"# credrank bench goldengaze-hosts\n\nData: `{path}`\n"
+        (out / "report.md").write_text(f"# credrank bench {title}\n\nData: `{data}`  \n"
                                        f"Command: `{command}`\n\n{result.get('markdown', '')}\n")
         err.print(f"report written to {out / 'report.md'}")
     if as_json:

@@ -18,7 +18,9 @@ from credrank.signals.prior import PriorTable, SourcePrior, load_priors
 class SearchSettings:
     """What a search does. ``fetch_k`` defaults to ``3 × top_k`` (seed 004's expanded pool).
 
-    ``priors=None`` gives the similarity-only baseline over the same pool.
+    ``priors=None`` gives the similarity-only baseline over the same pool. ``pushdown=None``
+    (auto) scores inside the engine whenever the settings allow it (dense retrieval, type
+    priors, ``multiply``, no extra signal stages); ``True`` insists, ``False`` never does.
     """
 
     top_k: int = 10
@@ -26,7 +28,7 @@ class SearchSettings:
     priors: str | PriorTable | None = "current"
     mode: str = "multiply"
     lexical: bool = False
-    pushdown: bool = False
+    pushdown: bool | None = None
     use_domain_scores: bool = False
     with_vectors: bool = False
     extra_stages: list[Stage] = field(default_factory=list)
@@ -53,11 +55,7 @@ def build_pipeline(index: EdgeIndex, embedder: Embedder, settings: SearchSetting
     """
     fetch_k = settings.resolved_fetch_k()
     priors = settings.prior_table()
-    if settings.pushdown:
-        if priors is None or settings.mode != "multiply" or settings.lexical \
-                or settings.extra_stages or settings.use_domain_scores:
-            raise ValueError("pushdown supports dense retrieval with type priors and the "
-                             "'multiply' mode only; drop --pushdown for the other options")
+    if use_pushdown(settings):
         stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k, fetch_k,
                                               with_vectors=settings.with_vectors)]
     else:
@@ -74,11 +72,22 @@ def build_pipeline(index: EdgeIndex, embedder: Embedder, settings: SearchSetting
     return Pipeline(stages)
 
 
+def use_pushdown(settings: SearchSettings) -> bool:
+    """Whether the engine scores this search (see :class:`SearchSettings`)."""
+    eligible = (settings.prior_table() is not None and settings.mode == "multiply"
+                and not settings.lexical and not settings.extra_stages
+                and not settings.use_domain_scores)
+    if settings.pushdown and not eligible:
+        raise ValueError("pushdown supports dense retrieval with type priors and the "
+                         "'multiply' mode only; drop --pushdown for the other options")
+    return eligible if settings.pushdown is None else settings.pushdown
+
+
 def describe(settings: SearchSettings) -> dict[str, Any]:
     priors = settings.prior_table()
     return {
         "top_k": settings.top_k, "fetch_k": settings.resolved_fetch_k(),
         "priors": priors.as_dict() if priors else None, "mode": settings.mode,
         "retrieval": "bm25" if settings.lexical else "dense",
-        "pushdown": settings.pushdown,
+        "pushdown": use_pushdown(settings),
     }
