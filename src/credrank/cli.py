@@ -150,6 +150,9 @@ def search(
         help="use domain,score table scores as priors where matched")] = False,
     priors_store: Annotated[Path | None, typer.Option(
         help="use the current version of a feedback store (credrank priors) as priors")] = None,
+    source_reliability: Annotated[Path | None, typer.Option(
+        help="--json output of `credrank reliability estimate`: per-source reliability as the "
+             "prior, shrunk toward the type prior (m = 5)")] = None,
     select: Annotated[str | None, typer.Option(
         help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
     select_param: Annotated[list[str] | None, typer.Option(
@@ -178,6 +181,16 @@ def search(
             settings.priors = None
             settings.pushdown = False
             settings.extra_stages = [FeedbackPrior(FeedbackPriors(priors_store))]
+        if source_reliability is not None:
+            from credrank.reliability.prior import ShrunkReliabilityPrior
+
+            if pushdown or priors_store is not None:
+                raise ValueError("--source-reliability needs the Python path and replaces "
+                                 "--priors-store; drop --pushdown / --priors-store")
+            table = settings.prior_table()
+            settings.extra_stages = [ShrunkReliabilityPrior.from_estimate_json(
+                str(source_reliability), table.values if table else {})]
+            settings.priors, settings.pushdown = None, False
         if select:
             from credrank.select.stages import build_selector
 

@@ -93,3 +93,12 @@ class PushdownSearch(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
+
+
+def source_passages(index: EdgeIndex, embedder: Embedder):
+    """``retrieve(query, source_id, k) -> [passage text]`` over one source of ``index``: the
+    per-source retrieval κ-RRSS needs (chapter 35.3), a ``source_id`` filter on the engine."""
+    def retrieve(query: str, source_id: str, k: int) -> list[str]:
+        batch = index.search_source(embedder.embed([query])[0], source_id, k)
+        return [str(t) for t in batch.column("text") if t]
+    return retrieve

@@ -106,3 +106,65 @@ class ReliabilityPrior(Stage):
     def config(self) -> dict[str, Any]:
         return {"key_column": self.key_column, "n_sources": len(self.table),
                 "type_prior": dict(self.type_prior), "default": self.default}
+
+
+class ShrunkReliabilityPrior(Stage):
+    """Factor ``name`` (default ``prior``) = each candidate's source reliability, shrunk toward
+    the prior of *that candidate's* source type at query time:
+
+        λ_d = (n_s · r_s + m · λ_type(d)) / (n_s + m)
+
+    with ``(r_s, n_s)`` from ``estimates`` keyed by ``batch.column(key_column)``; a source
+    absent from ``estimates`` (or unknown, ``n_s = 0``) gets ``λ_type(d)``. It replaces
+    :class:`credrank.signals.prior.SourcePrior` in a pipeline (same factor name by default).
+    """
+
+    def __init__(self, estimates: Mapping[str, tuple[float, int]],
+                 type_prior: Mapping[str, float], *, m: float = 5.0,
+                 key_column: str = "source_id", name: str = "prior",
+                 default: float = DEFAULT_TYPE_PRIOR) -> None:
+        if not (np.isfinite(m) and m > 0):
+            raise ValueError(f"m: expected a finite pseudo-count > 0, got {m!r}")
+        self.estimates = {}
+        for key, (r, n) in estimates.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValueError(f"estimates[{key!r}]: answer count must be an int >= 0, "
+                                 f"got {n!r}")
+            self.estimates[str(key)] = (_check_unit(f"estimates[{key!r}]", r) if n else 0.0, n)
+        self.type_prior = {str(k): _check_unit(f"type_prior[{k!r}]", v)
+                           for k, v in type_prior.items()}
+        self.m, self.key_column, self.name = float(m), key_column, name
+        self.default = _check_unit("default", default)
+
+    @classmethod
+    def from_estimate_json(cls, path: str, type_prior: Mapping[str, float],
+                           **kwargs: Any) -> ShrunkReliabilityPrior:
+        """Read the ``--json`` document of ``credrank reliability estimate``."""
+        import json
+        from pathlib import Path
+
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+            sources = doc["sources"]
+            estimates = {s["source_id"]: ((s["reliability"] if s["known"] else 0.0),
+                                          int(s["coverage"]) if s["known"] else 0)
+                         for s in sources}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: expected the --json output of `credrank reliability "
+                             f"estimate` (sources with source_id, known, reliability, "
+                             f"coverage): {exc}") from exc
+        return cls(estimates, type_prior, **kwargs)
+
+    def transform(self, batch: Candidates) -> Candidates:
+        keys, types = batch.column(self.key_column), batch.column("source_type")
+        lam = np.array([self.type_prior.get(str(t), self.default) if t is not None
+                        else self.default for t in types], dtype=np.float64)
+        r = np.zeros(len(batch))
+        n = np.zeros(len(batch))
+        for i, key in enumerate(keys):
+            if key is not None and str(key) in self.estimates:
+                r[i], n[i] = self.estimates[str(key)]
+        return batch.with_factor(self.name, shrink_reliability(r, n, lam, self.m), 0.0, 1.0)
+
+    def config(self) -> dict[str, Any]:
+        return {"key_column": self.key_column, "n_sources": len(self.estimates), "m": self.m}
