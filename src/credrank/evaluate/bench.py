@@ -167,14 +167,12 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
 
 # -- runners ------------------------------------------------------------------------------------
 
-def _sweep_dispersion(pools, evalset, top_k, measures, *, pre: Stage | None = None,
-                      base: dict[str, float] | None = None) -> dict[str, Any]:
-    base = base or CURRENT
+def _sweep_dispersion(pools, evalset, top_k, measures) -> dict[str, Any]:
+    """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid."""
     systems: dict[str, Stage] = {"similarity only": similarity_only(top_k)}
     for gamma in DISPERSIONS:
-        table = PriorTable(f"γ={gamma:g}", disperse(base, gamma))
-        stages = [pre] if pre else []
-        systems[f"γ={gamma:g}"] = Pipeline([*stages, with_priors(table, top_k)])
+        table = PriorTable(f"γ={gamma:g}", disperse(CURRENT, gamma))
+        systems[f"γ={gamma:g}"] = with_priors(table, top_k)
     res = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                          n_resamples=2000)
     return {"parameter": "dispersion γ", "values": list(DISPERSIONS),
