@@ -88,3 +88,22 @@ def test_unknown_bench_name_lists_choices():
         run_bench("msmarco", None)
     with pytest.raises(ValueError, match="--path is required"):
         run_bench("newspolluted", None)
+
+
+def test_cli_bench_newspolluted_with_noisy_prior_curve(shared_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from credrank.cli import app
+
+    path = shared_data / "cag" / "NewsPolluted.json"
+    res = CliRunner().invoke(app, ["bench", "newspolluted", "--path", str(path), "--embedder",
+                                   "hashing", "--json", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output[res.output.index("{"):])
+    assert out["credrank_bench"] == 1 and out["data"]["queries"] > 400
+    curve = out["sweeps"]["noisy_priors"]
+    h1 = curve["measures"]["harmful@1"]
+    # a correct prior removes fakes from rank 1; a wrong one gives that back step by step
+    assert h1[0] < curve["baseline"]["harmful@1"]
+    assert h1[0] <= h1[2] <= h1[-1]
+    assert (tmp_path / "out" / "noisy_priors.png").is_file()
