@@ -112,10 +112,14 @@ def main() -> None:
             for q in queries[:20]:
                 fn(q)
         timings: dict[str, list[float]] = {name: [] for name in systems}
-        for q in queries:  # interleaved so drift hits every system alike
-            for name, fn in systems.items():
+        order = list(systems)
+        for q in queries:
+            # interleaved so drift hits every system alike, in a shuffled order per query so
+            # that no system always runs on caches warmed by another one for the same query
+            rng.shuffle(order)
+            for name in order:
                 t = time.perf_counter()
-                fn(q)
+                systems[name](q)
                 timings[name].append(time.perf_counter() - t)
         fetched = [index.search_dense("q", q, args.fetch_k, exact=exact) for q in queries]
         rerank_t = []

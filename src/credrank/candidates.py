@@ -11,7 +11,7 @@ finite.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -135,6 +135,14 @@ class Candidates:
     def __len__(self) -> int:
         return len(self.doc_ids)
 
+    def _derive(self, **changes: Any) -> Candidates:
+        """A copy with ``changes``, which the caller has already validated (the hot path of
+        every stage: unchanged columns are shared, not re-checked)."""
+        new = object.__new__(Candidates)
+        for f in fields(self):
+            object.__setattr__(new, f.name, changes.get(f.name, getattr(self, f.name)))
+        return new
+
     def with_factor(self, name: str, values: np.ndarray,
                     low: float = 0.0, high: float = float("inf")) -> Candidates:
         """Return a copy with factor ``name`` set; values must be finite and in [low, high]."""
@@ -144,28 +152,40 @@ class Candidates:
             raise StageError(
                 f"factor {name!r} has values in [{arr.min():.6g}, {arr.max():.6g}]; "
                 f"expected every value in [{low}, {high}]")
+        if len(arr) != len(self):
+            raise StageError(f"factor {name!r} has {len(arr)} rows; expected {len(self)}")
         factors = dict(self.factors)
         factors[name] = arr
-        return replace(self, factors=factors)
+        return self._derive(factors=factors)
+
+    def without_factor(self, name: str) -> Candidates:
+        """A copy without factor ``name`` (a stage that replaces a factor by a new one)."""
+        return self._derive(factors={k: v for k, v in self.factors.items() if k != name})
 
     def with_score(self, score: np.ndarray) -> Candidates:
-        return replace(self, score=np.asarray(score, dtype=np.float64))
+        arr = np.asarray(score, dtype=np.float64).reshape(-1)
+        if len(arr) != len(self):
+            raise StageError(f"score has {len(arr)} rows; expected {len(self)}")
+        _check_finite("score", arr)
+        return self._derive(score=arr)
 
     def with_info(self, **info: Any) -> Candidates:
         merged = dict(self.info)
         merged.update(info)
-        return replace(self, info=merged)
+        return self._derive(info=merged)
 
     def with_meta(self, name: str, values: Sequence[Any]) -> Candidates:
+        arr = np.asarray(values, dtype=object)
+        if len(arr) != len(self):
+            raise StageError(f"meta column {name!r} has {len(arr)} rows; expected {len(self)}")
         meta = dict(self.meta)
-        meta[name] = np.asarray(values, dtype=object)
-        return replace(self, meta=meta)
+        meta[name] = arr
+        return self._derive(meta=meta)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> Candidates:
         """Rows ``indices`` in that order (selection and sorting go through here)."""
         idx = np.asarray(indices, dtype=np.int64)
-        return replace(
-            self,
+        return self._derive(
             doc_ids=self.doc_ids[idx],
             retrieval_score=self.retrieval_score[idx],
             factors={k: v[idx] for k, v in self.factors.items()},

@@ -41,6 +41,12 @@ SPARSE = "bm25"
 _NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
 
 KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
+#: payload fields a search returns by default: what ranking, explanations and selection use.
+#: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
+#: payload's conversion to Python is the largest cost of a search after the vector scan.
+RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
+                  "registered_domain", "url_source_type", "declared_source_type",
+                  "provenance_rule", "domain_score", *DATE_FIELDS)
 #: provenance fields returned as meta columns besides ``META_COLUMNS``
 _EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
                   "provenance_rule", "domain_score", "cites")
@@ -48,6 +54,12 @@ _EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type"
 
 class IndexError_(RuntimeError):
     """The index directory is missing, incompatible or damaged."""
+
+
+def payload_selector(with_text: bool) -> Any:
+    """The payload a search returns: :data:`RANKING_FIELDS`, plus text and cites on request."""
+    fields = [*RANKING_FIELDS, "text", "cites"] if with_text else list(RANKING_FIELDS)
+    return qe.PayloadSelector.Include(fields)
 
 
 def point_id(doc_id: str) -> str:
@@ -127,7 +139,7 @@ class EdgeIndex:
         sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=int(dim), distance=qe.Distance.Cosine)},
-            sparse_vectors=sparse)
+            sparse_vectors=sparse, payload_memory=qe.Memory.Cached)
         if shard_path.exists() and any(shard_path.iterdir()):
             shard = qe.EdgeShard.load(str(shard_path))  # a creation interrupted before manifest
         else:
@@ -213,26 +225,30 @@ class EdgeIndex:
         )
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
-                     with_vectors: bool = False, exact: bool = False) -> Candidates:
+                     with_vectors: bool = False, exact: bool = False,
+                     with_text: bool = False) -> Candidates:
         """The ``fetch_k`` nearest documents by cosine similarity."""
         request = qe.QueryRequest(
             limit=fetch_k, query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
-            with_payload=True, with_vector=[DENSE] if with_vectors else False,
+            with_payload=payload_selector(with_text),
+            with_vector=[DENSE] if with_vectors else False,
             params=qe.SearchParams(exact=exact))
         return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
 
-    def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False) -> Candidates:
+    def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
+                    with_text: bool = False) -> Candidates:
         """The ``fetch_k`` best documents by BM25 (Qdrant's sparse vectors with IDF)."""
         if self._bm25 is None:
             raise IndexError_(f"{self.path}: this index was built without BM25 vectors")
         request = qe.QueryRequest(
             limit=fetch_k, query=qe.Query.Nearest(self._bm25.embed_query(query), using=SPARSE),
-            with_payload=True, with_vector=[DENSE] if with_vectors else False)
+            with_payload=payload_selector(with_text),
+            with_vector=[DENSE] if with_vectors else False)
         return self._to_candidates(query, self.shard.query(request), with_vectors)
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
-                       exact: bool = False) -> Candidates:
+                       exact: bool = False, with_text: bool = False) -> Candidates:
         """Credibility-aware search pushed down into the engine.
 
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
@@ -253,7 +269,7 @@ class EdgeIndex:
                                query=qe.Query.Nearest(np.asarray(query_vector).tolist(),
                                                       using=DENSE))
         request = qe.QueryRequest(limit=top_k, prefetches=[prefetch], query=formula,
-                                  with_payload=True,
+                                  with_payload=payload_selector(with_text),
                                   with_vector=[DENSE] if with_vectors else False)
         return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
 
@@ -263,5 +279,5 @@ class EdgeIndex:
                                                  match=qe.MatchValue(source_id))])
         request = qe.QueryRequest(
             limit=k, query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
-            filter=flt, with_payload=True)
+            filter=flt, with_payload=payload_selector(True))
         return self._to_candidates("", self.shard.query(request), False, query_vector)

@@ -32,15 +32,15 @@ class DenseRetriever(Stage):
     name = "dense"
 
     def __init__(self, index: EdgeIndex, embedder: Embedder, fetch_k: int = 30, *,
-                 with_vectors: bool = False):
+                 with_vectors: bool = False, with_text: bool = False):
         self.index, self.embedder = index, embedder
         self.fetch_k = _check_k("fetch_k", fetch_k)
-        self.with_vectors = with_vectors
+        self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
         qv = self.embedder.embed([batch.query])[0]
         return self.index.search_dense(batch.query, qv, self.fetch_k,
-                                       with_vectors=self.with_vectors)
+                                       with_vectors=self.with_vectors, with_text=self.with_text)
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k, "embedder": self.embedder.name}
@@ -51,13 +51,15 @@ class BM25Retriever(Stage):
 
     name = "bm25"
 
-    def __init__(self, index: EdgeIndex, fetch_k: int = 30, *, with_vectors: bool = False):
+    def __init__(self, index: EdgeIndex, fetch_k: int = 30, *, with_vectors: bool = False,
+                 with_text: bool = False):
         self.index = index
         self.fetch_k = _check_k("fetch_k", fetch_k)
-        self.with_vectors = with_vectors
+        self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
-        return self.index.search_bm25(batch.query, self.fetch_k, with_vectors=self.with_vectors)
+        return self.index.search_bm25(batch.query, self.fetch_k, with_vectors=self.with_vectors,
+                                      with_text=self.with_text)
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k}
@@ -73,16 +75,18 @@ class PushdownSearch(Stage):
     name = "pushdown"
 
     def __init__(self, index: EdgeIndex, embedder: Embedder, priors: PriorTable,
-                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False):
+                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
+                 with_text: bool = False):
         self.index, self.embedder, self.priors = index, embedder, priors
         self.fetch_k = _check_k("fetch_k", fetch_k)
         self.top_k = _check_k("top_k", top_k)
-        self.with_vectors = with_vectors
+        self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
         qv = self.embedder.embed([batch.query])[0]
         out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
-                                        self.priors.values, with_vectors=self.with_vectors)
+                                        self.priors.values, with_vectors=self.with_vectors,
+                                        with_text=self.with_text)
         engine_score = out.retrieval_score
         prior = self.priors.lookup(out.column("source_type"))
         # retrieval score = cosine (engine score / prior, exact where prior > 0 — priors are)
