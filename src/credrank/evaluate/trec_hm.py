@@ -133,7 +133,12 @@ def model_stance(model: StanceModel) -> Callable[[str, Candidates], np.ndarray]:
     """A stance callable for :class:`AnswerAgreement` reading the ``text`` meta column."""
 
     def stance(query: str, batch: Candidates) -> np.ndarray:
-        return model.predict(query, [str(t) for t in batch.column("text")])
+        texts = batch.column("text")
+        missing = [str(d) for d, t in zip(batch.doc_ids, texts, strict=True) if t is None]
+        if missing:
+            raise ValueError(f"stance model needs document text; {len(missing)} candidates have "
+                             f"none (e.g. {missing[0]}): retrieve with with_text=True")
+        return model.predict(query, [str(t) for t in texts])
 
     return stance
 
