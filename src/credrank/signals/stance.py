@@ -249,7 +249,10 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
 
     res = minimize(objective, np.zeros(dim + 1), jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter})
-    theta = np.nan_to_num(res.x, nan=0.0, posinf=0.0, neginf=0.0)
+    theta = np.asarray(res.x, dtype=np.float64)
+    if not np.all(np.isfinite(theta)):
+        raise ValueError(f"fit_logistic: the optimiser returned non-finite weights "
+                         f"({res.message}); check the features for extreme values")
     return LogisticModel(weights=theta[:dim].copy(), bias=float(theta[dim]), mean=mean,
                          scale=scale, l2=float(l2))
 
@@ -405,7 +408,10 @@ class StanceModel:
         if len(texts) == 0:
             return np.zeros(0)
         p = self.model.predict_proba(self.featurizer.features(query, list(texts)))
-        return np.clip(np.nan_to_num(p, nan=0.5), 0.0, 1.0)
+        if not np.all(np.isfinite(p)):
+            raise ValueError("StanceModel.predict: non-finite probability; the features of "
+                             "these texts are not finite")
+        return np.clip(p, 0.0, 1.0)
 
 
 def loto_splits(qids: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
