@@ -185,6 +185,21 @@ def _unique_qid(qid: str, record: Any, seen: dict[str, Any], skips: _Skips
     return new
 
 
+def _question_qid(rec: Any, seen: dict[str, Any], skips: _Skips, *,
+                  need_answers: bool = False) -> str | None:
+    """The (unique) qid of a pooled-set question record, or ``None`` (counted in ``skips``)
+    when it lacks an id, a question, a docs list (or, with ``need_answers``, an answers list)
+    or exactly repeats an earlier record."""
+    ok = (isinstance(rec, dict) and isinstance(rec.get("docs"), list)
+          and _text(rec.get("question")) is not None and rec.get("id") is not None
+          and (not need_answers or isinstance(rec.get("answers"), list)))
+    if not ok:
+        skips.add("question record without id, question, answers or docs list" if need_answers
+                  else "question record without id, question or docs list")
+        return None
+    return _unique_qid(str(rec["id"]), rec, seen, skips)
+
+
 def normalize_answer(text: str) -> str:
     """SQuAD answer normalisation: lower case, drop punctuation and the articles a/an/the,
     collapse whitespace."""
@@ -441,11 +456,7 @@ def read_newspolluted(path: str | Path) -> EvalSet:
     out = _PoolBuilder("newspolluted")
     stripped_docs = stripped_total = 0
     for rec in records:
-        if not isinstance(rec, dict) or not isinstance(rec.get("docs"), list) \
-                or _text(rec.get("question")) is None or rec.get("id") is None:
-            skips.add("question record without id, question or docs list")
-            continue
-        qid = _unique_qid(str(rec["id"]), rec, seen, skips)
+        qid = _question_qid(rec, seen, skips)
         if qid is None:
             continue
         out.add_query(qid, rec["question"].strip(),
@@ -503,16 +514,10 @@ def read_cram_nq(path: str | Path) -> EvalSet:
     fake_first = 0
     for lineno, rec in _iter_jsonl(path):
         n_records += 1
-        answers = rec.get("answers") if isinstance(rec, dict) else None
-        if not isinstance(rec, dict) or not isinstance(rec.get("docs"), list) \
-                or _text(rec.get("question")) is None or rec.get("id") is None \
-                or not isinstance(answers, list):
-            skips.add("question record without id, question, answers or docs list")
-            continue
-        qid = _unique_qid(str(rec["id"]), rec, seen, skips)
+        qid = _question_qid(rec, seen, skips, need_answers=True)
         if qid is None:
             continue
-        answers = [a for a in answers if isinstance(a, str)]
+        answers = [a for a in rec["answers"] if isinstance(a, str)]
         out.add_query(qid, rec["question"].strip(),
                       {"answers": answers, "wrong_answer": rec.get("wrong_answer"),
                        "line": lineno})
@@ -567,11 +572,7 @@ def read_evotemp(path: str | Path) -> EvalSet:
     date_kinds: Counter[str] = Counter()
     q_date_missing = after_q_date = 0
     for rec in records:
-        if not isinstance(rec, dict) or not isinstance(rec.get("docs"), list) \
-                or _text(rec.get("question")) is None or rec.get("id") is None:
-            skips.add("question record without id, question or docs list")
-            continue
-        qid = _unique_qid(str(rec["id"]), rec, seen, skips)
+        qid = _question_qid(rec, seen, skips)
         if qid is None:
             continue
         q_date, _ = parse_day(rec.get("q_date"))
