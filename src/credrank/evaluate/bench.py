@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,7 @@ def with_priors(priors: PriorTable, top_k: int, *extra: Stage,
 
 def assigned_type_stage(types: dict[str, str]) -> Stage:
     """Attach experimenter-assigned source types (by doc id) as the ``source_type`` column."""
-    def attach(batch):
+    def attach(batch: Candidates) -> Candidates:
         return batch.with_meta("source_type", [types[d] for d in batch.doc_ids])
     return FunctionStage(attach, name="assigned_types")
 
@@ -160,7 +160,7 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
         raw = evalset.doc_labels.get(d.id, {}).get(label)
         values[d.id] = min(1.0, max(floor, float(raw) / scale)) if raw is not None else 0.5
 
-    def attach(batch):
+    def attach(batch: Candidates) -> Candidates:
         return batch.with_factor(name, np.array([values[d] for d in batch.doc_ids]), 0.0, 1.0)
     return FunctionStage(attach, name=name)
 
@@ -229,7 +229,8 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     return result
 
 
-def answer_coverage(evalset: EvalSet, k: int):
+def answer_coverage(evalset: EvalSet, k: int
+                    ) -> Callable[[dict[str, dict[str, float]]], dict[str, float]]:
     """Gold-answer coverage@k: the share of a question's gold answers supported by a
     ``correct`` document of that question in the top k (answers compared after SQuAD-style
     normalisation; questions without gold answers are left out)."""

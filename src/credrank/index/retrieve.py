@@ -6,6 +6,7 @@ default in :func:`default_fetch_k` is three times ``top_k``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from credrank.candidates import Candidates
@@ -99,7 +100,8 @@ class PushdownSearch(Stage):
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
 
 
-def source_passages(index: EdgeIndex, embedder: Embedder):
+def source_passages(index: EdgeIndex, embedder: Embedder
+                    ) -> Callable[[str, str, int], list[str]]:
     """``retrieve(query, source_id, k) -> [passage text]`` over one source of ``index``: the
     per-source retrieval κ-RRSS needs (chapter 35.3), a ``source_id`` filter on the engine."""
     def retrieve(query: str, source_id: str, k: int) -> list[str]:
