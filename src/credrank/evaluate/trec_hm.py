@@ -14,6 +14,15 @@ Systems, side by side (:func:`run_trec_hm`):
   (:class:`~credrank.signals.agreement.AnswerAgreement`, chapter 35.3) with a stance model
   fitted leave-one-topic-out (for topic ``t`` on the 14 other topics' labelled pages);
 * ``agreement`` — ``sim × agreement`` with vote weights from similarity alone;
+* ``learned credibility prior`` — ``sim × λ``, ``λ = floor + (1 − floor) · P(credible)`` from a
+  page-credibility classifier on the page's text and URL
+  (:mod:`credrank.signals.credibility_model`) fitted on the NIST credibility labels of the
+  pages judged for the *other* topics (every page judged for ``t`` is left out of ``t``'s
+  training set); its feature groups and L2 strength are chosen per topic by nested LOTO on the
+  held-out credibility AUC of the other topics, ``floor`` is fixed (0.3);
+* ``learned credibility prior + agreement`` — ``sim × λ × agreement`` with vote weights
+  ``w = λ · sim``; with nested-LOTO agreement settings they are chosen again for this system
+  (inner topic ``u`` reranked with a credibility model that saw neither ``t`` nor ``u``);
 * reference lines, **not results** (they read labels of the evaluated topic):
   ``oracle:nist-prior`` (NIST credibility as a prior, 1.0 vs 0.3), ``oracle:stance+prior``
   (the agreement stage fed the true stance labels; unjudged pages get ``p = 0.5``) and
@@ -48,6 +57,18 @@ from credrank.pipeline import FunctionStage, Stage
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.agreement import AnswerAgreement
+from credrank.signals.credibility_model import (
+    DEFAULT_CONFIGS,
+    Config,
+    CredibilityExample,
+    CredibilityFeaturizer,
+    CredibilityModel,
+    LearnedCredibilityPrior,
+    credibility_report,
+    examples_from_labels,
+    loto_credibility_models,
+    nested_config_choice,
+)
 from credrank.signals.prior import SourcePrior
 from credrank.signals.stance import (
     StanceExample,
@@ -67,6 +88,10 @@ DEFAULT_GRID: tuple[tuple[float, float, int], ...] = tuple(
 Grid = Sequence[tuple[float, float, int]]
 #: the NIST-credibility oracle prior (credible, not credible), as in the issue
 NIST_PRIOR = (1.0, 0.3)
+#: the learned credibility prior's floor (fixed a priori, the NIST reference's 0.3)
+CREDIBILITY_FLOOR = 0.3
+LEARNED = "learned credibility prior"
+LEARNED_AGREEMENT = "learned credibility prior + agreement"
 
 
 @dataclass(frozen=True)
@@ -201,11 +226,16 @@ def fit_loto_models(examples: Sequence[StanceExample], featurizer: StanceFeaturi
 def nested_loto_choice(corpus: Corpus, batches: Mapping[str, Candidates],
                        examples: Sequence[StanceExample], featurizer: StanceFeaturizer,
                        l2: float, grid: Grid, top_k: int,
-                       prior: str = "current") -> dict[str, dict[str, Any]]:
+                       prior: str = "current",
+                       prior_stage: Callable[[str, str], Stage] | None = None
+                       ) -> dict[str, dict[str, Any]]:
     """Per outer topic ``t``: the grid point ``(κ, floor, voters)`` maximising
     ``mean nDCG@10 − mean harmful@5`` over the other topics, each inner topic ``u`` reranked
     with a stance model fitted on the topics other than ``t`` and ``u``. Ties: first grid
-    point. Returns ``{t: {"sharpness", "floor", "voters", "inner_objective"}}``."""
+    point. Returns ``{t: {"sharpness", "floor", "voters", "inner_objective"}}``.
+
+    The stage before the agreement is ``SourcePrior(prior)``, or ``prior_stage(t, u)`` when
+    given (it must not read labels of ``t`` or ``u``)."""
     qids = list(corpus.queries)
     out: dict[str, dict[str, Any]] = {}
     for outer in qids:
@@ -214,9 +244,10 @@ def nested_loto_choice(corpus: Corpus, batches: Mapping[str, Candidates],
         best: tuple[float, int] | None = None
         for gi, point in enumerate(grid):
             def stages(q: str, point: tuple[float, float, int] = point,
-                       models: dict[str, StanceModel] = inner_models) -> Stage:
-                return SourcePrior(prior) >> _agreement(model_stance(models[q]), "prior",
-                                                        point)
+                       models: dict[str, StanceModel] = inner_models,
+                       outer: str = outer) -> Stage:
+                first = SourcePrior(prior) if prior_stage is None else prior_stage(outer, q)
+                return first >> _agreement(model_stance(models[q]), "prior", point)
             ranked = _rank({q: batches[q] for q in inner}, stages, top_k)
             value = _objective(_scores(corpus.evalset, ranked, inner))
             if best is None or value > best[0] + 1e-12:
@@ -226,6 +257,33 @@ def nested_loto_choice(corpus: Corpus, batches: Mapping[str, Candidates],
         out[outer] = {"sharpness": kappa, "floor": floor, "voters": voters,
                       "inner_objective": best[0]}
     return out
+
+
+def fit_credibility(corpus: Corpus, featurizer: CredibilityFeaturizer,
+                    configs: Sequence[Config] = DEFAULT_CONFIGS
+                    ) -> tuple[list[CredibilityExample], dict[str, CredibilityModel],
+                               dict[str, dict[str, Any]], str]:
+    """The LOTO credibility models of every topic: ``(examples, models, choices, how)``.
+
+    With several ``configs`` and at least 3 topics, each topic's configuration is chosen by
+    :func:`~credrank.signals.credibility_model.nested_config_choice` (held-out credibility AUC
+    on the other topics); otherwise the first configuration is used (fixed a priori). The
+    model of topic ``t`` is then fitted on every page judged for no topic but others."""
+    examples = examples_from_labels(corpus.evalset.documents, corpus.evalset.doc_labels)
+    qids = list(corpus.queries)
+    if not configs:
+        raise ValueError("credibility_configs: expected at least one configuration")
+    if len(configs) > 1 and len(qids) >= 3:
+        nested = nested_config_choice(examples, featurizer, configs)
+        how = "nested LOTO over the configurations (held-out credibility AUC)"
+    else:
+        nested = {q: {"config": configs[0], "inner_auc": None} for q in qids}
+        how = "fixed a priori"
+    by_topic = {q: nested[q]["config"] for q in qids if q in nested}
+    models = loto_credibility_models(examples, featurizer, by_topic)
+    choices = {q: {"config": c["config"].to_dict(), "inner_auc": c["inner_auc"]}
+               for q, c in nested.items()}
+    return examples, models, choices, how
 
 
 def _agreement(stance: Callable[[str, Candidates], np.ndarray], weight: str | None,
@@ -261,7 +319,9 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
                 sharpness: float | None = None, floor: float | None = None,
                 voters: int = 0, grid: Grid = DEFAULT_GRID,
                 featurizer: StanceFeaturizer | None = None,
-                sensitivity: bool = False) -> dict[str, Any]:
+                sensitivity: bool = False,
+                credibility_configs: Sequence[Config] = DEFAULT_CONFIGS,
+                credibility_floor: float = CREDIBILITY_FLOOR) -> dict[str, Any]:
     """Run the systems of the module docstring on the TREC 2019 HM file at ``path``.
 
     ``sharpness``, ``floor`` and ``voters`` (0 = every candidate votes) fix the agreement
@@ -272,7 +332,11 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
     ``choices`` (per-topic hyper-parameters), ``systems`` (means, per-query values,
     comparisons with ``similarity``), ``table`` (markdown), ``sensitivity`` (with
     ``sensitivity=True``: every grid point applied to all topics, a post-hoc view that is
-    *not* a result), ``seconds``.
+    *not* a result), ``seconds``, ``credibility`` (the learned credibility prior: LOTO
+    accuracy/AUC of ``P(credible)`` on each topic's judged pages, per-topic configurations
+    chosen by nested LOTO over ``credibility_configs`` (or the single one given), the floor of
+    ``λ = floor + (1 − floor) · p`` and the agreement settings of
+    ``learned credibility prior + agreement``).
     """
     for name, value in (("fetch_k", fetch_k), ("top_k", top_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -299,8 +363,39 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
                        "voters": int(voters)} for q in qids}
         how = "fixed a priori"
 
+    cred_featurizer = CredibilityFeaturizer(embedder)
+    cred_examples, cred_models, cred_choices, cred_how = fit_credibility(
+        corpus, cred_featurizer, credibility_configs)
+    cred_report = credibility_report(cred_examples, cred_models)
+
+    def learned_prior(q: str) -> LearnedCredibilityPrior:
+        return LearnedCredibilityPrior(cred_models[q], name="prior", floor=credibility_floor)
+
+    if how == "fixed a priori":
+        learned_choices = choices
+    else:
+        # inner topic u under outer t: the credibility model saw neither t nor u; it uses the
+        # configuration chosen for t (by inner AUC on topics other than t)
+        inner_cred: dict[str, dict[str, CredibilityModel]] = {}
+        for outer in qids:
+            config = Config(tuple(cred_choices[outer]["config"]["groups"]),
+                            float(cred_choices[outer]["config"]["l2"]))
+            inner_cred[outer] = loto_credibility_models(cred_examples, cred_featurizer,
+                                                        config, exclude=[outer])
+
+        def inner_prior(outer: str, q: str) -> Stage:
+            return LearnedCredibilityPrior(inner_cred[outer][q], name="prior",
+                                           floor=credibility_floor)
+
+        learned_choices = nested_loto_choice(corpus, batches, examples, featurizer, l2, grid,
+                                             top_k, prior_stage=inner_prior)
+
     def point(q: str) -> tuple[float, float, int]:
         c = choices[q]
+        return c["sharpness"], c["floor"], c["voters"]
+
+    def learned_point(q: str) -> tuple[float, float, int]:
+        c = learned_choices[q]
         return c["sharpness"], c["floor"], c["voters"]
 
     def agree(q: str, weight: str | None) -> AnswerAgreement:
@@ -315,6 +410,9 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
         "prior": lambda q: SourcePrior("current"),
         "prior+agreement": lambda q: SourcePrior("current") >> agree(q, "prior"),
         "agreement": lambda q: agree(q, None),
+        LEARNED: learned_prior,
+        LEARNED_AGREEMENT: lambda q: learned_prior(q) >> _agreement(
+            model_stance(models[q]), "prior", learned_point(q)),
         "oracle:nist-prior": lambda q: nist_prior(evalset),
         "oracle:stance+prior": lambda q: SourcePrior("current") >> oracle_agree(q),
         "oracle:nist-prior+agreement": lambda q: nist_prior(evalset) >> agree(q, "prior"),
@@ -365,6 +463,15 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
         "systems": systems,
         "table": markdown_table(systems, "similarity"),
         "sensitivity": sensitivity_rows,
+        "credibility": {
+            **cred_report, "floor": credibility_floor, "hyperparameters": cred_how,
+            "featurizer": cred_featurizer.config(),
+            "configs": [c.to_dict() for c in credibility_configs],
+            "choices": cred_choices,
+            "agreement_choices": learned_choices,
+            "agreement_hyperparameters": how if how == "fixed a priori" else
+            "nested LOTO over grid, re-chosen with the learned credibility prior",
+            "labels": "NIST credibility of the pages judged for the other topics only"},
         "notes": [
             *evalset.notes,
             "nDCG@10/P@5/RR exclude topics without a relevant document (metrics policy); "
@@ -372,6 +479,10 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
             "'harmful@5_decided' averages only helpful/unhelpful topics",
             "oracle:* lines read labels of the evaluated topic; they are references, "
             "not results",
+            "learned credibility prior: P(credible) from page text and URL, fitted on the "
+            "NIST credibility labels of pages judged for other topics only; the candidates "
+            "of topic t that were judged for other topics are scored by a model trained on "
+            "them (in-sample), which can only help or hurt pages that gain nothing for t",
             "sensitivity rows (if any) apply one grid point to every topic and are read on "
             "the same topics: post-hoc, not a result"],
         "seconds": time.perf_counter() - t0,
@@ -397,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     stance = result["stance"]
     print(f"\nstance (LOTO): accuracy {stance['accuracy']:.3f}, AUC {stance['auc']:.3f}, "
           f"n = {stance['n']}; {result['seconds']:.1f} s")
+    cred = result["credibility"]
+    print(f"credibility (LOTO): accuracy {cred['accuracy']:.3f}, AUC {cred['auc']:.3f}, "
+          f"n = {cred['n']} (credible share {cred['credible_share']:.3f})")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
 
