@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from credrank.corpus import iter_documents, read_qrels, read_queries
-from credrank.evaluate.metrics import evaluate
+from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.index.build import IndexReport, index_documents
 from credrank.index.edge import EdgeIndex
 from credrank.index.embed import Embedder, get_embedder
@@ -94,23 +94,15 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
             for system, priors in SYSTEMS.items():
                 settings = SearchSettings(top_k=top_k, priors=priors)
                 pipeline = build_pipeline(index, embedder, settings)
-                run: dict[str, dict[str, float]] = {}
-                for q in queries:
-                    hits = pipeline.search(q.text)
-                    n = len(hits)
-                    run[q.id] = {str(d): float(n - i) for i, d in enumerate(hits.doc_ids)}
+                run = run_from_batches({q.id: pipeline.search(q.text) for q in queries})
                 values = evaluate(qrels, run, list(MEASURES), bad=bad)
                 per_query[system] = values
-                means[system] = {m: _mean(values[m]) for m in MEASURES}
+                means[system] = {m: mean(values[m]) for m in MEASURES}
             example = _example(index, embedder, queries, bad, top_k)
     return DemoResult(report=report,
                       settings={"top_k": top_k, "fetch_k": 3 * top_k, "mode": "multiply",
                                 "embedder": embedder.name, "systems": SYSTEMS},
                       means=means, per_query=per_query, example=example)
-
-
-def _mean(values: dict[str, float]) -> float:
-    return sum(values.values()) / len(values) if values else 0.0
 
 
 def _example(index: EdgeIndex, embedder: Embedder, queries: list[Any],
