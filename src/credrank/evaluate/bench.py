@@ -345,7 +345,7 @@ def _oracle_feedback(pools, evalset: EvalSet, top_k: int, measures: list[str]) -
     not deployable feedback: this bounds what feedback could do, it is not a result."""
     import tempfile
 
-    from credrank.evaluate.metrics import evaluate
+    from credrank.evaluate.metrics import evaluate, mean
     from credrank.signals.feedback import FeedbackPriors, simulate_oracle_feedback
 
     static = run_experiment(pools, {"current priors": with_priors(preset("current"), top_k)},
@@ -359,11 +359,11 @@ def _oracle_feedback(pools, evalset: EvalSet, top_k: int, measures: list[str]) -
             sim = simulate_oracle_feedback(pools, evalset.qrels, store, step, k=top_k)
             values = evaluate(evalset.qrels, sim["run"], measures, bad=evalset.bad)
             final = store.table()
-        mean = {m: sum(v.values()) / len(v) if v else 0.0 for m, v in values.items()}
+        means = {m: mean(v) for m, v in values.items()}
         lines.append(f"| current + oracle feedback, step {step} (final priors: " + ", ".join(
             f"{t} {final[t]:.2f}" for t in ("peer_reviewed", "government", "established_news",
                                              "blog", "user_generated", "ai_generated"))
-                     + ") | " + " | ".join(f"{mean[m]:.3f}" for m in measures) + " |")
+                     + ") | " + " | ".join(f"{means[m]:.3f}" for m in measures) + " |")
     lines += ["", "Oracle feedback: after each query (in file order) the true relevance of its "
               "top-k updates the type priors (bounded step, max change 0.05 per update, clipped "
               "to [0.01, 1], every update a new version). An oracle is not deployable feedback; "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from credrank.candidates import Candidates
-from credrank.evaluate.metrics import evaluate, run_from_batches
+from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, compare
 from credrank.pipeline import Stage
 
@@ -30,8 +30,7 @@ class ExperimentResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def mean(self, system: str, measure: str) -> float:
-        values = self.per_query[system][measure]
-        return sum(values.values()) / len(values) if values else 0.0
+        return mean(self.per_query[system][measure])
 
     def to_json(self) -> dict[str, Any]:
         return {"measures": self.measures, "baseline": self.baseline, "systems": self.rows}
