@@ -27,58 +27,8 @@ import numpy as np
 from credrank.reliability.answers import AnswerTable
 from credrank.reliability.dependence import detect_dependence
 from credrank.reliability.estimate import ReliabilityEstimator, encode_answers
+from credrank.reliability.reference import dict_loop_iwmv
 from credrank.reliability.simulate import simulate_answers
-
-
-def dict_loop_iwmv(answers: dict[int, dict[int, int]], n_questions: int, tol: float = 1e-6,
-                   max_iter: int = 100, start: str = "majority",
-                   ) -> tuple[dict[int, float], dict[int, int], int]:
-    """IWMV over dictionaries: strict-majority (or unique-plurality) start, v = S·r − 1,
-    lowest-id ties."""
-    n_s = len(answers)
-
-    def vote(weights: dict[int, float], strict: str | None) -> dict[int, int]:
-        z = {}
-        for q in range(n_questions):
-            score: dict[int, float] = {}
-            count: dict[int, int] = {}
-            for s, row in answers.items():
-                c = row.get(q)
-                if c is not None:
-                    score[c] = score.get(c, 0.0) + weights[s]
-                    count[c] = count.get(c, 0) + 1
-            if not score:
-                continue
-            if strict == "majority" and 2 * max(count.values()) <= sum(count.values()):
-                continue
-            best = max(score.values())
-            tol_ = 1e-9 * max(1.0, abs(best))
-            top = [c for c, v in score.items() if v >= best - tol_]
-            if strict == "plurality" and len(top) > 1:
-                continue
-            z[q] = min(top)
-        return z
-
-    def rates(z: dict[int, int]) -> dict[int, float]:
-        r = {}
-        for s, row in answers.items():
-            usable = [q for q in row if q in z]
-            if usable:
-                r[s] = sum(row[q] == z[q] for q in usable) / len(usable)
-        return r
-
-    z = vote(dict.fromkeys(answers, 1.0), strict=start)
-    r = rates(z)
-    n_iter = 0
-    while r and n_iter < max_iter:
-        z = vote({s: (n_s * r[s] - 1.0) if s in r else 0.0 for s in answers}, strict=None)
-        new = rates(z)
-        same = set(new) == set(r)
-        delta = max((abs(new[s] - r[s]) for s in new if s in r), default=0.0)
-        r, n_iter = new, n_iter + 1
-        if same and delta < tol:
-            break
-    return r, z, n_iter
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:

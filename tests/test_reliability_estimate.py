@@ -14,6 +14,7 @@ from credrank.reliability.estimate import (
     agreement_rates,
     encode_answers,
 )
+from credrank.reliability.reference import dict_loop_iwmv
 from credrank.reliability.vote import majority_matrix, vote_matrix
 
 # Five sources, five questions. Plain majority answers Q5 with "x" (C, D, E);
@@ -165,53 +166,11 @@ def test_bad_inputs():
         ReliabilityEstimator().reliability_table()
 
 
-# ---------------------------------------------------------------------------------------------
-# a straightforward dict-of-answers reference implementation (same declared rules)
-# ---------------------------------------------------------------------------------------------
-
-def _reference(m: np.ndarray, tol: float = 1e-6, max_iter: int = 100):
+def _reference(m: np.ndarray):
+    """The dict-of-answers reference on the same matrix (same declared rules)."""
     answers = {s: {q: int(m[s, q]) for q in range(m.shape[1]) if m[s, q] >= 0}
                for s in range(m.shape[0])}
-    n_s = m.shape[0]
-
-    def vote(weights, strict):
-        z = {}
-        for q in range(m.shape[1]):
-            score, count = {}, {}
-            for s in answers:
-                if q in answers[s]:
-                    c = answers[s][q]
-                    score[c] = score.get(c, 0.0) + weights[s]
-                    count[c] = count.get(c, 0) + 1
-            if not score:
-                continue
-            best = max(score.values())
-            tol_ = 1e-9 * max(1.0, abs(best))
-            winner = min(c for c in score if score[c] >= best - tol_)
-            if strict and 2 * max(count.values()) <= sum(count.values()):
-                continue
-            z[q] = winner
-        return z
-
-    def rates(z):
-        r = {}
-        for s, row in answers.items():
-            usable = [q for q in row if q in z]
-            if usable:
-                r[s] = sum(row[q] == z[q] for q in usable) / len(usable)
-        return r
-
-    z = vote({s: 1.0 for s in answers}, strict=True)
-    r = rates(z)
-    n_iter = 0
-    while r and n_iter < max_iter:
-        z = vote({s: (n_s * r[s] - 1.0) if s in r else 0.0 for s in answers}, strict=False)
-        new = rates(z)
-        same = set(new) == set(r)
-        delta = max((abs(new[s] - r[s]) for s in new if s in r), default=0.0)
-        r, n_iter = new, n_iter + 1
-        if same and delta < tol:
-            break
+    r, z, _ = dict_loop_iwmv(answers, m.shape[1])
     return r, z
 
 
