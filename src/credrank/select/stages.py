@@ -101,8 +101,7 @@ class MMRSelect(Stage):
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
-            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
-                                           "chosen": []})
+            return _empty_selection(batch, self.name, self.top_k)
         u = utilities(batch)
         k = min(self.top_k, len(batch))
         try:
@@ -193,8 +192,7 @@ class CoverageSelect(Stage):
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
-            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
-                                           "chosen": []})
+            return _empty_selection(batch, self.name, self.top_k)
         u = utilities(batch)
         k = min(self.top_k, len(batch))
         try:
@@ -278,8 +276,7 @@ class ExposureSelect(Stage):
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
-            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
-                                           "chosen": []})
+            return _empty_selection(batch, self.name, self.top_k)
         u = utilities(batch)
         k = min(self.top_k, len(batch))
         v = log_discounts(k) if self.discounts is None else self.discounts[:k]
@@ -377,8 +374,7 @@ class FairSelect(Stage):
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
-            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
-                                           "chosen": []})
+            return _empty_selection(batch, self.name, self.top_k)
         u = utilities(batch)
         flags, missing = _protected_flags(batch.column(self.protected_column),
                                           self.protected_column, self.protected_value)
@@ -412,6 +408,11 @@ SELECTORS: dict[str, type[Stage]] = {
     "exposure": ExposureSelect,
     "fair": FairSelect,
 }
+
+
+def _empty_selection(batch: Candidates, name: str, top_k: int) -> Candidates:
+    """Every selector's answer to an empty candidate batch: nothing chosen, said in ``info``."""
+    return batch.with_info(select={"selector": name, "top_k": top_k, "chosen": []})
 
 
 def build_selector(name: str, top_k: int, **params: Any) -> Stage:
