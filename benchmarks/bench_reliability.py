@@ -2,7 +2,7 @@
 
 Synthetic calibration set (seeded): S sources with reliabilities ~ Beta(2q/(1−q), 2), Q
 questions, 5 answer classes, 10% abstentions (the RA-RAG simulation protocol of
-``credrank.reliability.simulate``). Printed side by side, from one run:
+``credrank.experiments.ra_rag_simulation``). Printed side by side, from one run:
 
   * vectorised  — ``ReliabilityEstimator.fit`` on the (S, Q) int class matrix (numpy bincount)
   * dict loop   — the same IWMV with the same declared rules over ``{source: {question: class}}``
@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 
+from credrank.experiments.ra_rag_simulation import simulate_answers
+from credrank.experiments.reference import dict_loop_iwmv
 from credrank.reliability.answers import AnswerTable
 from credrank.reliability.dependence import detect_dependence
 from credrank.reliability.estimate import ReliabilityEstimator, encode_answers
-from credrank.reliability.reference import dict_loop_iwmv
-from credrank.reliability.simulate import simulate_answers
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from credrank.combine import Combine
-from credrank.documents import SOURCE_TYPES, Document
-from credrank.index.edge import EdgeIndex
+from credrank.documents.schema import SOURCE_TYPES, Document
+from credrank.index.qdrant_edge import EdgeIndex
 from credrank.select.topk import TopK
 from credrank.signals.prior import SourcePrior, preset
 
@@ -136,8 +136,8 @@ def main() -> None:
 
     embed_rate = None
     try:
-        from credrank.corpus import read_corpus
         from credrank.demo import demo_dir
+        from credrank.documents import read_corpus
         from credrank.index.embed import MiniLMEmbedder
 
         emb = MiniLMEmbedder()

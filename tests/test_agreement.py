@@ -13,12 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credrank.candidates import Candidates, StageError
 from credrank.combine import Combine
-from credrank.index.embed import HashingEmbedder
-from credrank.signals.agreement import AnswerAgreement, agreement_factor, consensus, sharpen
-from credrank.signals.prior import SourcePrior
-from credrank.signals.stance import (
+from credrank.core.candidates import Candidates, StageError
+from credrank.experiments.stance import (
     StanceExample,
     StanceFeaturizer,
     StanceModel,
@@ -31,6 +28,9 @@ from credrank.signals.stance import (
     query_terms,
     relevant_sentences,
 )
+from credrank.index.embed import HashingEmbedder
+from credrank.signals.agreement import AnswerAgreement, agreement_factor, consensus, sharpen
+from credrank.signals.prior import SourcePrior
 
 # ---------------------------------------------------------------- agreement_factor
 
@@ -334,7 +334,7 @@ def _tiny_csv() -> str:
 
 
 def test_run_trec_hm_on_a_tiny_file(write):
-    from credrank.evaluate.trec_hm import ORACLES, run_trec_hm
+    from credrank.experiments.trec_hm import ORACLES, run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     result = run_trec_hm(path, embedder=HashingEmbedder(64), fetch_k=6, top_k=5,
@@ -355,7 +355,7 @@ def test_run_trec_hm_on_a_tiny_file(write):
 
 
 def test_nested_choice_uses_a_grid_point_per_topic(write):
-    from credrank.evaluate.trec_hm import run_trec_hm
+    from credrank.experiments.trec_hm import run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     grid = ((1.0, 0.1, 0), (4.0, 0.5, 2))
@@ -366,7 +366,7 @@ def test_nested_choice_uses_a_grid_point_per_topic(write):
 
 
 def test_fit_loto_models_excludes_held_out_and_outer_topic():
-    from credrank.evaluate.trec_hm import fit_loto_models
+    from credrank.experiments.trec_hm import fit_loto_models
 
     featurizer = StanceFeaturizer(None, use_embedding=False, use_interaction=False,
                                   use_anchors=False)
@@ -377,7 +377,7 @@ def test_fit_loto_models_excludes_held_out_and_outer_topic():
 
 
 def test_real_trec_file_with_hashing_embedder(shared_data: Path):
-    from credrank.evaluate.trec_hm import run_trec_hm
+    from credrank.experiments.trec_hm import run_trec_hm
 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from credrank.documents import Document
-from credrank.evaluate.bench import answer_coverage, noisy_types, run_bench
-from credrank.evaluate.datasets import EvalSet
+from credrank.datasets import EvalSet
+from credrank.documents.schema import Document
+from credrank.evaluate.bench import answer_coverage, noisy_types
 from credrank.evaluate.report import write_report
+from credrank.experiments.benches import BenchOptions, run_bench
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def demo_result():
     from credrank.index.embed import get_embedder
 
     get_embedder.cache_clear()
-    return run_bench("demo", None, embedder_name="hashing")
+    return run_bench("demo", BenchOptions(embedder="hashing"))
 
 
 def test_demo_bench_compares_systems_on_the_same_pools(demo_result):
@@ -85,9 +86,9 @@ def test_noisy_types_flip_exactly_the_stated_share(rate):
 
 def test_unknown_bench_name_lists_choices():
     with pytest.raises(ValueError, match="trec2019-hm"):
-        run_bench("msmarco", None)
+        run_bench("msmarco", BenchOptions())
     with pytest.raises(ValueError, match="--path is required"):
-        run_bench("newspolluted", None)
+        run_bench("newspolluted", BenchOptions())
 
 
 def test_cli_bench_newspolluted_with_noisy_prior_curve(shared_data, tmp_path):

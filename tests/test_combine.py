@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from credrank.candidates import Candidates, StageError
 from credrank.combine import Combine, combine_rrf
+from credrank.core.candidates import Candidates, StageError
 from credrank.select.topk import TopK
 from credrank.signals.prior import SourcePrior
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credrank.corpus import (
+from credrank.documents import (
     CorpusError,
     Query,
     Reject,
@@ -27,7 +27,7 @@ from credrank.corpus import (
     read_queries,
     write_rejects,
 )
-from credrank.documents import SOURCE_TYPES, Document
+from credrank.documents.schema import SOURCE_TYPES, Document
 
 GOOD_A = json.dumps({"id": "a", "text": "first good"})
 GOOD_C = json.dumps({"id": "c", "text": "last good"})

@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from credrank.candidates import Candidates, StageError
 from credrank.combine import Combine
-from credrank.index.embed import HashingEmbedder
-from credrank.signals.credibility_model import (
+from credrank.core.candidates import Candidates, StageError
+from credrank.experiments.credibility_model import (
     CUE_NAMES,
     URL_NAMES,
     Config,
@@ -31,6 +30,7 @@ from credrank.signals.credibility_model import (
     training_set,
     url_features,
 )
+from credrank.index.embed import HashingEmbedder
 
 GOOD = ("A randomized clinical trial (Smith et al., Journal of Medicine, doi 10.1/x) and a "
         "systematic review found evidence. Reviewed by the National Institute of Health. "
@@ -255,7 +255,7 @@ def _tiny_csv() -> str:
 
 
 def test_run_trec_hm_adds_the_learned_prior_systems(write):
-    from credrank.evaluate.trec_hm import LEARNED, LEARNED_AGREEMENT, run_trec_hm
+    from credrank.experiments.trec_hm import LEARNED, LEARNED_AGREEMENT, run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     result = run_trec_hm(path, embedder=HashingEmbedder(32), fetch_k=6, top_k=5,
@@ -279,7 +279,7 @@ def test_run_trec_hm_adds_the_learned_prior_systems(write):
 
 
 def test_real_trec_credibility_loto_smoke(shared_data: Path):
-    from credrank.evaluate.datasets import load_dataset
+    from credrank.datasets import load_dataset
 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():

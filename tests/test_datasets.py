@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from credrank.evaluate.datasets import (
+from credrank.datasets import (
     DATASETS,
     DEFAULT_PATHS,
     DatasetError,
@@ -261,7 +261,7 @@ def test_coaid_synthetic(write: Write) -> None:
 
 
 def test_registry_and_errors(write: Write, tmp_path: Path) -> None:
-    assert set(DATASETS) == set(DEFAULT_PATHS)
+    assert set(DATASETS) == set(DEFAULT_PATHS) | {"demo"}  # demo: packaged, no shared path
     with pytest.raises(DatasetError, match=r"known: \['coaid'"):
         load_dataset("msmarco", tmp_path)
     with pytest.raises(DatasetError, match="not found"):

@@ -1,8 +1,9 @@
 """Integrity of the packaged synthetic demo corpus (``src/credrank/data/demo``).
 
 The checks read the files directly and hold their own host → source-type table (the one the
-demo's design uses), so they do not depend on ``credrank.provenance``. One extra check feeds the
-files through ``credrank.corpus`` to confirm that the project's own readers accept every record.
+demo's design uses), so they do not depend on ``credrank.provenance``. One extra check feeds
+the files through ``credrank.documents`` to confirm that the project's own readers accept every
+record.
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def test_adversarial_documents(adversarial: list[tuple[str, str]],
 
 
 def test_project_readers_accept_the_files() -> None:
-    corpus = pytest.importorskip("credrank.corpus")
+    corpus = pytest.importorskip("credrank.documents")
     result = corpus.read_corpus(DEMO / "corpus.jsonl")
     assert result.rejects == [], [r.message for r in result.rejects[:5]]
     assert len(result.documents) == N_DOCS

@@ -1,6 +1,6 @@
 import pytest
 
-from credrank.candidates import Candidates
+from credrank.core.candidates import Candidates
 from credrank.select.eligibility import EligibilityFilter
 
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credrank.candidates import Candidates
-from credrank.documents import SOURCE_TYPES
+from credrank.core.candidates import Candidates
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.experiments.oracle_feedback import simulate_oracle_feedback
 from credrank.signals.feedback import (
     AUDIT_FILE,
     STORE_FILE,
@@ -17,7 +18,6 @@ from credrank.signals.feedback import (
     FeedbackPriors,
     FeedbackStoreError,
     feedback_move,
-    simulate_oracle_feedback,
 )
 from credrank.signals.prior import preset
 

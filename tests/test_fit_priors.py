@@ -5,9 +5,8 @@ import math
 
 import pytest
 
-from credrank.documents import SOURCE_TYPES
-from credrank.provenance import SourceTyper
-from credrank.signals.fit import (
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.experiments.coaid_priors import (
     brier,
     evaluate_fitted_priors,
     fit_type_priors,
@@ -16,6 +15,7 @@ from credrank.signals.fit import (
     shrink_priors,
     type_counts,
 )
+from credrank.provenance import SourceTyper
 from credrank.signals.prior import preset
 
 BASE = preset("current")

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from credrank.combine import Combine
-from credrank.corpus import iter_documents
-from credrank.documents import SOURCE_TYPES, Document
-from credrank.index.build import index_documents
-from credrank.index.edge import EdgeIndex, IndexError_
+from credrank.documents import iter_documents
+from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.index.embed import HashingEmbedder
-from credrank.index.retrieve import DenseRetriever, PushdownSearch
+from credrank.index.ingest import index_documents
+from credrank.index.qdrant_edge import EdgeIndex, IndexError_
+from credrank.index.retrieve import DenseRetriever
 from credrank.provenance import SourceTyper
-from credrank.search import SearchSettings, build_pipeline
+from credrank.search import PushdownSearch, SearchSettings, build_pipeline
 from credrank.select.topk import TopK
 from credrank.signals.prior import SourcePrior, preset
 
@@ -136,9 +136,9 @@ def test_open_missing_or_mismatched_index(tmp_path, small_index):
 
 INDEXER = """
 import sys
-from credrank.corpus import iter_documents
-from credrank.index.build import index_documents
-from credrank.index.edge import EdgeIndex
+from credrank.documents import iter_documents
+from credrank.index.ingest import index_documents
+from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.embed import HashingEmbedder
 from credrank.provenance import SourceTyper
 emb = HashingEmbedder(64)

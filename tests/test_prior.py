@@ -2,7 +2,7 @@
 
 import pytest
 
-from credrank.documents import SOURCE_TYPES
+from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import CURRENT, PRESET_DISPERSION, disperse, load_priors, preset
 
 

@@ -1,4 +1,4 @@
-"""Tests of credrank.provenance: URL → host → registered domain → source type."""
+"""Tests of credrank.provenance.typer: URL → host → registered domain → source type."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from credrank import provenance
-from credrank.documents import SOURCE_TYPES, Document
+from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.provenance import (
     DomainTableError,
     Provenance,
@@ -24,6 +24,7 @@ from credrank.provenance import (
     parse_host,
     parse_url,
 )
+from credrank.provenance import url as provenance_url
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 RATINGS = SHARED_DATA / "domain_ratings" / "domain_ratings.csv"
@@ -175,7 +176,7 @@ def test_bundled_rules_are_valid_and_ai_list_exists() -> None:
     rules = load_rules()
     types = {*rules.hosts.values(), *rules.domains.values(), *rules.first_labels.values()}
     assert types <= set(SOURCE_TYPES) - {"unknown"}
-    text = (Path(provenance.__file__).parent / "rules" / "source_types.toml").read_text()
+    text = (Path(provenance.__file__).parent / "source_types.toml").read_text()
     assert "[ai_generated]" in text
 
 
@@ -418,8 +419,8 @@ def test_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
-    provenance._extractor.cache_clear()
-    provenance._resolve_host.cache_clear()
+    provenance_url._extractor.cache_clear()
+    provenance_url._resolve_host.cache_clear()
     typer = SourceTyper([write(tmp_path / "t.csv", "domain,score\nbbc.co.uk,0.7\n")])
     prov = typer.classify("https://www.bbc.co.uk/news")
     assert (prov.registered_domain, prov.source_type, prov.domain_score) == (

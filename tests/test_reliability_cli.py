@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from credrank.reliability.cli import app
+from credrank.cli.reliability import app
 
 runner = CliRunner()
 

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from credrank.experiments.reference import dict_loop_iwmv
 from credrank.reliability.answers import AnswerTable
 from credrank.reliability.estimate import (
     UNKNOWN,
@@ -14,7 +15,6 @@ from credrank.reliability.estimate import (
     agreement_rates,
     encode_answers,
 )
-from credrank.reliability.reference import dict_loop_iwmv
 from credrank.reliability.vote import majority_matrix, vote_matrix
 
 # Five sources, five questions. Plain majority answers Q5 with "x" (C, D, E);

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from credrank.reliability.goldengaze import load_goldengaze, run_goldengaze, wilson_interval
+from credrank.experiments.goldengaze import load_goldengaze, run_goldengaze, wilson_interval
 
 FILE = "goldengaze/goldengaze_trec2021_host_stances.csv.gz"
 

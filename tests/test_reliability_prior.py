@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from credrank.candidates import Candidates, StageError
+from credrank.core.candidates import Candidates, StageError
 from credrank.reliability.estimate import UNKNOWN
 from credrank.reliability.prior import ReliabilityPrior, reliability_table, shrink_reliability
 

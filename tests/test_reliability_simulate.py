@@ -7,7 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from credrank.reliability.simulate import beta_reliabilities, run_simulation, simulate_answers
+from credrank.experiments.ra_rag_simulation import (
+    beta_reliabilities,
+    run_simulation,
+    simulate_answers,
+)
 
 
 def test_beta_prior_has_mean_q():

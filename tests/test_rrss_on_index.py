@@ -8,11 +8,11 @@ import json
 import pytest
 
 from credrank.combine import Combine
-from credrank.documents import Document
+from credrank.documents.schema import Document
 from credrank.generate.llm import ExtractiveReader
-from credrank.index.build import index_documents
-from credrank.index.edge import EdgeIndex
 from credrank.index.embed import HashingEmbedder
+from credrank.index.ingest import index_documents
+from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.retrieve import DenseRetriever, source_passages
 from credrank.provenance import SourceTyper
 from credrank.reliability.prior import ShrunkReliabilityPrior

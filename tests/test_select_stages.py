@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from credrank.candidates import Candidates, StageError
-from credrank.pipeline import FunctionStage, Stage
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.pipeline import FunctionStage, Stage
 from credrank.select import (
     CoverageSelect,
     ExposureSelect,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from credrank.candidates import Candidates, StageError
 from credrank.combine import Combine
+from credrank.core.candidates import Candidates, StageError
 from credrank.signals.smoothing import NeighbourSmoothing, neighbour_mask, smooth_priors
 
 # three candidates: e1, (e1 + e2)/√2, e2. Cosines: (0,1) = (1,2) = 1/√2 exactly, (0,2) = 0.

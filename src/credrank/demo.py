@@ -11,15 +11,15 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from credrank.corpus import iter_documents, read_qrels, read_queries
+from credrank.datasets.demo import demo_dir, read_adversarial
+from credrank.documents import iter_documents, read_qrels, read_queries
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
-from credrank.index.build import IndexReport, index_documents
-from credrank.index.edge import EdgeIndex
 from credrank.index.embed import Embedder, get_embedder
+from credrank.index.ingest import IndexReport, index_documents
+from credrank.index.qdrant_edge import EdgeIndex
 from credrank.provenance import SourceTyper
 from credrank.search import SearchSettings, build_pipeline
 
@@ -31,24 +31,6 @@ SYSTEMS: dict[str, str | None] = {
     "current priors": "current",
     "aggressive priors": "aggressive",
 }
-
-
-def demo_dir() -> Path:
-    return Path(str(resources.files("credrank") / "data" / "demo"))
-
-
-def read_adversarial(path: Path) -> dict[str, set[str]]:
-    """``query_id -> {doc_id}`` of the adversarial documents (header ``doc_id<TAB>query_id``)."""
-    bad: dict[str, set[str]] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise ValueError(f"{path}:{number}: expected 'doc_id<TAB>query_id', got {line!r}")
-        bad.setdefault(parts[1].strip(), set()).add(parts[0].strip())
-    return bad
 
 
 @dataclass

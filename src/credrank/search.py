@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from credrank.combine import Combine
-from credrank.index.edge import EdgeIndex
-from credrank.index.embed import Embedder
-from credrank.index.retrieve import BM25Retriever, DenseRetriever, PushdownSearch, default_fetch_k
-from credrank.pipeline import Pipeline, Stage
+from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
+from credrank.core.pipeline import Pipeline, Stage
+from credrank.index.qdrant_edge import EdgeIndex
+from credrank.index.retrieve import BM25Retriever, DenseRetriever, check_k, default_fetch_k
+from credrank.reliability.prior import ShrunkReliabilityPrior
+from credrank.select.stages import build_selector
 from credrank.select.topk import TopK
+from credrank.signals.feedback import FeedbackPrior, FeedbackPriors
 from credrank.signals.prior import PriorTable, SourcePrior, load_priors
 
 
@@ -45,6 +50,40 @@ class SearchSettings:
         if self.priors is None or isinstance(self.priors, PriorTable):
             return self.priors
         return load_priors(self.priors)
+
+
+class PushdownSearch(Stage):
+    """Retrieve, weight by the type prior and cut to ``top_k`` inside the engine.
+
+    Equivalent to ``DenseRetriever >> SourcePrior >> Combine("multiply") >> TopK`` (a test
+    checks it); the ``prior`` factor is re-attached in Python for the score breakdown.
+    """
+
+    name = "pushdown"
+
+    def __init__(self, index: EdgeIndex, embedder: Embedder, priors: PriorTable,
+                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
+                 with_text: bool = False):
+        self.index, self.embedder, self.priors = index, embedder, priors
+        self.fetch_k = check_k("fetch_k", fetch_k)
+        self.top_k = check_k("top_k", top_k)
+        self.with_vectors, self.with_text = with_vectors, with_text
+
+    def transform(self, batch: Candidates) -> Candidates:
+        qv = self.embedder.embed([batch.query])[0]
+        out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
+                                        self.priors.values, with_vectors=self.with_vectors,
+                                        with_text=self.with_text)
+        engine_score = out.retrieval_score
+        prior = self.priors.lookup(out.column("source_type"))
+        # retrieval score = cosine (engine score / prior, exact where prior > 0 — priors are)
+        cosine_part = engine_score / prior
+        out = type(out)(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
+                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector)
+        return out.with_factor("prior", prior, 0.0, 1.0).with_score(engine_score)
+
+    def config(self) -> dict[str, Any]:
+        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
 
 
 def build_pipeline(index: EdgeIndex, embedder: Embedder, settings: SearchSettings) -> Pipeline:
@@ -91,3 +130,44 @@ def describe(settings: SearchSettings) -> dict[str, Any]:
         "retrieval": "bm25" if settings.lexical else "dense",
         "pushdown": use_pushdown(settings),
     }
+
+
+def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str = "current",
+                    mode: str = "multiply", lexical: bool = False, pushdown: bool | None = None,
+                    domain_scores: bool = False, priors_store: Path | None = None,
+                    source_reliability: Path | None = None, select: str | None = None,
+                    select_params: dict[str, Any] | None = None) -> SearchSettings:
+    """Settings from the options of ``credrank search`` (and the service), validated.
+
+    ``priors="none"`` is the similarity-only baseline; ``priors_store`` uses the current version
+    of a feedback store (``credrank priors``) and ``source_reliability`` the ``--json`` output of
+    ``credrank reliability estimate`` shrunk toward the type prior — both replace the type prior
+    and need the Python path; ``select`` names a selector (``mmr``, ``coverage``, ``exposure``,
+    ``fair``) with its ``select_params``. Raises ``ValueError`` naming the conflicting options.
+    """
+    settings = SearchSettings(top_k=top_k, fetch_k=fetch_k,
+                              priors=None if priors == "none" else priors, mode=mode,
+                              lexical=lexical, pushdown=pushdown,
+                              use_domain_scores=domain_scores)
+    if priors_store is not None:
+        if not (Path(priors_store) / "priors.json").is_file():
+            raise ValueError(f"{priors_store}: no feedback store here "
+                             "(create one with `credrank priors init DIR`)")
+        if pushdown:
+            raise ValueError("--priors-store needs the Python path; drop --pushdown")
+        settings.priors, settings.pushdown = None, False
+        settings.extra_stages = [FeedbackPrior(FeedbackPriors(priors_store))]
+    if source_reliability is not None:
+        if pushdown or priors_store is not None:
+            raise ValueError("--source-reliability needs the Python path and replaces "
+                             "--priors-store; drop --pushdown / --priors-store")
+        table = settings.prior_table()
+        settings.extra_stages = [ShrunkReliabilityPrior.from_estimate_json(
+            str(source_reliability), table.values if table else {})]
+        settings.priors, settings.pushdown = None, False
+    if select:
+        settings.selector = build_selector(select, top_k, **(select_params or {}))
+        settings.with_vectors = True
+    settings.resolved_fetch_k()
+    settings.prior_table()
+    return settings

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates
 from credrank.combine import Combine
-from credrank.documents import Document
-from credrank.evaluate.datasets import EvalSet, load_dataset
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import FunctionStage, Pipeline, Stage
+from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo
+from credrank.documents.schema import Document
 from credrank.evaluate.experiment import ExperimentResult, run_experiment
-from credrank.index.embed import Embedder, get_embedder
+from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
-from credrank.pipeline import FunctionStage, Pipeline, Stage
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.prior import CURRENT, PriorTable, SourcePrior, disperse, preset
@@ -62,6 +62,10 @@ class BenchResult:
                 "settings": self.settings, "data": self.summary, "notes": self.notes,
                 "results": self.main.to_json() if self.main else None,
                 "sweeps": self.sweeps, "extra": self.extra}
+
+
+#: a further measurement over a corpus bench's pools (see :func:`bench_corpus`)
+Section = Callable[["BenchResult", dict[str, Candidates], EvalSet, int, list[str]], None]
 
 
 # -- embeddings ---------------------------------------------------------------------------------
@@ -234,7 +238,7 @@ def answer_coverage(evalset: EvalSet, k: int
     """Gold-answer coverage@k: the share of a question's gold answers supported by a
     ``correct`` document of that question in the top k (answers compared after SQuAD-style
     normalisation; questions without gold answers are left out)."""
-    from credrank.evaluate.datasets import normalize_answer
+    from credrank.datasets import normalize_answer
     from credrank.evaluate.metrics import ranked_docs
 
     gold = {qid: {normalize_answer(a) for a in lab.get("gold_answers", [])}
@@ -292,11 +296,16 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
 
 def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int = 10,
                  fetch_k: int = 30, seed: int = 0, cache_dir: Path | None = None,
-                 tables: Sequence[Path] = ()) -> BenchResult:
-    """trec2019-hm (and the demo corpus): source types from the URL only."""
+                 tables: Sequence[Path] = (),
+                 sections: Sequence[Section] = ()) -> BenchResult:
+    """trec2019-hm (and the demo corpus): source types from the URL only.
+
+    ``sections`` are further measurements over the same pools (``section(result, pools,
+    evalset, top_k, measures)`` adds to ``result``): the experiments add theirs this way.
+    """
     if name == "demo":
-        evalset = demo_evalset()
-        tables = [*tables, _demo_dir() / "domains.csv"]
+        evalset = read_demo()
+        tables = [*tables, demo_dir() / "domains.csv"]
         measures = ["harmful@5", "nDCG@5", "P@5", "RR"]
         top_k, fetch_k = 5, 15
     else:
@@ -320,67 +329,8 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     types = [t for t in prepared.index.meta.get("source_type", [])]
     result.extra["source_types"] = {t: types.count(t) for t in sorted(set(types))}
     result.sweeps["dispersion"] = _sweep_dispersion(pools, evalset, top_k, measures)
-    result.extra["oracle_feedback"] = _oracle_feedback(pools, evalset, top_k, measures)
-    if name == "trec2019-hm":
-        from credrank.evaluate.trec_hm import run_trec_hm
-
-        agreement = run_trec_hm(path, embedder=embedder, fetch_k=fetch_k, top_k=top_k,
-                                seed=seed)
-        result.extra["correctness_signal"] = (
-            "Credibility-weighted agreement on the answer (RA-RAG's idea at document level, "
-            "chapter 35.3): a stance model (P(page says the treatment helps)) trained "
-            "leave-one-topic-out, never on the evaluated topic; the agreement stage's "
-            "hyper-parameters chosen by nested leave-one-topic-out. Stance model LOTO: "
-            f"n={agreement['stance']['n']}, accuracy {agreement['stance']['accuracy']:.3f}, "
-            f"AUC {agreement['stance']['auc']}.\n\n"
-            + agreement["table"])
-        result.extra["agreement_details"] = {k: agreement[k] for k in ("config", "choices",
-                                                                       "notes", "seconds")}
-    return result
-
-
-def _oracle_feedback(pools, evalset: EvalSet, top_k: int, measures: list[str]) -> str:
-    """Seed 004's oracle experiment: queries in order, the true labels of each top-k fed back
-    into the type priors before the next query (bounded steps, versioned store). An oracle is
-    not deployable feedback: this bounds what feedback could do, it is not a result."""
-    import tempfile
-
-    from credrank.evaluate.metrics import evaluate, mean
-    from credrank.signals.feedback import FeedbackPriors, simulate_oracle_feedback
-
-    static = run_experiment(pools, {"current priors": with_priors(preset("current"), top_k)},
-                            evalset.qrels, measures, bad=evalset.bad, n_resamples=1000)
-    lines = ["| system | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures),
-             "| current priors (static) | " + " | ".join(
-                 f"{static.mean('current priors', m):.3f}" for m in measures) + " |"]
-    for step in (0.1, 0.3):
-        with tempfile.TemporaryDirectory(prefix="credrank-feedback-") as tmp:
-            store = FeedbackPriors(Path(tmp) / "store", preset("current"))
-            sim = simulate_oracle_feedback(pools, evalset.qrels, store, step, k=top_k)
-            values = evaluate(evalset.qrels, sim["run"], measures, bad=evalset.bad)
-            final = store.table()
-        means = {m: mean(v) for m, v in values.items()}
-        lines.append(f"| current + oracle feedback, step {step} (final priors: " + ", ".join(
-            f"{t} {final[t]:.2f}" for t in ("peer_reviewed", "government", "established_news",
-                                             "blog", "user_generated", "ai_generated"))
-                     + ") | " + " | ".join(f"{means[m]:.3f}" for m in measures) + " |")
-    lines += ["", "Oracle feedback: after each query (in file order) the true relevance of its "
-              "top-k updates the type priors (bounded step, max change 0.05 per update, clipped "
-              "to [0.01, 1], every update a new version). An oracle is not deployable feedback; "
-              "this reproduces the seed's experiment and bounds what feedback could do."]
-    return "\n".join(lines)
-
-
-def bench_coaid_priors(path: Path) -> BenchResult:
-    """Per-type priors fitted on some CoAID releases, scored on the others (held out)."""
-    from credrank.signals.fit import evaluate_fitted_priors
-
-    out = evaluate_fitted_priors(path)
-    result = BenchResult("coaid-priors", str(path), {"strength": 10.0, "base": "current"},
-                         {k: v for k, v in out.items() if isinstance(v, int | float | str)
-                          and k != "markdown"}, [])
-    result.extra["fitted_priors"] = out.get("markdown", "")
-    result.extra["details"] = {k: v for k, v in out.items() if k != "markdown"}
+    for section in sections:
+        section(result, pools, evalset, top_k, measures)
     return result
 
 
@@ -402,48 +352,15 @@ def _settings(embedder: Embedder, top_k: int, fetch_k: int, seed: int) -> dict[s
             "retrieval": "exact cosine over the whole corpus", "combine": "max(cos,0) × Π factors"}
 
 
-def _demo_dir() -> Path:
-    from credrank.demo import demo_dir
-
-    return demo_dir()
-
-
-def demo_evalset() -> EvalSet:
-    """The packaged demo corpus as an :class:`EvalSet` (synthetic test material)."""
-    from credrank.corpus import read_corpus, read_qrels, read_queries
-    from credrank.demo import read_adversarial
-
-    data = _demo_dir()
-    loaded = read_corpus(data / "corpus.jsonl")
-    loaded.raise_if_rejected()
-    queries = [(q.id, q.text) for q in read_queries(data / "queries.jsonl")]
-    return EvalSet(name="demo", documents=loaded.documents, queries=queries,
-                   qrels=read_qrels(data / "qrels.tsv"),
-                   bad=read_adversarial(data / "adversarial.tsv"), pools=None, doc_labels={},
-                   notes=["synthetic test material written for credrank (seed-004 style)"])
-
-
-def run_bench(name: str, path: Path | None, *, embedder_name: str = "minilm",
-              cache_dir: Path | None = None, seed: int = 0,
-              tables: Sequence[Path] = ()) -> BenchResult:
-    """Dispatch ``credrank bench NAME``."""
-    pooled = ("newspolluted", "cram-nq", "evotemp", "ramdocs")
-    if name not in ("demo", "trec2019-hm", "coaid-priors", *pooled):
-        raise ValueError(f"bench: unknown set {name!r}; expected one of demo, trec2019-hm, "
-                         f"coaid-priors, {', '.join(pooled)}, goldengaze-hosts")
-    if name != "demo" and path is None:
-        raise ValueError(f"bench {name}: --path is required (e.g. ../shared/data/...)")
-    if path is not None and not Path(path).exists():
+def check_path(name: str, path: Path | None, required: bool = True) -> Path | None:
+    """``--path`` of bench ``name``: required unless ``required`` is off, and existing."""
+    if path is None:
+        if required:
+            raise ValueError(f"bench {name}: --path is required (e.g. ../shared/data/...)")
+        return None
+    if not Path(path).exists():
         raise ValueError(f"bench {name}: --path {path} does not exist")
-    if name == "coaid-priors":
-        return bench_coaid_priors(Path(path))
-    embedder = get_embedder(embedder_name)
-    if name == "ramdocs":
-        return bench_ramdocs(Path(path), embedder, seed=seed, cache_dir=cache_dir)
-    if name in pooled:
-        return bench_pooled(name, Path(path), embedder, seed=seed, cache_dir=cache_dir)
-    return bench_corpus(name, Path(path) if path else None, embedder, seed=seed,
-                        cache_dir=cache_dir, tables=tables)
+    return Path(path)
 
 
 def dump_json(result: BenchResult) -> str:

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from credrank.candidates import Candidates
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, compare
-from credrank.pipeline import Stage
 
 
 @dataclass

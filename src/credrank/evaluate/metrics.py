@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 import ir_measures
 
 if TYPE_CHECKING:
-    from credrank.candidates import Candidates
+    from credrank.core.candidates import Candidates
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
@@ -128,7 +128,7 @@ def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
 
 
 def run_from_batches(batches: Mapping[str, Candidates]) -> Run:
-    """A run from one scored :class:`~credrank.candidates.Candidates` batch per query.
+    """A run from one scored :class:`~credrank.core.candidates.Candidates` batch per query.
 
     The batch order after ``sorted_by_score()`` (ties keep the earlier row) becomes the
     ranking, converted with :func:`run_from_rankings`.

@@ -14,19 +14,10 @@ import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Maps texts to L2-normalised float32 vectors (cosine = dot product)."""
-
-    name: str
-    dim: int
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+from credrank.core.embedder import Embedder
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

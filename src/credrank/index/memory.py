@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
 
 
 class InMemoryIndex:

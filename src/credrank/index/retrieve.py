@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from credrank.candidates import Candidates
-from credrank.index.edge import EdgeIndex
-from credrank.index.embed import Embedder
-from credrank.pipeline import Stage
-from credrank.signals.prior import PriorTable
+from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
+from credrank.core.pipeline import Stage
+from credrank.index.qdrant_edge import EdgeIndex
 
 
 def default_fetch_k(top_k: int) -> int:
@@ -21,7 +20,7 @@ def default_fetch_k(top_k: int) -> int:
     return 3 * top_k
 
 
-def _check_k(name: str, value: int) -> int:
+def check_k(name: str, value: int) -> int:
     if not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     return value
@@ -35,7 +34,7 @@ class DenseRetriever(Stage):
     def __init__(self, index: EdgeIndex, embedder: Embedder, fetch_k: int = 30, *,
                  with_vectors: bool = False, with_text: bool = False):
         self.index, self.embedder = index, embedder
-        self.fetch_k = _check_k("fetch_k", fetch_k)
+        self.fetch_k = check_k("fetch_k", fetch_k)
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -55,7 +54,7 @@ class BM25Retriever(Stage):
     def __init__(self, index: EdgeIndex, fetch_k: int = 30, *, with_vectors: bool = False,
                  with_text: bool = False):
         self.index = index
-        self.fetch_k = _check_k("fetch_k", fetch_k)
+        self.fetch_k = check_k("fetch_k", fetch_k)
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -64,40 +63,6 @@ class BM25Retriever(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k}
-
-
-class PushdownSearch(Stage):
-    """Retrieve, weight by the type prior and cut to ``top_k`` inside the engine.
-
-    Equivalent to ``DenseRetriever >> SourcePrior >> Combine("multiply") >> TopK`` (a test
-    checks it); the ``prior`` factor is re-attached in Python for the score breakdown.
-    """
-
-    name = "pushdown"
-
-    def __init__(self, index: EdgeIndex, embedder: Embedder, priors: PriorTable,
-                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
-                 with_text: bool = False):
-        self.index, self.embedder, self.priors = index, embedder, priors
-        self.fetch_k = _check_k("fetch_k", fetch_k)
-        self.top_k = _check_k("top_k", top_k)
-        self.with_vectors, self.with_text = with_vectors, with_text
-
-    def transform(self, batch: Candidates) -> Candidates:
-        qv = self.embedder.embed([batch.query])[0]
-        out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
-                                        self.priors.values, with_vectors=self.with_vectors,
-                                        with_text=self.with_text)
-        engine_score = out.retrieval_score
-        prior = self.priors.lookup(out.column("source_type"))
-        # retrieval score = cosine (engine score / prior, exact where prior > 0 — priors are)
-        cosine_part = engine_score / prior
-        out = type(out)(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
-                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector)
-        return out.with_factor("prior", prior, 0.0, 1.0).with_score(engine_score)
-
-    def config(self) -> dict[str, Any]:
-        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
 
 
 def source_passages(index: EdgeIndex, embedder: Embedder

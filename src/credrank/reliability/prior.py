@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
 
 #: prior of a source whose type is missing or absent from the type table
 DEFAULT_TYPE_PRIOR = 0.5

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from credrank.select._checks import as_matrix
+from credrank.core.validation import as_matrix
 from credrank.select.exposure import check_discounts, check_ranking_policy
 
 _FORBIDDEN = 1e9  # cost of a zero entry; any matching that needs one is not on the support

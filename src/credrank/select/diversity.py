@@ -28,7 +28,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from credrank.select._checks import as_matrix, as_vector, check_int, check_real
+from credrank.core.validation import as_matrix, as_vector, check_int, check_real
 
 #: largest number of K-sets the exhaustive oracle agrees to enumerate
 MAX_EXHAUSTIVE_SETS = 2_000_000

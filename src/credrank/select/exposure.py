@@ -35,7 +35,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from credrank.select._checks import as_matrix, as_vector, check_int
+from credrank.core.validation import as_matrix, as_vector, check_int
 
 RULES = ("parity", "proportional", "targets")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from credrank.select._checks import as_vector, check_int, check_real
+from credrank.core.validation import as_vector, check_int, check_real
 
 
 def check_params(k: Any, p: Any, alpha: Any) -> tuple[int, float, float]:

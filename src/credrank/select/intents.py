@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 
-from credrank.select._checks import as_matrix, check_int
+from credrank.core.validation import as_matrix, check_int
 
 
 @dataclass(frozen=True)

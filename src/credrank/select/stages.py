@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates, StageError
-from credrank.pipeline import Stage
-from credrank.select._checks import check_int, check_real
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.pipeline import Stage
+from credrank.core.validation import check_int, check_real
 from credrank.select.bvn import (
     ExposureMonitor,
     decompose_ranking,

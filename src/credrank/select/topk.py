@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from credrank.candidates import Candidates
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
 
 
 class TopK(Stage):

@@ -23,17 +23,16 @@ import math
 import numbers
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates
-from credrank.combine import Combine
-from credrank.documents import SOURCE_TYPES
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
+from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import PriorTable, load_priors
 
 FORMAT = "credrank-feedback-priors/1"
@@ -358,60 +357,3 @@ class FeedbackPrior(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"store": str(self.store.directory), "version": self.version}
-
-
-def simulate_oracle_feedback(
-    ranked_batches: Iterable[tuple[str, Candidates]] | Mapping[str, Candidates],
-    qrels: Mapping[str, Mapping[str, int]],
-    store: FeedbackPriors,
-    step: float = 0.1,
-    *,
-    k: int = 5,
-    rescore: Stage | None = None,
-    author: str = "oracle-simulation",
-) -> dict[str, Any]:
-    """Seed 004's oracle experiment: after each query, the true labels of its top k feed back.
-
-    For each ``(qid, batch)`` in order: the batch is rescored with the store's current priors
-    (``FeedbackPrior(store) >> rescore``, ``rescore`` defaulting to ``Combine("multiply")``) and
-    sorted; the top ``k`` are judged from ``qrels`` (gain > 0 relevant; a document absent from
-    the judgements is non-relevant, the TREC convention); those labels go to
-    :meth:`FeedbackPriors.update` with the document's ``source_type`` (None → ``unknown``) and
-    ``source_id``. So query i is ranked with what queries 1 … i−1 taught.
-
-    **An oracle is not deployable feedback.** The labels here are ground truth, which no
-    deployed system has; real user feedback is noisy, sparse, biased by position and open to
-    manipulation. Use this to reproduce the seed and to bound what feedback could do, not as
-    evidence that feedback works in production.
-
-    Returns ``{"queries": [{qid, version_used, version_after, top_k, relevant_in_top_k,
-    precision_at_k}], "run": {qid: {doc_id: score}}, "final_version": int}``.
-    """
-    eta = check_step(step)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected an integer >= 1, got {k!r}")
-    pairs = list(ranked_batches.items()) if isinstance(ranked_batches, Mapping) else list(
-        ranked_batches)
-    rescore = rescore if rescore is not None else Combine("multiply")
-    queries: list[dict[str, Any]] = []
-    run: dict[str, dict[str, float]] = {}
-    for qid, batch in pairs:
-        if qid not in qrels:
-            raise ValueError(f"qrels: no judgements for query {qid!r}")
-        used = store.current
-        ranked = (FeedbackPrior(store) >> rescore)(batch).sorted_by_score()
-        run[qid] = {str(d): float(s) for d, s in zip(ranked.doc_ids, ranked.score, strict=True)}
-        top = ranked.take(np.arange(min(k, len(ranked))))
-        judged = qrels[qid]
-        labels = [judged.get(str(d), 0) > 0 for d in top.doc_ids]
-        types = [t if isinstance(t, str) and t in SOURCE_TYPES else "unknown"
-                 for t in top.column("source_type")]
-        sids = [s if isinstance(s, str) and s else None for s in top.column("source_id")]
-        after = store.update(list(zip(types, sids, labels, strict=True)), eta, author=author,
-                             reason=f"oracle labels of the top {k} for query {qid}")
-        queries.append({
-            "qid": qid, "version_used": used, "version_after": after,
-            "top_k": [str(d) for d in top.doc_ids], "relevant_in_top_k": int(sum(labels)),
-            "precision_at_k": sum(labels) / k,
-        })
-    return {"queries": queries, "run": run, "final_version": store.current}

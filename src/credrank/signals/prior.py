@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates
-from credrank.documents import SOURCE_TYPES
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import Stage
+from credrank.documents.schema import SOURCE_TYPES
 
 #: seed 004's health-domain priors; the intermediate types and ``unknown`` are our choice
 CURRENT: dict[str, float] = {

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from credrank.candidates import Candidates, StageError
-from credrank.pipeline import Stage
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.pipeline import Stage
 
 
 def _check_m(m: object) -> int:

@@ -1,0 +1,31 @@
+"""The ``credrank`` command line (typer + rich): one module per command group, each thin.
+JSON outputs are documented in docs/json.md."""
+
+from __future__ import annotations
+
+import typer
+
+from credrank.cli.bench import bench
+from credrank.cli.demo import demo
+from credrank.cli.index import index
+from credrank.cli.priors import app as priors_app
+from credrank.cli.reliability import app as reliability_app
+from credrank.cli.search import search
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Source credibility in the retrieval step of RAG.")
+app.command()(index)
+app.command()(search)
+app.command()(demo)
+app.command()(bench)
+app.add_typer(reliability_app, name="reliability",
+              help="Source reliability from cross-source agreement (RA-RAG).")
+app.add_typer(priors_app, name="priors",
+              help="Versioned, reversible prior updates from relevance feedback.")
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,44 @@
+"""What every command shares: the consoles, error exit, progress bar and KEY=VALUE params."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=False)
+
+
+def parse_params(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values become int, float or bool where they parse as such."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--select-param: expected KEY=VALUE, got {item!r}")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    value = cast(raw)
+                    break
+                except ValueError:
+                    continue
+        out[key.strip().replace("-", "_")] = value
+    return out

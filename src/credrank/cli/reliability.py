@@ -1,0 +1,229 @@
+"""``credrank reliability estimate``: per-source agreement reliability from an ANSWERS file.
+
+The lead mounts :data:`app` as ``credrank reliability``; run standalone with
+``python -m credrank.cli.reliability estimate ANSWERS``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from credrank.reliability.answers import AnswersFileError, load_answers, load_truth
+from credrank.reliability.dependence import DependenceReport, collapse, detect_dependence
+from credrank.reliability.equivalence import AnswerEquivalence
+from credrank.reliability.estimate import (
+    ReliabilityEstimator,
+    consensus_diagnostics,
+    encode_answers,
+)
+from credrank.reliability.vote import majority_matrix
+
+app = typer.Typer(help="RA-RAG source reliability from cross-source agreement (chapter 35.3).",
+                  no_args_is_help=True, add_completion=False)
+
+#: the pairwise dependence test is skipped above this many sources (O(S²) memory)
+MAX_DEPENDENCE_SOURCES = 5000
+
+
+@app.callback()
+def _reliability() -> None:
+    """Estimate source reliability from agreement (agreement is not verified truth)."""
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+def _load_aliases(path: Path) -> dict[str, list[str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        _fail(f"{path}: expected a JSON object {{canonical: [aliases]}}: {exc}")
+    if not isinstance(data, dict) or not all(
+            isinstance(v, list) and all(isinstance(a, str) for a in v) for v in data.values()):
+        _fail(f"{path}: expected a JSON object mapping each canonical answer to a list of "
+              "alias strings")
+    return data
+
+
+def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False,
+                 collapse_copies: bool = False, tol: float = 1e-6, max_iter: int = 100,
+                 aliases: dict[str, list[str]] | None = None,
+                 start: str = "majority") -> dict[str, Any]:
+    """The computation behind ``estimate``; returns the ``--json`` document (see there)."""
+    table = load_answers(answers)
+    eq = AnswerEquivalence(aliases=aliases)
+    enc = encode_answers(table, eq)
+    n_sources = len(enc.source_ids)
+    report: DependenceReport | None = None
+    dependence_note = None
+    if n_sources <= MAX_DEPENDENCE_SOURCES:
+        report = detect_dependence(enc)
+    else:
+        dependence_note = (f"dependence test skipped: {n_sources} sources > "
+                           f"{MAX_DEPENDENCE_SOURCES}")
+        if collapse_copies:
+            raise ValueError(f"--collapse-copies needs the dependence test, which is limited to "
+                             f"{MAX_DEPENDENCE_SOURCES} sources; got {n_sources}")
+    est = ReliabilityEstimator(tol=tol, max_iter=max_iter, clip=clip, equivalence=eq,
+                               start=start)
+    groups = [[i] for i in range(n_sources)]
+    if collapse_copies and report is not None:
+        groups = report.groups()
+        est.fit(collapse(enc, groups))
+    else:
+        est.fit(enc)
+    ballot_of = {i: b for b, g in enumerate(groups) for i in g}
+    cluster_of = report.cluster_of() if report is not None else {}
+    diag = consensus_diagnostics(est.encoded_, est.consensus_, est.reliability_, est.known_,
+                                 est.coverage_, tied=est.tied_)
+    sources = []
+    for i, sid in enumerate(enc.source_ids):
+        b = ballot_of[i]
+        known = bool(est.known_[b])
+        sources.append({
+            "source_id": sid, "known": known,
+            "reliability": float(est.reliability_[b]) if known else None,
+            "weight": float(est.weights_[b]) if known else None,
+            "coverage": int(est.coverage_[b]), "answered": int((enc.classes[i] >= 0).sum()),
+            "cluster": cluster_of.get(sid)})
+    doc: dict[str, Any] = {
+        "answers": str(answers), "n_sources": n_sources, "n_questions": len(enc.question_ids),
+        "n_ballots": len(groups), "clip": clip, "collapse_copies": collapse_copies,
+        "start": start, "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "tol": tol,
+        "max_iter": max_iter, "equivalence": eq.config(), "sources": sources,
+        "clusters": report.clusters if report is not None else [],
+        "dependence_pairs": [p.to_dict() for p in report.pairs] if report is not None else [],
+        "dependence_note": dependence_note,
+        "consensus": dict(zip(enc.question_ids, est.consensus_labels_, strict=True)),
+        "diagnostics": diag.to_dict(),
+    }
+    if truth is not None:
+        doc["truth"] = _truth_scores(load_truth(truth), enc, est, eq, sources)
+    return doc
+
+
+def _truth_scores(gold: dict[str, str], enc: Any, est: ReliabilityEstimator,
+                  eq: AnswerEquivalence, sources: list[dict[str, Any]]) -> dict[str, Any]:
+    q_index = {q: j for j, q in enumerate(enc.question_ids)}
+    common = [q for q in gold if q in q_index]
+    majority = majority_matrix(enc.classes, rule="all")
+
+    def right(label: str | None, q: str) -> bool:
+        return label is not None and eq.key(label) == eq.key(gold[q])
+
+    cons = [right(est.consensus_labels_[q_index[q]], q) for q in common]
+    maj = [right(enc.label(q_index[q], int(majority[q_index[q]])), q) for q in common]
+    for i, src in enumerate(sources):
+        hits = [right(enc.label(q_index[q], int(enc.classes[i, q_index[q]])), q)
+                for q in common if enc.classes[i, q_index[q]] >= 0]
+        src["truth_accuracy"] = float(np.mean(hits)) if hits else None
+        src["truth_answers"] = len(hits)
+    return {"questions": len(common), "missing_from_answers": len(gold) - len(common),
+            "consensus_accuracy": float(np.mean(cons)) if cons else None,
+            "majority_accuracy": float(np.mean(maj)) if maj else None,
+            "unresolved": int(sum(est.consensus_[q_index[q]] < 0 for q in common))}
+
+
+@app.command()
+def estimate(
+    answers: Annotated[Path, typer.Argument(help="ANSWERS file (.csv or .jsonl): question_id, "
+                                            "source_id, answer; empty/IDK = abstain")],
+    json_out: Annotated[bool, typer.Option("--json", help="print the stable JSON document")]
+    = False,
+    truth: Annotated[Path | None, typer.Option("--truth", help="TRUTH file: question_id, "
+                                               "answer; adds accuracy against it")] = None,
+    clip: Annotated[bool, typer.Option("--clip", help="vote weights max(S·r−1, 0)")] = False,
+    collapse_copies: Annotated[bool, typer.Option(
+        "--collapse-copies", help="collapse each dependence cluster to one ballot")] = False,
+    tol: Annotated[float, typer.Option(help="stop when max |Δr| < tol")] = 1e-6,
+    max_iter: Annotated[int, typer.Option(help="maximum weighted voting rounds")] = 100,
+    aliases: Annotated[Path | None, typer.Option(
+        help="JSON file {canonical: [aliases]} for the equivalence rule")] = None,
+    start: Annotated[str, typer.Option(
+        help="first-round questions: majority (> half), plurality (unique top) or all")]
+    = "majority",
+) -> None:
+    """Estimate r_s (agreement with the IWMV consensus), v_s = S·r_s − 1 and coverage |J_s|.
+
+    Agreement is not verified truth: read the diagnostics and the dependence clusters.
+
+    ``--json`` prints one object with these keys (stable):
+    ``answers``, ``n_sources``, ``n_questions``, ``n_ballots`` (sources after collapsing),
+    ``clip``, ``collapse_copies``, ``start``, ``n_iter``, ``converged``, ``tol``, ``max_iter``,
+    ``equivalence`` (the rule's settings); ``sources``: a list in file order of
+    ``{source_id, known, reliability (null if unknown), weight (null if unknown), coverage
+    (|J_s|), answered, cluster (index into clusters or null)}`` plus, with ``--truth``,
+    ``truth_accuracy`` (null without answers) and ``truth_answers``; ``clusters``: lists of
+    source ids; ``dependence_pairs``: ``{source_a, source_b, overlap, observed, expected,
+    excess, z, shared_wrong, document_overlap}``; ``dependence_note`` (null or why the test was
+    skipped); ``consensus``: ``{question_id: normalised answer or null}``; ``diagnostics``:
+    ``{trustworthy, warnings, resolved_share, mean_agreement, top_label_share,
+    shared_label_set, biased_source_share, tie_share}``; with ``--truth``, ``truth``:
+    ``{questions, missing_from_answers, consensus_accuracy, majority_accuracy, unresolved}``
+    (an unresolved question counts as wrong).
+    """
+    alias_map = _load_aliases(aliases) if aliases is not None else None
+    try:
+        doc = run_estimate(answers, truth=truth, clip=clip, collapse_copies=collapse_copies,
+                           tol=tol, max_iter=max_iter, aliases=alias_map, start=start)
+    except (AnswersFileError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    if json_out:
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    _print(doc)
+
+
+def _print(doc: dict[str, Any]) -> None:
+    console = Console()
+    with_truth = "truth" in doc
+    table = Table(title=f"Source reliability from agreement ({doc['n_sources']} sources, "
+                        f"{doc['n_questions']} questions)")
+    for col in ("source", "r", "v", "coverage |J_s|", "answered", "cluster"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    if with_truth:
+        table.add_column("truth acc.", justify="right")
+    for s in doc["sources"]:
+        row = [s["source_id"],
+               "unknown" if s["reliability"] is None else f"{s['reliability']:.3f}",
+               "—" if s["weight"] is None else f"{s['weight']:.3f}",
+               str(s["coverage"]), str(s["answered"]),
+               "" if s["cluster"] is None else str(s["cluster"])]
+        if with_truth:
+            row.append("—" if s["truth_accuracy"] is None else f"{s['truth_accuracy']:.3f}")
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"IWMV: {doc['n_iter']} rounds, converged={doc['converged']}, "
+                  f"clip={doc['clip']}, collapse_copies={doc['collapse_copies']}")
+    if doc["clusters"]:
+        for i, members in enumerate(doc["clusters"]):
+            console.print(f"dependence cluster {i}: {', '.join(members)}")
+    else:
+        console.print(doc["dependence_note"] or "no dependence clusters found")
+    diag = doc["diagnostics"]
+    if diag["trustworthy"]:
+        console.print("consensus diagnostics: no warning (agreement is still not truth)")
+    for w in diag["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    if with_truth:
+        t = doc["truth"]
+
+        def f(x: float | None) -> str:
+            return "—" if x is None else f"{x:.3f}"
+
+        console.print(f"against truth ({t['questions']} questions): weighted consensus "
+                      f"{f(t['consensus_accuracy'])}, plain majority {f(t['majority_accuracy'])}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

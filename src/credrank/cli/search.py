@@ -1,0 +1,76 @@
+"""``credrank search``: credibility-aware search over an index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from credrank.cli.common import console, fail, parse_params
+from credrank.index.embed import get_embedder
+from credrank.index.qdrant_edge import EdgeIndex, IndexError_
+from credrank.search import build_pipeline, describe, search_settings
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="the query text")],
+    index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1)] = 10,
+    fetch_k: Annotated[int | None, typer.Option(
+        "--fetch-k", min=1, help="candidate pool (default 3 × top-k)")] = None,
+    priors: Annotated[str, typer.Option(
+        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
+    mode: Annotated[str, typer.Option(help="multiply | linear | rrf")] = "multiply",
+    lexical: Annotated[bool, typer.Option(help="BM25 instead of dense retrieval")] = False,
+    pushdown: Annotated[bool | None, typer.Option(
+        "--pushdown/--no-pushdown",
+        help="score inside the engine (formula query); default: whenever the options allow")
+    ] = None,
+    domain_scores: Annotated[bool, typer.Option(
+        help="use domain,score table scores as priors where matched")] = False,
+    priors_store: Annotated[Path | None, typer.Option(
+        help="use the current version of a feedback store (credrank priors) as priors")] = None,
+    source_reliability: Annotated[Path | None, typer.Option(
+        help="--json output of `credrank reliability estimate`: per-source reliability as the "
+             "prior, shrunk toward the type prior (m = 5)")] = None,
+    select: Annotated[str | None, typer.Option(
+        help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
+    select_param: Annotated[list[str] | None, typer.Option(
+        "--select-param", "-P",
+        help="selector parameter KEY=VALUE, repeatable: mmr diversity=0.5; coverage "
+             "lambda_ilad=0.3 lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
+             "group_column=source_type rule=parity|proportional [seed=0]; fair "
+             "protected_column=source_type protected_value=blog p=0.5 alpha=0.1")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+) -> None:
+    """Credibility-aware search: score = sim × λ(source type) over an expanded pool."""
+
+    try:
+        settings = search_settings(
+            top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,
+            pushdown=pushdown, domain_scores=domain_scores, priors_store=priors_store,
+            source_reliability=source_reliability, select=select,
+            select_params=parse_params(select_param))
+        idx = EdgeIndex.open(index_dir)
+        emb = get_embedder(idx.manifest.embedder)
+        with idx:
+            result = build_pipeline(idx, emb, settings).search(query)
+    except (ValueError, IndexError_, RuntimeError) as exc:
+        fail(str(exc))
+    hits = result.hits()
+    if as_json:
+        print(json.dumps({"credrank_search": 1, "query": query, "settings": describe(settings),
+                          "hits": hits, "info": result.info}, indent=2, default=str))
+        return
+    table = Table(title=f"{query}", show_lines=False)
+    for col in ("#", "doc", "source type", "host", "sim", "prior", "final"):
+        table.add_column(col)
+    for h in hits:
+        b = h["score_breakdown"]
+        table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
+                      f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
+                      f"{b['final']:.4f}")
+    console.print(table)

@@ -1,0 +1,235 @@
+"""The columnar batch that flows between pipeline stages (DESIGN.md §3).
+
+A :class:`Candidates` holds one query's candidate documents as parallel numpy columns:
+identifiers, the retrieval score, one array per named factor (the per-document ledger that
+becomes ``score_breakdown``), the combined score, metadata columns and, optionally, the
+embedding vectors. Stages never mutate a batch; they return a new one through the ``with_*``
+and :meth:`Candidates.take` helpers, which also enforce the invariant that every number is
+finite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from credrank.core.errors import StageError
+
+#: metadata columns every retriever fills (``None`` where unknown)
+META_COLUMNS = (
+    "source_id",
+    "source_type",
+    "host",
+    "url",
+    "title",
+    "text",
+    "observed_at",
+    "verified_at",
+    "published_at",
+    "modified_at",
+    "retrieved_at",
+)
+
+
+def _check_finite(name: str, values: np.ndarray) -> None:
+    if values.size and not np.all(np.isfinite(values)):
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise StageError(f"{name}: value at row {bad} is {values[bad]!r}; expected a finite number")
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """One query's candidates, columnar.
+
+    Attributes:
+        query: the query text.
+        doc_ids: document ids, ``dtype=object`` (str).
+        retrieval_score: the engine's score (cosine or BM25), float64.
+        factors: ordered mapping ``name -> float64 array``; each signal stage adds one.
+        score: the combined score (after a combine stage), else a copy of ``retrieval_score``.
+        meta: metadata columns (``META_COLUMNS`` and any extra), each an object array.
+        vectors: ``(n, dim)`` float32 embeddings, or ``None`` when not fetched.
+        info: free-form, JSON-serialisable facts stages record (objective values, policies).
+        query_vector: the query embedding when the retriever had one.
+    """
+
+    query: str
+    doc_ids: np.ndarray
+    retrieval_score: np.ndarray
+    factors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    score: np.ndarray | None = None
+    meta: Mapping[str, np.ndarray] = field(default_factory=dict)
+    vectors: np.ndarray | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+    query_vector: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        ids = np.asarray(self.doc_ids, dtype=object)
+        n = len(ids)
+        rs = np.asarray(self.retrieval_score, dtype=np.float64).reshape(-1)
+        if len(rs) != n:
+            raise StageError(f"retrieval_score has {len(rs)} rows; expected {n} (one per doc_id)")
+        _check_finite("retrieval_score", rs)
+        score = rs.copy() if self.score is None else np.asarray(self.score, dtype=np.float64)
+        if len(score) != n:
+            raise StageError(f"score has {len(score)} rows; expected {n}")
+        _check_finite("score", score)
+        factors: dict[str, np.ndarray] = {}
+        for name, values in self.factors.items():
+            arr = np.asarray(values, dtype=np.float64).reshape(-1)
+            if len(arr) != n:
+                raise StageError(f"factor {name!r} has {len(arr)} rows; expected {n}")
+            _check_finite(f"factor {name!r}", arr)
+            factors[name] = arr
+        meta = {}
+        for name, values in self.meta.items():
+            arr = np.asarray(values, dtype=object)
+            if len(arr) != n:
+                raise StageError(f"meta column {name!r} has {len(arr)} rows; expected {n}")
+            meta[name] = arr
+        vectors = self.vectors
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != n:
+                raise StageError(f"vectors have shape {vectors.shape}; expected ({n}, dim)")
+        object.__setattr__(self, "doc_ids", ids)
+        object.__setattr__(self, "retrieval_score", rs)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "factors", factors)
+        object.__setattr__(self, "meta", meta)
+        object.__setattr__(self, "vectors", vectors)
+        object.__setattr__(self, "info", dict(self.info))
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def empty(cls, query: str, dim: int | None = None) -> Candidates:
+        """A batch with no candidates (every stage must accept it)."""
+        vectors = None if dim is None else np.zeros((0, dim), dtype=np.float32)
+        return cls(query=query, doc_ids=np.array([], dtype=object),
+                   retrieval_score=np.zeros(0), vectors=vectors)
+
+    @classmethod
+    def from_records(
+        cls,
+        query: str,
+        doc_ids: Sequence[str],
+        scores: Sequence[float],
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        vectors: np.ndarray | None = None,
+    ) -> Candidates:
+        """Build a batch from row-wise records (what framework adapters hold)."""
+        metadata = list(metadata) if metadata is not None else [{} for _ in doc_ids]
+        keys = list(META_COLUMNS) + sorted(
+            {k for m in metadata for k in m} - set(META_COLUMNS))
+        meta = {k: np.array([m.get(k) for m in metadata], dtype=object) for k in keys}
+        return cls(query=query, doc_ids=np.array(list(doc_ids), dtype=object),
+                   retrieval_score=np.asarray(scores, dtype=np.float64), meta=meta,
+                   vectors=vectors)
+
+    # -- immutable updates --------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def _derive(self, **changes: Any) -> Candidates:
+        """A copy with ``changes``, which the caller has already validated (the hot path of
+        every stage: unchanged columns are shared, not re-checked)."""
+        new = object.__new__(Candidates)
+        for f in fields(self):
+            object.__setattr__(new, f.name, changes.get(f.name, getattr(self, f.name)))
+        return new
+
+    def with_factor(self, name: str, values: np.ndarray,
+                    low: float = 0.0, high: float = float("inf")) -> Candidates:
+        """Return a copy with factor ``name`` set; values must be finite and in [low, high]."""
+        arr = np.asarray(values, dtype=np.float64).reshape(-1)
+        _check_finite(f"factor {name!r}", arr)
+        if arr.size and (arr.min() < low or arr.max() > high):
+            raise StageError(
+                f"factor {name!r} has values in [{arr.min():.6g}, {arr.max():.6g}]; "
+                f"expected every value in [{low}, {high}]")
+        if len(arr) != len(self):
+            raise StageError(f"factor {name!r} has {len(arr)} rows; expected {len(self)}")
+        factors = dict(self.factors)
+        factors[name] = arr
+        return self._derive(factors=factors)
+
+    def without_factor(self, name: str) -> Candidates:
+        """A copy without factor ``name`` (a stage that replaces a factor by a new one)."""
+        return self._derive(factors={k: v for k, v in self.factors.items() if k != name})
+
+    def with_score(self, score: np.ndarray) -> Candidates:
+        arr = np.asarray(score, dtype=np.float64).reshape(-1)
+        if len(arr) != len(self):
+            raise StageError(f"score has {len(arr)} rows; expected {len(self)}")
+        _check_finite("score", arr)
+        return self._derive(score=arr)
+
+    def with_info(self, **info: Any) -> Candidates:
+        merged = dict(self.info)
+        merged.update(info)
+        return self._derive(info=merged)
+
+    def with_meta(self, name: str, values: Sequence[Any]) -> Candidates:
+        arr = np.asarray(values, dtype=object)
+        if len(arr) != len(self):
+            raise StageError(f"meta column {name!r} has {len(arr)} rows; expected {len(self)}")
+        meta = dict(self.meta)
+        meta[name] = arr
+        return self._derive(meta=meta)
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> Candidates:
+        """Rows ``indices`` in that order (selection and sorting go through here)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        return self._derive(
+            doc_ids=self.doc_ids[idx],
+            retrieval_score=self.retrieval_score[idx],
+            factors={k: v[idx] for k, v in self.factors.items()},
+            score=self.score[idx],
+            meta={k: v[idx] for k, v in self.meta.items()},
+            vectors=None if self.vectors is None else self.vectors[idx],
+        )
+
+    def sorted_by_score(self) -> Candidates:
+        """Rows by descending ``score``; ties keep the earlier (higher-retrieval) row first."""
+        return self.take(np.argsort(-self.score, kind="stable"))
+
+    def column(self, name: str) -> np.ndarray:
+        """A metadata column, or an all-``None`` column when the retriever had none."""
+        if name in self.meta:
+            return self.meta[name]
+        return np.full(len(self), None, dtype=object)
+
+    # -- output -----------------------------------------------------------------------------
+    def hits(self) -> list[dict[str, Any]]:
+        """Ordered hits, each with ``score_breakdown`` (retrieval score, each factor, final)."""
+        out = []
+        for i in range(len(self)):
+            breakdown = {"retrieval_score": float(self.retrieval_score[i])}
+            breakdown.update({k: float(v[i]) for k, v in self.factors.items()})
+            breakdown["final"] = float(self.score[i])
+            out.append({
+                "rank": i + 1,
+                "doc_id": str(self.doc_ids[i]),
+                "score": float(self.score[i]),
+                "source_id": _plain(self.column("source_id")[i]),
+                "source_type": _plain(self.column("source_type")[i]),
+                "host": _plain(self.column("host")[i]),
+                "url": _plain(self.column("url")[i]),
+                "title": _plain(self.column("title")[i]),
+                "score_breakdown": breakdown,
+            })
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly scalar (numpy scalars and datetimes to builtins / ISO strings)."""
+    if value is None:
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,56 @@
+"""Readers for the real evaluation sets in ``../shared/data`` (see its ``SOURCES.md``).
+
+Each reader takes a path (so other splits of the same format can be read) and returns an
+:class:`EvalSet`. Rules every reader follows:
+
+* no record is dropped silently: skipped records and documents are counted by reason in
+  ``EvalSet.notes``; a file that cannot be parsed at all raises :class:`DatasetError`;
+* document ids are unique across the set (pooled sets prefix them with the qid:
+  ``"<qid>/d<position>"``; the id the file used is kept in ``doc_labels``);
+* labels (credibility, fake/real, stance, answers) go to ``doc_labels`` / ``query_labels``,
+  never into the :class:`~credrank.documents.schema.Document`; no reader sets ``source_type``
+  (provenance derives it from the URL later), and only ``trec2019-hm`` and ``coaid`` carry
+  URLs at all;
+* an unknown date stays ``None`` (never "now").
+"""
+
+from credrank.datasets.base import (
+    DEFAULT_PATHS,
+    LEAKED_LABEL,
+    DatasetError,
+    EvalSet,
+    contains_answer,
+    normalize_answer,
+    parse_day,
+    strip_leaked_label,
+)
+from credrank.datasets.coaid import read_coaid
+from credrank.datasets.cram_nq import read_cram_nq
+from credrank.datasets.demo import demo_dir, read_adversarial, read_demo
+from credrank.datasets.evotemp import read_evotemp
+from credrank.datasets.newspolluted import read_newspolluted
+from credrank.datasets.ramdocs import read_ramdocs
+from credrank.datasets.registry import DATASETS, load_dataset
+from credrank.datasets.trec2019_hm import read_trec2019_hm
+
+__all__ = [
+    "DATASETS",
+    "DEFAULT_PATHS",
+    "LEAKED_LABEL",
+    "DatasetError",
+    "EvalSet",
+    "contains_answer",
+    "demo_dir",
+    "load_dataset",
+    "normalize_answer",
+    "parse_day",
+    "read_adversarial",
+    "read_coaid",
+    "read_cram_nq",
+    "read_demo",
+    "read_evotemp",
+    "read_newspolluted",
+    "read_ramdocs",
+    "read_trec2019_hm",
+    "strip_leaked_label",
+]

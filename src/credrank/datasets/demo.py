@@ -1,0 +1,42 @@
+"""The packaged demo set (``credrank/data/demo``): synthetic health documents of six source
+types written for credrank in the style of seed 004, with queries, qrels and the list of
+adversarial documents. It shows the mechanism, not a result."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from credrank.datasets.base import EvalSet
+from credrank.documents import read_corpus, read_qrels, read_queries
+
+
+def demo_dir() -> Path:
+    """The folder of the packaged demo set."""
+    return Path(str(resources.files("credrank") / "data" / "demo"))
+
+
+def read_adversarial(path: Path) -> dict[str, set[str]]:
+    """``query_id -> {doc_id}`` of the adversarial documents (header ``doc_id<TAB>query_id``)."""
+    bad: dict[str, set[str]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected 'doc_id<TAB>query_id', got {line!r}")
+        bad.setdefault(parts[1].strip(), set()).add(parts[0].strip())
+    return bad
+
+
+def read_demo(path: str | Path | None = None) -> EvalSet:
+    """The demo set as an :class:`EvalSet` (``path`` defaults to the packaged folder)."""
+    data = Path(path) if path is not None else demo_dir()
+    loaded = read_corpus(data / "corpus.jsonl")
+    loaded.raise_if_rejected()
+    queries = [(q.id, q.text) for q in read_queries(data / "queries.jsonl")]
+    return EvalSet(name="demo", documents=loaded.documents, queries=queries,
+                   qrels=read_qrels(data / "qrels.tsv"),
+                   bad=read_adversarial(data / "adversarial.tsv"), pools=None, doc_labels={},
+                   notes=["synthetic test material written for credrank (seed-004 style)"])

@@ -1,0 +1,36 @@
+"""The registry of evaluation sets: name → reader."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from credrank.datasets.base import DatasetError, EvalSet
+from credrank.datasets.coaid import read_coaid
+from credrank.datasets.cram_nq import read_cram_nq
+from credrank.datasets.demo import read_demo
+from credrank.datasets.evotemp import read_evotemp
+from credrank.datasets.newspolluted import read_newspolluted
+from credrank.datasets.ramdocs import read_ramdocs
+from credrank.datasets.trec2019_hm import read_trec2019_hm
+
+# ---------------------------------------------------------------- registry
+
+Reader = Callable[[str | Path], EvalSet]
+
+DATASETS: dict[str, Reader] = {
+    "trec2019-hm": read_trec2019_hm,
+    "newspolluted": read_newspolluted,
+    "cram-nq": read_cram_nq,
+    "evotemp": read_evotemp,
+    "ramdocs": read_ramdocs,
+    "coaid": read_coaid,
+    "demo": read_demo,
+}
+
+
+def load_dataset(name: str, path: str | Path) -> EvalSet:
+    """Read set ``name`` from ``path`` (see :data:`DEFAULT_PATHS` for the shared files)."""
+    reader = DATASETS.get(name)
+    if reader is None:
+        raise DatasetError(f"name: unknown dataset {name!r}; known: {sorted(DATASETS)}")
+    return reader(path)

@@ -1,0 +1,202 @@
+"""Queries and relevance judgements: JSONL/TSV queries, BEIR TSV and TREC qrels."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from credrank.documents.readers import (
+    _BOM,
+    _SHOWN,
+    CorpusError,
+    _excerpt,
+    _got,
+    _id_value,
+    _jsonl_records,
+    _listing,
+    _open_binary,
+    _suffix,
+    _unicode_problem,
+)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query; ``extra`` keeps any other fields of the record (e.g. BEIR ``metadata``)."""
+
+    id: str
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+
+
+
+def read_queries(path: str | Path) -> list[Query]:
+    """Read queries from JSONL (``_id``/``id``, ``text``) or TSV (``id<TAB>text``).
+
+    A directory means its ``queries.jsonl``. Integer ids become strings; other fields go to
+    ``Query.extra``. Any bad record raises :class:`CorpusError` naming ``file:line``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "queries.jsonl"
+    suffix = _suffix(p)
+    if suffix in (".jsonl", ".ndjson"):
+        rows = _query_rows_jsonl(p)
+    elif suffix in (".tsv", ".txt"):
+        rows = _query_rows_tsv(p)
+    else:
+        raise CorpusError(f"{p}: cannot tell the query format from the extension "
+                          f"{suffix or '(none)'!r}; expected .jsonl, .ndjson, .tsv or .txt")
+    queries: list[Query] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for line, rec, err in rows:
+        if err is not None:
+            errors.append(f"{p}:{line}: {err}")
+            continue
+        assert rec is not None
+        alias, plain = rec.pop("_id", None), rec.pop("id", None)
+        qid, qerr = _id_value(alias if alias is not None else plain)
+        if alias is not None and plain is not None and alias != plain:
+            qerr = f"expected '_id' and 'id' to agree, got {alias!r} and {plain!r}"
+        text = rec.pop("text", None)
+        if qerr is not None:
+            errors.append(f"{p}:{line}: field 'id': {qerr}")
+        elif not isinstance(text, str) or not text.strip():
+            errors.append(f"{p}:{line}: field 'text': expected non-empty query text, "
+                          f"got {_got(text)}")
+        elif qid in seen:
+            errors.append(f"{p}:{line}: field 'id': expected a unique query id, got {qid!r} "
+                          f"again (first seen at line {seen[qid]})")
+        else:
+            assert qid is not None
+            seen[qid] = line
+            queries.append(Query(id=qid, text=text, extra=rec))
+    if errors:
+        raise CorpusError(_listing(f"{p}: {len(errors)} bad query records", errors, _SHOWN))
+    return queries
+
+
+def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str, int]]:
+    """Read relevance judgements as ``{query_id: {doc_id: relevance}}``.
+
+    Accepts BEIR TSV (header ``query-id corpus-id score``, header optional) and TREC qrels
+    (``qid iter docid rel``, whitespace-separated, no header). Relevance must be an integer
+    (negative values kept). A repeated (query, doc) pair must repeat the same relevance.
+    A directory is a BEIR folder: ``qrels/<split>.tsv`` (``split`` may be omitted when there is
+    exactly one file). Errors raise :class:`CorpusError` naming ``file:line``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = _qrels_file(p, split)
+    qrels: dict[str, dict[str, int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    errors: list[str] = []
+    ncols: int | None = None
+    with _open_binary(p) as fh:
+        for n, raw in enumerate(fh, 1):
+            if n == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                errors.append(f"{p}:{n}: expected UTF-8 text, got invalid byte "
+                              f"0x{raw[e.start]:02x} at byte {e.start + 1}")
+                continue
+            parts = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
+            parts = [x.strip() for x in parts]
+            if not any(parts):
+                continue
+            if ncols is None and parts[0].lower() in ("query-id", "query_id", "qid", "queryid"):
+                continue  # header
+            if len(parts) not in (3, 4) or (ncols is not None and len(parts) != ncols):
+                expected = ("3 columns (query-id corpus-id score) or 4 (qid iter docid rel)"
+                            if ncols is None else f"{ncols} columns like the lines before")
+                errors.append(f"{p}:{n}: expected {expected}, got {len(parts)}: {line.strip()!r}")
+                continue
+            ncols = len(parts)
+            qid, did, rel_s = (parts[0], parts[1], parts[2]) if ncols == 3 else (
+                parts[0], parts[2], parts[3])
+            try:
+                rel = int(rel_s)
+            except ValueError:
+                errors.append(f"{p}:{n}: field 'score': expected an integer relevance, "
+                              f"got {rel_s!r}")
+                continue
+            if not qid or not did:
+                errors.append(f"{p}:{n}: expected non-empty query and document ids, "
+                              f"got {line.strip()!r}")
+                continue
+            old = qrels.setdefault(qid, {}).get(did)
+            if old is not None and old != rel:
+                errors.append(f"{p}:{n}: field 'score': expected the relevance {old} given at "
+                              f"line {first_line[(qid, did)]} for ({qid!r}, {did!r}), got {rel}")
+                continue
+            first_line.setdefault((qid, did), n)
+            qrels[qid][did] = rel
+    if errors:
+        raise CorpusError(_listing(f"{p}: {len(errors)} bad qrels lines", errors, _SHOWN))
+    return qrels
+
+
+
+
+
+def _qrels_file(folder: Path, split: str | None) -> Path:
+    qdir = folder / "qrels"
+    files = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
+    if split is not None:
+        target = qdir / f"{split}.tsv"
+        if not target.is_file():
+            raise CorpusError(f"{folder}: no qrels/{split}.tsv; available splits: "
+                              f"{[f.stem for f in files] or 'none'}")
+        return target
+    if len(files) != 1:
+        raise CorpusError(f"{folder}: expected exactly one qrels/*.tsv or split=, got "
+                          f"{[f.stem for f in files] or 'none'}")
+    return files[0]
+
+
+def _query_rows_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    for raw in _jsonl_records(p):
+        if raw.error is not None:
+            yield raw.line, None, raw.error
+            continue
+        assert raw.data is not None
+        problem = _unicode_problem(raw.data, raw.bad_bytes)
+        if problem is not None:
+            yield raw.line, None, f"field '{problem[0]}': {problem[1]}"
+        else:
+            yield raw.line, raw.data, None
+
+
+def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    with _open_binary(p) as fh:
+        first = True
+        for n, raw in enumerate(fh, 1):
+            if n == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                yield n, None, (f"expected UTF-8 text, got invalid byte 0x{raw[e.start]:02x} "
+                                f"at byte {e.start + 1}")
+                continue
+            if not line.strip():
+                continue
+            parts = line.split("\t", 1)
+            if first and [x.strip().lower() for x in parts] in (
+                    ["id", "text"], ["_id", "text"], ["query-id", "text"], ["qid", "query"]):
+                first = False
+                continue
+            first = False
+            if len(parts) != 2:
+                yield n, None, f"expected 'id<TAB>text', got {_excerpt(line)!r}"
+                continue
+            yield n, {"id": parts[0].strip(), "text": parts[1]}, None
+
+
+# --------------------------------------------------------------------------- validation

@@ -1,0 +1,159 @@
+"""User domain tables: ``domain,source_type`` and/or ``domain,score`` CSV files."""
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.provenance.url import SCORE_COLUMNS, _HostError, _normalize_host
+
+
+class DomainTableError(ValueError):
+    """A user domain table is malformed; the message names file, line and field."""
+
+
+
+
+# --------------------------------------------------------------------------- user tables
+
+
+@dataclass(frozen=True)
+class DomainTable:
+    """A user table: ``types`` and ``scores`` keyed by ``host`` or ``host/path``.
+
+    Keys are lowercase punycode; a ``www.`` is kept, so ``www.x.com`` and ``x.com`` may carry
+    different values (the exact host is tried first). ``unmatchable`` lists cells kept
+    verbatim because they are not valid host names (e.g. containing an en dash) and so can
+    never match a URL.
+    """
+
+    path: Path
+    types: Mapping[str, str]
+    scores: Mapping[str, float]
+    score_column: str | None
+    unmatchable: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def _table_key(cell: str, where: str) -> tuple[str, bool]:
+    """(key, matchable) for a table's domain cell; raises DomainTableError."""
+    text = cell.strip()
+    if not text:
+        raise DomainTableError(f"{where}: expected a domain such as 'example.com', got an "
+                               "empty cell")
+    if any(ch.isspace() for ch in text):
+        raise DomainTableError(f"{where}: expected a domain without spaces, got {cell!r}")
+    if "://" in text:
+        raise DomainTableError(f"{where}: expected a bare domain such as 'example.com' "
+                               f"(optionally 'example.com/path'), got the URL {cell!r}")
+    host, _, rest = text.partition("/")
+    host = host.lower()
+    try:
+        host, _ = _normalize_host(host)
+        matchable = True
+    except _HostError:
+        host, matchable = host.rstrip("."), False
+    if not host:
+        raise DomainTableError(f"{where}: expected a domain before the path, got {cell!r}")
+    rest = rest.strip("/").lower()
+    return (f"{host}/{rest}" if rest else host), matchable
+
+
+def load_domain_table(path: str | Path, score_column: str | None = None) -> DomainTable:
+    """Read a CSV domain table.
+
+    Header: ``domain`` plus ``source_type`` (values in ``SOURCE_TYPES``) and/or a score
+    column: ``score_column`` if given, else ``score``, else ``pc1``; scores must be finite
+    numbers in [0, 1]. Column names are matched case-insensitively. Blank lines are skipped.
+    A key repeated with a different value is an error. Every error names file, line and
+    field (:class:`DomainTableError`).
+    """
+    p = Path(path)
+    try:
+        handle = p.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise DomainTableError(f"{p}: cannot read domain table: {exc}") from exc
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise DomainTableError(f"{p}:1: empty file; expected a header 'domain,"
+                                       "source_type' or 'domain,score'")
+            columns = [name.strip().lower() for name in header]
+            if len(set(columns)) != len(columns):
+                raise DomainTableError(f"{p}:1: duplicate column names in {header}")
+            if "domain" not in columns:
+                raise DomainTableError(f"{p}:1: field 'domain': no 'domain' column; found "
+                                       f"{', '.join(header)}")
+            if score_column is not None:
+                if score_column.strip().lower() not in columns:
+                    raise DomainTableError(f"{p}:1: score_column {score_column!r} is not a "
+                                           f"column; found {', '.join(header)}")
+                score_col: str | None = score_column.strip().lower()
+            else:
+                score_col = next((c for c in SCORE_COLUMNS if c in columns), None)
+            type_col = "source_type" if "source_type" in columns else None
+            if type_col is None and score_col is None:
+                raise DomainTableError(
+                    f"{p}:1: expected a 'source_type' column or a score column "
+                    f"({', '.join(SCORE_COLUMNS)}, or score_column=...); found {', '.join(header)}")
+            i_domain = columns.index("domain")
+            i_type = columns.index(type_col) if type_col else None
+            i_score = columns.index(score_col) if score_col else None
+
+            types: dict[str, str] = {}
+            scores: dict[str, float] = {}
+            first_line: dict[str, int] = {}
+            unmatchable: list[str] = []
+            for row in reader:
+                line = reader.line_num
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(columns):
+                    raise DomainTableError(f"{p}:{line}: expected {len(columns)} fields "
+                                           f"({', '.join(header)}), got {len(row)}")
+                key, matchable = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
+                if not matchable:
+                    unmatchable.append(key)
+                if i_type is not None:
+                    stype = row[i_type].strip()
+                    if stype not in SOURCE_TYPES:
+                        raise DomainTableError(
+                            f"{p}:{line}: field 'source_type': expected one of "
+                            f"{', '.join(SOURCE_TYPES)}, got {row[i_type]!r}")
+                    if types.get(key, stype) != stype:
+                        raise DomainTableError(
+                            f"{p}:{line}: field 'source_type': {key!r} is already typed "
+                            f"{types[key]!r} on line {first_line[key]}, here {stype!r}")
+                    types[key] = stype
+                if i_score is not None:
+                    cell = row[i_score].strip()
+                    try:
+                        score = float(cell)
+                    except ValueError:
+                        score = math.nan
+                    if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+                        raise DomainTableError(
+                            f"{p}:{line}: field {score_col!r}: expected a number in [0, 1], "
+                            f"got {row[i_score]!r}")
+                    if scores.get(key, score) != score:
+                        raise DomainTableError(
+                            f"{p}:{line}: field {score_col!r}: {key!r} already scored "
+                            f"{scores[key]} on line {first_line[key]}, here {score}")
+                    scores[key] = score
+                first_line.setdefault(key, line)
+        except csv.Error as exc:
+            raise DomainTableError(f"{p}:{reader.line_num}: malformed CSV: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise DomainTableError(f"{p}: not UTF-8 text: {exc}") from exc
+    return DomainTable(path=p, types=types, scores=scores, score_column=score_col,
+                       unmatchable=tuple(unmatchable))
+
+

@@ -1,0 +1,195 @@
+"""URL parsing: host normalisation (IDNA, percent-decoding, browser-style slashes) and the
+registered domain from the offline public-suffix list (see :mod:`credrank.provenance`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from functools import lru_cache
+from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
+
+import tldextract
+
+from credrank.documents.schema import SOURCE_TYPES
+
+#: kinds of built-in rule, most specific first
+RULE_KINDS: tuple[str, ...] = ("paths", "hosts", "first_labels", "domains", "suffixes")
+
+#: score columns tried, in order, when a table names none
+SCORE_COLUMNS: tuple[str, ...] = ("score", "pc1")
+
+_CC = "<cc>"
+_RULED_TYPES = tuple(t for t in SOURCE_TYPES if t != "unknown")
+_LABEL_RE = re.compile(r"[a-z0-9_-]{1,63}")
+_SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
+_DROP_RE = re.compile(r"[\t\n\r]")
+_IDEOGRAPHIC_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+_MAX_HOST_LEN = 253
+_C0_AND_SPACE = "".join(chr(i) for i in range(0x21))
+
+
+
+
+class _HostError(ValueError):
+    pass
+
+
+# --------------------------------------------------------------------------- host parsing
+
+
+@lru_cache(maxsize=1)
+def _extractor() -> tldextract.TLDExtract:
+    # the snapshot bundled with tldextract; no URL list, no disk cache: never fetches
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def _ascii_label(label: str) -> str:
+    if label.isascii():
+        return label.lower()
+    try:
+        import idna
+
+        return idna.encode(label, uts46=True).decode("ascii").lower()
+    except ImportError:  # pragma: no cover - idna ships with httpx
+        pass
+    except (UnicodeError, ValueError) as exc:
+        raise _HostError(f"label {label!r} is not a valid internationalised name ({exc})") from exc
+    try:  # pragma: no cover
+        return label.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:  # pragma: no cover
+        raise _HostError(f"label {label!r} is not a valid internationalised name") from exc
+
+
+def _normalize_host(raw: str) -> tuple[str, bool]:
+    """Canonical ASCII host and whether it is an IP address; raises _HostError."""
+    text = unquote(raw).strip().translate(_IDEOGRAPHIC_DOTS)
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text.endswith("."):
+        text = text[:-1]
+    if not text:
+        raise _HostError("empty host")
+    try:
+        return str(ipaddress.ip_address(text)).lower(), True
+    except ValueError:
+        pass
+    labels = [_ascii_label(label) for label in text.split(".")]
+    for label in labels:
+        if not label:
+            raise _HostError(f"host {raw!r} has an empty label")
+        if not _LABEL_RE.fullmatch(label):
+            raise _HostError(f"host {raw!r} has an invalid label {label!r}")
+    if labels[-1].isdigit():
+        raise _HostError(f"host {raw!r} looks like an IPv4 address but is not a valid one")
+    host = ".".join(labels)
+    if len(host) > _MAX_HOST_LEN:
+        raise _HostError(f"host is {len(host)} characters long, more than {_MAX_HOST_LEN}")
+    return host, False
+
+
+def _registered_domain(host: str) -> str | None:
+    result = _extractor()(host)
+    if result.domain and result.suffix:
+        return f"{result.domain}.{result.suffix}"
+    return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _resolve_host(raw: str) -> tuple[str | None, str | None, str | None]:
+    """(host, registered_domain, error) for a raw host string, cached."""
+    try:
+        host, is_ip = _normalize_host(raw)
+    except _HostError as exc:
+        return None, None, str(exc)
+    return host, (None if is_ip else _registered_domain(host)), None
+
+
+class ParsedURL(NamedTuple):
+    """A URL reduced to what provenance needs; ``error`` says why ``host`` is ``None``."""
+
+    host: str | None
+    registered_domain: str | None
+    path: str
+    error: str | None
+
+
+def _invalid(reason: str) -> ParsedURL:
+    return ParsedURL(None, None, "", reason)
+
+
+def parse_url(url: str) -> ParsedURL:
+    """Parse ``url`` into host, registered domain and path, offline.
+
+    Never raises for a bad URL string (the reason goes to ``error``); raises ``TypeError``
+    when ``url`` is not a string.
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"url: expected a string, got {type(url).__name__}")
+    text = _DROP_RE.sub("", url).strip(_C0_AND_SPACE)
+    if not text:
+        return _invalid("empty URL")
+    text = text.replace("\\", "/")
+    scheme = _SCHEME_RE.match(text)
+    if scheme and text[scheme.end():].startswith("//"):
+        pass
+    elif text.startswith("//"):
+        text = "http:" + text
+    elif scheme and not text[scheme.end():scheme.end() + 1].isdigit():
+        name = scheme.group(0)[:-1]
+        return _invalid(f"no '//' after the scheme '{name}:', so the URL names no host")
+    else:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        raw_host = parts.hostname
+        _ = parts.port  # validates the port
+    except ValueError as exc:
+        return _invalid(f"unparseable URL: {exc}")
+    if not raw_host:
+        return _invalid("the URL has no host")
+    host, registered, error = _resolve_host(raw_host)
+    if error is not None:
+        return _invalid(error)
+    return ParsedURL(host, registered, parts.path, None)
+
+
+def parse_host(url: str) -> tuple[str | None, str | None]:
+    """``(host, registered_domain)`` of ``url``; ``(None, None)`` for an invalid URL.
+
+    The host keeps its subdomains (``www.cdc.gov``); the registered domain is the label
+    under the public suffix (``cdc.gov``, ``bbc.co.uk``), ``None`` for IP addresses and
+    hosts without a public suffix.
+    """
+    parsed = parse_url(url)
+    return parsed.host, parsed.registered_domain
+
+
+def _bare(host: str, registered: str | None) -> str:
+    """Host without a leading ``www.`` label when that label is a subdomain."""
+    if registered is not None and host.startswith("www.") and len(host) > len(registered):
+        return host[4:]
+    return host
+
+
+def _parents(bare: str, registered: str | None) -> list[str]:
+    """``bare`` and each parent domain down to the registered domain (empty if none)."""
+    if registered is None:
+        return []
+    labels = bare.split(".")
+    stop = registered.count(".") + 1
+    return [".".join(labels[i:]) for i in range(len(labels) - stop + 1)]
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _path_match(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
