@@ -14,17 +14,12 @@ import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 from credrank.core.embedder import Embedder
-
-
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation; an all-zero row stays zero (its cosine to anything is 0)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+from credrank.core.maths import normalise_rows
 
 
 class MiniLMEmbedder:
@@ -56,7 +51,7 @@ class MiniLMEmbedder:
         vectors = self.model.encode(list(texts), batch_size=self.batch_size,
                                     normalize_embeddings=True, show_progress_bar=False,
                                     convert_to_numpy=True)
-        return _normalise(vectors)
+        return normalise_rows(vectors)
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -83,7 +78,59 @@ class HashingEmbedder:
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
                 h = int.from_bytes(digest, "little")
                 out[row, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
-        return _normalise(out)
+        return normalise_rows(out)
+
+
+class CachedEmbedder:
+    """Any :class:`Embedder` behind a cache of vectors keyed by a hash of each text.
+
+    In memory always; with ``directory``, also on disk in one file per embedder
+    (``DIR/<name>-<dim>.npz``, written atomically after each call that embedded new texts), so
+    repeated bench runs and cross-validation folds encode each distinct text once. A cached
+    vector is exactly what the inner embedder returned. ``name`` and ``dim`` are the inner
+    embedder's, so an index or a model built through the cache records the real embedder.
+    """
+
+    def __init__(self, inner: Embedder, directory: str | Path | None = None):
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self.directory = Path(directory) if directory is not None else None
+        self._vectors: dict[str, np.ndarray] = {}
+        if self.directory is not None and self._path().is_file():
+            with np.load(self._path(), allow_pickle=False) as data:
+                keys, vectors = data["keys"], data["vectors"]
+            if vectors.ndim == 2 and vectors.shape == (len(keys), self.dim):
+                self._vectors = {str(k): v for k, v in zip(keys, vectors, strict=True)}
+
+    def _path(self) -> Path:
+        assert self.directory is not None
+        return self.directory / f"{self.name}-{self.dim}.npz"
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._vectors))
+        if missing:
+            first = dict(zip(keys, texts, strict=True))
+            vectors = self.inner.embed([first[k] for k in missing])
+            self._vectors.update(zip(missing, np.asarray(vectors, dtype=np.float32),
+                                     strict=True))
+            if self.directory is not None:
+                self._save()
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([self._vectors[k] for k in keys])
+
+    def _save(self) -> None:
+        assert self.directory is not None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self._path().with_suffix(".tmp.npz")
+        np.savez(tmp, keys=np.array(list(self._vectors), dtype=str),
+                 vectors=np.vstack(list(self._vectors.values())))
+        os.replace(tmp, self._path())
 
 
 EMBEDDERS = ("minilm", "hashing")
