@@ -69,6 +69,12 @@ def test_bad_parameters_are_named():
         Combine("linear", alpha=1.5)
     with pytest.raises(ValueError, match="top_k"):
         TopK(0)
+    with pytest.raises(ValueError, match="combine alpha"):
+        Combine("linear", alpha=True)  # a bool is not a number
+    with pytest.raises(ValueError, match="combine rrf_k"):
+        Combine("rrf", rrf_k=float("inf"))
+    with pytest.raises(ValueError, match="top_k"):
+        TopK(True)
 
 
 def test_nan_similarity_is_rejected_with_row():

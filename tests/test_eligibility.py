@@ -26,7 +26,8 @@ def test_empty_and_all_negative():
     assert len(out) == 2  # max(sim, 0) = 0 everywhere: all tie at the (zero) top
 
 
-@pytest.mark.parametrize("kw", [{"min_ratio": 1.5}, {"min_keep": -1}])
+@pytest.mark.parametrize("kw", [{"min_ratio": 1.5}, {"min_keep": -1}, {"min_keep": True},
+                                {"min_ratio": float("nan")}])
 def test_bad_parameters(kw):
     with pytest.raises(ValueError):
         EligibilityFilter(**kw)

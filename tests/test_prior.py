@@ -45,7 +45,8 @@ def test_toml_and_yaml_prior_files(tmp_path):
 
 @pytest.mark.parametrize("body,match", [
     ('[priors]\nblog = 1.5\n', "blog"),
-    ('base = "current"\n[priors]\nwebsite = 0.5\n', "unknown source type 'website'"),
+    ('base = "current"\n[priors]\nwebsite = 0.5\n',
+     "source type: expected one of .*, got 'website'"),
     ('[priors]\nblog = 0.5\n', "missing source types"),
 ])
 def test_bad_prior_files_name_the_field(tmp_path, body, match):

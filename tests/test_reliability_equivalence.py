@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from credrank.reliability.equivalence import AnswerEquivalence, is_abstention, normalize_answer
+from credrank.reliability.equivalence import AnswerEquivalence, equivalence_normalize, is_abstention
 
 
 @pytest.mark.parametrize(("raw", "norm"), [
@@ -22,14 +22,14 @@ from credrank.reliability.equivalence import AnswerEquivalence, is_abstention, n
     ("ÉCOLE", "école"),
     ("", ""),
 ])
-def test_normalize_answer(raw, norm):
-    assert normalize_answer(raw) == norm
+def test_equivalence_normalize(raw, norm):
+    assert equivalence_normalize(raw) == norm
 
 
 def test_normalisation_is_idempotent():
     for raw in ["The Twenty-One Pilots", "SARS-CoV-2", "a 1,000-year flood", "3.5"]:
-        once = normalize_answer(raw)
-        assert normalize_answer(once) == once
+        once = equivalence_normalize(raw)
+        assert equivalence_normalize(once) == once
 
 
 @pytest.mark.parametrize("text", [None, "", "  ", "IDK", "I don't know.", "i do not know",
@@ -111,12 +111,12 @@ def test_threshold_is_validated():
 
 def test_non_string_answer_is_rejected():
     with pytest.raises(TypeError, match="expected a str"):
-        normalize_answer(3)  # type: ignore[arg-type]
+        equivalence_normalize(3)  # type: ignore[arg-type]
 
 
 def test_an_answer_made_only_of_an_article_is_kept():
     # multiple-choice "A" must not vanish into an abstention
-    assert normalize_answer("A") == "a"
+    assert equivalence_normalize("A") == "a"
     assert not is_abstention("A")
     assert AnswerEquivalence().equivalent("A", "a")
     assert not AnswerEquivalence().equivalent("A", "B")

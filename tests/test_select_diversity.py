@@ -97,7 +97,7 @@ def test_objective_values_at_the_drafts_weights() -> None:
 def test_ilad_policies() -> None:
     assert ilad(EMB[:1]) == 0.0  # K < 2: term omitted
     assert ilad(np.zeros((0, 3))) == 0.0
-    with pytest.raises(ValueError, match="row 1 is a zero vector"):
+    with pytest.raises(ValueError, match="zero vector at row 1"):
         ilad(np.array([[1.0, 0.0], [0.0, 0.0]]))
     # opposite vectors: dissimilarity 2, the upper end of [0, 2]
     assert ilad(np.array([[1.0, 0.0], [-3.0, 0.0]])) == pytest.approx(2.0)

@@ -24,6 +24,7 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import check_choice, check_positive, check_probability
 
 MODES = ("multiply", "linear", "rrf")
 
@@ -68,13 +69,9 @@ class Combine(Stage):
     name = "combine"
 
     def __init__(self, mode: str = "multiply", *, alpha: float = 0.5, rrf_k: float = 60.0):
-        if mode not in MODES:
-            raise ValueError(f"combine mode: expected one of {', '.join(MODES)}, got {mode!r}")
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"combine alpha: expected a number in [0, 1], got {alpha!r}")
-        if not rrf_k > 0:
-            raise ValueError(f"combine rrf_k: expected a number > 0, got {rrf_k!r}")
-        self.mode, self.alpha, self.rrf_k = mode, float(alpha), float(rrf_k)
+        self.mode = check_choice("combine mode", mode, MODES)
+        self.alpha = check_probability("combine alpha", alpha)
+        self.rrf_k = check_positive("combine rrf_k", rrf_k)
 
     def transform(self, batch: Candidates) -> Candidates:
         sim, c = batch.retrieval_score, credibility(batch)

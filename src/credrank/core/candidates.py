@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from credrank.core.errors import StageError
+from credrank.core.validation import check_bounds, check_finite
 
 #: metadata columns every retriever fills (``None`` where unknown)
 META_COLUMNS = (
@@ -32,12 +33,6 @@ META_COLUMNS = (
     "modified_at",
     "retrieved_at",
 )
-
-
-def _check_finite(name: str, values: np.ndarray) -> None:
-    if values.size and not np.all(np.isfinite(values)):
-        bad = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise StageError(f"{name}: value at row {bad} is {values[bad]!r}; expected a finite number")
 
 
 @dataclass(frozen=True)
@@ -72,17 +67,17 @@ class Candidates:
         rs = np.asarray(self.retrieval_score, dtype=np.float64).reshape(-1)
         if len(rs) != n:
             raise StageError(f"retrieval_score has {len(rs)} rows; expected {n} (one per doc_id)")
-        _check_finite("retrieval_score", rs)
+        check_finite("retrieval_score", rs, error=StageError)
         score = rs.copy() if self.score is None else np.asarray(self.score, dtype=np.float64)
         if len(score) != n:
             raise StageError(f"score has {len(score)} rows; expected {n}")
-        _check_finite("score", score)
+        check_finite("score", score, error=StageError)
         factors: dict[str, np.ndarray] = {}
         for name, values in self.factors.items():
             arr = np.asarray(values, dtype=np.float64).reshape(-1)
             if len(arr) != n:
                 raise StageError(f"factor {name!r} has {len(arr)} rows; expected {n}")
-            _check_finite(f"factor {name!r}", arr)
+            check_finite(f"factor {name!r}", arr, error=StageError)
             factors[name] = arr
         meta = {}
         for name, values in self.meta.items():
@@ -145,11 +140,8 @@ class Candidates:
                     low: float = 0.0, high: float = float("inf")) -> Candidates:
         """Return a copy with factor ``name`` set; values must be finite and in [low, high]."""
         arr = np.asarray(values, dtype=np.float64).reshape(-1)
-        _check_finite(f"factor {name!r}", arr)
-        if arr.size and (arr.min() < low or arr.max() > high):
-            raise StageError(
-                f"factor {name!r} has values in [{arr.min():.6g}, {arr.max():.6g}]; "
-                f"expected every value in [{low}, {high}]")
+        check_finite(f"factor {name!r}", arr, error=StageError)
+        check_bounds(f"factor {name!r}", arr, low, high, error=StageError)
         if len(arr) != len(self):
             raise StageError(f"factor {name!r} has {len(arr)} rows; expected {len(self)}")
         factors = dict(self.factors)
@@ -164,7 +156,7 @@ class Candidates:
         arr = np.asarray(score, dtype=np.float64).reshape(-1)
         if len(arr) != len(self):
             raise StageError(f"score has {len(arr)} rows; expected {len(self)}")
-        _check_finite("score", arr)
+        check_finite("score", arr, error=StageError)
         return self._derive(score=arr)
 
     def with_info(self, **info: Any) -> Candidates:

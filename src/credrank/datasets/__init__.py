@@ -20,8 +20,8 @@ from credrank.datasets.base import (
     DatasetError,
     EvalSet,
     contains_answer,
-    normalize_answer,
     parse_day,
+    squad_normalize,
     strip_leaked_label,
 )
 from credrank.datasets.coaid import read_coaid
@@ -42,7 +42,6 @@ __all__ = [
     "contains_answer",
     "demo_dir",
     "load_dataset",
-    "normalize_answer",
     "parse_day",
     "read_adversarial",
     "read_coaid",
@@ -52,5 +51,6 @@ __all__ = [
     "read_newspolluted",
     "read_ramdocs",
     "read_trec2019_hm",
+    "squad_normalize",
     "strip_leaked_label",
 ]

@@ -1,5 +1,11 @@
 """What every evaluation-set reader shares: :class:`EvalSet`, errors, skip counting, date
-parsing, answer matching and the pooled-set builder."""
+parsing, answer matching and the pooled-set builder.
+
+The helpers below the "shared helpers" line (:class:`SkipCounter`, :class:`PoolBuilder`,
+:func:`check_consistency`, :func:`existing_path`, :func:`iter_jsonl`, ...) are the readers'
+common toolkit: public within the package, used by every reader module, but not re-exported
+from :mod:`credrank.datasets` (the package's API is the readers, :class:`EvalSet` and the
+answer/date utilities). Helpers only this module uses keep a leading underscore."""
 
 from __future__ import annotations
 
@@ -81,10 +87,10 @@ class EvalSet:
         return {d.id: d for d in self.documents}
 
 
-# ---------------------------------------------------------------- shared helpers
+# ------------------------------------------------------- shared helpers (the readers' toolkit)
 
 
-class _Skips:
+class SkipCounter:
     """Counts skipped records (and kept-but-repaired ones) by reason, rendered into notes."""
 
     def __init__(self) -> None:
@@ -103,15 +109,18 @@ class _Skips:
         return out or ["skipped: none"]
 
 
-def _existing(path: str | Path, what: str) -> Path:
+def existing_path(path: str | Path, what: str) -> Path:
+    """``path`` as a :class:`Path`; :class:`DatasetError` naming ``what`` when it is absent."""
     p = Path(path)
     if not p.exists():
         raise DatasetError(f"path: {what} not found at {p}")
     return p
 
 
-def _load_json_list(path: str | Path) -> list[Any]:
-    p = _existing(path, "JSON file")
+def load_json_list(path: str | Path) -> list[Any]:
+    """The JSON list in ``path`` (a file of question records); :class:`DatasetError` when the
+    file is missing, not JSON or not a list."""
+    p = existing_path(path, "JSON file")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -122,8 +131,10 @@ def _load_json_list(path: str | Path) -> list[Any]:
     return data
 
 
-def _iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    p = _existing(path, "JSONL file")
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` per non-blank line; :class:`DatasetError` naming the
+    line for invalid JSON."""
+    p = existing_path(path, "JSONL file")
     with p.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -134,8 +145,10 @@ def _iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
                 raise DatasetError(f"{p}:{lineno}: not valid JSON ({exc})") from None
 
 
-def _read_csv(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
-              ) -> list[dict[str, str]]:
+def read_csv_rows(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
+                  ) -> list[dict[str, str]]:
+    """Rows of a CSV file with a header holding every ``required`` column (empty cells as
+    ``""``; large text fields allowed); :class:`DatasetError` listing missing columns."""
     csv.field_size_limit(_CSV_FIELD_LIMIT)
     with path.open(encoding=encoding, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -147,14 +160,14 @@ def _read_csv(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
         return [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
 
 
-def _text(value: Any) -> str | None:
+def nonempty_text(value: Any) -> str | None:
     """A non-empty stripped string, else ``None``."""
     if isinstance(value, str) and value.strip():
         return value.strip()
     return None
 
 
-def _unique_qid(qid: str, record: Any, seen: dict[str, Any], skips: _Skips
+def _unique_qid(qid: str, record: Any, seen: dict[str, Any], skips: SkipCounter
                 ) -> str | None:
     """``None`` for an exact duplicate record; a suffixed qid for a conflicting one."""
     if qid not in seen:
@@ -172,13 +185,13 @@ def _unique_qid(qid: str, record: Any, seen: dict[str, Any], skips: _Skips
     return new
 
 
-def _question_qid(rec: Any, seen: dict[str, Any], skips: _Skips, *,
-                  need_answers: bool = False) -> str | None:
+def question_qid(rec: Any, seen: dict[str, Any], skips: SkipCounter, *,
+                 need_answers: bool = False) -> str | None:
     """The (unique) qid of a pooled-set question record, or ``None`` (counted in ``skips``)
     when it lacks an id, a question, a docs list (or, with ``need_answers``, an answers list)
     or exactly repeats an earlier record."""
     ok = (isinstance(rec, dict) and isinstance(rec.get("docs"), list)
-          and _text(rec.get("question")) is not None and rec.get("id") is not None
+          and nonempty_text(rec.get("question")) is not None and rec.get("id") is not None
           and (not need_answers or isinstance(rec.get("answers"), list)))
     if not ok:
         skips.add("question record without id, question, answers or docs list" if need_answers
@@ -187,9 +200,12 @@ def _question_qid(rec: Any, seen: dict[str, Any], skips: _Skips, *,
     return _unique_qid(str(rec["id"]), rec, seen, skips)
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD answer normalisation: lower case, drop punctuation and the articles a/an/the,
-    collapse whitespace."""
+def squad_normalize(text: str) -> str:
+    """SQuAD answer normalisation, used to score answers in evaluation: lower case, drop
+    punctuation and the articles a/an/the, collapse whitespace.
+
+    Not the product's answer-equivalence rule (that is
+    :func:`credrank.reliability.equivalence.equivalence_normalize`)."""
     text = text.lower()
     text = "".join(" " if ch in string.punctuation else ch for ch in text)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
@@ -198,9 +214,9 @@ def normalize_answer(text: str) -> str:
 
 def contains_answer(text: str, answers: list[str]) -> bool:
     """True when a normalised answer occurs in the normalised text as whole tokens."""
-    padded = f" {normalize_answer(text)} "
+    padded = f" {squad_normalize(text)} "
     for answer in answers:
-        norm = normalize_answer(answer)
+        norm = squad_normalize(answer)
         if norm and f" {norm} " in padded:
             return True
     return False
@@ -218,7 +234,9 @@ def strip_leaked_label(text: str) -> tuple[str, int]:
         removed += n
 
 
-def _check_consistency(es: EvalSet) -> EvalSet:
+def check_consistency(es: EvalSet) -> EvalSet:
+    """``es`` unchanged if its ids are unique and every qrels/bad/pools entry names a known
+    query and document; :class:`DatasetError` (a reader bug) otherwise."""
     ids = [d.id for d in es.documents]
     dup = [i for i, n in Counter(ids).items() if n > 1]
     if dup:
@@ -286,7 +304,8 @@ def parse_day(value: Any) -> tuple[datetime | None, str]:
     return None, "other"
 
 
-def _iso_timestamp(value: str) -> datetime | None:
+def iso_timestamp(value: str) -> datetime | None:
+    """An ISO 8601 timestamp (UTC when it has no zone), or ``None`` when it does not parse."""
     try:
         ts = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -299,7 +318,7 @@ def _iso_timestamp(value: str) -> datetime | None:
 # ---------------------------------------------------------------- pooled-set builder
 
 
-class _PoolBuilder:
+class PoolBuilder:
     """Accumulates a per-question pooled set with ``"<qid>/d<position>"`` document ids."""
 
     def __init__(self, name: str) -> None:
@@ -333,7 +352,7 @@ class _PoolBuilder:
     def build(self, notes: list[str]) -> EvalSet:
         no_rel = sum(1 for j in self.qrels.values() if not any(g > 0 for g in j.values()))
         notes = [*notes, f"{no_rel} of {len(self.queries)} questions have no relevant document"]
-        return _check_consistency(EvalSet(
+        return check_consistency(EvalSet(
             name=self.name, documents=self.documents, queries=self.queries, qrels=self.qrels,
             bad=self.bad, pools=self.pools, doc_labels=self.doc_labels, notes=notes,
             query_labels=self.query_labels))

@@ -9,11 +9,11 @@ from typing import Any
 from credrank.datasets.base import (
     DatasetError,
     EvalSet,
-    _check_consistency,
-    _existing,
-    _read_csv,
-    _Skips,
-    _text,
+    SkipCounter,
+    check_consistency,
+    existing_path,
+    nonempty_text,
+    read_csv_rows,
 )
 from credrank.documents.schema import Document
 
@@ -55,8 +55,8 @@ def read_coaid(path: str | Path) -> EvalSet:
     ``(news_url, label)`` pair already read from an earlier release is skipped as a duplicate.
     ``publish_date`` is kept raw in ``doc_labels`` only (see notes). No queries.
     """
-    p = _existing(path, "CoAID folder or file")
-    skips = _Skips()
+    p = existing_path(path, "CoAID folder or file")
+    skips = SkipCounter()
     documents: list[Document] = []
     doc_labels: dict[str, dict[str, Any]] = {}
     seen: dict[tuple[str, str], str] = {}
@@ -65,10 +65,10 @@ def read_coaid(path: str | Path) -> EvalSet:
     placeholder = 0
     n_rows = 0
     for release, label, f in _coaid_files(p):
-        rows = _read_csv(f, ("news_url", "title", "content"), encoding="utf-8-sig")
+        rows = read_csv_rows(f, ("news_url", "title", "content"), encoding="utf-8-sig")
         n_rows += len(rows)
         for pos, row in enumerate(rows):
-            url = _text(row.get("news_url"))
+            url = nonempty_text(row.get("news_url"))
             if url is None:
                 skips.add("row without news_url")
                 continue
@@ -76,7 +76,7 @@ def read_coaid(path: str | Path) -> EvalSet:
                 skips.add("duplicate (news_url, label) of an earlier release")
                 continue
             text_field = next((c for c in ("content", "abstract", "title", "newstitle")
-                               if _text(row.get(c))), None)
+                               if nonempty_text(row.get(c))), None)
             if text_field is None:
                 skips.add("row without content, abstract or title")
                 continue
@@ -84,15 +84,16 @@ def read_coaid(path: str | Path) -> EvalSet:
             seen[(url, label)] = doc_id
             url_labels.setdefault(url, set()).add(label)
             counts[label] += 1
-            raw_date = _text(row.get("publish_date"))
+            raw_date = nonempty_text(row.get("publish_date"))
             placeholder += raw_date == "2/11/20"
             documents.append(Document(id=doc_id, text=row[text_field].strip(),
-                                      title=_text(row.get("title")), url=url))
+                                      title=nonempty_text(row.get("title")), url=url))
             other_urls = [u for c in ("news_url2", "news_url3", "news_url4", "news_url5")
-                          if (u := _text(row.get(c)))]
+                          if (u := nonempty_text(row.get(c)))]
             doc_labels[doc_id] = {
                 "label": label, "fake": label == "fake", "release": release,
-                "type": _text(row.get("type")), "fact_check_url": _text(row.get("fact_check_url")),
+                "type": nonempty_text(row.get("type")),
+                "fact_check_url": nonempty_text(row.get("fact_check_url")),
                 "publish_date_raw": raw_date, "text_field": text_field,
                 "other_urls": other_urls,
             }
@@ -108,7 +109,7 @@ def read_coaid(path: str | Path) -> EvalSet:
         "source_type is not set: derive it from Document.url through provenance",
         "no queries, qrels or bad documents: this set is for priors, not ranking",
     ]
-    return _check_consistency(EvalSet(
+    return check_consistency(EvalSet(
         name="coaid", documents=documents, queries=[], qrels={}, bad={}, pools=None,
         doc_labels=doc_labels, notes=notes + skips.notes()))
 

@@ -6,12 +6,12 @@ from typing import Any
 
 from credrank.datasets.base import (
     EvalSet,
-    _iter_jsonl,
-    _PoolBuilder,
-    _question_qid,
-    _Skips,
-    _text,
+    PoolBuilder,
+    SkipCounter,
     contains_answer,
+    iter_jsonl,
+    nonempty_text,
+    question_qid,
 )
 from credrank.documents.schema import Document
 
@@ -27,14 +27,14 @@ def read_cram_nq(path: str | Path) -> EvalSet:
     The ``"CNN news:"`` prefix of most fakes is left in the text (it is the attack) and never
     sets provenance.
     """
-    skips = _Skips()
+    skips = SkipCounter()
     seen: dict[str, Any] = {}
-    out = _PoolBuilder("cram-nq")
+    out = PoolBuilder("cram-nq")
     n_records = cnn_fakes = n_fakes = 0
     fake_first = 0
-    for lineno, rec in _iter_jsonl(path):
+    for lineno, rec in iter_jsonl(path):
         n_records += 1
-        qid = _question_qid(rec, seen, skips, need_answers=True)
+        qid = question_qid(rec, seen, skips, need_answers=True)
         if qid is None:
             continue
         answers = [a for a in rec["answers"] if isinstance(a, str)]
@@ -42,7 +42,7 @@ def read_cram_nq(path: str | Path) -> EvalSet:
                       {"answers": answers, "wrong_answer": rec.get("wrong_answer"),
                        "line": lineno})
         for pos, doc in enumerate(rec["docs"]):
-            if not isinstance(doc, dict) or _text(doc.get("text")) is None \
+            if not isinstance(doc, dict) or nonempty_text(doc.get("text")) is None \
                     or not isinstance(doc.get("is_misinformation"), bool):
                 skips.add("document without text or boolean is_misinformation")
                 continue

@@ -7,12 +7,12 @@ from typing import Any
 
 from credrank.datasets.base import (
     EvalSet,
-    _load_json_list,
-    _PoolBuilder,
-    _question_qid,
-    _Skips,
-    _text,
+    PoolBuilder,
+    SkipCounter,
+    load_json_list,
+    nonempty_text,
     parse_day,
+    question_qid,
 )
 from credrank.documents.schema import Document
 
@@ -28,14 +28,14 @@ def read_evotemp(path: str | Path) -> EvalSet:
     ``None`` (raw value in ``doc_labels['date_raw']``). ``q_date`` goes to
     ``query_labels[qid]['q_date']`` and to each document's ``doc_labels['q_date']``.
     """
-    records = _load_json_list(path)
-    skips = _Skips()
+    records = load_json_list(path)
+    skips = SkipCounter()
     seen: dict[str, Any] = {}
-    out = _PoolBuilder("evotemp")
+    out = PoolBuilder("evotemp")
     date_kinds: Counter[str] = Counter()
     q_date_missing = after_q_date = 0
     for rec in records:
-        qid = _question_qid(rec, seen, skips)
+        qid = question_qid(rec, seen, skips)
         if qid is None:
             continue
         q_date, _ = parse_day(rec.get("q_date"))
@@ -44,7 +44,7 @@ def read_evotemp(path: str | Path) -> EvalSet:
                    for a in rec.get("answers") or [] if isinstance(a, str | list)]
         out.add_query(qid, rec["question"].strip(), {"q_date": q_date, "answers": answers})
         for pos, doc in enumerate(rec["docs"]):
-            if not isinstance(doc, dict) or _text(doc.get("text")) is None:
+            if not isinstance(doc, dict) or nonempty_text(doc.get("text")) is None:
                 skips.add("document without text (null or empty)")
                 continue
             cred = str(doc.get("cred", "")).strip().lower()
@@ -56,7 +56,7 @@ def read_evotemp(path: str | Path) -> EvalSet:
             date_kinds[kind] += 1
             after_q_date += bool(published and q_date and published > q_date)
             out.add_doc(qid, pos, Document(id=out.doc_id(qid, pos), text=doc["text"].strip(),
-                                           title=_text(doc.get("title")),
+                                           title=nonempty_text(doc.get("title")),
                                            published_at=published),
                         gain=1 if cred == "high" else 0, bad=cred == "low",
                         labels={"cred": cred, "date_raw": raw if isinstance(raw, str) else None,

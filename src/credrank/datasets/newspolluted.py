@@ -6,11 +6,11 @@ from typing import Any
 
 from credrank.datasets.base import (
     EvalSet,
-    _load_json_list,
-    _PoolBuilder,
-    _question_qid,
-    _Skips,
-    _text,
+    PoolBuilder,
+    SkipCounter,
+    load_json_list,
+    nonempty_text,
+    question_qid,
     strip_leaked_label,
 )
 from credrank.documents.schema import Document
@@ -25,13 +25,13 @@ def read_newspolluted(path: str | Path) -> EvalSet:
     The leaked label ``(High|Middle|Medium|Low) credibility of text:`` is removed from every
     text and title *before* a Document is built (:func:`strip_leaked_label`). No provenance.
     """
-    records = _load_json_list(path)
-    skips = _Skips()
+    records = load_json_list(path)
+    skips = SkipCounter()
     seen: dict[str, Any] = {}
-    out = _PoolBuilder("newspolluted")
+    out = PoolBuilder("newspolluted")
     stripped_docs = stripped_total = 0
     for rec in records:
-        qid = _question_qid(rec, seen, skips)
+        qid = question_qid(rec, seen, skips)
         if qid is None:
             continue
         out.add_query(qid, rec["question"].strip(),
@@ -49,11 +49,11 @@ def read_newspolluted(path: str | Path) -> EvalSet:
             if n_text + n_title:
                 stripped_docs += 1
                 stripped_total += n_text + n_title
-            if _text(text) is None:
+            if nonempty_text(text) is None:
                 skips.add("document empty after removing the leaked label")
                 continue
             out.add_doc(qid, pos, Document(id=out.doc_id(qid, pos), text=text.strip(),
-                                           title=_text(title)),
+                                           title=nonempty_text(title)),
                         gain=1 if cred == "high" else 0, bad=cred == "low",
                         labels={"cred": cred, "fake": cred == "low",
                                 "source_doc_id": doc.get("id")})

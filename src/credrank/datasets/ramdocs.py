@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from credrank.datasets.base import EvalSet, _iter_jsonl, _PoolBuilder, _Skips, _text
+from credrank.datasets.base import EvalSet, PoolBuilder, SkipCounter, iter_jsonl, nonempty_text
 from credrank.documents.schema import Document
 
 # ---------------------------------------------------------------- RAMDocs
@@ -17,13 +17,13 @@ def read_ramdocs(path: str | Path) -> EvalSet:
     ``wrong_answers`` and ``disambig_entity`` go to ``query_labels``; each document's
     ``type`` and ``answer`` to ``doc_labels`` (answer coverage metrics).
     """
-    skips = _Skips()
-    out = _PoolBuilder("ramdocs")
+    skips = SkipCounter()
+    out = PoolBuilder("ramdocs")
     n_records = both = 0
-    for lineno, rec in _iter_jsonl(path):
+    for lineno, rec in iter_jsonl(path):
         n_records += 1
         if not isinstance(rec, dict) or not isinstance(rec.get("documents"), list) \
-                or _text(rec.get("question")) is None:
+                or nonempty_text(rec.get("question")) is None:
             skips.add("question record without question or documents list")
             continue
         qid = f"ramdocs-{lineno:04d}"
@@ -33,7 +33,7 @@ def read_ramdocs(path: str | Path) -> EvalSet:
                       {"gold_answers": gold, "wrong_answers": wrong,
                        "disambig_entity": rec.get("disambig_entity")})
         for pos, doc in enumerate(rec["documents"]):
-            if not isinstance(doc, dict) or _text(doc.get("text")) is None:
+            if not isinstance(doc, dict) or nonempty_text(doc.get("text")) is None:
                 skips.add("document without text")
                 continue
             kind = str(doc.get("type", "")).strip().lower()

@@ -8,12 +8,12 @@ from typing import Any
 from credrank.datasets.base import (
     EvalSet,
     Qrels,
-    _check_consistency,
-    _existing,
-    _iso_timestamp,
-    _read_csv,
-    _Skips,
-    _text,
+    SkipCounter,
+    check_consistency,
+    existing_path,
+    iso_timestamp,
+    nonempty_text,
+    read_csv_rows,
 )
 from credrank.documents.schema import Document
 
@@ -41,9 +41,9 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
     publication date). The URL is kept in ``Document.url``; ``source_type`` is left unset.
     NIST credibility goes to ``doc_labels`` only.
     """
-    p = _existing(path, "TREC 2019 CSV")
-    rows = _read_csv(p, _TREC_COLUMNS)
-    skips = _Skips()
+    p = existing_path(path, "TREC 2019 CSV")
+    rows = read_csv_rows(p, _TREC_COLUMNS)
+    skips = SkipCounter()
     docs: dict[str, Document] = {}
     url_to_id: dict[str, str] = {}
     qrels: Qrels = {}
@@ -57,7 +57,7 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
     stamps: list[datetime] = []
     for row in rows:
         topic, docno = row["topic_id"].strip(), row["doc_id"].strip()
-        text, url = _text(row["text"]), _text(row["url"])
+        text, url = nonempty_text(row["text"]), nonempty_text(row["url"])
         if not topic or not docno:
             skips.add("row without topic_id or doc_id")
             continue
@@ -75,7 +75,7 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
         if stance not in (0, 1) or credibility not in (0, 1) or usefulness < 0:
             skips.add("stance or credibility not 0/1, or negative usefulness")
             continue
-        description = _text(row["description"]) or _text(row.get("query", ""))
+        description = nonempty_text(row["description"]) or nonempty_text(row.get("query", ""))
         if description is None:
             skips.add("topic without description or query")
             continue
@@ -96,7 +96,7 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
             if text is None:
                 skips.add("document without text")
                 continue
-            ts = _iso_timestamp(row["timestamp"]) if row["timestamp"].strip() else None
+            ts = iso_timestamp(row["timestamp"]) if row["timestamp"].strip() else None
             if row["timestamp"].strip() and ts is None:
                 skips.fix("unparseable crawl timestamp, retrieved_at left None")
             if ts is not None:
@@ -145,7 +145,7 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
         notes.append(f"{topic_conflicts} rows disagree with their topic's first description "
                      "or correct_stance; the first was kept")
     notes += skips.notes()
-    return _check_consistency(EvalSet(
+    return check_consistency(EvalSet(
         name="trec2019-hm", documents=list(docs.values()), queries=queries, qrels=qrels,
         bad=bad, pools=None, doc_labels=doc_labels, notes=notes, query_labels=query_labels))
 

@@ -52,6 +52,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from credrank.core.validation import is_integer
 from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES, Document
 
 __all__ = [
@@ -419,6 +420,9 @@ def _check_header(p: Path, line: int, header: list[str]) -> None:
 
 
 def _parquet_records(p: Path) -> Iterator[_Raw]:
+    # Imported here on purpose: `import pyarrow.parquet` measured 40-180 ms on the 2-core
+    # machine (as much as the rest of credrank.documents), which every CLI call would pay
+    # although only Parquet corpora need it.
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -496,7 +500,7 @@ def _got(v: Any) -> str:
 
 
 def _id_value(v: Any) -> tuple[str | None, str | None]:
-    if isinstance(v, int) and not isinstance(v, bool):
+    if is_integer(v):  # True is not an id
         return str(v), None
     if isinstance(v, str):
         if v.strip():

@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from credrank.core.validation import check_int, check_nonnegative, check_positive
+
 ENV_BASE_URL = "CREDRANK_LLM_BASE_URL"
 ENV_API_KEY = "CREDRANK_LLM_API_KEY"
 ENV_MODEL = "CREDRANK_LLM_MODEL"
@@ -148,8 +150,7 @@ class ExtractiveReader:
     def generate(self, prompt: str, *, max_tokens: int = 64) -> Generation:
         if not isinstance(prompt, str):
             raise GeneratorError(f"prompt: expected a str, got {type(prompt).__name__}")
-        if max_tokens < 1:
-            raise GeneratorError(f"max_tokens: expected >= 1, got {max_tokens}")
+        check_int("max_tokens", max_tokens, 1, error=GeneratorError)
         question, passages = parse_prompt(prompt)
         answer = self.answer(question, passages)
         words = answer.split()[:max_tokens]
@@ -241,12 +242,10 @@ class OpenAICompatibleGenerator:
         if not model:
             raise GeneratorError(f"model: expected a model name, got none (pass model= or set "
                                  f"${ENV_MODEL})")
-        if not (isinstance(timeout, int | float) and timeout > 0):
-            raise GeneratorError(f"timeout: expected seconds > 0, got {timeout!r}")
+        self.timeout = check_positive("timeout", timeout, error=GeneratorError)
+        self.temperature = check_nonnegative("temperature", temperature, error=GeneratorError)
         self.url = _endpoint(base_url)
         self.model = model
-        self.timeout = float(timeout)
-        self.temperature = float(temperature)
         self.system_prompt = system_prompt
         api_key = api_key if api_key is not None else os.environ.get(ENV_API_KEY)
         headers = {"Content-Type": "application/json"}
@@ -266,8 +265,7 @@ class OpenAICompatibleGenerator:
 
     def generate(self, prompt: str, *, max_tokens: int = 64) -> Generation:
         """POST one chat completion; the first choice's message content is the answer."""
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise GeneratorError(f"max_tokens: expected an integer >= 1, got {max_tokens!r}")
+        check_int("max_tokens", max_tokens, 1, error=GeneratorError)
         messages: list[dict[str, str]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -294,13 +292,13 @@ class OpenAICompatibleGenerator:
         usage = payload.get("usage")
         if usage is None:
             return Generation(text, estimate_tokens(prompt), estimate_tokens(text), True)
-        counts = []
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key) if isinstance(usage, dict) else None
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise GeneratorError(f"POST {self.url}: usage.{key}: expected an integer >= 0, "
-                                     f"got {_snippet(json.dumps(usage))!r}")
-            counts.append(value)
+        if not isinstance(usage, dict):
+            raise GeneratorError(f"POST {self.url}: usage: expected an object with "
+                                 f"prompt_tokens and completion_tokens, got "
+                                 f"{_snippet(json.dumps(usage))!r}")
+        counts = [check_int(f"POST {self.url}: usage.{key}", usage.get(key), 0,
+                            error=GeneratorError)
+                  for key in ("prompt_tokens", "completion_tokens")]
         return Generation(text, counts[0], counts[1], False)
 
     def _content(self, payload: Any) -> str:

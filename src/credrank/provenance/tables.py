@@ -6,7 +6,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from credrank.core.validation import check_choice
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.provenance.url import SCORE_COLUMNS, _HostError, _normalize_host
 
@@ -63,6 +65,16 @@ def _table_key(cell: str, where: str) -> tuple[str, bool]:
         raise DomainTableError(f"{where}: expected a domain before the path, got {cell!r}")
     rest = rest.strip("/").lower()
     return (f"{host}/{rest}" if rest else host), matchable
+
+
+def _set_once(table: dict[str, Any], key: str, value: Any, where: str, verb: str,
+              first_line: Mapping[str, int]) -> None:
+    """``table[key] = value`` unless ``key`` already holds a different value (an error naming
+    the line that set it first)."""
+    if table.get(key, value) != value:
+        raise DomainTableError(f"{where}: {key!r} is already {verb} {table[key]!r} on line "
+                               f"{first_line[key]}, here {value!r}")
+    table[key] = value
 
 
 def load_domain_table(path: str | Path, score_column: str | None = None) -> DomainTable:
@@ -123,16 +135,10 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
                 if not matchable:
                     unmatchable.append(key)
                 if i_type is not None:
-                    stype = row[i_type].strip()
-                    if stype not in SOURCE_TYPES:
-                        raise DomainTableError(
-                            f"{p}:{line}: field 'source_type': expected one of "
-                            f"{', '.join(SOURCE_TYPES)}, got {row[i_type]!r}")
-                    if types.get(key, stype) != stype:
-                        raise DomainTableError(
-                            f"{p}:{line}: field 'source_type': {key!r} is already typed "
-                            f"{types[key]!r} on line {first_line[key]}, here {stype!r}")
-                    types[key] = stype
+                    where = f"{p}:{line}: field 'source_type'"
+                    stype = check_choice(where, row[i_type].strip(), SOURCE_TYPES,
+                                         error=DomainTableError)
+                    _set_once(types, key, stype, where, "typed", first_line)
                 if i_score is not None:
                     cell = row[i_score].strip()
                     try:
@@ -143,11 +149,8 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
                         raise DomainTableError(
                             f"{p}:{line}: field {score_col!r}: expected a number in [0, 1], "
                             f"got {row[i_score]!r}")
-                    if scores.get(key, score) != score:
-                        raise DomainTableError(
-                            f"{p}:{line}: field {score_col!r}: {key!r} already scored "
-                            f"{scores[key]} on line {first_line[key]}, here {score}")
-                    scores[key] = score
+                    _set_once(scores, key, score, f"{p}:{line}: field {score_col!r}", "scored",
+                              first_line)
                 first_line.setdefault(key, line)
         except csv.Error as exc:
             raise DomainTableError(f"{p}:{reader.line_num}: malformed CSV: {exc}") from exc

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+from credrank.core.validation import check_bool, check_choice, check_int, check_str
 from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.provenance.rules import SourceRules, _suffix_match, load_rules
 from credrank.provenance.tables import DomainTable, load_domain_table
@@ -81,19 +82,14 @@ class _HostResult(NamedTuple):
     score: tuple[object, str] | None
 
 
-def _check_declared(value: object) -> str | None:
+def _declared_type(value: object) -> str | None:
+    """A declared source type: ``None`` when absent or blank, else one of ``SOURCE_TYPES``
+    (``TypeError`` for a non-string, ``ValueError`` for an unknown type)."""
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise TypeError(f"declared_source_type: expected a string or None, got "
-                        f"{type(value).__name__}")
-    text = value.strip()
-    if not text:
-        return None
-    if text not in SOURCE_TYPES:
-        raise ValueError(f"declared_source_type: unknown source type {value!r}; expected one "
-                         f"of {', '.join(SOURCE_TYPES)}")
-    return text
+    text = check_str("declared_source_type", value, allow_empty=True,
+                     what="a string or None", error=TypeError).strip()
+    return check_choice("declared_source_type", text, SOURCE_TYPES) if text else None
 
 
 class SourceTyper:
@@ -118,12 +114,8 @@ class SourceTyper:
         if isinstance(tables, (str, Path)):
             raise TypeError("tables: expected a sequence of paths, got a single path; "
                             "wrap it in a list")
-        if not isinstance(trust_declared, bool):
-            raise TypeError(f"trust_declared: expected a bool, got "
-                            f"{type(trust_declared).__name__}")
-        if not isinstance(cache_size, int) or cache_size < 1:
-            raise ValueError(f"cache_size: expected a positive integer, got {cache_size!r}")
-        self.trust_declared = trust_declared
+        self.trust_declared = check_bool("trust_declared", trust_declared, error=TypeError)
+        cache_size = check_int("cache_size", cache_size, 1)
         self.rules = rules if isinstance(rules, SourceRules) else load_rules(rules)
         self.tables: tuple[DomainTable, ...] = tuple(
             t if isinstance(t, DomainTable) else load_domain_table(t, score_column)
@@ -177,7 +169,7 @@ class SourceTyper:
         Raises ``ValueError`` for a declared type outside ``SOURCE_TYPES``, ``TypeError``
         for a non-string URL.
         """
-        declared = _check_declared(declared_source_type)
+        declared = _declared_type(declared_source_type)
         if url is not None and not isinstance(url, str):
             raise TypeError(f"url: expected a string or None, got {type(url).__name__}")
         parsed = parse_url(url) if url is not None else None

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
+import idna
 import tldextract
 
 from credrank.documents.schema import SOURCE_TYPES
@@ -48,17 +49,9 @@ def _ascii_label(label: str) -> str:
     if label.isascii():
         return label.lower()
     try:
-        import idna
-
         return idna.encode(label, uts46=True).decode("ascii").lower()
-    except ImportError:  # pragma: no cover - idna ships with httpx
-        pass
     except (UnicodeError, ValueError) as exc:
         raise _HostError(f"label {label!r} is not a valid internationalised name ({exc})") from exc
-    try:  # pragma: no cover
-        return label.encode("idna").decode("ascii").lower()
-    except UnicodeError as exc:  # pragma: no cover
-        raise _HostError(f"label {label!r} is not a valid internationalised name") from exc
 
 
 def _normalize_host(raw: str) -> tuple[str, bool]:

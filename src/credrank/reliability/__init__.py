@@ -8,7 +8,11 @@ stage), :mod:`.simulate` and :mod:`.goldengaze` (experiments), :mod:`.cli`.
 
 from credrank.reliability.answers import AnswersFileError, AnswerTable, load_answers, load_truth
 from credrank.reliability.dependence import DependenceReport, collapse, detect_dependence
-from credrank.reliability.equivalence import AnswerEquivalence, is_abstention, normalize_answer
+from credrank.reliability.equivalence import (
+    AnswerEquivalence,
+    equivalence_normalize,
+    is_abstention,
+)
 from credrank.reliability.estimate import (
     UNKNOWN,
     ReliabilityEstimator,
@@ -43,12 +47,12 @@ __all__ = [
     "consensus_diagnostics",
     "detect_dependence",
     "encode_answers",
+    "equivalence_normalize",
     "is_abstention",
     "kappa_rrss",
     "lexical_support",
     "load_answers",
     "load_truth",
-    "normalize_answer",
     "offline_answer_count",
     "paper_weights",
     "reliability_table",

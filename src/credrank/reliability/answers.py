@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from credrank.core.validation import is_integer, is_number
 from credrank.reliability.equivalence import ABSTENTION_PHRASES, is_abstention
 
 ANSWER_FIELDS: tuple[str, ...] = ("question_id", "source_id", "answer")
@@ -156,7 +157,7 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
 
 
 def _identifier(path: Path, lineno: int, field: str, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if not (isinstance(value, str) or is_integer(value)):
         raise AnswersFileError(f"{path}:{lineno}: field {field!r}: expected a non-empty string "
                                f"or integer, got {value!r}")
     text = str(value).strip()
@@ -169,7 +170,7 @@ def _identifier(path: Path, lineno: int, field: str, value: Any) -> str:
 def _answer(path: Path, lineno: int, value: Any) -> str | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
+    if not (isinstance(value, str) or is_number(value)):
         raise AnswersFileError(f"{path}:{lineno}: field 'answer': expected a string (or null "
                                f"for abstention), got {type(value).__name__} {value!r}")
     return str(value)

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 
+from credrank.core.validation import check_int, check_probability, check_real
 from credrank.reliability.estimate import (
     EncodedAnswers,
     agreement_rates,
@@ -205,13 +206,12 @@ def detect_dependence(
     the dependence clusters (connected components), with the candidate near-duplicate groups
     that were collapsed before the consensus was computed.
     """
-    for name, value, lo, hi in (("near_duplicate", near_duplicate, 0.0, 1.0),
-                                ("min_excess", min_excess, 0.0, 1.0),
-                                ("doc_threshold", doc_threshold, 0.0, 1.0)):
-        if not (isinstance(value, int | float) and lo <= value <= hi):
-            raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {value!r}")
-    if isinstance(min_overlap, bool) or not isinstance(min_overlap, int) or min_overlap < 1:
-        raise ValueError(f"min_overlap: expected an integer >= 1, got {min_overlap!r}")
+    near_duplicate = check_probability("near_duplicate", near_duplicate)
+    min_excess = check_probability("min_excess", min_excess)
+    doc_threshold = check_probability("doc_threshold", doc_threshold)
+    min_overlap = check_int("min_overlap", min_overlap, 1)
+    z_min = check_real("z_min", z_min)
+    max_sources = check_int("max_sources", max_sources, 1)
     m = encoded.classes
     n = m.shape[0]
     if n > max_sources:

@@ -3,7 +3,7 @@
 The chapter leaves ``~`` to "the chosen answer-equivalence rule" and warns not to count
 paraphrases as separate truths. The rule here is declared in three layers, applied in order:
 
-1. **normalisation** (:func:`normalize_answer`): Unicode NFKC, case folding, thousands
+1. **normalisation** (:func:`equivalence_normalize`): Unicode NFKC, case folding, thousands
    separators dropped (``1,000`` → ``1000``), hyphens/dashes/slashes → space, every other
    punctuation character deleted except a decimal point between two digits, number words
    ``zero`` … ``ninety-nine`` → digits (``twenty one`` → ``21``), articles ``a``/``an``/``the``
@@ -30,6 +30,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from credrank.core.maths import cosine_matrix
+from credrank.core.validation import as_matrix, check_nonzero_rows, check_real
 
 #: answers that mean "no answer" once normalised (chapter 35.3: IDK is an abstention);
 #: "n" is "N/A" after normalisation (slash to space, article "a" dropped)
@@ -83,8 +86,11 @@ def _numbers_to_digits(tokens: list[str]) -> list[str]:
     return out
 
 
-def normalize_answer(text: str) -> str:
+def equivalence_normalize(text: str) -> str:
     """Normalised form of an answer string (layer 1 of the equivalence rule, chapter 35.3).
+
+    This is the product's answer-equivalence normalisation; the SQuAD-style normalisation used
+    to *score* answers in evaluation is :func:`credrank.datasets.base.squad_normalize`.
 
     NFKC, case folding, thousands separators dropped, dashes and slashes to spaces, other
     punctuation deleted (a decimal point between digits is kept), number words 0–99 to digits,
@@ -106,12 +112,12 @@ def is_abstention(text: str | None, phrases: Iterable[str] = ABSTENTION_PHRASES)
     """True when ``text`` is missing, empty or an IDK phrase after normalisation (chapter 35.3).
 
     Abstentions never vote and never count as agreement. ``phrases`` are compared after
-    :func:`normalize_answer` (so ``"I don't know."`` matches ``"i dont know"``).
+    :func:`equivalence_normalize` (so ``"I don't know."`` matches ``"i dont know"``).
     """
     if text is None:
         return True
     phrases = phrases if isinstance(phrases, frozenset) else frozenset(phrases)
-    return normalize_answer(text) in phrases
+    return equivalence_normalize(text) in phrases
 
 
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -136,21 +142,19 @@ class AnswerEquivalence:
         threshold: float = 0.9,
         abstentions: Iterable[str] = ABSTENTION_PHRASES,
     ) -> None:
-        if not (isinstance(threshold, int | float) and -1.0 < float(threshold) <= 1.0):
-            raise ValueError(f"threshold: expected a number in (-1, 1], got {threshold!r}")
+        self.threshold = check_real("threshold", threshold, -1.0, 1.0, open_low=True)
         if embed is not None and not callable(embed):
             raise TypeError(f"embed: expected a callable list[str] -> array, got {embed!r}")
-        self.threshold = float(threshold)
         self.embed = embed
         self.abstentions = frozenset(abstentions)
         self._alias: dict[str, str] = {}
         self._aliases_in = {str(k): sorted(str(a) for a in v) for k, v in (aliases or {}).items()}
         for canonical, names in self._aliases_in.items():
-            target = normalize_answer(canonical)
+            target = equivalence_normalize(canonical)
             if target in self.abstentions:
                 raise ValueError(f"aliases: canonical answer {canonical!r} is an abstention")
             for name in [canonical, *names]:
-                key = normalize_answer(name)
+                key = equivalence_normalize(name)
                 previous = self._alias.get(key)
                 if previous is not None and previous != target:
                     raise ValueError(
@@ -168,7 +172,7 @@ class AnswerEquivalence:
         cached = self._keys.get(answer, _MISSING)
         if cached is not _MISSING:
             return cached
-        norm = normalize_answer(answer)
+        norm = equivalence_normalize(answer)
         key = None if norm in self.abstentions else self._alias.get(norm, norm)
         if len(self._keys) < _KEY_CACHE_SIZE:
             self._keys[answer] = key
@@ -208,24 +212,18 @@ class AnswerEquivalence:
         missing = [k for k in keys if k not in self._cache]
         if missing:
             assert self.embed is not None
-            vecs = np.asarray(self.embed(missing), dtype=np.float64)
-            if vecs.ndim != 2 or vecs.shape[0] != len(missing):
+            vecs = as_matrix("embed", self.embed(missing))
+            if vecs.shape[0] != len(missing):
                 raise ValueError(
                     f"embed: expected an array of shape ({len(missing)}, d) for {len(missing)} "
                     f"answers, got shape {vecs.shape}")
-            if not np.all(np.isfinite(vecs)):
-                raise ValueError("embed: returned a non-finite value; expected finite vectors")
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            if np.any(norms == 0):
-                bad = missing[int(np.flatnonzero(norms[:, 0] == 0)[0])]
-                raise ValueError(f"embed: zero vector for answer {bad!r}; expected nonzero")
-            for k, v in zip(missing, vecs / norms, strict=True):
+            check_nonzero_rows("embed", vecs, why="cosine needs a direction", labels=missing)
+            for k, v in zip(missing, vecs, strict=True):
                 self._cache[k] = v
         return np.stack([self._cache[k] for k in keys])
 
     def _cluster(self, distinct: list[str]) -> dict[str, str]:
-        vecs = self._vectors(distinct)
-        sim = vecs @ vecs.T
+        sim = cosine_matrix(self._vectors(distinct))
         parent = list(range(len(distinct)))
 
         def find(i: int) -> int:

@@ -32,6 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from credrank.core.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_probability,
+)
 from credrank.reliability.answers import AnswerTable
 from credrank.reliability.equivalence import AnswerEquivalence
 from credrank.reliability.vote import START_RULES, majority_matrix, paper_weights, vote_matrix
@@ -105,6 +112,8 @@ def iterate_weighted_majority(
     ``consensus`` (class ids, ``-1`` unresolved), ``tied`` (consensus picked by the tie rule),
     ``n_iter`` (weighted voting rounds), ``converged`` and ``history`` (max |Δr| per round).
     """
+    tol = check_positive("tol", tol)
+    max_iter = check_int("max_iter", max_iter, 1)
     m = np.asarray(classes, dtype=np.int64)
     if m.ndim != 2:
         raise ValueError(f"classes: expected a 2-D (sources, questions) matrix, got {m.ndim}-D")
@@ -180,19 +189,11 @@ class ReliabilityEstimator:
     def __init__(self, tol: float = 1e-6, max_iter: int = 100, clip: bool = False,
                  max_scale: float | None = None,
                  equivalence: AnswerEquivalence | None = None, start: str = "majority") -> None:
-        if not (isinstance(tol, int | float) and np.isfinite(tol) and tol > 0):
-            raise ValueError(f"tol: expected a finite number > 0, got {tol!r}")
-        if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-            raise ValueError(f"max_iter: expected an integer >= 1, got {max_iter!r}")
-        if max_scale is not None and not (np.isfinite(max_scale) and max_scale > 0):
-            raise ValueError(f"max_scale: expected a positive number or None, got {max_scale!r}")
-        if start not in START_RULES:
-            raise ValueError(f"start: expected one of {START_RULES}, got {start!r}")
-        self.start = start
-        self.tol = float(tol)
-        self.max_iter = max_iter
-        self.clip = bool(clip)
-        self.max_scale = max_scale
+        self.tol = check_positive("tol", tol)
+        self.max_iter = check_int("max_iter", max_iter, 1)
+        self.max_scale = None if max_scale is None else check_positive("max_scale", max_scale)
+        self.start = check_choice("start", start, START_RULES)
+        self.clip = check_bool("clip", clip)
         self.equivalence = equivalence or AnswerEquivalence()
 
     def fit(self, answers: Any) -> ReliabilityEstimator:
@@ -321,6 +322,11 @@ def consensus_diagnostics(
     These are heuristics with declared thresholds, not tests; passing them does not make a
     consensus true.
     """
+    for name, value in (("min_resolved", min_resolved), ("min_agreement", min_agreement),
+                        ("max_label_share", max_label_share),
+                        ("max_biased_sources", max_biased_sources)):
+        check_probability(name, value)
+    check_int("min_answers", min_answers, 1)
     z = np.asarray(consensus)
     m = encoded.classes
     n_q = m.shape[1]

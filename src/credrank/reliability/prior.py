@@ -12,23 +12,27 @@ Remember what ``r_s`` is: agreement with a consensus, not verified accuracy.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from credrank.core.candidates import Candidates
+from credrank.core.maths import shrink
 from credrank.core.pipeline import Stage
+from credrank.core.validation import (
+    check_bounds,
+    check_finite,
+    check_int,
+    check_positive,
+    check_probability,
+    check_str,
+)
 
 #: prior of a source whose type is missing or absent from the type table
 DEFAULT_TYPE_PRIOR = 0.5
-
-
-def _check_unit(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating) \
-            or not np.isfinite(value) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name}: expected a finite number in [0, 1], got {value!r}")
-    return float(value)
 
 
 def shrink_reliability(reliability: np.ndarray, n_answers: np.ndarray, type_prior: np.ndarray,
@@ -36,25 +40,21 @@ def shrink_reliability(reliability: np.ndarray, n_answers: np.ndarray, type_prio
     """``λ_s = (n_s r_s + m λ_type) / (n_s + m)`` (chapter 35.3 estimates feeding seed 004).
 
     Vectorised; ``r_s`` is ignored where ``n_s = 0`` (so the placeholder of an unknown source
-    never leaks). ``m`` must be > 0.
+    never leaks). ``m`` must be > 0. Computed by :func:`credrank.core.maths.shrink` with
+    ``k = n_s r_s`` successes in ``n_s`` trials.
     """
     r = np.asarray(reliability, dtype=np.float64)
     n = np.asarray(n_answers, dtype=np.float64)
     lam = np.asarray(type_prior, dtype=np.float64)
-    if not (np.isfinite(m) and m > 0):
-        raise ValueError(f"m: expected a finite pseudo-count > 0, got {m!r}")
+    m = check_positive("m", m)
     if r.shape != n.shape or lam.shape != r.shape:
         raise ValueError(f"shapes differ: reliability {r.shape}, n_answers {n.shape}, "
                          f"type_prior {lam.shape}; expected equal shapes")
-    if np.any(n < 0) or not np.all(np.isfinite(n)):
-        raise ValueError("n_answers: expected finite counts >= 0")
+    check_bounds("n_answers", check_finite("n_answers", n), 0.0)
     used = n > 0
-    if np.any(used & ~((r >= 0) & (r <= 1))):
-        raise ValueError("reliability: expected values in [0, 1] where n_answers > 0")
-    if lam.size and (not np.all(np.isfinite(lam)) or lam.min() < 0 or lam.max() > 1):
-        raise ValueError("type_prior: expected values in [0, 1]")
-    r = np.where(used, r, 0.0)
-    return (n * r + m * lam) / (n + m)
+    check_bounds("reliability (where n_answers > 0)", np.where(used, r, 0.0), 0.0, 1.0)
+    check_bounds("type_prior", check_finite("type_prior", lam), 0.0, 1.0)
+    return shrink(np.where(used, n * r, 0.0), n, lam, m)
 
 
 def reliability_table(
@@ -63,8 +63,8 @@ def reliability_table(
     m: float = 5.0, default: float = DEFAULT_TYPE_PRIOR,
 ) -> dict[str, float]:
     """``{source_id: λ_s}`` with shrinkage toward each source's type prior (see module doc)."""
-    default = _check_unit("default", default)
-    lam = np.array([_check_unit(f"type_prior[{source_types.get(s)!r}]",
+    default = check_probability("default", default)
+    lam = np.array([check_probability(f"type_prior[{source_types.get(s)!r}]",
                                 type_prior.get(source_types.get(s) or "", default))
                     for s in source_ids])
     values = shrink_reliability(reliability, n_answers, lam, m)
@@ -82,14 +82,12 @@ class ReliabilityPrior(Stage):
     def __init__(self, table: Mapping[str, float], type_prior: Mapping[str, float],
                  key_column: str = "source_id", name: str = "reliability", *,
                  default: float = DEFAULT_TYPE_PRIOR) -> None:
-        self.table = {str(k): _check_unit(f"table[{k!r}]", v) for k, v in table.items()}
-        self.type_prior = {str(k): _check_unit(f"type_prior[{k!r}]", v)
+        self.table = {str(k): check_probability(f"table[{k!r}]", v) for k, v in table.items()}
+        self.type_prior = {str(k): check_probability(f"type_prior[{k!r}]", v)
                            for k, v in type_prior.items()}
-        if not isinstance(key_column, str) or not key_column:
-            raise ValueError(f"key_column: expected a column name, got {key_column!r}")
-        self.key_column = key_column
+        self.key_column = check_str("key_column", key_column, what="a column name")
         self.name = name
-        self.default = _check_unit("default", default)
+        self.default = check_probability("default", default)
 
     def transform(self, batch: Candidates) -> Candidates:
         keys = batch.column(self.key_column)
@@ -123,26 +121,22 @@ class ShrunkReliabilityPrior(Stage):
                  type_prior: Mapping[str, float], *, m: float = 5.0,
                  key_column: str = "source_id", name: str = "prior",
                  default: float = DEFAULT_TYPE_PRIOR) -> None:
-        if not (np.isfinite(m) and m > 0):
-            raise ValueError(f"m: expected a finite pseudo-count > 0, got {m!r}")
+        self.m = check_positive("m", m)
         self.estimates = {}
         for key, (r, n) in estimates.items():
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"estimates[{key!r}]: answer count must be an int >= 0, "
-                                 f"got {n!r}")
-            self.estimates[str(key)] = (_check_unit(f"estimates[{key!r}]", r) if n else 0.0, n)
-        self.type_prior = {str(k): _check_unit(f"type_prior[{k!r}]", v)
+            n = check_int(f"estimates[{key!r}] answer count", n, 0)
+            r = check_probability(f"estimates[{key!r}]", r) if n else 0.0
+            self.estimates[str(key)] = (r, n)
+        self.type_prior = {str(k): check_probability(f"type_prior[{k!r}]", v)
                            for k, v in type_prior.items()}
-        self.m, self.key_column, self.name = float(m), key_column, name
-        self.default = _check_unit("default", default)
+        self.key_column = check_str("key_column", key_column, what="a column name")
+        self.name = name
+        self.default = check_probability("default", default)
 
     @classmethod
     def from_estimate_json(cls, path: str, type_prior: Mapping[str, float],
                            **kwargs: Any) -> ShrunkReliabilityPrior:
         """Read the ``--json`` document of ``credrank reliability estimate``."""
-        import json
-        from pathlib import Path
-
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
             sources = doc["sources"]

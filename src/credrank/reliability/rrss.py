@@ -20,13 +20,19 @@ Budget arithmetic of the chapter: :func:`rrss_budget`, :func:`offline_answer_cou
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from credrank.core.validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_real,
+)
 from credrank.generate.llm import Generator, GeneratorError, build_prompt
-from credrank.reliability.equivalence import AnswerEquivalence, normalize_answer
+from credrank.reliability.equivalence import AnswerEquivalence, equivalence_normalize
 from credrank.reliability.vote import weighted_vote
 
 Retrieve = Callable[[str, str, int], list[str]]
@@ -53,12 +59,6 @@ class RRSSBudget:
     reduction: float
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    return value
-
-
 def rrss_budget(S: int, k: int, K: int, tokens_per_doc: float) -> RRSSBudget:
     """Document-input arithmetic of κ-RRSS (chapter 35.3, "Cost and measured results").
 
@@ -68,33 +68,25 @@ def rrss_budget(S: int, k: int, K: int, tokens_per_doc: float) -> RRSSBudget:
     Only the document-input portion: rejected sources, prompts, outputs and filtering are not
     in it (the chapter's own caveat). Requires ``K <= S``.
     """
-    S, k, K = _positive_int("S", S), _positive_int("k", k), _positive_int("K", K)
-    if K > S:
-        raise ValueError(f"K: expected at most S={S} accepted sources, got {K}")
-    if not (isinstance(tokens_per_doc, int | float) and math.isfinite(tokens_per_doc)
-            and tokens_per_doc >= 0):
-        raise ValueError(f"tokens_per_doc: expected a finite number >= 0, got {tokens_per_doc!r}")
+    S, k = check_int("S", S, 1), check_int("k", k, 1)
+    K = check_int("K", K, 1, S)  # at most S accepted sources
+    t = check_nonnegative("tokens_per_doc", tokens_per_doc)
     all_docs, sel_docs = S * k, K * k
-    return RRSSBudget(S, k, K, float(tokens_per_doc), all_docs, sel_docs,
-                      all_docs * float(tokens_per_doc), sel_docs * float(tokens_per_doc),
+    return RRSSBudget(S, k, K, t, all_docs, sel_docs, all_docs * t, sel_docs * t,
                       all_docs / sel_docs, 1.0 - sel_docs / all_docs)
 
 
 def offline_answer_count(S: int, Q: int) -> int:
     """Calibration answers to generate offline: ``S·Q`` (chapter 35.3; 1,000 × 200 = 200,000),
     once — cached answers are reused across weight iterations."""
-    return _positive_int("S", S) * _positive_int("Q", Q)
+    return check_int("S", S, 1) * check_int("Q", Q, 1)
 
 
 def token_reduction(without: float, with_selection: float) -> float:
     """Relative saving ``1 − with/without`` (chapter 35.3: 627,115 vs 5,415 tokens ≈ 99.136522%).
     ``without`` must be > 0."""
-    for name, value in (("without", without), ("with_selection", with_selection)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
-    if without <= 0:
-        raise ValueError(f"without: expected a token count > 0, got {without!r}")
-    return 1.0 - with_selection / without
+    without = check_positive("without", without)
+    return 1.0 - check_nonnegative("with_selection", with_selection) / without
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,7 +100,7 @@ def lexical_support(answer: str, passages: Sequence[str],
     forms = [f for f in equivalence.aliases_of(answer) if f]
     if not forms:
         return False
-    padded = [f" {normalize_answer(p)} " for p in passages]
+    padded = [f" {equivalence_normalize(p)} " for p in passages]
     return any(f" {form} " in text for form in forms for text in padded)
 
 
@@ -171,8 +163,7 @@ class RRSSResult:
 def source_order(weights: Mapping[str, float]) -> list[str]:
     """Sources in descending weight; ties by source id ascending (declared)."""
     for s, v in weights.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ValueError(f"weights[{s!r}]: expected a finite number, got {v!r}")
+        check_real(f"weights[{s!r}]", v)
     return sorted(weights, key=lambda s: (-float(weights[s]), str(s)))
 
 
@@ -190,10 +181,10 @@ def kappa_rrss(
     ``generator`` answers the :func:`build_prompt` prompt. With ``on_error="abstain"`` a
     :class:`GeneratorError` turns the source into an abstention (status ``error``).
     """
-    K = _positive_int("K", K)
-    k = _positive_int("k", k)
-    if on_error not in ("raise", "abstain"):
-        raise ValueError(f"on_error: expected 'raise' or 'abstain', got {on_error!r}")
+    K = check_int("K", K, 1)
+    k = check_int("k", k, 1)
+    max_tokens = check_int("max_tokens", max_tokens, 1)
+    check_choice("on_error", on_error, ("raise", "abstain"))
     eq = equivalence or AnswerEquivalence()
     attempts: list[SourceAttempt] = []
     accepted: list[tuple[str, float, str]] = []
@@ -255,11 +246,11 @@ class KappaRRSS:
         self.weights = dict(weights)
         self.retrieve = retrieve
         self.generator = generator
-        self.K = _positive_int("K", K)
-        self.k = _positive_int("k", k)
+        self.K = check_int("K", K, 1)
+        self.k = check_int("k", k, 1)
         self.equivalence = equivalence or AnswerEquivalence()
         self.support = support
-        self.max_tokens = max_tokens
+        self.max_tokens = check_int("max_tokens", max_tokens, 1)
 
     @classmethod
     def from_estimator(cls, estimator: Any, retrieve: Retrieve, generator: Generator,

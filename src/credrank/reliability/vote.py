@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from credrank.core.validation import as_vector, check_bool, check_choice, check_int, check_positive
 from credrank.reliability.equivalence import AnswerEquivalence
 
 #: relative tolerance under which two class scores count as tied
@@ -36,19 +37,12 @@ def paper_weights(reliability: np.ndarray, n_sources: int | None = None, *,
     weights are ``max(v_s, 0)``; otherwise ``v_s`` keeps the paper's semantics and is negative
     when ``r_s < 1/S`` (an affine weight, not a probability).
     """
-    r = np.asarray(reliability, dtype=np.float64)
-    if r.size and (not np.all(np.isfinite(r)) or r.min() < 0 or r.max() > 1):
-        raise ValueError("reliability: expected finite values in [0, 1], got "
-                         f"[{np.nanmin(r):.6g}, {np.nanmax(r):.6g}]")
-    scale = float(len(r) if n_sources is None else n_sources)
-    if scale < 1:
-        raise ValueError(f"n_sources: expected >= 1, got {n_sources!r}")
+    r = as_vector("reliability", reliability, low=0.0, high=1.0)
+    scale = float(check_int("n_sources", len(r) if n_sources is None else n_sources, 1))
     if max_scale is not None:
-        if not max_scale > 0:
-            raise ValueError(f"max_scale: expected a positive number or None, got {max_scale!r}")
-        scale = min(scale, float(max_scale))
+        scale = min(scale, check_positive("max_scale", max_scale))
     v = scale * r - 1.0
-    return np.maximum(v, 0.0) if clip else v
+    return np.maximum(v, 0.0) if check_bool("clip", clip) else v
 
 
 def class_scores(classes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,8 +57,7 @@ def class_scores(classes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, 
         raise ValueError(f"classes: expected a 2-D (sources, questions) matrix, got {m.ndim}-D")
     if len(w) != m.shape[0]:
         raise ValueError(f"weights: expected {m.shape[0]} values (one per source), got {len(w)}")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("weights: expected finite values")
+    as_vector("weights", w)
     n_q = m.shape[1]
     n_c = max(int(m.max(initial=-1)) + 1, 1)
     mask = m >= 0
@@ -109,8 +102,7 @@ def majority_matrix(classes: np.ndarray, rule: str = "all") -> np.ndarray:
 
     Unresolved questions get ``-1``.
     """
-    if rule not in START_RULES:
-        raise ValueError(f"rule: expected one of {START_RULES}, got {rule!r}")
+    check_choice("rule", rule, START_RULES)
     m = np.asarray(classes)
     winner, tied = vote_matrix(m, np.ones(m.shape[0]))
     if rule == "all":

@@ -28,7 +28,17 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from credrank.core.validation import as_matrix, as_vector, check_int, check_real
+from credrank.core.maths import cosine_matrix
+from credrank.core.validation import (
+    as_flags,
+    as_matrix,
+    as_vector,
+    check_int,
+    check_nonnegative,
+    check_nonzero_rows,
+    check_positive,
+    check_probability,
+)
 
 #: largest number of K-sets the exhaustive oracle agrees to enumerate
 MAX_EXHAUSTIVE_SETS = 2_000_000
@@ -41,23 +51,25 @@ def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
     """``cos(e_i, e_j) = e_i·e_j / (‖e_i‖ ‖e_j‖)`` for every pair (chapter 35.8), in [−1, 1].
 
     Raises ``ValueError`` for a zero (or non-finite) embedding: cosine is undefined there.
+    The zero rows are checked here, then :func:`credrank.core.maths.cosine_matrix` computes
+    the matrix (whose zero-row policy therefore never applies).
     """
     x = as_matrix("vectors", vectors)
-    norms = np.linalg.norm(x, axis=1)
-    if np.any(norms == 0.0):
-        bad = int(np.flatnonzero(norms == 0.0)[0])
-        raise ValueError(
-            f"vectors: row {bad} is a zero vector; cosine similarity is undefined for it "
-            "(expected nonzero embeddings)")
-    unit = x / norms[:, None]
-    return np.clip(unit @ unit.T, -1.0, 1.0)
+    check_nonzero_rows("vectors", x, why="cosine similarity is undefined for a zero vector")
+    return cosine_matrix(x)
+
+
+def dissimilarity_from_similarity(similarity: np.ndarray) -> np.ndarray:
+    """``D[i, j] = 1 − cos(e_i, e_j)`` clipped to [0, 2], zero diagonal (chapter 35.8), from a
+    precomputed cosine matrix."""
+    d = np.clip(1.0 - np.asarray(similarity, dtype=np.float64), 0.0, 2.0)
+    np.fill_diagonal(d, 0.0)
+    return d
 
 
 def cosine_dissimilarity(vectors: np.ndarray) -> np.ndarray:
     """``D[i, j] = 1 − cos(e_i, e_j)`` ∈ [0, 2] (chapter 35.8); zero vectors raise ValueError."""
-    d = 1.0 - cosine_similarity(vectors)
-    np.fill_diagonal(d, 0.0)
-    return d
+    return dissimilarity_from_similarity(cosine_similarity(vectors))
 
 
 def check_dissimilarity(dissimilarity: np.ndarray, n: int | None = None) -> np.ndarray:
@@ -103,7 +115,7 @@ def ilad(vectors: np.ndarray) -> float:
 
 def check_membership(membership: np.ndarray, n: int | None = None) -> np.ndarray:
     """Validate an intent membership matrix ``M[d, s] = (s ∈ S_d)``: boolean, ≥ 1 intent column."""
-    m = np.asarray(membership)
+    m = as_flags("membership", membership)
     if m.ndim != 2:
         raise ValueError(f"membership: expected a 2-d (candidates × intents) matrix, "
                          f"got shape {m.shape}")
@@ -112,10 +124,6 @@ def check_membership(membership: np.ndarray, n: int | None = None) -> np.ndarray
                          "non-empty intent set")
     if n is not None and m.shape[0] != n:
         raise ValueError(f"membership: expected {n} rows (one per candidate), got {m.shape[0]}")
-    if m.dtype != bool:
-        if not np.isin(m, (0, 1)).all():
-            raise ValueError("membership: expected a boolean (0/1) matrix")
-        m = m.astype(bool)
     return m
 
 
@@ -142,8 +150,8 @@ def set_objective(utilities: np.ndarray, indices: np.ndarray, *,
     """
     u = as_vector("utilities", utilities)
     idx = np.asarray(indices, dtype=np.int64)
-    lam1 = check_real("lambda_ilad", lambda_ilad, 0.0, math.inf)
-    lam2 = check_real("lambda_coverage", lambda_coverage, 0.0, math.inf)
+    lam1 = check_nonnegative("lambda_ilad", lambda_ilad)
+    lam2 = check_nonnegative("lambda_coverage", lambda_coverage)
     value = float(u[idx].sum())
     if lam1 > 0:
         if dissimilarity is None:
@@ -207,8 +215,8 @@ def _prepare(utilities: np.ndarray, k: int, dissimilarity: np.ndarray | None,
     k = check_int("k", k, 1)
     if k > n:
         raise ValueError(f"k: expected at most the number of candidates ({n}), got {k}")
-    lam1 = check_real("lambda_ilad", lambda_ilad, 0.0, math.inf)
-    lam2 = check_real("lambda_coverage", lambda_coverage, 0.0, math.inf)
+    lam1 = check_nonnegative("lambda_ilad", lambda_ilad)
+    lam2 = check_nonnegative("lambda_coverage", lambda_coverage)
     d = None if dissimilarity is None else check_dissimilarity(dissimilarity, n)
     m = None if membership is None else check_membership(membership, n)
     if lam1 > 0 and d is None:
@@ -310,8 +318,7 @@ def best_set_milp(utilities: np.ndarray, k: int, *,
     integrality[:n] = 1
     options: dict[str, float] = {"mip_rel_gap": 0.0}
     if time_limit is not None:
-        options["time_limit"] = check_real("time_limit", time_limit, 0.0, math.inf,
-                                           open_low=True)
+        options["time_limit"] = check_positive("time_limit", time_limit)
     res = milp(c, constraints=LinearConstraint(a, np.concatenate(lo), np.concatenate(hi)),
                integrality=integrality, bounds=Bounds(0.0, 1.0), options=options)
     chosen = None if res.x is None else np.flatnonzero(res.x[:n] > 0.5)
@@ -424,7 +431,7 @@ def mmr(utilities: np.ndarray, k: int, diversity: float, *,
     """
     u = as_vector("utilities", utilities)
     k = check_int("k", k, 1)
-    div = check_real("diversity", diversity, 0.0, 1.0)
+    div = check_probability("diversity", diversity)
     n = len(u)
     if similarity is None:
         if vectors is None:

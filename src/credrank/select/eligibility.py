@@ -15,6 +15,7 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import check_int, check_probability
 
 
 class EligibilityFilter(Stage):
@@ -23,11 +24,8 @@ class EligibilityFilter(Stage):
     name = "eligibility"
 
     def __init__(self, min_ratio: float = 0.9, min_keep: int = 5):
-        if not 0.0 <= min_ratio <= 1.0:
-            raise ValueError(f"min_ratio: expected a number in [0, 1], got {min_ratio!r}")
-        if not isinstance(min_keep, int) or min_keep < 0:
-            raise ValueError(f"min_keep: expected an integer >= 0, got {min_keep!r}")
-        self.min_ratio, self.min_keep = float(min_ratio), min_keep
+        self.min_ratio = check_probability("min_ratio", min_ratio)
+        self.min_keep = check_int("min_keep", min_keep, 0)
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:

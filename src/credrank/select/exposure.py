@@ -35,7 +35,14 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from credrank.core.validation import as_matrix, as_vector, check_int
+from credrank.core.validation import (
+    as_matrix,
+    as_vector,
+    check_bounds,
+    check_choice,
+    check_int,
+    check_real,
+)
 
 RULES = ("parity", "proportional", "targets")
 
@@ -55,9 +62,7 @@ def log_discounts(k: int) -> np.ndarray:
 
 def check_discounts(discounts: Sequence[float] | np.ndarray) -> np.ndarray:
     """Validate ``v``: at least one finite value, all ``≥ 0``, non-increasing (chapter 35.9)."""
-    v = as_vector("discounts", discounts, min_len=1)
-    if v.min() < 0:
-        raise ValueError(f"discounts: expected every v(k) >= 0, got {v.min()!r}")
+    v = as_vector("discounts", discounts, min_len=1, low=0.0)
     if np.any(np.diff(v) > 0):
         k = int(np.flatnonzero(np.diff(v) > 0)[0])
         raise ValueError(f"discounts: expected non-increasing values, but v({k + 2}) = "
@@ -123,21 +128,15 @@ def exposure_targets(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
     if len(codes) != len(u):
         raise ValueError(f"groups: expected {len(u)} labels (one per candidate), got {len(codes)}")
     total = float(v.sum())
+    check_choice("rule", rule, ("parity", "proportional"))
     if rule == "parity":
         return {name: total / len(u) for name in names}
-    if rule == "proportional":
-        _check_positive_utilities(u)
-        t = total / float(u.sum())
-        means = group_means(u, codes, len(names))
-        return {name: t * float(means[g]) for g, name in enumerate(names)}
-    raise ValueError(f"rule: expected 'parity' or 'proportional', got {rule!r}")
-
-
-def _check_positive_utilities(u: np.ndarray) -> None:
-    if np.any(u <= 0):
-        bad = int(np.flatnonzero(u <= 0)[0])
-        raise ValueError(f"utilities: row {bad} is {u[bad]!r}; the proportional rule divides by "
-                         "average group utility, so every utility must be > 0")
+    check_bounds("utilities", u, 0.0, open_low=True,
+                 why="the proportional rule divides by average group utility, so every "
+                     "utility must be > 0")
+    t = total / float(u.sum())
+    means = group_means(u, codes, len(names))
+    return {name: t * float(means[g]) for g, name in enumerate(names)}
 
 
 @dataclass(frozen=True)
@@ -179,10 +178,7 @@ def check_exposure_targets(groups: Sequence[Any] | np.ndarray, targets: Mapping[
     missing = [g for g in names if g not in targets]
     if missing:
         raise ValueError(f"targets: no target for group(s) {missing}; expected one per group")
-    t = np.array([float(targets[g]) for g in names])
-    if not np.all(np.isfinite(t)):
-        bad = [name for name, x in zip(names, t, strict=True) if not np.isfinite(x)]
-        raise ValueError(f"targets: expected finite numbers; group(s) {bad} are not")
+    t = np.array([check_real(f"targets[{g!r}]", targets[g]) for g in names])
     sizes = np.bincount(codes, minlength=len(names))
     problems: list[str] = []
     for g, name in enumerate(names):
@@ -319,6 +315,7 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
         raise ValueError(f"discounts: {k} displayed positions but only {n} candidates; "
                          "expected K <= N")
     sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    check_choice("rule", rule, (*RULES, None))
     goal: dict[str, float] = {}
     if rule is None:
         if targets is not None:
@@ -330,13 +327,11 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
     elif rule == "targets":
         if targets is None:
             raise ValueError("targets: rule='targets' needs a mapping group -> average exposure")
-        goal = {str(g): float(x) for g, x in targets.items()}
+        goal = {str(g): check_real(f"targets[{g!r}]", x) for g, x in targets.items()}
         unknown = sorted(set(goal) - set(names))
         if unknown:
             raise ValueError(f"targets: group(s) {unknown} do not occur among the candidates "
                              f"(groups: {list(names)})")
-    else:
-        raise ValueError(f"rule: expected one of {RULES} or None, got {rule!r}")
     if goal:
         report = check_exposure_targets([names[c] for c in codes], goal, v)
         if not report.feasible:

@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from credrank.core.validation import as_vector, check_int, check_real
+from credrank.core.validation import as_flags, as_vector, check_bool, check_int, check_probability
 
 
 def check_params(k: Any, p: Any, alpha: Any) -> tuple[int, float, float]:
     """Guards: ``k ≥ 1`` integer, ``0 < p < 1``, ``0 < α < 1`` (clear errors otherwise)."""
     return (check_int("k", k, 1),
-            check_real("p", p, 0.0, 1.0, open_low=True, open_high=True),
-            check_real("alpha", alpha, 0.0, 1.0, open_low=True, open_high=True))
+            check_probability("p", p, open_low=True, open_high=True),
+            check_probability("alpha", alpha, open_low=True, open_high=True))
 
 
 def _cdf_rows(k: int, p: float) -> list[np.ndarray]:
@@ -83,7 +83,7 @@ def failure_probability(table: np.ndarray, p: float) -> float:
         raise ValueError(f"table: expected a non-empty 1-d integer array, got {table!r}")
     if np.any(m < 0) or np.any(m > np.arange(1, len(m) + 1)):
         raise ValueError("table: expected 0 <= m(i) <= i for every prefix i")
-    p = check_real("p", p, 0.0, 1.0, open_low=True, open_high=True)
+    p = check_probability("p", p, open_low=True, open_high=True)
     k = len(m)
     alive = np.zeros(k + 2)
     alive[0] = 1.0
@@ -195,15 +195,12 @@ def fair_rerank(scores: np.ndarray, protected: np.ndarray, k: int, p: float, alp
     ``k`` is capped at ``N``; the table is built for the capped length.
     """
     s = as_vector("scores", scores)
-    prot = np.asarray(protected)
+    prot = as_flags("protected", protected)
     if prot.shape != s.shape:
         raise ValueError(f"protected: expected {len(s)} flags (one per score), got shape "
                          f"{prot.shape}")
-    if prot.dtype != bool:
-        if not np.isin(prot, (0, 1)).all():
-            raise ValueError("protected: expected boolean (0/1) flags")
-        prot = prot.astype(bool)
     k, p, alpha = check_params(k, p, alpha)
+    adjust = check_bool("adjust", adjust)
     kk = min(k, len(s))
     if kk == 0:
         return FairRanking(order=np.zeros(0, np.int64), mtable=np.zeros(0, np.int64),
@@ -266,14 +263,12 @@ def check_ranking(protected_in_order: np.ndarray, p: float, alpha: float, *,
 
     ``protected_in_order[i]`` flags the item at position ``i + 1``; ``k`` is its length.
     """
-    prot = np.asarray(protected_in_order)
+    prot = as_flags("protected_in_order", protected_in_order)
     if prot.ndim != 1 or len(prot) == 0:
-        raise ValueError("protected_in_order: expected a non-empty 1-d array of flags")
-    if prot.dtype != bool:
-        if not np.isin(prot, (0, 1)).all():
-            raise ValueError("protected_in_order: expected boolean (0/1) flags")
-        prot = prot.astype(bool)
+        raise ValueError(f"protected_in_order: expected a non-empty 1-d array of flags, got "
+                         f"shape {prot.shape}")
     k, p, alpha = check_params(len(prot), p, alpha)
+    adjust = check_bool("adjust", adjust)
     table, used = _table_for(k, p, alpha, adjust)
     counts = np.cumsum(prot).astype(np.int64)
     bad = np.flatnonzero(counts < table)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 
-from credrank.core.validation import as_matrix, check_int
+from credrank.core.validation import as_matrix, check_int, check_nonzero_rows
 
 
 @dataclass(frozen=True)
@@ -114,14 +114,11 @@ def intents_from_clusters(vectors: np.ndarray, n_clusters: int) -> Intents:
     n = x.shape[0]
     if n == 0:
         raise ValueError("vectors: no candidates to cluster into intents")
-    norms = np.linalg.norm(x, axis=1)
-    if np.any(norms == 0.0):
-        bad = int(np.flatnonzero(norms == 0.0)[0])
-        raise ValueError(f"vectors: row {bad} is a zero vector; cannot cluster it by cosine")
+    check_nonzero_rows("vectors", x, why="a zero vector cannot be clustered by cosine")
     if n == 1 or n_clusters == 1:
         labels = np.zeros(n, dtype=np.int64)
     else:
-        unit = x / norms[:, None]
+        unit = x / np.linalg.norm(x, axis=1)[:, None]
         z = linkage(unit, method="average", metric="cosine")
         labels = fcluster(z, t=min(n_clusters, n), criterion="maxclust") - 1
     # name clusters by first appearance so that names follow the candidate order

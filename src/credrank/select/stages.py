@@ -22,6 +22,7 @@ JSON-serialisable summary under ``batch.info["select"]``.
 from __future__ import annotations
 
 import inspect
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,15 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import Stage
-from credrank.core.validation import check_int, check_real
+from credrank.core.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+    check_str,
+)
 from credrank.select.bvn import (
     ExposureMonitor,
     decompose_ranking,
@@ -40,6 +49,7 @@ from credrank.select.diversity import (
     best_set_milp,
     cosine_dissimilarity,
     cosine_similarity,
+    dissimilarity_from_similarity,
     ilad_from_dissimilarity,
     intent_coverage,
     mmr,
@@ -73,10 +83,8 @@ def _doc_ids(batch: Candidates, rows: np.ndarray) -> list[str]:
     return [str(batch.doc_ids[i]) for i in rows]
 
 
-def _dissim(sim: np.ndarray) -> np.ndarray:
-    d = np.clip(1.0 - sim, 0.0, 2.0)
-    np.fill_diagonal(d, 0.0)
-    return d
+def _column_or_none(name: str, column: str | None) -> str | None:
+    return None if column is None else check_str(name, column, what="a meta column name")
 
 
 def _wrap(stage: str, exc: ValueError) -> StageError:
@@ -84,7 +92,26 @@ def _wrap(stage: str, exc: ValueError) -> StageError:
 
 
 # --------------------------------------------------------------------------------------------
-class MMRSelect(Stage):
+class Selector(Stage):
+    """What every selector shares: an empty batch chooses nothing (said in ``info``);
+    otherwise :meth:`select` receives the utilities ``u = max(score, 0)`` and
+    ``k = min(top_k, N)``."""
+
+    top_k: int
+
+    def transform(self, batch: Candidates) -> Candidates:
+        if len(batch) == 0:
+            return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
+                                           "chosen": []})
+        return self.select(batch, utilities(batch), min(self.top_k, len(batch)))
+
+    @abstractmethod
+    def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
+        """The chosen rows of a non-empty ``batch``, in display order, with ``info["select"]``."""
+
+
+# --------------------------------------------------------------------------------------------
+class MMRSelect(Selector):
     """Maximal marginal relevance: ``(1−diversity)·u − diversity·max cos`` (chapter 35.8).
 
     ``diversity ∈ [0, 1]``, 1 = diverse. The picked set is returned ordered by utility; the
@@ -96,14 +123,10 @@ class MMRSelect(Stage):
 
     def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        self.diversity = check_real("diversity", diversity, 0.0, 1.0)
-        self.intent_column = intent_column
+        self.diversity = check_probability("diversity", diversity)
+        self.intent_column = _column_or_none("intent_column", intent_column)
 
-    def transform(self, batch: Candidates) -> Candidates:
-        if len(batch) == 0:
-            return _empty_selection(batch, self.name, self.top_k)
-        u = utilities(batch)
-        k = min(self.top_k, len(batch))
+    def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         try:
             if self.diversity == 0.0 and batch.vectors is None:
                 picks = np.argsort(-u, kind="stable")[:k]
@@ -125,7 +148,8 @@ class MMRSelect(Stage):
             "objective": float(np.sum(gains)),
             "objective_definition": "sum of MMR gains at pick time",
             "utility": float(u[chosen].sum()),
-            "ilad": None if sim is None else ilad_from_dissimilarity(_dissim(sim), chosen),
+            "ilad": None if sim is None else ilad_from_dissimilarity(
+                dissimilarity_from_similarity(sim), chosen),
             "ilad_policy": "0.0 when fewer than 2 items (term omitted)",
             "coverage": None,
             "pick_order": _doc_ids(batch, picks),
@@ -145,7 +169,7 @@ class MMRSelect(Stage):
 
 
 # --------------------------------------------------------------------------------------------
-class CoverageSelect(Stage):
+class CoverageSelect(Selector):
     """Exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` over ``top_k``-sets (chapter 35.8).
 
     Intents: the labels in ``intent_column`` (a string, a list of strings or ``None`` per
@@ -162,14 +186,14 @@ class CoverageSelect(Stage):
                  intent_column: str | None = None, n_clusters: int | None = None,
                  intent_set: Sequence[str] | None = None, time_limit: float = 10.0):
         self.top_k = check_int("top_k", top_k, 1)
-        self.lambda_ilad = check_real("lambda_ilad", lambda_ilad, 0.0, float("inf"))
-        self.lambda_coverage = check_real("lambda_coverage", lambda_coverage, 0.0, float("inf"))
-        self.intent_column = intent_column
+        self.lambda_ilad = check_nonnegative("lambda_ilad", lambda_ilad)
+        self.lambda_coverage = check_nonnegative("lambda_coverage", lambda_coverage)
+        self.intent_column = _column_or_none("intent_column", intent_column)
         self.n_clusters = None if n_clusters is None else check_int("n_clusters", n_clusters, 1)
         self.intent_set = None if intent_set is None else [str(s) for s in intent_set]
         if self.intent_set is not None and not self.intent_set:
             raise ValueError("intent_set: expected a non-empty list of intents, got []")
-        self.time_limit = check_real("time_limit", time_limit, 0.0, float("inf"), open_low=True)
+        self.time_limit = check_positive("time_limit", time_limit)
 
     def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
         if self.intent_column is not None:
@@ -190,11 +214,7 @@ class CoverageSelect(Stage):
         return intents_from_clusters(_vectors(batch, "CoverageSelect", "clustering"),
                                      n_clusters), why
 
-    def transform(self, batch: Candidates) -> Candidates:
-        if len(batch) == 0:
-            return _empty_selection(batch, self.name, self.top_k)
-        u = utilities(batch)
-        k = min(self.top_k, len(batch))
+    def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         try:
             intents, source = self._intents(batch, k)
             if self.lambda_ilad > 0:
@@ -235,7 +255,7 @@ class CoverageSelect(Stage):
 
 
 # --------------------------------------------------------------------------------------------
-class ExposureSelect(Stage):
+class ExposureSelect(Selector):
     """Fair-exposure ranking lottery (chapter 35.9), one sampled list per request.
 
     Solves the exposure LP over all candidates with ``rule`` (``"parity"`` or
@@ -252,12 +272,8 @@ class ExposureSelect(Stage):
     def __init__(self, top_k: int, group_column: str, rule: str = "parity",
                  discounts: Sequence[float] | None = None, seed: int | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        if not isinstance(group_column, str) or not group_column:
-            raise ValueError(f"group_column: expected a meta column name, got {group_column!r}")
-        self.group_column = group_column
-        if rule not in ("parity", "proportional"):
-            raise ValueError(f"rule: expected 'parity' or 'proportional', got {rule!r}")
-        self.rule = rule
+        self.group_column = check_str("group_column", group_column, what="a meta column name")
+        self.rule = check_choice("rule", rule, ("parity", "proportional"))
         if discounts is not None:
             v = check_discounts(discounts)
             if len(v) != self.top_k:
@@ -266,19 +282,13 @@ class ExposureSelect(Stage):
             self.discounts: np.ndarray | None = v
         else:
             self.discounts = None
-        if seed is not None:
-            seed = check_int("seed", seed, 0)
-        self.seed = seed
+        self.seed = None if seed is None else check_int("seed", seed, 0)
         self.rng = np.random.default_rng(seed)
         self.monitor = ExposureMonitor()
         # the last solved policy, reused while utilities, groups and discounts are unchanged
         self._cache: tuple[tuple[Any, ...], Any, Any] | None = None
 
-    def transform(self, batch: Candidates) -> Candidates:
-        if len(batch) == 0:
-            return _empty_selection(batch, self.name, self.top_k)
-        u = utilities(batch)
-        k = min(self.top_k, len(batch))
+    def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         v = log_discounts(k) if self.discounts is None else self.discounts[:k]
         groups = [MISSING_GROUP if g is None else str(g)
                   for g in batch.column(self.group_column)]
@@ -348,7 +358,7 @@ def _protected_flags(values: np.ndarray, column: str,
     return flags, missing
 
 
-class FairSelect(Stage):
+class FairSelect(Selector):
     """FA*IR top-k with prefix minimums ``m(i)`` (Zehlike et al. 2017; chapter 35.9).
 
     ``protected_column`` holds boolean flags, or any values when ``protected_value`` names the
@@ -361,21 +371,14 @@ class FairSelect(Stage):
     def __init__(self, top_k: int, protected_column: str, p: float, alpha: float,
                  adjust: bool = True, protected_value: Any | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        if not isinstance(protected_column, str) or not protected_column:
-            raise ValueError(f"protected_column: expected a meta column name, "
-                             f"got {protected_column!r}")
-        self.protected_column = protected_column
-        self.p = check_real("p", p, 0.0, 1.0, open_low=True, open_high=True)
-        self.alpha = check_real("alpha", alpha, 0.0, 1.0, open_low=True, open_high=True)
-        if not isinstance(adjust, bool):
-            raise ValueError(f"adjust: expected True or False, got {adjust!r}")
-        self.adjust = adjust
+        self.protected_column = check_str("protected_column", protected_column,
+                                          what="a meta column name")
+        self.p = check_probability("p", p, open_low=True, open_high=True)
+        self.alpha = check_probability("alpha", alpha, open_low=True, open_high=True)
+        self.adjust = check_bool("adjust", adjust)
         self.protected_value = protected_value
 
-    def transform(self, batch: Candidates) -> Candidates:
-        if len(batch) == 0:
-            return _empty_selection(batch, self.name, self.top_k)
-        u = utilities(batch)
+    def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         flags, missing = _protected_flags(batch.column(self.protected_column),
                                           self.protected_column, self.protected_value)
         result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
@@ -402,17 +405,12 @@ class FairSelect(Stage):
 
 
 # --------------------------------------------------------------------------------------------
-SELECTORS: dict[str, type[Stage]] = {
+SELECTORS: dict[str, type[Selector]] = {
     "mmr": MMRSelect,
     "coverage": CoverageSelect,
     "exposure": ExposureSelect,
     "fair": FairSelect,
 }
-
-
-def _empty_selection(batch: Candidates, name: str, top_k: int) -> Candidates:
-    """Every selector's answer to an empty candidate batch: nothing chosen, said in ``info``."""
-    return batch.with_info(select={"selector": name, "top_k": top_k, "chosen": []})
 
 
 def build_selector(name: str, top_k: int, **params: Any) -> Stage:
@@ -421,9 +419,7 @@ def build_selector(name: str, top_k: int, **params: Any) -> Stage:
     Unknown names, unknown or missing parameters and out-of-range values raise
     ``ValueError`` saying what was expected and what came.
     """
-    if name not in SELECTORS:
-        raise ValueError(f"selector: expected one of {', '.join(SELECTORS)}, got {name!r}")
-    cls = SELECTORS[name]
+    cls = SELECTORS[check_choice("selector", name, SELECTORS)]
     sig = inspect.signature(cls.__init__)
     accepted = [p for p in sig.parameters if p not in ("self", "top_k")]
     unknown = sorted(set(params) - set(accepted))

@@ -6,6 +6,7 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import check_int
 
 
 class TopK(Stage):
@@ -14,9 +15,7 @@ class TopK(Stage):
     name = "topk"
 
     def __init__(self, k: int = 10):
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"top_k: expected an integer >= 1, got {k!r}")
-        self.k = k
+        self.k = check_int("top_k", k, 1)
 
     def transform(self, batch: Candidates) -> Candidates:
         return batch.sorted_by_score().take(range(min(self.k, len(batch))))

@@ -41,7 +41,6 @@ the policy are recorded in ``info`` for audit.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +48,16 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import Stage
+from credrank.core.validation import (
+    as_unit_vector,
+    as_vector,
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+    check_real,
+    check_str,
+)
 
 MODES = ("expected", "absolute")
 _EPS = 1e-6
@@ -56,33 +65,16 @@ _EPS = 1e-6
 StanceFn = Callable[[str, Candidates], np.ndarray]
 
 
-def _check_unit_array(name: str, values: Any, n: int | None = None) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64).reshape(-1)
-    if n is not None and len(arr) != n:
-        raise ValueError(f"{name}: expected {n} values (one per candidate); got {len(arr)}")
-    if arr.size and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: contains NaN or infinity; expected finite values")
-    return arr
-
-
-def _check_number(name: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}: expected a number in [{low}, {high}], got {value!r}")
-    v = float(value)
-    if not (low <= v <= high):  # also rejects NaN
-        raise ValueError(f"{name}: expected a number in [{low}, {high}], got {value!r}")
-    return v
+def _votes(p: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p`` as probabilities in [0, 1] and ``w`` as one non-negative weight per ``p``."""
+    p = as_unit_vector("p", np.reshape(p, -1))
+    return p, as_vector("w", np.reshape(w, -1), length=len(p), low=0.0)
 
 
 def consensus(p: np.ndarray, w: np.ndarray) -> float | None:
     """Credibility-weighted share of "yes": ``z = Σ w_d p_d / Σ w_d`` (chapter 35.3, soft
     weighted vote). ``None`` when ``Σ w = 0`` (declared: no consensus)."""
-    p = _check_unit_array("p", p)
-    w = _check_unit_array("w", w, len(p))
-    if p.size and (p.min() < 0 or p.max() > 1):
-        raise ValueError("p: expected probabilities in [0, 1]")
-    if w.size and w.min() < 0:
-        raise ValueError("w: expected non-negative weights")
+    p, w = _votes(p, w)
     total = float(w.sum())
     if total <= 0:
         return None
@@ -107,17 +99,11 @@ def agreement_factor(p: np.ndarray, w: np.ndarray, *, floor: float = 0.1,
     ``1 − |p_d − ẑ|`` (``absolute``), ``f_d = floor + (1 − floor) · a_d``.
     A document whose consensus weight is 0 gets ``f_d = 1`` (declared: no evidence, no change).
     """
-    p = _check_unit_array("p", p)
-    w = _check_unit_array("w", w, len(p))
-    if p.size and (p.min() < 0 or p.max() > 1):
-        raise ValueError(f"p: expected probabilities in [0, 1]; got range "
-                         f"[{p.min():.6g}, {p.max():.6g}]")
-    if w.size and w.min() < 0:
-        raise ValueError(f"w: expected non-negative weights; got minimum {w.min():.6g}")
-    floor = _check_number("floor", floor, 0.0, 1.0)
-    sharpness = _check_number("sharpness", sharpness, 0.0, math.inf)
-    if mode not in MODES:
-        raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    p, w = _votes(p, w)
+    floor = check_probability("floor", floor)
+    sharpness = check_real("sharpness", sharpness, 0.0, math.inf)
+    check_choice("mode", mode, MODES)
+    exclude_self = check_bool("exclude_self", exclude_self)
     n = len(p)
     if n == 0:
         return np.zeros(0)
@@ -162,18 +148,14 @@ class AnswerAgreement(Stage):
         if not callable(stance):
             raise ValueError(f"stance: expected a callable (query, batch) -> p; got "
                              f"{type(stance).__name__}")
-        self.floor = _check_number("floor", floor, 0.0, 1.0)
-        self.sharpness = _check_number("sharpness", sharpness, 0.0, math.inf)
-        if mode not in MODES:
-            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-        if voters is not None and (isinstance(voters, bool) or not isinstance(voters, int)
-                                   or voters < 1):
-            raise ValueError(f"voters: expected None or an int >= 1, got {voters!r}")
+        self.floor = check_probability("floor", floor)
+        self.sharpness = check_real("sharpness", sharpness, 0.0, math.inf)
+        self.mode = check_choice("mode", mode, MODES)
+        self.voters = None if voters is None else check_int("voters", voters, 1)
         self.stance = stance
-        self.weight_factor = weight_factor
-        self.mode = mode
-        self.exclude_self = exclude_self
-        self.voters = voters
+        self.weight_factor = None if weight_factor is None else check_str("weight_factor",
+                                                                          weight_factor)
+        self.exclude_self = check_bool("exclude_self", exclude_self)
         self.name = name
 
     def weights(self, batch: Candidates) -> tuple[np.ndarray, str]:
@@ -200,13 +182,11 @@ class AnswerAgreement(Stage):
             out = batch.with_factor(self.name, np.zeros(0), low=0.0, high=1.0)
             return out.with_info(agreement={"consensus": None, "total_weight": 0.0,
                                             "policy": "empty batch"})
-        p = np.asarray(self.stance(batch.query, batch), dtype=np.float64).reshape(-1)
+        p = np.reshape(self.stance(batch.query, batch), -1)
         if len(p) != len(batch):
             raise StageError(f"stance: returned {len(p)} probabilities; expected {len(batch)} "
                              "(one per candidate)")
-        if not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
-            raise StageError("stance: expected finite probabilities in [0, 1]; got range "
-                             f"[{np.nanmin(p):.6g}, {np.nanmax(p):.6g}]")
+        p = as_unit_vector("stance", p, error=StageError)
         w, note = self.weights(batch)
         f = agreement_factor(p, w, floor=self.floor, sharpness=self.sharpness, mode=self.mode,
                              exclude_self=self.exclude_self)

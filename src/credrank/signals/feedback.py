@@ -19,8 +19,6 @@ writer at a time (no file locking).
 from __future__ import annotations
 
 import json
-import math
-import numbers
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -28,10 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+    check_real,
+    check_str,
+)
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import PriorTable, load_priors
 
@@ -51,20 +55,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _check_unit(name: str, value: object, *, low_open: bool, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}: expected a number, got {value!r}")
-    v = float(value)
-    ok = (v > 0.0 if low_open else v >= 0.0) and v <= high and math.isfinite(v)
-    if not ok:
-        lo = "(0" if low_open else "[0"
-        raise ValueError(f"{name}: expected a number in {lo}, {high:g}], got {value!r}")
-    return v
-
-
 def check_step(step: object) -> float:
     """Validate the learning rate η ∈ (0, 0.5]."""
-    return _check_unit("feedback step", step, low_open=True, high=0.5)
+    return check_real("feedback step", step, 0.0, 0.5, open_low=True)
 
 
 def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_change: float,
@@ -86,21 +79,18 @@ def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_
 
 
 def _check_feedback(feedback: Iterable[Feedback]) -> list[Feedback]:
+    """Validate feedback items ``(source_type, source_id or None, relevant)``; return them as
+    a list with ``relevant`` a plain bool."""
     items = []
     for i, item in enumerate(feedback):
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
             raise ValueError(f"feedback[{i}]: expected (source_type, source_id or None, "
                              f"relevant), got {item!r}")
         stype, sid, relevant = item
-        if stype not in SOURCE_TYPES:
-            raise ValueError(f"feedback[{i}] source_type: expected one of "
-                             f"{', '.join(SOURCE_TYPES)}, got {stype!r}")
-        if sid is not None and (not isinstance(sid, str) or not sid):
-            raise ValueError(f"feedback[{i}] source_id: expected a non-empty string or None, "
-                             f"got {sid!r}")
-        if not isinstance(relevant, bool | np.bool_):
-            raise ValueError(f"feedback[{i}] relevant: expected a bool, got {relevant!r}")
-        items.append((stype, sid, bool(relevant)))
+        check_choice(f"feedback[{i}] source_type", stype, SOURCE_TYPES)
+        if sid is not None:
+            check_str(f"feedback[{i}] source_id", sid, what="a non-empty string or None")
+        items.append((stype, sid, check_bool(f"feedback[{i}] relevant", relevant)))
     return items
 
 
@@ -143,12 +133,11 @@ class FeedbackPriors:
         table = load_priors(base) if isinstance(base, str) else base
         if not isinstance(table, PriorTable):
             raise ValueError(f"base: expected a PriorTable or preset name, got {base!r}")
-        epsilon = 0.01 if epsilon is None else epsilon
-        self.epsilon = _check_unit("epsilon", epsilon, low_open=True, high=1.0)
-        if self.epsilon >= 1.0:
-            raise ValueError(f"epsilon: expected a number in (0, 1), got {epsilon!r}")
-        self.max_change = _check_unit("max_change", 0.05 if max_change is None else max_change,
-                                      low_open=True, high=1.0)
+        self.epsilon = check_probability("epsilon", 0.01 if epsilon is None else epsilon,
+                                         open_low=True, open_high=True)
+        self.max_change = check_probability("max_change",
+                                            0.05 if max_change is None else max_change,
+                                            open_low=True)
         self.base = {t: float(table[t]) for t in SOURCE_TYPES}
         low = {t: v for t, v in self.base.items() if v < self.epsilon}
         if low:
@@ -175,11 +164,9 @@ class FeedbackPriors:
             self.versions = list(data["versions"])
             for v in self.versions:
                 PriorTable("stored", v["types"])  # validates every stored table
-                bad = {k: x for k, x in v["sources"].items()
-                       if not isinstance(x, int | float) or not (0 < x <= 1)}
-                if bad:
-                    raise ValueError(f"version {v['version']}: source priors {bad} are not "
-                                     "numbers in (0, 1]")
+                for key, x in v["sources"].items():
+                    check_probability(f"version {v['version']} source prior {key!r}", x,
+                                      open_low=True)
         except (KeyError, TypeError, ValueError) as exc:
             raise FeedbackStoreError(f"{path}: malformed feedback store: {exc!r}") from exc
         if not self.versions or [v["version"] for v in self.versions] != list(
@@ -189,10 +176,8 @@ class FeedbackPriors:
     def _commit(self, event: str, types: dict[str, float], sources: dict[str, float],
                 author: str, reason: str, *, counts: dict[str, Any],
                 changes: dict[str, Any], restored_from: int | None = None) -> int:
-        if not isinstance(author, str) or not author.strip():
-            raise ValueError(f"author: expected a non-empty string, got {author!r}")
-        if not isinstance(reason, str):
-            raise ValueError(f"reason: expected a string, got {reason!r}")
+        check_str("author", author)
+        check_str("reason", reason, allow_empty=True)
         version = len(self.versions)
         record: dict[str, Any] = {
             "version": version,
@@ -239,11 +224,7 @@ class FeedbackPriors:
         """The stored record of ``version`` (default: the latest); treat it as read-only."""
         if version is None:
             return self.versions[-1]
-        if isinstance(version, bool) or not isinstance(version, numbers.Integral) or not (
-                0 <= int(version) < len(self.versions)):
-            raise ValueError(f"version: expected an integer in [0, {self.current}], "
-                             f"got {version!r}")
-        return self.versions[int(version)]
+        return self.versions[check_int("version", version, 0, self.current)]
 
     def table(self, version: int | None = None) -> PriorTable:
         """The per-type priors of ``version`` (default: the latest) as a PriorTable."""

@@ -23,9 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import (
+    check_bool,
+    check_choice,
+    check_probability,
+    check_real,
+    check_str,
+    is_number,
+)
 from credrank.documents.schema import SOURCE_TYPES
 
 #: seed 004's health-domain priors; the intermediate types and ``unknown`` are our choice
@@ -59,8 +68,7 @@ def disperse(values: Mapping[str, float], gamma: float) -> dict[str, float]:
     and every value stays in (0, 1). Used for the presets and the continuous sensitivity sweep
     of seed 004 ("the gain is driven by the dispersion between high and low priors").
     """
-    if not math.isfinite(gamma) or gamma < 0:
-        raise ValueError(f"dispersion gamma: expected a finite number >= 0, got {gamma!r}")
+    gamma = check_real("dispersion gamma", gamma, 0.0, math.inf)
     typed = [v for k, v in values.items() if k != "unknown"] or list(values.values())
     centre = _logit(float(np.mean(typed)))
     out = {}
@@ -79,12 +87,9 @@ class PriorTable:
 
     def __post_init__(self) -> None:
         for key, value in self.values.items():
-            if key not in SOURCE_TYPES:
-                raise ValueError(f"prior table {self.name!r}: unknown source type {key!r}; "
-                                 f"expected one of {', '.join(SOURCE_TYPES)}")
-            if not isinstance(value, int | float) or not (0 < float(value) <= 1):
-                raise ValueError(f"prior table {self.name!r}: prior for {key!r} must be a "
-                                 f"number in (0, 1], got {value!r}")
+            check_choice(f"prior table {self.name!r}: source type", key, SOURCE_TYPES)
+            check_probability(f"prior table {self.name!r}: prior for {key!r}", value,
+                              open_low=True)
         missing = [t for t in SOURCE_TYPES if t not in self.values]
         if missing:
             raise ValueError(f"prior table {self.name!r}: missing source types {missing} "
@@ -129,8 +134,6 @@ def load_priors(spec: str | Path) -> PriorTable:
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from exc
     elif path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
@@ -162,15 +165,18 @@ class SourcePrior(Stage):
     def __init__(self, priors: PriorTable | str = "current", *, use_domain_scores: bool = False,
                  floor: float = 0.01, name: str = "prior"):
         self.priors = load_priors(priors) if isinstance(priors, str | Path) else priors
-        self.use_domain_scores = use_domain_scores
-        self.floor = floor
-        self.name = name
+        if not isinstance(self.priors, PriorTable):
+            raise ValueError(f"priors: expected a PriorTable, a preset name or a prior file, "
+                             f"got {type(priors).__name__}")
+        self.use_domain_scores = check_bool("use_domain_scores", use_domain_scores)
+        self.floor = check_probability("floor", floor)
+        self.name = check_str("name", name)
 
     def transform(self, batch: Candidates) -> Candidates:
         values = self.priors.lookup(batch.column("source_type"))
         if self.use_domain_scores:
             scores = batch.column("domain_score")
-            has = np.array([isinstance(s, int | float) for s in scores], dtype=bool)
+            has = np.array([is_number(s) for s in scores], dtype=bool)
             if has.any():
                 values[has] = np.clip(np.array([float(s) for s in scores[has]]), self.floor, 1.0)
         return batch.with_factor(self.name, values, low=0.0, high=1.0)

@@ -28,52 +28,26 @@ measure it on held-out queries before enabling it.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.maths import cosine_matrix
 from credrank.core.pipeline import Stage
-
-
-def _check_m(m: object) -> int:
-    if isinstance(m, bool) or not isinstance(m, numbers.Integral) or int(m) < 1:
-        raise ValueError(f"smoothing m: expected an integer >= 1 (neighbours per document), "
-                         f"got {m!r}")
-    return int(m)
-
-
-def _check_beta(beta: object) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-        raise ValueError(f"smoothing beta: expected a number in [0, 1], got {beta!r}")
-    value = float(beta)
-    if not (0.0 <= value <= 1.0):  # also rejects NaN
-        raise ValueError(f"smoothing beta: expected a number in [0, 1], got {beta!r}")
-    return value
-
-
-def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
-    """Pairwise cosine similarities ``u_i · u_j / (‖u_i‖ ‖u_j‖)`` (one matrix product).
-
-    A zero row has cosine 0 with every row, itself included (declared zero-norm policy).
-    """
-    v = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1)
-    safe = np.where(norms > 0, norms, 1.0)
-    unit = v / safe[:, None]
-    return unit @ unit.T
+from credrank.core.validation import as_matrix, as_vector, check_int, check_probability, check_str
 
 
 def neighbour_mask(vectors: np.ndarray, m: int) -> np.ndarray:
     """Boolean ``(n, n)`` matrix: row ``i`` marks the ``min(m, n−1)`` nearest other rows.
 
-    Nearest by cosine (:func:`cosine_matrix`); ties broken by lower row index. The selection uses
+    Nearest by cosine (:func:`credrank.core.maths.cosine_matrix`: a zero row has cosine 0 with
+    every row, itself included); ties broken by lower row index. The selection uses
     ``np.partition`` (the k-th largest cosine per row) instead of a full sort: rows strictly above
     the threshold are taken, then tied rows at the threshold in row order until ``m`` are taken.
     """
-    m = _check_m(m)
+    m = check_int("smoothing m", m, 1)
     n = len(vectors)
     if n < 2:
         return np.zeros((n, n), dtype=bool)
@@ -98,16 +72,12 @@ def smooth_priors(priors: np.ndarray, vectors: np.ndarray, m: int, beta: float) 
     zero vectors have cosine 0 (see the module docstring). With ``n < 2`` the priors are
     returned unchanged (a copy). Vectorised: one matrix product and one partition.
     """
-    m, beta = _check_m(m), _check_beta(beta)
-    lam = np.asarray(priors, dtype=np.float64).reshape(-1)
-    vec = np.asarray(vectors, dtype=np.float64)
-    if vec.ndim != 2 or vec.shape[0] != len(lam):
+    m, beta = check_int("smoothing m", m, 1), check_probability("smoothing beta", beta)
+    lam = as_vector("smoothing priors", np.reshape(priors, -1))
+    vec = as_matrix("smoothing vectors", vectors)
+    if vec.shape[0] != len(lam):
         raise ValueError(f"smoothing vectors: expected shape ({len(lam)}, dim) (one row per "
                          f"prior), got {vec.shape}")
-    if lam.size and not np.all(np.isfinite(lam)):
-        raise ValueError("smoothing priors: expected finite numbers, got NaN or infinity")
-    if vec.size and not np.all(np.isfinite(vec)):
-        raise ValueError("smoothing vectors: expected finite numbers, got NaN or infinity")
     if len(lam) < 2:
         return lam.copy()
     mask = neighbour_mask(vec, m)
@@ -131,13 +101,10 @@ class NeighbourSmoothing(Stage):
 
     def __init__(self, m: int = 5, beta: float = 0.3, *, source_factor: str = "prior",
                  name: str = "prior"):
-        self.m = _check_m(m)
-        self.beta = _check_beta(beta)
-        for label, value in (("source_factor", source_factor), ("name", name)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"smoothing {label}: expected a non-empty string, got {value!r}")
-        self.source_factor = source_factor
-        self.name = name
+        self.m = check_int("smoothing m", m, 1)
+        self.beta = check_probability("smoothing beta", beta)
+        self.source_factor = check_str("smoothing source_factor", source_factor)
+        self.name = check_str("smoothing name", name)
 
     def _replace_factor(self, batch: Candidates, values: np.ndarray) -> Candidates:
         """``source_factor`` removed, ``name`` set to ``values`` at its place in the ledger."""
