@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.maths import roc_auc
 from credrank.experiments.stance import (
     StanceExample,
     StanceFeaturizer,
     StanceModel,
-    auc,
     cue_counts,
     fit_logistic,
     loto_models,
@@ -239,8 +239,18 @@ def test_logistic_regression_single_class_and_bad_input():
 
 def test_auc_hand_computed():
     # pairs (pos, neg): (.9,.1) win, (.9,.4) win, (.4,.1) win, (.4,.4) tie -> 3.5 / 4
-    assert auc([1, 0, 1, 0], [0.9, 0.1, 0.4, 0.4]) == pytest.approx(0.875)
-    assert auc([1, 1], [0.2, 0.3]) == 0.5
+    assert roc_auc([1, 0, 1, 0], [0.9, 0.1, 0.4, 0.4]) == pytest.approx(0.875)
+    assert roc_auc([1, 1], [0.2, 0.3]) is None  # one class: undefined, not 0.5
+
+
+def test_loto_report_says_undefined_auc_for_a_one_stance_topic():
+    featurizer = StanceFeaturizer(None, use_embedding=False, use_interaction=False,
+                                  use_anchors=False)
+    examples = [e for e in _toy_examples() if not (e.qid == "t1" and e.stance == 0)]
+    models = loto_models(examples, lambda: StanceModel(featurizer, l2=1.0))
+    report = loto_report(examples, models)
+    assert report["per_topic"]["t1"]["auc"] is None
+    assert report["auc"] is not None
 
 
 def test_query_terms_and_relevant_sentences():
@@ -334,22 +344,27 @@ def _tiny_csv() -> str:
 
 
 def test_run_trec_hm_on_a_tiny_file(write):
-    from credrank.experiments.trec_hm import ORACLES, run_trec_hm
+    from credrank.experiments.trec_hm import run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     result = run_trec_hm(path, embedder=HashingEmbedder(64), fetch_k=6, top_k=5,
                          sharpness=2.0, floor=0.1)
-    json.dumps(result)  # JSON-serialisable
-    systems = result["systems"]
-    assert {"similarity", "prior", "prior+agreement", "agreement", *ORACLES} <= set(systems)
-    for name, res in systems.items():
-        assert res["oracle"] == (name in ORACLES)
-        for value in res["means"].values():
-            assert math.isfinite(value)
-    assert systems["similarity"]["compare"]["harmful@5"]["diff"] == 0.0
+    experiment = result.pop("experiment")
+    json.dumps(result)  # the rest is JSON data
+    table = experiment.table
+    rows = {r.system: r for r in table.rows}
+    oracles = {"oracle:nist-prior", "oracle:stance+prior", "oracle:nist-prior+agreement"}
+    assert {"similarity", "prior", "prior+agreement", "agreement", *oracles} <= set(rows)
+    for name, row in rows.items():
+        assert row.reads_labels == (name in oracles)
+        for cell in row.metrics.values():
+            assert cell.mean is None or math.isfinite(cell.mean)
+    assert table.baseline == "similarity" and rows["similarity"].metrics["harmful@5"].delta is None
+    assert rows["prior"].metrics["harmful@5"].delta == pytest.approx(
+        experiment.mean("prior", "harmful@5") - experiment.mean("similarity", "harmful@5"))
+    assert set(experiment.runs) == set(rows)
     for qid, stats in result["stance"]["per_topic"].items():
         assert 0.0 <= stats["accuracy"] <= 1.0, qid
-    assert "| similarity |" in result["table"]
     # every topic's stance model was fitted on the other topics only
     assert result["stance"]["n"] == 12
 
@@ -385,5 +400,4 @@ def test_real_trec_file_with_hashing_embedder(shared_data: Path):
     result = run_trec_hm(path, embedder=HashingEmbedder(128), sharpness=2.0, floor=0.1)
     assert len(result["choices"]) == 15
     assert result["stance"]["n"] == 156
-    base = result["systems"]["similarity"]["means"]
-    assert 0.0 < base["harmful@5"] < 1.0
+    assert 0.0 < result["experiment"].mean("similarity", "harmful@5") < 1.0

@@ -6,52 +6,83 @@ import json
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from credrank.cli import app
 from credrank.datasets import EvalSet
 from credrank.documents.schema import Document
 from credrank.evaluate.bench import answer_coverage, noisy_types
 from credrank.evaluate.report import write_report
+from credrank.evaluate.result import dump_json
 from credrank.experiments.benches import BenchOptions, run_bench
+from credrank.index.embed import get_embedder
 
 
 @pytest.fixture(scope="module")
 def demo_result():
-    from credrank.index.embed import get_embedder
-
     get_embedder.cache_clear()
     return run_bench("demo", BenchOptions(embedder="hashing"))
 
 
 def test_demo_bench_compares_systems_on_the_same_pools(demo_result):
     main = demo_result.main
-    names = [r["system"] for r in main.rows]
-    assert names[0] == "similarity only" and "current priors" in names
-    for row in main.rows[1:]:
+    table = main.table
+    names = [r.system for r in table.rows]
+    assert names[0] == "similarity only" == table.baseline and "current priors" in names
+    for row in table.rows[1:]:
         for m in main.measures:
-            c = row["metrics"][m]
-            assert c["ci_low"] <= c["mean"] <= c["ci_high"]
-            d = c["vs_baseline"]
-            assert d["wins"] + d["losses"] + d["ties"] == len(main.per_query[row["system"]][m])
-            assert d["diff"] == pytest.approx(c["mean"] - main.mean("similarity only", m))
+            c = row.metrics[m]
+            assert c.ci_low <= c.mean <= c.ci_high
+            assert c.wins + c.losses + c.ties == len(main.per_query[row.system][m])
+            assert c.delta == pytest.approx(c.mean - main.mean("similarity only", m))
+    assert "delta" not in table.row("similarity only").metrics["RR"].to_json()
+
+
+def test_harmful_wins_are_decreases(demo_result):
+    main = demo_result.main
+    base = main.per_query["similarity only"]["harmful@5"]
+    for row in main.table.rows[1:]:
+        values = main.per_query[row.system]["harmful@5"]
+        cell = row.metrics["harmful@5"]
+        assert cell.wins == sum(values[q] < base[q] - 1e-9 for q in base)
+        assert cell.losses == sum(values[q] > base[q] + 1e-9 for q in base)
 
 
 def test_zero_dispersion_reproduces_the_baseline(demo_result):
-    sweep = demo_result.sweeps["dispersion"]
-    i = sweep["values"].index(0.0)
-    for m, values in sweep["measures"].items():
-        assert values[i] == pytest.approx(sweep["baseline"][m])
+    sweep = demo_result.table("dispersion")
+    assert sweep.kind == "sweep" and sweep.parameter == "gamma"
+    zero = next(r for r in sweep.rows if r.params.get("gamma") == 0.0)
+    for col in sweep.columns:
+        assert zero.metrics[col.name].mean == pytest.approx(sweep.mean(sweep.baseline, col.name))
+
+
+def test_every_demo_system_says_whether_it_reads_labels(demo_result):
+    for table in demo_result.tables:
+        for row in table.rows:
+            assert isinstance(row.reads_labels, bool), (table.key, row.system)
+    # URL-derived priors and similarity read no labels; oracle feedback does
+    assert not any(r.reads_labels for r in demo_result.table("results").rows)
+    feedback = demo_result.table("oracle_feedback")
+    assert [r.reads_labels for r in feedback.rows] == [False, True, True]
 
 
 def test_report_folder(tmp_path, demo_result):
-    path = write_report(demo_result, tmp_path / "out", demo_result.qrels, "credrank bench demo")
+    path = write_report(demo_result, tmp_path / "out", "credrank bench demo")
     text = path.read_text()
-    assert "## Results" in text and "## Limits" in text and "oracle" in text.lower()
+    assert "## Results" in text and "## Limits" in text and "## Oracle feedback" in text
+    assert "[reads labels]" in text and "harmful@5 ↓" in text
     for name in ("metrics.png", "wins.png", "dispersion.png", "per_query.csv", "result.json",
-                 "runs/qrels.txt", "runs/similarity-only.run"):
+                 "runs/qrels.txt", "runs/similarity-only.run",
+                 "runs/oracle-feedback/current-priors-static.run"):
         assert (tmp_path / "out" / name).is_file(), name
     run_line = (tmp_path / "out" / "runs" / "current-priors.run").read_text().splitlines()[0]
     assert len(run_line.split()) == 6  # qid Q0 docid rank score tag
-    assert json.loads((tmp_path / "out" / "result.json").read_text())["credrank_bench"] == 1
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert doc == json.loads(dump_json(demo_result))
+    assert doc["credrank_bench"] == 2
+    with (tmp_path / "out" / "per_query.csv").open() as f:
+        header = f.readline().strip()
+    assert header == "table,system,measure,qid,value"
 
 
 def toy_evalset():
@@ -92,19 +123,20 @@ def test_unknown_bench_name_lists_choices():
 
 
 def test_cli_bench_newspolluted_with_noisy_prior_curve(shared_data, tmp_path):
-    from typer.testing import CliRunner
-
-    from credrank.cli import app
-
     path = shared_data / "cag" / "NewsPolluted.json"
     res = CliRunner().invoke(app, ["bench", "newspolluted", "--path", str(path), "--embedder",
                                    "hashing", "--json", "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output[res.output.index("{"):])
-    assert out["credrank_bench"] == 1 and out["data"]["queries"] > 400
-    curve = out["sweeps"]["noisy_priors"]
-    h1 = curve["measures"]["harmful@1"]
+    assert out["credrank_bench"] == 2 and out["data"]["queries"] > 400
+    curve = out["tables"]["noisy_priors"]
+    assert curve["kind"] == "sweep" and curve["parameter"] == "wrong_type_share"
+    base = next(r for r in curve["rows"] if r["system"] == curve["baseline"])
+    points = [r for r in curve["rows"] if "wrong_type_share" in r["params"]]
+    assert [r["params"]["wrong_type_share"] for r in points] == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+    assert all(r["reads_labels"] for r in points) and base["reads_labels"] is False
+    h1 = [r["metrics"]["harmful@1"]["mean"] for r in points]
     # a correct prior removes fakes from rank 1; a wrong one gives that back step by step
-    assert h1[0] < curve["baseline"]["harmful@1"]
+    assert h1[0] < base["metrics"]["harmful@1"]["mean"]
     assert h1[0] <= h1[2] <= h1[-1]
     assert (tmp_path / "out" / "noisy_priors.png").is_file()

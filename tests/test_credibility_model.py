@@ -171,6 +171,21 @@ def test_nested_config_choice_picks_a_grid_point_per_topic():
         nested_config_choice(_toy(("t1", "t2")), CredibilityFeaturizer(None), configs)
 
 
+def test_undefined_auc_is_none_and_never_wins():
+    # one topic keeps only credible pages: its AUC is undefined, not 0.5
+    examples = [e for e in _toy(("t1", "t2", "t3")) if e.labels != {"t3": 0}]
+    models = loto_credibility_models(examples, CredibilityFeaturizer(None),
+                                     Config(("cues", "url"), 1.0))
+    report = credibility_report(examples, models)
+    assert report["per_topic"]["t3"]["auc"] is None
+    assert report["auc"] is not None
+    # pooled over the other topics, only credible pages remain when t1 and t2 lose theirs
+    only_good = [e for e in examples if next(iter(e.labels.values())) == 1]
+    configs = (Config(("cues",), 1.0), Config(("url",), 10.0))
+    choice = nested_config_choice(only_good, CredibilityFeaturizer(None), configs)
+    assert all(c["inner_auc"] is None and c["config"] == configs[0] for c in choice.values())
+
+
 # ---------------------------------------------------------------- the stage
 
 
@@ -262,20 +277,22 @@ def test_run_trec_hm_adds_the_learned_prior_systems(write):
                          sharpness=2.0, floor=0.1,
                          credibility_configs=(Config(("cues", "url"), 10.0),
                                               Config(("embedding",), 10.0)))
+    table = result.pop("experiment").table
     json.dumps(result)
-    assert {LEARNED, LEARNED_AGREEMENT} <= set(result["systems"])
+    assert {LEARNED, LEARNED_AGREEMENT} <= {r.system for r in table.rows}
     for name in (LEARNED, LEARNED_AGREEMENT):
-        assert result["systems"][name]["oracle"] is False
-        assert all(math.isfinite(v) for v in result["systems"][name]["means"].values())
+        row = table.row(name)
+        assert row.reads_labels is False
+        assert all(math.isfinite(c.mean) for c in row.metrics.values() if c.mean is not None)
     cred = result["credibility"]
     assert cred["n"] == 13  # 12 pages + the shared page judged twice
-    assert 0.0 <= cred["auc"] <= 1.0 and cred["floor"] == 0.3
+    assert cred["auc"] is None or 0.0 <= cred["auc"] <= 1.0
+    assert cred["floor"] == 0.3
     # the shared page c1-1 is out of topic 1's and topic 2's training sets: topic 1 trains on
     # c2-* and c3-* (8 pages), topic 2 on c1-0, c1-2, c1-3 and c3-* (7), topic 3 on 8 pages
     assert cred["per_topic"]["1"]["trained_on_pages"] == 8
     assert cred["per_topic"]["2"]["trained_on_pages"] == 7
     assert cred["per_topic"]["3"]["trained_on_pages"] == 8
-    assert f"| {LEARNED} |" in result["table"]
 
 
 def test_real_trec_credibility_loto_smoke(shared_data: Path):

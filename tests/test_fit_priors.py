@@ -5,13 +5,14 @@ import math
 
 import pytest
 
+from credrank.core.maths import shrink
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.experiments.coaid_priors import (
     brier,
+    coaid_tables,
     evaluate_fitted_priors,
     fit_type_priors,
     log_loss,
-    roc_auc,
     shrink_priors,
     type_counts,
 )
@@ -80,11 +81,25 @@ def test_bad_labels_and_types():
         type_counts(["website"], [True])
 
 
-def test_auc_by_hand_with_ties():
-    # positives .9, .5 ; negatives .5, .1: pairs (9>5) (9>1) (5=5 → ½) (5>1) = 3.5 / 4
-    assert roc_auc([0.9, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.875)
-    assert roc_auc([0.3, 0.3, 0.3], [True, False, True]) == pytest.approx(0.5)
-    assert roc_auc([0.1, 0.2], [True, True]) is None
+def test_shrink_priors_is_core_shrinkage_clipped():
+    counts = type_counts(["blog"] * 10 + ["government"] * 3, [True] * 9 + [False] * 4)
+    fitted = shrink_priors(counts, BASE, 4.0)
+    n = [counts[t]["n"] for t in SOURCE_TYPES]
+    k = [counts[t]["real"] for t in SOURCE_TYPES]
+    expected = shrink(k, n, [BASE[t] for t in SOURCE_TYPES], 4.0)
+    assert [fitted[t] for t in SOURCE_TYPES] == pytest.approx(list(expected))
+
+
+def test_one_class_test_set_gives_an_undefined_auc(tmp_path):
+    for date, real in (("05-01-2020", ["https://www.cdc.gov/1", "https://www.facebook.com/a"]),
+                       ("07-01-2020", ["https://www.cdc.gov/2"])):
+        d = tmp_path / date
+        d.mkdir()
+        (d / "NewsRealCOVID-19.csv").write_text("news_url\n" + "".join(f"{u}\n" for u in real))
+    res = evaluate_fitted_priors(tmp_path)
+    assert res["metrics"]["fitted"]["auc"] is None  # never a stand-in 0.5
+    predictors = coaid_tables(res)[1]
+    assert predictors.mean("fitted", "AUC") is None
 
 
 def test_log_loss_and_brier_by_hand():
@@ -119,6 +134,12 @@ def test_evaluate_on_toy_folders(tmp_path):
     assert res["metrics"]["fitted"]["auc"] == pytest.approx(0.75)
     assert res["metrics"]["constant"]["auc"] == pytest.approx(0.5)
     json.dumps(res)
+    types, predictors = coaid_tables(res)
+    assert types.kind == "descriptive" and types.row("government").params["fitted_prior"] == \
+        pytest.approx(2.9 / 3)
+    assert predictors.mean("fitted", "AUC") == pytest.approx(0.75)
+    assert [c.direction for c in predictors.columns] == ["higher", "lower", "lower"]
+    assert not any(r.reads_labels for r in predictors.rows)
 
 
 def test_evaluate_rejects_bad_split(tmp_path):
@@ -158,5 +179,5 @@ def test_coaid_heldout_is_sane(coaid_result):
     # fitting does not make the held-out log-loss worse than the hand-set preset
     assert m["fitted"]["log_loss"] < m["base"]["log_loss"]
     assert m["constant"]["auc"] == pytest.approx(0.5)
-    assert "| government |" in r["markdown"]
+    assert "markdown" not in r
     json.dumps(r)

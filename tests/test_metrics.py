@@ -14,10 +14,16 @@ from credrank.evaluate.metrics import (
     evaluate,
     harmful_at_k,
     mean,
+    measure_direction,
+    measure_spec,
     ranked_docs,
     read_qrels,
     read_run,
+    register_measure,
+    registered_measures,
     run_from_rankings,
+    validate_qrels,
+    validate_run,
     write_qrels,
     write_run,
 )
@@ -176,3 +182,35 @@ def test_precision_and_rr_match_definitions(ranking: list[str], judged: dict[str
     assert out[f"P@{k}"]["q"] == pytest.approx(sum(d in relevant for d in ranking[:k]) / k)
     first = next((i for i, d in enumerate(ranking, 1) if d in relevant), None)
     assert out["RR"]["q"] == pytest.approx(0.0 if first is None else 1 / first)
+
+
+def test_measure_registry_directions() -> None:
+    for name in ("harmful@1", "harmful@5", "harmful@10", "log-loss", "Brier"):
+        assert measure_direction(name) == "lower", name
+    for name in ("P@5", "nDCG@10", "nDCG", "RR", "AP", "R@100", "coverage@5", "accuracy",
+                 "AUC", "Pearson", "Spearman"):
+        assert measure_direction(name) == "higher", name
+    assert measure_spec("harmful@3").family == "harmful@k"
+    assert {s.family for s in registered_measures()} >= {"harmful@k", "nDCG@k", "RR"}
+    with pytest.raises(ValueError, match="no registered direction"):
+        measure_direction("harmfulness")
+    with pytest.raises(ValueError, match="direction"):
+        register_measure("odd", r"odd", "sideways", "")  # type: ignore[arg-type]
+
+
+def test_qrels_and_run_share_one_validator() -> None:
+    assert validate_qrels({"q": {"d": 2}}) == {"q": {"d": 2}}
+    assert validate_run({"q": {"d": 1}}) == {"q": {"d": 1.0}}
+    for bad, match in (({"q": {"d": True}}, "gain"), ({"q": {"d": -1}}, "gain"),
+                       ({"": {"d": 1}}, "qid"), ({"q": {"": 1}}, "docid"),
+                       ({"q": [1]}, "mapping"), ([("q", {})], "mapping")):
+        with pytest.raises(ValueError, match=match):
+            validate_qrels(bad)  # type: ignore[arg-type]
+    for bad, match in (({"q": {"d": True}}, "finite"), ({"q": {"d": float("nan")}}, "finite"),
+                       ({"q": {"d": "x"}}, "finite"), ({"q": 3}, "mapping")):
+        with pytest.raises(ValueError, match=match):
+            validate_run(bad, name="myrun")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"myrun\['q'\]\['d'\]"):
+        validate_run({"q": {"d": float("inf")}}, name="myrun")
+    with pytest.raises(ValueError, match="k"):
+        harmful_at_k({"q": {"d": 1.0}}, {}, True)  # type: ignore[arg-type]

@@ -7,7 +7,13 @@ import math
 
 import pytest
 
-from credrank.experiments.goldengaze import load_goldengaze, run_goldengaze, wilson_interval
+from credrank.experiments.goldengaze import (
+    POST_HOC,
+    goldengaze_tables,
+    load_goldengaze,
+    run_goldengaze,
+    wilson_interval,
+)
 
 FILE = "goldengaze/goldengaze_trec2021_host_stances.csv.gz"
 
@@ -46,7 +52,25 @@ def test_sane_results(result):
         assert corr["n"] >= 1000
         for key in ("pearson", "spearman"):
             assert corr[key] is None or math.isfinite(corr[key])
-    assert "| anchored, LOTO |" in result["markdown"]
+    assert "markdown" not in result
+
+
+def test_tables_hold_the_result_as_data(result):
+    tables = {t.key: t for t in goldengaze_tables(result)}
+    assert list(tables) == ["unsupervised", "anchored_loto", "host_filters", "correlation",
+                            "anchored_few"]
+    loto = tables["anchored_loto"]
+    assert loto.baseline == "majority" and loto.columns[0].direction == "higher"
+    majority = result["unsupervised"]["majority"]["accuracy"]
+    for name, entry in result["anchored_loto"].items():
+        cell = loto.row(name).metrics["accuracy"]
+        assert cell.mean == entry["accuracy"] and cell.n == 50
+        assert (cell.ci_low, cell.ci_high) == tuple(entry["ci95"])
+        assert cell.delta == pytest.approx(entry["accuracy"] - majority)
+        assert cell.wins + cell.losses + cell.ties == 50
+    assert loto.row(POST_HOC).notes
+    for table in tables.values():
+        assert all(row.reads_labels is False for row in table.rows)
 
 
 def test_wilson_interval():

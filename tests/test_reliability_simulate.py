@@ -11,6 +11,7 @@ from credrank.experiments.ra_rag_simulation import (
     beta_reliabilities,
     run_simulation,
     simulate_answers,
+    simulation_tables,
 )
 
 
@@ -42,5 +43,13 @@ def test_small_run_properties():
     assert honest["pearson"] > 0.8 and honest["acc_iwmv"] >= honest["acc_majority"] - 0.01
     assert copies["acc_iwmv_collapsed"] > copies["acc_iwmv"]
     assert copies["adversaries_clustered"] == 6
-    assert "| honest | 0.7 |" in res["markdown"]
+    assert "markdown" not in res
     json.dumps(res)
+    votes, estimates = simulation_tables(res)
+    assert [c.name for c in votes.columns] == ["honest, q=0.7", "copies, q=0.6"]
+    assert votes.mean("IWMV (paper weights)", "honest, q=0.7") == honest["acc_iwmv"]
+    flags = {r.system: r.reads_labels for r in votes.rows}
+    assert flags.pop("oracle weights v = S·r − 1 (true r)") is True
+    assert not any(flags.values())
+    assert estimates.kind == "descriptive"
+    assert estimates.row("copies, q=0.6").params["adversaries_clustered"] == 6

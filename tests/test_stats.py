@@ -153,3 +153,23 @@ def test_bad_input_is_rejected_with_names() -> None:
         bootstrap_ci([1.0, 2.0], n_resamples=0)
     with pytest.raises(ValueError, match="finite"):
         randomization_test([1.0, float("inf")])
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_ci([1.0, 2.0], n_resamples=True)  # a bool is not a count
+    with pytest.raises(ValueError, match="tie_tol"):
+        win_loss_tie({"a": 1.0}, {"a": 1.0}, tie_tol=-1.0)
+    with pytest.raises(ValueError, match="direction"):
+        win_loss_tie({"a": 1.0}, {"a": 1.0}, direction="up")  # type: ignore[arg-type]
+
+
+def test_lower_is_better_counts_decreases_as_wins() -> None:
+    base = {"a": 0.4, "b": 0.4, "c": 0.2, "d": 0.2}
+    system = {"a": 0.2, "b": 0.0, "c": 0.4, "d": 0.2}  # two decreases, one increase
+    wlt = win_loss_tie(base, system, direction="lower")
+    assert (wlt.wins, wlt.losses, wlt.ties) == (2, 1, 1)
+    assert wlt.per_query == {"a": 1, "b": 1, "c": -1, "d": 0}
+    c = compare(base, system, direction="lower")
+    assert (c.wins, c.losses, c.ties) == (2, 1, 1)
+    assert c.diff == pytest.approx(-0.1)  # the raw difference, whatever the direction
+    higher = compare(base, system)
+    assert (higher.wins, higher.losses) == (1, 2)
+    assert higher.p_value == c.p_value and higher.ci_low == c.ci_low

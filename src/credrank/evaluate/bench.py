@@ -16,10 +16,8 @@ prior helps as it becomes wrong. x = 0 is a label-derived upper bound, not a res
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,85 +26,59 @@ import numpy as np
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
-from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo
+from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo, squad_normalize
 from credrank.documents.schema import Document
-from credrank.evaluate.experiment import ExperimentResult, run_experiment
+from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
+from credrank.evaluate.metrics import ranked_docs
+from credrank.evaluate.result import AbsentSignal, BenchResult
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.provenance import SourceTyper
+from credrank.select.eligibility import EligibilityFilter
+from credrank.select.stages import CoverageSelect, MMRSelect
 from credrank.select.topk import TopK
 from credrank.signals.prior import CURRENT, PriorTable, SourcePrior, disperse, preset
+from credrank.signals.smoothing import NeighbourSmoothing
 
 POOLED_MEASURES = ["harmful@5", "harmful@1", "nDCG@5", "RR"]
 CORPUS_MEASURES = ["harmful@5", "nDCG@10", "P@5", "RR"]
 NOISE_RATES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 DISPERSIONS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-
-
-@dataclass
-class BenchResult:
-    """Everything a bench run measured (JSON via :meth:`to_json`, see docs/json.md)."""
-
-    name: str
-    path: str
-    settings: dict[str, Any]
-    summary: dict[str, Any]
-    notes: list[str]
-    main: ExperimentResult | None = None
-    sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    qrels: dict[str, dict[str, int]] | None = None  # written as runs/qrels.txt, not in JSON
-
-    def to_json(self) -> dict[str, Any]:
-        return {"credrank_bench": 1, "dataset": self.name, "path": self.path,
-                "settings": self.settings, "data": self.summary, "notes": self.notes,
-                "results": self.main.to_json() if self.main else None,
-                "sweeps": self.sweeps, "extra": self.extra}
+BASELINE = "similarity only"
+#: CrAM's per-passage GPT truthfulness score, and the system that uses it as a prior
+GPT_TRUTH = "gpt_truthfulness_0_10"
+GPT_SYSTEM = "GPT truthfulness as prior (CrAM's scorer)"
 
 
 #: a further measurement over a corpus bench's pools (see :func:`bench_corpus`)
-Section = Callable[["BenchResult", dict[str, Candidates], EvalSet, int, list[str]], None]
+Section = Callable[[BenchResult, dict[str, Candidates], EvalSet, int, list[str]], None]
 
 
 # -- embeddings ---------------------------------------------------------------------------------
 
 def doc_text(doc: Document) -> str:
+    """The text a document is embedded from: title and text."""
     return f"{doc.title}\n{doc.text}" if doc.title else doc.text
-
-
-def embed_cached(texts: Sequence[str], embedder: Embedder, cache_dir: Path | None) -> np.ndarray:
-    """Embed ``texts``; with ``cache_dir``, reuse vectors stored under a hash of the texts."""
-    if cache_dir is None:
-        return embedder.embed(list(texts))
-    digest = hashlib.sha256(embedder.name.encode())
-    for t in texts:
-        digest.update(t.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")
-    path = Path(cache_dir) / f"{embedder.name}-{digest.hexdigest()[:24]}.npy"
-    if path.is_file():
-        vectors = np.load(path)
-        if vectors.shape == (len(texts), embedder.dim):
-            return vectors
-    vectors = embedder.embed(list(texts))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
 
 
 @dataclass
 class Prepared:
+    """An evaluation set with its embedded corpus and query vectors."""
+
     evalset: EvalSet
     index: InMemoryIndex
     query_vectors: dict[str, np.ndarray]  # by query id
 
 
-def prepare(evalset: EvalSet, embedder: Embedder, *, typer: SourceTyper | None = None,
-            cache_dir: Path | None = None) -> Prepared:
-    """Embed documents and queries; source types from the URL when ``typer`` is given."""
+def prepare(evalset: EvalSet, embedder: Embedder, *,
+            typer: SourceTyper | None = None) -> Prepared:
+    """Embed documents and queries; source types from the URL when ``typer`` is given.
+
+    Pass a :class:`~credrank.index.embed.CachedEmbedder` to reuse vectors across runs."""
     docs = evalset.documents
-    vectors = embed_cached([doc_text(d) for d in docs], embedder, cache_dir)
+    vectors = embedder.embed([doc_text(d) for d in docs])
     qtexts = [text for _, text in evalset.queries]
-    qvectors = embed_cached(qtexts, embedder, cache_dir)
+    qvectors = embedder.embed(qtexts)
     meta: dict[str, list[Any]] = {"url": [d.url for d in docs], "title": [d.title for d in docs],
                                   "text": [d.text for d in docs]}
     if typer is not None:
@@ -127,11 +99,13 @@ def pools_for(prepared: Prepared, fetch_k: int) -> dict[str, Candidates]:
 # -- systems ------------------------------------------------------------------------------------
 
 def similarity_only(top_k: int) -> Stage:
+    """The baseline: cosine only, top ``top_k``."""
     return Pipeline([Combine("multiply"), TopK(top_k)])
 
 
 def with_priors(priors: PriorTable, top_k: int, *extra: Stage,
                 use_domain_scores: bool = False) -> Stage:
+    """``sim × λ(source_type)`` (then ``extra`` stages), top ``top_k``."""
     return Pipeline([SourcePrior(priors, use_domain_scores=use_domain_scores), *extra,
                      Combine("multiply"), TopK(top_k)])
 
@@ -146,7 +120,9 @@ def assigned_type_stage(types: dict[str, str]) -> Stage:
 def noisy_types(evalset: EvalSet, rate: float, rng: np.random.Generator,
                 high: str = "established_news", low: str = "ai_generated") -> dict[str, str]:
     """Type ``low`` for documents labelled bad for any question, ``high`` otherwise; then a
-    random ``rate`` share of all documents (exactly round(rate·N)) gets the other type."""
+    random ``rate`` share of all documents (exactly round(rate·N)) gets the other type.
+
+    The types are derived from the evaluation labels: a system using them reads labels."""
     bad = set().union(*evalset.bad.values()) if evalset.bad else set()
     ids = [d.id for d in evalset.documents]
     types = {d: (low if d in bad else high) for d in ids}
@@ -156,9 +132,16 @@ def noisy_types(evalset: EvalSet, rate: float, rng: np.random.Generator,
     return types
 
 
+def signal_count(evalset: EvalSet, label: str) -> int:
+    """How many documents carry a non-null ``doc_labels[doc][label]``."""
+    return sum(1 for d in evalset.documents
+               if evalset.doc_labels.get(d.id, {}).get(label) is not None)
+
+
 def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
                       name: str) -> Stage:
-    """A prior from a per-document score in ``doc_labels`` (e.g. CrAM's GPT truthfulness)."""
+    """A prior from a per-document score in ``doc_labels`` (e.g. CrAM's GPT truthfulness):
+    ``clip(value / scale, floor, 1)``, and 0.5 for a document without the score."""
     values = {}
     for d in evalset.documents:
         raw = evalset.doc_labels.get(d.id, {}).get(label)
@@ -171,65 +154,89 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
 
 # -- runners ------------------------------------------------------------------------------------
 
-def _sweep_dispersion(pools, evalset, top_k, measures) -> dict[str, Any]:
+def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
+                      measures: list[str]) -> ExperimentResult:
     """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid."""
-    systems: dict[str, Stage] = {"similarity only": similarity_only(top_k)}
+    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
     for gamma in DISPERSIONS:
         table = PriorTable(f"γ={gamma:g}", disperse(CURRENT, gamma))
-        systems[f"γ={gamma:g}"] = with_priors(table, top_k)
-    res = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                         n_resamples=2000)
-    return {"parameter": "dispersion γ", "values": list(DISPERSIONS),
-            "measures": {m: [res.mean(f"γ={g:g}", m) for g in DISPERSIONS] for m in measures},
-            "baseline": {m: res.mean("similarity only", m) for m in measures},
-            "presets": {name: g for name, g in (("compressed", 0.5), ("current", 1.0),
-                                                ("aggressive", 1.5))}}
+        systems[f"γ={gamma:g}"] = System(with_priors(table, top_k), reads_labels=False,
+                                         params={"gamma": gamma})
+    return run_experiment(
+        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
+        key="dispersion", title="Sweep: dispersion", kind="sweep", parameter="gamma",
+        notes=["Prior dispersion γ: the current preset's priors spread in logit space around "
+               "their mean (γ = 0: all equal, no reweighting; γ = 1: the current preset; "
+               "presets: compressed 0.5, current 1.0, aggressive 1.5); source types from the "
+               "URL. Intervals: 2,000 bootstrap resamples."])
 
 
-def _sweep_noise(pools, evalset, top_k, measures, seed: int) -> dict[str, Any]:
+def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
+                 measures: list[str], seed: int) -> ExperimentResult:
+    """Priors assigned from the labels with a share x of documents given the wrong type."""
     rng = np.random.default_rng(seed)
-    systems: dict[str, Stage] = {"similarity only": similarity_only(top_k)}
+    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
     for rate in NOISE_RATES:
         types = noisy_types(evalset, rate, rng)
-        systems[f"x={rate:.0%}"] = Pipeline([assigned_type_stage(types),
-                                             with_priors(preset("current"), top_k)])
-    res = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                         n_resamples=2000)
-    return {"parameter": "share of documents with a wrong source type",
-            "values": list(NOISE_RATES),
-            "measures": {m: [res.mean(f"x={r:.0%}", m) for r in NOISE_RATES] for m in measures},
-            "ci": {m: [[row["metrics"][m]["ci_low"], row["metrics"][m]["ci_high"]]
-                       for row in res.rows if row["system"].startswith("x=")]
-                   for m in measures},
-            "baseline": {m: res.mean("similarity only", m) for m in measures},
-            "priors": "current preset; bad → ai_generated (0.30), others → established_news "
-                      "(0.80), then x% swapped"}
+        systems[f"x={rate:.0%}"] = System(
+            Pipeline([assigned_type_stage(types), with_priors(preset("current"), top_k)]),
+            reads_labels=True, params={"wrong_type_share": rate})
+    return run_experiment(
+        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
+        key="noisy_priors", title="Sweep: noisy priors", kind="sweep",
+        parameter="wrong_type_share",
+        notes=["Priors: current preset; documents labelled bad → ai_generated (0.30), others "
+               "→ established_news (0.80), then a share x of all documents swapped. The types "
+               "come from the evaluation labels (x = 0 is a circular upper bound). Intervals: "
+               "2,000 bootstrap resamples."])
 
 
 def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
-                 fetch_k: int = 15, seed: int = 0, cache_dir: Path | None = None) -> BenchResult:
-    """newspolluted / cram-nq / evotemp / ramdocs: one corpus of all pooled documents."""
+                 fetch_k: int = 15, seed: int = 0) -> BenchResult:
+    """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
+
+    A system whose signal the data lacks for every document is not run: the result lists it
+    in ``absent_signals`` and ``notes``."""
     evalset = load_dataset(name, path)
-    prepared = prepare(evalset, embedder, cache_dir=cache_dir)
+    prepared = prepare(evalset, embedder)
     pools = pools_for(prepared, fetch_k)
     measures = POOLED_MEASURES
-    systems: dict[str, Stage] = {"similarity only": similarity_only(top_k)}
+    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
     rng = np.random.default_rng(seed)
     for rate in (0.0, 0.2):
         types = noisy_types(evalset, rate, rng)
         label = ("prior from labels, x=0% (upper bound, circular)" if rate == 0 else
                  f"prior with {rate:.0%} wrong types")
-        systems[label] = Pipeline([assigned_type_stage(types),
-                                   with_priors(preset("current"), top_k)])
+        systems[label] = System(Pipeline([assigned_type_stage(types),
+                                          with_priors(preset("current"), top_k)]),
+                                reads_labels=True, params={"wrong_type_share": rate})
+    absent: list[AbsentSignal] = []
+    notes = list(evalset.notes)
     if name == "cram-nq":
-        systems["GPT truthfulness as prior (CrAM's scorer)"] = Pipeline([
-            label_prior_stage(evalset, "gpt_truthfulness_0_10", 10.0, 0.05, "gpt_truth"),
-            Combine("multiply"), TopK(top_k)])
-    main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad)
+        n_docs = len(evalset.documents)
+        have = signal_count(evalset, GPT_TRUTH)
+        if have == 0:
+            absent.append(AbsentSignal(GPT_TRUTH, GPT_SYSTEM, n_docs,
+                                       f"{GPT_TRUTH} is null for all {n_docs} documents"))
+            notes.append(f"absent signal: {GPT_TRUTH} is null for every document, so the "
+                         f"system '{GPT_SYSTEM}' was not run")
+        else:
+            if have < n_docs:
+                notes.append(f"{GPT_TRUTH} is null for {n_docs - have} of {n_docs} documents; "
+                             "they get the neutral prior 0.5")
+            # a model's score shipped with the data, not the evaluation label: see docs/json.md
+            systems[GPT_SYSTEM] = System(Pipeline([
+                label_prior_stage(evalset, GPT_TRUTH, 10.0, 0.05, "gpt_truth"),
+                Combine("multiply"), TopK(top_k)]), reads_labels=False,
+                notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
+                       "shipped with the data, not the is_misinformation label",))
+    main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
+                          notes=_results_notes())
     result = BenchResult(name, str(path), _settings(embedder, top_k, fetch_k, seed),
-                         evalset.summary(), list(evalset.notes), main, qrels=evalset.qrels)
+                         evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
+    result.add_experiment(main)
     if name in ("newspolluted", "cram-nq"):
-        result.sweeps["noisy_priors"] = _sweep_noise(pools, evalset, top_k, measures, seed)
+        result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed))
     return result
 
 
@@ -238,10 +245,7 @@ def answer_coverage(evalset: EvalSet, k: int
     """Gold-answer coverage@k: the share of a question's gold answers supported by a
     ``correct`` document of that question in the top k (answers compared after SQuAD-style
     normalisation; questions without gold answers are left out)."""
-    from credrank.datasets import normalize_answer
-    from credrank.evaluate.metrics import ranked_docs
-
-    gold = {qid: {normalize_answer(a) for a in lab.get("gold_answers", [])}
+    gold = {qid: {squad_normalize(a) for a in lab.get("gold_answers", [])}
             for qid, lab in evalset.query_labels.items()}
 
     def coverage(run: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -250,7 +254,7 @@ def answer_coverage(evalset: EvalSet, k: int
             if not answers:
                 continue
             top = ranked_docs(run.get(qid, {}))[:k]
-            covered = {normalize_answer(evalset.doc_labels[d]["answer"]) for d in top
+            covered = {squad_normalize(evalset.doc_labels[d]["answer"]) for d in top
                        if evalset.doc_labels.get(d, {}).get("qid") == qid
                        and evalset.doc_labels[d].get("type") == "correct"}
             out[qid] = len(covered & answers) / len(answers)
@@ -259,35 +263,38 @@ def answer_coverage(evalset: EvalSet, k: int
 
 
 def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: int = 15,
-                  seed: int = 0, cache_dir: Path | None = None) -> BenchResult:
+                  seed: int = 0) -> BenchResult:
     """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
     coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
     the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
-    from credrank.select.eligibility import EligibilityFilter
-    from credrank.select.stages import CoverageSelect, MMRSelect
-
     evalset = load_dataset("ramdocs", path)
-    prepared = prepare(evalset, embedder, cache_dir=cache_dir)
+    prepared = prepare(evalset, embedder)
     pools = pools_for(prepared, fetch_k)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
     prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
     eligible = EligibilityFilter(min_ratio=0.75, min_keep=top_k)
     mmr = MMRSelect(top_k, diversity=0.5)
     coverage = CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5, n_clusters=3)
-    systems: dict[str, Stage] = {
-        "similarity only": similarity_only(top_k),
-        "credibility-aware (prior, 20% wrong types)": Pipeline([*prior, Combine(), TopK(top_k)]),
-        "MMR diversity=0.5 over the whole pool": Pipeline([Combine(), mmr]),
-        "eligible (cos ≥ 0.75·max) + MMR": Pipeline([eligible, Combine(), mmr]),
-        "credibility-aware + eligible + MMR": Pipeline([eligible, *prior, Combine(), mmr]),
+    systems = {
+        BASELINE: System(similarity_only(top_k), reads_labels=False),
+        "credibility-aware (prior, 20% wrong types)": System(
+            Pipeline([*prior, Combine(), TopK(top_k)]), reads_labels=True),
+        "MMR diversity=0.5 over the whole pool": System(Pipeline([Combine(), mmr]),
+                                                        reads_labels=False),
+        "eligible (cos ≥ 0.75·max) + MMR": System(Pipeline([eligible, Combine(), mmr]),
+                                                  reads_labels=False),
+        "credibility-aware + eligible + MMR": System(
+            Pipeline([eligible, *prior, Combine(), mmr]), reads_labels=True),
         "credibility-aware + eligible + coverage optimum (λ1=0.3, λ2=0.5, 3 clusters)":
-            Pipeline([eligible, *prior, Combine(), coverage]),
+            System(Pipeline([eligible, *prior, Combine(), coverage]), reads_labels=True),
     }
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,
-                          custom={"coverage@5": answer_coverage(evalset, top_k)})
+                          custom={"coverage@5": answer_coverage(evalset, top_k)},
+                          notes=_results_notes())
     result = BenchResult("ramdocs", str(path), _settings(embedder, top_k, fetch_k, seed),
-                         evalset.summary(), list(evalset.notes), main, qrels=evalset.qrels)
+                         evalset.summary(), list(evalset.notes), qrels=evalset.qrels)
+    result.add_experiment(main)
     result.notes.append("harmful@5 here is misinformation@5 (bad = documents typed misinfo); "
                         "credibility-aware systems use priors assigned with a 20% error rate "
                         "(no provenance in RAMDocs)")
@@ -295,13 +302,13 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
 
 
 def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int = 10,
-                 fetch_k: int = 30, seed: int = 0, cache_dir: Path | None = None,
-                 tables: Sequence[Path] = (),
+                 fetch_k: int = 30, seed: int = 0, tables: Sequence[Path] = (),
                  sections: Sequence[Section] = ()) -> BenchResult:
     """trec2019-hm (and the demo corpus): source types from the URL only.
 
     ``sections`` are further measurements over the same pools (``section(result, pools,
-    evalset, top_k, measures)`` adds to ``result``): the experiments add theirs this way.
+    evalset, top_k, measures)`` adds tables to ``result``): the experiments add theirs this
+    way.
     """
     if name == "demo":
         evalset = read_demo()
@@ -312,39 +319,34 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
         evalset = load_dataset(name, path)
         measures = CORPUS_MEASURES
     typer = SourceTyper(list(tables))
-    prepared = prepare(evalset, embedder, typer=typer, cache_dir=cache_dir)
+    prepared = prepare(evalset, embedder, typer=typer)
     pools = pools_for(prepared, fetch_k)
-    systems: dict[str, Stage] = {"similarity only": similarity_only(top_k)}
+    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
     for p in ("compressed", "current", "aggressive"):
-        systems[f"{p} priors"] = with_priors(preset(p), top_k)
+        systems[f"{p} priors"] = System(with_priors(preset(p), top_k), reads_labels=False)
     if tables and name != "demo":
-        systems["current + domain table scores"] = with_priors(preset("current"), top_k,
-                                                               use_domain_scores=True)
-    for label, stage in _optional_systems(evalset, top_k).items():
-        systems[label] = stage
-    main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad)
+        systems["current + domain table scores"] = System(
+            with_priors(preset("current"), top_k, use_domain_scores=True), reads_labels=False)
+    for m, beta in ((3, 0.3), (5, 0.5)):
+        systems[f"current + smoothing m={m} β={beta}"] = System(with_priors(
+            preset("current"), top_k, NeighbourSmoothing(m=m, beta=beta)), reads_labels=False)
+    main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
+                          notes=_results_notes())
     result = BenchResult(name, str(path or "credrank/data/demo"),
                          _settings(embedder, top_k, fetch_k, seed), evalset.summary(),
-                         list(evalset.notes), main, qrels=evalset.qrels)
-    types = [t for t in prepared.index.meta.get("source_type", [])]
-    result.extra["source_types"] = {t: types.count(t) for t in sorted(set(types))}
-    result.sweeps["dispersion"] = _sweep_dispersion(pools, evalset, top_k, measures)
+                         list(evalset.notes), qrels=evalset.qrels)
+    result.add_experiment(main)
+    types = list(prepared.index.meta.get("source_type", []))
+    result.details["source_types"] = {t: types.count(t) for t in sorted(set(types))}
+    result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures))
     for section in sections:
         section(result, pools, evalset, top_k, measures)
     return result
 
 
-def _optional_systems(evalset: EvalSet, top_k: int) -> dict[str, Stage]:
-    """Systems that need optional stages (neighbour smoothing) when they are available."""
-    out: dict[str, Stage] = {}
-    try:
-        from credrank.signals.smoothing import NeighbourSmoothing
-    except ImportError:
-        return out
-    for m, beta in ((3, 0.3), (5, 0.5)):
-        out[f"current + smoothing m={m} β={beta}"] = with_priors(
-            preset("current"), top_k, NeighbourSmoothing(m=m, beta=beta))
-    return out
+def _results_notes() -> list[str]:
+    return [f"Every system reranks the same pools; the baseline is {BASELINE} (cosine over "
+            "the same embedder). Intervals: 10,000 bootstrap resamples, seeded."]
 
 
 def _settings(embedder: Embedder, top_k: int, fetch_k: int, seed: int) -> dict[str, Any]:
@@ -356,12 +358,9 @@ def check_path(name: str, path: Path | None, required: bool = True) -> Path | No
     """``--path`` of bench ``name``: required unless ``required`` is off, and existing."""
     if path is None:
         if required:
-            raise ValueError(f"bench {name}: --path is required (e.g. ../shared/data/...)")
+            raise ValueError(f"bench {name}: --path is required (the data file or folder; "
+                             "see docs/results.md)")
         return None
     if not Path(path).exists():
         raise ValueError(f"bench {name}: --path {path} does not exist")
     return Path(path)
-
-
-def dump_json(result: BenchResult) -> str:
-    return json.dumps(result.to_json(), indent=2, default=str)

@@ -4,7 +4,12 @@ One retriever fills each query's candidate pool once; every system is a chain of
 stages (signals, combine, select) applied to that same pool, so differences between systems come
 from the reranking alone. Each run is evaluated per query and compared with the baseline by a
 bootstrap interval on the paired difference, a paired randomisation test and a win/loss/tie
-count (:mod:`credrank.evaluate.stats`).
+count (:mod:`credrank.evaluate.stats`) in the direction of each measure
+(:func:`~credrank.evaluate.metrics.measure_direction`). The result is a
+:class:`~credrank.evaluate.tables.ResultTable` plus the per-query values and runs behind it.
+
+A :class:`System` says, where it is defined, whether its stages read evaluation labels
+(``reads_labels``); the flag travels into every table row.
 """
 
 from __future__ import annotations
@@ -15,44 +20,57 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
-from credrank.evaluate.metrics import evaluate, mean, run_from_batches
+from credrank.core.validation import check_bool
+from credrank.evaluate.metrics import Run, evaluate, mean, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, compare
+from credrank.evaluate.tables import Cell, Column, Kind, ResultTable, Row
+
+PerQuery = dict[str, dict[str, dict[str, float]]]  # system -> measure -> qid -> value
+
+
+@dataclass(frozen=True)
+class System:
+    """One system of an experiment.
+
+    ``stage`` reranks a pool (``None`` when the caller evaluates the system itself and passes
+    per-query values to :func:`compare_systems`); ``reads_labels`` is ``True`` when the stages
+    read evaluation labels of the items they are scored on — directly, or through priors
+    assigned from those labels even with noise added; ``notes`` and ``params`` go to the
+    table row.
+    """
+
+    stage: Stage | None
+    reads_labels: bool
+    notes: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_bool("System.reads_labels", self.reads_labels)
 
 
 @dataclass
 class ExperimentResult:
-    """Per-query values and comparisons of several systems on one query set."""
+    """A table of systems with the per-query values and the runs behind it."""
 
-    measures: list[str]
-    baseline: str
-    per_query: dict[str, dict[str, dict[str, float]]]  # system -> measure -> qid -> value
-    runs: dict[str, dict[str, dict[str, float]]]  # system -> TREC-style run
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    table: ResultTable
+    per_query: PerQuery
+    runs: dict[str, Run] = field(default_factory=dict)
+
+    @property
+    def measures(self) -> list[str]:
+        return [c.name for c in self.table.columns]
+
+    @property
+    def baseline(self) -> str | None:
+        return self.table.baseline
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.table.rows
 
     def mean(self, system: str, measure: str) -> float:
+        """Mean over queries of ``measure`` for ``system`` (:func:`metrics.mean`)."""
         return mean(self.per_query[system][measure])
-
-    def to_json(self) -> dict[str, Any]:
-        return {"measures": self.measures, "baseline": self.baseline, "systems": self.rows}
-
-    def markdown(self) -> str:
-        """One row per system: mean [95% CI] per measure, and Δ vs baseline with p-value."""
-        head = "| system | " + " | ".join(self.measures) + " |"
-        sep = "|---|" + "---|" * len(self.measures)
-        lines = [head, sep]
-        for row in self.rows:
-            cells = []
-            for m in self.measures:
-                c = row["metrics"][m]
-                cell = f"{c['mean']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
-                if row["system"] != self.baseline:
-                    d = c["vs_baseline"]
-                    cell += (f"<br>Δ {d['diff']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
-                             f", p={d['p_value']:.3g}, W/L/T {d['wins']}/{d['losses']}/"
-                             f"{d['ties']}")
-                cells.append(cell)
-            lines.append(f"| {row['system']} | " + " | ".join(cells) + " |")
-        return "\n".join(lines)
 
 
 def retrieve_pools(retriever: Stage, queries: Sequence[tuple[str, str]]) -> dict[str, Candidates]:
@@ -60,9 +78,68 @@ def retrieve_pools(retriever: Stage, queries: Sequence[tuple[str, str]]) -> dict
     return {qid: retriever.search(text) for qid, text in queries}
 
 
+def compare_systems(
+    per_query: PerQuery,
+    systems: Mapping[str, System],
+    columns: Sequence[Column],
+    *,
+    key: str,
+    title: str,
+    baseline: str | None = None,
+    runs: Mapping[str, Run] | None = None,
+    kind: Kind = "systems",
+    parameter: str | None = None,
+    notes: Sequence[str] = (),
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> ExperimentResult:
+    """The table of ``systems`` from their per-query values (``per_query[system][column]``).
+
+    Each cell: the mean (:func:`~credrank.evaluate.metrics.mean`, the one mean over queries)
+    with its percentile-bootstrap interval over queries, and for every
+    system but ``baseline`` (default: the first) the paired difference with its bootstrap
+    interval, the two-sided randomisation p-value and wins/losses/ties in the column's
+    direction. A column with no query (``n = 0``) has ``mean = None``.
+    """
+    names = list(systems)
+    if not names:
+        raise ValueError("compare_systems: expected at least one system")
+    baseline = baseline or names[0]
+    if baseline not in systems:
+        raise ValueError(f"baseline {baseline!r} is not among the systems {names}")
+    missing = [(s, c.name) for s in names for c in columns
+               if c.name not in per_query.get(s, {})]
+    if missing:
+        raise ValueError(f"per_query: no values for (system, measure) {missing[:3]}; expected "
+                         "one mapping qid -> value per system and column")
+    rows = []
+    for name in names:
+        metrics = {}
+        for col in columns:
+            values = per_query[name][col.name]
+            ci = bootstrap_ci(values, n_resamples=n_resamples, seed=seed)
+            cell: dict[str, Any] = {"mean": mean(values) if ci.n else None, "n": ci.n}
+            if ci.n:
+                cell.update(ci_low=ci.low, ci_high=ci.high)
+            if name != baseline:
+                cmp = compare(per_query[baseline][col.name], values, n_resamples=n_resamples,
+                              seed=seed, direction=col.direction)
+                cell.update(delta=cmp.diff, delta_ci_low=cmp.ci_low, delta_ci_high=cmp.ci_high,
+                            p_value=cmp.p_value, wins=cmp.wins, losses=cmp.losses,
+                            ties=cmp.ties, test=cmp.test)
+            metrics[col.name] = Cell(**cell)
+        system = systems[name]
+        rows.append(Row(name, system.reads_labels, metrics, notes=list(system.notes),
+                        params=dict(system.params),
+                        stages=system.stage.describe() if system.stage is not None else None))
+    table = ResultTable(key, title, list(columns), rows, kind=kind, baseline=baseline,
+                        parameter=parameter, notes=list(notes))
+    return ExperimentResult(table, per_query, dict(runs or {}))
+
+
 def run_experiment(
     pools: Mapping[str, Candidates],
-    systems: Mapping[str, Stage],
+    systems: Mapping[str, System],
     qrels: Mapping[str, Mapping[str, int]],
     measures: Sequence[str],
     *,
@@ -71,48 +148,37 @@ def run_experiment(
     n_resamples: int = 10_000,
     seed: int = 0,
     custom: Mapping[str, Callable[[dict[str, dict[str, float]]], dict[str, float]]] | None = None,
+    key: str = "results",
+    title: str = "Results",
+    kind: Kind = "systems",
+    parameter: str | None = None,
+    notes: Sequence[str] = (),
 ) -> ExperimentResult:
     """Apply every system to every pool, evaluate and compare with ``baseline``.
 
-    ``baseline`` defaults to the first system. Higher is better for every measure except
-    ``harmful@k``, where a negative difference is the improvement (the table shows raw
-    differences; wins/losses follow the measure's direction). ``custom`` adds measures computed
-    by a function of the run (``{qid: {doc: score}}`` → ``{qid: value}``).
+    ``baseline`` defaults to the first system. Each measure's direction comes from the
+    measure registry (:func:`~credrank.evaluate.metrics.measure_direction`): the table shows
+    raw differences, and wins/losses follow the direction. ``custom`` adds measures computed
+    by a function of the run (``{qid: {doc: score}}`` → ``{qid: value}``); their names must be
+    registered measures too.
     """
     names = list(systems)
     if not names:
         raise ValueError("run_experiment: expected at least one system")
-    baseline = baseline or names[0]
-    if baseline not in systems:
-        raise ValueError(f"baseline {baseline!r} is not among the systems {names}")
+    for name, system in systems.items():
+        if not isinstance(system, System) or system.stage is None:
+            raise ValueError(f"systems[{name!r}]: expected a System with a stage; got "
+                             f"{system!r}")
     custom = dict(custom or {})
+    columns = [Column.of(m) for m in [*measures, *custom]]
     runs, per_query = {}, {}
-    for name, stage in systems.items():
-        batches = {qid: stage(batch) for qid, batch in pools.items()}
+    for name, system in systems.items():
+        assert system.stage is not None
+        batches = {qid: system.stage(batch) for qid, batch in pools.items()}
         runs[name] = run_from_batches(batches)
         per_query[name] = evaluate(qrels, runs[name], list(measures), bad=bad)
         for label, fn in custom.items():
             per_query[name][label] = fn(runs[name])
-    measures = [*measures, *custom]
-    result = ExperimentResult(list(measures), baseline, per_query, runs)
-    for name in names:
-        metrics = {}
-        for m in measures:
-            values = per_query[name][m]
-            ci = bootstrap_ci(values, n_resamples=n_resamples, seed=seed)
-            entry: dict[str, Any] = {"mean": ci.point, "ci_low": ci.low, "ci_high": ci.high,
-                                     "n": ci.n}
-            if name != baseline:
-                lower_is_better = m.startswith("harmful@")
-                cmp = compare(per_query[baseline][m], values, n_resamples=n_resamples,
-                              seed=seed)
-                wins, losses = (cmp.losses, cmp.wins) if lower_is_better else (cmp.wins,
-                                                                                cmp.losses)
-                entry["vs_baseline"] = {"diff": cmp.diff, "ci_low": cmp.ci_low,
-                                        "ci_high": cmp.ci_high, "p_value": cmp.p_value,
-                                        "wins": wins, "losses": losses, "ties": cmp.ties,
-                                        "test": cmp.test}
-            metrics[m] = entry
-        result.rows.append({"system": name, "stages": systems[name].describe(),
-                            "metrics": metrics})
-    return result
+    return compare_systems(per_query, systems, columns, key=key, title=title,
+                           baseline=baseline, runs=runs, kind=kind, parameter=parameter,
+                           notes=notes, n_resamples=n_resamples, seed=seed)

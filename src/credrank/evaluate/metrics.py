@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 import ir_measures
 
-if TYPE_CHECKING:
-    from credrank.core.candidates import Candidates
+from credrank.core.candidates import Candidates
+from credrank.core.validation import check_choice, check_int
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
@@ -49,53 +50,50 @@ def _check_id(kind: str, value: object, where: str) -> str:
     return value
 
 
+def _validate_nested(data: Mapping[str, Mapping[str, object]], name: str, value_name: str,
+                     check: Callable[[object, str], float | int]) -> dict[str, dict[str, Any]]:
+    """The one validator behind :func:`validate_qrels` and :func:`validate_run`: a mapping
+    ``qid -> {docid: value}`` with non-empty str ids, each value passed through ``check``
+    (which raises naming the entry); returns a checked copy."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{name}: expected a mapping qid -> {{docid: {value_name}}}; got "
+                         f"{type(data).__name__}")
+    out: dict[str, dict[str, Any]] = {}
+    for qid, row in data.items():
+        _check_id("qid", qid, name)
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{name}[{qid!r}]: expected a mapping docid -> {value_name}; got "
+                             f"{type(row).__name__}")
+        checked: dict[str, Any] = {}
+        for docid, value in row.items():
+            _check_id("docid", docid, f"{name}[{qid!r}]")
+            checked[docid] = check(value, f"{name}[{qid!r}][{docid!r}]")
+        out[qid] = checked
+    return out
+
+
+def _gain(value: object, where: str) -> int:
+    return check_int(f"{where}: gain", value, 0)
+
+
+def _score(value: object, where: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected a finite number; got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ValueError(f"{where}: expected a finite number; got {value!r}")
+    return number
+
+
 def validate_qrels(qrels: Mapping[str, Mapping[str, int]], name: str = "qrels") -> Qrels:
     """Check and copy qrels: str ids, int gains ``>= 0`` (bool rejected)."""
-    if not isinstance(qrels, Mapping):
-        raise ValueError(f"{name}: expected a mapping qid -> {{docid: gain}}; got "
-                         f"{type(qrels).__name__}")
-    out: Qrels = {}
-    for qid, judged in qrels.items():
-        _check_id("qid", qid, name)
-        if not isinstance(judged, Mapping):
-            raise ValueError(f"{name}[{qid!r}]: expected a mapping docid -> gain; got "
-                             f"{type(judged).__name__}")
-        row: dict[str, int] = {}
-        for docid, gain in judged.items():
-            _check_id("docid", docid, f"{name}[{qid!r}]")
-            if isinstance(gain, bool) or not isinstance(gain, int) or gain < 0:
-                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected an int gain >= 0; "
-                                 f"got {gain!r}")
-            row[docid] = int(gain)
-        out[qid] = row
-    return out
+    return _validate_nested(qrels, name, "gain", _gain)
 
 
 def validate_run(run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
-    """Check and copy a run: str ids, finite real scores."""
-    if not isinstance(run, Mapping):
-        raise ValueError(f"{name}: expected a mapping qid -> {{docid: score}}; got "
-                         f"{type(run).__name__}")
-    out: Run = {}
-    for qid, scores in run.items():
-        _check_id("qid", qid, name)
-        if not isinstance(scores, Mapping):
-            raise ValueError(f"{name}[{qid!r}]: expected a mapping docid -> score; got "
-                             f"{type(scores).__name__}")
-        row: dict[str, float] = {}
-        for docid, score in scores.items():
-            _check_id("docid", docid, f"{name}[{qid!r}]")
-            try:
-                value = float(score)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected a finite number; "
-                                 f"got {score!r}") from None
-            if isinstance(score, bool) or not math.isfinite(value):
-                raise ValueError(f"{name}[{qid!r}][{docid!r}]: expected a finite number; "
-                                 f"got {score!r}")
-            row[docid] = value
-        out[qid] = row
-    return out
+    """Check and copy a run: str ids, finite real scores (bool rejected)."""
+    return _validate_nested(run, name, "score", _score)
 
 
 def ranked_docs(scores: Mapping[str, float]) -> list[str]:
@@ -151,8 +149,7 @@ def harmful_at_k(run: Mapping[str, Mapping[str, float]], bad: Mapping[str, Itera
     than a full one with the same bad documents). A query missing from the run scores 0.
     ``qids`` defaults to every qid of ``run`` and ``bad``.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected an int >= 1; got {k!r}")
+    k = check_int("k", k, 1)
     checked = validate_run(run)
     topics = sorted(set(checked) | set(bad)) if qids is None else list(qids)
     out: dict[str, float] = {}
@@ -176,6 +173,81 @@ def mean(values: Mapping[str, float]) -> float:
 def aggregate(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """Mean of every measure of :func:`evaluate`'s output (see :func:`mean`)."""
     return {measure: mean(per_query) for measure, per_query in results.items()}
+
+
+# ---------------------------------------------------------------- measure registry
+
+#: whether a larger value of a measure is better (``"higher"``) or worse (``"lower"``)
+Direction = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """A family of measures and its direction; ``pattern`` matches whole measure names."""
+
+    family: str
+    pattern: re.Pattern[str]
+    direction: Direction
+    description: str
+
+
+_REGISTRY: dict[str, MeasureSpec] = {}
+
+
+def register_measure(family: str, pattern: str, direction: Direction,
+                     description: str) -> MeasureSpec:
+    """Record the direction of the measures whose names fully match ``pattern``.
+
+    Every table, statistic (wins/losses), plot and JSON document reads a measure's direction
+    from here (:func:`measure_direction`); nothing guesses it from the name elsewhere.
+    Re-registering a family replaces it.
+    """
+    check_choice("direction", direction, ("higher", "lower"))
+    spec = MeasureSpec(family, re.compile(pattern), direction, description)
+    _REGISTRY[family] = spec
+    return spec
+
+
+def measure_spec(name: str) -> MeasureSpec:
+    """The registered family of measure ``name`` (first match in registration order)."""
+    if not isinstance(name, str):
+        raise ValueError(f"measure: expected a str; got {name!r}")
+    for spec in _REGISTRY.values():
+        if spec.pattern.fullmatch(name):
+            return spec
+    raise ValueError(f"measure {name!r} has no registered direction; expected one of the "
+                     f"families {', '.join(_REGISTRY)} (register others with "
+                     "register_measure)")
+
+
+def measure_direction(name: str) -> Direction:
+    """``"higher"`` or ``"lower"``: which way measure ``name`` improves."""
+    return measure_spec(name).direction
+
+
+def registered_measures() -> list[MeasureSpec]:
+    """Every registered family, in registration order."""
+    return list(_REGISTRY.values())
+
+
+for _family, _pattern, _direction, _text in (
+    ("harmful@k", r"harmful@\d+", "lower",
+     "share of the top k that is a labelled bad document (denominator k)"),
+    ("P@k", r"P@\d+", "higher", "precision at k"),
+    ("nDCG@k", r"nDCG(@\d+)?", "higher", "normalised discounted cumulative gain"),
+    ("RR", r"RR(@\d+)?", "higher", "reciprocal rank of the first relevant document"),
+    ("AP", r"AP(@\d+)?", "higher", "average precision"),
+    ("R@k", r"R@\d+", "higher", "recall at k"),
+    ("coverage@k", r"coverage@\d+", "higher",
+     "share of a question's gold answers supported by a correct document in the top k"),
+    ("accuracy", r"accuracy", "higher", "share of correct predictions"),
+    ("AUC", r"AUC", "higher", "area under the ROC curve"),
+    ("log-loss", r"log-loss", "lower", "mean negative log-likelihood of the labels"),
+    ("Brier", r"Brier", "lower", "mean squared error of predicted probabilities"),
+    ("Pearson", r"Pearson", "higher", "Pearson correlation of an estimate with the truth"),
+    ("Spearman", r"Spearman", "higher", "Spearman correlation of an estimate with the truth"),
+):
+    register_measure(_family, _pattern, _direction, _text)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- evaluate

@@ -1,4 +1,10 @@
-"""Write a bench run to a folder: ``report.md``, PNG plots, TREC runs and per-query tables."""
+"""Write a bench run to a folder: ``report.md``, ``result.json``, PNG plots, TREC runs and
+per-query values.
+
+Every bench takes this one path. ``report.md`` is rendered from the same data as
+``result.json`` (:mod:`credrank.evaluate.render`); plots read the tables' cells and the measure
+directions from the registry.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from credrank.evaluate.bench import BenchResult
 from credrank.evaluate.metrics import write_qrels, write_run
+from credrank.evaluate.render import ARROWS, sections
+from credrank.evaluate.result import BenchResult, dump_json
+from credrank.evaluate.tables import ResultTable
 
 LIMITS = [
     "Small collections: TREC 2019 HM dev has 15 topics and 156 pages; the demo corpus is 10 "
@@ -23,6 +31,8 @@ LIMITS = [
     "credibility mixes outdated and false.",
     "Where documents have no provenance, priors are assigned by the experimenter with a stated "
     "error rate; x = 0 is derived from the labels and is an upper bound, not a result.",
+    "Rows marked [reads labels] read evaluation labels of the items they are scored on "
+    "(priors assigned from labels, even with noise; oracle lines): references, not results.",
 ]
 
 
@@ -31,7 +41,8 @@ def _slug(text: str) -> str:
     return "-".join(filter(None, keep.split("-")))[:60]
 
 
-def _plt():
+def _plt() -> Any:
+    # matplotlib is imported here, not at module level: it is heavy and only needed to plot
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,147 +51,146 @@ def _plt():
     return plt
 
 
-def plot_metric_bars(result: BenchResult, path: Path) -> None:
-    """Mean per measure and system with 95% bootstrap intervals."""
+def _title(table: ResultTable, measure: str) -> str:
+    col = table.column(measure)
+    return f"{measure} {ARROWS[col.direction]} ({col.direction} is better)"
+
+
+def plot_metric_bars(table: ResultTable, path: Path, name: str) -> None:
+    """Mean per measure and system with the 95% bootstrap intervals of the table."""
     plt = _plt()
-    main = result.main
-    systems = [r["system"] for r in main.rows]
-    fig, axes = plt.subplots(1, len(main.measures), figsize=(4.2 * len(main.measures), 4.8),
+    rows = table.rows
+    systems = [r.system for r in rows]
+    fig, axes = plt.subplots(1, len(table.columns), figsize=(4.2 * len(table.columns), 4.8),
                              squeeze=False)
-    for ax, m in zip(axes[0], main.measures, strict=True):
-        means = np.array([r["metrics"][m]["mean"] for r in main.rows])
-        low = means - np.array([r["metrics"][m]["ci_low"] for r in main.rows])
-        high = np.array([r["metrics"][m]["ci_high"] for r in main.rows]) - means
+    for ax, col in zip(axes[0], table.columns, strict=True):
+        cells = [r.metrics[col.name] for r in rows]
+        means = np.array([c.mean or 0.0 for c in cells])
+        low = means - np.array([c.ci_low if c.ci_low is not None else m
+                                for c, m in zip(cells, means, strict=True)])
+        high = np.array([c.ci_high if c.ci_high is not None else m
+                         for c, m in zip(cells, means, strict=True)]) - means
         ax.barh(range(len(systems)), means, xerr=[low, high], capsize=3,
-                color=["#888888"] + ["#2a6fbb"] * (len(systems) - 1))
+                color=["#888888" if s == table.baseline else "#2a6fbb" for s in systems])
         ax.set_yticks(range(len(systems)), labels=systems if ax is axes[0][0] else [""] *
                       len(systems), fontsize=8)
         ax.invert_yaxis()
-        ax.set_title(m + (" (lower is better)" if m.startswith("harmful") else ""), fontsize=10)
-    fig.suptitle(f"{result.name}: means with 95% bootstrap intervals", fontsize=11)
+        ax.set_title(_title(table, col.name), fontsize=10)
+    fig.suptitle(f"{name}: means with 95% bootstrap intervals", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_wins(result: BenchResult, path: Path) -> None:
-    """Per-query wins / losses / ties against the baseline, per system and measure."""
-    plt = _plt()
-    main = result.main
-    rows = [r for r in main.rows if r["system"] != main.baseline]
+def plot_wins(table: ResultTable, path: Path, name: str) -> None:
+    """Per-query wins / losses / ties against the baseline (a win is an improvement in the
+    measure's direction), per system and measure."""
+    rows = [r for r in table.rows if r.system != table.baseline]
     if not rows:
         return
-    fig, axes = plt.subplots(1, len(main.measures), figsize=(4.2 * len(main.measures), 4.8),
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(table.columns), figsize=(4.2 * len(table.columns), 4.8),
                              squeeze=False)
-    for ax, m in zip(axes[0], main.measures, strict=True):
-        w = [r["metrics"][m]["vs_baseline"]["wins"] for r in rows]
-        lo = [r["metrics"][m]["vs_baseline"]["losses"] for r in rows]
-        t = [r["metrics"][m]["vs_baseline"]["ties"] for r in rows]
+    for ax, col in zip(axes[0], table.columns, strict=True):
+        w = [r.metrics[col.name].wins or 0 for r in rows]
+        lo = [r.metrics[col.name].losses or 0 for r in rows]
+        t = [r.metrics[col.name].ties or 0 for r in rows]
         y = np.arange(len(rows))
         ax.barh(y, w, color="#2a9d3a", label="wins")
         ax.barh(y, lo, left=w, color="#c0392b", label="losses")
         ax.barh(y, t, left=np.add(w, lo), color="#cccccc", label="ties")
-        ax.set_yticks(y, labels=[r["system"] for r in rows] if ax is axes[0][0] else [""] *
+        ax.set_yticks(y, labels=[r.system for r in rows] if ax is axes[0][0] else [""] *
                       len(rows), fontsize=8)
         ax.invert_yaxis()
-        ax.set_title(m, fontsize=10)
+        ax.set_title(_title(table, col.name), fontsize=10)
     axes[0][-1].legend(fontsize=8)
-    fig.suptitle(f"{result.name}: per-query outcome vs {main.baseline}", fontsize=11)
+    fig.suptitle(f"{name}: per-query outcome vs {table.baseline}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_sweep(result: BenchResult, key: str, path: Path) -> None:
+def plot_sweep(table: ResultTable, path: Path, name: str) -> None:
+    """Mean of each measure against the sweep parameter; dotted: the baseline."""
+    assert table.parameter is not None
+    points = [r for r in table.rows if table.parameter in r.params]
+    base = table.row(table.baseline) if table.baseline else None
     plt = _plt()
-    sweep = result.sweeps[key]
-    x = sweep["values"]
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for m, ys in sweep["measures"].items():
-        line = ax.plot(x, ys, marker="o", label=m)[0]
-        ax.axhline(sweep["baseline"][m], color=line.get_color(), linestyle=":", linewidth=1)
-    ax.set_xlabel(sweep["parameter"])
-    ax.set_ylabel("mean over queries (dotted: similarity only)")
-    ax.set_title(f"{result.name}: {key.replace('_', ' ')}")
+    x = [r.params[table.parameter] for r in points]
+    for col in table.columns:
+        ys = [r.metrics[col.name].mean for r in points]
+        line = ax.plot(x, ys, marker="o", label=f"{col.name} {ARROWS[col.direction]}")[0]
+        if base is not None and base.metrics[col.name].mean is not None:
+            ax.axhline(base.metrics[col.name].mean, color=line.get_color(), linestyle=":",
+                       linewidth=1)
+    ax.set_xlabel(table.parameter)
+    ax.set_ylabel(f"mean over queries (dotted: {table.baseline})")
+    ax.set_title(f"{name}: {table.title}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def _sweep_table(sweep: dict[str, Any]) -> str:
-    measures = list(sweep["measures"])
-    lines = [f"| {sweep['parameter']} | " + " | ".join(measures) + " |",
-             "|---|" + "---|" * len(measures),
-             "| similarity only | " + " | ".join(f"{sweep['baseline'][m]:.3f}"
-                                                  for m in measures) + " |"]
-    for i, v in enumerate(sweep["values"]):
-        label = f"{v:.0%}" if "wrong" in sweep["parameter"] else f"{v:g}"
-        lines.append(f"| {label} | " + " | ".join(f"{sweep['measures'][m][i]:.3f}"
-                                                   for m in measures) + " |")
-    return "\n".join(lines)
+def _write_experiments(result: BenchResult, out: Path) -> None:
+    """TREC runs (``runs/<system>.run`` for the main table, ``runs/<table>/<system>.run`` for
+    others), ``runs/qrels.txt`` and ``per_query.csv`` (every table with per-query values)."""
+    if result.qrels is not None:
+        write_qrels(result.qrels, out / "runs" / "qrels.txt")
+    with (out / "per_query.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["table", "system", "measure", "qid", "value"])
+        for key, exp in result.experiments.items():
+            folder = out / "runs" if key == "results" else out / "runs" / _slug(key)
+            folder.mkdir(parents=True, exist_ok=True)
+            for system, run in exp.runs.items():
+                write_run(run, folder / f"{_slug(system)}.run", tag=_slug(system))
+            for system, by_measure in exp.per_query.items():
+                for m, values in by_measure.items():
+                    for qid, v in sorted(values.items()):
+                        w.writerow([key, system, m, qid, f"{v:.6f}"])
 
 
-def markdown_sections(result: BenchResult) -> list[tuple[str, str]]:
-    """``(title, markdown)`` for the main table, each sweep and each table-bearing extra."""
-    out = []
-    if result.main is not None:
-        out.append(("Results", result.main.markdown()))
-    for key, sweep in result.sweeps.items():
-        body = _sweep_table(sweep)
-        if "priors" in sweep:
-            body += f"\n\nPriors: {sweep['priors']}."
-        out.append((f"Sweep: {key.replace('_', ' ')}", body))
-    for key, text in result.extra.items():
-        if isinstance(text, str) and "|---" in text:
-            out.append((key.replace("_", " ").capitalize(), text))
-    return out
+def _images(result: BenchResult, table: ResultTable, out: Path) -> list[str]:
+    """Plot ``table`` when it has something to plot; the Markdown image lines."""
+    if table.kind == "sweep":
+        plot_sweep(table, out / f"{table.key}.png", result.name)
+        return [f"![{table.key}]({table.key}.png)"]
+    if table.key in result.experiments:
+        prefix = "" if table.key == "results" else f"{_slug(table.key)}-"
+        plot_metric_bars(table, out / f"{prefix}metrics.png", f"{result.name}, {table.title}")
+        plot_wins(table, out / f"{prefix}wins.png", f"{result.name}, {table.title}")
+        return [f"![metrics]({prefix}metrics.png)", "", f"![wins]({prefix}wins.png)"]
+    return []
 
 
-def write_report(result: BenchResult, out: Path, qrels: dict[str, dict[str, int]] | None = None,
-                 command: str = "") -> Path:
+def write_report(result: BenchResult, out: Path, command: str = "") -> Path:
     """Write everything under ``out``; returns the path of ``report.md``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
-    (out / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    (out / "result.json").write_text(dump_json(result), encoding="utf-8")
     md = [f"# credrank bench {result.name}", "",
           f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  ", f"Data: `{result.path}`  ",
           f"Command: `{command}`" if command else "", "",
           "## Settings", "", "```json", json.dumps(result.settings, indent=2), "```", "",
           "## Data", "", "```json", json.dumps(result.summary, indent=2), "```", ""]
-    if result.extra.get("source_types"):
+    types = result.details.get("source_types")
+    if types:
         md += ["Source types derived from URLs: " + ", ".join(
-            f"{k} {v}" for k, v in result.extra["source_types"].items()), ""]
+            f"{k} {v}" for k, v in types.items()), ""]
+    _write_experiments(result, out)
     if result.main is not None:
-        main = result.main
-        if qrels is not None:
-            write_qrels(qrels, out / "runs" / "qrels.txt")
-        for system, run in main.runs.items():
-            write_run(run, out / "runs" / f"{_slug(system)}.run", tag=_slug(system))
-        with (out / "per_query.csv").open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["system", "measure", "qid", "value"])
-            for system, by_measure in main.per_query.items():
-                for m, values in by_measure.items():
-                    for qid, v in sorted(values.items()):
-                        w.writerow([system, m, qid, f"{v:.6f}"])
-        plot_metric_bars(result, out / "metrics.png")
-        plot_wins(result, out / "wins.png")
-        md += ["## Results", "",
-               f"Mean [95% percentile-bootstrap CI over queries]; for each system, Δ vs "
-               f"`{main.baseline}` with the bootstrap CI of the paired difference, the p-value "
-               "of a two-sided paired randomisation test and per-query wins/losses/ties "
-               "(for harmful@k a win is a decrease).", "", main.markdown(), "",
-               "![metrics](metrics.png)", "", "![wins](wins.png)", ""]
-    for key in result.sweeps:
-        plot_sweep(result, key, out / f"{key}.png")
-    for title, body in markdown_sections(result)[1 if result.main is not None else 0:]:
+        md += ["Tables: mean [95% percentile-bootstrap CI over queries]; for each system, Δ vs "
+               "the baseline with the bootstrap CI of the paired difference, the p-value of a "
+               "two-sided paired randomisation test and per-query wins/losses/ties (a win is "
+               "an improvement in the measure's direction).", ""]
+    for title, body, key in sections(result):
         md += [f"## {title}", "", body, ""]
-        if title.startswith("Sweep: "):
-            key = title[len("Sweep: "):].replace(" ", "_")
-            md += [f"![{key}]({key}.png)", ""]
+        images = _images(result, result.table(key), out) if key is not None else []
+        md += [*images, ""] if images else []
     md += ["## Notes from the data reader", ""] + [f"- {n}" for n in result.notes] + [""]
     md += ["## Limits", ""] + [f"- {n}" for n in LIMITS] + [""]
     path = out / "report.md"
-    path.write_text("\n".join(md))
+    path.write_text("\n".join(md), encoding="utf-8")
     return path

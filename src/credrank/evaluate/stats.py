@@ -24,6 +24,14 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats as sps
 
+from credrank.core.validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_probability,
+)
+from credrank.evaluate.metrics import Direction
+
 #: largest n whose 2**n sign patterns are enumerated exactly
 EXACT_MAX_N = 16
 #: cap on the size of one block of resampled indices (rows x n), to bound memory
@@ -148,22 +156,8 @@ def _rng(seed: Seed) -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def _check_resamples(n_resamples: int) -> int:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer) \
-            or n_resamples < 1:
-        raise ValueError(f"n_resamples: expected an int >= 1; got {n_resamples!r}")
-    return int(n_resamples)
-
-
-def _check_confidence(confidence: float) -> float:
-    if not (isinstance(confidence, int | float) and 0.0 < float(confidence) < 1.0):
-        raise ValueError(f"confidence: expected a number in (0, 1); got {confidence!r}")
-    return float(confidence)
-
-
 def _zero_ties(d: np.ndarray, tie_tol: float) -> np.ndarray:
-    if not (isinstance(tie_tol, int | float) and math.isfinite(tie_tol) and tie_tol >= 0):
-        raise ValueError(f"tie_tol: expected a finite number >= 0; got {tie_tol!r}")
+    tie_tol = check_nonnegative("tie_tol", tie_tol)
     return np.where(np.abs(d) <= tie_tol, 0.0, d)
 
 
@@ -171,17 +165,18 @@ def _zero_ties(d: np.ndarray, tie_tol: float) -> np.ndarray:
 
 
 def win_loss_tie(baseline: Mapping[str, float], system: Mapping[str, float],
-                 tie_tol: float = 1e-9) -> WinLossTie:
+                 tie_tol: float = 1e-9, direction: Direction = "higher") -> WinLossTie:
     """Per-query wins, losses and ties of ``system`` over ``baseline`` (seed 004; chapter 35.2
     paired accounting).
 
-    With ``d_q = system_q - baseline_q``: win if ``d_q > tie_tol``, loss if
-    ``d_q < -tie_tol``, tie otherwise. For a measure where lower is better (harmful@k) swap
-    the arguments or negate the values.
+    With ``d_q = system_q - baseline_q``: for a ``direction="higher"`` measure a win is
+    ``d_q > tie_tol`` and a loss ``d_q < -tie_tol``; for ``"lower"`` (harmful@k; see
+    :func:`~credrank.evaluate.metrics.measure_direction`) a win is a decrease. Tie otherwise.
     """
+    check_choice("direction", direction, ("higher", "lower"))
     qids, base, sys_ = paired_arrays(baseline, system)
     d = _zero_ties(sys_ - base, tie_tol)
-    sign = np.sign(d).astype(int)
+    sign = np.sign(d).astype(int) * (1 if direction == "higher" else -1)
     return WinLossTie(wins=int(np.sum(sign > 0)), losses=int(np.sum(sign < 0)),
                       ties=int(np.sum(sign == 0)),
                       per_query={q: int(s) for q, s in zip(qids, sign, strict=True)})
@@ -211,8 +206,8 @@ def bootstrap_ci(values: Values, *, n_resamples: int = 10_000, confidence: float
     ``m*``. Seeded: the same ``seed`` gives the same interval. ``n <= 1``: see module policy.
     """
     v = _as_array(values, "values")
-    n_resamples = _check_resamples(n_resamples)
-    confidence = _check_confidence(confidence)
+    n_resamples = check_int("n_resamples", n_resamples, 1)
+    confidence = check_probability("confidence", confidence, open_low=True, open_high=True)
     rng = _rng(seed)
     n = int(v.size)
     if n == 0:
@@ -253,7 +248,7 @@ def randomization_test(differences: Values, *, n_resamples: int = 10_000, seed: 
     float slack of 1e-12. ``n <= 1``: p = 1.0, ``defined=False``.
     """
     d = _as_array(differences, "differences")
-    n_resamples = _check_resamples(n_resamples)
+    n_resamples = check_int("n_resamples", n_resamples, 1)
     n = int(d.size)
     if n <= 1:
         return PairedTest(float(d.mean()) if n else 0.0, 1.0, "randomization", n, False,
@@ -309,20 +304,22 @@ def wilcoxon_test(differences: Values) -> PairedTest:
 def compare(baseline: Mapping[str, float], system: Mapping[str, float], *,
             test: TestKind = "randomization", tie_tol: float = 1e-9,
             n_resamples: int = 10_000, confidence: float = 0.95,
-            seed: Seed = 0) -> Comparison:
+            seed: Seed = 0, direction: Direction = "higher") -> Comparison:
     """One system against the baseline on paired per-query values (seed 004 evaluation;
     chapter 35.1 uncertainty, 35.2 paired accounting).
 
     ``diff = mean(system) - mean(baseline) = mean(d)``; ``[ci_low, ci_high]`` is the paired
     percentile bootstrap of ``mean(d)`` (:func:`bootstrap_ci_diff`); ``p_value`` is the
     two-sided :func:`randomization_test` (default) or :func:`wilcoxon_test`; wins, losses
-    and ties as in :func:`win_loss_tie`. Policies for ``n <= 1`` are the module's. For a
-    lower-is-better measure (harmful@k) a negative ``diff`` and "losses" are improvements.
+    and ties as in :func:`win_loss_tie` with the measure's ``direction`` (a win is an
+    improvement). Policies for ``n <= 1`` are the module's. ``diff`` is always the raw
+    difference: for a lower-is-better measure (harmful@k) a negative ``diff`` is the
+    improvement.
     """
     if test not in ("randomization", "wilcoxon"):
         raise ValueError(f"test: expected 'randomization' or 'wilcoxon'; got {test!r}")
     qids, base, sys_ = paired_arrays(baseline, system)
-    wlt = win_loss_tie(baseline, system, tie_tol)
+    wlt = win_loss_tie(baseline, system, tie_tol, direction)
     d = _zero_ties(sys_ - base, tie_tol)
     n = len(qids)
     ci = bootstrap_ci(sys_ - base, n_resamples=n_resamples, confidence=confidence, seed=seed)

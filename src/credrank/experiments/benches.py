@@ -3,7 +3,9 @@
 Product benches (similarity vs credibility-aware systems on one set) come from
 :mod:`credrank.evaluate.bench`; the research runs (TREC correctness signals, oracle feedback,
 CoAID-fitted priors, Golden-Gaze hosts, the RA-RAG simulation) live here, in ``experiments``,
-which product code never imports.
+which product code never imports. Every bench returns the same
+:class:`~credrank.evaluate.result.BenchResult`: tables as data, rendered to Markdown by
+:mod:`credrank.evaluate.render` and written by :func:`credrank.evaluate.report.write_report`.
 """
 
 from __future__ import annotations
@@ -13,19 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from credrank.evaluate.bench import (
-    BenchResult,
-    bench_corpus,
-    bench_pooled,
-    bench_ramdocs,
-    check_path,
-)
-from credrank.experiments.coaid_priors import evaluate_fitted_priors
-from credrank.experiments.goldengaze import run_goldengaze
-from credrank.experiments.oracle_feedback import oracle_feedback_table
-from credrank.experiments.ra_rag_simulation import run_simulation
+from credrank.core.candidates import Candidates
+from credrank.datasets import EvalSet
+from credrank.evaluate.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
+from credrank.evaluate.result import BenchResult
+from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
+from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
+from credrank.experiments.oracle_feedback import oracle_feedback_experiment
+from credrank.experiments.ra_rag_simulation import run_simulation, simulation_tables
 from credrank.experiments.trec_hm import run_trec_hm
-from credrank.index.embed import get_embedder
+from credrank.index.embed import CachedEmbedder, Embedder, get_embedder
+
+#: the prior strength and base preset of ``coaid-priors``
+COAID_STRENGTH = 10.0
+COAID_BASE = "current"
 
 
 @dataclass(frozen=True)
@@ -49,67 +52,95 @@ class Bench:
     help: str
 
 
-def _oracle_section(result: BenchResult, pools: Any, evalset: Any, top_k: int,
-                    measures: list[str]) -> None:
-    result.extra["oracle_feedback"] = oracle_feedback_table(pools, evalset, top_k, measures)
+def _embedder(o: BenchOptions) -> Embedder:
+    """The named embedder behind the one embedding cache (on disk with ``--cache``)."""
+    return CachedEmbedder(get_embedder(o.embedder), o.cache_dir)
+
+
+def _oracle_section(result: BenchResult, pools: dict[str, Candidates], evalset: EvalSet,
+                    top_k: int, measures: list[str]) -> None:
+    result.add_experiment(oracle_feedback_experiment(pools, evalset, top_k, measures))
+
+
+def _correctness_section(o: BenchOptions, embedder: Embedder
+                         ) -> Callable[[BenchResult, dict[str, Candidates], EvalSet, int,
+                                        list[str]], None]:
+    def section(result: BenchResult, pools: dict[str, Candidates], evalset: EvalSet,
+                top_k: int, measures: list[str]) -> None:
+        assert o.path is not None
+        out = run_trec_hm(o.path, embedder=embedder, fetch_k=result.settings["fetch_k"],
+                          top_k=top_k, seed=o.seed)
+        result.add_experiment(out["experiment"])
+        result.details["correctness_signal"] = {k: out[k] for k in (
+            "config", "stance", "choices", "credibility", "notes", "seconds")}
+    return section
 
 
 def _corpus(name: str) -> Callable[[BenchOptions], BenchResult]:
     def run(o: BenchOptions) -> BenchResult:
+        embedder = _embedder(o)
         sections = [_oracle_section]
-        embedder = get_embedder(o.embedder)
         if name == "trec2019-hm":
-            def agreement(result: BenchResult, pools: Any, evalset: Any, top_k: int,
-                          measures: list[str]) -> None:
-                out = run_trec_hm(o.path, embedder=embedder, fetch_k=result.settings["fetch_k"],
-                                  top_k=top_k, seed=o.seed)
-                result.extra["correctness_signal"] = (
-                    "Credibility-weighted agreement on the answer (RA-RAG's idea at document "
-                    "level, chapter 35.3): a stance model (P(page says the treatment helps)) "
-                    "trained leave-one-topic-out, never on the evaluated topic; the agreement "
-                    "stage's hyper-parameters chosen by nested leave-one-topic-out. Stance "
-                    f"model LOTO: n={out['stance']['n']}, accuracy "
-                    f"{out['stance']['accuracy']:.3f}, AUC {out['stance']['auc']}.\n\n"
-                    + out["table"])
-                result.extra["agreement_details"] = {k: out[k] for k in (
-                    "config", "choices", "notes", "seconds")}
-            sections.append(agreement)
-        return bench_corpus(name, o.path, embedder, seed=o.seed, cache_dir=o.cache_dir,
-                            tables=o.tables, sections=sections)
+            sections.append(_correctness_section(o, embedder))
+        return bench_corpus(name, o.path, embedder, seed=o.seed, tables=o.tables,
+                            sections=sections)
     return run
 
 
 def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
     def run(o: BenchOptions) -> BenchResult:
         assert o.path is not None
-        embedder = get_embedder(o.embedder)
         if name == "ramdocs":
-            return bench_ramdocs(o.path, embedder, seed=o.seed, cache_dir=o.cache_dir)
-        return bench_pooled(name, o.path, embedder, seed=o.seed, cache_dir=o.cache_dir)
+            return bench_ramdocs(o.path, _embedder(o), seed=o.seed)
+        return bench_pooled(name, o.path, _embedder(o), seed=o.seed)
     return run
 
 
 def _coaid(o: BenchOptions) -> BenchResult:
     assert o.path is not None
-    out = evaluate_fitted_priors(o.path)
-    result = BenchResult("coaid-priors", str(o.path), {"strength": 10.0, "base": "current"},
-                         {k: v for k, v in out.items() if isinstance(v, int | float | str)
-                          and k != "markdown"}, [])
-    result.extra["fitted_priors"] = out.get("markdown", "")
-    result.extra["details"] = {k: v for k, v in out.items() if k != "markdown"}
+    out = evaluate_fitted_priors(o.path, base=COAID_BASE, strength=COAID_STRENGTH)
+    summary = {"train_items": out["n_train"], "test_items": out["n_test"],
+               "train_real_share": out["train_real_share"], **out["skipped"]}
+    result = BenchResult("coaid-priors", str(o.path),
+                         {"strength": COAID_STRENGTH, "base": COAID_BASE,
+                          "train_folders": out["train_folders"],
+                          "test_folders": out["test_folders"]},
+                         summary, list(out["notes"]))
+    for table in coaid_tables(out):
+        result.add_table(table)
+    result.details["fitted_priors"] = {k: out[k] for k in ("base", "fitted", "counts",
+                                                           "metrics")}
     return result
 
 
 def _goldengaze(o: BenchOptions) -> BenchResult:
     assert o.path is not None
     out = run_goldengaze(o.path, seed=o.seed)
-    return BenchResult("goldengaze-hosts", str(o.path), {"seed": o.seed}, {}, [], extra=out)
+    result = BenchResult("goldengaze-hosts", str(o.path), {"seed": o.seed}, out["data"],
+                         ["hosts are sources, topics are questions; a host's answer is "
+                          "'helpful' when the mean helpful_probability of its pages is > 0.5 "
+                          "(a stance model's prediction, not a human label); the known "
+                          "correct stances are read only to score and as anchors"])
+    for table in goldengaze_tables(out):
+        result.add_table(table)
+    result.details.update(_without(out, "data"))
+    return result
 
 
 def _simulation(o: BenchOptions) -> BenchResult:
     out = run_simulation(seed=o.seed)
-    return BenchResult("ra-rag-simulation", "synthetic (simulated answers)", {"seed": o.seed},
-                       {}, [], extra=out)
+    result = BenchResult("ra-rag-simulation", "synthetic (simulated answers)",
+                         {"seed": o.seed, **out["settings"]}, {"scenarios": len(out["rows"])},
+                         ["simulated calibration answers following the RA-RAG protocol; no "
+                          "real data"])
+    for table in simulation_tables(out):
+        result.add_table(table)
+    result.details.update(_without(out, "settings"))
+    return result
+
+
+def _without(out: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in out.items() if k not in keys}
 
 
 BENCHES: dict[str, Bench] = {b.name: b for b in (
@@ -127,7 +158,8 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
 
 
 def run_bench(name: str, options: BenchOptions) -> BenchResult:
-    """Run bench ``name`` (see :data:`BENCHES`)."""
+    """Run bench ``name`` (see :data:`BENCHES`); every bench returns a
+    :class:`~credrank.evaluate.result.BenchResult`."""
     bench = BENCHES.get(name)
     if bench is None:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "

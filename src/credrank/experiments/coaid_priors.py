@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
+from credrank.core.maths import roc_auc, shrink
+from credrank.core.validation import check_nonnegative, check_probability
 from credrank.documents.schema import SOURCE_TYPES
+from credrank.evaluate.experiment import System
+from credrank.evaluate.tables import Cell, Column, ResultTable, Row, descriptive_table
 from credrank.provenance import SourceTyper
 from credrank.signals.prior import PriorTable, load_priors
 
@@ -55,14 +58,6 @@ def _check_labels(labels: Iterable[object], n: int) -> list[bool]:
     return out
 
 
-def _check_strength(strength: object) -> float:
-    if isinstance(strength, bool) or not isinstance(strength, numbers.Real) or not (
-            math.isfinite(float(strength)) and float(strength) >= 0):
-        raise ValueError(f"strength: expected a finite number >= 0 (pseudo-count of the "
-                         f"preset), got {strength!r}")
-    return float(strength)
-
-
 def type_counts(types: Sequence[str], labels: Sequence[object]) -> dict[str, dict[str, int]]:
     """``{type: {"n", "real", "fake"}}`` over every type of ``SOURCE_TYPES`` (zeros included)."""
     flags = _check_labels(labels, len(types))
@@ -85,15 +80,14 @@ def shrink_priors(counts: dict[str, dict[str, int]], base: PriorTable, strength:
     The result is clipped to ``[floor, 1]`` (a prior table holds values in (0, 1]; with
     m = 0 a type with no reliable item would otherwise get 0).
     """
-    m = _check_strength(strength)
-    if not (0 < floor <= 1):
-        raise ValueError(f"floor: expected a number in (0, 1], got {floor!r}")
-    values = {}
-    for t in SOURCE_TYPES:
-        c = counts.get(t, {"n": 0, "real": 0})
-        n, real, lam0 = c["n"], c["real"], base[t]
-        value = lam0 if n + m == 0 else (real + m * lam0) / (n + m)
-        values[t] = float(min(max(value, floor), 1.0))
+    m = check_nonnegative("strength", strength)
+    floor = check_probability("floor", floor, open_low=True)
+    empty = {"n": 0, "real": 0}
+    n = np.array([counts.get(t, empty)["n"] for t in SOURCE_TYPES], dtype=np.float64)
+    real = np.array([counts.get(t, empty)["real"] for t in SOURCE_TYPES], dtype=np.float64)
+    lam0 = np.array([base[t] for t in SOURCE_TYPES], dtype=np.float64)
+    fitted = np.clip(shrink(real, n, lam0, m), floor, 1.0)
+    values = {t: float(v) for t, v in zip(SOURCE_TYPES, fitted, strict=True)}
     return PriorTable(name or f"fitted({base.name}, m={m:g})", values)
 
 
@@ -113,22 +107,6 @@ def fit_type_priors(urls: Sequence[str | None], labels: Sequence[object], typer:
 
 
 # ------------------------------------------------------------------------- held-out measures
-
-
-def roc_auc(scores: Sequence[float], labels: Sequence[object]) -> float | None:
-    """Area under the ROC curve of ``scores`` for ``labels`` (True = positive).
-
-    Mann–Whitney form ``(Σ rank_pos − n_pos(n_pos + 1)/2) / (n_pos · n_neg)`` with average ranks,
-    so a tie between a positive and a negative counts one half. ``None`` when either class is
-    empty (declared: the AUC is undefined there).
-    """
-    y = np.asarray(_check_labels(labels, len(scores)), dtype=bool)
-    s = np.asarray(scores, dtype=np.float64)
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    ranks = rankdata(s)
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def log_loss(probs: Sequence[float], labels: Sequence[object]) -> float | None:
@@ -199,12 +177,10 @@ def read_coaid_urls(folder: str | Path) -> tuple[list[tuple[str, bool]], int]:
 
 
 def _scores(probs: list[float], labels: list[bool]) -> dict[str, float | None]:
-    return {"auc": roc_auc(probs, labels), "log_loss": log_loss(probs, labels),
-            "brier": brier(probs, labels)}
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
+    """AUC (:func:`credrank.core.maths.roc_auc`, ``None`` when a class is empty), log-loss
+    and Brier score of ``probs`` as P(real)."""
+    return {"auc": roc_auc(_check_labels(labels, len(probs)), probs),
+            "log_loss": log_loss(probs, labels), "brier": brier(probs, labels)}
 
 
 def evaluate_fitted_priors(
@@ -224,7 +200,8 @@ def evaluate_fitted_priors(
     repeats URLs across releases). On the test items each predictor gives P(real) = its prior
     of the item's source type: ``fitted``, ``base`` (the preset) and ``constant`` (the training
     share of real items, the no-provenance baseline). Reported: per-type counts, the tables,
-    AUC (real vs fake), log-loss and Brier score, and a markdown table. JSON-serialisable.
+    AUC (real vs fake), log-loss and Brier score. JSON data; :func:`coaid_tables` turns
+    it into the report's tables.
     """
     typer = typer or SourceTyper()
     base_table = load_priors(base) if isinstance(base, str) else base
@@ -273,21 +250,6 @@ def evaluate_fitted_priors(
     }
     metrics = {name: _scores(p, test_labels) for name, p in predictors.items()}
 
-    rows = ["| source type | train n | train real | train fake | base λ0 | fitted λ | "
-            "test n | test real share |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for t in SOURCE_TYPES:
-        tr, te = train_counts[t], test_counts[t]
-        rate = te["real"] / te["n"] if te["n"] else None
-        rows.append(f"| {t} | {tr['n']} | {tr['real']} | {tr['fake']} | {base_table[t]:.3f} | "
-                    f"{fitted[t]:.3f} | {te['n']} | {_fmt(rate)} |")
-    rows += ["", f"Held out: {len(test_items)} items from {', '.join(test)} "
-             f"(fit on {', '.join(train)}, strength m = {strength:g}).", "",
-             "| predictor of P(real) | AUC | log-loss | Brier |", "|---|---:|---:|---:|"]
-    for name, ms in metrics.items():
-        rows.append(f"| {name} | {_fmt(ms['auc'])} | {_fmt(ms['log_loss'])} | "
-                    f"{_fmt(ms['brier'])} |")
-
     return {
         "train_folders": train,
         "test_folders": test,
@@ -309,5 +271,41 @@ def evaluate_fitted_priors(
             "constant = the training share of real items (no provenance); its AUC is 0.5",
             f"log-loss clips probabilities to [{LOG_LOSS_EPS}, 1 - {LOG_LOSS_EPS}]",
         ],
-        "markdown": "\n".join(rows),
     }
+
+
+#: the held-out predictors of P(real); none reads the labels of the evaluated (test) items
+PREDICTORS: dict[str, System] = {
+    "fitted": System(None, reads_labels=False, notes=(
+        "per-type priors fitted on the labels of the training releases only; test items "
+        "whose URL occurs in training are dropped",)),
+    "base": System(None, reads_labels=False, notes=("the hand-set preset",)),
+    "constant": System(None, reads_labels=False, notes=(
+        "the training share of real items for every item (no provenance)",)),
+}
+
+
+def coaid_tables(res: dict[str, Any]) -> list[ResultTable]:
+    """The tables of :func:`evaluate_fitted_priors`' result: per-type counts and priors
+    (descriptive), and the held-out scores of each predictor of P(real)."""
+    train, test = res["counts"]["train"], res["counts"]["test"]
+    types = descriptive_table("type_priors", "Per-type priors (CoAID)", [
+        (t, {"train_n": train[t]["n"], "train_real": train[t]["real"],
+             "train_fake": train[t]["fake"], "base_prior": res["base"]["values"][t],
+             "fitted_prior": res["fitted"]["values"][t], "test_n": test[t]["n"],
+             "test_real_share": test[t]["real"] / test[t]["n"] if test[t]["n"] else None})
+        for t in SOURCE_TYPES], row_header="source type", notes=[
+        f"Fitted on {', '.join(res['train_folders'])} with strength m = {res['strength']:g} "
+        "toward the preset (λ = (n_real + m·λ0) / (n + m)); source type from the URL only."])
+    columns = [Column("AUC", "AUC"), Column("log-loss", "log-loss"), Column("Brier", "Brier")]
+    keys = {"AUC": "auc", "log-loss": "log_loss", "Brier": "brier"}
+    rows = [Row(name, system.reads_labels,
+                {c.name: Cell(res["metrics"][name][keys[c.name]], n=res["n_test"])
+                 for c in columns}, notes=list(system.notes))
+            for name, system in PREDICTORS.items()]
+    scores = ResultTable("predictors", "Held-out predictors of P(real) (CoAID)", columns, rows,
+                         notes=[f"Held out: {res['n_test']} items from "
+                                f"{', '.join(res['test_folders'])}; each predictor gives "
+                                "P(real) = its prior of the item's source type. An undefined "
+                                "AUC (one class only) is shown as —."])
+    return [types, scores]

@@ -46,9 +46,7 @@ dependent; the cue lists are English and hand-written before any fit; a prior le
 
 from __future__ import annotations
 
-import hashlib
 import math
-import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,8 +57,10 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
+from credrank.core.maths import roc_auc
 from credrank.core.pipeline import Stage
-from credrank.experiments.stance import LogisticModel, auc, fit_logistic
+from credrank.core.validation import check_int, check_probability
+from credrank.experiments.stance import LogisticModel, fit_logistic, text_key
 
 # ---------------------------------------------------------------- features
 
@@ -153,10 +153,6 @@ def head(text: str, words: int) -> str:
     return " ".join(text.split()[:words])
 
 
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
 class CredibilityFeaturizer:
     """Feature rows ``[cues | url | embedding]`` for ``(text, url)`` pairs (module docstring).
 
@@ -167,8 +163,7 @@ class CredibilityFeaturizer:
     """
 
     def __init__(self, embedder: Embedder | None, *, head_words: int = 200):
-        if isinstance(head_words, bool) or not isinstance(head_words, int) or head_words < 1:
-            raise ValueError(f"head_words: expected an int >= 1, got {head_words!r}")
+        check_int("head_words", head_words, 1)
         self.embedder = embedder
         self.head_words = head_words
         dim = int(getattr(embedder, "dim", 0)) if embedder is not None else 0
@@ -212,7 +207,7 @@ class CredibilityFeaturizer:
             if not isinstance(t, str):
                 raise ValueError(f"texts[{i}]: expected a string (the page text), got "
                                  f"{type(t).__name__}")
-        keys = [(_digest(t), None if u is None else str(u)) for t, u in zip(texts, urls,
+        keys = [(text_key(t), None if u is None else str(u)) for t, u in zip(texts, urls,
                                                                            strict=True)]
         todo = list(dict.fromkeys(k for k in keys if k not in self._rows))
         if todo:
@@ -409,7 +404,10 @@ def nested_config_choice(examples: Sequence[CredibilityExample],
     """Per outer topic ``t``: the configuration with the highest pooled held-out AUC over the
     other topics ``u``, each ``u`` scored by a model fitted on pages judged for neither ``t``
     nor ``u`` (ties: the first configuration; only credibility labels of topics other than
-    ``t`` are read). Returns ``{t: {"config": Config, "inner_auc": float}}``."""
+    ``t`` are read). A configuration whose pooled AUC is undefined (one class only,
+    :func:`~credrank.core.maths.roc_auc` gives ``None``) cannot win; if none is defined the
+    first configuration is used with ``inner_auc = None``. Returns
+    ``{t: {"config": Config, "inner_auc": float | None}}``."""
     if not configs:
         raise ValueError("configs: expected at least one configuration")
     available = [c for c in configs if set(c.groups) <= set(featurizer.groups)]
@@ -424,18 +422,19 @@ def nested_config_choice(examples: Sequence[CredibilityExample],
         for config in available:
             inner = loto_credibility_models(examples, featurizer, config, exclude=[outer])
             _, y, p = held_out(examples, inner)
-            value = auc(y, p)
-            if best is None or value > best[0] + 1e-12:
+            value = roc_auc(y, p)
+            if value is not None and (best is None or value > best[0] + 1e-12):
                 best = (value, config)
-        assert best is not None
-        out[outer] = {"config": best[1], "inner_auc": best[0]}
+        out[outer] = ({"config": available[0], "inner_auc": None} if best is None else
+                      {"config": best[1], "inner_auc": best[0]})
     return out
 
 
 def credibility_report(examples: Sequence[CredibilityExample],
                        models: Mapping[str, CredibilityModel]) -> dict[str, Any]:
     """Held-out accuracy (threshold 0.5) and AUC, pooled over every (topic, judged page) pair
-    and per topic, with the share of credible pages (the accuracy of "always credible")."""
+    and per topic, with the share of credible pages (the accuracy of "always credible").
+    An AUC is ``None`` where one class is missing (undefined), never a stand-in 0.5."""
     topics, y, p = held_out(examples, models)
     t_arr = np.asarray(topics, dtype=object)
     per_topic: dict[str, dict[str, Any]] = {}
@@ -445,14 +444,14 @@ def credibility_report(examples: Sequence[CredibilityExample],
             continue
         per_topic[t] = {"n": int(mask.sum()), "credible_share": float(y[mask].mean()),
                         "accuracy": float(np.mean((p[mask] >= 0.5) == y[mask])),
-                        "auc": auc(y[mask], p[mask]),
+                        "auc": roc_auc(y[mask], p[mask]),
                         "config": models[t].config.to_dict(),
                         "trained_on_pages": len(models[t].trained_on)}
     two_class = [v["auc"] for t, v in per_topic.items()
                  if 0 < v["credible_share"] < 1]
     return {"n": len(y), "credible_share": float(y.mean()) if len(y) else 0.0,
             "accuracy": float(np.mean((p >= 0.5) == y)) if len(y) else 0.0,
-            "auc": auc(y, p) if len(y) else 0.5,
+            "auc": roc_auc(y, p),
             "mean_topic_auc": float(np.mean(two_class)) if two_class else None,
             "topics_with_both_classes": len(two_class), "per_topic": per_topic}
 
@@ -462,13 +461,6 @@ def credibility_report(examples: Sequence[CredibilityExample],
 
 class CredibilityFn(Protocol):
     def __call__(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray: ...
-
-
-def _check_floor(floor: Any) -> float:
-    if isinstance(floor, bool) or not isinstance(floor, numbers.Real) or \
-            not (0.0 <= float(floor) <= 1.0):
-        raise ValueError(f"floor: expected a number in [0, 1], got {floor!r}")
-    return float(floor)
 
 
 class LearnedCredibilityPrior(Stage):
@@ -496,7 +488,7 @@ class LearnedCredibilityPrior(Stage):
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
         self.model = model_or_callable
         self.name = name
-        self.floor = _check_floor(floor)
+        self.floor = check_probability("floor", floor)
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.reliability.estimate import (
     EncodedAnswers,
     consensus_diagnostics,
@@ -326,8 +327,8 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
     IWMV consensus may be read as truth), ``anchored_loto`` (leave-one-topic-out),
     ``anchored_filters`` (one-coin LOTO keeping only hosts that answer ``>= k`` topics, for
     each ``k`` in ``filter_topics``), ``anchored_few`` (mean accuracy on the non-gold topics
-    for ``anchor_sizes`` random gold sets, ``repeats`` draws, seeded), ``markdown`` and
-    ``seconds``.
+    for ``anchor_sizes`` random gold sets, ``repeats`` draws, seeded) and ``seconds``;
+    :func:`goldengaze_tables` turns it into the report's tables.
     """
     start = time.perf_counter()
     data = load_goldengaze(path)
@@ -414,43 +415,87 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
         "anchored_few": {"sizes": [s for s in anchor_sizes if 0 < s < n_t], "repeats": repeats,
                          "seed": seed, "accuracy": few},
     }
-    result["markdown"] = _markdown(result)
     result["seconds"] = time.perf_counter() - start
     return result
 
 
-def _markdown(res: dict[str, Any]) -> str:
+MAJORITY = "majority"
+
+
+def _accuracy_cell(e: dict[str, Any], base: dict[str, Any] | None) -> Cell:
+    """Topic accuracy with its Wilson interval; against the majority vote (``base``) the
+    difference and the per-topic wins/losses/ties."""
+    if base is None:
+        return Cell(e["accuracy"], e["ci95"][0], e["ci95"][1], n=e["n"])
+    wins, losses = e["wins_vs_majority"], e["losses_vs_majority"]
+    return Cell(e["accuracy"], e["ci95"][0], e["ci95"][1], n=e["n"],
+                delta=e["accuracy"] - base["accuracy"], wins=wins, losses=losses,
+                ties=e["n"] - wins - losses)
+
+
+def _accuracy_table(key: str, title: str, entries: dict[str, dict[str, Any]],
+                    majority: dict[str, Any], notes: list[str],
+                    params: dict[str, dict[str, Any]] | None = None) -> ResultTable:
+    col = Column("accuracy", "accuracy")
+    rows = [Row(MAJORITY, False, {col.name: _accuracy_cell(majority, None)})]
+    for name, e in entries.items():
+        if name == MAJORITY:
+            continue
+        rows.append(Row(name, False, {col.name: _accuracy_cell(e, majority)},
+                        notes=[POST_HOC_NOTE] if name == POST_HOC else [],
+                        params=(params or {}).get(name, {})))
+    return ResultTable(key, title, [col], rows, baseline=MAJORITY, notes=notes)
+
+
+POST_HOC_NOTE = ("picked after trying several variants on these same 50 topics: its accuracy "
+                 "is optimistic")
+
+
+def goldengaze_tables(res: dict[str, Any]) -> list[ResultTable]:
+    """The tables of :func:`run_goldengaze`'s result. No estimator reads the known stance of
+    the topic it is scored on (anchored ones read the other topics' stances), so every row
+    has ``reads_labels = False``; the baseline is the unsupervised majority vote."""
     d = res["data"]
-    lines = [f"Golden-Gaze TREC 2021 hosts: {d['hosts']} hosts, {d['topics']} topics, "
-             f"{d['hosts_min_topics']} hosts with >= {d['min_host_topics']} topics; "
-             f"{d['helpful_share_of_answers']:.0%} of host answers say 'helpful'.", "",
-             "| setting | method | topic accuracy | 95% CI | wins/losses vs majority |",
-             "|---|---|---|---|---|"]
-    for setting, key in (("unsupervised", "unsupervised"), ("anchored, LOTO", "anchored_loto")):
-        for name, e in res[key].items():
-            lines.append(f"| {setting} | {name} | {e['accuracy']:.2f} ({e['correct']}/{e['n']}) "
-                         f"| [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}] | "
-                         f"{e['wins_vs_majority']}/{e['losses_vs_majority']} |")
-    lines += ["", "| reliability estimate vs host accuracy | Pearson | Spearman | hosts |",
-              "|---|---|---|---|"]
-    for name, c in res["correlation"].items():
-        def f(x: float | None) -> str:
-            return "—" if x is None else f"{x:+.3f}"
-        lines.append(f"| {name} | {f(c['pearson'])} | {f(c['spearman'])} | {c['n']} |")
-    lines += ["", "| one-coin LOTO, hosts answering >= k topics | hosts | topic accuracy |",
-              "|---|---|---|"]
-    for k, e in res["anchored_filters"].items():
-        lines.append(f"| k = {k} | {e['hosts']} | {e['accuracy']:.2f} ({e['correct']}/{e['n']}) |")
-    few = res["anchored_few"]
-    lines += ["", "| anchors (random gold topics) | " + " | ".join(
-        str(s) for s in few["sizes"]) + " |", "|---|" + "---|" * len(few["sizes"])]
-    for name, accs in few["accuracy"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{accs[str(s)]:.3f}" for s in few["sizes"])
-                     + " |")
-    lines += ["", f"[post-hoc]: '{res['post_hoc']}' was picked after trying several variants "
-              "on these same 50 topics; its accuracy is optimistic."]
+    majority = res["unsupervised"][MAJORITY]
     diag = res["diagnostics"]
     verdict = "trustworthy" if diag["trustworthy"] else "NOT trustworthy as truth"
-    lines += ["", f"IWMV consensus diagnostic: {verdict}."]
-    lines += [f"- {w}" for w in diag["warnings"]]
-    return "\n".join(lines)
+    wilson = ("Topic accuracy over the known stances with its Wilson 95% interval; Δ and "
+              "wins/losses/ties per topic against the unsupervised majority vote.")
+    unsup = _accuracy_table(
+        "unsupervised", "Golden-Gaze hosts: unsupervised topic accuracy", res["unsupervised"],
+        majority, [f"{d['hosts']} hosts, {d['topics']} topics, {d['hosts_min_topics']} hosts "
+                   f"with >= {d['min_host_topics']} topics; "
+                   f"{d['helpful_share_of_answers']:.0%} of host answers say 'helpful'.",
+                   wilson, f"IWMV consensus diagnostic: {verdict}.",
+                   *(f"Warning: {w}" for w in diag["warnings"])],
+        params={"IWMV (v = S·r − 1)": {
+            "n_iter": res["unsupervised"]["IWMV (v = S·r − 1)"]["n_iter"],
+            "converged": res["unsupervised"]["IWMV (v = S·r − 1)"]["converged"]}})
+    loto = _accuracy_table(
+        "anchored_loto", "Golden-Gaze hosts: anchored, leave-one-topic-out",
+        res["anchored_loto"], majority,
+        ["Each topic is predicted with the other 49 topics' known stances as anchors.", wilson])
+    filters = _accuracy_table(
+        "host_filters", "Golden-Gaze hosts: one-coin LOTO keeping hosts with >= k topics",
+        {f"one-coin LOTO, k = {k}": e for k, e in res["anchored_filters"].items()}, majority,
+        [wilson], params={f"one-coin LOTO, k = {k}": {"min_topics": int(k), "hosts": e["hosts"]}
+                          for k, e in res["anchored_filters"].items()})
+    corr_cols = [Column("Pearson", "Pearson"), Column("Spearman", "Spearman")]
+    corr = ResultTable(
+        "correlation", "Golden-Gaze hosts: reliability estimate vs host accuracy", corr_cols,
+        [Row(name, False, {"Pearson": Cell(c["pearson"], n=c["n"]),
+                           "Spearman": Cell(c["spearman"], n=c["n"])})
+         for name, c in res["correlation"].items()],
+        notes=[f"Correlation over hosts with >= {d['min_host_topics']} topics (n = hosts); "
+               "undefined correlations are shown as —."])
+    few = res["anchored_few"]
+    few_cols = [Column(f"{s} anchors", "accuracy") for s in few["sizes"]]
+    few_table = ResultTable(
+        "anchored_few", "Golden-Gaze hosts: accuracy with few anchors", few_cols,
+        [Row(name, False, {f"{s} anchors": Cell(accs[str(s)]) for s in few["sizes"]},
+             notes=[POST_HOC_NOTE] if name == POST_HOC else [])
+         for name, accs in few["accuracy"].items()],
+        baseline=MAJORITY if MAJORITY in few["accuracy"] else None,
+        notes=[f"Mean accuracy on the non-anchor topics over {few['repeats']} random anchor "
+               f"sets per size (seed {few['seed']})."])
+    return [unsup, loto, filters, corr, few_table]

@@ -5,7 +5,7 @@ do and reproduces the seed, nothing more."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +14,13 @@ import numpy as np
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.core.validation import check_int
 from credrank.datasets import EvalSet
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.evaluate.bench import with_priors
-from credrank.evaluate.experiment import run_experiment
-from credrank.evaluate.metrics import evaluate, mean
+from credrank.evaluate.experiment import ExperimentResult, System, compare_systems
+from credrank.evaluate.metrics import evaluate, run_from_batches
+from credrank.evaluate.tables import Column
 from credrank.signals.feedback import FeedbackPrior, FeedbackPriors, check_step
 from credrank.signals.prior import preset
 
@@ -51,8 +53,7 @@ def simulate_oracle_feedback(
     precision_at_k}], "run": {qid: {doc_id: score}}, "final_version": int}``.
     """
     eta = check_step(step)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected an integer >= 1, got {k!r}")
+    check_int("k", k, 1)
     pairs = list(ranked_batches.items()) if isinstance(ranked_batches, Mapping) else list(
         ranked_batches)
     rescore = rescore if rescore is not None else Combine("multiply")
@@ -80,28 +81,36 @@ def simulate_oracle_feedback(
     return {"queries": queries, "run": run, "final_version": store.current}
 
 
-def oracle_feedback_table(pools, evalset: EvalSet, top_k: int, measures: list[str]) -> str:
+STATIC = "current priors (static)"
+#: the feedback steps tried (the seed's bounded step sizes)
+STEPS = (0.1, 0.3)
+
+
+def oracle_feedback_experiment(pools: Mapping[str, Candidates], evalset: EvalSet, top_k: int,
+                               measures: Sequence[str]) -> ExperimentResult:
     """Seed 004's oracle experiment: queries in order, the true labels of each top-k fed back
-    into the type priors before the next query (bounded steps, versioned store). An oracle is
-    not deployable feedback: this bounds what feedback could do, it is not a result."""
-    static = run_experiment(pools, {"current priors": with_priors(preset("current"), top_k)},
-                            evalset.qrels, measures, bad=evalset.bad, n_resamples=1000)
-    lines = ["| system | " + " | ".join(measures) + " |", "|---|" + "---|" * len(measures),
-             "| current priors (static) | " + " | ".join(
-                 f"{static.mean('current priors', m):.3f}" for m in measures) + " |"]
-    for step in (0.1, 0.3):
+    into the type priors before the next query (bounded steps, versioned store), against the
+    static current priors. The feedback systems read the relevance labels of the evaluated
+    queries (``reads_labels``): an oracle bounds what feedback could do, it is not a result.
+    """
+    static = with_priors(preset("current"), top_k)
+    runs = {STATIC: run_from_batches({qid: static(b) for qid, b in pools.items()})}
+    systems = {STATIC: System(static, reads_labels=False)}
+    for step in STEPS:
+        name = f"current + oracle feedback, step {step}"
         with tempfile.TemporaryDirectory(prefix="credrank-feedback-") as tmp:
             store = FeedbackPriors(Path(tmp) / "store", preset("current"))
-            sim = simulate_oracle_feedback(pools, evalset.qrels, store, step, k=top_k)
-            values = evaluate(evalset.qrels, sim["run"], measures, bad=evalset.bad)
+            runs[name] = simulate_oracle_feedback(pools, evalset.qrels, store, step,
+                                                  k=top_k)["run"]
             final = store.table()
-        means = {m: mean(v) for m, v in values.items()}
-        lines.append(f"| current + oracle feedback, step {step} (final priors: " + ", ".join(
-            f"{t} {final[t]:.2f}" for t in ("peer_reviewed", "government", "established_news",
-                                             "blog", "user_generated", "ai_generated"))
-                     + ") | " + " | ".join(f"{means[m]:.3f}" for m in measures) + " |")
-    lines += ["", "Oracle feedback: after each query (in file order) the true relevance of its "
-              "top-k updates the type priors (bounded step, max change 0.05 per update, clipped "
-              "to [0.01, 1], every update a new version). An oracle is not deployable feedback; "
-              "this reproduces the seed's experiment and bounds what feedback could do."]
-    return "\n".join(lines)
+        systems[name] = System(None, reads_labels=True, params={
+            "step": step, "final_priors": {t: final[t] for t in SOURCE_TYPES}})
+    per_query = {name: evaluate(evalset.qrels, run, list(measures), bad=evalset.bad)
+                 for name, run in runs.items()}
+    return compare_systems(
+        per_query, systems, [Column.of(m) for m in measures], key="oracle_feedback",
+        title="Oracle feedback", baseline=STATIC, runs=runs, notes=[
+            "Oracle feedback: after each query (in file order) the true relevance of its top-k "
+            "updates the type priors (bounded step, max change 0.05 per update, clipped to "
+            "[0.01, 1], every update a new version). An oracle is not deployable feedback; "
+            "this reproduces the seed's experiment and bounds what feedback could do."])

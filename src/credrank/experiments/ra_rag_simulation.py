@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from credrank.core.validation import check_int, check_probability
+from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.reliability.dependence import collapse, detect_dependence
 from credrank.reliability.estimate import EncodedAnswers, iterate_weighted_majority
 from credrank.reliability.vote import majority_matrix, paper_weights, vote_matrix
@@ -48,8 +50,7 @@ class SimulatedAnswers:
 
 def beta_reliabilities(q: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """``r_s ~ Beta(2q/(1−q), 2)``, mean ``q`` (the RA-RAG simulation prior, chapter 35.3)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q: expected a mean reliability in (0, 1), got {q!r}")
+    check_probability("q", q, open_low=True, open_high=True)
     return rng.beta(2.0 * q / (1.0 - q), 2.0, size=n)
 
 
@@ -61,10 +62,8 @@ def simulate_answers(
     """Draw one simulated calibration set (see module docstring for the protocol)."""
     if variant not in ("honest", "adversarial", "copies"):
         raise ValueError(f"variant: expected 'honest', 'adversarial' or 'copies', got {variant!r}")
-    if n_wrong < 1:
-        raise ValueError(f"n_wrong: expected >= 1 wrong answers, got {n_wrong}")
-    if not 0.0 <= abstain < 1.0:
-        raise ValueError(f"abstain: expected a probability in [0, 1), got {abstain!r}")
+    check_int("n_wrong", n_wrong, 1)
+    check_probability("abstain", abstain, open_high=True)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     r = beta_reliabilities(q, n_sources, rng)
     n_classes = n_wrong + 1
@@ -138,10 +137,11 @@ SCENARIOS: tuple[tuple[str, float], ...] = tuple(
 def run_simulation(seed: int = 0, *, n_sources: int = 10, n_questions: int = 200,
                    repeats: int = 5, scenarios: tuple[tuple[str, float], ...] = SCENARIOS,
                    n_adv: int = 3, n_copies: int = 6) -> dict[str, Any]:
-    """Run every ``(variant, q)`` scenario ``repeats`` times; mean scores and a markdown table.
+    """Run every ``(variant, q)`` scenario ``repeats`` times; mean scores per scenario.
 
-    Returns ``{"rows": [...], "markdown": str, "settings": {...}, "seconds": float}``;
-    correlations average over the repeats where they are defined (``None`` if never).
+    Returns ``{"rows": [...], "settings": {...}, "seconds": float}`` (JSON data;
+    :func:`simulation_tables` turns it into the report's tables); correlations average over
+    the repeats where they are defined (``None`` if never).
     """
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -158,21 +158,52 @@ def run_simulation(seed: int = 0, *, n_sources: int = 10, n_questions: int = 200
             else:
                 row[key] = float(np.mean(values)) if values else None
         rows.append(row)
-    header = ("| variant | q | Pearson r̂~r | Spearman r̂~r | majority | IWMV | IWMV clip | "
-              "IWMV collapsed | oracle v | clusters | adv. clustered |")
-    lines = [header, "|" + "---|" * 11]
-
-    def fmt(x: Any) -> str:
-        return "—" if x is None else f"{x:.3f}"
-
-    for r in rows:
-        lines.append(
-            f"| {r['variant']} | {r['q']:.1f} | {fmt(r['pearson'])} | {fmt(r['spearman'])} | "
-            f"{fmt(r['acc_majority'])} | {fmt(r['acc_iwmv'])} | {fmt(r['acc_iwmv_clip'])} | "
-            f"{fmt(r['acc_iwmv_collapsed'])} | {fmt(r['acc_oracle'])} | "
-            f"{r['n_clusters']:.1f} | {r['adversaries_clustered']:.1f} |")
-    return {"rows": rows, "markdown": "\n".join(lines),
+    return {"rows": rows,
             "settings": {"seed": seed, "n_sources": n_sources, "n_questions": n_questions,
                          "repeats": repeats, "n_adv": n_adv, "n_copies": n_copies,
                          "n_wrong": 4, "abstain": 0.1, "adv_reliability": 0.1},
             "seconds": time.perf_counter() - start}
+
+
+#: the vote methods compared: (row key of :func:`run_simulation`, reads the true reliabilities)
+VOTES: dict[str, tuple[str, bool]] = {
+    "majority": ("acc_majority", False),
+    "IWMV (paper weights)": ("acc_iwmv", False),
+    "IWMV clipped": ("acc_iwmv_clip", False),
+    "IWMV after collapsing detected copies": ("acc_iwmv_collapsed", False),
+    "oracle weights v = S·r − 1 (true r)": ("acc_oracle", True),
+}
+
+
+def _scenario(row: dict[str, Any]) -> str:
+    return f"{row['variant']}, q={row['q']:.1f}"
+
+
+def simulation_tables(res: dict[str, Any]) -> list[ResultTable]:
+    """The tables of :func:`run_simulation`'s result: vote accuracy per method and scenario
+    (the oracle reads the simulated true reliabilities: ``reads_labels``), and per scenario
+    how well IWMV's estimated reliability tracks the true one."""
+    rows = res["rows"]
+    cols = [Column(_scenario(r), "accuracy") for r in rows]
+    votes = ResultTable(
+        "vote_accuracy", "RA-RAG simulation: vote accuracy", cols,
+        [Row(name, reads, {_scenario(r): Cell(r[key]) for r in rows})
+         for name, (key, reads) in VOTES.items()], baseline="majority",
+        notes=[f"Mean over {res['settings']['repeats']} simulated sets per scenario "
+               f"({res['settings']['n_sources']} honest sources, "
+               f"{res['settings']['n_questions']} questions, seed {res['settings']['seed']}); "
+               "columns are (variant, mean reliability q)."])
+    corr_cols = [Column("Pearson", "Pearson"), Column("Spearman", "Spearman")]
+    estimates = ResultTable(
+        "reliability_estimates", "RA-RAG simulation: IWMV reliability vs the true one",
+        corr_cols,
+        [Row(_scenario(r), None, {"Pearson": Cell(r["pearson"]),
+                                  "Spearman": Cell(r["spearman"])},
+             params={"clusters": r["n_clusters"],
+                     "adversaries_clustered": r["adversaries_clustered"],
+                     "converged_share": r["converged"]})
+         for r in rows], kind="descriptive", row_header="scenario",
+        notes=["Correlation of IWMV's estimated r with the simulated r (mean over the repeats "
+               "where it is defined; — if never); dependence clusters found and adversarial "
+               "copies among them (means over repeats)."])
+    return [votes, estimates]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,9 @@ import numpy as np
 from scipy.optimize import minimize
 
 from credrank.core.embedder import Embedder
+from credrank.core.maths import roc_auc
+from credrank.core.validation import as_matrix, check_int, check_positive
+from credrank.index.embed import CachedEmbedder
 
 # ---------------------------------------------------------------- text handling
 
@@ -120,8 +122,7 @@ def split_sentences(text: str, max_words: int = 60) -> list[str]:
     are dropped."""
     if not isinstance(text, str):
         raise ValueError(f"text: expected a string, got {type(text).__name__}")
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-        raise ValueError(f"max_words: expected an int >= 1, got {max_words!r}")
+    check_int("max_words", max_words, 1)
     out: list[str] = []
     for piece in _SENT_SPLIT.split(text):
         words = piece.split()
@@ -138,8 +139,7 @@ def relevant_sentences(query: str, text: str, k: int = 3, max_words: int = 60) -
     used only when fewer than ``k`` match (then the page's first sentences fill in); a page
     with no text gives ``[]``.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected an int >= 1, got {k!r}")
+    check_int("k", k, 1)
     terms = query_terms(query)
     sentences = split_sentences(text, max_words)
     scored = []
@@ -195,14 +195,9 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def _check_matrix(x: Any, name: str, columns: int | None = None) -> np.ndarray:
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-d array (rows x features); got shape "
-                         f"{arr.shape}")
+    arr = as_matrix(name, x)
     if columns is not None and arr.shape[1] != columns:
         raise ValueError(f"{name}: expected {columns} feature columns; got {arr.shape[1]}")
-    if arr.size and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: contains NaN or infinity; expected finite features")
     return arr
 
 
@@ -228,9 +223,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
         raise ValueError("x, y: expected at least one training row; got 0")
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("y: expected labels 0 or 1")
-    if isinstance(l2, bool) or not isinstance(l2, numbers.Real) or not (l2 > 0) \
-            or not math.isfinite(l2):
-        raise ValueError(f"l2: expected a finite number > 0; got {l2!r}")
+    l2 = check_positive("l2", l2)
     n, dim = x.shape
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
@@ -264,30 +257,32 @@ class StanceFeaturizer:
     """Feature vectors for ``(query, page)`` pairs (see the module docstring).
 
     ``embedder`` is any :class:`~credrank.index.embed.Embedder` (MiniLM in experiments, the
-    hashing embedder in tests) or ``None`` for lexical features only. Embeddings are cached in
-    memory, keyed by a hash of the text, so a snippet shared by several folds is encoded once.
+    hashing embedder in tests) or ``None`` for lexical features only. Embeddings go through a
+    :class:`~credrank.index.embed.CachedEmbedder` (the given one, or one wrapped around the
+    embedder), so a snippet shared by several folds is encoded once; feature rows are cached
+    in memory by ``(query, hash of the page)``.
     """
 
     def __init__(self, embedder: Embedder | None, *, k_sentences: int = 3,
                  max_words: int = 60, use_embedding: bool = True,
                  use_interaction: bool = True, use_anchors: bool = True,
                  use_cues: bool = True):
-        if isinstance(k_sentences, bool) or not isinstance(k_sentences, int) or k_sentences < 1:
-            raise ValueError(f"k_sentences: expected an int >= 1, got {k_sentences!r}")
+        check_int("k_sentences", k_sentences, 1)
         needs_model = use_embedding or use_interaction or use_anchors
         if embedder is None and needs_model:
             raise ValueError("embedder: None, but use_embedding/use_interaction/use_anchors "
                              "need one; pass an embedder or switch them off")
         if not (needs_model or use_cues):
             raise ValueError("StanceFeaturizer: every feature group is switched off")
-        self.embedder = embedder
+        self.embedder: CachedEmbedder | None = (
+            None if embedder is None else
+            embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder))
         self.k_sentences = k_sentences
         self.max_words = max_words
         self.use_embedding = use_embedding
         self.use_interaction = use_interaction
         self.use_anchors = use_anchors
         self.use_cues = use_cues
-        self._cache: dict[str, np.ndarray] = {}
         self._rows: dict[tuple[str, str], np.ndarray] = {}
 
     def config(self) -> dict[str, Any]:
@@ -297,19 +292,10 @@ class StanceFeaturizer:
                 "use_anchors": self.use_anchors, "use_cues": self.use_cues}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` through the in-memory cache (missing ones in one batch)."""
-        assert self.embedder is not None
-        keys = [_digest(t) for t in texts]
-        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
-        if missing:
-            first = {k: t for k, t in zip(keys, texts, strict=True)}
-            vectors = self.embedder.embed([first[k] for k in missing])
-            for k, v in zip(missing, vectors, strict=True):
-                self._cache[k] = np.asarray(v, dtype=np.float64)
-        dim = int(getattr(self.embedder, "dim", 0))
-        if not keys:
-            return np.zeros((0, dim))
-        return np.vstack([self._cache[k] for k in keys])
+        """Embeddings of ``texts`` (float64) through the embedding cache."""
+        if self.embedder is None:
+            raise ValueError("StanceFeaturizer.embed: this featuriser has no embedder")
+        return np.asarray(self.embedder.embed(list(texts)), dtype=np.float64)
 
     def snippet(self, query: str, text: str) -> str:
         """The query-focused snippet of a page (:func:`relevant_sentences`, joined)."""
@@ -319,7 +305,7 @@ class StanceFeaturizer:
         """One row per page: ``[e_s, e_q ⊙ e_s, anchor contrast, cues]`` (enabled groups).
 
         Rows are cached in memory by ``(query, hash of the page)``."""
-        keys = [(query, _digest(t)) for t in texts]
+        keys = [(query, text_key(t)) for t in texts]
         missing = [i for i, k in enumerate(keys) if k not in self._rows]
         if missing:
             rows = self._compute(query, [texts[i] for i in missing])
@@ -352,7 +338,8 @@ class StanceFeaturizer:
         return np.hstack(blocks) if blocks else np.zeros((len(texts), 0))
 
 
-def _digest(text: str) -> str:
+def text_key(text: str) -> str:
+    """A short hash of ``text`` (the key of the feature-row caches)."""
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
@@ -432,29 +419,14 @@ def loto_models(examples: Sequence[StanceExample],
     return out
 
 
-def auc(y: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
-    """Area under the ROC curve: ``P(score⁺ > score⁻) + ½ P(score⁺ = score⁻)`` over all
-    positive/negative pairs (Mann–Whitney, ties count half). Only one class present: 0.5
-    (declared: no ranking can be measured)."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if len(y) != len(s):
-        raise ValueError(f"scores: expected {len(y)} values (one per label); got {len(s)}")
-    pos, neg = s[y == 1], s[y == 0]
-    if len(pos) == 0 or len(neg) == 0:
-        return 0.5
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
-
-
 def loto_report(examples: Sequence[StanceExample], models: dict[str, StanceModel]
                 ) -> dict[str, Any]:
     """Held-out stance accuracy (threshold 0.5) and AUC, pooled and per topic: each example is
-    scored by the model of its own topic, which never saw that topic."""
+    scored by the model of its own topic, which never saw that topic. An AUC is ``None`` where
+    only one stance occurs (undefined; :func:`~credrank.core.maths.roc_auc`)."""
     ys: list[int] = []
     ps: list[float] = []
-    per_topic: dict[str, dict[str, float]] = {}
+    per_topic: dict[str, dict[str, float | None]] = {}
     for qid in dict.fromkeys(e.qid for e in examples):
         ex = [e for e in examples if e.qid == qid]
         model = models[qid]
@@ -463,10 +435,10 @@ def loto_report(examples: Sequence[StanceExample], models: dict[str, StanceModel
         p = model.predict(ex[0].query, [e.text for e in ex])
         y = [e.stance for e in ex]
         per_topic[qid] = {"n": len(ex), "accuracy": float(np.mean((p >= 0.5) == np.array(y))),
-                          "auc": auc(y, p)}
+                          "auc": roc_auc(y, p)}
         ys += y
         ps += list(map(float, p))
     y_arr, p_arr = np.array(ys), np.array(ps)
     return {"n": len(ys),
             "accuracy": float(np.mean((p_arr >= 0.5) == y_arr)) if ys else 0.0,
-            "auc": auc(y_arr, p_arr), "per_topic": per_topic}
+            "auc": roc_auc(y_arr, p_arr), "per_topic": per_topic}

@@ -50,9 +50,11 @@ import numpy as np
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Stage
+from credrank.core.validation import check_int
 from credrank.datasets import EvalSet, load_dataset
-from credrank.evaluate.metrics import aggregate, evaluate, run_from_batches
-from credrank.evaluate.stats import compare
+from credrank.evaluate.experiment import System, compare_systems
+from credrank.evaluate.metrics import Run, aggregate, evaluate, run_from_batches
+from credrank.evaluate.tables import Column
 from credrank.experiments.credibility_model import (
     DEFAULT_CONFIGS,
     Config,
@@ -79,8 +81,8 @@ from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.prior import SourcePrior
 
 MEASURES = ("harmful@5", "nDCG@10", "P@5", "RR")
-#: systems that read labels of the evaluated topic (reference lines, never "our result")
-ORACLES = ("oracle:nist-prior", "oracle:stance+prior", "oracle:nist-prior+agreement")
+#: harmful@5 averaged over the topics whose correct stance is helpful or unhelpful only
+DECIDED = "harmful@5 (decided topics)"
 #: nested-LOTO grid of the agreement stage: (sharpness κ, floor, voters; 0 = every candidate)
 DEFAULT_GRID: tuple[tuple[float, float, int], ...] = tuple(
     itertools.product((1.0, 2.0, 4.0, 8.0), (0.1, 0.5), (0, 10)))
@@ -198,12 +200,17 @@ def _rank(batches: Mapping[str, Candidates], stages: Callable[[str], Stage],
     return {q: (stages(q) >> Combine() >> TopK(top_k))(b) for q, b in batches.items()}
 
 
-def _scores(evalset: EvalSet, ranked: Mapping[str, Candidates], qids: Sequence[str]
-            ) -> dict[str, dict[str, float]]:
+def _evaluate_run(evalset: EvalSet, run: Run, qids: Sequence[str]
+                  ) -> dict[str, dict[str, float]]:
+    """:data:`MEASURES` per query of ``run`` on the topics ``qids``."""
     qrels = {q: evalset.qrels[q] for q in qids}
     bad = {q: evalset.bad[q] for q in qids}
-    return evaluate(qrels, run_from_batches({q: ranked[q] for q in qids}), list(MEASURES),
-                    bad=bad)
+    return evaluate(qrels, run, list(MEASURES), bad=bad)
+
+
+def _scores(evalset: EvalSet, ranked: Mapping[str, Candidates], qids: Sequence[str]
+            ) -> dict[str, dict[str, float]]:
+    return _evaluate_run(evalset, run_from_batches({q: ranked[q] for q in qids}), qids)
 
 
 def _objective(values: Mapping[str, Mapping[str, float]]) -> float:
@@ -293,25 +300,8 @@ def _agreement(stance: Callable[[str, Candidates], np.ndarray], weight: str | No
                            voters=int(voters) if voters else None)
 
 
-def markdown_table(systems: Mapping[str, Mapping[str, Any]], baseline: str) -> str:
-    """One row per system: each measure's mean and, against the baseline, the paired
-    difference with its 95 % bootstrap interval and randomisation p-value."""
-    head = "| system | " + " | ".join(MEASURES) + " |"
-    rule = "|---|" + "---|" * len(MEASURES)
-    rows = [head, rule]
-    for name, res in systems.items():
-        cells = []
-        for m in MEASURES:
-            mean = res["means"][m]
-            if name == baseline:
-                cells.append(f"{mean:.3f}")
-                continue
-            c = res["compare"][m]
-            cells.append(f"{mean:.3f} ({c['diff']:+.3f} [{c['ci_low']:+.3f}, "
-                         f"{c['ci_high']:+.3f}], p={c['p_value']:.2f})")
-        label = f"{name} (reference, reads labels)" if name in ORACLES else name
-        rows.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+def _fmt(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.3f}"
 
 
 def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: int = 30,
@@ -328,19 +318,20 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
     stage a priori; when ``sharpness`` or ``floor`` is ``None`` all three are chosen per topic
     by :func:`nested_loto_choice` over ``grid``. ``seed`` seeds the
     bootstrap / randomisation statistics (the stance fit itself is deterministic).
-    Returns a JSON-serialisable dict: ``config``, ``stance`` (LOTO accuracy/AUC),
-    ``choices`` (per-topic hyper-parameters), ``systems`` (means, per-query values,
-    comparisons with ``similarity``), ``table`` (markdown), ``sensitivity`` (with
-    ``sensitivity=True``: every grid point applied to all topics, a post-hoc view that is
-    *not* a result), ``seconds``, ``credibility`` (the learned credibility prior: LOTO
-    accuracy/AUC of ``P(credible)`` on each topic's judged pages, per-topic configurations
-    chosen by nested LOTO over ``credibility_configs`` (or the single one given), the floor of
-    ``λ = floor + (1 − floor) · p`` and the agreement settings of
-    ``learned credibility prior + agreement``).
+
+    Returns a dict: ``experiment`` (an :class:`~credrank.evaluate.experiment.ExperimentResult`:
+    the table of systems with means, intervals and comparisons with ``similarity``, each row
+    saying whether the system reads labels of the evaluated topic, plus per-query values and
+    runs) and JSON data: ``config``, ``stance`` (LOTO accuracy/AUC), ``choices`` (per-topic
+    hyper-parameters), ``sensitivity`` (with ``sensitivity=True``: every grid point applied
+    to all topics, a post-hoc view that is *not* a result), ``credibility`` (the learned
+    credibility prior: LOTO accuracy/AUC of ``P(credible)`` on each topic's judged pages,
+    per-topic configurations chosen by nested LOTO over ``credibility_configs`` (or the single
+    one given), the floor of ``λ = floor + (1 − floor) · p`` and the agreement settings of
+    ``learned credibility prior + agreement``), ``notes`` and ``seconds``.
     """
-    for name, value in (("fetch_k", fetch_k), ("top_k", top_k)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+    check_int("fetch_k", fetch_k, 1)
+    check_int("top_k", top_k, 1)
     if top_k > fetch_k:
         raise ValueError(f"top_k: expected <= fetch_k ({fetch_k}), got {top_k}")
     t0 = time.perf_counter()
@@ -405,38 +396,42 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
         return _agreement(label_stance(evalset, q), "prior", point(q))
 
     identity = FunctionStage(lambda b: b, name="identity")
-    system_stages: dict[str, Callable[[str], Stage]] = {
-        "similarity": lambda q: identity,
-        "prior": lambda q: SourcePrior("current"),
-        "prior+agreement": lambda q: SourcePrior("current") >> agree(q, "prior"),
-        "agreement": lambda q: agree(q, None),
-        LEARNED: learned_prior,
-        LEARNED_AGREEMENT: lambda q: learned_prior(q) >> _agreement(
-            model_stance(models[q]), "prior", learned_point(q)),
-        "oracle:nist-prior": lambda q: nist_prior(evalset),
-        "oracle:stance+prior": lambda q: SourcePrior("current") >> oracle_agree(q),
-        "oracle:nist-prior+agreement": lambda q: nist_prior(evalset) >> agree(q, "prior"),
+    # name: (the stages applied to topic q's pool, whether they read labels of topic q)
+    system_stages: dict[str, tuple[Callable[[str], Stage], bool]] = {
+        "similarity": (lambda q: identity, False),
+        "prior": (lambda q: SourcePrior("current"), False),
+        "prior+agreement": (lambda q: SourcePrior("current") >> agree(q, "prior"), False),
+        "agreement": (lambda q: agree(q, None), False),
+        LEARNED: (learned_prior, False),
+        LEARNED_AGREEMENT: (lambda q: learned_prior(q) >> _agreement(
+            model_stance(models[q]), "prior", learned_point(q)), False),
+        "oracle:nist-prior": (lambda q: nist_prior(evalset), True),
+        "oracle:stance+prior": (lambda q: SourcePrior("current") >> oracle_agree(q), True),
+        "oracle:nist-prior+agreement": (lambda q: nist_prior(evalset) >> agree(q, "prior"),
+                                        True),
     }
-    systems: dict[str, dict[str, Any]] = {}
-    per_query: dict[str, dict[str, dict[str, float]]] = {}
-    for name, stages in system_stages.items():
-        ranked = _rank(batches, stages, top_k)
-        per_query[name] = _scores(evalset, ranked, qids)
-        systems[name] = {"means": aggregate(per_query[name]), "per_query": per_query[name],
-                         "top5": {q: [str(d) for d in ranked[q].doc_ids[:5]] for q in qids},
-                         "oracle": name in ORACLES}
-    base = per_query["similarity"]
-    for name in systems:
-        systems[name]["compare"] = {
-            m: compare(base[m], per_query[name][m], seed=seed).to_dict() for m in MEASURES}
     decided = [q for q in qids if evalset.query_labels[q]["correct_stance"] != "inconclusive"]
-    h0 = systems["similarity"]["means"]["harmful@5"]
-    for res in systems.values():
-        h = res["means"]["harmful@5"]
-        res["harmful_relative_change"] = (h - h0) / h0 if h0 > 0 else 0.0
-        res["means"]["harmful@5_decided"] = (
-            float(np.mean([res["per_query"]["harmful@5"][q] for q in decided]))
-            if decided else 0.0)
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    runs: dict[str, Run] = {}
+    for name, (stages, _) in system_stages.items():
+        ranked = _rank(batches, stages, top_k)
+        runs[name] = run_from_batches({q: ranked[q] for q in qids})
+        per_query[name] = _evaluate_run(evalset, runs[name], qids)
+        per_query[name][DECIDED] = {q: per_query[name]["harmful@5"][q] for q in decided}
+    systems = {name: System(None, reads, notes=(
+        "reads labels of the evaluated topic: a reference line, not a result",) if reads else ())
+        for name, (_, reads) in system_stages.items()}
+    experiment = compare_systems(
+        per_query, systems, [*(Column.of(m) for m in MEASURES), Column(DECIDED, "harmful@5")],
+        key="correctness_signal", title="Correctness signals (TREC 2019 HM)",
+        baseline="similarity", runs=runs, seed=seed, notes=[
+            "Credibility-weighted agreement on the answer (RA-RAG's idea at document level, "
+            "chapter 35.3): a stance model (P(page says the treatment helps)) trained "
+            "leave-one-topic-out, never on the evaluated topic; the agreement stage's "
+            f"hyper-parameters: {how}. Stance model LOTO: n={stance_report['n']}, accuracy "
+            f"{stance_report['accuracy']:.3f}, AUC {_fmt(stance_report['auc'])}. "
+            f"'{DECIDED}' averages only the topics whose correct stance is helpful or "
+            "unhelpful."])
     sensitivity_rows: list[dict[str, Any]] = []
     if sensitivity:
         for point in grid:
@@ -460,8 +455,7 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
                    "prior_preset": "current", "nist_prior": list(NIST_PRIOR)},
         "stance": stance_report,
         "choices": choices,
-        "systems": systems,
-        "table": markdown_table(systems, "similarity"),
+        "experiment": experiment,
         "sensitivity": sensitivity_rows,
         "credibility": {
             **cred_report, "floor": credibility_floor, "hyperparameters": cred_how,
@@ -476,7 +470,7 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
             *evalset.notes,
             "nDCG@10/P@5/RR exclude topics without a relevant document (metrics policy); "
             "harmful@5 averages all topics (inconclusive topics have no harmful page); "
-            "'harmful@5_decided' averages only helpful/unhelpful topics",
+            f"'{DECIDED}' averages only helpful/unhelpful topics",
             "oracle:* lines read labels of the evaluated topic; they are references, "
             "not results",
             "learned credibility prior: P(credible) from page text and URL, fitted on the "
@@ -487,33 +481,3 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
             "the same topics: post-hoc, not a result"],
         "seconds": time.perf_counter() - t0,
     }
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m credrank.experiments.trec_hm [CSV] [--json OUT]``: print the table."""
-    import argparse
-    import json
-
-    from credrank.datasets import DEFAULT_PATHS
-
-    default = Path(__file__).resolve().parents[4] / "shared" / "data" / \
-        DEFAULT_PATHS["trec2019-hm"]
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", default=str(default))
-    parser.add_argument("--json", dest="json_out", default=None)
-    parser.add_argument("--sensitivity", action="store_true")
-    args = parser.parse_args(argv)
-    result = run_trec_hm(args.path, sensitivity=args.sensitivity)
-    print(result["table"])
-    stance = result["stance"]
-    print(f"\nstance (LOTO): accuracy {stance['accuracy']:.3f}, AUC {stance['auc']:.3f}, "
-          f"n = {stance['n']}; {result['seconds']:.1f} s")
-    cred = result["credibility"]
-    print(f"credibility (LOTO): accuracy {cred['accuracy']:.3f}, AUC {cred['auc']:.3f}, "
-          f"n = {cred['n']} (credible share {cred['credible_share']:.3f})")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()
