@@ -1,0 +1,120 @@
+"""The restructured code ranks exactly as the code before it did.
+
+``tests/data/stored_runs`` holds TREC runs written by commit ``d0f2586`` (see its README): the
+demo through the Qdrant Edge index (Python path and pushdown) and the ``credrank bench`` systems
+of the demo and of TREC 2019 HM. Each test recomputes the same runs with today's code and
+requires the same documents in the same order for every query and system (and, for the demo
+runs, the same final scores to the six decimals stored).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from credrank.datasets.demo import demo_dir
+from credrank.demo import SYSTEMS
+from credrank.documents import iter_documents, read_queries
+from credrank.evaluate.bench import bench_corpus
+from credrank.evaluate.metrics import ranked_docs
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import index_documents
+from credrank.index.qdrant_edge import EdgeIndex
+from credrank.provenance import SourceTyper
+from credrank.search import SearchSettings, build_pipeline
+
+STORED = Path(__file__).parent / "data" / "stored_runs"
+TOP_K = 5
+
+
+def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """``qid -> [(doc_id, score)]`` in the file's rank order."""
+    rows: dict[str, list[tuple[int, str, float]]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        qid, _, doc, rank, score, _tag = line.split()
+        rows.setdefault(qid, []).append((int(rank), doc, float(score)))
+    return {q: [(d, s) for _, d, s in sorted(r)] for q, r in rows.items()}
+
+
+def demo_runs(embedder_name: str) -> Iterator[tuple[str, dict[str, list[tuple[str, float]]]]]:
+    """Today's demo rankings, one run per stored file name (as ``make_demo_runs.py`` does)."""
+    emb = get_embedder(embedder_name)
+    data = demo_dir()
+    queries = read_queries(data / "queries.jsonl")
+    with tempfile.TemporaryDirectory() as tmp, EdgeIndex.open(
+            Path(tmp) / "idx", embedder=emb.name, dim=emb.dim, create=True) as index:
+        index_documents(iter_documents(data / "corpus.jsonl"), index, emb,
+                        SourceTyper([data / "domains.csv"]))
+        for system, priors in SYSTEMS.items():
+            for pushdown in ((None,) if priors is None else (True, False)):
+                settings = SearchSettings(top_k=TOP_K, priors=priors, pushdown=pushdown)
+                pipeline = build_pipeline(index, emb, settings)
+                tag = system.replace(" ", "-") + (
+                    "" if pushdown is None else ("-pushdown" if pushdown else "-python"))
+                yield tag, {q.id: [(h["doc_id"], h["score"])
+                                   for h in pipeline.search(q.text).hits()] for q in queries}
+
+
+def check_demo(embedder_name: str) -> None:
+    folder = STORED / f"demo-edge-{embedder_name}"
+    seen = 0
+    for tag, run in demo_runs(embedder_name):
+        stored = read_run(folder / f"{tag}.run")
+        assert set(run) == set(stored), tag
+        for qid, hits in run.items():
+            assert [d for d, _ in hits] == [d for d, _ in stored[qid]], (tag, qid)
+            assert [round(s, 6) for _, s in hits] == pytest.approx(
+                [s for _, s in stored[qid]], abs=1e-6), (tag, qid)
+        seen += 1
+    assert seen == len(list(folder.glob("*.run")))
+
+
+def test_demo_rankings_through_the_engine_are_unchanged() -> None:
+    check_demo("hashing")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="MiniLM needs the 'embed' extra")
+def test_demo_rankings_with_minilm_are_unchanged() -> None:
+    check_demo("minilm")
+
+
+def check_bench(name: str, folder: str, path: Path | None, embedder: str) -> None:
+    """Every stored system run of bench ``name`` (its main systems; the experiments' sections
+    are not run) equals today's run of the system whose report file name (its slug) it is."""
+    result = bench_corpus(name, path, get_embedder(embedder))
+    today = {_slug(system): run for system, run in result.main.runs.items()}
+    stored_files = sorted((STORED / folder).glob("*.run"))
+    assert stored_files
+    for path in stored_files:
+        assert path.stem in today, f"no system of today's {name} bench writes {path.name}"
+        for qid, ranking in read_run(path).items():
+            assert ranked_docs(today[path.stem][qid]) == [d for d, _ in ranking], (
+                path.stem, qid)
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() else "-" for c in text.lower())
+    return "-".join(filter(None, keep.split("-")))[:60]
+
+
+def test_demo_bench_rankings_are_unchanged() -> None:
+    check_bench("demo", "demo-hashing", None, "hashing")
+
+
+def test_trec2019_hm_bench_rankings_are_unchanged(shared_data: Path) -> None:
+    path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
+    check_bench("trec2019-hm", "trec2019-hm-hashing", path, "hashing")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
+                    reason="MiniLM needs the 'embed' extra")
+def test_trec2019_hm_bench_rankings_with_minilm_are_unchanged(shared_data: Path) -> None:
+    path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
+    check_bench("trec2019-hm", "trec2019-hm-minilm", path, "minilm")
