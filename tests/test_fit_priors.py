@@ -95,7 +95,8 @@ def test_one_class_test_set_gives_an_undefined_auc(tmp_path):
                        ("07-01-2020", ["https://www.cdc.gov/2"])):
         d = tmp_path / date
         d.mkdir()
-        (d / "NewsRealCOVID-19.csv").write_text("news_url\n" + "".join(f"{u}\n" for u in real))
+        (d / "NewsRealCOVID-19.csv").write_text(
+            "news_url,title,content\n" + "".join(f"{u},t,c\n" for u in real))
     res = evaluate_fitted_priors(tmp_path)
     assert res["metrics"]["fitted"]["auc"] is None  # never a stand-in 0.5
     predictors = coaid_tables(res)[1]
@@ -111,7 +112,7 @@ def test_log_loss_and_brier_by_hand():
 
 
 def test_evaluate_on_toy_folders(tmp_path):
-    header = "news_url,title\n"
+    header = "news_url,title,content\n"
     for date, real, fake in [
         ("05-01-2020", ["https://www.cdc.gov/1", "https://www.cdc.gov/2"],
          ["https://www.facebook.com/1"]),
@@ -121,15 +122,16 @@ def test_evaluate_on_toy_folders(tmp_path):
         d = tmp_path / date
         d.mkdir()
         (d / "NewsRealCOVID-19.csv").write_text(
-            "\ufeff" + header + "".join(f"{u},t\n" for u in real), encoding="utf-8")
+            "\ufeff" + header + "".join(f"{u},t,c\n" for u in real), encoding="utf-8")
         (d / "NewsFakeCOVID-19.csv").write_text(
-            header + "".join(f"{u},t\n" for u in fake), encoding="utf-8")
+            header + "".join(f"{u},t,c\n" for u in fake), encoding="utf-8")
     res = evaluate_fitted_priors(tmp_path, strength=1.0)
     assert res["train_folders"] == ["05-01-2020"] and res["test_folders"] == ["07-01-2020"]
     # fit: government 2/2, user_generated 0/1 → (2+.9)/3, (0+.4)/2
     assert res["fitted"]["values"]["government"] == pytest.approx(2.9 / 3)
     assert res["fitted"]["values"]["user_generated"] == pytest.approx(0.2)
-    assert res["n_test"] == 3 and res["skipped"]["rows_without_url"] == 1
+    assert res["n_test"] == 3  # the row without a URL is skipped by the reader, and said so
+    assert any("row without news_url" in note for note in res["notes"])
     # test: cdc real (λ .967), facebook real and fake (λ .2) → AUC (1 + ½)/2 = .75
     assert res["metrics"]["fitted"]["auc"] == pytest.approx(0.75)
     assert res["metrics"]["constant"]["auc"] == pytest.approx(0.5)
@@ -145,7 +147,7 @@ def test_evaluate_on_toy_folders(tmp_path):
 def test_evaluate_rejects_bad_split(tmp_path):
     d = tmp_path / "05-01-2020"
     d.mkdir()
-    (d / "NewsRealCOVID-19.csv").write_text("news_url\nhttps://a.gov/\n")
+    (d / "NewsRealCOVID-19.csv").write_text("news_url,title,content\nhttps://a.gov/,t,c\n")
     with pytest.raises(ValueError, match="train_folders"):
         evaluate_fitted_priors(tmp_path)
     with pytest.raises(ValueError, match="not found"):

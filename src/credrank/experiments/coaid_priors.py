@@ -19,10 +19,8 @@ CoAID labels say whether an item was fact-checked fake or real news; "real" stan
 
 from __future__ import annotations
 
-import csv
 import math
 import numbers
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ import numpy as np
 
 from credrank.core.maths import roc_auc, shrink
 from credrank.core.validation import check_nonnegative, check_probability
+from credrank.datasets import read_coaid
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.evaluate.experiment import System
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row, descriptive_table
@@ -40,7 +39,6 @@ from credrank.signals.prior import PriorTable, load_priors
 #: predicted probabilities are clipped to [LOG_LOSS_EPS, 1 − LOG_LOSS_EPS] in the log-loss
 LOG_LOSS_EPS = 1e-6
 
-_COAID_FILES = {"real": "NewsRealCOVID-19.csv", "fake": "NewsFakeCOVID-19.csv"}
 
 
 def _check_labels(labels: Iterable[object], n: int) -> list[bool]:
@@ -129,51 +127,19 @@ def brier(probs: Sequence[float], labels: Sequence[object]) -> float | None:
 # ------------------------------------------------------------------------- CoAID
 
 
-def _folder_key(name: str) -> tuple[Any, ...]:
-    m = re.fullmatch(r"(\d{2})-(\d{2})-(\d{4})", name)
-    return ((int(m[3]), int(m[1]), int(m[2])), name) if m else ((9999, 0, 0), name)
-
-
-def coaid_folders(path: str | Path) -> list[str]:
-    """Release folders under the CoAID root that hold a News{Fake,Real}COVID-19.csv, by date."""
-    root = Path(path)
-    if not root.is_dir():
-        raise ValueError(f"path: expected the CoAID folder (with <date>/News{{Fake,Real}}"
-                         f"COVID-19.csv), got {str(path)!r}, which is not a folder")
-    names = [d.name for d in root.iterdir()
-             if d.is_dir() and any((d / f).is_file() for f in _COAID_FILES.values())]
-    if not names:
-        raise ValueError(f"path: no <date>/News{{Fake,Real}}COVID-19.csv under {root}")
-    return sorted(names, key=_folder_key)
-
-
-def read_coaid_urls(folder: str | Path) -> tuple[list[tuple[str, bool]], int]:
-    """``([(news_url, real)], rows_without_url)`` from one CoAID release folder (csv module)."""
-    out: list[tuple[str, bool]] = []
-    missing = 0
-    old_limit = csv.field_size_limit(2**31 - 1)
-    try:
-        for label, fname in _COAID_FILES.items():
-            f = Path(folder) / fname
-            if not f.is_file():
-                continue
-            with f.open(newline="", encoding="utf-8-sig") as handle:
-                reader = csv.DictReader(handle)
-                if reader.fieldnames is None or "news_url" not in reader.fieldnames:
-                    raise ValueError(f"{f}: expected a 'news_url' column, found "
-                                     f"{reader.fieldnames}")
-                try:
-                    for row in reader:
-                        url = (row.get("news_url") or "").strip()
-                        if url:
-                            out.append((url, label == "real"))
-                        else:
-                            missing += 1
-                except csv.Error as exc:
-                    raise ValueError(f"{f}:{reader.line_num}: malformed CSV: {exc}") from exc
-    finally:
-        csv.field_size_limit(old_limit)
-    return out, missing
+def coaid_releases(path: str | Path) -> tuple[dict[str, list[tuple[str, bool]]], list[str]]:
+    """``(release -> [(news_url, real)] in date order, the reader's notes)``, from the one
+    CoAID reader
+    (:func:`credrank.datasets.read_coaid`: rows without a URL or text are skipped and a
+    ``(news_url, label)`` pair already seen in an earlier release is a duplicate, all counted
+    in its notes)."""
+    evalset = read_coaid(path)
+    releases: dict[str, list[tuple[str, bool]]] = {}
+    for doc in evalset.documents:
+        labels = evalset.doc_labels[doc.id]
+        assert doc.url is not None  # read_coaid keeps only rows with a news_url
+        releases.setdefault(labels["release"], []).append((doc.url, labels["label"] == "real"))
+    return releases, list(evalset.notes)
 
 
 def _scores(probs: list[float], labels: list[bool]) -> dict[str, float | None]:
@@ -205,7 +171,8 @@ def evaluate_fitted_priors(
     """
     typer = typer or SourceTyper()
     base_table = load_priors(base) if isinstance(base, str) else base
-    folders = coaid_folders(path)
+    releases, reader_notes = coaid_releases(path)
+    folders = list(releases)
     if train_folders is None:
         train = folders[: math.ceil(len(folders) / 2)]
     else:
@@ -218,16 +185,9 @@ def evaluate_fitted_priors(
         raise ValueError(f"train_folders: need at least one training and one test folder; "
                          f"got train={train}, test={test} of {folders}")
 
-    def gather(names: list[str]) -> tuple[list[tuple[str, bool]], int]:
-        items, missing = [], 0
-        for name in names:
-            got, miss = read_coaid_urls(Path(path) / name)
-            items += got
-            missing += miss
-        return items, missing
 
-    train_items, train_missing = gather(train)
-    test_items, test_missing = gather(test)
+    train_items = [item for name in train for item in releases[name]]
+    test_items = [item for name in test for item in releases[name]]
     train_urls = {u for u, _ in train_items}
     n_overlap = sum(1 for u, _ in test_items if u in train_urls)
     if drop_train_urls:
@@ -261,15 +221,17 @@ def evaluate_fitted_priors(
         "n_test": len(test_items),
         "train_real_share": share,
         "metrics": metrics,
-        "skipped": {"rows_without_url": train_missing + test_missing,
-                    "test_urls_also_in_train": n_overlap if drop_train_urls else 0},
+        "skipped": {"test_urls_also_in_train": n_overlap if drop_train_urls else 0},
         "notes": [
+            "items: the documents of credrank.datasets.read_coaid (rows without news_url or "
+            "text skipped; a (news_url, label) pair repeated in a later release counted once)",
             "label: CoAID real news = reliable (True), fake = unreliable; the source type "
             "comes from the URL only",
             "AUC depends only on the order of the priors: fitted and base tie when they rank "
             "the types alike on the test items",
             "constant = the training share of real items (no provenance); its AUC is 0.5",
             f"log-loss clips probabilities to [{LOG_LOSS_EPS}, 1 - {LOG_LOSS_EPS}]",
+            *(f"reader: {note}" for note in reader_notes),
         ],
     }
 
