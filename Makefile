@@ -12,7 +12,7 @@ TORCH := torch==2.13.0
 $(BIN)/credrank: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[embed,dev]" "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[embed,dev,qdrant]" "$(TORCH)"
 	touch $(BIN)/credrank
 
 install: $(BIN)/credrank

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -16,10 +17,12 @@ import pytest
 from credrank.combine import Combine
 from credrank.documents import iter_documents
 from credrank.documents.schema import SOURCE_TYPES, Document
+from credrank.index import open_store
 from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import index_documents
-from credrank.index.qdrant_edge import EdgeIndex, IndexError_
+from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.retrieve import DenseRetriever
+from credrank.index.store import StoreError
 from credrank.provenance import SourceTyper
 from credrank.search import PushdownSearch, SearchSettings, build_pipeline
 from credrank.select.topk import TopK
@@ -128,25 +131,34 @@ def test_reindex_is_incremental_without_duplicates(tmp_path, small_index):
 
 
 def test_open_missing_or_mismatched_index(tmp_path, small_index):
-    with pytest.raises(IndexError_, match="no credrank index"):
+    with pytest.raises(StoreError, match="no credrank index"):
         EdgeIndex.open(tmp_path / "nothing")
-    with pytest.raises(IndexError_, match="embedder"):
+    with pytest.raises(StoreError, match="embedder"):
         EdgeIndex.open(tmp_path / "idx", embedder="minilm")
 
 
+#: the indexer child: after each batch it says so on stdout and waits for a go-ahead line on
+#: stdin, so the parent can signal it at a known point mid-run (no race, no sleep)
 INDEXER = """
 import sys
 from credrank.documents import iter_documents
-from credrank.index.ingest import index_documents
-from credrank.index.qdrant_edge import EdgeIndex
+from credrank.index import open_store
 from credrank.index.embed import HashingEmbedder
+from credrank.index.ingest import index_documents
 from credrank.provenance import SourceTyper
+corpus, where, engine = sys.argv[1:4]
+extra = {"qdrant_path": where + "-qdrant"} if engine == "qdrant" else {}
 emb = HashingEmbedder(64)
-idx = EdgeIndex.open(sys.argv[2], embedder=emb.name, dim=emb.dim, create=True)
+idx = open_store(where, engine, embedder=emb.name, dim=emb.dim, create=True, **extra)
+batches = 0
 def tick(n):
-    print("batch", flush=True)
+    global batches
+    batches += 1
+    print(f"batch {batches} done", flush=True)
+    if not sys.stdin.readline():
+        raise SystemExit("no go-ahead: stdin closed")
 try:
-    index_documents(iter_documents(sys.argv[1]), idx, emb, SourceTyper(), batch_size=10,
+    index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=10,
                     on_batch=tick)
 finally:
     idx.close()
@@ -154,25 +166,39 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_interrupted_indexing_leaves_a_usable_index(tmp_path, sig):
+def engines() -> list[str]:
+    """The engines an interruption test runs on (qdrant when qdrant-client is installed)."""
+    return ["edge", "qdrant"] if importlib.util.find_spec("qdrant_client") else ["edge"]
+
+
+@pytest.mark.parametrize("engine", engines())
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_interrupted_indexing_leaves_a_usable_index(tmp_path, sig, engine):
     corpus, where = tmp_path / "c.jsonl", tmp_path / "idx"
-    n = 2000
+    n, stop_after = 200, 5
     make_corpus(corpus, n)
-    proc = subprocess.Popen([sys.executable, "-c", INDEXER, str(corpus), str(where)],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ})
-    batches = 0
-    for line in proc.stdout:
-        batches += line.startswith("batch")
-        if batches >= 5:
-            proc.send_signal(sig)
-            break
-    proc.wait(timeout=60)
-    assert proc.returncode != 0, "the indexer finished before it was interrupted"
+    proc = subprocess.Popen([sys.executable, "-c", INDEXER, str(corpus), str(where), engine],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ})
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for k in range(1, stop_after + 1):
+            line = proc.stdout.readline()
+            assert line == f"batch {k} done\n", f"indexer said {line!r}, expected batch {k}"
+            if k < stop_after:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+        # the child has flushed batch `stop_after` and waits for a go-ahead that never comes
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) != 0
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.stdout.close()
     emb = HashingEmbedder(64)
-    with EdgeIndex.open(where) as idx:  # opens and answers
+    with open_store(where) as idx:  # opens (the recorded engine) and answers
         partial = len(idx)
-        assert 50 <= partial < n
+        assert partial == 10 * stop_after
         assert len(DenseRetriever(idx, emb, 5).search("vitamin")) == 5
         report = index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=200)
         assert len(idx) == n  # completed, no duplicates

@@ -19,7 +19,8 @@ from credrank.documents import iter_documents, read_qrels, read_queries
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.index.embed import Embedder, get_embedder
 from credrank.index.ingest import IndexReport, index_documents
-from credrank.index.qdrant_edge import EdgeIndex
+from credrank.index.opener import open_store
+from credrank.index.store import VectorStore
 from credrank.provenance import SourceTyper
 from credrank.search import SearchSettings, build_pipeline
 
@@ -67,8 +68,8 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
 
     with tempfile.TemporaryDirectory(prefix="credrank-demo-") as tmp:
         path = Path(index_dir) if index_dir else Path(tmp) / "index"
-        with EdgeIndex.open(path, embedder=embedder.name, dim=embedder.dim,
-                            create=True) as index:
+        with open_store(path, "edge", embedder=embedder.name, dim=embedder.dim,
+                        create=True) as index:
             report = index_documents(iter_documents(data / "corpus.jsonl"), index, embedder,
                                      typer, on_batch=on_progress)
             means: dict[str, dict[str, float]] = {}
@@ -87,7 +88,7 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
                       means=means, per_query=per_query, example=example)
 
 
-def _example(index: EdgeIndex, embedder: Embedder, queries: list[Any],
+def _example(index: VectorStore, embedder: Embedder, queries: list[Any],
              bad: dict[str, set[str]], top_k: int) -> dict[str, Any]:
     """The first query whose baseline top-k holds an adversarial document, both rankings."""
     base = build_pipeline(index, embedder, SearchSettings(top_k=top_k, priors=None))

@@ -10,8 +10,9 @@ from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Pipeline, Stage
-from credrank.index.qdrant_edge import EdgeIndex
-from credrank.index.retrieve import BM25Retriever, DenseRetriever, check_k, default_fetch_k
+from credrank.core.validation import check_int
+from credrank.index.retrieve import BM25Retriever, DenseRetriever, default_fetch_k
+from credrank.index.store import FormulaScoring, VectorStore, supports_formula
 from credrank.reliability.prior import ShrunkReliabilityPrior
 from credrank.select.stages import build_selector
 from credrank.select.topk import TopK
@@ -24,8 +25,9 @@ class SearchSettings:
     """What a search does. ``fetch_k`` defaults to ``3 × top_k`` (seed 004's expanded pool).
 
     ``priors=None`` gives the similarity-only baseline over the same pool. ``pushdown=None``
-    (auto) scores inside the engine whenever the settings allow it (dense retrieval, type
-    priors, ``multiply``, no extra signal stages); ``True`` insists, ``False`` never does.
+    (auto) scores inside the engine whenever the settings and the store allow it (dense
+    retrieval, type priors, ``multiply``, no extra signal stages, a store with the formula
+    capability); ``True`` insists, ``False`` never does.
     """
 
     top_k: int = 10
@@ -61,12 +63,15 @@ class PushdownSearch(Stage):
 
     name = "pushdown"
 
-    def __init__(self, index: EdgeIndex, embedder: Embedder, priors: PriorTable,
+    def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
                  with_text: bool = False):
+        if not supports_formula(index):
+            raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
+                             "its engine; search without --pushdown")
         self.index, self.embedder, self.priors = index, embedder, priors
-        self.fetch_k = check_k("fetch_k", fetch_k)
-        self.top_k = check_k("top_k", top_k)
+        self.fetch_k = check_int("fetch_k", fetch_k, 1)
+        self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -86,15 +91,17 @@ class PushdownSearch(Stage):
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
 
 
-def build_pipeline(index: EdgeIndex, embedder: Embedder, settings: SearchSettings) -> Pipeline:
+def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSettings
+                   ) -> Pipeline:
     """``retriever >> [SourcePrior] >> extra stages >> Combine >> selector``.
 
     With ``pushdown`` the retrieval, prior and multiply happen inside the engine (type priors
-    only; extra stages and other modes need the Python path).
+    only, on a store with the formula capability; extra stages and other modes need the Python
+    path).
     """
     fetch_k = settings.resolved_fetch_k()
     priors = settings.prior_table()
-    if use_pushdown(settings):
+    if use_pushdown(settings, index):
         stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k, fetch_k,
                                               with_vectors=settings.with_vectors)]
     else:
@@ -111,25 +118,42 @@ def build_pipeline(index: EdgeIndex, embedder: Embedder, settings: SearchSetting
     return Pipeline(stages)
 
 
-def use_pushdown(settings: SearchSettings) -> bool:
-    """Whether the engine scores this search (see :class:`SearchSettings`)."""
+def use_pushdown(settings: SearchSettings, store: object | None = None) -> bool:
+    """Whether the engine scores this search (see :class:`SearchSettings`).
+
+    With a ``store``, also whether it has the formula capability (``supports_formula``): auto
+    falls back to the Python path where it has not, ``pushdown=True`` is an error there.
+    """
     eligible = (settings.prior_table() is not None and settings.mode == "multiply"
                 and not settings.lexical and not settings.extra_stages
                 and not settings.use_domain_scores)
     if settings.pushdown and not eligible:
         raise ValueError("pushdown supports dense retrieval with type priors and the "
                          "'multiply' mode only; drop --pushdown for the other options")
-    return eligible if settings.pushdown is None else settings.pushdown
+    capable = store is None or supports_formula(store)
+    if settings.pushdown and not capable:
+        raise ValueError(f"pushdown: the {_engine(store)} store cannot score formulas in its "
+                         "engine; drop --pushdown")
+    return (eligible and capable) if settings.pushdown is None else settings.pushdown
 
 
-def describe(settings: SearchSettings) -> dict[str, Any]:
+def _engine(store: object) -> str:
+    manifest = getattr(store, "manifest", None)
+    return str(getattr(manifest, "engine", type(store).__name__))
+
+
+def describe(settings: SearchSettings, store: object | None = None) -> dict[str, Any]:
+    """The settings as JSON (``credrank search --json``); with ``store``, its engine too."""
     priors = settings.prior_table()
-    return {
+    out = {
         "top_k": settings.top_k, "fetch_k": settings.resolved_fetch_k(),
         "priors": priors.as_dict() if priors else None, "mode": settings.mode,
         "retrieval": "bm25" if settings.lexical else "dense",
-        "pushdown": use_pushdown(settings),
+        "pushdown": use_pushdown(settings, store),
     }
+    if store is not None:
+        out["engine"] = _engine(store)
+    return out
 
 
 def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str = "current",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,8 +12,51 @@ from credrank.cli.common import console, err, fail, progress
 from credrank.documents import iter_documents, write_rejects
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
-from credrank.index.qdrant_edge import EdgeIndex, IndexError_
+from credrank.index.opener import open_store
+from credrank.index.store import ENGINES, StoreError
 from credrank.provenance import SourceTyper
+
+# the engine options ``credrank index`` and ``credrank search`` share
+EngineOption = Annotated[str | None, typer.Option(
+    "--engine", help="edge (embedded Qdrant Edge, the default for a new index) or qdrant "
+                     "(qdrant-client: a server or cluster, or local mode); default: the "
+                     "index's own")]
+QdrantUrlOption = Annotated[str | None, typer.Option(
+    "--qdrant-url", help="Qdrant server or cluster URL (--engine qdrant), e.g. "
+                         "https://xyz.cloud.qdrant.io:6333")]
+ApiKeyEnvOption = Annotated[str | None, typer.Option(
+    "--api-key-env", metavar="VAR",
+    help="read the Qdrant API key from this environment variable (never from the command "
+         "line or the manifest)")]
+QdrantPathOption = Annotated[Path | None, typer.Option(
+    "--qdrant-path", help="folder for qdrant-client's local mode (--engine qdrant; tests, "
+                          "small corpora)")]
+
+
+def store_options(engine: str | None, qdrant_url: str | None, api_key_env: str | None,
+                  qdrant_path: Path | None) -> dict[str, Any]:
+    """The engine options as :func:`credrank.index.open_store` arguments (exit 2 when bad)."""
+    if engine is not None and engine not in ENGINES:
+        fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "edge":
+        extra = [name for name, value in (("--qdrant-url", qdrant_url),
+                                          ("--api-key-env", api_key_env),
+                                          ("--qdrant-path", qdrant_path)) if value is not None]
+        if extra:
+            fail(f"{', '.join(extra)}: only with --engine qdrant")
+    if qdrant_url is not None and qdrant_path is not None:
+        fail("--qdrant-url and --qdrant-path exclude each other: a server, or local mode in "
+             "a folder")
+    if api_key_env is not None and qdrant_path is not None:
+        fail("--api-key-env applies to a server (--qdrant-url), not to --qdrant-path")
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            fail(f"--api-key-env {api_key_env}: the environment variable {api_key_env} is "
+                 "not set (or empty); export the Qdrant API key in it")
+    return {"engine": engine, "qdrant_url": qdrant_url, "api_key": api_key,
+            "qdrant_path": qdrant_path}
 
 
 def index(
@@ -30,6 +74,13 @@ def index(
     field: Annotated[list[str] | None, typer.Option(
         "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text; repeatable")
     ] = None,
+    engine: EngineOption = None,
+    qdrant_url: QdrantUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    qdrant_path: QdrantPathOption = None,
+    collection: Annotated[str | None, typer.Option(
+        help="Qdrant collection for a new --engine qdrant index "
+             "(default credrank-<index folder name>)")] = None,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running)."""
 
@@ -41,11 +92,13 @@ def index(
         if not sep or not old or not new:
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
         fields[old] = new
+    options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
-        idx = EdgeIndex.open(index_dir, embedder=emb.name, dim=emb.dim, create=True)
-    except (ValueError, IndexError_, RuntimeError) as exc:
+        idx = open_store(index_dir, **options, collection=collection, embedder=emb.name,
+                         dim=emb.dim, create=True)
+    except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     total = _count_lines(corpus)
     with idx, progress() as bar:
@@ -57,6 +110,8 @@ def index(
                                      on_batch=lambda n: bar.advance(task, n))
         except ValueError as exc:  # a file-level problem (header, format): nothing to index
             fail(str(exc))
+        except StoreError as exc:  # the engine went away mid-run: re-running completes it
+            fail(f"{exc}; re-run the same command to complete the index")
         idx.optimize()  # merge segments, build the HNSW graph where the corpus is large
         size = len(idx)
     rejects_path = rejects or index_dir / "rejects.jsonl"

@@ -10,8 +10,16 @@ import typer
 from rich.table import Table
 
 from credrank.cli.common import console, fail, parse_params
+from credrank.cli.index import (
+    ApiKeyEnvOption,
+    EngineOption,
+    QdrantPathOption,
+    QdrantUrlOption,
+    store_options,
+)
 from credrank.index.embed import get_embedder
-from credrank.index.qdrant_edge import EdgeIndex, IndexError_
+from credrank.index.opener import open_store
+from credrank.index.store import StoreError
 from credrank.search import build_pipeline, describe, search_settings
 
 
@@ -45,24 +53,30 @@ def search(
              "group_column=source_type rule=parity|proportional [seed=0]; fair "
              "protected_column=source_type protected_value=blog p=0.5 alpha=0.1")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+    engine: EngineOption = None,
+    qdrant_url: QdrantUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    qdrant_path: QdrantPathOption = None,
 ) -> None:
     """Credibility-aware search: score = sim × λ(source type) over an expanded pool."""
 
+    options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     try:
         settings = search_settings(
             top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,
             pushdown=pushdown, domain_scores=domain_scores, priors_store=priors_store,
             source_reliability=source_reliability, select=select,
             select_params=parse_params(select_param))
-        idx = EdgeIndex.open(index_dir)
-        emb = get_embedder(idx.manifest.embedder)
+        idx = open_store(index_dir, **options)
         with idx:
+            emb = get_embedder(idx.manifest.embedder)
             result = build_pipeline(idx, emb, settings).search(query)
-    except (ValueError, IndexError_, RuntimeError) as exc:
+            described = describe(settings, idx)
+    except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     hits = result.hits()
     if as_json:
-        print(json.dumps({"credrank_search": 1, "query": query, "settings": describe(settings),
+        print(json.dumps({"credrank_search": 1, "query": query, "settings": described,
                           "hits": hits, "info": result.info}, indent=2, default=str))
         return
     table = Table(title=f"{query}", show_lines=False)

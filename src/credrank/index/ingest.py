@@ -1,4 +1,4 @@
-"""Indexing: validated documents → provenance → embeddings → engine, in resumable batches."""
+"""Indexing: validated documents → provenance → embeddings → store, in resumable batches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from credrank.core.embedder import Embedder
 from credrank.documents import Reject
 from credrank.documents.schema import Document
-from credrank.index.qdrant_edge import EdgeIndex, content_hash
+from credrank.index.store import VectorStore, content_hash
 from credrank.provenance import Provenance, SourceTyper
 
 
@@ -47,7 +47,7 @@ class IndexReport:
 
 def index_documents(
     records: Iterable[Document | Reject],
-    index: EdgeIndex,
+    index: VectorStore,
     embedder: Embedder,
     typer: SourceTyper,
     *,
@@ -56,7 +56,8 @@ def index_documents(
 ) -> IndexReport:
     """Index ``records`` (documents and rejects, in file order) into ``index``.
 
-    Rejects are collected, never dropped; documents already present with the same content hash
+    Works on any :class:`~credrank.index.store.VectorStore`. Rejects are collected, never
+    dropped; documents already present with the same content hash
     are skipped, so a re-run after an interruption completes the index without duplicates.
     ``on_batch(n)`` is called after each batch with the number of records it consumed.
     """

@@ -1,4 +1,6 @@
-"""Retriever stages: fill an empty batch with ``fetch_k`` candidates from an :class:`EdgeIndex`.
+"""Retriever stages: fill an empty batch with ``fetch_k`` candidates from a store.
+
+Any :class:`~credrank.index.store.VectorStore` serves (Qdrant Edge, a Qdrant server, memory).
 
 ``fetch_k`` is the expanded candidate pool of seed 004 (retrieve 3k, reweight, keep k): the
 default in :func:`default_fetch_k` is three times ``top_k``.
@@ -12,7 +14,8 @@ from typing import Any
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Stage
-from credrank.index.qdrant_edge import EdgeIndex
+from credrank.core.validation import check_int
+from credrank.index.store import VectorStore
 
 
 def default_fetch_k(top_k: int) -> int:
@@ -20,21 +23,15 @@ def default_fetch_k(top_k: int) -> int:
     return 3 * top_k
 
 
-def check_k(name: str, value: int) -> int:
-    if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    return value
-
-
 class DenseRetriever(Stage):
     """Cosine nearest neighbours of the query embedding."""
 
     name = "dense"
 
-    def __init__(self, index: EdgeIndex, embedder: Embedder, fetch_k: int = 30, *,
+    def __init__(self, index: VectorStore, embedder: Embedder, fetch_k: int = 30, *,
                  with_vectors: bool = False, with_text: bool = False):
         self.index, self.embedder = index, embedder
-        self.fetch_k = check_k("fetch_k", fetch_k)
+        self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -51,10 +48,10 @@ class BM25Retriever(Stage):
 
     name = "bm25"
 
-    def __init__(self, index: EdgeIndex, fetch_k: int = 30, *, with_vectors: bool = False,
+    def __init__(self, index: VectorStore, fetch_k: int = 30, *, with_vectors: bool = False,
                  with_text: bool = False):
         self.index = index
-        self.fetch_k = check_k("fetch_k", fetch_k)
+        self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -65,7 +62,7 @@ class BM25Retriever(Stage):
         return {"fetch_k": self.fetch_k}
 
 
-def source_passages(index: EdgeIndex, embedder: Embedder
+def source_passages(index: VectorStore, embedder: Embedder
                     ) -> Callable[[str, str, int], list[str]]:
     """``retrieve(query, source_id, k) -> [passage text]`` over one source of ``index``: the
     per-source retrieval κ-RRSS needs (chapter 35.3), a ``source_id`` filter on the engine."""

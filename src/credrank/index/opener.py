@@ -1,0 +1,65 @@
+"""Open (or create) the store an index directory describes: one function for every engine.
+
+``DIR/manifest.json`` records the engine; :func:`open_store` reads it, checks it against what
+the caller asked for and opens :class:`~credrank.index.qdrant_edge.EdgeIndex` (``edge``, the
+default) or :class:`~credrank.index.qdrant_server.QdrantServerIndex` (``qdrant``). A manifest
+without an engine (written before engines were recorded) means ``edge``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from credrank.index.qdrant_edge import EdgeIndex
+from credrank.index.store import ENGINES, StoreError, VectorStore, check_manifest, read_manifest
+
+
+def open_store(index_dir: str | Path, engine: str | None = None, *,
+               qdrant_url: str | None = None, api_key: str | None = None,
+               qdrant_path: str | Path | None = None, collection: str | None = None,
+               embedder: str | None = None, dim: int | None = None, create: bool = False,
+               bm25: bool = True) -> VectorStore:
+    """The store of ``index_dir``.
+
+    ``engine``: ``edge`` or ``qdrant``; ``None`` takes the manifest's (``edge`` for a new
+    index). For ``qdrant``: ``qdrant_url`` (+ ``api_key``) for a server or cluster, or
+    ``qdrant_path`` for the client's local mode, and optionally ``collection``; an existing
+    index reuses the recorded location and collection. ``embedder``/``dim`` are checked against
+    an existing index and needed to create one (``create=True``).
+
+    Raises ``ValueError`` for contradictory options and :class:`StoreError` for a missing
+    index, an index of another engine (naming both), embedder or dimension, or an engine that
+    cannot be reached.
+    """
+    if engine is not None and engine not in ENGINES:
+        raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    manifest = read_manifest(index_dir)
+    if manifest is not None and engine is not None:
+        check_manifest(index_dir, manifest, engine)
+    chosen = engine or (manifest.engine if manifest is not None else "edge")
+    if chosen not in ENGINES:
+        raise StoreError(f"{index_dir}: engine {chosen!r} cannot be opened from a directory; "
+                         f"expected one of {', '.join(ENGINES)}")
+    if chosen == "edge":
+        given = [name for name, value in (("qdrant_url/--qdrant-url", qdrant_url),
+                                          ("api_key/--api-key-env", api_key),
+                                          ("qdrant_path/--qdrant-path", qdrant_path),
+                                          ("collection/--collection", collection))
+                 if value is not None]
+        if given:
+            whose = ("this index uses engine 'edge'" if manifest is not None else
+                     "a new index uses engine 'edge' unless engine 'qdrant' is asked for")
+            raise ValueError(f"{', '.join(given)}: only for engine 'qdrant' ({whose})")
+        return EdgeIndex.open(index_dir, embedder=embedder, dim=dim, create=create, bm25=bm25)
+    if qdrant_url is not None and qdrant_path is not None:
+        raise ValueError("qdrant_url/--qdrant-url and qdrant_path/--qdrant-path exclude each "
+                         "other: a server, or the client's local mode in a folder")
+    try:
+        # optional heavy dependency (qdrant-client, about 2 s to import): only for 'qdrant'
+        from credrank.index.qdrant_server import QdrantServerIndex
+    except ImportError as exc:
+        raise StoreError("engine 'qdrant' needs the optional 'qdrant' extra: "
+                         f"pip install 'credrank[qdrant]' ({exc})") from exc
+    return QdrantServerIndex.open(index_dir, url=qdrant_url, api_key=api_key, path=qdrant_path,
+                                  collection=collection, embedder=embedder, dim=dim,
+                                  create=create, bm25=bm25)

@@ -1,0 +1,374 @@
+"""A store on ``qdrant-client``: a Qdrant server or cluster, or the client's local mode.
+
+The same points as :mod:`credrank.index.qdrant_edge` — id ``uuid5(doc_id)``, named vectors
+``dense`` (cosine) and ``bm25`` (sparse, IDF modifier), the payload of
+:func:`credrank.index.store.document_payload` — in one Qdrant *collection*. On a server, keyword
+payload indexes on ``doc_id``, ``source_type``, ``host``, ``registered_domain`` and
+``source_id`` and datetime indexes on the five date fields are created with the collection (the
+client's local mode has no payload indexes and is not given any).
+
+BM25 vectors are computed client-side by Qdrant Edge's BM25 model (``qdrant_edge.Bm25``: the
+same tokenizer and weights as the Edge backend, no model download, no server-side inference);
+the server applies the IDF modifier at query time.
+
+The index directory holds only ``DIR/manifest.json`` (engine ``qdrant``, the collection name and
+whether a server URL or a local-mode folder was used, never the API key); the data lives in the
+collection. Reach a server with ``url`` (+ ``api_key``) or run in-process on a folder with
+``path`` — slow (exact brute force in Python), the stand-in for a server in tests.
+
+Formula pushdown uses ``FormulaQuery`` over a dense ``Prefetch`` (qdrant-client ≥ 1.14 and a
+server ≥ 1.14; older clients fall back to the Python path): ``max($score, 0)`` is written
+``0.5·($score + |$score|)``, which is exact and needs no ``max`` expression (absent from
+qdrant-client 1.14 and 1.15).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import qdrant_edge as qe
+from qdrant_client import QdrantClient, models
+
+from credrank.core.candidates import Candidates
+from credrank.core.validation import check_int
+from credrank.documents.schema import DATE_FIELDS, Document
+from credrank.index.store import (
+    DENSE,
+    KEYWORD_FIELDS,
+    SPARSE,
+    Manifest,
+    StoreError,
+    bm25_text,
+    check_manifest,
+    check_where,
+    document_payload,
+    formula_priors,
+    no_index_error,
+    point_id,
+    read_manifest,
+    returned_fields,
+    to_candidates,
+    write_manifest,
+)
+
+_COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+#: points per upsert request (keeps requests far below a server's 32 MB default limit)
+UPSERT_BATCH = 256
+
+
+def default_collection(index_dir: str | Path) -> str:
+    """The collection name used when none is given: ``credrank-<index folder name>``."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", Path(index_dir).resolve().name) or "index"
+    return f"credrank-{name}"[:255]
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info, query or fragment (what a manifest may record)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _filter(where: Mapping[str, Any] | None) -> models.Filter | None:
+    conditions = [models.FieldCondition(key=k, match=models.MatchValue(value=v))
+                  for k, v in check_where(where).items()]
+    return models.Filter(must=conditions) if conditions else None
+
+
+def _sparse(vector: Any) -> models.SparseVector:
+    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def formula_query(priors: Mapping[str, float]) -> Any:
+    """:data:`credrank.index.store.FORMULA` as a ``FormulaQuery``:
+    ``0.5·($score + |$score|) × Σ_t λ_t·[source_type = t]``."""
+    positive = models.MultExpression(mult=[
+        0.5, models.SumExpression(sum=["$score", models.AbsExpression(abs="$score")])])
+    prior = models.SumExpression(sum=[
+        models.MultExpression(mult=[weight, models.FieldCondition(
+            key="source_type", match=models.MatchValue(value=t))])
+        for t, weight in formula_priors(priors)])
+    return models.FormulaQuery(formula=models.MultExpression(mult=[positive, prior]))
+
+
+class QdrantServerIndex:
+    """A credrank store in one collection of a Qdrant server, cluster or local-mode folder."""
+
+    #: formula queries exist in this client (≥ 1.14); else pushdown falls back to Python
+    formula_supported = hasattr(models, "FormulaQuery") and hasattr(models, "AbsExpression")
+
+    def __init__(self, client: QdrantClient, collection: str, manifest: Manifest, *,
+                 local: bool, where: str, index_dir: Path | None = None):
+        self.client, self.collection = client, collection
+        self._manifest = manifest
+        self.local, self.where, self.path = local, where, index_dir
+        self._bm25 = qe.Bm25() if manifest.bm25 else None
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @staticmethod
+    def connect(*, url: str | None = None, api_key: str | None = None,
+                path: str | Path | None = None, timeout: int | None = None) -> QdrantClient:
+        """A client for a server (``url``, optional ``api_key``) or local mode (``path``)."""
+        if (url is None) == (path is None):
+            raise ValueError("qdrant: expected exactly one of a server URL or a local-mode "
+                             f"path, got url={url!r} and path={path!r}")
+        if api_key is not None and url is None:
+            raise ValueError("qdrant: an API key applies to a server URL, not to local mode")
+        try:
+            if url is not None:
+                return QdrantClient(url=url, api_key=api_key, timeout=timeout)
+            Path(path).mkdir(parents=True, exist_ok=True)
+            return QdrantClient(path=str(path))
+        except Exception as exc:  # the client raises many types (lock held, bad URL, …)
+            where = public_url(url) if url else f"local mode at {path}"
+            raise StoreError(f"qdrant ({where}): cannot open the client: {exc}") from exc
+
+    @classmethod
+    def open(cls, index_dir: str | Path, *, url: str | None = None,
+             api_key: str | None = None, path: str | Path | None = None,
+             collection: str | None = None, embedder: str | None = None,
+             dim: int | None = None, create: bool = False, bm25: bool = True,
+             shard_number: int | None = None, replication_factor: int | None = None
+             ) -> QdrantServerIndex:
+        """Open the index described by ``index_dir/manifest.json``; with ``create=True`` make
+        the manifest and the collection when absent.
+
+        An existing index reuses its recorded collection and location unless ``url`` / ``path``
+        override the location (same mode only). ``shard_number`` and ``replication_factor``
+        apply when the collection is created on a cluster. Raises :class:`StoreError` naming
+        the directory, the collection and the location.
+        """
+        index_dir = Path(index_dir)
+        manifest = read_manifest(index_dir)
+        existing = manifest is not None
+        if collection is not None and not _COLLECTION.match(collection):
+            raise ValueError(f"collection: expected 1-255 letters, digits, '_' or '-', "
+                             f"got {collection!r}")
+        if manifest is not None:
+            check_manifest(index_dir, manifest, "qdrant", embedder=embedder, dim=dim)
+            mode = "url" if url is not None else "path" if path is not None else None
+            if mode is not None and mode != manifest.qdrant_mode:
+                built = ("on a Qdrant server" if manifest.qdrant_mode == "url"
+                         else "in qdrant-client local mode")
+                raise StoreError(f"{index_dir}: index was built {built} at "
+                                 f"{manifest.qdrant_location}, but a "
+                                 f"{'server URL' if mode == 'url' else 'local-mode path'} "
+                                 "was given")
+            if collection is not None and collection != manifest.collection:
+                raise StoreError(f"{index_dir}: index lives in collection "
+                                 f"{manifest.collection!r}, not {collection!r}")
+            if mode is None:
+                if manifest.qdrant_mode == "url":
+                    url = manifest.qdrant_location
+                else:
+                    path = manifest.qdrant_location
+            collection = manifest.collection
+        else:
+            if not create:
+                raise no_index_error(index_dir)
+            if not embedder or not dim:
+                raise StoreError("creating an index needs the embedder name and dimension")
+            if (url is None) == (path is None):
+                raise ValueError("creating a qdrant index needs a server URL (--qdrant-url) or "
+                                 "a local-mode folder (--qdrant-path), exactly one")
+            manifest = Manifest(
+                embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25, engine="qdrant",
+                collection=collection or default_collection(index_dir),
+                qdrant_mode="url" if url is not None else "path",
+                qdrant_location=(public_url(url) if url is not None
+                                 else str(Path(path).resolve())))
+            collection = manifest.collection
+        assert collection is not None
+        where = public_url(url) if url is not None else f"local mode at {path}"
+        client = cls.connect(url=url, api_key=api_key, path=path)
+        store = cls(client, collection, manifest, local=url is None,
+                    where=f"Qdrant {where}", index_dir=index_dir)
+        try:
+            exists = store._call("check the collection", client.collection_exists, collection)
+            if not exists:
+                if existing:
+                    raise StoreError(f"{index_dir}: collection {collection!r} not found "
+                                     f"({store.where}); was it deleted?")
+                store._create(shard_number, replication_factor)
+            # a collection found at creation is reused (a creation interrupted before the
+            # manifest was written, or one made beforehand with the cluster's own settings)
+            store._check_collection()
+            if not existing:
+                index_dir.mkdir(parents=True, exist_ok=True)
+                write_manifest(index_dir, manifest)
+        except BaseException:
+            client.close()
+            raise
+        return store
+
+    @classmethod
+    def in_memory(cls, embedder: str, dim: int, *, bm25: bool = True,
+                  collection: str = "credrank") -> QdrantServerIndex:
+        """A new collection in qdrant-client's local mode held in memory (nothing persisted,
+        no manifest): the same search code as a folder, without its per-point disk writes —
+        for benchmarks and tests."""
+        manifest = Manifest(embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25,
+                            engine="qdrant", collection=collection, qdrant_mode="path",
+                            qdrant_location=":memory:")
+        store = cls(QdrantClient(location=":memory:"), collection, manifest, local=True,
+                    where="Qdrant local mode in memory")
+        store._create(None, None)
+        store._check_collection()
+        return store
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call the client, turning its transport and response errors into ``StoreError``."""
+        try:
+            return fn(*args, **kwargs)
+        except (StoreError, ValueError):
+            raise
+        except Exception as exc:  # httpx / grpc / UnexpectedResponse: all one clear message
+            raise StoreError(f"{self.where}, collection {self.collection!r}: cannot {what}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+    def _create(self, shard_number: int | None, replication_factor: int | None) -> None:
+        sparse = ({SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                  if self.manifest.bm25 else None)
+        self._call("create the collection", self.client.create_collection, self.collection,
+                   vectors_config={DENSE: models.VectorParams(size=self.manifest.dim,
+                                                              distance=models.Distance.COSINE)},
+                   sparse_vectors_config=sparse, shard_number=shard_number,
+                   replication_factor=replication_factor)
+        if self.local:  # local mode has no payload indexes (and warns when asked for one)
+            return
+        for name in KEYWORD_FIELDS:
+            self._call(f"index payload field {name!r}", self.client.create_payload_index,
+                       self.collection, field_name=name,
+                       field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+        for name in DATE_FIELDS:
+            self._call(f"index payload field {name!r}", self.client.create_payload_index,
+                       self.collection, field_name=name,
+                       field_schema=models.PayloadSchemaType.DATETIME, wait=True)
+
+    def _check_collection(self) -> None:
+        """The collection has the ``dense`` vector of the manifest's size (and ``bm25``)."""
+        info = self._call("read the collection", self.client.get_collection, self.collection)
+        vectors = info.config.params.vectors
+        dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
+        if dense is None or dense.size != self.manifest.dim:
+            got = ({k: v.size for k, v in vectors.items()} if isinstance(vectors, dict)
+                   else getattr(vectors, "size", vectors))
+            raise StoreError(f"{self.where}, collection {self.collection!r}: expected a "
+                             f"named vector {DENSE!r} of size {self.manifest.dim}, got {got}")
+        sparse = info.config.params.sparse_vectors or {}
+        if self.manifest.bm25 and SPARSE not in sparse:
+            raise StoreError(f"{self.where}, collection {self.collection!r}: expected a sparse "
+                             f"vector {SPARSE!r}, got {sorted(sparse) or 'none'}")
+
+    def optimize(self) -> bool:
+        """Nothing to do: the server optimises collections itself; returns ``False``."""
+        return False
+
+    def close(self) -> None:
+        """Close the client (local mode releases its folder lock)."""
+        self.client.close()
+
+    def __enter__(self) -> QdrantServerIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return int(self._call("count points", self.client.count, self.collection,
+                              exact=True).count)
+
+    # -- writing ------------------------------------------------------------------------------
+    def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """``doc_id -> content_hash`` for the given ids already in the collection."""
+        if not doc_ids:
+            return {}
+        records = self._call("retrieve points", self.client.retrieve, self.collection,
+                             ids=[point_id(d) for d in doc_ids],
+                             with_payload=["doc_id", "content_hash"], with_vectors=False)
+        return {r.payload["doc_id"]: r.payload.get("content_hash", "") for r in records}
+
+    def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
+               vectors: np.ndarray, hashes: Sequence[str]) -> None:
+        """Write one batch, in requests of :data:`UPSERT_BATCH` points, each acknowledged."""
+        points = []
+        for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
+            named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
+            if self._bm25 is not None:
+                named[SPARSE] = _sparse(self._bm25.embed_document(bm25_text(doc)))
+            points.append(models.PointStruct(id=point_id(doc.id), vector=named,
+                                             payload=document_payload(doc, prov, digest)))
+        for start in range(0, len(points), UPSERT_BATCH):
+            self._call("upsert points", self.client.upsert, self.collection,
+                       points=points[start:start + UPSERT_BATCH], wait=True)
+
+    # -- reading ------------------------------------------------------------------------------
+    def _query(self, text: str, with_vectors: bool, query_vector: np.ndarray | None,
+               **request: Any) -> Candidates:
+        """Run one ``query_points`` request; ``text`` is the query the batch carries."""
+        response = self._call("query points", self.client.query_points, self.collection,
+                              with_vectors=[DENSE] if with_vectors else False, **request)
+        points = response.points
+        return to_candidates(
+            text, [p.payload for p in points], [p.score for p in points],
+            vectors=[p.vector[DENSE] for p in points] if with_vectors else None,
+            query_vector=query_vector, dim=self.manifest.dim)
+
+    def _params(self, exact: bool) -> models.SearchParams | None:
+        # local mode is always exact, and warns when given search parameters
+        return None if self.local else models.SearchParams(exact=exact)
+
+    def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
+                     with_vectors: bool = False, with_text: bool = False, exact: bool = False,
+                     where: Mapping[str, Any] | None = None) -> Candidates:
+        """The ``fetch_k`` nearest documents by cosine similarity."""
+        return self._query(query, with_vectors, query_vector,
+                           query=np.asarray(query_vector, dtype=np.float32).tolist(),
+                           using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
+                           query_filter=_filter(where), search_params=self._params(exact),
+                           with_payload=returned_fields(with_text))
+
+    def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
+                    with_text: bool = False, where: Mapping[str, Any] | None = None
+                    ) -> Candidates:
+        """The ``fetch_k`` best documents by BM25 (sparse vectors, IDF applied by Qdrant)."""
+        fetch_k = check_int("fetch_k", fetch_k, 1)
+        if self._bm25 is None:
+            raise StoreError(f"{self.path}: this index was built without BM25 vectors")
+        sparse = self._bm25.embed_query(query)
+        if not list(sparse.indices):  # no token: nothing can match
+            return Candidates.empty(query, self.manifest.dim if with_vectors else None)
+        return self._query(query, with_vectors, None, query=_sparse(sparse), using=SPARSE,
+                           limit=fetch_k, query_filter=_filter(where),
+                           with_payload=returned_fields(with_text))
+
+    def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
+                       priors: Mapping[str, float], *, with_vectors: bool = False,
+                       exact: bool = False, with_text: bool = False) -> Candidates:
+        """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
+        neighbours rescored by :func:`formula_query`, the ``top_k`` best returned (the same
+        numbers as :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
+        if not self.formula_supported:
+            raise StoreError("formula queries need qdrant-client >= 1.14; upgrade it or search "
+                             "without --pushdown")
+        prefetch = models.Prefetch(query=np.asarray(query_vector, dtype=np.float32).tolist(),
+                                   using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
+                                   params=self._params(exact))
+        return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
+                           query=formula_query(priors), limit=check_int("top_k", top_k, 1),
+                           with_payload=returned_fields(with_text))
+
+    def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:
+        """The ``k`` nearest documents of one source (``source_id`` payload filter)."""
+        return self.search_dense("", query_vector, k, with_text=True,
+                                 where={"source_id": source_id})

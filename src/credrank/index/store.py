@@ -1,0 +1,364 @@
+"""The engine protocol every credrank store implements, and what all backends share.
+
+A *store* holds one point per document: a dense vector (cosine), optionally a BM25 sparse vector,
+and a payload made of the document's fields, its provenance and a content hash. Three backends
+implement :class:`VectorStore`:
+
+* :class:`credrank.index.qdrant_edge.EdgeIndex` — Qdrant Edge in-process (the default);
+* :class:`credrank.index.qdrant_server.QdrantServerIndex` — ``qdrant-client``: a Qdrant server
+  or cluster, or the client's local mode (the stand-in for a server in tests);
+* :class:`credrank.index.memory.InMemoryIndex` — exact numpy cosine, not persistent.
+
+Scoring a formula inside the engine is an optional capability (:class:`FormulaScoring`, asked
+with :func:`supports_formula`). The formula is defined once here, backend-neutrally
+(:data:`FORMULA`, :func:`formula_priors`); each backend translates it into its engine's
+expression language.
+
+This module also holds the index-directory manifest (``DIR/manifest.json``), the payload a
+document becomes (:func:`document_payload`), the one payload → :class:`Candidates` conversion
+(:func:`to_candidates`) and the deterministic point id and content hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from credrank.core.candidates import META_COLUMNS, Candidates
+from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES, Document
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+#: persistent engines an index directory can name in its manifest (``memory`` is not one)
+ENGINES = ("edge", "qdrant")
+DENSE = "dense"
+SPARSE = "bm25"
+_NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
+
+#: payload fields with a keyword index (and the fields a ``where`` filter may name)
+KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
+#: payload fields a search returns by default: what ranking, explanations and selection use.
+#: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
+#: payload's conversion to Python is the largest cost of a search after the vector scan.
+RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
+                  "registered_domain", "url_source_type", "declared_source_type",
+                  "provenance_rule", "domain_score", *DATE_FIELDS)
+#: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
+TEXT_FIELDS = ("text", "cites")
+#: provenance fields returned as meta columns besides ``META_COLUMNS``
+EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
+                 "provenance_rule", "domain_score", "cites")
+#: the credibility-aware score every formula-capable backend computes in its engine
+FORMULA = "max($score, 0) × Σ_t λ_t·[source_type = t]"
+
+
+class StoreError(RuntimeError):
+    """The index directory or engine is missing, incompatible, damaged or unreachable."""
+
+
+# -- identities and payloads ---------------------------------------------------------------------
+
+def point_id(doc_id: str) -> str:
+    """Deterministic point id of a document id (idempotent upserts, no duplicates)."""
+    return str(uuid.uuid5(_NAMESPACE, doc_id))
+
+
+def content_hash(doc: Document, provenance: Mapping[str, Any]) -> str:
+    """Hash of everything stored for a document; unchanged hash → nothing to re-index."""
+    h = hashlib.sha256()
+    for part in (doc.id, doc.text, doc.title or "", doc.url or "",
+                 json.dumps(provenance, sort_keys=True, default=str),
+                 json.dumps({k: v.isoformat() if v else None for k, v in doc.dates().items()}),
+                 json.dumps(list(doc.cites)), json.dumps(doc.extra, sort_keys=True, default=str)):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str
+                     ) -> dict[str, Any]:
+    """The payload stored with a document's point: fields, provenance, content hash, ISO dates."""
+    payload = {
+        "doc_id": doc.id, "text": doc.text, "title": doc.title, "url": doc.url,
+        "source_id": doc.source_id, **provenance, "cites": list(doc.cites),
+        "content_hash": digest, "extra": doc.extra,
+    }
+    for name in DATE_FIELDS:
+        value = getattr(doc, name)
+        payload[name] = value.isoformat() if value is not None else None
+    return payload
+
+
+def bm25_text(doc: Document) -> str:
+    """The text a document's BM25 vector is computed from (title, then body)."""
+    return f"{doc.title or ''}\n{doc.text}"
+
+
+def returned_fields(with_text: bool) -> list[str]:
+    """The payload fields a search returns: :data:`RANKING_FIELDS` (+ text and cites)."""
+    return [*RANKING_FIELDS, *TEXT_FIELDS] if with_text else list(RANKING_FIELDS)
+
+
+def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A payload filter ``{field: value}`` (all must match) on :data:`KEYWORD_FIELDS`."""
+    if not where:
+        return {}
+    if not isinstance(where, Mapping):
+        raise ValueError(f"where: expected a mapping of field to value, got {where!r}")
+    for name, value in where.items():
+        if name not in KEYWORD_FIELDS:
+            raise ValueError(f"where: field {name!r} has no keyword index; expected one of "
+                             f"{', '.join(KEYWORD_FIELDS)}")
+        if not isinstance(value, str):
+            raise ValueError(f"where[{name!r}]: expected a string, got {value!r}")
+    return dict(where)
+
+
+def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],
+                  scores: Sequence[float], *, vectors: Sequence[Any] | None = None,
+                  query_vector: np.ndarray | None = None, dim: int | None = None
+                  ) -> Candidates:
+    """One engine answer (payloads and scores in rank order) as a :class:`Candidates` batch.
+
+    Meta columns: one object array per ``META_COLUMNS`` and :data:`EXTRA_COLUMNS` name (``None``
+    where a payload lacks the field). ``vectors`` (one per row) become the batch's vectors;
+    ``dim`` sizes the vectors of an empty answer. Every backend builds its batches here.
+    """
+    if len(payloads) != len(scores):
+        raise StoreError(f"engine answer: {len(payloads)} payloads but {len(scores)} scores")
+    if not payloads:
+        return Candidates.empty(query, dim if vectors is not None else None)
+    rows = [p or {} for p in payloads]
+    for i, row in enumerate(rows):
+        if "doc_id" not in row:
+            raise StoreError(f"engine answer: point at rank {i + 1} has no doc_id in its "
+                             "payload (not written by credrank?)")
+    columns = (*META_COLUMNS, *EXTRA_COLUMNS)
+    # one pass over the payloads, then one object array per column
+    table = list(zip(*[[row.get(name) for name in columns] for row in rows], strict=True))
+    meta = {name: np.array(col, dtype=object) for name, col in zip(columns, table, strict=True)}
+    matrix = None
+    if vectors is not None:
+        matrix = np.array([np.asarray(v, dtype=np.float32) for v in vectors], dtype=np.float32)
+    return Candidates(
+        query=query,
+        doc_ids=np.array([row["doc_id"] for row in rows], dtype=object),
+        retrieval_score=np.array(scores, dtype=np.float64),
+        meta=meta, vectors=matrix, query_vector=query_vector)
+
+
+# -- the formula, backend-neutral ----------------------------------------------------------------
+
+def formula_priors(priors: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """``(source type, λ)`` for every type of the taxonomy, in taxonomy order, validated.
+
+    The prior table of :data:`FORMULA`: each backend turns it into a sum of
+    ``λ_t × [source_type = t]`` conditions. Raises ``ValueError`` naming a missing type or a
+    weight that is not a finite number ``>= 0``.
+    """
+    out = []
+    for t in SOURCE_TYPES:
+        if t not in priors:
+            raise ValueError(f"priors: no weight for source type {t!r}; expected one for each "
+                             f"of {', '.join(SOURCE_TYPES)}")
+        value = priors[t]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                             np.floating)):
+            raise ValueError(f"priors[{t!r}]: expected a number, got {value!r}")
+        if not math.isfinite(float(value)) or float(value) < 0:
+            raise ValueError(f"priors[{t!r}]: expected a finite number >= 0, got {value!r}")
+        out.append((t, float(value)))
+    return tuple(out)
+
+
+# -- the manifest --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``DIR/manifest.json`` records about an index (never a credential).
+
+    ``engine``: ``edge`` (data in ``DIR/shard``) or ``qdrant`` (data in a Qdrant collection:
+    ``collection`` on a server at ``qdrant_location`` when ``qdrant_mode`` is ``url``, or in the
+    client's local mode at the folder ``qdrant_location`` when it is ``path``). Manifests written
+    before the engine was recorded mean ``edge``. ``memory`` marks the non-persistent store.
+    """
+
+    embedder: str
+    dim: int
+    bm25: bool = True
+    format: int = FORMAT_VERSION
+    engine: str = "edge"
+    collection: str | None = None
+    qdrant_mode: str | None = None
+    qdrant_location: str | None = None
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(data, indent=2)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "manifest") -> Manifest:
+        """A manifest from its JSON object; ``StoreError`` naming ``where`` and the field."""
+        if not isinstance(data, dict):
+            raise StoreError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise StoreError(f"{where}: unknown field(s) {', '.join(unknown)} (written by a "
+                             "newer credrank?); expected only " + ", ".join(sorted(known)))
+        for name in ("embedder", "dim"):
+            if name not in data:
+                raise StoreError(f"{where}: field {name!r} missing")
+        checks: dict[str, tuple[type, ...]] = {
+            "embedder": (str,), "dim": (int,), "bm25": (bool,), "format": (int,),
+            "engine": (str,), "collection": (str, type(None)),
+            "qdrant_mode": (str, type(None)), "qdrant_location": (str, type(None))}
+        for name, value in data.items():
+            ok = isinstance(value, checks[name]) and not (
+                checks[name] == (int,) and isinstance(value, bool))
+            if not ok:
+                raise StoreError(f"{where}: field {name!r}: expected "
+                                 f"{' or '.join(t.__name__ for t in checks[name])}, "
+                                 f"got {value!r}")
+        manifest = cls(**data)
+        if manifest.dim < 1:
+            raise StoreError(f"{where}: field 'dim': expected an integer >= 1, "
+                             f"got {manifest.dim}")
+        if manifest.format > FORMAT_VERSION:
+            raise StoreError(f"{where}: index format {manifest.format} is newer than this "
+                             f"credrank reads ({FORMAT_VERSION})")
+        if manifest.engine not in (*ENGINES, "memory"):
+            raise StoreError(f"{where}: field 'engine': expected one of "
+                             f"{', '.join(ENGINES)}, got {manifest.engine!r}")
+        if manifest.engine == "qdrant" and (not manifest.collection
+                                            or manifest.qdrant_mode not in ("url", "path")):
+            raise StoreError(f"{where}: a qdrant index needs 'collection' and 'qdrant_mode' "
+                             f"(url or path), got {manifest.collection!r} and "
+                             f"{manifest.qdrant_mode!r}")
+        return manifest
+
+
+def read_manifest(index_dir: str | Path) -> Manifest | None:
+    """The manifest of ``index_dir``, or ``None`` when the directory holds none."""
+    path = Path(index_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: unreadable index manifest: {exc}") from exc
+    return Manifest.from_dict(data, str(path))
+
+
+def write_manifest(index_dir: str | Path, manifest: Manifest) -> None:
+    """Write ``DIR/manifest.json`` atomically (a crash leaves the old one or none)."""
+    path = Path(index_dir) / MANIFEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(manifest.to_json(), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def check_manifest(index_dir: str | Path, manifest: Manifest, engine: str, *,
+                   embedder: str | None = None, dim: int | None = None) -> None:
+    """Raise ``StoreError`` when an existing index is of another engine, embedder or dimension."""
+    if manifest.engine != engine:
+        raise StoreError(f"{index_dir}: index was built with engine {manifest.engine!r}, not "
+                         f"{engine!r}; open it with --engine {manifest.engine}")
+    if embedder and embedder != manifest.embedder:
+        raise StoreError(f"{index_dir}: index was built with embedder "
+                         f"{manifest.embedder!r}, not {embedder!r}")
+    if dim and dim != manifest.dim:
+        raise StoreError(f"{index_dir}: index dimension is {manifest.dim}, not {dim}")
+
+
+def no_index_error(index_dir: str | Path) -> StoreError:
+    """The error for a directory that holds no index (and creation was not asked for)."""
+    return StoreError(f"{index_dir}: no credrank index here (expected "
+                      f"{Path(index_dir) / MANIFEST}); build one with "
+                      "`credrank index CORPUS --index DIR`")
+
+
+# -- the protocols -------------------------------------------------------------------------------
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """What every credrank store offers (see the module docstring for the backends).
+
+    Searches return :class:`Candidates` in rank order with ``META_COLUMNS`` and
+    :data:`EXTRA_COLUMNS` as meta columns (``text``/``cites`` filled only with
+    ``with_text=True``). ``where`` is a payload filter ``{field: value}`` on
+    :data:`KEYWORD_FIELDS`, all of which must match.
+    """
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    def __len__(self) -> int: ...
+
+    def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
+               vectors: np.ndarray, hashes: Sequence[str]) -> None:
+        """Write one batch: documents, their provenance dicts, dense vectors, content hashes."""
+        ...
+
+    def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """``doc_id -> content_hash`` for the given ids already stored."""
+        ...
+
+    def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
+                     with_vectors: bool = False, with_text: bool = False,
+                     exact: bool = False, where: Mapping[str, Any] | None = None
+                     ) -> Candidates:
+        """The ``fetch_k`` nearest documents by cosine similarity."""
+        ...
+
+    def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
+                    with_text: bool = False, where: Mapping[str, Any] | None = None
+                    ) -> Candidates:
+        """The ``fetch_k`` best documents by BM25 (``StoreError`` where unsupported)."""
+        ...
+
+    def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:
+        """The ``k`` nearest documents of one source, with their text."""
+        ...
+
+    def optimize(self) -> bool:
+        """Let the engine reorganise itself after bulk writes; ``True`` if it did anything."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> VectorStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class FormulaScoring(Protocol):
+    """The optional capability: score :data:`FORMULA` inside the engine.
+
+    ``formula_supported`` may be ``False`` where the class has the method but this installation
+    cannot run it (e.g. a ``qdrant-client`` older than formula queries).
+    """
+
+    formula_supported: bool
+
+    def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
+                       priors: Mapping[str, float], *, with_vectors: bool = False,
+                       exact: bool = False, with_text: bool = False) -> Candidates:
+        """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA`, return the ``top_k``."""
+        ...
+
+
+def supports_formula(store: object) -> bool:
+    """Whether ``store`` can score :data:`FORMULA` in its engine (pushdown)."""
+    return isinstance(store, FormulaScoring) and bool(store.formula_supported)
