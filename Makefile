@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
 
-.PHONY: demo test install lint bench bench-baselines
+.PHONY: demo test test-fast install lint bench bench-baselines
 
 $(BIN)/credrank: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,8 +23,13 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
+# everything but the tests marked slow (MiniLM model loads, the real-data reference runs)
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python benchmarks/bench_search.py

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import roc_auc
@@ -136,9 +137,8 @@ def test_more_agreeing_document_never_gets_a_lower_factor(ps, sharpness):
 
 def _batch(sims, types=None, texts=None):
     n = len(sims)
-    meta = [{"source_type": (types or ["unknown"] * n)[i],
-             "text": (texts or [f"page {i}" for i in range(n)])[i]} for i in range(n)]
-    return Candidates.from_records("does it help?", [f"d{i}" for i in range(n)], sims, meta)
+    return build_batch(sims, query="does it help?", source_type=types or ["unknown"] * n,
+                       text=texts or [f"page {i}" for i in range(n)])
 
 
 def _fixed(p):
@@ -391,6 +391,7 @@ def test_fit_loto_models_excludes_held_out_and_outer_topic():
     assert models["t2"].trained_on == ("t1",)
 
 
+@pytest.mark.slow  # the TREC stance experiment on the real file
 def test_real_trec_file_with_hashing_embedder(shared_data: Path):
     from credrank.experiments.trec_hm import run_trec_hm
 

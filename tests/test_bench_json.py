@@ -107,7 +107,7 @@ def cram_file(path: Path, truth: int | None) -> Path:
 
 
 def coaid_folder(root: Path) -> Path:
-    header = "news_url,title\n"
+    header = "news_url,title,content\n"
     for date, real, fake in [
         ("05-01-2020", ["https://www.cdc.gov/1", "https://www.cdc.gov/2"],
          ["https://www.facebook.com/1"]),
@@ -116,8 +116,8 @@ def coaid_folder(root: Path) -> Path:
     ]:
         d = root / date
         d.mkdir(parents=True)
-        (d / "NewsRealCOVID-19.csv").write_text(header + "".join(f"{u},t\n" for u in real))
-        (d / "NewsFakeCOVID-19.csv").write_text(header + "".join(f"{u},t\n" for u in fake))
+        (d / "NewsRealCOVID-19.csv").write_text(header + "".join(f"{u},t,c\n" for u in real))
+        (d / "NewsFakeCOVID-19.csv").write_text(header + "".join(f"{u},t,c\n" for u in fake))
     return root
 
 
@@ -178,6 +178,7 @@ def test_every_bench_json_holds_tables_as_data(name: str, tmp_path: Path,
     assert_no_markdown(doc)
 
 
+@pytest.mark.slow  # runs the whole TREC bench with its experiments (about 30 s)
 def test_trec_json_has_no_markdown_and_the_common_shape(trec_doc: dict[str, Any]) -> None:
     assert_shape(trec_doc)
     assert_no_markdown(trec_doc)
@@ -185,6 +186,7 @@ def test_trec_json_has_no_markdown_and_the_common_shape(trec_doc: dict[str, Any]
                                         "correctness_signal"]
 
 
+@pytest.mark.slow  # runs the whole TREC bench with its experiments (about 30 s)
 def test_trec_json_exposes_every_correctness_signal_system(trec_doc: dict[str, Any]) -> None:
     table = trec_doc["tables"]["correctness_signal"]
     assert table["baseline"] == "similarity"

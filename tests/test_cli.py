@@ -89,6 +89,7 @@ def test_errors_are_clear(tmp_path, args, message):
     assert message in " ".join(res.output.split())
 
 
+@pytest.mark.slow
 def test_demo_json_with_minilm():
     res = runner.invoke(app, ["demo", "--json"])
     assert res.exit_code == 0, res.output

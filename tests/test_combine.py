@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import build_batch
 from credrank.combine import Combine, combine_rrf
 from credrank.core.candidates import Candidates, StageError
 from credrank.select.topk import TopK
@@ -10,8 +11,7 @@ from credrank.signals.prior import SourcePrior
 
 
 def batch(sims, types):
-    return Candidates.from_records("q", [f"d{i}" for i in range(len(sims))], sims,
-                                   [{"source_type": t} for t in types])
+    return build_batch(sims, source_type=types)
 
 
 def test_multiply_is_seed_formula_with_negative_cosine_clipped():

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
 from credrank.experiments.credibility_model import (
@@ -191,10 +192,7 @@ def test_undefined_auc_is_none_and_never_wins():
 
 def _batch(texts: list[str | None], urls: list[str | None] | None = None) -> Candidates:
     n = len(texts)
-    urls = urls or [None] * n
-    meta = [{"text": t, "url": u} for t, u in zip(texts, urls, strict=True)]
-    return Candidates.from_records("q", [f"d{i}" for i in range(n)],
-                                   np.linspace(0.9, 0.5, n), meta)
+    return build_batch(np.linspace(0.9, 0.5, n), text=texts, url=urls or [None] * n)
 
 
 def test_stage_factor_formula_and_range():

@@ -1,11 +1,12 @@
 import pytest
 
+from conftest import build_batch
 from credrank.core.candidates import Candidates
 from credrank.select.eligibility import EligibilityFilter
 
 
 def batch(sims):
-    return Candidates.from_records("q", [f"d{i}" for i in range(len(sims))], sims)
+    return build_batch(sims)
 
 
 def test_keeps_candidates_close_to_the_best():

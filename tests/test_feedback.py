@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credrank.core.candidates import Candidates
+from conftest import build_batch
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.experiments.oracle_feedback import simulate_oracle_feedback
 from credrank.signals.feedback import (
@@ -226,9 +226,8 @@ def test_bad_version(tmp_path):
 # -- the stage --------------------------------------------------------------------------------
 
 def _batch(rows, query="q"):
-    ids = [r[0] for r in rows]
-    meta = [{"source_type": r[1], "source_id": r[2]} for r in rows]
-    return Candidates.from_records(query, ids, [r[3] for r in rows], meta)
+    return build_batch([r[3] for r in rows], ids=[r[0] for r in rows], query=query,
+                       source_type=[r[1] for r in rows], source_id=[r[2] for r in rows])
 
 
 def test_stage_prefers_source_then_type(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import build_batch
 from credrank.core.candidates import Candidates, StageError
 from credrank.reliability.estimate import UNKNOWN
 from credrank.reliability.prior import ReliabilityPrior, reliability_table, shrink_reliability
@@ -35,11 +36,10 @@ def test_reliability_table_uses_each_source_type():
 
 
 def _batch() -> Candidates:
-    meta = [{"source_id": "known", "source_type": "blog", "host": "k.example"},
-            {"source_id": "new", "source_type": "government", "host": "n.example"},
-            {"source_id": None, "source_type": None, "host": None},
-            {"source_id": "odd", "source_type": "alien", "host": "o.example"}]
-    return Candidates.from_records("q", ["d1", "d2", "d3", "d4"], [0.9, 0.8, 0.7, 0.6], meta)
+    return build_batch([0.9, 0.8, 0.7, 0.6], ids=["d1", "d2", "d3", "d4"],
+                       source_id=["known", "new", None, "odd"],
+                       source_type=["blog", "government", None, "alien"],
+                       host=["k.example", "n.example", None, "o.example"])
 
 
 def test_stage_falls_back_to_type_prior_then_default():

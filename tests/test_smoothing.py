@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
 from credrank.signals.smoothing import NeighbourSmoothing, neighbour_mask, smooth_priors
@@ -15,10 +16,7 @@ P3 = np.array([0.9, 0.5, 0.1])
 def batch(priors, vectors, sims=None, ids=None):
     n = len(priors)
     sims = [0.9 - 0.1 * i for i in range(n)] if sims is None else sims
-    ids = ids or [f"d{i}" for i in range(n)]
-    b = Candidates.from_records("q", ids, sims,
-                                vectors=None if vectors is None else np.asarray(vectors))
-    return b.with_factor("prior", np.asarray(priors, dtype=float), low=0.0, high=1.0)
+    return build_batch(sims, ids=ids, vectors=vectors, factors={"prior": priors})
 
 
 def test_hand_computed_m1():

