@@ -393,27 +393,3 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> Non
             _check_token("docid", docid, f"qrels[{qid!r}]")
             lines.append(f"{qid} 0 {docid} {gain}\n")
     Path(path).write_text("".join(lines), encoding="utf-8")
-
-
-def read_qrels(path: str | Path) -> Qrels:
-    """Read TREC qrels (4 fields per line: ``qid iteration docid gain``; gain an int >= 0)."""
-    qrels: Qrels = {}
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 4:
-            raise ValueError(f"{path}:{lineno}: expected 4 fields 'qid 0 docid gain'; got "
-                             f"{len(fields)}: {line!r}")
-        qid, _, docid, gain_text = fields
-        try:
-            gain = int(gain_text)
-        except ValueError:
-            raise ValueError(f"{path}:{lineno}: gain {gain_text!r} is not an int") from None
-        if gain < 0:
-            raise ValueError(f"{path}:{lineno}: gain {gain} is negative; expected >= 0")
-        row = qrels.setdefault(qid, {})
-        if docid in row:
-            raise ValueError(f"{path}:{lineno}: docid {docid!r} judged twice for qid {qid!r}")
-        row[docid] = gain
-    return qrels
