@@ -50,9 +50,6 @@ from credrank.index.store import (
     write_manifest,
 )
 
-#: deprecated name of :class:`credrank.index.store.StoreError` (kept for old imports)
-IndexError_ = StoreError
-
 
 def payload_selector(with_text: bool) -> Any:
     """The payload a search returns: ``RANKING_FIELDS``, plus text and cites on request."""
