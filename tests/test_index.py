@@ -140,7 +140,12 @@ def test_open_missing_or_mismatched_index(tmp_path, small_index):
 #: the indexer child: after each batch it says so on stdout and waits for a go-ahead line on
 #: stdin, so the parent can signal it at a known point mid-run (no race, no sleep)
 INDEXER = """
+import signal
 import sys
+# Ctrl-C semantics whatever the disposition this process inherited: a shell that starts a job in
+# the background (CI, nohup, make under &) sets SIGINT to "ignore", and Python then installs no
+# KeyboardInterrupt handler, so the signal would never arrive.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from credrank.documents import iter_documents
 from credrank.index import open_store
 from credrank.index.embed import HashingEmbedder
