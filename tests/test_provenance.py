@@ -426,3 +426,172 @@ def test_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert (prov.registered_domain, prov.source_type, prov.domain_score) == (
         "bbc.co.uk", "established_news", 0.7)
     assert parse_host("https://a.b.example.co.jp/") == ("a.b.example.co.jp", "example.co.jp")
+
+
+# --------------------------------------------------------------------------- hardening
+
+_HARDENING_TYPER = SourceTyper()
+_GOV_TARGETS = ("nih.gov/x", "www.cdc.gov/", "gov.uk/guidance", "pubmed.ncbi.nlm.nih.gov/1",
+                "user@nih.gov:80/", "someone.blogspot.com/")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript://nih.gov/%0aalert(1)",
+        "JavaScript://www.cdc.gov/",
+        "vbscript://nih.gov/",
+        "data://nih.gov/text",
+        "file://nih.gov/",
+        "tel://nih.gov",
+        "foo://nih.gov/",
+        "ftp://ftp.cdc.gov/pub",
+        "java\tscript://nih.gov/",  # browsers drop the tab: still javascript:
+        "javascript:\\\\nih.gov/",  # backslashes count as slashes
+    ],
+)
+def test_non_http_schemes_are_never_typed(typer: SourceTyper, url: str) -> None:
+    # old code: the host (nih.gov, cdc.gov) was parsed whatever the scheme -> government
+    parsed = parse_url(url)
+    assert parsed.host is None and parsed.registered_domain is None
+    assert parsed.error is not None and "http" in parsed.error and "scheme" in parsed.error
+    prov = typer.classify(url)
+    assert (prov.host, prov.source_type, prov.url_source_type, prov.rule) == (
+        None, "unknown", "unknown", "none")
+    assert prov.url_error == parsed.error
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("nih.gov/x", "government"),  # no scheme: taken as http://
+        ("//www.cdc.gov/", "government"),
+        ("HTTPS://NIH.GOV/", "government"),
+        ("http://nih.gov:8080/x", "government"),
+        ("nih.gov:80/x", "government"),  # host:port without a scheme is still http://
+    ],
+)
+def test_http_and_scheme_less_urls_are_typed(typer: SourceTyper, url: str,
+                                             expected: str) -> None:
+    prov = typer.classify(url)
+    assert prov.source_type == expected and prov.url_error is None
+
+
+@pytest.mark.parametrize("url", ["https://gov/x", "https://gov./x", "gov", "http://GOV/",
+                                 "https://int/", "https://mil/", "https://edu/"])
+def test_single_label_host_matches_no_suffix_rule(typer: SourceTyper, url: str) -> None:
+    # old code: suffix:gov / suffix:int ... matched the bare TLD itself -> government
+    prov = typer.classify(url)
+    assert prov.host is not None and "." not in prov.host
+    assert (prov.source_type, prov.url_source_type, prov.rule) == ("unknown", "unknown", "none")
+
+
+def test_single_label_host_still_matches_an_exact_host_rule(tmp_path: Path) -> None:
+    rules = write(tmp_path / "r.toml", '[blog]\nhosts = ["intranet"]\nsuffixes = ["gov"]\n')
+    typer = SourceTyper(rules=rules)
+    assert typer.classify("http://intranet/x").source_type == "blog"
+    assert typer.classify("http://gov/x").source_type == "unknown"
+    assert typer.classify("http://a.gov/x").source_type == "blog"
+
+
+def test_multi_label_public_suffix_hosts_keep_their_rules(typer: SourceTyper) -> None:
+    # gov.uk is itself the UK government site: two labels, the suffix rule applies
+    assert typer.classify("https://gov.uk/").rule == "suffix:gov.<cc>"
+    assert typer.classify("https://www.fbi.gov/").rule == "suffix:gov"
+
+
+@pytest.mark.parametrize("url", ["https://xn--nih.gov/", "https://XN--NIH.gov/x",
+                                 "http://xn--a.gov/", "https://xn--.gov/",
+                                 "https://www.xn--nih.gov/", "https://cdc.xn--abc.gov/"])
+def test_invalid_idna_label_is_an_error_not_a_match(typer: SourceTyper, url: str) -> None:
+    # old code: any ASCII 'xn--' label was accepted and the gov suffix matched -> government
+    parsed = parse_url(url)
+    assert parsed.host is None and parsed.error is not None and "xn--" in parsed.error
+    prov = typer.classify(url)
+    assert (prov.source_type, prov.url_source_type, prov.rule) == ("unknown", "unknown", "none")
+    assert prov.url_error == parsed.error
+
+
+def test_valid_punycode_still_parses() -> None:
+    assert parse_host("https://XN--BCHER-KVA.de/") == ("xn--bcher-kva.de", "xn--bcher-kva.de")
+    assert parse_host("https://www.bücher.de/") == ("www.xn--bcher-kva.de", "xn--bcher-kva.de")
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://example.com/", "no rule matched"),
+        ("https://gov/", "no rule matched"),
+        ("javascript:alert(1)", "invalid URL"),
+        ("foo://nih.gov/", "invalid URL"),
+        ("https://xn--nih.gov/", "invalid URL"),
+        ("http://exa mple.com/", "invalid URL"),
+    ],
+)
+def test_declared_type_conflicts_with_an_unknown_url_type(url: str, why: str) -> None:
+    # old code: a conflict was reported only when the URL type was known
+    untrusted = SourceTyper().classify(url, "peer_reviewed")
+    assert (untrusted.source_type, untrusted.url_source_type) == ("unknown", "unknown")
+    assert untrusted.conflict is not None
+    assert "'peer_reviewed'" in untrusted.conflict and "'unknown'" in untrusted.conflict
+    assert why in untrusted.conflict and "URL type used" in untrusted.conflict
+    trusted = SourceTyper(trust_declared=True).classify(url, "peer_reviewed")
+    assert (trusted.source_type, trusted.url_source_type, trusted.rule) == (
+        "peer_reviewed", "unknown", "declared")
+    assert trusted.conflict is not None and "declared type used" in trusted.conflict
+
+
+def test_every_disagreeing_declared_type_is_a_conflict(typer: SourceTyper) -> None:
+    urls = ["https://www.cdc.gov/", "https://example.com/a", "https://example.org/b",
+            "javascript:alert(1)", "https://gov/", "https://xn--nih.gov/"]
+    provs = typer.classify_many(urls, ["blog"] * len(urls))
+    assert all(p.conflict is not None for p in provs)
+    # agreeing, 'unknown' and absent declared types are no claim against the URL
+    assert typer.classify("https://example.com/", "unknown").conflict is None
+    assert typer.classify("https://example.com/", None).conflict is None
+    assert typer.classify("https://www.cdc.gov/", "government").conflict is None
+
+
+@pytest.mark.parametrize("url", [None, "", "   "])
+def test_no_url_means_no_conflict(url: str | None) -> None:
+    # documented choice: without a URL there is nothing for the declared type to conflict with
+    prov = SourceTyper().classify(url, "blog")
+    assert prov.conflict is None and prov.source_type == "unknown"
+    assert SourceTyper(trust_declared=True).classify(url, "blog").source_type == "blog"
+
+
+_SCHEMES = st.from_regex(r"[a-zA-Z][a-zA-Z0-9+.\-]{0,12}", fullmatch=True).filter(
+    lambda s: s.lower() not in ("http", "https"))
+_AFTER_SCHEME = st.one_of(
+    st.sampled_from(_GOV_TARGETS).map(lambda t: "//" + t),
+    st.sampled_from(_GOV_TARGETS),
+    st.text(max_size=60).map(lambda t: "//" + t),
+    # 'name:8080' without '//' is host:port (documented), so no digit right after the colon
+    st.text(max_size=60).filter(lambda t: not t.lstrip("\t\n\r")[:1].isdigit()),
+)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(scheme=_SCHEMES, rest=_AFTER_SCHEME,
+       declared=st.sampled_from([None, *SOURCE_TYPES]))
+def test_property_non_http_scheme_is_always_unknown(scheme: str, rest: str,
+                                                    declared: str | None) -> None:
+    url = f"{scheme}:{rest}"
+    prov = _HARDENING_TYPER.classify(url, declared)
+    assert prov.url_source_type == "unknown" and prov.host is None
+    assert prov.url_error is not None and "http" in prov.url_error
+    assert prov.source_type == "unknown"  # not trusted by default
+    assert (prov.conflict is not None) == (declared not in (None, "unknown"))
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(url=st.one_of(st.none(), st.text(max_size=120),
+                     st.builds(lambda a, b: f"https://{a}/{b}", st.text(max_size=40),
+                               st.text(max_size=20))),
+       declared=st.sampled_from([None, "", " ", *SOURCE_TYPES]),
+       trust=st.booleans())
+def test_property_classify_never_raises(url: str | None, declared: str | None,
+                                        trust: bool) -> None:
+    prov = SourceTyper(trust_declared=trust).classify(url, declared)
+    assert prov.source_type in SOURCE_TYPES and prov.url_source_type in SOURCE_TYPES
+    assert (prov.host is None) or prov.url_error is None

@@ -59,8 +59,10 @@ class Provenance:
     tables said (``unknown`` when nothing matched); ``rule`` names what decided
     (``path:…``, ``host:…``, ``label:…``, ``domain:…``, ``suffix:…``, ``table:<file>``,
     ``declared`` or ``none``). ``conflict`` is set when a declared type other than ``unknown``
-    differs from a known URL type. ``url_error`` says why ``host`` is ``None`` for a URL that
-    was given; ``score_rule`` names the table that gave ``domain_score``.
+    differs from the URL type, including a URL type of ``unknown`` (no rule matched, or an
+    invalid / non-http(s) URL); with no URL at all (``None`` or blank) there is nothing to
+    conflict with and ``conflict`` stays ``None``. ``url_error`` says why ``host`` is ``None``
+    for a URL that was given; ``score_rule`` names the table that gave ``domain_score``.
     """
 
     url: str | None
@@ -138,6 +140,8 @@ class SourceTyper:
         for key in (host, bare):
             if key in rules.hosts:
                 return rules.hosts[key], f"host:{key}"
+        if "." not in bare:  # a single label ('gov', 'localhost') is no domain under a
+            return None     # suffix: only an exact host rule may type it
         if registered is not None and bare != registered:
             first = bare.split(".", 1)[0]
             if first in rules.first_labels:
@@ -195,11 +199,18 @@ class SourceTyper:
 
         use_declared = self.trust_declared and declared not in (None, "unknown")
         conflict = None
-        if declared not in (None, "unknown") and url_type != "unknown" and declared != url_type:
+        has_url = url is not None and bool(url.strip())
+        if has_url and declared not in (None, "unknown") and declared != url_type:
             used = ("declared type used (trust_declared=True)" if use_declared
                     else "URL type used (declared metadata not trusted)")
+            if url_type != "unknown":
+                why = url_rule
+            elif parsed is not None and parsed.error is not None:
+                why = f"invalid URL: {parsed.error}"
+            else:
+                why = "no rule matched"
             conflict = (f"declared source_type {declared!r} differs from {url_type!r} given by "
-                        f"the URL ({url_rule}); {used}")
+                        f"the URL ({why}); {used}")
         return Provenance(
             url=url,
             host=parsed.host if parsed else None,

@@ -1,5 +1,9 @@
 """URL parsing: host normalisation (IDNA, percent-decoding, browser-style slashes) and the
-registered domain from the offline public-suffix list (see :mod:`credrank.provenance`)."""
+registered domain from the offline public-suffix list (see :mod:`credrank.provenance`).
+
+Only ``http``/``https`` URLs name a host; every other scheme is an error (host ``None``). A
+scheme-less host string (``cdc.gov/x``, ``//cdc.gov``, ``localhost:8080``) is treated as
+``http://``. An ASCII ``xn--`` label must be valid punycode/IDNA, else the URL is invalid."""
 
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ _DROP_RE = re.compile(r"[\t\n\r]")
 _IDEOGRAPHIC_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 _MAX_HOST_LEN = 253
 _C0_AND_SPACE = "".join(chr(i) for i in range(0x21))
+_ACE_PREFIX = "xn--"
+#: the only schemes whose URLs name a web host that rules may type
+WEB_SCHEMES: frozenset[str] = frozenset({"http", "https"})
 
 
 
@@ -47,11 +54,26 @@ def _extractor() -> tldextract.TLDExtract:
 
 def _ascii_label(label: str) -> str:
     if label.isascii():
-        return label.lower()
+        label = label.lower()
+        if label.startswith(_ACE_PREFIX):
+            _check_a_label(label)
+        return label
     try:
         return idna.encode(label, uts46=True).decode("ascii").lower()
     except (UnicodeError, ValueError) as exc:
         raise _HostError(f"label {label!r} is not a valid internationalised name ({exc})") from exc
+
+
+def _check_a_label(label: str) -> None:
+    """Raise _HostError unless ``label`` (lowercase ``xn--…``) is a valid IDNA A-label: it must
+    decode to a valid U-label that encodes back to the same ASCII form."""
+    try:
+        valid = idna.encode(idna.decode(label)).decode("ascii").lower() == label
+    except (UnicodeError, ValueError) as exc:
+        raise _HostError(f"label {label!r} is not a valid IDNA (punycode) label ({exc})") from exc
+    if not valid:
+        raise _HostError(f"label {label!r} is not a valid IDNA (punycode) label (it does not "
+                         "round-trip)")
 
 
 def _normalize_host(raw: str) -> tuple[str, bool]:
@@ -111,11 +133,19 @@ def _invalid(reason: str) -> ParsedURL:
     return ParsedURL(None, None, "", reason)
 
 
+def _not_web(scheme: str) -> str:
+    return f"the scheme '{scheme}:' is not http(s); only http and https URLs name a web host"
+
+
 def parse_url(url: str) -> ParsedURL:
     """Parse ``url`` into host, registered domain and path, offline.
 
-    Never raises for a bad URL string (the reason goes to ``error``); raises ``TypeError``
-    when ``url`` is not a string.
+    Only ``http`` and ``https`` URLs name a host: any other scheme (``javascript:``,
+    ``file://``, ``data:``, ``ftp://`` ...) gives host ``None`` and an ``error`` saying the
+    scheme is not http(s). A string without a scheme (``cdc.gov/x``, ``//cdc.gov``,
+    ``localhost:8080``) is read as ``http://``. An ``xn--`` label that is not valid
+    punycode/IDNA is an error too. Never raises for a bad URL string (the reason goes to
+    ``error``); raises ``TypeError`` when ``url`` is not a string.
     """
     if not isinstance(url, str):
         raise TypeError(f"url: expected a string, got {type(url).__name__}")
@@ -125,13 +155,17 @@ def parse_url(url: str) -> ParsedURL:
     text = text.replace("\\", "/")
     scheme = _SCHEME_RE.match(text)
     if scheme and text[scheme.end():].startswith("//"):
-        pass
+        name = scheme.group(0)[:-1].lower()
+        if name not in WEB_SCHEMES:
+            return _invalid(_not_web(name))
     elif text.startswith("//"):
         text = "http:" + text
     elif scheme and not text[scheme.end():scheme.end() + 1].isdigit():
-        name = scheme.group(0)[:-1]
+        name = scheme.group(0)[:-1].lower()
+        if name not in WEB_SCHEMES:
+            return _invalid(_not_web(name))
         return _invalid(f"no '//' after the scheme '{name}:', so the URL names no host")
-    else:
+    else:  # a scheme-less host string ('cdc.gov/x', 'localhost:8080') is taken as http://
         text = "http://" + text
     try:
         parts = urlsplit(text)
