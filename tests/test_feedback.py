@@ -266,3 +266,142 @@ def test_oracle_feedback_changes_later_rankings(tmp_path):
 def test_oracle_requires_judgements(tmp_path):
     with pytest.raises(ValueError, match="qrels"):
         simulate_oracle_feedback({"qx": _batch([("a", "blog", None, 0.5)])}, {}, store(tmp_path))
+
+
+# -- concurrency, durability and validation of stored parameters (reliability hardening) ------
+
+def _worker(directory, barrier, proc, k, errors):
+    try:
+        s = FeedbackPriors(directory)  # opened before the start: must re-read under the lock
+        barrier.wait()
+        for i in range(k):
+            s.update([("blog", f"src{proc}", i % 2 == 0)], step=0.1, author=f"p{proc}",
+                     reason=f"{proc}-{i}")
+    except BaseException as exc:  # reported to the parent, which fails the test
+        errors.put(f"{proc}: {exc!r}")
+        raise
+
+
+def test_concurrent_writers_lose_no_update_and_never_repeat_a_version(tmp_path):
+    import multiprocessing
+
+    n, k = 6, 8
+    store(tmp_path)
+    ctx = multiprocessing.get_context("fork")
+    barrier, errors = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(tmp_path / "store", barrier, p, k, errors))
+             for p in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * n, errors.get_nowait()
+    s = FeedbackPriors(tmp_path / "store")
+    assert s.current == n * k
+    updates = [r for r in s.history() if r["event"] == "update"]
+    assert sorted(r["reason"] for r in updates) == sorted(
+        f"{p}-{i}" for p in range(n) for i in range(k))
+    # each process's own updates are in its order
+    for p in range(n):
+        assert [r["reason"] for r in updates if r["author"] == f"p{p}"] == [
+            f"{p}-{i}" for i in range(k)]
+    versions = [e["version"] for e in s.audit()]
+    assert versions == list(range(n * k + 1))
+    assert [e["parent"] for e in s.audit()][1:] == list(range(n * k))
+    assert not list((tmp_path / "store").glob("*.tmp"))
+
+
+def test_two_handles_on_one_store_see_each_others_updates(tmp_path):
+    a = store(tmp_path)
+    b = FeedbackPriors(tmp_path / "store")
+    assert a.update([("blog", None, True)], step=0.1) == 1
+    assert b.update([("blog", None, True)], step=0.1) == 2  # re-read: starts from version 1
+    assert b.table()["blog"] == pytest.approx(0.55 + 0.045)
+    assert a.rollback(0) == 3
+    assert [e["version"] for e in a.audit()] == [0, 1, 2, 3]
+    assert FeedbackPriors(tmp_path / "store").current == 3
+
+
+def _creator(directory, barrier, errors):
+    try:
+        barrier.wait()
+        FeedbackPriors(directory, "current")
+    except BaseException as exc:
+        errors.put(repr(exc))
+        raise
+
+
+def test_concurrent_creation_makes_one_version_zero(tmp_path):
+    import multiprocessing
+
+    n = 6
+    ctx = multiprocessing.get_context("fork")
+    barrier, errors = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_creator, args=(tmp_path / "store", barrier, errors))
+             for _ in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * n, errors.get_nowait()
+    s = FeedbackPriors(tmp_path / "store")
+    assert s.current == 0
+    assert [e["event"] for e in s.audit()] == ["init"]
+
+
+def test_failed_write_leaves_store_and_object_unchanged(tmp_path, monkeypatch):
+    import os
+
+    s = store(tmp_path)
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        s.update([("blog", None, True)])
+    monkeypatch.undo()
+    assert s.current == 0 and FeedbackPriors(tmp_path / "store").current == 0
+    assert not list((tmp_path / "store").glob("*.tmp"))
+    assert s.update([("blog", None, True)]) == 1
+
+
+@pytest.mark.parametrize("field,value", [("epsilon", 2), ("epsilon", 0), ("max_change", 7),
+                                         ("max_change", 0), ("epsilon", "0.01"),
+                                         ("max_change", True)])
+def test_out_of_range_stored_parameters_are_refused(tmp_path, field, value):
+    store(tmp_path)
+    path = tmp_path / "store" / STORE_FILE
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(FeedbackStoreError, match=field):
+        FeedbackPriors(tmp_path / "store")
+
+
+@pytest.mark.parametrize("kw,match", [({"epsilon": 2}, "epsilon"),
+                                      ({"max_change": 7}, "max_change"),
+                                      ({"max_change": 1.5}, "max_change"),
+                                      ({"epsilon": float("nan")}, "epsilon"),
+                                      ({"max_change": "0.05"}, "max_change")])
+def test_out_of_range_parameters_refused_at_creation(tmp_path, kw, match):
+    with pytest.raises(ValueError, match=match):
+        store(tmp_path, **kw)
+    assert not (tmp_path / "store" / STORE_FILE).exists()
+
+
+@pytest.mark.parametrize("kw,match", [({"author": ""}, "author"), ({"author": 3}, "author"),
+                                      ({"reason": None}, "reason")])
+def test_update_author_and_reason_validated(tmp_path, kw, match):
+    s = store(tmp_path)
+    with pytest.raises(ValueError, match=match):
+        s.update([("blog", None, True)], **kw)
+    assert FeedbackPriors(tmp_path / "store").current == 0
+
+
+def test_corrupt_audit_line_is_named(tmp_path):
+    s = store(tmp_path)
+    with (tmp_path / "store" / AUDIT_FILE).open("a") as log:
+        log.write("{truncated\n")
+    with pytest.raises(FeedbackStoreError, match=r"audit\.jsonl:2"):
+        s.audit()

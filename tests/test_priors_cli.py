@@ -54,3 +54,138 @@ def test_search_uses_the_store(tmp_path):
     from credrank.signals.prior import preset
 
     assert prior == pytest.approx(preset("aggressive")["blog"])
+
+
+# -- reliability hardening: concurrent commands, parameter ranges, clear errors ---------------
+
+_DRIVER = """
+import json, sys
+from typer.testing import CliRunner
+from credrank.cli import app
+store, fb, tag, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+runner = CliRunner()
+print("ready", flush=True)
+sys.stdin.readline()  # the start gate: every process is loaded and waiting
+for i in range(k):
+    res = runner.invoke(app, ["priors", "update", store, fb, "--reason", f"{tag}-{i}"])
+    print(json.dumps({"code": res.exit_code, "output": res.output}), flush=True)
+"""
+
+
+def test_concurrent_updates_from_many_processes_are_all_kept(tmp_path):
+    import subprocess
+    import sys
+
+    n, k = 8, 3
+    store, fb = tmp_path / "store", tmp_path / "fb.jsonl"
+    assert runner.invoke(app, ["priors", "init", str(store)]).exit_code == 0
+    fb.write_text('{"source_type": "blog", "source_id": "b1", "relevant": true}\n')
+    procs = [subprocess.Popen([sys.executable, "-c", _DRIVER, str(store), str(fb), str(p),
+                               str(k)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for p in range(n)]
+    for p in procs:  # wait until each one is loaded, then release them all together
+        assert p.stdout.readline().strip() == "ready"
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0
+        results += [json.loads(line) for line in out.splitlines()]
+    assert len(results) == n * k
+    assert all(r["code"] == 0 for r in results), results
+    printed = sorted(int(r["output"].split("version")[1]) for r in results)
+    assert printed == list(range(1, n * k + 1))  # every printed version is distinct
+    history = runner.invoke(app, ["priors", "show", str(store), "--history"])
+    entries = [json.loads(x) for x in history.output.splitlines()]
+    assert [e["version"] for e in entries] == list(range(n * k + 1))
+    assert sorted(e["reason"] for e in entries[1:]) == sorted(
+        f"{p}-{i}" for p in range(n) for i in range(k))
+    shown = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
+    assert shown["version"] == n * k
+
+
+@pytest.mark.parametrize("args,field", [(["--epsilon", "2"], "epsilon"),
+                                        (["--max-change", "7"], "max_change"),
+                                        (["--epsilon", "0"], "epsilon"),
+                                        (["--max-change", "1.5"], "max_change")])
+def test_init_parameters_checked_against_their_ranges(tmp_path, args, field):
+    res = runner.invoke(app, ["priors", "init", str(tmp_path / "s"), *args])
+    assert res.exit_code == 2
+    assert f"error: {field}: expected" in res.output
+    assert not (tmp_path / "s" / "priors.json").exists()
+
+
+def test_init_with_valid_parameters(tmp_path):
+    res = runner.invoke(app, ["priors", "init", str(tmp_path / "s"), "--epsilon", "0.02",
+                              "--max-change", "0.1"])
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "s" / "priors.json").read_text())
+    assert data["epsilon"] == 0.02 and data["max_change"] == 0.1
+
+
+def test_store_with_out_of_range_parameters_is_not_updated(tmp_path):
+    # the reproduced defect: epsilon=2, max_change=7 moved the blog prior 0.5 → 1.0 at once
+    store, fb = tmp_path / "store", tmp_path / "fb.jsonl"
+    runner.invoke(app, ["priors", "init", str(store)])
+    path = store / "priors.json"
+    data = json.loads(path.read_text())
+    data["epsilon"], data["max_change"] = 2, 7
+    path.write_text(json.dumps(data))
+    before = path.read_text()
+    fb.write_text('{"source_type": "blog", "relevant": true}\n')
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb), "--step", "0.5"])
+    assert res.exit_code == 2
+    assert "priors.json" in res.output and "epsilon" in res.output
+    assert path.read_text() == before
+
+
+@pytest.mark.parametrize("step", ["0", "0.6", "-1", "nan"])
+def test_update_step_out_of_range(tmp_path, step):
+    store, fb = tmp_path / "store", tmp_path / "fb.jsonl"
+    runner.invoke(app, ["priors", "init", str(store)])
+    fb.write_text('{"source_type": "blog", "relevant": true}\n')
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb), "--step", step])
+    assert res.exit_code == 2 and "error: feedback step" in res.output
+
+
+def _no_traceback(res):
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Traceback" not in res.output
+    assert res.output.lstrip().startswith("error: ")
+
+
+def test_show_unknown_version_is_an_error(tmp_path):
+    store = tmp_path / "store"
+    runner.invoke(app, ["priors", "init", str(store)])
+    res = runner.invoke(app, ["priors", "show", str(store), "--version", "99"])
+    _no_traceback(res)
+    assert "version" in res.output and "99" in res.output
+
+
+def test_update_with_missing_feedback_file_is_an_error(tmp_path):
+    store = tmp_path / "store"
+    runner.invoke(app, ["priors", "init", str(store)])
+    res = runner.invoke(app, ["priors", "update", str(store), str(tmp_path / "missing.jsonl")])
+    _no_traceback(res)
+    assert "missing.jsonl" in res.output
+    assert json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)["version"] == 0
+
+
+def test_history_with_corrupt_audit_log_is_an_error(tmp_path):
+    store = tmp_path / "store"
+    runner.invoke(app, ["priors", "init", str(store)])
+    with (store / "audit.jsonl").open("a") as log:
+        log.write('{"version": 1, "event": "upd\n')
+    res = runner.invoke(app, ["priors", "show", str(store), "--history"])
+    _no_traceback(res)
+    assert "audit.jsonl:2" in res.output
+
+
+def test_rollback_to_unknown_version_is_an_error(tmp_path):
+    store = tmp_path / "store"
+    runner.invoke(app, ["priors", "init", str(store)])
+    res = runner.invoke(app, ["priors", "rollback", str(store), "7"])
+    _no_traceback(res)
+    assert "version" in res.output

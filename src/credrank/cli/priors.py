@@ -4,28 +4,43 @@ update, made bounded, logged and reversible)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from credrank.signals.feedback import FeedbackPriors, FeedbackStoreError
+from credrank.signals.feedback import FeedbackPriors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 
+T = TypeVar("T")
 
-def _open(store: Path, base: str | None = None) -> FeedbackPriors:
+
+def _run(action: Callable[[], T]) -> T:
+    """Run ``action``; a bad input or an unreadable/unwritable store is ``error: …``, exit 2
+    (``FeedbackStoreError`` is a ``ValueError``; ``OSError`` messages name the file)."""
     try:
-        return FeedbackPriors(store, base)
-    except (FeedbackStoreError, ValueError) as exc:
+        return action()
+    except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
+def _open(store: Path, base: str | None = None, **kw: Any) -> FeedbackPriors:
+    return _run(lambda: FeedbackPriors(store, base, **kw))
+
+
 def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
     """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: feedback file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the feedback file: {exc}") from None
     items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -49,10 +64,14 @@ def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
 
 @app.command()
 def init(store: Annotated[Path, typer.Argument(help="store folder")],
-         base: Annotated[str, typer.Option(help="preset or prior file to start from")] = "current"
+         base: Annotated[str, typer.Option(help="preset or prior file to start from")] = "current",
+         epsilon: Annotated[float | None, typer.Option(
+             help="floor ε of every prior, in (0, 1); default 0.01")] = None,
+         max_change: Annotated[float | None, typer.Option(
+             help="cap on one update's change of one prior, in (0, 1]; default 0.05")] = None
          ) -> None:
-    """Create a store whose version 0 is BASE."""
-    fp = _open(store, base)
+    """Create a store whose version 0 is BASE (an existing store is opened if it matches)."""
+    fp = _open(store, base, epsilon=epsilon, max_change=max_change)
     typer.echo(f"store {store}: version {fp.current}")
 
 
@@ -63,12 +82,9 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
            author: Annotated[str, typer.Option()] = "cli",
            reason: Annotated[str, typer.Option()] = "") -> None:
     """Apply one round of relevance feedback as a new version."""
+    items = _run(lambda: read_feedback(feedback))
     fp = _open(store)
-    try:
-        version = fp.update(read_feedback(feedback), step, author=author, reason=reason)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    version = _run(lambda: fp.update(items, step, author=author, reason=reason))
     typer.echo(f"store {store}: version {version}")
 
 
@@ -79,11 +95,7 @@ def rollback(store: Annotated[Path, typer.Argument(help="store folder")],
              reason: Annotated[str, typer.Option()] = "") -> None:
     """Restore an earlier version (recorded as a new version)."""
     fp = _open(store)
-    try:
-        new = fp.rollback(version, author=author, reason=reason)
-    except (ValueError, FeedbackStoreError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    new = _run(lambda: fp.rollback(version, author=author, reason=reason))
     typer.echo(f"store {store}: version {new} (= version {version})")
 
 
@@ -95,9 +107,10 @@ def show(store: Annotated[Path, typer.Argument(help="store folder")],
     """Print a version's priors as JSON (or the audit log)."""
     fp = _open(store)
     if history:
-        for entry in fp.audit():
+        for entry in _run(fp.audit):
             typer.echo(json.dumps(entry, default=str))
         return
-    typer.echo(json.dumps({"version": fp.current if version is None else version,
-                           "types": dict(fp.table(version).values),
-                           "sources": fp.source_priors(version)}, indent=2))
+    record = _run(lambda: fp.record(version))
+    typer.echo(json.dumps({"version": record["version"],
+                           "types": dict(fp.table(record["version"]).values),
+                           "sources": dict(record["sources"])}, indent=2))

@@ -12,16 +12,26 @@ the update rule and adds what a product needs around it:
 * **reversible**: :meth:`FeedbackPriors.rollback` restores any earlier version as a new one.
 
 :class:`FeedbackPrior` is the stage that reads the store (per-source prior first, then per-type).
-:func:`simulate_oracle_feedback` reproduces the seed's oracle experiment. The store expects one
-writer at a time (no file locking).
+:func:`simulate_oracle_feedback` reproduces the seed's oracle experiment.
+
+Concurrent writers (several processes, or several ``FeedbackPriors`` objects on one folder) are
+safe: every read-modify-write (creation, :meth:`~FeedbackPriors.update`,
+:meth:`~FeedbackPriors.rollback`) holds an exclusive ``fcntl.flock`` on ``<store>/priors.lock``
+and re-reads the store under it, so no update is lost and version numbers never repeat. The
+store file is replaced atomically (a unique temporary file in the same folder, flushed and
+fsynced, then ``os.replace`` and an fsync of the folder); audit lines are fsynced too. Readers
+take no lock: they see the old or the new file, never half of one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +52,7 @@ from credrank.signals.prior import PriorTable, load_priors
 FORMAT = "credrank-feedback-priors/1"
 STORE_FILE = "priors.json"
 AUDIT_FILE = "audit.jsonl"
+LOCK_FILE = "priors.lock"
 
 #: one feedback item: (source_type, source_id or None, relevant)
 Feedback = tuple[str, str | None, bool]
@@ -58,6 +69,48 @@ def _now() -> datetime:
 def check_step(step: object) -> float:
     """Validate the learning rate η ∈ (0, 0.5]."""
     return check_real("feedback step", step, 0.0, 0.5, open_low=True)
+
+
+def check_epsilon(epsilon: object, *, error: type[Exception] = ValueError) -> float:
+    """Validate the floor ε of every prior, ε ∈ (0, 1)."""
+    return check_probability("epsilon", epsilon, open_low=True, open_high=True, error=error)
+
+
+def check_max_change(max_change: object, *, error: type[Exception] = ValueError) -> float:
+    """Validate the per-update cap on one prior's change, in (0, 1]."""
+    return check_probability("max_change", max_change, open_low=True, error=error)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """fsync a folder so a rename in it survives a crash (skipped where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text``: a unique temporary file in the same folder, flushed and
+    fsynced, then ``os.replace`` (a crash leaves the old or the new file, never half) and an
+    fsync of the folder."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
 
 
 def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_change: float,
@@ -114,18 +167,7 @@ class FeedbackPriors:
         self.clock = clock
         path = self.directory / STORE_FILE
         if path.exists():
-            self._load(path)
-            if base is not None:
-                table = load_priors(base) if isinstance(base, str) else base
-                if {t: float(table[t]) for t in SOURCE_TYPES} != self.base:
-                    raise FeedbackStoreError(
-                        f"{path}: the store exists with a different base table; open it "
-                        "without base= to load it, or use another directory")
-            for label, given, stored in (("epsilon", epsilon, self.epsilon),
-                                         ("max_change", max_change, self.max_change)):
-                if given is not None and float(given) != stored:
-                    raise FeedbackStoreError(f"{path}: {label}={given!r} differs from the "
-                                             f"stored {label}={stored}; it is fixed at creation")
+            self._open_existing(path, base, epsilon, max_change)
             return
         if base is None:
             raise FeedbackStoreError(f"{path}: no feedback store here; pass base= (a PriorTable "
@@ -133,20 +175,56 @@ class FeedbackPriors:
         table = load_priors(base) if isinstance(base, str) else base
         if not isinstance(table, PriorTable):
             raise ValueError(f"base: expected a PriorTable or preset name, got {base!r}")
-        self.epsilon = check_probability("epsilon", 0.01 if epsilon is None else epsilon,
-                                         open_low=True, open_high=True)
-        self.max_change = check_probability("max_change",
-                                            0.05 if max_change is None else max_change,
-                                            open_low=True)
-        self.base = {t: float(table[t]) for t in SOURCE_TYPES}
-        low = {t: v for t, v in self.base.items() if v < self.epsilon}
+        eps = check_epsilon(0.01 if epsilon is None else epsilon)
+        cap = check_max_change(0.05 if max_change is None else max_change)
+        values = {t: float(table[t]) for t in SOURCE_TYPES}
+        low = {t: v for t, v in values.items() if v < eps}
         if low:
-            raise ValueError(f"base: priors {low} are below epsilon={self.epsilon}; lower "
+            raise ValueError(f"base: priors {low} are below epsilon={eps}; lower "
                              "epsilon or raise them")
-        self.base_name = table.name
-        self.versions: list[dict[str, Any]] = []
+        check_str("author", author)
+        check_str("reason", reason, allow_empty=True)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._commit("init", dict(self.base), {}, author, reason, counts={}, changes={})
+        with self._locked():
+            if path.exists():  # another writer created it while we waited for the lock
+                self._open_existing(path, base, epsilon, max_change)
+                return
+            self.epsilon, self.max_change, self.base = eps, cap, values
+            self.base_name = table.name
+            self.versions: list[dict[str, Any]] = []
+            self._commit("init", dict(self.base), {}, author, reason, counts={}, changes={})
+
+    def _open_existing(self, path: Path, base: PriorTable | str | None,
+                       epsilon: float | None, max_change: float | None) -> None:
+        self._load(path)
+        if base is not None:
+            table = load_priors(base) if isinstance(base, str) else base
+            if {t: float(table[t]) for t in SOURCE_TYPES} != self.base:
+                raise FeedbackStoreError(
+                    f"{path}: the store exists with a different base table; open it "
+                    "without base= to load it, or use another directory")
+        for label, given, stored in (("epsilon", epsilon, self.epsilon),
+                                     ("max_change", max_change, self.max_change)):
+            if given is not None and float(given) != stored:
+                raise FeedbackStoreError(f"{path}: {label}={given!r} differs from the "
+                                         f"stored {label}={stored}; it is fixed at creation")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the store's exclusive lock (``fcntl.flock`` on ``<store>/priors.lock``)."""
+        with (self.directory / LOCK_FILE).open("a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def _reload(self) -> None:
+        """Re-read the store from disk (call under the lock, before a read-modify-write)."""
+        path = self.directory / STORE_FILE
+        if not path.exists():
+            raise FeedbackStoreError(f"{path}: the feedback store has disappeared")
+        self._load(path)
 
     # ------------------------------------------------------------------ persistence
     def _load(self, path: Path) -> None:
@@ -157,8 +235,8 @@ class FeedbackPriors:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise FeedbackStoreError(f"{path}: expected a store with format {FORMAT!r}")
         try:
-            self.epsilon = float(data["epsilon"])
-            self.max_change = float(data["max_change"])
+            self.epsilon = check_epsilon(data["epsilon"])
+            self.max_change = check_max_change(data["max_change"])
             self.base = {t: float(data["base"]["values"][t]) for t in SOURCE_TYPES}
             self.base_name = str(data["base"]["name"])
             self.versions = list(data["versions"])
@@ -201,10 +279,12 @@ class FeedbackPriors:
             "current": version,
             "versions": self.versions,
         }
-        path = self.directory / STORE_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: a crash leaves the old or the new file, never half
+        try:
+            _atomic_write(self.directory / STORE_FILE,
+                          json.dumps(data, indent=1, ensure_ascii=False))
+        except BaseException:
+            self.versions.pop()  # not stored: keep the object in step with the disk
+            raise
         line = {k: record[k] for k in ("version", "parent", "event", "timestamp", "author",
                                        "reason", "counts")}
         if restored_from is not None:
@@ -212,6 +292,8 @@ class FeedbackPriors:
         line["changes"] = changes
         with (self.directory / AUDIT_FILE).open("a", encoding="utf-8") as log:
             log.write(json.dumps(line, ensure_ascii=False) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
         return version
 
     # ------------------------------------------------------------------ reading
@@ -240,12 +322,31 @@ class FeedbackPriors:
         return [json.loads(json.dumps(v)) for v in self.versions]
 
     def audit(self) -> list[dict[str, Any]]:
-        """The parsed lines of the append-only audit log."""
+        """The parsed lines of the append-only audit log.
+
+        Raises :class:`FeedbackStoreError` naming the file and line of an unreadable entry.
+        """
         path = self.directory / AUDIT_FILE
         if not path.exists():
             return []
-        with path.open(encoding="utf-8") as log:
-            return [json.loads(line) for line in log if line.strip()]
+        entries = []
+        try:
+            with path.open(encoding="utf-8") as log:
+                for number, line in enumerate(log, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise FeedbackStoreError(f"{path}:{number}: corrupt audit entry: "
+                                                 f"{exc.msg}") from None
+                    if not isinstance(entry, dict):
+                        raise FeedbackStoreError(f"{path}:{number}: corrupt audit entry: "
+                                                 "expected a JSON object")
+                    entries.append(entry)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FeedbackStoreError(f"{path}: cannot read the audit log: {exc}") from exc
+        return entries
 
     # ------------------------------------------------------------------ writing
     def update(self, feedback: Iterable[Feedback], step: float = 0.1, *,
@@ -263,6 +364,13 @@ class FeedbackPriors:
         """
         eta = check_step(step)
         items = _check_feedback(feedback)
+        check_str("author", author)
+        check_str("reason", reason, allow_empty=True)
+        with self._locked():
+            self._reload()
+            return self._update(items, eta, author, reason)
+
+    def _update(self, items: list[Feedback], eta: float, author: str, reason: str) -> int:
         state = self.versions[-1]
         types, sources = dict(state["types"]), dict(state["sources"])
         by_type: dict[str, Counter[bool]] = {}
@@ -297,6 +405,14 @@ class FeedbackPriors:
 
     def rollback(self, version: int, *, author: str = "credrank", reason: str = "") -> int:
         """Restore the tables of ``version`` as a new version (the log keeps everything)."""
+        check_int("version", version, 0)
+        check_str("author", author)
+        check_str("reason", reason, allow_empty=True)
+        with self._locked():
+            self._reload()
+            return self._rollback(version, author, reason)
+
+    def _rollback(self, version: int, author: str, reason: str) -> int:
         target = self.record(version)
         state = self.versions[-1]
         changes = {
