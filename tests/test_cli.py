@@ -130,3 +130,81 @@ def test_search_with_selectors_reports_selection(tmp_path, select, params, key):
     assert len(out["hits"]) == 5 and key in out["info"]["select"]
     bad = runner.invoke(app, [*args[:-2], "--select", select, "-P", "bogus=1"])
     assert bad.exit_code == 2 and "unknown parameter" in " ".join(bad.output.split())
+
+
+def _good_rows(n):
+    words = "vitamin vaccine dose trial fever cold antibiotic sleep heart risk".split()
+    return [{"id": f"g{i}", "text": f"{words[i % 10]} {words[(i + 3) % 10]} study {i}",
+             "url": f"https://www.nejm.org/g{i}"} for i in range(n)]
+
+
+def test_index_rejects_a_too_deep_field_and_the_index_still_opens(tmp_path):
+    # before: the 200-level record was indexed (exit 0) and the Edge index then failed to
+    # load (RecursionLimitExceeded reading its WAL); now it is a reject, the index answers
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    good = [json.dumps(r) for r in _good_rows(6)]
+    evil = '{"id": "evil", "text": "hi vitamin", "meta": ' + "[" * 200 + "]" * 200 + "}"
+    corpus.write_text("\n".join([*good[:3], evil, *good[3:]]) + "\n")
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                              "--embedder", "hashing"])
+    assert res.exit_code == 0, res.output
+    assert "indexed 6, rejected 1" in res.output
+    [rej] = [json.loads(x) for x in (idx / "rejects.jsonl").read_text().splitlines()]
+    assert rej["message"] == (f"{corpus}:4: field 'meta': expected nesting at most 32 levels "
+                              "deep, got deeper")
+    res = runner.invoke(app, ["search", "vitamin study", "--index", str(idx), "--json",
+                              "--top-k", "3"])
+    assert res.exit_code == 0, res.output
+    hits = json.loads(res.output)["hits"]
+    assert len(hits) == 3 and "evil" not in {h["doc_id"] for h in hits}
+
+
+def test_index_truncated_gzip_reports_progress_rejects_and_exits_2(tmp_path):
+    # before: only "Aborted." (exit 1), no count, no rejects file, no file name
+    import gzip
+
+    corpus, idx = tmp_path / "c.jsonl.gz", tmp_path / "idx"
+    rows = [json.dumps(r) for r in _good_rows(3000)]
+    rows[1] = json.dumps({"id": "bad", "text": ""})
+    data = gzip.compress(("\n".join(rows) + "\n").encode())
+    corpus.write_bytes(data[: len(data) // 2])
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                              "--embedder", "hashing"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "error:" in out and "c.jsonl.gz" in out and "truncated or corrupt" in out
+    assert "rejected 1" in out and "index holds" in out
+    rejects = (idx / "rejects.jsonl").read_text().splitlines()
+    assert len(rejects) == 1 and ":2:" in json.loads(rejects[0])["message"]
+
+
+def test_index_corrupt_gzip_header_is_a_clear_error(tmp_path):
+    import gzip
+
+    corpus, idx = tmp_path / "c.jsonl.gz", tmp_path / "idx"
+    corpus.write_bytes(b"xx" + gzip.compress(b'{"id": "a", "text": "x"}\n')[2:])
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                              "--embedder", "hashing"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "error:" in out and "c.jsonl.gz" in out and "after 0 records" in out
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+@pytest.mark.parametrize("where", ["dir", "under_file"])
+def test_index_unwritable_rejects_path_fails_before_indexing(tmp_path, where):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_corpus(corpus)
+    blocker = tmp_path / "blocker"
+    if where == "dir":
+        blocker.mkdir()
+        target = blocker
+    else:
+        blocker.write_text("a file")
+        target = blocker / "rejects.jsonl"
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                              "--embedder", "hashing", "--rejects", str(target)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "error:" in out and "--rejects" in out and "nothing was indexed" in out
+    assert not idx.exists()

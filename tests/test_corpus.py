@@ -285,11 +285,24 @@ def test_csv_non_utf8_bytes_rejected_per_record(write, tmp_path) -> None:
 
 
 def test_csv_unterminated_quote_is_one_reject_at_its_start(write) -> None:
-    path = write("q.csv", 'id,text\na,ok\nb,"never closed\nc,x\n')
+    # the records after the stray quote are not absorbed into it: each is read on its own
+    path = write("q.csv", 'id,text\na,ok\nb,"never closed\nc,x\nd,y,z\ne,fine\n')
     res = read_corpus(path)
-    assert [d.id for d in res.documents] == ["a"]
-    [rej] = res.rejects
-    assert (rej.line, rej.field) == (3, None) and "expected well-formed CSV" in rej.reason
+    assert [d.id for d in res.documents] == ["a", "c", "e"]
+    assert [(r.line, r.field) for r in res.rejects] == [(3, None), (5, None)]
+    assert "expected well-formed CSV" in res.rejects[0].reason
+    assert "unterminated quote" in res.rejects[0].reason
+    assert "expected 2 columns" in res.rejects[1].reason
+    assert res.n_records == 5
+
+
+def test_csv_stray_quote_closing_later_does_not_absorb_records(write) -> None:
+    # the quote opened on line 3 "closes" on line 5: one 2-column record would swallow c and d
+    path = write("s.csv", 'id,text\na,ok\nb,"oops\nc,x\nd,"quoted" text\ne,fine\n')
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["a", "c", "e"]
+    assert [r.line for r in res.rejects] == [3, 5]
+    assert res.n_records == 5
 
 
 def test_csv_header_problems_raise(write) -> None:
@@ -507,3 +520,85 @@ def test_timezone_helper_values_are_utc(write) -> None:
     [doc] = read_corpus(write("tz.jsonl", json.dumps(
         {"id": "x", "text": "t", "published_at": stamp.isoformat()}))).documents
     assert doc.published_at == stamp and doc.published_at.tzinfo == UTC
+
+
+# --------------------------------------------------------------------------- payload bounds
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("levels", [33, 200, 100_000])
+def test_too_deep_extra_field_is_a_reject_never_a_recursion_error(levels, write) -> None:
+    evil = '{"id": "evil", "text": "hi", "meta": ' + _nested(levels) + "}"
+    path = write("deep.jsonl", "\n".join([GOOD_A, evil, GOOD_C]) + "\n")
+    res = read_corpus(path)
+    assert [d.id for d in res.documents] == ["a", "c"]
+    [rej] = res.rejects
+    assert rej.message == (f"{path}:2: field 'meta': expected nesting at most 32 levels deep, "
+                           "got deeper")
+
+
+def test_nesting_up_to_the_limit_is_kept(write) -> None:
+    ok = json.dumps({"id": "b", "text": "x", "meta": json.loads(_nested(32)),
+                     "obj": {"k": [[{"deep": [1]}]]}})
+    [doc] = read_corpus(write("ok.jsonl", ok + "\n")).documents
+    assert doc.extra["meta"] == json.loads(_nested(32))
+
+
+def test_too_deep_value_inside_an_object_names_its_top_level_field(write) -> None:
+    inner = '{"a": ' + _nested(40) + "}"
+    line = '{"id": "b", "text": "x", "note": "[[[[", "outer": ' + inner + "}"
+    [rej] = read_corpus(write("o.jsonl", line + "\n")).rejects
+    assert rej.field == "outer" and "at most 32 levels deep" in rej.reason
+
+
+def test_too_large_extra_field_is_rejected(write) -> None:
+    big = json.dumps({"id": "b", "text": "x", "blob": ["y" * 1000] * 70})
+    small = json.dumps({"id": "s", "text": "x", "blob": "y" * 60_000})
+    res = read_corpus(write("big.jsonl", big + "\n" + small + "\n"))
+    assert [d.id for d in res.documents] == ["s"]
+    [rej] = res.rejects
+    assert rej.field == "blob" and rej.reason.startswith("expected at most 65536 bytes of JSON")
+
+
+def test_deep_parquet_column_is_rejected(tmp_path) -> None:
+    deep: object = [1]
+    for _ in range(40):
+        deep = [deep]
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": ["a"], "text": ["x"], "meta": [deep]}), path)
+    [rej] = read_corpus(path).rejects
+    assert rej.field == "meta" and "at most 32 levels deep" in rej.reason
+
+
+# --------------------------------------------------------------------------- damaged gzip
+
+def _gz_lines(n: int) -> bytes:
+    return gzip.compress("".join(
+        json.dumps({"id": f"d{i}", "text": f"text {i} " + "pad " * 50}) + "\n"
+        for i in range(n)).encode())
+
+
+@pytest.mark.parametrize("name", ["t.jsonl.gz", "t.csv.gz"])
+def test_truncated_gzip_raises_corpus_error_with_file_and_count(name, write) -> None:
+    if name.endswith(".csv.gz"):
+        data = gzip.compress(("id,text\n" + "".join(
+            f"d{i},text {i} {'pad ' * 50}\n" for i in range(2000))).encode())
+    else:
+        data = _gz_lines(2000)
+    path = write(name, data[: len(data) // 2])
+    seen = []
+    with pytest.raises(CorpusError, match=r"truncated or corrupt.* after \d+ records") as exc:
+        for item in iter_documents(path):
+            seen.append(item)
+    assert str(path) in str(exc.value)
+    assert 0 < len(seen) < 2000 and all(isinstance(d, Document) for d in seen)
+    assert f"after {len(seen)} records" in str(exc.value)
+
+
+def test_corrupt_gzip_header_raises_corpus_error(write) -> None:
+    path = write("bad.jsonl.gz", b"xx" + _gz_lines(5)[2:])
+    with pytest.raises(CorpusError, match=r"bad\.jsonl\.gz: expected a complete gzip stream.*"
+                                          r"after 0 records"):
+        read_corpus(path)

@@ -81,3 +81,38 @@ def test_truth_file(write):
 def test_table_from_records_rejects_duplicates():
     with pytest.raises(ValueError, match="duplicate answer"):
         AnswerTable.from_records([("q1", "s1", "a"), ("q1", "s1", "b")])
+
+
+UNTERMINATED = ('question_id,source_id,answer\nq1,s1,Paris\nq1,s2,"Lyon\n'
+                'q1,s3,Paris\nq2,s1,Rome\nq2,s2,Rome\n')
+
+
+def test_csv_unterminated_quote_is_an_error_naming_its_line(write):
+    # the old reader silently made rows 4-6 part of s2's answer to q1
+    path = write("a.csv", UNTERMINATED)
+    with pytest.raises(AnswersFileError, match=r"a\.csv:3: expected well-formed CSV.*"
+                                               r"unterminated quote"):
+        load_answers(path)
+    truth = write("t.csv", 'question_id,answer\nq1,"Paris\nq2,Rome\n')
+    with pytest.raises(AnswersFileError, match=r"t\.csv:2: .*unterminated quote"):
+        load_truth(truth)
+
+
+def test_csv_newline_inside_a_quoted_field_is_an_error(write):
+    path = write("a.csv", 'question_id,source_id,answer\nq1,s1,"Pa\nris"\nq2,s1,Rome\n')
+    with pytest.raises(AnswersFileError,
+                       match=r"a\.csv:2: field 'answer': expected a value on one line"):
+        load_answers(path)
+
+
+def test_csv_quoted_fields_on_one_line_still_work(write):
+    path = write("a.csv", 'question_id,source_id,answer\r\nq1,s1,"Paris, France"\r\n'
+                          'q1,"s2",""\r\nq2,s1,x\r\n')
+    table = load_answers(path)
+    assert table.to_mapping() == {"s1": {"q1": "Paris, France", "q2": "x"}, "s2": {}}
+
+
+def test_truncated_gzip_answers_is_an_error(write):
+    data = gzip.compress(CSV.encode() * 50)
+    with pytest.raises(AnswersFileError, match=r"a\.csv\.gz: expected a complete gzip"):
+        load_answers(write("a.csv.gz", data[: len(data) // 2]))

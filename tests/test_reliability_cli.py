@@ -102,3 +102,13 @@ def test_errors_exit_2_with_location(write):
     assert "bad.csv:3" in res.output and "duplicate pair" in res.output
     res = runner.invoke(app, ["estimate", str(bad.parent / "missing.csv")])
     assert res.exit_code == 2 and "no such file" in res.output
+
+
+def test_unterminated_quote_exits_2_naming_file_and_line(write):
+    # before: exit 0 with n_sources 1, the following rows absorbed into one answer
+    path = write("bad.csv", 'question_id,source_id,answer\nQ1,A,"1\nQ1,B,1\nQ1,C,2\n'
+                            'Q2,A,1\nQ2,B,1\n')
+    res = runner.invoke(app, ["estimate", str(path), "--json"])
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.split())
+    assert "error:" in out and "bad.csv:2:" in out and "unterminated quote" in out

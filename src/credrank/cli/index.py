@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from credrank.cli.common import console, err, fail, progress
-from credrank.documents import iter_documents, write_rejects
+from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.opener import open_store
@@ -93,6 +94,10 @@ def index(
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
         fields[old] = new
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
+    rejects_path = rejects or index_dir / "rejects.jsonl"
+    problem = _unwritable(rejects_path)
+    if problem is not None:
+        fail(f"--rejects {rejects_path}: {problem}; nothing was indexed")
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
@@ -103,8 +108,9 @@ def index(
     total = _count_lines(corpus)
     with idx, progress() as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)
+        records = _Guarded(iter_documents(corpus, fields=fields or None))
         try:
-            report = index_documents(iter_documents(corpus, fields=fields or None), idx, emb,
+            report = index_documents(records, idx, emb,
                                      typer_,
                                      batch_size=batch_size,
                                      on_batch=lambda n: bar.advance(task, n))
@@ -114,7 +120,6 @@ def index(
             fail(f"{exc}; re-run the same command to complete the index")
         idx.optimize()  # merge segments, build the HNSW graph where the corpus is large
         size = len(idx)
-    rejects_path = rejects or index_dir / "rejects.jsonl"
     write_rejects(report.rejects, rejects_path)
     for r in report.rejects[:10]:
         err.print(f"[yellow]rejected[/yellow] {r.message}")
@@ -125,8 +130,52 @@ def index(
         err.print(f"{len(report.conflicts)} declared source types conflict with the URL "
                   f"({used}), e.g. {report.conflicts[0][0]}: {report.conflicts[0][1]}")
     console.print(f"{report.summary()}; index holds {size} documents; rejects in {rejects_path}")
+    if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
+        fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
+             "file to complete the index")
     if strict and report.rejected:
         raise typer.Exit(1)
+
+
+class _Guarded:
+    """Records from a reader; a read error mid-file (a truncated ``.gz``) ends the stream
+    and is kept in ``error`` so that what came before is still indexed and reported."""
+
+    def __init__(self, records: Iterable[Document | Reject]) -> None:
+        self._records = records
+        self.count = 0
+        self.error: ValueError | None = None
+
+    def __iter__(self) -> Iterator[Document | Reject]:
+        try:
+            for record in self._records:
+                self.count += 1
+                yield record
+        except ValueError as exc:  # CorpusError
+            if self.count == 0:
+                raise
+            self.error = exc
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written as the rejects file, or ``None`` if it can."""
+    if path.is_dir():
+        return "expected a file path, got a directory"
+    if path.exists():
+        try:
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            return f"cannot write it ({exc.strerror or exc})"
+        return None
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot create it: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create it: {parent} is not writable"
+    return None
 
 
 def _count_lines(path: Path) -> int | None:

@@ -163,7 +163,8 @@ def _qrels_file(folder: Path, split: str | None) -> Path:
 def _query_rows_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     for raw in _jsonl_records(p):
         if raw.error is not None:
-            yield raw.line, None, raw.error
+            where = f"field '{raw.error_field}': " if raw.error_field else ""
+            yield raw.line, None, where + raw.error
             continue
         assert raw.data is not None
         problem = _unicode_problem(raw.data, raw.bad_bytes)

@@ -28,6 +28,20 @@ Policies (chosen here, applied in every format):
   record, naming the field that holds the bad bytes when it can be found. Lone surrogate escapes
   (``"\\udc80"``) are rejected too: they cannot be stored as UTF-8.
 * **numbers**: JSON ``NaN``/``Infinity`` and non-finite floats anywhere in a record are rejected.
+* **payload bounds**: every field nests at most :data:`MAX_FIELD_DEPTH` (32) levels of lists and
+  objects (a scalar is 0 levels, ``[1]`` is 1), and every unknown (``extra``) field serializes
+  to at most :data:`MAX_EXTRA_BYTES` (64 KiB) of UTF-8 JSON. Deeper or larger values are
+  rejected (``expected nesting at most 32 levels deep, got deeper``): vector engines store the
+  payload in recursive formats (Qdrant Edge's WAL fails to load beyond ~120 levels), so one
+  such record would brick the index. A JSONL line is checked for depth *before* it is parsed,
+  without recursion, so even 100,000 levels are a reject, never a ``RecursionError``.
+* **CSV quoting**: a quoted field may span lines (multi-line text). A record that spans lines
+  and then fails to parse (an unterminated quote running to the end of the file, a stray
+  quote) or has the wrong number of columns is rejected at the line where it starts, and the
+  lines after that start are read again as records of their own, so a stray quote never
+  absorbs the following records silently.
+* **compressed input**: a truncated or corrupt ``.gz`` file raises :class:`CorpusError` naming
+  the file and how many records were read before the damage (those were already yielded).
 * **one reject per record**: the first problem in schema order is reported; the reason says how
   many more problems the record has.
 * **line numbers** are 1-based physical lines; for CSV the line where the record starts; for
@@ -46,6 +60,8 @@ import gzip
 import io
 import json
 import math
+import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -57,6 +73,8 @@ from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES, Document
 
 __all__ = [
     "FORMATS",
+    "MAX_EXTRA_BYTES",
+    "MAX_FIELD_DEPTH",
     "CorpusError",
     "LoadResult",
     "Reject",
@@ -75,6 +93,11 @@ _EXCERPT = 200
 _SHOWN = 10
 _BOM = b"\xef\xbb\xbf"
 _STR_FIELDS = ("title", "url", "source_id", "source_type")
+MAX_FIELD_DEPTH = 32
+"""Most levels of nested lists/objects in one field's value (a scalar is 0 levels)."""
+MAX_EXTRA_BYTES = 64 * 1024
+"""Most bytes of UTF-8 JSON one unknown (``Document.extra``) field may serialize to."""
+_READ_ERRORS = (EOFError, OSError, zlib.error)
 
 
 class CorpusError(ValueError):
@@ -206,6 +229,7 @@ class _Raw:
     data: dict[str, Any] | None
     source: Any                       # raw text (or the Parquet row), turned into an excerpt
     error: str | None = None          # record-level problem (data is None)
+    error_field: str | None = None    # the field an ``error`` is about, when known
     bad_bytes: bool = False           # decoded with surrogateescape
     check_unicode: bool = False       # strings may hold surrogates (bad bytes, \\u escapes)
 
@@ -302,9 +326,57 @@ def _json_kind(v: Any) -> str:
         type(v), "null" if v is None else type(v).__name__)
 
 
+def _read_error(p: Path, records: int, line: int, exc: BaseException) -> CorpusError:
+    """A decompression/read failure as a :class:`CorpusError` naming file and progress."""
+    what = ("expected a complete gzip stream, got a truncated or corrupt one"
+            if p.name.lower().endswith(".gz") else "expected a readable file, got a read error")
+    return CorpusError(f"{p}: {what} after {records} records (at line {line}): "
+                       f"{type(exc).__name__}: {exc}")
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+
+
+def _too_deep_json(text: str, limit: int) -> tuple[str | None, bool]:
+    """Whether a JSON text nests deeper than ``limit`` (record level 1 included), and the
+    top-level key under which it does; a linear scan without recursion, before parsing."""
+    if text.count("[") + text.count("{") <= limit:
+        return None, False
+    depth = 0
+    key: str | None = None
+    last: str | None = None
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > limit:
+                return key, True
+        elif tok in "]}":
+            depth -= 1
+        elif tok == ":":
+            if depth == 1 and last is not None and last.startswith('"'):
+                try:
+                    key = json.loads(last)
+                except ValueError:
+                    key = last[1:-1]
+        last = tok
+    return None, False
+
+
 def _jsonl_records(p: Path) -> Iterator[_Raw]:
+    records = 0
+    n = 0
     with _open_binary(p) as fh:
-        for n, raw in enumerate(fh, 1):
+        lines = iter(fh)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                break
+            except _READ_ERRORS as e:
+                raise _read_error(p, records, n + 1, e) from e
+            n += 1
+            records += bool(raw.strip())
             if n == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             if not raw.strip():
@@ -316,8 +388,21 @@ def _jsonl_records(p: Path) -> Iterator[_Raw]:
                 bad = (e.start, raw[e.start])
                 text = raw.decode("utf-8", "surrogateescape")
             excerpt = text[:_EXCERPT + 1]
+            # the record object is level 1; BEIR metadata may add one more around a field
+            key, deep = _too_deep_json(text, MAX_FIELD_DEPTH + 2)
+            if deep:
+                reason = f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, got deeper"
+                if key is None:
+                    yield _Raw(n, None, excerpt, error=reason)
+                else:
+                    yield _Raw(n, {}, excerpt, error=reason, error_field=_excerpt(key))
+                continue
             try:
                 obj = _loads(text)
+            except RecursionError:  # not reachable after the scan above; kept as a guard
+                yield _Raw(n, None, excerpt, error=f"expected nesting at most "
+                           f"{MAX_FIELD_DEPTH} levels deep, got deeper")
+                continue
             except ValueError as e:
                 if bad is not None:
                     msg = (f"expected UTF-8 text, got invalid byte 0x{bad[1]:02x} at byte "
@@ -365,48 +450,88 @@ class _LineTap:
 
 
 def _csv_records(p: Path, delimiter: str) -> Iterator[_Raw]:
+    """CSV/TSV records; a broken record spanning lines restarts parsing at its next line."""
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, 1 << 30))
+    state = _CsvState()
     try:
-        with _open_binary(p) as bfh:
-            tfh = io.TextIOWrapper(bfh, encoding="utf-8-sig", errors="surrogateescape",
-                                   newline="")
-            tap = _LineTap(iter(tfh))
-            reader = csv.reader(tap, delimiter=delimiter, strict=True)
-            header: list[str] | None = None
-            header_line = 0
-            while True:
-                start = tap.n + 1
-                try:
-                    row = next(reader)
-                except StopIteration:
-                    break
-                except csv.Error as e:
-                    text = tap.take()
-                    if header is None:
-                        raise CorpusError(f"{p}:{start}: expected a CSV header, got an "
-                                          f"unreadable line ({e})") from e
-                    yield _Raw(start, None, text,
-                               error=f"expected well-formed CSV, got a parse error ({e})")
-                    continue
-                text = tap.take()
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if header is None:
-                    header = [h.strip() for h in row]
-                    header_line = start
-                    _check_header(p, start, header)
-                    continue
-                if len(row) != len(header):
-                    yield _Raw(start, None, text,
-                               error=f"expected {len(header)} columns as in the header "
-                                     f"(line {header_line}), got {len(row)}")
-                    continue
-                data = {h: (v if v != "" else None) for h, v in zip(header, row, strict=True)}
-                bad = any(_has_surrogate(v) for v in row)
-                yield _Raw(start, data, text, bad_bytes=bad, check_unicode=bad)
+        skip = 0
+        while skip >= 0:
+            skip = yield from _csv_pass(p, delimiter, skip, state)
     finally:
         csv.field_size_limit(old_limit)
+
+
+@dataclass
+class _CsvState:
+    header: list[str] | None = None
+    header_line: int = 0
+    records: int = 0
+
+
+def _csv_pass(p: Path, delimiter: str, skip: int,
+              state: _CsvState) -> Iterator[_Raw]:
+    """Parse from physical line ``skip + 1``; return where to restart, or -1 at the end."""
+    with _open_binary(p) as bfh:
+        tfh = io.TextIOWrapper(bfh, encoding="utf-8-sig", errors="surrogateescape",
+                               newline="")
+        tap = _LineTap(iter(tfh))
+        reader = csv.reader(tap, delimiter=delimiter, strict=True)
+        try:
+            for _ in range(skip):
+                next(tap)
+        except StopIteration:
+            return -1
+        except _READ_ERRORS as e:
+            raise _read_error(p, state.records, tap.n + 1, e) from e
+        tap.take()
+        while True:
+            start = tap.n + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return -1
+            except _READ_ERRORS as e:
+                raise _read_error(p, state.records, tap.n + 1, e) from e
+            except csv.Error as e:
+                text = tap.take()
+                if state.header is None:
+                    raise CorpusError(f"{p}:{start}: expected a CSV header, got an "
+                                      f"unreadable line ({e})") from e
+                state.records += 1
+                if tap.n > start:  # a quoted field ran on: read its following lines again
+                    yield _Raw(start, None, text, error=(
+                        f"expected well-formed CSV, got a parse error ({e}) in a record "
+                        f"running from line {start} to line {tap.n} (unterminated quote?); "
+                        f"the lines after {start} are read as records of their own"))
+                    return start
+                yield _Raw(start, None, text,
+                           error=f"expected well-formed CSV, got a parse error ({e})")
+                continue
+            text = tap.take()
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if state.header is None:
+                state.header = [h.strip() for h in row]
+                state.header_line = start
+                _check_header(p, start, state.header)
+                continue
+            header = state.header
+            state.records += 1
+            if len(row) != len(header):
+                reason = (f"expected {len(header)} columns as in the header "
+                          f"(line {state.header_line}), got {len(row)}")
+                if tap.n > start:
+                    yield _Raw(start, None, text, error=(
+                        f"{reason} in a record running from line {start} to line {tap.n} "
+                        f"(unterminated quote?); the lines after {start} are read as "
+                        f"records of their own"))
+                    return start
+                yield _Raw(start, None, text, error=reason)
+                continue
+            data = {h: (v if v != "" else None) for h, v in zip(header, row, strict=True)}
+            bad = any(_has_surrogate(v) for v in row)
+            yield _Raw(start, data, text, bad_bytes=bad, check_unicode=bad)
 
 
 def _check_header(p: Path, line: int, header: list[str]) -> None:
@@ -561,6 +686,31 @@ def _cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] 
     return tuple(out), None
 
 
+def _depth_exceeds(v: Any, limit: int) -> bool:
+    """Whether ``v`` nests lists/objects more than ``limit`` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(v, 0)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, dict):
+            x = list(x.values())
+        elif not isinstance(x, list | tuple):
+            continue
+        if d + 1 > limit:
+            return True
+        stack.extend((y, d + 1) for y in x)
+    return False
+
+
+def _json_size(v: Any) -> int:
+    """Bytes of ``v`` as UTF-8 JSON (as stored in the payload)."""
+    if v is None or isinstance(v, bool | int | float):
+        return 8
+    if isinstance(v, str) and len(v) * 4 <= MAX_EXTRA_BYTES:
+        return len(v) * 4  # cheap upper bound: short strings always fit
+    text = json.dumps(v, ensure_ascii=False, default=str)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _nonfinite(v: Any) -> str | None:
     if isinstance(v, float) and not math.isfinite(v):
         return f"expected a finite number or null, got {v!r}"
@@ -612,9 +762,15 @@ def _to_document(raw: _Raw, ctx: _Context) -> Document | Reject:
     def reject(fld: str | None, reason: str) -> Reject:
         return Reject(ctx.file, raw.line, fld, reason, raw.excerpt, ctx.unit)
 
-    if raw.data is None:
-        return reject(None, raw.error or "unreadable record")
+    if raw.data is None or raw.error is not None:
+        return reject(raw.error_field, raw.error or "unreadable record")
     problems: list[tuple[str | None, str]] = []
+    for k, v in raw.data.items():  # before anything walks the values recursively
+        if _depth_exceeds(v, MAX_FIELD_DEPTH + (1 if ctx.beir and k == "metadata" else 0)):
+            problems.append((k, f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, "
+                             "got deeper"))
+    if problems:
+        return reject(*problems[0])
     uni = _unicode_problem(raw.data, raw.bad_bytes) if raw.check_unicode else None
     if uni is not None:
         problems.append(uni)
@@ -668,6 +824,9 @@ def _to_document(raw: _Raw, ctx: _Context) -> Document | Reject:
     for k, v in rec.items():
         if (r := _nonfinite(v)) is not None:
             problems.append((label(k), r))
+        elif (size := _json_size(v)) > MAX_EXTRA_BYTES:
+            problems.append((label(k), f"expected at most {MAX_EXTRA_BYTES} bytes of JSON, "
+                             f"got {size}"))
 
     if problems:
         (fld, reason), rest = problems[0], problems[1:]

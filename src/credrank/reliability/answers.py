@@ -18,6 +18,7 @@ import csv
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,36 +125,80 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
     if not path.is_file():
         raise AnswersFileError(f"{path}: no such file")
     kind = _format(path)
-    with _open_text(path) as fh:
-        if kind == "csv":
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
+    try:
+        with _open_text(path) as fh:
+            if kind == "csv":
+                yield from _csv_rows(path, fh, fields)
+                return
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise AnswersFileError(f"{path}:{lineno}: expected one JSON object per line, "
+                                           f"got invalid JSON ({exc.msg})") from None
+                except RecursionError:
+                    raise AnswersFileError(f"{path}:{lineno}: expected one JSON object per line, "
+                                           "got JSON nested too deeply to read") from None
+                if not isinstance(obj, dict):
+                    raise AnswersFileError(f"{path}:{lineno}: expected a JSON object, got "
+                                           f"{type(obj).__name__}")
+                for f in fields:
+                    if f not in obj:
+                        raise AnswersFileError(f"{path}:{lineno}: field {f!r}: missing; expected "
+                                               f"fields {list(fields)}")
+                yield lineno, obj
+    except (EOFError, OSError, zlib.error) as exc:
+        raise AnswersFileError(f"{path}: expected a complete gzip stream (or a readable "
+                               f"file), got {type(exc).__name__}: {exc}") from None
+
+
+def _csv_rows(path: Path, fh: Iterable[str],
+              fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Strict CSV: a field never spans lines, and every quote closes on its own line.
+
+    Answers and ids never contain newlines, so a quoted field that runs past the end of its
+    line (an unterminated quote, which would otherwise absorb the following rows into one
+    answer) is an error naming the line where that field began.
+    """
+    reader = csv.reader(fh, strict=True)
+    header: list[str] | None = None
+    start = 1
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            hint = (f" (a quoted field that begins on line {start} is never closed: "
+                    "unterminated quote?)" if "end of data" in str(exc) else "")
+            raise AnswersFileError(f"{path}:{start}: expected well-formed CSV, got a parse "
+                                   f"error ({exc}){hint}") from None
+        if reader.line_num > start:
+            where = next((i for i, v in enumerate(row) if "\n" in v or "\r" in v), 0)
+            name = (header[where] if header is not None and where < len(header)
+                    else f"column {where + 1}")
+            raise AnswersFileError(
+                f"{path}:{start}: field {name!r}: expected a value on one line, got a quoted "
+                f"value running on to line {reader.line_num} (unterminated quote?)")
+        if header is None:
+            header = row
             missing = [f for f in fields if f not in header]
             if missing:
-                raise AnswersFileError(f"{path}:1: header: expected columns {list(fields)}, "
-                                       f"missing {missing}; got {header}")
-            for row in reader:
-                if None in row:
-                    raise AnswersFileError(f"{path}:{reader.line_num}: row has more values "
-                                           f"than the {len(header)} header columns")
-                yield reader.line_num, row
-            return
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise AnswersFileError(f"{path}:{lineno}: expected one JSON object per line, "
-                                       f"got invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise AnswersFileError(f"{path}:{lineno}: expected a JSON object, got "
-                                       f"{type(obj).__name__}")
-            for f in fields:
-                if f not in obj:
-                    raise AnswersFileError(f"{path}:{lineno}: field {f!r}: missing; expected "
-                                           f"fields {list(fields)}")
-            yield lineno, obj
+                raise AnswersFileError(f"{path}:{start}: header: expected columns "
+                                       f"{list(fields)}, missing {missing}; got {header}")
+            continue
+        if not row:
+            continue
+        if len(row) > len(header):
+            raise AnswersFileError(f"{path}:{start}: row has more values than the "
+                                   f"{len(header)} header columns")
+        yield start, {h: (row[i] if i < len(row) else None) for i, h in enumerate(header)}
+    if header is None:
+        raise AnswersFileError(f"{path}:1: header: expected columns {list(fields)}, missing "
+                               f"{list(fields)}; got []")
 
 
 def _identifier(path: Path, lineno: int, field: str, value: Any) -> str:
