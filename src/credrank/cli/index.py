@@ -60,6 +60,12 @@ def store_options(engine: str | None, qdrant_url: str | None, api_key_env: str |
             "qdrant_path": qdrant_path}
 
 
+def check_index_option(index_dir: Path) -> None:
+    """``--index`` must name a directory (or nothing yet): exit 2 for a regular file."""
+    if index_dir.exists() and not index_dir.is_dir():
+        fail(f"--index {index_dir}: expected an index directory, got a file")
+
+
 def index(
     corpus: Annotated[Path, typer.Argument(help="JSONL, CSV, Parquet file or BEIR folder")],
     index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
@@ -83,7 +89,11 @@ def index(
         help="Qdrant collection for a new --engine qdrant index "
              "(default credrank-<index folder name>)")] = None,
 ) -> None:
-    """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running)."""
+    """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running).
+
+    The run holds DIR's lock (DIR/.credrank.lock) throughout: a second `credrank index` or a
+    `credrank search` on DIR meanwhile exits 2 saying which process writes it.
+    """
 
     if not corpus.exists():
         fail(f"{corpus}: no such file or folder")
@@ -94,6 +104,7 @@ def index(
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
         fields[old] = new
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
+    check_index_option(index_dir)
     rejects_path = rejects or index_dir / "rejects.jsonl"
     problem = _unwritable(rejects_path)
     if problem is not None:
@@ -120,7 +131,7 @@ def index(
             fail(f"{exc}; re-run the same command to complete the index")
         idx.optimize()  # merge segments, build the HNSW graph where the corpus is large
         size = len(idx)
-    write_rejects(report.rejects, rejects_path)
+        write_rejects(report.rejects, rejects_path)  # still under the index's writer lock
     for r in report.rejects[:10]:
         err.print(f"[yellow]rejected[/yellow] {r.message}")
     if report.rejected > 10:

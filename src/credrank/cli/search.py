@@ -15,20 +15,23 @@ from credrank.cli.index import (
     EngineOption,
     QdrantPathOption,
     QdrantUrlOption,
+    check_index_option,
     store_options,
 )
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
-from credrank.index.store import StoreError
+from credrank.index.store import MAX_K, StoreError
 from credrank.search import build_pipeline, describe, search_settings
 
 
 def search(
     query: Annotated[str, typer.Argument(help="the query text")],
     index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
-    top_k: Annotated[int, typer.Option("--top-k", min=1)] = 10,
+    top_k: Annotated[int, typer.Option(
+        "--top-k", min=1, help=f"results to return (at most {MAX_K:,})")] = 10,
     fetch_k: Annotated[int | None, typer.Option(
-        "--fetch-k", min=1, help="candidate pool (default 3 × top-k)")] = None,
+        "--fetch-k", min=1, help=f"candidate pool (default 3 × top-k; at most {MAX_K:,})")
+    ] = None,
     priors: Annotated[str, typer.Option(
         help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
     mode: Annotated[str, typer.Option(help="multiply | linear | rrf")] = "multiply",
@@ -58,9 +61,21 @@ def search(
     api_key_env: ApiKeyEnvOption = None,
     qdrant_path: QdrantPathOption = None,
 ) -> None:
-    """Credibility-aware search: score = sim × λ(source type) over an expanded pool."""
+    """Credibility-aware search: score = sim × λ(source type) over an expanded pool.
 
+    While `credrank index` writes the index, search exits 2 (retry when it has finished).
+    """
+
+    if not query.strip():
+        fail("query: expected non-empty text")
+    for name, value in (("--top-k", top_k), ("--fetch-k", fetch_k)):
+        if value is not None and value > MAX_K:
+            fail(f"{name}: expected an integer in [1, {MAX_K}], got {value}")
+    if fetch_k is None and 3 * top_k > MAX_K:
+        fail(f"--top-k {top_k}: the default --fetch-k (3 × top-k) would exceed {MAX_K}; give "
+             f"--fetch-k (at most {MAX_K})")
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
+    check_index_option(index_dir)
     try:
         settings = search_settings(
             top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,

@@ -4,6 +4,14 @@
 the caller asked for and opens :class:`~credrank.index.qdrant_edge.EdgeIndex` (``edge``, the
 default) or :class:`~credrank.index.qdrant_server.QdrantServerIndex` (``qdrant``). A manifest
 without an engine (written before engines were recorded) means ``edge``.
+
+Concurrency (engine ``edge``): the store holds the directory lock ``DIR/.credrank.lock``
+(:class:`~credrank.index.store.IndexLock`) until it is closed — exclusively with
+``create=True`` (a writer), shared otherwise (a reader). A second writer, or a reader while a
+writer runs, gets a :class:`StoreError` naming the writer's PID and start time, and the running
+writer is not disturbed. Engine ``qdrant`` takes no directory lock: the server (or the client's
+local mode, which locks its folder itself) arbitrates concurrent use, upserts are idempotent,
+and the manifest is written atomically.
 """
 
 from __future__ import annotations
@@ -12,7 +20,14 @@ import importlib.util
 from pathlib import Path
 
 from credrank.index.qdrant_edge import EdgeIndex
-from credrank.index.store import ENGINES, StoreError, VectorStore, check_manifest, read_manifest
+from credrank.index.store import (
+    ENGINES,
+    StoreError,
+    VectorStore,
+    check_index_dir,
+    check_manifest,
+    read_manifest,
+)
 
 
 def open_store(index_dir: str | Path, engine: str | None = None, *,
@@ -29,11 +44,13 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
     an existing index and needed to create one (``create=True``).
 
     Raises ``ValueError`` for contradictory options and :class:`StoreError` for a missing
-    index, an index of another engine (naming both), embedder or dimension, or an engine that
-    cannot be reached.
+    index, an index of another engine (naming both), embedder or dimension, an engine that
+    cannot be reached, an ``index_dir`` that is a file, and (engine ``edge``) an index another
+    process is writing (see the module docstring).
     """
     if engine is not None and engine not in ENGINES:
         raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    check_index_dir(index_dir)
     manifest = read_manifest(index_dir)
     if manifest is not None and engine is not None:
         check_manifest(index_dir, manifest, engine)
@@ -51,7 +68,8 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
             whose = ("this index uses engine 'edge'" if manifest is not None else
                      "a new index uses engine 'edge' unless engine 'qdrant' is asked for")
             raise ValueError(f"{', '.join(given)}: only for engine 'qdrant' ({whose})")
-        return EdgeIndex.open(index_dir, embedder=embedder, dim=dim, create=create, bm25=bm25)
+        return EdgeIndex.open(index_dir, embedder=embedder, dim=dim, create=create, bm25=bm25,
+                              lock=True)
     if qdrant_url is not None and qdrant_path is not None:
         raise ValueError("qdrant_url/--qdrant-url and qdrant_path/--qdrant-path exclude each "
                          "other: a server, or the client's local mode in a folder")

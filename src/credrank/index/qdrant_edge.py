@@ -4,6 +4,13 @@ Layout of an index directory::
 
     DIR/manifest.json   format version, engine ``edge``, embedder name and dimension, BM25 on/off
     DIR/shard/          the Qdrant Edge shard (write-ahead log enabled)
+    DIR/.credrank.lock  the directory lock (``flock``; :class:`~credrank.index.store.IndexLock`)
+
+Concurrency: a shard is open in one process at a time (the engine locks its write-ahead log).
+Opened with ``lock=True`` (what :func:`credrank.index.open_store` does), a writer
+(``create=True``) holds the directory lock exclusively and a reader holds it shared, so a
+second writer, or a reader while a writer runs, gets a clear :class:`StoreError` before the
+shard is touched; any lock error the engine still raises on open becomes one too.
 
 Each document is one point whose id is ``uuid5(doc_id)``, so re-adding a document overwrites
 it instead of duplicating it. Vectors: ``dense`` (cosine, the embedder's) and ``bm25`` (sparse,
@@ -34,14 +41,18 @@ from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.store import (
     DENSE,
     KEYWORD_FIELDS,
+    MAX_K,
     SPARSE,
+    IndexLock,
     Manifest,
     StoreError,
     bm25_text,
+    check_index_dir,
     check_manifest,
     check_where,
     document_payload,
     formula_priors,
+    is_lock_error,
     no_index_error,
     point_id,
     read_manifest,
@@ -62,17 +73,34 @@ def _filter(where: Mapping[str, Any] | None) -> Any:
     return qe.Filter(must=conditions) if conditions else None
 
 
+def _in_use(shard_path: Path, exc: BaseException) -> StoreError:
+    return StoreError(f"index {shard_path.parent} is in use by another process (its Qdrant "
+                      f"Edge shard is locked: {exc}); retry when it has finished")
+
+
+def _load(shard_path: Path) -> qe.EdgeShard:
+    """Load a shard; the engine's errors as :class:`StoreError` (a lock error says so)."""
+    try:
+        return qe.EdgeShard.load(str(shard_path))
+    except Exception as exc:  # the engine raises its own types
+        if is_lock_error(exc):
+            raise _in_use(shard_path, exc) from exc
+        raise StoreError(f"{shard_path}: the Qdrant Edge shard does not load: {exc}") from exc
+
+
 class EdgeIndex:
     """A credrank store on a Qdrant Edge shard (see module docstring)."""
 
     #: the engine scores the credibility formula (``FormulaScoring``)
     formula_supported = True
 
-    def __init__(self, path: Path, shard: qe.EdgeShard, manifest: Manifest):
+    def __init__(self, path: Path, shard: qe.EdgeShard, manifest: Manifest,
+                 lock: IndexLock | None = None):
         self.path = path
         self.shard = shard
         self._manifest = manifest
         self._bm25 = qe.Bm25() if manifest.bm25 else None
+        self._lock = lock
 
     @property
     def manifest(self) -> Manifest:
@@ -81,25 +109,39 @@ class EdgeIndex:
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, embedder: str | None = None, dim: int | None = None,
-             create: bool = False, bm25: bool = True) -> EdgeIndex:
+             create: bool = False, bm25: bool = True, lock: bool = False) -> EdgeIndex:
         """Open the index at ``path``; with ``create=True`` make it when absent.
 
+        ``lock``: take the directory lock (exclusive with ``create=True``, else shared) and hold
+        it until :meth:`close` (see the module docstring).
+
         Raises :class:`StoreError` when the directory holds no index (and ``create`` is off) or
-        an index of another engine, embedder or dimension.
+        an index of another engine, embedder or dimension, when ``path`` is a file, and when
+        another process writes the index (or holds its shard).
         """
         path = Path(path)
+        if not lock:
+            check_index_dir(path)
+            return cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25)
+        held = IndexLock.writer(path) if create else IndexLock.reader(path)
+        try:
+            index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25)
+        except BaseException:
+            held.release()
+            raise
+        index._lock = held
+        return index
+
+    @classmethod
+    def _open(cls, path: Path, *, embedder: str | None, dim: int | None, create: bool,
+              bm25: bool) -> EdgeIndex:
         shard_path = path / "shard"
         manifest = read_manifest(path)
         if manifest is not None:
             check_manifest(path, manifest, "edge", embedder=embedder, dim=dim)
             if not shard_path.is_dir():
                 raise StoreError(f"{path}: manifest present but shard folder missing")
-            try:
-                shard = qe.EdgeShard.load(str(shard_path))
-            except Exception as exc:  # the engine raises its own types
-                raise StoreError(f"{shard_path}: the Qdrant Edge shard does not load: "
-                                 f"{exc}") from exc
-            return cls(path, shard, manifest)
+            return cls(path, _load(shard_path), manifest)
         if not create:
             raise no_index_error(path)
         if not embedder or not dim:
@@ -112,9 +154,14 @@ class EdgeIndex:
             vectors={DENSE: qe.EdgeVectorParams(size=manifest.dim, distance=qe.Distance.Cosine)},
             sparse_vectors=sparse, payload_memory=qe.Memory.Cached)
         if shard_path.exists() and any(shard_path.iterdir()):
-            shard = qe.EdgeShard.load(str(shard_path))  # a creation interrupted before manifest
+            shard = _load(shard_path)  # a creation interrupted before the manifest
         else:
-            shard = qe.EdgeShard.create(str(shard_path), config)
+            try:
+                shard = qe.EdgeShard.create(str(shard_path), config)
+            except Exception as exc:  # the engine raises its own types
+                if is_lock_error(exc):
+                    raise _in_use(shard_path, exc) from exc
+                raise
         for name in KEYWORD_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
         for name in DATE_FIELDS:
@@ -128,9 +175,13 @@ class EdgeIndex:
         return bool(self.shard.optimize())
 
     def close(self) -> None:
-        """Flush and close the shard."""
-        self.shard.flush()
-        self.shard.close()
+        """Flush and close the shard, then release the directory lock (if held)."""
+        try:
+            self.shard.flush()
+            self.shard.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def __enter__(self) -> EdgeIndex:
         return self
@@ -178,7 +229,7 @@ class EdgeIndex:
                      where: Mapping[str, Any] | None = None) -> Candidates:
         """The ``fetch_k`` nearest documents by cosine similarity."""
         request = qe.QueryRequest(
-            limit=check_int("fetch_k", fetch_k, 1),
+            limit=check_int("fetch_k", fetch_k, 1, MAX_K),
             query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
             filter=_filter(where), with_payload=payload_selector(with_text),
             with_vector=[DENSE] if with_vectors else False,
@@ -192,7 +243,7 @@ class EdgeIndex:
         if self._bm25 is None:
             raise StoreError(f"{self.path}: this index was built without BM25 vectors")
         request = qe.QueryRequest(
-            limit=check_int("fetch_k", fetch_k, 1),
+            limit=check_int("fetch_k", fetch_k, 1, MAX_K),
             query=qe.Query.Nearest(self._bm25.embed_query(query), using=SPARSE),
             filter=_filter(where), with_payload=payload_selector(with_text),
             with_vector=[DENSE] if with_vectors else False)
@@ -218,11 +269,11 @@ class EdgeIndex:
         formula = qe.Formula(qe.Expression.Mult([
             qe.Expression.Max([qe.Expression.Variable("$score"), qe.Expression.Constant(0.0)]),
             prior_expr]))
-        prefetch = qe.Prefetch(limit=check_int("fetch_k", fetch_k, 1),
+        prefetch = qe.Prefetch(limit=check_int("fetch_k", fetch_k, 1, MAX_K),
                                params=qe.SearchParams(exact=exact),
                                query=qe.Query.Nearest(np.asarray(query_vector).tolist(),
                                                       using=DENSE))
-        request = qe.QueryRequest(limit=check_int("top_k", top_k, 1), prefetches=[prefetch],
+        request = qe.QueryRequest(limit=check_int("top_k", top_k, 1, MAX_K), prefetches=[prefetch],
                                   query=formula, with_payload=payload_selector(with_text),
                                   with_vector=[DENSE] if with_vectors else False)
         return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
