@@ -112,3 +112,24 @@ def test_unterminated_quote_exits_2_naming_file_and_line(write):
     assert res.exit_code == 2, res.output
     out = " ".join(res.output.split())
     assert "error:" in out and "bad.csv:2:" in out and "unterminated quote" in out
+
+
+def test_one_source_is_not_trustworthy(write):
+    # issue 9: a one-source file said trustworthy: true without a warning
+    lines = ["question_id,source_id,answer"] + [f"q{j},only,a{j}" for j in range(6)]
+    path = write("one.csv", "\n".join(lines) + "\n")
+    res = runner.invoke(app, ["estimate", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    diag = json.loads(res.stdout)["diagnostics"]
+    assert diag["trustworthy"] is False and diag["too_few_sources"] is True
+    assert diag["n_sources"] == 1 and "need >= 3" in diag["warnings"][0]
+    assert "warning:" in res.stderr and "not trustworthy" in res.stderr
+    table = runner.invoke(app, ["estimate", str(path)])
+    assert table.exit_code == 0 and "warning:" in table.stderr
+    assert "no warning" not in table.stdout
+
+
+def test_several_sources_print_no_source_count_warning(answers_csv):
+    res = runner.invoke(app, ["estimate", str(answers_csv), "--json"])
+    assert json.loads(res.stdout)["diagnostics"]["too_few_sources"] is False
+    assert "need >= 3" not in res.stderr

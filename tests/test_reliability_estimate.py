@@ -236,3 +236,15 @@ def test_start_rules():
         ReliabilityEstimator(start="best")
     with pytest.raises(ValueError, match="rule"):
         majority_matrix(m, rule="best")
+
+
+@pytest.mark.parametrize("n_sources", [1, 2])
+def test_diagnostics_need_several_sources(n_sources):
+    # issue 9: one source agrees with itself on everything, which read as trustworthy
+    answers = {f"s{i}": {f"q{j}": f"answer{j}" for j in range(10)} for i in range(n_sources)}
+    diag = ReliabilityEstimator().fit(answers).diagnostics()
+    assert not diag.trustworthy and diag.too_few_sources and diag.n_sources == n_sources
+    assert "need >= 3" in diag.warnings[0] and "several independent sources" in diag.warnings[0]
+    assert diag.to_dict()["too_few_sources"] is True
+    three = {f"s{i}": {f"q{j}": f"answer{j}" for j in range(10)} for i in range(3)}
+    assert ReliabilityEstimator().fit(three).diagnostics().trustworthy

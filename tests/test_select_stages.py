@@ -32,7 +32,8 @@ def toy_vectors() -> np.ndarray:
 
 def jordan_batch(with_labels: bool = True) -> Candidates:
     ids = [f"d{i:02d}" for i in range(20)]
-    meta = [{"intent": str(NAMES[g])} if with_labels else {} for g in INTENT]
+    # without labels the column is present but holds None (a known column, no values)
+    meta = [{"intent": str(NAMES[g]) if with_labels else None} for g in INTENT]
     # shuffle the rows so that nothing depends on input order
     order = np.random.default_rng(5).permutation(20)
     return Candidates.from_records(
@@ -79,6 +80,33 @@ def test_coverage_select_needs_labels_or_vectors() -> None:
         CoverageSelect(5, 0.0, 1.0)(b)
     with pytest.raises(StageError, match=r"batch\.vectors is None"):
         CoverageSelect(5, 0.3, 0.0)(b)
+
+
+@pytest.mark.parametrize("stage", [
+    ExposureSelect(5, "sourcetype"),
+    FairSelect(5, "sourcetype", p=0.3, alpha=0.1, protected_value="blog"),
+    CoverageSelect(5, 0.3, 0.5, intent_column="sourcetype"),
+    MMRSelect(5, 0.5, intent_column="sourcetype"),
+])
+def test_a_misspelled_selector_column_is_an_error_not_missing_values(stage: Stage) -> None:
+    # issue 9: a column name the batch does not have used to read as all-None (one group /
+    # nothing protected / clusters) and the selection ran on silently
+    param = {"exposure": "group_column", "fair": "protected_column"}.get(stage.name,
+                                                                          "intent_column")
+    with pytest.raises(ValueError, match=rf"{param}: expected one of \[.*'source_type'.*\], "
+                       r"got 'sourcetype'"):
+        stage(jordan_batch())
+
+
+def test_a_known_column_with_none_values_is_not_a_misspelling() -> None:
+    b = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
+                                metadata=[{"group": "x"}, {"group": None}, {}],
+                                vectors=np.eye(3))
+    out = ExposureSelect(2, "group", seed=1)(b)
+    assert set(out.info["select"]["groups"]) == {"x", "(missing)"}
+    assert len(FairSelect(2, "group", p=0.3, alpha=0.1, protected_value="x")(b)) == 2
+    # source_type is a column every retriever fills, even when all rows are None
+    assert len(ExposureSelect(2, "source_type", seed=1)(b)) == 2
 
 
 def test_mmr_select() -> None:
@@ -140,7 +168,11 @@ def test_exposure_select_errors() -> None:
         ExposureSelect(3, "source_type", rule="fair")
     with pytest.raises(ValueError, match=r"discounts: expected 3 values"):
         ExposureSelect(3, "source_type", discounts=[1.0, 0.5])
-    missing = ExposureSelect(1, "nope")(zero)  # no such column: one "(missing)" group
+    with pytest.raises(StageError, match="group_column: expected one of"):
+        ExposureSelect(1, "nope")(zero)  # no such column: a misspelling, not one group
+    none = Candidates.from_records("q", ["a", "b"], [0.2, 0.5],
+                                   metadata=[{"g": None}, {"g": None}])
+    missing = ExposureSelect(1, "g")(none)  # a column of None values: one "(missing)" group
     assert list(missing.info["select"]["groups"]) == ["(missing)"]
 
 

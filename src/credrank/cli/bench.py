@@ -11,7 +11,7 @@ import typer
 
 from credrank.cli.common import err, fail
 from credrank.evaluate.render import sections
-from credrank.evaluate.report import write_report
+from credrank.evaluate.report import prepare_out_dir, remove_created, write_report
 from credrank.evaluate.result import BenchResult, dump_json
 from credrank.experiments.benches import BENCHES, BenchOptions, run_bench
 
@@ -31,15 +31,28 @@ def bench(
     table: Annotated[list[Path] | None, typer.Option(
         "--table", help="domain table CSV for URL sets; repeatable")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    force: Annotated[bool, typer.Option(
+        "--force", help="overwrite a report already in --out")] = False,
 ) -> None:
     """Baseline vs credibility-aware systems on one data set, with intervals and tests."""
     command = "credrank bench " + " ".join(sys.argv[2:])
+    created: list[Path] = []
+    if out is not None:
+        # checked before the bench runs: benches can take minutes
+        try:
+            created = prepare_out_dir(out, force=force)
+        except ValueError as exc:
+            fail(str(exc))
     try:
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ())))
     except (ValueError, OSError) as exc:
+        remove_created(created)
         fail(str(exc))
     if out is not None:
-        report = write_report(result, out, command)
+        try:
+            report = write_report(result, out, command)
+        except OSError as exc:
+            fail(f"--out {out}: writing the report failed: {exc}")
         err.print(f"report written to {report}")
     if as_json:
         print(dump_json(result))

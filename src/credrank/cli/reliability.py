@@ -167,7 +167,9 @@ def estimate(
     excess, z, shared_wrong, document_overlap}``; ``dependence_note`` (null or why the test was
     skipped); ``consensus``: ``{question_id: normalised answer or null}``; ``diagnostics``:
     ``{trustworthy, warnings, resolved_share, mean_agreement, top_label_share,
-    shared_label_set, biased_source_share, tie_share}``; with ``--truth``, ``truth``:
+    shared_label_set, biased_source_share, tie_share, n_sources, too_few_sources}``
+    (``too_few_sources``: fewer than 3 sources answered, so ``trustworthy`` is false and a
+    warning goes to stderr); with ``--truth``, ``truth``:
     ``{questions, missing_from_answers, consensus_accuracy, majority_accuracy, unresolved}``
     (an unresolved question counts as wrong).
     """
@@ -178,6 +180,13 @@ def estimate(
     except (AnswersFileError, ValueError) as exc:
         _fail(str(exc))
         return
+    diag = doc["diagnostics"]
+    if diag["too_few_sources"]:
+        # on stderr in both modes: a one- or two-source file gives r = 1 and a "consensus" that
+        # is just those sources' answers; the JSON carries the same reason in diagnostics
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]warning:[/yellow] {diag['warnings'][0]}; not trustworthy",
+            highlight=False)
     if json_out:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
@@ -213,7 +222,8 @@ def _print(doc: dict[str, Any]) -> None:
     diag = doc["diagnostics"]
     if diag["trustworthy"]:
         console.print("consensus diagnostics: no warning (agreement is still not truth)")
-    for w in diag["warnings"]:
+    # the too-few-sources warning went to stderr already (estimate)
+    for w in diag["warnings"][1 if diag["too_few_sources"] else 0:]:
         console.print(f"[yellow]warning:[/yellow] {w}")
     if with_truth:
         t = doc["truth"]

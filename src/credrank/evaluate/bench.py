@@ -191,13 +191,33 @@ def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
                "2,000 bootstrap resamples."])
 
 
+def require_usable(evalset: EvalSet, path: Path | str) -> EvalSet:
+    """``evalset``, or a :class:`ValueError` naming ``path`` and what the reader found when
+    there is nothing to evaluate: no documents, no queries, or (pooled sets) no query with a
+    non-empty pool. A wrong or empty file would otherwise give a full report on 0 documents."""
+    n_docs, n_queries = len(evalset.documents), len(evalset.queries)
+    pooled = (sum(1 for qid, _ in evalset.queries if evalset.pools.get(qid))
+              if evalset.pools is not None else n_queries)
+    if n_docs and n_queries and pooled:
+        return evalset
+    found = f"{n_docs} documents and {n_queries} queries"
+    if evalset.pools is not None and n_queries:
+        found += f" ({pooled} with a non-empty candidate pool)"
+    # the reader's first note says what it read and skipped (its other notes are rules)
+    said = evalset.notes[0].split(";")[0][:200] if evalset.notes else ""
+    raise ValueError(f"{path}: the {evalset.name} reader found {found}"
+                     + (f" ({said})" if said else "")
+                     + "; expected an evaluation set with queries and documents: is this the "
+                     f"right file for {evalset.name}?")
+
+
 def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                  fetch_k: int = 15, seed: int = 0) -> BenchResult:
     """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
 
     A system whose signal the data lacks for every document is not run: the result lists it
     in ``absent_signals`` and ``notes``."""
-    evalset = load_dataset(name, path)
+    evalset = require_usable(load_dataset(name, path), path)
     prepared = prepare(evalset, embedder)
     pools = pools_for(prepared, fetch_k)
     measures = POOLED_MEASURES
@@ -267,7 +287,7 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
     coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
     the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
-    evalset = load_dataset("ramdocs", path)
+    evalset = require_usable(load_dataset("ramdocs", path), path)
     prepared = prepare(evalset, embedder)
     pools = pools_for(prepared, fetch_k)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
@@ -316,7 +336,7 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
         measures = ["harmful@5", "nDCG@5", "P@5", "RR"]
         top_k, fetch_k = 5, 15
     else:
-        evalset = load_dataset(name, path)
+        evalset = require_usable(load_dataset(name, path), path or name)
         measures = CORPUS_MEASURES
     typer = SourceTyper(list(tables))
     prepared = prepare(evalset, embedder, typer=typer)

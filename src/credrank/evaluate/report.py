@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,61 @@ def _images(result: BenchResult, table: ResultTable, out: Path) -> list[str]:
         plot_wins(table, out / f"{prefix}wins.png", f"{result.name}, {table.title}")
         return [f"![metrics]({prefix}metrics.png)", "", f"![wins]({prefix}wins.png)"]
     return []
+
+
+#: what :func:`write_report` writes at the top of its folder (any of them = "holds a report")
+REPORT_FILES = ("report.md", "result.json", "per_query.csv", "runs")
+
+
+def _missing_parents(out: Path) -> tuple[Path, list[Path]]:
+    """The nearest existing ancestor of ``out`` and the folders below it, top first."""
+    missing: list[Path] = []
+    here = out
+    while not here.exists() and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    return here, missing[::-1]
+
+
+def prepare_out_dir(out: Path, *, force: bool = False, option: str = "--out") -> list[Path]:
+    """Check, before a long run, that ``out`` is a folder :func:`write_report` can write.
+
+    Creates ``out`` (and missing parents) and writes a probe file there. Raises
+    :class:`ValueError` (``"{option} …: expected a folder we can write, got …"``) on an
+    existing file, a path under a file or a folder that refuses writes (``/proc``), and when
+    ``out`` already holds a report (any of :data:`REPORT_FILES`) unless ``force``. Returns the
+    folders it created, top first, so that a caller whose run fails can remove them again
+    (:func:`remove_created`).
+    """
+    what = f"{option} {out}: expected a folder we can write, got"
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{what} a file")
+    base, missing = _missing_parents(out)
+    if not base.is_dir():
+        raise ValueError(f"{what} a path under the file {base}")
+    if not missing and not force and any((out / name).exists() for name in REPORT_FILES):
+        raise ValueError(f"{option} {out} already holds a report; pass --force to overwrite")
+    created: list[Path] = []
+    try:
+        for folder in missing:
+            folder.mkdir()
+            created.append(folder)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        remove_created(created)
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{what} a folder that refuses writes ({reason})") from None
+    return created
+
+
+def remove_created(created: list[Path]) -> None:
+    """Remove the folders :func:`prepare_out_dir` created, where they are still empty."""
+    for folder in reversed(created):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def write_report(result: BenchResult, out: Path, command: str = "") -> Path:

@@ -45,6 +45,9 @@ from credrank.reliability.vote import START_RULES, majority_matrix, paper_weight
 
 #: placeholder reliability of an unknown source (never a valid reliability)
 UNKNOWN = -1.0
+#: fewest answering sources for which agreement can say anything (consensus_diagnostics): one
+#: source agrees with itself; two split every disagreement 1–1
+MIN_SOURCES = 3
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,9 @@ class ConsensusDiagnostics:
         biased_source_share: share of sources (with >= ``min_answers`` answers) that give the
             same label on at least 90% of their answers.
         tie_share: share of resolved questions decided by the tie rule.
+        n_sources: sources (ballots, after collapsing copies) with at least one answer.
+        too_few_sources: fewer than ``min_sources`` of them answered: agreement needs several
+            independent sources, so the consensus is then not trustworthy whatever else holds.
     """
 
     trustworthy: bool
@@ -292,26 +298,33 @@ class ConsensusDiagnostics:
     shared_label_set: bool = False
     biased_source_share: float | None = None
     tie_share: float = 0.0
+    n_sources: int = 0
+    too_few_sources: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"trustworthy": self.trustworthy, "warnings": list(self.warnings),
                 "resolved_share": self.resolved_share, "mean_agreement": self.mean_agreement,
                 "top_label_share": self.top_label_share,
                 "shared_label_set": self.shared_label_set,
-                "biased_source_share": self.biased_source_share, "tie_share": self.tie_share}
+                "biased_source_share": self.biased_source_share, "tie_share": self.tie_share,
+                "n_sources": self.n_sources, "too_few_sources": self.too_few_sources}
 
 
 def consensus_diagnostics(
     encoded: EncodedAnswers, consensus: np.ndarray, reliability: np.ndarray,
     known: np.ndarray, coverage: np.ndarray, *, min_resolved: float = 0.5,
     min_agreement: float = 0.6, max_label_share: float = 0.75, max_biased_sources: float = 0.5,
-    min_answers: int = 5, tied: np.ndarray | None = None,
+    min_answers: int = 5, tied: np.ndarray | None = None, min_sources: int = MIN_SOURCES,
 ) -> ConsensusDiagnostics:
     """Flag an agreement consensus that should not be presented as truth (chapter 35.3).
 
     "A stable consensus may still be wrong": agreement is evidence of truth only if sources err
     independently. Warnings fire when
 
+    * fewer than ``min_sources`` sources (ballots) answered anything (default
+      :data:`MIN_SOURCES` = 3): one source always "agrees" with itself, and with two every
+      disagreement is a 1–1 tie that agreement cannot decide, so there is no majority to check
+      a source against;
     * fewer than ``min_resolved`` of the questions are resolved;
     * the coverage-weighted mean agreement ``Σ n_s r_s / Σ n_s`` is below ``min_agreement``;
     * on a shared label set, one label is the consensus on more than ``max_label_share`` of the
@@ -327,10 +340,17 @@ def consensus_diagnostics(
                         ("max_biased_sources", max_biased_sources)):
         check_probability(name, value)
     check_int("min_answers", min_answers, 1)
+    check_int("min_sources", min_sources, 1)
     z = np.asarray(consensus)
     m = encoded.classes
     n_q = m.shape[1]
     warnings: list[str] = []
+    n_sources = int((m >= 0).any(axis=1).sum()) if m.size else 0
+    too_few = n_sources < min_sources
+    if too_few:
+        warnings.append(f"only {n_sources} source{'' if n_sources == 1 else 's'} answered "
+                        f"(need >= {min_sources}): agreement needs several independent "
+                        "sources, so this consensus says nothing about truth")
     resolved = z >= 0
     resolved_share = float(resolved.mean()) if n_q else 0.0
     if resolved_share < min_resolved:
@@ -383,4 +403,5 @@ def consensus_diagnostics(
     return ConsensusDiagnostics(
         trustworthy=not warnings, warnings=warnings, resolved_share=resolved_share,
         mean_agreement=mean_agreement, top_label_share=top_share, shared_label_set=shared,
-        biased_source_share=biased_share, tie_share=tie_share)
+        biased_source_share=biased_share, tie_share=tie_share, n_sources=n_sources,
+        too_few_sources=too_few)

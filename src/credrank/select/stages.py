@@ -87,6 +87,14 @@ def _column_or_none(name: str, column: str | None) -> str | None:
     return None if column is None else check_str(name, column, what="a meta column name")
 
 
+def _known_column(batch: Candidates, param: str, column: str) -> np.ndarray:
+    """Meta column ``column`` of ``batch``; a name the batch does not have is a misspelling,
+    not a column of missing values (those are ``None`` rows of a present column)."""
+    if column not in batch.meta:
+        raise StageError(f"{param}: expected one of {sorted(batch.meta)}, got {column!r}")
+    return batch.column(column)
+
+
 def _wrap(stage: str, exc: ValueError) -> StageError:
     return StageError(f"{stage}: {exc}")
 
@@ -156,7 +164,7 @@ class MMRSelect(Selector):
             "chosen": _doc_ids(batch, chosen),
         }
         if self.intent_column is not None:
-            labels = batch.column(self.intent_column)
+            labels = _known_column(batch, "intent_column", self.intent_column)
             if has_labels(labels):
                 intents = intents_from_labels(labels)
                 info["coverage"] = intent_coverage(intents.membership, chosen)
@@ -197,7 +205,7 @@ class CoverageSelect(Selector):
 
     def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
         if self.intent_column is not None:
-            labels = batch.column(self.intent_column)
+            labels = _known_column(batch, "intent_column", self.intent_column)
             if has_labels(labels) or self.intent_set is not None:
                 return intents_from_labels(labels, self.intent_set), f"labels:{self.intent_column}"
         if batch.vectors is None:
@@ -291,7 +299,7 @@ class ExposureSelect(Selector):
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         v = log_discounts(k) if self.discounts is None else self.discounts[:k]
         groups = [MISSING_GROUP if g is None else str(g)
-                  for g in batch.column(self.group_column)]
+                  for g in _known_column(batch, "group_column", self.group_column)]
         key = (u.tobytes(), tuple(groups), np.asarray(v).tobytes())
         cached = self._cache is not None and self._cache[0] == key
         if cached:
@@ -379,7 +387,8 @@ class FairSelect(Selector):
         self.protected_value = protected_value
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
-        flags, missing = _protected_flags(batch.column(self.protected_column),
+        flags, missing = _protected_flags(_known_column(batch, "protected_column",
+                                                        self.protected_column),
                                           self.protected_column, self.protected_value)
         result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
         order = result.order
