@@ -44,6 +44,8 @@ Policies (chosen here, applied in every format):
   the file and how many records were read before the damage (those were already yielded).
 * **one reject per record**: the first problem in schema order is reported; the reason says how
   many more problems the record has.
+* **line endings**: ``\n``, ``\r\n`` and a lone ``\r`` (old Mac) each end a line, in JSONL
+  and CSV alike (as Python's universal newlines), so every record is read on its own line.
 * **line numbers** are 1-based physical lines; for CSV the line where the record starts; for
   Parquet the 1-based row number, shown as ``path:row N``.
 
@@ -363,11 +365,21 @@ def _too_deep_json(text: str, limit: int) -> tuple[str | None, bool]:
     return None, False
 
 
+def _universal_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """Lines ending in ``\n``, ``\r\n`` or a lone ``\r`` (old Mac), as universal newlines
+    do; a ``\r`` byte never occurs inside a UTF-8 multi-byte character or valid JSON."""
+    for line in fh:
+        if b"\r" in line.rstrip(b"\r\n"):
+            yield from line.splitlines(keepends=True)
+        else:
+            yield line
+
+
 def _jsonl_records(p: Path) -> Iterator[_Raw]:
     records = 0
     n = 0
     with _open_binary(p) as fh:
-        lines = iter(fh)
+        lines = _universal_lines(fh)
         while True:
             try:
                 raw = next(lines)
