@@ -3,12 +3,17 @@
 ``shared_data``: the real data sets in ``../shared/data`` beside the checkout (never copied into
 the repository); tests that use it are skipped with a clear message when it is absent.
 ``write``: writes a text or bytes file under ``tmp_path`` and returns its path.
+``PausedIndexer``: an indexer child process stopped mid-run at a known batch (no race, no
+sleep), for the interruption and lock tests.
 ``make_batch``: builds a :class:`~credrank.core.candidates.Candidates` batch from similarities
 and metadata columns (the one factory tests use instead of building batches by hand).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,3 +78,77 @@ def build_batch(sims: Sequence[float], *, ids: Sequence[str] | None = None, quer
 def make_batch() -> BatchFactory:
     """:func:`build_batch` as a fixture."""
     return build_batch
+
+
+#: the indexer child: after each batch it says so on stdout and waits for a go-ahead line on
+#: stdin, so the parent can act at a known point mid-run (no race, no sleep).
+#: argv: corpus, index dir, engine (edge | qdrant), batch size.
+INDEXER_SCRIPT = """
+import signal
+import sys
+# Ctrl-C semantics whatever the disposition this process inherited: a shell that starts a job in
+# the background (CI, nohup, make under &) sets SIGINT to "ignore", and Python then installs no
+# KeyboardInterrupt handler, so the signal would never arrive.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from credrank.documents import iter_documents
+from credrank.index import open_store
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import index_documents
+from credrank.provenance import SourceTyper
+corpus, where, engine, batch_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+extra = {"qdrant_path": where + "-qdrant"} if engine == "qdrant" else {}
+emb = get_embedder("hashing")
+idx = open_store(where, engine, embedder=emb.name, dim=emb.dim, create=True, **extra)
+batches = 0
+def tick(n):
+    global batches
+    batches += 1
+    print(f"batch {batches} done", flush=True)
+    if not sys.stdin.readline():
+        raise SystemExit("no go-ahead: stdin closed")
+try:
+    index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=batch_size,
+                    on_batch=tick)
+finally:
+    idx.close()
+print("done", flush=True)
+"""
+
+
+class PausedIndexer:
+    """``credrank`` indexing ``corpus`` into ``where`` in a child process, stopped after batch
+    ``pause_at`` (flushed, waiting for a go-ahead). Index with ``get_embedder("hashing")``."""
+
+    def __init__(self, corpus: Path, where: Path, *, engine: str = "edge",
+                 batch_size: int = 10, pause_at: int = 1) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", INDEXER_SCRIPT, str(corpus), str(where), engine,
+             str(batch_size)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ})
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        for k in range(1, pause_at + 1):
+            line = self.stdout.readline()
+            assert line == f"batch {k} done\n", f"indexer said {line!r}, expected batch {k}"
+            if k < pause_at:
+                self.go()
+
+    def go(self) -> None:
+        self.stdin.write("go\n")
+        self.stdin.flush()
+
+    def finish(self) -> int:
+        """Let the child run to its end; its exit status."""
+        self.go()
+        for line in self.stdout:
+            if line.startswith("batch "):
+                self.go()
+            elif line == "done\n":
+                break
+        return self.proc.wait(timeout=120)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=120)
+        self.stdin.close()
+        self.stdout.close()

@@ -1,6 +1,7 @@
 """Feedback-updated priors: bounds, persistence, versions, rollback, audit log, stage, oracle."""
 
 import json
+import multiprocessing
 from datetime import UTC, datetime
 
 import numpy as np
@@ -270,6 +271,20 @@ def test_oracle_requires_judgements(tmp_path):
 
 # -- concurrency, durability and validation of stored parameters (reliability hardening) ------
 
+def _run_together(n, job):
+    """Start ``n`` forked processes that wait at one barrier, then all go at once (no sleep);
+    ``job(barrier, errors, i)`` gives process ``i``'s ``(target, args)``. Asserts all exit 0."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, errors = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=target, args=args)
+             for target, args in (job(barrier, errors, i) for i in range(n))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * n, errors.get_nowait()
+
+
 def _worker(directory, barrier, proc, k, errors):
     try:
         s = FeedbackPriors(directory)  # opened before the start: must re-read under the lock
@@ -283,19 +298,10 @@ def _worker(directory, barrier, proc, k, errors):
 
 
 def test_concurrent_writers_lose_no_update_and_never_repeat_a_version(tmp_path):
-    import multiprocessing
-
     n, k = 6, 8
     store(tmp_path)
-    ctx = multiprocessing.get_context("fork")
-    barrier, errors = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(tmp_path / "store", barrier, p, k, errors))
-             for p in range(n)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    assert [p.exitcode for p in procs] == [0] * n, errors.get_nowait()
+    _run_together(n, lambda barrier, errors, p: (
+        _worker, (tmp_path / "store", barrier, p, k, errors)))
     s = FeedbackPriors(tmp_path / "store")
     assert s.current == n * k
     updates = [r for r in s.history() if r["event"] == "update"]
@@ -332,18 +338,9 @@ def _creator(directory, barrier, errors):
 
 
 def test_concurrent_creation_makes_one_version_zero(tmp_path):
-    import multiprocessing
-
     n = 6
-    ctx = multiprocessing.get_context("fork")
-    barrier, errors = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_creator, args=(tmp_path / "store", barrier, errors))
-             for _ in range(n)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    assert [p.exitcode for p in procs] == [0] * n, errors.get_nowait()
+    _run_together(n, lambda barrier, errors, p: (
+        _creator, (tmp_path / "store", barrier, errors)))
     s = FeedbackPriors(tmp_path / "store")
     assert s.current == 0
     assert [e["event"] for e in s.audit()] == ["init"]

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import PausedIndexer
 from credrank.combine import Combine
 from credrank.documents import iter_documents
 from credrank.documents.schema import SOURCE_TYPES, Document
@@ -137,40 +135,6 @@ def test_open_missing_or_mismatched_index(tmp_path, small_index):
         EdgeIndex.open(tmp_path / "idx", embedder="minilm")
 
 
-#: the indexer child: after each batch it says so on stdout and waits for a go-ahead line on
-#: stdin, so the parent can signal it at a known point mid-run (no race, no sleep)
-INDEXER = """
-import signal
-import sys
-# Ctrl-C semantics whatever the disposition this process inherited: a shell that starts a job in
-# the background (CI, nohup, make under &) sets SIGINT to "ignore", and Python then installs no
-# KeyboardInterrupt handler, so the signal would never arrive.
-signal.signal(signal.SIGINT, signal.default_int_handler)
-from credrank.documents import iter_documents
-from credrank.index import open_store
-from credrank.index.embed import HashingEmbedder
-from credrank.index.ingest import index_documents
-from credrank.provenance import SourceTyper
-corpus, where, engine = sys.argv[1:4]
-extra = {"qdrant_path": where + "-qdrant"} if engine == "qdrant" else {}
-emb = HashingEmbedder(64)
-idx = open_store(where, engine, embedder=emb.name, dim=emb.dim, create=True, **extra)
-batches = 0
-def tick(n):
-    global batches
-    batches += 1
-    print(f"batch {batches} done", flush=True)
-    if not sys.stdin.readline():
-        raise SystemExit("no go-ahead: stdin closed")
-try:
-    index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=10,
-                    on_batch=tick)
-finally:
-    idx.close()
-print("done", flush=True)
-"""
-
-
 def engines() -> list[str]:
     """The engines an interruption test runs on (qdrant when qdrant-client is installed)."""
     return ["edge", "qdrant"] if importlib.util.find_spec("qdrant_client") else ["edge"]
@@ -182,25 +146,14 @@ def test_interrupted_indexing_leaves_a_usable_index(tmp_path, sig, engine):
     corpus, where = tmp_path / "c.jsonl", tmp_path / "idx"
     n, stop_after = 200, 5
     make_corpus(corpus, n)
-    proc = subprocess.Popen([sys.executable, "-c", INDEXER, str(corpus), str(where), engine],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ})
-    assert proc.stdin is not None and proc.stdout is not None
+    child = PausedIndexer(corpus, where, engine=engine, batch_size=10, pause_at=stop_after)
     try:
-        for k in range(1, stop_after + 1):
-            line = proc.stdout.readline()
-            assert line == f"batch {k} done\n", f"indexer said {line!r}, expected batch {k}"
-            if k < stop_after:
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
         # the child has flushed batch `stop_after` and waits for a go-ahead that never comes
-        proc.send_signal(sig)
-        assert proc.wait(timeout=120) != 0
+        child.proc.send_signal(sig)
+        assert child.proc.wait(timeout=120) != 0
     finally:
-        proc.kill()
-        proc.stdin.close()
-        proc.stdout.close()
-    emb = HashingEmbedder(64)
+        child.close()
+    emb = HashingEmbedder()  # the child's embedder: get_embedder("hashing")
     with open_store(where) as idx:  # opens (the recorded engine) and answers
         partial = len(idx)
         assert partial == 10 * stop_after

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from conftest import PausedIndexer
 from credrank.cli import app
 from credrank.index import open_store
 from credrank.index.qdrant_edge import EdgeIndex
@@ -24,35 +23,6 @@ from credrank.index.store import LOCK_FILE, IndexLock, StoreError
 runner = CliRunner()
 N, BATCH, PAUSE_AT = 60, 10, 2
 
-#: the paused indexer (same pattern as tests/test_index.py's INDEXER), through open_store
-INDEXER = """
-import signal
-import sys
-signal.signal(signal.SIGINT, signal.default_int_handler)
-from credrank.documents import iter_documents
-from credrank.index import open_store
-from credrank.index.embed import get_embedder
-from credrank.index.ingest import index_documents
-from credrank.provenance import SourceTyper
-corpus, where = sys.argv[1:3]
-emb = get_embedder("hashing")
-idx = open_store(where, embedder=emb.name, dim=emb.dim, create=True)
-batches = 0
-def tick(n):
-    global batches
-    batches += 1
-    print(f"batch {batches} done", flush=True)
-    if not sys.stdin.readline():
-        raise SystemExit("no go-ahead: stdin closed")
-try:
-    index_documents(iter_documents(corpus), idx, emb, SourceTyper(), batch_size=int(sys.argv[3]),
-                    on_batch=tick)
-finally:
-    idx.close()
-print("done", flush=True)
-"""
-
-
 def make_corpus(path: Path, n: int = N) -> None:
     with path.open("w") as f:
         for i in range(n):
@@ -60,47 +30,11 @@ def make_corpus(path: Path, n: int = N) -> None:
                                 "url": f"https://www.cdc.gov/page{i}"}) + "\n")
 
 
-class Paused:
-    """The indexer child, stopped after batch ``PAUSE_AT`` (flushed, holding the lock)."""
-
-    def __init__(self, corpus: Path, where: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", INDEXER, str(corpus), str(where), str(BATCH)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ})
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        for k in range(1, PAUSE_AT + 1):
-            line = self.stdout.readline()
-            assert line == f"batch {k} done\n", f"indexer said {line!r}, expected batch {k}"
-            if k < PAUSE_AT:
-                self.go()
-
-    def go(self) -> None:
-        self.stdin.write("go\n")
-        self.stdin.flush()
-
-    def finish(self) -> int:
-        """Let the child run to its end; its exit status."""
-        self.go()
-        for line in self.stdout:
-            if line.startswith("batch "):
-                self.go()
-            elif line == "done\n":
-                break
-        return self.proc.wait(timeout=120)
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=120)
-        self.stdin.close()
-        self.stdout.close()
-
-
 @pytest.fixture
 def paused(tmp_path):
     corpus, where = tmp_path / "c.jsonl", tmp_path / "idx"
     make_corpus(corpus)
-    child = Paused(corpus, where)
+    child = PausedIndexer(corpus, where, batch_size=BATCH, pause_at=PAUSE_AT)
     yield child, corpus, where
     child.close()
 
