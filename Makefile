@@ -6,13 +6,15 @@ BIN := $(VENV)/bin
 # torch is pinned in the same pip command as the packages that pull it: an unpinned torch
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
+# every extra the tests exercise (the base install stays lean: `pip install credrank`)
+EXTRAS := embed,dev,qdrant,serve,haystack,llamaindex,langchain,dask
 
 .PHONY: demo test test-fast install lint bench bench-baselines
 
 $(BIN)/credrank: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[embed,dev,qdrant]" "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
 	touch $(BIN)/credrank
 
 install: $(BIN)/credrank
@@ -35,6 +37,9 @@ bench: install
 	$(BIN)/python benchmarks/bench_search.py
 	$(BIN)/python benchmarks/bench_exposure.py
 	$(BIN)/python benchmarks/bench_reliability.py
+	$(BIN)/python benchmarks/bench_serve.py
+	$(BIN)/python benchmarks/bench_batch.py
+	$(BIN)/python benchmarks/bench_dask.py
 
 # The exposure benchmark against the GPL-3 / unmaintained baselines, in their own environment
 # (never in .venv): birkhoff 0.0.5 and fairsearchcore 1.0.4.

@@ -67,8 +67,9 @@ def check_demo(embedder_name: str) -> None:
         assert set(run) == set(stored), tag
         for qid, hits in run.items():
             assert [d for d, _ in hits] == [d for d, _ in stored[qid]], (tag, qid)
-            assert [round(s, 6) for _, s in hits] == pytest.approx(
-                [s for _, s in stored[qid]], abs=1e-6), (tag, qid)
+            # stored with 6 decimals (±5e-7) + 1e-6 for float drift across library versions
+            assert [s for _, s in hits] == pytest.approx(
+                [s for _, s in stored[qid]], abs=1.5e-6), (tag, qid)
         seen += 1
     assert seen == len(list(folder.glob("*.run")))
 

@@ -109,13 +109,31 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
                             if settings.lexical else
                             DenseRetriever(index, embedder, fetch_k,
                                            with_vectors=settings.with_vectors))
-        stages = [retriever]
-        if priors is not None:
-            stages.append(SourcePrior(priors, use_domain_scores=settings.use_domain_scores))
-        stages.extend(settings.extra_stages)
-        stages.append(Combine(settings.mode))
+        return Pipeline([retriever, *scoring_stages(settings)])
     stages.append(settings.selector or TopK(settings.top_k))
     return Pipeline(stages)
+
+
+def scoring_stages(settings: SearchSettings) -> list[Stage]:
+    """What follows retrieval on the Python path: ``[SourcePrior] >> extra stages >> Combine
+    >> selector``. ``credrank search`` and the reranker of candidates retrieved elsewhere
+    (:mod:`credrank.rerank`) share it, so both rank a pool the same way."""
+    priors = settings.prior_table()
+    stages: list[Stage] = []
+    if priors is not None:
+        stages.append(SourcePrior(priors, use_domain_scores=settings.use_domain_scores))
+    stages.extend(settings.extra_stages)
+    stages.append(Combine(settings.mode))
+    stages.append(settings.selector or TopK(settings.top_k))
+    return stages
+
+
+def search_document(query: str, settings: dict[str, Any], result: Candidates,
+                    **extra: Any) -> dict[str, Any]:
+    """The ``credrank search --json`` document (docs/json.md) for one query; ``extra`` keys
+    (a batch's ``query_id``) are added at the top level."""
+    return {"credrank_search": 1, **extra, "query": query, "settings": settings,
+            "hits": result.hits(), "info": result.info}
 
 
 def use_pushdown(settings: SearchSettings, store: object | None = None) -> bool:
@@ -193,5 +211,5 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
         settings.selector = build_selector(select, top_k, **(select_params or {}))
         settings.with_vectors = True
     settings.resolved_fetch_k()
-    settings.prior_table()
+    settings.priors = settings.prior_table()  # loaded and validated once, not per query
     return settings

@@ -11,6 +11,7 @@ from credrank.cli.index import index
 from credrank.cli.priors import app as priors_app
 from credrank.cli.reliability import app as reliability_app
 from credrank.cli.search import search
+from credrank.cli.serve import serve
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Source credibility in the retrieval step of RAG.")
@@ -18,6 +19,7 @@ app.command()(index)
 app.command()(search)
 app.command()(demo)
 app.command()(bench)
+app.command()(serve)
 app.add_typer(reliability_app, name="reliability",
               help="Source reliability from cross-source agreement (RA-RAG).")
 app.add_typer(priors_app, name="priors",

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from credrank.cli.common import console, err, fail, progress
+from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.opener import open_store
+from credrank.index.parallel import TyperSettings, index_documents_parallel
 from credrank.index.store import ENGINES, StoreError
 from credrank.provenance import SourceTyper
 
@@ -88,11 +91,24 @@ def index(
     collection: Annotated[str | None, typer.Option(
         help="Qdrant collection for a new --engine qdrant index "
              "(default credrank-<index folder name>)")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=0,
+        help="embed on a local Dask cluster of N worker processes (0: in this process); "
+             "needs the dask extra")] = 0,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", metavar="ADDRESS",
+        help="embed on the running Dask scheduler at ADDRESS, e.g. tcp://host:8786 "
+             "(excludes --workers)")] = None,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running).
 
     The run holds DIR's lock (DIR/.credrank.lock) throughout: a second `credrank index` or a
     `credrank search` on DIR meanwhile exits 2 saying which process writes it.
+
+    With --workers N or --scheduler ADDRESS, provenance and embeddings are computed on Dask
+    workers, partition by partition; this process still reads the corpus and is the one
+    writer, in file order, so the index, the report and the rejects are those of a run
+    without workers.
     """
 
     if not corpus.exists():
@@ -103,6 +119,12 @@ def index(
         if not sep or not old or not new:
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
         fields[old] = new
+    try:
+        check_cluster_options(workers, scheduler)
+        if wants_cluster(workers, scheduler):
+            require_dask()
+    except (ValueError, ClusterError) as exc:
+        fail(escape(str(exc)))  # escape: "credrank[dask]" is no rich markup
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
     rejects_path = rejects or index_dir / "rejects.jsonl"
@@ -121,10 +143,19 @@ def index(
         task = bar.add_task(f"indexing {corpus.name}", total=total)
         records = _Guarded(iter_documents(corpus, fields=fields or None))
         try:
-            report = index_documents(records, idx, emb,
-                                     typer_,
-                                     batch_size=batch_size,
-                                     on_batch=lambda n: bar.advance(task, n))
+            if wants_cluster(workers, scheduler):
+                report = index_documents_parallel(
+                    records, idx, emb.name,
+                    TyperSettings.of(table or [], trust_declared=trust_declared),
+                    client=scheduler, workers=workers, batch_size=batch_size,
+                    on_batch=lambda n: bar.advance(task, n))
+            else:
+                report = index_documents(records, idx, emb,
+                                         typer_,
+                                         batch_size=batch_size,
+                                         on_batch=lambda n: bar.advance(task, n))
+        except ClusterError as exc:  # before anything was written: the scheduler is not there
+            fail(escape(str(exc)))
         except ValueError as exc:  # a file-level problem (header, format): nothing to index
             fail(str(exc))
         except StoreError as exc:  # the engine went away mid-run: re-running completes it

@@ -13,8 +13,10 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.reliability.answers import AnswersFileError, load_answers, load_truth
 from credrank.reliability.dependence import DependenceReport, collapse, detect_dependence
 from credrank.reliability.equivalence import AnswerEquivalence
@@ -23,6 +25,7 @@ from credrank.reliability.estimate import (
     consensus_diagnostics,
     encode_answers,
 )
+from credrank.reliability.parallel import detect_dependence_parallel
 from credrank.reliability.vote import majority_matrix
 
 app = typer.Typer(help="RA-RAG source reliability from cross-source agreement (chapter 35.3).",
@@ -57,8 +60,15 @@ def _load_aliases(path: Path) -> dict[str, list[str]]:
 def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False,
                  collapse_copies: bool = False, tol: float = 1e-6, max_iter: int = 100,
                  aliases: dict[str, list[str]] | None = None,
-                 start: str = "majority") -> dict[str, Any]:
-    """The computation behind ``estimate``; returns the ``--json`` document (see there)."""
+                 start: str = "majority", workers: int = 0,
+                 scheduler: Any = None) -> dict[str, Any]:
+    """The computation behind ``estimate``; returns the ``--json`` document (see there).
+
+    With ``workers`` >= 1 (a local Dask cluster) or ``scheduler`` (an address or a
+    ``distributed.Client``) the pairwise dependence test runs in blocks of source pairs on the
+    workers (:func:`~credrank.reliability.parallel.detect_dependence_parallel`); the document
+    is identical to the one without.
+    """
     table = load_answers(answers)
     eq = AnswerEquivalence(aliases=aliases)
     enc = encode_answers(table, eq)
@@ -66,7 +76,10 @@ def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False
     report: DependenceReport | None = None
     dependence_note = None
     if n_sources <= MAX_DEPENDENCE_SOURCES:
-        report = detect_dependence(enc)
+        if wants_cluster(workers, scheduler):
+            report = detect_dependence_parallel(enc, client=scheduler, workers=workers)
+        else:
+            report = detect_dependence(enc)
     else:
         dependence_note = (f"dependence test skipped: {n_sources} sources > "
                            f"{MAX_DEPENDENCE_SOURCES}")
@@ -151,6 +164,14 @@ def estimate(
     start: Annotated[str, typer.Option(
         help="first-round questions: majority (> half), plurality (unique top) or all")]
     = "majority",
+    workers: Annotated[int, typer.Option(
+        "--workers", min=0,
+        help="run the pairwise dependence test on a local Dask cluster of N worker processes "
+             "(0: in this process); needs the dask extra")] = 0,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", metavar="ADDRESS",
+        help="run it on the running Dask scheduler at ADDRESS, e.g. tcp://host:8786 "
+             "(excludes --workers)")] = None,
 ) -> None:
     """Estimate r_s (agreement with the IWMV consensus), v_s = S·r_s − 1 and coverage |J_s|.
 
@@ -172,13 +193,26 @@ def estimate(
     warning goes to stderr); with ``--truth``, ``truth``:
     ``{questions, missing_from_answers, consensus_accuracy, majority_accuracy, unresolved}``
     (an unresolved question counts as wrong).
+
+    ``--workers N`` / ``--scheduler ADDRESS`` run the pairwise dependence test in blocks on
+    Dask workers; the output is identical to a run without them.
     """
+    try:
+        check_cluster_options(workers, scheduler)
+        if wants_cluster(workers, scheduler):
+            require_dask()
+    except (ValueError, ClusterError) as exc:
+        _fail(escape(str(exc)))  # escape: "credrank[dask]" is no rich markup
     alias_map = _load_aliases(aliases) if aliases is not None else None
     try:
         doc = run_estimate(answers, truth=truth, clip=clip, collapse_copies=collapse_copies,
-                           tol=tol, max_iter=max_iter, aliases=alias_map, start=start)
+                           tol=tol, max_iter=max_iter, aliases=alias_map, start=start,
+                           workers=workers, scheduler=scheduler)
     except (AnswersFileError, ValueError) as exc:
         _fail(str(exc))
+        return
+    except ClusterError as exc:
+        _fail(escape(str(exc)))
         return
     diag = doc["diagnostics"]
     if diag["too_few_sources"]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from credrank.cli.common import console, fail, parse_params
+from credrank.cli.common import console, err, fail, parse_params
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -18,15 +20,33 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
+from credrank.core.candidates import Candidates
+from credrank.documents import Query, read_queries
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import MAX_K, StoreError
-from credrank.search import build_pipeline, describe, search_settings
+from credrank.search import (
+    SearchSettings,
+    build_pipeline,
+    describe,
+    search_document,
+    search_settings,
+)
+from credrank.searcher import Searcher
 
 
 def search(
-    query: Annotated[str, typer.Argument(help="the query text")],
-    index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
+    query: Annotated[str | None, typer.Argument(
+        help="the query text (or --queries FILE for a batch)")] = None,
+    index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
+    queries: Annotated[Path | None, typer.Option(
+        "--queries", help="batch: a file of queries — .txt (one per line, id = line number), "
+                          ".tsv (id<TAB>query) or .jsonl ({id, text|query}); the model loads "
+                          "once; one JSON line per query on stdout")] = None,
+    trec_run: Annotated[Path | None, typer.Option(
+        "--trec-run", help="with --queries: write a TREC run (qid Q0 doc rank score tag) to "
+                           "this file instead of JSON lines")] = None,
+    run_tag: Annotated[str, typer.Option(help="the tag column of --trec-run")] = "credrank",
     top_k: Annotated[int, typer.Option(
         "--top-k", min=1, help=f"results to return (at most {MAX_K:,})")] = 10,
     fetch_k: Annotated[int | None, typer.Option(
@@ -63,11 +83,24 @@ def search(
 ) -> None:
     """Credibility-aware search: score = sim × λ(source type) over an expanded pool.
 
+    With --queries FILE, every query of the file runs through one pipeline (the model loads
+    once): JSON lines on stdout, or a TREC run with --trec-run.
+
     While `credrank index` writes the index, search exits 2 (retry when it has finished).
     """
 
-    if not query.strip():
+    if index_dir is None:
+        fail("--index: required (the index directory to search)")
+    if (query is None) == (queries is None):
+        fail("give either a QUERY or --queries FILE (one of them)")
+    if trec_run is not None and queries is None:
+        fail("--trec-run: only with --queries FILE")
+    if trec_run is not None and as_json:
+        fail("--trec-run and --json exclude each other: the run file, or JSON lines on stdout")
+    if query is not None and not query.strip():
         fail("query: expected non-empty text")
+    if not run_tag.strip() or any(c.isspace() for c in run_tag):
+        fail(f"--run-tag: expected one word without spaces, got {run_tag!r}")
     for name, value in (("--top-k", top_k), ("--fetch-k", fetch_k)):
         if value is not None and value > MAX_K:
             fail(f"{name}: expected an integer in [1, {MAX_K}], got {value}")
@@ -82,17 +115,22 @@ def search(
             pushdown=pushdown, domain_scores=domain_scores, priors_store=priors_store,
             source_reliability=source_reliability, select=select,
             select_params=parse_params(select_param))
+        batch = read_queries(queries) if queries is not None else None
+        if trec_run is not None:
+            _check_writable(trec_run)
         idx = open_store(index_dir, **options)
         with idx:
             emb = get_embedder(idx.manifest.embedder)
+            if batch is not None:
+                _run_batch(Searcher(idx, emb), batch, settings, trec_run, run_tag)
+                return
             result = build_pipeline(idx, emb, settings).search(query)
             described = describe(settings, idx)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     hits = result.hits()
     if as_json:
-        print(json.dumps({"credrank_search": 1, "query": query, "settings": described,
-                          "hits": hits, "info": result.info}, indent=2, default=str))
+        print(json.dumps(search_document(query, described, result), indent=2, default=str))
         return
     table = Table(title=f"{query}", show_lines=False)
     for col in ("#", "doc", "source type", "host", "sim", "prior", "final"):
@@ -103,3 +141,42 @@ def search(
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
                       f"{b['final']:.4f}")
     console.print(table)
+
+
+def _run_batch(searcher: Searcher, batch: list[Query], settings: SearchSettings,
+               trec_run: Path | None, tag: str) -> None:
+    """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
+    document of each query, compact, with its ``query_id``) or a TREC run file."""
+    described = searcher.describe(settings)
+    results = searcher.search_many(((q.id, q.text) for q in batch), settings)
+    if trec_run is None:
+        for (qid, result), q in zip(results, batch, strict=True):
+            doc = search_document(q.text, described, result, query_id=qid)
+            sys.stdout.write(json.dumps(doc, default=str, separators=(",", ":")) + "\n")
+        return
+    tmp = trec_run.with_name(trec_run.name + ".partial")
+    try:
+        _write_run(tmp, results, tag)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(trec_run)  # a complete run file or none
+    err.print(f"{len(batch)} queries; TREC run in {trec_run}")
+
+
+def _write_run(path: Path, results: Iterable[tuple[str, Candidates]], tag: str) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for qid, result in results:
+            for rank, (doc_id, score) in enumerate(
+                    zip(result.doc_ids, result.score, strict=True), 1):
+                if any(c.isspace() for c in f"{qid}{doc_id}"):
+                    raise ValueError(f"--trec-run: query {qid!r} / document {doc_id!r}: a TREC "
+                                     "run cannot hold ids with whitespace; use JSON lines")
+                out.write(f"{qid} Q0 {doc_id} {rank} {float(score):.6f} {tag}\n")
+
+
+def _check_writable(path: Path) -> None:
+    if path.is_dir():
+        raise ValueError(f"--trec-run {path}: expected a file path, got a directory")
+    if not path.parent.is_dir():
+        raise ValueError(f"--trec-run {path}: the folder {path.parent} does not exist")

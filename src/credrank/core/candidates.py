@@ -34,6 +34,9 @@ META_COLUMNS = (
     "retrieved_at",
 )
 
+#: the five dates kept apart (chapter 35.7), reported under ``dates`` on every hit
+DATE_COLUMNS = ("observed_at", "verified_at", "published_at", "modified_at", "retrieved_at")
+
 
 @dataclass(frozen=True)
 class Candidates:
@@ -196,8 +199,10 @@ class Candidates:
 
     # -- output -----------------------------------------------------------------------------
     def hits(self) -> list[dict[str, Any]]:
-        """Ordered hits, each with ``score_breakdown`` (retrieval score, each factor, final)."""
+        """Ordered hits, each with its provenance, ``dates`` (ISO strings, ``None`` where
+        unknown) and ``score_breakdown`` (retrieval score, each factor, final)."""
         out = []
+        dates = {name: self.column(name) for name in DATE_COLUMNS}
         for i in range(len(self)):
             breakdown = {"retrieval_score": float(self.retrieval_score[i])}
             breakdown.update({k: float(v[i]) for k, v in self.factors.items()})
@@ -211,6 +216,7 @@ class Candidates:
                 "host": _plain(self.column("host")[i]),
                 "url": _plain(self.column("url")[i]),
                 "title": _plain(self.column("title")[i]),
+                "dates": {name: _plain(dates[name][i]) for name in DATE_COLUMNS},
                 "score_breakdown": breakdown,
             })
         return out

@@ -34,7 +34,9 @@ class Query:
 
 
 def read_queries(path: str | Path) -> list[Query]:
-    """Read queries from JSONL (``_id``/``id``, ``text``) or TSV (``id<TAB>text``).
+    """Read queries from JSONL (``_id``/``id``, ``text`` or ``query``), TSV (``id<TAB>text``)
+    or plain text (a ``.txt`` file with no tab at all: one query per line, its id the line
+    number).
 
     A directory means its ``queries.jsonl``. Integer ids become strings; other fields go to
     ``Query.extra``. Any bad record raises :class:`CorpusError` naming ``file:line``.
@@ -45,6 +47,8 @@ def read_queries(path: str | Path) -> list[Query]:
     suffix = _suffix(p)
     if suffix in (".jsonl", ".ndjson"):
         rows = _query_rows_jsonl(p)
+    elif suffix == ".txt" and not _has_tab(p):
+        rows = _query_rows_plain(p)
     elif suffix in (".tsv", ".txt"):
         rows = _query_rows_tsv(p)
     else:
@@ -62,7 +66,7 @@ def read_queries(path: str | Path) -> list[Query]:
         qid, qerr = _id_value(alias if alias is not None else plain)
         if alias is not None and plain is not None and alias != plain:
             qerr = f"expected '_id' and 'id' to agree, got {alias!r} and {plain!r}"
-        text = rec.pop("text", None)
+        text = rec.pop("text") if "text" in rec else rec.pop("query", None)
         if qerr is not None:
             errors.append(f"{p}:{line}: field 'id': {qerr}")
         elif not isinstance(text, str) or not text.strip():
@@ -172,6 +176,27 @@ def _query_rows_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str
             yield raw.line, None, f"field '{problem[0]}': {problem[1]}"
         else:
             yield raw.line, raw.data, None
+
+
+def _has_tab(p: Path) -> bool:
+    with _open_binary(p) as fh:
+        return any(b"\t" in raw for raw in fh)
+
+
+def _query_rows_plain(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """One query per non-blank line; the id is the line number."""
+    with _open_binary(p) as fh:
+        for n, raw in enumerate(fh, 1):
+            if n == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                yield n, None, (f"expected UTF-8 text, got invalid byte 0x{raw[e.start]:02x} "
+                                f"at byte {e.start + 1}")
+                continue
+            if line.strip():
+                yield n, {"id": str(n), "text": line.strip()}, None
 
 
 def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:

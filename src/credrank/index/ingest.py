@@ -27,6 +27,12 @@ def provenance_payload(prov: Provenance) -> dict[str, Any]:
     }
 
 
+def embedding_text(title: str | None, text: str) -> str:
+    """What is embedded for a document: ``title\ntext``, or the text alone without a title.
+    Indexing and reranking (:mod:`credrank.rerank`) embed the same string."""
+    return f"{title}\n{text}" if title else text
+
+
 @dataclass
 class IndexReport:
     """What an indexing run did; ``indexed + unchanged + rejected`` = records read."""
@@ -76,8 +82,7 @@ def index_documents(
                 report.conflicts.append((batch[i].id, provs[i]["provenance_conflict"]))
         if todo:
             docs = [batch[i] for i in todo]
-            vectors = embedder.embed([f"{d.title}\n{d.text}" if d.title else d.text
-                                      for d in docs])
+            vectors = embedder.embed([embedding_text(d.title, d.text) for d in docs])
             index.upsert(docs, [provs[i] for i in todo], vectors, [hashes[i] for i in todo])
         report.indexed += len(todo)
         report.unchanged += len(batch) - len(todo)

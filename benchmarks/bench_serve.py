@@ -1,0 +1,294 @@
+"""Load test of ``credrank serve`` on loopback: throughput and p50/p99 latency.
+
+Builds the demo index (``--embedder minilm`` by default, as ``make demo``; or uses ``--index``),
+measures the in-process pipeline first (``Searcher.search`` of the same query, and
+``Searcher.rerank`` of the same 30 candidates), then starts a real server
+(``python -m credrank.cli serve``) and drives it with an asyncio load generator (httpx) at each
+concurrency, bounded in count (``--requests``) and time (``--seconds``) per cell:
+
+  * ``GET /healthz``     — the empty endpoint: HTTP, routing, middleware, JSON
+  * ``POST /search``     — a demo query, top 10 of 30, current priors (pushdown)
+  * ``POST /rerank``     — 30 demo passages WITH their vectors (retrieval = cosine: the server
+                           embeds only the query)
+  * ``POST /rerank`` query_vector — the same with the query's embedding sent too (nothing
+                           embedded on the server)
+  * ``POST /rerank`` base64 — the same with every vector as base64 float32 (a quarter of the
+                           body, no float parsing)
+  * ``POST /rerank`` given — retrieval = "given" (the client's scores; nothing embedded)
+
+Goals (issue 10): ``/rerank`` of 30 candidates with vectors adds < 2 ms p50 over the empty
+endpoint (judged on the query_vector rows, numbers and base64: the service's own cost;
+embedding the query is the model's, shown by the row without it); ``/search`` p50 within 1.5×
+of the in-process pipeline for the same query. The load
+generator runs on the same machine as the server (loopback only), so its own CPU time is in
+every number; this is a measurement, not a test.
+
+    python benchmarks/bench_serve.py [--embedder minilm|hashing] [--index DIR]
+                                     [--concurrency 1,8,32] [--requests 400] [--seconds 30]
+                                     [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from credrank.datasets.demo import demo_dir
+from credrank.documents import iter_documents, read_corpus
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import embedding_text, index_documents
+from credrank.index.opener import open_store
+from credrank.provenance import SourceTyper
+from credrank.searcher import Searcher
+
+QUERY = "does vitamin d prevent covid"
+
+
+def build_index(path: Path, embedder: str) -> Path:
+    data = demo_dir()
+    emb = get_embedder(embedder)
+    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
+        index_documents(iter_documents(data / "corpus.jsonl"), store, emb,
+                        SourceTyper([data / "domains.csv"]))
+    return path
+
+
+def candidates(embedder_name: str, n: int = 30) -> list[dict[str, Any]]:
+    """The first ``n`` demo passages with their embeddings (as a client would send them)."""
+    docs = read_corpus(demo_dir() / "corpus.jsonl").documents[:n]
+    emb = get_embedder(embedder_name)
+    vectors = emb.embed([embedding_text(d.title, d.text) for d in docs])
+    return [{"id": d.id, "text": d.text, "title": d.title, "url": d.url,
+             "score": float(i + 1) / n, "vector": np.asarray(v, dtype=np.float32).tolist()}
+            for i, (d, v) in enumerate(zip(docs, vectors, strict=True))]
+
+
+def query_vector(embedder_name: str) -> list[float]:
+    """The query's embedding as a client that embeds with the same model would send it."""
+    return np.asarray(get_embedder(embedder_name).embed([QUERY])[0], dtype=np.float32).tolist()
+
+
+def b64(vector: list[float]) -> str:
+    """A vector as base64 of little-endian float32 (what /rerank also accepts)."""
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1e3, q)) if samples else float("nan")
+
+
+def in_process(index: Path, records: list[dict[str, Any]], n: int) -> dict[str, float]:
+    """p50/p99 of the pipeline in this process: search, rerank (cosine), rerank (given)."""
+    out: dict[str, float] = {}
+    with Searcher.open(index, tables=[demo_dir() / "domains.csv"]) as searcher:
+        settings = searcher.settings(top_k=10)
+        for name, run in (
+                ("search", lambda: searcher.search_json(QUERY, settings)),
+                ("rerank", lambda: searcher.rerank_json(QUERY, records, settings)),
+                ("rerank_given", lambda: searcher.rerank_json(QUERY, records, settings,
+                                                              retrieval="given"))):
+            for _ in range(20):
+                run()
+            times = []
+            for _ in range(n):
+                t = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - t)
+            out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = ms(times, 50), ms(times, 99)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``credrank serve`` in a child process on a free loopback port."""
+
+    def __init__(self, index: Path, deadline_s: float = 300) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "credrank.cli", "serve", "--index", str(index), "--port",
+             str(self.port), "--table", str(demo_dir() / "domains.csv")],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        end = time.monotonic() + deadline_s
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"server exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > end:
+                self.stop()
+                raise SystemExit(f"server not ready after {deadline_s} s:\n{self.output()}")
+            try:
+                self.proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")[-5000:]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+async def drive(url: str, method: str, path: str, body: bytes | None, concurrency: int,
+                requests: int, seconds: float) -> dict[str, Any]:
+    """``requests`` calls (fewer if ``seconds`` pass first) with ``concurrency`` workers."""
+    latencies: list[float] = []
+    errors = 0
+    issued = 0
+    headers = {"content-type": "application/json"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        for _ in range(min(10, requests)):  # warm the connections and the server
+            await client.request(method, path, content=body, headers=headers)
+        start = time.perf_counter()
+        deadline = start + seconds
+
+        async def worker() -> None:
+            nonlocal issued, errors
+            while issued < requests and time.perf_counter() < deadline:
+                issued += 1
+                t = time.perf_counter()
+                try:
+                    r = await client.request(method, path, content=body, headers=headers)
+                    ok = r.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append(time.perf_counter() - t)
+                errors += not ok
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    return {"requests": len(latencies), "errors": errors, "seconds": round(wall, 3),
+            "throughput_rps": round(len(latencies) / wall, 1),
+            "p50_ms": round(ms(latencies, 50), 2), "p99_ms": round(ms(latencies, 99), 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    ap.add_argument("--index", type=Path, help="an index of the demo corpus (default: build)")
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--requests", type=int, default=400, help="per endpoint and concurrency")
+    ap.add_argument("--seconds", type=float, default=30.0, help="time bound per cell")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    try:
+        index = args.index or build_index(tmp / "index", args.embedder)
+        embedder = json.loads((index / "manifest.json").read_text())["embedder"]
+        records = candidates(embedder)
+        pipeline = in_process(index, records, 200)
+        search_body = json.dumps({"query": QUERY, "top_k": 10}).encode()
+        rerank_body = json.dumps({"query": QUERY, "top_k": 10, "candidates": records}).encode()
+        given_body = json.dumps({"query": QUERY, "top_k": 10, "candidates": records,
+                                 "retrieval": "given"}).encode()
+        qv_body = json.dumps({"query": QUERY, "top_k": 10, "candidates": records,
+                              "query_vector": query_vector(embedder)}).encode()
+        b64_body = json.dumps({"query": QUERY, "top_k": 10,
+                               "candidates": [{**r, "vector": b64(r["vector"])} for r in records],
+                               "query_vector": b64(query_vector(embedder))}).encode()
+        cells = [("GET /healthz", "GET", "/healthz", None),
+                 ("POST /search", "POST", "/search", search_body),
+                 ("POST /rerank (30, vectors)", "POST", "/rerank", rerank_body),
+                 ("POST /rerank (30, vectors, query_vector)", "POST", "/rerank", qv_body),
+                 ("POST /rerank (30, base64 vectors, query_vector)", "POST", "/rerank",
+                  b64_body),
+                 ("POST /rerank (30, vectors, given)", "POST", "/rerank", given_body)]
+        server = Server(index)
+        rows = []
+        try:
+            for name, method, path, body in cells:
+                for c in levels:
+                    result = asyncio.run(drive(server.url, method, path, body, c,
+                                               args.requests, args.seconds))
+                    rows.append({"endpoint": name, "concurrency": c, **result})
+                    if not args.json:
+                        print(f"{name:34} c={c:<3} {result}", file=sys.stderr)
+        finally:
+            exit_code = server.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def p50(name: str, c: int) -> float:
+        return next(r["p50_ms"] for r in rows if r["endpoint"] == name and r["concurrency"] == c)
+
+    c0 = levels[0]
+    goals = {
+        "rerank_minus_empty_p50_ms": round(p50("POST /rerank (30, vectors)", c0)
+                                           - p50("GET /healthz", c0), 2),
+        "rerank_query_vector_minus_empty_p50_ms": round(
+            p50("POST /rerank (30, vectors, query_vector)", c0) - p50("GET /healthz", c0), 2),
+        "rerank_base64_minus_empty_p50_ms": round(
+            p50("POST /rerank (30, base64 vectors, query_vector)", c0)
+            - p50("GET /healthz", c0), 2),
+        "rerank_given_minus_empty_p50_ms": round(p50("POST /rerank (30, vectors, given)", c0)
+                                                 - p50("GET /healthz", c0), 2),
+        "search_over_in_process_p50": round(p50("POST /search", c0)
+                                            / pipeline["search_p50_ms"], 2),
+    }
+    # nothing embedded on the server: the service's own cost (the query embedding is model
+    # time, shown by the row without query_vector)
+    goals["rerank_goal_met_numbers"] = goals["rerank_query_vector_minus_empty_p50_ms"] < 2.0
+    goals["rerank_goal_met_base64"] = goals["rerank_base64_minus_empty_p50_ms"] < 2.0
+    goals["search_goal_met"] = goals["search_over_in_process_p50"] <= 1.5
+    result = {"bench": "serve", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                         f"Python {platform.python_version()}",
+              "embedder": embedder, "query": QUERY, "candidates": len(records),
+              "rerank_body_bytes": len(rerank_body), "in_process": pipeline,
+              "rows": rows, "goals_at_concurrency": c0, "goals": goals,
+              "server_exit_code": exit_code,
+              "errors": sum(r["errors"] for r in rows)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print("| endpoint | concurrency | requests | errors | req/s | p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['endpoint']} | {r['concurrency']} | {r['requests']} | {r['errors']} | "
+              f"{r['throughput_rps']} | {r['p50_ms']} | {r['p99_ms']} |")
+    print(f"\nin-process ({embedder}): " + ", ".join(f"{k} {v:.2f}"
+                                                   for k, v in pipeline.items()))
+    print(f"goals at concurrency {c0}: {goals}; server exit code {exit_code}")
+    print(f"median of p50s: {statistics.median(r['p50_ms'] for r in rows):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

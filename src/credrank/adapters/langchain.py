@@ -1,0 +1,175 @@
+"""LangChain document compressor and retriever (``pip install 'credrank[langchain]'``).
+
+:class:`CredibilityCompressor` reranks the documents any retriever found (use it in a
+``ContextualCompressionRetriever`` or call ``compress_documents``); :class:`CredibilityRetriever`
+fetches the expanded pool itself (``fetch_k``, default 3 × ``top_k``) from a vector store — or
+from a ``VectorStoreRetriever``'s store, keeping its ``search_kwargs`` such as ``filter`` —
+and compresses it to ``top_k``::
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    retriever = CredibilityRetriever(vectorstore=store,
+                                     compressor=CredibilityCompressor(top_k=5))
+    docs = retriever.invoke("Does vitamin D prevent COVID-19?")
+
+Each returned document is a new :class:`~langchain_core.documents.Document` (``model_copy``:
+inputs are never modified) with ``metadata["relevance_score"]`` = credrank's final score (the
+key LangChain's rerankers use) and ``metadata["credrank"]`` = the breakdown (rank, score,
+source_type, host, rule, url, retrieval, embedder, ``score_breakdown``); every other metadata
+key is kept. The URL is read from ``metadata["url"]`` (else ``source`` — what web loaders set —
+then ``link``; or ``url_key``); a document without one (a file loader's ``source`` path) is
+typed ``unknown``. LangChain documents carry no embedding: the text is always embedded by
+credrank's ``embedder``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
+    from langchain_core.documents import BaseDocumentCompressor, Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+    from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("credrank.adapters.langchain needs langchain-core: "
+                      "pip install 'credrank[langchain]'") from exc
+
+from credrank.adapters._common import BREAKDOWN_KEY, CredrankScorer, Passage
+from credrank.core.validation import check_int
+
+#: the metadata key of the final score (as LangChain's rerank compressors write it)
+SCORE_KEY = "relevance_score"
+#: ``VectorStoreRetriever.search_kwargs`` that size or shape its own search, not ours
+_POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
+
+
+class CredibilityCompressor(BaseDocumentCompressor):
+    """Rerank documents by similarity × source-reliability prior, as ``credrank search``.
+
+    Fields as the options of ``credrank search`` (see
+    :class:`credrank.adapters._common.CredrankScorer`), validated at construction (a bad
+    ``priors`` raises the CLI's message inside pydantic's ``ValidationError``, a
+    ``ValueError``). ``retrieval="given"`` reads the retriever's score from
+    ``metadata[score_key]`` (:class:`CredibilityRetriever` passes the store's relevance scores
+    itself).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    embedder: str = "minilm"
+    priors: str | None = "current"
+    mode: str = "multiply"
+    top_k: int = 10
+    select: str | None = None
+    select_params: dict[str, Any] | None = None
+    tables: list[str] = Field(default_factory=list)
+    url_key: str | None = None
+    title_key: str | None = "title"
+    retrieval: str = "cosine"
+    score_key: str = "score"
+    domain_scores: bool = False
+    priors_store: str | None = None
+    source_reliability: str | None = None
+    _scorer: CredrankScorer = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._scorer = CredrankScorer(
+            embedder=self.embedder, priors=self.priors, mode=self.mode, top_k=self.top_k,
+            select=self.select, select_params=self.select_params, tables=list(self.tables),
+            url_key=self.url_key, title_key=self.title_key, retrieval=self.retrieval,
+            domain_scores=self.domain_scores, priors_store=self.priors_store,
+            source_reliability=self.source_reliability)
+
+    def warm_up(self) -> None:
+        """Load the embedder now rather than on the first query."""
+        self._scorer.warm_up()
+
+    def fetch_k(self) -> int:
+        """The default pool size for ``top_k``: 3 × ``top_k`` (as ``credrank search``)."""
+        return self._scorer.settings().resolved_fetch_k()
+
+    def compress_documents(self, documents: Sequence[Document], query: str,
+                           callbacks: Callbacks | None = None) -> Sequence[Document]:
+        """The best ``top_k`` of ``documents`` for ``query``, as new documents, best first."""
+        return self.rank(documents, query)
+
+    def rank(self, documents: Sequence[Document], query: str,
+             scores: Sequence[float] | None = None) -> list[Document]:
+        """As :meth:`compress_documents`; ``scores`` (one per document) are the retrieval
+        scores for ``retrieval="given"`` (default: ``metadata[score_key]``)."""
+        if scores is not None and len(scores) != len(documents):
+            raise ValueError(f"scores: expected {len(documents)} scores (one per document), "
+                             f"got {len(scores)}")
+        passages = [Passage(text=doc.page_content, metadata=doc.metadata,
+                            score=(scores[i] if scores is not None
+                                   else doc.metadata.get(self.score_key)))
+                    for i, doc in enumerate(documents)]
+        out = []
+        for r in self._scorer.rank(query, passages):
+            doc = documents[r.index]
+            out.append(doc.model_copy(update={"metadata": {
+                **doc.metadata, SCORE_KEY: r.score, BREAKDOWN_KEY: r.breakdown}}))
+        return out
+
+
+class CredibilityRetriever(BaseRetriever):
+    """Fetch ``fetch_k`` documents by similarity, rerank them with ``compressor``.
+
+    The pool comes from ``vectorstore.similarity_search(query, k=fetch_k, **search_kwargs)``
+    (with ``retrieval="given"``, ``similarity_search_with_relevance_scores``, in ``[0, 1]``;
+    for a store without a relevance function, such as ``InMemoryVectorStore``,
+    ``similarity_search_with_score`` — make sure it is a similarity, higher is better). A
+    ``VectorStoreRetriever`` given as ``retriever`` is searched through its store the same way
+    (its ``search_kwargs`` kept, except the ones that size its own search: ``k``, ``fetch_k``,
+    ``lambda_mult``, ``score_threshold``); any other retriever is invoked as it is and its
+    documents are the pool (configure it to return ~3 × ``top_k``). ``fetch_k`` defaults to
+    3 × the compressor's ``top_k``.
+    """
+
+    vectorstore: VectorStore | None = None
+    retriever: BaseRetriever | None = None
+    compressor: CredibilityCompressor = Field(default_factory=CredibilityCompressor)
+    fetch_k: int | None = None
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> CredibilityRetriever:
+        if (self.vectorstore is None) == (self.retriever is None):
+            raise ValueError("CredibilityRetriever: expected exactly one of vectorstore or "
+                             "retriever")
+        if self.fetch_k is not None:
+            check_int("fetch_k", self.fetch_k, self.compressor.top_k)
+        return self
+
+    def pool_size(self) -> int:
+        """``fetch_k``, or 3 × the compressor's ``top_k``."""
+        return self.fetch_k if self.fetch_k is not None else self.compressor.fetch_k()
+
+    def _store_and_kwargs(self) -> tuple[VectorStore | None, dict[str, Any]]:
+        if self.vectorstore is not None:
+            return self.vectorstore, dict(self.search_kwargs)
+        if isinstance(self.retriever, VectorStoreRetriever):
+            kwargs = {k: v for k, v in self.retriever.search_kwargs.items()
+                      if k not in _POOL_KWARGS}
+            return self.retriever.vectorstore, {**kwargs, **self.search_kwargs}
+        return None, {}
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        store, kwargs = self._store_and_kwargs()
+        if store is None:
+            assert self.retriever is not None
+            docs = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
+            return self.compressor.rank(docs, query)
+        k = self.pool_size()
+        if self.compressor.retrieval == "given":
+            try:
+                pairs = store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
+            except NotImplementedError:  # a store without a relevance function: its raw score
+                pairs = store.similarity_search_with_score(query, k=k, **kwargs)
+            return self.compressor.rank([d for d, _ in pairs], query, [s for _, s in pairs])
+        return self.compressor.rank(store.similarity_search(query, k=k, **kwargs), query)

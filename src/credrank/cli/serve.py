@@ -1,0 +1,130 @@
+"""``credrank serve``: the HTTP service over one index (the ``serve`` extra: FastAPI, uvicorn)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from credrank.cli.common import err, fail
+from credrank.cli.index import (
+    EngineOption,
+    QdrantPathOption,
+    QdrantUrlOption,
+    check_index_option,
+    store_options,
+)
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # as credrank.serve.config (not imported: lazy extra)
+
+
+def serve(
+    index_dir: Annotated[Path, typer.Option("--index", help="index directory (must exist)")],
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port to listen on")] = 8000,
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", metavar="VAR",
+        help="enable the write endpoints (/index, /feedback, /priors/rollback) with the key "
+             "in this environment variable; clients send it as X-API-Key or Authorization: "
+             "Bearer. Without it, writes are disabled")] = None,
+    priors_store: Annotated[Path | None, typer.Option(
+        help="feedback store behind /feedback, GET /priors, /priors/rollback and priors "
+             "'feedback' (created from the current preset when absent)")] = None,
+    table: Annotated[list[Path] | None, typer.Option(
+        "--table", help="domain table CSV typing hosts for /rerank and /index; repeatable")
+    ] = None,
+    trust_declared: Annotated[bool, typer.Option(
+        help="/index: use a record's declared source_type instead of its URL")] = False,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1, help="largest request body in bytes (larger: 413)")] = DEFAULT_MAX_BODY_BYTES,
+    timeout: Annotated[float, typer.Option(
+        min=0.001, help="seconds a request may take (longer: 504)")] = 30.0,
+    graceful_timeout: Annotated[float, typer.Option(
+        min=0.0, help="on SIGTERM, seconds to let in-flight requests finish")] = 30.0,
+    engine: EngineOption = None,
+    qdrant_url: QdrantUrlOption = None,
+    qdrant_api_key_env: Annotated[str | None, typer.Option(
+        "--qdrant-api-key-env", metavar="VAR",
+        help="read the Qdrant API key from this environment variable (--engine qdrant)")
+    ] = None,
+    qdrant_path: QdrantPathOption = None,
+) -> None:
+    """Serve the index over HTTP: POST /search, /rerank, /index, /feedback, /priors/rollback;
+    GET /priors, /healthz, /readyz, /openapi.json and the web page at /.
+
+    The model and the index are loaded once, before the server listens (/readyz answers 200
+    from then on). Index lock: with --api-key-env (writes enabled) the server opens the index
+    as its writer (exclusive lock, as `credrank index`); without it, as a reader. Either way
+    the embedded engine lets one process use an index at a time: `credrank index` or
+    `credrank search` on the same directory exits 2 while the server runs. SIGTERM (or
+    Ctrl-C) stops accepting connections, lets in-flight requests finish (up to
+    --graceful-timeout), closes the index and exits 0.
+    """
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        fail("credrank serve needs the serve extra: pip install 'credrank[serve]'")
+    # the optional extra: imported only here, so the base CLI works without it
+    import uvicorn
+
+    from credrank.index.store import StoreError, no_index_error, read_manifest
+    from credrank.searcher import Searcher
+    from credrank.serve.app import create_app
+    from credrank.serve.config import ServeConfig
+    from credrank.serve.logs import LOG_CONFIG
+    from credrank.signals.feedback import FeedbackPriors
+
+    api_key = _secret("--api-key-env", api_key_env, "the service's API key")
+    options: dict[str, Any] = store_options(engine, qdrant_url, None, qdrant_path)
+    if qdrant_api_key_env is not None:
+        if qdrant_path is not None:
+            fail("--qdrant-api-key-env applies to a server (--qdrant-url), not to "
+                 "--qdrant-path")
+        options["api_key"] = _secret("--qdrant-api-key-env", qdrant_api_key_env,
+                                     "the Qdrant API key")
+    check_index_option(index_dir)
+    try:
+        if read_manifest(index_dir) is None:
+            raise no_index_error(index_dir)
+        if priors_store is not None:
+            FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
+                           else "current")
+        searcher = Searcher.open(index_dir, tables=table or [], trust_declared=trust_declared,
+                                 create=api_key is not None, **options)
+    except (ValueError, StoreError, RuntimeError, OSError) as exc:
+        fail(str(exc))
+    try:
+        config = ServeConfig(api_key=api_key, priors_store=priors_store,
+                             max_body_bytes=max_body_bytes, timeout_s=timeout,
+                             index_dir=index_dir)
+        app = create_app(searcher, config)
+    except BaseException:
+        searcher.close()
+        raise
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_config=LOG_CONFIG, access_log=False,
+        timeout_graceful_shutdown=graceful_timeout, server_header=False, lifespan="on"))
+    # uvicorn re-raises the signal that stopped it once it has shut down; with these
+    # handlers in place that ends the process normally (exit 0) instead of by the signal.
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: stopped.append(signum))
+    try:
+        server.run()
+    finally:
+        app.state.service.close()  # idempotent: the lifespan shutdown has normally done it
+    if not server.started:
+        err.print(f"error: the server did not start on {host}:{port} (see the log above)")
+        raise typer.Exit(1)
+
+
+def _secret(option: str, variable: str | None, what: str) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        fail(f"{option} {variable}: the environment variable {variable} is not set (or "
+             f"empty); export {what} in it")
+    return value

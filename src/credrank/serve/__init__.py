@@ -1,0 +1,1 @@
+"""``credrank serve``: the HTTP service (FastAPI on uvicorn; the ``serve`` extra)."""

@@ -1,0 +1,98 @@
+"""Structured logs: one JSON object per line on stderr.
+
+:class:`AccessLogMiddleware` writes one line per request — ``ts``, ``level``, ``event``
+(``request``), ``method``, ``route`` (the matched route's template, e.g. ``/search``; ``null``
+when none matched), ``status``, ``latency_ms``, ``request_bytes``, ``response_bytes`` — and
+never the query string, a header value, the body or any document text. :data:`LOG_CONFIG`
+(for ``uvicorn``) formats uvicorn's own messages (start-up, shutdown, errors) as JSON lines
+too, and turns its text access log off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+ACCESS_LOGGER = "credrank.serve.access"
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "message", …fields}``: ``fields`` is the ``extra``
+    mapping a record carries under the key ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        else:
+            line["message"] = record.getMessage()
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "credrank.serve.logs.JsonFormatter"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json",
+                            "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.error": {"level": "INFO"},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        "credrank.serve": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+
+
+class AccessLogMiddleware:
+    """One JSON log line per HTTP request (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
+        self.app = app
+        self.logger = logger or logging.getLogger(ACCESS_LOGGER)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status, sent, received = 500, 0, 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+            return message
+
+        async def logging_send(message: Message) -> None:
+            nonlocal status, sent
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, logging_send)
+        finally:
+            route = getattr(scope.get("route"), "path", None)
+            if route is None and status < 400:  # a built-in page (/openapi.json): a real path
+                route = scope["path"]
+            self.logger.info("request", extra={"fields": {
+                "event": "request", "method": scope["method"],
+                "route": route, "status": status,
+                "latency_ms": round((time.perf_counter() - start) * 1e3, 3),
+                "request_bytes": received, "response_bytes": sent}})

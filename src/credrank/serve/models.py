@@ -1,0 +1,260 @@
+"""Request and response bodies of the HTTP service (pydantic), as served in ``/openapi.json``.
+
+Responses are the documents of ``docs/json.md``: ``/search`` answers the ``credrank search
+--json`` document (``credrank_search``), ``/rerank`` the same with ``credrank_rerank`` and each
+hit's ``client_score`` and ``metadata``. The response models describe those documents; the
+endpoints return them as built by :class:`~credrank.searcher.Searcher` (no re-validation).
+Every error is ``{"error": KIND, "detail": MESSAGE}`` (plus ``errors`` for 422).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
+
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.serve.config import (
+    MAX_CANDIDATES,
+    MAX_DOCUMENTS,
+    MAX_FEEDBACK_ITEMS,
+    MAX_FETCH_K,
+    MAX_METADATA_DEPTH,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+)
+
+PriorsName = Literal["compressed", "current", "aggressive", "none", "feedback"]
+Mode = Literal["multiply", "linear", "rrf"]
+Select = Literal["mmr", "coverage", "exposure", "fair"]
+Retrieval = Literal["cosine", "given"]
+SourceType = Literal[SOURCE_TYPES]  # type: ignore[valid-type]
+ParamValue = StrictBool | StrictInt | StrictFloat | StrictStr
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class _Scoring(_Request):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       description=f"the query text (1 to {MAX_QUERY_CHARS:,} characters)")
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="hits to return")
+    priors: PriorsName = Field(
+        "current", description="prior preset; 'none' = similarity only; 'feedback' = the "
+                               "current version of the server's --priors-store")
+    mode: Mode = Field("multiply", description="how similarity and credibility combine")
+    select: Select | None = Field(None, description="selection after scoring (default top-k)")
+    params: dict[str, ParamValue] = Field(
+        default_factory=dict, description="the selector's parameters, e.g. {\"diversity\": 0.5}"
+                                          " (as `credrank search -P KEY=VALUE`)")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected non-empty text, got only whitespace")
+        return value
+
+
+class SearchRequest(_Scoring):
+    """``POST /search``: the options of ``credrank search``."""
+
+    fetch_k: int | None = Field(None, ge=1, le=MAX_FETCH_K,
+                                description="candidate pool (default 3 × top_k); >= top_k")
+    lexical: bool = Field(False, description="BM25 instead of dense retrieval")
+
+
+class Candidate(_Request):
+    """A passage the client retrieved elsewhere."""
+
+    id: StrictStr = Field(min_length=1, description="unique among the candidates")
+    text: StrictStr | None = Field(None, description="needed unless a vector is given")
+    url: StrictStr | None = Field(None, description="provenance: typed by the server's rules")
+    title: StrictStr | None = None
+    score: float | None = Field(None, description="the client's retrieval score (required "
+                                                  "for every candidate with retrieval 'given')")
+    vector: list[float] | StrictStr | None = Field(
+        None, description="the passage embedding (the index embedder's dimension), as numbers "
+                          "or as base64 of little-endian float32; given, it is used instead of "
+                          "embedding the text")
+    metadata: dict[str, Any] | None = Field(
+        None, description="returned untouched on the hit; never read as evidence")
+
+    @field_validator("metadata")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json_value(value)
+        return value
+
+
+def check_json_value(value: Any, max_depth: int = MAX_METADATA_DEPTH) -> None:
+    """``ValueError`` when a JSON value nests deeper than ``max_depth`` or holds a non-finite
+    number (it could not be sent back as JSON). Iterative: no recursion limit."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= max_depth:
+                raise ValueError(f"expected nesting at most {max_depth} levels deep, "
+                                 "got deeper")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("expected finite numbers, got NaN or infinity")
+
+
+class RerankRequest(_Scoring):
+    """``POST /rerank``: candidates retrieved elsewhere, scored as ``/search`` scores its pool."""
+
+    candidates: list[Candidate] = Field(
+        max_length=MAX_CANDIDATES, description=f"at most {MAX_CANDIDATES:,}")
+    retrieval: Retrieval = Field(
+        "cosine", description="the retrieval score: cosine of query and passage embeddings, "
+                              "or the candidates' own 'score'")
+    query_vector: list[float] | StrictStr | None = Field(
+        None, description="the query embedding by the index's embedder (numbers or base64 "
+                          "float32), when the client has it: with vectors on every candidate, "
+                          "nothing is embedded")
+
+
+class IndexRequest(_Request):
+    """``POST /index``: document records, validated as ``credrank index`` validates a JSONL
+    file (record ``i`` is line ``i``)."""
+
+    documents: list[Any] = Field(
+        max_length=MAX_DOCUMENTS,
+        description="records {id, text, title?, url?, source_id?, source_type?, observed_at?, "
+                    "verified_at?, published_at?, modified_at?, retrieved_at?, cites?, …}; a "
+                    "record that is not valid is rejected with its reason, the others indexed",
+        json_schema_extra={"items": {"type": "object"}})
+
+
+class FeedbackItem(_Request):
+    source_type: SourceType
+    source_id: StrictStr | None = Field(None, min_length=1)
+    relevant: StrictBool
+
+
+class FeedbackRequest(_Request):
+    """``POST /feedback``: one round of relevance feedback (``credrank priors update``)."""
+
+    items: list[FeedbackItem] = Field(max_length=MAX_FEEDBACK_ITEMS)
+    step: float = Field(0.1, gt=0, le=0.5, description="step size η in (0, 0.5]")
+    author: str = Field("api", min_length=1, max_length=200)
+    reason: str = Field("", max_length=2_000)
+
+
+class RollbackRequest(_Request):
+    """``POST /priors/rollback``: restore a version (recorded as a new version)."""
+
+    version: int = Field(ge=0)
+    author: str = Field("api", min_length=1, max_length=200)
+    reason: str = Field("", max_length=2_000)
+
+
+# -- responses (documentation of docs/json.md; extra keys are allowed: keys are only added) -------
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class PriorsUsed(_Document):
+    name: str
+    values: dict[str, float]
+
+
+class Settings(_Document):
+    top_k: int
+    fetch_k: int
+    priors: PriorsUsed | None
+    mode: str
+    retrieval: str
+    pushdown: bool
+    engine: str | None = None
+
+
+class Hit(_Document):
+    rank: int
+    doc_id: str
+    score: float
+    source_id: str | None
+    source_type: str | None
+    host: str | None
+    url: str | None
+    title: str | None
+    dates: dict[str, str | None]
+    score_breakdown: dict[str, float] = Field(
+        description="retrieval_score, one entry per factor (prior, …) and final")
+
+
+class SearchResponse(_Document):
+    credrank_search: int
+    query: str
+    settings: Settings
+    hits: list[Hit]
+    info: dict[str, Any]
+    elapsed_ms: float = Field(description="time spent in the pipeline, in milliseconds")
+
+
+class RerankHit(Hit):
+    client_score: float | None
+    metadata: dict[str, Any] | None
+
+
+class RerankResponse(_Document):
+    credrank_rerank: int
+    query: str
+    settings: dict[str, Any]
+    hits: list[RerankHit]
+    info: dict[str, Any]
+    elapsed_ms: float
+
+
+class IndexReject(_Document):
+    record: int = Field(description="1-based position in 'documents'")
+    field: str | None
+    reason: str
+    message: str
+
+
+class IndexResponse(_Document):
+    credrank_index: int
+    indexed: int
+    unchanged: int
+    rejected: int
+    rejects: list[IndexReject]
+    conflicts: list[dict[str, str]]
+    documents: int = Field(description="documents the index holds afterwards")
+
+
+class PriorsResponse(_Document):
+    version: int
+    current: int
+    base: str
+    epsilon: float
+    max_change: float
+    types: dict[str, float]
+    sources: dict[str, float]
+
+
+class Health(_Document):
+    status: str
+
+
+class ErrorBody(_Document):
+    error: str = Field(description="kind: invalid_request, unauthorized, forbidden, not_found, "
+                                   "too_large, timeout, …")
+    detail: str = Field(description="what went wrong, naming the field or the limit")
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,149 @@
+"""Run ``credrank serve`` as a real uvicorn process on loopback, for tests (not a test file).
+
+``running_server(index_dir, *args, env=…)`` starts ``python -m credrank.cli serve --index DIR
+--port PORT *args`` on a free loopback port, polls ``/readyz`` until it answers 200 (or the
+process exits, or ``deadline_s`` passes: then it raises with the process's output), yields a
+:class:`ServerHandle` and, on exit, sends SIGTERM and waits for the process. ``env`` entries
+are added to this process's environment (e.g. the variable ``--api-key-env`` names).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+class ServerError(AssertionError):
+    """The server did not become ready (its output is in the message)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerHandle:
+    """A running server: ``url`` (``http://127.0.0.1:PORT``), ``port``, ``proc``."""
+
+    url: str
+    port: int
+    proc: subprocess.Popen[str]
+    _lines: list[str] = field(default_factory=list)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _reading: bool = True
+
+    def stderr_lines(self) -> list[str]:
+        """Everything the process has written so far (stdout and stderr), line by line."""
+        with self._cond:
+            return list(self._lines)
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """The output lines that are JSON objects (the structured log)."""
+        out = []
+        for line in self.stderr_lines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                out.append(record)
+        return out
+
+    def wait_for_line(self, predicate: Callable[[str], bool], deadline_s: float = 60) -> str:
+        """The first output line satisfying ``predicate``, waiting up to ``deadline_s``."""
+        end = time.monotonic() + deadline_s
+        with self._cond:
+            while True:
+                for line in self._lines:
+                    if predicate(line):
+                        return line
+                left = end - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reading):
+                    raise ServerError("no matching output line; output:\n"
+                                      + "\n".join(self._lines[-50:]))
+                self._cond.wait(min(left, 1.0))
+
+    def _drained(self, timeout_s: float = 30) -> None:
+        """Wait until the process's output has been read to its end."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._reading, timeout_s)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self._lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._reading = False
+            self._cond.notify_all()
+
+    def stop(self, timeout_s: float = 120) -> int:
+        """SIGTERM, then wait for the exit status (kill after ``timeout_s``)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=60)
+
+
+@contextmanager
+def running_server(index_dir: Path, *args: str, env: dict[str, str] | None = None,
+                   deadline_s: float = 120) -> Iterator[ServerHandle]:
+    """``credrank serve --index index_dir *args`` on a free port, ready (see the module)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "credrank.cli", "serve", "--index", str(index_dir),
+           "--port", str(port), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    handle = ServerHandle(url=f"http://127.0.0.1:{port}", port=port, proc=proc)
+    reader = threading.Thread(target=handle._read, name=f"serve-{port}-output", daemon=True)
+    reader.start()
+    try:
+        _wait_ready(handle, deadline_s)
+        yield handle
+    finally:
+        handle.stop()
+        reader.join(timeout=60)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _wait_ready(handle: ServerHandle, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            if handle.proc.poll() is not None:
+                handle._drained()
+                raise ServerError(f"credrank serve exited with {handle.proc.returncode} before "
+                                  "it was ready; output:\n" + "\n".join(handle.stderr_lines()))
+            try:
+                if client.get(handle.url + "/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > end:
+                raise ServerError(f"credrank serve not ready after {deadline_s} s; output:\n"
+                                  + "\n".join(handle.stderr_lines()))
+            try:  # the poll interval: returns at once if the process exits meanwhile
+                handle.proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,482 @@
+"""Framework adapters (Haystack, LlamaIndex, LangChain), tested with the real packages.
+
+Each framework's test skips with a clear reason where its extra is not installed. The central
+check per framework: the demo corpus's similarity-only pool of 15 from the index, converted to
+the framework's documents and reranked by the adapter, orders and scores as ``credrank search``
+does over the same index (``Searcher.search(q, SearchSettings(top_k=5))``).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from credrank.adapters._common import CredrankScorer, Passage
+from credrank.datasets.demo import demo_dir
+from credrank.documents import iter_documents, read_queries
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import embedding_text
+from credrank.search import SearchSettings, scoring_stages, search_settings
+from credrank.searcher import Searcher
+from credrank.signals.prior import load_priors
+
+DEMO = demo_dir()
+TABLE = str(DEMO / "domains.csv")
+CORPUS = {d.id: d for d in iter_documents(DEMO / "corpus.jsonl")}
+QUERIES = read_queries(DEMO / "queries.jsonl")
+HASHING = get_embedder("hashing")
+UNKNOWN_PRIOR = load_priors("current").values["unknown"]
+#: the adapter options every demo comparison uses
+DEMO_OPTIONS: dict[str, Any] = {"embedder": "hashing", "top_k": 5, "tables": [TABLE]}
+FRAMEWORKS = {"haystack": "haystack", "llamaindex": "llama_index", "langchain": "langchain_core"}
+
+
+def need(extra: str) -> None:
+    """Skip unless the framework of ``extra`` is installed."""
+    pytest.importorskip(FRAMEWORKS[extra],
+                        reason=f"the {extra} extra is not installed "
+                               f"(pip install 'credrank[{extra}]')")
+
+
+@dataclass
+class Case:
+    """One demo query: its pool (similarity only, 15 from the index) and what search gives."""
+
+    query: str
+    pool: list[str]
+    pool_scores: list[float]
+    expected: list[str]
+    expected_scores: np.ndarray
+
+
+def demo_cases(index, embedder: str = "hashing") -> list[Case]:
+    with Searcher.open(index, tables=[TABLE]) as searcher:
+        cases = []
+        for q in QUERIES:
+            pool = searcher.search(q.text, SearchSettings(top_k=15, fetch_k=15, priors=None))
+            expected = searcher.search(q.text, SearchSettings(top_k=5))
+            python_path = searcher.search(q.text, SearchSettings(top_k=5, pushdown=False))
+            assert list(python_path.doc_ids) == list(expected.doc_ids)
+            cases.append(Case(q.text, [str(i) for i in pool.doc_ids],
+                              [float(s) for s in pool.retrieval_score],
+                              [str(i) for i in expected.doc_ids], expected.score))
+    assert searcher.embedder.name == embedder
+    return cases
+
+
+@pytest.fixture(scope="module")
+def cases(demo_index_hashing) -> list[Case]:
+    return demo_cases(demo_index_hashing)
+
+
+def meta_of(doc_id: str) -> dict[str, Any]:
+    """The metadata a user's store would hold for a demo document (plus a key of theirs)."""
+    d = CORPUS[doc_id]
+    return {"url": d.url, "title": d.title, "doc_id": d.id, "my_key": {"nested": [1, 2]}}
+
+
+def check_same_ranking(case: Case, ids: list[str], scores: list[float]) -> None:
+    assert ids == case.expected, case.query
+    np.testing.assert_allclose(scores, case.expected_scores, atol=1e-6, rtol=0)
+
+
+def check_breakdown(breakdown: dict[str, Any], score: float) -> None:
+    assert {"rank", "score", "source_type", "host", "rule", "url",
+            "score_breakdown"} <= set(breakdown)
+    assert breakdown["score"] == score == breakdown["score_breakdown"]["final"]
+    assert set(breakdown["score_breakdown"]) == {"retrieval_score", "prior", "final"}
+
+
+# --------------------------------------------------------------------------------------------
+# the package and the shared glue (no framework needed)
+# --------------------------------------------------------------------------------------------
+def test_adapters_package_imports_no_framework():
+    code = ("import sys, credrank.adapters, credrank.adapters._common; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'haystack', 'llama_index', 'langchain_core', 'langchain'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("extra", sorted(FRAMEWORKS))
+def test_missing_framework_says_which_extra_to_install(extra, monkeypatch):
+    top = FRAMEWORKS[extra]
+    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, top, None)  # blocks the import even when never imported
+    module = f"credrank.adapters.{extra}"
+    if module in sys.modules:
+        monkeypatch.delitem(sys.modules, module)
+    with pytest.raises(ImportError, match=rf"pip install 'credrank\[{extra}\]'"):
+        importlib.import_module(module)
+
+
+def _message(fn) -> str:
+    with pytest.raises(ValueError) as info:
+        fn()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("options", [
+    {"priors": "no-such-preset"}, {"select": "bogus"}, {"top_k": 0},
+    {"select": "mmr", "select_params": {"nope": 1}},
+])
+def test_scorer_config_errors_are_the_cli_messages(options):
+    # search_settings validates the options, the stages it feeds validate the rest (top_k)
+    assert _message(lambda: CredrankScorer(**options)) == \
+        _message(lambda: scoring_stages(search_settings(**options)))
+
+
+def test_scorer_refuses_bad_names():
+    assert "embedder" in _message(lambda: CredrankScorer(embedder="bert"))
+    assert "retrieval" in _message(lambda: CredrankScorer(retrieval="bm25"))
+    assert "combine mode" in _message(lambda: CredrankScorer(mode="sum"))
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        CredrankScorer(tables=TABLE)
+
+
+def test_scorer_url_keys_and_unknown_without_url():
+    scorer = CredrankScorer(embedder="hashing", top_k=4)
+    passages = [Passage("vitamin d covid", {"url": "https://www.cdc.gov/a"}),
+                Passage("vitamin d covid", {"source": "https://medium.com/@x/y"}),
+                Passage("vitamin d covid", {"link": "https://www.nih.gov/b"}),
+                Passage("vitamin d covid", {"source": "/home/me/notes.pdf",
+                                            "source_type": "peer_reviewed"})]
+    got = {r.index: r.breakdown for r in scorer.rank("vitamin d", passages)}
+    assert got[0]["source_type"] == "government"
+    assert got[1]["host"] == "medium.com"
+    assert got[2]["source_type"] == "government"
+    assert got[3]["source_type"] == "unknown"  # a file path is no URL; the claim is not read
+    assert got[3]["score_breakdown"]["prior"] == UNKNOWN_PRIOR
+    only = CredrankScorer(embedder="hashing", url_key="link")
+    assert only.url_of({"url": "https://www.cdc.gov/a"}) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Haystack
+# --------------------------------------------------------------------------------------------
+def haystack_docs(ids: list[str], scores: list[float] | None = None) -> list[Any]:
+    from haystack import Document
+    return [Document(id=i, content=CORPUS[i].text, meta=meta_of(i),
+                     score=None if scores is None else scores[n]) for n, i in enumerate(ids)]
+
+
+def test_haystack_same_ranking_as_search(cases):
+    need("haystack")
+    from credrank.adapters.haystack import CredibilityRanker
+
+    ranker = CredibilityRanker(**DEMO_OPTIONS)
+    ranker.warm_up()
+    for case in cases:
+        out = ranker.run(documents=haystack_docs(case.pool, case.pool_scores),
+                         query=case.query)["documents"]
+        check_same_ranking(case, [d.id for d in out], [d.score for d in out])
+
+
+def test_haystack_new_documents_meta_kept_inputs_unchanged(cases):
+    need("haystack")
+    from credrank.adapters.haystack import CredibilityRanker
+
+    docs = haystack_docs(cases[0].pool)
+    before = copy.deepcopy(docs)
+    out = CredibilityRanker(**DEMO_OPTIONS).run(documents=docs, query=cases[0].query,
+                                                top_k=3)["documents"]
+    assert docs == before
+    assert all(d.meta == b.meta and d.score is None for d, b in zip(docs, before, strict=True))
+    assert len(out) == 3
+    by_id = {d.id: d for d in docs}
+    for doc in out:
+        original = by_id[doc.id]
+        assert doc is not original and doc.meta is not original.meta
+        assert doc.content == original.content
+        assert {k: v for k, v in doc.meta.items() if k != "credrank"} == original.meta
+        check_breakdown(doc.meta["credrank"], doc.score)
+        assert doc.meta["credrank"]["url"] == original.meta["url"]
+
+
+def test_haystack_serialises_in_a_pipeline(cases):
+    need("haystack")
+    from haystack import Pipeline
+
+    from credrank.adapters.haystack import CredibilityRanker
+
+    ranker = CredibilityRanker(**DEMO_OPTIONS, select="mmr", select_params={"diversity": 0.3})
+    data = ranker.to_dict()
+    assert data["type"] == "credrank.adapters.haystack.CredibilityRanker"
+    assert data["init_parameters"]["tables"] == [TABLE]
+    assert CredibilityRanker.from_dict(data).to_dict() == data
+
+    pipe = Pipeline()
+    pipe.add_component("ranker", CredibilityRanker(**DEMO_OPTIONS))
+    text = pipe.dumps()
+    loaded = Pipeline.loads(text, allowed_modules=["credrank.adapters.haystack"])
+    assert loaded.to_dict() == pipe.to_dict()
+    case = cases[1]
+    out = loaded.run({"ranker": {"documents": haystack_docs(case.pool),
+                                 "query": case.query}})["ranker"]["documents"]
+    check_same_ranking(case, [d.id for d in out], [d.score for d in out])
+
+
+def test_haystack_given_embeddings_only_when_asked_and_same_dimension():
+    need("haystack")
+    from haystack import Document
+
+    from credrank.adapters.haystack import CredibilityRanker
+
+    query = "vitamin d covid"
+    q = [float(x) for x in HASHING.embed([query])[0]]
+    docs = [Document(id="same", content="unrelated words entirely", embedding=q,
+                     meta={"url": "https://www.cdc.gov/a"}),
+            Document(id="short", content="vitamin d covid", embedding=[1.0, 0.0],
+                     meta={"url": "https://www.cdc.gov/b"})]
+    options = {"embedder": "hashing", "priors": None, "top_k": 2}
+
+    def retrieval(**extra):
+        out = CredibilityRanker(**options, **extra).run(documents=docs, query=query)
+        return {d.id: d.meta["credrank"]["score_breakdown"]["retrieval_score"]
+                for d in out["documents"]}
+
+    ignored = retrieval()
+    assert ignored["same"] < 0.5 and ignored["short"] == pytest.approx(1.0)
+    with pytest.warns(UserWarning, match="another dimension"):
+        used = retrieval(use_given_embeddings=True)
+    assert used["same"] == pytest.approx(1.0)       # the stored vector, not the text
+    assert used["short"] == pytest.approx(1.0)      # 2 numbers: ignored, the text embedded
+
+
+def test_haystack_no_url_is_unknown_and_given_scores():
+    need("haystack")
+    from haystack import Document
+
+    from credrank.adapters.haystack import CredibilityRanker
+
+    docs = [Document(content="vitamin d and covid", meta={"source_type": "peer_reviewed"},
+                     score=0.9),
+            Document(content="vitamin d and covid", meta={"url": "https://www.cdc.gov/a"},
+                     score=0.4)]
+    out = CredibilityRanker(embedder="hashing", retrieval="given").run(
+        documents=docs, query="anything")["documents"]
+    first, second = out
+    assert first.meta["credrank"]["source_type"] == "unknown"
+    assert first.score == pytest.approx(0.9 * UNKNOWN_PRIOR)
+    assert second.meta["credrank"]["source_type"] == "government"
+    assert second.meta["credrank"]["score_breakdown"]["retrieval_score"] == 0.4
+    with pytest.raises(ValueError, match=r"candidates\[0\]\.score"):
+        CredibilityRanker(embedder="hashing", retrieval="given").run(
+            documents=[Document(content="x")], query="q")
+
+
+def test_haystack_bad_config_and_empty_input():
+    need("haystack")
+    from credrank.adapters.haystack import CredibilityRanker
+
+    assert _message(lambda: CredibilityRanker(priors="no-such-preset")) == \
+        _message(lambda: search_settings(priors="no-such-preset"))
+    ranker = CredibilityRanker(embedder="hashing")
+    assert ranker.run(documents=[], query="q") == {"documents": []}
+    with pytest.raises(ValueError, match="top_k"):
+        ranker.run(documents=[], query="q", top_k=0)
+
+
+# --------------------------------------------------------------------------------------------
+# LlamaIndex
+# --------------------------------------------------------------------------------------------
+def llama_nodes(ids: list[str], scores: list[float] | None = None) -> list[Any]:
+    from llama_index.core.schema import NodeWithScore, TextNode
+    return [NodeWithScore(node=TextNode(id_=i, text=CORPUS[i].text, metadata=meta_of(i)),
+                          score=None if scores is None else scores[n])
+            for n, i in enumerate(ids)]
+
+
+def test_llamaindex_same_ranking_as_search(cases):
+    need("llamaindex")
+    from credrank.adapters.llamaindex import CredibilityPostprocessor
+
+    post = CredibilityPostprocessor(**DEMO_OPTIONS)
+    for case in cases:
+        out = post.postprocess_nodes(llama_nodes(case.pool, case.pool_scores),
+                                     query_str=case.query)
+        check_same_ranking(case, [n.node_id for n in out], [n.score for n in out])
+
+
+def test_llamaindex_metadata_kept_nodes_unchanged(cases):
+    need("llamaindex")
+    from llama_index.core.schema import MetadataMode
+
+    from credrank.adapters.llamaindex import CredibilityPostprocessor
+
+    nodes = llama_nodes(cases[0].pool)
+    nodes[0].node.excluded_llm_metadata_keys = ["my_key"]
+    before = [n.model_dump() for n in nodes]
+    out = CredibilityPostprocessor(**DEMO_OPTIONS).postprocess_nodes(
+        nodes, query_str=cases[0].query)
+    assert [n.model_dump() for n in nodes] == before
+    by_id = {n.node_id: n.node for n in nodes}
+    for hit in out:
+        original = by_id[hit.node_id]
+        assert hit.node is not original
+        assert {k: v for k, v in hit.node.metadata.items() if k != "credrank"} == \
+            original.metadata
+        check_breakdown(hit.node.metadata["credrank"], hit.score)
+        assert "credrank" in hit.node.excluded_embed_metadata_keys
+        assert "credrank" in hit.node.excluded_llm_metadata_keys
+        assert set(original.excluded_llm_metadata_keys) <= \
+            set(hit.node.excluded_llm_metadata_keys)
+        # the text an LLM or embedding model sees is the original's
+        for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+            assert hit.node.get_content(metadata_mode=mode) == \
+                original.get_content(metadata_mode=mode)
+
+
+def test_llamaindex_given_embeddings_and_config():
+    need("llamaindex")
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from credrank.adapters.llamaindex import CredibilityPostprocessor
+
+    query = "vitamin d covid"
+    q = [float(x) for x in HASHING.embed([query])[0]]
+    nodes = [NodeWithScore(node=TextNode(id_="a", text="unrelated words", embedding=q))]
+    off = CredibilityPostprocessor(embedder="hashing", priors=None)
+    on = CredibilityPostprocessor(embedder="hashing", priors=None, use_given_embeddings=True)
+    assert off.postprocess_nodes(nodes, query_str=query)[0].score < 0.5
+    hit = on.postprocess_nodes(nodes, query_bundle=QueryBundle(query))[0]
+    assert hit.score == pytest.approx(1.0)
+    assert hit.node.metadata["credrank"]["source_type"] == "unknown"  # no URL
+    with pytest.raises(ValueError, match="query_bundle"):
+        on.postprocess_nodes(nodes)
+    assert _message(lambda: search_settings(priors="no-such-preset")) in \
+        _message(lambda: CredibilityPostprocessor(priors="no-such-preset"))
+    data = on.to_dict()
+    assert CredibilityPostprocessor.from_dict(data).to_dict() == data
+
+
+# --------------------------------------------------------------------------------------------
+# LangChain
+# --------------------------------------------------------------------------------------------
+def langchain_docs(ids: list[str]) -> list[Any]:
+    from langchain_core.documents import Document
+    return [Document(id=i, page_content=CORPUS[i].text, metadata=meta_of(i)) for i in ids]
+
+
+def hashing_embeddings() -> Any:
+    """The user's embedding model as a LangChain ``Embeddings``: credrank's hashing one."""
+    from langchain_core.embeddings import Embeddings
+
+    class HashingEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return HASHING.embed(texts).astype(float).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            return HASHING.embed([text])[0].astype(float).tolist()
+
+    return HashingEmbeddings()
+
+
+def test_langchain_compressor_same_ranking_as_search(cases):
+    need("langchain")
+    from credrank.adapters.langchain import CredibilityCompressor
+
+    compressor = CredibilityCompressor(**DEMO_OPTIONS)
+    for case in cases:
+        out = compressor.compress_documents(langchain_docs(case.pool), case.query)
+        check_same_ranking(case, [d.id for d in out],
+                           [d.metadata["relevance_score"] for d in out])
+
+
+def test_langchain_retriever_fetches_the_pool_itself(cases):
+    need("langchain")
+    from langchain_core.documents import Document
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    store = InMemoryVectorStore(hashing_embeddings())
+    # the page content is what the index embedded (title\ntext): the store's pool is the index's
+    store.add_documents([Document(id=d.id, page_content=embedding_text(d.title, d.text),
+                                  metadata={"url": d.url, "doc_id": d.id})
+                         for d in CORPUS.values()])
+    compressor = CredibilityCompressor(**DEMO_OPTIONS, title_key=None)
+    direct = CredibilityRetriever(vectorstore=store, compressor=compressor)
+    assert direct.pool_size() == 15
+    wrapped = CredibilityRetriever(retriever=store.as_retriever(search_kwargs={"k": 2}),
+                                   compressor=compressor)
+    for case in cases:
+        for retriever in (direct, wrapped):
+            out = retriever.invoke(case.query)
+            check_same_ranking(case, [d.id for d in out],
+                               [d.metadata["relevance_score"] for d in out])
+    given = CredibilityRetriever(vectorstore=store, fetch_k=15, compressor=CredibilityCompressor(
+        **DEMO_OPTIONS, title_key=None, retrieval="given"))
+    for case in cases:
+        out = given.invoke(case.query)  # the store's cosine as the retrieval score
+        check_same_ranking(case, [d.id for d in out],
+                           [d.metadata["relevance_score"] for d in out])
+        assert out[0].metadata["credrank"]["retrieval"] == "given"
+
+
+def test_langchain_metadata_kept_inputs_unchanged(cases):
+    need("langchain")
+    from langchain_core.documents import Document
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    docs = langchain_docs(cases[0].pool)
+    docs.append(Document(page_content=cases[0].query, metadata={"source": "notes/a.txt"}))
+    before = copy.deepcopy(docs)
+    out = CredibilityCompressor(**DEMO_OPTIONS).compress_documents(docs, cases[0].query)
+    assert docs == before
+    assert out[0].metadata["credrank"]["source_type"] == "unknown"  # a file path, no URL
+    for doc in out:
+        original = next(d for d in docs if d.page_content == doc.page_content)
+        assert doc is not original and doc.id == original.id
+        kept = {k: v for k, v in doc.metadata.items() if k not in ("credrank",
+                                                                   "relevance_score")}
+        assert kept == original.metadata
+        check_breakdown(doc.metadata["credrank"], doc.metadata["relevance_score"])
+    assert _message(lambda: search_settings(priors="no-such-preset")) in \
+        _message(lambda: CredibilityCompressor(priors="no-such-preset"))
+    with pytest.raises(ValueError, match="exactly one of vectorstore or retriever"):
+        CredibilityRetriever(compressor=CredibilityCompressor(embedder="hashing"))
+
+
+# --------------------------------------------------------------------------------------------
+# MiniLM (the default embedder): one pass over all three frameworks
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_adapters_same_ranking_with_minilm(demo_index_minilm):
+    minilm_cases = demo_cases(demo_index_minilm, "minilm")
+    options = {**DEMO_OPTIONS, "embedder": "minilm"}
+    ran = []
+    if importlib.util.find_spec("haystack"):
+        from credrank.adapters.haystack import CredibilityRanker
+        ranker = CredibilityRanker(**options)
+        for case in minilm_cases:
+            out = ranker.run(documents=haystack_docs(case.pool), query=case.query)["documents"]
+            check_same_ranking(case, [d.id for d in out], [d.score for d in out])
+        ran.append("haystack")
+    if importlib.util.find_spec("llama_index"):
+        from credrank.adapters.llamaindex import CredibilityPostprocessor
+        post = CredibilityPostprocessor(**options)
+        for case in minilm_cases:
+            out = post.postprocess_nodes(llama_nodes(case.pool), query_str=case.query)
+            check_same_ranking(case, [n.node_id for n in out], [n.score for n in out])
+        ran.append("llamaindex")
+    if importlib.util.find_spec("langchain_core"):
+        from credrank.adapters.langchain import CredibilityCompressor
+        compressor = CredibilityCompressor(**options)
+        for case in minilm_cases:
+            out = compressor.compress_documents(langchain_docs(case.pool), case.query)
+            check_same_ranking(case, [d.id for d in out],
+                               [d.metadata["relevance_score"] for d in out])
+        ran.append("langchain")
+    if not ran:
+        pytest.skip("no framework extra installed (pip install 'credrank[haystack]' …)")

@@ -1,0 +1,102 @@
+"""``credrank search --queries FILE``: a batch through one pipeline, JSON lines or a TREC run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from credrank.cli import app
+from credrank.documents import read_queries
+
+runner = CliRunner()
+
+
+def _single(index: Path, query: str, *extra: str) -> dict:
+    res = runner.invoke(app, ["search", query, "--index", str(index), "--json", *extra])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["txt", "tsv", "jsonl"])
+def test_batch_json_lines_equal_single_queries(demo_index_hashing, tmp_path, fmt):
+    texts = ["vitamin d covid", "melatonin for children", "does 5g spread covid"]
+    path = tmp_path / f"q.{fmt}"
+    if fmt == "txt":  # one query per line; blank lines skipped, ids are line numbers
+        path.write_text(f"{texts[0]}\n\n{texts[1]}\n{texts[2]}\n", encoding="utf-8")
+        ids = ["1", "3", "4"]
+    elif fmt == "tsv":
+        path.write_text("qid\tquery\n" + "".join(f"q{i}\t{t}\n" for i, t in enumerate(texts)),
+                        encoding="utf-8")
+        ids = ["q0", "q1", "q2"]
+    else:
+        path.write_text("".join(json.dumps({"id": f"j{i}", "query": t}) + "\n"
+                                for i, t in enumerate(texts)), encoding="utf-8")
+        ids = ["j0", "j1", "j2"]
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), "--queries",
+                              str(path), "--top-k", "4"])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [d["query_id"] for d in lines] == ids
+    for doc, text in zip(lines, texts, strict=True):
+        single = _single(demo_index_hashing, text, "--top-k", "4")
+        assert doc["query"] == text and doc["credrank_search"] == 1
+        assert doc["hits"] == single["hits"] and doc["settings"] == single["settings"]
+
+
+def test_batch_trec_run(demo_index_hashing, tmp_path):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("a\tvitamin d covid\nb\tmelatonin kids sleep\n", encoding="utf-8")
+    run = tmp_path / "run.txt"
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), "--queries",
+                              str(queries), "--trec-run", str(run), "--top-k", "3",
+                              "--run-tag", "cr1"])
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in run.read_text(encoding="utf-8").splitlines()]
+    assert [r[0] for r in rows] == ["a"] * 3 + ["b"] * 3
+    assert all(r[1] == "Q0" and r[5] == "cr1" for r in rows)
+    assert [int(r[3]) for r in rows] == [1, 2, 3, 1, 2, 3]
+    single = _single(demo_index_hashing, "vitamin d covid", "--top-k", "3")
+    assert [r[2] for r in rows[:3]] == [h["doc_id"] for h in single["hits"]]
+    scores = [float(r[4]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+    assert not (tmp_path / "run.txt.partial").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["x", "--queries", "Q"], "either a QUERY or --queries"),
+    ([], "either a QUERY or --queries"),
+    (["x", "--trec-run", "R"], "--trec-run: only with --queries"),
+    (["--queries", "Q", "--trec-run", "R", "--json"], "exclude each other"),
+    (["--queries", "Q", "--run-tag", "a b"], "--run-tag"),
+])
+def test_batch_option_errors(demo_index_hashing, tmp_path, args, message):
+    q = tmp_path / "q.txt"
+    q.write_text("vitamin\n", encoding="utf-8")
+    args = [str(q) if a == "Q" else str(tmp_path / "r.txt") if a == "R" else a for a in args]
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), *args])
+    assert res.exit_code == 2
+    assert message in res.output
+
+
+def test_batch_bad_query_file_names_line(demo_index_hashing, tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "a", "query": "ok"}\n{"id": "b"}\n', encoding="utf-8")
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), "--queries", str(q)])
+    assert res.exit_code == 2
+    assert "q.jsonl:2" in res.output and "'text'" in res.output
+
+
+def test_plain_text_queries_ids_are_line_numbers(tmp_path):
+    q = tmp_path / "q.txt"
+    q.write_bytes(b"\xef\xbb\xbffirst query\r\n\r\n  second  \r\n")
+    got = [(x.id, x.text) for x in read_queries(q)]
+    assert got == [("1", "first query"), ("3", "second")]
+
+
+def test_txt_with_tabs_is_still_tsv(tmp_path):
+    q = tmp_path / "q.txt"
+    q.write_text("x1\tfirst\n", encoding="utf-8")
+    assert [(x.id, x.text) for x in read_queries(q)] == [("x1", "first")]

@@ -1,0 +1,169 @@
+"""The store-agnostic reranker: candidates retrieved elsewhere, ranked as ``credrank search``."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from credrank.datasets.demo import demo_dir
+from credrank.documents import iter_documents, read_queries
+from credrank.index.embed import get_embedder
+from credrank.provenance import SourceTyper
+from credrank.rerank import CandidateError, check_candidates, rerank, rerank_hits
+from credrank.search import SearchSettings
+from credrank.searcher import Searcher
+
+EMB = get_embedder("hashing")
+
+
+def _records(n: int = 4) -> list[dict]:
+    urls = ["https://www.cdc.gov/a", "https://medium.com/@x/y", None, "https://nih.gov/b"]
+    return [{"id": f"d{i}", "text": f"vitamin d and covid study number {i}", "url": urls[i % 4],
+             "metadata": {"rank_in_my_store": i, "nested": {"k": [i]}}} for i in range(n)]
+
+
+def test_same_ranking_as_search_on_the_demo_corpus(demo_index_hashing):
+    """The pool of 15 from the index, reranked here, orders as the index search does."""
+    docs = {d.id: d for d in iter_documents(demo_dir() / "corpus.jsonl")}
+    with Searcher.open(demo_index_hashing, tables=[demo_dir() / "domains.csv"]) as searcher:
+        for q in read_queries(demo_dir() / "queries.jsonl"):
+            for pushdown in (None, False):
+                expected = searcher.search(q.text, SearchSettings(top_k=5, pushdown=pushdown))
+                pool = searcher.search(q.text, SearchSettings(top_k=15, fetch_k=15,
+                                                              priors=None))
+                records = [{"id": i, "text": docs[i].text, "title": docs[i].title,
+                            "url": docs[i].url} for i in pool.doc_ids]
+                got = searcher.rerank(q.text, records, SearchSettings(top_k=5))
+                assert list(got.doc_ids) == list(expected.doc_ids), q.id
+                np.testing.assert_allclose(got.score, expected.score, atol=1e-6)
+                assert list(got.column("source_type")) == list(expected.column("source_type"))
+
+
+def test_metadata_returned_untouched_and_inputs_not_modified():
+    records = _records()
+    before = copy.deepcopy(records)
+    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4))
+    hits = rerank_hits(result)
+    assert records == before
+    by_id = {r["id"]: r for r in records}
+    for hit in hits:
+        assert hit["metadata"] is by_id[hit["doc_id"]]["metadata"]
+        assert hit["client_score"] is None
+        assert set(hit["score_breakdown"]) == {"retrieval_score", "prior", "final"}
+
+
+def test_source_type_from_url_never_from_metadata_claims():
+    records = _records()
+    records[2]["metadata"] = {"source_type": "peer_reviewed"}  # a claim, not provenance
+    hits = {h["doc_id"]: h for h in rerank_hits(rerank("q", records, EMB))}
+    assert hits["d2"]["source_type"] == "unknown"
+    assert hits["d0"]["source_type"] == "government"
+
+
+def test_given_vectors_are_used_not_reembedded():
+    records = _records(3)
+    q = EMB.embed(["vitamin d covid"])[0]
+    records[1]["vector"] = list(map(float, q))        # identical to the query: cosine 1
+    records[2]["vector"] = list(map(float, -q))       # opposite: cosine -1
+    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=3, priors=None))
+    rs = dict(zip(result.doc_ids, result.retrieval_score, strict=True))
+    assert rs["d1"] == pytest.approx(1.0)
+    assert rs["d2"] == pytest.approx(-1.0)
+    zero = _records(1)
+    zero[0]["vector"] = [0.0] * EMB.dim                # zero-norm policy: cosine 0
+    assert rerank("q", zero, EMB).retrieval_score[0] == 0.0
+
+
+def test_retrieval_given_uses_client_scores():
+    records = _records(3)
+    for r, s in zip(records, (3.0, 9.0, 1.0), strict=True):
+        r["score"] = s
+    result = rerank("q", records, EMB, SearchSettings(top_k=3, priors=None),
+                    retrieval="given")
+    assert list(result.doc_ids) == ["d1", "d0", "d2"]
+    assert list(result.retrieval_score) == [9.0, 3.0, 1.0]
+    del records[0]["score"]
+    with pytest.raises(CandidateError, match=r"candidates\[0\]\.score: required"):
+        rerank("q", records, EMB, retrieval="given")
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda rs: rs[1].update(id=""), r"candidates\[1\]\.id: expected a non-empty string"),
+    (lambda rs: rs[2].update(id="d0"), r"candidates\[2\]\.id: 'd0' repeats candidates\[0\]"),
+    (lambda rs: rs[0].update(vectors=[1.0]), r"candidates\[0\]: unknown field\(s\) 'vectors'"),
+    (lambda rs: rs[3].update(vector=[1.0, 2.0]), r"candidates\[3\]\.vector: expected 256"),
+    (lambda rs: rs[0].update(vector=[float("nan")] * 256), r"finite numbers"),
+    (lambda rs: rs[1].update(score=float("inf")), r"candidates\[1\]\.score: expected a finite"),
+    (lambda rs: rs[1].update(score=True), r"candidates\[1\]\.score"),
+    (lambda rs: rs[0].update(text=None), r"candidates\[0\]: expected a non-empty text or a "
+                                          r"vector"),
+    (lambda rs: rs[0].update(url=5), r"candidates\[0\]\.url: expected a string"),
+    (lambda rs: rs[0].update(metadata=[1]), r"candidates\[0\]\.metadata: expected an object"),
+    (lambda rs: rs.append("x"), r"candidates\[4\]: expected an object"),
+])
+def test_bad_candidates_named(mutate, message):
+    records = _records()
+    mutate(records)
+    with pytest.raises(CandidateError, match=message):
+        check_candidates(records, dim=EMB.dim)
+
+
+def test_candidates_must_be_a_list():
+    with pytest.raises(CandidateError, match="expected a list of objects, got dict"):
+        check_candidates({"id": "x"})
+
+
+def test_empty_pool_gives_empty_result():
+    assert len(rerank("q", [], EMB)) == 0
+
+
+def test_domain_tables_type_hosts_like_indexing():
+    typer = SourceTyper([demo_dir() / "domains.csv"])
+    docs = [d for d in iter_documents(demo_dir() / "corpus.jsonl") if d.url][:20]
+    records = [{"id": d.id, "text": d.text, "url": d.url} for d in docs]
+    result = rerank("q", records, EMB, SearchSettings(top_k=20), typer)
+    got = dict(zip(result.doc_ids, result.column("source_type"), strict=True))
+    assert got == {d.id: typer.classify(d.url).source_type for d in docs}
+
+
+def test_query_vector_given_is_used_instead_of_embedding_the_query():
+    records = _records(4)
+    q = EMB.embed(["vitamin d covid"])[0]
+    embedded = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4))
+    given = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4),
+                   query_vector=list(map(float, q)))
+    assert list(given.doc_ids) == list(embedded.doc_ids)
+    np.testing.assert_allclose(given.retrieval_score, embedded.retrieval_score, atol=1e-6)
+    other = EMB.embed(["completely different words"])[0]
+    moved = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4, priors=None),
+                   query_vector=list(map(float, other)))
+    assert not np.allclose(moved.retrieval_score, embedded.retrieval_score)
+    with pytest.raises(CandidateError, match=r"query_vector: expected 256 numbers"):
+        rerank("q", records, EMB, query_vector=[1.0, 2.0])
+
+
+def test_base64_float32_vectors_equal_number_lists():
+    import base64
+
+    records = _records(3)
+    q = np.asarray(EMB.embed(["vitamin d covid"])[0], dtype=np.float32)
+    vecs = np.asarray(EMB.embed([r["text"] for r in records]), dtype=np.float32)
+    as_lists = [{**r, "vector": v.tolist()} for r, v in zip(records, vecs, strict=True)]
+    as_b64 = [{**r, "vector": base64.b64encode(v.astype("<f4").tobytes()).decode()}
+              for r, v in zip(records, vecs, strict=True)]
+    a = rerank("x", as_lists, EMB, query_vector=q.tolist())
+    b = rerank("x", as_b64, EMB, query_vector=base64.b64encode(q.astype("<f4").tobytes()).decode())
+    assert list(a.doc_ids) == list(b.doc_ids)
+    np.testing.assert_array_equal(a.retrieval_score, b.retrieval_score)
+    bad = [{**records[0], "vector": "not base64!"}]
+    with pytest.raises(CandidateError, match=r"candidates\[0\]\.vector: expected base64"):
+        rerank("x", bad, EMB)
+    short = [{**records[0], "vector": base64.b64encode(b"\0\0\0\0\0").decode()}]
+    with pytest.raises(CandidateError, match=r"4 bytes each"):
+        rerank("x", short, EMB)
+    nan = [{**records[0], "vector": base64.b64encode(
+        np.full(EMB.dim, np.nan, dtype="<f4").tobytes()).decode()}]
+    with pytest.raises(CandidateError, match="finite"):
+        rerank("x", nan, EMB)

@@ -1,0 +1,371 @@
+"""``credrank serve`` as a real uvicorn process on loopback (tests/serving.py): endpoints,
+auth before the body, limits, structured logs and a clean SIGTERM shutdown."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from credrank.index.embed import get_embedder
+from credrank.index.opener import open_store
+from credrank.searcher import Searcher
+from serving import ServerHandle, running_server
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
+TABLE = ("--table", str(DEMO / "domains.csv"))
+KEY_ENV = "CREDRANK_TEST_SERVE_KEY"
+KEY = "s3cret-key-for-tests"
+QUERY = "does vitamin d prevent covid"
+
+
+def copy_index(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def ro(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
+       ) -> Iterator[ServerHandle]:
+    """A server without a key (writes disabled) on a copy of the demo index."""
+    where = copy_index(demo_index_hashing, tmp_path_factory.mktemp("ro") / "index")
+    with running_server(where, *TABLE) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def rw(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
+       ) -> Iterator[ServerHandle]:
+    """A server with an API key and a feedback store on its own copy of the demo index."""
+    base = tmp_path_factory.mktemp("rw")
+    where = copy_index(demo_index_hashing, base / "index")
+    with running_server(where, *TABLE, "--api-key-env", KEY_ENV, "--priors-store",
+                        str(base / "priors"), env={KEY_ENV: KEY}) as server:
+        yield server
+
+
+def post(server: ServerHandle, path: str, body: object = None, **kw: object) -> httpx.Response:
+    return httpx.post(server.url + path, json=body, timeout=60, **kw)  # type: ignore[arg-type]
+
+
+# -- health, schema, page ------------------------------------------------------------------------
+
+def test_health_ready_and_openapi(ro: ServerHandle) -> None:
+    assert httpx.get(ro.url + "/healthz").json() == {"status": "ok"}
+    ready = httpx.get(ro.url + "/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready" and ready.json()["writes"] is False
+    spec = httpx.get(ro.url + "/openapi.json").json()
+    assert {"/search", "/rerank", "/index", "/feedback", "/priors", "/priors/rollback",
+            "/healthz", "/readyz"} <= set(spec["paths"])
+    assert "hits" in spec["components"]["schemas"]["SearchResponse"]["properties"]
+    assert spec["paths"]["/index"]["post"]["security"]  # the key schemes are declared
+    page = httpx.get(ro.url + "/")
+    assert page.status_code in (200, 404)  # the page is another component's file
+    if page.status_code == 404:
+        assert "index.html" in page.json()["detail"]
+
+
+# -- search and rerank ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options", [
+    {"top_k": 5},
+    {"top_k": 3, "fetch_k": 20, "priors": "aggressive", "mode": "linear"},
+    {"top_k": 4, "priors": "none"},
+    {"top_k": 5, "select": "mmr", "params": {"diversity": 0.5}},
+])
+def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
+                                   tmp_path: Path, options: dict[str, object]) -> None:
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with Searcher.open(where, tables=[DEMO / "domains.csv"]) as searcher:
+        settings = searcher.settings(
+            top_k=options["top_k"], fetch_k=options.get("fetch_k"),
+            priors=options.get("priors", "current"), mode=options.get("mode", "multiply"),
+            select=options.get("select"), select_params=options.get("params"))
+        expected = searcher.search_json(QUERY, settings)
+    got = post(ro, "/search", {"query": QUERY, **options})
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert doc["credrank_search"] == 1 and doc["settings"] == json.loads(
+        json.dumps(expected["settings"]))
+    assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in expected["hits"]]
+    assert [h["score"] for h in doc["hits"]] == pytest.approx(
+        [h["score"] for h in expected["hits"]], rel=1e-12)
+    for hit in doc["hits"]:
+        assert {"retrieval_score", "final"} <= set(hit["score_breakdown"])
+        assert {"host", "source_type", "dates", "url"} <= set(hit)
+    assert doc["elapsed_ms"] >= 0
+
+
+def test_rerank_uses_given_vectors_and_keeps_metadata(ro: ServerHandle) -> None:
+    emb = get_embedder("hashing")
+    q = np.asarray(emb.embed([QUERY])[0], dtype=np.float64)
+    text = "Vitamin D and COVID-19: what the trials show"
+    t = np.asarray(emb.embed([text])[0], dtype=np.float64)
+    odd = np.zeros(emb.dim)
+    odd[int(np.argmax(np.abs(q)))] = -3.0  # deliberately unrelated to its text
+    metadata = {"nested": {"list": [1, 1.0, None, True, "é\u2028"], "deep": [[[{}]]]},
+                "big": 12345678901234567890, "source_type": "peer_reviewed"}
+    candidates = [
+        {"id": "embedded", "text": text, "url": "https://www.cdc.gov/vitd", "metadata": metadata},
+        {"id": "given", "text": text, "url": "https://www.cdc.gov/vitd2",
+         "vector": odd.tolist(), "metadata": {"k": "v"}, "score": 7.5},
+        {"id": "bare", "vector": t.tolist()},
+    ]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "priors": "none"})
+    assert got.status_code == 200, got.text
+    hits = {h["doc_id"]: h for h in got.json()["hits"]}
+    cos = float(q @ t / (np.linalg.norm(q) * np.linalg.norm(t)))
+    cos_odd = float(q @ odd / (np.linalg.norm(q) * np.linalg.norm(odd)))
+    assert hits["embedded"]["score_breakdown"]["retrieval_score"] == pytest.approx(cos, abs=1e-6)
+    assert hits["given"]["score_breakdown"]["retrieval_score"] == pytest.approx(cos_odd,
+                                                                                abs=1e-6)
+    assert cos_odd < 0 < cos
+    assert hits["bare"]["score_breakdown"]["retrieval_score"] == pytest.approx(cos, abs=1e-6)
+    assert hits["embedded"]["metadata"] == metadata  # untouched, including the claimed type
+    assert hits["embedded"]["source_type"] == "government"  # from the URL, not the claim
+    assert hits["given"]["client_score"] == 7.5 and hits["given"]["metadata"] == {"k": "v"}
+
+
+def test_rerank_with_query_vector_embeds_nothing(ro: ServerHandle) -> None:
+    """With the query's vector and every candidate's, the cosines are those of the given
+    vectors: a query vector unrelated to the query text decides the order."""
+    emb = get_embedder("hashing")
+    texts = ["vitamin d trial results", "melatonin and sleep in children"]
+    vecs = [np.asarray(v, dtype=np.float64) for v in emb.embed(texts)]
+    candidates = [{"id": f"c{i}", "vector": v.tolist()} for i, v in enumerate(vecs)]
+    for target in (0, 1):  # the query vector equals candidate `target`'s: cosine 1
+        got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "priors": "none",
+                                   "query_vector": vecs[target].tolist()})
+        assert got.status_code == 200, got.text
+        doc = got.json()
+        assert doc["settings"]["query_vector"] == "given"
+        assert doc["hits"][0]["doc_id"] == f"c{target}"
+        assert doc["hits"][0]["score_breakdown"]["retrieval_score"] == pytest.approx(1.0)
+    bad = post(ro, "/rerank", {"query": QUERY, "candidates": candidates,
+                               "query_vector": [1.0]})
+    assert bad.status_code == 422 and "query_vector" in bad.json()["detail"]
+    broken = post(ro, "/rerank", content=b'{"query": "x", "candidates": [')
+    assert broken.status_code == 422 and broken.json()["errors"][0]["field"] == "body"
+
+
+def test_rerank_errors_name_the_candidate(ro: ServerHandle) -> None:
+    good = [{"id": f"c{i}", "text": f"passage {i}"} for i in range(5)]
+    dup = [*good[:3], {"id": "c0", "text": "again"}]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": dup})
+    assert got.status_code == 422 and "candidates[3].id" in got.json()["detail"]
+    blank = [*good[:3], {"id": "", "text": "x"}]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": blank})
+    assert got.status_code == 422 and "candidates[3].id" in got.json()["detail"]
+    short = [*good[:2], {"id": "v", "vector": [1.0, 2.0]}]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": short})
+    assert got.status_code == 422 and "candidates[2].vector" in got.json()["detail"]
+    given = post(ro, "/rerank", {"query": QUERY, "candidates": good, "retrieval": "given"})
+    assert given.status_code == 422 and "candidates[0].score" in given.json()["detail"]
+    many = [{"id": f"c{i}", "text": "t"} for i in range(1001)]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": many})
+    assert got.status_code == 422 and got.json()["detail"].startswith("candidates:")
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"query": QUERY, "top_k": 0}, "top_k"),
+    ({"query": QUERY, "top_k": 1001}, "top_k"),
+    ({"query": QUERY, "top_k": 10, "fetch_k": 10_001}, "fetch_k"),
+    ({"query": QUERY, "top_k": 10, "fetch_k": 5}, "fetch_k"),
+    ({"query": "x" * 2001}, "query"),
+    ({"query": "   "}, "query"),
+    ({"query": QUERY, "priors": "priors.toml"}, "priors"),
+    ({"query": QUERY, "priors": "feedback"}, "priors"),
+    ({"query": QUERY, "select": "mmr", "params": {"nope": 1}}, "nope"),
+    ({"query": QUERY, "select": "mmr", "fetch_k": 2000}, "fetch_k"),
+    ({"query": QUERY, "topk": 3}, "topk"),
+])
+def test_search_422_names_the_field(ro: ServerHandle, body: dict[str, object],
+                                    field: str) -> None:
+    got = post(ro, "/search", body)
+    assert got.status_code == 422, got.text
+    assert got.json()["error"] == "invalid_request" and field in got.json()["detail"]
+
+
+def test_body_size_limit(demo_index_hashing: Path, tmp_path: Path) -> None:
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with running_server(where, "--max-body-bytes", "131072", "--timeout", "0.001") as server:
+        # announced too large: refused from the headers, before any body byte is read
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 10000000\r\n\r\n")
+            answer = _read_response(s)
+        assert answer.startswith(b"HTTP/1.1 413")
+        assert b"131,072 bytes" in answer and b'"too_large"' in answer
+        # streamed (chunked, no length): refused once the count passes the limit
+        chunks = (b" " * 16384 for _ in range(9))
+        got = httpx.post(server.url + "/rerank", content=chunks,
+                         headers={"content-type": "application/json"}, timeout=60)
+        assert got.status_code == 413 and got.json()["error"] == "too_large"
+        # the per-request time limit: 504 naming it (1 ms is far below this work)
+        candidates = [{"id": f"c{i}", "text": f"vitamin {i} trial", "url": f"https://h{i}.org/"}
+                      for i in range(1000)]
+        body = json.dumps({"query": QUERY, "candidates": candidates})
+        assert len(body) < 131072
+        got = httpx.post(server.url + "/rerank", content=body, timeout=60,
+                         headers={"content-type": "application/json"})
+        assert got.status_code == 504 and "--timeout" in got.json()["detail"]
+        assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+def _read_response(s: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# -- auth ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/index", "/feedback", "/priors/rollback"])
+def test_writes_need_the_key_before_the_body(rw: ServerHandle, path: str) -> None:
+    for body in (b"{not json", b'{"documents": 5}', b""):
+        got = httpx.post(rw.url + path, content=body, timeout=60,
+                         headers={"content-type": "application/json"})
+        assert got.status_code == 401 and got.json()["error"] == "unauthorized"
+        assert got.headers["www-authenticate"].startswith("Bearer")
+        for headers in ({"X-API-Key": "wrong"}, {"Authorization": "Bearer wrong"}):
+            got = httpx.post(rw.url + path, content=body, timeout=60,
+                             headers={"content-type": "application/json", **headers})
+            assert got.status_code == 403 and got.json()["error"] == "forbidden"
+    # with the key, the body is validated
+    got = httpx.post(rw.url + path, content=b"{not json", timeout=60,
+                     headers={"content-type": "application/json", "X-API-Key": KEY})
+    assert got.status_code == 422
+
+
+def test_writes_disabled_without_a_key(ro: ServerHandle) -> None:
+    got = post(ro, "/index", {"documents": []})
+    assert got.status_code == 401 and "disabled" in got.json()["detail"]
+    got = post(ro, "/index", {"documents": []}, headers={"X-API-Key": "anything"})
+    assert got.status_code == 403 and "disabled" in got.json()["detail"]
+    assert httpx.get(ro.url + "/priors").status_code == 404
+
+
+def test_index_adds_documents_and_rejects_bad_ones(rw: ServerHandle) -> None:
+    docs = [
+        {"id": "new-1", "text": "Zinc lozenges and the common cold: a review",
+         "url": "https://www.nih.gov/zinc-review", "published_at": "2024-01-02"},
+        {"id": "new-2", "title": "no text here"},
+        {"id": "new-3", "text": "dated", "published_at": "2024-01-02T10:00:00"},
+        "not an object",
+    ]
+    got = post(rw, "/index", {"documents": docs}, headers={"X-API-Key": KEY})
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert (doc["indexed"], doc["rejected"], doc["documents"]) == (1, 3, 121)
+    rejects = {r["record"]: r for r in doc["rejects"]}
+    assert rejects[2]["field"] == "text" and rejects[3]["field"] == "published_at"
+    assert "timezone" in rejects[3]["reason"] and rejects[4]["field"] is None
+    again = post(rw, "/index", {"documents": docs[:1]},
+                 headers={"Authorization": f"Bearer {KEY}"})
+    assert again.json()["unchanged"] == 1 and again.json()["indexed"] == 0
+    hits = post(rw, "/search", {"query": "zinc lozenges common cold", "top_k": 1}).json()["hits"]
+    assert hits[0]["doc_id"] == "new-1" and hits[0]["source_type"] == "government"
+
+
+def test_feedback_priors_and_rollback(rw: ServerHandle) -> None:
+    key = {"X-API-Key": KEY}
+    start = httpx.get(rw.url + "/priors").json()
+    items = [{"source_type": "blog", "relevant": False}] * 3 + [
+        {"source_type": "government", "source_id": "cdc", "relevant": True}]
+    got = post(rw, "/feedback", {"items": items, "reason": "test"}, headers=key)
+    assert got.status_code == 200, got.text
+    updated = got.json()
+    assert updated["version"] == start["current"] + 1
+    assert updated["types"]["blog"] < start["types"]["blog"] and "cdc" in updated["sources"]
+    assert httpx.get(rw.url + "/priors").json()["types"] == updated["types"]
+    used = post(rw, "/search", {"query": QUERY, "priors": "feedback"}).json()
+    assert used["info"]["feedback_prior"]["version"] == updated["version"]
+    back = post(rw, "/priors/rollback", {"version": start["current"]}, headers=key).json()
+    assert back["restored_from"] == start["current"] and back["types"] == start["types"]
+    old = httpx.get(rw.url + "/priors", params={"version": updated["version"]}).json()
+    assert old["types"] == updated["types"]
+    bad = post(rw, "/feedback", {"items": [{"source_type": "tabloid", "relevant": True}]},
+               headers=key)
+    assert bad.status_code == 422 and "items[0].source_type" in bad.json()["detail"]
+    assert post(rw, "/priors/rollback", {"version": 999}, headers=key).status_code == 422
+
+
+# -- logs and shutdown ---------------------------------------------------------------------------
+
+def test_one_json_log_line_per_request_without_text(ro: ServerHandle) -> None:
+    secret_query = "zebra-unique-query-text-4711"
+    post(ro, "/search", {"query": secret_query})
+    post(ro, "/rerank", {"query": secret_query, "candidates": [
+        {"id": "a", "text": "zebra-unique-document-text"}]})
+    ro.wait_for_line(lambda line: '"route": "/rerank"' in line)
+    lines = ro.stderr_lines()
+    assert not any("zebra-unique" in line for line in lines)
+    records = [r for r in ro.log_records() if r.get("event") == "request"]
+    search = [r for r in records if r["route"] == "/search"]
+    assert search and {"ts", "method", "route", "status", "latency_ms"} <= set(search[-1])
+    assert search[-1]["status"] == 200 and search[-1]["method"] == "POST"
+
+
+def test_sigterm_lets_the_request_in_flight_finish(demo_index_hashing: Path,
+                                                   tmp_path: Path) -> None:
+    """A request whose body is still arriving when SIGTERM comes completes with 200; the
+    process then exits 0 and the index lock is released (a writer can open the index)."""
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    body = json.dumps({"query": QUERY, "top_k": 3}).encode()
+    with running_server(where) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode()
+                      + b"\r\n\r\n")
+            # "100 Continue" comes when the app starts reading the body: it is in flight
+            assert _read_until(s, b"\r\n\r\n").startswith(b"HTTP/1.1 100")
+            server.proc.send_signal(signal.SIGTERM)
+            server.wait_for_line(lambda line: "Shutting down" in line)
+            s.sendall(body)
+            answer = _read_response(s)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert b'"credrank_search":1' in answer
+        assert server.proc.wait(timeout=120) == 0
+    with open_store(where, create=True):  # the exclusive lock: the server let go
+        pass
+
+
+def _read_until(s: socket.socket, marker: bytes) -> bytes:
+    data = b""
+    while marker not in data:
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@pytest.mark.slow
+def test_minilm_server_search_and_rerank(demo_index_minilm: Path, tmp_path: Path) -> None:
+    where = copy_index(demo_index_minilm, tmp_path / "index")
+    with Searcher.open(where) as searcher:
+        expected = searcher.search_json(QUERY, searcher.settings(top_k=5))
+    with running_server(where) as server:
+        doc = post(server, "/search", {"query": QUERY, "top_k": 5}).json()
+        assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in expected["hits"]]
+        assert [h["score"] for h in doc["hits"]] == pytest.approx(
+            [h["score"] for h in expected["hits"]], rel=1e-6)
+        got = post(server, "/rerank", {"query": QUERY, "candidates": [
+            {"id": "a", "text": "Vitamin D supplements and COVID-19 outcomes",
+             "url": "https://www.nih.gov/x"},
+            {"id": "b", "text": "How to bake sourdough bread", "url": "https://blog.example"}]})
+        assert got.status_code == 200 and got.json()["hits"][0]["doc_id"] == "a"
