@@ -26,22 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from credrank.datasets.demo import demo_dir
-from credrank.documents import iter_documents, read_queries
-from credrank.index.embed import get_embedder
-from credrank.index.ingest import index_documents
-from credrank.index.opener import open_store
-from credrank.provenance import SourceTyper
+from credrank.datasets.demo import build_demo_index, demo_dir
+from credrank.documents import read_queries
 
 CLI = [str(Path(sys.executable).with_name("credrank"))]
-
-
-def build_index(path: Path, embedder: str) -> None:
-    data = demo_dir()
-    emb = get_embedder(embedder)
-    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
-        index_documents(iter_documents(data / "corpus.jsonl"), store, emb,
-                        SourceTyper([data / "domains.csv"]))
 
 
 def timed(cmd: list[str], stdout: Path | None = None) -> float:
@@ -63,7 +51,7 @@ def main() -> None:
     texts = [f"{base[i % len(base)]} {i}" for i in range(args.queries)]
     with tempfile.TemporaryDirectory(prefix="credrank-batch-") as tmp:
         index = Path(tmp) / "index"
-        build_index(index, args.embedder)
+        build_demo_index(index, args.embedder)
         qfile = Path(tmp) / "queries.txt"
         qfile.write_text("\n".join(texts) + "\n", encoding="utf-8")
         out = Path(tmp) / "out.jsonl"

@@ -51,24 +51,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from credrank.datasets.demo import demo_dir
-from credrank.documents import iter_documents, read_corpus
+from credrank.datasets.demo import build_demo_index, demo_dir
+from credrank.documents import read_corpus
 from credrank.index.embed import get_embedder
-from credrank.index.ingest import embedding_text, index_documents
-from credrank.index.opener import open_store
-from credrank.provenance import SourceTyper
+from credrank.index.ingest import embedding_text
 from credrank.searcher import Searcher
 
 QUERY = "does vitamin d prevent covid"
-
-
-def build_index(path: Path, embedder: str) -> Path:
-    data = demo_dir()
-    emb = get_embedder(embedder)
-    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
-        index_documents(iter_documents(data / "corpus.jsonl"), store, emb,
-                        SourceTyper([data / "domains.csv"]))
-    return path
 
 
 def candidates(embedder_name: str, n: int = 30) -> list[dict[str, Any]]:
@@ -211,7 +200,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     try:
-        index = args.index or build_index(tmp / "index", args.embedder)
+        index = args.index or build_demo_index(tmp / "index", args.embedder)
         embedder = json.loads((index / "manifest.json").read_text())["embedder"]
         records = candidates(embedder)
         pipeline = in_process(index, records, 200)

@@ -24,24 +24,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from credrank.datasets.demo import demo_dir
-from credrank.documents import iter_documents
-from credrank.index.embed import get_embedder
-from credrank.index.ingest import index_documents
-from credrank.index.opener import open_store
-from credrank.provenance import SourceTyper
+from credrank.datasets.demo import build_demo_index, demo_dir
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def build_index(path: Path, embedder: str) -> None:
-    data = demo_dir()
-    emb = get_embedder(embedder)
-    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
-        index_documents(iter_documents(data / "corpus.jsonl"), store, emb,
-                        SourceTyper([data / "domains.csv"]))
 
 
 def demo_query(query_id: str) -> str:
@@ -120,7 +107,7 @@ def main() -> None:
         index = args.index
         if index is None:
             index = Path(tmp) / "index"
-            build_index(index, args.embedder)
+            build_demo_index(index, args.embedder)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen([sys.executable, "-m", "credrank.cli", "serve", "--index",

@@ -154,32 +154,18 @@ class PausedIndexer:
         self.stdout.close()
 
 
-def build_demo_index(path: Path, embedder: str = "hashing") -> Path:
-    """Index the packaged demo corpus into ``path`` (its domain table typing the hosts), as
-    ``credrank demo`` does; returns ``path``."""
-    from credrank.datasets.demo import demo_dir
-    from credrank.documents import iter_documents
-    from credrank.index.embed import get_embedder
-    from credrank.index.ingest import index_documents
-    from credrank.index.opener import open_store
-    from credrank.provenance import SourceTyper
-
-    data = demo_dir()
-    emb = get_embedder(embedder)
-    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
-        index_documents(iter_documents(data / "corpus.jsonl"), store, emb,
-                        SourceTyper([data / "domains.csv"]))
-    return path
-
-
 @pytest.fixture(scope="session")
 def demo_index_hashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo corpus indexed with the hashing embedder (no model), built once per session.
     Tests open it read-only (a writer would lock out the others)."""
+    from credrank.datasets.demo import build_demo_index
+
     return build_demo_index(tmp_path_factory.mktemp("demo-hashing") / "index", "hashing")
 
 
 @pytest.fixture(scope="session")
 def demo_index_minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo corpus indexed with MiniLM (loads the model), built once per session."""
+    from credrank.datasets.demo import build_demo_index
+
     return build_demo_index(tmp_path_factory.mktemp("demo-minilm") / "index", "minilm")

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from credrank.datasets.demo import demo_dir, read_adversarial
-from credrank.documents import iter_documents, read_qrels, read_queries
+from credrank.datasets.demo import demo_dir, index_demo, read_adversarial
+from credrank.documents import read_qrels, read_queries
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.index.embed import Embedder, get_embedder
-from credrank.index.ingest import IndexReport, index_documents
+from credrank.index.ingest import IndexReport
 from credrank.index.opener import open_store
 from credrank.index.store import VectorStore
-from credrank.provenance import SourceTyper
 from credrank.search import SearchSettings, build_pipeline
 
 MEASURES = ("P@5", "nDCG@5", "RR", "harmful@5")
@@ -64,14 +63,12 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
     queries = read_queries(data / "queries.jsonl")
     qrels = read_qrels(data / "qrels.tsv")
     bad = read_adversarial(data / "adversarial.tsv")
-    typer = SourceTyper([data / "domains.csv"])
 
     with tempfile.TemporaryDirectory(prefix="credrank-demo-") as tmp:
         path = Path(index_dir) if index_dir else Path(tmp) / "index"
         with open_store(path, "edge", embedder=embedder.name, dim=embedder.dim,
                         create=True) as index:
-            report = index_documents(iter_documents(data / "corpus.jsonl"), index, embedder,
-                                     typer, on_batch=on_progress)
+            report = index_demo(index, embedder, on_batch=on_progress)
             means: dict[str, dict[str, float]] = {}
             per_query: dict[str, dict[str, dict[str, float]]] = {}
             for system, priors in SYSTEMS.items():

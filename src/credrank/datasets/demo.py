@@ -4,16 +4,41 @@ adversarial documents. It shows the mechanism, not a result."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from credrank.core.embedder import Embedder
 from credrank.datasets.base import EvalSet
-from credrank.documents import read_corpus, read_qrels, read_queries
+from credrank.documents import iter_documents, read_corpus, read_qrels, read_queries
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import IndexReport, index_documents
+from credrank.index.opener import open_store
+from credrank.index.store import VectorStore
+from credrank.provenance import SourceTyper
 
 
 def demo_dir() -> Path:
     """The folder of the packaged demo set."""
     return Path(str(resources.files("credrank") / "data" / "demo"))
+
+
+def index_demo(store: VectorStore, embedder: Embedder,
+               on_batch: Callable[[int], None] | None = None) -> IndexReport:
+    """Index the demo corpus into ``store``, its domain table (``domains.csv``) typing the
+    hosts, as ``credrank demo`` does."""
+    data = demo_dir()
+    return index_documents(iter_documents(data / "corpus.jsonl"), store, embedder,
+                           SourceTyper([data / "domains.csv"]), on_batch=on_batch)
+
+
+def build_demo_index(path: str | Path, embedder: str = "minilm") -> Path:
+    """A Qdrant Edge index of the demo corpus in ``path`` (created), closed; returns
+    ``path``. For tests, benchmarks and trying ``credrank serve``."""
+    emb = get_embedder(embedder)
+    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
+        index_demo(store, emb)
+    return Path(path)
 
 
 def read_adversarial(path: Path) -> dict[str, set[str]]:

@@ -183,46 +183,47 @@ def _has_tab(p: Path) -> bool:
         return any(b"\t" in raw for raw in fh)
 
 
-def _query_rows_plain(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """One query per non-blank line; the id is the line number."""
+def _text_lines(p: Path) -> Iterator[tuple[int, str | None, str | None]]:
+    """``(line number, text, None)`` per line (BOM and line ending stripped), or
+    ``(line number, None, error)`` for a line that is not UTF-8."""
     with _open_binary(p) as fh:
         for n, raw in enumerate(fh, 1):
             if n == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             try:
-                line = raw.decode("utf-8").rstrip("\r\n")
+                yield n, raw.decode("utf-8").rstrip("\r\n"), None
             except UnicodeDecodeError as e:
                 yield n, None, (f"expected UTF-8 text, got invalid byte 0x{raw[e.start]:02x} "
                                 f"at byte {e.start + 1}")
-                continue
-            if line.strip():
-                yield n, {"id": str(n), "text": line.strip()}, None
+
+
+def _query_rows_plain(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """One query per non-blank line; the id is the line number."""
+    for n, line, err in _text_lines(p):
+        if err is not None:
+            yield n, None, err
+        elif line is not None and line.strip():
+            yield n, {"id": str(n), "text": line.strip()}, None
 
 
 def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    with _open_binary(p) as fh:
-        first = True
-        for n, raw in enumerate(fh, 1):
-            if n == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                yield n, None, (f"expected UTF-8 text, got invalid byte 0x{raw[e.start]:02x} "
-                                f"at byte {e.start + 1}")
-                continue
-            if not line.strip():
-                continue
-            parts = line.split("\t", 1)
-            if first and [x.strip().lower() for x in parts] in (
-                    ["id", "text"], ["_id", "text"], ["query-id", "text"], ["qid", "query"]):
-                first = False
-                continue
+    first = True
+    for n, line, err in _text_lines(p):
+        if err is not None or line is None:
+            yield n, None, err
+            continue
+        if not line.strip():
+            continue
+        parts = line.split("\t", 1)
+        if first and [x.strip().lower() for x in parts] in (
+                ["id", "text"], ["_id", "text"], ["query-id", "text"], ["qid", "query"]):
             first = False
-            if len(parts) != 2:
-                yield n, None, f"expected 'id<TAB>text', got {_excerpt(line)!r}"
-                continue
-            yield n, {"id": parts[0].strip(), "text": parts[1]}, None
+            continue
+        first = False
+        if len(parts) != 2:
+            yield n, None, f"expected 'id<TAB>text', got {_excerpt(line)!r}"
+            continue
+        yield n, {"id": parts[0].strip(), "text": parts[1]}, None
 
 
 # --------------------------------------------------------------------------- validation

@@ -194,6 +194,38 @@ def document_overlap(source_ids: Sequence[str], documents: Mapping[str, Sequence
     return np.maximum(out, out.T)
 
 
+def consensus_without_copies(encoded: EncodedAnswers, candidates: Sequence[Sequence[int]], *,
+                             tol: float = 1e-6, max_iter: int = 100
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The consensus the dependence test measures against: IWMV over the sources with each
+    candidate near-duplicate group collapsed into one voice.
+
+    Returns ``(z, r, π)``: the consensus class per question (``-1`` unresolved), each source's
+    agreement rate with it (0 where it answered no resolved question) and ``π_q``, the chance
+    that two wrong ballots on question ``q`` coincide (``Σ p_c²`` over the collapsed wrong
+    ballots; 1 where fewer than two are wrong).
+    """
+    m = encoded.classes
+    n = m.shape[0]
+    taken = {i for g in candidates for i in g}
+    groups = [list(g) for g in candidates] + [[i] for i in range(n) if i not in taken]
+    collapsed = collapse(encoded, groups)
+    fit = iterate_weighted_majority(collapsed.classes, tol=tol, max_iter=max_iter)
+    z = fit["consensus"]
+    r, known, _ = agreement_rates(m, z)
+    r = np.where(known, r, 0.0)
+    resolved = z >= 0
+    cm = collapsed.classes
+    n_c = max(int(cm.max(initial=-1)) + 1, 1)
+    wrong = (cm >= 0) & (cm != z[None, :]) & resolved[None, :]
+    pi = np.ones(m.shape[1])
+    for q in np.flatnonzero(wrong.sum(axis=0) >= 2):
+        counts = np.bincount(cm[wrong[:, q], q], minlength=n_c).astype(np.float64)
+        p = counts / counts.sum()
+        pi[q] = float(np.sum(p * p))
+    return z, r, pi
+
+
 def detect_dependence(
     encoded: EncodedAnswers, *, documents: Mapping[str, Sequence[str]] | None = None,
     near_duplicate: float = 0.9, min_overlap: int = 5, min_excess: float = 0.25,
@@ -228,23 +260,8 @@ def detect_dependence(
         docs = document_overlap(ids, documents)
         cand |= upper & (docs >= doc_threshold)
     candidates = _components(n, *np.nonzero(cand))
-    taken = {i for g in candidates for i in g}
-    groups = candidates + [[i] for i in range(n) if i not in taken]
-    collapsed = collapse(encoded, groups)
-    fit = iterate_weighted_majority(collapsed.classes, tol=tol, max_iter=max_iter)
-    z = fit["consensus"]
-    r, known, _ = agreement_rates(m, z)
-    r = np.where(known, r, 0.0)
+    z, r, pi = consensus_without_copies(encoded, candidates, tol=tol, max_iter=max_iter)
     resolved = z >= 0
-    # π_q from the collapsed wrong ballots
-    cm = collapsed.classes
-    n_c = max(int(cm.max(initial=-1)) + 1, 1)
-    wrong = (cm >= 0) & (cm != z[None, :]) & resolved[None, :]
-    pi = np.ones(m.shape[1])
-    for q in np.flatnonzero(wrong.sum(axis=0) >= 2):
-        counts = np.bincount(cm[wrong[:, q], q], minlength=n_c).astype(np.float64)
-        p = counts / counts.sum()
-        pi[q] = float(np.sum(p * p))
     agree, overlap = pairwise_agreement(m, resolved)
     b = sparse.csr_matrix(((m >= 0) & resolved[None, :]).astype(np.float64))
     sum_pi = (b @ sparse.diags(pi) @ b.T).toarray()

@@ -35,13 +35,11 @@ from credrank.reliability.dependence import (
     PairDependence,
     _components,
     _one_hot,
-    collapse,
+    consensus_without_copies,
     document_overlap,
 )
 from credrank.reliability.estimate import (
     EncodedAnswers,
-    agreement_rates,
-    iterate_weighted_majority,
 )
 
 __all__ = ["detect_dependence_parallel"]
@@ -174,22 +172,7 @@ def detect_dependence_parallel(
         rows = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=int)
         cols = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=int)
         candidates = _components(n, rows, cols)
-        taken = {i for g in candidates for i in g}
-        groups = candidates + [[i] for i in range(n) if i not in taken]
-        collapsed = collapse(encoded, groups)
-        fit = iterate_weighted_majority(collapsed.classes, tol=tol, max_iter=max_iter)
-        z = fit["consensus"]
-        r, known, _ = agreement_rates(m, z)
-        r = np.where(known, r, 0.0)
-        resolved = z >= 0
-        cm = collapsed.classes
-        n_c = max(int(cm.max(initial=-1)) + 1, 1)
-        wrong = (cm >= 0) & (cm != z[None, :]) & resolved[None, :]
-        pi = np.ones(m.shape[1])
-        for q in np.flatnonzero(wrong.sum(axis=0) >= 2):
-            counts = np.bincount(cm[wrong[:, q], q], minlength=n_c).astype(np.float64)
-            p = counts / counts.sum()
-            pi[q] = float(np.sum(p * p))
+        z, r, pi = consensus_without_copies(encoded, candidates, tol=tol, max_iter=max_iter)
         futures = [dc.submit(_pair_block, m_remote, i0, i1, z, r, pi, ids, doc_rows(i0, i1),
                              min_overlap, min_excess, z_min, doc_threshold, pure=False)
                    for i0, i1 in ranges]
