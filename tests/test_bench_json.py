@@ -146,6 +146,10 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
     if name == "goldengaze-hosts":
         return BenchOptions(path=_needs(
             data / "goldengaze" / "goldengaze_trec2021_host_stances.csv.gz"))
+    if name == "poisonedrag":
+        return BenchOptions(path=_needs(data / "poisonedrag" / "nq.json"),
+                            corpus=_needs(data / "cram" / "cram_nq_1000_reconstructed.jsonl"),
+                            **hashing)
     if name == "ramdocs":
         return BenchOptions(path=_slice_jsonl(_needs(data / "ramdocs" / "RAMDocs_test.jsonl"),
                                               tmp / "ramdocs.jsonl", 40), **hashing)

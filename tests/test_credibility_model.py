@@ -14,7 +14,7 @@ import pytest
 from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
-from credrank.experiments.credibility_model import (
+from credrank.credibility import (
     CUE_NAMES,
     URL_NAMES,
     Config,

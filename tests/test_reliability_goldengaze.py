@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from credrank.evaluate.stats import wilson
 from credrank.experiments.goldengaze import (
     POST_HOC,
     goldengaze_tables,
     load_goldengaze,
     run_goldengaze,
-    wilson_interval,
 )
 
 FILE = "goldengaze/goldengaze_trec2021_host_stances.csv.gz"
@@ -74,6 +74,6 @@ def test_tables_hold_the_result_as_data(result):
 
 
 def test_wilson_interval():
-    lo, hi = wilson_interval(38, 50)
+    lo, hi = wilson(38, 50, z=1.96)
     assert lo == pytest.approx(0.6258, abs=1e-3) and hi == pytest.approx(0.8570, abs=1e-3)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson(0, 0) == (0.0, 1.0)

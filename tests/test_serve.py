@@ -104,6 +104,33 @@ def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
     assert doc["elapsed_ms"] >= 0
 
 
+def test_consensus_on_search_and_rerank(ro: ServerHandle, demo_index_hashing: Path,
+                                        tmp_path: Path) -> None:
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with Searcher.open(where, tables=[DEMO / "domains.csv"]) as searcher:
+        settings = searcher.settings(top_k=5, consensus=True,
+                                     consensus_params={"threshold": 0.2})
+        expected = searcher.search_json(QUERY, settings)
+    got = post(ro, "/search", {"query": QUERY, "top_k": 5, "consensus": True,
+                               "consensus_params": {"threshold": 0.2}})
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert doc["info"]["consensus"] == json.loads(json.dumps(expected["info"]["consensus"]))
+    assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in expected["hits"]]
+    assert doc["settings"]["consensus"]["threshold"] == 0.2
+    copies = [{"id": f"c{i}", "text": "Hamlet was written by Christopher Marlowe in 1601."}
+              for i in range(3)]
+    lone = [{"id": "t", "text": "Hamlet is a play by William Shakespeare, written in 1600."}]
+    reranked = post(ro, "/rerank", {"query": "Who wrote Hamlet?", "candidates": copies + lone,
+                                    "priors": "none", "consensus": True})
+    assert reranked.status_code == 200, reranked.text
+    info = reranked.json()["info"]["consensus"]
+    assert info["duplicate_groups"] == [["c0", "c1", "c2"]]
+    assert sum(a["voices"] for a in info["answers"]) == 2  # three copies, one voice
+    bad = post(ro, "/search", {"query": QUERY, "consensus_params": {"threshold": 0.2}})
+    assert bad.status_code == 422 and "--consensus-param: only with --consensus" in bad.text
+
+
 def test_rerank_uses_given_vectors_and_keeps_metadata(ro: ServerHandle) -> None:
     emb = get_embedder("hashing")
     q = np.asarray(emb.embed([QUERY])[0], dtype=np.float64)

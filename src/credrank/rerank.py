@@ -242,7 +242,7 @@ def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
     """
     given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
                             with_vectors=settings.with_vectors, query_vector=query_vector)
-    return Pipeline([given, *scoring_stages(settings)])
+    return Pipeline([given, *scoring_stages(settings, embedder)])
 
 
 def rerank(query: str, records: Sequence[Mapping[str, Any]], embedder: Embedder,

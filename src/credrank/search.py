@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from credrank.combine import Combine
+from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Pipeline, Stage
-from credrank.core.validation import check_int
+from credrank.core.validation import check_int, check_probability
+from credrank.credibility.modelfile import load_model
+from credrank.credibility.stage import LearnedCredibilityPrior
 from credrank.index.retrieve import BM25Retriever, DenseRetriever, default_fetch_k
 from credrank.index.store import FormulaScoring, VectorStore, supports_formula
 from credrank.reliability.prior import ShrunkReliabilityPrior
@@ -18,6 +21,12 @@ from credrank.select.stages import build_selector
 from credrank.select.topk import TopK
 from credrank.signals.feedback import FeedbackPrior, FeedbackPriors
 from credrank.signals.prior import PriorTable, SourcePrior, load_priors
+from credrank.signals.stance import STAGE_SETTINGS as STANCE_SETTINGS
+from credrank.signals.stance import StanceModelFile, stance_stage
+from credrank.signals.stance import load_model as load_stance_model
+
+#: the ``--consensus-param`` keys (:class:`~credrank.consensus.stage.AnswerConsensus`)
+CONSENSUS_SETTINGS = ("threshold", "floor", "unanswered", "on_contested", "jaccard", "shingle")
 
 
 @dataclass
@@ -28,6 +37,16 @@ class SearchSettings:
     (auto) scores inside the engine whenever the settings and the store allow it (dense
     retrieval, type priors, ``multiply``, no extra signal stages, a store with the formula
     capability); ``True`` insists, ``False`` never does.
+
+    ``with_text`` makes the retriever return each candidate's text (stages that read it, such
+    as the learned credibility prior, need it; it costs payload transfer). ``credibility`` is
+    the :class:`~credrank.credibility.stage.LearnedCredibilityPrior` of a model file (factor
+    ``credibility``), applied after ``extra_stages``. ``stance`` (a ``credrank stance fit``
+    model file, bound to the index's embedder when the pipeline is built, with
+    ``stance_params``) adds the factor ``agreement`` for claim-style queries, and
+    ``consensus`` (:class:`~credrank.consensus.stage.AnswerConsensus`) the factor
+    ``consensus`` for question-style queries; both follow ``credibility``, whose factor they
+    use as a vote weight.
     """
 
     top_k: int = 10
@@ -38,6 +57,11 @@ class SearchSettings:
     pushdown: bool | None = None
     use_domain_scores: bool = False
     with_vectors: bool = False
+    with_text: bool = False
+    credibility: LearnedCredibilityPrior | None = None
+    stance: StanceModelFile | None = None
+    stance_params: dict[str, Any] = field(default_factory=dict)
+    consensus: AnswerConsensus | None = None
     extra_stages: list[Stage] = field(default_factory=list)
     selector: Stage | None = None
 
@@ -101,28 +125,54 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
     """
     fetch_k = settings.resolved_fetch_k()
     priors = settings.prior_table()
+    if settings.credibility is not None:
+        model = settings.credibility.model
+        check = getattr(model, "check_store", None)
+        if callable(check):
+            check(index)  # a model file fitted with another embedder is refused here
+    with_text = settings.with_text or reads_text(settings)
     if use_pushdown(settings, index):
         stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k, fetch_k,
-                                              with_vectors=settings.with_vectors)]
+                                              with_vectors=settings.with_vectors,
+                                              with_text=with_text)]
     else:
-        retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=settings.with_vectors)
+        retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=settings.with_vectors,
+                                          with_text=with_text)
                             if settings.lexical else
                             DenseRetriever(index, embedder, fetch_k,
-                                           with_vectors=settings.with_vectors))
-        return Pipeline([retriever, *scoring_stages(settings)])
+                                           with_vectors=settings.with_vectors,
+                                           with_text=with_text))
+        return Pipeline([retriever, *scoring_stages(settings, embedder)])
     stages.append(settings.selector or TopK(settings.top_k))
     return Pipeline(stages)
 
 
-def scoring_stages(settings: SearchSettings) -> list[Stage]:
-    """What follows retrieval on the Python path: ``[SourcePrior] >> extra stages >> Combine
-    >> selector``. ``credrank search`` and the reranker of candidates retrieved elsewhere
-    (:mod:`credrank.rerank`) share it, so both rank a pool the same way."""
+def reads_text(settings: SearchSettings) -> bool:
+    """Whether a stage of ``settings`` reads the candidates' text (credibility, stance,
+    consensus): the retriever must return it."""
+    return (settings.credibility is not None or settings.stance is not None
+            or settings.consensus is not None)
+
+
+def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None) -> list[Stage]:
+    """What follows retrieval on the Python path: ``[SourcePrior] >> extra stages >>
+    [credibility] >> [stance agreement] >> [consensus] >> Combine >> selector``. ``credrank
+    search`` and the reranker of candidates retrieved elsewhere (:mod:`credrank.rerank`) share
+    it, so both rank a pool the same way. A stance model needs ``embedder`` (the index's)."""
     priors = settings.prior_table()
     stages: list[Stage] = []
     if priors is not None:
         stages.append(SourcePrior(priors, use_domain_scores=settings.use_domain_scores))
     stages.extend(settings.extra_stages)
+    if settings.credibility is not None:
+        stages.append(settings.credibility)
+    if settings.stance is not None:
+        if embedder is None:
+            raise ValueError("--stance-model: the stance stage needs the index's embedder")
+        stages.append(stance_stage(settings.stance, embedder.name, embedder=embedder,
+                                   **settings.stance_params))
+    if settings.consensus is not None:
+        stages.append(settings.consensus)
     stages.append(Combine(settings.mode))
     stages.append(settings.selector or TopK(settings.top_k))
     return stages
@@ -144,7 +194,7 @@ def use_pushdown(settings: SearchSettings, store: object | None = None) -> bool:
     """
     eligible = (settings.prior_table() is not None and settings.mode == "multiply"
                 and not settings.lexical and not settings.extra_stages
-                and not settings.use_domain_scores)
+                and not reads_text(settings) and not settings.use_domain_scores)
     if settings.pushdown and not eligible:
         raise ValueError("pushdown supports dense retrieval with type priors and the "
                          "'multiply' mode only; drop --pushdown for the other options")
@@ -169,6 +219,13 @@ def describe(settings: SearchSettings, store: object | None = None) -> dict[str,
         "retrieval": "bm25" if settings.lexical else "dense",
         "pushdown": use_pushdown(settings, store),
     }
+    if settings.credibility is not None:
+        out["credibility"] = settings.credibility.config()
+    if settings.stance is not None:
+        out["stance"] = {"model": settings.stance.path,
+                         "embedder": settings.stance.embedder_name, **settings.stance_params}
+    if settings.consensus is not None:
+        out["consensus"] = settings.consensus.config()
     if store is not None:
         out["engine"] = _engine(store)
     return out
@@ -178,14 +235,26 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
                     mode: str = "multiply", lexical: bool = False, pushdown: bool | None = None,
                     domain_scores: bool = False, priors_store: Path | None = None,
                     source_reliability: Path | None = None, select: str | None = None,
-                    select_params: dict[str, Any] | None = None) -> SearchSettings:
+                    select_params: dict[str, Any] | None = None,
+                    credibility_model: Path | str | None = None,
+                    credibility_floor: float | None = None,
+                    stance_model: Path | str | None = None,
+                    stance_params: dict[str, Any] | None = None, consensus: bool = False,
+                    consensus_params: dict[str, Any] | None = None) -> SearchSettings:
     """Settings from the options of ``credrank search`` (and the service), validated.
 
     ``priors="none"`` is the similarity-only baseline; ``priors_store`` uses the current version
     of a feedback store (``credrank priors``) and ``source_reliability`` the ``--json`` output of
     ``credrank reliability estimate`` shrunk toward the type prior — both replace the type prior
     and need the Python path; ``select`` names a selector (``mmr``, ``coverage``, ``exposure``,
-    ``fair``) with its ``select_params``. Raises ``ValueError`` naming the conflicting options.
+    ``fair``) with its ``select_params``. ``credibility_model`` (a ``credrank credibility fit``
+    model file) adds the factor ``credibility`` ``λ = floor + (1 − floor) · P(credible)``, with
+    ``credibility_floor`` (default: the model file's ``floor``), on the Python path with the
+    candidates' text. ``stance_model`` (a ``credrank stance fit`` model file) adds the factor
+    ``agreement`` with ``stance_params`` (``floor``, ``sharpness``, ``mode``, ``exclude_self``,
+    ``voters``, ``weight_factor``); ``consensus`` adds the factor ``consensus`` with
+    ``consensus_params`` (``threshold``, ``floor``, ``unanswered``, ``on_contested``,
+    ``jaccard``, ``shingle``). Raises ``ValueError`` naming the conflicting options.
     """
     settings = SearchSettings(top_k=top_k, fetch_k=fetch_k,
                               priors=None if priors == "none" else priors, mode=mode,
@@ -210,6 +279,43 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
     if select:
         settings.selector = build_selector(select, top_k, **(select_params or {}))
         settings.with_vectors = True
+    if credibility_floor is not None and credibility_model is None:
+        raise ValueError("--credibility-floor: only with --credibility-model")
+    if credibility_model is not None:
+        if pushdown:
+            raise ValueError("--credibility-model needs the Python path (it reads each "
+                             "candidate's text); drop --pushdown")
+        saved = load_model(credibility_model)
+        floor = saved.floor if credibility_floor is None else check_probability(
+            "--credibility-floor", credibility_floor)
+        settings.credibility = LearnedCredibilityPrior(saved, name="credibility", floor=floor)
+        settings.with_text, settings.pushdown = True, False
+    if stance_params and stance_model is None:
+        raise ValueError("--stance-param: only with --stance-model")
+    if stance_model is not None:
+        if pushdown:
+            raise ValueError("--stance-model needs the Python path (it reads each candidate's "
+                             "text); drop --pushdown")
+        params = dict(stance_params or {})
+        unknown = sorted(set(params) - set(STANCE_SETTINGS) - {"name"})
+        if unknown:
+            raise ValueError(f"--stance-param: unknown key(s) {', '.join(unknown)}; expected "
+                             f"some of {', '.join(s for s in STANCE_SETTINGS if s != 'name')}")
+        settings.stance, settings.stance_params = load_stance_model(stance_model), params
+        settings.with_text, settings.pushdown = True, False
+    if consensus_params and not consensus:
+        raise ValueError("--consensus-param: only with --consensus")
+    if consensus:
+        if pushdown:
+            raise ValueError("--consensus needs the Python path (it reads each candidate's "
+                             "answer); drop --pushdown")
+        params = dict(consensus_params or {})
+        unknown = sorted(set(params) - set(CONSENSUS_SETTINGS))
+        if unknown:
+            raise ValueError(f"--consensus-param: unknown key(s) {', '.join(unknown)}; "
+                             f"expected some of {', '.join(CONSENSUS_SETTINGS)}")
+        settings.consensus = AnswerConsensus(**params)
+        settings.with_text, settings.pushdown = True, False
     settings.resolved_fetch_k()
     settings.priors = settings.prior_table()  # loaded and validated once, not per query
     return settings

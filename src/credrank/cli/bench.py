@@ -21,6 +21,10 @@ def bench(
         help=" | ".join(BENCHES))],
     path: Annotated[Path | None, typer.Option(
         help="the data file or folder (see docs/results.md)")] = None,
+    corpus: Annotated[Path | None, typer.Option(
+        help="a second data file for benches that combine two (poisonedrag: the CrAM NQ "
+             "JSONL whose real passages are the clean corpus; default: "
+             "<path>/../../cram/cram_nq_1000_reconstructed.jsonl)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     out: Annotated[Path | None, typer.Option(
         help="write report.md, result.json, plots, TREC runs and per-query values here")
@@ -44,7 +48,8 @@ def bench(
         except ValueError as exc:
             fail(str(exc))
     try:
-        result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ())))
+        result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
+                                               corpus))
     except (ValueError, OSError) as exc:
         remove_created(created)
         fail(str(exc))

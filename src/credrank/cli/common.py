@@ -23,13 +23,14 @@ def progress() -> Progress:
                     TimeElapsedColumn(), console=err, transient=False)
 
 
-def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; values become int, float or bool where they parse as such."""
+def parse_params(items: list[str] | None, option: str = "--select-param") -> dict[str, Any]:
+    """``KEY=VALUE`` pairs of ``option``; values become int, float or bool where they parse
+    as such."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--select-param: expected KEY=VALUE, got {item!r}")
+            raise ValueError(f"{option}: expected KEY=VALUE, got {item!r}")
         value: Any = raw
         if raw.lower() in ("true", "false"):
             value = raw.lower() == "true"

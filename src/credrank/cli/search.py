@@ -75,6 +75,31 @@ def search(
              "lambda_ilad=0.3 lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
              "group_column=source_type rule=parity|proportional [seed=0]; fair "
              "protected_column=source_type protected_value=blog p=0.5 alpha=0.1")] = None,
+    credibility_model: Annotated[Path | None, typer.Option(
+        "--credibility-model",
+        help="a model file of `credrank credibility fit`: adds the factor credibility = "
+             "floor + (1 − floor) · P(credible) from each candidate's text and URL")] = None,
+    credibility_floor: Annotated[float | None, typer.Option(
+        "--credibility-floor", min=0.0, max=1.0,
+        help="the floor of the credibility factor (default: the model file's, 0.3)")] = None,
+    stance_model: Annotated[Path | None, typer.Option(
+        "--stance-model",
+        help="a model file of `credrank stance fit`: adds the factor agreement (claim-style "
+             "queries: does X help Y?) from each candidate's stance and the weighted "
+             "consensus")] = None,
+    stance_param: Annotated[list[str] | None, typer.Option(
+        "--stance-param",
+        help="stance agreement parameter KEY=VALUE, repeatable: floor=0.1 sharpness=1 "
+             "mode=expected|absolute exclude_self=false voters=N weight_factor=prior")] = None,
+    consensus: Annotated[bool, typer.Option(
+        "--consensus",
+        help="label-free answer consensus (question-style queries): each candidate's answer "
+             "read offline, copies counted once, weighted vote; adds the factor consensus and "
+             "reports agreed | contested | no answers")] = False,
+    consensus_param: Annotated[list[str] | None, typer.Option(
+        "--consensus-param",
+        help="consensus parameter KEY=VALUE, repeatable: threshold=0.5 floor=0.1 "
+             "unanswered=1 on_contested=neutral|apply jaccard=0.5 shingle=3")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
@@ -114,7 +139,12 @@ def search(
             top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,
             pushdown=pushdown, domain_scores=domain_scores, priors_store=priors_store,
             source_reliability=source_reliability, select=select,
-            select_params=parse_params(select_param))
+            select_params=parse_params(select_param),
+            credibility_model=credibility_model, credibility_floor=credibility_floor,
+            stance_model=stance_model,
+            stance_params=parse_params(stance_param, "--stance-param"),
+            consensus=consensus,
+            consensus_params=parse_params(consensus_param, "--consensus-param"))
         batch = read_queries(queries) if queries is not None else None
         if trec_run is not None:
             _check_writable(trec_run)
@@ -133,14 +163,34 @@ def search(
         print(json.dumps(search_document(query, described, result), indent=2, default=str))
         return
     table = Table(title=f"{query}", show_lines=False)
-    for col in ("#", "doc", "source type", "host", "sim", "prior", "final"):
+    extra = [name for name, on in (("credibility", settings.credibility is not None),
+                                   ("agreement", settings.stance is not None),
+                                   ("consensus", settings.consensus is not None)) if on]
+    for col in ("#", "doc", "source type", "host", "sim", "prior", *extra, "final"):
         table.add_column(col)
     for h in hits:
         b = h["score_breakdown"]
         table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
-                      f"{b['final']:.4f}")
+                      *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}")
     console.print(table)
+    if settings.consensus is not None:
+        console.print(consensus_summary(result.info["consensus"]), highlight=False,
+                      soft_wrap=True)
+
+
+def consensus_summary(info: dict) -> str:
+    """The consensus lines under the table: status, the top answer or the competing ones."""
+    status = info["status"]
+    if status == "no answers":
+        return "consensus: no answers (no candidate passage answers the query; ranking unchanged)"
+    lines = [f"consensus: {status} (top share {info['share']:.2f}, threshold "
+             f"{info['threshold']:.2f})" + (f": {info['answer']}" if info["answer"] else "")]
+    shown = info["answers"] if status == "contested" else info["answers"][:1]
+    for a in shown:
+        lines.append(f"  {a['answer']!r}: share {a['share']:.2f}, {a['voices']} voice(s), "
+                     f"passages {', '.join(a['doc_ids'])}")
+    return "\n".join(lines)
 
 
 def _run_batch(searcher: Searcher, batch: list[Query], settings: SearchSettings,

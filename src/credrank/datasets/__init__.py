@@ -29,6 +29,7 @@ from credrank.datasets.cram_nq import read_cram_nq
 from credrank.datasets.demo import demo_dir, read_adversarial, read_demo
 from credrank.datasets.evotemp import read_evotemp
 from credrank.datasets.newspolluted import read_newspolluted
+from credrank.datasets.poisonedrag import poisoned_corpus, read_poisonedrag
 from credrank.datasets.ramdocs import read_ramdocs
 from credrank.datasets.registry import DATASETS, load_dataset
 from credrank.datasets.trec2019_hm import read_trec2019_hm
@@ -43,12 +44,14 @@ __all__ = [
     "demo_dir",
     "load_dataset",
     "parse_day",
+    "poisoned_corpus",
     "read_adversarial",
     "read_coaid",
     "read_cram_nq",
     "read_demo",
     "read_evotemp",
     "read_newspolluted",
+    "read_poisonedrag",
     "read_ramdocs",
     "read_trec2019_hm",
     "squad_normalize",

@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""Reader of CrAM NQ (reconstructed): 1,000 Natural Questions, each with a pool of four real
+Wikipedia passages retrieved for it and one GPT-written fake (``is_misinformation``, most
+beginning ``"CNN news:"``) that asserts the record's ``wrong_answer``, plus CrAM's per-passage
+GPT truthfulness score. :func:`read_cram_nq` returns it as a pooled :class:`EvalSet` (fakes in
+``bad``, gain 1 for a real passage containing a gold answer); the PoisonedRAG bench reuses its
+real passages, fakes removed, as a clean corpus of real Wikipedia text."""
 from __future__ import annotations
 
 from pathlib import Path

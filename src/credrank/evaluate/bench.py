@@ -12,6 +12,10 @@ ships a scorer (CrAM's GPT truthfulness score) and (b) priors *assigned with a s
 rate* x — a document gets the low-credibility type when it is labelled bad, the high one
 otherwise, and then x% of all documents get the other type — so the curves show how much a
 prior helps as it becomes wrong. x = 0 is a label-derived upper bound, not a result.
+
+newspolluted and cram-nq also get the table ``label_free``
+(:mod:`credrank.evaluate.label_free`): a learned credibility model and answer consensus fitted
+on a development half of the questions and reported on the other half only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo, squad_normalize
 from credrank.documents.schema import Document
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
+from credrank.evaluate.label_free import label_free_experiment
 from credrank.evaluate.metrics import ranked_docs
 from credrank.evaluate.result import AbsentSignal, BenchResult
 from credrank.index.embed import Embedder
@@ -257,6 +262,13 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     result.add_experiment(main)
     if name in ("newspolluted", "cram-nq"):
         result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed))
+        section, details = label_free_experiment(
+            evalset, prepared.index, prepared.query_vectors, embedder, top_k=top_k,
+            fetch_k=fetch_k, seed=seed, measures=measures,
+            whole_corpus=main.per_query[BASELINE]["harmful@1"])
+        if section is not None:
+            result.add_experiment(section)
+        result.details["label_free"] = details
     return result
 
 

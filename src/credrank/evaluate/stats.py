@@ -335,3 +335,14 @@ def compare(baseline: Mapping[str, float], system: Mapping[str, float], *,
                       wins=wlt.wins, losses=wlt.losses, ties=wlt.ties, n=n,
                       test=result.method, confidence=ci.confidence,
                       defined=ci.defined and result.defined, notes=notes)
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``successes / n`` (95% at the default
+    ``z``); ``(0, 1)`` when ``n = 0`` (declared: no observation, no information)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

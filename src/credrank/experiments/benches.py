@@ -11,13 +11,14 @@ which product code never imports. Every bench returns the same
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.datasets import EvalSet
 from credrank.evaluate.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
+from credrank.evaluate.poisoning import bench_poisonedrag, default_corpus
 from credrank.evaluate.result import BenchResult
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
@@ -40,16 +41,20 @@ class BenchOptions:
     cache_dir: Path | None = None
     seed: int = 0
     tables: Sequence[Path] = ()
+    #: a second input for benches that combine two files (``uses_corpus``)
+    corpus: Path | None = None
 
 
 @dataclass(frozen=True)
 class Bench:
-    """One registered bench: its runner, whether it needs ``--path``, and a line of help."""
+    """One registered bench: its runner, whether it needs ``--path``, a line of help, and
+    whether it reads ``--corpus`` (others refuse it)."""
 
     name: str
     run: Callable[[BenchOptions], BenchResult]
     needs_path: bool
     help: str
+    uses_corpus: bool = False
 
 
 def _embedder(o: BenchOptions) -> Embedder:
@@ -94,6 +99,18 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
             return bench_ramdocs(o.path, _embedder(o), seed=o.seed)
         return bench_pooled(name, o.path, _embedder(o), seed=o.seed)
     return run
+
+
+def _poisonedrag(o: BenchOptions) -> BenchResult:
+    assert o.path is not None
+    corpus = o.corpus
+    if corpus is None:
+        corpus = default_corpus(o.path)
+        if not corpus.is_file():
+            raise ValueError(f"bench poisonedrag: --corpus is required (the CrAM NQ JSONL "
+                             f"file whose real passages form the clean corpus); the default "
+                             f"beside --path, {corpus}, does not exist")
+    return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed)
 
 
 def _coaid(o: BenchOptions) -> BenchResult:
@@ -151,6 +168,9 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("cram-nq", _pooled("cram-nq"), True, "CrAM NQ with injected fakes"),
     Bench("evotemp", _pooled("evotemp"), True, "CAG EvoTemp"),
     Bench("ramdocs", _pooled("ramdocs"), True, "RAMDocs (ambiguity, misinformation)"),
+    Bench("poisonedrag", _poisonedrag, True,
+          "PoisonedRAG NQ attacks injected into CrAM NQ's Wikipedia passages (--corpus)",
+          uses_corpus=True),
     Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases"),
     Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts"),
     Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol"),
@@ -165,5 +185,14 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "
                          f"{', '.join(BENCHES)}")
     path = check_path(name, options.path, required=bench.needs_path)
-    return bench.run(BenchOptions(path, options.embedder, options.cache_dir, options.seed,
-                                  options.tables))
+    corpus = options.corpus
+    if corpus is not None:
+        if not bench.uses_corpus:
+            users = [b.name for b in BENCHES.values() if b.uses_corpus]
+            raise ValueError(f"bench {name}: --corpus is not used by this bench (only by "
+                             f"{', '.join(users)}); got --corpus {corpus}")
+        if not Path(corpus).is_file():
+            raise ValueError(f"bench {name}: --corpus {corpus} does not exist or is not a "
+                             "file")
+        corpus = Path(corpus)
+    return bench.run(replace(options, path=path, corpus=corpus))

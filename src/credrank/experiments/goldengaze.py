@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from credrank.evaluate.stats import wilson
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.reliability.estimate import (
     EncodedAnswers,
@@ -289,16 +290,6 @@ def anchored_methods(m: np.ndarray, y: np.ndarray,
             POST_HOC: ridge_pages}
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (``(0, 1)`` when ``n = 0``)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"pearson": None, "spearman": None, "n": len(x)}
@@ -308,7 +299,7 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
 
 def _accuracy_entry(pred: np.ndarray, y: np.ndarray, baseline: np.ndarray) -> dict[str, Any]:
     correct = pred == y
-    lo, hi = wilson_interval(int(correct.sum()), len(y))
+    lo, hi = wilson(int(correct.sum()), len(y), z=1.96)
     base = baseline == y
     return {"accuracy": float(correct.mean()), "correct": int(correct.sum()), "n": len(y),
             "ci95": [lo, hi], "wins_vs_majority": int(np.sum(correct & ~base)),

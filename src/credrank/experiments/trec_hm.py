@@ -16,7 +16,7 @@ Systems, side by side (:func:`run_trec_hm`):
 * ``agreement`` — ``sim × agreement`` with vote weights from similarity alone;
 * ``learned credibility prior`` — ``sim × λ``, ``λ = floor + (1 − floor) · P(credible)`` from a
   page-credibility classifier on the page's text and URL
-  (:mod:`credrank.experiments.credibility_model`) fitted on the NIST credibility labels of the
+  (:mod:`credrank.credibility`) fitted on the NIST credibility labels of the
   pages judged for the *other* topics (every page judged for ``t`` is left out of ``t``'s
   training set); its feature groups and L2 strength are chosen per topic by nested LOTO on the
   held-out credibility AUC of the other topics, ``floor`` is fixed (0.3);
@@ -51,11 +51,7 @@ from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Stage
 from credrank.core.validation import check_int
-from credrank.datasets import EvalSet, load_dataset
-from credrank.evaluate.experiment import System, compare_systems
-from credrank.evaluate.metrics import Run, aggregate, evaluate, run_from_batches
-from credrank.evaluate.tables import Column
-from credrank.experiments.credibility_model import (
+from credrank.credibility import (
     DEFAULT_CONFIGS,
     Config,
     CredibilityExample,
@@ -67,18 +63,22 @@ from credrank.experiments.credibility_model import (
     loto_credibility_models,
     nested_config_choice,
 )
-from credrank.experiments.stance import (
+from credrank.datasets import EvalSet, load_dataset
+from credrank.evaluate.experiment import System, compare_systems
+from credrank.evaluate.metrics import Run, aggregate, evaluate, run_from_batches
+from credrank.evaluate.tables import Column
+from credrank.index.embed import Embedder, get_embedder
+from credrank.provenance import SourceTyper
+from credrank.select.topk import TopK
+from credrank.signals.agreement import AnswerAgreement
+from credrank.signals.prior import SourcePrior
+from credrank.signals.stance_model import (
     StanceExample,
     StanceFeaturizer,
     StanceModel,
     loto_report,
     loto_splits,
 )
-from credrank.index.embed import Embedder, get_embedder
-from credrank.provenance import SourceTyper
-from credrank.select.topk import TopK
-from credrank.signals.agreement import AnswerAgreement
-from credrank.signals.prior import SourcePrior
 
 MEASURES = ("harmful@5", "nDCG@10", "P@5", "RR")
 #: harmful@5 averaged over the topics whose correct stance is helpful or unhelpful only
@@ -273,7 +273,7 @@ def fit_credibility(corpus: Corpus, featurizer: CredibilityFeaturizer,
     """The LOTO credibility models of every topic: ``(examples, models, choices, how)``.
 
     With several ``configs`` and at least 3 topics, each topic's configuration is chosen by
-    :func:`~credrank.experiments.credibility_model.nested_config_choice` (held-out credibility AUC
+    :func:`~credrank.credibility.cv.nested_config_choice` (held-out credibility AUC
     on the other topics); otherwise the first configuration is used (fixed a priori). The
     model of topic ``t`` is then fitted on every page judged for no topic but others."""
     examples = examples_from_labels(corpus.evalset.documents, corpus.evalset.doc_labels)

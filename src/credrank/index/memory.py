@@ -29,6 +29,7 @@ from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
 from credrank.documents.schema import Document
 from credrank.index.store import (
+    READ_FIELDS,
     Manifest,
     StoreError,
     check_where,
@@ -133,6 +134,22 @@ class InMemoryIndex:
                 self.meta[name][row] = value
 
     # -- reading ------------------------------------------------------------------------------
+    def read_payloads(self, doc_ids: Sequence[str] | None = None,
+                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+        """The ``fields`` of ``doc_ids`` (all rows when ``None``) from the id and the meta
+        columns; see :class:`~credrank.index.store.VectorStore`."""
+        rows = (range(len(self.doc_ids)) if doc_ids is None else
+                [self._row[d] for d in dict.fromkeys(doc_ids) if d in self._row])
+        out = []
+        for row in rows:
+            record = {}
+            for name in fields:
+                column = self.meta.get(name)
+                record[name] = (self.doc_ids[row] if name == "doc_id" else
+                                None if column is None else column[row])
+            out.append(record)
+        return out
+
     def _top(self, query_vector: np.ndarray, fetch_k: int, rows: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(chosen rows, their cosines, normalised query)``: highest cosine, ties by row."""

@@ -42,6 +42,8 @@ from credrank.index.store import (
     DENSE,
     KEYWORD_FIELDS,
     MAX_K,
+    READ_FIELDS,
+    READ_PAGE,
     SPARSE,
     IndexLock,
     Manifest,
@@ -55,6 +57,7 @@ from credrank.index.store import (
     is_lock_error,
     no_index_error,
     point_id,
+    read_fields,
     read_manifest,
     returned_fields,
     to_candidates,
@@ -216,6 +219,27 @@ class EdgeIndex:
             self.shard.flush()
 
     # -- reading --------------------------------------------------------------------------
+    def read_payloads(self, doc_ids: Sequence[str] | None = None,
+                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+        """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
+        scrolled in pages of ``READ_PAGE``); see :class:`~credrank.index.store.VectorStore`."""
+        selector = qe.PayloadSelector.Include(list(dict.fromkeys(["doc_id", *fields])))
+        if doc_ids is not None:
+            ids = list(dict.fromkeys(doc_ids))
+            out = []
+            for start in range(0, len(ids), READ_PAGE):
+                records = self.shard.retrieve([point_id(d) for d in ids[start:start + READ_PAGE]],
+                                              selector, False)
+                out += [read_fields(r.payload, fields) for r in records]
+            return out
+        out, offset = [], None
+        while True:
+            points, offset = self.shard.scroll(qe.ScrollRequest(
+                offset=offset, limit=READ_PAGE, with_payload=selector, with_vector=False))
+            out += [read_fields(p.payload, fields) for p in points]
+            if offset is None or not points:
+                return out
+
     def _to_candidates(self, query: str, points: Iterable[Any], with_vectors: bool,
                        query_vector: np.ndarray | None = None) -> Candidates:
         points = list(points)

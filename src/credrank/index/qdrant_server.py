@@ -40,6 +40,8 @@ from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.store import (
     DENSE,
     KEYWORD_FIELDS,
+    READ_FIELDS,
+    READ_PAGE,
     SPARSE,
     Manifest,
     StoreError,
@@ -50,6 +52,7 @@ from credrank.index.store import (
     formula_priors,
     no_index_error,
     point_id,
+    read_fields,
     read_manifest,
     returned_fields,
     to_candidates,
@@ -313,6 +316,29 @@ class QdrantServerIndex:
                        points=points[start:start + UPSERT_BATCH], wait=True)
 
     # -- reading ------------------------------------------------------------------------------
+    def read_payloads(self, doc_ids: Sequence[str] | None = None,
+                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+        """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
+        scrolled in pages of ``READ_PAGE``); see :class:`~credrank.index.store.VectorStore`."""
+        wanted = list(dict.fromkeys(["doc_id", *fields]))
+        if doc_ids is not None:
+            ids = list(dict.fromkeys(doc_ids))
+            out = []
+            for start in range(0, len(ids), READ_PAGE):
+                records = self._call("retrieve points", self.client.retrieve, self.collection,
+                                     ids=[point_id(d) for d in ids[start:start + READ_PAGE]],
+                                     with_payload=wanted, with_vectors=False)
+                out += [read_fields(r.payload, fields) for r in records]
+            return out
+        out, offset = [], None
+        while True:
+            points, offset = self._call("scroll points", self.client.scroll, self.collection,
+                                        limit=READ_PAGE, offset=offset, with_payload=wanted,
+                                        with_vectors=False)
+            out += [read_fields(p.payload, fields) for p in points]
+            if offset is None or not points:
+                return out
+
     def _query(self, text: str, with_vectors: bool, query_vector: np.ndarray | None,
                **request: Any) -> Candidates:
         """Run one ``query_points`` request; ``text`` is the query the batch carries."""

@@ -64,6 +64,10 @@ RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
                   "provenance_rule", "domain_score", *DATE_FIELDS)
 #: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
 TEXT_FIELDS = ("text", "cites")
+#: the fields :meth:`VectorStore.read_payloads` returns by default
+READ_FIELDS = ("doc_id", "url", "text")
+#: documents per request when a store reads payloads in pages
+READ_PAGE = 1000
 #: provenance fields returned as meta columns besides ``META_COLUMNS``
 EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
                  "provenance_rule", "domain_score", "cites")
@@ -164,6 +168,12 @@ def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],
         doc_ids=np.array([row["doc_id"] for row in rows], dtype=object),
         retrieval_score=np.array(scores, dtype=np.float64),
         meta=meta, vectors=matrix, query_vector=query_vector)
+
+
+def read_fields(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> dict[str, Any]:
+    """``{field: payload.get(field)}`` for ``fields`` (``None`` where missing)."""
+    payload = payload or {}
+    return {name: payload.get(name) for name in fields}
 
 
 # -- the formula, backend-neutral ----------------------------------------------------------------
@@ -463,6 +473,13 @@ class VectorStore(Protocol):
 
     def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """``doc_id -> content_hash`` for the given ids already stored."""
+        ...
+
+    def read_payloads(self, doc_ids: Sequence[str] | None = None,
+                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+        """The stored ``fields`` of the documents ``doc_ids`` (ids not stored are absent from
+        the answer), or of every document when ``doc_ids`` is ``None``; one dict per
+        document, a field the payload lacks as ``None``. Order: unspecified."""
         ...
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,

@@ -131,7 +131,8 @@ class ServiceState:
             return self.searcher.settings(
                 top_k=req.top_k, fetch_k=fetch_k, lexical=lexical,
                 priors="current" if store is not None else req.priors, mode=req.mode,
-                priors_store=store, select=req.select, select_params=dict(req.params))
+                priors_store=store, select=req.select, select_params=dict(req.params),
+                consensus=req.consensus, consensus_params=dict(req.consensus_params))
         except (ValueError, TypeError) as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
 

@@ -58,6 +58,13 @@ class _Scoring(_Request):
     params: dict[str, ParamValue] = Field(
         default_factory=dict, description="the selector's parameters, e.g. {\"diversity\": 0.5}"
                                           " (as `credrank search -P KEY=VALUE`)")
+    consensus: bool = Field(
+        False, description="label-free answer consensus over the candidates (as `credrank "
+                           "search --consensus`): factor 'consensus' and info.consensus with "
+                           "status agreed | contested | no answers; candidates need text")
+    consensus_params: dict[str, ParamValue] = Field(
+        default_factory=dict, description="the consensus parameters, e.g. {\"threshold\": "
+                                          "0.5} (as `--consensus-param KEY=VALUE`)")
 
     @field_validator("query")
     @classmethod

@@ -29,7 +29,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from credrank.core.candidates import Candidates
+from credrank.core.files import atomic_write_text
 from credrank.core.pipeline import Stage
 from credrank.core.validation import (
     check_bool,
@@ -81,36 +81,6 @@ def check_max_change(max_change: object, *, error: type[Exception] = ValueError)
     return check_probability("max_change", max_change, open_low=True, error=error)
 
 
-def _fsync_dir(directory: Path) -> None:
-    """fsync a folder so a rename in it survives a crash (skipped where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text``: a unique temporary file in the same folder, flushed and
-    fsynced, then ``os.replace`` (a crash leaves the old or the new file, never half) and an
-    fsync of the folder."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_change: float,
@@ -280,7 +250,7 @@ class FeedbackPriors:
             "versions": self.versions,
         }
         try:
-            _atomic_write(self.directory / STORE_FILE,
+            atomic_write_text(self.directory / STORE_FILE,
                           json.dumps(data, indent=1, ensure_ascii=False))
         except BaseException:
             self.versions.pop()  # not stored: keep the object in step with the disk

@@ -1,0 +1,104 @@
+"""``credrank consensus calibrate``: choose the ``contested`` threshold of ``--consensus`` on
+development queries with known answers (calibrated abstention, chapter 35.3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from credrank.cli.common import console, fail
+from credrank.consensus.calibrate import answer_matches, choose_threshold
+from credrank.documents import Query, read_queries
+from credrank.index.store import StoreError
+from credrank.search import search_settings
+from credrank.searcher import Searcher
+
+app = typer.Typer(help="Label-free answer consensus over the candidates of a query.",
+                  no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def _consensus() -> None:
+    """Calibrate the contested threshold of `credrank search --consensus`."""
+
+
+def _gold(queries: list[Query], path: Path) -> list[list[str]]:
+    gold = []
+    for q in queries:
+        answers = q.extra.get("answers")
+        if (not isinstance(answers, list) or not answers
+                or not all(isinstance(a, str) and a.strip() for a in answers)):
+            raise ValueError(f"{path}: query {q.id!r}: field 'answers': expected a non-empty "
+                             f"list of answer strings, got {answers!r}")
+        gold.append(answers)
+    return gold
+
+
+@app.command()
+def calibrate(
+    queries: Annotated[Path, typer.Argument(
+        help="development queries, JSONL: {id, query|text, answers}, answers a list of strings")],
+    index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="results per query")] = 10,
+    fetch_k: Annotated[int | None, typer.Option(
+        "--fetch-k", min=1, help="candidate pool that votes (default 3 × top-k)")] = None,
+    priors: Annotated[str, typer.Option(
+        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
+    credibility_model: Annotated[Path | None, typer.Option(
+        "--credibility-model", help="a `credrank credibility fit` model file (vote weight)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+) -> None:
+    """Run the consensus on every development query and choose the threshold that
+    maximises (committed correct − committed wrong) / N; pass it to `credrank search
+    --consensus --consensus-param threshold=T`. The answers are read to score only."""
+    if index_dir is None:
+        fail("--index: required (the index directory to search)")
+    if not queries.is_file():
+        fail(f"{queries}: no such queries file")
+    try:
+        batch = read_queries(queries)
+        gold = _gold(batch, queries)
+        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors,
+                                   credibility_model=credibility_model, consensus=True,
+                                   consensus_params={"threshold": 0.0})
+        shares: list[float | None] = []
+        correct: list[bool | None] = []
+        rows: list[dict[str, Any]] = []
+        with Searcher.open(index_dir) as searcher:
+            results = searcher.search_many(((q.id, q.text) for q in batch), settings)
+            for (qid, result), answers in zip(results, gold, strict=True):
+                info = result.info["consensus"]
+                top = info["answers"][0]["answer"] if info["answers"] else None
+                ok = None if info["share"] is None else answer_matches(top, answers)
+                shares.append(info["share"])
+                correct.append(ok)
+                rows.append({"id": qid, "top_answer": top, "share": info["share"],
+                             "correct": ok})
+        choice = choose_threshold(shares, correct)
+    except (ValueError, StoreError, RuntimeError, OSError) as exc:
+        fail(str(exc))
+    report = {"credrank_consensus_calibration": 1, "queries": len(batch),
+              "settings": {"top_k": top_k, "fetch_k": settings.resolved_fetch_k(),
+                           "priors": priors, "credibility_model": (
+                               None if credibility_model is None else str(credibility_model))},
+              "correct_rule": "a gold answer occurs in the top answer as whole tokens after "
+                              "normalisation; answers read to score only",
+              **choice.to_dict(), "per_query": rows}
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+        return
+    no_answer = sum(s is None for s in shares)
+    console.print(
+        f"{len(batch)} queries ({no_answer} without any answer); threshold "
+        f"{choice.threshold:.3f}: commits on {choice.committed} "
+        f"({choice.committed_correct} correct), utility {choice.utility:+.3f}\n"
+        f"use: credrank search --consensus --consensus-param threshold={choice.threshold:.3f}",
+        highlight=False, soft_wrap=True)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,204 @@
+"""Page-credibility features: ``[cues | url | embedding]`` for ``(text, url)`` pairs.
+
+Three groups, all fixed a priori (never tuned on data):
+
+* ``cues`` (:data:`CUE_NAMES`) — page-quality cues from the text: ``log(1 + words)``, the
+  share of digits among characters, of upper-case letters among letters and of non-ASCII
+  characters, ``log(1 + mean sentence length)``, and, for each cue group of
+  :data:`CUE_GROUPS` (commerce, phone numbers, testimonials, hype, science, authority,
+  disclaimers, ads, user content), the rate ``log(1 + 1000 · count / words)`` of
+  non-overlapping case-insensitive matches;
+* ``url`` (:data:`URL_NAMES`) — the top-level domain one-hot over :data:`TLDS` (else
+  ``other``), the path depth, ``log(1 + len(url))``, a hyphen or a digit in the host, the
+  number of sub-domain labels, a query string or a script extension
+  (``.php .asp .aspx .cfm .cgi .jsp``), and a ``no_url`` flag (a missing URL zeroes the other
+  URL features);
+* ``embedding`` — the embedder's vector of the page's first ``head_words`` words (default 200).
+
+:func:`cue_patterns_hash` fingerprints the cue lists, so a saved model refuses features that
+changed under it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from credrank.core.embedder import Embedder
+from credrank.core.logistic import text_key
+from credrank.core.validation import check_int
+
+#: cue groups of the ``cues`` feature block (fixed a priori, never tuned on data)
+CUE_GROUPS: dict[str, tuple[str, ...]] = {
+    "commerce": (r"\bbuy\b", r"order now", r"\bprices?\b", r"\$\s?\d", r"add to cart",
+                 r"shopping cart", r"\bcart\b", r"free shipping", r"\bdiscount", r"\bcoupon",
+                 r"money[- ]back", r"\bguaranteed?\b", r"\bproducts?\b", r"\bsale\b"),
+    "phone": (r"\(?\b\d{3}\)?[-. ]\d{3}[-. ]\d{4}\b", r"\b1-800\b", r"toll[- ]free",
+              r"call (?:us|now|today)"),
+    "testimonial": (r"testimonial", r"\bi tried\b", r"my story", r"changed my life",
+                    r"success stor"),
+    "hype": (r"miracle", r"\bcures?\b", r"amazing", r"\bsecrets?\b", r"natural remed",
+             r"\bdetox", r"100\s?%", r"breakthrough", r"!"),
+    "science": (r"\bet al\b", r"\bdoi\b", r"\bjournal", r"\bstud(?:y|ies)\b", r"clinical trial",
+                r"randomi[sz]ed", r"pubmed|medline", r"meta-analys", r"systematic review",
+                r"\breferences?\b", r"bibliography", r"\bcitations?\b", r"\bevidence\b"),
+    "authority": (r"\.gov\b", r"\.edu\b", r"\bm\.?d\.?\b", r"\bph\.?d\.?\b", r"reviewed by",
+                  r"medical review", r"\buniversity\b", r"\bhospital\b", r"\binstitute\b",
+                  r"\bnational\b", r"\bassociation\b", r"\bsociety\b", r"\bcenters? for\b"),
+    "disclaimer": (r"disclaimer", r"not intended to", r"consult (?:your|a) (?:doctor|physician)",
+                   r"medical advice", r"privacy policy", r"copyright|\u00a9",
+                   r"all rights reserved"),
+    "ads": (r"advertis", r"\bsponsor", r"\bads?\b", r"affiliate"),
+    "user_content": (r"\bforums?\b", r"posted by", r"\breply\b", r"\bcomments?\b", r"\blog ?in\b",
+                     r"\bregister\b", r"\bmembers?\b", r"\bblog\b"),
+}
+_CUE_RES = {g: re.compile("|".join(f"(?:{p})" for p in ps), re.IGNORECASE)
+            for g, ps in CUE_GROUPS.items()}
+#: top-level domains with their own one-hot column (others go to ``other``)
+TLDS: tuple[str, ...] = ("com", "org", "net", "gov", "edu", "uk", "ca", "au")
+_SCRIPT_EXT = (".php", ".asp", ".aspx", ".cfm", ".cgi", ".jsp")
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+GROUPS: tuple[str, ...] = ("cues", "url", "embedding")
+
+CUE_NAMES: tuple[str, ...] = ("log_words", "digit_share", "upper_share", "non_ascii_share",
+                              "log_mean_sentence_words",
+                              *(f"rate_{g}" for g in CUE_GROUPS))
+URL_NAMES: tuple[str, ...] = (*(f"tld_{t}" for t in TLDS), "tld_other", "path_depth",
+                              "log_url_length", "host_hyphen", "host_digit", "subdomains",
+                              "dynamic", "no_url")
+
+
+def cue_features(text: str) -> np.ndarray:
+    """The ``cues`` block of one page (:data:`CUE_NAMES`, in order)."""
+    if not isinstance(text, str):
+        raise ValueError(f"text: expected a string, got {type(text).__name__}")
+    words = len(text.split())
+    chars = max(len(text), 1)
+    letters = sum(1 for c in text if c.isalpha())
+    upper = sum(1 for c in text if c.isupper())
+    digits = sum(1 for c in text if c.isdigit())
+    non_ascii = sum(1 for c in text if ord(c) > 127)
+    sentences = [s for s in _SENT_SPLIT.split(text) if s.strip()]
+    mean_sentence = words / max(len(sentences), 1)
+    out = [math.log1p(words), digits / chars, upper / max(letters, 1), non_ascii / chars,
+           math.log1p(mean_sentence)]
+    for regex in _CUE_RES.values():
+        out.append(math.log1p(1000.0 * len(regex.findall(text)) / max(words, 1)))
+    return np.asarray(out, dtype=np.float64)
+
+
+def url_features(url: str | None) -> np.ndarray:
+    """The ``url`` block of one page (:data:`URL_NAMES`, in order); ``None`` or an empty URL
+    gives zeros with ``no_url = 1``."""
+    out = np.zeros(len(URL_NAMES))
+    if url is None or not str(url).strip():
+        out[-1] = 1.0
+        return out
+    url = str(url).strip()
+    parts = urlsplit(url if "//" in url else "//" + url)
+    host = (parts.hostname or "").lower()
+    labels = [x for x in host.split(".") if x]
+    tld = labels[-1] if labels else ""
+    out[TLDS.index(tld) if tld in TLDS else len(TLDS)] = 1.0
+    base = len(TLDS) + 1
+    path = parts.path or ""
+    out[base] = float(len([p for p in path.split("/") if p]))
+    out[base + 1] = math.log1p(len(url))
+    out[base + 2] = float("-" in host)
+    out[base + 3] = float(any(c.isdigit() for c in host))
+    core = labels[1:] if labels[:1] == ["www"] else labels
+    out[base + 4] = float(max(len(core) - 2, 0))
+    out[base + 5] = float(bool(parts.query) or path.lower().endswith(_SCRIPT_EXT))
+    return out
+
+
+def cue_patterns_hash() -> str:
+    """sha256 of the cue lists, the TLD list and the feature names (a model file records it)."""
+    data = {"cues": CUE_GROUPS, "tlds": TLDS, "script": _SCRIPT_EXT,
+            "names": [*CUE_NAMES, *URL_NAMES]}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def head(text: str, words: int) -> str:
+    """The first ``words`` white-space separated words of ``text``, joined by single spaces."""
+    return " ".join(text.split()[:words])
+
+
+class CredibilityFeaturizer:
+    """Feature rows ``[cues | url | embedding]`` for ``(text, url)`` pairs (module docstring).
+
+    ``embedder`` is any :class:`~credrank.core.embedder.Embedder` (MiniLM in experiments, the
+    hashing embedder in tests) or ``None``, in which case the ``embedding`` group is absent.
+    Rows are cached in memory by ``(hash of text, url)``, so a page shared by many folds is
+    featurised (and embedded) once.
+    """
+
+    def __init__(self, embedder: Embedder | None, *, head_words: int = 200):
+        check_int("head_words", head_words, 1)
+        self.embedder = embedder
+        self.head_words = head_words
+        dim = int(getattr(embedder, "dim", 0)) if embedder is not None else 0
+        n_cue, n_url = len(CUE_NAMES), len(URL_NAMES)
+        self.slices: dict[str, slice] = {"cues": slice(0, n_cue),
+                                         "url": slice(n_cue, n_cue + n_url)}
+        if embedder is not None:
+            self.slices["embedding"] = slice(n_cue + n_url, n_cue + n_url + dim)
+        self.width = n_cue + n_url + dim
+        self._rows: dict[tuple[str, str | None], np.ndarray] = {}
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The feature groups this featuriser can produce."""
+        return tuple(self.slices)
+
+    def config(self) -> dict[str, Any]:
+        """The featuriser's settings as JSON."""
+        return {"embedder": getattr(self.embedder, "name", None), "head_words": self.head_words,
+                "groups": list(self.groups), "cues": list(CUE_NAMES), "url": list(URL_NAMES)}
+
+    def columns(self, groups: Iterable[str]) -> np.ndarray:
+        """Column indices of ``groups`` (in :data:`GROUPS` order)."""
+        groups = set(groups)
+        unknown = groups - set(GROUPS)
+        if unknown or not groups:
+            raise ValueError(f"groups: expected a non-empty subset of {', '.join(GROUPS)}; "
+                             f"got {sorted(groups)}")
+        missing = groups - set(self.slices)
+        if missing:
+            raise ValueError(f"groups: {sorted(missing)} need an embedder; this featuriser "
+                             "has none")
+        return np.concatenate([np.arange(self.width)[self.slices[g]]
+                               for g in GROUPS if g in groups])
+
+    def features(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray:
+        """All feature columns, one row per page, shape ``(len(texts), width)``."""
+        if len(texts) != len(urls):
+            raise ValueError(f"urls: expected {len(texts)} values (one per text); "
+                             f"got {len(urls)}")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"texts[{i}]: expected a string (the page text), got "
+                                 f"{type(t).__name__}")
+        keys = [(text_key(t), None if u is None else str(u)) for t, u in zip(texts, urls,
+                                                                           strict=True)]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._rows))
+        if todo:
+            first = {k: (t, u) for k, t, u in zip(keys, texts, urls, strict=True)}
+            pages = [first[k] for k in todo]
+            hand = [np.concatenate([cue_features(t), url_features(u)]) for t, u in pages]
+            if self.embedder is not None:
+                emb = np.asarray(self.embedder.embed([head(t, self.head_words)
+                                                      for t, _ in pages]), dtype=np.float64)
+                hand = [np.concatenate([h, e]) for h, e in zip(hand, emb, strict=True)]
+            for k, row in zip(todo, hand, strict=True):
+                self._rows[k] = row
+        if not keys:
+            return np.zeros((0, self.width))
+        return np.vstack([self._rows[k] for k in keys])

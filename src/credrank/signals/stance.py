@@ -1,0 +1,564 @@
+"""Answer agreement from a fitted stance model: the product stage, its model file and its fit.
+
+For claim-style queries ("does X help Y?") the agreement of chapter 35.3 needs each
+candidate's *answer*. :class:`StanceAgreement` reads it from the page text with a stance model
+(:mod:`credrank.signals.stance_model`: ``p_d = P(page d says the treatment helps)``) and hands
+it to :class:`~credrank.signals.agreement.AnswerAgreement`, which adds the factor
+``agreement``:
+
+``w_d = λ_d · max(sim_d, 0)``, ``z = Σ_d w_d p_d / Σ_d w_d``, ``ẑ = σ(κ · logit z)``,
+``a_d = p_d ẑ + (1 − p_d)(1 − ẑ)``, ``f_d = floor + (1 − floor) · a_d ∈ [floor, 1]``
+
+(chapter 35.3; the policies — zero total weight, ``exclude_self``, ``voters`` — are those of
+:func:`~credrank.signals.agreement.agreement_factor`). Agreement measures conformity, not truth:
+a consensus of pages repeating a wrong claim is rewarded (see the agreement module).
+
+**Training pairs** (:func:`read_pairs`): a CSV with ``topic`` (or ``topic_id``), ``query`` (or
+``description``), ``doc_id``, ``stance`` (``0`` = the page says the treatment does not help,
+``1`` = it helps), optional ``text`` and ``url``. Pages without text in the file are read from
+an index (by ``doc_id``) when one is given. Every row is used or rejected with a reason, and
+the reasons are counted (:attr:`Pairs.rejected`): an empty topic, query or doc_id; a stance
+that is empty, not a number, or a number other than 0 or 1; a second row for the same
+``(topic, doc_id)``; no text (neither in the file nor in the index).
+
+**Model file** (:func:`model_document`, :func:`load_model`): JSON with
+``"credrank_stance_model": 1``; docs/json.md lists the fields. :func:`fit_pairs` runs the
+nested grouped cross-validation (:func:`~credrank.signals.stance_model.grouped_cross_validation`)
+and refits on every pair. A model reads pages with the embedder it was fitted with:
+:func:`stance_stage` refuses another one, naming both.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.embedder import Embedder
+from credrank.core.files import save_json
+from credrank.core.logistic import LogisticModel, text_key
+from credrank.core.pipeline import Stage
+from credrank.index.embed import get_embedder
+from credrank.index.store import VectorStore
+from credrank.signals.agreement import AnswerAgreement
+from credrank.signals.stance_model import (
+    N_BOOT,
+    StanceConfig,
+    StanceExample,
+    StanceFeaturizer,
+    StanceModel,
+    grouped_cross_validation,
+    lexicon_hash,
+)
+
+FORMAT = 1
+KEY = "credrank_stance_model"
+#: the CSV columns of training pairs: (name, alternative name or None, required)
+PAIR_COLUMNS: tuple[tuple[str, str | None, bool], ...] = (
+    ("topic", "topic_id", True), ("query", "description", True), ("doc_id", None, True),
+    ("stance", None, True), ("text", None, False), ("url", None, False))
+#: the featuriser of ``credrank stance fit``: snippet ⊙ query block (chosen by the CV),
+#: anchor contrast and lexical cues; the raw snippet embedding is off (too many columns for
+#: a few hundred pairs)
+DEFAULT_FEATURES: dict[str, Any] = {"k_sentences": 3, "max_words": 60, "use_embedding": False,
+                                    "use_interaction": True, "use_anchors": True,
+                                    "use_cues": True}
+#: rejection reasons, in the order they are checked
+REASONS = ("topic empty", "query empty", "doc_id empty", "stance empty",
+           "stance not a number", "stance not 0 or 1", "duplicate (topic, doc_id)",
+           "no text (none in the file, no index given)", "doc_id not in the index",
+           "no text (empty in the file and in the index)")
+
+
+#: the keyword settings :func:`stance_stage` passes on to :class:`StanceAgreement`
+STAGE_SETTINGS = ("weight_factor", "floor", "sharpness", "mode", "exclude_self", "voters",
+                  "name")
+
+
+class StanceModelError(ValueError):
+    """A model file or training-pairs file that cannot be used (the message names the file,
+    the field or line, what was expected and what came)."""
+
+
+# ---------------------------------------------------------------- training pairs
+
+
+@dataclass
+class Pairs:
+    """Labelled pairs read from a CSV, and what happened to every row."""
+
+    path: str
+    examples: list[StanceExample]
+    urls: list[str | None]
+    rows: int
+    columns: dict[str, str | None]
+    rejected: dict[str, int] = field(default_factory=dict)
+    rejected_lines: dict[str, list[int]] = field(default_factory=dict)
+    rejected_stances: dict[str, int] = field(default_factory=dict)
+    text_from_index: int = 0
+
+    def report(self) -> dict[str, Any]:
+        """Rows read, used and rejected by reason (with up to 5 line numbers each)."""
+        return {"file": self.path, "rows": self.rows, "used": len(self.examples),
+                "rejected": sum(self.rejected.values()),
+                "rejected_by_reason": dict(self.rejected),
+                "rejected_lines": {k: v[:5] for k, v in self.rejected_lines.items()},
+                "rejected_stance_values": dict(self.rejected_stances),
+                "columns": dict(self.columns), "text_from_index": self.text_from_index}
+
+
+def _pick_columns(path: str, header: Sequence[str], has_store: bool,
+                  query_column: str | None = None) -> dict[str, str | None]:
+    names = [h.strip() for h in header]
+    if query_column is not None and query_column not in names:
+        raise StanceModelError(f"{path}: missing column {query_column!r} (the query column "
+                               f"asked for); got {', '.join(names) or 'none'}")
+    out: dict[str, str | None] = {}
+    for name, alt, required in PAIR_COLUMNS:
+        chosen = name if name in names else alt if alt is not None and alt in names else None
+        if name == "query" and query_column is not None:
+            chosen = query_column
+        if chosen is None and required:
+            want = f"{name!r}" + (f" (or {alt!r})" if alt else "")
+            raise StanceModelError(f"{path}: missing column {want}; expected columns topic (or "
+                                   "topic_id), query (or description), doc_id, stance, and "
+                                   f"optionally text, url; got {', '.join(names) or 'none'}")
+        out[name] = chosen
+    if out["text"] is None and not has_store:
+        raise StanceModelError(f"{path}: no 'text' column and no index to read the pages "
+                               "from; add a text column or pass an index (--index)")
+    return out
+
+
+def _parse_stance(raw: str) -> tuple[int | None, str | None]:
+    """``(stance, None)`` or ``(None, rejection reason)``."""
+    value = raw.strip()
+    if not value:
+        return None, "stance empty"
+    try:
+        number = float(value)
+    except ValueError:
+        return None, "stance not a number"
+    if number in (0.0, 1.0):
+        return int(number), None
+    return None, "stance not 0 or 1"
+
+
+def read_pairs(path: str | Path, store: VectorStore | None = None, *,
+               query_column: str | None = None) -> Pairs:
+    """The labelled pairs of the CSV at ``path`` (module docstring). Text missing from the
+    file is read from ``store`` by ``doc_id`` (a text cell that is present wins). The query
+    is read from ``query_column`` when given, else from ``query``, else ``description``."""
+    name = str(path)
+    csv.field_size_limit(sys.maxsize)
+    try:
+        handle = open(path, encoding="utf-8-sig", newline="")
+    except OSError as exc:
+        raise StanceModelError(f"{name}: cannot read the pairs file: {exc}") from exc
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise StanceModelError(f"{name}: empty file; expected a header line") from None
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise StanceModelError(f"{name}: line 1: not a UTF-8 CSV header: {exc}") from exc
+        cols = _pick_columns(name, header, store is not None, query_column)
+        stripped = [h.strip() for h in header]
+        where = {c: stripped.index(c) for c in cols.values() if c is not None}
+        raw_rows: list[tuple[int, dict[str, str]]] = []
+        try:
+            for row in reader:
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(header):
+                    raise StanceModelError(f"{name}: line {reader.line_num}: expected "
+                                           f"{len(header)} fields, got {len(row)}")
+                raw_rows.append((reader.line_num, {k: row[where[c]] for k, c in cols.items()
+                                                   if c is not None}))
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise StanceModelError(f"{name}: line {reader.line_num}: {exc}") from exc
+    pairs = Pairs(name, [], [], len(raw_rows), cols)
+
+    def reject(reason: str, line: int) -> None:
+        pairs.rejected[reason] = pairs.rejected.get(reason, 0) + 1
+        pairs.rejected_lines.setdefault(reason, []).append(line)
+
+    seen: set[tuple[str, str]] = set()
+    pending: list[tuple[int, str, str, str, int, str, str | None]] = []
+    for line, row in raw_rows:
+        topic, query, doc_id = (row[k].strip() for k in ("topic", "query", "doc_id"))
+        stance, why = _parse_stance(row["stance"])
+        if not topic:
+            reject("topic empty", line)
+        elif not query:
+            reject("query empty", line)
+        elif not doc_id:
+            reject("doc_id empty", line)
+        elif why is not None or stance is None:
+            reject(why or "stance empty", line)
+            if why != "stance empty":
+                value = row["stance"].strip()
+                pairs.rejected_stances[value] = pairs.rejected_stances.get(value, 0) + 1
+        elif (topic, doc_id) in seen:
+            reject("duplicate (topic, doc_id)", line)
+        else:
+            seen.add((topic, doc_id))
+            url = row.get("url", "").strip() or None
+            pending.append((line, topic, query, doc_id, stance, row.get("text", ""), url))
+    need = sorted({p[3] for p in pending if not p[5].strip()})
+    stored: dict[str, dict[str, Any]] = {}
+    if need and store is not None:
+        for payload in store.read_payloads(need, ("doc_id", "text", "url")):
+            stored[str(payload.get("doc_id"))] = payload
+    for line, topic, query, doc_id, stance, text, url in pending:
+        if not text.strip():
+            if store is None:
+                reject("no text (none in the file, no index given)", line)
+                continue
+            payload = stored.get(doc_id)
+            if payload is None:
+                reject("doc_id not in the index", line)
+                continue
+            text = str(payload.get("text") or "")
+            if not text.strip():
+                reject("no text (empty in the file and in the index)", line)
+                continue
+            url = url or payload.get("url")
+            pairs.text_from_index += 1
+        pairs.examples.append(StanceExample(topic, query, text, stance, doc_id))
+        pairs.urls.append(url)
+    pairs.rejected = {r: pairs.rejected[r] for r in REASONS if r in pairs.rejected}
+    return pairs
+
+
+def training_hash(examples: Sequence[StanceExample]) -> str:
+    """SHA-256 of the pairs used, order-free: sorted ``(topic, query, doc_id, stance, hash of
+    the text)``."""
+    rows = sorted((e.qid, e.query, e.doc_id, int(e.stance), text_key(e.text)) for e in examples)
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------- model file
+
+
+def _credrank_version() -> str:
+    try:
+        return version("credrank")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "unknown"
+
+
+def model_document(model: StanceModel, *, embedder_name: str, embedder_dim: int,
+                   training_sha256: str, n_pairs: int, n_topics: int,
+                   metrics: Mapping[str, Any], rows: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The JSON document of a fitted ``model`` (docs/json.md)."""
+    if model.model is None:
+        raise ValueError("model: not fitted; call fit() first")
+    lr, feat = model.model, model.featurizer
+    return {
+        KEY: FORMAT,
+        "created_by": f"credrank {_credrank_version()}",
+        "features": {**{k: v for k, v in feat.config().items() if k != "embedder"},
+                     "blocks": [[n, w] for n, w in feat.blocks()],
+                     "n_columns": len(model.columns()),
+                     "lexicon_sha256": lexicon_hash()},
+        "settings": model.config.to_dict(),
+        "logistic": {"weights": lr.weights.tolist(), "bias": float(lr.bias),
+                     "mean": lr.mean.tolist(), "scale": lr.scale.tolist(), "l2": float(lr.l2)},
+        "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
+        "training": {"sha256": training_sha256, "n_pairs": int(n_pairs),
+                     "n_topics": int(n_topics), "rows": dict(rows or {})},
+        "metrics": dict(metrics),
+    }
+
+
+def save_model(path: str | Path, document: Mapping[str, Any]) -> None:
+    """Write ``document`` to ``path`` atomically (the old file or the new one, never half);
+    missing parent folders are created."""
+    target = Path(path)
+    if not target.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    save_json(target, document, what="stance model")
+
+
+@dataclass(frozen=True)
+class StanceModelFile:
+    """A validated model file: its document and what it names."""
+
+    path: str
+    document: dict[str, Any]
+
+    @property
+    def embedder_name(self) -> str:
+        return str(self.document["embedder"]["name"])
+
+    @property
+    def embedder_dim(self) -> int:
+        return int(self.document["embedder"]["dim"])
+
+    def check_embedder(self, name: str, dim: int | None = None) -> None:
+        """``StanceModelError`` naming both embedders when ``name`` (the index's or the
+        caller's) is not the one the model was fitted with, or the dimension differs."""
+        if name != self.embedder_name:
+            raise StanceModelError(
+                f"{self.path}: the stance model was fitted with embedder "
+                f"{self.embedder_name!r}, but the index/embedder in use is {name!r}; refit the "
+                f"model with `credrank stance fit --embedder {name}` (or use an index built "
+                f"with {self.embedder_name!r})")
+        if dim is not None and dim != self.embedder_dim:
+            raise StanceModelError(f"{self.path}: embedder {name!r} has dimension {dim}; the "
+                                   f"stance model expects {self.embedder_dim}")
+
+    def model(self, embedder: Embedder | None = None) -> StanceModel:
+        """The :class:`StanceModel` (``embedder`` defaults to ``get_embedder(name)``; it is
+        checked against the file's name and dimension)."""
+        emb = embedder if embedder is not None else get_embedder(self.embedder_name)
+        self.check_embedder(str(getattr(emb, "name", type(emb).__name__)),
+                            int(getattr(emb, "dim", -1)))
+        doc = self.document
+        f = doc["features"]
+        featurizer = StanceFeaturizer(emb, k_sentences=f["k_sentences"],
+                                      max_words=f["max_words"],
+                                      use_embedding=f["use_embedding"],
+                                      use_interaction=f["use_interaction"],
+                                      use_anchors=f["use_anchors"], use_cues=f["use_cues"],
+                                      cache=False)
+        if [[n, w] for n, w in featurizer.blocks()] != f["blocks"]:
+            raise StanceModelError(f"{self.path}: field 'features.blocks': expected "
+                                   f"{featurizer.blocks()} for these settings and embedder, "
+                                   f"got {f['blocks']}")
+        settings = doc["settings"]
+        model = StanceModel(featurizer, l2=settings["l2"], interaction=settings["interaction"])
+        n_cols = len(model.columns())
+        if n_cols != f["n_columns"]:
+            raise StanceModelError(f"{self.path}: field 'features.n_columns': the features "
+                                   f"give {n_cols} columns, the file says {f['n_columns']}")
+        lr = doc["logistic"]
+        model.model = LogisticModel(weights=np.asarray(lr["weights"], dtype=np.float64),
+                                    bias=float(lr["bias"]),
+                                    mean=np.asarray(lr["mean"], dtype=np.float64),
+                                    scale=np.asarray(lr["scale"], dtype=np.float64),
+                                    l2=float(lr["l2"]))
+        return model
+
+
+def _field(path: str, doc: Mapping[str, Any], dotted: str, kinds: tuple[type, ...],
+           what: str) -> Any:
+    node: Any = doc
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, Mapping) or part not in node:
+            raise StanceModelError(f"{path}: field {'.'.join(parts[:i + 1])!r} missing; "
+                                   f"expected {what}")
+        node = node[part]
+    bad_bool = isinstance(node, bool) and bool not in kinds
+    if not isinstance(node, kinds) or bad_bool:
+        raise StanceModelError(f"{path}: field {dotted!r}: expected {what}, got {node!r}"[:300])
+    if isinstance(node, float) and not math.isfinite(node):
+        raise StanceModelError(f"{path}: field {dotted!r}: expected a finite number, got {node}")
+    return node
+
+
+def _numbers(path: str, doc: Mapping[str, Any], dotted: str, length: int,
+             positive: bool = False) -> None:
+    values = _field(path, doc, dotted, (list,), f"a list of {length} numbers")
+    if len(values) != length:
+        raise StanceModelError(f"{path}: field {dotted!r}: expected {length} numbers (one per "
+                               f"feature column), got {len(values)}")
+    for i, v in enumerate(values):
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or (positive and v <= 0):
+            raise StanceModelError(f"{path}: field {dotted}[{i}]: expected a finite "
+                                   f"{'positive ' if positive else ''}number, got {v!r}")
+
+
+def validate_document(doc: Any, path: str = "model") -> StanceModelFile:
+    """Check every field a model needs (``StanceModelError`` naming ``path`` and the field)."""
+    if not isinstance(doc, dict):
+        raise StanceModelError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    if KEY not in doc:
+        raise StanceModelError(f"{path}: not a stance model file (no {KEY!r} field)")
+    fmt = doc[KEY]
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt != FORMAT:
+        raise StanceModelError(f"{path}: field {KEY!r}: expected {FORMAT}, got {fmt!r}"
+                               + (" (written by a newer credrank?)" if isinstance(fmt, int)
+                                  and fmt > FORMAT else ""))
+    for name in ("k_sentences", "max_words", "n_columns"):
+        value = _field(path, doc, f"features.{name}", (int,), "an integer >= 1")
+        if value < 1:
+            raise StanceModelError(f"{path}: field 'features.{name}': expected an integer "
+                                   f">= 1, got {value}")
+    for name in ("use_embedding", "use_interaction", "use_anchors", "use_cues"):
+        _field(path, doc, f"features.{name}", (bool,), "true or false")
+    blocks = _field(path, doc, "features.blocks", (list,), "a list of [name, width]")
+    if not all(isinstance(b, list) and len(b) == 2 and isinstance(b[0], str)
+               and isinstance(b[1], int) for b in blocks):
+        raise StanceModelError(f"{path}: field 'features.blocks': expected a list of "
+                               f"[name, width] pairs, got {blocks!r}"[:300])
+    lexicon = _field(path, doc, "features.lexicon_sha256", (str,), "a SHA-256 hex string")
+    if lexicon != lexicon_hash():
+        raise StanceModelError(f"{path}: field 'features.lexicon_sha256': the model was "
+                               "written with another lexicon (cue phrases, anchors, stop "
+                               f"words) than this credrank's ({lexicon[:12]}… vs "
+                               f"{lexicon_hash()[:12]}…); refit it")
+    l2 = _field(path, doc, "settings.l2", (int, float), "a positive number")
+    if l2 <= 0:
+        raise StanceModelError(f"{path}: field 'settings.l2': expected a positive number, "
+                               f"got {l2}")
+    _field(path, doc, "settings.interaction", (bool,), "true or false")
+    n = doc["features"]["n_columns"]
+    _numbers(path, doc, "logistic.weights", n)
+    _numbers(path, doc, "logistic.mean", n)
+    _numbers(path, doc, "logistic.scale", n, positive=True)
+    _field(path, doc, "logistic.bias", (int, float), "a finite number")
+    if _field(path, doc, "logistic.l2", (int, float), "a positive number") <= 0:
+        raise StanceModelError(f"{path}: field 'logistic.l2': expected a positive number")
+    name = _field(path, doc, "embedder.name", (str,), "the embedder's name")
+    if not name:
+        raise StanceModelError(f"{path}: field 'embedder.name': expected a name, got ''")
+    if _field(path, doc, "embedder.dim", (int,), "an integer >= 1") < 1:
+        raise StanceModelError(f"{path}: field 'embedder.dim': expected an integer >= 1")
+    _field(path, doc, "training.sha256", (str,), "a SHA-256 hex string")
+    for name in ("n_pairs", "n_topics"):
+        _field(path, doc, f"training.{name}", (int,), "an integer")
+    _field(path, doc, "metrics", (dict,), "a JSON object")
+    return StanceModelFile(path, doc)
+
+
+def load_model(path: str | Path) -> StanceModelFile:
+    """Read and validate the model file at ``path`` (:func:`validate_document`)."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StanceModelError(f"{name}: cannot read the stance model file: {exc}") from exc
+    try:
+        doc = json.loads(text, parse_constant=lambda c: _no_constant(name, c))
+    except json.JSONDecodeError as exc:
+        raise StanceModelError(f"{name}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+    return validate_document(doc, name)
+
+
+def _no_constant(path: str, constant: str) -> float:
+    raise StanceModelError(f"{path}: {constant} in the file; expected finite numbers only")
+
+
+# ---------------------------------------------------------------- fitting
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit_pairs` produced: the model file's document and the report."""
+
+    document: dict[str, Any]
+    report: dict[str, Any]
+    model: StanceModel
+
+
+def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = N_BOOT,
+              features: Mapping[str, Any] | None = None,
+              configs: Sequence[StanceConfig] | None = None) -> FitResult:
+    """Nested grouped CV on ``pairs`` and the final model refitted on every pair
+    (:func:`~credrank.signals.stance_model.grouped_cross_validation`)."""
+    settings = {**DEFAULT_FEATURES, **(features or {})}
+    if not pairs.examples:
+        reasons = ", ".join(f"{k} {v}" for k, v in pairs.rejected.items()) or "no rows"
+        raise StanceModelError(f"{pairs.path}: no usable pairs out of {pairs.rows} rows "
+                               f"(rejected: {reasons})")
+    stances = Counter(e.stance for e in pairs.examples)
+    if len(stances) < 2:
+        only = next(iter(stances))
+        raise StanceModelError(f"{pairs.path}: all {len(pairs.examples)} usable pairs have "
+                               f"stance {only}; a stance model needs both stances (0 = does "
+                               "not help, 1 = helps)")
+    featurizer = StanceFeaturizer(embedder, **settings)
+    try:
+        cv = grouped_cross_validation(pairs.examples, featurizer, configs, seed=seed,
+                                      n_boot=n_boot)
+    except ValueError as exc:
+        raise StanceModelError(f"{pairs.path}: {exc}") from exc
+    metrics = cv.metrics()
+    name = str(getattr(embedder, "name", type(embedder).__name__))
+    dim = int(getattr(embedder, "dim", 0))
+    sha = training_hash(pairs.examples)
+    doc = model_document(cv.model, embedder_name=name, embedder_dim=dim, training_sha256=sha,
+                         n_pairs=len(pairs.examples), n_topics=cv.n_topics, metrics=metrics,
+                         rows={k: v for k, v in pairs.report().items()
+                               if k in ("rows", "used", "rejected", "rejected_by_reason")})
+    report = {**metrics, "pairs": pairs.report(), "embedder": {"name": name, "dim": dim},
+              "features": doc["features"], "training_sha256": sha,
+              "stance_counts": {str(k): v for k, v in sorted(stances.items())}}
+    return FitResult(doc, report, cv.model)
+
+
+# ---------------------------------------------------------------- the stage
+
+
+class StanceAgreement(AnswerAgreement):
+    """:class:`~credrank.signals.agreement.AnswerAgreement` fed by a fitted stance model: the
+    factor ``agreement`` (module docstring formula, chapter 35.3) in ``[floor, 1]``.
+
+    Needs the candidates' text in the meta column ``text`` (retrieve with text); a non-empty
+    batch without it raises :class:`~credrank.core.candidates.StageError` naming the
+    candidates. ``p_yes`` (the stance probabilities) is kept as a meta column for audit.
+    """
+
+    def __init__(self, model: StanceModel, weight_factor: str | None = "prior", *,
+                 floor: float = 0.1, sharpness: float = 1.0, mode: str = "expected",
+                 exclude_self: bool = False, voters: int | None = None,
+                 name: str = "agreement", source: Mapping[str, Any] | None = None):
+        if not isinstance(model, StanceModel) or model.model is None:
+            raise ValueError("model: expected a fitted StanceModel (fit() or load_model())")
+        self.model = model
+        self.source = dict(source or {})
+        super().__init__(self._stance, weight_factor, floor=floor, sharpness=sharpness,
+                         mode=mode, exclude_self=exclude_self, voters=voters, name=name)
+
+    def _stance(self, query: str, batch: Candidates) -> np.ndarray:
+        texts = batch.column("text")
+        missing = [str(d) for d, t in zip(batch.doc_ids, texts, strict=True)
+                   if t is None or (isinstance(t, float) and math.isnan(t))]
+        if missing:
+            raise StageError(f"stance agreement needs the candidates' text (meta column "
+                             f"'text'); {len(missing)} of {len(batch)} candidates have none "
+                             f"(e.g. {missing[0]!r}): retrieve with text")
+        try:
+            return self.model.predict(query, [str(t) for t in texts])
+        except ValueError as exc:
+            raise StageError(f"stance model: {exc}") from exc
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "stance_model": {**self.source,
+                                                     **self.model.config.to_dict()}}
+
+
+def stance_stage(model_path: str | Path | StanceModelFile, embedder_name: str, *,
+                 embedder: Embedder | None = None, **settings: Any) -> Stage:
+    """Load the model file at ``model_path`` (or take an already loaded one), check that it
+    was fitted with ``embedder_name`` (the index's embedder; ``StanceModelError`` naming both
+    otherwise) and return :class:`StanceAgreement` with ``settings`` (``weight_factor``,
+    ``floor``, ``sharpness``, ``mode``, ``exclude_self``, ``voters``, ``name``). ``embedder``
+    (the one already loaded for the index) saves loading it a second time."""
+    unknown = sorted(set(settings) - set(STAGE_SETTINGS))
+    if unknown:
+        raise ValueError(f"stance_stage: unknown setting(s) {', '.join(unknown)}; expected "
+                         f"some of {', '.join(STAGE_SETTINGS)}")
+    loaded = model_path if isinstance(model_path, StanceModelFile) else load_model(model_path)
+    loaded.check_embedder(embedder_name)
+    model = loaded.model(embedder if embedder is not None else get_embedder(embedder_name))
+    source = {"path": loaded.path, "embedder": loaded.embedder_name,
+              "training_sha256": loaded.document["training"]["sha256"]}
+    return StanceAgreement(model, source=source, **settings)

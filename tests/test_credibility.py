@@ -1,0 +1,355 @@
+"""The product credibility model: labels, grouped CV without leakage, the model file, search."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from credrank.cli import app
+from credrank.credibility import (
+    Config,
+    CredibilityExample,
+    CredibilityFeaturizer,
+    fit_from_labels,
+    group_folds,
+    grouped_cross_validation,
+    load_model,
+    match_labels,
+    read_labels,
+    save_model,
+)
+from credrank.credibility.cv import bootstrap_auc
+from credrank.datasets.demo import demo_dir
+from credrank.index.embed import HashingEmbedder, get_embedder
+from credrank.index.memory import InMemoryIndex
+from credrank.index.opener import open_store
+from credrank.search import build_pipeline, describe, search_settings
+
+CREDIBLE_TLDS = ("gov", "org", "int", "uk")
+FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
+
+
+def _demo_docs() -> dict[str, dict]:
+    lines = (demo_dir() / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    return {d["id"]: d for d in map(json.loads, lines)}
+
+
+def _labels_rows() -> list[tuple[str, int, str]]:
+    """``(doc_id, credible, topic)``: each judged demo page, credible iff its TLD is one of
+    :data:`CREDIBLE_TLDS` (synthetic, learnable from the URL)."""
+    docs = _demo_docs()
+    out = []
+    for line in (demo_dir() / "qrels.tsv").read_text(encoding="utf-8").splitlines():
+        qid, _, doc, _ = line.split()
+        tld = docs[doc]["url"].split("/")[2].rsplit(".", 1)[-1]
+        out.append((doc, int(tld in CREDIBLE_TLDS), qid))
+    return out
+
+
+def _write_labels(path: Path, rows, header=("doc_id", "credible", "topic")) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture()
+def labels_csv(tmp_path: Path) -> Path:
+    return _write_labels(tmp_path / "labels.csv",
+                         [*_labels_rows(), ("no-such-doc", 1, "q01"), ("missing-2", 0, "q02")])
+
+
+# ---------------------------------------------------------------- labels
+
+
+def test_labels_file_parsing_and_errors(write):
+    ok = read_labels(write("a.csv", "url,credible\nhttp://a.gov/x,TRUE\nhttp://b.com,false\n"))
+    assert ok.by == "url" and not ok.has_topic
+    assert [r.credible for r in ok.rows] == [1, 0]
+    with pytest.raises(ValueError, match=r"bad\.csv:3: credible: expected 0, 1, true or false"):
+        read_labels(write("bad.csv", "doc_id,credible\nd1,1\nd2,maybe\n"))
+    with pytest.raises(ValueError, match=r"nocol\.csv:1: expected a 'doc_id' or 'url' column"):
+        read_labels(write("nocol.csv", "id,credible\nd1,1\n"))
+    with pytest.raises(ValueError, match=r"empty\.csv:2: doc_id: expected a non-empty"):
+        read_labels(write("empty.csv", "doc_id,credible\n,1\n"))
+    with pytest.raises(ValueError, match="no data rows"):
+        read_labels(write("none.csv", "doc_id,credible\n"))
+
+
+def test_unknown_ids_are_reported_and_counted(demo_index_hashing: Path, labels_csv: Path):
+    labels = read_labels(labels_csv)
+    with open_store(demo_index_hashing) as idx:
+        examples, report = match_labels(labels, idx, "topic")
+    assert report.unknown == 2
+    assert report.examples["unknown"][0].endswith("no-such-doc")
+    assert report.rows == report.used_rows + sum(report.skipped.values())
+    assert report.used_rows == len(_labels_rows())
+    assert len(examples) == len({r[0] for r in _labels_rows()})
+
+
+def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):
+    docs = _demo_docs()
+    ids = ["d001", "d002", "d003"]
+    emb = HashingEmbedder(16)
+    from credrank.datasets.demo import index_demo
+
+    store = InMemoryIndex.create(emb.name, emb.dim)
+    index_demo(store, emb)
+    rows = [(docs[d]["url"], 1, "t") for d in ids] + [(docs["d001"]["url"], 0, "t")]
+    labels = read_labels(_write_labels(tmp_path / "u.csv", rows, ("url", "credible", "topic")))
+    examples, report = match_labels(labels, store, "host")
+    # d001 has one 1 and one 0 in its group: a tie, reported with its two rows
+    assert report.skipped["tie"] == 2 and report.used_rows == 2
+    assert {e.doc_id for e in examples} == {"d002", "d003"}
+    for e in examples:
+        (group,) = e.labels
+        assert group in docs[e.doc_id]["url"]
+
+
+def test_group_by_topic_without_topic_column_is_an_error(demo_index_hashing, tmp_path):
+    labels = read_labels(_write_labels(tmp_path / "n.csv", [("d001", 1)],
+                                       ("doc_id", "credible")))
+    with open_store(demo_index_hashing) as idx, pytest.raises(ValueError,
+                                                              match="needs a 'topic' column"):
+        match_labels(labels, idx, "topic")
+
+
+def test_one_class_only_and_too_few_groups_are_errors(demo_index_hashing, tmp_path):
+    rows = [(d, 1, t) for d, _, t in _labels_rows()]
+    one = _write_labels(tmp_path / "one.csv", rows)
+    two = _write_labels(tmp_path / "two.csv",
+                        [r for r in _labels_rows() if r[2] in ("q01", "q02")])
+    with open_store(demo_index_hashing) as idx:
+        emb = get_embedder(idx.manifest.embedder)
+        with pytest.raises(ValueError, match="one class only"):
+            fit_from_labels(one, idx, emb, configs=FAST, n_boot=50)
+        with pytest.raises(ValueError, match="at least 3 groups"):
+            fit_from_labels(two, idx, emb, configs=FAST, n_boot=50)
+
+
+# ---------------------------------------------------------------- grouped CV
+
+
+def _toy(n_groups: int, per_group: int = 4) -> list[CredibilityExample]:
+    out = []
+    for g in range(n_groups):
+        for i in range(per_group):
+            good = i % 2 == 0
+            url = (f"https://www.h{g}-{i}.gov/a" if good else f"http://x{g}-{i}.biz/p.php?i=1")
+            text = ("A randomized clinical trial, journal study." if good
+                    else "BUY NOW!!! miracle cure $19.99 call 1-800-555-0199")
+            out.append(CredibilityExample(f"g{g}-{i}", text, url, {f"g{g}": int(good)}))
+    # a page judged in two groups
+    out.append(CredibilityExample("shared", "A journal study.", "https://nih.gov/s",
+                                  {"g0": 1, "g1": 1}))
+    return out
+
+
+def test_group_folds_logo_and_deterministic_kfold():
+    assert group_folds(["b", "a", "c"]) == [("b",), ("a",), ("c",)]
+    many = [f"h{i}" for i in range(25)]
+    folds = group_folds(many, seed=3)
+    assert len(folds) == 10 and sorted(g for f in folds for g in f) == sorted(many)
+    assert {len(f) for f in folds} == {2, 3}
+    assert folds == group_folds(list(reversed(many)), seed=3)
+    assert folds != group_folds(many, seed=4)
+
+
+@pytest.mark.parametrize("n_groups", [4, 23])
+def test_cv_never_scores_a_group_with_a_model_that_saw_it(n_groups):
+    examples = _toy(n_groups)
+    featurizer = CredibilityFeaturizer(None)
+    cv = grouped_cross_validation(examples, featurizer, FAST, seed=0, n_boot=200)
+    by_id = {e.doc_id: e for e in examples}
+    assert len(cv.oof.y) == sum(len(e.labels) for e in examples)  # every pair scored once
+    pairs = set(zip(cv.oof.groups, cv.oof.doc_ids, strict=True))
+    assert len(pairs) == len(cv.oof.y)
+    for g, fold in zip(cv.oof.groups, cv.oof.folds, strict=True):
+        assert g in cv.folds[fold]
+        # the fold's configuration was chosen without the fold's groups
+        assert cv.fold_configs[fold]["groups"] == list(cv.folds[fold])
+    # rebuild each fold's model: it never trained on a page judged in one of its groups
+    from credrank.credibility.cv import fit_folds
+
+    for fold, conf in zip(cv.folds, cv.fold_configs, strict=True):
+        config = Config(tuple(conf["config"]["groups"]), conf["config"]["l2"])
+        (model,) = fit_folds(examples, featurizer, config, [fold])
+        seen = set(model.trained_on)
+        assert not any(set(fold) & set(by_id[d].labels) for d in seen)
+    assert cv.auc is not None and cv.auc > 0.9
+    lo, hi = cv.interval
+    assert 0.0 <= lo <= hi <= 1.0
+    assert cv.model.trained_on and len(cv.model.trained_on) == len(examples)
+    assert cv.metrics()["cv"] == ("leave-one-group-out" if n_groups <= 20
+                                  else "10-fold by groups")
+
+
+def test_bootstrap_is_seeded_and_undefined_without_both_classes():
+    groups = ["a", "a", "b", "b", "c", "c"]
+    y = np.array([1, 0, 1, 0, 1, 0], dtype=float)
+    p = np.array([0.9, 0.2, 0.6, 0.4, 0.3, 0.7])
+    assert bootstrap_auc(groups, y, p, n_boot=100, seed=1) == bootstrap_auc(groups, y, p,
+                                                                         n_boot=100, seed=1)
+    assert bootstrap_auc(groups, np.ones(6), p, n_boot=50) == (None, 0)
+
+
+# ---------------------------------------------------------------- model file
+
+
+def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tmp_path):
+    with open_store(demo_index_hashing) as idx:
+        emb = get_embedder(idx.manifest.embedder)
+        result = fit_from_labels(labels_csv, idx, emb, configs=(
+            Config(("cues", "url", "embedding"), 10.0), Config(("url",), 10.0)), n_boot=100)
+        pages = idx.read_payloads(["d001", "d050", "d100"])
+    assert result.report["unknown"] == 2
+    path = tmp_path / "model.json"
+    save_model(path, result.document)
+    saved = load_model(path)
+    texts, urls = [p["text"] for p in pages], [p["url"] for p in pages]
+    np.testing.assert_allclose(saved(texts, urls), result.cv.model.predict(texts, urls),
+                               rtol=0, atol=1e-12)
+    doc = json.loads(path.read_text())
+    assert doc["credrank_credibility_model"] == 1
+    assert doc["training"]["n_groups"] == 10 and doc["embedder"]["name"] == "hashing"
+    assert len(doc["training"]["sha256"]) == 64
+
+    def broken(name: str, change) -> Path:
+        data = json.loads(path.read_text())
+        change(data)
+        out = tmp_path / name
+        out.write_text(json.dumps(data))
+        return out
+
+    with pytest.raises(ValueError, match=r"field 'weights': expected \d+ numbers"):
+        load_model(broken("w.json", lambda d: d["logistic"]["weights"].pop()))
+    with pytest.raises(ValueError, match=r"field 'scale'\[0\]: expected a finite number > 0"):
+        load_model(broken("s.json", lambda d: d["logistic"]["scale"].__setitem__(0, 0)))
+    with pytest.raises(ValueError, match="field 'floor'"):
+        load_model(broken("f.json", lambda d: d.__setitem__("floor", 2)))
+    with pytest.raises(ValueError, match="reads format 1, got 2"):
+        load_model(broken("v.json", lambda d: d.__setitem__("credrank_credibility_model", 2)))
+    with pytest.raises(ValueError, match="field 'sha256'"):
+        load_model(broken("h.json", lambda d: d["training"].__setitem__("sha256", "x")))
+    with pytest.raises(ValueError, match="not a credibility model"):
+        load_model(broken("o.json", lambda d: d.pop("credrank_credibility_model")))
+
+    # another embedder's index: refused, naming both
+    other = broken("other.json", lambda d: d["embedder"].__setitem__("name", "minilm"))
+    settings = search_settings(credibility_model=other)
+    with open_store(demo_index_hashing) as idx, pytest.raises(
+            ValueError, match="'minilm'; this index uses 'hashing'"):
+        build_pipeline(idx, emb, settings)
+
+
+def test_search_settings_options_and_errors(tmp_path):
+    with pytest.raises(ValueError, match="only with --credibility-model"):
+        search_settings(credibility_floor=0.5)
+    with pytest.raises(ValueError, match="cannot read the credibility model"):
+        search_settings(credibility_model=tmp_path / "missing.json")
+
+
+# ---------------------------------------------------------------- CLI end to end
+
+
+def test_cli_fit_then_search_applies_the_credibility_factor(demo_index_hashing, labels_csv,
+                                                            tmp_path):
+    runner = CliRunner()
+    model = tmp_path / "cred.json"
+    res = runner.invoke(app, ["credibility", "fit", str(labels_csv), "--index",
+                              str(demo_index_hashing), "--out", str(model), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["unknown"] == 2 and report["n_groups"] == 10 and report["n_pages"] == 117
+    assert 0.5 < report["cv_auc"] <= 1.0
+    assert report["cv_auc_interval"][0] <= report["cv_auc"] <= report["cv_auc_interval"][1]
+    assert report["cv"] == "leave-one-group-out"
+    res = runner.invoke(app, ["search", "Does vitamin D prevent COVID-19?", "--index",
+                              str(demo_index_hashing), "--credibility-model", str(model),
+                              "--credibility-floor", "0.4", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    cred = doc["settings"]["credibility"]
+    assert cred["floor"] == 0.4 and cred["model"] == str(model) and cred["version"] == 1
+    assert doc["settings"]["pushdown"] is False
+    assert doc["hits"]
+    factors = [h["score_breakdown"]["credibility"] for h in doc["hits"]]
+    assert all(0.4 <= f <= 1.0 for f in factors)
+    assert len(set(factors)) > 1
+    for h in doc["hits"]:
+        b = h["score_breakdown"]
+        assert b["final"] == pytest.approx(max(b["retrieval_score"], 0) * b["prior"]
+                                           * b["credibility"], abs=1e-9)
+    # human output names the model's numbers; a bad labels row is an error naming the line
+    res = runner.invoke(app, ["credibility", "fit", str(labels_csv), "--index",
+                              str(demo_index_hashing), "--out", str(tmp_path / "m2.json")])
+    text = " ".join(res.stdout.split())
+    assert res.exit_code == 0 and "grouped CV AUC" in text and "unknown ids: 2" in text
+    bad = _write_labels(tmp_path / "bad.csv", [("d001", "yes", "q01")])
+    res = runner.invoke(app, ["credibility", "fit", str(bad), "--index",
+                              str(demo_index_hashing), "--out", str(tmp_path / "m3.json")])
+    assert res.exit_code == 2 and "bad.csv:2: credible" in " ".join(res.output.split())
+
+
+def test_describe_without_store_names_the_model(demo_index_hashing, labels_csv, tmp_path):
+    with open_store(demo_index_hashing) as idx:
+        result = fit_from_labels(labels_csv, idx, get_embedder("hashing"), configs=FAST,
+                                 n_boot=50)
+    save_model(tmp_path / "m.json", result.document)
+    settings = search_settings(credibility_model=tmp_path / "m.json")
+    out = describe(settings)
+    assert out["credibility"]["floor"] == 0.3 and out["pushdown"] is False
+    assert settings.with_text
+
+
+# ---------------------------------------------------------------- real data
+
+
+def test_real_trec_labels_through_the_product_path(shared_data: Path, tmp_path: Path):
+    path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
+    if not path.is_file():
+        pytest.skip(f"TREC 2019 HM file not found at {path}")
+    from credrank.datasets import load_dataset
+
+    evalset = load_dataset("trec2019-hm", path)
+    emb = get_embedder("hashing")
+    store = InMemoryIndex.create(emb.name, emb.dim)
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    index_documents(evalset.documents, store, emb, SourceTyper())
+    rows = [(d, int(j["credibility"]), t) for d, lab in evalset.doc_labels.items()
+            for t, j in lab["judgements"].items() if j.get("credibility") in (0, 1)]
+    labels = _write_labels(tmp_path / "trec.csv", rows)
+    result = fit_from_labels(labels, store, emb, configs=(Config(("cues", "url"), 10.0),),
+                             n_boot=200)
+    rep = result.report
+    assert rep["unknown"] == 0 and rep["n_groups"] == 15
+    assert rep["matching"]["used_rows"] == len(rows)
+    assert 0.5 < rep["cv_auc"] < 1.0
+
+
+def test_read_payloads_on_every_backend(demo_index_hashing):
+    from credrank.datasets.demo import index_demo
+    from credrank.index.qdrant_server import QdrantServerIndex
+
+    emb = get_embedder("hashing")
+    memory = InMemoryIndex.create(emb.name, emb.dim)
+    index_demo(memory, emb)
+    server = QdrantServerIndex.in_memory(emb.name, emb.dim)
+    index_demo(server, emb)
+    with open_store(demo_index_hashing) as edge:
+        for store in (edge, memory, server):
+            every = store.read_payloads(fields=("doc_id", "url"))
+            assert len(every) == len(store) == 120, type(store).__name__
+            assert set(every[0]) == {"doc_id", "url"}
+            some = store.read_payloads(["d002", "nope", "d001", "d002"])
+            assert sorted(p["doc_id"] for p in some) == ["d001", "d002"]
+            assert all(isinstance(p["text"], str) and p["url"] for p in some)
+    server.close()
