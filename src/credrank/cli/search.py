@@ -100,6 +100,12 @@ def search(
         "--consensus-param",
         help="consensus parameter KEY=VALUE, repeatable: threshold=0.5 floor=0.1 "
              "unanswered=1 on_contested=neutral|apply jaccard=0.5 shingle=3")] = None,
+    freshness: Annotated[str | None, typer.Option(
+        "--freshness",
+        help="half-life decay w = 2^(−(T−t)/τ) (chapter 35.7) on each candidate's evidence "
+             "date (observed > verified > published; never modified/retrieved): "
+             "half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude]"
+             "[,config=FILE]; durations Nd, Nw, Ny (365.25 d), Nh")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
@@ -144,7 +150,8 @@ def search(
             stance_model=stance_model,
             stance_params=parse_params(stance_param, "--stance-param"),
             consensus=consensus,
-            consensus_params=parse_params(consensus_param, "--consensus-param"))
+            consensus_params=parse_params(consensus_param, "--consensus-param"),
+            freshness=freshness)
         batch = read_queries(queries) if queries is not None else None
         if trec_run is not None:
             _check_writable(trec_run)
@@ -165,7 +172,8 @@ def search(
     table = Table(title=f"{query}", show_lines=False)
     extra = [name for name, on in (("credibility", settings.credibility is not None),
                                    ("agreement", settings.stance is not None),
-                                   ("consensus", settings.consensus is not None)) if on]
+                                   ("consensus", settings.consensus is not None),
+                                   ("freshness", settings.freshness is not None)) if on]
     for col in ("#", "doc", "source type", "host", "sim", "prior", *extra, "final"):
         table.add_column(col)
     for h in hits:
@@ -177,6 +185,30 @@ def search(
     if settings.consensus is not None:
         console.print(consensus_summary(result.info["consensus"]), highlight=False,
                       soft_wrap=True)
+    if settings.freshness is not None and settings.freshness.name in result.info:
+        console.print(freshness_summary(result.info[settings.freshness.name],
+                                        [h["doc_id"] for h in hits]),
+                      highlight=False, soft_wrap=True)
+
+
+def freshness_summary(info: dict, shown: list[str] | None = None) -> str:
+    """The freshness lines under the table: T, τ, the undated policy and the counts over the
+    pool, then the shown hits (``shown``; all when ``None``) with ``age: unknown`` or a date
+    after ``T`` (clamped)."""
+    counts = info["counts"]
+    undated = info["undated"]
+    weight = "" if undated["weight"] is None else f" = {undated['weight']:.4g}"
+    lines = [f"freshness: now {info['now']}, half-life {info['half_life_days']:g} d"
+             f"{' (per config)' if 'half_lives' in info else ''}; undated: "
+             f"{undated['policy']}{weight}; {counts['dated']} dated, {counts['undated']} "
+             f"undated, {counts['excluded']} excluded, {counts['clamped']} clamped"]
+    keep = set(shown) if shown is not None else None
+    for key, label in (("unknown_age", "age: unknown"),
+                       ("clamped", "dated after now (clamped to now)")):
+        ids = [d for d in info.get(key, []) if keep is None or d in keep]
+        if ids:
+            lines.append(f"  {label} — {', '.join(ids)}")
+    return "\n".join(lines)
 
 
 def consensus_summary(info: dict) -> str:

@@ -31,6 +31,7 @@ from credrank.datasets.evotemp import read_evotemp
 from credrank.datasets.newspolluted import read_newspolluted
 from credrank.datasets.poisonedrag import poisoned_corpus, read_poisonedrag
 from credrank.datasets.ramdocs import read_ramdocs
+from credrank.datasets.realtimeqa import read_realtimeqa
 from credrank.datasets.registry import DATASETS, load_dataset
 from credrank.datasets.trec2019_hm import read_trec2019_hm
 
@@ -53,6 +54,7 @@ __all__ = [
     "read_newspolluted",
     "read_poisonedrag",
     "read_ramdocs",
+    "read_realtimeqa",
     "read_trec2019_hm",
     "squad_normalize",
     "strip_leaked_label",

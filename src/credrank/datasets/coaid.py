@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Reader of CoAID (COVID-19 news and claims labelled real or fake, by release): the items
+with their URLs for fitting per-type priors on earlier releases; see :func:`read_coaid`."""
 from __future__ import annotations
 
 import re

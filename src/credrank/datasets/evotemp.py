@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Reader of CAG EvoTemp (time-sensitive questions with a question date and seven dated news
+documents each, credibility high or low): a pooled :class:`EvalSet` for freshness weighting and
+the unknown-age policy; see :func:`read_evotemp`."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Reader of CAG NewsPolluted (news questions with one real snippet and LLM-written fakes,
+the leaked credibility label stripped): a pooled :class:`EvalSet`; see
+:func:`read_newspolluted`."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Reader of RAMDocs (ambiguous questions with correct, misinformation and noise documents,
+each supporting an answer): a pooled :class:`EvalSet` for misinformation demotion together with
+answer (intent) coverage; see :func:`read_ramdocs`."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -11,6 +11,7 @@ from credrank.datasets.demo import read_demo
 from credrank.datasets.evotemp import read_evotemp
 from credrank.datasets.newspolluted import read_newspolluted
 from credrank.datasets.ramdocs import read_ramdocs
+from credrank.datasets.realtimeqa import read_realtimeqa
 from credrank.datasets.trec2019_hm import read_trec2019_hm
 
 # ---------------------------------------------------------------- registry
@@ -24,6 +25,7 @@ DATASETS: dict[str, Reader] = {
     "evotemp": read_evotemp,
     "ramdocs": read_ramdocs,
     "coaid": read_coaid,
+    "realtimeqa": read_realtimeqa,
     "demo": read_demo,
 }
 

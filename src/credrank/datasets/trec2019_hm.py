@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Reader of TREC 2019 Health Misinformation (judged web pages with URLs, usefulness,
+credibility and stance labels per topic): a corpus :class:`EvalSet` whose URLs give real
+provenance; see :func:`read_trec2019_hm`."""
 from __future__ import annotations
 
 from datetime import datetime

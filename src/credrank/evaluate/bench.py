@@ -31,11 +31,13 @@ from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo, squad_normalize
-from credrank.documents.schema import Document
+from credrank.documents.schema import DATE_FIELDS, Document
+from credrank.evaluate.evotemp import freshness_experiment, generator_experiment
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
 from credrank.evaluate.label_free import label_free_experiment
 from credrank.evaluate.metrics import ranked_docs
 from credrank.evaluate.result import AbsentSignal, BenchResult
+from credrank.generate.llm import ExtractiveReader, Generator
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.provenance import SourceTyper
@@ -77,7 +79,8 @@ class Prepared:
 
 def prepare(evalset: EvalSet, embedder: Embedder, *,
             typer: SourceTyper | None = None) -> Prepared:
-    """Embed documents and queries; source types from the URL when ``typer`` is given.
+    """Embed documents and queries (meta: url, title, text and the five dates); source types
+    from the URL when ``typer`` is given.
 
     Pass a :class:`~credrank.index.embed.CachedEmbedder` to reuse vectors across runs."""
     docs = evalset.documents
@@ -86,6 +89,7 @@ def prepare(evalset: EvalSet, embedder: Embedder, *,
     qvectors = embedder.embed(qtexts)
     meta: dict[str, list[Any]] = {"url": [d.url for d in docs], "title": [d.title for d in docs],
                                   "text": [d.text for d in docs]}
+    meta.update({name: [getattr(d, name) for d in docs] for name in DATE_FIELDS})
     if typer is not None:
         provs = [typer.classify(d.url) for d in docs]
         meta.update(source_type=[p.source_type for p in provs], host=[p.host for p in provs],
@@ -217,8 +221,13 @@ def require_usable(evalset: EvalSet, path: Path | str) -> EvalSet:
 
 
 def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
-                 fetch_k: int = 15, seed: int = 0) -> BenchResult:
+                 fetch_k: int = 15, seed: int = 0, generator: Generator | None = None,
+                 generator_name: str = "extractive") -> BenchResult:
     """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
+
+    EvoTemp adds the tables ``freshness`` and ``generator_in_the_loop``
+    (:mod:`credrank.evaluate.evotemp`; ``generator`` defaults to the offline extractive
+    reader).
 
     A system whose signal the data lacks for every document is not run: the result lists it
     in ``absent_signals`` and ``notes``."""
@@ -269,6 +278,13 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
         if section is not None:
             result.add_experiment(section)
         result.details["label_free"] = details
+    if name == "evotemp":
+        result.add_experiment(freshness_experiment(evalset, pools, top_k, measures, seed))
+        section, details = generator_experiment(
+            evalset, prepared.index, prepared.query_vectors, generator or ExtractiveReader(),
+            generator_name if generator is not None else "extractive", top_k, seed)
+        result.add_experiment(section)
+        result.details["generator_in_the_loop"] = details
     return result
 
 

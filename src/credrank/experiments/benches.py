@@ -19,12 +19,15 @@ from credrank.core.candidates import Candidates
 from credrank.datasets import EvalSet
 from credrank.evaluate.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
 from credrank.evaluate.poisoning import bench_poisonedrag, default_corpus
+from credrank.evaluate.realtimeqa import bench_realtimeqa
 from credrank.evaluate.result import BenchResult
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
 from credrank.experiments.oracle_feedback import oracle_feedback_experiment
 from credrank.experiments.ra_rag_simulation import run_simulation, simulation_tables
 from credrank.experiments.trec_hm import run_trec_hm
+from credrank.generate.llm import ExtractiveReader, Generator
+from credrank.generate.local import SmolLM2Generator
 from credrank.index.embed import CachedEmbedder, Embedder, get_embedder
 
 #: the prior strength and base preset of ``coaid-priors``
@@ -43,6 +46,8 @@ class BenchOptions:
     tables: Sequence[Path] = ()
     #: a second input for benches that combine two files (``uses_corpus``)
     corpus: Path | None = None
+    #: the generator of benches with one in the loop (realtimeqa): extractive | smollm2
+    generator: str = "extractive"
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,9 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
         assert o.path is not None
         if name == "ramdocs":
             return bench_ramdocs(o.path, _embedder(o), seed=o.seed)
+        if name == "evotemp":
+            return bench_pooled(name, o.path, _embedder(o), seed=o.seed,
+                                generator=_generator(name, o), generator_name=o.generator)
         return bench_pooled(name, o.path, _embedder(o), seed=o.seed)
     return run
 
@@ -111,6 +119,32 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
                              f"file whose real passages form the clean corpus); the default "
                              f"beside --path, {corpus}, does not exist")
     return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed)
+
+
+#: ``--generator`` choices
+GENERATORS: dict[str, Callable[[], Generator]] = {
+    "extractive": ExtractiveReader,
+    "smollm2": SmolLM2Generator,
+}
+
+
+def _generator(bench: str, o: BenchOptions) -> Generator:
+    """The ``--generator`` of a bench with one in the loop (a clear error when unknown or when
+    its extra is missing)."""
+    factory = GENERATORS.get(o.generator)
+    if factory is None:
+        raise ValueError(f"bench {bench}: --generator {o.generator!r} is unknown; expected "
+                         f"one of {', '.join(GENERATORS)}")
+    try:
+        return factory()
+    except RuntimeError as exc:  # GeneratorError: the lm extra or the model is missing
+        raise ValueError(f"bench {bench}: --generator {o.generator}: {exc}") from exc
+
+
+def _realtimeqa(o: BenchOptions) -> BenchResult:
+    assert o.path is not None
+    return bench_realtimeqa(o.path, _embedder(o), seed=o.seed,
+                            generator=_generator("realtimeqa", o))
 
 
 def _coaid(o: BenchOptions) -> BenchResult:
@@ -171,6 +205,7 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("poisonedrag", _poisonedrag, True,
           "PoisonedRAG NQ attacks injected into CrAM NQ's Wikipedia passages (--corpus)",
           uses_corpus=True),
+    Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs"),
     Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases"),
     Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts"),
     Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol"),

@@ -40,11 +40,13 @@ from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.store import (
     DENSE,
+    FRESHNESS_FIELDS,
     KEYWORD_FIELDS,
     MAX_K,
     READ_FIELDS,
     READ_PAGE,
     SPARSE,
+    FreshnessFormula,
     IndexLock,
     Manifest,
     StoreError,
@@ -275,14 +277,16 @@ class EdgeIndex:
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
-                       exact: bool = False, with_text: bool = False) -> Candidates:
+                       exact: bool = False, with_text: bool = False,
+                       freshness: FreshnessFormula | None = None) -> Candidates:
         """Credibility-aware search pushed down into the engine.
 
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
         ``max($score, 0) × Σ_t λ_t·[source_type = t]`` (:data:`credrank.index.store.FORMULA`)
         — the same ``multiply`` combination as :func:`credrank.combine.combine_multiply` with
-        the prior of :class:`credrank.signals.prior.SourcePrior` — and the ``top_k`` best are
-        returned.
+        the prior of :class:`credrank.signals.prior.SourcePrior` — times, with ``freshness``,
+        the half-life factor of :func:`freshness_expression` (chapter 35.7), and the ``top_k``
+        best are returned.
         """
         prior_expr = qe.Expression.Sum([
             qe.Expression.Mult([
@@ -290,9 +294,13 @@ class EdgeIndex:
                 qe.Expression.Condition(qe.FieldCondition(
                     key="source_type", match=qe.MatchValue(t))),
             ]) for t, weight in formula_priors(priors)])
-        formula = qe.Formula(qe.Expression.Mult([
-            qe.Expression.Max([qe.Expression.Variable("$score"), qe.Expression.Constant(0.0)]),
-            prior_expr]))
+        parts = [qe.Expression.Max([qe.Expression.Variable("$score"),
+                                    qe.Expression.Constant(0.0)]), prior_expr]
+        defaults: dict[str, Any] | None = None
+        if freshness is not None:
+            parts.append(freshness_expression(freshness))
+            defaults = {name: freshness.now for name in FRESHNESS_FIELDS}
+        formula = qe.Formula(qe.Expression.Mult(parts), defaults=defaults)
         prefetch = qe.Prefetch(limit=check_int("fetch_k", fetch_k, 1, MAX_K),
                                params=qe.SearchParams(exact=exact),
                                query=qe.Query.Nearest(np.asarray(query_vector).tolist(),
@@ -306,3 +314,34 @@ class EdgeIndex:
         """The ``k`` nearest documents of one source (``source_id`` payload filter)."""
         return self.search_dense("", query_vector, k, with_text=True,
                                  where={"source_id": source_id})
+
+
+def freshness_expression(spec: FreshnessFormula) -> Any:
+    """:data:`credrank.index.store.FRESHNESS_FORMULA` as a Qdrant Edge expression.
+
+    ``D(f) = exp_decay(min(f, T); target T, midpoint 0.5, scale τ) = 2^(−(T − min(f, T))/τ)``
+    (Qdrant's exponential decay is ``exp(ln(midpoint)·|x − target|/scale)``; datetimes are
+    seconds); the first non-empty field of ``observed_at``, ``verified_at``, ``published_at``
+    picks its ``D``; all empty gives ``undated_weight``. An empty field's formula default is
+    ``T`` (set by the caller), so its ``D`` is 1 and is multiplied by 0."""
+    now = qe.Expression.Datetime(spec.now)
+
+    def empty(name: str) -> Any:
+        return qe.Expression.Condition(qe.IsEmptyCondition(name))
+
+    def present(name: str) -> Any:  # 1 − [empty]
+        return qe.Expression.Sum([qe.Expression.Constant(1.0),
+                                  qe.Expression.Neg(empty(name))])
+
+    def decay(name: str) -> Any:
+        return qe.Expression.Decay(
+            qe.DecayKind.Exp,
+            qe.Expression.Min([qe.Expression.DatetimeKey(name), now]),
+            now, 0.5, spec.scale_seconds)
+
+    terms, before = [], []  # before: the [empty] conditions of the preferred fields
+    for name in FRESHNESS_FIELDS:
+        terms.append(qe.Expression.Mult([*before, present(name), decay(name)]))
+        before.append(empty(name))
+    terms.append(qe.Expression.Mult([*before, qe.Expression.Constant(spec.undated_weight)]))
+    return qe.Expression.Sum(terms)

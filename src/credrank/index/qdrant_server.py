@@ -39,10 +39,12 @@ from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.store import (
     DENSE,
+    FRESHNESS_FIELDS,
     KEYWORD_FIELDS,
     READ_FIELDS,
     READ_PAGE,
     SPARSE,
+    FreshnessFormula,
     Manifest,
     StoreError,
     bm25_text,
@@ -88,16 +90,49 @@ def _sparse(vector: Any) -> models.SparseVector:
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
-def formula_query(priors: Mapping[str, float]) -> Any:
+def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | None = None
+                  ) -> Any:
     """:data:`credrank.index.store.FORMULA` as a ``FormulaQuery``:
-    ``0.5·($score + |$score|) × Σ_t λ_t·[source_type = t]``."""
+    ``0.5·($score + |$score|) × Σ_t λ_t·[source_type = t]`` (× :func:`freshness_expression`
+    with ``freshness``, whose date keys default to ``T``)."""
     positive = models.MultExpression(mult=[
         0.5, models.SumExpression(sum=["$score", models.AbsExpression(abs="$score")])])
     prior = models.SumExpression(sum=[
         models.MultExpression(mult=[weight, models.FieldCondition(
             key="source_type", match=models.MatchValue(value=t))])
         for t, weight in formula_priors(priors)])
-    return models.FormulaQuery(formula=models.MultExpression(mult=[positive, prior]))
+    if freshness is None:
+        return models.FormulaQuery(formula=models.MultExpression(mult=[positive, prior]))
+    return models.FormulaQuery(
+        formula=models.MultExpression(mult=[positive, prior, freshness_expression(freshness)]),
+        defaults={name: freshness.now for name in FRESHNESS_FIELDS})
+
+
+def freshness_expression(spec: FreshnessFormula) -> Any:
+    """:data:`credrank.index.store.FRESHNESS_FORMULA` as a Qdrant expression: for the first
+    non-empty of ``observed_at``, ``verified_at``, ``published_at``, ``exp_decay(x = min(f,
+    T), target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)``; all empty:
+    ``undated_weight`` (the same numbers as
+    :func:`credrank.index.qdrant_edge.freshness_expression`)."""
+    now = models.DatetimeExpression(datetime=spec.now)
+
+    def empty(name: str) -> Any:
+        return models.IsEmptyCondition(is_empty=models.PayloadField(key=name))
+
+    def present(name: str) -> Any:
+        return models.SumExpression(sum=[1.0, models.NegExpression(neg=empty(name))])
+
+    def decay(name: str) -> Any:
+        return models.ExpDecayExpression(exp_decay=models.DecayParamsExpression(
+            x=models.MinExpression(min=[models.DatetimeKeyExpression(datetime_key=name), now]),
+            target=now, midpoint=0.5, scale=spec.scale_seconds))
+
+    terms, before = [], []
+    for name in FRESHNESS_FIELDS:
+        terms.append(models.MultExpression(mult=[*before, present(name), decay(name)]))
+        before.append(empty(name))
+    terms.append(models.MultExpression(mult=[*before, spec.undated_weight]))
+    return models.SumExpression(sum=terms)
 
 
 class QdrantServerIndex:
@@ -380,10 +415,12 @@ class QdrantServerIndex:
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
-                       exact: bool = False, with_text: bool = False) -> Candidates:
+                       exact: bool = False, with_text: bool = False,
+                       freshness: FreshnessFormula | None = None) -> Candidates:
         """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
-        neighbours rescored by :func:`formula_query`, the ``top_k`` best returned (the same
-        numbers as :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
+        neighbours rescored by :func:`formula_query` (with the freshness factor when
+        ``freshness`` is given), the ``top_k`` best returned (the same numbers as
+        :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
         if not self.formula_supported:
             raise StoreError("formula queries need qdrant-client >= 1.14; upgrade it or search "
                              "without --pushdown")
@@ -391,7 +428,8 @@ class QdrantServerIndex:
                                    using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
                                    params=self._params(exact))
         return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
-                           query=formula_query(priors), limit=check_int("top_k", top_k, 1),
+                           query=formula_query(priors, freshness),
+                           limit=check_int("top_k", top_k, 1),
                            with_payload=returned_fields(with_text))
 
     def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:

@@ -73,6 +73,14 @@ EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
                  "provenance_rule", "domain_score", "cites")
 #: the credibility-aware score every formula-capable backend computes in its engine
 FORMULA = "max($score, 0) × Σ_t λ_t·[source_type = t]"
+#: the freshness factor a formula may carry (:class:`FreshnessFormula`, chapter 35.7)
+FRESHNESS_FORMULA = ("× ([o]·D(observed_at) + [¬o][v]·D(verified_at) + [¬o][¬v][p]·"
+                     "D(published_at) + [¬o][¬v][¬p]·w_undated), D(f) = exp_decay(x = min(f, T), "
+                     "target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)")
+#: the payload dates that date a document's evidence, in order of preference (the rule of
+#: :mod:`credrank.freshness.dates`, which the index layer cannot import; a test checks both
+#: agree)
+FRESHNESS_FIELDS = ("observed_at", "verified_at", "published_at")
 
 
 class StoreError(RuntimeError):
@@ -198,6 +206,50 @@ def formula_priors(priors: Mapping[str, float]) -> tuple[tuple[str, float], ...]
             raise ValueError(f"priors[{t!r}]: expected a finite number >= 0, got {value!r}")
         out.append((t, float(value)))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class FreshnessFormula:
+    """The freshness factor of :data:`FRESHNESS_FORMULA`, backend-neutral (chapter 35.7).
+
+    ``w = 2^(−(T − t)/τ)`` with ``t`` the first non-empty of :data:`FRESHNESS_FIELDS` (a
+    payload ISO date), clamped to ``T`` (``min(t, T)``: a date after ``T`` weighs 1), and
+    ``undated_weight`` where all three are empty (null or missing). Each backend writes it as
+    an exponential decay on the datetime key with ``midpoint = 0.5`` at ``scale = τ`` —
+    ``exp(ln 0.5 · |x − T|/τ) = 2^(−|x − T|/τ)`` — with the key's formula default set to ``T``
+    (decay 1, then multiplied by 0 through the emptiness conditions: an undated point weighs
+    exactly ``undated_weight``).
+
+    ``now``: ``T`` as an ISO 8601 string with offset; ``half_life_days``: ``τ`` (> 0);
+    ``undated_weight`` in ``[0, 1]``.
+    """
+
+    now: str
+    half_life_days: float
+    undated_weight: float
+
+    def __post_init__(self) -> None:
+        try:
+            when = datetime.fromisoformat(self.now.replace("Z", "+00:00"))
+        except (AttributeError, ValueError):
+            raise ValueError(f"freshness formula: now: expected an ISO 8601 date, "
+                             f"got {self.now!r}") from None
+        if when.tzinfo is None:
+            raise ValueError(f"freshness formula: now: expected a date with a UTC offset, "
+                             f"got {self.now!r}")
+        tau = float(self.half_life_days)
+        if not math.isfinite(tau) or tau <= 0:
+            raise ValueError(f"freshness formula: half_life_days: expected a positive finite "
+                             f"number, got {self.half_life_days!r}")
+        w = float(self.undated_weight)
+        if not (0.0 <= w <= 1.0):
+            raise ValueError(f"freshness formula: undated_weight: expected a number in [0, 1], "
+                             f"got {self.undated_weight!r}")
+
+    @property
+    def scale_seconds(self) -> float:
+        """``τ`` in seconds (the engines measure datetimes in seconds)."""
+        return float(self.half_life_days) * 86_400.0
 
 
 # -- the manifest --------------------------------------------------------------------------------
@@ -522,8 +574,10 @@ class FormulaScoring(Protocol):
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
-                       exact: bool = False, with_text: bool = False) -> Candidates:
-        """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA`, return the ``top_k``."""
+                       exact: bool = False, with_text: bool = False,
+                       freshness: FreshnessFormula | None = None) -> Candidates:
+        """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA` (× the freshness factor
+        :data:`FRESHNESS_FORMULA` with ``freshness``), return the ``top_k``."""
         ...
 
 

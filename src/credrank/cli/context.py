@@ -1,0 +1,100 @@
+"""``credrank context``: what the generator would see for a query (chapter 35.4, CAG).
+
+The query is ranked by the same pipeline as ``credrank search``; the top-k passages are tiered
+(``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``, :mod:`credrank.context.tiers`) and printed as
+the CAG prompt (``--format cag``), the JSON list for tool-calling generators (``json``) or the
+untiered matched control (``plain``). stdout holds exactly what the generator gets; passages
+left out by ``--undated exclude`` are listed on stderr (and under ``excluded`` with ``--json``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from credrank.cli.common import err, fail
+from credrank.cli.index import check_index_option
+from credrank.context.build import build_context, check_format, parse_now
+from credrank.context.render import GRANULARITIES
+from credrank.freshness.decay import check_half_life
+from credrank.freshness.policy import parse_undated
+from credrank.index.store import MAX_K, StoreError
+from credrank.search import describe, search_settings
+from credrank.searcher import Searcher
+
+
+def context(
+    query: Annotated[str, typer.Argument(help="the question")],
+    index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="cag (CAG labels) | json (for tool-calling generators) | plain "
+                         "(no tiers: the matched control)")] = "cag",
+    granularity: Annotated[str, typer.Option(
+        help="document | sentence (sentence tiers from each sentence's own similarity, "
+             "capped by the document's source tier)")] = "document",
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="passages in the context")] = 5,
+    fetch_k: Annotated[int | None, typer.Option(
+        "--fetch-k", min=1, help="candidate pool (default 3 × top-k)")] = None,
+    priors: Annotated[str, typer.Option(
+        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
+    credibility_model: Annotated[Path | None, typer.Option(
+        "--credibility-model",
+        help="a `credrank credibility fit` model file: ranks with the factor credibility, "
+             "which then sets the source tier (--source-tier auto)")] = None,
+    source_reliability: Annotated[Path | None, typer.Option(
+        help="--json output of `credrank reliability estimate` as the prior")] = None,
+    source_tier: Annotated[str, typer.Option(
+        "--source-tier",
+        help="auto (factor credibility if ranked with it, else the source type) | type | a "
+             "factor name in [0, 1], e.g. prior")] = "auto",
+    half_life: Annotated[float | None, typer.Option(
+        "--half-life", help="τ in days: one tier lost per elapsed τ (default: no time "
+                            "downgrade)")] = None,
+    now: Annotated[str | None, typer.Option(
+        "--now", help="evaluation time T, ISO 8601 (default: now)")] = None,
+    undated: Annotated[str, typer.Option(
+        help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
+             "⌊−log2 W⌋; exclude leaves the passage out)")] = "neutral",
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="the whole context document as JSON (policy, passages with their "
+                       "inputs, excluded, the rendered prompt)")] = False,
+) -> None:
+    """Print what the generator would see: the top-k passages with credibility tiers."""
+    if index_dir is None:
+        fail("--index: required (the index directory to search)")
+    if not query.strip():
+        fail("query: expected non-empty text")
+    if granularity not in GRANULARITIES:
+        fail(f"--granularity: expected one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+    if top_k > MAX_K or (fetch_k is not None and fetch_k > MAX_K):
+        fail(f"--top-k / --fetch-k: expected integers in [1, {MAX_K}]")
+    try:
+        check_format(fmt)
+        t_now = parse_now(now)
+        tau = None if half_life is None else check_half_life(half_life, "--half-life")
+        policy = parse_undated(undated)
+    except ValueError as exc:
+        fail(str(exc).replace("format:", "--format:", 1).replace("now:", "--now:", 1)
+             .replace("undated:", "--undated:", 1))
+    check_index_option(index_dir)
+    try:
+        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors,
+                                   credibility_model=credibility_model,
+                                   source_reliability=source_reliability)
+        searcher = Searcher.open(index_dir)
+        with searcher:
+            doc = build_context(searcher.store, searcher.embedder, query, settings, now=t_now,
+                                half_life=tau, undated=policy, granularity=granularity,
+                                source=source_tier,
+                                describe=describe(settings, searcher.store))
+    except (ValueError, StoreError, RuntimeError) as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps(doc.to_json(fmt), indent=2, ensure_ascii=False, default=str))
+        return
+    print(doc.render(fmt))
+    for e in doc.excluded:
+        err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)

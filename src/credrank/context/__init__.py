@@ -1,0 +1,1 @@
+"""Credibility-annotated context for the generator (chapter 35.4)."""

@@ -1,0 +1,186 @@
+"""What the generator sees: three renderings of the same annotated passages (chapter 35.4).
+
+* ``cag`` — each passage (document granularity) or each sentence (sentence granularity)
+  prefixed with its CAG label, ``High credibility of text: ``, ``Middle credibility of text: ``
+  or ``Low credibility of text: `` (:data:`CAG_LABELS`). Spelling: the CAG data sets in
+  ``../shared/data/cag`` spell ``Low credibility of text: `` (NewsPolluted's sentence-level
+  annotation; their ``cred`` fields are only ``high`` / ``low``); the middle level never
+  occurs there, so its spelling follows the CAG authors' own prompt code (``Middle credibility
+  of text``), with the capitalised ``High`` of the same code.
+* ``json`` — a list of objects for tool-calling generators: rank, doc_id, tier, level, label,
+  text and the credibility inputs with their provenance (:func:`passage_json`).
+* ``plain`` — the matched control: the same passages, same order, same instruction, no tiers
+  (:func:`credrank.generate.llm.build_prompt` exactly).
+
+The ``cag`` prompt keeps :func:`~credrank.generate.llm.build_prompt`'s layout (instruction,
+``Passages:``, one ``[n]`` line per passage, ``Question:``, ``Answer:``) with one added
+instruction sentence (:data:`CAG_INSTRUCTION`), so :func:`~credrank.generate.llm.parse_prompt`
+and the offline :class:`~credrank.generate.llm.ExtractiveReader` read it: ``parse_prompt``
+returns the question and the passages **with the label prefixes present**
+(:func:`strip_labels` removes them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from credrank.context.tiers import LEVELS
+from credrank.generate.llm import INSTRUCTION, build_prompt
+
+FORMATS = ("cag", "json", "plain")
+GRANULARITIES = ("document", "sentence")
+#: tier → the CAG label (without the ``": "`` separator)
+CAG_LABELS: dict[int, str] = {
+    3: "High credibility of text",
+    2: "Middle credibility of text",
+    1: "Low credibility of text",
+}
+#: what follows a label
+LABEL_SEPARATOR = ": "
+#: the sentence the ``cag`` prompt adds to :data:`credrank.generate.llm.INSTRUCTION`
+CAG_INSTRUCTION = ("Each passage (or sentence) is labelled with a credibility of high, middle "
+                   "or low, from its relevance to the question, its age and its source; "
+                   "prefer high-credibility text when passages conflict.")
+
+_LABEL_RE = re.compile(r"(?:High|Middle|Low) credibility of text: ?")
+
+
+@dataclass(frozen=True)
+class SentenceTier:
+    """One sentence of a passage at sentence granularity."""
+
+    text: str
+    similarity: float
+    relevance_tier: int
+    tier: int
+
+
+@dataclass(frozen=True)
+class AnnotatedPassage:
+    """One passage of the context with its tier and the inputs that made it.
+
+    ``similarity`` (with ``similarity_source``), ``source_type``/``host``/``url``, the
+    freshness date and basis, ``factors`` and ``score`` are those of the ranked batch (what the
+    ranking used); ``relevance_tier``, ``source_tier`` (with ``source_basis``), ``downgrade``
+    and ``tier`` are the policy's (:mod:`credrank.context.tiers`). ``sentences`` is set at
+    sentence granularity."""
+
+    rank: int
+    doc_id: str
+    text: str
+    tier: int
+    relevance_tier: int
+    source_tier: int
+    source_basis: str
+    downgrade: int
+    similarity: float
+    similarity_source: str = "retrieval_score (cosine)"
+    source_type: str | None = None
+    host: str | None = None
+    url: str | None = None
+    title: str | None = None
+    freshness_date: str | None = None
+    freshness_basis: str = "unknown"
+    freshness_clamped: bool = False
+    elapsed_days: float | None = None
+    retrieval_score: float = 0.0
+    score: float = 0.0
+    factors: dict[str, float] = field(default_factory=dict)
+    sentences: tuple[SentenceTier, ...] | None = None
+
+    @property
+    def level(self) -> str:
+        return LEVELS[self.tier]
+
+    @property
+    def label(self) -> str:
+        return CAG_LABELS[self.tier]
+
+
+def cag_label(tier: int) -> str:
+    """The CAG prefix of ``tier`` including the separator (``"High credibility of text: "``)."""
+    if tier not in CAG_LABELS:
+        raise ValueError(f"tier: expected 1, 2 or 3, got {tier!r}")
+    return CAG_LABELS[tier] + LABEL_SEPARATOR
+
+
+def cag_text(passage: AnnotatedPassage) -> str:
+    """The passage with its CAG prefix, or each sentence with its own at sentence
+    granularity (sentences joined by a space, as :func:`build_prompt` flattens lines)."""
+    if passage.sentences:
+        return " ".join(cag_label(s.tier) + s.text for s in passage.sentences)
+    return cag_label(passage.tier) + " ".join(passage.text.split())
+
+
+def plain_text(passage: AnnotatedPassage) -> str:
+    """The passage as the control shows it (sentences re-joined at sentence granularity)."""
+    if passage.sentences:
+        return " ".join(s.text for s in passage.sentences)
+    return " ".join(passage.text.split())
+
+
+def strip_labels(text: str) -> str:
+    """``text`` without CAG label prefixes."""
+    return " ".join(_LABEL_RE.sub("", text).split())
+
+
+def render_cag(question: str, passages: Sequence[AnnotatedPassage]) -> str:
+    """The ``cag`` prompt (module docstring)."""
+    prompt = build_prompt(question, [cag_text(p) for p in passages])
+    head, sep, rest = prompt.partition("\n")
+    if head != INSTRUCTION:  # build_prompt's layout changed: refuse rather than mis-render
+        raise RuntimeError("build_prompt: expected the instruction on the first line")
+    return f"{INSTRUCTION} {CAG_INSTRUCTION}{sep}{rest}"
+
+
+def render_plain(question: str, passages: Sequence[AnnotatedPassage]) -> str:
+    """The matched control: :func:`build_prompt` over the same passages, no tiers."""
+    return build_prompt(question, [plain_text(p) for p in passages])
+
+
+def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
+    """One passage of the ``json`` form, with the credibility inputs and their provenance."""
+    out: dict[str, Any] = {
+        "rank": p.rank, "doc_id": p.doc_id, "tier": p.tier, "level": p.level,
+        "label": p.label, "text": plain_text(p),
+        "inputs": {
+            "similarity": {"value": p.similarity, "source": p.similarity_source,
+                           "relevance_tier": p.relevance_tier},
+            "source": {"source_type": p.source_type, "host": p.host, "url": p.url,
+                       "tier": p.source_tier, "basis": p.source_basis},
+            "freshness": {"date": p.freshness_date, "basis": p.freshness_basis,
+                          "clamped": p.freshness_clamped, "elapsed_days": p.elapsed_days,
+                          "downgrade": p.downgrade},
+            "ranking": {"retrieval_score": p.retrieval_score, **p.factors,
+                        "final": p.score},
+        },
+    }
+    if p.title:
+        out["title"] = p.title
+    if p.sentences is not None:
+        out["sentences"] = [{"text": s.text, "similarity": s.similarity,
+                             "relevance_tier": s.relevance_tier, "tier": s.tier,
+                             "level": LEVELS[s.tier], "label": CAG_LABELS[s.tier]}
+                            for s in p.sentences]
+    return out
+
+
+def render_json(passages: Sequence[AnnotatedPassage]) -> list[dict[str, Any]]:
+    """The ``json`` form: :func:`passage_json` of each passage, in order."""
+    return [passage_json(p) for p in passages]
+
+
+def render(question: str, passages: Sequence[AnnotatedPassage], fmt: str = "cag") -> str:
+    """``fmt`` in :data:`FORMATS`: the ``cag`` or ``plain`` prompt, or the ``json`` list as
+    text (indent 2)."""
+    if fmt == "cag":
+        return render_cag(question, passages)
+    if fmt == "plain":
+        return render_plain(question, passages)
+    if fmt == "json":
+        return json.dumps(render_json(passages), indent=2, ensure_ascii=False)
+    raise ValueError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")

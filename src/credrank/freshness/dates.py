@@ -1,0 +1,93 @@
+"""The freshness date of a document: the date of its *evidence*, kept apart from the others.
+
+Chapter 35.7 separates five dates (``observed_at``, ``verified_at``, ``published_at``,
+``modified_at``, ``retrieved_at``). A page published in 2023 that repeats a 2020 measurement is
+2020 evidence. The rule (:func:`freshness_date`):
+
+1. ``observed_at`` (when the measurement was made), else
+2. ``verified_at`` (when it was last checked against its source), else
+3. ``published_at``, else
+4. **unknown** — never ``modified_at`` (an edit of the page, not of the evidence) and never
+   ``retrieved_at`` (when we crawled it; using it would make every page look fresh).
+
+A date after the evaluation time ``T`` is **clamped** to ``T`` (age 0) and flagged: a
+document cannot be fresher than "now", and a future date is a data error to show, not a boost.
+
+Values may be ``datetime`` (naive = UTC), ISO 8601 strings (as stored in index payloads) or
+``None``. :func:`parse_instant` raises :class:`ValueError` naming the field for a string that
+does not parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+#: the fields that may date a document's evidence, in order of preference
+FRESHNESS_FIELDS = ("observed_at", "verified_at", "published_at")
+#: fields that never date evidence (stated so the rule is visible in reports)
+NOT_FRESHNESS_FIELDS = ("modified_at", "retrieved_at")
+SECONDS_PER_DAY = 86_400.0
+
+
+def parse_instant(value: Any, field: str = "date") -> datetime | None:
+    """``value`` as an aware UTC ``datetime`` (``None`` for ``None`` or an empty string).
+
+    Accepts ``datetime`` (naive taken as UTC) and ISO 8601 strings (``2024-05-01``,
+    ``2024-05-01T12:00:00Z``, with offsets). Anything else raises ``ValueError`` naming
+    ``field``, what was expected and what came."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+        except ValueError:
+            raise ValueError(f"{field}: expected an ISO 8601 date such as 2024-05-01 or "
+                             f"2024-05-01T12:00:00Z, got {value!r}") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise ValueError(f"{field}: expected an ISO 8601 date string or a datetime, got "
+                     f"{type(value).__name__} ({value!r})")
+
+
+@dataclass(frozen=True)
+class FreshnessDate:
+    """The date a document's evidence carries and where it came from.
+
+    ``date`` is ``None`` (unknown) or aware UTC; ``basis`` is the field it came from
+    (``observed_at``, ``verified_at``, ``published_at``, ``inherited:<doc_id>`` when a citation
+    chain supplied it) or ``unknown``; ``clamped`` says it was after ``T`` and set to ``T``."""
+
+    date: datetime | None
+    basis: str
+    clamped: bool = False
+
+
+def freshness_date(dates: Mapping[str, Any], now: datetime | None = None,
+                   where: str = "document") -> FreshnessDate:
+    """The rule of the module docstring for one document's ``dates`` (a mapping with any of
+    the five date fields). With ``now`` (the evaluation time ``T``), a later date is clamped to
+    ``T`` and flagged."""
+    for name in FRESHNESS_FIELDS:
+        value = parse_instant(dates.get(name), f"{where}: field {name!r}")
+        if value is not None:
+            if now is not None and value > now:
+                return FreshnessDate(now, name, clamped=True)
+            return FreshnessDate(value, name)
+    return FreshnessDate(None, "unknown")
+
+
+def elapsed_days(now: datetime, dates: Sequence[datetime | None]) -> np.ndarray:
+    """``(T − t)`` in days per date (``NaN`` where the date is unknown: callers apply the
+    unknown-age policy before anything leaves them); negative values are clamped to 0."""
+    out = np.full(len(dates), np.nan)
+    for i, t in enumerate(dates):
+        if t is not None:
+            out[i] = max((now - t).total_seconds() / SECONDS_PER_DAY, 0.0)
+    return out

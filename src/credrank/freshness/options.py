@@ -1,0 +1,68 @@
+"""The ``--freshness`` option of ``credrank search``:
+``half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude][,config=FILE]``.
+
+* ``half_life`` — the half-life ``τ`` of ``w(T, t) = 2^(−(T−t)/τ)`` (chapter 35.7): ``365d``,
+  ``52w``, ``1y`` (365.25 d), ``12h`` or a number of days; 0 or negative is refused;
+* ``now`` — the evaluation time ``T`` (ISO 8601; default: the current UTC time per query);
+* ``undated`` — the unknown-age policy (default ``neutral``: median of the dated candidates);
+* ``config`` — a freshness config file (τ per source type, host, claim class; no-decay
+  opt-outs; :mod:`credrank.freshness.config`). With ``config``, ``half_life`` may be left out
+  (the file's default) or given (it replaces the file's default ``half_life``).
+
+Errors (``ValueError``) name the key and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from credrank.freshness.config import load_freshness_config, parse_duration
+from credrank.freshness.dates import parse_instant
+from credrank.freshness.policy import parse_undated
+from credrank.freshness.stage import FreshnessDecay
+
+KEYS = ("half_life", "now", "undated", "config")
+
+
+def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
+    """The :class:`~credrank.freshness.stage.FreshnessDecay` stage ``text`` describes."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{option}: expected half_life=DURATION[,now=DATE][,undated=POLICY]"
+                         f"[,config=FILE], got {text!r}")
+    items: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"{option}: expected KEY=VALUE, got {part.strip()!r} (keys: "
+                             f"{', '.join(KEYS)})")
+        if key not in KEYS:
+            raise ValueError(f"{option}: unknown key {key!r} (={value.strip()!r}); expected "
+                             f"some of {', '.join(KEYS)}")
+        if key in items:
+            raise ValueError(f"{option}: key {key!r} given twice")
+        items[key] = value.strip()
+    if "half_life" not in items and "config" not in items:
+        raise ValueError(f"{option}: give half_life=DURATION (e.g. half_life=365d) or "
+                         "config=FILE")
+    try:
+        half_life = (parse_duration(items["half_life"], f"{option} half_life")
+                     if "half_life" in items else None)
+        now = parse_instant(items["now"], f"{option} now") if "now" in items else None
+        if "now" in items and now is None:
+            raise ValueError(f"{option} now: expected an ISO 8601 date, got ''")
+        undated = parse_undated(items.get("undated", "neutral"))
+    except ValueError as exc:
+        raise ValueError(str(exc) if str(exc).startswith(option)
+                         else f"{option}: {exc}") from None
+    if "config" in items:
+        path = Path(items["config"])
+        if not path.is_file():
+            raise ValueError(f"{option} config: no such file {items['config']!r}")
+        config = load_freshness_config(path)
+        if half_life is not None:
+            config = dataclasses.replace(config, half_life=half_life)
+        return FreshnessDecay(config, now=now, undated=undated)
+    assert half_life is not None
+    return FreshnessDecay(half_life, now=now, undated=undated)

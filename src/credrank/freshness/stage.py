@@ -1,0 +1,178 @@
+"""The freshness stage (chapter 35.7): the factor ``freshness = w(T, t) = 2^(−(T−t)/τ)``.
+
+``t`` is each candidate's *freshness date* (:func:`~credrank.freshness.dates.freshness_date`:
+``observed_at``, else ``verified_at``, else ``published_at``, else unknown — never
+``modified_at`` or ``retrieved_at``); a date after ``T`` is clamped to ``T`` (weight 1) and
+flagged. ``τ`` is one half-life, or per document from a
+:class:`~credrank.freshness.config.FreshnessConfig` (claim class, host, source type; a
+time-persistent claim has no decay: weight 1, dated or not). An undated, decaying candidate
+weighs what its :class:`~credrank.freshness.policy.UnknownAge` policy states (``neutral``: a
+stated constant, default the median weight of the dated candidates of the query;
+``penalty``: a stated factor; ``exclude``: removed) — never more than that, and so never more
+than the same document dated at ``T``.
+
+Per candidate, the stage writes the meta columns ``freshness_basis`` (``observed_at`` /
+``verified_at`` / ``published_at`` / ``unknown``), ``age_days`` (``None`` when unknown),
+``freshness_clamped`` and ``freshness_half_life`` (days; ``None`` for no decay), and records
+in ``info["freshness"]`` the evaluation time, the half-life(s), the policy with the value it
+used, the counts and the doc ids with ``age: unknown``, clamped, excluded or not decayed (what
+a hit's breakdown cannot hold: :meth:`Candidates.hits` shows factors only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from credrank.core.candidates import DATE_COLUMNS, Candidates
+from credrank.core.errors import StageError
+from credrank.core.pipeline import Stage
+from credrank.freshness.config import CLAIM_CLASS_FIELD, FreshnessConfig
+from credrank.freshness.dates import elapsed_days, freshness_date, parse_instant
+from credrank.freshness.decay import check_half_life
+from credrank.freshness.policy import UnknownAge
+
+#: the evaluation time ``T``: fixed, per query (a function of the batch) or ``None`` (now)
+Now = datetime | Callable[[Candidates], datetime] | None
+
+
+class FreshnessDecay(Stage):
+    """Factor ``freshness = 2^(−(T − t)/τ)`` (chapter 35.7) per candidate, in ``[0, 1]``.
+
+    Args:
+        half_life: ``τ`` in days (a positive finite number), or a
+            :class:`~credrank.freshness.config.FreshnessConfig` (τ per claim class, host,
+            source type; no-decay opt-outs).
+        now: ``T`` — an aware (naive = UTC) ``datetime`` or ISO string; a callable
+            ``batch -> datetime`` for a per-query ``T`` (e.g. a bench's query date); ``None``
+            reads the current UTC time once per :meth:`transform`.
+        undated: the unknown-age policy (default ``neutral``: median of the dated
+            candidates, 0.5 when none is dated).
+        name: the factor's name.
+
+    Raises ``ValueError`` for a half-life of 0 or below, or a ``now`` that is not a date;
+    ``StageError`` when a candidate's date does not parse or ``now`` returns no date.
+    """
+
+    def __init__(self, half_life: float | FreshnessConfig, *, now: Now | str = None,
+                 undated: UnknownAge | None = None, name: str = "freshness"):
+        if isinstance(half_life, FreshnessConfig):
+            self.config_ = half_life
+        else:
+            self.config_ = FreshnessConfig(half_life=check_half_life(half_life),
+                                           no_decay_field=None)
+        if isinstance(now, str):
+            now = parse_instant(now, "now")
+        if now is not None and not callable(now) and not isinstance(now, datetime):
+            raise ValueError(f"now: expected a datetime, an ISO date, a function of the batch "
+                             f"or None (the current time), got {now!r}")
+        self.now = parse_instant(now, "now") if isinstance(now, datetime) else now
+        self.undated = undated if undated is not None else UnknownAge()
+        if not isinstance(self.undated, UnknownAge):
+            raise ValueError(f"undated: expected an UnknownAge policy, got {undated!r}")
+        self.name = name
+
+    @property
+    def half_life(self) -> float:
+        """The default half-life ``τ`` in days."""
+        return self.config_.half_life
+
+    @property
+    def single(self) -> bool:
+        """One ``τ`` for every candidate (no per-type/host/class table, no opt-out)."""
+        return self.config_.single
+
+    def resolve_now(self, batch: Candidates) -> datetime:
+        """``T`` for ``batch`` as an aware UTC datetime."""
+        if self.now is None:
+            return datetime.now(UTC)
+        if isinstance(self.now, datetime):
+            return self.now
+        value = self.now(batch)
+        try:
+            out = parse_instant(value, "now")
+        except ValueError as exc:
+            raise StageError(f"{self.name}: now({batch.query!r}): {exc}") from None
+        if out is None:
+            raise StageError(f"{self.name}: now({batch.query!r}) returned no date")
+        return out
+
+    def weights(self, batch: Candidates, now: datetime) -> tuple[np.ndarray, dict[str, Any]]:
+        """``(w, facts)``: the factor per row (``NaN`` for rows to exclude) and the per-row
+        facts (basis, age, clamped, half-life, undated flag) — the computation of
+        :meth:`transform` without its side columns."""
+        n = len(batch)
+        columns = {name: batch.column(name) for name in DATE_COLUMNS}
+        bases, dates, clamped = [], [], np.zeros(n, dtype=bool)
+        for i in range(n):
+            try:
+                fd = freshness_date({k: columns[k][i] for k in DATE_COLUMNS}, now,
+                                    where=f"document {batch.doc_ids[i]!r}")
+            except ValueError as exc:
+                raise StageError(f"{self.name}: {exc}") from None
+            bases.append(fd.basis)
+            dates.append(fd.date)
+            clamped[i] = fd.clamped
+        taus = self.config_.half_lives(
+            batch.column("source_type"), batch.column("host"),
+            batch.column(CLAIM_CLASS_FIELD),
+            batch.column(self.config_.no_decay_field) if self.config_.no_decay_field
+            else np.full(n, None, dtype=object))
+        age = elapsed_days(now, dates)
+        dated = ~np.isnan(age)
+        no_decay = np.isinf(taus)
+        w = np.full(n, np.nan)
+        decaying = dated & ~no_decay
+        w[decaying] = np.exp2(-age[decaying] / taus[decaying])
+        w[no_decay] = 1.0
+        undated = ~dated & ~no_decay
+        value = self.undated.weight(w[dated])  # None with exclude
+        if value is not None:
+            w[undated] = value
+        facts = {"basis": bases, "age": age, "clamped": clamped, "tau": taus,
+                 "undated": undated, "no_decay": no_decay, "dated": dated, "value": value}
+        return w, facts
+
+    def transform(self, batch: Candidates) -> Candidates:
+        now = self.resolve_now(batch)
+        w, f = self.weights(batch, now)
+        ids = [str(d) for d in batch.doc_ids]
+        excluded = f["undated"] if self.undated.kind == "exclude" else np.zeros(len(w), bool)
+        info = {
+            "now": now.isoformat(),
+            "formula": "w(T, t) = 2^(-(T - t)/tau) (chapter 35.7)",
+            "half_life_days": self.half_life,
+            **({} if self.single else {"half_lives": self.config_.as_dict()}),
+            "date_rule": "observed_at > verified_at > published_at > unknown (never "
+                         "modified_at / retrieved_at); dates after now clamped to now",
+            "undated": {"policy": self.undated.describe(),
+                        "weight": None if self.undated.kind == "exclude" else f["value"]},
+            "counts": {"dated": int(f["dated"].sum()), "undated": int(f["undated"].sum()),
+                       "excluded": int(excluded.sum()), "clamped": int(f["clamped"].sum()),
+                       "no_decay": int(f["no_decay"].sum())},
+            "unknown_age": [d for d, u in zip(ids, f["undated"], strict=True) if u],
+            "clamped": [d for d, c in zip(ids, f["clamped"], strict=True) if c],
+            "excluded": [d for d, x in zip(ids, excluded, strict=True) if x],
+            "no_decay": [d for d, x in zip(ids, f["no_decay"], strict=True) if x],
+        }
+        ages = [None if math.isnan(a) else float(a) for a in f["age"]]
+        out = (batch.with_meta("freshness_basis", f["basis"])
+               .with_meta("age_days", ages)
+               .with_meta("freshness_clamped", list(f["clamped"]))
+               .with_meta("freshness_half_life",
+                          [None if math.isinf(t) else float(t) for t in f["tau"]]))
+        if excluded.any():
+            keep = np.flatnonzero(~excluded)
+            out, w = out.take(keep), w[keep]
+        return out.with_factor(self.name, w, 0.0, 1.0).with_info(**{self.name: info})
+
+    def config(self) -> dict[str, Any]:
+        now = (self.now.isoformat() if isinstance(self.now, datetime)
+               else "per query" if callable(self.now) else "current time")
+        return {"half_life_days": self.half_life, "now": now,
+                "undated": self.undated.describe(),
+                **({} if self.single else {"half_lives": self.config_.as_dict()})}

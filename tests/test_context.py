@@ -1,0 +1,390 @@
+"""Credibility-annotated context (chapter 35.4, CAG): tiers, renderers, ``credrank context``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from credrank.cli.context import context
+from credrank.context.build import annotate, build_context
+from credrank.context.render import (
+    CAG_LABELS,
+    cag_label,
+    render,
+    render_cag,
+    render_json,
+    render_plain,
+    strip_labels,
+)
+from credrank.context.tiers import (
+    MAX_DOWNGRADE,
+    SOURCE_TYPE_TIERS,
+    Cuts,
+    combine_tiers,
+    downgrades,
+    points,
+    relative,
+    relevance_tier,
+    source_tier_from_score,
+    source_tier_from_type,
+    split_sentences,
+    tier,
+    undated_downgrade,
+)
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.freshness.policy import UnknownAge, parse_undated
+from credrank.generate.llm import ExtractiveReader, parse_prompt
+from credrank.signals.prior import CURRENT
+
+runner = CliRunner()
+NOW = "2026-01-01"
+YEAR = 365.0
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(context)
+    return app
+
+
+# -- the tier formula -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("r", "s", "elapsed", "tau", "undated", "expected"), [
+    (3, 3, 0.0, YEAR, "neutral", 3),            # fresh, top source: top tier
+    (3, 3, 364.0, YEAR, "neutral", 3),          # under one interval: no downgrade
+    (3, 3, 365.0, YEAR, "neutral", 2),          # one interval: −1
+    (3, 3, 730.0, YEAR, "neutral", 1),          # two intervals: −2
+    (3, 3, 5000.0, YEAR, "neutral", 1),         # floored at 1
+    (1, 3, 5000.0, YEAR, "neutral", 1),         # already at the floor
+    (3, 2, 0.0, YEAR, "neutral", 2),            # capped by the source tier
+    (3, 1, 0.0, YEAR, "neutral", 1),
+    (2, 3, 0.0, YEAR, "neutral", 2),            # the cap does not lift
+    (3, 2, 365.0, YEAR, "neutral", 2),          # R − 1 = 2 = S
+    (3, 3, 10_000.0, None, "neutral", 3),       # no interval: time plays no part
+    (3, 3, None, YEAR, "neutral:1", 3),         # unknown age, neutral weight 1: no downgrade
+    (3, 3, None, YEAR, "penalty:0.5", 2),       # weight 1/2 = one half-life: −1
+    (3, 3, None, YEAR, "penalty:0.25", 1),      # weight 1/4: −2
+    (3, 3, None, YEAR, "penalty:0.6", 3),       # ⌊−log2 0.6⌋ = 0
+    (3, 3, None, YEAR, "penalty:0", 1),         # weight 0: the floor
+    (3, 3, None, YEAR, "neutral", 2),           # no dated passage: neutral weight 0.5
+    (3, 3, None, YEAR, "exclude", None),        # left out
+    (3, 3, None, None, "exclude", 3),           # no interval: nothing excluded
+])
+def test_tier_formula_table(r: int, s: int, elapsed: float | None, tau: float | None,
+                            undated: str, expected: int | None) -> None:
+    assert tier(r, s, elapsed, tau, parse_undated(undated)) == expected
+
+
+def test_undated_neutral_is_the_median_dated_weight() -> None:
+    # dated ages 0, 1, 2 intervals: weights 1, 1/2, 1/4; median 1/2 → one tier
+    assert undated_downgrade(UnknownAge(), [0.0, YEAR, 2 * YEAR], YEAR) == 1
+    assert undated_downgrade(UnknownAge(), [0.0, 0.0, YEAR], YEAR) == 0
+    assert undated_downgrade(UnknownAge("penalty", 0.0), [], YEAR) == MAX_DOWNGRADE
+    assert undated_downgrade(UnknownAge("exclude"), [0.0], YEAR) is None
+
+
+def test_downgrades_vectorised_and_excluded() -> None:
+    k, out = downgrades([0.0, 400.0, np.nan, 800.0], YEAR, UnknownAge("exclude"))
+    assert k.tolist()[:2] == [0, 1] and k[3] == 2
+    assert out.tolist() == [False, False, True, False]
+    k, out = downgrades([np.nan], YEAR, UnknownAge("penalty", 0.5))
+    assert k.tolist() == [1] and not out.any()
+
+
+def test_combine_tiers_vectorised_and_checked() -> None:
+    got = combine_tiers([3, 3, 2, 1, 3], [3, 2, 3, 3, 1], [0, 0, 1, 0, 2])
+    assert got.tolist() == [3, 2, 1, 1, 1]
+    with pytest.raises(ValueError, match="relevance tier"):
+        combine_tiers([4], [3])
+    with pytest.raises(ValueError, match="source tier"):
+        combine_tiers([3], [0])
+    with pytest.raises(ValueError, match="downgrade"):
+        combine_tiers([3], [3], [-1])
+
+
+def test_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="half_life"):
+        downgrades([1.0], 0.0, UnknownAge())
+    with pytest.raises(ValueError, match="half_life"):
+        downgrades([1.0], float("inf"), UnknownAge())
+
+
+# -- cut points -------------------------------------------------------------------------------
+
+def test_relevance_cut_points() -> None:
+    sims = [-0.2, 0.0, 0.29999, 0.3, 0.49, 0.5, 0.97]
+    assert relevance_tier(sims).tolist() == [1, 1, 1, 2, 2, 3, 3]
+    assert relevance_tier(sims, (0.0, 0.9)).tolist() == [1, 2, 2, 2, 2, 2, 3]
+    with pytest.raises(ValueError, match="mid <= high"):
+        Cuts(0.6, 0.4)
+    with pytest.raises(ValueError, match="finite"):
+        relevance_tier([float("nan")])
+    with pytest.raises(ValueError, match="two cut points"):
+        relevance_tier([0.1], (0.1,))
+
+
+def test_source_tier_table_is_the_score_cuts_on_the_current_preset() -> None:
+    assert set(SOURCE_TYPE_TIERS) == set(SOURCE_TYPES)
+    types = list(CURRENT)
+    assert (source_tier_from_type(types).tolist()
+            == source_tier_from_score([CURRENT[t] for t in types]).tolist())
+    assert source_tier_from_type(["peer_reviewed", "government", "established_news", "blog",
+                                  None, "weird"]).tolist() == [3, 3, 2, 1, 1, 1]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        source_tier_from_score([1.2])
+
+
+# -- sentences ----------------------------------------------------------------------------------
+
+def test_split_sentences() -> None:
+    assert split_sentences("One. Two!  Three?\nFour  five") == ["One.", "Two!", "Three?",
+                                                                "Four five"]
+    assert split_sentences("   ") == []
+    assert split_sentences("3.5 mg daily. Done") == ["3.5 mg daily.", "Done"]
+
+
+class KeywordEmbedder:
+    """Toy embedder: ``alpha`` → e0, ``beta`` → e1, else e2 (L2-normalised)."""
+
+    name = "keyword"
+    dim = 3
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 3), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, 0 if "alpha" in t else 1 if "beta" in t else 2] = 1.0
+        return out
+
+
+def _batch(make_batch, **over):
+    cols = dict(source_type=["peer_reviewed", "blog", "government"],
+                text=["alpha is here. beta is there.", "alpha in a blog.", "beta only."],
+                published_at=["2025-12-01", "2020-01-01", None],
+                host=["a.org", "b.com", "c.gov"], url=["https://a.org/1", "https://b.com/2",
+                                                      "https://c.gov/3"])
+    cols.update(over.pop("cols", {}))
+    return make_batch(over.pop("sims", [0.8, 0.6, 0.35]), query="alpha", **cols, **over)
+
+
+def test_annotate_document_granularity(make_batch) -> None:
+    doc = annotate(_batch(make_batch, factors={"prior": [0.95, 0.5, 0.9]}), now=NOW,
+                   half_life=YEAR, undated="penalty:0.5")
+    got = [(p.doc_id, p.relevance_tier, p.source_tier, p.downgrade, p.tier)
+           for p in doc.passages]
+    # d0: R3 S3 fresh → 3; d1: R3 S1 six years → 1; d2: R2 S3 undated penalty:0.5 → 1
+    assert got == [("d0", 3, 3, 0, 3), ("d1", 3, 1, 6, 1), ("d2", 2, 3, 1, 1)]
+    p = doc.passages[0]
+    assert p.source_basis == "source_type:peer_reviewed"
+    assert p.freshness_basis == "published_at" and p.factors == {"prior": 0.95}
+    assert doc.passages[2].freshness_basis == "unknown" and doc.passages[2].elapsed_days is None
+    assert doc.excluded == []
+
+
+def test_annotate_exclude_reports(make_batch) -> None:
+    doc = annotate(_batch(make_batch), now=NOW, half_life=YEAR, undated="exclude")
+    assert [p.doc_id for p in doc.passages] == ["d0", "d1"]
+    assert [p.rank for p in doc.passages] == [1, 2]
+    assert [(e.rank, e.doc_id) for e in doc.excluded] == [(3, "d2")]
+    assert "unknown age" in doc.excluded[0].reason
+    assert '"excluded"' in json.dumps(doc.to_json("cag"))
+
+
+def test_annotate_source_tier_from_factor(make_batch) -> None:
+    batch = _batch(make_batch, factors={"credibility": [0.5, 0.9, 0.7], "prior": [1, 1, 1]})
+    doc = annotate(batch, now=NOW)                       # auto: the learned credibility
+    assert [p.source_tier for p in doc.passages] == [1, 3, 2]
+    assert doc.passages[1].source_basis == "factor:credibility=0.9"
+    assert [p.source_tier for p in annotate(batch, now=NOW, source="type").passages] == [3, 1, 3]
+    assert [p.source_tier for p in annotate(batch, now=NOW, source="prior").passages] == [3] * 3
+    with pytest.raises(ValueError, match="no factor 'reliability'"):
+        annotate(batch, now=NOW, source="reliability")
+
+
+def test_annotate_sentence_granularity(make_batch) -> None:
+    doc = annotate(_batch(make_batch), now=NOW, granularity="sentence",
+                   embedder=KeywordEmbedder())
+    s0 = doc.passages[0].sentences
+    assert [(s.text, s.relevance_tier, s.tier) for s in s0] == [
+        ("alpha is here.", 3, 3), ("beta is there.", 1, 1)]
+    # the blog's own relevant sentence is capped by its source tier
+    assert [(s.relevance_tier, s.tier) for s in doc.passages[1].sentences] == [(3, 1)]
+    cag = render_cag(doc.query, doc.passages)
+    assert ("[1] High credibility of text: alpha is here. Low credibility of text: beta is "
+            "there.") in cag
+    with pytest.raises(ValueError, match="embedder"):
+        annotate(_batch(make_batch), now=NOW, granularity="sentence")
+
+
+def test_annotate_bad_inputs(make_batch) -> None:
+    with pytest.raises(ValueError, match="granularity"):
+        annotate(_batch(make_batch), granularity="paragraph")
+    with pytest.raises(ValueError, match="now"):
+        annotate(_batch(make_batch), now="soon")
+    with pytest.raises(ValueError, match="half_life"):
+        annotate(_batch(make_batch), half_life=0)
+    with pytest.raises(ValueError, match="undated"):
+        annotate(_batch(make_batch), undated="sometimes")
+    with pytest.raises(ValueError, match="similarity"):
+        annotate(_batch(make_batch), similarity=[0.1])
+
+
+# -- renderers -------------------------------------------------------------------------------
+
+def test_cag_labels_and_plain_control(make_batch) -> None:
+    doc = annotate(_batch(make_batch), now=NOW)
+    cag, plain = doc.render("cag"), doc.render("plain")
+    assert cag_label(3) == "High credibility of text: "
+    assert cag_label(2) == "Middle credibility of text: "
+    assert cag_label(1) == "Low credibility of text: "
+    assert "[1] High credibility of text: alpha is here. beta is there." in cag
+    assert "[2] Low credibility of text: alpha in a blog." in cag
+    assert "[3] Middle credibility of text: beta only." in cag
+    assert "credibility of text" not in plain
+    q_c, p_c = parse_prompt(cag)
+    q_p, p_p = parse_prompt(plain)
+    assert q_c == q_p == "alpha"
+    assert [strip_labels(p) for p in p_c] == p_p       # same passages, same order
+    assert p_p == ["alpha is here. beta is there.", "alpha in a blog.", "beta only."]
+    assert render_plain(doc.query, doc.passages) == plain
+    with pytest.raises(ValueError, match="tier"):
+        cag_label(0)
+    with pytest.raises(ValueError, match="format"):
+        render("q", doc.passages, "xml")
+
+
+def test_parse_prompt_round_trip_keeps_labels(make_batch) -> None:
+    """``parse_prompt`` returns the passages with their CAG prefixes present."""
+    doc = annotate(_batch(make_batch), now=NOW)
+    question, passages = parse_prompt(doc.render("cag"))
+    assert question == "alpha"
+    assert passages == ["High credibility of text: alpha is here. beta is there.",
+                        "Low credibility of text: alpha in a blog.",
+                        "Middle credibility of text: beta only."]
+    answer = ExtractiveReader().generate(doc.render("cag")).text
+    assert answer and answer != "I don't know"
+
+
+def test_json_form(make_batch) -> None:
+    doc = annotate(_batch(make_batch, factors={"prior": [0.95, 0.5, 0.9]}), now=NOW,
+                   half_life=YEAR)
+    items = json.loads(doc.render("json"))
+    assert items == render_json(doc.passages)
+    first = items[0]
+    assert {k: first[k] for k in ("rank", "doc_id", "tier", "level", "label")} == {
+        "rank": 1, "doc_id": "d0", "tier": 3, "level": "high",
+        "label": "High credibility of text"}
+    inputs = first["inputs"]
+    assert inputs["similarity"] == {"value": 0.8, "source": "retrieval_score (cosine)",
+                                    "relevance_tier": 3}
+    assert inputs["source"]["source_type"] == "peer_reviewed"
+    assert inputs["source"]["url"] == "https://a.org/1"
+    assert inputs["freshness"]["basis"] == "published_at"
+    assert inputs["freshness"]["date"].startswith("2025-12-01")
+    assert inputs["ranking"]["prior"] == 0.95
+    assert [i["text"] for i in items] == parse_prompt(doc.render("plain"))[1]
+
+
+def test_cag_labels_match_the_cag_data(shared_data: Path) -> None:
+    """Every ``… credibility of text`` prefix in the CAG data is one of ours (the data spells
+    only ``Low``; its ``cred`` fields are ``high`` / ``low``)."""
+    seen: set[str] = set()
+    creds: set[str] = set()
+    for name in ("EvoTemp.json", "NewsPolluted.json"):
+        path = shared_data / "cag" / name
+        if not path.is_file():
+            pytest.skip(f"CAG data not available: expected {path}")
+        for item in json.loads(path.read_text(encoding="utf-8")):
+            for d in item["docs"]:
+                creds.add(d["cred"])
+                seen.update(re.findall(r"(\w+ credibility of text): ", d.get("text") or ""))
+    assert "Low credibility of text" in seen
+    assert seen <= set(CAG_LABELS.values())
+    assert creds <= {"high", "low"}
+
+
+# -- CAG arithmetic (section 35.4) -----------------------------------------------------------
+
+def test_cag_arithmetic() -> None:
+    assert points(0.509, 0.280) == pytest.approx(22.9)
+    assert relative(0.509, 0.280) == pytest.approx(0.81785714, abs=1e-8)
+    assert 100 * relative(0.509, 0.280) == pytest.approx(81.785714, abs=1e-6)
+    assert points(0.897, 0.773) == pytest.approx(12.4)
+    with pytest.raises(ValueError, match="baseline"):
+        relative(0.5, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        points(float("nan"), 0.1)
+
+
+# -- the pipeline and the CLI ------------------------------------------------------------------
+
+def test_build_context_uses_the_ranking(demo_index_hashing: Path) -> None:
+    from credrank.search import search_settings
+    from credrank.searcher import Searcher
+
+    settings = search_settings(top_k=4)
+    with Searcher.open(demo_index_hashing) as s:
+        ranked = s.search("does melatonin help children sleep", search_settings(top_k=4))
+        doc = build_context(s.store, s.embedder, "does melatonin help children sleep",
+                            settings, now=NOW, half_life=YEAR)
+    assert [p.doc_id for p in doc.passages] == [str(d) for d in ranked.doc_ids]
+    assert [p.score for p in doc.passages] == pytest.approx(ranked.score.tolist())
+    assert [p.similarity for p in doc.passages] == pytest.approx(
+        ranked.retrieval_score.tolist())
+    assert [p.factors["prior"] for p in doc.passages] == pytest.approx(
+        ranked.factors["prior"].tolist())
+    assert settings.with_text is False                # the caller's settings are not changed
+
+
+def test_cli_formats(demo_index_hashing: Path) -> None:
+    app = _app()
+    base = ["does melatonin help children sleep", "--index", str(demo_index_hashing),
+            "--top-k", "3", "--now", NOW, "--half-life", "730"]
+    cag = runner.invoke(app, [*base, "--format", "cag"])
+    plain = runner.invoke(app, [*base, "--format", "plain"])
+    assert cag.exit_code == 0, cag.output
+    assert plain.exit_code == 0, plain.output
+    q_c, p_c = parse_prompt(cag.output)
+    q_p, p_p = parse_prompt(plain.output)
+    assert q_c == q_p == "does melatonin help children sleep"
+    assert len(p_c) == 3 and [strip_labels(p) for p in p_c] == p_p
+    assert all(any(p.startswith(label + ": ") for label in CAG_LABELS.values()) for p in p_c)
+    out = runner.invoke(app, [*base, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    items = json.loads(out.output)
+    assert [i["text"] for i in items] == p_p
+    assert all(i["label"] in CAG_LABELS.values() for i in items)
+    assert [CAG_LABELS[i["tier"]] + ": " + i["text"] for i in items] == p_c
+    sent = runner.invoke(app, [*base, "--granularity", "sentence", "--json"])
+    assert sent.exit_code == 0, sent.output
+    data = json.loads(sent.output)
+    assert data["granularity"] == "sentence" and data["policy"]["interval_days"] == 730.0
+    assert all(p["sentences"] for p in data["passages"])
+    assert all(s["tier"] <= p["inputs"]["source"]["tier"]
+               for p in data["passages"] for s in p["sentences"])
+    assert data["prompt"].startswith("Answer the question")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--format", "xml"], "--format"),
+    (["--now", "yesterday"], "--now"),
+    (["--half-life", "0"], "--half-life"),
+    (["--granularity", "paragraph"], "--granularity"),
+    (["--undated", "sometimes"], "--undated"),
+    (["--source-tier", "reliability"], "no factor 'reliability'"),
+])
+def test_cli_bad_input(demo_index_hashing: Path, args: list[str], message: str) -> None:
+    out = runner.invoke(_app(), ["melatonin", "--index", str(demo_index_hashing), *args])
+    assert out.exit_code == 2
+    assert message in " ".join(out.output.split())
+
+
+def test_cli_needs_an_index() -> None:
+    out = runner.invoke(_app(), ["melatonin"])
+    assert out.exit_code == 2 and "--index" in out.output

@@ -1,0 +1,267 @@
+"""Chapter 35.7 through the provenance audit: inherited dates, the laundering ratio, its bound,
+telescoping hops, re-measurements, cycles, copies without citation, and work that scales with
+the reachable subgraph.
+
+Dates: the exact chapter numbers need ``T − t`` to be exact multiples of ``τ``. The main corpus
+therefore dates documents at ``T − k·365`` days with ``τ = 365d`` (exact: 0.125, 0.015625, 8,
+32, 64). With calendar dates (2020-01-01, 2023-01-01, T = 2026-01-01) and ``τ = 1y = 365.25``
+days the numbers are close, not exact (leap days): checked with ``pytest.approx``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from typer.testing import CliRunner
+
+from credrank.cli.provenance import app, parse_half_life
+from credrank.freshness.lineage import (
+    ProvenanceGraph,
+    audit,
+    inherited_dates,
+    record_from_payload,
+)
+
+T = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def ago(years: float) -> str:
+    """ISO instant ``years × 365`` days before T (exact multiples of τ = 365d)."""
+    return (T - timedelta(days=365 * years)).isoformat()
+
+
+def _corpus() -> list[dict]:
+    text = "the survey measured {} percent of households in region {} using method {}"
+    rows = [
+        # the 2020 origin (observed then, published a little later)
+        {"id": "origin", "observed_at": ago(6), "published_at": ago(5.9)},
+        {"id": "w2023", "published_at": ago(3), "cites": ["origin"]},
+        {"id": "w2025", "published_at": ago(1), "cites": ["origin"]},
+        # three hops ending at the same 2023 date
+        {"id": "h1", "published_at": ago(5), "cites": ["origin"]},
+        {"id": "h2", "published_at": ago(4), "cites": ["h1"]},
+        {"id": "m2023", "published_at": ago(3), "cites": ["h2"]},
+        # an independent re-measurement: its own observed_at
+        {"id": "remeasure", "observed_at": ago(2), "published_at": ago(2), "cites": ["origin"]},
+        # a cycle
+        {"id": "c1", "published_at": ago(4), "cites": ["c2"]},
+        {"id": "c2", "published_at": ago(3), "cites": ["c1"]},
+        # a dangling citation
+        {"id": "dangle", "published_at": ago(2), "cites": ["not-indexed"]},
+    ]
+    for i, r in enumerate(rows):
+        r["text"] = text.format(10 + i, chr(65 + i), f"m{i}") + f" note {r['id']} " * 3
+        r["url"] = f"https://example.org/{r['id']}"
+    # a copy of the origin's text, published in 2024, citing nothing
+    rows.append({"id": "copy2024", "text": rows[0]["text"], "published_at": ago(2),
+                 "url": "https://mirror.example.net/copy"})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    from credrank.documents import iter_documents
+    from credrank.index import open_store
+    from credrank.index.embed import get_embedder
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    root = tmp_path_factory.mktemp("lineage")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in _corpus()), encoding="utf-8")
+    emb = get_embedder("hashing")
+    where = root / "index"
+    with open_store(where, "edge", embedder=emb.name, dim=emb.dim, create=True) as idx:
+        index_documents(iter_documents(corpus), idx, emb, SourceTyper())
+    return where
+
+
+def _run(index_dir, *extra):
+    result = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now",
+                                      "2026-01-01", "--half-life", "365d", "--json", *extra])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["credrank_provenance_audit"] == 1
+    return data, {c["wrapper"]: c for c in data["candidates"]}
+
+
+def test_chapter_numbers_through_the_audit(index_dir):
+    data, by = _run(index_dir)
+    w = by["w2023"]
+    assert w["origin"] == "origin" and w["hops"] == 1
+    assert w["weight_wrapper"] == 0.125 and w["weight_origin"] == 0.015625
+    assert w["ratio"] == 8.0 and w["chain_ratio"] == pytest.approx(8.0, rel=1e-12)
+    assert w["bound"] == 64.0
+    assert [h["doc_id"] for h in w["chain"]] == ["w2023", "origin"]
+    assert w["chain"][1] == {"doc_id": "origin", "edge": "cites", "date": ago(6),
+                             "basis": "observed_at"}
+    # a 2025 wrapper: 1/2 and ratio 32, same bound
+    v = by["w2025"]
+    assert v["weight_wrapper"] == 0.5 and v["ratio"] == 32.0 and v["bound"] == 64.0
+    # more hops, same final date: same ratio; the hop factors telescope
+    m = by["m2023"]
+    assert m["hops"] == 3 and [h["doc_id"] for h in m["chain"]] == ["m2023", "h2", "h1",
+                                                                      "origin"]
+    assert m["ratio"] == w["ratio"] == 8.0
+    assert m["chain_ratio"] == pytest.approx(8.0, rel=1e-12)
+    assert by["h1"]["ratio"] == 2.0 and by["h2"]["ratio"] == 4.0
+    # every ratio stays under the chapter's bound
+    assert all(c["ratio"] <= c["bound"] for c in data["candidates"])
+    # sorted by ratio, largest first
+    assert data["candidates"][0]["wrapper"] == "w2025"
+
+
+def test_remeasurement_is_not_flagged_and_dangling_is_listed(index_dir):
+    data, by = _run(index_dir)
+    assert "remeasure" not in by and "origin" not in by
+    assert data["counts"]["independent_remeasurements"] == 1
+    assert data["dangling"] == [{"doc_id": "dangle", "cites": "not-indexed"}]
+    assert "dangle" not in by
+    assert "copy2024" not in by  # no copy detection asked for
+
+
+def test_cycle_is_reported_not_looped(index_dir):
+    data, by = _run(index_dir)
+    assert data["cycles"] == [["c1", "c2"]]
+    # policy: the earliest publication in the cycle is its origin; c2 repeats c1
+    assert by["c2"]["origin"] == "c1" and by["c2"]["ratio"] == 2.0
+    assert by["c2"]["cycle"] == ["c1", "c2"] and "c1" not in by
+
+
+def test_copy_without_citation_found_by_the_text_test(index_dir):
+    data, by = _run(index_dir, "--copies", "text")
+    c = by["copy2024"]
+    assert c["origin"] == "origin" and c["chain"][1]["edge"] == "copy"
+    assert c["ratio"] == 16.0 and c["bound"] == 64.0
+    assert data["copies"]["mode"] == "text" and data["copies"]["searches"] >= 1
+    assert "Jaccard >= 0.5" in data["copies"]["test"]
+
+
+def test_human_table(index_dir):
+    result = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now",
+                                      "2026-01-01", "--half-life", "365d"])
+    assert result.exit_code == 0, result.output
+    assert "w2023" in result.output and "cycle (reported, not followed): c1 -> c2" in \
+        result.output
+    assert f"m2023 ({ago(3)[:10]}) <- h2 ({ago(4)[:10]}, cites)" in result.output
+
+
+def test_bad_options_are_clear_errors(index_dir, tmp_path):
+    for args, needle in ((["--half-life", "0d"], "--half-life"),
+                         (["--half-life", "soon"], "--half-life"),
+                         (["--copies", "minhash"], "--copies"),
+                         (["--now", "tomorrow"], "--now")):
+        r = CliRunner().invoke(app, ["audit", "--index", str(index_dir), *args])
+        assert r.exit_code == 2 and needle in r.output, r.output
+    r = CliRunner().invoke(app, ["audit", "--index", str(tmp_path / "none")])
+    assert r.exit_code == 2
+
+
+def test_half_life_units():
+    assert parse_half_life("365d") == 365.0
+    assert parse_half_life("1y") == 365.25
+    assert parse_half_life("2w") == 14.0 and parse_half_life("7") == 7.0
+
+
+# -- pure functions ----------------------------------------------------------------------------
+
+def _graph(rows: list[dict]) -> ProvenanceGraph:
+    return ProvenanceGraph.from_payloads(rows, T)
+
+
+def test_calendar_years_give_the_chapter_numbers_approximately():
+    g = _graph([{"id": "o", "observed_at": "2020-01-01"},
+                {"id": "w", "published_at": "2023-01-01", "cites": ["o"]}])
+    (c,) = audit(g, ["o", "w"], T, 365.25).candidates
+    # 2020-01-01 → 2023-01-01 is 1096 days (a leap day), 3.0007 years: approximately 8
+    assert c.ratio == pytest.approx(8.0, rel=1e-3)
+    assert c.weight_wrapper == pytest.approx(0.125, rel=1e-3)
+    assert c.weight_origin == pytest.approx(0.015625, rel=1e-3)
+    assert c.bound == pytest.approx(64.0, rel=1e-3)
+
+
+def test_inherited_dates_for_the_freshness_stage():
+    g = _graph([{"id": "o", "observed_at": "2020-01-01"},
+                {"id": "a", "published_at": "2023-01-01", "cites": ["o"]},
+                {"id": "b", "published_at": "2025-01-01", "cites": ["a", "late"]},
+                {"id": "late", "published_at": "2024-01-01"},
+                {"id": "u", "published_at": "2024-01-01", "cites": ["undated"]},
+                {"id": "undated"}])
+    got = inherited_dates(g, ["o", "a", "b", "late", "u"])
+    assert set(got) == {"a", "b", "u"}
+    # b reaches both 2020 (via a) and 2024 (late): the earliest evidence wins
+    assert got["b"].date == datetime(2020, 1, 1, tzinfo=UTC) and got["b"].basis == "inherited:o"
+    # every origin reached is undated: unknown, never the wrapper's own 2024
+    assert got["u"].date is None and got["u"].basis == "inherited:undated"
+    assert g.chain("b") == [("b", None), ("a", "cites"), ("o", "cites")]
+
+
+def test_future_dates_are_clamped_and_anachronisms_listed():
+    g = _graph([{"id": "o", "observed_at": "2020-01-01"},
+                {"id": "future", "published_at": "2030-01-01", "cites": ["o"]},
+                {"id": "early", "published_at": "2019-01-01", "cites": ["o"]}])
+    r = audit(g, ["o", "future", "early"], T, 365.25)
+    (c,) = r.candidates
+    assert c.wrapper == "future" and c.t_n == T and c.ratio == pytest.approx(c.bound)
+    assert r.anachronisms == ["early"]
+
+
+def test_long_cycle_and_self_citation_terminate():
+    n = 50
+    rows = [{"id": f"n{i}", "published_at": f"{2000 + i}-01-01", "cites": [f"n{(i + 1) % n}"]}
+            for i in range(n)]
+    rows.append({"id": "self", "published_at": "2024-01-01", "cites": ["self"]})
+    g = _graph(rows)
+    r = audit(g, [f"n{i}" for i in range(n)] + ["self"], T, 365.25)
+    assert r.cycles == [tuple(sorted(f"n{i}" for i in range(n)))]
+    assert len(r.candidates) == n - 1  # every member but the earliest (n0) repeats it
+    assert {c.origin for c in r.candidates} == {"n0"}
+    assert all(c.hops >= 1 for c in r.candidates)
+    assert g.record("self").parents == ()  # a self-citation is dropped
+
+
+def test_malformed_payloads_are_clear_errors():
+    with pytest.raises(ValueError, match="x: field 'cites'"):
+        record_from_payload({"doc_id": "x", "cites": "y"})
+    with pytest.raises(ValueError, match="published_at"):
+        record_from_payload({"doc_id": "x", "published_at": "yesterday"})
+    with pytest.raises(ValueError, match="twice"):
+        r = record_from_payload({"id": "a"})
+        ProvenanceGraph.from_records([r, r])
+
+
+# -- work scales with the reachable subgraph ---------------------------------------------------
+
+def _components(n_components: int, size: int) -> list[dict]:
+    """Disconnected chains of ``size`` documents: c<k>-0 is observed, each next cites it."""
+    rows = []
+    for k in range(n_components):
+        rows.append({"id": f"c{k}-0", "observed_at": "2020-01-01"})
+        rows += [{"id": f"c{k}-{j}", "published_at": f"{2020 + j}-06-01",
+                  "cites": [f"c{k}-{j - 1}"]} for j in range(1, size)]
+    return rows
+
+
+@pytest.mark.parametrize("n_components", [10, 1000])
+def test_visits_equal_the_reachable_subgraph(n_components):
+    size = 5
+    records = {r["id"]: record_from_payload(r, T) for r in _components(n_components, size)}
+    asked: list[str] = []
+
+    def fetch(ids):
+        asked.extend(ids)
+        return [records[i] for i in ids if i in records]
+
+    g = ProvenanceGraph(fetch)
+    inherited_dates(g, ["c3-4"])  # the end of one chain reaches its 5 documents
+    assert sorted(asked) == sorted(f"c3-{j}" for j in range(size))
+    assert g.stats.fetched == g.stats.expanded == size
+    # memoised: asking again, or for a node inside the chain, does no new work
+    inherited_dates(g, ["c3-4", "c3-2"])
+    assert g.stats.expanded == size and g.stats.fetched == size
+    # the whole corpus: each document expanded once (linear, not all pairs)
+    audit(g, list(records), T, 365.25)
+    assert g.stats.expanded == g.stats.fetched == len(records)
+    assert g.stats.edges == n_components * (size - 1)
