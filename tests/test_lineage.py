@@ -265,3 +265,30 @@ def test_visits_equal_the_reachable_subgraph(n_components):
     audit(g, list(records), T, 365.25)
     assert g.stats.expanded == g.stats.fetched == len(records)
     assert g.stats.edges == n_components * (size - 1)
+
+
+def test_search_freshness_lineage_inherits_the_origin_date(index_dir):
+    """`credrank search --freshness …,lineage=cites`: the 2023 wrapper weighs as its 2020
+    origin (2^−6), not as its own publication (2^−3); a re-measurement keeps its own date."""
+    from credrank.cli import app as main_app
+
+    def factors(option: str) -> dict[str, dict]:
+        res = CliRunner().invoke(main_app, [
+            "search", "survey households region", "--index", str(index_dir), "--top-k", "11",
+            "--fetch-k", "11", "--priors", "none", "--freshness", option, "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        return doc, {h["doc_id"]: h["score_breakdown"] for h in doc["hits"]}
+
+    base = "half_life=365d,now=2026-01-01"
+    _doc, plain = factors(base)
+    doc, inherited = factors(base + ",lineage=cites")
+    assert plain["w2023"]["freshness"] == pytest.approx(0.125)
+    assert inherited["w2023"]["freshness"] == pytest.approx(0.015625)
+    assert inherited["m2023"]["freshness"] == pytest.approx(0.015625)  # three hops, same origin
+    assert inherited["remeasure"]["freshness"] == pytest.approx(plain["remeasure"]["freshness"])
+    assert doc["info"]["lineage"]["wrappers"]["w2023"] == "origin"
+    assert doc["settings"]["pushdown"] is False and doc["settings"]["freshness"]["lineage"]
+    bad = CliRunner().invoke(main_app, ["search", "q", "--index", str(index_dir),
+                                        "--freshness", base + ",lineage=maybe"])
+    assert bad.exit_code == 2 and "lineage" in bad.output

@@ -16,6 +16,7 @@ from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_int, check_probability
 from credrank.credibility.modelfile import load_model
 from credrank.credibility.stage import LearnedCredibilityPrior
+from credrank.freshness.inherit import InheritedDates
 from credrank.freshness.options import parse_freshness
 from credrank.freshness.stage import FreshnessDecay
 from credrank.index.retrieve import BM25Retriever, DenseRetriever, default_fetch_k
@@ -179,6 +180,8 @@ def freshness_pushdown_blocker(stage: FreshnessDecay) -> str | None:
     if stage.undated.value is None:
         return ("undated=neutral (median of the dated candidates) needs the Python path; "
                 "give neutral:W or penalty:W to score in the engine")
+    if stage.lineage:
+        return "lineage=cites (citation chains read from the index) needs the Python path"
     return None
 
 
@@ -210,7 +213,7 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
                             DenseRetriever(index, embedder, fetch_k,
                                            with_vectors=settings.with_vectors,
                                            with_text=with_text))
-        return Pipeline([retriever, *scoring_stages(settings, embedder)])
+        return Pipeline([retriever, *scoring_stages(settings, embedder, index)])
     stages.append(settings.selector or TopK(settings.top_k))
     return Pipeline(stages)
 
@@ -222,12 +225,13 @@ def reads_text(settings: SearchSettings) -> bool:
             or settings.consensus is not None)
 
 
-def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None) -> list[Stage]:
+def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None,
+                   store: VectorStore | None = None) -> list[Stage]:
     """What follows retrieval on the Python path: ``[SourcePrior] >> extra stages >>
-    [credibility] >> [freshness] >> [stance agreement] >> [consensus] >> Combine >>
-    selector``. ``credrank
-    search`` and the reranker of candidates retrieved elsewhere (:mod:`credrank.rerank`) share
-    it, so both rank a pool the same way. A stance model needs ``embedder`` (the index's)."""
+    [credibility] >> [lineage] >> [freshness] >> [stance agreement] >> [consensus] >> Combine
+    >> selector``. ``credrank search`` and the reranker of candidates retrieved elsewhere
+    (:mod:`credrank.rerank`) share it, so both rank a pool the same way. A stance model needs
+    ``embedder`` (the index's); ``--freshness lineage=cites`` needs ``store`` (the index)."""
     priors = settings.prior_table()
     stages: list[Stage] = []
     if priors is not None:
@@ -236,6 +240,11 @@ def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None) -
     if settings.credibility is not None:
         stages.append(settings.credibility)
     if settings.freshness is not None:
+        if settings.freshness.lineage:
+            if store is None:
+                raise ValueError("--freshness lineage=cites: citation chains are read from an "
+                                 "index; not available for candidates retrieved elsewhere")
+            stages.append(InheritedDates(store))
         stages.append(settings.freshness)
     if settings.stance is not None:
         if embedder is None:

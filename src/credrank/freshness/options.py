@@ -1,5 +1,6 @@
 """The ``--freshness`` option of ``credrank search``:
-``half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude][,config=FILE]``.
+``half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude][,config=FILE]
+[,lineage=off|cites]``.
 
 * ``half_life`` — the half-life ``τ`` of ``w(T, t) = 2^(−(T−t)/τ)`` (chapter 35.7): ``365d``,
   ``52w``, ``1y`` (365.25 d), ``12h`` or a number of days; 0 or negative is refused;
@@ -7,7 +8,10 @@
 * ``undated`` — the unknown-age policy (default ``neutral``: median of the dated candidates);
 * ``config`` — a freshness config file (τ per source type, host, claim class; no-decay
   opt-outs; :mod:`credrank.freshness.config`). With ``config``, ``half_life`` may be left out
-  (the file's default) or given (it replaces the file's default ``half_life``).
+  (the file's default) or given (it replaces the file's default ``half_life``);
+* ``lineage`` — ``cites``: a document without its own ``observed_at``/``verified_at`` that
+  repeats older evidence along ``cites`` links takes its origin's evidence date
+  (:class:`~credrank.freshness.inherit.InheritedDates`, needs the index; Python path).
 
 Errors (``ValueError``) name the key and the value.
 """
@@ -22,7 +26,9 @@ from credrank.freshness.dates import parse_instant
 from credrank.freshness.policy import parse_undated
 from credrank.freshness.stage import FreshnessDecay
 
-KEYS = ("half_life", "now", "undated", "config")
+KEYS = ("half_life", "now", "undated", "config", "lineage")
+#: ``lineage=``: ``cites`` makes wrappers inherit their origin's evidence date
+LINEAGE = ("off", "cites")
 
 
 def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
@@ -43,6 +49,10 @@ def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
         if key in items:
             raise ValueError(f"{option}: key {key!r} given twice")
         items[key] = value.strip()
+    lineage = items.get("lineage", "off")
+    if lineage not in LINEAGE:
+        raise ValueError(f"{option} lineage: expected one of {', '.join(LINEAGE)}, got "
+                         f"{lineage!r}")
     if "half_life" not in items and "config" not in items:
         raise ValueError(f"{option}: give half_life=DURATION (e.g. half_life=365d) or "
                          "config=FILE")
@@ -63,6 +73,6 @@ def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
         config = load_freshness_config(path)
         if half_life is not None:
             config = dataclasses.replace(config, half_life=half_life)
-        return FreshnessDecay(config, now=now, undated=undated)
+        return FreshnessDecay(config, now=now, undated=undated, lineage=lineage == "cites")
     assert half_life is not None
-    return FreshnessDecay(half_life, now=now, undated=undated)
+    return FreshnessDecay(half_life, now=now, undated=undated, lineage=lineage == "cites")

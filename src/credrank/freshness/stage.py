@@ -32,9 +32,20 @@ from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.errors import StageError
 from credrank.core.pipeline import Stage
 from credrank.freshness.config import CLAIM_CLASS_FIELD, FreshnessConfig
-from credrank.freshness.dates import elapsed_days, freshness_date, parse_instant
+from credrank.freshness.dates import (
+    FreshnessDate,
+    elapsed_days,
+    freshness_date,
+    parse_instant,
+)
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge
+
+#: meta columns an :class:`~credrank.freshness.inherit.InheritedDates` stage fills: the
+#: origin's evidence date (ISO string or ``None``) and its basis ``inherited:<origin id>``
+INHERITED_AT, INHERITED_BASIS = "inherited_at", "inherited_basis"
+#: a document's own evidence: it is a re-measurement, never a wrapper
+OWN_EVIDENCE = ("observed_at", "verified_at")
 
 #: the evaluation time ``T``: fixed, per query (a function of the batch) or ``None`` (now)
 Now = datetime | Callable[[Candidates], datetime] | None
@@ -59,7 +70,8 @@ class FreshnessDecay(Stage):
     """
 
     def __init__(self, half_life: float | FreshnessConfig, *, now: Now | str = None,
-                 undated: UnknownAge | None = None, name: str = "freshness"):
+                 undated: UnknownAge | None = None, lineage: bool = False,
+                 name: str = "freshness"):
         if isinstance(half_life, FreshnessConfig):
             self.config_ = half_life
         else:
@@ -74,6 +86,7 @@ class FreshnessDecay(Stage):
         self.undated = undated if undated is not None else UnknownAge()
         if not isinstance(self.undated, UnknownAge):
             raise ValueError(f"undated: expected an UnknownAge policy, got {undated!r}")
+        self.lineage = bool(lineage)
         self.name = name
 
     @property
@@ -107,6 +120,7 @@ class FreshnessDecay(Stage):
         :meth:`transform` without its side columns."""
         n = len(batch)
         columns = {name: batch.column(name) for name in DATE_COLUMNS}
+        inherited_at, inherited_basis = batch.column(INHERITED_AT), batch.column(INHERITED_BASIS)
         bases, dates, clamped = [], [], np.zeros(n, dtype=bool)
         for i in range(n):
             try:
@@ -114,6 +128,13 @@ class FreshnessDecay(Stage):
                                     where=f"document {batch.doc_ids[i]!r}")
             except ValueError as exc:
                 raise StageError(f"{self.name}: {exc}") from None
+            if fd.basis not in OWN_EVIDENCE and inherited_basis[i]:
+                # a wrapper repeating older evidence: the origin's date (35.7), or unknown
+                # when every origin it reaches is undated (never its own publication date)
+                origin = parse_instant(inherited_at[i], f"document {batch.doc_ids[i]!r}: "
+                                                        f"field {INHERITED_AT!r}")
+                late = origin is not None and origin > now
+                fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late)
             bases.append(fd.basis)
             dates.append(fd.date)
             clamped[i] = fd.clamped
@@ -174,5 +195,5 @@ class FreshnessDecay(Stage):
         now = (self.now.isoformat() if isinstance(self.now, datetime)
                else "per query" if callable(self.now) else "current time")
         return {"half_life_days": self.half_life, "now": now,
-                "undated": self.undated.describe(),
+                "undated": self.undated.describe(), "lineage": self.lineage,
                 **({} if self.single else {"half_lives": self.config_.as_dict()})}
