@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from credrank.cli.advise import advise
 from credrank.cli.bench import bench
 from credrank.cli.consensus import app as consensus_app
 from credrank.cli.context import context
@@ -26,6 +27,7 @@ app.command()(demo)
 app.command()(bench)
 app.command()(serve)
 app.command()(context)
+app.command()(advise)
 app.add_typer(reliability_app, name="reliability",
               help="Source reliability from cross-source agreement (RA-RAG).")
 app.add_typer(credibility_app, name="credibility",

@@ -1,0 +1,120 @@
+"""``credrank advise``: which credibility methods a deployment's resources support (35.6).
+
+``credrank advise PROFILE.toml [--json]`` reads a profile (:mod:`credrank.advise.profile`),
+checks every method of the declared table (:data:`credrank.advise.methods.METHODS`) per pool
+and prints, per pool, the feasible candidates with what to validate and their cost arithmetic,
+the infeasible methods with the prerequisites they miss — or the branch "prerequisites missing:
+obtain evidence, restrict scope or defer". Never a ranking: the table's fixed order.
+``PROFILE`` may be ``marketplace``, the shipped example of chapter 35.6. Exit 2 on a bad
+profile.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from credrank.advise.methods import (
+    NOT_A_RANKING,
+    Cost,
+    PoolAdvice,
+    advice_document,
+    advise_profile,
+)
+from credrank.advise.profile import (
+    BUNDLED_PROFILES,
+    Profile,
+    ProfileError,
+    bundled_profile_path,
+    load_profile,
+)
+from credrank.cli.common import fail
+
+
+def _value(cost: Cost) -> str:
+    if cost.value is None:
+        return "—"
+    if isinstance(cost.value, int):
+        return f"{cost.value:,} {cost.unit}".rstrip()
+    if cost.unit == "fraction of heads":
+        return f"{100 * cost.value:.6f}% of heads"
+    number = f"{cost.value:,.6f}".rstrip("0").rstrip(".")
+    return f"{number} {cost.unit}".rstrip()
+
+
+def _shown(value: object) -> str:
+    """A profile value as the TOML file writes it (``false``, ``0``)."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def render_text(profile: Profile, advice: tuple[PoolAdvice, ...]) -> str:
+    """The human report: per pool, candidates (fixed order) or the defer branch, then the
+    infeasible methods with their missing prerequisites."""
+    title = profile.name or profile.source
+    lines = [f"credrank advise: {title} ({profile.source})"]
+    if profile.description:
+        lines.append(profile.description)
+    lines.append(f"note: {NOT_A_RANKING}")
+    for pa in advice:
+        lines.append("")
+        head = f"pool {pa.pool.name}"
+        lines.append(f"{head} — {pa.pool.description}" if pa.pool.description else head)
+        if pa.feasible:
+            lines.append("  feasible candidates:")
+        else:
+            lines.append(f"  {pa.branch}")
+        for ma in pa.methods:
+            m = ma.method
+            if not (ma.feasible and m.kind == "credibility"):
+                continue
+            lines.append(f"    {m.name} ({m.section}) — {m.credrank}")
+            lines.append(f"      validate: {m.validate}")
+            for c in ma.costs:
+                if c.value is None:
+                    line = f"      cost: {c.name}: {c.formula}"
+                else:
+                    line = f"      cost: {c.name} = {c.formula} = {_value(c)}"
+                if c.note:
+                    line += f"  ({c.note})"
+                lines.append(line)
+        blocked = [ma for ma in pa.methods if not ma.feasible and ma.method.kind == "credibility"]
+        if blocked:
+            lines.append("  not feasible (missing prerequisites):")
+            for ma in blocked:
+                parts = [f"{x.key} needs {x.needs}, has {_shown(x.has)}"
+                         + ("" if x.stated else " (not stated)") for x in ma.missing]
+                lines.append(f"    {ma.method.name} ({ma.method.section}): {'; '.join(parts)}")
+        for ma in pa.methods:
+            if ma.method.kind != "separate":
+                continue
+            state = ("feasible" if ma.feasible else "missing " + ", ".join(
+                x.key for x in ma.missing))
+            lines.append(f"  separate requirement: {ma.method.name} ({ma.method.section}): "
+                         f"{state}")
+    return "\n".join(lines)
+
+
+def advise(
+    profile: Annotated[Path, typer.Argument(
+        help="a TOML profile: [[pool]] tables of resources (see credrank.advise.profile), or "
+             f"a shipped example: {', '.join(BUNDLED_PROFILES)}")],
+    json: Annotated[bool, typer.Option("--json", help="print the advice as JSON")] = False,
+) -> None:
+    """Feasible credibility methods per content pool, their missing prerequisites and costs
+    (chapter 35.6) — never a ranking."""
+    path = profile
+    if str(profile) in BUNDLED_PROFILES and not profile.exists():
+        path = bundled_profile_path(str(profile))
+    try:
+        loaded = load_profile(path)
+    except ProfileError as exc:
+        fail(escape(str(exc)))
+    advice = advise_profile(loaded)
+    if json:
+        typer.echo(jsonlib.dumps(advice_document(loaded, advice), indent=2, ensure_ascii=False))
+    else:
+        typer.echo(render_text(loaded, advice))

@@ -1,0 +1,151 @@
+"""White-box checks for CrAM and tiny random causal LMs built from configs (for tests).
+
+CrAM (chapter 35.5) edits post-softmax attention inside the model, so it needs a
+transformers model whose attention layers dispatch through ``ALL_ATTENTION_FUNCTIONS`` (the
+``AttentionInterface``) and expose their layer index. :func:`check_white_box` verifies that and
+raises :class:`WhiteBoxError` ("CrAM needs white-box attention …") otherwise — for a hosted or
+text-only API, a llama.cpp runtime, an encoder-decoder, or an attention variant the
+intervention would silently bypass.
+
+The builders (:func:`tiny_config`, :func:`tiny_model`) make randomly initialised Llama, Qwen2
+and GPT-2 models of a few thousand parameters from configs alone: no download, milliseconds.
+Llama and Qwen2 use grouped-query attention (4 query heads over 2 key/value heads) so the
+``repeat_kv`` path is exercised.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+FAMILIES = ("llama", "qwen2", "gpt2")
+WHITE_BOX_HINT = ("CrAM needs white-box attention: a transformers causal LM (Llama, Qwen2, GPT-2 "
+                  "families) whose attention layers dispatch through the AttentionInterface")
+
+
+class WhiteBoxError(TypeError):
+    """The model's attention cannot be intervened on by CrAM."""
+
+
+@dataclass(frozen=True)
+class WhiteBox:
+    """What :func:`check_white_box` learned about an interveneable model.
+
+    ``modules`` maps ``id(attention module)`` to its layer index; ``layer_types`` is the
+    config's per-layer attention type (``"full_attention"`` when the config has none).
+    """
+
+    num_layers: int
+    num_heads: int
+    modules: dict[int, int]
+    layer_types: tuple[str, ...]
+
+
+def stock_eager(module: Any) -> Callable[..., Any] | None:
+    """The model family's own stock ``eager_attention_forward`` for an attention module."""
+    owner = sys.modules.get(type(module).__module__)
+    fn = getattr(owner, "eager_attention_forward", None)
+    return fn if callable(fn) else None
+
+
+def _fail(model: Any, why: str) -> WhiteBoxError:
+    return WhiteBoxError(f"{WHITE_BOX_HINT}; {type(model).__name__} cannot be used: {why}")
+
+
+def check_white_box(model: Any) -> WhiteBox:
+    """Check that CrAM can intervene on ``model``'s attention, or raise :class:`WhiteBoxError`.
+
+    Requirements: a ``transformers.PreTrainedModel`` decoder-only model that supports
+    attention backends (``_supports_attention_backend``) and can switch its implementation at
+    run time; one attention module per layer with a ``layer_idx`` and a family stock
+    ``eager_attention_forward`` (the function the intervention wraps); no cross-attention; and,
+    for GPT-2, ``reorder_and_upcast_attn=False`` (that path bypasses the interface).
+    """
+    try:
+        from transformers import PreTrainedModel
+    except ImportError as exc:  # pragma: no cover - the lm extra is missing
+        raise WhiteBoxError(f"{WHITE_BOX_HINT}; transformers is not installed "
+                            "(pip install 'credrank[lm,embed]')") from exc
+    if not isinstance(model, PreTrainedModel):
+        raise _fail(model, "it is not a transformers PreTrainedModel (text-only APIs and "
+                           "llama.cpp/GGUF runtimes expose no attention weights)")
+    config = model.config
+    if getattr(config, "is_encoder_decoder", False):
+        raise _fail(model, "encoder-decoder models are not supported (decoder-only causal LMs)")
+    if getattr(config, "add_cross_attention", False):
+        raise _fail(model, "cross-attention is not supported")
+    if getattr(config, "reorder_and_upcast_attn", False):
+        raise _fail(model, "GPT-2's reorder_and_upcast_attn path bypasses the AttentionInterface")
+    if not getattr(model, "_supports_attention_backend", False):
+        raise _fail(model, "the class does not declare _supports_attention_backend")
+    if not model._can_set_attn_implementation():
+        raise _fail(model, "its attention does not dispatch through ALL_ATTENTION_FUNCTIONS")
+    num_layers = getattr(config, "num_hidden_layers", None)
+    num_heads = getattr(config, "num_attention_heads", None)
+    if not isinstance(num_layers, int) or not isinstance(num_heads, int):
+        raise _fail(model, "its config has no num_hidden_layers / num_attention_heads")
+    modules: dict[int, int] = {}
+    seen: dict[int, str] = {}
+    for name, sub in model.named_modules():
+        if not type(sub).__name__.endswith("Attention"):
+            continue
+        layer = getattr(sub, "layer_idx", None)
+        if not isinstance(layer, int):
+            raise _fail(model, f"attention module {name!r} has no integer layer_idx")
+        if stock_eager(sub) is None:
+            raise _fail(model, f"attention module {name!r} ({type(sub).__name__}) has no stock "
+                               "eager_attention_forward in its modeling module")
+        if layer in seen:
+            raise _fail(model, f"attention modules {seen[layer]!r} and {name!r} share layer "
+                               f"{layer}")
+        seen[layer] = name
+        modules[id(sub)] = layer
+    if sorted(seen) != list(range(num_layers)):
+        raise _fail(model, f"found attention modules for layers {sorted(seen)}, expected "
+                           f"0..{num_layers - 1}")
+    types = getattr(config, "layer_types", None)
+    layer_types = tuple(str(t) for t in types) if types else ("full_attention",) * num_layers
+    return WhiteBox(num_layers=num_layers, num_heads=num_heads, modules=modules,
+                    layer_types=layer_types)
+
+
+def tiny_config(family: str, **overrides: Any) -> Any:
+    """A tiny config for ``family`` ("llama", "qwen2" or "gpt2"): 2 layers, 4 heads, width 32.
+
+    ``initializer_range=0.2`` (not the usual 0.02) makes random attention peaked enough for
+    reweighting to show. Keyword ``overrides`` replace any field.
+    """
+    from transformers import GPT2Config, LlamaConfig, Qwen2Config
+
+    common: dict[str, Any] = {"vocab_size": 96, "initializer_range": 0.2, "bos_token_id": 1,
+                              "eos_token_id": 2, "pad_token_id": 0}
+    if family == "llama":
+        fields = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "max_position_embeddings": 128, "tie_word_embeddings": False}
+        return LlamaConfig(**{**common, **fields, **overrides})
+    if family == "qwen2":
+        fields = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "max_position_embeddings": 128, "tie_word_embeddings": False,
+                  "use_sliding_window": False}
+        return Qwen2Config(**{**common, **fields, **overrides})
+    if family == "gpt2":
+        fields = {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 128,
+                  "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+        return GPT2Config(**{**common, **fields, **overrides})
+    raise ValueError(f"family: expected one of {', '.join(FAMILIES)}, got {family!r}")
+
+
+def tiny_model(family: str, *, seed: int = 0, attn_implementation: str = "eager",
+               **overrides: Any) -> Any:
+    """A randomly initialised tiny causal LM of ``family`` in eval mode (seeded, no download)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_config(family, **overrides)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    return model.eval()
