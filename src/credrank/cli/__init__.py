@@ -9,6 +9,7 @@ from credrank.cli.advise import advise
 from credrank.cli.bench import bench
 from credrank.cli.consensus import app as consensus_app
 from credrank.cli.context import context
+from credrank.cli.cram import app as cram_app
 from credrank.cli.credibility import app as credibility_app
 from credrank.cli.demo import demo
 from credrank.cli.index import index
@@ -38,6 +39,8 @@ app.add_typer(consensus_app, name="consensus",
               help="Label-free answer consensus: calibrate its contested threshold.")
 app.add_typer(provenance_app, name="provenance",
               help="Citation chains: which documents repeat older evidence (laundering).")
+app.add_typer(cram_app, name="cram",
+              help="Credibility-aware attention (CrAM) for a local model: calibrate heads, answer.")
 app.add_typer(priors_app, name="priors",
               help="Versioned, reversible prior updates from relevance feedback.")
 

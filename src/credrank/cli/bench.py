@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from credrank.cli.common import err, fail
+from credrank.cram.models import WhiteBoxError
 from credrank.evaluate.render import sections
 from credrank.evaluate.report import prepare_out_dir, remove_created, write_report
 from credrank.evaluate.result import BenchResult, dump_json
@@ -39,6 +40,13 @@ def bench(
         help="generator of benches with one in the loop (evotemp, realtimeqa): extractive (offline "
              "reader, default) or smollm2 (needs the lm extra: make install-lm)")
     ] = "extractive",
+    model: Annotated[str | None, typer.Option(
+        help="cram-nq only: a white-box LM (smollm2) — generation EM with and without CrAM "
+             "instead of the retrieval bench")] = None,
+    heads: Annotated[Path | None, typer.Option(
+        help="cram-nq --model: the heads file from `credrank cram calibrate`")] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="cram-nq --model: evaluate the first N questions", min=1)] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="overwrite a report already in --out")] = False,
 ) -> None:
@@ -53,8 +61,9 @@ def bench(
             fail(str(exc))
     try:
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
-                                               corpus, generator=generator))
-    except (ValueError, OSError) as exc:
+                                               corpus, generator=generator, model=model,
+                                               heads=heads, limit=limit))
+    except (ValueError, OSError, WhiteBoxError, RuntimeError) as exc:
         remove_created(created)
         fail(str(exc))
     if out is not None:

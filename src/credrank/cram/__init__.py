@@ -25,6 +25,13 @@ Modules:
 * :mod:`credrank.cram.models` — tiny random Llama / Qwen2 / GPT-2 models built from configs (for
   tests) and :func:`~credrank.cram.models.check_white_box`.
 
-Head selection (the calibration by indirect effect on known wrong answers) is not here. This
-package does not import torch at import time; its submodules ``attention`` and ``models`` do.
+* :mod:`credrank.cram.heads` — head selection: the indirect effect
+  ``IE_h = P0(a_wrong) − P_h*(a_wrong)`` (and its log form) by teacher forcing, batched so that
+  forward passes grow with examples × layers, not with heads; ranking and the number of heads
+  chosen on a validation split.
+* :mod:`credrank.cram.prompt`, :mod:`credrank.cram.headsfile` and
+  :mod:`credrank.cram.generate` — prompts with exact passage spans, the versioned heads file,
+  generation with the intervention (``credrank cram calibrate`` / ``credrank cram answer``).
+
+This package does not import torch at import time; the submodules that need it do.
 """

@@ -36,6 +36,12 @@ Declared policies:
 * **Batch.** ``multipliers`` is ``[batch, key_len]`` (or 1-d for batch 1). A batch of 1 is
   broadcast; a model batch that is a multiple of it (``num_return_sequences``, beams) repeats
   each row in place (``repeat_interleave``, as ``generate`` expands inputs).
+* **Per-row heads.** ``row_heads`` (optional, one head list per multiplier row) lets row ``r``
+  intervene on ``heads ∪ row_heads[r]`` only: a (row, head) pair outside that set keeps the
+  stock output and weights bit-for-bit, even when the same head is reweighted in another row of
+  the batch. This lets head selection (:mod:`credrank.cram.heads`) evaluate many single-head
+  interventions in one forward pass. The row mask is broadcast to the model batch exactly as
+  the multipliers are. Without ``row_heads`` the code path is the one described above.
 * **Scope.** State lives in a :mod:`contextvars` variable set by :func:`reweight` and keyed by
   the model's attention modules: other models, other threads (contexts are not inherited by new
   threads) and code outside the ``with`` block see stock attention. Training-mode dropout is
@@ -93,11 +99,33 @@ class CramReport:
                 f"attention{tail}")
 
 
+def _expand_rows(t: torch.Tensor, batch: int, what: str) -> torch.Tensor:
+    rows = t.shape[0]
+    if rows == batch:
+        return t
+    if rows == 1:
+        return t.expand(batch, *t.shape[1:])
+    if batch % rows == 0:
+        return t.repeat_interleave(batch // rows, dim=0)
+    raise CramError(f"{what} have {rows} rows but the model batch is {batch}: give one "
+                    "row per sequence (or one row for all)")
+
+
 @dataclass
 class _Activation:
     heads: dict[int, tuple[int, ...]]
     multipliers: torch.Tensor  # float32 [batch, prompt_len], on CPU until first use
     report: CramReport
+    # per layer: bool [rows, len(heads[layer])], True where that row reweights that head
+    row_masks: dict[int, torch.Tensor] | None = None
+
+    def row_mask(self, layer: int, batch: int, device: torch.device) -> torch.Tensor | None:
+        if self.row_masks is None:
+            return None
+        m = self.row_masks[layer]
+        if m.device != device:
+            m = self.row_masks[layer] = m.to(device)
+        return _expand_rows(m, batch, "row_heads")
 
     def key_multipliers(self, batch: int, key_len: int, device: torch.device) -> torch.Tensor:
         m = self.multipliers
@@ -108,14 +136,7 @@ class _Activation:
             m = torch.cat([m, m.new_ones(rows, key_len - length)], dim=1)
         elif key_len < length:
             m = m[:, :key_len]
-        if rows == batch:
-            return m
-        if rows == 1:
-            return m.expand(batch, key_len)
-        if batch % rows == 0:
-            return m.repeat_interleave(batch // rows, dim=0)
-        raise CramError(f"multipliers have {rows} rows but the model batch is {batch}: give one "
-                        "row per sequence (or one row for all)")
+        return _expand_rows(m, batch, "multipliers")
 
 
 _ACTIVE: contextvars.ContextVar[dict[int, tuple[_Activation, int]] | None] = \
@@ -135,7 +156,8 @@ def _allowed(attention_mask: torch.Tensor | None, key_len: int) -> torch.Tensor 
 def _reweight_heads(module: Any, layer: int, heads: tuple[int, ...], activation: _Activation,
                     query: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, out: torch.Tensor,
-                    weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                    weights: torch.Tensor,
+                    row_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     batch, n_heads, q_len, key_len = weights.shape
     if out.shape[:3] != (batch, q_len, n_heads):
         raise CramError(f"{type(module).__name__}: unexpected stock output shape "
@@ -157,19 +179,28 @@ def _reweight_heads(module: Any, layer: int, heads: tuple[int, ...], activation:
     z = scaled.sum(dim=-1, keepdim=True)
     ok = (z > 0) & torch.isfinite(z)
     new = torch.where(ok, scaled / torch.where(ok, z, torch.ones_like(z)), w)
-    fallback = int((has_allowed & ~ok).expand(batch, len(heads), q_len, 1).sum())
+    bad = (has_allowed & ~ok).expand(batch, len(heads), q_len, 1)
+    if row_mask is not None:
+        bad = bad & row_mask[:, :, None, None]
+    fallback = int(bad.sum())
     report = activation.report
     report.calls += 1
-    report.rows += batch * len(heads) * q_len
+    report.rows += (batch * len(heads) if row_mask is None else int(row_mask.sum())) * q_len
     if fallback:
         report.fallback_rows += fallback
         report.fallback_by_layer[layer] = report.fallback_by_layer.get(layer, 0) + fallback
     v = value.index_select(1, torch.div(idx, n_rep, rounding_mode="floor"))
     head_out = torch.matmul(new.to(value.dtype), v)  # [B, S, Q, D]
     out = out.clone()
-    out[:, :, idx] = head_out.transpose(1, 2).to(out.dtype)
     weights = weights.clone()
-    weights[:, idx] = new.to(weights.dtype)
+    if row_mask is None:
+        out[:, :, idx] = head_out.transpose(1, 2).to(out.dtype)
+        weights[:, idx] = new.to(weights.dtype)
+    else:  # (row, head) pairs outside the row's set keep the stock values bit-for-bit
+        out[:, :, idx] = torch.where(row_mask[:, None, :, None],
+                                     head_out.transpose(1, 2).to(out.dtype), out[:, :, idx])
+        weights[:, idx] = torch.where(row_mask[:, :, None, None], new.to(weights.dtype),
+                                      weights[:, idx])
     return out, weights
 
 
@@ -202,8 +233,9 @@ def cram_attention_forward(module: Any, query: torch.Tensor, key: torch.Tensor,
                         "supported: call model.eval()")
     if weights is None:
         raise CramError(f"{type(module).__name__}: the stock eager function returned no weights")
+    row_mask = activation.row_mask(layer, weights.shape[0], weights.device)
     return _reweight_heads(module, layer, heads, activation, query, value, attention_mask,
-                           out, weights)
+                           out, weights, row_mask)
 
 
 def register() -> None:
@@ -248,8 +280,37 @@ def _check_multipliers(multipliers: Any) -> torch.Tensor:
     return m.clone()
 
 
+def _row_masks(heads: Sequence[tuple[int, int]], row_heads: Sequence[Sequence[tuple[int, int]]],
+               box: WhiteBox, n_rows: int
+               ) -> tuple[dict[int, tuple[int, ...]], dict[int, torch.Tensor]]:
+    if isinstance(row_heads, str | bytes) or not isinstance(row_heads, Sequence) \
+            or len(row_heads) == 0:
+        raise CramError("row_heads: expected a non-empty sequence with one list of (layer, "
+                        "head) pairs per multiplier row")
+    if n_rows not in (1, len(row_heads)):
+        raise CramError(f"row_heads has {len(row_heads)} rows but multipliers have {n_rows}: "
+                        "give one multiplier row per row_heads entry (or one row for all)")
+    common = _check_heads(heads, box)
+    per_row = [_check_heads(list(r), box) for r in row_heads]
+    union: dict[int, set[int]] = {layer: set(hs) for layer, hs in common.items()}
+    for sel in per_row:
+        for layer, hs in sel.items():
+            union.setdefault(layer, set()).update(hs)
+    by_layer = {layer: tuple(sorted(hs)) for layer, hs in union.items()}
+    masks: dict[int, torch.Tensor] = {}
+    for layer, hs in by_layer.items():
+        mask = torch.zeros(len(per_row), len(hs), dtype=torch.bool)
+        for r, sel in enumerate(per_row):
+            chosen = set(common.get(layer, ())) | set(sel.get(layer, ()))
+            for k, h in enumerate(hs):
+                mask[r, k] = h in chosen
+        masks[layer] = mask
+    return by_layer, masks
+
+
 @contextmanager
-def reweight(model: Any, heads: Sequence[tuple[int, int]], multipliers: Any
+def reweight(model: Any, heads: Sequence[tuple[int, int]] | None, multipliers: Any, *,
+             row_heads: Sequence[Sequence[tuple[int, int]]] | None = None
              ) -> Iterator[CramReport]:
     """Activate CrAM on ``model`` for the ``with`` block; yields the live :class:`CramReport`.
 
@@ -259,11 +320,23 @@ def reweight(model: Any, heads: Sequence[tuple[int, int]], multipliers: Any
     :func:`credrank.cram.multipliers.prompt_token_multipliers`. The model's attention
     implementation is switched to :data:`CRAM_ATTENTION` (``set_attn_implementation``) and
     restored on exit. Leaving with fallback rows issues a :class:`CramFallbackWarning`.
+
+    ``row_heads`` (optional): one list of (layer, head) pairs per multiplier row; row ``r``
+    then reweights ``heads ∪ row_heads[r]`` and leaves every other head stock (bit-identical),
+    so a batch can hold a different intervention per row. ``multipliers`` must then have one
+    row per entry (or a single row for all). ``heads=None`` means no common heads. With
+    ``row_heads`` the report's ``rows`` and ``fallback_rows`` count only the (row, head) pairs
+    actually reweighted.
     """
     box = check_white_box(model)
-    by_layer = _check_heads(heads, box)
-    activation = _Activation(heads=by_layer, multipliers=_check_multipliers(multipliers),
-                             report=CramReport())
+    heads = [] if heads is None else heads
+    m = _check_multipliers(multipliers)
+    if row_heads is None:
+        by_layer, masks = _check_heads(heads, box), None
+    else:
+        by_layer, masks = _row_masks(heads, row_heads, box, m.shape[0])
+    activation = _Activation(heads=by_layer, multipliers=m, report=CramReport(),
+                             row_masks=masks)
     register()
     current = _ACTIVE.get() or {}
     if any(mid in current for mid in box.modules):

@@ -32,6 +32,7 @@ DEFAULT_PATHS: dict[str, str] = {
     "evotemp": "cag/EvoTemp.json",
     "ramdocs": "ramdocs/RAMDocs_test.jsonl",
     "coaid": "coaid",
+    "realtimeqa": "realtimeqa",
 }
 
 #: the credibility label CAG leaked into NewsPolluted texts (SOURCES.md)

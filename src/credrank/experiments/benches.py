@@ -48,6 +48,10 @@ class BenchOptions:
     corpus: Path | None = None
     #: the generator of benches with one in the loop (realtimeqa): extractive | smollm2
     generator: str = "extractive"
+    #: cram-nq with a white-box LM (``credrank.evaluate.cram_lm``): model name, heads file, limit
+    model: str | None = None
+    heads: Path | None = None
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,8 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
         assert o.path is not None
         if name == "ramdocs":
             return bench_ramdocs(o.path, _embedder(o), seed=o.seed)
+        if name == "cram-nq" and o.model is not None:
+            return _cram_lm(o)
         if name == "evotemp":
             return bench_pooled(name, o.path, _embedder(o), seed=o.seed,
                                 generator=_generator(name, o), generator_name=o.generator)
@@ -119,6 +125,23 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
                              f"file whose real passages form the clean corpus); the default "
                              f"beside --path, {corpus}, does not exist")
     return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed)
+
+
+def _cram_lm(o: BenchOptions) -> BenchResult:
+    """cram-nq with ``--model``: generation EM with and without CrAM (``--heads`` required)."""
+    from credrank.cram.generate import model_info
+    from credrank.cram.headsfile import load_heads
+    from credrank.evaluate.cram_lm import bench_cram_lm, load_cram_model
+
+    assert o.path is not None and o.model is not None
+    if o.heads is None:
+        raise ValueError("bench cram-nq --model: --heads FILE is required (from `credrank cram "
+                         "calibrate`)")
+    heads = load_heads(o.heads)  # validated before the model loads
+    lm = load_cram_model(o.model)
+    load_heads(o.heads, model=model_info(lm.model, lm.name))
+    return bench_cram_lm(o.path, lm.model, lm.tokenizer, heads_file=heads, limit=o.limit,
+                         seed=o.seed, model_name=lm.name)
 
 
 #: ``--generator`` choices
@@ -220,6 +243,11 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "
                          f"{', '.join(BENCHES)}")
     path = check_path(name, options.path, required=bench.needs_path)
+    if name != "cram-nq" and (options.model, options.heads, options.limit) != (None, None, None):
+        raise ValueError(f"bench {name}: --model, --heads and --limit are only used by cram-nq")
+    if name == "cram-nq" and options.model is None and (options.heads, options.limit) != \
+            (None, None):
+        raise ValueError("bench cram-nq: --heads and --limit need --model (the LM bench)")
     corpus = options.corpus
     if corpus is not None:
         if not bench.uses_corpus:

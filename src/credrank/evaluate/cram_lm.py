@@ -1,0 +1,285 @@
+"""CrAM with a real language model on CrAM NQ: ``credrank bench cram-nq --model NAME``.
+
+Per question of the CrAM NQ JSONL (4 real Wikipedia passages and 1 GPT-written fake asserting
+``wrong_answer``), greedy generation (:mod:`credrank.cram.generate`) under five conditions:
+
+* ``no context`` — the question alone;
+* ``4 clean passages`` — the real passages only (choosing them reads the labels:
+  ``reads_labels=True``, a reference);
+* ``4 + fake (naive)`` — all five passages, stock attention (the baseline of the table);
+* ``CrAM, label-free scores`` — all five, CrAM on the heads file's heads, passage scores from
+  :func:`pool_agreement`: each passage's mean cosine similarity to the *other* passages of its
+  pool (hashing embedder, no model, no label: a passage that disagrees with the rest of the
+  pool is down-weighted); ``reads_labels=False``;
+* ``CrAM, ideal scores`` — all five, CrAM with fake = 0, real = 1: it reads the
+  ``is_misinformation`` labels (``reads_labels=True``, a reference, never a system).
+
+Passages keep the file's order (the fake is often first). Measures per question:
+``generator EM`` (a gold answer is a substring of the normalised generation,
+:func:`~credrank.evaluate.answers.cag_exact_match`), ``says wrong answer`` (the same test
+against ``wrong_answer``) and the paired flips against the naive run, counted separately:
+``flip correct→wrong`` (naive correct, this condition wrong) and ``flip wrong→correct``. Every
+cell has its bootstrap interval over questions (:func:`compare_systems`); the flip counts are
+also in ``details["flips"]``.
+
+Calibration and evaluation are disjoint: the questions listed in the heads file
+(``calibration_ids``, ``validation_ids``) are excluded before the first ``limit`` questions
+are taken (file order).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from credrank.datasets.base import DatasetError, iter_jsonl
+from credrank.evaluate.answers import GENERATOR_EM, cag_exact_match
+from credrank.evaluate.experiment import System, compare_systems
+from credrank.evaluate.metrics import register_measure
+from credrank.evaluate.result import BenchResult
+from credrank.evaluate.tables import Column
+
+SAYS_WRONG = "says wrong answer"
+FLIP_TO_WRONG = "flip correct→wrong"
+FLIP_TO_RIGHT = "flip wrong→correct"
+register_measure(SAYS_WRONG, re.escape(SAYS_WRONG), "lower",
+                 "share of questions whose generation contains the fake's wrong answer")
+register_measure(FLIP_TO_WRONG, re.escape(FLIP_TO_WRONG), "lower",
+                 "share of questions answered correctly by the naive run and wrongly here")
+register_measure(FLIP_TO_RIGHT, re.escape(FLIP_TO_RIGHT), "higher",
+                 "share of questions answered wrongly by the naive run and correctly here")
+
+NO_CONTEXT = "no context"
+CLEAN = "4 clean passages"
+NAIVE = "4 + fake (naive)"
+CRAM_LABEL_FREE = "CrAM, label-free scores (pool agreement)"
+CRAM_IDEAL = "CrAM, ideal scores (reads labels)"
+
+#: ``--model`` names: the real SmolLM2 and tiny random models for tests
+MODEL_NAMES = ("smollm2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A white-box model, its fast tokenizer and its registry name."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+
+
+def load_cram_model(name: str) -> LoadedModel:
+    """The model of ``--model NAME`` (:data:`MODEL_NAMES`), checked white-box.
+
+    ``smollm2``: SmolLM2-135M-Instruct from the installed GGUF
+    (:mod:`credrank.generate.local`; the shared cached instance is switched to eager attention);
+    ``tiny-FAMILY``: a seeded random tiny model with :func:`credrank.cram.prompt.byte_tokenizer`
+    (for tests; its answers are noise).
+    """
+    from credrank.cram.models import check_white_box
+
+    if name == "smollm2":
+        from credrank.generate.local import _load, model_path
+
+        tok, model = _load(model_path())
+        model.set_attn_implementation("eager")
+    elif name.startswith("tiny-") and name in MODEL_NAMES:
+        from credrank.cram.models import tiny_model
+        from credrank.cram.prompt import BYTE_VOCAB, byte_tokenizer
+
+        family = name.removeprefix("tiny-")
+        positions = {"n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
+        model = tiny_model(family, vocab_size=BYTE_VOCAB, **positions)
+        tok = byte_tokenizer()
+    else:
+        raise ValueError(f"--model: unknown model {name!r}; expected one of "
+                         f"{', '.join(MODEL_NAMES)}")
+    check_white_box(model)
+    return LoadedModel(name, model, tok)
+
+
+@dataclass(frozen=True)
+class CramQuestion:
+    """One CrAM NQ record: its passages in file order and which one is the fake."""
+
+    qid: str
+    question: str
+    answers: tuple[str, ...]
+    wrong_answer: str
+    passages: tuple[str, ...]
+    fake: tuple[bool, ...]
+
+
+def read_cram_questions(path: str | Path) -> list[CramQuestion]:
+    """The CrAM NQ JSONL records (``id``, ``question``, ``answers``, ``wrong_answer``,
+    ``docs[{text, is_misinformation}]``); :class:`DatasetError` naming the line and field of a
+    malformed record. Passages are kept verbatim (stripped of outer whitespace)."""
+    out: list[CramQuestion] = []
+    seen: set[str] = set()
+    for lineno, rec in iter_jsonl(path):
+        where = f"{path}, line {lineno}"
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected a JSON object")
+        for key, kind in (("id", (str, int)), ("question", str), ("answers", list),
+                          ("wrong_answer", str), ("docs", list)):
+            if not isinstance(rec.get(key), kind):
+                raise DatasetError(f"{where}: field {key!r} is missing or not a "
+                                   f"{kind if isinstance(kind, type) else 'str/int'}")
+        qid = str(rec["id"])
+        if qid in seen:
+            raise DatasetError(f"{where}: field 'id': {qid!r} repeats")
+        seen.add(qid)
+        passages, fake = [], []
+        for i, doc in enumerate(rec["docs"]):
+            if not isinstance(doc, dict) or not isinstance(doc.get("text"), str) \
+                    or not doc["text"].strip() or not isinstance(doc.get("is_misinformation"),
+                                                                 bool):
+                raise DatasetError(f"{where}: docs[{i}]: expected text and a boolean "
+                                   "is_misinformation")
+            passages.append(doc["text"].strip())
+            fake.append(doc["is_misinformation"])
+        out.append(CramQuestion(qid, rec["question"].strip(),
+                                tuple(a for a in rec["answers"] if isinstance(a, str)),
+                                rec["wrong_answer"], tuple(passages), tuple(fake)))
+    return out
+
+
+def ideal_scores(q: CramQuestion) -> list[float]:
+    """Reference scores that read the labels: 0 for the fake, 1 for a real passage."""
+    return [0.0 if f else 1.0 for f in q.fake]
+
+
+def pool_agreement(passages: Sequence[str]) -> list[float]:
+    """Label-free passage scores: each passage's mean cosine similarity (hashing embedder) to
+    the other passages of the same pool (one passage: 0)."""
+    from credrank.index.embed import get_embedder
+
+    vecs = np.asarray(get_embedder("hashing").embed(list(passages)), dtype=np.float64)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = vecs / np.where(norms > 0, norms, 1.0)
+    sims = vecs @ vecs.T
+    n = len(passages)
+    if n < 2:
+        return [0.0] * n
+    return [float((sims[i].sum() - sims[i, i]) / (n - 1)) for i in range(n)]
+
+
+def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: Any,
+                  limit: int | None = None, seed: int = 0, model_name: str = "",
+                  max_new_tokens: int = 24,
+                  progress: Callable[[int, int], None] | None = None) -> BenchResult:
+    """The five conditions of the module docstring on the first ``limit`` evaluation questions
+    of ``path`` (``heads_file``: a :class:`~credrank.cram.headsfile.HeadsFile`, already checked
+    against ``model``)."""
+    from credrank.cram.generate import cram_generate, model_info
+    from credrank.cram.headsfile import check_model, check_template
+    from credrank.cram.prompt import render_prompt
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise ValueError(f"--limit: expected an integer >= 1, got {limit!r}")
+    info = model_info(model, model_name or heads_file.model.name)
+    check_model(heads_file, info)
+    questions = read_cram_questions(path)
+    held = set(heads_file.calibration_ids) | set(heads_file.validation_ids)
+    pool = [q for q in questions if q.qid not in held and q.answers and any(q.fake)
+            and not all(q.fake)]
+    chosen = pool[:limit] if limit is not None else pool
+    if not chosen:
+        raise ValueError(f"{path}: no evaluation question left ({len(questions)} read, "
+                         f"{len(held)} held out by the heads file)")
+    heads = list(heads_file.heads)
+    floor = heads_file.floor
+    em: dict[str, dict[str, float]] = {s: {} for s in (NO_CONTEXT, CLEAN, NAIVE,
+                                                        CRAM_LABEL_FREE, CRAM_IDEAL)}
+    wrong: dict[str, dict[str, float]] = {s: {} for s in em}
+    generations: list[dict[str, Any]] = []
+    fallback_rows = 0
+    start = time.perf_counter()
+    template_checked = False
+    for i, q in enumerate(chosen):
+        full = render_prompt(tokenizer, q.question, q.passages)
+        if not template_checked:
+            check_template(heads_file, full.template)
+            template_checked = True
+        clean_passages = [p for p, f in zip(q.passages, q.fake, strict=True) if not f]
+        none = render_prompt(tokenizer, q.question, [])
+        clean = render_prompt(tokenizer, q.question, clean_passages)
+        runs: dict[str, tuple[Any, Sequence[tuple[int, int]], Sequence[float],
+                              Sequence[tuple[int, int]]]] = {
+            NO_CONTEXT: (none, (), (), ()),
+            CLEAN: (clean, clean.spans, [1.0] * len(clean.spans), ()),
+            NAIVE: (full, full.spans, [1.0] * len(full.spans), ()),
+            CRAM_LABEL_FREE: (full, full.spans, pool_agreement(q.passages), heads),
+            CRAM_IDEAL: (full, full.spans, ideal_scores(q), heads),
+        }
+        row: dict[str, Any] = {"qid": q.qid}
+        for system, (rendered, spans, scores, hs) in runs.items():
+            text, report = cram_generate(model, tokenizer, rendered.text, spans, scores, hs,
+                                         floor=floor, max_new_tokens=max_new_tokens,
+                                         add_special_tokens=rendered.add_special_tokens)
+            fallback_rows += report.cram.fallback_rows
+            em[system][q.qid] = float(cag_exact_match(text, list(q.answers)))
+            wrong[system][q.qid] = float(cag_exact_match(text, [q.wrong_answer]))
+            row[system] = text
+        generations.append(row)
+        if progress is not None:
+            progress(i + 1, len(chosen))
+    seconds = time.perf_counter() - start
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    flips: dict[str, dict[str, int]] = {}
+    for system in em:
+        to_wrong = {k: float(em[NAIVE][k] == 1.0 and v == 0.0) for k, v in em[system].items()}
+        to_right = {k: float(em[NAIVE][k] == 0.0 and v == 1.0) for k, v in em[system].items()}
+        per_query[system] = {GENERATOR_EM: em[system], SAYS_WRONG: wrong[system],
+                             FLIP_TO_WRONG: to_wrong, FLIP_TO_RIGHT: to_right}
+        flips[system] = {"correct_to_wrong": int(sum(to_wrong.values())),
+                         "wrong_to_correct": int(sum(to_right.values()))}
+    label_note = ("pool agreement: mean cosine similarity (hashing embedder) of a passage to "
+                  "the other passages of its pool; no label read")
+    systems = {
+        NO_CONTEXT: System(None, False, ("the question alone",)),
+        CLEAN: System(None, True, ("the four real passages only: removing the fake reads the "
+                                   "is_misinformation labels (a reference, not a system)",)),
+        NAIVE: System(None, False, ("all five passages, stock attention",)),
+        CRAM_LABEL_FREE: System(None, False, (label_note,), {"n_heads": len(heads)}),
+        CRAM_IDEAL: System(None, True, ("fake 0, real 1 (is_misinformation labels): a "
+                                        "reference",), {"n_heads": len(heads)}),
+    }
+    columns = [Column.of(m) for m in (GENERATOR_EM, SAYS_WRONG, FLIP_TO_WRONG, FLIP_TO_RIGHT)]
+    notes = [
+        f"model {info.name} ({info.family}, {info.n_layers} layers × {info.n_heads} heads), "
+        f"greedy, at most {max_new_tokens} new tokens; {len(heads)} CrAM heads from the heads "
+        f"file, floor {floor:g}",
+        f"{len(chosen)} questions in file order after excluding {len(held)} calibration / "
+        "validation questions of the heads file (disjoint)",
+        "EM: a gold answer is a substring of the normalised generation (CAG exact match); "
+        "flips are paired against the naive run, correct→wrong and wrong→correct separately",
+        "passages in file order (the fake is often first); prompt template "
+        f"{full.template}",
+        label_note,
+    ]
+    experiment = compare_systems(per_query, systems, columns, key="results",
+                                 title="CrAM on CrAM NQ (generator EM)", baseline=NAIVE,
+                                 notes=notes, seed=seed)
+    result = BenchResult("cram-nq", str(path),
+                         {"model": info.name, "heads": len(heads), "floor": floor,
+                          "limit": limit, "seed": seed, "max_new_tokens": max_new_tokens},
+                         {"questions": len(chosen), "held_out": len(held),
+                          "seconds": round(seconds, 1),
+                          "seconds_per_question": round(seconds / len(chosen), 2)},
+                         notes)
+    result.add_experiment(experiment)
+    result.details["flips"] = flips
+    result.details["fallback_rows"] = fallback_rows
+    result.details["generations"] = generations
+    result.details["heads"] = [list(h) for h in heads]
+    assert all(math.isfinite(v) for s in em.values() for v in s.values())
+    return result

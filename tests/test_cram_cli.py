@@ -1,0 +1,260 @@
+"""CrAM prompts with passage spans, the heads file, ``credrank cram`` and the LM bench (35.5)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from typer.testing import CliRunner
+
+from credrank.cli.cram import app
+from credrank.cram.generate import cram_generate, model_info, naive_generate
+from credrank.cram.headsfile import (
+    HeadsFile,
+    HeadsFileError,
+    ModelInfo,
+    load_heads,
+    save_heads,
+)
+from credrank.cram.models import WhiteBoxError, tiny_model
+from credrank.cram.multipliers import CramInputError
+from credrank.cram.prompt import byte_tokenizer, render_prompt
+from credrank.evaluate.cram_lm import (
+    CRAM_IDEAL,
+    LoadedModel,
+    bench_cram_lm,
+    load_cram_model,
+)
+
+runner = CliRunner()
+CHAT = ("{% for m in messages %}<|user|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+PASSAGES = ["The capital of France is Paris.", "  Lyon is a city.\nIt has a river. ",
+            "Ünïcode passage — «quotes» 東京"]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> LoadedModel:
+    return load_cram_model("tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight CrAM-NQ-shaped records with short passages (fast on the byte tokenizer)."""
+    path = tmp_path_factory.mktemp("cram") / "slice.jsonl"
+    rows = []
+    for i in range(8):
+        docs = [{"text": f"CNN news: the answer to question {i} is wrong{i}.",
+                 "is_misinformation": True}]
+        docs += [{"text": f"Real passage {j} of question {i}: the answer is right{i}.",
+                  "is_misinformation": False} for j in range(4)]
+        rows.append({"id": f"q{i}", "question": f"what is the answer to question {i}",
+                     "answers": [f"right{i}"], "wrong_answer": f"wrong{i}", "docs": docs})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _heads(info: ModelInfo, template: str, **changes: object) -> HeadsFile:
+    fields: dict[str, object] = dict(
+        model=info, prompt_template=template, heads=((0, 1), (1, 2)),
+        ie=[[0.0] * info.n_heads for _ in range(info.n_layers)], ie_log=None,
+        validation_curve=[{"n_heads": 2, "mean_p_wrong": 0.1}], n_calib=2, n_valid=2,
+        data="slice.jsonl", data_sha256="0" * 64, floor=0.1, seed=0,
+        calibration_ids=("q0", "q1"), validation_ids=("q2", "q3"))
+    fields.update(changes)
+    return HeadsFile(**fields)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ prompt spans
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_prompt_spans_are_exact(chat: bool) -> None:
+    tok = byte_tokenizer(chat_template=CHAT if chat else None)
+    r = render_prompt(tok, "Which city?", PASSAGES)
+    assert r.chat is chat and r.add_special_tokens is (not chat)
+    assert len(r.spans) == len(PASSAGES)
+    for (s, e), p in zip(r.spans, PASSAGES, strict=True):
+        assert r.text[s:e] == p
+    if chat:
+        assert r.text.startswith("<|user|>\n") and r.template.endswith("+chat")
+
+
+def test_prompt_refuses_empty_passage_and_rewriting_template() -> None:
+    tok = byte_tokenizer()
+    with pytest.raises(CramInputError, match="passage 1"):
+        render_prompt(tok, "q?", ["ok", "   "])
+    rewriting = ("{% for m in messages %}[{{ m['content'] | replace('Passage', 'Doc') }}]"
+                 "{% endfor %}")
+    trimming = byte_tokenizer(chat_template=rewriting)
+    with pytest.raises(CramInputError, match="verbatim"):
+        render_prompt(trimming, "q?", ["ok"])
+
+
+@pytest.mark.slow
+def test_prompt_spans_smollm2_tokenizer() -> None:
+    from credrank.generate.local import lm_available
+
+    if lm_available() is not None:
+        pytest.skip(lm_available())
+    from credrank.cram.multipliers import prompt_token_multipliers
+
+    lm = load_cram_model("smollm2")
+    r = render_prompt(lm.tokenizer, "Which city?", PASSAGES)
+    assert r.chat
+    for (s, e), p in zip(r.spans, PASSAGES, strict=True):
+        assert r.text[s:e] == p
+    pm = prompt_token_multipliers(lm.tokenizer, r.text, r.spans, [0.0, 1.0, 0.5],
+                                  add_special_tokens=r.add_special_tokens)
+    assert len(pm.token_spans) == 3
+
+
+# ------------------------------------------------------------------ heads file
+
+
+def test_heads_file_round_trip_and_refusals(tmp_path: Path) -> None:
+    info = ModelInfo("tiny-llama", "llama", 2, 4)
+    hf = _heads(info, "credrank-cram-qa-v1")
+    path = save_heads(tmp_path / "h.json", hf)
+    back = load_heads(path, model=info, prompt_template="credrank-cram-qa-v1")
+    assert back == hf
+    other = ModelInfo("smollm2", "llama", 30, 9)
+    with pytest.raises(HeadsFileError, match=r"'tiny-llama'.*'smollm2'"):
+        load_heads(path, model=other)
+    with pytest.raises(HeadsFileError, match=r"2 layers × 4 heads.*2 layers × 8 heads"):
+        load_heads(path, model=ModelInfo("tiny-llama", "llama", 2, 8))
+    with pytest.raises(HeadsFileError, match="prompt template"):
+        load_heads(path, prompt_template="other")
+    doc = json.loads(path.read_text())
+    del doc["floor"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(HeadsFileError, match="field 'floor' is missing"):
+        load_heads(path)
+    doc["floor"] = 0.1
+    doc["heads"] = [[5, 0]]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(HeadsFileError, match="field 'heads'"):
+        load_heads(path)
+
+
+# ------------------------------------------------------------------ generation
+
+
+def test_cram_generate_and_naive(tiny: LoadedModel) -> None:
+    r = render_prompt(tiny.tokenizer, "Which city?", PASSAGES)
+    text, report = cram_generate(tiny.model, tiny.tokenizer, r.text, r.spans, [0.0, 1.0, 1.0],
+                                 [(0, 1), (1, 2)], max_new_tokens=3,
+                                 add_special_tokens=r.add_special_tokens)
+    assert isinstance(text, str) and report.new_tokens <= 3
+    assert report.documents is not None and report.documents.values[0] == pytest.approx(0.1)
+    assert report.cram.rows > 0
+    _, base = naive_generate(tiny.model, tiny.tokenizer, r.text, max_new_tokens=3)
+    assert base.cram.rows == 0 and base.heads == ()
+    with pytest.raises(WhiteBoxError, match="CrAM needs white-box attention"):
+        model_info(object(), "x")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cram_answer_end_to_end(tiny: LoadedModel, demo_index_hashing: Path,
+                                tmp_path: Path) -> None:
+    heads = save_heads(tmp_path / "h.json",
+                       _heads(model_info(tiny.model, "tiny-llama"), "credrank-cram-qa-v1"))
+    res = runner.invoke(app, ["answer", "does vitamin C cure colds", "--index",
+                              str(demo_index_hashing), "--heads", str(heads), "--signal",
+                              "prior", "--top-k", "3", "--max-new-tokens", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["model"] == "tiny-llama" and len(doc["passages"]) == 3
+    assert all(0 < p["multiplier"] <= 1 for p in doc["passages"])
+    assert doc["report"]["cram"]["rows"] > 0
+    res = runner.invoke(app, ["answer", "q", "--index", str(demo_index_hashing), "--heads",
+                              str(heads), "--signal", "nonsense"])
+    assert res.exit_code == 2 and "available" in res.output
+    res = runner.invoke(app, ["answer", "q", "--index", str(demo_index_hashing), "--heads",
+                              str(heads), "--model", "tiny-qwen2"])
+    assert res.exit_code == 2 and "calibrated for model 'tiny-llama'" in res.output
+
+
+def test_unknown_model_and_not_white_box(tmp_path: Path, slice_file: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["calibrate", "--model", "gpt-5", "--data", str(slice_file),
+                              "--n-calib", "2", "--n-valid", "2", "--out", str(out)])
+    assert res.exit_code == 2
+    assert "unknown model 'gpt-5'" in res.output and "smollm2" in res.output
+
+    def opaque(name: str) -> LoadedModel:
+        from credrank.cram.models import check_white_box
+
+        check_white_box(tiny_model("gpt2", reorder_and_upcast_attn=True))
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr("credrank.cli.cram.load_cram_model", opaque)
+    res = runner.invoke(app, ["calibrate", "--model", "tiny-gpt2", "--data", str(slice_file),
+                              "--n-calib", "2", "--n-valid", "2", "--out", str(out)])
+    assert res.exit_code == 2 and "CrAM needs white-box attention" in res.output
+
+
+def test_empty_calibration_set(tmp_path: Path, slice_file: Path) -> None:
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["calibrate", "--model", "tiny-llama", "--data", str(slice_file),
+                              "--n-calib", "0", "--out", str(out)])
+    assert res.exit_code == 2 and "calibration set is empty" in res.output
+    no_fakes = tmp_path / "none.jsonl"
+    rec = {"id": "1", "question": "q", "answers": ["a"], "wrong_answer": "b",
+           "docs": [{"text": "t", "is_misinformation": False}]}
+    no_fakes.write_text(json.dumps(rec) + "\n")
+    res = runner.invoke(app, ["calibrate", "--model", "tiny-llama", "--data", str(no_fakes),
+                              "--out", str(out)])
+    assert res.exit_code == 2 and "calibration set is empty" in res.output
+    assert not out.exists()
+
+
+def test_calibrate_end_to_end(tmp_path: Path, slice_file: Path) -> None:
+    pytest.importorskip("credrank.cram.heads", reason="credrank.cram.heads has not landed")
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["calibrate", "--model", "tiny-llama", "--data", str(slice_file),
+                              "--n-calib", "2", "--n-valid", "2", "--grid", "0,1,2,4",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    hf = load_heads(out, model=ModelInfo("tiny-llama", "llama", 2, 4))
+    assert hf.n_calib == 2 and hf.n_valid == 2 and len(hf.heads) in (0, 1, 2, 4)
+    assert not set(hf.calibration_ids) & set(hf.validation_ids)
+    assert len(hf.ie) == 2 and len(hf.ie[0]) == 4
+    assert [c["n_heads"] for c in hf.validation_curve] == [0, 1, 2, 4]
+
+
+# ------------------------------------------------------------------ bench
+
+
+def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path) -> None:
+    from credrank.experiments.benches import BenchOptions, run_bench
+
+    info = model_info(tiny.model, "tiny-llama")
+    hf = _heads(info, "credrank-cram-qa-v1")
+    result = bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, heads_file=hf, limit=3,
+                           model_name="tiny-llama", max_new_tokens=4)
+    assert result.summary["questions"] == 3
+    held = {"q0", "q1", "q2", "q3"}
+    assert not held & {g["qid"] for g in result.details["generations"]}
+    table = result.table("results")
+    assert [r.system for r in table.rows if r.reads_labels] == [CRAM_IDEAL]
+    for row in table.rows:
+        for cell in row.metrics.values():
+            assert cell.mean is not None and math.isfinite(cell.mean)
+    assert set(result.details["flips"][CRAM_IDEAL]) == {"correct_to_wrong", "wrong_to_correct"}
+    result.to_json()
+    path = save_heads(tmp_path / "h.json", hf)
+    via = run_bench("cram-nq", BenchOptions(slice_file, model="tiny-llama", heads=path,
+                                            limit=1))
+    assert via.summary["questions"] == 1
+    with pytest.raises(ValueError, match="need --model"):
+        run_bench("cram-nq", BenchOptions(slice_file, heads=path))
