@@ -95,6 +95,8 @@ def calibrate(
 
     if out.exists() and not force:
         fail(f"--out {out}: exists; give --force to overwrite")
+    if model not in MODEL_NAMES:
+        fail(f"--model: unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
     if not 0 < floor <= 1:
         fail(f"--floor: expected a number in (0, 1], got {floor}")
     sizes = _grid(grid)
