@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse import csgraph
 
 from credrank.core.validation import check_int, check_probability
 
@@ -86,19 +87,7 @@ def duplicate_groups(texts: Sequence[str], vectors: np.ndarray | None = None, *,
         norms = np.linalg.norm(v, axis=1)
         unit = v / np.where(norms > 0, norms, 1.0)[:, None]
         linked |= (unit @ unit.T) >= cosine
-    parent = list(range(n))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    rows, cols = np.nonzero(np.triu(linked, 1))
-    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
-        a, b = find(i), find(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    roots = [find(i) for i in range(n)]
-    numbering: dict[int, int] = {}
-    return np.asarray([numbering.setdefault(r, len(numbering)) for r in roots], dtype=np.int64)
+    # connected components of the link graph, numbered in order of their first member
+    _, labels = csgraph.connected_components(sparse.csr_matrix(np.triu(linked, 1)),
+                                             directed=False)
+    return np.asarray(labels, dtype=np.int64)
