@@ -12,8 +12,12 @@ indirect effects ``IE_h = P_0(a_wrong) − P_h*(a_wrong)`` (chapter 35.5) of eve
                ``⌈N/R⌉ + ⌈N·L·H/R⌉`` passes
 
 and prints forward passes, wall time, the largest effect difference and whether the two
-rankings (by ``ie`` and ``ie_log``) are identical. Wall-clock on a shared CPU: a measurement,
-not a test; each path is run ``--repeat`` times and the median kept.
+rankings (by ``ie`` and ``ie_log``) are identical. A third column is the first-order
+estimate (attribution patching, ``head_attributions``: one forward and one backward pass per
+example, whatever the number of heads; ``credrank cram calibrate --method attribution``) with
+its Spearman correlation to the exact effects and the overlap of the top-k heads (k = 10% of
+the heads). Wall-clock on a shared CPU: a measurement, not a test; each path is run
+``--repeat`` times and the median kept.
 
     python benchmarks/bench_cram_heads.py [--layers 4] [--heads 8] [--examples 6] [--rows R]
                                           [--repeat 3] [--json]
@@ -29,7 +33,12 @@ import statistics
 
 import numpy as np
 
-from credrank.cram.heads import CalibrationExample, head_effects, rank_heads
+from credrank.cram.heads import (
+    CalibrationExample,
+    head_attributions,
+    head_effects,
+    rank_heads,
+)
 from credrank.cram.models import tiny_model
 
 NOUNS = ("moon sun river city tower bridge forest island castle library garden harbour "
@@ -91,6 +100,15 @@ def main() -> None:
                for _ in range(max(1, args.repeat))]
         runs[name] = (res[0], statistics.median(r.seconds for r in res))
     (slow, slow_s), (fast, fast_s) = runs["per head"], runs["batched"]
+    att_runs = [head_attributions(model, tok, examples) for _ in range(max(1, args.repeat))]
+    att, att_s = att_runs[0], statistics.median(r.seconds for r in att_runs)
+    from scipy.stats import spearmanr
+
+    k = max(1, (args.layers * args.heads) // 10)
+    overlap = {by: len(set(rank_heads(att, by)[:k]) & set(rank_heads(slow, by)[:k])) / k
+               for by in ("ie", "ie_log")}
+    rho = {by: float(spearmanr(getattr(slow, by).ravel(), getattr(att, by).ravel()).statistic)
+           for by in ("ie", "ie_log")}
     same = {by: rank_heads(fast, by) == rank_heads(slow, by) for by in ("ie", "ie_log")}
     result = {
         "model": f"tiny random llama, {args.layers} layers x {args.heads} heads "
@@ -107,19 +125,26 @@ def main() -> None:
         "rankings_identical": same,
         "top5_ie": [list(h) for h in rank_heads(fast)[:5]],
         "fallback_rows": fast.fallback_rows,
+        "attribution": {"passes": att.passes, "backward_passes": att.passes,
+                        "seconds": round(att_s, 4), "spearman_vs_exact": rho,
+                        "top_k": k, "top_k_overlap": overlap},
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(result["model"] + f"; {args.examples} examples; median of {args.repeat} runs; "
           "1 torch thread")
-    print(f"{'':24}{'per head':>12}{'batched':>12}")
-    print(f"{'forward passes':24}{slow.passes:>12}{fast.passes:>12}")
-    print(f"{'rows per pass':24}{1:>12}{fast.rows_per_pass:>12}")
-    print(f"{'wall time (s)':24}{slow_s:>12.3f}{fast_s:>12.3f}")
+    print(f"{'':24}{'per head':>12}{'batched':>12}{'attribution':>14}")
+    print(f"{'forward passes':24}{slow.passes:>12}{fast.passes:>12}{att.passes:>14}")
+    print(f"{'backward passes':24}{0:>12}{0:>12}{att.passes:>14}")
+    print(f"{'rows per pass':24}{1:>12}{fast.rows_per_pass:>12}{1:>14}")
+    print(f"{'wall time (s)':24}{slow_s:>12.3f}{fast_s:>12.3f}{att_s:>14.3f}")
     print(f"speedup {result['speedup']}x; max |Δ IE| {result['max_abs_diff_ie']:.2e}, "
           f"max |Δ IE_log| {result['max_abs_diff_ie_log']:.2e}; rankings identical: "
           f"ie {same['ie']}, ie_log {same['ie_log']}; top-5 heads {result['top5_ie']}")
+    print(f"attribution (first order) vs exact: Spearman ie {rho['ie']:.3f}, ie_log "
+          f"{rho['ie_log']:.3f}; top-{k} overlap ie {overlap['ie']:.0%}, ie_log "
+          f"{overlap['ie_log']:.0%}")
 
 
 if __name__ == "__main__":

@@ -7,13 +7,27 @@ drawn from the seven-type taxonomy. Vectors are precomputed: index throughput me
 engine write path (payload, dense and BM25 vectors, write-ahead log, flush), and MiniLM
 embedding throughput is measured separately on a small sample when the model is installed.
 
-Printed side by side, from one run:
-  * plain search           — engine nearest neighbours, limit = top_k
-  * pushdown search        — prefetch fetch_k, formula max($score,0) × λ(type), limit = top_k
-  * Python path            — engine fetch_k neighbours → SourcePrior → Combine → TopK
+Printed side by side, from one run, per corpus size (``--n 10000,100000``):
+  * plain search (top_k)   — engine nearest neighbours, limit = top_k: the baseline
+  * plain search (fetch_k) — the same at limit = fetch_k (with the payload of fetch_k hits)
+  * plain, fetch_k ids only — the engine's fetch_k nearest neighbours without any payload:
+                             what the pushdown's prefetch costs before the formula
+  * library pushdown       — ``build_pipeline(...).search``, what ``credrank search`` and the
+                             library run: prefetch fetch_k, formula max($score,0) × λ(type),
+                             the engine returns top_k with the hit fields only (issue 15)
+  * library Python path    — the same with ``pushdown=False`` (``--no-pushdown``)
+  * pushdown before        — the library pushdown as it was: fetch_k returned with every
+                             ranking field, cut to top_k in Python
+  * engine formula rows    — ``search_formula`` called directly (all ranking fields, or the
+                             hit fields), no pipeline
+  * Python path, hand-built — engine fetch_k neighbours → SourcePrior → Combine → TopK
   * rerank only            — SourcePrior → Combine → TopK on an already fetched batch
-with p50/p99 latency per query, index throughput (documents/s) and peak resident memory.
-Goals (issue 2): credibility-aware within 1.2× of plain latency; rerank overhead < 1 ms at
+with p50/p99 latency per query (queries interleaved, systems shuffled per query; ``--repeats``
+passes, median of their p50s and of their ratios), the ratio to plain search at top_k and at
+fetch_k, index throughput (documents/s), peak resident memory, and how often the library
+pushdown and Python path rank the same top_k — identical, different only within score ties
+(|Δ| ≤ 1e-6: float ties), or different for real. Goals: the library pushdown within 1.2× of
+plain search at top_k (issue 15; the floor is the fetch_k prefetch), rerank overhead < 1 ms at
 fetch_k = 30. This is a measurement, not a test: the machine is shared and noisy.
 
 Engines side by side (issue 8; ``--section engines``): Qdrant Edge against qdrant-client's
@@ -22,8 +36,11 @@ local mode (the in-process stand-in for a Qdrant server, which is what ``--engin
 ``VectorStore.upsert`` and queried in the same run, interleaved: dense search (top_k) and the
 pushed-down formula (fetch_k → top_k), p50/p99 and the ratio to Edge exact search.
 
-    python benchmarks/bench_search.py [--n 100000] [--queries 300] [--exact]
-                                      [--section all|systems|engines] [--quick]
+    python benchmarks/bench_search.py [--n 10000,100000] [--queries 300] [--repeats 3]
+                                      [--exact] [--section all|systems|engines] [--quick]
+
+``--exact`` (exact search instead of HNSW, e.g. for 1M documents whose HNSW build does not fit
+the time) makes every row search exactly, the library rows included.
 """
 
 from __future__ import annotations
@@ -32,16 +49,19 @@ import argparse
 import resource
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from credrank.combine import Combine
+from credrank.core.pipeline import Pipeline, Stage
 from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.index import open_store
 from credrank.index.qdrant_edge import EdgeIndex
-from credrank.index.store import VectorStore
+from credrank.index.store import HIT_FIELDS, VectorStore
+from credrank.search import PushdownSearch, SearchSettings, build_pipeline
 from credrank.select.topk import TopK
 from credrank.signals.prior import SourcePrior, preset
 
@@ -61,13 +81,29 @@ def synthetic(n: int, dim: int, rng: np.random.Generator):
     return centres, vectors, vocab, words, types
 
 
+def sizes(text: str) -> list[int]:
+    """``--n``: one or more corpus sizes, comma-separated (``10000,100000``)."""
+    try:
+        out = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected sizes like 10000,100000, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
+    return out
+
+
 def percentile_ms(samples: list[float], q: float) -> float:
     return float(np.percentile(np.array(samples) * 1e3, q))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--n", type=sizes, default=[10_000, 100_000],
+                    help="corpus size(s), comma-separated (default 10000,100000); the engines "
+                         "section uses the largest")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed passes over the queries (median of their p50s)")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--fetch-k", type=int, default=30)
@@ -84,84 +120,54 @@ def main() -> None:
                     help="a small run: N=10,000 and 100 queries (overrides --n, --queries)")
     args = ap.parse_args()
     if args.quick:
-        args.n, args.queries = 10_000, 100
+        args.n, args.queries, args.repeats = [10_000], 100, 1
     if args.section in ("all", "systems"):
         bench_systems(args)
     if args.section in ("all", "engines"):
         bench_engines(args)
 
 
+class VectorTable:
+    """An embedder over precomputed query vectors (``q0``, ``q1``, …): the library path runs
+    as ``credrank search`` does, minus the model (embedding is timed separately)."""
+
+    name = "synthetic"
+
+    def __init__(self, vectors: np.ndarray):
+        self.dim = int(vectors.shape[1])
+        self.table = {f"q{i}": v for i, v in enumerate(vectors)}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def tie_groups(batch, tol: float = 1e-6) -> list[set[str]]:
+    """Consecutive rows whose scores are equal within ``tol``, as sets of ids."""
+    groups: list[tuple[float, set[str]]] = []
+    for doc, score in zip(batch.doc_ids, batch.score, strict=True):
+        if groups and abs(score - groups[-1][0]) <= tol:
+            groups[-1][1].add(str(doc))
+        else:
+            groups.append((float(score), {str(doc)}))
+    return [g for _, g in groups]
+
+
+def compare_rankings(a, b, tol: float = 1e-6) -> str:
+    """``same`` (identical ids), ``ties`` (scores equal within ``tol`` rank by rank and the
+    same tie groups, the last one possibly cut at the boundary) or ``real``."""
+    if list(a.doc_ids) == list(b.doc_ids):
+        return "same"
+    if (len(a) == len(b) and np.allclose(a.score, b.score, rtol=0, atol=tol)
+            and tie_groups(a, tol)[:-1] == tie_groups(b, tol)[:-1]):
+        return "ties"
+    return "real"
+
+
 def bench_systems(args: argparse.Namespace) -> None:
-    """Plain, pushdown, Python path and rerank-only on one Qdrant Edge index."""
-    rng = np.random.default_rng(args.seed)
-    dim = 384
-    centres, vectors, vocab, words, types = synthetic(args.n, dim, rng)
-    priors = preset("current")
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    with tempfile.TemporaryDirectory(prefix="credrank-bench-") as tmp:
-        index = EdgeIndex.open(Path(tmp) / "idx", embedder="synthetic", dim=dim, create=True)
-        t0 = time.perf_counter()
-        for start in range(0, args.n, args.batch):
-            stop = min(start + args.batch, args.n)
-            docs = [Document(id=f"d{i}", text=" ".join(vocab[words[i]]), retrieved_at=now)
-                    for i in range(start, stop)]
-            prov = [{"host": None, "registered_domain": None, "source_type": str(types[i]),
-                     "url_source_type": str(types[i]), "declared_source_type": None,
-                     "provenance_rule": "synthetic", "provenance_conflict": None,
-                     "domain_score": None} for i in range(start, stop)]
-            index.upsert(docs, prov, vectors[start:stop], [""] * (stop - start))
-        write_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        optimised = False if args.exact else index.shard.optimize()
-        optimise_s = time.perf_counter() - t0
-        rss_after_index = peak_rss_mb()
-
-        queries = centres[rng.integers(0, len(centres), size=args.queries)]
-        queries = queries + 0.8 * rng.normal(size=queries.shape).astype(np.float32)
-        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        exact = args.exact
-        rerank = SourcePrior(priors) >> Combine("multiply") >> TopK(args.top_k)
-
-        def plain(q):
-            return index.search_dense("q", q, args.top_k, exact=exact)
-
-        def pushdown(q):
-            return index.search_formula("q", q, args.fetch_k, args.top_k, priors.values,
-                                        exact=exact)
-
-        def python_path(q):
-            return rerank(index.search_dense("q", q, args.fetch_k, exact=exact))
-
-        systems = {"plain search (top_k)": plain, "pushdown (formula)": pushdown,
-                   "Python path (fetch_k → rerank)": python_path}
-        for fn in systems.values():  # warm-up
-            for q in queries[:20]:
-                fn(q)
-        timings: dict[str, list[float]] = {name: [] for name in systems}
-        order = list(systems)
-        for q in queries:
-            # interleaved so drift hits every system alike, in a shuffled order per query so
-            # that no system always runs on caches warmed by another one for the same query
-            rng.shuffle(order)
-            for name in order:
-                t = time.perf_counter()
-                systems[name](q)
-                timings[name].append(time.perf_counter() - t)
-        fetched = [index.search_dense("q", q, args.fetch_k, exact=exact) for q in queries]
-        rerank_t = []
-        for b in fetched:
-            t = time.perf_counter()
-            rerank(b)
-            rerank_t.append(time.perf_counter() - t)
-        timings["rerank only (fetch_k batch)"] = rerank_t
-
-        # agreement of pushdown and Python path on the same candidates
-        agree = sum(list(pushdown(q).doc_ids) == list(python_path(q).doc_ids)
-                    for q in queries[:100])
-        index.close()
-
-    embed_rate = None
+    """The library path (``build_pipeline(...).search``, pushdown and Python) next to plain
+    engine search at top_k and fetch_k, on one Qdrant Edge index per size."""
+    for n in args.n:
+        bench_systems_at(args, n)
     try:
         from credrank.demo import demo_dir
         from credrank.documents import read_corpus
@@ -173,35 +179,173 @@ def bench_systems(args: argparse.Namespace) -> None:
         emb.embed(texts[:32])
         t = time.perf_counter()
         emb.embed(texts)
-        embed_rate = len(texts) / (time.perf_counter() - t)
+        rate = len(texts) / (time.perf_counter() - t)
+        print(f"\nMiniLM embedding: {rate:,.0f} texts/s (CPU, 480 demo-corpus texts) — "
+              f"end-to-end indexing of text is bounded by this")
     except RuntimeError as exc:
-        print(f"MiniLM embedding throughput not measured: {exc}")
+        print(f"\nMiniLM embedding throughput not measured: {exc}")
 
-    plain_p50 = percentile_ms(timings["plain search (top_k)"], 50)
+
+def bench_systems_at(args: argparse.Namespace, n: int) -> None:
+    rng = np.random.default_rng(args.seed)
+    dim = 384
+    centres, vectors, vocab, words, types = synthetic(n, dim, rng)
+    priors = preset("current")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    k, fetch_k = args.top_k, args.fetch_k
+
+    with tempfile.TemporaryDirectory(prefix="credrank-bench-") as tmp:
+        index = EdgeIndex.open(Path(tmp) / "idx", embedder="synthetic", dim=dim, create=True)
+        t0 = time.perf_counter()
+        for start in range(0, n, args.batch):
+            stop = min(start + args.batch, n)
+            docs = [Document(id=f"d{i}", text=" ".join(vocab[words[i]]), retrieved_at=now)
+                    for i in range(start, stop)]
+            index.upsert(docs, synthetic_provenance(types, start, stop), vectors[start:stop],
+                         [""] * (stop - start))
+        write_s = time.perf_counter() - t0
+        del vectors, words
+        t0 = time.perf_counter()
+        optimised = False if args.exact else index.shard.optimize()
+        optimise_s = time.perf_counter() - t0
+        rss_after_index = peak_rss_mb()
+
+        queries = centres[rng.integers(0, len(centres), size=args.queries)]
+        queries = queries + 0.8 * rng.normal(size=queries.shape).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        names = [f"q{i}" for i in range(len(queries))]
+        embedder = VectorTable(queries)
+        exact = args.exact
+        rerank = SourcePrior(priors) >> Combine("multiply") >> TopK(k)
+        settings = SearchSettings(top_k=k, fetch_k=fetch_k, priors=priors)
+        library = build_pipeline(index, embedder, settings)
+        library_python = build_pipeline(index, embedder, replace(settings, pushdown=False))
+        assert isinstance(library.stages[0], PushdownSearch)
+        before = Pipeline([PushdownSearch(index, embedder, priors, fetch_k, fetch_k), TopK(k)])
+        if exact:  # the library path searches the engine's default way; --exact forces it
+            for pipe in (library, before):
+                _force_exact(pipe.stages[0])
+            library_python.stages[0] = _ExactDense(index, embedder, fetch_k)
+
+        systems = {
+            "plain search (top_k)": lambda i: index.search_dense("q", queries[i], k,
+                                                                 exact=exact),
+            "plain search (fetch_k)": lambda i: index.search_dense("q", queries[i], fetch_k,
+                                                                   exact=exact),
+            "plain, fetch_k ids only (no payload)": lambda i: _ids_only(index, queries[i],
+                                                                        fetch_k, exact),
+            "library pushdown (build_pipeline)": lambda i: library.search(names[i]),
+            "library Python path (--no-pushdown)": lambda i: library_python.search(names[i]),
+            "pushdown before (fetch_k out, all fields)": lambda i: before.search(names[i]),
+            "engine formula, hand-built (top_k out)": lambda i: index.search_formula(
+                "q", queries[i], fetch_k, k, priors.values, exact=exact),
+            "engine formula, hit fields (top_k out)": lambda i: index.search_formula(
+                "q", queries[i], fetch_k, k, priors.values, exact=exact, fields=HIT_FIELDS),
+            "Python path, hand-built (fetch_k → rerank)": lambda i: rerank(
+                index.search_dense("q", queries[i], fetch_k, exact=exact)),
+        }
+        for fn in systems.values():  # warm-up
+            for i in range(min(20, len(queries))):
+                fn(i)
+        repeats: list[dict[str, list[float]]] = []
+        order = list(systems)
+        for _ in range(args.repeats):
+            timings: dict[str, list[float]] = {name: [] for name in systems}
+            for i in range(len(queries)):
+                # interleaved so drift hits every system alike, in a shuffled order per query
+                # so that no system always runs on caches warmed by another one for the query
+                rng.shuffle(order)
+                for name in order:
+                    t = time.perf_counter()
+                    systems[name](i)
+                    timings[name].append(time.perf_counter() - t)
+            repeats.append(timings)
+        rerank_t = []
+        for q in queries:
+            b = index.search_dense("q", q, fetch_k, exact=exact)
+            t = time.perf_counter()
+            rerank(b)
+            rerank_t.append(time.perf_counter() - t)
+
+        # the library's pushdown against its Python path, tie-aware (scores within 1e-6)
+        verdicts = [compare_rankings(library.search(q), library_python.search(q))
+                    for q in names[:100]]
+        index.close()
+
+    base = "plain search (top_k)"
+    p50 = {name: float(np.median([percentile_ms(r[name], 50) for r in repeats]))
+           for name in systems}
+    p99 = {name: float(np.median([percentile_ms(r[name], 99) for r in repeats]))
+           for name in systems}
+    ratio = {name: float(np.median([percentile_ms(r[name], 50) / percentile_ms(r[base], 50)
+                                    for r in repeats])) for name in systems}
+    ratio_f = {name: float(np.median([percentile_ms(r[name], 50)
+                                      / percentile_ms(r["plain search (fetch_k)"], 50)
+                                      for r in repeats])) for name in systems}
     print(f"\ncredrank search benchmark — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    print(f"synthetic corpus: N={args.n:,}, dim={dim}, {args.queries} queries, "
-          f"top_k={args.top_k}, fetch_k={args.fetch_k}, "
+    print(f"synthetic corpus: N={n:,}, dim={dim}, {args.queries} queries × {args.repeats} "
+          f"repeats (interleaved; median over repeats of each p50 and of each ratio), "
+          f"top_k={k}, fetch_k={fetch_k}, "
           f"search={'exact' if exact else 'HNSW' if optimised else 'engine default'}")
-    print(f"\n{'system':34s} {'p50 ms':>9s} {'p99 ms':>9s} {'× plain p50':>12s}")
-    for name, samples in timings.items():
-        p50, p99 = percentile_ms(samples, 50), percentile_ms(samples, 99)
-        ratio = "—" if name.startswith("rerank only") else f"{p50 / plain_p50:.2f}"
-        print(f"{name:34s} {p50:9.3f} {p99:9.3f} {ratio:>12s}")
-    print(f"\nindex write: {args.n / write_s:,.0f} documents/s ({write_s:.1f} s, payload + "
+    print(f"\n{'system':43s} {'p50 ms':>8s} {'p99 ms':>8s} {'× plain@top_k':>14s} "
+          f"{'× plain@fetch_k':>16s}")
+    for name in systems:
+        print(f"{name:43s} {p50[name]:8.3f} {p99[name]:8.3f} {ratio[name]:14.2f} "
+              f"{ratio_f[name]:16.2f}")
+    print(f"{'rerank only (fetch_k batch)':43s} {percentile_ms(rerank_t, 50):8.3f} "
+          f"{percentile_ms(rerank_t, 99):8.3f} {'—':>14s} {'—':>16s}")
+    print(f"\nindex write: {n / write_s:,.0f} documents/s ({write_s:.1f} s, payload + "
           f"dense + BM25 + WAL + flush per {args.batch}); optimise (HNSW build): "
           f"{optimise_s:.1f} s")
-    if embed_rate:
-        print(f"MiniLM embedding: {embed_rate:,.0f} texts/s (CPU, 480 demo-corpus texts) — "
-              f"end-to-end indexing of text is bounded by this")
     print(f"peak RSS: {rss_after_index:,.0f} MB after indexing, {peak_rss_mb():,.0f} MB at end")
-    print(f"pushdown and Python path gave the same top-{args.top_k} on {agree}/100 queries")
-    goal_cred = max(percentile_ms(timings["pushdown (formula)"], 50),
-                    percentile_ms(timings["Python path (fetch_k → rerank)"], 50)) / plain_p50
-    print(f"\ngoal: credibility-aware ≤ 1.2× plain p50 → worst path {goal_cred:.2f}× "
-          f"({'met' if goal_cred <= 1.2 else 'NOT met'}); rerank < 1 ms at fetch_k=30 → "
-          f"p50 {percentile_ms(rerank_t, 50):.3f} ms "
+    print(f"library pushdown vs Python path, top-{k} of {len(verdicts)} queries: "
+          f"{verdicts.count('same')} identical, {verdicts.count('ties')} differ only within "
+          f"score ties (|Δ| ≤ 1e-6), {verdicts.count('real')} differ for real")
+    lib = ratio["library pushdown (build_pipeline)"]
+    engine = ratio["engine formula, hit fields (top_k out)"]
+    print(f"\ngoal: library pushdown ≤ 1.2× plain search at top_k → {lib:.2f}× "
+          f"({'met' if lib <= 1.2 else 'NOT met'}). Floor: the engine's own formula search "
+          f"(prefetch fetch_k, score, top_k out with the hit fields, no pipeline) is "
+          f"{engine:.2f}×, so the Python stage adds {lib - engine:+.2f}×; the prefetch's "
+          f"nearest-neighbour search alone (fetch_k ids, no payload) is "
+          f"{ratio['plain, fetch_k ids only (no payload)']:.2f}×, plain search at fetch_k "
+          f"{ratio['plain search (fetch_k)']:.2f}× (the rest of plain search is its payload). "
+          f"Rerank < 1 ms at fetch_k={fetch_k} → p50 {percentile_ms(rerank_t, 50):.3f} ms "
           f"({'met' if percentile_ms(rerank_t, 50) < 1 else 'NOT met'})")
 
+
+def _ids_only(index: EdgeIndex, query_vector: np.ndarray, k: int, exact: bool) -> list:
+    """The engine's nearest-neighbour search alone: ``k`` ids and scores, no payload, no
+    conversion — what the pushdown's ``fetch_k`` prefetch costs before any formula."""
+    import qdrant_edge as qe
+
+    from credrank.index.store import DENSE
+
+    return index.shard.query(qe.QueryRequest(
+        limit=k, query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
+        with_payload=False, with_vector=False, params=qe.SearchParams(exact=exact)))
+
+
+class _ExactDense(Stage):
+    """The Python path's retriever with ``exact=True`` (``--exact`` runs)."""
+
+    name = "dense-exact"
+
+    def __init__(self, index: EdgeIndex, embedder: VectorTable, fetch_k: int):
+        self.index, self.embedder, self.fetch_k = index, embedder, fetch_k
+
+    def transform(self, batch):
+        qv = self.embedder.embed([batch.query])[0]
+        return self.index.search_dense(batch.query, qv, self.fetch_k, exact=True)
+
+
+def _force_exact(stage: PushdownSearch) -> None:
+    """Make a pushdown stage's engine search exact (``--exact`` runs)."""
+    index = stage.index
+    stage.index = type("ExactFormula", (), {
+        "formula_supported": True,
+        "search_formula": staticmethod(lambda *a, **kw: index.search_formula(
+            *a, **{**kw, "exact": True}))})()
 
 
 def synthetic_provenance(types: np.ndarray, start: int, stop: int) -> list[dict[str, object]]:
@@ -231,9 +375,10 @@ def bench_engines(args: argparse.Namespace) -> None:
         return
     rng = np.random.default_rng(args.seed + 1)
     dim = 384
-    vectors = rng.normal(size=(args.n, dim)).astype(np.float32)
+    n = max(args.n)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    types = rng.choice(np.array(SOURCE_TYPES), size=args.n)
+    types = rng.choice(np.array(SOURCE_TYPES), size=n)
     queries = rng.normal(size=(args.queries, dim)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     priors = preset("current").values
@@ -283,7 +428,7 @@ def bench_engines(args: argparse.Namespace) -> None:
     base = {"dense": percentile_ms(timings["Qdrant Edge, exact — dense"], 50),
             "formula": percentile_ms(timings["Qdrant Edge, exact — formula"], 50)}
     print(f"\nengines side by side — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    print(f"N={args.n:,} random unit vectors, dim={dim}, {args.queries} queries, top_k={k}, "
+    print(f"N={n:,} random unit vectors, dim={dim}, {args.queries} queries, top_k={k}, "
           f"fetch_k={fetch_k} (formula); qdrant-client local mode "
           f"{'in a folder' if args.qdrant_local == 'path' else 'in memory'}; Edge HNSW "
           f"{'built' if optimised else 'not built (engine default)'} in {optimise_s:.1f} s")
@@ -293,7 +438,7 @@ def bench_engines(args: argparse.Namespace) -> None:
         kind = name.rsplit("— ", 1)[1]
         print(f"{name:34s} {p50:9.3f} {p99:9.3f} {p50 / base[kind]:17.2f}")
     for name, seconds in write.items():
-        print(f"write {name}: {args.n / seconds:,.0f} documents/s ({seconds:.1f} s, "
+        print(f"write {name}: {n / seconds:,.0f} documents/s ({seconds:.1f} s, "
               f"batches of {args.batch})")
     print(f"exact dense top-{k}: Edge and qdrant-client local agree on {agree}/{len(queries)} "
           "queries")

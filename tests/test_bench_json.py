@@ -137,6 +137,8 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
         return BenchOptions()
     if name == "cram-nq":
         return BenchOptions(path=cram_file(tmp / "cram.jsonl", 7), **hashing)
+    if name == "stress-cram":
+        return BenchOptions(path=cram_file(tmp / "cram.jsonl", 7), **hashing)
     if name == "coaid-priors":
         return BenchOptions(path=coaid_folder(tmp / "coaid"))
     data: Path = request.getfixturevalue("shared_data")
@@ -157,6 +159,14 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
             _slice_jsonl(_needs(data / "realtimeqa" / f"20231201_{part}.jsonl"),
                          week / f"20231201_{part}.jsonl", 12)
         return BenchOptions(path=week, **hashing)
+    if name == "stress-poisonedrag":
+        return BenchOptions(path=_needs(data / "poisonedrag" / "nq.json"),
+                            corpus=_needs(data / "cram" / "cram_nq_1000_reconstructed.jsonl"),
+                            limit=4, counts="1", positions="natural", **hashing)
+    if name == "stress-news":
+        return BenchOptions(path=_slice_json_list(_needs(data / "cag" / "NewsPolluted.json"),
+                                                  tmp / "NewsPolluted.json", 40), limit=4,
+                            **hashing)
     if name == "ramdocs":
         return BenchOptions(path=_slice_jsonl(_needs(data / "ramdocs" / "RAMDocs_test.jsonl"),
                                               tmp / "ramdocs.jsonl", 40), **hashing)

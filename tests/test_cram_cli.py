@@ -28,8 +28,11 @@ from credrank.cram.prompt import byte_tokenizer, render_prompt
 from credrank.evaluate.cram_lm import (
     CLEAN,
     CRAM_IDEAL,
+    CRAM_LABEL_FREE,
+    CRAM_LEARNED,
     LoadedModel,
     bench_cram_lm,
+    fake_lowest,
     load_cram_model,
 )
 
@@ -161,6 +164,33 @@ def test_cram_generate_and_naive(tiny: LoadedModel) -> None:
         model_info(object(), "x")
 
 
+def test_variants_batch_equals_one_call_each() -> None:
+    """One batch of (scores, heads) variants over the same prompt gives each variant's own
+    greedy answer (a different model seed per check: the token choices vary)."""
+    import torch
+
+    from credrank.cram.generate import cram_generate_variants
+
+    for seed in (0, 1, 2):
+        lm = load_cram_model("tiny-llama")
+        torch.manual_seed(seed)
+        for p in lm.model.parameters():
+            p.data.normal_(0.0, 0.3)
+        r = render_prompt(lm.tokenizer, "Which city?", PASSAGES)
+        variants = [([1.0, 1.0, 1.0], []), ([0.0, 1.0, 1.0], [(0, 1), (1, 2)]),
+                    ([1.0, 0.0, 0.5], [(0, 0), (0, 3), (1, 1)])]
+        batched = cram_generate_variants(lm.model, lm.tokenizer, r.text, r.spans, variants,
+                                         max_new_tokens=6,
+                                         add_special_tokens=r.add_special_tokens)
+        for (scores, heads), (text, _) in zip(variants, batched, strict=True):
+            single, _ = cram_generate(lm.model, lm.tokenizer, r.text, r.spans, scores, heads,
+                                      max_new_tokens=6,
+                                      add_special_tokens=r.add_special_tokens)
+            assert text == single, (seed, heads)
+    with pytest.raises(ValueError, match="at least one"):
+        cram_generate_variants(lm.model, lm.tokenizer, r.text, r.spans, [])
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -253,6 +283,15 @@ def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path)
         for cell in row.metrics.values():
             assert cell.mean is not None and math.isfinite(cell.mean)
     assert set(result.details["flips"][CRAM_IDEAL]) == {"correct_to_wrong", "wrong_to_correct"}
+    # the learned credibility model is fitted on the heads file's held-out questions only
+    assert CRAM_LEARNED in [r.system for r in table.rows]
+    learned = result.details["learned_credibility"]
+    assert learned["fitted"] and learned["questions"] == 4 and learned["passages"] == 20
+    for system in (CRAM_LABEL_FREE, CRAM_LEARNED):
+        lowest = result.details["fake_lowest"][system]
+        assert lowest["questions"] == 3 and 0.0 <= lowest["share"] <= 1.0
+        assert lowest["wilson_95"][0] <= lowest["share"] <= lowest["wilson_95"][1]
+        assert lowest["chance"] == pytest.approx(0.2)
     result.to_json()
     path = save_heads(tmp_path / "h.json", hf)
     via = run_bench("cram-nq", BenchOptions(slice_file, model="tiny-llama", heads=path,
@@ -260,3 +299,11 @@ def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path)
     assert via.summary["questions"] == 1
     with pytest.raises(ValueError, match="need --model"):
         run_bench("cram-nq", BenchOptions(slice_file, heads=path))
+
+
+def test_fake_lowest() -> None:
+    assert fake_lowest([0.9, 0.1, 0.5], [False, True, False])
+    assert not fake_lowest([0.1, 0.1, 0.5], [False, True, False])  # a tie does not single it out
+    assert not fake_lowest([0.9, 0.3, 0.2], [False, True, False])
+    with pytest.raises(ValueError, match="exactly one fake"):
+        fake_lowest([0.9, 0.3], [True, True])

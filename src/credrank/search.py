@@ -12,8 +12,9 @@ from credrank.combine import Combine
 from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.errors import StageError
 from credrank.core.pipeline import Pipeline, Stage
-from credrank.core.validation import check_int, check_probability
+from credrank.core.validation import check_bounds, check_int, check_probability
 from credrank.credibility.modelfile import load_model
 from credrank.credibility.stage import LearnedCredibilityPrior
 from credrank.freshness.inherit import InheritedDates
@@ -21,6 +22,8 @@ from credrank.freshness.options import parse_freshness
 from credrank.freshness.stage import FreshnessDecay
 from credrank.index.retrieve import BM25Retriever, DenseRetriever, default_fetch_k
 from credrank.index.store import (
+    HIT_FIELDS,
+    TEXT_FIELDS,
     FormulaScoring,
     FreshnessFormula,
     VectorStore,
@@ -105,13 +108,20 @@ class PushdownSearch(Stage):
     freshness facts in ``info``) are re-attached in Python for the score breakdown, with the
     same ``T`` the engine used. The retrieval score is recovered as engine score / (λ · w);
     where ``λ · w`` is 0 (a prior or undated weight of 0) it is reported as 0.
+
+    ``hit_fields_only``: the engine returns only the payload a hit needs (:data:`HIT_FIELDS`,
+    + text and cites with ``with_text``) instead of every ranking field — what
+    :func:`build_pipeline` asks when nothing after this stage but the top-k cut reads the
+    batch (the other meta columns are then ``None``). Payload transfer and conversion cost
+    about as much as the engine search itself (issue 15).
     """
 
     name = "pushdown"
 
     def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
-                 with_text: bool = False, freshness: FreshnessDecay | None = None):
+                 with_text: bool = False, freshness: FreshnessDecay | None = None,
+                 hit_fields_only: bool = False):
         if not supports_formula(index):
             raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
                              "its engine; search without --pushdown")
@@ -124,6 +134,11 @@ class PushdownSearch(Stage):
         self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
         self.freshness = freshness
+        self.hit_fields_only = bool(hit_fields_only)
+        #: the payload fields asked of the engine (``None``: the store's default)
+        self.fields: tuple[str, ...] | None = (
+            (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ())) if self.hit_fields_only
+            else None)
 
     def transform(self, batch: Candidates) -> Candidates:
         qv = self.embedder.embed([batch.query])[0]
@@ -137,7 +152,9 @@ class PushdownSearch(Stage):
                                    undated=self.freshness.undated, name=self.freshness.name)
         out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
                                         self.priors.values, with_vectors=self.with_vectors,
-                                        with_text=self.with_text, freshness=spec)
+                                        with_text=self.with_text, freshness=spec,
+                                        **({} if self.fields is None
+                                           else {"fields": self.fields}))
         engine_score = out.retrieval_score
         prior = self.priors.lookup(out.column("source_type"))
         weight = prior
@@ -149,15 +166,17 @@ class PushdownSearch(Stage):
         cosine_part = np.where(weight > 0, engine_score / safe, 0.0)
         factors = {"prior": prior, **({} if fixed is None
                                       else {fixed.name: out.factors[fixed.name]})}
-        out = type(out)(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
-                        meta=out.meta, vectors=out.vectors, query_vector=out.query_vector,
-                        info=out.info)
         for name, values in factors.items():
-            out = out.with_factor(name, values, 0.0, 1.0)
-        return out.with_score(engine_score)
+            check_bounds(f"factor {name!r}", np.asarray(values, dtype=np.float64), 0.0, 1.0,
+                         error=StageError)
+        # one batch, validated once (finite scores and factors) — not one copy per factor
+        return Candidates(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
+                          factors=factors, score=engine_score, meta=out.meta,
+                          vectors=out.vectors, query_vector=out.query_vector, info=out.info)
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict(),
+                **({} if self.fields is None else {"fields": list(self.fields)}),
                 **({} if self.freshness is None
                    else {"freshness": self.freshness.describe()})}
 
@@ -191,7 +210,10 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
 
     With ``pushdown`` the retrieval, prior and multiply happen inside the engine (type priors
     only, on a store with the formula capability; extra stages and other modes need the Python
-    path).
+    path). With the default top-k selection the engine also makes the cut: it scores the
+    ``fetch_k`` prefetch and returns only the ``top_k`` best, with only the payload a hit needs
+    (:data:`~credrank.index.store.HIT_FIELDS`); a selector (``mmr``, ``coverage``, …) chooses
+    from the whole ``fetch_k`` pool with every ranking field, so it still gets them.
     """
     fetch_k = settings.resolved_fetch_k()
     priors = settings.prior_table()
@@ -202,10 +224,15 @@ def build_pipeline(index: VectorStore, embedder: Embedder, settings: SearchSetti
             check(index)  # a model file fitted with another embedder is refused here
     with_text = settings.with_text or reads_text(settings)
     if use_pushdown(settings, index):
-        stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k, fetch_k,
+        cut = settings.selector is None  # TopK: the engine's top_k are the answer
+        stages: list[Stage] = [PushdownSearch(index, embedder, priors, fetch_k,
+                                              settings.top_k if cut else fetch_k,
                                               with_vectors=settings.with_vectors,
                                               with_text=with_text,
-                                              freshness=settings.freshness)]
+                                              freshness=settings.freshness,
+                                              hit_fields_only=cut)]
+        if cut:  # the engine's answer is the top_k, in rank order: nothing left to select
+            return Pipeline(stages)
     else:
         retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=settings.with_vectors,
                                           with_text=with_text)

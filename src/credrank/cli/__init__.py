@@ -1,52 +1,117 @@
 """The ``credrank`` command line (typer + rich): one module per command group, each thin.
-JSON outputs are documented in docs/json.md."""
+JSON outputs are documented in docs/json.md.
+
+Each command's module is imported when that command runs (or when the help lists it), not
+when the CLI starts: ``credrank search`` does not pay for the imports of ``bench``,
+``reliability`` or ``cram`` (seconds of scipy, matplotlib, torch). :data:`COMMANDS` is the
+table of commands; :class:`LazyGroup` turns an entry into its click command exactly as
+``app.command()`` / ``app.add_typer()`` would, on first use.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import click
 import typer
+from typer.core import TyperGroup
 
-from credrank.cli.advise import advise
-from credrank.cli.bench import bench
-from credrank.cli.consensus import app as consensus_app
-from credrank.cli.context import context
-from credrank.cli.cram import app as cram_app
-from credrank.cli.credibility import app as credibility_app
-from credrank.cli.demo import demo
-from credrank.cli.index import index
-from credrank.cli.priors import app as priors_app
-from credrank.cli.provenance import app as provenance_app
-from credrank.cli.reliability import app as reliability_app
-from credrank.cli.search import search
-from credrank.cli.serve import serve
-from credrank.cli.stance import app as stance_app
+# name → (module, attribute, help): a command function when help is None, else a Typer app
+# added as a group with that help. The order is the order of `credrank --help`.
+COMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "index": ("credrank.cli.index", "index", None),
+    "search": ("credrank.cli.search", "search", None),
+    "demo": ("credrank.cli.demo", "demo", None),
+    "bench": ("credrank.cli.bench", "bench", None),
+    "serve": ("credrank.cli.serve", "serve", None),
+    "context": ("credrank.cli.context", "context", None),
+    "advise": ("credrank.cli.advise", "advise", None),
+    "reliability": ("credrank.cli.reliability", "app",
+                    "Source reliability from cross-source agreement (RA-RAG)."),
+    "credibility": ("credrank.cli.credibility", "app",
+                    "A learned page-credibility prior: fit it on labelled pages."),
+    "stance": ("credrank.cli.stance", "app",
+               "The stance model of claim-style queries: fit it on labelled pairs."),
+    "consensus": ("credrank.cli.consensus", "app",
+                  "Label-free answer consensus: calibrate its contested threshold."),
+    "provenance": ("credrank.cli.provenance", "app",
+                   "Citation chains: which documents repeat older evidence (laundering)."),
+    "cram": ("credrank.cli.cram", "app",
+             "Credibility-aware attention (CrAM) for a local model: calibrate heads, answer."),
+    "audit": ("credrank.cli.audit", "app",
+              "Trust audit (chapter 35.1–35.2): profile, hard gates, radar, report."),
+    "models": ("credrank.cli.models", "app",
+               "Local model artifacts: the ONNX MiniLM of the torch-free query path."),
+    "priors": ("credrank.cli.priors", "app",
+               "Versioned, reversible prior updates from relevance feedback."),
+}
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def load_command(name: str) -> click.Command:
+    """The click command of ``COMMANDS[name]``, built by typer as the eager app built it."""
+    module, attribute, help_ = COMMANDS[name]
+    target: Any = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(add_completion=False)
+    if help_ is None:
+        holder.command(name=name)(target)
+    else:
+        holder.add_typer(target, name=name, help=help_)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """The commands of :data:`COMMANDS`, each loaded on first access; names without imports."""
+
+    def __init__(self, loaded: MutableMapping[str, click.Command]) -> None:
+        self._loaded: dict[str, click.Command] = dict(loaded)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._loaded[name] = load_command(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (n for n in self._loaded if n not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(1 for n in self._loaded if n not in COMMANDS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self._loaded
+
+
+class LazyGroup(TyperGroup):
+    """The root group: its commands come from :data:`COMMANDS`, imported when used."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _LazyCommands(self.commands)
+
+
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True,
                   help="Source credibility in the retrieval step of RAG.")
-app.command()(index)
-app.command()(search)
-app.command()(demo)
-app.command()(bench)
-app.command()(serve)
-app.command()(context)
-app.command()(advise)
-app.add_typer(reliability_app, name="reliability",
-              help="Source reliability from cross-source agreement (RA-RAG).")
-app.add_typer(credibility_app, name="credibility",
-              help="A learned page-credibility prior: fit it on labelled pages.")
-app.add_typer(stance_app, name="stance",
-              help="The stance model of claim-style queries: fit it on labelled pairs.")
-app.add_typer(consensus_app, name="consensus",
-              help="Label-free answer consensus: calibrate its contested threshold.")
-app.add_typer(provenance_app, name="provenance",
-              help="Citation chains: which documents repeat older evidence (laundering).")
-app.add_typer(cram_app, name="cram",
-              help="Credibility-aware attention (CrAM) for a local model: calibrate heads, answer.")
-app.add_typer(priors_app, name="priors",
-              help="Versioned, reversible prior updates from relevance feedback.")
+
+
+@app.callback()
+def _root() -> None:
+    # typer builds a group (not a single command) only for an app with a callback or
+    # registered commands; the commands here are LazyGroup's. Nothing to do.
+    pass
 
 
 def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]

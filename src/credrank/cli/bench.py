@@ -46,7 +46,14 @@ def bench(
     heads: Annotated[Path | None, typer.Option(
         help="cram-nq --model: the heads file from `credrank cram calibrate`")] = None,
     limit: Annotated[int | None, typer.Option(
-        help="cram-nq --model: evaluate the first N questions", min=1)] = None,
+        help="cram-nq --model and stress-*: evaluate the first N questions (stress: and fit "
+             "the learned credibility model on N development questions)", min=1)] = None,
+    positions: Annotated[str | None, typer.Option(
+        help="stress-* only: comma-separated contaminant positions first, middle, last, "
+             "natural (default first,middle,last; stress-poisonedrag also natural)")] = None,
+    counts: Annotated[str | None, typer.Option(
+        help="stress-* only: comma-separated numbers of correlated contaminants injected "
+             "(default every count available: cram 1, news 1,2,3; poisonedrag 1,3,5)")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="overwrite a report already in --out")] = False,
 ) -> None:
@@ -62,7 +69,8 @@ def bench(
     try:
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
                                                corpus, generator=generator, model=model,
-                                               heads=heads, limit=limit))
+                                               heads=heads, limit=limit, positions=positions,
+                                               counts=counts))
     except (ValueError, OSError, WhiteBoxError, RuntimeError) as exc:
         remove_created(created)
         fail(str(exc))

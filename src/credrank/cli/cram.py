@@ -83,6 +83,10 @@ def calibrate(
                                                "passage")] = 0.1,
     grid: Annotated[str, typer.Option(help="numbers of heads tried on validation")
                     ] = "1,2,4,8,16,32",
+    method: Annotated[str, typer.Option(
+        help="exact: IE_h by one intervened row per (example, head), batched; attribution: "
+             "first-order estimates, one forward and backward pass per example (for models "
+             "whose exact search is too slow on the hardware at hand)")] = "exact",
     force: Annotated[bool, typer.Option("--force", help="overwrite --out")] = False,
 ) -> None:
     """Rank heads by indirect effect on CrAM NQ and choose how many to reweight."""
@@ -99,6 +103,8 @@ def calibrate(
         fail(f"--model: unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
     if not 0 < floor <= 1:
         fail(f"--floor: expected a number in (0, 1], got {floor}")
+    if method not in ("exact", "attribution"):
+        fail(f"--method: expected exact or attribution, got {method!r}")
     sizes = _grid(grid)
     try:
         questions = read_cram_questions(data)
@@ -147,8 +153,12 @@ def calibrate(
     err.print(f"calibrating {info.name}: {len(calib)} calibration, {len(valid)} validation "
               f"questions, {limit} heads")
     try:
-        effects = heads_mod.head_effects(lm.model, lm.tokenizer, calib, floor=floor,
-                                         add_special_tokens=special[0])
+        if method == "exact":
+            effects = heads_mod.head_effects(lm.model, lm.tokenizer, calib, floor=floor,
+                                             add_special_tokens=special[0])
+        else:
+            effects = heads_mod.head_attributions(lm.model, lm.tokenizer, calib, floor=floor,
+                                                  add_special_tokens=special[0])
         ranked = heads_mod.rank_heads(effects)
         n_best, curve = heads_mod.choose_n_heads(
             lm.model, lm.tokenizer, ranked, valid, grid=sizes, floor=floor,
@@ -168,7 +178,8 @@ def calibrate(
         data_sha256=sha256_file(data), floor=float(floor), seed=seed,
         calibration_ids=tuple(usable[p].qid for p in calib_pos),
         validation_ids=tuple(usable[p].qid for p in valid_pos),
-        extra={"grid": sizes, "ranked": [list(map(int, h)) for h in ranked],
+        extra={"grid": sizes, "method": method,
+               "ranked": [list(map(int, h)) for h in ranked],
                "passes": getattr(effects, "passes", None),
                "fallback_rows": getattr(effects, "fallback_rows", None),
                "effects_seconds": getattr(effects, "seconds", None),

@@ -14,11 +14,8 @@ from credrank.cli.common import console, err, fail, progress
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.index.embed import get_embedder
-from credrank.index.ingest import index_documents
 from credrank.index.opener import open_store
-from credrank.index.parallel import TyperSettings, index_documents_parallel
 from credrank.index.store import ENGINES, StoreError
-from credrank.provenance import SourceTyper
 
 # the engine options ``credrank index`` and ``credrank search`` share
 EngineOption = Annotated[str | None, typer.Option(
@@ -80,7 +77,9 @@ def index(
     embedder: Annotated[str, typer.Option(help="minilm (default) or hashing (tests)")] = "minilm",
     rejects: Annotated[Path | None, typer.Option(help="rejects file (JSONL)")] = None,
     strict: Annotated[bool, typer.Option(help="exit non-zero when any record is rejected")] = False,
-    batch_size: Annotated[int, typer.Option(min=1)] = 64,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="documents per engine write (1,000 measured fastest for Qdrant Edge: "
+                    "benchmarks/bench_index.py)")] = 1000,
     field: Annotated[list[str] | None, typer.Option(
         "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text; repeatable")
     ] = None,
@@ -131,6 +130,11 @@ def index(
     problem = _unwritable(rejects_path)
     if problem is not None:
         fail(f"--rejects {rejects_path}: {problem}; nothing was indexed")
+    # imported here: `search` and `serve` import this module for its options only
+    from credrank.index.ingest import index_documents
+    from credrank.index.parallel import TyperSettings, index_documents_parallel
+    from credrank.provenance import SourceTyper
+
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)

@@ -6,10 +6,9 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from credrank.cli.common import console, err, fail, parse_params
 from credrank.cli.index import (
@@ -20,19 +19,13 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
-from credrank.core.candidates import Candidates
-from credrank.documents import Query, read_queries
-from credrank.index.embed import get_embedder
-from credrank.index.opener import open_store
-from credrank.index.store import MAX_K, StoreError
-from credrank.search import (
-    SearchSettings,
-    build_pipeline,
-    describe,
-    search_document,
-    search_settings,
-)
-from credrank.searcher import Searcher
+from credrank.index.store import MANIFEST, MAX_K, StoreError
+
+if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
+    from credrank.core.candidates import Candidates
+    from credrank.documents import Query
+    from credrank.search import SearchSettings
+    from credrank.searcher import Searcher
 
 
 def search(
@@ -140,6 +133,18 @@ def search(
              f"--fetch-k (at most {MAX_K})")
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
+    _prefetch_embedder(index_dir)  # the model loads while the search stack is imported
+    from credrank.documents import read_queries
+    from credrank.index.embed import get_embedder
+    from credrank.index.opener import open_store
+    from credrank.search import (
+        build_pipeline,
+        describe,
+        search_document,
+        search_settings,
+    )
+    from credrank.searcher import Searcher
+
     try:
         settings = search_settings(
             top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,
@@ -169,6 +174,8 @@ def search(
     if as_json:
         print(json.dumps(search_document(query, described, result), indent=2, default=str))
         return
+    from rich.table import Table
+
     table = Table(title=f"{query}", show_lines=False)
     extra = [name for name, on in (("credibility", settings.credibility is not None),
                                    ("agreement", settings.stance is not None),
@@ -189,6 +196,21 @@ def search(
         console.print(freshness_summary(result.info[settings.freshness.name],
                                         [h["doc_id"] for h in hits]),
                       highlight=False, soft_wrap=True)
+
+
+def _prefetch_embedder(index_dir: Path) -> None:
+    """Start loading the index's embedder in the background when it is the ONNX MiniLM
+    (:func:`credrank.index.embed.prefetch_embedder`); the manifest is peeked at, not
+    validated (open_store does that), and any problem here is left to the normal path."""
+    try:
+        manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
+        name = manifest.get("embedder") if isinstance(manifest, dict) else None
+    except (OSError, ValueError):
+        return
+    if isinstance(name, str):
+        from credrank.index.embed import prefetch_embedder
+
+        prefetch_embedder(name)
 
 
 def freshness_summary(info: dict, shown: list[str] | None = None) -> str:
@@ -229,6 +251,8 @@ def _run_batch(searcher: Searcher, batch: list[Query], settings: SearchSettings,
                trec_run: Path | None, tag: str) -> None:
     """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
     document of each query, compact, with its ``query_id``) or a TREC run file."""
+    from credrank.search import search_document
+
     described = searcher.describe(settings)
     results = searcher.search_many(((q.id, q.text) for q in batch), settings)
     if trec_run is None:

@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse import csgraph
 
 from credrank.core.validation import check_int, check_probability
 
@@ -50,6 +48,7 @@ def jaccard_matrix(texts: Sequence[str], size: int = SHINGLE) -> np.ndarray:
 
     Columnar: a sparse passage × shingle incidence matrix ``X`` gives every intersection at
     once, ``X Xᵀ``, and ``|S_i ∪ S_j| = |S_i| + |S_j| − |S_i ∩ S_j|``."""
+    from scipy import sparse
     sets = [shingles(t, size) for t in texts]
     n = len(sets)
     vocab: dict[str, int] = {}
@@ -72,6 +71,8 @@ def duplicate_groups(texts: Sequence[str], vectors: np.ndarray | None = None, *,
 
     ``jaccard`` in ``[0, 1]``; ``jaccard = 1`` joins exact shingle-set copies only. A zero
     vector has cosine 0 with everything (no division by zero)."""
+    from scipy import sparse
+    from scipy.sparse import csgraph
     jaccard = check_probability("jaccard", jaccard)
     shingle = check_int("shingle", shingle, 1)
     n = len(texts)

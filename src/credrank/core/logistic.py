@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from credrank.core.validation import as_matrix, check_positive
 
@@ -59,6 +58,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
     only by L-BFGS's stopping rule (predictions stay finite). Deterministic: same input, same
     model.
     """
+    from scipy.optimize import minimize
     x = _check_matrix(x, "x")
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     if len(y) != len(x):

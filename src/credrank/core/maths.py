@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 
 def normalise_rows(vectors: np.ndarray) -> np.ndarray:
@@ -43,6 +42,7 @@ def roc_auc(labels: Sequence[object] | np.ndarray,
     are booleans or 0/1 (``True``/``1`` positive). Empty-class policy: ``None`` when either class
     is empty — the AUC is undefined there, and no number stands in for it.
     """
+    from scipy.stats import rankdata
     y = np.asarray(labels)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if y.ndim != 1 or len(y) != len(s):

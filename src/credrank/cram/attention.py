@@ -118,6 +118,8 @@ class _Activation:
     report: CramReport
     # per layer: bool [rows, len(heads[layer])], True where that row reweights that head
     row_masks: dict[int, torch.Tensor] | None = None
+    # attribution patching: per layer, a strength t per selected head (0: stock, 1: CrAM)
+    blend: dict[int, torch.Tensor] | None = None
 
     def row_mask(self, layer: int, batch: int, device: torch.device) -> torch.Tensor | None:
         if self.row_masks is None:
@@ -179,6 +181,9 @@ def _reweight_heads(module: Any, layer: int, heads: tuple[int, ...], activation:
     z = scaled.sum(dim=-1, keepdim=True)
     ok = (z > 0) & torch.isfinite(z)
     new = torch.where(ok, scaled / torch.where(ok, z, torch.ones_like(z)), w)
+    if activation.blend is not None:  # a' (t) = a + t (a_CrAM − a): linear in t, a at t = 0
+        t = activation.blend[layer].to(device=w.device, dtype=w.dtype)
+        new = w + t[None, :, None, None] * (new - w)
     bad = (has_allowed & ~ok).expand(batch, len(heads), q_len, 1)
     if row_mask is not None:
         bad = bad & row_mask[:, :, None, None]
@@ -306,6 +311,43 @@ def _row_masks(heads: Sequence[tuple[int, int]], row_heads: Sequence[Sequence[tu
                 mask[r, k] = h in chosen
         masks[layer] = mask
     return by_layer, masks
+
+
+@contextmanager
+def attribution_patch(model: Any, multipliers: Any) -> Iterator[tuple[torch.Tensor, CramReport]]:
+    """Attribution patching of CrAM: one differentiable strength per head (chapter 35.5).
+
+    Every head of every full-attention layer computes ``a'(t) = a + t_lh (a^CrAM − a)`` with
+    ``a^CrAM`` the CrAM weights of the module docstring and ``t`` the yielded ``[layers, heads]``
+    float32 tensor of zeros with ``requires_grad``. At ``t = 0`` the forward values are the
+    stock ones; ``∂f/∂t_lh`` at ``t = 0`` is the first-order effect on any output ``f`` of
+    switching CrAM on for head ``(l, h)`` alone (``t_lh = 1``), for all heads in one backward
+    pass: ``f(t = e_lh) ≈ f(0) + ∂f/∂t_lh``. Run the forward pass with gradients enabled and
+    the model in ``eval()``; heads of non-full-attention layers get no strength (gradient 0).
+    """
+    box = check_white_box(model)
+    m = _check_multipliers(multipliers)
+    t = torch.zeros(box.num_layers, box.num_heads, dtype=torch.float32, requires_grad=True)
+    layers = [layer for layer in range(box.num_layers)
+              if box.layer_types[layer] == "full_attention"]
+    all_heads = tuple(range(box.num_heads))
+    activation = _Activation(heads={layer: all_heads for layer in layers}, multipliers=m,
+                             report=CramReport(), blend={layer: t[layer] for layer in layers})
+    register()
+    current = _ACTIVE.get() or {}
+    if any(mid in current for mid in box.modules):
+        raise CramError("CrAM is already active on this model; nested reweight() on the same "
+                        "model is not supported")
+    token = _ACTIVE.set({**current, **{mid: (activation, layer)
+                                       for mid, layer in box.modules.items()}})
+    previous = model.config._attn_implementation
+    try:
+        model.set_attn_implementation(CRAM_ATTENTION)
+        yield t, activation.report
+    finally:
+        if previous is not None:
+            model.set_attn_implementation(previous)
+        _ACTIVE.reset(token)
 
 
 @contextmanager

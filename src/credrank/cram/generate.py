@@ -9,9 +9,17 @@ per-token multipliers from the passages' scores), activates
 heads every layer runs the family's stock eager attention, so the baseline and CrAM differ only
 in the selected heads (never in the attention backend, e.g. SDPA vs eager).
 
-Declared policies: batch 1; the prompt is never truncated; with no passages (the "no context"
-baseline) every multiplier is 1; the output is the decoded new tokens with special tokens
-removed, stripped. Needs torch and transformers (imported lazily).
+:func:`cram_generate_variants` decodes several variants of *one* prompt in one batch — the
+same tokens, each row with its own passage scores and its own heads (an empty head list is
+the naive baseline), through ``reweight(..., row_heads=...)``: the rows have equal length, so
+no padding is involved, and a finished row is padded with the pad token while the others go on.
+A row of a batch can differ from the same call at batch 1 by float rounding only (the batched
+matrix products reduce in another order), which can flip a greedy choice between two tokens
+whose logits tie to rounding.
+
+Declared policies: :func:`cram_generate` runs batch 1; the prompt is never truncated; with no
+passages (the "no context" baseline) every multiplier is 1; the output is the decoded new
+tokens with special tokens removed, stripped. Needs torch and transformers (imported lazily).
 """
 
 from __future__ import annotations
@@ -122,6 +130,49 @@ def cram_generate(model: Any, tokenizer: Any, prompt: str,
                                   documents=docs, token_spans=tuple(spans),
                                   prompt_tokens=len(ids), new_tokens=int(new.numel()),
                                   seconds=time.perf_counter() - start, cram=report)
+
+
+def cram_generate_variants(model: Any, tokenizer: Any, prompt: str,
+                           char_spans: Sequence[tuple[int, int]],
+                           variants: Sequence[tuple[Sequence[float], Sequence[tuple[int, int]]]],
+                           *, floor: float = DEFAULT_FLOOR,
+                           max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                           add_special_tokens: bool = True) -> list[tuple[str, Any]]:
+    """Greedy answers to one ``prompt`` under several ``(scores, heads)`` variants, one batch
+    (module docstring). Returns ``(text, cram report of the batch)`` per variant, in order."""
+    import torch
+
+    from credrank.cram.attention import reweight
+
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
+            or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens: expected an integer >= 1, got {max_new_tokens!r}")
+    if not variants:
+        raise ValueError("variants: expected at least one (scores, heads) pair")
+    if not char_spans:
+        raise ValueError("cram_generate_variants needs passage spans (use cram_generate for a "
+                         "prompt without passages)")
+    ids: list[int] | None = None
+    rows = []
+    for scores, _ in variants:
+        pm = prompt_token_multipliers(tokenizer, prompt, char_spans, scores, floor=floor,
+                                      add_special_tokens=add_special_tokens)
+        ids = pm.input_ids if ids is None else ids
+        rows.append(np.asarray(pm.multipliers, dtype=np.float32))
+    assert ids is not None
+    input_ids = torch.tensor([ids] * len(variants), dtype=torch.long)
+    attention = torch.ones_like(input_ids)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    mult = torch.as_tensor(np.stack(rows), dtype=torch.float32)
+    row_heads = [list(heads) for _, heads in variants]
+    with reweight(model, None, mult, row_heads=row_heads) as report, torch.no_grad():
+        out = model.generate(input_ids=input_ids, attention_mask=attention,
+                             max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
+                             top_p=None, top_k=None,
+                             pad_token_id=pad if pad is not None else eos)
+    return [(tokenizer.decode(out[r, len(ids):], skip_special_tokens=True).strip(), report)
+            for r in range(len(variants))]
 
 
 def naive_generate(model: Any, tokenizer: Any, prompt: str, *,

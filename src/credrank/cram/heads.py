@@ -124,6 +124,7 @@ class HeadEffects:
     floor: float
     fallback_rows: int = 0
     tie_policy: str = field(default=TIE_POLICY)
+    method: str = "exact"
 
 
 @dataclass(frozen=True)
@@ -203,18 +204,7 @@ class _Runner:
         torch = _torch()
         from credrank.cram.attention import CramFallbackWarning, reweight
 
-        lengths = [len(r.prompt_ids) + len(r.answer_ids) for r in rows]
-        width = max(lengths)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        mult = torch.ones((len(rows), width), dtype=torch.float32)
-        for i, r in enumerate(rows):
-            seq = r.prompt_ids + r.answer_ids
-            ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-            mask[i, :len(seq)] = 1
-            mult[i, :len(r.prompt_ids)] = torch.as_tensor(r.multipliers, dtype=torch.float32)
-        device = getattr(self.model, "device", None) or torch.device("cpu")
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask, mult = self.batch(rows)
         row_heads = [list(r.heads) for r in rows]
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", CramFallbackWarning)
@@ -225,15 +215,24 @@ class _Runner:
             else:
                 logits = self.model(input_ids=ids, attention_mask=mask).logits
         self.passes += 1
-        out: list[np.ndarray] = []
+        return [vals.cpu().numpy() for vals in _answer_token_log_probs(logits, rows)]
+
+    def batch(self, rows: Sequence[_Row]) -> tuple[Any, Any, Any]:
+        """Right-padded ``input_ids``, ``attention_mask`` (on the model's device) and the
+        ``[rows, width]`` multipliers (answer tokens and padding: 1)."""
+        torch = _torch()
+        width = max(len(r.prompt_ids) + len(r.answer_ids) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        mult = torch.ones((len(rows), width), dtype=torch.float32)
         for i, r in enumerate(rows):
-            p, t = len(r.prompt_ids), len(r.answer_ids)
-            z = logits[i, p - 1:p - 1 + t].to(torch.float64)
-            lp = torch.log_softmax(z, dim=-1)
-            tgt = torch.tensor(r.answer_ids, dtype=torch.long, device=lp.device)
-            vals = lp.gather(1, tgt[:, None])[:, 0].clamp(min=LOG_PROB_EPS)
-            out.append(vals.cpu().numpy())
-        return out
+            seq = r.prompt_ids + r.answer_ids
+            ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[i, :len(seq)] = 1
+            mult[i, :len(r.prompt_ids)] = torch.as_tensor(r.multipliers, dtype=torch.float32)
+        device = getattr(self.model, "device", None) or torch.device("cpu")
+        return ids.to(device), mask.to(device), mult
+
 
     def log_probs(self, rows: Sequence[_Row], per_pass: int) -> np.ndarray:
         """``log P(answer | prompt)`` for every row, ``per_pass`` rows per forward pass."""
@@ -243,6 +242,19 @@ class _Runner:
             for k, tok in enumerate(self.token_log_probs(chunk)):
                 res[start + k] = float(tok.sum())
         return res
+
+
+def _answer_token_log_probs(logits: Any, rows: Sequence[_Row]) -> list[Any]:
+    """Per-row tensors of the answer tokens' log-probabilities (float64, clipped below at
+    ``log(PROB_EPS)``), read at positions ``p − 1 + t`` (module doc)."""
+    torch = _torch()
+    out = []
+    for i, r in enumerate(rows):
+        p, t = len(r.prompt_ids), len(r.answer_ids)
+        lp = torch.log_softmax(logits[i, p - 1:p - 1 + t].to(torch.float64), dim=-1)
+        tgt = torch.tensor(r.answer_ids, dtype=torch.long, device=lp.device)
+        out.append(lp.gather(1, tgt[:, None])[:, 0].clamp(min=LOG_PROB_EPS))
+    return out
 
 
 def _pad_id(tokenizer: Any) -> int:
@@ -375,6 +387,67 @@ def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExamp
                        passes=runner.passes, seconds=seconds, n_examples=len(base_rows),
                        batched=batched, rows_per_pass=per_pass if batched else 1, floor=floor,
                        fallback_rows=runner.fallback_rows)
+
+
+def head_attributions(model: Any, tokenizer: Any, examples: Sequence[CalibrationExample], *,
+                      floor: float = 0.0, add_special_tokens: bool = True) -> HeadEffects:
+    """First-order estimates of ``IE_h`` and ``IE_h^log`` for every head, one forward and one
+    backward pass per example (attribution patching; chapter 35.5's effects, approximated).
+
+    With :func:`credrank.cram.attention.attribution_patch` every head carries a strength
+    ``t_h`` (``0``: stock, ``1``: CrAM on that head alone), so to first order::
+
+        IE_h^log ≈ −∂ log P(a_wrong) / ∂t_h |_{t=0}
+        IE_h     ≈ −∂ P(a_wrong) / ∂t_h |_{t=0} = P_0(a_wrong) · IE_h^log-estimate
+
+    averaged over the examples. The exact effects (:func:`head_effects`) need ``1 + L·H``
+    row evaluations per example, this ``1`` forward and ``1`` backward pass, whatever the
+    number of heads. It is an approximation: the switch ``t = 0 → 1`` is not infinitesimal
+    (with ``floor = 0`` the fake's tokens lose all their weight), so the ranking can differ from
+    the exact one; ``method = "attribution"`` in the result says which was used, and
+    ``benchmarks/bench_cram_heads.py`` measures the agreement of the two rankings.
+    ``passes`` counts forward passes (each followed by one backward pass).
+    """
+    examples = list(examples)
+    if not examples:
+        raise HeadSelectionError("head_attributions: the calibration set is empty; CrAM head "
+                                 "selection needs labelled misinformation examples (chapter "
+                                 "35.5 uses 100 per dataset)")
+    torch = _torch()
+    from credrank.cram.attention import attribution_patch
+
+    box = _white_box(model)
+    n_layers, n_heads = box.num_layers, box.num_heads
+    rows = [_example_row(tokenizer, ex, floor, add_special_tokens) for ex in examples]
+    eligible = np.zeros((n_layers, n_heads), dtype=bool)
+    for layer in range(n_layers):
+        eligible[layer] = box.layer_types[layer] == "full_attention"
+    runner = _Runner(model, _pad_id(tokenizer))
+    grad_log = np.zeros((len(rows), n_layers, n_heads))
+    p0_log = np.empty(len(rows))
+    fallback = 0
+    t0 = time.perf_counter()
+    for e, row in enumerate(rows):
+        ids, mask, mult = runner.batch([row])
+        with torch.enable_grad(), attribution_patch(model, mult) as (strength, report):
+            logits = model(input_ids=ids, attention_mask=mask).logits
+            log_p = _answer_token_log_probs(logits, [row])[0].sum()
+            (grad,) = torch.autograd.grad(log_p, strength)
+        runner.passes += 1
+        fallback += report.fallback_rows
+        p0_log[e] = float(log_p.detach())
+        g = grad.detach().to(torch.float64).cpu().numpy()
+        if not np.all(np.isfinite(g)):
+            raise HeadSelectionError(f"calibration example {e}: the attribution gradient is not "
+                                     "finite (numerical overflow in the model)")
+        grad_log[e] = g
+    seconds = time.perf_counter() - t0
+    ie_log = np.where(eligible, -grad_log.mean(axis=0), 0.0)
+    ie = np.where(eligible, -(np.exp(p0_log)[:, None, None] * grad_log).mean(axis=0), 0.0)
+    return HeadEffects(ie=ie, ie_log=ie_log, eligible=eligible, p0_log=p0_log,
+                       passes=runner.passes, seconds=seconds, n_examples=len(rows),
+                       batched=False, rows_per_pass=1, floor=floor, fallback_rows=fallback,
+                       method="attribution")
 
 
 def rank_heads(effects: HeadEffects, by: Literal["ie", "ie_log"] = "ie"

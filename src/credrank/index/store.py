@@ -562,6 +562,13 @@ class VectorStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+#: the payload fields a ranked hit needs (:meth:`Candidates.hits`: id, provenance, title, url,
+#: the five dates — also what the pushed-down freshness factor reads back): what a pushdown
+#: that is cut to ``top_k`` in the engine asks for (``fields=`` of
+#: :meth:`FormulaScoring.search_formula`), a subset of :data:`RANKING_FIELDS`
+HIT_FIELDS = ("doc_id", "source_id", "source_type", "host", "url", "title", *DATE_FIELDS)
+
+
 @runtime_checkable
 class FormulaScoring(Protocol):
     """The optional capability: score :data:`FORMULA` inside the engine.
@@ -575,10 +582,24 @@ class FormulaScoring(Protocol):
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
-                       freshness: FreshnessFormula | None = None) -> Candidates:
+                       freshness: FreshnessFormula | None = None,
+                       fields: Sequence[str] | None = None) -> Candidates:
         """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA` (× the freshness factor
-        :data:`FRESHNESS_FORMULA` with ``freshness``), return the ``top_k``."""
+        :data:`FRESHNESS_FORMULA` with ``freshness``), return the ``top_k``.
+
+        ``fields``: the payload fields returned (``doc_id`` always; e.g. :data:`HIT_FIELDS`);
+        ``None`` returns :func:`returned_fields` of ``with_text``, which ``fields`` replaces."""
         ...
+
+
+def formula_fields(fields: Sequence[str] | None, with_text: bool) -> list[str]:
+    """The payload fields a formula search returns: ``fields`` (with ``doc_id`` first, each
+    once), or :func:`returned_fields` of ``with_text`` when ``fields`` is ``None``."""
+    if fields is None:
+        return returned_fields(with_text)
+    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"fields: expected a sequence of payload field names, got {fields!r}")
+    return list(dict.fromkeys(["doc_id", *fields]))
 
 
 def supports_formula(store: object) -> bool:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import ipaddress
 import re
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 import idna
-import tldextract
 
 from credrank.documents.schema import SOURCE_TYPES
+
+if TYPE_CHECKING:
+    import tldextract
 
 #: kinds of built-in rule, most specific first
 RULE_KINDS: tuple[str, ...] = ("paths", "hosts", "first_labels", "domains", "suffixes")
@@ -49,6 +51,8 @@ class _HostError(ValueError):
 @lru_cache(maxsize=1)
 def _extractor() -> tldextract.TLDExtract:
     # the snapshot bundled with tldextract; no URL list, no disk cache: never fetches
+    import tldextract
+
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from credrank.core.validation import is_integer, is_number
 from credrank.reliability.equivalence import ABSTENTION_PHRASES, is_abstention
 
@@ -227,7 +229,54 @@ def load_answers(path: str | Path,
 
     Empty answers and IDK phrases become abstentions (chapter 35.3). A repeated
     ``(question_id, source_id)`` pair is an error naming both lines.
+
+    A ``.csv`` (or ``.csv.gz``) file is parsed by pyarrow and checked column-wise
+    (:func:`_load_csv_arrow`); a file that this fast path cannot vouch for — any quote
+    character, a byte-order mark, NUL bytes, a lone carriage return, a ragged or duplicate
+    header, a row with more or fewer values than the header, an empty identifier, a duplicate
+    pair, an unreadable stream — is read again by the line-by-line reader, which returns the
+    same table or raises its error naming ``path:line: field``. Either way every row is loaded
+    or the file is rejected with its reason; nothing is dropped.
     """
+    path = Path(path)
+    phrases = frozenset(abstentions)
+    if _format_or_none(path) == "csv":
+        table = _load_csv_arrow(path, phrases)
+        if table is not None:
+            return table
+    try:
+        return _load_answers_python(path, phrases)
+    except UnicodeDecodeError:
+        raise _undecodable(path) from None
+
+
+def _undecodable(path: Path) -> AnswersFileError:
+    """The error for a file that is not UTF-8, naming the line of the first bad byte."""
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except (EOFError, OSError, zlib.error):
+        return AnswersFileError(f"{path}: expected UTF-8 text (and a complete gzip stream)")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return AnswersFileError(f"{path}:{line}: expected UTF-8 text, got the byte "
+                                f"{raw[exc.start:exc.start + 1]!r} ({exc.reason})")
+    return AnswersFileError(f"{path}: expected UTF-8 text")
+
+
+def _format_or_none(path: Path) -> str | None:
+    try:
+        return _format(path) if path.is_file() else None
+    except AnswersFileError:
+        return None
+
+
+def _load_answers_python(path: str | Path,
+                         abstentions: Iterable[str] = ABSTENTION_PHRASES) -> AnswerTable:
+    """The line-by-line reader (the reference of :func:`load_answers`, and its error path)."""
     path = Path(path)
     phrases = frozenset(abstentions)
     seen: dict[tuple[str, str], int] = {}
@@ -248,12 +297,109 @@ def load_answers(path: str | Path,
     return AnswerTable.from_records(records, phrases)
 
 
+def _plain_csv_bytes(path: Path) -> bytes | None:
+    """The decoded bytes of a CSV file when pyarrow reads it exactly as the strict
+    line-by-line reader does (no quoting, valid UTF-8, ``\n`` or ``\r\n`` line ends, a
+    header on the first line naming each column once, with the answer fields); else None."""
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except (EOFError, OSError, zlib.error):
+        return None
+    if (not raw or b'"' in raw or b"\x00" in raw or raw[:1] in (b"\n", b"\r")
+            or raw.count(b"\r") != raw.count(b"\r\n")):
+        return None
+    if not raw.isascii():
+        if raw.startswith(b"\xef\xbb\xbf"):
+            return None
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    end = raw.find(b"\n")
+    header = (raw if end < 0 else raw[:end]).removesuffix(b"\r").decode("utf-8").split(",")
+    if len(set(header)) != len(header) or any(f not in header for f in ANSWER_FIELDS):
+        return None
+    return raw
+
+
+def _codes(column: Any, strip: bool) -> tuple[np.ndarray, list[Any]] | None:
+    """Per-row codes into the distinct values (first-seen order) of a string column; ids are
+    stripped (None when one is empty: the line-by-line reader names it)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    values = encoded.dictionary.to_pylist()
+    if not strip:
+        return codes, values
+    order: dict[str, int] = {}
+    remap = np.empty(len(values), dtype=np.int64)
+    for k, value in enumerate(values):
+        text = value.strip()
+        if not text:
+            return None
+        remap[k] = order.setdefault(text, len(order))
+    return remap[codes], list(order)
+
+
+def _load_csv_arrow(path: Path, phrases: frozenset[str]) -> AnswerTable | None:
+    """The answers of a plain CSV file parsed by pyarrow and validated column-wise, or None
+    when the file needs the line-by-line reader (see :func:`load_answers`)."""
+    raw = _plain_csv_bytes(path)
+    if raw is None:
+        return None
+    import pyarrow as pa  # here, not at import time: only this reader needs it
+    from pyarrow import csv as pacsv
+
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(raw),
+            read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(quote_char=False, double_quote=False,
+                                              escape_char=False, newlines_in_values=False,
+                                              ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(ANSWER_FIELDS),
+                column_types=dict.fromkeys(ANSWER_FIELDS, pa.string()),
+                strings_can_be_null=False, quoted_strings_can_be_null=False,
+                null_values=[]))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None  # e.g. a row with more or fewer values than the header
+    if table.num_rows == 0:
+        return None
+    questions = _codes(table.column("question_id"), strip=True)
+    sources = _codes(table.column("source_id"), strip=True)
+    if questions is None or sources is None:
+        return None
+    q_codes, question_ids = questions
+    s_codes, source_ids = sources
+    pair = q_codes * len(source_ids) + s_codes
+    if np.bincount(pair, minlength=len(source_ids) * len(question_ids)).max() > 1:
+        return None  # a duplicate pair: the line-by-line reader names both lines
+    a_codes, values = _codes(table.column("answer"), strip=False)
+    kept = np.empty(len(values), dtype=object)
+    kept[:] = [None if is_abstention(v, phrases) else v for v in values]
+    grid = np.full((len(source_ids), len(question_ids)), None, dtype=object)
+    grid[s_codes, q_codes] = kept[a_codes]
+    return AnswerTable(tuple(source_ids), tuple(question_ids),
+                       tuple(map(tuple, grid.tolist())))
+
+
 def load_truth(path: str | Path) -> dict[str, str]:
     """Read a TRUTH file (``question_id, answer``) into ``{question_id: answer}``.
 
     Every truth answer must be a non-empty, non-abstention string; ids must be unique.
     """
     path = Path(path)
+    try:
+        return _load_truth(path)
+    except UnicodeDecodeError:
+        raise _undecodable(path) from None
+
+
+def _load_truth(path: Path) -> dict[str, str]:
     truth: dict[str, str] = {}
     lines: dict[str, int] = {}
     for lineno, row in _rows(path, TRUTH_FIELDS):

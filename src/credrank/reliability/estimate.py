@@ -73,10 +73,15 @@ def encode_answers(table: AnswerTable,
     s_count, q_count = table.shape
     classes = np.full((s_count, q_count), -1, dtype=np.int64)
     labels: list[tuple[str, ...]] = []
-    for q in range(q_count):
-        labs, ids = eq.classes([row[q] for row in table.answers])
-        classes[:, q] = ids
+    # the classes of a question depend only on its distinct answers: encode those once each
+    for q, column in enumerate(zip(*table.answers, strict=True)) if s_count else ():
+        distinct = list(dict.fromkeys(column))
+        labs, ids = eq.classes(distinct)
+        classes[:, q] = list(map(dict(zip(distinct, ids.tolist(), strict=True)).__getitem__,
+                                 column))
         labels.append(tuple(labs))
+    if not s_count:
+        labels = [tuple(eq.classes([])[0]) for _ in range(q_count)]
     return EncodedAnswers(table.source_ids, table.question_ids, classes, tuple(labels))
 
 

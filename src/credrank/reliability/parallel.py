@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import sparse
 
 from credrank.core.cluster import dask_client
 from credrank.core.validation import check_int, check_probability, check_real
@@ -49,6 +48,7 @@ def _agreement_rows(m: np.ndarray, i0: int, i1: int,
                     questions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``i0:i1``, columns ``i0:`` of :func:`~credrank.reliability.dependence.
     pairwise_agreement` (``agree``, ``overlap``), computed from the same full matrices."""
+    from scipy import sparse
     if questions is not None:
         m = np.where(np.asarray(questions, dtype=bool)[None, :], m, -1)
     answered = sparse.csr_matrix((m >= 0).astype(np.float64))
@@ -84,6 +84,7 @@ def _pair_block(m: np.ndarray, i0: int, i1: int, z: np.ndarray, r: np.ndarray,
                 min_overlap: int, min_excess: float, z_min: float, doc_threshold: float
                 ) -> tuple[list[PairDependence], np.ndarray, np.ndarray]:
     """Pass 2 on a worker: the dependent pairs with ``i0 <= i < i1`` and their edges."""
+    from scipy import sparse
     n = m.shape[0]
     resolved = z >= 0
     upper = _upper(i0, i1, n)

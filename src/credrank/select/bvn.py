@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from credrank.core.validation import as_matrix
 from credrank.select.exposure import check_discounts, check_ranking_policy
@@ -86,6 +85,7 @@ def birkhoff_von_neumann(s: np.ndarray, *, tol: float = 1e-12,
     when round-off leaves no perfect matching on the support; ``residual`` says how far the
     reconstruction is from ``P̄``. At most ``(N−1)² + 1`` terms.
     """
+    from scipy.optimize import linear_sum_assignment
     m = check_doubly_stochastic(s, tol=check_tol)
     n = m.shape[0]
     clean = np.where(m > tol, m, 0.0)

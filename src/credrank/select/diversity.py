@@ -25,8 +25,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from credrank.core.maths import cosine_matrix
 from credrank.core.validation import (
@@ -258,6 +256,8 @@ def best_set_milp(utilities: np.ndarray, k: int, *,
     highest — is returned with ``optimal=False`` and the status naming it.
     Ties between optimal sets are broken by the solver (deterministic for a given input).
     """
+    from scipy import sparse
+    from scipy.optimize import Bounds, LinearConstraint, milp
     u, k, d, m, lam1, lam2 = _prepare(utilities, k, dissimilarity, membership,
                                       lambda_ilad, lambda_coverage)
     n = len(u)

@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import linprog
 
 from credrank.core.validation import (
     as_matrix,
@@ -305,6 +303,8 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
     The LP is solved on those rows (at most ``K·#groups``) and the others get ``P = 0``.
     ``reduce=False`` solves the full ``N × K`` program (same optimal value).
     """
+    from scipy import sparse
+    from scipy.optimize import linprog
     u = as_vector("utilities", utilities, min_len=1)
     v = check_discounts(discounts)
     codes, names = group_codes(groups)

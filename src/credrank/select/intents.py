@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
 
 from credrank.core.validation import as_matrix, check_int, check_nonzero_rows
 
@@ -109,6 +108,7 @@ def intents_from_clusters(vectors: np.ndarray, n_clusters: int) -> Intents:
     ``criterion="maxclust"`` into at most ``n_clusters`` clusters (fewer when embeddings
     coincide). Zero vectors raise ``ValueError`` (cosine undefined).
     """
+    from scipy.cluster.hierarchy import fcluster, linkage
     x = as_matrix("vectors", vectors)
     n_clusters = check_int("n_clusters", n_clusters, 1)
     n = x.shape[0]

@@ -1,0 +1,380 @@
+"""``credrank audit --index DIR --config AUDIT.toml --out DIR``: measure, fill, gate, draw, report.
+
+The audit config (TOML) names the audited system, its queries and labels, how each of the six
+dimensions is measured (or why it is not), and the hard gates::
+
+    name = "demo pipeline, current priors"
+    description = "…"                        # optional
+
+    [system]                                 # the credrank search settings audited
+    priors = "current"                       # as `credrank search --priors`
+    top_k = 5
+    fetch_k = 15                             # optional (default 3 × top_k)
+
+    [queries]                                # paths relative to this file; "demo:NAME" is the
+    path = "demo:queries.jsonl"              # packaged demo corpus' file NAME
+    qrels = "demo:qrels.tsv"                 # optional (fairness needs it)
+    harmful = "demo:adversarial.tsv"         # optional (factuality needs it): doc_id<TAB>query_id
+
+    [dimensions.robustness]
+    measure = "stress"                       # see MEASURES; or "not measured" with a reason
+    source = "cram"                          # stress-test options (credrank bench stress)
+    path = "../shared/data/cram/cram_nq_1000_reconstructed.jsonl"
+    limit = 200
+
+    [dimensions.privacy]
+    measure = "pii"
+    …
+
+    [[gate]]                                 # as in a trust profile (credrank.audit.profile)
+    name = "no-pii"
+    dimension = "privacy"
+    op = "=="
+    threshold = 0
+    reason = "a disqualifying exposure cannot be averaged away"
+
+Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pii`` (privacy),
+``exposure`` (fairness), ``explanations`` (transparency), ``traceability``
+(accountability), ``harmful`` (factuality, option ``k``), ``stress`` (robustness: the
+contamination stress test of :mod:`credrank.evaluate.stress` on the configured data, the
+adversarial hit rate at 5 of the audited configuration). A measure whose data is missing
+(for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
+as 0 — and a gate on it then fails as "not measured".
+
+Outputs in ``--out``: ``profile.toml`` and ``profile.json`` (the filled trust profile, which a
+person can also edit and re-check with ``credrank audit check``), ``gates.json``,
+``radar.png`` / ``radar.svg``, ``report.md`` and ``report.html`` (self-contained), and
+``measurements.json`` (every value with its details). The exit status is 1 when a hard gate
+fails.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from credrank.audit.measures import (
+    AuditMeasureError,
+    Measurement,
+    explanation_coverage,
+    exposure_balance,
+    harmful_share,
+    privacy_leaks,
+    traceability,
+)
+from credrank.audit.profile import (
+    DIMENSIONS,
+    NOT_MEASURED,
+    AuditInputError,
+    GateResult,
+    TrustProfile,
+    check_gates,
+    parse_profile,
+    write_profile,
+)
+
+#: measure name → the dimension it measures
+MEASURES: dict[str, str] = {
+    "stress": "robustness",
+    "pii": "privacy",
+    "exposure": "fairness",
+    "explanations": "transparency",
+    "harmful": "factuality",
+    "traceability": "accountability",
+}
+_TOP_KEYS = {"name", "description", "system", "queries", "dimensions", "gate"}
+_SYSTEM_KEYS = {"priors", "top_k", "fetch_k", "mode"}
+_QUERY_KEYS = {"path", "qrels", "harmful"}
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """A parsed audit config (module docstring)."""
+
+    name: str
+    description: str
+    system: dict[str, Any]
+    queries: Path
+    qrels: Path | None
+    harmful: Path | None
+    dimensions: dict[str, dict[str, Any]]
+    gates: list[dict[str, Any]]
+    source: str = "<config>"
+    base: Path = Path(".")
+
+
+def _resolve(value: Any, base: Path, at: str) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise AuditInputError(f"{at}: expected a path (text), got {value!r}")
+    if value.startswith("demo:"):
+        from credrank.datasets.demo import demo_dir
+
+        return demo_dir() / value.removeprefix("demo:")
+    path = Path(value)
+    return path if path.is_absolute() else base / path
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>",
+                 base: Path | None = None) -> AuditConfig:
+    """Validate an audit config document; errors name ``source`` and the key."""
+    base = base or Path.cwd()
+    if not isinstance(data, Mapping):
+        raise AuditInputError(f"{source}: expected a table, got {type(data).__name__}")
+    if unknown := sorted(set(data) - _TOP_KEYS):
+        raise AuditInputError(f"{source}: unknown key(s) {unknown}; expected "
+                              f"{sorted(_TOP_KEYS)}")
+    system = data.get("system", {})
+    if not isinstance(system, Mapping) or (bad := sorted(set(system) - _SYSTEM_KEYS)):
+        raise AuditInputError(f"{source}: [system]: expected keys among {sorted(_SYSTEM_KEYS)}"
+                              f", got {system!r}")
+    queries = data.get("queries")
+    if not isinstance(queries, Mapping) or "path" not in queries:
+        raise AuditInputError(f"{source}: [queries]: expected a table with at least 'path'")
+    if bad := sorted(set(queries) - _QUERY_KEYS):
+        raise AuditInputError(f"{source}: [queries]: unknown key(s) {bad}; expected "
+                              f"{sorted(_QUERY_KEYS)}")
+    dims = data.get("dimensions", {})
+    if not isinstance(dims, Mapping):
+        raise AuditInputError(f"{source}: [dimensions]: expected a table")
+    dimensions: dict[str, dict[str, Any]] = {}
+    for name, spec in dims.items():
+        at = f"{source}: [dimensions.{name}]"
+        if name not in DIMENSIONS:
+            raise AuditInputError(f"{at}: unknown dimension {name!r}; expected one of "
+                                  f"{', '.join(DIMENSIONS)}")
+        if not isinstance(spec, Mapping) or "measure" not in spec:
+            raise AuditInputError(f"{at}: expected a table with 'measure'")
+        measure = spec["measure"]
+        if measure == NOT_MEASURED:
+            if not isinstance(spec.get("reason"), str) or not spec["reason"].strip():
+                raise AuditInputError(f"{at}: measure = \"not measured\" needs a 'reason'")
+        elif MEASURES.get(measure) != name:
+            fits = [m for m, d in MEASURES.items() if d == name]
+            raise AuditInputError(f"{at}: measure: expected {' or '.join(fits)} or \"not "
+                                  f"measured\" for {name}, got {measure!r}")
+        dimensions[name] = dict(spec)
+    gates = data.get("gate", [])
+    if not isinstance(gates, list):
+        raise AuditInputError(f"{source}: gate: expected an array of tables ([[gate]])")
+    return AuditConfig(
+        name=str(data.get("name", "")), description=str(data.get("description", "")),
+        system=dict(system), queries=_resolve(queries["path"], base, f"{source}: queries.path"),
+        qrels=_resolve(queries["qrels"], base, f"{source}: queries.qrels")
+        if "qrels" in queries else None,
+        harmful=_resolve(queries["harmful"], base, f"{source}: queries.harmful")
+        if "harmful" in queries else None,
+        dimensions=dimensions, gates=[dict(g) for g in gates], source=source, base=base)
+
+
+def load_config(path: Path | str) -> AuditConfig:
+    """Read and validate an audit config TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuditInputError(f"{path}: cannot read the audit config ({exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise AuditInputError(f"{path}: not valid TOML ({exc})") from exc
+    return parse_config(data, str(path), path.parent)
+
+
+@dataclass
+class AuditRun:
+    """What one audit produced."""
+
+    profile: TrustProfile
+    gates: list[GateResult]
+    measurements: dict[str, Measurement | None]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+
+def _entry(m: Measurement, command: str, data: str, settings: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "dimension": m.dimension, "stages": list(m.stages), "metric": m.metric,
+        "unit": m.unit, "judge": m.judge, "denominator": m.denominator, "value": m.value,
+        "scale": list(m.scale), "higher_is_better": m.higher_is_better,
+        "command": command, "data": data, "settings": settings}
+    if m.interval is not None:
+        entry["interval"] = list(m.interval)
+    return entry
+
+
+def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: Mapping[str, Any],
+                       texts: Mapping[str, str], hashes: Mapping[str, str],
+                       robustness: Callable[[Mapping[str, Any]], Measurement] | None = None,
+                       progress: Callable[[str], None] | None = None
+                       ) -> tuple[dict[str, Measurement | None], dict[str, str]]:
+    """Run each configured measure on the audited system's ``results`` (``{qid:
+    Candidates}``) and ``pools`` (the expanded candidate pools). Returns the measurements and,
+    per dimension not measured, the reason."""
+    from credrank.datasets.demo import read_adversarial
+    from credrank.documents import read_qrels
+
+    out: dict[str, Measurement | None] = {}
+    reasons: dict[str, str] = {}
+    for dim in DIMENSIONS:
+        spec = config.dimensions.get(dim)
+        if spec is None:
+            reasons[dim] = "not configured in the audit config"
+            continue
+        if progress is not None:
+            progress(dim)
+        measure = spec["measure"]
+        if measure == NOT_MEASURED:
+            reasons[dim] = spec["reason"]
+            continue
+        try:
+            if measure == "pii":
+                out[dim] = privacy_leaks(results, texts)
+            elif measure == "explanations":
+                out[dim] = explanation_coverage(results, str(config.system.get("mode",
+                                                                               "multiply")))
+            elif measure == "traceability":
+                out[dim] = traceability(results, hashes)
+            elif measure == "exposure":
+                if config.qrels is None:
+                    reasons[dim] = "no qrels in [queries]: exposure per merit needs relevance"
+                    continue
+                got = exposure_balance(results, pools, read_qrels(config.qrels))
+                if got is None:
+                    reasons[dim] = "fewer than two source groups with relevant documents"
+                    continue
+                out[dim] = got
+            elif measure == "harmful":
+                if config.harmful is None:
+                    reasons[dim] = "no harm labels in [queries] (harmful = …)"
+                    continue
+                out[dim] = harmful_share(results, read_adversarial(config.harmful),
+                                         int(spec.get("k", 5)))
+            elif measure == "stress":
+                if robustness is None:
+                    reasons[dim] = "no stress-test runner given"
+                    continue
+                out[dim] = robustness({**spec, "base": str(config.base)})
+        except FileNotFoundError as exc:
+            reasons[dim] = f"data not found: {exc.filename or exc}"
+        except AuditMeasureError as exc:
+            reasons[dim] = str(exc)
+    return out, reasons
+
+
+def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | None],
+                 reasons: Mapping[str, str], commands: Mapping[str, str],
+                 data: Mapping[str, str], settings: str) -> TrustProfile:
+    """The trust profile of the audit: measured entries, the rest ``not measured`` with the
+    reason, and the config's gates (validated by :func:`parse_profile`)."""
+    entries = []
+    for dim in DIMENSIONS:
+        m = measurements.get(dim)
+        if m is None:
+            entries.append({"dimension": dim, "status": NOT_MEASURED,
+                             "reason": reasons.get(dim, "not measured")})
+        else:
+            entries.append(_entry(m, commands.get(dim, ""), data.get(dim, ""), settings))
+    doc = {"name": config.name, "description": config.description, "entry": entries,
+           "gate": config.gates}
+    return parse_profile(doc, config.source)
+
+
+def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
+    """profile.toml/json, gates.json, measurements.json, radar.png/svg, report.md/html."""
+    from credrank.audit.profile import gate_document, profile_to_json
+    from credrank.audit.radar import draw_radar
+    from credrank.audit.report import write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"profile_toml": write_profile(run.profile, out / "profile.toml")}
+    (out / "profile.json").write_text(profile_to_json(run.profile), encoding="utf-8")
+    paths["profile_json"] = out / "profile.json"
+    (out / "gates.json").write_text(json.dumps(gate_document(run.gates), indent=2) + "\n",
+                                    encoding="utf-8")
+    paths["gates"] = out / "gates.json"
+    doc: dict[str, Any] = {}
+    for dim in DIMENSIONS:
+        m = run.measurements.get(dim)
+        doc[dim] = None if m is None else {
+            "value": m.value, "interval": m.interval, "unit": m.unit, "scale": m.scale,
+            "higher_is_better": m.higher_is_better, "reads_labels": m.reads_labels,
+            "details": m.details}
+    doc["not_measured"] = run.skipped
+    (out / "measurements.json").write_text(json.dumps(doc, indent=2, default=_plain) + "\n",
+                                           encoding="utf-8")
+    paths["measurements"] = out / "measurements.json"
+    figure = draw_radar(run.profile, out)
+    paths["radar_png"], paths["radar_svg"] = figure.png, figure.svg
+    md, html = write_report(run.profile, out, run.gates, images=[figure.png])
+    paths["report_md"], paths["report_html"] = md, html
+    return paths
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | set):
+        return sorted(value) if isinstance(value, set) else list(value)
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+
+
+def audit_index(index_dir: Path | str, config: AuditConfig, *,
+                robustness: Callable[[Mapping[str, Any]], Measurement] | None = None,
+                progress: Callable[[str], None] | None = None) -> AuditRun:
+    """Open the index read-only, run the config's queries with the audited settings (and the
+    similarity-only expanded pool of ``fetch_k`` per query), measure every configured
+    dimension, fill the profile and check its gates."""
+    from credrank.documents import read_queries
+    from credrank.index.embed import get_embedder
+    from credrank.index.opener import open_store
+    from credrank.search import build_pipeline, search_settings
+
+    sysopt = config.system
+    top_k = int(sysopt.get("top_k", 5))
+    fetch_k = int(sysopt.get("fetch_k", 3 * top_k))
+    priors = str(sysopt.get("priors", "current"))
+    mode = str(sysopt.get("mode", "multiply"))
+    settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode)
+    pool_settings = search_settings(top_k=fetch_k, fetch_k=fetch_k, priors="none", mode=mode)
+    queries = read_queries(config.queries)
+    if not queries:
+        raise AuditInputError(f"{config.queries}: no query to audit")
+    with open_store(index_dir) as store:
+        embedder = get_embedder(store.manifest.embedder)
+        system = build_pipeline(store, embedder, settings)
+        pooled = build_pipeline(store, embedder, pool_settings)
+        results, pools = {}, {}
+        for q in queries:
+            if progress is not None:
+                progress(f"query {q.id}")
+            results[q.id] = system.search(q.text)
+            pools[q.id] = pooled.search(q.text)
+        returned = sorted({str(d) for b in results.values() for d in b.doc_ids})
+        texts = {str(p["doc_id"]): str(p.get("text") or "")
+                 for p in store.read_payloads(returned, fields=("doc_id", "text"))}
+        hashes = store.existing_hashes(returned)
+    measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
+                                               robustness=robustness, progress=progress)
+    described = (f"priors={priors}, top_k={top_k}, fetch_k={fetch_k}, mode={mode}, "
+                 f"embedder={store.manifest.embedder}, index={index_dir}")
+    command = f"credrank audit --index {index_dir} --config {config.source}"
+    commands = {dim: command for dim in DIMENSIONS}
+    data = {dim: f"{len(queries)} queries of {config.queries}" for dim in DIMENSIONS}
+    if config.harmful is not None:
+        data["factuality"] += f"; harm labels {config.harmful}"
+    if config.qrels is not None:
+        data["fairness"] += f"; qrels {config.qrels}"
+    rob = config.dimensions.get("robustness", {})
+    robust = measurements.get("robustness")
+    if robust is not None:
+        data["robustness"] = str(config.base / str(rob.get("path", "")))
+        commands["robustness"] = str(robust.details.get("command", command))
+    profile = fill_profile(config, measurements, reasons, commands, data, described)
+    return AuditRun(profile, check_gates(profile), measurements, dict(reasons))

@@ -1,0 +1,201 @@
+"""``credrank audit …``: the trust profile of chapter 35.1 — validate it and check its hard
+gates, draw its radar.
+
+* ``credrank audit --index DIR --config AUDIT.toml --out DIR [--json]`` runs the audit
+  (:mod:`credrank.audit.run`): measures every configured dimension on the index, fills the
+  trust profile, checks its hard gates, draws the radar and writes the report (Markdown and a
+  self-contained HTML page). Exit 0 when every gate passes, 1 when one fails, 2 on bad input.
+* ``credrank audit check PROFILE [--json]`` validates the profile
+  (:mod:`credrank.audit.profile`) and checks every gate on the raw values. Exit 0 when all
+  gates pass, 1 when one fails (a gate on a dimension not measured fails), 2 on bad input.
+* ``credrank audit radar PROFILE [--compare OTHER] --out DIR [--json]`` writes
+  ``DIR/radar.png`` and ``DIR/radar.svg`` and prints each area (or "not defined" when an axis
+  is a gap) with the caveats.
+
+``PROFILE`` is a ``.toml`` or ``.json`` file, or a shipped example: ``model_a``, ``model_b``
+(chapter 35.1's toy models). ``--json`` prints data only.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from credrank.audit.profile import (
+    EXAMPLE_PROFILES,
+    AuditInputError,
+    GateResult,
+    TrustProfile,
+    audit_passed,
+    check_gates,
+    example_profile_path,
+    gate_document,
+    load_profile,
+    profile_document,
+)
+from credrank.audit.radar import RadarFigure, draw_radar, radar_document
+from credrank.cli.common import fail
+
+app = typer.Typer(add_completion=False, invoke_without_command=True,
+                  help="Trust audit (chapter 35.1): profile gates and radar.")
+
+_PROFILE_HELP = ("a trust profile (.toml or .json; see credrank.audit.profile), or a shipped "
+                 f"example: {', '.join(EXAMPLE_PROFILES)}")
+
+
+def _load(profile: Path) -> TrustProfile:
+    """Load a profile or a shipped example; bad input: ``error: …`` on stderr, exit 2."""
+    path = profile
+    if str(profile) in EXAMPLE_PROFILES and not profile.exists():
+        path = example_profile_path(str(profile))
+    try:
+        return load_profile(path)
+    except AuditInputError as exc:
+        fail(escape(str(exc)))
+
+
+def _dump(doc: dict[str, Any]) -> None:
+    typer.echo(jsonlib.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
+
+
+def render_check(profile: TrustProfile, results: list[GateResult]) -> str:
+    """The human gate report: verdict, one line per gate, then the missing dimensions."""
+    lines = [f"credrank audit check: {profile.title} ({profile.source})"]
+    if not results:
+        lines.append("no hard gates declared: the profile validates; nothing to pass or fail")
+    else:
+        verdict = "PASS" if audit_passed(results) else "FAIL"
+        lines.append(f"audit: {verdict} ({sum(r.passed for r in results)} of {len(results)} "
+                     "gates passed; gates are checked on raw values, apart from any area)")
+        for r in results:
+            lines.append(f"  {r.label:<20} {r.gate.name}: {r.detail} — {r.gate.reason}")
+    for e in profile.entries:
+        if not e.measured:
+            lines.append(f"  {e.dimension}: not measured — {e.reason}")
+    return "\n".join(lines)
+
+
+@app.command()
+def check(
+    profile: Annotated[Path, typer.Argument(help=_PROFILE_HELP)],
+    json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Validate a trust profile and check its hard gates (exit 1 when a gate fails)."""
+    loaded = _load(profile)
+    results = check_gates(loaded)
+    passed = audit_passed(results)
+    if json:
+        _dump({"credrank_audit_check": 1, "passed": passed, "gates": gate_document(results),
+               "profile": profile_document(loaded)})
+    else:
+        typer.echo(render_check(loaded, results))
+    if not passed:
+        raise typer.Exit(1)
+
+
+def render_radar(figure: RadarFigure) -> str:
+    """The human radar summary: files, areas ("not defined" for a gap) and caveats."""
+    lines = [f"wrote {figure.png}", f"wrote {figure.svg}"]
+    for s in figure.series:
+        if s.area is None:
+            lines.append(f"{s.label}: area not defined (gap: {', '.join(s.missing)} not "
+                         "measured)")
+        else:
+            lines.append(f"{s.label}: area {s.area:.9f}, normalised {s.normalised_area:.9f} "
+                         f"(Σ r_i·r_(i+1) = {s.adjacent_product_sum:.9f})")
+    rel = radar_document(figure)["relative_area_difference"]
+    if len(figure.series) == 2:
+        shown = "not defined" if rel is None else f"{100 * rel:.6f}%"
+        lines.append(f"relative area difference {figure.series[0].label} vs "
+                     f"{figure.series[1].label}: {shown}")
+    lines.append("caveats:")
+    lines += [f"  - {c}" for c in figure.caveats]
+    return "\n".join(lines)
+
+
+@app.command()
+def radar(
+    profile: Annotated[Path, typer.Argument(help=_PROFILE_HELP)],
+    out: Annotated[Path, typer.Option("--out", help="folder for radar.png and radar.svg")],
+    compare: Annotated[Path | None, typer.Option(
+        "--compare", help="a second profile drawn dashed for comparison")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print the radar data as JSON")] = False,
+) -> None:
+    """Draw the radar of a trust profile (PNG and SVG) and print its area or "not defined"."""
+    loaded = _load(profile)
+    other = _load(compare) if compare is not None else None
+    try:
+        figure = draw_radar(loaded, out, compare=other)
+    except OSError as exc:
+        fail(escape(f"{out}: cannot write the radar: {exc}"))
+    if json:
+        _dump({"credrank_audit_radar": 1, **radar_document(figure)})
+    else:
+        typer.echo(render_radar(figure))
+
+
+@app.callback()
+def audit(
+    ctx: typer.Context,
+    index: Annotated[Path | None, typer.Option(help="the credrank index to audit")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="the audit config (TOML; see credrank.audit.run)")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="folder for the profile, radar, report and measurements")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Run a trust audit (--index, --config, --out), or one of the commands below."""
+    given = [name for name, v in (("--index", index), ("--config", config), ("--out", out))
+             if v is not None]
+    if ctx.invoked_subcommand is not None:
+        if given:
+            fail(f"{', '.join(given)}: options of the audit run itself; give them without "
+                 f"the {ctx.invoked_subcommand!r} command")
+        return
+    if not given:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+    if missing := [n for n in ("--index", "--config", "--out") if n not in given]:
+        fail(f"{', '.join(missing)}: required to run an audit (--index DIR --config "
+             "AUDIT.toml --out DIR)")
+    assert index is not None and config is not None and out is not None
+    _run(index, config, out, json)
+
+
+def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from credrank.audit.robustness import stress_robustness
+    from credrank.audit.run import audit_index, load_config, write_outputs
+    from credrank.cli.common import err
+    from credrank.index.store import StoreError
+
+    try:
+        cfg = load_config(config)
+    except AuditInputError as exc:
+        fail(escape(str(exc)))
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=as_json) as bar:
+        task = bar.add_task("auditing", total=None)
+
+        def progress(what: str) -> None:
+            bar.update(task, description=f"auditing: {what}")
+
+        try:
+            run = audit_index(index, cfg, robustness=stress_robustness, progress=progress)
+            paths = write_outputs(run, out)
+        except (AuditInputError, StoreError, ValueError, OSError) as exc:
+            fail(escape(str(exc)))
+    if as_json:
+        _dump({"credrank_audit": 1, "passed": run.passed, "gates": gate_document(run.gates),
+               "profile": profile_document(run.profile),
+               "outputs": {k: str(v) for k, v in paths.items()}})
+    else:
+        typer.echo(render_check(run.profile, run.gates))
+        typer.echo(f"report: {paths['report_md']} and {paths['report_html']}")
+    if not run.passed:
+        raise typer.Exit(1)

