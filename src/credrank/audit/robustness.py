@@ -24,6 +24,7 @@ with that reason.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,8 @@ def stress_robustness(spec: Mapping[str, Any]) -> Measurement:
         (float(cell.ci_low), float(cell.ci_high))
     flips = result.details.get("flips", {}).get(f"{system} · {position} · n={count}", {})
     limit_opt = f" --limit {int(limit)}" if limit is not None else ""
-    command = (f"credrank bench stress-{source} --path {path} --positions {position} "
+    command = (f"credrank bench stress-{source} --path {os.path.normpath(os.path.relpath(path))} "
+               f"--positions {position} "
                f"--counts {count}{limit_opt}")
     return Measurement(
         "robustness", f"{metric} under {count} injected contaminant(s) at position {position} "

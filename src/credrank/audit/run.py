@@ -51,6 +51,7 @@ fails.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,12 @@ class AuditConfig:
     gates: list[dict[str, Any]]
     source: str = "<config>"
     base: Path = Path(".")
+
+
+def shown(path: Path | str) -> str:
+    """A path as reports show it: relative to the working folder and normalised
+    (``docs/audit/../../x`` → ``../x``), so a committed report names no local home folder."""
+    return os.path.normpath(os.path.relpath(path))
 
 
 def _resolve(value: Any, base: Path, at: str) -> Path:
@@ -366,15 +373,15 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
                  f"embedder={store.manifest.embedder}, index={index_dir}")
     command = f"credrank audit --index {index_dir} --config {config.source}"
     commands = {dim: command for dim in DIMENSIONS}
-    data = {dim: f"{len(queries)} queries of {config.queries}" for dim in DIMENSIONS}
+    data = {dim: f"{len(queries)} queries of {shown(config.queries)}" for dim in DIMENSIONS}
     if config.harmful is not None:
-        data["factuality"] += f"; harm labels {config.harmful}"
+        data["factuality"] += f"; harm labels {shown(config.harmful)}"
     if config.qrels is not None:
-        data["fairness"] += f"; qrels {config.qrels}"
+        data["fairness"] += f"; qrels {shown(config.qrels)}"
     rob = config.dimensions.get("robustness", {})
     robust = measurements.get("robustness")
     if robust is not None:
-        data["robustness"] = str(config.base / str(rob.get("path", "")))
+        data["robustness"] = shown(config.base / str(rob.get("path", "")))
         commands["robustness"] = str(robust.details.get("command", command))
     profile = fill_profile(config, measurements, reasons, commands, data, described)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons))
