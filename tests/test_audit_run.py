@@ -126,3 +126,21 @@ def test_audit_robustness_from_the_stress_test(index, tmp_path):
     assert entry["dimension"] == "robustness" and 0.0 <= entry["value"] <= 1.0
     assert entry["denominator"] == "8 questions"
     assert "stress-cram" in entry["command"] and "--limit 8" in entry["command"]
+
+
+def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
+    config = write(tmp_path, budget=1.0).read_text(encoding="utf-8").replace(
+        "fetch_k = 15\n", 'fetch_k = 15\nselect = "exposure"\n'
+        'select_params = {group_column = "source_type", rule = "proportional"}\n', 1)
+    path = tmp_path / "select.toml"
+    path.write_text(config, encoding="utf-8")
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
+                              str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    entry = json.loads(res.stdout)["profile"]["entries"][2]
+    assert "select=exposure" in entry["settings"] and entry["value"] is not None
+    path.write_text(config.replace('rule = "proportional"', 'rule = "lottery"'),
+                    encoding="utf-8")
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
+                              str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "rule" in res.stderr

@@ -10,6 +10,8 @@ dimensions is measured (or why it is not), and the hard gates::
     priors = "current"                       # as `credrank search --priors`
     top_k = 5
     fetch_k = 15                             # optional (default 3 × top_k)
+    select = "exposure"                      # optional: a selector (mmr, coverage, exposure,
+    select_params = {}                       #   fair) and its parameters, as --select
 
     [queries]                                # paths relative to this file; "demo:NAME" is the
     path = "demo:queries.jsonl"              # packaged demo corpus' file NAME
@@ -88,7 +90,7 @@ MEASURES: dict[str, str] = {
     "traceability": "accountability",
 }
 _TOP_KEYS = {"name", "description", "system", "queries", "dimensions", "gate"}
-_SYSTEM_KEYS = {"priors", "top_k", "fetch_k", "mode"}
+_SYSTEM_KEYS = {"priors", "top_k", "fetch_k", "mode", "select", "select_params"}
 _QUERY_KEYS = {"path", "qrels", "harmful"}
 
 
@@ -348,7 +350,16 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     fetch_k = int(sysopt.get("fetch_k", 3 * top_k))
     priors = str(sysopt.get("priors", "current"))
     mode = str(sysopt.get("mode", "multiply"))
-    settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode)
+    select = sysopt.get("select")
+    select_params = sysopt.get("select_params", {})
+    if select is not None and not isinstance(select, str):
+        raise AuditInputError(f"{config.source}: [system] select: expected a selector name, "
+                              f"got {select!r}")
+    if not isinstance(select_params, Mapping):
+        raise AuditInputError(f"{config.source}: [system] select_params: expected a table, "
+                              f"got {select_params!r}")
+    settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode,
+                               select=select, select_params=dict(select_params))
     pool_settings = search_settings(top_k=fetch_k, fetch_k=fetch_k, priors="none", mode=mode)
     queries = read_queries(config.queries)
     if not queries:
@@ -369,7 +380,8 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         hashes = store.existing_hashes(returned)
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
                                                robustness=robustness, progress=progress)
-    described = (f"priors={priors}, top_k={top_k}, fetch_k={fetch_k}, mode={mode}, "
+    chosen = "" if select is None else f", select={select} {dict(select_params)}"
+    described = (f"priors={priors}, top_k={top_k}, fetch_k={fetch_k}, mode={mode}{chosen}, "
                  f"embedder={store.manifest.embedder}, index={index_dir}")
     command = f"credrank audit --index {index_dir} --config {config.source}"
     commands = {dim: command for dim in DIMENSIONS}
