@@ -266,3 +266,42 @@ def test_real_stress_poisonedrag(shared_data: Path) -> None:
                                               "first_n5", "flips"]
     assert result.details["poison_copies"]["texts_per_target"] == 5
     assert result.table("first_n5").rows[0].metrics["adversarial-hit@5"].mean == 1.0
+
+
+def test_stress_with_an_openai_compatible_server(write: Write, monkeypatch) -> None:
+    """`--generator openai` talks to a real HTTP server (loopback, chat completions)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    prompts: list[str] = []
+
+    class Chat(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompts.append(body["messages"][-1]["content"])
+            reply = json.dumps({"choices": [{"message": {"content": "Nowhere"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Chat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("CREDRANK_LLM_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+        monkeypatch.setenv("CREDRANK_LLM_MODEL", "echo")
+        result = run_bench("stress-cram", BenchOptions(_cram_file(write), "hashing",
+                                                       generator="openai", positions="first",
+                                                       limit=2))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert prompts and result.settings["generator"] == "openai"
+    monkeypatch.delenv("CREDRANK_LLM_BASE_URL")
+    with pytest.raises(ValueError, match=r"--generator openai: .*CREDRANK_LLM_BASE_URL"):
+        run_bench("stress-cram", BenchOptions(_cram_file(write), "hashing", generator="openai"))

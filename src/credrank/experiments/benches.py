@@ -27,7 +27,7 @@ from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
 from credrank.experiments.oracle_feedback import oracle_feedback_experiment
 from credrank.experiments.ra_rag_simulation import run_simulation, simulation_tables
 from credrank.experiments.trec_hm import run_trec_hm
-from credrank.generate.llm import ExtractiveReader, Generator
+from credrank.generate.llm import ExtractiveReader, Generator, OpenAICompatibleGenerator
 from credrank.generate.local import SmolLM2Generator
 from credrank.index.embed import CachedEmbedder, Embedder, get_embedder
 
@@ -176,6 +176,8 @@ def _cram_lm(o: BenchOptions) -> BenchResult:
 GENERATORS: dict[str, Callable[[], Generator]] = {
     "extractive": ExtractiveReader,
     "smollm2": SmolLM2Generator,
+    # any OpenAI-compatible server, from $CREDRANK_LLM_BASE_URL / _MODEL / _API_KEY
+    "openai": OpenAICompatibleGenerator,
 }
 
 
