@@ -314,6 +314,27 @@ def _row_masks(heads: Sequence[tuple[int, int]], row_heads: Sequence[Sequence[tu
 
 
 @contextmanager
+def _activate(model: Any, box: WhiteBox, activation: _Activation) -> Iterator[None]:
+    """Route ``model``'s attention modules to ``activation`` and switch the model to
+    :data:`CRAM_ATTENTION` for the ``with`` block; both are restored on exit."""
+    register()
+    current = _ACTIVE.get() or {}
+    if any(mid in current for mid in box.modules):
+        raise CramError("CrAM is already active on this model; nested reweight() on the same "
+                        "model is not supported")
+    token = _ACTIVE.set({**current, **{mid: (activation, layer)
+                                       for mid, layer in box.modules.items()}})
+    previous = model.config._attn_implementation
+    try:
+        model.set_attn_implementation(CRAM_ATTENTION)
+        yield
+    finally:
+        if previous is not None:
+            model.set_attn_implementation(previous)
+        _ACTIVE.reset(token)
+
+
+@contextmanager
 def attribution_patch(model: Any, multipliers: Any) -> Iterator[tuple[torch.Tensor, CramReport]]:
     """Attribution patching of CrAM: one differentiable strength per head (chapter 35.5).
 
@@ -333,21 +354,8 @@ def attribution_patch(model: Any, multipliers: Any) -> Iterator[tuple[torch.Tens
     all_heads = tuple(range(box.num_heads))
     activation = _Activation(heads={layer: all_heads for layer in layers}, multipliers=m,
                              report=CramReport(), blend={layer: t[layer] for layer in layers})
-    register()
-    current = _ACTIVE.get() or {}
-    if any(mid in current for mid in box.modules):
-        raise CramError("CrAM is already active on this model; nested reweight() on the same "
-                        "model is not supported")
-    token = _ACTIVE.set({**current, **{mid: (activation, layer)
-                                       for mid, layer in box.modules.items()}})
-    previous = model.config._attn_implementation
-    try:
-        model.set_attn_implementation(CRAM_ATTENTION)
+    with _activate(model, box, activation):
         yield t, activation.report
-    finally:
-        if previous is not None:
-            model.set_attn_implementation(previous)
-        _ACTIVE.reset(token)
 
 
 @contextmanager
@@ -379,20 +387,7 @@ def reweight(model: Any, heads: Sequence[tuple[int, int]] | None, multipliers: A
         by_layer, masks = _row_masks(heads, row_heads, box, m.shape[0])
     activation = _Activation(heads=by_layer, multipliers=m, report=CramReport(),
                              row_masks=masks)
-    register()
-    current = _ACTIVE.get() or {}
-    if any(mid in current for mid in box.modules):
-        raise CramError("CrAM is already active on this model; nested reweight() on the same "
-                        "model is not supported")
-    token = _ACTIVE.set({**current, **{mid: (activation, layer)
-                                       for mid, layer in box.modules.items()}})
-    previous = model.config._attn_implementation
-    try:
-        model.set_attn_implementation(CRAM_ATTENTION)
+    with _activate(model, box, activation):
         yield activation.report
-    finally:
-        if previous is not None:
-            model.set_attn_implementation(previous)
-        _ACTIVE.reset(token)
     if activation.report.fallback_rows:
         warnings.warn(activation.report.summary(), CramFallbackWarning, stacklevel=3)
