@@ -57,6 +57,7 @@ import numpy as np
 
 from credrank.combine import Combine
 from credrank.core.pipeline import Pipeline, Stage
+from credrank.core.ties import compare_rankings
 from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.index import open_store
 from credrank.index.qdrant_edge import EdgeIndex
@@ -139,28 +140,6 @@ class VectorTable:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.stack([self.table[t] for t in texts])
-
-
-def tie_groups(batch, tol: float = 1e-6) -> list[set[str]]:
-    """Consecutive rows whose scores are equal within ``tol``, as sets of ids."""
-    groups: list[tuple[float, set[str]]] = []
-    for doc, score in zip(batch.doc_ids, batch.score, strict=True):
-        if groups and abs(score - groups[-1][0]) <= tol:
-            groups[-1][1].add(str(doc))
-        else:
-            groups.append((float(score), {str(doc)}))
-    return [g for _, g in groups]
-
-
-def compare_rankings(a, b, tol: float = 1e-6) -> str:
-    """``same`` (identical ids), ``ties`` (scores equal within ``tol`` rank by rank and the
-    same tie groups, the last one possibly cut at the boundary) or ``real``."""
-    if list(a.doc_ids) == list(b.doc_ids):
-        return "same"
-    if (len(a) == len(b) and np.allclose(a.score, b.score, rtol=0, atol=tol)
-            and tie_groups(a, tol)[:-1] == tie_groups(b, tol)[:-1]):
-        return "ties"
-    return "real"
 
 
 def bench_systems(args: argparse.Namespace) -> None:

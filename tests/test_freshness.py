@@ -18,6 +18,7 @@ from conftest import build_batch
 from credrank.cli import app
 from credrank.combine import Combine
 from credrank.core.errors import StageError
+from credrank.core.ties import tie_groups
 from credrank.documents import iter_documents
 from credrank.freshness.config import (
     FreshnessConfig,
@@ -393,20 +394,11 @@ def dated_corpus(path: Path, n: int = 240, seed: int = 1) -> None:
             f.write(json.dumps(doc) + "\n")
 
 
-def tie_groups(b, tol=1e-6) -> list[set[str]]:
-    groups: list[tuple[float, set[str]]] = []
-    for doc, score in zip(b.doc_ids, b.score, strict=True):
-        if groups and abs(score - groups[-1][0]) <= tol:
-            groups[-1][1].add(doc)
-        else:
-            groups.append((score, {doc}))
-    return [g for _, g in groups]
-
-
 def check_equal(pushed, python):
     """Same documents and scores (1e-6), same order up to ties."""
     assert np.allclose(pushed.score, python.score, atol=1e-6)
-    pg, yg = tie_groups(pushed), tie_groups(python)
+    pg = tie_groups(pushed.doc_ids, pushed.score)
+    yg = tie_groups(python.doc_ids, python.score)
     assert pg[:-1] == yg[:-1]  # the last group may be cut at the boundary
     assert pg[-1] <= yg[-1] or yg[-1] <= pg[-1]
     assert set(pushed.doc_ids) - pg[-1] == set(python.doc_ids) - yg[-1]

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import PausedIndexer
 from credrank.combine import Combine
+from credrank.core.ties import tie_groups
 from credrank.documents import iter_documents
 from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.index import open_store
@@ -50,16 +51,6 @@ def make_corpus(path: Path, n: int, seed: int = 0) -> None:
                                 "published_at": "2024-01-02T00:00:00Z"}) + "\n")
 
 
-def tie_groups(batch) -> list[set[str]]:
-    groups: list[tuple[float, set[str]]] = []
-    for doc, score in zip(batch.doc_ids, batch.score, strict=True):
-        if groups and abs(score - groups[-1][0]) <= 1e-6:
-            groups[-1][1].add(doc)
-        else:
-            groups.append((score, {doc}))
-    return [g for _, g in groups]
-
-
 @pytest.fixture
 def small_index(tmp_path):
     corpus = tmp_path / "c.jsonl"
@@ -94,7 +85,8 @@ def test_pushdown_equals_python_path(small_index, priors):
         assert np.allclose(pushed.retrieval_score, python.score, atol=1e-6)
         assert python.score[-1] > 0, "test needs a cutoff above the clipped zeros"
         # identical sequence of tie groups (the last group may be cut at the boundary)
-        pushed_groups, python_groups = tie_groups(pushed), tie_groups(python)
+        pushed_groups = tie_groups(pushed.doc_ids, pushed.score)
+        python_groups = tie_groups(python.doc_ids, python.score)
         assert pushed_groups[:-1] == python_groups[:-1]
 
 

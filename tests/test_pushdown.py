@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from credrank.core.candidates import Candidates
+from credrank.core.ties import compare_rankings as classify
+from credrank.core.ties import tie_groups
 from credrank.demo import demo_dir
 from credrank.documents import iter_documents
 from credrank.documents.schema import SOURCE_TYPES
@@ -53,30 +55,6 @@ def demo_store(request, tmp_path_factory):
 
 
 # -- what "the same ranking" means ---------------------------------------------------------------
-
-def tie_groups(batch: Candidates, tol: float = TIE) -> list[set[str]]:
-    """Consecutive rows whose scores are within ``tol`` of the group's first, as id sets."""
-    groups: list[tuple[float, set[str]]] = []
-    for doc, score in zip(batch.doc_ids, batch.score, strict=True):
-        if groups and abs(score - groups[-1][0]) <= tol:
-            groups[-1][1].add(str(doc))
-        else:
-            groups.append((float(score), {str(doc)}))
-    return [g for _, g in groups]
-
-
-def classify(pushed: Candidates, python: Candidates, tol: float = TIE) -> str:
-    """``same`` (identical ids in order), ``ties`` (the differences are float ties: the scores
-    agree rank by rank within ``tol`` and every tie group but the last — which the top-k cut
-    may split differently — holds the same documents) or ``real`` (a divergence)."""
-    if list(pushed.doc_ids) == list(python.doc_ids):
-        return "same"
-    if (len(pushed) == len(python)
-            and np.allclose(pushed.score, python.score, rtol=0, atol=tol)
-            and tie_groups(pushed, tol)[:-1] == tie_groups(python, tol)[:-1]):
-        return "ties"
-    return "real"
-
 
 def explain(pushed: Candidates, python: Candidates) -> str:
     def rows(batch: Candidates) -> list[tuple[str, float]]:
@@ -262,7 +240,8 @@ def test_near_ties_differ_only_within_ties(tied_store):
             for query in QUERIES:
                 pushed, ranked = pushdown.search(query), python.search(query)
                 assert len(pushed) == 10
-                assert max(len(g) for g in tie_groups(ranked)) > 1, "the test needs ties"
+                groups = tie_groups(ranked.doc_ids, ranked.score)
+                assert max(len(g) for g in groups) > 1, "the test needs ties"
                 verdicts.append(assert_equivalent(pushed, ranked))
     assert "real" not in verdicts
     # the engine and Python do order these ties apart (what the 1M benchmark counted as

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app
+from credrank.core.ties import tie_groups
 from credrank.datasets.demo import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.documents.schema import SOURCE_TYPES, Document
@@ -75,17 +76,6 @@ def demo_stores(tmp_path_factory, edge_store):
     with open_store(root / "qdrant", "qdrant", qdrant_path=root / "qdrant-data",
                     embedder=EMB.name, dim=EMB.dim, create=True) as qdrant:
         yield {"edge": edge_store, "qdrant": fill(qdrant)}
-
-
-def tie_groups(doc_ids, scores, tol: float = 1e-6) -> list[set[str]]:
-    """Consecutive documents whose scores are within ``tol`` (engines may order them apart)."""
-    groups: list[tuple[float, set[str]]] = []
-    for doc, score in zip(doc_ids, scores, strict=True):
-        if groups and abs(score - groups[-1][0]) <= tol:
-            groups[-1][1].add(doc)
-        else:
-            groups.append((score, {doc}))
-    return [g for _, g in groups]
 
 
 def assert_same_ranking(a, b) -> None:
