@@ -381,6 +381,18 @@ def _gram(x: np.ndarray | sparse.csr_matrix, i0: int, i1: int,
     return x[i0:i1] @ y[i0:].T
 
 
+def _screen(answered: Any, left: Any, right: Any, ranges: Any, min_overlap: int,
+            slack: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per row block ``[i0, i1)``: the upper-triangle pairs with overlap ``>= min_overlap``
+    and screening score ``left·rightᵀ >= −slack`` (the proven float32 error bound)."""
+    found = []
+    for i0, i1 in ranges:
+        o = _gram(answered, i0, i1)
+        g = _gram(left, i0, i1, right)
+        found.append(_upper_nonzero((o >= min_overlap) & (g >= -slack), i0))
+    return found
+
+
 def _upper_nonzero(keep: np.ndarray, i0: int) -> tuple[np.ndarray, np.ndarray]:
     """Global ``(i, j)`` with ``j > i`` of the true entries of a block (rows ``i0:``, columns
     ``i0:``)."""
@@ -545,11 +557,7 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
     left = _side_by_side([on_top, off_top, -(near_duplicate - 1e-6) * answered])
     right = _side_by_side([on_top, off_top, answered])
     slack = _float32_error(left.shape[1], 2.0 * n_q)
-    found: list[tuple[np.ndarray, np.ndarray]] = []
-    for i0, i1 in ranges:
-        o = _gram(answered, i0, i1)
-        g = _gram(left, i0, i1, right)
-        found.append(_upper_nonzero((o >= min_overlap) & (g >= -slack), i0))
+    found = _screen(answered, left, right, ranges, min_overlap, slack)
     none = np.zeros(0, dtype=np.int64)
     rows = np.concatenate([none, *(f[0] for f in found)])
     cols = np.concatenate([none, *(f[1] for f in found)])
@@ -576,11 +584,7 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
     right = _side_by_side([x_r, rc * answered_r, (1 - rc) * answered_r])
     # |terms| summed: a <= o, and each of the two others <= (1 + |c|)·o <= 2o
     slack = _float32_error(left.shape[1], 5.0 * n_q)
-    screened: list[tuple[np.ndarray, np.ndarray]] = []
-    for i0, i1 in ranges:
-        o = _gram(answered_r, i0, i1)
-        g = _gram(left, i0, i1, right)
-        screened.append(_upper_nonzero((o >= min_overlap) & (g >= -slack), i0))
+    screened = _screen(answered_r, left, right, ranges, min_overlap, slack)
     pair_set = {(int(i), int(j)) for rows, cols in screened
                 for i, j in zip(rows.tolist(), cols.tolist(), strict=True)} | doc_edges
     ordered = sorted(pair_set)
