@@ -198,13 +198,15 @@ def exposure_balance(results: Mapping[str, Candidates], pools: Mapping[str, Cand
     value = _balance(per_group)
     if value is None:
         return None
+    # each query's group totals once; a resample only adds them up
+    by_query = {q: _exposure_per_merit(results, pools, qrels, [q]) for q in qids}
     rng = np.random.default_rng(seed)
     boot = []
     for _ in range(n_resamples):
         sample = [qids[i] for i in rng.integers(0, len(qids), len(qids))]
         counts: dict[str, tuple[float, float]] = {}
         for q in sample:
-            for g, (e, m) in _exposure_per_merit(results, pools, qrels, [q]).items():
+            for g, (e, m) in by_query[q].items():
                 e0, m0 = counts.get(g, (0.0, 0.0))
                 counts[g] = (e0 + e, m0 + m)
         b = _balance(counts)
