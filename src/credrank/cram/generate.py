@@ -83,6 +83,20 @@ def model_info(model: Any, name: str) -> ModelInfo:
                      n_layers=box.num_layers, n_heads=box.num_heads)
 
 
+def _greedy(model: Any, tokenizer: Any, input_ids: Any, max_new_tokens: int) -> Any:
+    """``model.generate`` greedy over unpadded ``input_ids`` (pad: the tokenizer's pad token,
+    else its end-of-sequence token), without gradients."""
+    import torch
+
+    pad = getattr(tokenizer, "pad_token_id", None)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    with torch.no_grad():
+        return model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                              max_new_tokens=max_new_tokens, do_sample=False,
+                              temperature=None, top_p=None, top_k=None,
+                              pad_token_id=pad if pad is not None else eos)
+
+
 def cram_generate(model: Any, tokenizer: Any, prompt: str,
                   char_spans: Sequence[tuple[int, int]], scores: Sequence[float],
                   heads: Sequence[tuple[int, int]], *, floor: float = DEFAULT_FLOOR,
@@ -115,15 +129,8 @@ def cram_generate(model: Any, tokenizer: Any, prompt: str,
     if not ids:
         raise ValueError("prompt: tokenised to no tokens")
     input_ids = torch.tensor([ids], dtype=torch.long)
-    attention = torch.ones_like(input_ids)
-    pad = getattr(tokenizer, "pad_token_id", None)
-    eos = getattr(tokenizer, "eos_token_id", None)
-    with reweight(model, list(heads), torch.as_tensor(vec, dtype=torch.float32)) as report, \
-            torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=attention,
-                             max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
-                             top_p=None, top_k=None,
-                             pad_token_id=pad if pad is not None else eos)
+    with reweight(model, list(heads), torch.as_tensor(vec, dtype=torch.float32)) as report:
+        out = _greedy(model, tokenizer, input_ids, max_new_tokens)
     new = out[0, input_ids.shape[1]:]
     text = tokenizer.decode(new, skip_special_tokens=True).strip()
     return text, GenerationReport(heads=tuple((int(a), int(b)) for a, b in heads),
@@ -161,16 +168,10 @@ def cram_generate_variants(model: Any, tokenizer: Any, prompt: str,
         rows.append(np.asarray(pm.multipliers, dtype=np.float32))
     assert ids is not None
     input_ids = torch.tensor([ids] * len(variants), dtype=torch.long)
-    attention = torch.ones_like(input_ids)
-    pad = getattr(tokenizer, "pad_token_id", None)
-    eos = getattr(tokenizer, "eos_token_id", None)
     mult = torch.as_tensor(np.stack(rows), dtype=torch.float32)
     row_heads = [list(heads) for _, heads in variants]
-    with reweight(model, None, mult, row_heads=row_heads) as report, torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=attention,
-                             max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
-                             top_p=None, top_k=None,
-                             pad_token_id=pad if pad is not None else eos)
+    with reweight(model, None, mult, row_heads=row_heads) as report:
+        out = _greedy(model, tokenizer, input_ids, max_new_tokens)
     return [(tokenizer.decode(out[r, len(ids):], skip_special_tokens=True).strip(), report)
             for r in range(len(variants))]
 
