@@ -301,6 +301,38 @@ def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path)
         run_bench("cram-nq", BenchOptions(slice_file, heads=path))
 
 
+def test_bench_cram_lm_checkpoint_resumes(tiny: LoadedModel, slice_file: Path,
+                                           tmp_path: Path) -> None:
+    from credrank.evaluate.checkpoint import CheckpointError
+
+    info = model_info(tiny.model, "tiny-llama")
+    hf = _heads(info, "credrank-cram-qa-v1")
+    kw = dict(heads_file=hf, model_name="tiny-llama", max_new_tokens=4)
+    plain = bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, limit=3, **kw)
+    ckpt = tmp_path / "gen.jsonl"
+    first = bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, limit=2, checkpoint=ckpt, **kw)
+    assert first.details["checkpoint"]["generated"] == 2
+    assert len(ckpt.read_text(encoding="utf-8").splitlines()) == 3  # header + 2 questions
+    # a larger limit extends the run: two questions reused, one generated
+    resumed = bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, limit=3, checkpoint=ckpt,
+                            **kw)
+    assert resumed.summary["reused_from_checkpoint"] == 2 and resumed.summary["generated"] == 1
+    assert resumed.details["generations"] == plain.details["generations"]
+    assert resumed.table("results").to_json() == plain.table("results").to_json()
+    # a checkpoint written with other settings is refused, naming the field
+    with pytest.raises(CheckpointError, match="max_new_tokens"):
+        bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, limit=3, checkpoint=ckpt,
+                      heads_file=hf, model_name="tiny-llama", max_new_tokens=5)
+    # a tampered item is an error naming its line and field
+    lines = ckpt.read_text(encoding="utf-8").splitlines()
+    item = json.loads(lines[2])
+    item["texts"].pop(CLEAN)
+    ckpt.write_text("\n".join([*lines[:2], json.dumps(item), *lines[3:]]) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(CheckpointError, match="line 3: field 'texts'"):
+        bench_cram_lm(slice_file, tiny.model, tiny.tokenizer, limit=3, checkpoint=ckpt, **kw)
+
+
 def test_fake_lowest() -> None:
     assert fake_lowest([0.9, 0.1, 0.5], [False, True, False])
     assert not fake_lowest([0.1, 0.1, 0.5], [False, True, False])  # a tie does not single it out

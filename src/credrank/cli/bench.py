@@ -50,6 +50,10 @@ def bench(
     limit: Annotated[int | None, typer.Option(
         help="cram-nq --model and stress-*: evaluate the first N questions (stress: and fit "
              "the learned credibility model on N development questions)", min=1)] = None,
+    checkpoint: Annotated[Path | None, typer.Option(
+        help="cram-nq --model only: a JSONL file that receives each question's generations "
+             "as they finish; rerunning with it resumes an interrupted run (and a larger "
+             "--limit extends one)")] = None,
     positions: Annotated[str | None, typer.Option(
         help="stress-* only: comma-separated contaminant positions first, middle, last, "
              "natural (default first,middle,last; stress-poisonedrag also natural)")] = None,
@@ -72,7 +76,7 @@ def bench(
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
                                                corpus, generator=generator, model=model,
                                                heads=heads, limit=limit, positions=positions,
-                                               counts=counts))
+                                               counts=counts, checkpoint=checkpoint))
     except (ValueError, OSError, WhiteBoxError, RuntimeError) as exc:
         remove_created(created)
         fail(str(exc))

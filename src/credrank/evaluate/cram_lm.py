@@ -43,6 +43,7 @@ are taken (file order).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import time
@@ -55,6 +56,7 @@ import numpy as np
 
 from credrank.datasets.base import DatasetError, iter_jsonl
 from credrank.evaluate.answers import GENERATOR_EM, cag_exact_match
+from credrank.evaluate.checkpoint import Checkpoint, CheckpointError
 from credrank.evaluate.experiment import System, compare_systems
 from credrank.evaluate.metrics import register_measure
 from credrank.evaluate.result import BenchResult
@@ -226,15 +228,65 @@ def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0
                    **fitted.choice}
 
 
+def _generate_runs(model: Any, tokenizer: Any, runs: dict[str, Any], full: Any, floor: float,
+                   max_new_tokens: int) -> tuple[dict[str, str], int]:
+    """Greedy generations of one question's conditions and their fallback-row count: the
+    conditions over the full prompt differ only in multipliers and heads, so they run as one
+    batch; the others (other prompts) one call each."""
+    from credrank.cram.generate import cram_generate, cram_generate_variants
+
+    texts: dict[str, str] = {}
+    fallback_rows = 0
+    shared = [system for system, run in runs.items() if run[0] is full]
+    for system, (rendered, spans, scores, hs) in runs.items():
+        if system in shared:
+            continue
+        text, report = cram_generate(model, tokenizer, rendered.text, spans, scores, hs,
+                                     floor=floor, max_new_tokens=max_new_tokens,
+                                     add_special_tokens=rendered.add_special_tokens)
+        fallback_rows += report.cram.fallback_rows
+        texts[system] = text
+    variants = [(runs[system][2], runs[system][3]) for system in shared]
+    outputs = cram_generate_variants(model, tokenizer, full.text, full.spans, variants,
+                                     floor=floor, max_new_tokens=max_new_tokens,
+                                     add_special_tokens=full.add_special_tokens)
+    fallback_rows += outputs[0][1].fallback_rows
+    texts.update({system: text for system, (text, _) in zip(shared, outputs, strict=True)})
+    return texts, fallback_rows
+
+
+def _checkpointed(ckpt: Checkpoint, qid: str, systems: list[str]) -> tuple[dict[str, str], int]:
+    """One question's generations read back from the checkpoint, checked field by field."""
+    item = ckpt.done[qid]
+    texts = item.get("texts")
+    if not isinstance(texts, dict) or sorted(texts) != sorted(systems) or \
+            not all(isinstance(t, str) for t in texts.values()):
+        got = sorted(texts) if isinstance(texts, dict) else type(texts).__name__
+        raise CheckpointError(f"{ckpt.where(qid)}: field 'texts': expected one string per "
+                              f"condition {systems}, got {got}")
+    fallbacks = item.get("fallback_rows")
+    if isinstance(fallbacks, bool) or not isinstance(fallbacks, int) or fallbacks < 0:
+        raise CheckpointError(f"{ckpt.where(qid)}: field 'fallback_rows': expected an integer "
+                              f">= 0, got {fallbacks!r}")
+    return dict(texts), fallbacks
+
+
 def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: Any,
                   limit: int | None = None, seed: int = 0, model_name: str = "",
                   max_new_tokens: int = 24,
-                  progress: Callable[[int, int], None] | None = None) -> BenchResult:
+                  progress: Callable[[int, int], None] | None = None,
+                  checkpoint: str | Path | None = None) -> BenchResult:
     """The five conditions of the module docstring on the first ``limit`` evaluation questions
     of ``path`` (``heads_file``: a :class:`~credrank.cram.headsfile.HeadsFile`, already checked
-    against ``model``)."""
-    from credrank.cram.generate import cram_generate, cram_generate_variants, model_info
-    from credrank.cram.headsfile import check_model, check_template
+    against ``model``).
+
+    ``checkpoint``: a JSONL file (:mod:`credrank.evaluate.checkpoint`) that receives each
+    question's generations as soon as they are done; a rerun with the same file reuses them and
+    generates only the questions it lacks (a larger ``limit`` extends a run). The file is tied
+    to the model, heads, floor, decoding length, prompt template, data file hash and the
+    conditions run; other settings are refused."""
+    from credrank.cram.generate import model_info
+    from credrank.cram.headsfile import check_model, check_template, sha256_file
     from credrank.cram.prompt import render_prompt
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
@@ -263,11 +315,21 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     fallback_rows = 0
     start = time.perf_counter()
     template_checked = False
+    ckpt: Checkpoint | None = None
+    reused = 0
     for i, q in enumerate(chosen):
         full = render_prompt(tokenizer, q.question, q.passages)
         if not template_checked:
             check_template(heads_file, full.template)
             template_checked = True
+            if checkpoint is not None:
+                ckpt = Checkpoint.open(checkpoint, "cram-nq-lm", {
+                    "model": info.name, "heads": [list(h) for h in heads], "floor": floor,
+                    "max_new_tokens": max_new_tokens, "prompt_template": full.template,
+                    "data_sha256": sha256_file(path), "systems": list(em), "seed": seed,
+                    # the learned condition is fitted on these questions
+                    "held_out_sha256": hashlib.sha256(
+                        "\n".join(sorted(held)).encode("utf-8")).hexdigest()})
         clean_passages = [p for p, f in zip(q.passages, q.fake, strict=True) if not f]
         none = render_prompt(tokenizer, q.question, [])
         clean = render_prompt(tokenizer, q.question, clean_passages)
@@ -289,23 +351,15 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
                 lowest[CRAM_LEARNED].append(fake_lowest(credibility, q.fake))
         runs[CRAM_IDEAL] = (full, full.spans, ideal_scores(q), heads)
         row: dict[str, Any] = {"qid": q.qid}
-        texts: dict[str, str] = {}
-        shared = [system for system, run in runs.items() if run[0] is full]
-        for system, (rendered, spans, scores, hs) in runs.items():
-            if system in shared:
-                continue
-            text, report = cram_generate(model, tokenizer, rendered.text, spans, scores, hs,
-                                         floor=floor, max_new_tokens=max_new_tokens,
-                                         add_special_tokens=rendered.add_special_tokens)
-            fallback_rows += report.cram.fallback_rows
-            texts[system] = text
-        # the conditions over the full prompt differ only in multipliers and heads: one batch
-        variants = [(runs[system][2], runs[system][3]) for system in shared]
-        outputs = cram_generate_variants(model, tokenizer, full.text, full.spans, variants,
-                                         floor=floor, max_new_tokens=max_new_tokens,
-                                         add_special_tokens=full.add_special_tokens)
-        fallback_rows += outputs[0][1].fallback_rows
-        texts.update({system: text for system, (text, _) in zip(shared, outputs, strict=True)})
+        if ckpt is not None and q.qid in ckpt.done:
+            texts, fallbacks = _checkpointed(ckpt, q.qid, list(runs))
+            reused += 1
+        else:
+            texts, fallbacks = _generate_runs(model, tokenizer, runs, full, floor,
+                                              max_new_tokens)
+            if ckpt is not None:
+                ckpt.append({"id": q.qid, "texts": texts, "fallback_rows": fallbacks})
+        fallback_rows += fallbacks
         for system in runs:
             text = texts[system]
             em[system][q.qid] = float(cag_exact_match(text, list(q.answers)))
@@ -315,6 +369,7 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
         if progress is not None:
             progress(i + 1, len(chosen))
     seconds = time.perf_counter() - start
+    generated = len(chosen) - reused
     lowest_summary: dict[str, dict[str, Any]] = {}
     for system, hits in lowest.items():
         if system not in em or not hits:
@@ -374,8 +429,11 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
                          {"model": info.name, "heads": len(heads), "floor": floor,
                           "limit": limit, "seed": seed, "max_new_tokens": max_new_tokens},
                          {"questions": len(chosen), "held_out": len(held),
+                          "generated": generated, "reused_from_checkpoint": reused,
                           "seconds": round(seconds, 1),
-                          "seconds_per_question": round(seconds / len(chosen), 2)},
+                          # a declared policy: 0 when every question came from the checkpoint
+                          "seconds_per_generated_question":
+                              round(seconds / generated, 2) if generated else 0.0},
                          notes)
     result.add_experiment(experiment)
     result.details["flips"] = flips
@@ -383,6 +441,10 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     result.details["learned_credibility"] = learned_info
     result.details["fake_lowest"] = lowest_summary
     result.details["generations"] = generations
+    if ckpt is not None:
+        result.details["checkpoint"] = {"path": str(ckpt.path), "reused": reused,
+                                        "generated": generated,
+                                        "discarded_truncated_line": ckpt.discarded_tail}
     result.details["heads"] = [list(h) for h in heads]
     assert all(math.isfinite(v) for s in em.values() for v in s.values())
     return result

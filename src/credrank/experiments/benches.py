@@ -53,6 +53,8 @@ class BenchOptions:
     model: str | None = None
     heads: Path | None = None
     limit: int | None = None
+    #: cram-nq --model: a JSONL file that keeps each question's generations (resumable runs)
+    checkpoint: Path | None = None
     #: stress benches (``credrank.evaluate.stress``): comma-separated positions and counts
     positions: str | None = None
     counts: str | None = None
@@ -169,7 +171,7 @@ def _cram_lm(o: BenchOptions) -> BenchResult:
     lm = load_cram_model(o.model)
     load_heads(o.heads, model=model_info(lm.model, lm.name))
     return bench_cram_lm(o.path, lm.model, lm.tokenizer, heads_file=heads, limit=o.limit,
-                         seed=o.seed, model_name=lm.name)
+                         seed=o.seed, model_name=lm.name, checkpoint=o.checkpoint)
 
 
 #: ``--generator`` choices
@@ -290,9 +292,12 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
             (options.model, options.heads, options.limit) != (None, None, None):
         raise ValueError(f"bench {name}: --model, --heads and --limit are only used by cram-nq "
                          f"(--limit also by {', '.join(STRESS_NAMES.values())})")
-    if name == "cram-nq" and options.model is None and (options.heads, options.limit) != \
-            (None, None):
-        raise ValueError("bench cram-nq: --heads and --limit need --model (the LM bench)")
+    if name == "cram-nq" and options.model is None and \
+            (options.heads, options.limit, options.checkpoint) != (None, None, None):
+        raise ValueError("bench cram-nq: --heads, --limit and --checkpoint need --model (the "
+                         "LM bench)")
+    if name != "cram-nq" and options.checkpoint is not None:
+        raise ValueError(f"bench {name}: --checkpoint is only used by cram-nq --model")
     corpus = options.corpus
     if corpus is not None:
         if not bench.uses_corpus:
