@@ -6,8 +6,9 @@ Sections, all printed as tables from one run (ratios are what to read: the machi
   (CrAM NQ passages from ``--cram``, in file order): the old path (write batches of 64 in file
   order, one embedder call per batch, a flush after every batch: ``batch_size=64, bucket=0,
   flush_every=1``) against the new defaults (length-sorted chunks of 1,024 texts embedded 64 at a
-  time, write batches of 1,000, flush every 20,000 points), and the embedder alone over the
-  whole list (the ceiling). Also the padded-token ratio of both batchings (tokens a transformer
+  time, write batches of 1,000, flush every 20,000 points) with the torch embedder and with the
+  ONNX one (what ``credrank index`` uses when the artifact is there), and the torch embedder
+  alone over the whole list. Also the padded-token ratio of both batchings (tokens a transformer
   computes / real tokens) and the largest difference between the stored vectors of both paths.
 * ``writes`` — the write-batch sweep: hashing vectors through ``index_documents`` with write
   batches of 64 / 256 / 1,000, with a flush after every batch (the old store) and with the new
@@ -121,13 +122,24 @@ def padding_ratio(tokenizer: Any, texts: Sequence[str], batches: Sequence[Sequen
 
 
 def bench_minilm(args: argparse.Namespace) -> None:
-    from credrank.index.embed import MiniLMEmbedder
+    from credrank.index.embed import MiniLMEmbedder, minilm_embedder
 
     texts = cram_texts(Path(args.cram), args.minilm_n)
     docs = [Document(id=f"p{i}", text=t) for i, t in enumerate(texts)]
     emb = MiniLMEmbedder()
     emb.embed(texts[:32])  # warm-up
     model = emb.model
+    paths: list[tuple[str, str, Any, dict[str, int]]] = [
+        ("old path", "torch, batch 64, file order, flush each batch", emb, OLD),
+        ("new defaults, torch", f"bucket {BUCKET}, embed {EMBED_BATCH}, batch {WRITE_BATCH}",
+         emb, NEW)]
+    try:  # what `credrank index` runs when the ONNX artifact is there (make install makes it)
+        onnx = minilm_embedder("onnx")
+        onnx.embed(texts[:32])
+        paths.append(("new defaults, ONNX", "as above, onnxruntime (what `credrank index` "
+                      "uses)", onnx, NEW))
+    except (RuntimeError, ImportError) as exc:
+        print(f"  ONNX row left out: {exc}")
     file_order = [list(range(s, min(s + 64, len(texts)))) for s in range(0, len(texts), 64)]
     bucketed: list[list[int]] = []  # the batches embed_bucketed makes (sorted by tokens)
     sizes = text_lengths(emb)(texts)
@@ -137,33 +149,35 @@ def bench_minilm(args: argparse.Namespace) -> None:
     pad_old = padding_ratio(model.tokenizer, texts, file_order, model.max_seq_length)
     pad_new = padding_ratio(model.tokenizer, texts, bucketed, model.max_seq_length)
     rows, results = [], {}
+    vectors: dict[str, np.ndarray] = {}
     with tempfile.TemporaryDirectory(prefix="credrank-bench-index-") as tmp:
         for rep in range(args.reps):
-            for name, options in (("old path", OLD), ("new defaults", NEW)):
-                seconds, idx = index_run(docs, emb, Path(tmp) / f"{name}-{rep}".replace(" ", "_"),
-                                         **options)
+            for name, _, embedder, options in paths:
+                where = Path(tmp) / f"{name}-{rep}".replace(" ", "_").replace(",", "")
+                seconds, idx = index_run(docs, embedder, where, **options)
                 results.setdefault(name, []).append(len(docs) / seconds)
                 if rep == args.reps - 1:
                     ids = [d.id for d in docs]
                     got = {r.payload["doc_id"]: r.vector[DENSE] for r in idx.shard.retrieve(
                         [point_id(i) for i in ids], None, [DENSE])}
-                    results[name + " vectors"] = np.array([got[i] for i in ids])
+                    vectors[name] = np.array([got[i] for i in ids])
                 idx.close()
             t0 = time.perf_counter()
             emb.embed(texts)
             results.setdefault("embedder alone", []).append(len(texts) / (time.perf_counter() - t0))
     old = float(np.median(results["old path"]))
-    diff = float(np.abs(results["old path vectors"] - results["new defaults vectors"]).max())
-    for name, what, pad in (
-            ("old path", "batch 64, file order, flush each batch", f"{pad_old:.2f}"),
-            ("new defaults", f"bucket {BUCKET}, embed {EMBED_BATCH}, batch {WRITE_BATCH}",
-             f"{pad_new:.2f}"),
-            ("embedder alone", "MiniLMEmbedder.embed(all texts)", "-")):
+    pads = {"old path": f"{pad_old:.2f}", "embedder alone": "-"}
+    for name, what, _, _ in [*paths, ("embedder alone", "MiniLMEmbedder.embed(all texts), "
+                                      "torch", None, None)]:
         rate = float(np.median(results[name]))
+        pad = pads.get(name, f"{pad_new:.2f}")
         rows.append([name, what, f"{rate:.1f}", f"{rate / old:.2f}×", pad])
     table(f"MiniLM indexing, {len(texts)} CrAM passages, median of {args.reps} (texts/s)",
           ["path", "settings", "texts/s", "vs old", "padded tokens / tokens"], rows)
-    print(f"  largest |stored vector difference| old vs new: {diff:.2e}")
+    for name in vectors:
+        if name != "old path":
+            diff = float(np.abs(vectors["old path"] - vectors[name]).max())
+            print(f"  largest |stored vector difference| old path vs {name}: {diff:.2e}")
 
 
 # -- synthetic hashing corpus ------------------------------------------------------------------

@@ -208,3 +208,36 @@ def test_index_unwritable_rejects_path_fails_before_indexing(tmp_path, where):
     assert res.exit_code == 2, res.output
     assert "error:" in out and "--rejects" in out and "nothing was indexed" in out
     assert not idx.exists()
+
+
+def test_index_no_optimize_then_optimize(tmp_path):
+    """A bulk load without the graph build is searchable at once (exact search), and
+    `credrank optimize` builds the graph later without changing the answers."""
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_corpus(corpus)
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                              "hashing", "--no-optimize"])
+    assert res.exit_code == 0, res.output
+    assert "building the search graph" not in res.output
+    search = ["search", "vitamin D covid", "--index", str(idx), "--json", "--top-k", "3"]
+    before = runner.invoke(app, search)
+    assert before.exit_code == 0, before.output
+    res = runner.invoke(app, ["optimize", "--index", str(idx)])
+    assert res.exit_code == 0, res.output
+    assert "building the search graph" in res.output and "holds 3 documents" in res.output
+    after = runner.invoke(app, search)
+    assert [h["doc_id"] for h in json.loads(after.output)["hits"]] == \
+        [h["doc_id"] for h in json.loads(before.output)["hits"]]
+    # the default builds the graph at the end of the load, with its heartbeat
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(tmp_path / "idx2"),
+                              "--embedder", "hashing"])
+    assert res.exit_code == 0 and "building the search graph" in res.output
+
+
+def test_optimize_bad_index(tmp_path):
+    res = runner.invoke(app, ["optimize", "--index", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "no such index directory" in res.output
+    (tmp_path / "empty").mkdir()
+    res = runner.invoke(app, ["optimize", "--index", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "empty" in res.output
+    assert not (tmp_path / "empty" / "manifest.json").exists()

@@ -138,6 +138,28 @@ def test_onnx_embedder_contract():
     assert copy.directory == folder and np.array_equal(copy.embed(texts), vectors)
 
 
+def test_onnx_token_lengths_drive_bucketed_indexing():
+    """``token_lengths`` counts word pieces after truncation ([CLS] and [SEP] included), the
+    same count the tokenizer's own padded encoding marks in its attention mask; index
+    bucketing (``text_lengths``) measures an ONNX embedder with it, not in characters."""
+    folder = _artifact_or_skip()
+    from credrank.index.ingest import embed_bucketed, text_lengths
+    from credrank.index.onnx_embed import OnnxMiniLMEmbedder
+
+    emb = OnnxMiniLMEmbedder(folder, batch_size=4)
+    texts = varied_texts()[-40:]
+    lengths = emb.token_lengths(texts)
+    assert lengths == [sum(emb.tokenizer.encode(t).attention_mask) for t in texts]
+    assert max(lengths) == 256 and min(lengths) == 2  # truncated; "" is [CLS] [SEP]
+    assert text_lengths(emb)(texts) == lengths
+    # characters are not tokens: a 3,500-character text and a 256-piece one weigh the same
+    assert lengths[texts.index("word " * 700)] == 256
+    # batching by tokens and padding per batch gives the vectors of one text at a time
+    singles = np.vstack([emb.embed([t]) for t in texts])
+    assert np.allclose(embed_bucketed(emb, texts, embed_batch=8), singles, atol=1e-5)
+    assert np.allclose(emb.embed(texts), singles, atol=1e-5)
+
+
 def test_mean_pool_is_masked_mean():
     hidden = np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2)
     mask = np.array([[1, 1, 0], [0, 0, 0]])

@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 # added as a group with that help. The order is the order of `credrank --help`.
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "index": ("credrank.cli.index", "index", None),
+    "optimize": ("credrank.cli.optimize", "optimize", None),
     "search": ("credrank.cli.search", "search", None),
     "demo": ("credrank.cli.demo", "demo", None),
     "bench": ("credrank.cli.bench", "bench", None),

@@ -98,11 +98,19 @@ def index(
         "--scheduler", metavar="ADDRESS",
         help="embed on the running Dask scheduler at ADDRESS, e.g. tcp://host:8786 "
              "(excludes --workers)")] = None,
+    optimize: Annotated[bool, typer.Option(
+        "--optimize/--no-optimize",
+        help="build the search graph when the load ends (default); --no-optimize leaves the "
+             "index searchable at once by exact search, and `credrank optimize --index DIR` "
+             "builds the graph later (large corpora: docs/results.md)")] = True,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running).
 
     The run holds DIR's lock (DIR/.credrank.lock) throughout: a second `credrank index` or a
     `credrank search` on DIR meanwhile exits 2 saying which process writes it.
+
+    At the end the engine builds its search graph (--no-optimize: later, with `credrank
+    optimize`; until then searches are exact).
 
     With --workers N or --scheduler ADDRESS, provenance and embeddings are computed on Dask
     workers, partition by partition; this process still reads the corpus and is the one
@@ -164,7 +172,10 @@ def index(
             fail(str(exc))
         except StoreError as exc:  # the engine went away mid-run: re-running completes it
             fail(f"{exc}; re-run the same command to complete the index")
-        idx.optimize()  # merge segments, build the HNSW graph where the corpus is large
+        if optimize:  # merge segments, build the HNSW graph where the corpus is large
+            from credrank.cli.optimize import build_graph
+
+            build_graph(idx, corpus.name)
         size = len(idx)
         write_rejects(report.rejects, rejects_path)  # still under the index's writer lock
     for r in report.rejects[:10]:

@@ -18,7 +18,7 @@ Nothing is persisted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,8 +77,8 @@ class InMemoryIndex:
         return len(self.doc_ids)
 
     # -- lifecycle (nothing to do: not persistent) --------------------------------------------
-    def optimize(self) -> bool:
-        """Nothing to reorganise; returns ``False``."""
+    def optimize(self, on_progress: Callable[[int, int], None] | None = None) -> bool:
+        """Nothing to reorganise; returns ``False`` (``on_progress`` is never called)."""
         return False
 
     def close(self) -> None:

@@ -159,6 +159,11 @@ class OnnxMiniLMEmbedder:
         tokenizer.enable_padding(direction="right", pad_id=int(self.meta["pad_id"]),
                                  pad_type_id=0, pad_token=str(self.meta["pad_token"]))
         self.tokenizer = tokenizer
+        # the same tokenizer without padding: :meth:`embed` tokenizes once, sorts by tokens
+        # and pads each batch itself
+        self._unpadded = Tokenizer.from_str(tokenizer.to_str())
+        self._unpadded.no_padding()
+        self._pad_id = int(self.meta["pad_id"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
@@ -170,24 +175,41 @@ class OnnxMiniLMEmbedder:
         # picklable (Dask, multiprocessing): the receiver loads the same artifact again
         return (OnnxMiniLMEmbedder, (self.directory, self.batch_size, self.threads))
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _tokenize(self, texts: Sequence[str]) -> list[Any]:
+        """Unpadded encodings (truncated to ``max_seq_length``, special tokens included)."""
+        return self._unpadded.encode_batch([str(t) for t in texts])
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Each text's length in model tokens after truncation (what
+        :func:`~credrank.index.ingest.embed_bucketed` sorts by)."""
+        return [len(e.ids) for e in self._tokenize(texts)]
+
+    def _encode(self, encodings: Sequence[Any]) -> np.ndarray:
+        """Mean-pooled hidden states of one batch, padded here to its longest encoding (pad id,
+        mask 0, type id 0: what the tokenizer's own batch padding gives)."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = 1
+            types[row, :n] = e.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            feeds["token_type_ids"] = types
         (hidden,) = self.session.run(["last_hidden_state"], feeds)
         return mean_pool(hidden, mask)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        texts = [str(t) for t in texts]
-        # batches of similar length (less padding; the order is restored below)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encodings = self._tokenize(texts)
+        # batches of similar token counts (least padding); the order is restored below
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            out[rows] = self._encode([texts[i] for i in rows])
+            out[rows] = self._encode([encodings[i] for i in rows])
         return normalise_rows(out)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -317,8 +317,9 @@ class QdrantServerIndex:
             raise StoreError(f"{self.where}, collection {self.collection!r}: expected a sparse "
                              f"vector {SPARSE!r}, got {sorted(sparse) or 'none'}")
 
-    def optimize(self) -> bool:
-        """Nothing to do: the server optimises collections itself; returns ``False``."""
+    def optimize(self, on_progress: Callable[[int, int], None] | None = None) -> bool:
+        """Nothing to do: the server optimises collections itself; returns ``False``
+        (``on_progress`` is never called)."""
         return False
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ import os
 import shlex
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -551,8 +551,11 @@ class VectorStore(Protocol):
         """The ``k`` nearest documents of one source, with their text."""
         ...
 
-    def optimize(self) -> bool:
-        """Let the engine reorganise itself after bulk writes; ``True`` if it did anything."""
+    def optimize(self, on_progress: Callable[[int, int], None] | None = None) -> bool:
+        """Let the engine reorganise itself after bulk writes (merge segments, build the HNSW
+        graph); ``True`` if it did anything. Blocking; ``on_progress(indexed, total)`` is a
+        heartbeat where the engine reports its progress (stores that have nothing to build
+        never call it)."""
         ...
 
     def close(self) -> None: ...
