@@ -15,19 +15,25 @@ Sections, all printed as tables from one run (ratios are what to read: the machi
   ``flush_every``; documents/s.
 * ``hnsw`` — HNSW build parameters (m, ef_construct, threads) on N hashing-vector documents:
   ``optimize`` time, recall@10 against exact search (queries: 2–6 corpus words), latency.
+* ``cli`` — the same at the command line: ``credrank index --embedder hashing --no-optimize``
+  on a JSONL of N synthetic documents, cold ``credrank search`` processes (exact search), then
+  ``credrank optimize`` and the same searches on the graph; wall time and each process's peak
+  RSS.
 * ``large`` — N hashing-vector documents (each N in its own process, for its own peak RSS):
   index time, exact search latency before the HNSW build (the index answers from the start),
   ``optimize`` time (with progress on stderr), HNSW search latency, peak RSS, size on disk.
 
-    python benchmarks/bench_index.py [--section all|minilm|writes|hnsw|large]
+    python benchmarks/bench_index.py [--section all|minilm|writes|hnsw|large|cli]
         [--cram ../shared/data/cram/cram_nq_1000_reconstructed.jsonl] [--minilm-n 1000]
         [--writes-n 20000] [--hnsw-n 30000] [--hnsw m:ef:threads ...] [--large 100000 ...]
+        [--cli 100000 ...] [--skip-build]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -270,8 +276,9 @@ def bench_hnsw(args: argparse.Namespace) -> None:
           ["parameters", "optimize s", "vs default", "recall@10", "query ms"], rows)
 
 
-def large_one(n: int) -> dict[str, Any]:
-    """One large-N run in this process: index, exact search, optimise, HNSW search."""
+def large_one(n: int, build: bool = True) -> dict[str, Any]:
+    """One large-N run in this process: index, exact search, optimise, HNSW search (without
+    ``build``: index and exact search only, what ``credrank index --no-optimize`` leaves)."""
     emb = HashingEmbedder()
     queries = emb.embed(word_queries(50))
     out: dict[str, Any] = {"n": n}
@@ -303,11 +310,12 @@ def large_one(n: int) -> dict[str, Any]:
                 print(f"  HNSW: {indexed:,}/{total:,} vectors indexed", file=sys.stderr,
                       flush=True)
 
-        t0 = time.perf_counter()
-        idx.optimize(on_progress=progress)
-        out["optimize_s"] = time.perf_counter() - t0
-        out["hnsw_ms"], got = search_ms(idx, queries, exact=False)
-        out["recall"] = recall(got, truth)
+        if build:
+            t0 = time.perf_counter()
+            idx.optimize(on_progress=progress)
+            out["optimize_s"] = time.perf_counter() - t0
+            out["hnsw_ms"], got = search_ms(idx, queries, exact=False)
+            out["recall"] = recall(got, truth)
         idx.close()
         out["disk_mb"] = dir_mb(where)
         t0 = time.perf_counter()
@@ -323,22 +331,92 @@ def bench_large(args: argparse.Namespace) -> None:
     rows = []
     for n in args.large:
         proc = subprocess.run([sys.executable, __file__, "--section", "large-one",
-                               "--n", str(n)], stdout=subprocess.PIPE, text=True, check=True)
+                               "--n", str(n), *(["--skip-build"] if args.skip_build else [])],
+                              stdout=subprocess.PIPE, text=True, check=True)
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        total = r["index_s"] + r["optimize_s"]
+        built = "optimize_s" in r
+        total = r["index_s"] + r.get("optimize_s", 0.0)
         rows.append([f"{n:,}", f"{r['index_s']:.0f}", f"{n / r['index_s']:.0f}",
-                     f"{r['exact_ms']:.1f}", f"{r['optimize_s']:.0f}", f"{total:.0f}",
-                     f"{r['hnsw_ms']:.2f}", f"{r['recall']:.3f}", f"{r['open_s']:.1f}",
+                     f"{r['exact_ms']:.1f}", f"{r['rss_after_index_mb']:.0f}",
+                     f"{r['optimize_s']:.0f}" if built else "not run", f"{total:.0f}",
+                     f"{r['hnsw_ms']:.2f}" if built else "-",
+                     f"{r['recall']:.3f}" if built else "-", f"{r['open_s']:.1f}",
                      f"{r['peak_rss_mb']:.0f}", f"{r['disk_mb']:.0f}"])
     table("large collections: hashing vectors (256 d) + BM25, new defaults, one process per N",
-          ["N", "index s", "docs/s", "exact ms", "HNSW build s", "total s", "HNSW ms",
-           "recall@10", "reopen s", "peak RSS MB", "disk MB"], rows)
+          ["N", "index s", "docs/s", "exact ms", "peak RSS after load MB", "HNSW build s",
+           "total s", "HNSW ms", "recall@10", "reopen s", "peak RSS MB", "disk MB"], rows)
+
+
+def run_credrank(*argv: str) -> tuple[float, float, str]:
+    """One ``credrank`` subprocess: wall seconds, its own peak RSS in MB (``wait4``'s rusage
+    of that child) and its stdout; a non-zero exit raises."""
+    credrank = Path(sys.executable).with_name("credrank")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(credrank), *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args, out)
+    return seconds, usage.ru_maxrss / 1024.0, out
+
+
+def cold_searches(where: Path, queries: Sequence[str]) -> tuple[float, list[list[str]]]:
+    """Median wall seconds of one cold ``credrank search --json`` process per query, and
+    the top 10 ids of each."""
+    times, hits = [], []
+    for q in queries:
+        seconds, _, text = run_credrank("search", q, "--index", str(where), "--top-k", "10",
+                                        "--json")
+        times.append(seconds)
+        hits.append([h["doc_id"] for h in json.loads(text)["hits"]])
+    return float(np.median(times)), hits
+
+
+def bench_cli(args: argparse.Namespace) -> None:
+    """The user's path at scale: ``credrank index FILE --embedder hashing --no-optimize`` on a
+    JSONL of N synthetic documents (a subprocess: wall time and its peak RSS), cold ``credrank
+    search`` processes on the result (exact search), then ``credrank optimize`` and the same
+    searches on the graph (unless ``--skip-build``)."""
+    queries = word_queries(5)
+    rows = []
+    for n in args.cli:
+        with tempfile.TemporaryDirectory(prefix="credrank-bench-index-cli-") as tmp:
+            corpus, where = Path(tmp) / "corpus.jsonl", Path(tmp) / "idx"
+            with corpus.open("w", encoding="utf-8") as fh:
+                for d in synthetic_docs(n):
+                    fh.write(json.dumps({"id": d.id, "text": d.text, "url": d.url}) + "\n")
+            file_mb = corpus.stat().st_size / 2**20
+            index_s, index_rss, out = run_credrank("index", str(corpus), "--index", str(where),
+                                                   "--embedder", "hashing", "--no-optimize")
+            assert f"indexed {n}, rejected 0" in out, out
+            exact_s, exact_hits = cold_searches(where, queries)
+            row = [f"{n:,}", f"{file_mb:.0f}", f"{index_s:.0f}", f"{n / index_s:.0f}",
+                   f"{index_rss:.0f}", f"{exact_s:.2f}"]
+            if args.skip_build:
+                row += ["not run", "-", "-", "-"]
+            else:
+                build_s, build_rss, _ = run_credrank("optimize", "--index", str(where))
+                graph_s, graph_hits = cold_searches(where, queries)
+                same = sum(a == b for a, b in zip(exact_hits, graph_hits, strict=True))
+                row += [f"{build_s:.0f}", f"{build_rss:.0f}", f"{graph_s:.2f}",
+                        f"{same}/{len(queries)}"]
+            row.append(f"{dir_mb(where):.0f}")
+            rows.append(row)
+    table("credrank index --embedder hashing --no-optimize, then cold credrank search "
+          "(median of 5 processes), then credrank optimize",
+          ["N", "corpus MB", "index s", "docs/s", "index peak RSS MB", "search s (exact)",
+           "optimize s", "optimize peak RSS MB", "search s (graph)", "same top 10",
+           "index MB"], rows)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--section", default="all",
-                    choices=("all", "minilm", "writes", "hnsw", "large", "large-one"))
+                    choices=("all", "minilm", "writes", "hnsw", "large", "large-one", "cli"))
     ap.add_argument("--cram", default=str(CRAM), help="CrAM NQ JSONL (passages for MiniLM)")
     ap.add_argument("--minilm-n", type=int, default=1000)
     ap.add_argument("--writes-n", type=int, default=20_000)
@@ -346,11 +424,16 @@ def main() -> None:
     ap.add_argument("--hnsw", nargs="+", default=["16:100:0", "16:64:0", "8:64:0", "16:100:1"],
                     help="HNSW parameters to compare, m:ef_construct:threads (0 = all cores)")
     ap.add_argument("--large", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--cli", type=int, nargs="+", default=[100_000],
+                    help="cli: corpus sizes for `credrank index` subprocesses")
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--skip-build", action="store_true",
+                    help="large: index and exact search only (no HNSW build), as `credrank "
+                         "index --no-optimize` leaves it")
     ap.add_argument("--reps", type=int, default=1, help="repetitions (median)")
     args = ap.parse_args()
     if args.section == "large-one":
-        print(json.dumps(large_one(args.n)))
+        print(json.dumps(large_one(args.n, build=not args.skip_build)))
         return
     if args.section in ("all", "minilm"):
         if Path(args.cram).is_file():
@@ -363,6 +446,8 @@ def main() -> None:
         bench_hnsw(args)
     if args.section in ("all", "large"):
         bench_large(args)
+    if args.section in ("all", "cli"):
+        bench_cli(args)
 
 
 if __name__ == "__main__":
