@@ -92,3 +92,15 @@ def test_bad_header_and_duplicate_append(tmp_path: Path) -> None:
         ckpt.append({"id": 3})
     with pytest.raises(ValueError):
         ckpt.append({"id": "q9", "x": float("nan")})
+
+
+def test_a_last_line_cut_inside_a_character_is_discarded(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    Checkpoint.open(path, "kind", KEY).append({"id": "q1", "text": "東京"})
+    with path.open("ab") as fh:
+        fh.write('{"id": "q2", "text": "東'.encode()[:-1])  # half of a 3-byte character
+    again = Checkpoint.open(path, "kind", KEY)
+    assert list(again.done) == ["q1"] and again.discarded_tail
+    assert again.done["q1"]["text"] == "東京"
+    again.append({"id": "q2"})
+    assert list(Checkpoint.open(path, "kind", KEY).done) == ["q1", "q2"]

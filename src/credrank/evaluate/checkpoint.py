@@ -70,8 +70,13 @@ class Checkpoint:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CheckpointError(f"--checkpoint {self.path}: expected UTF-8 JSON lines, got "
-                                  f"an undecodable byte at offset {exc.start}") from None
+            last_newline = raw.rfind(b"\n")
+            if not raw.endswith(b"\n") and 0 <= last_newline < exc.start:
+                # the write that was cut short ended inside a character: the same policy
+                text = raw[:last_newline + 1].decode("utf-8", errors="replace") + "\ufffd"
+            else:
+                raise CheckpointError(f"--checkpoint {self.path}: expected UTF-8 JSON lines, "
+                                      f"got an undecodable byte at offset {exc.start}") from None
         lines = text.split("\n")
         complete = text.endswith("\n")
         if complete:
