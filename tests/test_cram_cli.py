@@ -299,6 +299,10 @@ def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path)
     assert via.summary["questions"] == 1
     with pytest.raises(ValueError, match="need --model"):
         run_bench("cram-nq", BenchOptions(slice_file, heads=path))
+    with pytest.raises(ValueError, match="need --model"):
+        run_bench("cram-nq", BenchOptions(slice_file, checkpoint=tmp_path / "c.jsonl"))
+    with pytest.raises(ValueError, match="--checkpoint is only used by cram-nq"):
+        run_bench("demo", BenchOptions(checkpoint=tmp_path / "c.jsonl"))
 
 
 def test_bench_cram_lm_checkpoint_resumes(tiny: LoadedModel, slice_file: Path,
