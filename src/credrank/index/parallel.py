@@ -48,7 +48,13 @@ from credrank.core.cluster import dask_client
 from credrank.documents import Reject
 from credrank.documents.schema import Document
 from credrank.index.embed import get_embedder
-from credrank.index.ingest import IndexReport, embedding_text, provenance_payload
+from credrank.index.ingest import (
+    WRITE_BATCH,
+    IndexReport,
+    embed_bucketed,
+    embedding_text,
+    provenance_payload,
+)
 from credrank.index.store import VectorStore, content_hash
 from credrank.provenance import SourceTyper
 
@@ -101,8 +107,9 @@ class _Partition:
 
 def _process_partition(docs: list[Document], present: dict[str, str], embedder: str,
                        settings: TyperSettings, batch_size: int) -> _Partition:
-    """On a worker: provenance, content hashes, and embeddings batch by batch (one call per
-    batch, for the documents whose hash differs from ``present``)."""
+    """On a worker: provenance, content hashes, and embeddings batch by batch (for the
+    documents whose hash differs from ``present``), each batch sorted by length as the
+    single-process path sorts its chunks (:func:`~credrank.index.ingest.embed_bucketed`)."""
     typer = _worker_typer(settings)
     emb = get_embedder(embedder)
     provs = [provenance_payload(typer.classify(d.url, d.source_type)) for d in docs]
@@ -113,7 +120,7 @@ def _process_partition(docs: list[Document], present: dict[str, str], embedder: 
         todo = [i for i in range(start, min(start + batch_size, len(docs)))
                 if present.get(docs[i].id) != hashes[i]]
         if todo:
-            out = np.asarray(emb.embed([_text(docs[i]) for i in todo]))
+            out = embed_bucketed(emb, [_text(docs[i]) for i in todo])
             embedded.extend(todo)
             vectors.extend(out)
     return _Partition(provs, hashes, embedded, vectors)
@@ -127,7 +134,7 @@ def index_documents_parallel(
     *,
     client: Any = None,
     workers: int = 0,
-    batch_size: int = 64,
+    batch_size: int = WRITE_BATCH,
     batches_per_partition: int = 4,
     max_in_flight: int | None = None,
     on_batch: Callable[[int], None] | None = None,
