@@ -65,12 +65,19 @@ def cell(c: Cell | None) -> str:
     return text
 
 
+def _sentence(note: str) -> str:
+    """``note`` ending in a full stop, so that notes run together as one paragraph read as
+    sentences."""
+    note = note.rstrip()
+    return note if not note or note[-1] in ".!?:;)" else note + "."
+
+
 def render_table(table: ResultTable) -> str:
     """The table as Markdown: its notes, the grid, then the notes of single rows."""
     params = list(dict.fromkeys(k for r in table.rows for k in r.params))
     head = [table.row_header, *params,
             *(f"{c.name} {ARROWS[c.direction]}" for c in table.columns)]
-    lines = [" ".join(table.notes), ""] if table.notes else []
+    lines = [" ".join(map(_sentence, table.notes)), ""] if table.notes else []
     lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for row in table.rows:
         label = row.system
