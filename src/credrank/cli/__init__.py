@@ -22,8 +22,8 @@ from typer.core import TyperGroup
 # added as a group with that help. The order is the order of `credrank --help`.
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "index": ("credrank.cli.index", "index", None),
-    "optimize": ("credrank.cli.optimize", "optimize", None),
     "search": ("credrank.cli.search", "search", None),
+    "optimize": ("credrank.cli.optimize", "optimize", None),
     "demo": ("credrank.cli.demo", "demo", None),
     "bench": ("credrank.cli.bench", "bench", None),
     "serve": ("credrank.cli.serve", "serve", None),
