@@ -363,6 +363,8 @@ def test_cli_round_trip_on_qdrant_local_mode(tmp_path):
                               "--engine", "qdrant", "--qdrant-path", str(data)])
     assert res.exit_code == 0, res.output
     assert "indexed 120, rejected 0" in res.output and "holds 120 documents" in res.output
+    res = runner.invoke(app, ["optimize", "--index", str(idx)])  # the server's own job
+    assert res.exit_code == 0 and "builds its graphs itself; nothing to do" in res.output
     edge_idx = tmp_path / "edge"
     res = runner.invoke(app, ["index", str(DATA / "corpus.jsonl"), "--index", str(edge_idx),
                               "--embedder", "hashing", "--table", str(DATA / "domains.csv")])

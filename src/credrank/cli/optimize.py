@@ -44,8 +44,13 @@ def optimize(
     if not index_dir.is_dir():
         fail(f"--index {index_dir}: no such index directory")
     try:
-        if read_manifest(index_dir) is None:
+        manifest = read_manifest(index_dir)
+        if manifest is None:
             raise no_index_error(index_dir)
+        if manifest.engine != "edge":
+            console.print(f"{index_dir}: engine {manifest.engine!r} builds its graphs itself; "
+                          "nothing to do", soft_wrap=True)
+            return
         idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
     except (ValueError, StoreError) as exc:
         fail(str(exc))
