@@ -153,16 +153,13 @@ class OnnxMiniLMEmbedder:
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         # sentence-transformers calls the tokenizer with truncation="longest_first",
         # max_length=max_seq_length, padding=True (to the longest of the batch); the
-        # tokenizer.json itself says 128 and a fixed padding, which it overrides.
+        # tokenizer.json itself says 128 and a fixed padding, which it overrides. Here the
+        # tokenizer truncates only: :meth:`embed` tokenizes a call once, sorts by tokens and
+        # pads each batch itself (:meth:`_encode`), to the longest of the batch.
         tokenizer.enable_truncation(max_length=self.max_seq_length, stride=0,
                                     strategy="longest_first", direction="right")
-        tokenizer.enable_padding(direction="right", pad_id=int(self.meta["pad_id"]),
-                                 pad_type_id=0, pad_token=str(self.meta["pad_token"]))
+        tokenizer.no_padding()
         self.tokenizer = tokenizer
-        # the same tokenizer without padding: :meth:`embed` tokenizes once, sorts by tokens
-        # and pads each batch itself
-        self._unpadded = Tokenizer.from_str(tokenizer.to_str())
-        self._unpadded.no_padding()
         self._pad_id = int(self.meta["pad_id"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -177,7 +174,7 @@ class OnnxMiniLMEmbedder:
 
     def _tokenize(self, texts: Sequence[str]) -> list[Any]:
         """Unpadded encodings (truncated to ``max_seq_length``, special tokens included)."""
-        return self._unpadded.encode_batch([str(t) for t in texts])
+        return self.tokenizer.encode_batch([str(t) for t in texts])
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in model tokens after truncation (what
