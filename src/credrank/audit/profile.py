@@ -306,6 +306,14 @@ def _number(value: Any, at: str) -> float:
     return float(value)
 
 
+def _dimension(value: Any, where: str) -> str:
+    """``value`` as one of :data:`DIMENSIONS` (the ``dimension`` key of an entry or a gate)."""
+    if value not in DIMENSIONS:
+        raise AuditInputError(f"{where}: key 'dimension': unknown dimension {value!r}; "
+                              f"expected one of {', '.join(DIMENSIONS)}")
+    return str(value)
+
+
 def _pair(value: Any, at: str, what: str) -> tuple[float, float]:
     if not isinstance(value, list) or len(value) != 2:
         raise AuditInputError(f"{at}: expected {what} as two numbers, got {_got(value)}")
@@ -319,10 +327,7 @@ def _parse_entry(raw: Any, index: int, source: str) -> Entry:
     if "dimension" not in raw:
         raise AuditInputError(f"{where}: key 'dimension': missing; expected one of "
                               f"{', '.join(DIMENSIONS)}")
-    dim = raw["dimension"]
-    if dim not in DIMENSIONS:
-        raise AuditInputError(f"{where}: key 'dimension': unknown dimension {dim!r}; expected "
-                              f"one of {', '.join(DIMENSIONS)}")
+    dim = _dimension(raw["dimension"], where)
     where = f"{source}: entry {dim!r}"
     for key in raw:
         if key not in _ENTRY_KEYS:
@@ -420,10 +425,7 @@ def _parse_gate(raw: Any, index: int, source: str) -> Gate:
             raise AuditInputError(f"{where}: key {key!r}: missing; a gate states "
                                   f"{', '.join(_GATE_KEYS)}")
     name = _text(raw["name"], f"{where}: key 'name'", nonempty=True)
-    dim = raw["dimension"]
-    if dim not in DIMENSIONS:
-        raise AuditInputError(f"{where}: key 'dimension': unknown dimension {dim!r}; expected "
-                              f"one of {', '.join(DIMENSIONS)}")
+    dim = _dimension(raw["dimension"], where)
     op = raw["op"]
     if op not in GATE_OPS:
         raise AuditInputError(f"{where}: key 'op': expected one of {', '.join(GATE_OPS)}, got "
