@@ -365,7 +365,7 @@ def test_table_header_errors(tmp_path: Path) -> None:
         load_domain_table(write(tmp_path / "u.csv", "domain,notes\na.com,x\n"))
     with pytest.raises(DomainTableError, match="empty file"):
         load_domain_table(write(tmp_path / "v.csv", ""))
-    with pytest.raises(DomainTableError, match="cannot read"):
+    with pytest.raises(DomainTableError, match="does not exist"):
         load_domain_table(tmp_path / "missing.csv")
     with pytest.raises(TypeError, match="single path"):
         SourceTyper(str(tmp_path / "t.csv"))  # type: ignore[arg-type]

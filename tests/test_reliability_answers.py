@@ -53,7 +53,7 @@ def test_jsonl_answers_with_null_and_gzip(write):
     ("a.jsonl", '{"question_id": "q1", "source_id": "s1"}\n', "a.jsonl:1: field 'answer': missing"),
     ("a.jsonl", '\n{"question_id": "q1", "source_id": "s1", "answer": [1]}\n',
      "a.jsonl:2: field 'answer': expected a string"),
-    ("a.jsonl", "{not json}\n", "a.jsonl:1: expected one JSON object per line"),
+    ("a.jsonl", "{not json}\n", "a.jsonl:1: column 2: expected JSON"),
     ("a.jsonl", "[1, 2]\n", "a.jsonl:1: expected a JSON object"),
     ("a.txt", "x", "unsupported file type '.txt'"),
     ("a.csv", "question_id,source_id,answer\n", "no answer rows"),

@@ -283,10 +283,10 @@ def test_old_manifest_without_engine_opens_as_edge(tmp_path):
 
 
 @pytest.mark.parametrize("content,message", [
-    ({"embedder": "hashing", "dim": "64"}, "field 'dim': expected int, got '64'"),
-    ({"embedder": "hashing"}, "field 'dim' missing"),
-    ({"embedder": "hashing", "dim": 64, "engine": "milvus"}, "field 'engine'"),
-    ({"embedder": "hashing", "dim": 64, "api_key": "x"}, "unknown field"),
+    ({"embedder": "hashing", "dim": "64"}, "dim: expected an integer in [1, 1000000], got '64'"),
+    ({"embedder": "hashing"}, "dim: expected an integer in [1, 1000000], got nothing"),
+    ({"embedder": "hashing", "dim": 64, "engine": "milvus"}, "engine: expected one of"),
+    ({"embedder": "hashing", "dim": 64, "api_key": "x"}, "api_key: expected one of the known"),
     ({"embedder": "hashing", "dim": 64, "engine": "qdrant"}, "needs 'collection'"),
     ([1, 2], "expected a JSON object"),
 ])

@@ -8,7 +8,8 @@ Rules shared by every check:
 
 * ``True`` and ``False`` are not numbers: every integer and real-number check rejects them
   (``bool`` is a subclass of ``int`` in Python; ``numpy.bool_`` counts as a bool too);
-* NaN and ±infinity are never numbers either: every numeric check rejects them;
+* NaN, ±infinity and integers beyond the float range (``10**400``) are never numbers either:
+  every real-number check rejects them;
 * interval ends are closed unless ``open_low`` / ``open_high`` say otherwise;
 * ``error`` selects the exception type (default ``ValueError``), so a module that promises
   its own error (``StageError``, ``GeneratorError``, ``TypeError`` for a wrong type) keeps it
@@ -105,7 +106,10 @@ def check_real(name: str, value: Any, low: float = -math.inf, high: float = math
     what = f"{what} {where}".rstrip()
     if not is_number(value):
         fail(name, what, shown(value), error=error)
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond the float range is not a finite number
+        fail(name, what, f"an integer of {len(str(abs(int(value))))} digits", error=error)
     lo_ok = x > low if open_low else x >= low
     hi_ok = x < high if open_high else x <= high
     if not (math.isfinite(x) and lo_ok and hi_ok):

@@ -150,15 +150,18 @@ def read_csv_rows(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
                   ) -> list[dict[str, str]]:
     """Rows of a CSV file with a header holding every ``required`` column (empty cells as
     ``""``; large text fields allowed); :class:`DatasetError` listing missing columns."""
-    csv.field_size_limit(_CSV_FIELD_LIMIT)
-    with path.open(encoding=encoding, newline="") as fh:
-        reader = csv.DictReader(fh)
-        columns = reader.fieldnames or []
-        missing = [c for c in required if c not in columns]
-        if missing:
-            raise DatasetError(f"{path}: missing column(s) {missing}; expected {list(required)}"
-                               f"; found {columns}")
-        return [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
+    old_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)  # for this read only, then restored
+    try:
+        with path.open(encoding=encoding, newline="") as fh:
+            reader = csv.DictReader(fh)
+            columns = reader.fieldnames or []
+            missing = [c for c in required if c not in columns]
+            if missing:
+                raise DatasetError(f"{path}: missing column(s) {missing}; expected "
+                                   f"{list(required)}; found {columns}")
+            return [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
+    finally:
+        csv.field_size_limit(old_limit)
 
 
 def nonempty_text(value: Any) -> str | None:

@@ -31,7 +31,7 @@ import shlex
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -39,6 +39,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from credrank.core.candidates import META_COLUMNS, Candidates
+from credrank.core.schema import Field, Flag, Integer, Nullable, Table, Text
+from credrank.core.structured import read_structured
 from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES, Document
 
 FORMAT_VERSION = 1
@@ -279,38 +281,13 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "manifest") -> Manifest:
-        """A manifest from its JSON object; ``StoreError`` naming ``where`` and the field."""
-        if not isinstance(data, dict):
-            raise StoreError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise StoreError(f"{where}: unknown field(s) {', '.join(unknown)} (written by a "
-                             "newer credrank?); expected only " + ", ".join(sorted(known)))
-        for name in ("embedder", "dim"):
-            if name not in data:
-                raise StoreError(f"{where}: field {name!r} missing")
-        checks: dict[str, tuple[type, ...]] = {
-            "embedder": (str,), "dim": (int,), "bm25": (bool,), "format": (int,),
-            "engine": (str,), "collection": (str, type(None)),
-            "qdrant_mode": (str, type(None)), "qdrant_location": (str, type(None))}
-        for name, value in data.items():
-            ok = isinstance(value, checks[name]) and not (
-                checks[name] == (int,) and isinstance(value, bool))
-            if not ok:
-                raise StoreError(f"{where}: field {name!r}: expected "
-                                 f"{' or '.join(t.__name__ for t in checks[name])}, "
-                                 f"got {value!r}")
+        """A manifest from its JSON object (:data:`MANIFEST_SCHEMA`); ``StoreError`` naming
+        ``where`` and the field."""
+        data = MANIFEST_SCHEMA.check(data, where, error=StoreError)
         manifest = cls(**data)
-        if manifest.dim < 1:
-            raise StoreError(f"{where}: field 'dim': expected an integer >= 1, "
-                             f"got {manifest.dim}")
         if manifest.format > FORMAT_VERSION:
             raise StoreError(f"{where}: index format {manifest.format} is newer than this "
                              f"credrank reads ({FORMAT_VERSION})")
-        if manifest.engine not in (*ENGINES, "memory"):
-            raise StoreError(f"{where}: field 'engine': expected one of "
-                             f"{', '.join(ENGINES)}, got {manifest.engine!r}")
         if manifest.engine == "qdrant" and (not manifest.collection
                                             or manifest.qdrant_mode not in ("url", "path")):
             raise StoreError(f"{where}: a qdrant index needs 'collection' and 'qdrant_mode' "
@@ -319,15 +296,27 @@ class Manifest:
         return manifest
 
 
+#: what a manifest may hold; an unknown field (written by a newer credrank?) is refused
+MANIFEST_SCHEMA = Table({
+    "embedder": Field(Text()),
+    "dim": Field(Integer(1, 1_000_000)),
+    "bm25": Field(Flag(), default=True),
+    "format": Field(Integer(0), default=FORMAT_VERSION),
+    "engine": Field(Text(choices=(*ENGINES, "memory")), default="edge"),
+    "collection": Field(Nullable(Text()), default=None),
+    "qdrant_mode": Field(Nullable(Text()), default=None),
+    "qdrant_location": Field(Nullable(Text()), default=None),
+}, what="a JSON object")
+
+
 def read_manifest(index_dir: str | Path) -> Manifest | None:
-    """The manifest of ``index_dir``, or ``None`` when the directory holds none."""
+    """The manifest of ``index_dir``, or ``None`` when the directory holds none; a manifest
+    that is not UTF-8 JSON within the bounds of :mod:`credrank.core.structured` is a
+    ``StoreError`` naming the file."""
     path = Path(index_dir) / MANIFEST
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{path}: unreadable index manifest: {exc}") from exc
+    data = read_structured(path, what="index manifest", fmt="json", error=StoreError)
     return Manifest.from_dict(data, str(path))
 
 

@@ -2,13 +2,13 @@
 matching."""
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from credrank.core.structured import parse_text, read_text
 from credrank.provenance.url import (
     _CC,
     _LABEL_RE,
@@ -76,15 +76,9 @@ def _load_rules_cached(source: str) -> SourceRules:
         text = resource.read_text(encoding="utf-8")
         name = "credrank/provenance/source_types.toml"
     else:
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise RulesError(f"{source}: cannot read rules file: {exc}") from exc
+        text = read_text(Path(source), what="rules file", error=RulesError)
         name = source
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"{name}: invalid TOML: {exc}") from exc
+    data = parse_text(text, "toml", name, error=RulesError)
 
     seen: dict[tuple[str, str], str] = {}
     for section, table in data.items():

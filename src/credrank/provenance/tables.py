@@ -1,13 +1,14 @@
 """User domain tables: ``domain,source_type`` and/or ``domain,score`` CSV files."""
 from __future__ import annotations
 
-import csv
+import io
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from credrank.core.structured import csv_records, read_text
 from credrank.core.validation import check_choice
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.provenance.url import SCORE_COLUMNS, _HostError, _normalize_host
@@ -87,75 +88,65 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     field (:class:`DomainTableError`).
     """
     p = Path(path)
-    try:
-        handle = p.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise DomainTableError(f"{p}: cannot read domain table: {exc}") from exc
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader, None)
-            if header is None:
-                raise DomainTableError(f"{p}:1: empty file; expected a header 'domain,"
-                                       "source_type' or 'domain,score'")
-            columns = [name.strip().lower() for name in header]
-            if len(set(columns)) != len(columns):
-                raise DomainTableError(f"{p}:1: duplicate column names in {header}")
-            if "domain" not in columns:
-                raise DomainTableError(f"{p}:1: field 'domain': no 'domain' column; found "
-                                       f"{', '.join(header)}")
-            if score_column is not None:
-                if score_column.strip().lower() not in columns:
-                    raise DomainTableError(f"{p}:1: score_column {score_column!r} is not a "
-                                           f"column; found {', '.join(header)}")
-                score_col: str | None = score_column.strip().lower()
-            else:
-                score_col = next((c for c in SCORE_COLUMNS if c in columns), None)
-            type_col = "source_type" if "source_type" in columns else None
-            if type_col is None and score_col is None:
-                raise DomainTableError(
-                    f"{p}:1: expected a 'source_type' column or a score column "
-                    f"({', '.join(SCORE_COLUMNS)}, or score_column=...); found {', '.join(header)}")
-            i_domain = columns.index("domain")
-            i_type = columns.index(type_col) if type_col else None
-            i_score = columns.index(score_col) if score_col else None
+    text = read_text(p, what="domain table", error=DomainTableError)
+    rows = csv_records(io.StringIO(text, newline=""), str(p), error=DomainTableError)
+    header = next((row for _, row in rows if any(cell.strip() for cell in row)), None)
+    if header is None:
+        raise DomainTableError(f"{p}:1: empty file; expected a header 'domain,"
+                               "source_type' or 'domain,score'")
+    columns = [name.strip().lower() for name in header]
+    if len(set(columns)) != len(columns):
+        raise DomainTableError(f"{p}:1: duplicate column names in {header}")
+    if "domain" not in columns:
+        raise DomainTableError(f"{p}:1: field 'domain': no 'domain' column; found "
+                               f"{', '.join(header)}")
+    if score_column is not None:
+        if score_column.strip().lower() not in columns:
+            raise DomainTableError(f"{p}:1: score_column {score_column!r} is not a "
+                                   f"column; found {', '.join(header)}")
+        score_col: str | None = score_column.strip().lower()
+    else:
+        score_col = next((c for c in SCORE_COLUMNS if c in columns), None)
+    type_col = "source_type" if "source_type" in columns else None
+    if type_col is None and score_col is None:
+        raise DomainTableError(
+            f"{p}:1: expected a 'source_type' column or a score column "
+            f"({', '.join(SCORE_COLUMNS)}, or score_column=...); found {', '.join(header)}")
+    i_domain = columns.index("domain")
+    i_type = columns.index(type_col) if type_col else None
+    i_score = columns.index(score_col) if score_col else None
 
-            types: dict[str, str] = {}
-            scores: dict[str, float] = {}
-            first_line: dict[str, int] = {}
-            unmatchable: list[str] = []
-            for row in reader:
-                line = reader.line_num
-                if not any(cell.strip() for cell in row):
-                    continue
-                if len(row) != len(columns):
-                    raise DomainTableError(f"{p}:{line}: expected {len(columns)} fields "
-                                           f"({', '.join(header)}), got {len(row)}")
-                key, matchable = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
-                if not matchable:
-                    unmatchable.append(key)
-                if i_type is not None:
-                    where = f"{p}:{line}: field 'source_type'"
-                    stype = check_choice(where, row[i_type].strip(), SOURCE_TYPES,
-                                         error=DomainTableError)
-                    _set_once(types, key, stype, where, "typed", first_line)
-                if i_score is not None:
-                    cell = row[i_score].strip()
-                    try:
-                        score = float(cell)
-                    except ValueError:
-                        score = math.nan
-                    if not (math.isfinite(score) and 0.0 <= score <= 1.0):
-                        raise DomainTableError(
-                            f"{p}:{line}: field {score_col!r}: expected a number in [0, 1], "
-                            f"got {row[i_score]!r}")
-                    _set_once(scores, key, score, f"{p}:{line}: field {score_col!r}", "scored",
-                              first_line)
-                first_line.setdefault(key, line)
-        except csv.Error as exc:
-            raise DomainTableError(f"{p}:{reader.line_num}: malformed CSV: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise DomainTableError(f"{p}: not UTF-8 text: {exc}") from exc
+    types: dict[str, str] = {}
+    scores: dict[str, float] = {}
+    first_line: dict[str, int] = {}
+    unmatchable: list[str] = []
+    for line, row in rows:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(columns):
+            raise DomainTableError(f"{p}:{line}: expected {len(columns)} fields "
+                                   f"({', '.join(header)}), got {len(row)}")
+        key, matchable = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
+        if not matchable:
+            unmatchable.append(key)
+        if i_type is not None:
+            where = f"{p}:{line}: field 'source_type'"
+            stype = check_choice(where, row[i_type].strip(), SOURCE_TYPES,
+                                 error=DomainTableError)
+            _set_once(types, key, stype, where, "typed", first_line)
+        if i_score is not None:
+            cell = row[i_score].strip()
+            try:
+                score = float(cell)
+            except ValueError:
+                score = math.nan
+            if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+                raise DomainTableError(
+                    f"{p}:{line}: field {score_col!r}: expected a number in [0, 1], "
+                    f"got {row[i_score]!r}")
+            _set_once(scores, key, score, f"{p}:{line}: field {score_col!r}", "scored",
+                      first_line)
+        first_line.setdefault(key, line)
     return DomainTable(path=p, types=types, scores=scores, score_column=score_col,
                        unmatchable=tuple(unmatchable))
 

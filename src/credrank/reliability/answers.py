@@ -14,10 +14,8 @@ what came.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
-import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from credrank.core.structured import csv_rows, parse_json
 from credrank.core.validation import is_integer, is_number
 from credrank.reliability.equivalence import ABSTENTION_PHRASES, is_abstention
 
@@ -104,8 +103,8 @@ class AnswerTable:
 
 def _open_text(path: Path) -> io.TextIOBase:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 def _format(path: Path) -> str:
@@ -135,14 +134,7 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise AnswersFileError(f"{path}:{lineno}: expected one JSON object per line, "
-                                           f"got invalid JSON ({exc.msg})") from None
-                except RecursionError:
-                    raise AnswersFileError(f"{path}:{lineno}: expected one JSON object per line, "
-                                           "got JSON nested too deeply to read") from None
+                obj = parse_json(line, f"{path}:{lineno}", error=AnswersFileError)
                 if not isinstance(obj, dict):
                     raise AnswersFileError(f"{path}:{lineno}: expected a JSON object, got "
                                            f"{type(obj).__name__}")
@@ -158,49 +150,9 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
 
 def _csv_rows(path: Path, fh: Iterable[str],
               fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Strict CSV: a field never spans lines, and every quote closes on its own line.
-
-    Answers and ids never contain newlines, so a quoted field that runs past the end of its
-    line (an unterminated quote, which would otherwise absorb the following rows into one
-    answer) is an error naming the line where that field began.
-    """
-    reader = csv.reader(fh, strict=True)
-    header: list[str] | None = None
-    start = 1
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            hint = (f" (a quoted field that begins on line {start} is never closed: "
-                    "unterminated quote?)" if "end of data" in str(exc) else "")
-            raise AnswersFileError(f"{path}:{start}: expected well-formed CSV, got a parse "
-                                   f"error ({exc}){hint}") from None
-        if reader.line_num > start:
-            where = next((i for i, v in enumerate(row) if "\n" in v or "\r" in v), 0)
-            name = (header[where] if header is not None and where < len(header)
-                    else f"column {where + 1}")
-            raise AnswersFileError(
-                f"{path}:{start}: field {name!r}: expected a value on one line, got a quoted "
-                f"value running on to line {reader.line_num} (unterminated quote?)")
-        if header is None:
-            header = row
-            missing = [f for f in fields if f not in header]
-            if missing:
-                raise AnswersFileError(f"{path}:{start}: header: expected columns "
-                                       f"{list(fields)}, missing {missing}; got {header}")
-            continue
-        if not row:
-            continue
-        if len(row) > len(header):
-            raise AnswersFileError(f"{path}:{start}: row has more values than the "
-                                   f"{len(header)} header columns")
-        yield start, {h: (row[i] if i < len(row) else None) for i, h in enumerate(header)}
-    if header is None:
-        raise AnswersFileError(f"{path}:1: header: expected columns {list(fields)}, missing "
-                               f"{list(fields)}; got []")
+    """Strict CSV (:func:`credrank.core.structured.csv_rows`): a field never spans lines, so
+    an unterminated quote is an error naming the line where its field began."""
+    return csv_rows(fh, str(path), required=fields, error=AnswersFileError)
 
 
 def _identifier(path: Path, lineno: int, field: str, value: Any) -> str:

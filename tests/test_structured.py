@@ -1,0 +1,202 @@
+"""The hardened reader of structured files (core.structured) and declared schemas
+(core.schema): every bad input is an error naming the file and key path, never a traceback."""
+
+from __future__ import annotations
+
+import codecs
+import time
+from pathlib import Path
+
+import pytest
+
+from credrank.core.errors import FileFormatError
+from credrank.core.schema import (
+    AnyOf,
+    Field,
+    Flag,
+    Integer,
+    ListOf,
+    MapOf,
+    Nullable,
+    Number,
+    SchemaError,
+    Table,
+    Text,
+)
+from credrank.core.structured import (
+    MAX_NESTING,
+    json_too_deep,
+    nesting_exceeds,
+    read_structured,
+)
+from credrank.core.validation import check_real
+
+BILLION_LAUGHS = """a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def _write(tmp_path: Path, name: str, data: bytes | str) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return p
+
+
+# -- the reader ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,text", [("a.json", '{"x": 1}'), ("a.toml", "x = 1\n"),
+                                       ("a.yaml", "x: 1\n"), ("a.yml", "x: 1\n")])
+def test_reads_each_format(tmp_path: Path, name: str, text: str) -> None:
+    assert read_structured(_write(tmp_path, name, text)) == {"x": 1}
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    p = _write(tmp_path, "a.toml", codecs.BOM_UTF8 + b"x = 1\n")
+    assert read_structured(p) == {"x": 1}
+
+
+@pytest.mark.parametrize("data,expected", [
+    (codecs.BOM_UTF16_LE + "x = 1".encode("utf-16-le"), "got UTF-16"),
+    (b"x = 1\ny = \"\xff\"\n", "line 2, column 6: expected UTF-8 text, got the byte 0xff"),
+    (b"\x00\x01\x02binary", "got a NUL byte"),
+])
+def test_not_utf8_is_an_error_naming_where(tmp_path: Path, data: bytes, expected: str) -> None:
+    p = _write(tmp_path, "a.toml", data)
+    with pytest.raises(FileFormatError, match=expected) as info:
+        read_structured(p)
+    assert str(p) in str(info.value)
+
+
+def test_missing_folder_and_suffix(tmp_path: Path) -> None:
+    with pytest.raises(FileFormatError, match="does not exist"):
+        read_structured(tmp_path / "nope.json")
+    with pytest.raises(FileFormatError, match="got a directory"):
+        read_structured(tmp_path, fmt="json")
+    with pytest.raises(FileFormatError, match=r"ending in \.json or \.toml, got '\.txt'"):
+        read_structured(_write(tmp_path, "a.txt", "{}"), formats=("json", "toml"))
+
+
+def test_size_bound(tmp_path: Path) -> None:
+    p = _write(tmp_path, "a.json", "[" + "1," * 100 + "1]")
+    with pytest.raises(FileFormatError, match="at most 50 bytes"):
+        read_structured(p, max_bytes=50)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("a.json", "[" * 5000 + "]" * 5000),
+    ("a.json", '{"a": ' * 40 + "1" + "}" * 40),
+    ("a.toml", "x = " + "[" * 5000 + "]" * 5000),
+    ("a.toml", "x = " + "[" * 40 + "]" * 40),
+    ("a.toml", ".".join(["k"] * 40) + " = 1"),
+    ("a.yaml", "[" * 5000 + "]" * 5000),
+    ("a.yaml", "".join("  " * i + f"k{i}:\n" for i in range(40)) + "  " * 40 + "1\n"),
+])
+def test_nesting_is_bounded(tmp_path: Path, name: str, text: str) -> None:
+    with pytest.raises(FileFormatError, match=f"at most {MAX_NESTING} levels deep"):
+        read_structured(_write(tmp_path, name, text))
+
+
+@pytest.mark.parametrize("name,text", [("a.json", "1" * 5000), ("a.toml", "x = " + "1" * 5000),
+                                       ("a.yaml", "x: " + "1" * 5000)])
+def test_integers_past_the_conversion_limit(tmp_path: Path, name: str, text: str) -> None:
+    with pytest.raises(FileFormatError, match="at most 4,300 digits"):
+        read_structured(_write(tmp_path, name, text))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"x": NaN}', "NaN"), ('{"x": Infinity}', "Infinity"), ('{"x": 1, "x": 2}', "'x' twice"),
+    ('{"x": ', "column 7: expected JSON"),
+])
+def test_json_refusals(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(FileFormatError, match=expected):
+        read_structured(_write(tmp_path, "a.json", text))
+
+
+def test_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:
+    p = _write(tmp_path, "laughs.yaml", BILLION_LAUGHS)
+    assert len(p.read_bytes()) < 600
+    start = time.process_time()  # CPU time of this process: what the expansion would cost
+    with pytest.raises(FileFormatError, match=r"line 2, column \d+: .*alias \(\*a\)"):
+        read_structured(p)
+    assert time.process_time() - start < 1.0
+
+
+def test_yaml_anchor_without_alias_is_fine(tmp_path: Path) -> None:
+    assert read_structured(_write(tmp_path, "a.yaml", "x: &v 1\n")) == {"x": 1}
+
+
+def test_scanners() -> None:
+    assert not json_too_deep('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', 3)
+    assert json_too_deep("[[[[1]]]]", 3)
+    assert nesting_exceeds([[[[1]]]], 3) and not nesting_exceeds([[[1]]], 3)
+
+
+# -- schemas ---------------------------------------------------------------------------------
+MODEL = Table({
+    "floor": Field(Number(0, 1)),
+    "config": Field(Table({"groups": Field(ListOf(Text(choices=("cues", "url")), min_len=1)),
+                           "l2": Field(Number(0), default=1.0)})),
+    "weights": Field(ListOf(Number(), length=2)),
+    "n": Field(Integer(1)),
+    "flag": Field(Flag(), required=False),
+    "name": Field(Nullable(Text()), default=None),
+    "table": Field(MapOf(Number(0, 1)), default={}),
+    "either": Field(AnyOf((Integer(), Text(choices=("all",)))), default="all"),
+})
+GOOD = {"floor": 0.3, "config": {"groups": ["cues"]}, "weights": [1, 2.5], "n": 3}
+
+
+def test_schema_cleans_and_fills_defaults() -> None:
+    out = MODEL.check(GOOD, "m.json")
+    assert out["floor"] == 0.3 and out["config"] == {"groups": ["cues"], "l2": 1.0}
+    assert out["weights"] == [1.0, 2.5] and isinstance(out["weights"][0], float)
+    assert out["name"] is None and out["table"] == {} and out["either"] == "all"
+    assert "flag" not in out
+
+
+@pytest.mark.parametrize("patch,expected", [
+    ({"floor": 10**400}, "m.json: floor: expected a finite number in [0, 1], got an integer of "
+                         "401 digits"),
+    ({"floor": True}, "m.json: floor: expected a finite number in [0, 1], got True"),
+    ({"floor": "0.3"}, "m.json: floor: expected a finite number in [0, 1], got '0.3'"),
+    ({"weights": [1, float("nan")]}, "m.json: weights[1]: expected a finite number, got nan"),
+    ({"weights": [1]}, "m.json: weights: expected a list of 2 item(s), got a list of 1 item(s)"),
+    ({"config": {"groups": [["cues"]]}},
+     "m.json: config.groups[0]: expected one of cues, url, got a list of 1 item(s)"),
+    ({"config": {"groups": [{"a": 1}]}},
+     "m.json: config.groups[0]: expected one of cues, url, got a table with key(s) 'a'"),
+    ({"config": {"groups": ["cues"], "l3": 1}},
+     "m.json: config.l3: expected one of the known keys (groups, l2), got an unknown key"),
+    ({"n": 2.0}, "m.json: n: expected an integer >= 1, got 2.0"),
+    ({"n": 10**30}, "m.json: n: expected an integer >= 1 within ±2**63, got an integer of 31 "
+                 "digits"),
+    ({"flag": 1}, "m.json: flag: expected true or false, got 1"),
+    ({"table": {"a": 2}}, "m.json: table.a: expected a finite number in [0, 1], got 2"),
+    ({"either": "some"}, "m.json: either: expected an integer or one of all, got 'some'"),
+])
+def test_schema_errors_name_the_key_path(patch: dict, expected: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        MODEL.check({**GOOD, **patch}, "m.json")
+    assert str(info.value) == expected
+
+
+def test_schema_missing_key_and_own_error() -> None:
+    bad = {k: v for k, v in GOOD.items() if k != "n"}
+    with pytest.raises(KeyError) as info:
+        MODEL.check(bad, "m.json", error=KeyError)
+    assert "m.json: n: expected an integer >= 1, got nothing (the key is missing)" in str(
+        info.value)
+    with pytest.raises(SchemaError, match=r"^m\.json: \(top level\): expected a table, got "
+                                          r"a list"):
+        MODEL.check([1], "m.json")
+
+
+def test_check_real_refuses_integers_beyond_float_range() -> None:
+    with pytest.raises(ValueError, match="x: expected a finite number, got an integer of 401"):
+        check_real("x", 10**400)
