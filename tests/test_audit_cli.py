@@ -71,10 +71,10 @@ def test_check_gate_on_unmeasured_dimension(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("old", "new", "match"), [
-    ("value = 0.65", "value = 1.65", "key 'value': expected a number in the declared scale"),
-    ("value = 0.65", "value = nan", "expected a finite number, got nan"),
-    ('dimension = "fairness"', 'dimension = "speed"', "unknown dimension 'speed'"),
-    ('op = ">="', 'op = "=>"', "key 'op'"),
+    ("value = 0.65", "value = 1.65", "entry[0].value: expected a number in the declared scale"),
+    ("value = 0.65", "value = nan", "entry[0].value: expected a finite number, got nan"),
+    ('dimension = "fairness"', 'dimension = "speed"', "entry[2].dimension: expected one of"),
+    ('op = ">="', 'op = "=>"', "gate[0].op: expected one of"),
 ])
 def test_check_bad_input_exit_2(tmp_path: Path, old: str, new: str, match: str) -> None:
     path = _broken(tmp_path, old, new)
@@ -88,7 +88,7 @@ def test_check_bad_input_exit_2(tmp_path: Path, old: str, new: str, match: str) 
 def test_check_missing_file_exit_2(tmp_path: Path) -> None:
     result = _invoke("check", str(tmp_path / "none.toml"))
     assert result.exit_code == 2
-    assert "cannot read" in result.stderr
+    assert "none.toml: the trust profile does not exist" in " ".join(result.stderr.split())
 
 
 def test_radar_writes_files_and_prints_areas(tmp_path: Path) -> None:

@@ -109,14 +109,24 @@ def test_config_validation(tmp_path):
     cfg = parse_config({**base, "dimensions": {"privacy": {"measure": "pii"}}}, "a.toml",
                        tmp_path)
     assert cfg.queries == tmp_path / "q.jsonl"
-    with pytest.raises(AuditInputError, match=r"a.toml: \[dimensions.honesty\]: unknown "):
+    with pytest.raises(AuditInputError, match=r"a.toml: dimensions\.honesty: expected one of "
+                                              r"the known keys \(robustness, "):
         parse_config({**base, "dimensions": {"honesty": {"measure": "pii"}}}, "a.toml")
-    with pytest.raises(AuditInputError, match="expected exposure or \"not measured\""):
+    with pytest.raises(AuditInputError, match=r"dimensions\.fairness\.measure: expected one of "
+                                              r"exposure, not measured, got 'pii'"):
         parse_config({**base, "dimensions": {"fairness": {"measure": "pii"}}}, "a.toml")
-    with pytest.raises(AuditInputError, match="needs a 'reason'"):
+    with pytest.raises(AuditInputError, match=r"dimensions\.privacy\.reason: expected a "
+                                              r"non-empty string \(measure = \"not measured\" "
+                                              r"says why\)"):
         parse_config({**base, "dimensions": {"privacy": {"measure": "not measured"}}}, "a.toml")
-    with pytest.raises(AuditInputError, match="unknown key"):
+    with pytest.raises(AuditInputError, match=r"a.toml: sytem: expected one of the known keys"):
         parse_config({**base, "sytem": {}}, "a.toml")
+    with pytest.raises(AuditInputError, match=r"a.toml: system\.fetch_k: expected an integer "
+                                              r">= top_k \(5\), got 4"):
+        parse_config({**base, "system": {"top_k": 5, "fetch_k": 4}}, "a.toml")
+    with pytest.raises(AuditInputError, match=r"a.toml: gate\[0\]\.op: expected one of"):
+        parse_config({**base, "gate": [{"name": "g", "dimension": "privacy", "op": [">="],
+                                        "threshold": 0, "reason": "r"}]}, "a.toml")
 
 
 def test_unmeasured_dimension_fails_its_gate(tmp_path):

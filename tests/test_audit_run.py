@@ -144,3 +144,25 @@ def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
     res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
                               str(tmp_path / "o2")])
     assert res.exit_code == 2 and "rule" in res.stderr
+
+
+def test_robustness_options_are_declared_and_checked_when_read(tmp_path):
+    from credrank.audit.profile import AuditInputError
+    from credrank.audit.robustness import stress_robustness
+    from credrank.audit.run import load_config
+
+    for spec, expected in [
+        ('measure = "stress"\npath = "x.jsonl"\ncount = [1]\n',
+         "dimensions.robustness.count: expected an integer in [1, 100], got a list"),
+        ('measure = "stress"\npath = "x.jsonl"\nsource = "news"\n',
+         "dimensions.robustness.source: expected one of cram, newspolluted, poisonedrag"),
+        ('measure = "stress"\npath = "x.jsonl"\nlimt = 8\n',
+         "dimensions.robustness.limt: expected one of the known keys"),
+        ('measure = "stress"\n', "dimensions.robustness.path: expected the stress-test data"),
+    ]:
+        path = write(tmp_path, robustness=spec)
+        with pytest.raises(AuditInputError) as info:
+            load_config(path)
+        assert str(info.value).startswith(f"{path}: ") and expected in str(info.value)
+    with pytest.raises(AuditInputError, match=r"^dimensions\.robustness\.count: expected"):
+        stress_robustness({"measure": "stress", "path": "x.jsonl", "count": 0, "base": "."})

@@ -61,10 +61,12 @@ def test_a_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "match"), [
-    ('{"id": "q1"}\nnot json\n{"id": "q2"}\n', "line 3: expected one JSON object"),
-    ('{"id": "q1"}\n{"id": "q1"}\n', "line 3: id 'q1' already on line 2"),
-    ('{"texts": {}}\n', "line 2: field 'id'"),
-    ('[1, 2]\n', "line 2: field 'id'"),
+    ('{"id": "q1"}\nnot json\n{"id": "q2"}\n', "line 3: column 1: expected JSON"),
+    ('{"id": "q1"}\n{"id": "q1"}\n', r"line 3: id: .*'q1' \(already on line 2\)"),
+    ('{"texts": {}}\n', r"line 2: id: expected a string, got nothing \(the key is missing\)"),
+    ('[1, 2]\n', r"line 2: \(top level\): expected an item \{\"id\": ID"),
+    ('{"id": "q1"}\n{"id": "q2", "x": NaN}\n',
+     r"line 3: column \d+: expected a finite number, got NaN"),
 ])
 def test_damaged_middle_lines_are_errors_naming_the_line(tmp_path: Path, body: str,
                                                          match: str) -> None:
@@ -79,7 +81,8 @@ def test_damaged_middle_lines_are_errors_naming_the_line(tmp_path: Path, body: s
 def test_bad_header_and_duplicate_append(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     path.write_text('{"id": "q1"}\n', encoding="utf-8")
-    with pytest.raises(CheckpointError, match="line 1: expected the header"):
+    with pytest.raises(CheckpointError, match="line 1: checkpoint: expected the kind of the "
+                                              "header"):
         Checkpoint.open(path, "kind", KEY)
     path.write_bytes(b'\xff\xfe\n')
     with pytest.raises(CheckpointError, match="UTF-8"):

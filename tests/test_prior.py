@@ -46,8 +46,10 @@ def test_toml_and_yaml_prior_files(tmp_path):
 @pytest.mark.parametrize("body,match", [
     ('[priors]\nblog = 1.5\n', "blog"),
     ('base = "current"\n[priors]\nwebsite = 0.5\n',
-     "source type: expected one of .*, got 'website'"),
-    ('[priors]\nblog = 0.5\n', "missing source types"),
+     r"bad\.toml: priors\.website: expected one of .*, got 'website'"),
+    ('[priors]\nblog = 0.5\n', r"bad\.toml: priors: .*missing source types"),
+    ('blog = 0.5\nwebsite = 0.5\n', r"bad\.toml: website: expected one of the known keys"),
+    ('base = "extreme"\n', r"bad\.toml: base: expected one of compressed, current, aggressive"),
 ])
 def test_bad_prior_files_name_the_field(tmp_path, body, match):
     f = tmp_path / "bad.toml"

@@ -31,7 +31,7 @@ def test_update_show_rollback(tmp_path):
 
 @pytest.mark.parametrize("line,field", [('{"source_type": "blog"}', "relevant"),
                                         ('{"source_type": 3, "relevant": true}', "source_type"),
-                                        ("not json", "not valid JSON")])
+                                        ("not json", "expected JSON")])
 def test_bad_feedback_lines_are_named(tmp_path, line, field):
     store, fb = tmp_path / "store", tmp_path / "fb.jsonl"
     runner.invoke(app, ["priors", "init", str(store)])

@@ -28,25 +28,40 @@ pools, each stating its resources. A TOML file::
 
 Declared defaults: a capability not stated is **absent** (``false`` / ``0``), and the pool
 remembers which keys it stated, so the advice can say "not stated" rather than "stated absent".
-Unknown keys, wrong types (a count must be an integer, a flag a boolean — ``1`` is not
-``true``), negative numbers, a missing or repeated pool name and an empty profile are errors
-(:class:`ProfileError`) naming the file, the pool and the key, with what was expected and what
-was found.
+The structure is declared once, :data:`PROFILE_SCHEMA` / :data:`POOL_SCHEMA`: unknown keys,
+wrong types (a count must be an integer, a flag a boolean — ``1`` is not ``true``), negative
+numbers (counts below 2**63), a missing pool name and an empty profile are refused; then a
+repeated pool name and ``selected_heads`` beyond ``heads`` (or without it). The file is read by
+:func:`credrank.core.structured.read_structured`. Errors are :class:`ProfileError` naming the
+file and the key path (``pool[1].sources``), with what was expected and what was found.
 """
 
 from __future__ import annotations
 
-import math
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from credrank.core.schema import (
+    AnyOf,
+    Field,
+    Flag,
+    Integer,
+    ListOf,
+    Number,
+    Table,
+    Text,
+    got,
+)
+from credrank.core.structured import read_structured
+
 __all__ = [
     "BUNDLED_PROFILES",
     "COUNT_KEYS",
     "FLAG_KEYS",
+    "POOL_SCHEMA",
+    "PROFILE_SCHEMA",
     "Pool",
     "Profile",
     "ProfileError",
@@ -82,12 +97,6 @@ COUNT_KEYS: dict[str, str] = {
                                "answers)",
     "validation_examples": "separate validation examples (head budget)",
 }
-
-#: optional numbers that only feed the cost arithmetic
-_OPTIONAL_KEYS = ("heads", "selected_heads", "seconds_per_pass")
-_TEXT_KEYS = ("name", "description")
-_POOL_KEYS = (*_TEXT_KEYS, *FLAG_KEYS, *COUNT_KEYS, *_OPTIONAL_KEYS)
-_TOP_KEYS = ("name", "description", "pool")
 
 #: profiles shipped with credrank (``credrank/advise/profiles/NAME.toml``)
 BUNDLED_PROFILES = ("marketplace",)
@@ -130,103 +139,64 @@ class Profile:
     pools: tuple[Pool, ...]
 
 
-def _type_name(value: Any) -> str:
-    return type(value).__name__
+#: ``selected_heads``: one head count or ``[low, high]`` (``0 ≤ low ≤ high`` checked after)
+_SELECTED = AnyOf((Integer(0), ListOf(Integer(0), min_len=1, max_len=2)))
+
+#: one ``[[pool]]`` (module docstring): every key optional but ``name``; no unknown key
+POOL_SCHEMA = Table({
+    "name": Field(Text()),
+    "description": Field(Text(allow_empty=True), required=False),
+    **{key: Field(Flag(), required=False) for key in FLAG_KEYS},
+    **{key: Field(Integer(0), required=False) for key in COUNT_KEYS},
+    "heads": Field(Integer(1), required=False),
+    "selected_heads": Field(_SELECTED, required=False),
+    "seconds_per_pass": Field(Number(0, open_low=True), required=False),
+}, what="a [[pool]] table")
+
+#: a profile document
+PROFILE_SCHEMA = Table({
+    "name": Field(Text(allow_empty=True), default=""),
+    "description": Field(Text(allow_empty=True), default=""),
+    "pool": Field(ListOf(POOL_SCHEMA, min_len=1)),
+}, what="a profile table (name, description, [[pool]])")
 
 
-def _got(value: Any) -> str:
-    return f"{_type_name(value)} {value!r}"
-
-
-def _parse_pool(raw: Any, index: int, source: str) -> Pool:
-    where = f"{source}: pool #{index + 1}"
-    if not isinstance(raw, dict):
-        raise ProfileError(f"{where}: expected a table ([[pool]]), got {_got(raw)}")
-    name = raw.get("name")
-    if name is None:
-        raise ProfileError(f"{where}: key 'name': missing (every pool needs a name)")
-    if not isinstance(name, str) or not name.strip():
-        raise ProfileError(f"{where}: key 'name': expected a nonempty string, got {_got(name)}")
-    name = name.strip()
-    where = f"{source}: pool {name!r}"
-    values: dict[str, Any] = {"name": name}
-    for key, value in raw.items():
-        if key not in _POOL_KEYS:
-            raise ProfileError(f"{where}: unknown key {key!r}; expected one of "
-                               f"{', '.join(_POOL_KEYS)}")
-        at = f"{where}: key {key!r}"
-        if key == "description":
-            if not isinstance(value, str):
-                raise ProfileError(f"{at}: expected a string, got {_got(value)}")
-            values[key] = value
-        elif key in FLAG_KEYS:
-            if not isinstance(value, bool):
-                raise ProfileError(f"{at}: expected a boolean (true/false), got {_got(value)}")
-            values[key] = value
-        elif key in COUNT_KEYS or key == "heads":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ProfileError(f"{at}: expected an integer ≥ 0, got {_got(value)}")
-            if value < 0:
-                raise ProfileError(f"{at}: expected an integer ≥ 0, got {value}")
-            if key == "heads" and value == 0:
-                raise ProfileError(f"{at}: expected an integer ≥ 1, got 0")
-            values[key] = value
-        elif key == "seconds_per_pass":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ProfileError(f"{at}: expected a number of seconds > 0, got {_got(value)}")
-            if not math.isfinite(value) or value <= 0:
-                raise ProfileError(f"{at}: expected a number of seconds > 0, got {value}")
-            values[key] = float(value)
-        elif key == "selected_heads":
-            values[key] = _parse_selected(value, at)
-    heads, selected = values.get("heads"), values.get("selected_heads")
-    if selected is not None:
+def _pool(raw: dict[str, Any], index: int, source: str) -> Pool:
+    """A pool from its schema-checked table, with the checks that relate keys."""
+    at = f"{source}: pool[{index}]"
+    values = {k: v for k, v in raw.items() if k != "selected_heads"}
+    values["name"] = raw["name"].strip()
+    if "selected_heads" in raw:
+        chosen = raw["selected_heads"]
+        low, high = (chosen, chosen) if isinstance(chosen, int) else (chosen[0], chosen[-1])
+        if high < low:
+            raise ProfileError(f"{at}.selected_heads: expected [low, high] with low ≤ high, "
+                               f"got {got(chosen)}")
+        heads = raw.get("heads")
         if heads is None:
-            raise ProfileError(f"{where}: key 'selected_heads': needs 'heads' (the total)")
-        if selected[1] > heads:
-            raise ProfileError(f"{where}: key 'selected_heads': expected at most heads = "
-                               f"{heads}, got {selected[1]}")
+            raise ProfileError(f"{at}.selected_heads: expected a 'heads' key beside it "
+                               "(selected_heads needs 'heads', the total), got none")
+        if high > heads:
+            raise ProfileError(f"{at}.selected_heads: expected at most heads = {heads}, got "
+                               f"{high}")
+        values["selected_heads"] = (low, high)
     return Pool(**values, stated=frozenset(raw))
 
 
-def _parse_selected(value: Any, at: str) -> tuple[int, int]:
-    """``n`` or ``[low, high]`` with ``0 ≤ low ≤ high``."""
-    items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-    if (not isinstance(items, list) or len(items) not in (1, 2)
-            or any(isinstance(v, bool) or not isinstance(v, int) for v in items)):
-        raise ProfileError(f"{at}: expected an integer or [low, high] integers, got "
-                           f"{_got(value)}")
-    low, high = items[0], items[-1]
-    if low < 0 or high < low:
-        raise ProfileError(f"{at}: expected 0 ≤ low ≤ high, got {value!r}")
-    return low, high
-
-
 def parse_profile(data: Any, source: str = "<profile>") -> Profile:
-    """Validate a parsed TOML document (a dict) as a profile; ``source`` names it in errors."""
-    if not isinstance(data, dict):
-        raise ProfileError(f"{source}: expected a table, got {_got(data)}")
-    for key, value in data.items():
-        if key not in _TOP_KEYS:
-            raise ProfileError(f"{source}: unknown top-level key {key!r}; expected one of "
-                               f"{', '.join(_TOP_KEYS)} (pool keys go under [[pool]])")
-        if key in ("name", "description") and not isinstance(value, str):
-            raise ProfileError(f"{source}: key {key!r}: expected a string, got {_got(value)}")
-    raw_pools = data.get("pool")
-    if raw_pools is None:
-        raise ProfileError(f"{source}: key 'pool': missing; expected at least one [[pool]]")
-    if not isinstance(raw_pools, list) or not raw_pools:
-        raise ProfileError(f"{source}: key 'pool': expected a nonempty array of tables "
-                           f"([[pool]]), got {_got(raw_pools)}")
-    pools = [_parse_pool(raw, i, source) for i, raw in enumerate(raw_pools)]
-    seen: set[str] = set()
-    for pool in pools:
+    """Validate a parsed TOML document as a profile: :data:`PROFILE_SCHEMA` (types, ranges,
+    unknown keys), then the checks that relate keys and unique pool names; ``source`` names
+    it in errors."""
+    doc = PROFILE_SCHEMA.check(data, source, error=ProfileError)
+    pools = [_pool(raw, i, source) for i, raw in enumerate(doc["pool"])]
+    seen: dict[str, int] = {}
+    for i, pool in enumerate(pools):
         if pool.name in seen:
-            raise ProfileError(f"{source}: pool {pool.name!r}: key 'name': repeated; pool names "
-                               "must be unique")
-        seen.add(pool.name)
-    return Profile(source=source, name=str(data.get("name", "")),
-                   description=str(data.get("description", "")), pools=tuple(pools))
+            raise ProfileError(f"{source}: pool[{i}].name: expected a unique pool name "
+                               f"(repeated: already pool[{seen[pool.name]}]), got {pool.name!r}")
+        seen[pool.name] = i
+    return Profile(source=source, name=doc["name"], description=doc["description"],
+                   pools=tuple(pools))
 
 
 def bundled_profile_path(name: str) -> Path:
@@ -238,14 +208,9 @@ def bundled_profile_path(name: str) -> Path:
 
 
 def load_profile(path: Path | str) -> Profile:
-    """Read and validate a TOML profile file."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"{source}: cannot read profile: {exc}") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{source}: invalid TOML: {exc}") from exc
-    return parse_profile(data, source)
+    """Read and validate a TOML profile file (read by
+    :func:`credrank.core.structured.read_structured`: UTF-8 with a UTF-8 byte-order mark
+    accepted, bounded size, nesting and number length; every error a :class:`ProfileError`
+    naming the file)."""
+    data = read_structured(path, what="profile", fmt="toml", error=ProfileError)
+    return parse_profile(data, str(path))

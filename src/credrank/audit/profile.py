@@ -51,8 +51,12 @@ axes with r = 0.7 are not thereby equally good, and r is not a probability.
 operator (``==`` is exact float equality). A gate on a dimension that is not measured fails
 with outcome ``"not measured"``; any failing gate fails the audit whatever the other scores.
 
-Errors are :class:`AuditInputError` (a ``ValueError``) naming the file, the entry or gate and
-the key, with what was expected and what was found.
+A file is read by :func:`credrank.core.structured.read_structured` (UTF-8 with a UTF-8
+byte-order mark accepted, bounded size, nesting and number length) and checked against the
+declared schemas :data:`PROFILE_SCHEMA` / :data:`ENTRY_SCHEMA` / :data:`GATE_SCHEMA` (types,
+ranges, unknown keys) before the semantic checks above. Errors are :class:`AuditInputError`
+(a ``ValueError``) naming the file and the key path (``entry[2].value``, ``gate[0].op``), with
+what was expected and what was found.
 """
 
 from __future__ import annotations
@@ -60,19 +64,24 @@ from __future__ import annotations
 import json
 import math
 import operator
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from credrank.core.schema import Field, Flag, ListOf, Number, Table, Text, got
+from credrank.core.structured import read_structured
+
 __all__ = [
     "DIMENSIONS",
+    "ENTRY_SCHEMA",
     "EXAMPLE_PROFILES",
     "GATE_OPS",
+    "GATE_SCHEMA",
     "MEASURED",
     "NOT_MEASURED",
+    "PROFILE_SCHEMA",
     "STAGES",
     "STAGE_DEFAULTS",
     "AuditInputError",
@@ -124,13 +133,9 @@ GATE_OPS: dict[str, Callable[[float, float], bool]] = {
 #: profiles shipped with credrank (``credrank/audit/examples/NAME.toml``): chapter 35.1's toys
 EXAMPLE_PROFILES: tuple[str, ...] = ("model_a", "model_b")
 
-_TOP_KEYS = ("name", "description", "entry", "gate")
 _TEXT_KEYS = ("metric", "unit", "judge", "denominator", "command", "data", "settings")
 _REQUIRED_MEASURED = ("metric", "unit", "judge", "denominator", "value", "scale",
                       "higher_is_better")
-_ENTRY_KEYS = ("dimension", "stages", "status", "reason", *_TEXT_KEYS, "value", "interval",
-               "scale", "higher_is_better")
-_GATE_KEYS = ("name", "dimension", "op", "threshold", "reason")
 
 
 def normalise(value: float, scale: tuple[float, float], higher_is_better: bool) -> float:
@@ -286,194 +291,153 @@ def audit_passed(results: Sequence[GateResult]) -> bool:
 
 # ---------------------------------------------------------------- parsing
 
+_STAGE_LIST = ListOf(Text(choices=STAGES), min_len=1, unique=True)
+_PAIR = ListOf(Number(), length=2)
+_FREE_TEXT = Text(allow_empty=True)
 
-def _got(value: Any) -> str:
-    return f"{type(value).__name__} {value!r}"
+#: one ``[[entry]]``: the structure only; which keys a measured / not-measured entry needs and
+#: how value, interval and scale relate are checked after it (:func:`_entry`)
+ENTRY_SCHEMA = Table({
+    "dimension": Field(Text(choices=DIMENSIONS)),
+    "stages": Field(_STAGE_LIST, required=False),
+    "status": Field(Text(choices=(MEASURED, NOT_MEASURED)), default=MEASURED),
+    "reason": Field(_FREE_TEXT, required=False),
+    **{key: Field(_FREE_TEXT, required=False) for key in _TEXT_KEYS},
+    "value": Field(Number(), required=False),
+    "interval": Field(_PAIR, required=False),
+    "scale": Field(_PAIR, required=False),
+    "higher_is_better": Field(Flag(), required=False),
+}, what="an [[entry]] table")
+
+#: one ``[[gate]]`` (also the ``[[gate]]`` of an audit config, :mod:`credrank.audit.run`)
+GATE_SCHEMA = Table({
+    "name": Field(Text()),
+    "dimension": Field(Text(choices=DIMENSIONS)),
+    "op": Field(Text(choices=tuple(GATE_OPS))),
+    "threshold": Field(Number()),
+    "reason": Field(Text()),
+}, what="a [[gate]] table")
+
+#: a trust profile document (TOML or JSON)
+PROFILE_SCHEMA = Table({
+    "name": Field(_FREE_TEXT, default=""),
+    "description": Field(_FREE_TEXT, default=""),
+    "entry": Field(ListOf(ENTRY_SCHEMA, min_len=1)),
+    "gate": Field(ListOf(GATE_SCHEMA), default=[]),
+}, what="a trust profile table (name, description, [[entry]], [[gate]])")
 
 
-def _text(value: Any, at: str, *, nonempty: bool = False) -> str:
-    if not isinstance(value, str) or (nonempty and not value.strip()):
-        kind = "a nonempty string" if nonempty else "a string"
-        raise AuditInputError(f"{at}: expected {kind}, got {_got(value)}")
-    return value.strip() if nonempty else value
+def _error(source: str, at: str, expected: str, value: Any) -> AuditInputError:
+    """``AuditInputError("{source}: {at}: expected …, got …")`` (the schema's form)."""
+    return AuditInputError(f"{source}: {at}: expected {expected}, got {got(value)}")
 
 
-def _number(value: Any, at: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise AuditInputError(f"{at}: expected a number, got {_got(value)}")
-    if not math.isfinite(value):
-        raise AuditInputError(f"{at}: expected a finite number, got {value}")
-    return float(value)
+class _Absent:
+    def __repr__(self) -> str:
+        return "nothing (the key is missing)"
 
 
-def _dimension(value: Any, where: str) -> str:
-    """``value`` as one of :data:`DIMENSIONS` (the ``dimension`` key of an entry or a gate)."""
-    if value not in DIMENSIONS:
-        raise AuditInputError(f"{where}: key 'dimension': unknown dimension {value!r}; "
-                              f"expected one of {', '.join(DIMENSIONS)}")
-    return str(value)
+_ABSENT: Any = _Absent()
 
 
-def _pair(value: Any, at: str, what: str) -> tuple[float, float]:
-    if not isinstance(value, list) or len(value) != 2:
-        raise AuditInputError(f"{at}: expected {what} as two numbers, got {_got(value)}")
-    return _number(value[0], f"{at}[0]"), _number(value[1], f"{at}[1]")
-
-
-def _parse_entry(raw: Any, index: int, source: str) -> Entry:
-    where = f"{source}: entry #{index + 1}"
-    if not isinstance(raw, dict):
-        raise AuditInputError(f"{where}: expected a table ([[entry]]), got {_got(raw)}")
-    if "dimension" not in raw:
-        raise AuditInputError(f"{where}: key 'dimension': missing; expected one of "
-                              f"{', '.join(DIMENSIONS)}")
-    dim = _dimension(raw["dimension"], where)
-    where = f"{source}: entry {dim!r}"
-    for key in raw:
-        if key not in _ENTRY_KEYS:
-            raise AuditInputError(f"{where}: unknown key {key!r}; expected one of "
-                                  f"{', '.join(_ENTRY_KEYS)}")
-    status = raw.get("status", MEASURED)
-    if status not in (MEASURED, NOT_MEASURED):
-        raise AuditInputError(f"{where}: key 'status': expected {MEASURED!r} or "
-                              f"{NOT_MEASURED!r}, got {_got(status)}")
-    values: dict[str, Any] = {"dimension": dim, "status": status}
-
-    stages = raw.get("stages", list(STAGE_DEFAULTS[dim]))
-    if not isinstance(stages, list) or not stages:
-        raise AuditInputError(f"{where}: key 'stages': expected a nonempty list of "
-                              f"{', '.join(STAGES)}, got {_got(stages)}")
-    for stage in stages:
-        if stage not in STAGES:
-            raise AuditInputError(f"{where}: key 'stages': unknown stage {stage!r}; expected "
-                                  f"one of {', '.join(STAGES)}")
-    if len(set(stages)) != len(stages):
-        raise AuditInputError(f"{where}: key 'stages': repeated stage in {stages!r}")
-    values["stages"] = tuple(s for s in STAGES if s in stages)  # canonical stage order
-
-    for key in _TEXT_KEYS:
+def _not_measured(raw: dict[str, Any], at: str, source: str) -> dict[str, Any]:
+    """The checks of a ``status = "not measured"`` entry: a reason, no value or interval."""
+    for key in ("value", "interval"):
         if key in raw:
-            values[key] = _text(raw[key], f"{where}: key {key!r}")
-    if "higher_is_better" in raw:
-        hib = raw["higher_is_better"]
-        if not isinstance(hib, bool):
-            raise AuditInputError(f"{where}: key 'higher_is_better': expected true or false, "
-                                  f"got {_got(hib)}")
-        values["higher_is_better"] = hib
-    if "scale" in raw:
-        lo, hi = _pair(raw["scale"], f"{where}: key 'scale'", "[min, max]")
-        if not lo < hi:
-            raise AuditInputError(f"{where}: key 'scale': expected min < max, got [{lo}, {hi}]")
-        values["scale"] = (lo, hi)
+            raise _error(source, f"{at}.{key}", f"no {key} in a 'not measured' entry (missing "
+                         "is not 0: drop it, or drop status)", raw[key])
+    reason = raw.get("reason", _ABSENT)
+    if reason is _ABSENT or not reason.strip():
+        raise _error(source, f"{at}.reason", "a non-empty string (a 'not measured' entry says "
+                     "why)", reason)
+    return {"reason": reason.strip()}
 
-    if status == NOT_MEASURED:
-        for key in ("value", "interval"):
-            if key in raw:
-                raise AuditInputError(
-                    f"{where}: key {key!r}: a 'not measured' entry has no {key}, got "
-                    f"{_got(raw[key])}; drop it (missing is not 0) or drop status")
-        if "reason" not in raw:
-            raise AuditInputError(f"{where}: key 'reason': missing; a 'not measured' entry "
-                                  "says why")
-        values["reason"] = _text(raw["reason"], f"{where}: key 'reason'", nonempty=True)
-        return Entry(**values)
 
+def _measured(raw: dict[str, Any], at: str, source: str) -> dict[str, Any]:
+    """The checks of a measured entry: the required keys, value in scale, interval around
+    the value and inside the scale."""
     if "reason" in raw:
-        raise AuditInputError(f"{where}: key 'reason': only a 'not measured' entry has a "
-                              f"reason (status is {MEASURED!r})")
+        raise _error(source, f"{at}.reason", "no reason in a measured entry (only a 'not "
+                     "measured' entry has one)", raw["reason"])
     for key in _REQUIRED_MEASURED:
         if key not in raw:
-            raise AuditInputError(f"{where}: key {key!r}: missing; a measured entry states "
-                                  f"{', '.join(_REQUIRED_MEASURED)} (or write status = "
-                                  f"{NOT_MEASURED!r} with a reason)")
+            raise _error(source, f"{at}.{key}", f"a {key} (a measured entry states "
+                         f"{', '.join(_REQUIRED_MEASURED)}; or write status = "
+                         f"{NOT_MEASURED!r} with a reason)", _ABSENT)
     for key in ("metric", "unit", "judge", "denominator"):
-        if not values[key].strip():
-            raise AuditInputError(f"{where}: key {key!r}: expected a nonempty string, got ''")
-    value = _number(raw["value"], f"{where}: key 'value'")
-    lo, hi = values["scale"]
+        if not raw[key].strip():
+            raise _error(source, f"{at}.{key}", "a non-empty string", raw[key])
+    value, (lo, hi) = raw["value"], raw["scale"]
     if not lo <= value <= hi:
-        raise AuditInputError(f"{where}: key 'value': expected a number in the declared scale "
-                              f"[{lo:g}, {hi:g}], got {value:g}")
-    values["value"] = value
+        raise _error(source, f"{at}.value", f"a number in the declared scale [{lo:g}, "
+                     f"{hi:g}]", value)
+    out: dict[str, Any] = {"value": value}
     if "interval" in raw:
-        ilo, ihi = _pair(raw["interval"], f"{where}: key 'interval'", "[lo, hi]")
+        ilo, ihi = raw["interval"]
         if ilo > ihi:
-            raise AuditInputError(f"{where}: key 'interval': expected lo ≤ hi, got "
-                                  f"[{ilo:g}, {ihi:g}]")
+            raise _error(source, f"{at}.interval", "[lo, hi] with lo ≤ hi", raw["interval"])
         if not ilo <= value <= ihi:
-            raise AuditInputError(f"{where}: key 'interval': expected an interval containing "
-                                  f"the value {value:g}, got [{ilo:g}, {ihi:g}]")
+            raise _error(source, f"{at}.interval", f"an interval containing the value "
+                         f"{value:g}", raw["interval"])
         if ilo < lo or ihi > hi:
-            raise AuditInputError(f"{where}: key 'interval': expected an interval inside the "
-                                  f"declared scale [{lo:g}, {hi:g}], got [{ilo:g}, {ihi:g}]")
-        values["interval"] = (ilo, ihi)
+            raise _error(source, f"{at}.interval", f"an interval inside the declared scale "
+                         f"[{lo:g}, {hi:g}]", raw["interval"])
+        out["interval"] = (ilo, ihi)
+    return out
+
+
+def _entry(raw: dict[str, Any], index: int, source: str) -> Entry:
+    """An entry from its schema-checked table (the semantic checks of the module docstring)."""
+    at = f"entry[{index}]"
+    dim, status = raw["dimension"], raw["status"]
+    stages = raw.get("stages", list(STAGE_DEFAULTS[dim]))
+    values: dict[str, Any] = {"dimension": dim, "status": status,
+                              "stages": tuple(s for s in STAGES if s in stages)}  # canonical
+    values.update({key: raw[key] for key in _TEXT_KEYS if key in raw})
+    if "higher_is_better" in raw:
+        values["higher_is_better"] = raw["higher_is_better"]
+    if "scale" in raw:
+        lo, hi = raw["scale"]
+        if not lo < hi:
+            raise _error(source, f"{at}.scale", "[min, max] with min < max", raw["scale"])
+        values["scale"] = (lo, hi)
+    check = _not_measured if status == NOT_MEASURED else _measured
+    values.update(check(raw, at, source))
     return Entry(**values)
 
 
-def _parse_gate(raw: Any, index: int, source: str) -> Gate:
-    where = f"{source}: gate #{index + 1}"
-    if not isinstance(raw, dict):
-        raise AuditInputError(f"{where}: expected a table ([[gate]]), got {_got(raw)}")
-    if isinstance(raw.get("name"), str) and raw["name"].strip():
-        where = f"{source}: gate {raw['name'].strip()!r}"
-    for key in raw:
-        if key not in _GATE_KEYS:
-            raise AuditInputError(f"{where}: unknown key {key!r}; expected one of "
-                                  f"{', '.join(_GATE_KEYS)}")
-    for key in _GATE_KEYS:
-        if key not in raw:
-            raise AuditInputError(f"{where}: key {key!r}: missing; a gate states "
-                                  f"{', '.join(_GATE_KEYS)}")
-    name = _text(raw["name"], f"{where}: key 'name'", nonempty=True)
-    dim = _dimension(raw["dimension"], where)
-    op = raw["op"]
-    if op not in GATE_OPS:
-        raise AuditInputError(f"{where}: key 'op': expected one of {', '.join(GATE_OPS)}, got "
-                              f"{_got(op)}")
-    threshold = _number(raw["threshold"], f"{where}: key 'threshold'")
-    reason = _text(raw["reason"], f"{where}: key 'reason'", nonempty=True)
-    return Gate(name=name, dimension=dim, op=op, threshold=threshold, reason=reason)
+def _gate(raw: dict[str, Any]) -> Gate:
+    return Gate(name=raw["name"].strip(), dimension=raw["dimension"], op=raw["op"],
+                threshold=raw["threshold"], reason=raw["reason"].strip())
 
 
 def parse_profile(data: Any, source: str = "<profile>") -> TrustProfile:
-    """Validate a parsed TOML/JSON document (a dict) as a trust profile; ``source`` names it in
-    errors. Entries may come in any order; the profile holds them in :data:`DIMENSIONS` order."""
-    if not isinstance(data, dict):
-        raise AuditInputError(f"{source}: expected a table, got {_got(data)}")
-    for key, value in data.items():
-        if key not in _TOP_KEYS:
-            raise AuditInputError(f"{source}: unknown top-level key {key!r}; expected one of "
-                                  f"{', '.join(_TOP_KEYS)} (entry keys go under [[entry]])")
-        if key in ("name", "description"):
-            _text(value, f"{source}: key {key!r}")
-    raw_entries = data.get("entry")
-    if not isinstance(raw_entries, list) or not raw_entries:
-        raise AuditInputError(f"{source}: key 'entry': expected an array of tables ([[entry]]), "
-                              f"one per dimension, got {_got(raw_entries)}")
+    """Validate a parsed TOML/JSON document as a trust profile: :data:`PROFILE_SCHEMA` (types,
+    ranges, unknown keys), then the semantic checks (every dimension once, value in scale,
+    unique gate names); ``source`` names it in errors. Entries may come in any order; the
+    profile holds them in :data:`DIMENSIONS` order."""
+    doc = PROFILE_SCHEMA.check(data, source, error=AuditInputError)
     by_dim: dict[str, Entry] = {}
-    for i, raw in enumerate(raw_entries):
-        entry = _parse_entry(raw, i, source)
+    first: dict[str, int] = {}
+    for i, raw in enumerate(doc["entry"]):
+        entry = _entry(raw, i, source)
         if entry.dimension in by_dim:
-            raise AuditInputError(f"{source}: entry #{i + 1}: key 'dimension': duplicate "
-                                  f"dimension {entry.dimension!r}; each dimension appears once")
-        by_dim[entry.dimension] = entry
+            raise _error(source, f"entry[{i}].dimension", f"each dimension once (already in "
+                         f"entry[{first[entry.dimension]}])", entry.dimension)
+        by_dim[entry.dimension], first[entry.dimension] = entry, i
     missing = [d for d in DIMENSIONS if d not in by_dim]
     if missing:
-        raise AuditInputError(f"{source}: key 'entry': missing dimension(s) "
-                              f"{', '.join(missing)}; every profile states all six (write "
+        raise AuditInputError(f"{source}: entry: expected an entry for each of the six "
+                              f"dimensions, missing dimension(s) {', '.join(missing)} (write "
                               f"status = {NOT_MEASURED!r} with a reason for one not measured)")
-    raw_gates = data.get("gate", [])
-    if not isinstance(raw_gates, list):
-        raise AuditInputError(f"{source}: key 'gate': expected an array of tables ([[gate]]), "
-                              f"got {_got(raw_gates)}")
-    gates = [_parse_gate(raw, i, source) for i, raw in enumerate(raw_gates)]
-    names: set[str] = set()
-    for gate in gates:
+    gates = [_gate(raw) for raw in doc["gate"]]
+    names: dict[str, int] = {}
+    for i, gate in enumerate(gates):
         if gate.name in names:
-            raise AuditInputError(f"{source}: gate {gate.name!r}: key 'name': repeated; gate "
-                                  "names must be unique")
-        names.add(gate.name)
-    return TrustProfile(name=data.get("name", ""), description=data.get("description", ""),
+            raise _error(source, f"gate[{i}].name", f"a unique gate name (already gate"
+                         f"[{names[gate.name]}])", gate.name)
+        names[gate.name] = i
+    return TrustProfile(name=doc["name"], description=doc["description"],
                         entries=tuple(by_dim[d] for d in DIMENSIONS), gates=tuple(gates),
                         source=source)
 
@@ -487,30 +451,14 @@ def example_profile_path(name: str) -> Path:
 
 
 def load_profile(path: Path | str) -> TrustProfile:
-    """Read and validate a trust profile: JSON when the name ends in ``.json``, else TOML."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(f"{source}: cannot read the profile: {exc}") from None
-    if source.lower().endswith(".json"):
-        try:
-            data = json.loads(text, parse_constant=_reject_constant(source))
-        except json.JSONDecodeError as exc:
-            raise AuditInputError(f"{source}: invalid JSON: line {exc.lineno}: {exc.msg}") \
-                from None
-    else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise AuditInputError(f"{source}: invalid TOML: {exc}") from None
-    return parse_profile(data, source)
+    """Read and validate a trust profile: JSON when the name ends in ``.json``, else TOML.
 
-
-def _reject_constant(source: str) -> Callable[[str], float]:
-    def reject(name: str) -> float:
-        raise AuditInputError(f"{source}: invalid JSON: expected finite numbers, got {name}")
-    return reject
+    Read by :func:`credrank.core.structured.read_structured` (UTF-8, a UTF-8 byte-order mark
+    accepted; nesting, size and number length bounded; NaN/Infinity refused in JSON), then
+    :func:`parse_profile`; every error is an :class:`AuditInputError` naming the file."""
+    fmt = "json" if str(path).lower().endswith(".json") else "toml"
+    data = read_structured(path, what="trust profile", fmt=fmt, error=AuditInputError)
+    return parse_profile(data, str(path))
 
 
 # ---------------------------------------------------------------- writing

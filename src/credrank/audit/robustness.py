@@ -4,10 +4,12 @@
 :func:`credrank.evaluate.stress.bench_stress` (``credrank bench stress-<source>``) with one
 position and one count and reads one system's one measure from its table. Keys (defaults):
 
-* ``source`` (``"cram"``): ``cram``, ``news`` or ``poisonedrag``; ``path`` (required) the data
-  file, relative to the audit config; ``corpus`` the clean CrAM corpus (``poisonedrag`` only);
-* ``position`` (``"first"``; ``"natural"`` for poisonedrag) and ``count`` (``1``): where and
-  how many contaminants are injected into each question's clean pool;
+* ``source`` (``"cram"``): ``cram``, ``newspolluted`` or ``poisonedrag``; ``path`` (required)
+  the data file, relative to the audit config; ``corpus`` the clean CrAM corpus
+  (``poisonedrag`` only);
+* ``position`` (``"first"``; ``"natural"`` for poisonedrag; one of ``first``, ``middle``,
+  ``last``, ``natural``) and ``count`` (``1``; at most :data:`MAX_COUNT`): where and how many
+  contaminants are injected into each question's clean pool;
 * ``system`` (``"similarity only"``): the stress bench's row that stands for the audited
   pipeline. Stress-test passages carry no URL, so source-type priors are neutral on them and
   the demo pipeline behaves as similarity only there — the entry's metric text says which row
@@ -18,8 +20,10 @@ position and one count and reads one system's one measure from its table. Keys (
   direction comes from the bench;
 * ``limit`` (all): evaluate the first ``limit`` questions; ``embedder`` (``"minilm"``).
 
-Missing data raises ``FileNotFoundError``; the audit then records robustness as not measured
-with that reason.
+The keys and their types are declared once, :data:`ROBUSTNESS_OPTIONS` (the audit config's
+schema uses them, so a wrong key or type is refused when the config is read). Missing data
+raises ``FileNotFoundError``; the audit then records robustness as not measured with that
+reason.
 """
 
 from __future__ import annotations
@@ -30,10 +34,34 @@ from pathlib import Path
 from typing import Any
 
 from credrank.audit.measures import AuditMeasureError, Measurement
-from credrank.audit.profile import AuditInputError
+from credrank.audit.profile import NOT_MEASURED, AuditInputError
+from credrank.core.schema import Field, Integer, Table, Text
 
-_KEYS = {"measure", "source", "path", "corpus", "position", "count", "system", "metric",
-         "limit", "embedder", "base"}
+#: the stress bench's sources and positions (``credrank.evaluate.stress.SOURCES`` /
+#: ``POSITIONS``, not imported here: that module is slow to import; a test keeps them equal)
+SOURCES = ("cram", "newspolluted", "poisonedrag")
+POSITIONS = ("first", "middle", "last", "natural")
+#: the most contaminants injected per question an audit asks for
+MAX_COUNT = 100
+
+#: the options of ``[dimensions.robustness]`` with ``measure = "stress"`` (module docstring)
+ROBUSTNESS_OPTIONS: dict[str, Field] = {
+    "source": Field(Text(choices=SOURCES), required=False),
+    "path": Field(Text(), required=False),
+    "corpus": Field(Text(), required=False),
+    "position": Field(Text(choices=POSITIONS), required=False),
+    "count": Field(Integer(1, MAX_COUNT), required=False),
+    "system": Field(Text(), required=False),
+    "metric": Field(Text(), required=False),
+    "limit": Field(Integer(1), required=False),
+    "embedder": Field(Text(), required=False),
+}
+#: the whole ``[dimensions.robustness]`` table
+ROBUSTNESS_SCHEMA = Table({
+    "measure": Field(Text(choices=("stress", NOT_MEASURED))),
+    "reason": Field(Text(), required=False),
+    **ROBUSTNESS_OPTIONS,
+}, what="a [dimensions.robustness] table")
 
 
 def stress_robustness(spec: Mapping[str, Any]) -> Measurement:
@@ -41,14 +69,13 @@ def stress_robustness(spec: Mapping[str, Any]) -> Measurement:
     from credrank.evaluate.stress import bench_stress
     from credrank.index.embed import get_embedder
 
-    if unknown := sorted(set(spec) - _KEYS):
-        raise AuditInputError(f"[dimensions.robustness]: unknown key(s) {unknown}; expected "
-                              f"{sorted(_KEYS - {'base'})}")
     base = Path(spec.get("base", "."))
+    spec = ROBUSTNESS_SCHEMA.check({k: v for k, v in spec.items() if k != "base"},
+                                   error=AuditInputError, at="dimensions.robustness")
     source = str(spec.get("source", "cram"))
     if "path" not in spec:
-        raise AuditInputError("[dimensions.robustness]: 'path' (the stress-test data) is "
-                              "required")
+        raise AuditInputError("dimensions.robustness.path: expected the stress-test data file, "
+                              "got nothing (the key is missing)")
     path = Path(spec["path"])
     path = path if path.is_absolute() else base / path
     if not path.exists():

@@ -43,6 +43,13 @@ adversarial hit rate at 5 of the audited configuration). A measure whose data is
 (for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
 as 0 — and a gate on it then fails as "not measured".
 
+The file is read by :func:`credrank.core.structured.read_structured` and checked against the
+declared :data:`CONFIG_SCHEMA` (types, ranges, unknown keys: every table above is closed; the
+gates as in a trust profile), then the semantic checks (a "not measured" dimension has a
+reason, a stress measure a ``path``, ``fetch_k ≥ top_k``); errors are
+:class:`~credrank.audit.profile.AuditInputError` naming the file and the key path
+(``dimensions.factuality.k``, ``gate[1].op``).
+
 Outputs in ``--out``: ``profile.toml`` and ``profile.json`` (the filled trust profile, which a
 person can also edit and re-check with ``credrank audit check``), ``gates.json``,
 ``radar.png`` / ``radar.svg``, ``report.md`` and ``report.html`` (self-contained), and
@@ -54,7 +61,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +77,7 @@ from credrank.audit.measures import (
 )
 from credrank.audit.profile import (
     DIMENSIONS,
+    GATE_SCHEMA,
     NOT_MEASURED,
     AuditInputError,
     GateResult,
@@ -79,6 +86,20 @@ from credrank.audit.profile import (
     parse_profile,
     write_profile,
 )
+from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.core.schema import (
+    AnyOf,
+    Field,
+    Flag,
+    Integer,
+    ListOf,
+    MapOf,
+    Number,
+    Table,
+    Text,
+)
+from credrank.core.structured import read_structured
+from credrank.index.store import MAX_K
 
 #: measure name → the dimension it measures
 MEASURES: dict[str, str] = {
@@ -89,9 +110,60 @@ MEASURES: dict[str, str] = {
     "harmful": "factuality",
     "traceability": "accountability",
 }
-_TOP_KEYS = {"name", "description", "system", "queries", "dimensions", "gate"}
-_SYSTEM_KEYS = {"priors", "top_k", "fetch_k", "mode", "select", "select_params"}
-_QUERY_KEYS = {"path", "qrels", "harmful"}
+
+#: a selector parameter of ``[system] select_params``: a scalar or a list of scalars (the
+#: selector checks names and ranges, :func:`credrank.select.stages.build_selector`)
+_SCALAR = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True)))
+_PARAM = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True), ListOf(_SCALAR)))
+
+#: ``[system]``: the audited credrank search settings (defaults applied when the audit runs)
+SYSTEM_SCHEMA = Table({
+    "priors": Field(Text(), required=False),
+    "top_k": Field(Integer(1, MAX_K), required=False),
+    "fetch_k": Field(Integer(1, MAX_K), required=False),
+    "mode": Field(Text(), required=False),
+    "select": Field(Text(), required=False),
+    "select_params": Field(MapOf(_PARAM), required=False),
+}, what="a [system] table")
+
+#: ``[queries]``: paths relative to the config file, or ``demo:NAME``
+QUERIES_SCHEMA = Table({
+    "path": Field(Text()),
+    "qrels": Field(Text(), required=False),
+    "harmful": Field(Text(), required=False),
+}, what="a [queries] table with at least path")
+
+
+def _dimension_schema(dimension: str, **options: Field) -> Table:
+    """``[dimensions.NAME]``: its measure (or "not measured" with a reason) and options."""
+    measure = next(m for m, d in MEASURES.items() if d == dimension)
+    return Table({"measure": Field(Text(choices=(measure, NOT_MEASURED))),
+                  "reason": Field(Text(), required=False), **options},
+                 what=f"a [dimensions.{dimension}] table")
+
+
+#: ``[dimensions]``: one optional table per dimension of the trust profile
+DIMENSIONS_SCHEMA = Table({
+    "robustness": Field(ROBUSTNESS_SCHEMA, required=False),
+    "privacy": Field(_dimension_schema("privacy"), required=False),
+    "fairness": Field(_dimension_schema("fairness"), required=False),
+    "transparency": Field(_dimension_schema("transparency"), required=False),
+    "factuality": Field(_dimension_schema("factuality", k=Field(Integer(1, MAX_K),
+                                                                required=False)),
+                        required=False),
+    "accountability": Field(_dimension_schema("accountability"), required=False),
+}, what="a [dimensions] table of the six dimensions")
+
+#: an audit config document (module docstring)
+CONFIG_SCHEMA = Table({
+    "name": Field(Text(allow_empty=True), default=""),
+    "description": Field(Text(allow_empty=True), default=""),
+    "system": Field(SYSTEM_SCHEMA, default={}),
+    "queries": Field(QUERIES_SCHEMA),
+    "dimensions": Field(DIMENSIONS_SCHEMA, default={}),
+    "gate": Field(ListOf(GATE_SCHEMA), default=[]),
+}, what="an audit config table (name, description, [system], [queries], [dimensions], "
+        "[[gate]])")
 
 
 @dataclass(frozen=True)
@@ -116,9 +188,7 @@ def shown(path: Path | str) -> str:
     return os.path.normpath(os.path.relpath(path))
 
 
-def _resolve(value: Any, base: Path, at: str) -> Path:
-    if not isinstance(value, str) or not value.strip():
-        raise AuditInputError(f"{at}: expected a path (text), got {value!r}")
+def _resolve(value: str, base: Path) -> Path:
     if value.startswith("demo:"):
         from credrank.datasets.demo import demo_dir
 
@@ -127,67 +197,47 @@ def _resolve(value: Any, base: Path, at: str) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def parse_config(data: Mapping[str, Any], source: str = "<config>",
-                 base: Path | None = None) -> AuditConfig:
-    """Validate an audit config document; errors name ``source`` and the key."""
+def _check_semantics(doc: Mapping[str, Any], source: str) -> None:
+    """What the schema cannot say: a "not measured" dimension gives a reason, a stress
+    measure its data path, and ``fetch_k`` is at least ``top_k``."""
+    for name, spec in doc["dimensions"].items():
+        if spec["measure"] == NOT_MEASURED and not spec.get("reason", "").strip():
+            raise AuditInputError(f"{source}: dimensions.{name}.reason: expected a non-empty "
+                                  "string (measure = \"not measured\" says why), got nothing "
+                                  "(the key is missing)")
+        if spec["measure"] == "stress" and "path" not in spec:
+            raise AuditInputError(f"{source}: dimensions.{name}.path: expected the stress-test "
+                                  "data file, got nothing (the key is missing)")
+    system = doc["system"]
+    top_k = system.get("top_k", 5)
+    if system.get("fetch_k", top_k) < top_k:
+        raise AuditInputError(f"{source}: system.fetch_k: expected an integer >= top_k "
+                              f"({top_k}), got {system['fetch_k']}")
+
+
+def parse_config(data: Any, source: str = "<config>", base: Path | None = None) -> AuditConfig:
+    """Validate an audit config document: :data:`CONFIG_SCHEMA` (types, ranges, unknown keys;
+    the gates as in a trust profile), then the semantic checks; errors name ``source`` and
+    the key path."""
     base = base or Path.cwd()
-    if not isinstance(data, Mapping):
-        raise AuditInputError(f"{source}: expected a table, got {type(data).__name__}")
-    if unknown := sorted(set(data) - _TOP_KEYS):
-        raise AuditInputError(f"{source}: unknown key(s) {unknown}; expected "
-                              f"{sorted(_TOP_KEYS)}")
-    system = data.get("system", {})
-    if not isinstance(system, Mapping) or (bad := sorted(set(system) - _SYSTEM_KEYS)):
-        raise AuditInputError(f"{source}: [system]: expected keys among {sorted(_SYSTEM_KEYS)}"
-                              f", got {system!r}")
-    queries = data.get("queries")
-    if not isinstance(queries, Mapping) or "path" not in queries:
-        raise AuditInputError(f"{source}: [queries]: expected a table with at least 'path'")
-    if bad := sorted(set(queries) - _QUERY_KEYS):
-        raise AuditInputError(f"{source}: [queries]: unknown key(s) {bad}; expected "
-                              f"{sorted(_QUERY_KEYS)}")
-    dims = data.get("dimensions", {})
-    if not isinstance(dims, Mapping):
-        raise AuditInputError(f"{source}: [dimensions]: expected a table")
-    dimensions: dict[str, dict[str, Any]] = {}
-    for name, spec in dims.items():
-        at = f"{source}: [dimensions.{name}]"
-        if name not in DIMENSIONS:
-            raise AuditInputError(f"{at}: unknown dimension {name!r}; expected one of "
-                                  f"{', '.join(DIMENSIONS)}")
-        if not isinstance(spec, Mapping) or "measure" not in spec:
-            raise AuditInputError(f"{at}: expected a table with 'measure'")
-        measure = spec["measure"]
-        if measure == NOT_MEASURED:
-            if not isinstance(spec.get("reason"), str) or not spec["reason"].strip():
-                raise AuditInputError(f"{at}: measure = \"not measured\" needs a 'reason'")
-        elif MEASURES.get(measure) != name:
-            fits = [m for m, d in MEASURES.items() if d == name]
-            raise AuditInputError(f"{at}: measure: expected {' or '.join(fits)} or \"not "
-                                  f"measured\" for {name}, got {measure!r}")
-        dimensions[name] = dict(spec)
-    gates = data.get("gate", [])
-    if not isinstance(gates, list):
-        raise AuditInputError(f"{source}: gate: expected an array of tables ([[gate]])")
+    doc = CONFIG_SCHEMA.check(data, source, error=AuditInputError)
+    _check_semantics(doc, source)
+    queries = doc["queries"]
     return AuditConfig(
-        name=str(data.get("name", "")), description=str(data.get("description", "")),
-        system=dict(system), queries=_resolve(queries["path"], base, f"{source}: queries.path"),
-        qrels=_resolve(queries["qrels"], base, f"{source}: queries.qrels")
-        if "qrels" in queries else None,
-        harmful=_resolve(queries["harmful"], base, f"{source}: queries.harmful")
-        if "harmful" in queries else None,
-        dimensions=dimensions, gates=[dict(g) for g in gates], source=source, base=base)
+        name=doc["name"], description=doc["description"], system=dict(doc["system"]),
+        queries=_resolve(queries["path"], base),
+        qrels=_resolve(queries["qrels"], base) if "qrels" in queries else None,
+        harmful=_resolve(queries["harmful"], base) if "harmful" in queries else None,
+        dimensions={k: dict(v) for k, v in doc["dimensions"].items()},
+        gates=[dict(g) for g in doc["gate"]], source=source, base=base)
 
 
 def load_config(path: Path | str) -> AuditConfig:
-    """Read and validate an audit config TOML file."""
+    """Read and validate an audit config TOML file (read by
+    :func:`credrank.core.structured.read_structured`: UTF-8, bounded size, nesting and
+    number length; every error an :class:`AuditInputError` naming the file)."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AuditInputError(f"{path}: cannot read the audit config ({exc})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise AuditInputError(f"{path}: not valid TOML ({exc})") from exc
+    data = read_structured(path, what="audit config", fmt="toml", error=AuditInputError)
     return parse_config(data, str(path), path.parent)
 
 
@@ -358,8 +408,13 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     if not isinstance(select_params, Mapping):
         raise AuditInputError(f"{config.source}: [system] select_params: expected a table, "
                               f"got {select_params!r}")
-    settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode,
-                               select=select, select_params=dict(select_params))
+    try:
+        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode,
+                                   select=select, select_params=dict(select_params))
+    except TypeError as exc:  # a selector parameter of the wrong kind (intent_set = 5)
+        raise AuditInputError(f"{config.source}: system.select_params: expected the "
+                              f"parameters of the {select!r} selector, got a value of the "
+                              f"wrong kind ({exc})") from None
     pool_settings = search_settings(top_k=fetch_k, fetch_k=fetch_k, priors="none", mode=mode)
     queries = read_queries(config.queries)
     if not queries:

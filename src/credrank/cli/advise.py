@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from credrank.advise.methods import (
     NOT_A_RANKING,
@@ -112,7 +111,7 @@ def advise(
     try:
         loaded = load_profile(path)
     except ProfileError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
     advice = advise_profile(loaded)
     if json:
         typer.echo(jsonlib.dumps(advice_document(loaded, advice), indent=2, ensure_ascii=False))

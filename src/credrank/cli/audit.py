@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from credrank.audit.profile import (
     EXAMPLE_PROFILES,
@@ -55,7 +54,7 @@ def _load(profile: Path) -> TrustProfile:
     try:
         return load_profile(path)
     except AuditInputError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
 
 def _dump(doc: dict[str, Any]) -> None:
@@ -131,7 +130,7 @@ def radar(
     try:
         figure = draw_radar(loaded, out, compare=other)
     except OSError as exc:
-        fail(escape(f"{out}: cannot write the radar: {exc}"))
+        fail(f"{out}: cannot write the radar: {exc}")
     if json:
         _dump({"credrank_audit_radar": 1, **radar_document(figure)})
     else:
@@ -177,7 +176,7 @@ def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
     try:
         cfg = load_config(config)
     except AuditInputError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=as_json) as bar:
         task = bar.add_task("auditing", total=None)
@@ -189,7 +188,7 @@ def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
             run = audit_index(index, cfg, robustness=stress_robustness, progress=progress)
             paths = write_outputs(run, out)
         except (AuditInputError, StoreError, ValueError, OSError) as exc:
-            fail(escape(str(exc)))
+            fail(str(exc))
     if as_json:
         _dump({"credrank_audit": 1, "passed": run.passed, "gates": gate_document(run.gates),
                "profile": profile_document(run.profile),

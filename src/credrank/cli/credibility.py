@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail
-from credrank.credibility.labels import GROUP_BY
+from credrank.cli.common import console, fail, warn
+from credrank.credibility.labels import GROUP_BY, read_labels
 from credrank.credibility.modelfile import save_model
 from credrank.credibility.train import fit_from_labels
 from credrank.index.embed import get_embedder
@@ -78,12 +78,11 @@ def fit(
         fail("--out: required (the model file to write)")
     if group_by not in GROUP_BY:
         fail(f"--group-by: expected one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    if not labels.is_file():
-        fail(f"{labels}: no such labels file")
     try:
+        rows = read_labels(labels)  # a bad labels file is refused before the index opens
         with open_store(index_dir) as idx:
             emb = get_embedder(idx.manifest.embedder)
-            result = fit_from_labels(labels, idx, emb, group_by=group_by, seed=seed)
+            result = fit_from_labels(rows, idx, emb, group_by=group_by, seed=seed)
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
@@ -92,6 +91,5 @@ def fit(
         print(json.dumps(report, indent=2))
         return
     if report["unknown"]:
-        err.print(f"[yellow]warning:[/yellow] {report['unknown']} label rows name pages that "
-                  "are not in the index (skipped)")
+        warn(f"{report['unknown']} label rows name pages that are not in the index (skipped)")
     console.print(_summary(report, out), highlight=False)

@@ -10,6 +10,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from credrank.core.schema import Field, Flag, Nullable, Table, Text
+from credrank.core.structured import parse_json, read_text
 from credrank.signals.feedback import FeedbackPriors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
@@ -31,34 +33,26 @@ def _open(store: Path, base: str | None = None, **kw: Any) -> FeedbackPriors:
     return _run(lambda: FeedbackPriors(store, base, **kw))
 
 
+#: one line of a feedback file
+FEEDBACK_LINE = Table({
+    "source_type": Field(Text()),
+    "source_id": Field(Nullable(Text()), default=None),
+    "relevant": Field(Flag()),
+}, what="a JSON object {source_type, source_id, relevant}")
+
+
 def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
-    """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{path}: feedback file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the feedback file: {exc}") from None
+    """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``,
+    read by the hardened reader (UTF-8, bounded JSON per line, a declared schema): a bad line
+    is an error naming ``file:line`` and the field."""
+    text = read_text(path, what="feedback file")
     items = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object")
-        if not isinstance(row.get("relevant"), bool):
-            raise ValueError(f"{path}:{number}: field 'relevant': expected true or false, got "
-                             f"{row.get('relevant')!r}")
-        if not isinstance(row.get("source_type"), str):
-            raise ValueError(f"{path}:{number}: field 'source_type': expected a string, got "
-                             f"{row.get('source_type')!r}")
-        sid = row.get("source_id")
-        if sid is not None and not isinstance(sid, str):
-            raise ValueError(f"{path}:{number}: field 'source_id': expected a string or null")
-        items.append((row["source_type"], sid, row["relevant"]))
+        where = f"{path}:{number}"
+        row = FEEDBACK_LINE.check(parse_json(line, where), where)
+        items.append((row["source_type"], row["source_id"], row["relevant"]))
     return items
 
 

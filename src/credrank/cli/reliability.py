@@ -12,11 +12,13 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from credrank.cli.common import console, fail, labelled, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
+from credrank.core.errors import FileFormatError
+from credrank.core.schema import ListOf, MapOf, Text, got
+from credrank.core.structured import read_structured
 from credrank.reliability.answers import AnswersFileError, load_answers, load_truth
 from credrank.reliability.dependence import DependenceReport, collapse, detect_dependence
 from credrank.reliability.equivalence import AnswerEquivalence
@@ -42,20 +44,27 @@ def _reliability() -> None:
 
 
 def _fail(message: str) -> None:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(code=2)
+    fail(message)
+
+
+#: the ``--aliases`` file: a JSON object mapping each canonical answer (a non-empty string) to
+#: a list of alias strings
+ALIASES_SCHEMA = MapOf(ListOf(Text(allow_empty=True)))
 
 
 def _load_aliases(path: Path) -> dict[str, list[str]]:
+    """The ``--aliases`` file, read by the hardened JSON reader
+    (:func:`~credrank.core.structured.read_structured`) and checked against
+    :data:`ALIASES_SCHEMA`; any problem exits 2 with ``error:`` naming the file and the key."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        _fail(f"{path}: expected a JSON object {{canonical: [aliases]}}: {exc}")
-    if not isinstance(data, dict) or not all(
-            isinstance(v, list) and all(isinstance(a, str) for a in v) for v in data.values()):
-        _fail(f"{path}: expected a JSON object mapping each canonical answer to a list of "
-              "alias strings")
-    return data
+        data = read_structured(path, what="aliases file", fmt="json")
+        if not isinstance(data, dict):
+            raise FileFormatError(f"{path}: expected a JSON object {{canonical: [aliases]}}, "
+                                  f"got {got(data)}")
+        return ALIASES_SCHEMA.check(data, str(path), error=FileFormatError)
+    except FileFormatError as exc:
+        _fail(str(exc))
+        raise  # _fail exits; this line is never reached
 
 
 def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False,
@@ -204,7 +213,7 @@ def estimate(
         if wants_cluster(workers, scheduler):
             require_dask()
     except (ValueError, ClusterError) as exc:
-        _fail(escape(str(exc)))  # escape: "credrank[dask]" is no rich markup
+        _fail(str(exc))
     alias_map = _load_aliases(aliases) if aliases is not None else None
     try:
         doc = run_estimate(answers, truth=truth, clip=clip, collapse_copies=collapse_copies,
@@ -214,15 +223,13 @@ def estimate(
         _fail(str(exc))
         return
     except ClusterError as exc:
-        _fail(escape(str(exc)))
+        _fail(str(exc))
         return
     diag = doc["diagnostics"]
     if diag["too_few_sources"]:
         # on stderr in both modes: a one- or two-source file gives r = 1 and a "consensus" that
         # is just those sources' answers; the JSON carries the same reason in diagnostics
-        Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]warning:[/yellow] {diag['warnings'][0]}; not trustworthy",
-            highlight=False)
+        warn(f"{diag['warnings'][0]}; not trustworthy")
     if json_out:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
@@ -230,7 +237,6 @@ def estimate(
 
 
 def _print(doc: dict[str, Any]) -> None:
-    console = Console()
     with_truth = "truth" in doc
     table = Table(title=f"Source reliability from agreement ({doc['n_sources']} sources, "
                         f"{doc['n_questions']} questions)")
@@ -260,7 +266,7 @@ def _print(doc: dict[str, Any]) -> None:
         console.print("consensus diagnostics: no warning (agreement is still not truth)")
     # the too-few-sources warning went to stderr already (estimate)
     for w in diag["warnings"][1 if diag["too_few_sources"] else 0:]:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(labelled("warning:", "yellow", w))
     if with_truth:
         t = doc["truth"]
 

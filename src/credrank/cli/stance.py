@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail
+from credrank.cli.common import console, fail, warn
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import StoreError
@@ -86,7 +86,7 @@ def fit(
     """
     if out is None:
         fail("--out: required (the model file to write)")
-    if not pairs.is_file():
+    if not pairs.exists():  # a folder or an unreadable file: the reader's error names it
         fail(f"{pairs}: no such pairs file")
     if embedder is not None and embedder not in EMBEDDERS:
         fail(f"--embedder: expected one of {', '.join(EMBEDDERS)}, got {embedder!r}")
@@ -111,8 +111,8 @@ def fit(
         print(json.dumps(report, indent=2, allow_nan=False))
         return
     if report["pairs"]["rejected"]:
-        err.print(f"[yellow]warning:[/yellow] {report['pairs']['rejected']} of "
-                  f"{report['pairs']['rows']} rows rejected (see below)")
+        warn(f"{report['pairs']['rejected']} of {report['pairs']['rows']} rows rejected (see "
+             "below)")
     console.print(summary(report), highlight=False, soft_wrap=True)
 
 

@@ -15,7 +15,10 @@ Written by ``credrank cram calibrate``, read by ``credrank cram answer`` and
      "calibration_ids": [...], "validation_ids": [...],
      "extra": {...}}
 
-Loading validates every field and names the file and the field; :func:`check_model` refuses a
+Loading (:func:`load_heads`) reads the file with the hardened reader of
+:mod:`credrank.core.structured`, checks it against the declared :data:`HEADS_SCHEMA` and the
+model's shape, and names the file, the key path, what was expected and what came (a
+:class:`HeadsFileError`, a ``ValueError``); :func:`check_model` refuses a
 heads file written for another model (its name or its shape), naming both. The heads are only
 meaningful with the prompt template they were calibrated with; a mismatch is refused by
 :func:`check_template`.
@@ -30,11 +33,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from credrank.core.errors import FileFormatError
+from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text, got
+from credrank.core.structured import read_structured
+
 FORMAT_KEY = "credrank_cram_heads"
 FORMAT_VERSION = 1
 
 
-class HeadsFileError(ValueError):
+class HeadsFileError(FileFormatError):
     """An invalid heads file, or one that does not fit the model / prompt in use."""
 
 
@@ -111,87 +118,84 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _get(doc: dict[str, Any], key: str, where: str, kinds: Any, what: str) -> Any:
-    if key not in doc:
-        raise HeadsFileError(f"{where}: field {key!r} is missing (expected {what})")
-    value = doc[key]
-    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
-        raise HeadsFileError(f"{where}: field {key!r}: expected {what}, got {value!r}")
-    if not isinstance(value, kinds):
-        raise HeadsFileError(f"{where}: field {key!r}: expected {what}, got "
-                             f"{type(value).__name__}")
-    return value
+_MATRIX = ListOf(ListOf(Nullable(Number())))
+_IDS = Field(ListOf(Text(allow_empty=True)), required=False)
+
+#: the heads file's structure (module docstring): every key, its type and range; unknown keys
+#: are refused everywhere but in the free-form ``extra`` table and in the points of
+#: ``validation_curve``. What depends on the model's shape (the heads' range, the matrices'
+#: size) is checked after it, in :func:`parse_heads`.
+HEADS_SCHEMA = Table({
+    FORMAT_KEY: Field(Integer()),
+    "model": Field(Table({
+        "name": Field(Text()),
+        "family": Field(Text(allow_empty=True)),
+        "n_layers": Field(Integer(1)),
+        "n_heads": Field(Integer(1)),
+    })),
+    "prompt_template": Field(Text(allow_empty=True)),
+    "heads": Field(ListOf(ListOf(Integer(0), length=2), unique=True)),
+    "ie": Field(_MATRIX),
+    "ie_log": Field(Nullable(_MATRIX), required=False),
+    "validation_curve": Field(ListOf(Table({
+        "n_heads": Field(Integer(0)),
+        "mean_p_wrong": Field(Nullable(Number())),
+    }, extra=True))),
+    "n_calib": Field(Integer(0)),
+    "n_valid": Field(Integer(0)),
+    "data": Field(Text(allow_empty=True)),
+    "data_sha256": Field(Text(allow_empty=True)),
+    "floor": Field(Number(0, 1, open_low=True)),
+    "seed": Field(Integer()),
+    "calibration_ids": _IDS,
+    "validation_ids": _IDS,
+    "extra": Field(Table(extra=True), required=False),
+}, what="a heads file (a JSON object)")
 
 
-def _matrix(value: Any, where: str, key: str, n_layers: int, n_heads: int) -> list[list[float]]:
-    ok = isinstance(value, list) and len(value) == n_layers and all(
-        isinstance(row, list) and len(row) == n_heads and all(
-            v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in row)
-        for row in value)
-    if not ok:
-        raise HeadsFileError(f"{where}: field {key!r}: expected {n_layers} rows (layers) of "
-                             f"{n_heads} numbers (heads)")
-    return [[float("nan") if v is None else float(v) for v in row] for row in value]
+def _matrix(value: list[list[float | None]], where: str, key: str, n_layers: int,
+            n_heads: int) -> list[list[float]]:
+    """A schema-checked matrix of the model's shape (``null`` → NaN)."""
+    if len(value) != n_layers:
+        raise HeadsFileError(f"{where}: {key}: expected {n_layers} rows (layers) of {n_heads} "
+                             f"numbers (heads), got {len(value)} rows")
+    for i, row in enumerate(value):
+        if len(row) != n_heads:
+            raise HeadsFileError(f"{where}: {key}[{i}]: expected {n_heads} numbers (heads), "
+                                 f"got {len(row)}")
+    return [[float("nan") if v is None else v for v in row] for row in value]
 
 
 def parse_heads(doc: Any, where: str) -> HeadsFile:
-    """Validate a heads JSON document (``where`` names it in errors)."""
-    if not isinstance(doc, dict):
-        raise HeadsFileError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    version = doc.get(FORMAT_KEY)
+    """Validate a parsed heads document (``where`` names it in errors): the format marker,
+    :data:`HEADS_SCHEMA`, then the checks against the model's shape. Every problem is a
+    :class:`HeadsFileError` naming ``where``, the key path, what was expected and what came."""
+    if not isinstance(doc, dict) or FORMAT_KEY not in doc:
+        raise HeadsFileError(f"{where}: not a heads file (expected a JSON object with "
+                             f"{FORMAT_KEY!r}, got {got(doc)}; write one with `credrank cram "
+                             "calibrate`)")
+    version = Integer().check(doc[FORMAT_KEY], where, error=HeadsFileError, at=FORMAT_KEY)
     if version != FORMAT_VERSION:
-        raise HeadsFileError(f"{where}: field {FORMAT_KEY!r}: expected {FORMAT_VERSION} (a "
-                             f"credrank CrAM heads file), got {version!r}")
-    m = _get(doc, "model", where, dict, "an object with name, family, n_layers, n_heads")
-    mw = f"{where}: model"
-    info = ModelInfo(name=_get(m, "name", mw, str, "a string"),
-                     family=_get(m, "family", mw, str, "a string"),
-                     n_layers=_get(m, "n_layers", mw, int, "an integer"),
-                     n_heads=_get(m, "n_heads", mw, int, "an integer"))
-    if info.n_layers < 1 or info.n_heads < 1:
-        raise HeadsFileError(f"{mw}: n_layers and n_heads must be >= 1, got {info.n_layers}, "
-                             f"{info.n_heads}")
-    heads_raw = _get(doc, "heads", where, list, "a list of [layer, head] pairs")
-    heads: list[tuple[int, int]] = []
-    for pair in heads_raw:
-        if not (isinstance(pair, list) and len(pair) == 2 and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in pair)
-                and 0 <= pair[0] < info.n_layers and 0 <= pair[1] < info.n_heads):
-            raise HeadsFileError(f"{where}: field 'heads': {pair!r} is not a [layer, head] pair "
-                                 f"within {info.n_layers} layers × {info.n_heads} heads")
-        heads.append((pair[0], pair[1]))
-    if len(set(heads)) != len(heads):
-        raise HeadsFileError(f"{where}: field 'heads': a (layer, head) pair repeats")
-    ie = _matrix(_get(doc, "ie", where, list, "a matrix"), where, "ie", info.n_layers,
-                 info.n_heads)
-    ie_log_raw = doc.get("ie_log")
-    ie_log = None if ie_log_raw is None else _matrix(ie_log_raw, where, "ie_log", info.n_layers,
-                                                     info.n_heads)
-    floor = _get(doc, "floor", where, int | float, "a number in (0, 1]")
-    if not 0 < floor <= 1:
-        raise HeadsFileError(f"{where}: field 'floor': expected a number in (0, 1], got {floor}")
-    counts = {k: _get(doc, k, where, int, "an integer >= 0") for k in ("n_calib", "n_valid",
-                                                                        "seed")}
-    if counts["n_calib"] < 0 or counts["n_valid"] < 0:
-        raise HeadsFileError(f"{where}: fields 'n_calib' / 'n_valid' must be >= 0")
-    ids = {}
-    for key in ("calibration_ids", "validation_ids"):
-        value = doc.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise HeadsFileError(f"{where}: field {key!r}: expected a list of question ids")
-        ids[key] = tuple(value)
-    extra = doc.get("extra", {})
-    if not isinstance(extra, dict):
-        raise HeadsFileError(f"{where}: field 'extra': expected an object")
+        raise HeadsFileError(f"{where}: {FORMAT_KEY}: expected {FORMAT_VERSION} (a credrank "
+                             f"CrAM heads file of this version), got {version}")
+    d = HEADS_SCHEMA.check(doc, where, error=HeadsFileError)
+    info = ModelInfo(**d["model"])
+    for i, (layer, head) in enumerate(d["heads"]):
+        if layer >= info.n_layers or head >= info.n_heads:
+            raise HeadsFileError(f"{where}: heads[{i}]: expected a (layer, head) pair within "
+                                 f"{info.n_layers} layers × {info.n_heads} heads, got "
+                                 f"{[layer, head]}")
+    ie_log = d.get("ie_log")
     return HeadsFile(
-        model=info,
-        prompt_template=_get(doc, "prompt_template", where, str, "a string"),
-        heads=tuple(heads), ie=ie, ie_log=ie_log,
-        validation_curve=_get(doc, "validation_curve", where, list, "a list"),
-        n_calib=counts["n_calib"], n_valid=counts["n_valid"],
-        data=_get(doc, "data", where, str, "a string"),
-        data_sha256=_get(doc, "data_sha256", where, str, "a hex string"),
-        floor=float(floor), seed=counts["seed"], extra=extra, **ids)
+        model=info, prompt_template=d["prompt_template"],
+        heads=tuple((layer, head) for layer, head in d["heads"]),
+        ie=_matrix(d["ie"], where, "ie", info.n_layers, info.n_heads),
+        ie_log=None if ie_log is None else _matrix(ie_log, where, "ie_log", info.n_layers,
+                                                   info.n_heads),
+        validation_curve=d["validation_curve"], n_calib=d["n_calib"], n_valid=d["n_valid"],
+        data=d["data"], data_sha256=d["data_sha256"], floor=d["floor"], seed=d["seed"],
+        calibration_ids=tuple(d.get("calibration_ids", ())),
+        validation_ids=tuple(d.get("validation_ids", ())), extra=d.get("extra", {}))
 
 
 def save_heads(path: str | Path, heads: HeadsFile) -> Path:
@@ -211,16 +215,14 @@ def save_heads(path: str | Path, heads: HeadsFile) -> Path:
 def load_heads(path: str | Path, *, model: ModelInfo | None = None,
                prompt_template: str | None = None) -> HeadsFile:
     """Read and validate a heads file; with ``model`` (and ``prompt_template``) also refuse it
-    when it was calibrated for another model or prompt (:func:`check_model`)."""
+    when it was calibrated for another model or prompt (:func:`check_model`).
+
+    The file is read by the hardened JSON reader
+    (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
+    NaN/Infinity or duplicate keys) and checked by :func:`parse_heads`; every problem is a
+    :class:`HeadsFileError` naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise HeadsFileError(f"{path}: cannot read the heads file: {exc}") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HeadsFileError(f"{path}: not JSON ({exc})") from exc
+    doc = read_structured(path, what="heads file", fmt="json", error=HeadsFileError)
     heads = parse_heads(doc, str(path))
     if model is not None:
         check_model(heads, model, str(path))

@@ -2,8 +2,12 @@
 
 **Format**: CSV with a header; a ``doc_id`` or a ``url`` column (both present: ``doc_id`` is
 used), ``credible`` (``0``/``1``, also ``true``/``false``, case-insensitive) and an optional
-``topic``. Errors name ``path:line: column``: an unparsable ``credible``, an empty id or url,
-an empty ``topic`` when grouping by topic.
+``topic``. It is read as strictly as every CSV credrank reads
+(:func:`credrank.core.structured.read_csv`): UTF-8 (a byte-order mark is dropped), a field
+never spans lines (an unterminated quote is an error naming the line where the field began,
+never a silent swallow of the rows after it), a field over the csv module's 131,072-character
+limit is an error naming its line. Errors name ``path:line: column``: an unparsable
+``credible``, an empty id or url, an empty ``topic`` when grouping by topic.
 
 **Matching** (:func:`match_labels`): each row's id (or url, compared after stripping spaces) is
 looked up in the index, whose stored text and url the model reads. Rows are never dropped
@@ -20,7 +24,6 @@ one group give one label, their majority.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -28,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from credrank.core.errors import FileFormatError
 from credrank.core.logistic import text_key
+from credrank.core.schema import got
+from credrank.core.structured import read_csv
 from credrank.credibility.model import CredibilityExample
 from credrank.index.store import VectorStore
 from credrank.provenance import parse_host
@@ -61,51 +67,49 @@ class LabelsFile:
 
 
 def read_labels(path: str | Path) -> LabelsFile:
-    """Parse the labels file at ``path`` (module docstring); ``ValueError`` naming the file,
-    the line and the column of the first problem."""
+    """Parse the labels file at ``path`` (module docstring).
+
+    Declared policy: the file is read by the strict CSV reader
+    (:func:`credrank.core.structured.read_csv`: UTF-8 with an optional byte-order mark; a
+    quoted field that runs past its line, a field over the csv module's limit or any other
+    CSV error is an error naming the line) and must have a ``credible`` column; a row with an
+    empty id/url or an unparsable ``credible`` is an error naming ``path:line: column`` (the
+    whole file is refused, no row is dropped); every other row becomes a :class:`LabelRow`.
+    Errors are :class:`~credrank.core.errors.FileFormatError` (a ``ValueError``).
+    """
     path = Path(path)
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the labels file: {exc.strerror or exc}") from exc
-    with handle:
-        reader = csv.DictReader(handle)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        if not header:
-            raise ValueError(f"{path}: empty file; expected a CSV header with doc_id or url, "
-                             "credible and optionally topic")
-        reader.fieldnames = header
-        if "doc_id" in header:
-            by = "doc_id"
-        elif "url" in header:
-            by = "url"
+    rows: list[LabelRow] = []
+    by: str | None = None
+    has_topic = False
+    for line, record in read_csv(path, required=("credible",), what="labels file",
+                                 error=FileFormatError):
+        if by is None:
+            by, has_topic = _key_column(path, list(record)), "topic" in record
+        key = (record.get(by) or "").strip()
+        if not key:
+            raise FileFormatError(f"{path}:{line}: {by}: expected a non-empty value")
+        raw = (record.get("credible") or "").strip().lower()
+        if raw in _TRUE:
+            credible = 1
+        elif raw in _FALSE:
+            credible = 0
         else:
-            raise ValueError(f"{path}:1: expected a 'doc_id' or 'url' column; got "
-                             f"{', '.join(header)}")
-        if "credible" not in header:
-            raise ValueError(f"{path}:1: expected a 'credible' column; got {', '.join(header)}")
-        has_topic = "topic" in header
-        rows = []
-        for record in reader:
-            line = reader.line_num
-            if None in record:
-                raise ValueError(f"{path}:{line}: expected {len(header)} columns, got more")
-            key = (record.get(by) or "").strip()
-            if not key:
-                raise ValueError(f"{path}:{line}: {by}: expected a non-empty value")
-            raw = (record.get("credible") or "").strip().lower()
-            if raw in _TRUE:
-                credible = 1
-            elif raw in _FALSE:
-                credible = 0
-            else:
-                raise ValueError(f"{path}:{line}: credible: expected 0, 1, true or false; got "
-                                 f"{record.get('credible')!r}")
-            topic = (record.get("topic") or "").strip() if has_topic else None
-            rows.append(LabelRow(line, key, credible, topic))
-    if not rows:
-        raise ValueError(f"{path}: no data rows after the header")
+            raise FileFormatError(f"{path}:{line}: credible: expected 0, 1, true or false; got "
+                                  f"{got(record.get('credible'))}")
+        topic = (record.get("topic") or "").strip() if has_topic else None
+        rows.append(LabelRow(line, key, credible, topic))
+    if by is None:
+        raise FileFormatError(f"{path}: no data rows after the header")
     return LabelsFile(str(path), by, has_topic, rows)
+
+
+def _key_column(path: Path, header: Sequence[str]) -> str:
+    """``doc_id`` when the header has it, else ``url``; an error naming the header else."""
+    for name in ("doc_id", "url"):
+        if name in header:
+            return name
+    raise FileFormatError(f"{path}: header: expected a 'doc_id' or 'url' column; got "
+                          f"{', '.join(header)}")
 
 
 @dataclass

@@ -4,9 +4,13 @@
 needs to predict again — the feature names and their fingerprint, the configuration, the
 logistic weights, bias, mean and scale, the embedder name and dimension — with its provenance:
 the training-data hash, pages, groups, the grouping, the CV metrics, the default floor and the
-credrank version. :func:`load_model` validates every field (``ValueError`` naming the file and
-the field) and returns a :class:`SavedCredibilityModel`, a ``(texts, urls) -> P(credible)``
-callable for :class:`~credrank.credibility.stage.LearnedCredibilityPrior`.
+credrank version. :func:`load_model` reads it with the hardened reader
+(:func:`credrank.core.structured.read_structured`), checks it against the declared
+:data:`MODEL_SCHEMA` and then the fields that depend on each other, and returns a
+:class:`SavedCredibilityModel`, a ``(texts, urls) -> P(credible)`` callable for
+:class:`~credrank.credibility.stage.LearnedCredibilityPrior`. Every problem is a
+:class:`ModelFileError` (a ``ValueError``) naming the file, the key path, what was expected and
+what came: ``model.json: logistic.scale[3]: expected a finite number > 0, got 0``.
 
 A model reads the embedder of the index it was fitted on: :meth:`SavedCredibilityModel.check_store`
 refuses an index whose manifest names another embedder (both named in the error).
@@ -14,8 +18,6 @@ refuses an index whose manifest names another embedder (both named in the error)
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -25,8 +27,11 @@ from typing import Any
 import numpy as np
 
 from credrank.core.embedder import Embedder
+from credrank.core.errors import FileFormatError
 from credrank.core.files import save_json
 from credrank.core.logistic import LogisticModel
+from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text, got
+from credrank.core.structured import read_structured
 from credrank.credibility.features import (
     CUE_NAMES,
     GROUPS,
@@ -34,6 +39,7 @@ from credrank.credibility.features import (
     CredibilityFeaturizer,
     cue_patterns_hash,
 )
+from credrank.credibility.labels import GROUP_BY
 from credrank.credibility.model import Config, CredibilityModel
 
 FORMAT = 1
@@ -45,10 +51,6 @@ def _credrank_version() -> str:
         return version("credrank")
     except PackageNotFoundError:  # a source checkout that is not installed
         return "unknown"
-
-
-_FIELDS = ("created_by", "features", "config", "logistic", "embedder", "training", "metrics",
-           "floor")
 
 
 def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim: int,
@@ -81,46 +83,65 @@ def save_model(path: str | Path, document: Mapping[str, Any]) -> None:
     save_json(path, document, what="model")
 
 
-def _need(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if name not in data:
-        raise ValueError(f"{where}: field {name!r} missing")
-    value = data[name]
-    if isinstance(value, bool) and kind in (int, float, (int, float)):
-        raise ValueError(f"{where}: field {name!r}: expected a number, got {value!r}")
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ValueError(f"{where}: field {name!r}: expected {names}, got {value!r:.80}")
-    return value
+class ModelFileError(FileFormatError):
+    """A credibility model file that cannot be used: the message names the file, the key path,
+    what was expected and what came."""
 
 
-def _vector(data: Mapping[str, Any], name: str, n: int, where: str, *,
-            positive: bool = False) -> np.ndarray:
-    value = _need(data, name, list, where)
-    if len(value) != n:
-        raise ValueError(f"{where}: field {name!r}: expected {n} numbers (one per feature "
-                         f"column), got {len(value)}")
-    for i, x in enumerate(value):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or (
-                positive and x <= 0):
-            need = "a finite number > 0" if positive else "a finite number"
-            raise ValueError(f"{where}: field {name!r}[{i}]: expected {need}, got {x!r}")
+_GROUP_LIST = ListOf(Text(choices=GROUPS), min_len=1, unique=True)
+_HEX64 = Text(what="64 hex digits")
+
+#: the model file's structure (docs/json.md): every key, its type and range; unknown keys are
+#: refused everywhere but in the free-form ``metrics`` table. What depends on another field
+#: (the vector lengths, the feature names, the hashes) is checked after it, in
+#: :func:`load_model`.
+MODEL_SCHEMA = Table({
+    KEY: Field(Integer()),
+    "created_by": Field(Text(allow_empty=True)),
+    "features": Field(Table({
+        "groups": Field(_GROUP_LIST),
+        "cues": Field(ListOf(Text(allow_empty=True))),
+        "url": Field(ListOf(Text(allow_empty=True))),
+        "head_words": Field(Integer(1)),
+        "cue_patterns_sha256": Field(_HEX64),
+    })),
+    "config": Field(Table({"groups": Field(_GROUP_LIST), "l2": Field(Number(0))})),
+    "logistic": Field(Table({
+        "weights": Field(ListOf(Number())),
+        "bias": Field(Number()),
+        "mean": Field(ListOf(Number())),
+        "scale": Field(ListOf(Number(0, open_low=True))),
+        "l2": Field(Number(0)),
+    })),
+    "embedder": Field(Table({"name": Field(Text()), "dim": Field(Integer(1))})),
+    "training": Field(Table({
+        "sha256": Field(_HEX64),
+        "n_pages": Field(Integer(1)),
+        "n_groups": Field(Integer(1)),
+        "group_by": Field(Text(choices=GROUP_BY)),
+    })),
+    "metrics": Field(Table(extra=True)),
+    "floor": Field(Number(0, 1)),
+}, what="a credibility model (a JSON object)")
+
+
+def _fail(where: str, path: str, expected: str, value: Any) -> ModelFileError:
+    return ModelFileError(f"{where}: {path}: expected {expected}, got {got(value)}")
+
+
+def _hex64(where: str, path: str, value: str) -> None:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise _fail(where, path, "64 hex digits", value)
+
+
+def _vector(where: str, lr: Mapping[str, Any], name: str, width: int,
+            groups: Sequence[str]) -> np.ndarray:
+    value = lr[name]
+    if len(value) != width:
+        raise ModelFileError(f"{where}: logistic.{name}: expected {width} numbers (one per "
+                             f"feature column of the groups {'+'.join(groups)}), got "
+                             f"{len(value)}")
     return np.asarray(value, dtype=np.float64)
-
-
-def _number(data: Mapping[str, Any], name: str, where: str, low: float = -math.inf,
-            high: float = math.inf) -> float:
-    value = float(_need(data, name, (int, float), where))
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"{where}: field {name!r}: expected a finite number in [{low}, {high}],"
-                         f" got {value!r}")
-    return value
-
-
-def _names(data: Mapping[str, Any], name: str, expected: Sequence[str], where: str) -> None:
-    value = _need(data, name, list, where)
-    if value != list(expected):
-        raise ValueError(f"{where}: field {name!r}: the model's feature names differ from this "
-                         f"credrank's ({len(value)} vs {len(expected)} names); refit the model")
 
 
 @dataclass
@@ -193,79 +214,46 @@ class SavedCredibilityModel:
 
 
 def load_model(path: str | Path) -> SavedCredibilityModel:
-    """Read and validate the model file at ``path`` (module docstring)."""
+    """Read and validate the model file at ``path``: the hardened JSON reader
+    (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
+    NaN/Infinity), the format marker, :data:`MODEL_SCHEMA`, then the cross-field checks.
+    Every problem is a :class:`ModelFileError` naming the file and the key path."""
     where = str(path)
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot read the credibility model: "
-                         f"{exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"{where}: not JSON: {exc}") from exc
+    data = read_structured(path, what="credibility model", fmt="json", error=ModelFileError)
     if not isinstance(data, dict) or KEY not in data:
-        raise ValueError(f"{where}: not a credibility model (expected a JSON object with "
-                         f"{KEY!r}; write one with `credrank credibility fit`)")
-    version = _need(data, KEY, int, where)
+        raise ModelFileError(f"{where}: not a credibility model (expected a JSON object with "
+                             f"{KEY!r}, got {got(data)}; write one with `credrank credibility "
+                             "fit`)")
+    version = Integer().check(data[KEY], where, error=ModelFileError, at=KEY)
     if version != FORMAT:
-        raise ValueError(f"{where}: field {KEY!r}: this credrank reads format {FORMAT}, "
-                         f"got {version}")
-    unknown = sorted(set(data) - {KEY, *_FIELDS})
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
-    for name in _FIELDS:
-        _need(data, name, str if name == "created_by" else
-              (int, float) if name == "floor" else dict, where)
-    floor = _number(data, "floor", where, 0.0, 1.0)
+        raise ModelFileError(f"{where}: {KEY}: this credrank reads format {FORMAT}, got "
+                             f"{version}")
+    return _saved(where, MODEL_SCHEMA.check(data, where, error=ModelFileError))
 
-    cfg = data["config"]
-    groups = _need(cfg, "groups", list, f"{where}: config")
-    if not groups or not set(groups) <= set(GROUPS) or len(set(groups)) != len(groups):
-        raise ValueError(f"{where}: config: field 'groups': expected distinct names among "
-                         f"{', '.join(GROUPS)}, got {groups!r}")
-    groups = tuple(g for g in GROUPS if g in groups)
-    config = Config(groups, _number(cfg, "l2", f"{where}: config", 0.0))
 
-    feats = data["features"]
-    fw = f"{where}: features"
-    if _need(feats, "groups", list, fw) != list(config.groups):
-        raise ValueError(f"{fw}: field 'groups': expected {list(config.groups)} (the config's)"
-                         f", got {feats['groups']!r}")
-    _names(feats, "cues", CUE_NAMES, fw)
-    _names(feats, "url", URL_NAMES, fw)
-    if _need(feats, "cue_patterns_sha256", str, fw) != cue_patterns_hash():
-        raise ValueError(f"{fw}: field 'cue_patterns_sha256': the cue patterns changed since "
-                         "the model was fitted; refit the model")
-    head_words = int(_need(feats, "head_words", int, fw))
-    if head_words < 1:
-        raise ValueError(f"{fw}: field 'head_words': expected an integer >= 1, got {head_words}")
-
-    emb = data["embedder"]
-    ew = f"{where}: embedder"
-    embedder_name = _need(emb, "name", str, ew)
-    embedder_dim = int(_need(emb, "dim", int, ew))
-    if embedder_dim < 1:
-        raise ValueError(f"{ew}: field 'dim': expected an integer >= 1, got {embedder_dim}")
-
+def _saved(where: str, doc: dict[str, Any]) -> SavedCredibilityModel:
+    """The cross-field checks of a schema-checked document, and the model it holds."""
+    cfg, feats, lr = doc["config"], doc["features"], doc["logistic"]
+    groups = tuple(g for g in GROUPS if g in cfg["groups"])
+    if feats["groups"] != list(groups):
+        raise _fail(where, "features.groups", f"{list(groups)} (the config's groups)",
+                    feats["groups"])
+    for name, expected in (("cues", CUE_NAMES), ("url", URL_NAMES)):
+        if feats[name] != list(expected):
+            raise ModelFileError(f"{where}: features.{name}: the model's feature names differ "
+                                 f"from this credrank's ({len(feats[name])} vs {len(expected)} "
+                                 "names); refit the model")
+    _hex64(where, "features.cue_patterns_sha256", feats["cue_patterns_sha256"])
+    if feats["cue_patterns_sha256"] != cue_patterns_hash():
+        raise ModelFileError(f"{where}: features.cue_patterns_sha256: the cue patterns changed "
+                             "since the model was fitted; refit the model")
+    _hex64(where, "training.sha256", doc["training"]["sha256"])
+    dim = doc["embedder"]["dim"]
     width = (len(CUE_NAMES) * ("cues" in groups) + len(URL_NAMES) * ("url" in groups)
-             + embedder_dim * ("embedding" in groups))
-    lw = f"{where}: logistic"
-    lr = data["logistic"]
-    logistic = LogisticModel(weights=_vector(lr, "weights", width, lw),
-                             bias=_number(lr, "bias", lw),
-                             mean=_vector(lr, "mean", width, lw),
-                             scale=_vector(lr, "scale", width, lw, positive=True),
-                             l2=_number(lr, "l2", lw, 0.0))
-
-    tw = f"{where}: training"
-    tr = data["training"]
-    sha = _need(tr, "sha256", str, tw)
-    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-        raise ValueError(f"{tw}: field 'sha256': expected 64 hex digits, got {sha!r}")
-    for name in ("n_pages", "n_groups"):
-        if _need(tr, name, int, tw) < 1:
-            raise ValueError(f"{tw}: field {name!r}: expected an integer >= 1, got {tr[name]}")
-    if _need(tr, "group_by", str, tw) not in ("topic", "host"):
-        raise ValueError(f"{tw}: field 'group_by': expected topic or host, got "
-                         f"{tr['group_by']!r}")
-    return SavedCredibilityModel(where, data, config, logistic, embedder_name, embedder_dim,
-                                 head_words, floor)
+             + dim * ("embedding" in groups))
+    logistic = LogisticModel(weights=_vector(where, lr, "weights", width, groups),
+                             bias=lr["bias"], mean=_vector(where, lr, "mean", width, groups),
+                             scale=_vector(where, lr, "scale", width, groups), l2=lr["l2"])
+    return SavedCredibilityModel(where, doc, Config(groups, cfg["l2"]), logistic,
+                                 doc["embedder"]["name"], dim, feats["head_words"],
+                                 doc["floor"])

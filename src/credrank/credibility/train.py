@@ -17,7 +17,7 @@ from typing import Any
 from credrank.core.embedder import Embedder
 from credrank.credibility.cv import N_BOOT, CrossValidation, grouped_cross_validation
 from credrank.credibility.features import CredibilityFeaturizer
-from credrank.credibility.labels import match_labels, read_labels, training_hash
+from credrank.credibility.labels import LabelsFile, match_labels, read_labels, training_hash
 from credrank.credibility.model import DEFAULT_CONFIGS, Config, topics_of
 from credrank.credibility.modelfile import DEFAULT_FLOOR, model_document
 from credrank.index.store import VectorStore
@@ -32,11 +32,15 @@ class FitResult:
     cv: CrossValidation
 
 
-def fit_from_labels(labels_path: str | Path, store: VectorStore, embedder: Embedder, *,
+def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
+                    embedder: Embedder, *,
                     group_by: str = "topic", seed: int = 0,
                     configs: tuple[Config, ...] = DEFAULT_CONFIGS, n_boot: int = N_BOOT,
                     floor: float = DEFAULT_FLOOR) -> FitResult:
     """Labels → matched pages → nested grouped CV → final model (module docstring).
+
+    ``labels_path`` is the labels file or one already read (:func:`read_labels`, so a command
+    can refuse a bad file before it opens the index).
 
     ``ValueError`` for a bad labels file, one class only after matching, fewer than 3 groups,
     or an embedder that is not the index's.
@@ -45,18 +49,20 @@ def fit_from_labels(labels_path: str | Path, store: VectorStore, embedder: Embed
     if getattr(embedder, "name", manifest.embedder) != manifest.embedder:
         raise ValueError(f"embedder: the index uses {manifest.embedder!r}, got "
                          f"{getattr(embedder, 'name', None)!r}")
-    labels = read_labels(labels_path)
+    labels = (labels_path if isinstance(labels_path, LabelsFile)
+              else read_labels(labels_path))
+    where = labels.path
     examples, match = match_labels(labels, store, group_by)
     summary = match.to_dict()
     classes = {y for e in examples for y in e.labels.values()}
     if len(classes) < 2:
         only = "none" if not classes else ("credible" if 1 in classes else "not credible")
-        raise ValueError(f"{labels_path}: after matching {len(examples)} pages to the index, "
+        raise ValueError(f"{where}: after matching {len(examples)} pages to the index, "
                          f"the labels hold one class only ({only}); a credibility model needs "
                          f"credible and non-credible pages (rows: {summary})")
     groups = topics_of(examples)
     if len(groups) < 3:
-        raise ValueError(f"{labels_path}: grouped cross-validation needs at least 3 groups "
+        raise ValueError(f"{where}: grouped cross-validation needs at least 3 groups "
                          f"(by {group_by}); the matched pages form {len(groups)}: "
                          f"{', '.join(groups)}")
     featurizer = CredibilityFeaturizer(embedder)
@@ -67,7 +73,7 @@ def fit_from_labels(labels_path: str | Path, store: VectorStore, embedder: Embed
                               training_sha256=training_hash(examples),
                               n_pages=cv.n_train_pages, n_groups=cv.n_groups,
                               group_by=group_by, metrics=metrics, floor=floor)
-    report = {"credrank_credibility_fit": 1, "labels": str(labels_path), "group_by": group_by,
+    report = {"credrank_credibility_fit": 1, "labels": where, "group_by": group_by,
               "seed": seed, "n_pages": cv.n_pages, "n_train_pages": cv.n_train_pages,
               "tied_pages": cv.dropped_ties, "n_groups": cv.n_groups,
               "unknown": match.unknown, "matching": summary, **metrics,

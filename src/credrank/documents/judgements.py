@@ -89,7 +89,8 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
 
     Accepts BEIR TSV (header ``query-id corpus-id score``, header optional) and TREC qrels
     (``qid iter docid rel``, whitespace-separated, no header). Relevance must be an integer
-    (negative values kept). A repeated (query, doc) pair must repeat the same relevance.
+    in :data:`RELEVANCE_RANGE` (negative values kept). A repeated (query, doc) pair must repeat
+    the same relevance.
     A directory is a BEIR folder: ``qrels/<split>.tsv`` (``split`` may be omitted when there is
     exactly one file). Errors raise :class:`CorpusError` naming ``file:line``.
     """
@@ -119,20 +120,19 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
             if len(parts) not in (3, 4) or (ncols is not None and len(parts) != ncols):
                 expected = ("3 columns (query-id corpus-id score) or 4 (qid iter docid rel)"
                             if ncols is None else f"{ncols} columns like the lines before")
-                errors.append(f"{p}:{n}: expected {expected}, got {len(parts)}: {line.strip()!r}")
+                errors.append(f"{p}:{n}: expected {expected}, got {len(parts)}: "
+                              f"{_excerpt(line.strip())!r}")
                 continue
             ncols = len(parts)
             qid, did, rel_s = (parts[0], parts[1], parts[2]) if ncols == 3 else (
                 parts[0], parts[2], parts[3])
-            try:
-                rel = int(rel_s)
-            except ValueError:
-                errors.append(f"{p}:{n}: field 'score': expected an integer relevance, "
-                              f"got {rel_s!r}")
+            rel, problem = _relevance(rel_s)
+            if problem is not None:
+                errors.append(f"{p}:{n}: field 'score': {problem}")
                 continue
             if not qid or not did:
                 errors.append(f"{p}:{n}: expected non-empty query and document ids, "
-                              f"got {line.strip()!r}")
+                              f"got {_excerpt(line.strip())!r}")
                 continue
             old = qrels.setdefault(qid, {}).get(did)
             if old is not None and old != rel:
@@ -147,6 +147,27 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
 
 
 
+
+
+#: the relevance range of a qrels line: trec_eval's (a C ``int``)
+RELEVANCE_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _relevance(text: str) -> tuple[int, str | None]:
+    """``(relevance, None)`` for an integer in :data:`RELEVANCE_RANGE`, else ``(0, problem)``;
+    never converts more than a dozen digits."""
+    low, high = RELEVANCE_RANGE
+    digits = text.lstrip("+-")
+    if digits.isdigit() and digits.isascii() and len(digits) > 12:
+        return 0, (f"expected an integer relevance in [{low}, {high}], got an integer of "
+                   f"{len(digits)} digits")
+    try:
+        rel = int(text)
+    except ValueError:
+        return 0, f"expected an integer relevance, got {_excerpt(text)!r}"
+    if not low <= rel <= high:
+        return 0, f"expected an integer relevance in [{low}, {high}], got {rel}"
+    return rel, None
 
 
 def _qrels_file(folder: Path, split: str | None) -> Path:

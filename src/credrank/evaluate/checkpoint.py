@@ -17,10 +17,17 @@ the write the interruption cut short; it is discarded (the file is cut back to t
 complete line, and :attr:`Checkpoint.discarded_tail` says so) and that item is computed again.
 Any other line that does not parse, lacks ``id`` or repeats one is an error naming the file and
 line.
+
+Each line is parsed by :func:`credrank.core.structured.parse_json` (nesting and number length
+bounded, NaN/Infinity and duplicate keys refused: such a line "does not parse") and checked
+against :data:`HEADER_SCHEMA` / :data:`ITEM_SCHEMA`; the file is read whole, at most
+:data:`MAX_CHECKPOINT_BYTES`, a UTF-8 byte-order mark accepted. Errors are
+:class:`CheckpointError` starting with ``FILE, line N``.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Mapping
@@ -28,9 +35,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from credrank.core.schema import Anything, Field, MapOf, Table, Text, got
+from credrank.core.structured import parse_json, read_bytes
+
+#: the largest checkpoint read (bytes): far above a 1,000-question bench with its texts
+MAX_CHECKPOINT_BYTES = 1024 * 1024 * 1024
+
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be reused; the message names the file, line and field."""
+
+
+#: line 1: the header (``key``: any JSON object, compared with the run's settings)
+HEADER_SCHEMA = Table({
+    "checkpoint": Field(Text(what='the kind of the header {"checkpoint": KIND, "key": {...}}')),
+    "key": Field(MapOf(Anything(), key=Text(allow_empty=True))),
+}, what='the header {"checkpoint": KIND, "key": {...}}')
+#: every further line: one finished item (its other fields are the bench's, checked by it)
+ITEM_SCHEMA = Table({"id": Field(Text(allow_empty=True))}, extra=True,
+                    what='an item {"id": ID, ...}')
 
 
 @dataclass
@@ -61,38 +84,31 @@ class Checkpoint:
             ckpt.n_lines = 1
             return ckpt
         if not path.is_file():
-            raise CheckpointError(f"--checkpoint {path}: not a file")
+            raise CheckpointError(f"{path}: expected a checkpoint file, got a directory or "
+                                  "another non-file")
         ckpt._load()
         return ckpt
 
     def _load(self) -> None:
-        raw = self.path.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            last_newline = raw.rfind(b"\n")
-            if not raw.endswith(b"\n") and 0 <= last_newline < exc.start:
-                # the write that was cut short ended inside a character: the same policy
-                text = raw[:last_newline + 1].decode("utf-8", errors="replace") + "\ufffd"
-            else:
-                raise CheckpointError(f"--checkpoint {self.path}: expected UTF-8 JSON lines, "
-                                      f"got an undecodable byte at offset {exc.start}") from None
+        raw = read_bytes(self.path, what="checkpoint", max_bytes=MAX_CHECKPOINT_BYTES,
+                         error=CheckpointError)
+        bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+        text = self._decode(raw[bom:])
         lines = text.split("\n")
         complete = text.endswith("\n")
         if complete:
             lines = lines[:-1]
-        good_bytes = 0
+        good_bytes = bom
         for number, line in enumerate(lines, start=1):
-            where = f"--checkpoint {self.path}, line {number}"
+            where = f"{self.path}, line {number}"
             last_unfinished = number == len(lines) and not complete
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
+                obj = parse_json(line, where, error=CheckpointError)
+            except CheckpointError:
                 if last_unfinished and number > 1:
                     self.discarded_tail = True
                     break
-                raise CheckpointError(f"{where}: expected one JSON object, got unparseable "
-                                      f"text ({exc.msg})") from None
+                raise
             if number == 1:
                 self._check_header(obj, where)
             else:
@@ -107,49 +123,63 @@ class Checkpoint:
                     fh.seek(0, os.SEEK_END)
                     fh.write(b"\n")
 
+    def _decode(self, raw: bytes) -> str:
+        """The text of the file: UTF-8, except that a last line cut inside a character (the
+        interrupted write) ends in U+FFFD so that it does not parse and is discarded."""
+        for bom in (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE,
+                    codecs.BOM_UTF16_BE):
+            if raw.startswith(bom):
+                raise CheckpointError(f"{self.path}: expected UTF-8 JSON lines, got UTF-16 or "
+                                      "UTF-32 (byte-order mark)")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            last_newline = raw.rfind(b"\n")
+            if not raw.endswith(b"\n") and 0 <= last_newline < exc.start:
+                # the write that was cut short ended inside a character: the same policy
+                return raw[:last_newline + 1].decode("utf-8", errors="replace") + "\ufffd"
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise CheckpointError(f"{self.path}, line {line}: expected UTF-8 JSON lines, got "
+                                  f"an undecodable byte at offset {exc.start}") from None
+
     def _check_header(self, obj: Any, where: str) -> None:
-        if not isinstance(obj, dict) or "checkpoint" not in obj or "key" not in obj:
-            raise CheckpointError(f"{where}: expected the header {{\"checkpoint\": KIND, "
-                                  f"\"key\": {{...}}}}, got {str(obj)[:120]!r}")
-        if obj["checkpoint"] != self.kind:
-            raise CheckpointError(f"{where}: this checkpoint is for {obj['checkpoint']!r}, "
-                                  f"not {self.kind!r}; use another file")
-        stored = obj["key"]
-        if not isinstance(stored, dict):
-            raise CheckpointError(f"{where}: field 'key': expected an object, got "
-                                  f"{type(stored).__name__}")
+        header = HEADER_SCHEMA.check(obj, where, error=CheckpointError)
+        if header["checkpoint"] != self.kind:
+            raise CheckpointError(f"{where}: checkpoint: expected {self.kind!r} (this "
+                                  f"checkpoint is for {header['checkpoint']!r}, not "
+                                  f"{self.kind!r}; use another file), got "
+                                  f"{header['checkpoint']!r}")
+        stored = header["key"]
         differ = sorted(k for k in set(stored) | set(self.key) if stored.get(k) != self.key.get(k))
         if differ:
             shown = "; ".join(f"{k}: file has {_short(stored.get(k))}, this run has "
                               f"{_short(self.key.get(k))}" for k in differ)
-            raise CheckpointError(f"{where}: written with other settings ({shown}); use another "
-                                  "file or the settings it was written with")
+            raise CheckpointError(f"{where}: key: written with other settings ({shown}); use "
+                                  "another file or the settings it was written with")
 
     def _add_item(self, obj: Any, number: int, where: str) -> None:
-        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-            raise CheckpointError(f"{where}: field 'id': expected an item with a string id, "
-                                  f"got {str(obj)[:120]!r}")
-        item_id = obj["id"]
+        item = ITEM_SCHEMA.check(obj, where, error=CheckpointError)
+        item_id = item["id"]
         if item_id in self.done:
-            raise CheckpointError(f"{where}: id {item_id!r} already on line "
-                                  f"{self.lines[item_id]}")
-        self.done[item_id] = obj
+            raise CheckpointError(f"{where}: id: expected an id not seen before, got "
+                                  f"{item_id!r} (already on line {self.lines[item_id]})")
+        self.done[item_id] = item
         self.lines[item_id] = number
 
     def where(self, item_id: str) -> str:
-        """``--checkpoint FILE, line N`` for a loaded item (for error messages)."""
-        return f"--checkpoint {self.path}, line {self.lines.get(item_id, '?')}"
+        """``FILE, line N`` for a loaded item (for error messages)."""
+        return f"{self.path}, line {self.lines.get(item_id, '?')}"
 
     def append(self, item: Mapping[str, Any]) -> None:
         """Write one finished item (with a string ``id`` not yet in the file) and flush it to
         disk before returning."""
         item_id = item.get("id")
         if not isinstance(item_id, str):
-            raise CheckpointError(f"--checkpoint {self.path}: an item needs a string 'id', got "
-                                  f"{item_id!r}")
+            raise CheckpointError(f"{self.path}: id: an item needs a string 'id', got "
+                                  f"{got(item_id)}")
         if item_id in self.done:
-            raise CheckpointError(f"--checkpoint {self.path}: id {item_id!r} is already on "
-                                  f"line {self.lines[item_id]}")
+            raise CheckpointError(f"{self.path}: id {item_id!r} is already on line "
+                                  f"{self.lines[item_id]}")
         line = json.dumps(dict(item), sort_keys=True, allow_nan=False)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")

@@ -30,6 +30,8 @@ from typing import Any, Literal
 import ir_measures
 
 from credrank.core.candidates import Candidates
+from credrank.core.errors import FileFormatError
+from credrank.core.structured import read_text
 from credrank.core.validation import check_choice, check_int
 
 Qrels = dict[str, dict[str, int]]
@@ -359,26 +361,40 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path,
     Path(path).write_text("".join(lines), encoding="utf-8")
 
 
+def _shown(text: str) -> str:
+    """``repr(text)``, cut to 80 characters (a message never carries a whole binary line)."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "…"
+
+
 def read_run(path: str | Path) -> Run:
-    """Read a TREC run file (6 whitespace-separated fields per line; blank lines skipped)."""
+    """Read a TREC run file (6 whitespace-separated fields per line; blank lines skipped).
+
+    The file is read by :func:`credrank.core.structured.read_text` (UTF-8 with a UTF-8
+    byte-order mark accepted, at most ``MAX_FILE_BYTES``, no NUL byte); a score must be a
+    finite number. Errors are :class:`~credrank.core.errors.FileFormatError` (a
+    ``ValueError``) naming ``file:line``."""
     run: Run = {}
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    text = read_text(path, what="TREC run", error=FileFormatError)
+    for lineno, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         if len(fields) != 6:
-            raise ValueError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank score "
-                             f"tag'; got {len(fields)}: {line!r}")
+            raise FileFormatError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank "
+                                  f"score tag'; got {len(fields)}: {_shown(line)}")
         qid, _, docid, _, score_text, _ = fields
         try:
             score = float(score_text)
         except ValueError:
-            raise ValueError(f"{path}:{lineno}: score {score_text!r} is not a number") from None
+            raise FileFormatError(f"{path}:{lineno}: score {_shown(score_text)} is not a "
+                                  "number") from None
         if not math.isfinite(score):
-            raise ValueError(f"{path}:{lineno}: score {score_text!r} is not finite")
+            raise FileFormatError(f"{path}:{lineno}: score {_shown(score_text)} is not finite")
         row = run.setdefault(qid, {})
         if docid in row:
-            raise ValueError(f"{path}:{lineno}: docid {docid!r} listed twice for qid {qid!r}")
+            raise FileFormatError(f"{path}:{lineno}: docid {_shown(docid)} listed twice for "
+                                  f"qid {_shown(qid)}")
         row[docid] = score
     return run
 

@@ -25,22 +25,30 @@ A freshness config file (TOML, or YAML with the same keys)::
 ``no_decay.claim_class`` > ``[claim_class]`` τ > ``[host]`` τ > ``[source_type]`` τ >
 ``half_life``. Durations: ``Nd`` days, ``Nw`` weeks (7 d), ``Ny`` years (**365.25 d**),
 ``Nh`` hours (1/24 d), or a bare number of days; 0 or negative is refused
-(:func:`~credrank.freshness.decay.check_half_life`). Errors name the file and the key.
+(:func:`~credrank.freshness.decay.check_half_life`); a number beyond the float range is refused
+too.
+
+A file is read by :func:`credrank.core.structured.read_structured` (YAML without aliases) and
+checked against the declared :data:`CONFIG_SCHEMA` (unknown keys refused); errors are
+:class:`FreshnessConfigError` (a ``ValueError``) naming the file and the key path
+(``host.www.cdc.gov``, ``no_decay.claim_class``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from credrank.core.errors import FileFormatError
+from credrank.core.schema import Field, ListOf, MapOf, Nullable, Spec, Table, Text, got
+from credrank.core.structured import read_structured
+from credrank.core.validation import is_number
 from credrank.freshness.decay import check_half_life
 
 #: days per unit of a duration string (a year is the Julian year, 365.25 days)
@@ -49,24 +57,76 @@ UNITS = {"h": 1.0 / 24.0, "d": 1.0, "w": 7.0, "y": 365.25}
 PERSISTENT_FIELD = "persistent"
 #: the meta column that names a document's claim class
 CLAIM_CLASS_FIELD = "claim_class"
+#: the longest duration text read (a duration is a number and a unit; this bounds the match)
+MAX_DURATION_CHARS = 64
 _DURATION = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([hdwy]?)\s*$")
 _TABLES = ("source_type", "host", "claim_class")
 
 
+class FreshnessConfigError(FileFormatError):
+    """A freshness config file that cannot be read or does not validate; the message names
+    the file and the key path."""
+
+
+def _duration_days(value: Any) -> float | None:
+    """The days a duration stands for (``None`` when it is not a duration); not yet checked
+    for being positive and finite."""
+    if isinstance(value, bool):
+        return None
+    if is_number(value):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range
+            return math.inf
+    if not isinstance(value, str) or len(value) > MAX_DURATION_CHARS:
+        return None
+    match = _DURATION.match(value)
+    if not match:
+        return None
+    return float(match.group(1)) * UNITS[match.group(2) or "d"]
+
+
 def parse_duration(value: Any, name: str = "half_life") -> float:
     """A half-life in days from ``365d`` / ``52w`` / ``1y`` (365.25 d) / ``12h`` / a number of
-    days; ``ValueError`` naming ``name`` for anything else, 0 or a negative value."""
-    if isinstance(value, bool):
+    days; ``ValueError`` naming ``name`` for anything else, 0, a negative value or one beyond
+    the float range (an integer of 400 digits is not a half-life)."""
+    days = _duration_days(value)
+    if days is None:
         raise ValueError(f"{name}: expected a duration such as 365d, 52w, 1y or 12h, "
-                         f"got {value!r}")
-    if isinstance(value, (int, float)):
-        return check_half_life(value, name)
-    match = _DURATION.match(str(value))
-    if not match:
-        raise ValueError(f"{name}: expected a duration such as 365d, 52w, 1y or 12h, "
-                         f"got {value!r}")
-    number, unit = float(match.group(1)), match.group(2) or "d"
-    return check_half_life(number * UNITS[unit], f"{name} ({value!r})")
+                         f"got {got(value)}")
+    if not math.isfinite(days) or days <= 0:
+        raise ValueError(f"{name}: expected a positive, finite half-life, got {got(value)} (a "
+                         "half-life of 0 or below has no meaning; omit freshness to switch "
+                         "decay off)")
+    return check_half_life(days, name)
+
+
+class Duration(Spec):
+    """A schema for a half-life (:func:`parse_duration`), cleaned to days."""
+
+    def describe(self) -> str:
+        return "a positive duration such as 365d, 52w, 1y or 12h (or a number of days)"
+
+    def clean(self, value: Any, at: str, fail: Any) -> float:
+        days = _duration_days(value)
+        if days is None or not math.isfinite(days) or days <= 0:
+            raise fail(at, self.describe(), value)
+        return days
+
+
+_HALF_LIVES = Nullable(MapOf(Duration()))
+#: a freshness config document (module docstring); ``null`` tables (an empty YAML section)
+#: are empty
+CONFIG_SCHEMA = Table({
+    "half_life": Field(Duration()),
+    "source_type": Field(_HALF_LIVES, default=None),
+    "host": Field(_HALF_LIVES, default=None),
+    "claim_class": Field(_HALF_LIVES, default=None),
+    "no_decay": Field(Nullable(Table({
+        "claim_class": Field(ListOf(Text()), default=[]),
+        "field": Field(Nullable(Text()), default=PERSISTENT_FIELD),
+    }, what="a table with claim_class and/or field")), default=None),
+}, what="a table (half_life, source_type, host, claim_class, no_decay)")
 
 
 @dataclass(frozen=True)
@@ -142,66 +202,28 @@ def _truthy(value: Any) -> bool:
 
 
 def load_freshness_config(path: str | Path) -> FreshnessConfig:
-    """A :class:`FreshnessConfig` from a ``.toml`` / ``.yaml`` / ``.yml`` file;
-    ``ValueError`` naming the file and the key for anything wrong."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the freshness config: {exc.strerror or exc}"
-                         ) from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            data: Any = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
-        else:
-            raise ValueError(f"{path}: expected a .toml, .yaml or .yml freshness config")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: not valid {suffix[1:].upper()}: {exc}") from None
+    """A :class:`FreshnessConfig` from a ``.toml`` / ``.yaml`` / ``.yml`` file, read by
+    :func:`credrank.core.structured.read_structured` (UTF-8 with a byte-order mark accepted;
+    bounded size, nesting and number length; YAML **without aliases**, so a few hundred bytes
+    of nested aliases cannot expand to gigabytes); :class:`FreshnessConfigError` (a
+    ``ValueError``) naming the file and the key path for anything wrong."""
+    data = read_structured(path, what="freshness config", formats=("toml", "yaml"),
+                           error=FreshnessConfigError)
+    if data is None:  # an empty YAML file
+        raise FreshnessConfigError(f"{path}: expected a freshness config table with at least "
+                                   "half_life, got an empty file")
     return config_from_dict(data, str(path))
 
 
 def config_from_dict(data: Any, where: str = "freshness config") -> FreshnessConfig:
-    """The mapping of a config file (see the module docstring) as a :class:`FreshnessConfig`."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: expected a table of keys, got {type(data).__name__}")
-    known = {"half_life", *_TABLES, "no_decay"}
-    unknown = sorted(set(map(str, data)) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; expected some of "
-                         f"{', '.join(sorted(known))}")
-    if "half_life" not in data:
-        raise ValueError(f"{where}: key 'half_life' missing (the default half-life, e.g. "
-                         "\"365d\")")
-    tables: dict[str, dict[str, float]] = {}
-    for table in _TABLES:
-        raw = data.get(table) or {}
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{where}: key {table!r}: expected a table of name = duration, "
-                             f"got {raw!r}")
-        tables[table] = {str(k): parse_duration(v, f"{where}: {table}.{k}")
-                         for k, v in raw.items()}
-    no_decay = data.get("no_decay") or {}
-    if not isinstance(no_decay, Mapping):
-        raise ValueError(f"{where}: key 'no_decay': expected a table with claim_class and/or "
-                         f"field, got {no_decay!r}")
-    bad = sorted(set(map(str, no_decay)) - {"claim_class", "field"})
-    if bad:
-        raise ValueError(f"{where}: no_decay: unknown key(s) {', '.join(bad)}; expected "
-                         "claim_class, field")
-    classes = no_decay.get("claim_class", [])
-    if isinstance(classes, str) or not isinstance(classes, Sequence) or not all(
-            isinstance(c, str) for c in classes):
-        raise ValueError(f"{where}: no_decay.claim_class: expected a list of class names, "
-                         f"got {classes!r}")
-    field_name = no_decay.get("field", PERSISTENT_FIELD)
-    if field_name is not None and (not isinstance(field_name, str) or not field_name.strip()):
-        raise ValueError(f"{where}: no_decay.field: expected a column name, got "
-                         f"{field_name!r}")
-    return FreshnessConfig(half_life=parse_duration(data["half_life"], f"{where}: half_life"),
-                           source_type=tables["source_type"], host=tables["host"],
-                           claim_class=tables["claim_class"],
-                           no_decay_classes=frozenset(classes), no_decay_field=field_name,
+    """The mapping of a config file (see the module docstring) as a :class:`FreshnessConfig`,
+    checked against :data:`CONFIG_SCHEMA`; :class:`FreshnessConfigError` naming ``where`` and
+    the key path."""
+    doc = CONFIG_SCHEMA.check(data, where, error=FreshnessConfigError)
+    no_decay = doc["no_decay"] or {"claim_class": [], "field": PERSISTENT_FIELD}
+    return FreshnessConfig(half_life=doc["half_life"],
+                           source_type=doc["source_type"] or {}, host=doc["host"] or {},
+                           claim_class=doc["claim_class"] or {},
+                           no_decay_classes=frozenset(no_decay["claim_class"]),
+                           no_decay_field=no_decay["field"],
                            path=None if where == "freshness config" else where)

@@ -13,7 +13,9 @@
   repeats older evidence along ``cites`` links takes its origin's evidence date
   (:class:`~credrank.freshness.inherit.InheritedDates`, needs the index; Python path).
 
-Errors (``ValueError``) name the key and the value.
+Errors (``ValueError``) name the key and the value; those of the config file
+(:class:`~credrank.freshness.config.FreshnessConfigError`, read by the hardened reader of
+:mod:`credrank.core.structured`: YAML aliases refused) name the file and the key path.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
                          else f"{option}: {exc}") from None
     if "config" in items:
         path = Path(items["config"])
-        if not path.is_file():
+        if not path.exists():
             raise ValueError(f"{option} config: no such file {items['config']!r}")
-        config = load_freshness_config(path)
+        config = load_freshness_config(path)  # errors name the file and the key path
         if half_life is not None:
             config = dataclasses.replace(config, half_life=half_life)
         return FreshnessDecay(config, now=now, undated=undated, lineage=lineage == "cites")

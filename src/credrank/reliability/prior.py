@@ -12,7 +12,6 @@ Remember what ``r_s`` is: agreement with a consensus, not verified accuracy.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,11 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates
+from credrank.core.errors import FileFormatError
 from credrank.core.maths import shrink
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Field, Flag, Integer, ListOf, Nullable, Number, Table, Text, got
+from credrank.core.structured import read_structured
 from credrank.core.validation import (
     check_bounds,
     check_finite,
@@ -69,6 +71,50 @@ def reliability_table(
                     for s in source_ids])
     values = shrink_reliability(reliability, n_answers, lam, m)
     return {s: float(v) for s, v in zip(source_ids, values, strict=True)}
+
+
+#: what :func:`read_estimate` reads of the ``--json`` document of ``credrank reliability
+#: estimate``: the ``sources`` and, of each, its id, whether it is known, its reliability and
+#: its coverage. The document's other keys (and a source's others: ``weight``, ``answered``,
+#: ``cluster``, …) are that command's report and are ignored.
+ESTIMATE_SCHEMA = Table({
+    "sources": Field(ListOf(Table({
+        "source_id": Field(Text()),
+        "known": Field(Flag()),
+        "reliability": Field(Nullable(Number(0, 1))),
+        "coverage": Field(Integer(0)),
+    }, extra=True))),
+}, extra=True)
+
+
+def read_estimate(path: str | Path) -> dict[str, tuple[float, int]]:
+    """``{source_id: (r_s, n_s)}`` from the ``--json`` document of ``credrank reliability
+    estimate`` at ``path``; an unknown source gives ``(0.0, 0)``.
+
+    Declared policy: the file is read by the hardened JSON reader
+    (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
+    NaN/Infinity or duplicate keys) and checked against :data:`ESTIMATE_SCHEMA`; a known
+    source needs a reliability in [0, 1], a source id may appear once. Every problem is a
+    :class:`~credrank.core.errors.FileFormatError` (a ``ValueError``) naming the file and the
+    key path (``sources[3].coverage``)."""
+    where = str(path)
+    doc = read_structured(path, what="reliability estimate", fmt="json")
+    if not isinstance(doc, dict) or "sources" not in doc:
+        raise FileFormatError(f"{where}: expected the --json output of `credrank reliability "
+                              "estimate` (a JSON object whose sources have source_id, known, "
+                              f"reliability, coverage), got {got(doc)}")
+    sources = ESTIMATE_SCHEMA.check(doc, where, error=FileFormatError)["sources"]
+    estimates: dict[str, tuple[float, int]] = {}
+    for i, s in enumerate(sources):
+        sid = s["source_id"]
+        if sid in estimates:
+            raise FileFormatError(f"{where}: sources[{i}].source_id: expected a source listed "
+                                  f"once, got {sid!r} again")
+        if s["known"] and s["reliability"] is None:
+            raise FileFormatError(f"{where}: sources[{i}].reliability: expected a finite "
+                                  "number in [0, 1] (the source is known), got None")
+        estimates[sid] = (s["reliability"], s["coverage"]) if s["known"] else (0.0, 0)
+    return estimates
 
 
 class ReliabilityPrior(Stage):
@@ -136,18 +182,9 @@ class ShrunkReliabilityPrior(Stage):
     @classmethod
     def from_estimate_json(cls, path: str, type_prior: Mapping[str, float],
                            **kwargs: Any) -> ShrunkReliabilityPrior:
-        """Read the ``--json`` document of ``credrank reliability estimate``."""
-        try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
-            sources = doc["sources"]
-            estimates = {s["source_id"]: ((s["reliability"] if s["known"] else 0.0),
-                                          int(s["coverage"]) if s["known"] else 0)
-                         for s in sources}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: expected the --json output of `credrank reliability "
-                             f"estimate` (sources with source_id, known, reliability, "
-                             f"coverage): {exc}") from exc
-        return cls(estimates, type_prior, **kwargs)
+        """Read the ``--json`` document of ``credrank reliability estimate``
+        (:func:`read_estimate`)."""
+        return cls(read_estimate(path), type_prior, **kwargs)
 
     def transform(self, batch: Candidates) -> Candidates:
         keys, types = batch.column(self.key_column), batch.column("source_type")

@@ -198,7 +198,11 @@ class CoverageSelect(Selector):
         self.lambda_coverage = check_nonnegative("lambda_coverage", lambda_coverage)
         self.intent_column = _column_or_none("intent_column", intent_column)
         self.n_clusters = None if n_clusters is None else check_int("n_clusters", n_clusters, 1)
-        self.intent_set = None if intent_set is None else [str(s) for s in intent_set]
+        if intent_set is not None and (
+                isinstance(intent_set, str) or not isinstance(intent_set, Sequence)
+                or not all(isinstance(s, str) and s.strip() for s in intent_set)):
+            raise ValueError(f"intent_set: expected a list of intent names, got {intent_set!r}")
+        self.intent_set = None if intent_set is None else list(intent_set)
         if self.intent_set is not None and not self.intent_set:
             raise ValueError("intent_set: expected a non-empty list of intents, got []")
         self.time_limit = check_positive("time_limit", time_limit)

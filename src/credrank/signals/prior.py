@@ -8,25 +8,28 @@ set from health-domain assumptions (0.95 peer-reviewed … 0.30 AI-generated). T
   low priors, made by :func:`disperse` with γ = 0.5 and γ = 1.5.
 
 A prior file (TOML or YAML) gives ``{source_type: value}`` under a ``priors`` table (or at the
-top level), optionally ``base = "current"`` to fill the types it leaves out. Every value must be
-in (0, 1]. A document's prior comes from its provenance-derived ``source_type`` (never from its
-text); with ``use_domain_scores`` a per-domain score from a user table replaces the type prior.
+top level), optionally ``name`` and ``base = "current"`` to fill the types it leaves out. Every
+value must be in (0, 1]; no other key is accepted (:data:`PRIOR_FILE_SCHEMA`). YAML aliases are
+refused (:func:`read_prior_file`). A document's prior comes from its provenance-derived
+``source_type`` (never from its text); with ``use_domain_scores`` a per-domain score from a
+user table replaces the type prior.
 """
 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from credrank.core.candidates import Candidates
+from credrank.core.errors import FileFormatError
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Field, MapOf, Number, Table, Text
+from credrank.core.structured import read_structured
 from credrank.core.validation import (
     check_bool,
     check_choice,
@@ -119,39 +122,65 @@ def preset(name: str) -> PriorTable:
     return PriorTable(name, disperse(CURRENT, PRESET_DISPERSION[name]))
 
 
+class PriorFileError(FileFormatError):
+    """A prior file that cannot be read or does not validate; the message names the file and
+    the key path."""
+
+
+#: a prior value: in (0, 1]
+_PRIOR = Number(0, 1, open_low=True)
+_HEAD: dict[str, Field] = {
+    "name": Field(Text(), required=False),
+    "base": Field(Text(choices=tuple(PRESET_DISPERSION)), required=False),
+}
+#: a prior file with a ``[priors]`` table: ``{source_type: prior}`` (plus ``name``, ``base``)
+PRIOR_FILE_SCHEMA = Table({
+    **_HEAD,
+    "priors": Field(MapOf(_PRIOR, key=Text(choices=SOURCE_TYPES))),
+}, what="a table of source_type = prior (name, base, [priors])")
+#: a prior file with the priors at the top level
+FLAT_PRIOR_FILE_SCHEMA = Table({
+    **_HEAD,
+    **{t: Field(_PRIOR, required=False) for t in SOURCE_TYPES},
+}, what="a table of source_type = prior (name, base, [priors])")
+
+
+def read_prior_file(path: str | Path) -> PriorTable:
+    """The :class:`PriorTable` of a TOML / YAML prior file (module docstring).
+
+    Read by :func:`credrank.core.structured.read_structured` (UTF-8 with a byte-order mark
+    accepted; bounded size, nesting and number length; YAML **without aliases**, so a few
+    hundred bytes of nested aliases cannot expand to gigabytes), checked against
+    :data:`PRIOR_FILE_SCHEMA` (with a ``priors`` table) or :data:`FLAT_PRIOR_FILE_SCHEMA`;
+    :class:`PriorFileError` naming the file and the key path for anything wrong."""
+    data = read_structured(path, what="prior file", formats=("toml", "yaml"),
+                           error=PriorFileError)
+    if data is None:  # an empty YAML file
+        raise PriorFileError(f"{path}: expected a table of source_type = prior, got an empty "
+                             "file")
+    schema = (PRIOR_FILE_SCHEMA if isinstance(data, dict) and "priors" in data
+              else FLAT_PRIOR_FILE_SCHEMA)
+    doc = schema.check(data, str(path), error=PriorFileError)
+    values = doc.get("priors", {k: v for k, v in doc.items() if k in SOURCE_TYPES})
+    merged = dict(preset(doc["base"]).values) if "base" in doc else {}
+    merged.update(values)
+    missing = [t for t in SOURCE_TYPES if t not in merged]
+    if missing:
+        where = "priors" if "priors" in doc else "(top level)"
+        raise PriorFileError(f"{path}: {where}: expected a prior for every source type, "
+                             f"missing source types {missing} (or set base = \"current\" to "
+                             "fill them)")
+    return PriorTable(doc.get("name", Path(path).stem), merged)
+
+
 def load_priors(spec: str | Path) -> PriorTable:
-    """A preset by name, or a TOML / YAML prior file by path."""
+    """A preset by name, or a TOML / YAML prior file by path (:func:`read_prior_file`)."""
     if isinstance(spec, str) and spec in PRESET_DISPERSION:
         return preset(spec)
-    path = Path(spec)
-    if not path.is_file():
+    if not Path(spec).exists():
         raise ValueError(f"priors: {str(spec)!r} is neither a preset "
                          f"({', '.join(PRESET_DISPERSION)}) nor an existing file")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-    elif path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML: {exc}") from exc
-    else:
-        raise ValueError(f"{path}: expected a .toml, .yaml or .yml prior file")
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a table of source_type = prior")
-    base_name = data.get("base")
-    values = data.get("priors", {k: v for k, v in data.items() if k not in ("base", "name")})
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: field 'priors': expected a table, got {type(values).__name__}")
-    merged = dict(preset(base_name).values) if base_name else {}
-    merged.update(values)
-    try:
-        return PriorTable(str(data.get("name", path.stem)), merged)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+    return read_prior_file(spec)
 
 
 class SourcePrior(Stage):

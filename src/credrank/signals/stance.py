@@ -17,9 +17,11 @@ a consensus of pages repeating a wrong claim is rewarded (see the agreement modu
 ``description``), ``doc_id``, ``stance`` (``0`` = the page says the treatment does not help,
 ``1`` = it helps), optional ``text`` and ``url``. Pages without text in the file are read from
 an index (by ``doc_id``) when one is given. Every row is used or rejected with a reason, and
-the reasons are counted (:attr:`Pairs.rejected`): an empty topic, query or doc_id; a stance
-that is empty, not a number, or a number other than 0 or 1; a second row for the same
-``(topic, doc_id)``; no text (neither in the file nor in the index).
+the reasons are counted (:attr:`Pairs.rejected`): a blank row (every value empty); an empty
+topic, query or doc_id; a stance that is empty, not a number, or a number other than 0 or 1; a
+second row for the same ``(topic, doc_id)``; no text (neither in the file nor in the index).
+The file itself is read as strictly as every CSV credrank reads (:func:`read_pairs`): a broken
+file is an error naming the line, never a silent loss of rows.
 
 **Model file** (:func:`model_document`, :func:`load_model`): JSON with
 ``"credrank_stance_model": 1``; docs/json.md lists the fields. :func:`fit_pairs` runs the
@@ -30,11 +32,9 @@ and refits on every pair. A model reads pages with the embedder it was fitted wi
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,9 +46,12 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
+from credrank.core.errors import FileFormatError
 from credrank.core.files import save_json
 from credrank.core.logistic import LogisticModel, text_key
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Anything, Field, Flag, Integer, ListOf, Number, Table, Text, got
+from credrank.core.structured import MAX_CSV_CHARS, read_csv, read_structured
 from credrank.index.embed import get_embedder
 from credrank.index.store import VectorStore
 from credrank.signals.agreement import AnswerAgreement
@@ -75,7 +78,7 @@ DEFAULT_FEATURES: dict[str, Any] = {"k_sentences": 3, "max_words": 60, "use_embe
                                     "use_interaction": True, "use_anchors": True,
                                     "use_cues": True}
 #: rejection reasons, in the order they are checked
-REASONS = ("topic empty", "query empty", "doc_id empty", "stance empty",
+REASONS = ("blank row", "topic empty", "query empty", "doc_id empty", "stance empty",
            "stance not a number", "stance not 0 or 1", "duplicate (topic, doc_id)",
            "no text (none in the file, no index given)", "doc_id not in the index",
            "no text (empty in the file and in the index)")
@@ -86,7 +89,7 @@ STAGE_SETTINGS = ("weight_factor", "floor", "sharpness", "mode", "exclude_self",
                   "name")
 
 
-class StanceModelError(ValueError):
+class StanceModelError(FileFormatError):
     """A model file or training-pairs file that cannot be used (the message names the file,
     the field or line, what was expected and what came)."""
 
@@ -155,40 +158,53 @@ def _parse_stance(raw: str) -> tuple[int | None, str | None]:
     return None, "stance not 0 or 1"
 
 
+#: the pairs-file columns whose quoted values may span lines: a page keeps its line breaks
+MULTILINE_COLUMNS: tuple[str, ...] = ("text",)
+#: the longest value of a pairs file (characters), enforced by the strict CSV reader
+MAX_FIELD_CHARS = MAX_CSV_CHARS
+
+
+def _pair_records(path: str | Path) -> tuple[list[str], list[tuple[int, dict[str, str | None]]]]:
+    """The header and the ``(line, {column: value})`` data rows of a pairs file, read by
+    :func:`credrank.core.structured.read_csv` (UTF-8, a byte-order mark dropped, strict CSV,
+    a CSV error or a value over 131,072 characters names its line); only the values of
+    :data:`MULTILINE_COLUMNS` may span lines (the pages of the TREC Health Misinformation
+    pairs do), so an unterminated quote in any other column is an error naming the line where
+    it began instead of swallowing the rows after it."""
+    rows = read_csv(path, what="pairs file", error=StanceModelError,
+                    multiline=MULTILINE_COLUMNS, max_chars=MAX_FIELD_CHARS)
+    records = list(rows)
+    assert rows.header is not None  # an empty file is an error of read_csv
+    return rows.header, records
+
+
 def read_pairs(path: str | Path, store: VectorStore | None = None, *,
                query_column: str | None = None) -> Pairs:
     """The labelled pairs of the CSV at ``path`` (module docstring). Text missing from the
     file is read from ``store`` by ``doc_id`` (a text cell that is present wins). The query
-    is read from ``query_column`` when given, else from ``query``, else ``description``."""
+    is read from ``query_column`` when given, else from ``query``, else ``description``.
+
+    Declared policy: the file is read strictly (:func:`_pair_records`: a broken quote, a value
+    over 131,072 characters — a longer page: leave its ``text`` empty and pass an index — or
+    any other CSV error is a :class:`StanceModelError` naming the line); a missing column and
+    a row with more or fewer values than the header are errors too; every other row is used
+    or rejected with its reason (:attr:`Pairs.rejected`), a row of empty values as a blank
+    row.
+    """
     name = str(path)
-    csv.field_size_limit(sys.maxsize)
-    try:
-        handle = open(path, encoding="utf-8-sig", newline="")
-    except OSError as exc:
-        raise StanceModelError(f"{name}: cannot read the pairs file: {exc}") from exc
-    with handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise StanceModelError(f"{name}: empty file; expected a header line") from None
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise StanceModelError(f"{name}: line 1: not a UTF-8 CSV header: {exc}") from exc
-        cols = _pick_columns(name, header, store is not None, query_column)
-        stripped = [h.strip() for h in header]
-        where = {c: stripped.index(c) for c in cols.values() if c is not None}
-        raw_rows: list[tuple[int, dict[str, str]]] = []
-        try:
-            for row in reader:
-                if not any(cell.strip() for cell in row):
-                    continue
-                if len(row) != len(header):
-                    raise StanceModelError(f"{name}: line {reader.line_num}: expected "
-                                           f"{len(header)} fields, got {len(row)}")
-                raw_rows.append((reader.line_num, {k: row[where[c]] for k, c in cols.items()
-                                                   if c is not None}))
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise StanceModelError(f"{name}: line {reader.line_num}: {exc}") from exc
+    header, records = _pair_records(path)
+    cols = _pick_columns(name, header, store is not None, query_column)
+    where = {c: header.index(c) for c in cols.values() if c is not None}
+    raw_rows: list[tuple[int, dict[str, str] | None]] = []
+    for line, record in records:
+        row = [v for v in record.values() if v is not None]
+        if not any(cell.strip() for cell in row):
+            raw_rows.append((line, None))  # rejected below as a blank row
+            continue
+        if len(row) != len(header):
+            raise StanceModelError(f"{name}:{line}: expected {len(header)} fields (the "
+                                   f"header's), got {len(row)}")
+        raw_rows.append((line, {k: row[where[c]] for k, c in cols.items() if c is not None}))
     pairs = Pairs(name, [], [], len(raw_rows), cols)
 
     def reject(reason: str, line: int) -> None:
@@ -198,6 +214,9 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
     seen: set[tuple[str, str]] = set()
     pending: list[tuple[int, str, str, str, int, str, str | None]] = []
     for line, row in raw_rows:
+        if row is None:
+            reject("blank row", line)
+            continue
         topic, query, doc_id = (row[k].strip() for k in ("topic", "query", "doc_id"))
         stance, why = _parse_stance(row["stance"])
         if not topic:
@@ -355,105 +374,85 @@ class StanceModelFile:
         return model
 
 
-def _field(path: str, doc: Mapping[str, Any], dotted: str, kinds: tuple[type, ...],
-           what: str) -> Any:
-    node: Any = doc
-    parts = dotted.split(".")
-    for i, part in enumerate(parts):
-        if not isinstance(node, Mapping) or part not in node:
-            raise StanceModelError(f"{path}: field {'.'.join(parts[:i + 1])!r} missing; "
-                                   f"expected {what}")
-        node = node[part]
-    bad_bool = isinstance(node, bool) and bool not in kinds
-    if not isinstance(node, kinds) or bad_bool:
-        raise StanceModelError(f"{path}: field {dotted!r}: expected {what}, got {node!r}"[:300])
-    if isinstance(node, float) and not math.isfinite(node):
-        raise StanceModelError(f"{path}: field {dotted!r}: expected a finite number, got {node}")
-    return node
+_FLAG = Field(Flag())
+_SHA256 = Text(what="a SHA-256 hex string")
 
-
-def _numbers(path: str, doc: Mapping[str, Any], dotted: str, length: int,
-             positive: bool = False) -> None:
-    values = _field(path, doc, dotted, (list,), f"a list of {length} numbers")
-    if len(values) != length:
-        raise StanceModelError(f"{path}: field {dotted!r}: expected {length} numbers (one per "
-                               f"feature column), got {len(values)}")
-    for i, v in enumerate(values):
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or (positive and v <= 0):
-            raise StanceModelError(f"{path}: field {dotted}[{i}]: expected a finite "
-                                   f"{'positive ' if positive else ''}number, got {v!r}")
+#: the stance model file's structure (docs/json.md): every key, its type and range; unknown
+#: keys are refused everywhere but in the free-form ``training.rows`` and ``metrics`` tables.
+#: What depends on another field (the vector lengths, the blocks, the lexicon) is checked
+#: after it, in :func:`validate_document`.
+MODEL_SCHEMA = Table({
+    KEY: Field(Integer()),
+    "created_by": Field(Text(allow_empty=True), required=False),
+    "features": Field(Table({
+        "k_sentences": Field(Integer(1)),
+        "max_words": Field(Integer(1)),
+        "use_embedding": _FLAG,
+        "use_interaction": _FLAG,
+        "use_anchors": _FLAG,
+        "use_cues": _FLAG,
+        "blocks": Field(ListOf(ListOf(Anything(), length=2))),
+        "n_columns": Field(Integer(1)),
+        "lexicon_sha256": Field(_SHA256),
+    })),
+    "settings": Field(Table({"l2": Field(Number(0, open_low=True)), "interaction": _FLAG})),
+    "logistic": Field(Table({
+        "weights": Field(ListOf(Number())),
+        "bias": Field(Number()),
+        "mean": Field(ListOf(Number())),
+        "scale": Field(ListOf(Number(0, open_low=True))),
+        "l2": Field(Number(0, open_low=True)),
+    })),
+    "embedder": Field(Table({"name": Field(Text()), "dim": Field(Integer(1))})),
+    "training": Field(Table({
+        "sha256": Field(_SHA256),
+        "n_pairs": Field(Integer(0)),
+        "n_topics": Field(Integer(0)),
+        "rows": Field(Table(extra=True), required=False),
+    })),
+    "metrics": Field(Table(extra=True)),
+}, what="a stance model (a JSON object)")
 
 
 def validate_document(doc: Any, path: str = "model") -> StanceModelFile:
-    """Check every field a model needs (``StanceModelError`` naming ``path`` and the field)."""
-    if not isinstance(doc, dict):
-        raise StanceModelError(f"{path}: expected a JSON object, got {type(doc).__name__}")
-    if KEY not in doc:
-        raise StanceModelError(f"{path}: not a stance model file (no {KEY!r} field)")
-    fmt = doc[KEY]
-    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt != FORMAT:
-        raise StanceModelError(f"{path}: field {KEY!r}: expected {FORMAT}, got {fmt!r}"
-                               + (" (written by a newer credrank?)" if isinstance(fmt, int)
-                                  and fmt > FORMAT else ""))
-    for name in ("k_sentences", "max_words", "n_columns"):
-        value = _field(path, doc, f"features.{name}", (int,), "an integer >= 1")
-        if value < 1:
-            raise StanceModelError(f"{path}: field 'features.{name}': expected an integer "
-                                   f">= 1, got {value}")
-    for name in ("use_embedding", "use_interaction", "use_anchors", "use_cues"):
-        _field(path, doc, f"features.{name}", (bool,), "true or false")
-    blocks = _field(path, doc, "features.blocks", (list,), "a list of [name, width]")
-    if not all(isinstance(b, list) and len(b) == 2 and isinstance(b[0], str)
-               and isinstance(b[1], int) for b in blocks):
-        raise StanceModelError(f"{path}: field 'features.blocks': expected a list of "
-                               f"[name, width] pairs, got {blocks!r}"[:300])
-    lexicon = _field(path, doc, "features.lexicon_sha256", (str,), "a SHA-256 hex string")
-    if lexicon != lexicon_hash():
-        raise StanceModelError(f"{path}: field 'features.lexicon_sha256': the model was "
-                               "written with another lexicon (cue phrases, anchors, stop "
-                               f"words) than this credrank's ({lexicon[:12]}… vs "
-                               f"{lexicon_hash()[:12]}…); refit it")
-    l2 = _field(path, doc, "settings.l2", (int, float), "a positive number")
-    if l2 <= 0:
-        raise StanceModelError(f"{path}: field 'settings.l2': expected a positive number, "
-                               f"got {l2}")
-    _field(path, doc, "settings.interaction", (bool,), "true or false")
-    n = doc["features"]["n_columns"]
-    _numbers(path, doc, "logistic.weights", n)
-    _numbers(path, doc, "logistic.mean", n)
-    _numbers(path, doc, "logistic.scale", n, positive=True)
-    _field(path, doc, "logistic.bias", (int, float), "a finite number")
-    if _field(path, doc, "logistic.l2", (int, float), "a positive number") <= 0:
-        raise StanceModelError(f"{path}: field 'logistic.l2': expected a positive number")
-    name = _field(path, doc, "embedder.name", (str,), "the embedder's name")
-    if not name:
-        raise StanceModelError(f"{path}: field 'embedder.name': expected a name, got ''")
-    if _field(path, doc, "embedder.dim", (int,), "an integer >= 1") < 1:
-        raise StanceModelError(f"{path}: field 'embedder.dim': expected an integer >= 1")
-    _field(path, doc, "training.sha256", (str,), "a SHA-256 hex string")
-    for name in ("n_pairs", "n_topics"):
-        _field(path, doc, f"training.{name}", (int,), "an integer")
-    _field(path, doc, "metrics", (dict,), "a JSON object")
-    return StanceModelFile(path, doc)
+    """Check every field a model needs: the format marker, :data:`MODEL_SCHEMA`, then the
+    fields that depend on each other (``StanceModelError`` naming ``path`` and the key path,
+    what was expected and what came)."""
+    if not isinstance(doc, dict) or KEY not in doc:
+        raise StanceModelError(f"{path}: not a stance model file (expected a JSON object with "
+                               f"{KEY!r}, got {got(doc)})")
+    fmt = Integer().check(doc[KEY], path, error=StanceModelError, at=KEY)
+    if fmt != FORMAT:
+        raise StanceModelError(f"{path}: {KEY}: expected {FORMAT}, got {fmt}"
+                               + (" (written by a newer credrank?)" if fmt > FORMAT else ""))
+    clean = MODEL_SCHEMA.check(doc, path, error=StanceModelError)
+    features = clean["features"]
+    for i, block in enumerate(features["blocks"]):
+        Text(what="a block name").check(block[0], path, error=StanceModelError,
+                                        at=f"features.blocks[{i}][0]")
+        Integer(0).check(block[1], path, error=StanceModelError, at=f"features.blocks[{i}][1]")
+    if features["lexicon_sha256"] != lexicon_hash():
+        lexicon = features["lexicon_sha256"]
+        raise StanceModelError(f"{path}: features.lexicon_sha256: the model was written with "
+                               "another lexicon (cue phrases, anchors, stop words) than this "
+                               f"credrank's ({lexicon[:12]}… vs {lexicon_hash()[:12]}…); "
+                               "refit it")
+    n = features["n_columns"]
+    for name in ("weights", "mean", "scale"):
+        values = clean["logistic"][name]
+        if len(values) != n:
+            raise StanceModelError(f"{path}: logistic.{name}: expected {n} numbers (one per "
+                                   f"feature column, features.n_columns), got {len(values)}")
+    return StanceModelFile(path, clean)
 
 
 def load_model(path: str | Path) -> StanceModelFile:
-    """Read and validate the model file at ``path`` (:func:`validate_document`)."""
-    name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StanceModelError(f"{name}: cannot read the stance model file: {exc}") from exc
-    try:
-        doc = json.loads(text, parse_constant=lambda c: _no_constant(name, c))
-    except json.JSONDecodeError as exc:
-        raise StanceModelError(f"{name}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-    return validate_document(doc, name)
-
-
-def _no_constant(path: str, constant: str) -> float:
-    raise StanceModelError(f"{path}: {constant} in the file; expected finite numbers only")
+    """Read the model file at ``path`` with the hardened JSON reader
+    (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
+    NaN/Infinity, no duplicate keys) and validate it (:func:`validate_document`); every
+    problem is a :class:`StanceModelError` naming the file."""
+    doc = read_structured(path, what="stance model file", fmt="json", error=StanceModelError)
+    return validate_document(doc, str(path))
 
 
 # ---------------------------------------------------------------- fitting
