@@ -273,12 +273,7 @@ import credrank.cli
 before = sorted(m for m in {heavy!r} if m in sys.modules)
 commands = sorted(m for m in sys.modules if m.startswith("credrank.cli."))
 sys.argv = ["credrank", "search", "vitamin d and covid", "--index", {index!r}, "--json"]
-try:
-    credrank.cli.main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
+code = credrank.cli.run()
 print("@@" + json.dumps({{"code": code, "before": before, "commands": commands,
                          "after": sorted(m for m in {heavy!r} if m in sys.modules)}}))
 """

@@ -10,9 +10,12 @@ table of commands; :class:`LazyGroup` turns an entry into its click command exac
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import typer
@@ -111,8 +114,83 @@ def _root() -> None:
     pass
 
 
-def main() -> None:
-    app()
+def run(args: list[str] | None = None) -> int:
+    """Run the CLI on ``args`` (default ``sys.argv[1:]``) and return its exit code instead of
+    raising ``SystemExit``: 0 done, 1 a failed check or an unexpected error (its traceback
+    printed), 2 bad usage or bad input (``error: …``), 130 interrupted, 141 the reader of
+    stdout went away (as a shell reports SIGPIPE)."""
+    try:
+        result = app(args=args, prog_name="credrank", standalone_mode=False)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        return _click_error(exc)
+    except SystemExit as exc:
+        return _code(exc.code)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away (`credrank … | head`): stop quietly
+        return 141
+    except Exception:  # a bug: its traceback, as the interpreter (or typer's hook) shows it
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return result if isinstance(result, int) else 0  # click returns an Exit's code
 
 
-__all__ = ["COMMANDS", "app", "main"]
+def _click_error(exc: Exception) -> int:
+    """Report a usage error as every other credrank error (plain text, ``error: …``, exit 2);
+    a command group called without a command prints its help, as click does."""
+    ctx = getattr(exc, "ctx", None)
+    code = int(getattr(exc, "exit_code", 2))
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        text = ctx.get_help()  # typer's rich help prints itself and returns ""
+        if text:
+            print(text)
+        return code
+    if ctx is not None:
+        print(ctx.get_usage(), file=sys.stderr)
+        print(f"Try '{ctx.command_path} --help' for help.\n", file=sys.stderr)
+    message = getattr(exc, "format_message", lambda: str(exc))()
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # SystemExit("message"), as the interpreter would show it
+    return 1
+
+
+def exit_process(code: int) -> NoReturn:
+    """Leave the process with ``code`` without finalising the interpreter.
+
+    Native libraries keep threads of their own (onnxruntime's thread pools, a model load that a
+    daemon thread started and an early error overtook, the engine's workers). When the
+    interpreter finalises and the C++ runtime destroys its statics while such a thread is
+    still running, the process aborts (``terminate called without an active exception``,
+    exit 134) after the command has already finished. So the console script does what the
+    interpreter's own exit does for Python — the ``atexit`` handlers run (they close files,
+    stop Dask clusters, flush logs) and stdout/stderr are flushed — and then ends the process
+    with ``os._exit``, which runs no C++ destructors.
+    """
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing left to say
+                pass
+        os._exit(code)
+
+
+def main() -> NoReturn:
+    """The ``credrank`` console script: :func:`run`, then :func:`exit_process`."""
+    exit_process(run())
+
+
+__all__ = ["COMMANDS", "app", "exit_process", "main", "run"]

@@ -6,20 +6,34 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-console = Console()
-err = Console(stderr=True)
+# Console markup is off: what credrank prints holds user text (paths, ids, option values, source
+# types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
+# are given as rich Text styles (:func:`labelled`), never as markup in a string.
+console = Console(markup=False)
+err = Console(stderr=True, markup=False)
+
+
+def labelled(label: str, style: str, message: str) -> Text:
+    """``label message`` with ``label`` styled (e.g. ``error:`` in red); ``message`` verbatim."""
+    return Text.assemble((label, style), " ", message)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code``. The message is never
     broken into lines by the console width (``soft_wrap``): a path or a quoted value stays
     whole for the reader and for tools that search the output."""
-    err.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    err.print(labelled("error:", "red", message), soft_wrap=True)
     raise typer.Exit(code)
+
+
+def warn(message: str, label: str = "warning:") -> None:
+    """Print ``warning: message`` (or another ``label``) on stderr, the message verbatim."""
+    err.print(labelled(label, "yellow", message), soft_wrap=True)
 
 
 def progress() -> Progress:
@@ -31,8 +45,8 @@ def progress() -> Progress:
         TimeElapsedColumn,
     )
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=False)
+    return Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False)
 
 
 def parse_params(items: list[str] | None, option: str = "--select-param") -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from credrank.cli.common import console, progress
+from credrank.cli.common import console, fail, progress
 from credrank.demo import MEASURES, run_demo
 from credrank.index.embed import get_embedder
 
@@ -22,7 +22,10 @@ def demo(
 ) -> None:
     """Index the synthetic health corpus and compare similarity-only with source priors."""
 
-    emb = get_embedder(embedder)
+    try:
+        emb = get_embedder(embedder)
+    except ValueError as exc:
+        fail(str(exc).replace("embedder:", "--embedder:", 1))
     with progress() as bar:
         task = bar.add_task("indexing demo corpus", total=None)
         result = run_demo(index_dir, embedder=emb, on_progress=lambda n: bar.advance(task, n))

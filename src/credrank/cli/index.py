@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from credrank.cli.common import console, err, fail, progress
+from credrank.cli.common import console, err, fail, progress, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.index.embed import get_embedder
@@ -131,7 +130,7 @@ def index(
         if wants_cluster(workers, scheduler):
             require_dask()
     except (ValueError, ClusterError) as exc:
-        fail(escape(str(exc)))  # escape: "credrank[dask]" is no rich markup
+        fail(str(exc))
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
     rejects_path = rejects or index_dir / "rejects.jsonl"
@@ -143,6 +142,10 @@ def index(
     from credrank.index.parallel import TyperSettings, index_documents_parallel
     from credrank.provenance import SourceTyper
 
+    try:  # the corpus format is told (or refused) before the index folder is created
+        documents = iter_documents(corpus, fields=fields or None)
+    except ValueError as exc:
+        fail(str(exc))
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
@@ -153,7 +156,7 @@ def index(
     total = _count_lines(corpus)
     with idx, progress() as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)
-        records = _Guarded(iter_documents(corpus, fields=fields or None))
+        records = _Guarded(documents)
         try:
             if wants_cluster(workers, scheduler):
                 report = index_documents_parallel(
@@ -167,7 +170,7 @@ def index(
                                          batch_size=batch_size,
                                          on_batch=lambda n: bar.advance(task, n))
         except ClusterError as exc:  # before anything was written: the scheduler is not there
-            fail(escape(str(exc)))
+            fail(str(exc))
         except ValueError as exc:  # a file-level problem (header, format): nothing to index
             fail(str(exc))
         except StoreError as exc:  # the engine went away mid-run: re-running completes it
@@ -179,14 +182,15 @@ def index(
         size = len(idx)
         write_rejects(report.rejects, rejects_path)  # still under the index's writer lock
     for r in report.rejects[:10]:
-        err.print(f"[yellow]rejected[/yellow] {r.message}")
+        warn(r.message, label="rejected")
     if report.rejected > 10:
         err.print(f"… {report.rejected - 10} more in {rejects_path}")
     if report.conflicts:
         used = "declared type used (--trust-declared)" if trust_declared else "URL used"
         err.print(f"{len(report.conflicts)} declared source types conflict with the URL "
                   f"({used}), e.g. {report.conflicts[0][0]}: {report.conflicts[0][1]}")
-    console.print(f"{report.summary()}; index holds {size} documents; rejects in {rejects_path}")
+    console.print(f"{report.summary()}; index holds {size} documents; rejects in {rejects_path}",
+                  soft_wrap=True)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")

@@ -25,8 +25,8 @@ def build_graph(idx: VectorStore, label: str) -> tuple[bool, float]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     start = time.perf_counter()
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=False) as bar:
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", style="bold", markup=False),
+                  TimeElapsedColumn(), console=err, transient=False) as bar:
         task = bar.add_task(f"{label}: building the search graph")
 
         def beat(indexed: int, total: int) -> None:

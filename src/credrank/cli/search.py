@@ -19,7 +19,7 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
-from credrank.index.store import MANIFEST, MAX_K, StoreError
+from credrank.index.store import MAX_K, StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
     from credrank.core.candidates import Candidates
@@ -170,6 +170,8 @@ def search(
             described = describe(settings, idx)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
+    except OSError as exc:  # a file named by an option that cannot be read
+        fail(f"{exc.filename or 'file'}: cannot read: {exc.strerror or exc}")
     hits = result.hits()
     if as_json:
         print(json.dumps(search_document(query, described, result), indent=2, default=str))
@@ -203,10 +205,10 @@ def _prefetch_embedder(index_dir: Path) -> None:
     (:func:`credrank.index.embed.prefetch_embedder`); the manifest is peeked at, not
     validated (open_store does that), and any problem here is left to the normal path."""
     try:
-        manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
-        name = manifest.get("embedder") if isinstance(manifest, dict) else None
-    except (OSError, ValueError):
+        manifest = read_manifest(index_dir)
+    except StoreError:
         return
+    name = manifest.embedder if manifest is not None else None
     if isinstance(name, str):
         from credrank.index.embed import prefetch_embedder
 

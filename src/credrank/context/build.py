@@ -149,7 +149,11 @@ def parse_now(value: datetime | str | None) -> datetime:
     parsed = parse_instant(value, "now")
     if parsed is None:
         raise ValueError(f"now: expected an ISO 8601 date such as 2024-05-01, got {value!r}")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError(f"now: expected a time that stays within years 1–9999 in UTC, got "
+                         f"{value!r}") from None
 
 
 def annotate(batch: Candidates, *, now: datetime | str | None = None,

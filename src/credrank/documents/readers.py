@@ -70,6 +70,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from credrank.core.structured import json_too_deep, nesting_exceeds
 from credrank.core.validation import is_integer
 from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES, Document
 
@@ -208,7 +209,7 @@ def iter_documents(path: str | Path, *, format: str | None = None,
     else:
         ctx.unit = "row"
         raws = _parquet_records(p)
-    return (_to_document(raw, ctx) for raw in raws)
+    return (_converted(raw, ctx) for raw in raws)
 
 
 def read_corpus(path: str | Path, *, format: str | None = None,
@@ -502,6 +503,9 @@ def _csv_pass(p: Path, delimiter: str, skip: int,
             try:
                 row = next(reader)
             except StopIteration:
+                if state.header is None:
+                    raise CorpusError(f"{p}: expected a header line naming the columns (id, "
+                                      "text, …), got an empty file") from None
                 return -1
             except _READ_ERRORS as e:
                 raise _read_error(p, state.records, tap.n + 1, e) from e
@@ -648,12 +652,22 @@ def _id_value(v: Any) -> tuple[str | None, str | None]:
     return None, f"expected a string or integer id, got {_got(v)}"
 
 
+def _in_utc(dt: datetime, shown: str) -> tuple[datetime | None, str | None]:
+    """``dt`` in UTC, or the reason it has no UTC instant within years 1–9999
+    (``0001-01-01T00:00:00+14:00`` is in year 0 in UTC)."""
+    try:
+        return dt.astimezone(UTC), None
+    except (OverflowError, ValueError):
+        return None, (f"expected a date that stays within years 1–9999 in UTC, got {shown} "
+                      "(out of range once its time zone is applied)")
+
+
 def _date_value(v: Any) -> tuple[datetime | None, str | None]:
     expected = "expected ISO 8601 date with timezone"
     if isinstance(v, datetime):
         if v.tzinfo is None or v.utcoffset() is None:
             return None, f"{expected}, got {v.isoformat()!r} (timezone missing)"
-        return v.astimezone(UTC), None
+        return _in_utc(v, repr(v.isoformat()))
     if isinstance(v, date):
         return datetime(v.year, v.month, v.day, tzinfo=UTC), None
     if not isinstance(v, str):
@@ -670,7 +684,7 @@ def _date_value(v: Any) -> tuple[datetime | None, str | None]:
         return None, f"{expected}, got {v!r}"
     if dt.tzinfo is None:
         return None, f"{expected}, got {v!r} (timezone missing)"
-    return dt.astimezone(UTC), None
+    return _in_utc(dt, repr(v))
 
 
 def _cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] | None]:
@@ -680,10 +694,14 @@ def _cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] 
     if cells and isinstance(v, str):
         s = v.strip()
         if s.startswith("["):
+            if json_too_deep(s, MAX_FIELD_DEPTH):
+                return (), ("", f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, "
+                                "got deeper")
             try:
                 v = _loads(s)
-            except ValueError as e:
-                return (), ("", f"expected a JSON list or '|'-separated ids, got {s!r} ({e})")
+            except (ValueError, RecursionError) as e:
+                return (), ("", f"expected a JSON list or '|'-separated ids, got "
+                                f"{_excerpt(s)!r} ({e})")
         else:
             return tuple(x.strip() for x in s.split("|") if x.strip()), None
     if not isinstance(v, list | tuple):
@@ -696,21 +714,6 @@ def _cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] 
         assert xid is not None
         out.append(xid)
     return tuple(out), None
-
-
-def _depth_exceeds(v: Any, limit: int) -> bool:
-    """Whether ``v`` nests lists/objects more than ``limit`` levels deep (no recursion)."""
-    stack: list[tuple[Any, int]] = [(v, 0)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, dict):
-            x = list(x.values())
-        elif not isinstance(x, list | tuple):
-            continue
-        if d + 1 > limit:
-            return True
-        stack.extend((y, d + 1) for y in x)
-    return False
 
 
 def _json_size(v: Any) -> int:
@@ -770,6 +773,17 @@ def _prepare(raw: _Raw, ctx: _Context,
     return out, origin
 
 
+def _converted(raw: _Raw, ctx: _Context) -> Document | Reject:
+    """:func:`_to_document`, with the declared policy for the unforeseen: any exception while
+    converting one record makes that record a :class:`Reject` naming the exception, never the
+    failure of the chunk or the run (the records around it are indexed as usual)."""
+    try:
+        return _to_document(raw, ctx)
+    except Exception as exc:  # the record's own problem, reported as its reject
+        return Reject(ctx.file, raw.line, None, f"expected a record credrank can convert, got "
+                      f"one that raised {type(exc).__name__}: {exc}", raw.excerpt, ctx.unit)
+
+
 def _to_document(raw: _Raw, ctx: _Context) -> Document | Reject:
     def reject(fld: str | None, reason: str) -> Reject:
         return Reject(ctx.file, raw.line, fld, reason, raw.excerpt, ctx.unit)
@@ -778,7 +792,7 @@ def _to_document(raw: _Raw, ctx: _Context) -> Document | Reject:
         return reject(raw.error_field, raw.error or "unreadable record")
     problems: list[tuple[str | None, str]] = []
     for k, v in raw.data.items():  # before anything walks the values recursively
-        if _depth_exceeds(v, MAX_FIELD_DEPTH + (1 if ctx.beir and k == "metadata" else 0)):
+        if nesting_exceeds(v, MAX_FIELD_DEPTH + (1 if ctx.beir and k == "metadata" else 0)):
             problems.append((k, f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, "
                              "got deeper"))
     if problems:
