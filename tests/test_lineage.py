@@ -292,3 +292,136 @@ def test_search_freshness_lineage_inherits_the_origin_date(index_dir):
     bad = CliRunner().invoke(main_app, ["search", "q", "--index", str(index_dir),
                                         "--freshness", base + ",lineage=maybe"])
     assert bad.exit_code == 2 and "lineage" in bad.output
+
+
+# -- bounded chains and extreme inputs (issue 23) ----------------------------------------------
+
+def test_hop_cap_lists_the_ends_and_counts_the_rest(index_dir):
+    data, by = _run(index_dir, "--max-hops-listed", "1")
+    assert data["max_hops_listed"] == 1
+    m = by["m2023"]
+    assert m["hops"] == 3 and m["hops_elided"] == 2 and m["chain_gap"] == 1
+    assert [h["doc_id"] for h in m["chain"]] == ["m2023", "origin"]
+    assert m["ratio"] == 8.0 and m["log2_ratio"] == 3.0 and m["overflow"] == []
+    w = by["w2023"]
+    assert w["hops_elided"] == 0 and w["chain_gap"] is None and len(w["chain"]) == 2
+    _data, default = _run(index_dir)
+    assert default["m2023"]["hops_elided"] == 0 and len(default["m2023"]["chain"]) == 4
+    table = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now", "2026-01-01",
+                                     "--half-life", "365d", "--max-hops-listed", "2"])
+    assert table.exit_code == 0, table.output
+    assert (f"m2023 ({ago(3)[:10]}) <- h2 ({ago(4)[:10]}, cites) <- ... 1 hops elided ... <- "
+            f"origin ({ago(6)[:10]}, cites)") in table.stdout
+    helped = CliRunner().invoke(app, ["audit", "--help"])
+    assert "--max-hops-listed" in helped.output
+
+
+def _strict_json(text: str) -> dict:
+    """JSON that must hold no NaN or Infinity."""
+    def refuse(name: str) -> None:
+        raise AssertionError(f"non-finite number {name} in the JSON output")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--half-life", "1e-300d"], "--half-life"),
+    (["--half-life", "1e-11d"], "--half-life"),  # below one microsecond
+    (["--half-life", "1e-400d"], "--half-life"),  # parses to 0.0
+    (["--half-life", "1e400d"], "--half-life"),  # parses to inf
+    (["--half-life", "9" * 400 + "y"], "--half-life"),
+    (["--now", "10000-01-01"], "--now"),
+    (["--now", "0000-12-31"], "--now"),
+    (["--max-hops-listed", "0"], "--max-hops-listed"),
+    (["--max-hops-listed", "-5"], "--max-hops-listed"),
+])
+def test_extreme_options_are_clear_errors(index_dir, args, needle):
+    r = CliRunner().invoke(app, ["audit", "--index", str(index_dir), *args])
+    assert r.exit_code == 2, r.output
+    assert "error:" in r.stderr and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.output + r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+@pytest.mark.parametrize("now", ["9999-12-31", "9999-12-31T23:59:59.999999-14:00"])
+def test_far_evaluation_time_gives_declared_overflow(index_dir, now):
+    """T = 9999-12-31 with τ = 365 days: the bound 2^((T − t_0)/τ) ≈ 2^7980 exceeds the float
+    range: null in JSON, named in ``overflow``, its exponent exact; the weights underflow to
+    0.0; the ratio 2^((t_n − t_0)/τ) does not depend on T and stays 8."""
+    res = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now", now,
+                                   "--half-life", "365d", "--json"])
+    assert res.exit_code == 0, res.output
+    data = _strict_json(res.stdout)
+    w = {c["wrapper"]: c for c in data["candidates"]}["w2023"]
+    assert w["bound"] is None and w["overflow"] == ["bound"]
+    assert 7970 < w["log2_bound"] < 7990
+    assert w["ratio"] == 8.0 and w["log2_ratio"] == 3.0
+    assert w["weight_wrapper"] == 0.0 and w["weight_origin"] == 0.0
+    table = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now", now,
+                                     "--half-life", "365d"])
+    assert table.exit_code == 0 and "2^79" in table.stdout, table.output
+
+
+@pytest.mark.parametrize("now", ["0001-01-01", "0001-01-01T00:00:00+14:00"])
+def test_earliest_evaluation_time_clamps_everything(index_dir, now):
+    """T = 0001-01-01: every date is after T and clamped to it (age 0), so no wrapper is later
+    than its origin: no candidates, finite output."""
+    for extra in ((), ("--json",)):
+        res = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now", now,
+                                       "--half-life", "365d", *extra])
+        assert res.exit_code == 0, res.output
+    data = _strict_json(res.stdout)
+    assert data["counts"]["candidates"] == 0 and data["counts"]["inherited"] > 0
+
+
+def test_tiny_half_life_gives_exponents_not_infinities(index_dir):
+    """τ = 1e-10 days (above the one-microsecond floor): every ratio overflows and is null
+    beside its finite exponent; weights are 0.0."""
+    res = CliRunner().invoke(app, ["audit", "--index", str(index_dir), "--now", "2026-01-01",
+                                   "--half-life", "1e-10d", "--json"])
+    assert res.exit_code == 0, res.output
+    data = _strict_json(res.stdout)
+    for c in data["candidates"]:
+        assert c["overflow"] == ["ratio", "chain_ratio", "bound"]
+        assert c["ratio"] is None and 1e12 < c["log2_ratio"] < 1e15
+        assert c["weight_wrapper"] == 0.0
+
+
+def test_extreme_dates_in_the_data_are_finite():
+    """An origin observed in year 1 and a wrapper dated 9999 (clamped to T), with τ = 1 day:
+    the ratio 2^(~739,000) is declared as an overflow; τ under a microsecond is refused."""
+    g = _graph([{"id": "o", "observed_at": "0001-01-01"},
+                {"id": "w", "published_at": "9999-12-31", "cites": ["o"]}])
+    (c,) = audit(g, ["o", "w"], T, 1.0).candidates
+    assert c.ratio is None and c.bound is None and c.chain_ratio is None
+    assert c.t_n == T and c.log2_ratio == c.log2_bound == pytest.approx(739_617, abs=1)
+    assert c.weight_origin == 0.0
+    d = audit(g, ["o", "w"], T, 1.0).to_dict()["candidates"][0]
+    assert d["overflow"] == ["ratio", "chain_ratio", "bound"]
+    for tau in (1e-300, 5e-324, 0.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="half_life"):
+            audit(g, ["w"], T, tau)
+
+
+def test_decay_never_overflows_or_divides_zero_by_zero():
+    from credrank.freshness.decay import (
+        chain_ratio,
+        distortion_bound,
+        distortion_ratio,
+        exp2_declared,
+        log2_distortion_ratio,
+    )
+
+    assert exp2_declared(3.0) == 8.0 and exp2_declared(1024.0) is None
+    assert exp2_declared(-5000.0) == 0.0 and exp2_declared(1023.5) is not None
+    with pytest.raises(ValueError, match="log2"):
+        exp2_declared(float("nan"))
+    # a ratio beyond the float range: ValueError (not OverflowError), the exponent exact
+    with pytest.raises(ValueError, match="ratio"):
+        distortion_ratio(2000.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="bound"):
+        distortion_bound(0.0, 2000.0, 1.0)
+    assert log2_distortion_ratio(2000.0, 0.0, 1.0) == 2000.0
+    # weights that underflow to 0 (2^-100000): the chain product is summed as exponents, 2^100
+    assert chain_ratio([0.0, 50.0, 100.0], 1e5, 1.0) == 2.0 ** 100
+    with pytest.raises(ValueError, match="log2_ratio"):
+        log2_distortion_ratio(1e300, -1e300, 1e-300)

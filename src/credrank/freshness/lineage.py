@@ -49,37 +49,67 @@ Reported with the hop chain, ``w(T, t_n) = 2^(−(T − t_n)/τ)``, ``w(T, t_0)`
 of the hop factors along the chain (it telescopes to ``ρ``: more hops with the same final date
 change nothing) and the bound ``2^((T − t_0)/τ)``. A document published *before* its origin's
 evidence date is not a candidate: it is listed as an anachronism (a data error to check).
-All times are in days; ``τ`` in days (a year = 365.25 days where the CLI parses ``1y``).
+All times are in days; ``τ`` in days (a year = 365.25 days where the CLI parses ``1y``), at
+least :data:`MIN_HALF_LIFE_DAYS` (one microsecond, the resolution of the dates: a shorter
+half-life cannot be told apart from 0, and it keeps every exponent below finite).
+
+**Range policy** (35.7's ratios are powers of two and leave the float range on valid input:
+``T = 9999-12-31`` with ``τ = 1y`` gives a 2020 origin a bound of about ``2^7980``): each
+candidate carries the exponents ``log2_ratio = (t_n − t_0)/τ``, ``log2_chain_ratio`` (the sum
+of the hop exponents) and ``log2_bound = (T − t_0)/τ``, always finite; ``ratio``,
+``chain_ratio`` and ``bound`` are ``2^`` of them, or ``None`` (JSON ``null``) where that
+exceeds the largest float, and ``overflow`` names those fields. Weights that underflow are
+``0.0``. Candidates are sorted by ``log2_ratio`` (exact even where the ratios overflow),
+largest first, then by wrapper id.
+
+**Bounded reports.** A wrapper ``n`` hops from its origin has a chain of ``n + 1`` documents;
+listing all of them for every wrapper of one long chain is ``Σ n = N(N − 1)/2`` hops (the
+quadratic memory and output of issue 23). A report lists at most ``max_hops_listed = H``
+hops per wrapper (:data:`MAX_HOPS_LISTED` by default, :func:`check_max_hops_listed`): all of
+them when ``n ≤ H``, else the wrapper, its first ``⌊H/2⌋`` hops, then its last ``⌈H/2⌉`` hops
+ending at the origin, with ``hops_elided = n − H`` and ``chain_gap`` (the position in the
+listed chain where the elided hops sit). ``hops``, ``origin``, the dates and the ratios stay
+exact (``log2_chain_ratio`` is memoised along the next-hop pointers). The per-candidate
+``cycle`` lists at most ``H + 1`` members with ``cycle_size`` exact (the report's ``cycles``
+lists each cycle once, in full). Nothing stores a chain: each document keeps one next-hop
+pointer (:class:`Evidence`), the tail of a long chain is found through a memoised pointer to
+the node ``⌈H/2⌉`` hops from the origin (:meth:`ProvenanceGraph.listed_chain`), and a
+bounded chain is materialised only when a candidate is written
+(:meth:`AuditReport.iter_candidates`, :meth:`AuditReport.write_json` streams them). Audit
+memory and output are therefore ``O(N · H)``, time ``O(N + E + N · H)``.
 
 **Work scales with the reachable subgraph, not the corpus.** :class:`ProvenanceGraph` fetches
 records on demand, by id, frontier by frontier (breadth-first along parents), from a
 ``fetch(ids)`` callable (a dict, or :class:`StoreSource`: ``read_payloads`` by id, plus one
 ``k``-NN search per fetched document when copies are on). Resolution is one iterative Tarjan
-pass over the not-yet-resolved part of what the starts reach, memoised across calls: resolving
-``S`` costs ``O(|R(S)| + |E(R(S))|)`` where ``R(S)`` is the set reachable from ``S`` (with copy
-detection, ``|R(S)|`` searches of ``k`` plus ``O(k²)`` shingle work each), and an audit of the
-whole index costs ``O(N + E)`` in total — each document is expanded once. The counters in
+pass (no recursion: a chain of 100,000 is fine) over the not-yet-resolved part of what the
+starts reach, memoised across calls: resolving ``S`` costs ``O(|R(S)| + |E(R(S))|)`` where
+``R(S)`` is the set reachable from ``S`` (with copy detection, ``|R(S)|`` searches of ``k``
+plus ``O(k²)`` shingle work each), and an audit of the whole index costs ``O(N + E)`` in total
+(plus the bounded listing above) — each document is expanded once. The counters in
 :attr:`ProvenanceGraph.stats` (``fetched``, ``expanded``, ``edges``) measure it
 (``tests/test_lineage.py``, ``benchmarks/bench_lineage.py``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from credrank.freshness.dates import SECONDS_PER_DAY, FreshnessDate, freshness_date
 from credrank.freshness.decay import (
-    chain_ratio,
     check_half_life,
-    distortion_bound,
-    distortion_ratio,
+    exp2_declared,
     half_life_weight,
+    log2_distortion_bound,
+    log2_distortion_ratio,
 )
 
 #: fields whose presence makes a document its own origin (independent re-measurement)
@@ -97,6 +127,32 @@ COPY_JACCARD = 0.5
 COPY_SHINGLE = 3
 COPY_COSINE = 0.95
 DAYS_PER_YEAR = 365.25
+#: hops listed per wrapper in an audit report by default (the rest summarised: module docstring)
+MAX_HOPS_LISTED = 20
+#: the shortest half-life an audit accepts, in days: one microsecond, the resolution of dates
+MIN_HALF_LIFE_DAYS = 1e-6 / SECONDS_PER_DAY
+
+
+def check_max_hops_listed(value: Any, name: str = "max_hops_listed") -> int:
+    """The hop cap of a report as an ``int >= 1``, else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+    if int(value) < 1:
+        raise ValueError(f"{name}: expected an integer >= 1 (hops listed per wrapper; the "
+                         f"origin is always among them), got {value!r}")
+    return int(value)
+
+
+def check_audit_half_life(tau: Any, name: str = "half_life") -> float:
+    """``τ`` in days for an audit: positive, finite (:func:`check_half_life`) and at least
+    :data:`MIN_HALF_LIFE_DAYS`, else ``ValueError`` naming ``name``."""
+    value = check_half_life(tau, name)
+    if value < MIN_HALF_LIFE_DAYS:
+        raise ValueError(f"{name}: expected a half-life of at least one microsecond "
+                         f"({MIN_HALF_LIFE_DAYS:.6g} days, the resolution of dates: a shorter "
+                         f"one cannot be told apart from 0), got {tau!r}")
+    return value
+
 
 #: ``copies(texts, vectors) -> group id per text`` (``vectors`` may be ``None``)
 CopyTest = Callable[[Sequence[str], "np.ndarray | None"], np.ndarray]
@@ -267,6 +323,8 @@ class ProvenanceGraph:
         self._fetch = fetch
         self._records: dict[str, Record | None] = {}
         self._value: dict[str, Evidence] = {}
+        # tail anchors per listing size k: doc -> the node k hops from its origin on its chain
+        self._anchor: dict[int, dict[str, str]] = {}
         self.cycles: list[tuple[str, ...]] = []
         self.stats = GraphStats()
 
@@ -334,13 +392,16 @@ class ProvenanceGraph:
         low: dict[str, int] = {}
         stack: list[str] = []
         on_stack: set[str] = set()
+        # each node's inheritance edges, computed once when it is first indexed
+        succ: dict[str, list[tuple[str, str]]] = {}
         for s in starts:
             if s in self._value or s in index or self._records.get(s) is None:
                 continue
             index[s] = low[s] = len(index)
             stack.append(s)
             on_stack.add(s)
-            work = [(s, iter(self._succ(self._records[s])))]  # type: ignore[arg-type]
+            succ[s] = self._succ(self._records[s])  # type: ignore[arg-type]
+            work = [(s, iter(succ[s]))]
             while work:
                 v, it = work[-1]
                 descended = False
@@ -352,7 +413,8 @@ class ProvenanceGraph:
                         index[w] = low[w] = len(index)
                         stack.append(w)
                         on_stack.add(w)
-                        work.append((w, iter(self._succ(self._records[w]))))  # type: ignore
+                        succ[w] = self._succ(self._records[w])  # type: ignore[arg-type]
+                        work.append((w, iter(succ[w])))
                         descended = True
                         break
                     if w in on_stack:
@@ -371,7 +433,7 @@ class ProvenanceGraph:
                         scc.append(w)
                         if w == v:
                             break
-                    self._settle(scc)
+                    self._settle(scc, {m: succ.pop(m) for m in scc})
         return {d: self._value[d] for d in starts if d in self._value}
 
     @staticmethod
@@ -390,14 +452,14 @@ class ProvenanceGraph:
             return a[1] < b[1]
         return (a[2], a[3]) < (b[2], b[3])
 
-    def _settle(self, scc: list[str]) -> None:
+    def _settle(self, scc: list[str], succ: dict[str, list[tuple[str, str]]]) -> None:
+        """The evidence of a strongly connected component whose successors outside it are
+        settled (module docstring: inheritance and the cycle policy); ``succ``: its members'
+        inheritance edges."""
         self.stats.expanded += len(scc)
-        members = set(scc)
-        recs = {m: self._records[m] for m in scc}
-        succ = {m: self._succ(r) for m, r in recs.items()}  # type: ignore[arg-type]
         if len(scc) == 1:
             v = scc[0]
-            rec = recs[v]
+            rec = self._records[v]
             assert rec is not None
             if rec.own.date is not None:
                 self._value[v] = Evidence(rec.own, v)
@@ -418,6 +480,8 @@ class ProvenanceGraph:
                 up.origin, pick[0], pick[1], up.hops + 1)
             return
         # a cycle: one evidence for all members (module docstring)
+        members = set(scc)
+        recs = {m: self._records[m] for m in scc}
         cycle = tuple(sorted(scc))
         self.cycles.append(cycle)
         best = None
@@ -470,18 +534,75 @@ class ProvenanceGraph:
             self._value[m] = Evidence(FreshnessDate(base.date, basis, base.clamped), origin,
                                       hop, kind, hops, cycle)
 
+    def evidence(self, doc_id: str) -> Evidence:
+        """The :class:`Evidence` of ``doc_id`` (resolving it if needed; ``ValueError`` for an id
+        not in the index)."""
+        got = self._value.get(doc_id)
+        if got is None:
+            got = self.resolve([doc_id]).get(doc_id)
+            if got is None:
+                raise ValueError(f"doc_id: {doc_id!r} is not in the index")
+        return got
+
     def chain(self, doc_id: str) -> list[tuple[str, str | None]]:
-        """The hop chain ``[(doc_id, None), (next, kind), …, (origin, kind)]`` (resolving
-        ``doc_id`` if needed; ``ValueError`` for an id not in the index)."""
-        got = self.resolve([doc_id])
-        if doc_id not in got:
-            raise ValueError(f"doc_id: {doc_id!r} is not in the index")
+        """The whole hop chain ``[(doc_id, None), (next, kind), …, (origin, kind)]`` (resolving
+        ``doc_id`` if needed; ``ValueError`` for an id not in the index). ``O(hops)``: reports
+        use :meth:`listed_chain`."""
+        e = self.evidence(doc_id)
         out: list[tuple[str, str | None]] = [(doc_id, None)]
-        e = got[doc_id]
         while e.next_hop is not None:
             out.append((e.next_hop, e.kind))
             e = self._value[e.next_hop]
         return out
+
+    def _walk(self, doc_id: str, steps: int) -> list[tuple[str, str | None]]:
+        """The next ``steps`` hops after ``doc_id``: ``[(node, kind), …]`` (fewer at the
+        origin)."""
+        out: list[tuple[str, str | None]] = []
+        e = self._value[doc_id]
+        while e.next_hop is not None and len(out) < steps:
+            out.append((e.next_hop, e.kind))
+            e = self._value[e.next_hop]
+        return out
+
+    def _tail_anchor(self, doc_id: str, k: int) -> str:
+        """The node ``min(hops, k)`` hops from the origin on ``doc_id``'s chain. Chains share
+        their suffixes (one next hop per node, each ``hops`` one less), so the answer is
+        memoised per node: ``O(1)`` amortised over all the nodes of a graph."""
+        memo = self._anchor.setdefault(k, {})
+        path: list[str] = []
+        node = doc_id
+        while node not in memo and self._value[node].hops > k:
+            path.append(node)
+            node = self._value[node].next_hop  # type: ignore[assignment]
+        anchor = memo.get(node, node)
+        for p in path:
+            memo[p] = anchor
+        return anchor
+
+    def listed_chain(self, doc_id: str, max_hops: int = MAX_HOPS_LISTED) -> ListedChain:
+        """``doc_id``'s chain as a report lists it (module docstring, *Bounded reports*): all
+        hops when there are at most ``max_hops``, else the wrapper, the first ``⌊H/2⌋`` and the
+        last ``⌈H/2⌉`` hops, and the count of the elided ones. Work ``O(max_hops)`` amortised;
+        ``ValueError`` for an id not in the index or a bad ``max_hops``."""
+        cap = check_max_hops_listed(max_hops)
+        e = self.evidence(doc_id)
+        first = [(doc_id, None), *self._walk(doc_id, min(e.hops, cap))]
+        if e.hops <= cap:
+            return ListedChain(tuple(self._hop(h, k) for h, k in first), 0, None)
+        tail = (cap + 1) // 2
+        first = first[:cap - tail + 1]
+        last = self._walk(self._tail_anchor(doc_id, tail), tail)
+        return ListedChain(tuple(self._hop(h, k) for h, k in (*first, *last)),
+                           e.hops - cap, len(first))
+
+    def _hop(self, doc_id: str, kind: str | None) -> Hop:
+        """The listed entry of ``doc_id``: the origin's evidence date, else the publication."""
+        e = self._value[doc_id]
+        rec = self._records[doc_id]
+        assert rec is not None
+        fd = e.evidence if e.next_hop is None else rec.naive
+        return Hop(doc_id, kind, fd.date, fd.basis)
 
 
 def inherited_dates(graph: ProvenanceGraph, doc_ids: Iterable[str]
@@ -520,44 +641,76 @@ class Hop:
 
 
 @dataclass(frozen=True)
+class ListedChain:
+    """A chain as a report lists it: ``hops`` (the listed entries, wrapper first, origin
+    last), ``elided`` (hops not listed) and ``gap`` (the index in ``hops`` before which the
+    elided hops sit; ``None`` when none are)."""
+
+    hops: tuple[Hop, ...]
+    elided: int = 0
+    gap: int | None = None
+
+
+@dataclass(frozen=True)
 class LaunderingCandidate:
     """A wrapper whose publication date ``t_n`` is later than its origin's evidence date
-    ``t_0``: weights, ``ρ``, the hop-factor product (equal to ``ρ``) and the bound."""
+    ``t_0``, ``hops`` away from it: the weights, the exponents ``log2_ratio = (t_n − t_0)/τ``,
+    ``log2_chain_ratio`` (the sum of the hop exponents, equal up to rounding) and
+    ``log2_bound = (T − t_0)/τ`` (35.7), and the ratios themselves (``None`` where ``2^x``
+    exceeds the float range: the range policy of the module docstring)."""
 
     wrapper: str
     origin: str
-    chain: tuple[Hop, ...]
+    hops: int
     t_n: datetime
     t_0: datetime
     weight_wrapper: float
     weight_origin: float
-    ratio: float
-    chain_ratio: float
-    bound: float
+    log2_ratio: float
+    log2_chain_ratio: float
+    log2_bound: float
     cycle: tuple[str, ...] = ()
 
     @property
-    def hops(self) -> int:
-        return len(self.chain) - 1
+    def ratio(self) -> float | None:
+        """``ρ = 2^((t_n − t_0)/τ)``, ``None`` beyond the float range."""
+        return exp2_declared(self.log2_ratio)
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def chain_ratio(self) -> float | None:
+        """The product of the hop factors, ``None`` beyond the float range."""
+        return exp2_declared(self.log2_chain_ratio)
+
+    @property
+    def bound(self) -> float | None:
+        """``2^((T − t_0)/τ)``, ``None`` beyond the float range."""
+        return exp2_declared(self.log2_bound)
+
+    def to_dict(self, chain: ListedChain, max_members: int) -> dict[str, Any]:
+        """The candidate's JSON object with its listed ``chain`` and at most ``max_members``
+        members of its cycle."""
+        ratios = {"ratio": self.ratio, "chain_ratio": self.chain_ratio, "bound": self.bound}
         return {"wrapper": self.wrapper, "origin": self.origin, "hops": self.hops,
-                "chain": [h.to_dict() for h in self.chain], "t_n": _iso(self.t_n),
-                "t_0": _iso(self.t_0), "weight_wrapper": self.weight_wrapper,
-                "weight_origin": self.weight_origin, "ratio": self.ratio,
-                "chain_ratio": self.chain_ratio, "bound": self.bound,
-                "cycle": list(self.cycle)}
+                "chain": [h.to_dict() for h in chain.hops], "hops_elided": chain.elided,
+                "chain_gap": chain.gap, "t_n": _iso(self.t_n), "t_0": _iso(self.t_0),
+                "weight_wrapper": self.weight_wrapper, "weight_origin": self.weight_origin,
+                **ratios, "log2_ratio": self.log2_ratio,
+                "log2_chain_ratio": self.log2_chain_ratio, "log2_bound": self.log2_bound,
+                "overflow": [k for k, v in ratios.items() if v is None],
+                "cycle": list(self.cycle[:max_members]), "cycle_size": len(self.cycle)}
 
 
 @dataclass
 class AuditReport:
-    """What :func:`audit` found: candidates (largest ratio first, then wrapper id), cycles,
-    dangling citations ``(doc, cited id)``, anachronisms (published before the origin's
-    evidence date), undated inherited documents, counts and the work done."""
+    """What :func:`audit` found: candidates (largest ``log2_ratio`` first, then wrapper id),
+    cycles, dangling citations ``(doc, cited id)``, anachronisms (published before the
+    origin's evidence date), undated inherited documents, counts and the work done. Chains are
+    listed from ``graph`` when written (at most ``max_hops_listed`` hops each)."""
 
     now: datetime
     half_life_days: float
     documents: int
+    max_hops_listed: int = MAX_HOPS_LISTED
     candidates: list[LaunderingCandidate] = field(default_factory=list)
     cycles: list[tuple[str, ...]] = field(default_factory=list)
     dangling: list[tuple[str, str]] = field(default_factory=list)
@@ -566,18 +719,32 @@ class AuditReport:
     inherited_unknown: int = 0
     independent: int = 0
     stats: dict[str, int] = field(default_factory=dict)
+    graph: ProvenanceGraph | None = field(default=None, repr=False, compare=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def listed_chain(self, candidate: LaunderingCandidate) -> ListedChain:
+        """``candidate``'s chain as the report lists it."""
+        if self.graph is None:
+            raise ValueError("graph: expected the report's provenance graph to list chains, "
+                             "got None")
+        return self.graph.listed_chain(candidate.wrapper, self.max_hops_listed)
+
+    def iter_candidates(self) -> Iterator[dict[str, Any]]:
+        """The candidates' JSON objects, one at a time (each chain listed as it is yielded)."""
+        for c in self.candidates:
+            yield c.to_dict(self.listed_chain(c), self.max_hops_listed + 1)
+
+    def header(self) -> dict[str, Any]:
+        """Everything of :meth:`to_dict` but the candidates."""
+        h = self.max_hops_listed
         return {
             "credrank_provenance_audit": 1,
             "now": _iso(self.now), "half_life_days": self.half_life_days,
-            "documents": self.documents,
+            "documents": self.documents, "max_hops_listed": h,
             "counts": {"candidates": len(self.candidates), "inherited": self.inherited,
                        "inherited_unknown": self.inherited_unknown,
                        "independent_remeasurements": self.independent,
                        "cycles": len(self.cycles), "dangling": len(self.dangling),
                        "anachronisms": len(self.anachronisms)},
-            "candidates": [c.to_dict() for c in self.candidates],
             "cycles": [list(c) for c in self.cycles],
             "dangling": [{"doc_id": d, "cites": c} for d, c in self.dangling],
             "anachronisms": list(self.anachronisms),
@@ -588,20 +755,103 @@ class AuditReport:
                 "inheritance": "earliest evidence date reachable; unknown never wins",
                 "ratio": "w(T,t_n)/w(T,t_0) = 2^((t_n - t_0)/tau)",
                 "bound": "2^((T - t_0)/tau)", "time_unit": "days",
+                "chain": f"at most {h} hops listed per wrapper: the first {h - (h + 1) // 2} "
+                         f"and the last {(h + 1) // 2} (ending at the origin); hops counts "
+                         "them all, hops_elided the ones not listed, chain_gap where they sit",
+                "overflow": "ratio, chain_ratio and bound are null where 2^x exceeds the "
+                            "largest float (named in overflow); log2_ratio, log2_chain_ratio "
+                            "and log2_bound are always given; weights that underflow are 0.0",
             },
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """The whole report as one dict (bounded chains; :meth:`write_json` streams it)."""
+        return {**self.header(), "candidates": list(self.iter_candidates())}
+
+    def write_json(self, out: IO[str], extra: Mapping[str, Any] | None = None) -> None:
+        """Write ``{**to_dict(), **extra}`` to ``out`` as JSON, keys sorted, indented by 2,
+        each candidate on one line (``json.dumps(…, sort_keys=True)``: the C encoder, and one
+        candidate per line for ``grep``), one candidate at a time (memory: the header and one
+        candidate, never the whole document)."""
+        top: dict[str, Any] = {**self.header(), "candidates": None, **(extra or {})}
+        out.write("{")
+        for i, key in enumerate(sorted(top)):
+            out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
+            if key != "candidates":
+                out.write(_indented(top[key], 2))
+                continue
+            if not self.candidates:
+                out.write("[]")
+                continue
+            out.write("[")
+            for j, cand in enumerate(self.iter_candidates()):
+                out.write(("," if j else "") + "\n    " + json.dumps(cand, sort_keys=True))
+            out.write("\n  ]")
+        out.write("\n}\n")
+
+
+def _indented(value: Any, level: int) -> str:
+    """``json.dumps(value, indent=2, sort_keys=True)`` nested ``level`` spaces deep."""
+    return json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n" + " " * level)
+
+
+class _ChainExponents:
+    """``log2_chain_ratio`` of every node, memoised along the next-hop pointers: for a chain
+    ``t_0, …, t_n`` of dated entries (undated intermediaries skipped, as in
+    :func:`~credrank.freshness.decay.log2_chain_ratio`), ``Σ_i (e_{i−1} − e_i)/τ`` with
+    ``e = max(T − t, 0)`` in days (35.7). A node's sum is its next hop's plus one term, so all
+    the nodes of a graph cost ``O(N)``, not ``O(Σ hops)``."""
+
+    def __init__(self, graph: ProvenanceGraph, now: datetime, tau: float) -> None:
+        self.graph, self.now, self.tau = graph, now, tau
+        # node -> (sum of the hop exponents, elapsed days of its chain's latest dated entry)
+        self._memo: dict[str, tuple[float, float | None]] = {}
+
+    def __call__(self, doc_id: str) -> float:
+        memo, values = self._memo, self.graph._value
+        path: list[str] = []
+        node = doc_id
+        while node not in memo:
+            e = values[node]
+            if e.next_hop is None:
+                d = e.evidence.date
+                memo[node] = (0.0, None if d is None else _days_before(self.now, d))
+                break
+            path.append(node)
+            node = e.next_hop
+        total, top = memo[node]
+        for p in reversed(path):
+            rec = self.graph._records[p]
+            assert rec is not None
+            if rec.naive.date is not None:
+                elapsed = _days_before(self.now, rec.naive.date)
+                if top is not None:
+                    total += (top - elapsed) / self.tau
+                top = elapsed
+            memo[p] = (total, top)
+        if not math.isfinite(total):
+            raise ValueError(f"log2_chain_ratio: expected a finite exponent for {doc_id!r}, "
+                             f"got {total!r}")
+        return total
+
 
 def audit(graph: ProvenanceGraph, doc_ids: Iterable[str], now: datetime,
-          half_life_days: float) -> AuditReport:
+          half_life_days: float, max_hops_listed: int = MAX_HOPS_LISTED) -> AuditReport:
     """The laundering audit of ``doc_ids`` at evaluation time ``now`` (aware) with half-life
-    ``half_life_days`` (module docstring). Work: the subgraph the ids reach."""
-    tau = check_half_life(half_life_days, "half_life")
+    ``half_life_days`` (at least :data:`MIN_HALF_LIFE_DAYS`), listing at most
+    ``max_hops_listed`` hops per wrapper (module docstring: 35.7's ratio
+    ``2^((t_n − t_0)/τ)``, its bound ``2^((T − t_0)/τ)``, the range policy, bounded reports).
+    Work: the subgraph the ids reach, ``O(N + E)``; the report keeps no chain."""
+    tau = check_audit_half_life(half_life_days, "half_life")
+    cap = check_max_hops_listed(max_hops_listed, "max_hops_listed")
     if now.tzinfo is None:
         raise ValueError("now: expected an aware datetime (UTC), got a naive one")
     ids = list(dict.fromkeys(doc_ids))
     resolved = graph.resolve(ids)
-    report = AuditReport(now=now, half_life_days=tau, documents=len(resolved))
+    report = AuditReport(now=now, half_life_days=tau, documents=len(resolved),
+                         max_hops_listed=cap, graph=graph)
+    exponents = _ChainExponents(graph, now, tau)
+    found: list[tuple[str, Evidence, datetime, datetime, float, float]] = []
     for d in ids:
         e = resolved.get(d)
         if e is None:
@@ -623,25 +873,19 @@ def audit(graph: ProvenanceGraph, doc_ids: Iterable[str], now: datetime,
         if t_n < t_0:
             report.anachronisms.append(d)
             continue
-        hops = []
-        for i, (h, kind) in enumerate(graph.chain(d)):
-            hr = graph.record(h)
-            assert hr is not None
-            if h == e.origin:
-                fd = graph.resolve([h])[h].evidence
-            else:
-                fd = hr.naive
-            hops.append(Hop(h, kind if i else None, fd.date, fd.basis))
-        e_n, e_0 = _days_before(now, t_n), _days_before(now, t_0)
-        w = half_life_weight(np.array([e_n, e_0]), tau)
-        dated = [-_days_before(now, h.date) for h in reversed(hops) if h.date is not None]
-        report.candidates.append(LaunderingCandidate(
-            wrapper=d, origin=e.origin, chain=tuple(hops), t_n=t_n, t_0=t_0,
-            weight_wrapper=float(w[0]), weight_origin=float(w[1]),
-            ratio=distortion_ratio(-e_n, -e_0, tau),
-            chain_ratio=chain_ratio(dated, 0.0, tau), bound=distortion_bound(-e_0, 0.0, tau),
-            cycle=e.cycle))
-    report.candidates.sort(key=lambda c: (-c.ratio, c.wrapper))
+        found.append((d, e, t_n, t_0, _days_before(now, t_n), _days_before(now, t_0)))
+    if found:
+        elapsed = np.array([(f[4], f[5]) for f in found], dtype=np.float64)
+        weights = half_life_weight(elapsed, tau)
+        for (d, e, t_n, t_0, e_n, e_0), (w_n, w_0) in zip(found, weights.tolist(),
+                                                           strict=True):
+            report.candidates.append(LaunderingCandidate(
+                wrapper=d, origin=e.origin, hops=e.hops, t_n=t_n, t_0=t_0,
+                weight_wrapper=w_n, weight_origin=w_0,
+                log2_ratio=log2_distortion_ratio(-e_n, -e_0, tau),
+                log2_chain_ratio=exponents(d), log2_bound=log2_distortion_bound(-e_0, 0.0, tau),
+                cycle=e.cycle))
+    report.candidates.sort(key=lambda c: (-c.log2_ratio, c.wrapper))
     report.cycles = sorted(set(graph.cycles))
     report.stats = graph.stats.to_dict()
     return report
