@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,15 +113,17 @@ def free_port() -> int:
 
 
 class Server:
-    """``credrank serve`` in a child process on a free loopback port."""
+    """``credrank serve`` in a child process on a free loopback port (``extra``: more
+    options of ``credrank serve``)."""
 
-    def __init__(self, index: Path, deadline_s: float = 300) -> None:
+    def __init__(self, index: Path, deadline_s: float = 300, extra: Sequence[str] = ()
+                 ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "credrank.cli", "serve", "--index", str(index), "--port",
-             str(self.port), "--table", str(demo_dir() / "domains.csv")],
+             str(self.port), "--table", str(demo_dir() / "domains.csv"), *extra],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         end = time.monotonic() + deadline_s
         while True:

@@ -9,6 +9,7 @@ are added to this process's environment (e.g. the variable ``--api-key-env`` nam
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -147,3 +148,80 @@ def _wait_ready(handle: ServerHandle, deadline_s: float) -> None:
                 handle.proc.wait(timeout=0.1)
             except subprocess.TimeoutExpired:
                 pass
+
+
+# -- in-process apps, for the tests where timing matters -----------------------------------------
+
+class Hold:
+    """A test hook of :class:`~credrank.serve.work.ServiceState` (``state.hook = hold``): the
+    first work to reach ``point`` waits there until ``release`` is set — or, with
+    ``until_cancelled``, until the server cancels it (its time limit passed) — so a test can
+    hold a request at a known stage without sleeping. Every point reached is recorded with
+    the token's state; ``ended`` is set when a work returns or raises."""
+
+    def __init__(self, point: str, *, until_cancelled: bool = False) -> None:
+        self.point, self.until_cancelled = point, until_cancelled
+        self.reached, self.release, self.ended = (threading.Event(), threading.Event(),
+                                                  threading.Event())
+        self.points: list[tuple[str, str]] = []
+
+    def __call__(self, point: str, token: Any) -> None:
+        self.points.append((point, token.state))
+        if point == "end":
+            self.ended.set()
+            return
+        if point == self.point and not self.reached.is_set():
+            self.reached.set()
+            (token.cancel_requested if self.until_cancelled else self.release).wait(60)
+
+
+@contextmanager
+def in_process(index_dir: Path, *, tables: tuple[Path, ...] = (), **config: Any
+               ) -> Iterator[Any]:
+    """``create_app`` over ``index_dir`` opened as its writer, in this process; ``config``:
+    :class:`~credrank.serve.config.ServeConfig` fields. Yields the app; its state is
+    ``app.state.service`` (closed on exit). Drive it with :func:`asgi_client`."""
+    from credrank.searcher import Searcher
+    from credrank.serve.app import create_app
+    from credrank.serve.config import ServeConfig
+
+    searcher = Searcher.open(index_dir, tables=list(tables), create=True)
+    try:
+        app = create_app(searcher, ServeConfig(**config))
+    except BaseException:
+        searcher.close()
+        raise
+    try:
+        yield app
+    finally:
+        app.state.service.close()
+
+
+def asgi_client(app: Any) -> httpx.AsyncClient:
+    """An async client that calls ``app`` in this process (no network, no lifespan)."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app",
+                             timeout=120)
+
+
+class Deadline:
+    """A ``sleep`` for ``ServiceState.sleep`` that the test ends: every time limit the
+    service measures with it ends when the test calls :meth:`expire`, except a limit of
+    ``real`` seconds (a grace period the test wants measured for real)."""
+
+    def __init__(self, *, real: float | None = None) -> None:
+        self.real = real
+        self._expired: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        if self._expired is None:
+            self._expired = asyncio.Event()
+        return self._expired
+
+    async def __call__(self, seconds: float) -> None:
+        if self.real is not None and seconds == self.real:
+            await asyncio.sleep(seconds)
+        else:
+            await self._event().wait()
+
+    def expire(self) -> None:
+        self._event().set()

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 from conftest import build_batch
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.experiments.oracle_feedback import simulate_oracle_feedback
+from credrank.signals import feedback
 from credrank.signals.feedback import (
     AUDIT_FILE,
     STORE_FILE,
     FeedbackPrior,
     FeedbackPriors,
     FeedbackStoreError,
+    RequestIdReused,
     feedback_move,
 )
 from credrank.signals.prior import preset
@@ -402,3 +404,126 @@ def test_corrupt_audit_line_is_named(tmp_path):
         log.write("{truncated\n")
     with pytest.raises(FeedbackStoreError, match=r"audit\.jsonl:2"):
         s.audit()
+
+
+# -- the delta format, old stores, request ids, the shared cache (issue 23) --------------------
+
+def _v1_document(s):
+    """``s``'s history as the format-1 file wrote it (a full per-source table per version)."""
+    data = json.loads((s.directory / STORE_FILE).read_text())
+    versions = []
+    for rec in s.history():
+        rec = {k: v for k, v in rec.items() if k != "request_id"}
+        versions.append(rec)
+    return {**data, "format": "credrank-feedback-priors/1", "versions": versions}
+
+
+def test_versions_store_only_the_sources_they_changed(tmp_path):
+    s = store(tmp_path)
+    for round_ in range(20):
+        s.update([("blog", f"src-{round_}-{i}", True) for i in range(500)], step=0.1)
+    data = json.loads((tmp_path / "store" / STORE_FILE).read_text())
+    assert data["format"] == "credrank-feedback-priors/2"
+    assert [len(v["sources_set"]) for v in data["versions"]] == [0] + [500] * 20
+    assert len(s.source_priors()) == 10_000
+    v1_size = len(json.dumps(_v1_document(s), indent=1))
+    size = (tmp_path / "store" / STORE_FILE).stat().st_size
+    assert size * 5 < v1_size  # the full-table format: 21 tables of up to 10,000 sources
+    # rollback removes the sources the target did not have, as a new version (a delta)
+    v = s.rollback(3)
+    assert s.source_priors() == s.source_priors(3) and len(s.source_priors()) == 1_500
+    last = json.loads((tmp_path / "store" / STORE_FILE).read_text())["versions"][v]
+    assert len(last["sources_removed"]) == 8_500 and last["sources_set"] == {}
+
+
+def test_a_format_1_store_opens_and_is_rewritten_by_its_next_write(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", "b1", True), ("government", "g1", False)], step=0.3)
+    s.update([("blog", "b2", False)], step=0.3)
+    s.rollback(1)
+    expected = s.history()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / STORE_FILE).write_text(json.dumps(_v1_document(s), indent=1))
+    opened = FeedbackPriors(old)
+    assert opened.history() == expected
+    assert opened.source_priors() == {"b1": pytest.approx(0.55), "g1": pytest.approx(0.85)}
+    assert opened.update([("blog", "b3", True)], step=0.1) == 4
+    data = json.loads((old / STORE_FILE).read_text())
+    assert data["format"] == "credrank-feedback-priors/2"
+    assert FeedbackPriors(old).history()[:4] == expected
+    assert FeedbackPriors(old).rollback(2) == 5 and FeedbackPriors(old).source_priors() == {
+        "b1": pytest.approx(0.55), "g1": pytest.approx(0.85), "b2": pytest.approx(0.5)}
+
+
+def test_an_unknown_store_format_names_the_file(tmp_path):
+    store(tmp_path)
+    path = tmp_path / "store" / STORE_FILE
+    data = json.loads(path.read_text())
+    data["format"] = "credrank-feedback-priors/9"
+    path.write_text(json.dumps(data))
+    with pytest.raises(FeedbackStoreError, match=r"priors\.json.*credrank-feedback-priors/9"):
+        FeedbackPriors(tmp_path / "store")
+
+
+def test_request_ids_make_writes_idempotent_across_handles(tmp_path, monkeypatch):
+    s = store(tmp_path)
+    assert s.update_once([("blog", "b1", True)], request_id="r1") == (1, True)
+    again = FeedbackPriors(tmp_path / "store")  # a restarted process
+    assert again.update_once([("blog", "b1", True)], request_id="r1") == (1, False)
+    assert again.update([("blog", "b1", True)], request_id="r1") == 1 and again.current == 1
+    with pytest.raises(RequestIdReused, match=r"r1.*version 1"):
+        again.update([("blog", "b1", False)], request_id="r1")
+    assert again.rollback_once(0, request_id="r1") == (2, True)  # ids are per event
+    assert again.rollback_once(0, request_id="r1") == (2, False)
+    assert again.record(1)["request_id"] == "r1" and again.find_request("r1") == 1
+    assert [e.get("request_id") for e in again.audit()] == [None, "r1", "r1"]
+    with pytest.raises(ValueError, match="request_id"):
+        again.update([], request_id=" padded ")
+    # only the last REQUEST_IDS ids are remembered: an older one applies again
+    monkeypatch.setattr(feedback, "REQUEST_IDS", 2)
+    for rid in ("r2", "r3"):
+        FeedbackPriors(tmp_path / "store").update([("blog", None, True)], request_id=rid)
+    old = FeedbackPriors(tmp_path / "store")
+    assert old.find_request("r2") == 3 and old.find_request("r1") is None
+
+
+def test_on_commit_can_stop_a_write_before_anything_is_written(tmp_path):
+    s = store(tmp_path)
+    before = (tmp_path / "store" / STORE_FILE).read_text()
+
+    def refuse():
+        raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError, match="cancelled"):
+        s.update_once([("blog", None, True)], on_commit=refuse)
+    assert (tmp_path / "store" / STORE_FILE).read_text() == before
+    assert s.current == 0 and FeedbackPriors(tmp_path / "store").current == 0
+
+
+def test_opening_an_unchanged_store_reads_nothing(tmp_path, monkeypatch):
+    s = store(tmp_path)
+    s.update([("blog", "b1", True)])
+    FeedbackPriors(tmp_path / "store")  # parsed once
+    reads = []
+    real = feedback.Path.read_text
+
+    def counted(self, *args, **kw):
+        reads.append(self.name)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(feedback.Path, "read_text", counted)
+    for _ in range(3):
+        assert FeedbackPriors(tmp_path / "store").source_priors() == s.source_priors()
+    assert reads == []
+    other = FeedbackPriors(tmp_path / "store")
+    other.update([("blog", "b2", False)])  # a write in this process shares what it wrote
+    assert reads == [] and FeedbackPriors(tmp_path / "store").current == 2
+    # another process's write replaces the file: the next open reads it
+    path = tmp_path / "store" / STORE_FILE
+    data = json.loads(real(path))
+    data["versions"][2]["reason"] = "written elsewhere"
+    (tmp_path / "store" / "next.json").write_text(json.dumps(data))
+    (tmp_path / "store" / "next.json").replace(path)
+    assert FeedbackPriors(tmp_path / "store").record()["reason"] == "written elsewhere"
+    assert reads == [STORE_FILE]

@@ -396,3 +396,35 @@ def test_minilm_server_search_and_rerank(demo_index_minilm: Path, tmp_path: Path
              "url": "https://www.nih.gov/x"},
             {"id": "b", "text": "How to bake sourdough bread", "url": "https://blog.example"}]})
         assert got.status_code == 200 and got.json()["hits"][0]["doc_id"] == "a"
+
+
+def test_a_client_leaving_mid_body_is_logged_as_a_disconnect(ro: ServerHandle) -> None:
+    with socket.create_connection(("127.0.0.1", ro.port), timeout=60) as s:
+        s.sendall(b"POST /rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"query\": ")
+    line = ro.wait_for_line(lambda text: '"event": "disconnect"' in text)
+    record = json.loads(line)
+    assert record["status"] is None and record["method"] == "POST"
+    assert not any('"status": 500' in text for text in ro.stderr_lines())
+
+
+def test_work_budget_and_strict_types_on_a_real_server(ro: ServerHandle) -> None:
+    candidates = [{"id": f"c{i}", "text": f"vitamin d trial {i}"} for i in range(1000)]
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "select": "coverage",
+                               "params": {"lambda_ilad": 0.5, "lambda_coverage": 0.5}})
+    assert got.status_code == 422 and got.json()["errors"][0]["field"] == "candidates"
+    assert "--max-request-cost" in got.json()["detail"]
+    got = post(ro, "/search", {"query": QUERY, "top_k": True})
+    assert got.status_code == 422
+    assert "top_k: expected an integer, got true" in got.json()["detail"]
+
+
+def test_feedback_is_applied_once_per_idempotency_key(rw: ServerHandle) -> None:
+    headers = {"X-API-Key": KEY, "Idempotency-Key": "serve-test-once"}
+    body = {"items": [{"source_type": "established_news", "relevant": True}],
+            "reason": "once"}
+    first = post(rw, "/feedback", body, headers=headers)
+    again = post(rw, "/feedback", body, headers=headers)
+    assert first.status_code == 200 and again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true" and again.json() == first.json()
+    assert httpx.get(rw.url + "/priors").json()["current"] == first.json()["version"]

@@ -1,5 +1,7 @@
 """Schema fuzzing of ``credrank serve`` with schemathesis: no request the OpenAPI schema
-describes (valid or not) may get a 5xx answer."""
+describes (valid or not) may get a 5xx answer, and every answer must match the schema the
+OpenAPI document declares for its status (``response_schema_conformance``). Larger budgets:
+``benchmarks/fuzz_service.py``."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 
 @pytest.mark.slow
 @pytest.mark.skipif(not SCHEMATHESIS.exists(), reason="schemathesis is not installed (dev extra)")
-def test_schemathesis_finds_no_server_error(demo_index_hashing: Path, tmp_path: Path) -> None:
+def test_schemathesis_finds_no_server_error_nor_schema_mismatch(demo_index_hashing: Path,
+                                                                 tmp_path: Path) -> None:
     where = tmp_path / "index"
     shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
     with running_server(where, "--table", str(DEMO / "domains.csv"), "--api-key-env",
@@ -26,7 +29,8 @@ def test_schemathesis_finds_no_server_error(demo_index_hashing: Path, tmp_path: 
                         env={"FUZZ_KEY": "fuzz"}) as server:
         run = subprocess.run(
             [str(SCHEMATHESIS), "run", server.url + "/openapi.json",
-             "--checks", "not_a_server_error", "--max-examples", "30", "--seed", "1",
+             "--checks", "not_a_server_error,response_schema_conformance",
+             "--max-examples", "30", "--seed", "1",
              "--header", "X-API-Key: fuzz", "--workers", "1", "--no-color"],
             capture_output=True, text=True, timeout=600, cwd=tmp_path)
         errors = [line for line in server.stderr_lines()

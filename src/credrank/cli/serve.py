@@ -19,7 +19,14 @@ from credrank.cli.index import (
     store_options,
 )
 
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # as credrank.serve.config (not imported: lazy extra)
+# as credrank.serve.config (not imported here: the serve extra is imported lazily)
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_READ_TIMEOUT_S = 20.0
+DEFAULT_MAX_REQUEST_COST = 2_000.0
+DEFAULT_MAX_HEAVY_REQUESTS = 2
+DEFAULT_HEAVY_COST = 1_000.0
+DEFAULT_COMMIT_GRACE_S = 5.0
+DEFAULT_IDEMPOTENCY_KEYS = 1_000
 
 
 def serve(
@@ -42,7 +49,27 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(
         min=1, help="largest request body in bytes (larger: 413)")] = DEFAULT_MAX_BODY_BYTES,
     timeout: Annotated[float, typer.Option(
-        min=0.001, help="seconds a request may take (longer: 504)")] = 30.0,
+        min=0.001, help="seconds a request may take (longer: 504 saying what it did; a "
+                        "read is cancelled at its next stage)")] = 30.0,
+    read_timeout: Annotated[float, typer.Option(
+        min=0.001, help="seconds a request body may take to arrive (slower: 408, connection "
+                        "closed)")] = DEFAULT_READ_TIMEOUT_S,
+    max_request_cost: Annotated[float, typer.Option(
+        min=0.0, help="work budget of one /search or /rerank, in work units (≈ ms of CPU: "
+                      "selection, consensus and embedding, priced before the work; over it: "
+                      "422). 0: no budget")] = DEFAULT_MAX_REQUEST_COST,
+    max_heavy_requests: Annotated[int, typer.Option(
+        min=0, help="heavy requests (estimated at --heavy-cost units or more) run at once; "
+                    "more: 503 with Retry-After. 0: no limit")] = DEFAULT_MAX_HEAVY_REQUESTS,
+    heavy_cost: Annotated[float, typer.Option(
+        min=0.0, help="estimated cost (work units) from which a request is heavy")
+    ] = DEFAULT_HEAVY_COST,
+    commit_grace: Annotated[float, typer.Option(
+        min=0.0, help="seconds a timed-out write whose commit had begun is awaited before its "
+                      "504 says it may still be applied")] = DEFAULT_COMMIT_GRACE_S,
+    idempotency_keys: Annotated[int, typer.Option(
+        min=0, help="write outcomes remembered by Idempotency-Key (least recently used "
+                    "dropped first)")] = DEFAULT_IDEMPOTENCY_KEYS,
     graceful_timeout: Annotated[float, typer.Option(
         min=0.0, help="on SIGTERM, seconds to let in-flight requests finish")] = 30.0,
     engine: EngineOption = None,
@@ -63,6 +90,12 @@ def serve(
     `credrank search` on the same directory exits 2 while the server runs. SIGTERM (or
     Ctrl-C) stops accepting connections, lets in-flight requests finish (up to
     --graceful-timeout), closes the index and exits 0.
+
+    Hostile use: each /search and /rerank is priced before it runs (selection, consensus,
+    embedding; over --max-request-cost: 422 naming the field and the budget); at most
+    --max-heavy-requests heavy ones run at once (more: 503, Retry-After); a body slower than
+    --read-timeout gets 408; work over --timeout is cancelled at its next stage and the 504
+    says whether a write was applied. Writes are idempotent by the Idempotency-Key header.
     """
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         fail("credrank serve needs the serve extra: pip install 'credrank[serve]'")
@@ -98,7 +131,10 @@ def serve(
     try:
         config = ServeConfig(api_key=api_key, priors_store=priors_store,
                              max_body_bytes=max_body_bytes, timeout_s=timeout,
-                             index_dir=index_dir)
+                             index_dir=index_dir, read_timeout_s=read_timeout,
+                             max_request_cost=max_request_cost,
+                             max_heavy_requests=max_heavy_requests, heavy_cost=heavy_cost,
+                             commit_grace_s=commit_grace, idempotency_keys=idempotency_keys)
         app = create_app(searcher, config)
     except BaseException:
         searcher.close()
@@ -127,4 +163,8 @@ def _secret(option: str, variable: str | None, what: str) -> str | None:
     if not value:
         fail(f"{option} {variable}: the environment variable {variable} is not set (or "
              f"empty); export {what} in it")
+    if value != value.strip():
+        fail(f"{option} {variable}: the value of the environment variable {variable} has "
+             "leading or trailing whitespace, which no client could send (HTTP strips it); "
+             f"export {what} without it")
     return value

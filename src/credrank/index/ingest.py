@@ -1,7 +1,15 @@
-"""Indexing: validated documents → provenance → embeddings → store, in resumable batches."""
+"""Indexing: validated documents → provenance → embeddings → store, in resumable batches.
+
+:func:`index_documents` does it in one pass (``credrank index``). A writer that shares the
+store with searchers (``credrank serve``'s ``POST /index``) splits it in two:
+:func:`prepare_documents` validates, types, hashes and embeds without writing (the store is
+only read, briefly, for its content hashes), then :func:`write_prepared`, under the writer's
+lock, writes — so searches never wait for the embedding.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,4 +226,122 @@ def index_documents(
         if len(chunk) >= chunk_size:
             flush()
     flush()
+    return report
+
+
+@dataclass
+class PreparedDocuments:
+    """Documents validated, typed and hashed, with the vectors of those that were new or
+    changed when :func:`prepare_documents` read the store (``vectors``: position → row)."""
+
+    documents: list[Document]
+    payloads: list[dict[str, Any]]
+    hashes: list[str]
+    rejects: list[Reject]
+    vectors: dict[int, np.ndarray]
+
+
+def _to_write(docs: Sequence[Document], hashes: Sequence[str],
+              present: dict[str, str]) -> list[int]:
+    """Positions to (re)write, in order: a document whose hash differs from the stored one,
+    or from an earlier copy of its id among ``docs`` (records are applied in order)."""
+    state = dict(present)
+    todo = []
+    for i, doc in enumerate(docs):
+        if state.get(doc.id) != hashes[i]:
+            todo.append(i)
+            state[doc.id] = hashes[i]
+    return todo
+
+
+def _embed_positions(docs: Sequence[Document], positions: Sequence[int], embedder: Embedder,
+                     bucket: int, embed_batch: int,
+                     check: Callable[[], None] | None) -> dict[int, np.ndarray]:
+    out: dict[int, np.ndarray] = {}
+    step = bucket or WRITE_BATCH
+    for start in range(0, len(positions), step):
+        if check is not None:
+            check()
+        part = positions[start:start + step]
+        texts = [embedding_text(docs[i].title, docs[i].text) for i in part]
+        vectors = (embed_bucketed(embedder, texts, embed_batch) if bucket
+                   else np.asarray(embedder.embed(texts)))
+        out.update(zip(part, vectors, strict=True))
+    return out
+
+
+def prepare_documents(
+    records: Iterable[Document | Reject],
+    index: VectorStore,
+    embedder: Embedder,
+    typer: SourceTyper,
+    *,
+    bucket: int = BUCKET,
+    embed_batch: int = EMBED_BATCH,
+    check: Callable[[], None] | None = None,
+    read_lock: contextlib.AbstractContextManager[Any] | None = None,
+) -> PreparedDocuments:
+    """Everything :func:`index_documents` does before writing, for :func:`write_prepared`.
+
+    The store is read once, for the content hashes of the documents' ids (under
+    ``read_lock`` when given); the documents that are new or changed are embedded in chunks
+    of about ``bucket`` (length-sorted, :func:`embed_bucketed`), ``check()`` being called
+    before each chunk (it may raise to abandon the work: nothing has been written).
+    """
+    check_int("bucket", bucket, 0)
+    check_int("embed_batch", embed_batch, 1)
+    docs: list[Document] = []
+    rejects: list[Reject] = []
+    for record in records:
+        if isinstance(record, Reject):
+            rejects.append(record)
+        else:
+            docs.append(record)
+    payloads = [provenance_payload(typer.classify(d.url, d.source_type)) for d in docs]
+    hashes = [content_hash(d, p) for d, p in zip(docs, payloads, strict=True)]
+    with read_lock if read_lock is not None else contextlib.nullcontext():
+        present = index.existing_hashes([d.id for d in docs]) if docs else {}
+    todo = _to_write(docs, hashes, present)
+    vectors = _embed_positions(docs, todo, embedder, bucket, embed_batch, check)
+    return PreparedDocuments(docs, payloads, hashes, rejects, vectors)
+
+
+def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Embedder, *,
+                   batch_size: int = WRITE_BATCH, embed_batch: int = EMBED_BATCH
+                   ) -> IndexReport:
+    """Write what :func:`prepare_documents` prepared (call it holding the writer's lock).
+
+    The stored hashes are read again: a document written meanwhile with the same content is
+    ``unchanged``, one whose stored content changed since is embedded now. Documents are
+    upserted ``batch_size`` at a time in record order, so an interrupted write is completed by
+    sending the same records again (content hashes skip what is already there), as with
+    :func:`index_documents`. The report is that of :func:`index_documents`, except that a
+    record repeating an earlier record of the same request (same id, same content) counts as
+    ``unchanged``.
+    """
+    check_int("batch_size", batch_size, 1)
+    docs, payloads, hashes = prepared.documents, prepared.payloads, prepared.hashes
+    present = index.existing_hashes([d.id for d in docs]) if docs else {}
+    todo = _to_write(docs, hashes, present)
+    vectors = dict(prepared.vectors)
+    missing = [i for i in todo if i not in vectors]
+    if missing:
+        vectors.update(_embed_positions(docs, missing, embedder, BUCKET, embed_batch, None))
+    report = IndexReport(rejects=list(prepared.rejects))
+    batches: list[list[int]] = []
+    ids: set[str] = set()
+    for i in todo:  # an id at most once per upsert: a later copy goes in a later call
+        if not batches or len(batches[-1]) >= batch_size or docs[i].id in ids:
+            batches.append([])
+            ids = set()
+        batches[-1].append(i)
+        ids.add(docs[i].id)
+    for batch in batches:
+        for i in batch:
+            if payloads[i]["provenance_conflict"]:
+                report.conflicts.append((docs[i].id, payloads[i]["provenance_conflict"]))
+        index.upsert([docs[i] for i in batch], [payloads[i] for i in batch],
+                     np.stack([vectors[i] for i in batch]), [hashes[i] for i in batch])
+    report.indexed = len(todo)
+    report.unchanged = len(docs) - len(todo)
     return report

@@ -3,34 +3,33 @@
 
 Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 
-* ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document.
+* ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document. Each is
+  priced before it runs (:mod:`credrank.serve.cost`: over the budget → 422) and heavy ones are
+  limited in number (:mod:`credrank.serve.gate`: 503 with ``Retry-After``).
 * ``POST /index``, ``POST /feedback``, ``POST /priors/rollback`` — writes: need the API key
-  (:mod:`credrank.serve.auth`, checked before the body is read).
+  (:mod:`credrank.serve.auth`, checked before the body is read); idempotent by the
+  ``Idempotency-Key`` header (:mod:`credrank.serve.idempotency`).
 * ``GET /priors`` — public (it reads the feedback store).
 * ``GET /healthz`` (the process answers), ``GET /readyz`` (the index and the model are loaded
   and the server is not shutting down), ``GET /openapi.json``, ``GET /`` (the web page) and
   ``/static``.
 
 Middleware, outermost first: the access log (one JSON line per request), the API key of the
-write paths, the body size limit; the endpoint then runs its blocking work in a worker thread
-under the per-request time limit. Searches and index writes are serialised on the store
-(the searcher's lock); reranking touches no store and runs concurrently.
+write paths, the body size and read-time limits; the endpoint then runs its blocking work in a
+worker thread under the per-request time limit, cancelled when it passes
+(:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
-import threading
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request, Security
+from fastapi import FastAPI, Header, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
@@ -38,15 +37,13 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from credrank import __version__
-from credrank.documents import Reject, iter_documents
-from credrank.index.ingest import index_documents
 from credrank.index.store import StoreError
 from credrank.rerank import CandidateError
-from credrank.search import SearchSettings
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
-from credrank.serve.config import MAX_SELECT_POOL, WRITE_PATHS, ServeConfig
-from credrank.serve.limits import BodyLimitMiddleware, LimitError, run_limited
+from credrank.serve.config import WRITE_PATHS, ServeConfig
+from credrank.serve.idempotency import HEADER, PATTERN
+from credrank.serve.limits import BodyLimitMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
     ErrorBody,
@@ -60,18 +57,31 @@ from credrank.serve.models import (
     RollbackRequest,
     SearchRequest,
     SearchResponse,
-    _Scoring,
 )
 from credrank.serve.responses import JSON, error
-from credrank.signals.feedback import FeedbackPriors
+from credrank.serve.work import ServiceState, WriteWork, priors_document
+from credrank.signals.feedback import RequestIdReused
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-T = TypeVar("T")
 
 _KINDS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-          405: "method_not_allowed", 409: "conflict", 413: "too_large",
-          415: "unsupported_media_type", 422: "invalid_request", 503: "unavailable",
-          504: "timeout"}
+          405: "method_not_allowed", 408: "request_timeout", 409: "conflict",
+          413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
+          503: "unavailable", 504: "timeout"}
+
+#: pydantic's type errors, said as "expected …, got <the JSON that came>"
+_EXPECTED = {"int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",
+             "float_parsing": "a number", "bool_type": "true or false",
+             "bool_parsing": "true or false", "string_type": "a string",
+             "dict_type": "an object", "model_type": "an object", "list_type": "an array",
+             "int_from_float": "an integer"}
+
+IdempotencyKey = Annotated[str | None, Header(
+    alias=HEADER, pattern=PATTERN,
+    description="a key of 1 to 200 visible ASCII characters the client chooses per intended "
+                "write: a retry with the same key and body answers the first outcome (header "
+                "Idempotent-Replayed: true) and applies nothing twice; the same key with "
+                "another body is refused (422)")]
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -90,107 +100,17 @@ def field_path(loc: Sequence[Any]) -> str:
     return out or "body"
 
 
-class ServiceState:
-    """What the endpoints share: the searcher, the configuration, the worker threads."""
-
-    def __init__(self, searcher: Searcher, config: ServeConfig) -> None:
-        self.searcher, self.config = searcher, config
-        self.executor = ThreadPoolExecutor(thread_name_prefix="credrank-serve")
-        # index writes take the lock searches take (Searcher serialises store access on it)
-        self.store_lock: threading.Lock = searcher.lock
-        self.ready = False
-        self._closed = False
-        self._close_lock = threading.Lock()
-
-    async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await run_limited(self.executor, self.config.timeout_s, func, *args, **kwargs)
-
-    def close(self) -> None:
-        """Wait for running work, then close the index (idempotent)."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-            self.ready = False
-            self.executor.shutdown(wait=True)
-            self.searcher.close()
-
-    # -- settings ----------------------------------------------------------------------------
-    def settings(self, req: _Scoring, *, pool: int, pool_field: str, fetch_k: int | None = None,
-                 lexical: bool = False) -> SearchSettings:
-        store = None
-        if req.priors == "feedback":
-            if self.config.priors_store is None:
-                raise LimitError(422, "invalid_request", "priors: 'feedback' needs a feedback "
-                                 "store; start `credrank serve` with --priors-store DIR")
-            store = self.config.priors_store
-        if req.select is not None and pool > MAX_SELECT_POOL:
-            raise LimitError(422, "invalid_request", f"{pool_field}: at most "
-                             f"{MAX_SELECT_POOL:,} with select, got {pool:,}")
+def _message(e: dict[str, Any]) -> str:
+    kind = str(e.get("type", ""))
+    if kind in _EXPECTED and "input" in e:
         try:
-            return self.searcher.settings(
-                top_k=req.top_k, fetch_k=fetch_k, lexical=lexical,
-                priors="current" if store is not None else req.priors, mode=req.mode,
-                priors_store=store, select=req.select, select_params=dict(req.params),
-                consensus=req.consensus, consensus_params=dict(req.consensus_params))
-        except (ValueError, TypeError) as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
-
-    # -- the blocking work -------------------------------------------------------------------
-    def search(self, query: str, settings: SearchSettings) -> dict[str, Any]:
-        start = time.perf_counter()
-        doc = self.searcher.search_json(query, settings)
-        doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
-        return doc
-
-    def rerank(self, query: str, records: list[dict[str, Any]], settings: SearchSettings,
-               retrieval: str, query_vector: list[float] | None = None) -> dict[str, Any]:
-        start = time.perf_counter()
-        doc = self.searcher.rerank_json(query, records, settings, retrieval=retrieval,
-                                        query_vector=query_vector)
-        doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
-        return doc
-
-    def index(self, documents: list[Any]) -> dict[str, Any]:
-        searcher = self.searcher
-        with tempfile.TemporaryDirectory(prefix="credrank-serve-") as tmp:
-            path = Path(tmp) / "documents.jsonl"
-            with path.open("w", encoding="utf-8", newline="\n") as out:
-                for record in documents:  # ASCII JSON: one record per line, whatever it holds
-                    out.write(json.dumps(record, ensure_ascii=True) + "\n")
-            with self.store_lock:
-                report = index_documents(iter_documents(path), searcher.store,
-                                         searcher.embedder, searcher.typer)
-                size = len(searcher.store)
-        return {"credrank_index": 1, "indexed": report.indexed, "unchanged": report.unchanged,
-                "rejected": report.rejected, "rejects": [_reject(r) for r in report.rejects],
-                "conflicts": [{"doc_id": d, "conflict": c} for d, c in report.conflicts],
-                "documents": size}
-
-    def priors_store(self) -> FeedbackPriors:
-        if self.config.priors_store is None:
-            raise LimitError(404, "not_found", "no feedback store: start `credrank serve` with "
-                                               "--priors-store DIR to enable /feedback and "
-                                               "/priors")
-        return FeedbackPriors(self.config.priors_store)
-
-
-def _reject(r: Reject) -> dict[str, Any]:
-    where = f"record {r.line}"
-    message = f"{where}: {r.reason}" if r.field is None else \
-        f"{where}: field '{r.field}': {r.reason}"
-    return {"record": r.line, "field": r.field, "reason": r.reason, "message": message}
-
-
-def priors_document(store: FeedbackPriors, version: int | None = None) -> dict[str, Any]:
-    record = store.record(version)
-    out = {"version": record["version"], "current": store.current, "base": store.base_name,
-           "epsilon": store.epsilon, "max_change": store.max_change,
-           "types": dict(record["types"]), "sources": dict(record["sources"]),
-           "event": record["event"], "timestamp": record["timestamp"]}
-    if "restored_from" in record:
-        out["restored_from"] = record["restored_from"]
-    return out
+            got = json.dumps(e["input"], ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):
+            got = type(e["input"]).__name__
+        if len(got) > 60:
+            got = got[:57] + "..."
+        return f"expected {_EXPECTED[kind]}, got {got}"
+    return str(e.get("msg", ""))
 
 
 def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI:
@@ -219,7 +139,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSON:
         errors = [{"field": field_path(e.get("loc", ())), "loc": list(e.get("loc", ())),
-                   "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                   "msg": _message(e), "type": str(e.get("type", ""))}
                   for e in exc.errors()]
         for e in errors:
             if e["type"] == "json_invalid":
@@ -236,7 +156,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.exception_handler(LimitError)
     async def _limit(_: Request, exc: LimitError) -> JSON:
-        return error(exc.status, exc.kind, exc.detail)
+        errors = None if exc.field is None else [
+            {"field": exc.field, "loc": [exc.field], "msg": exc.detail, "type": exc.kind}]
+        return error(exc.status, exc.kind, exc.detail, errors=errors, headers=exc.headers,
+                     extra=exc.extra)
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSON:
@@ -258,20 +181,24 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                      "priors_store": config.priors_store is not None})
 
     # -- search and rerank ---------------------------------------------------------------------
-    @app.post("/search", response_model=SearchResponse, responses=_errors(413, 422, 503, 504),
-              tags=["search"])
+    @app.post("/search", response_model=SearchResponse,
+              responses=_errors(408, 413, 422, 503, 504), tags=["search"])
     async def search(req: SearchRequest) -> JSON:
-        """Credibility-aware search over the served index (as `credrank search --json`)."""
+        """Credibility-aware search over the served index (as `credrank search --json`).
+        Priced before it runs (over --max-request-cost: 422 naming fetch_k); heavy requests
+        beyond --max-heavy-requests: 503 with Retry-After; over --timeout: 504 (cancelled)."""
         fetch_k = req.fetch_k if req.fetch_k is not None else 3 * req.top_k
         settings = state.settings(req, pool=fetch_k, pool_field="fetch_k", fetch_k=req.fetch_k,
                                   lexical=req.lexical)
+        cost = state.budget(req, pool=fetch_k, pool_field="fetch_k")
         try:
-            doc = await state.run(state.search, req.query, settings)
+            doc = await state.read(cost, state.search, req.query, settings)
         except ValueError as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
         return JSON(doc)
 
-    @app.post("/rerank", response_model=RerankResponse, responses=_errors(413, 422, 504),
+    @app.post("/rerank", response_model=RerankResponse,
+              responses=_errors(408, 413, 422, 503, 504),
               tags=["search"], openapi_extra={"requestBody": {
                   "required": True, "content": {"application/json": {
                       "schema": {"$ref": "#/components/schemas/RerankRequest"}}}}})
@@ -279,7 +206,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         """Rerank candidates retrieved elsewhere: provenance typed from their URLs, retrieval
         score = cosine (passages with a vector are not embedded again; with `query_vector`
         the query is not embedded either) or their own score; each hit returns the
-        candidate's metadata untouched."""
+        candidate's metadata untouched. Priced before it runs, embedding included (over
+        --max-request-cost: 422 naming candidates)."""
         # parsed and validated in one pass by pydantic-core (json.loads + validation of 30
         # candidates with 384-float vectors costs ~4× more); the schema is RerankRequest's
         try:
@@ -289,12 +217,17 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
             ) from None
         settings = state.settings(req, pool=len(req.candidates), pool_field="candidates")
+        embeds = req.retrieval == "cosine" or req.select is not None
+        lengths = [len(c.title or "") + 1 + len(c.text or "") for c in req.candidates
+                   if c.vector is None] if embeds else []
+        cost = state.budget(req, pool=len(req.candidates), pool_field="candidates",
+                            embed_lengths=lengths)
         records = [{"id": c.id, "text": c.text, "url": c.url, "title": c.title,
                     "score": c.score, "vector": c.vector, "metadata": c.metadata}
                    for c in req.candidates]
         try:
-            doc = await state.run(state.rerank, req.query, records, settings, req.retrieval,
-                                  req.query_vector)
+            doc = await state.read(cost, state.rerank, req.query, records, settings,
+                                   req.retrieval, req.query_vector)
         except CandidateError as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
         except ValueError as exc:
@@ -302,60 +235,65 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         return JSON(doc)
 
     # -- writes --------------------------------------------------------------------------------
-    @app.post("/index", response_model=IndexResponse, dependencies=write,
-              responses=_errors(401, 403, 413, 422, 503, 504), tags=["write"])
-    async def index(req: IndexRequest) -> JSON:
-        """Index documents into the served index (validated and rejected as `credrank index`
-        validates a JSONL file; record i is line i). Needs the API key."""
+    async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:
         try:
-            doc = await state.run(state.index, req.documents)
-        except ValueError as exc:
+            return await state.write(route, key, req.model_dump_json(), work)
+        except RequestIdReused as exc:
+            raise LimitError(422, "invalid_request", f"Idempotency-Key: {exc}",
+                             field="Idempotency-Key") from None
+        except (ValueError, OSError) as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
-        return JSON(doc)
+
+    @app.post("/index", response_model=IndexResponse, dependencies=write,
+              responses=_errors(401, 403, 408, 413, 422, 503, 504), tags=["write"])
+    async def index(req: IndexRequest, idempotency_key: IdempotencyKey = None) -> Any:
+        """Index documents into the served index (validated and rejected as `credrank index`
+        validates a JSONL file; record i is line i). Needs the API key. The documents are
+        embedded before the index is locked: searches do not wait for it."""
+        return await run_write("/index", idempotency_key, req,
+                               lambda token: state.index(token, req.documents))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 413, 422, 504), tags=["priors"])
-    async def feedback(req: FeedbackRequest) -> JSON:
+              responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])
+    async def feedback(req: FeedbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
         logged, reversible). Needs the API key and --priors-store."""
         items = [(i.source_type, i.source_id, i.relevant) for i in req.items]
 
-        def work() -> dict[str, Any]:
+        def work(token: Any) -> tuple[dict[str, Any], bool]:
             store = state.priors_store()
-            version = store.update(items, req.step, author=req.author, reason=req.reason)
-            return priors_document(store, version)
+            version, applied = store.update_once(
+                items, req.step, author=req.author, reason=req.reason,
+                request_id=idempotency_key, on_commit=token.begin_commit)
+            return priors_document(store, version), applied
 
-        try:
-            return JSON(await state.run(work))
-        except (ValueError, OSError) as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
+        return await run_write("/feedback", idempotency_key, req, work)
 
     @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
              tags=["priors"])
     async def priors(version: int | None = Query(None, ge=0, description="default: current")
                      ) -> JSON:
         """The priors of a version of the feedback store (per type and per source)."""
-        def work() -> dict[str, Any]:
+        def work(token: Any) -> dict[str, Any]:
             return priors_document(state.priors_store(), version)
 
         try:
-            return JSON(await state.run(work))
+            return JSON(await state.read(None, work))
         except (ValueError, OSError) as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 413, 422, 504), tags=["priors"])
-    async def rollback(req: RollbackRequest) -> JSON:
+              responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])
+    async def rollback(req: RollbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """Restore an earlier version of the priors, recorded as a new version."""
-        def work() -> dict[str, Any]:
+        def work(token: Any) -> tuple[dict[str, Any], bool]:
             store = state.priors_store()
-            new = store.rollback(req.version, author=req.author, reason=req.reason)
-            return priors_document(store, new)
+            new, applied = store.rollback_once(
+                req.version, author=req.author, reason=req.reason,
+                request_id=idempotency_key, on_commit=token.begin_commit)
+            return priors_document(store, new), applied
 
-        try:
-            return JSON(await state.run(work))
-        except (ValueError, OSError) as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
+        return await run_write("/priors/rollback", idempotency_key, req, work)
 
     # -- the web page --------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -370,7 +308,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     # added innermost first: the access log wraps everything
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
+                       read_timeout_s=config.read_timeout_s)
     app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, paths=WRITE_PATHS)
     app.add_middleware(AccessLogMiddleware)
     _document_body(app, RerankRequest)

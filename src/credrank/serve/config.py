@@ -23,6 +23,20 @@ MAX_METADATA_DEPTH = 32
 #: default request body limit (bytes) and per-request time limit (seconds)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
+#: default time a request body has to arrive in full (seconds; slower: 408, connection closed)
+DEFAULT_READ_TIMEOUT_S = 20.0
+#: default work budget of one /search or /rerank request, in work units (≈ ms of CPU; see
+#: credrank.serve.cost): coverage over at most 283 candidates (≈ 2 s and 300 MB), 40
+#: passages of 1,000 characters embedded by MiniLM; 0 turns the budget off
+DEFAULT_MAX_REQUEST_COST = 2_000.0
+#: default number of heavy requests run at once, and the cost (work units) from which a
+#: request is heavy (as credrank.serve.cost.HEAVY_UNITS)
+DEFAULT_MAX_HEAVY_REQUESTS = 2
+DEFAULT_HEAVY_COST = 1_000.0
+#: default seconds a timed-out write whose commit had begun is awaited before its 504
+DEFAULT_COMMIT_GRACE_S = 5.0
+#: default number of idempotency keys (with their answers) the server remembers
+DEFAULT_IDEMPOTENCY_KEYS = 1_000
 
 #: the write endpoints: they need the API key (checked before the body is read)
 WRITE_PATHS = frozenset({"/index", "/feedback", "/priors/rollback"})
@@ -33,11 +47,20 @@ class ServeConfig:
     """The service's settings.
 
     ``api_key``: the key write endpoints require (``None``: writes are disabled and every
-    write answers 401/403 saying so). ``priors_store``: the feedback store behind
-    ``/feedback``, ``GET /priors`` and ``/priors/rollback`` (``None``: those answer 404).
-    ``max_body_bytes``: larger request bodies get 413. ``timeout_s``: a request whose work
-    takes longer gets 504 (the work itself cannot be interrupted and finishes in the
-    background). ``index_dir`` is shown by ``/readyz``.
+    write answers 401/403 saying so); a key with leading or trailing whitespace is refused
+    (no client could send it: HTTP strips header values). ``priors_store``: the feedback
+    store behind ``/feedback``, ``GET /priors`` and ``/priors/rollback`` (``None``: those
+    answer 404). ``max_body_bytes``: larger request bodies get 413. ``read_timeout_s``: a
+    body not fully arrived after this long gets 408 and the connection is closed.
+    ``timeout_s``: a request whose work takes longer gets 504, saying what it did (reads
+    are cancelled; see :mod:`credrank.serve.limits` for writes). ``commit_grace_s``: how long
+    a timed-out write whose commit had begun is awaited before the 504 says it may still be
+    applied. ``max_request_cost``: the work budget of one ``/search`` or ``/rerank`` request
+    in work units (:mod:`credrank.serve.cost`; 0: no budget). ``max_heavy_requests``: heavy
+    requests (estimated at ``heavy_cost`` units or more) run at once (more: 503 with
+    ``Retry-After``; 0: no limit).
+    ``idempotency_keys``: write outcomes remembered by ``Idempotency-Key``
+    (:mod:`credrank.serve.idempotency`). ``index_dir`` is shown by ``/readyz``.
     """
 
     api_key: str | None = field(default=None, repr=False)
@@ -45,15 +68,32 @@ class ServeConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
     index_dir: Path | None = None
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    commit_grace_s: float = DEFAULT_COMMIT_GRACE_S
+    max_request_cost: float = DEFAULT_MAX_REQUEST_COST
+    max_heavy_requests: int = DEFAULT_MAX_HEAVY_REQUESTS
+    heavy_cost: float = DEFAULT_HEAVY_COST
+    idempotency_keys: int = DEFAULT_IDEMPOTENCY_KEYS
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key: expected a non-empty key or None (writes disabled)")
+        if self.api_key is not None and self.api_key != self.api_key.strip():
+            raise ValueError("api_key: expected a key without leading or trailing "
+                             "whitespace, got one with it (no client could send it)")
         if self.max_body_bytes < 1:
             raise ValueError(f"max_body_bytes: expected an integer >= 1, got "
                              f"{self.max_body_bytes}")
-        if not self.timeout_s > 0:
-            raise ValueError(f"timeout_s: expected a number > 0, got {self.timeout_s}")
+        for name in ("timeout_s", "read_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected a number > 0, got {getattr(self, name)}")
+        for name in ("commit_grace_s", "max_request_cost", "heavy_cost"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)}")
+        for name in ("max_heavy_requests", "idempotency_keys"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: expected an integer >= 0, got "
+                                 f"{getattr(self, name)}")
 
     @property
     def writable(self) -> bool:

@@ -1,35 +1,55 @@
-"""Request limits: body size (413) and time per request (504), each answered as JSON naming
-the limit.
+"""Request limits: body size (413), body read time (408) and time per request (504), each
+answered as JSON naming the limit.
 
 :class:`BodyLimitMiddleware` refuses a body announced larger than the limit
 (``Content-Length``) before reading it, and counts the bytes of a streamed (chunked) body as
-they arrive, refusing it as soon as the count passes the limit; an accepted body is handed to
-the app as it came. :func:`run_limited` runs the blocking work of an endpoint in a worker
-thread and answers 504 when it takes longer than the limit (Python cannot interrupt a thread:
-the work finishes in the background and its result is dropped).
+they arrive, refusing it as soon as the count passes the limit; a body that has not fully
+arrived ``read_timeout_s`` after the request began to be read is cut with 408 and the
+connection closed (declared policy: one deadline for the whole body, not per chunk, so a
+client trickling bytes cannot hold a connection open). An accepted body is handed to the app
+as it came.
+
+:func:`run_limited` runs the blocking work of an endpoint in a worker thread with a
+:class:`~credrank.serve.cancel.WorkToken` and answers 504 when it takes longer than the
+limit. The 504 says what happened (its ``outcome``): a read is *cancelled* (its work stops at
+its next check); a write that had not begun to commit is *not applied* (it never will be);
+one whose commit had begun is awaited ``grace_s`` more: *applied* (the body carries its
+``result``) or else *may still be applied; retry with the same request id to learn the
+outcome*.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from credrank.serve.cancel import WorkToken
 from credrank.serve.responses import send_error
 
 T = TypeVar("T")
 
+#: the ``outcome`` of a 504: what the timed-out request did
+CANCELLED = "cancelled"
+NOT_APPLIED = "not applied"
+APPLIED = "applied"
+MAY_BE_APPLIED = "may still be applied; retry with the same request id to learn the outcome"
+
 
 class LimitError(Exception):
-    """A request passed a limit: ``status``, ``kind`` and ``detail`` of the JSON error."""
+    """A request passed a limit: ``status``, ``kind`` and ``detail`` of the JSON error;
+    ``field`` (named in ``errors``), ``headers`` and ``extra`` body keys are optional."""
 
-    def __init__(self, status: int, kind: str, detail: str) -> None:
+    def __init__(self, status: int, kind: str, detail: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(detail)
         self.status, self.kind, self.detail = status, kind, detail
+        self.field, self.headers, self.extra = field, headers, extra or {}
 
 
 def too_large(limit: int) -> str:
@@ -37,11 +57,18 @@ def too_large(limit: int) -> str:
             "send fewer documents or candidates per request")
 
 
-class BodyLimitMiddleware:
-    """413 for request bodies over ``max_bytes`` (see the module docstring)."""
+def too_slow(limit_s: float) -> str:
+    return (f"the request body did not arrive within {limit_s:g} s (--read-timeout); the "
+            "connection is closed")
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+
+class BodyLimitMiddleware:
+    """413 for request bodies over ``max_bytes``, 408 for bodies slower than
+    ``read_timeout_s`` (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout_s: float | None = None
+                 ) -> None:
+        self.app, self.max_bytes, self.read_timeout_s = app, max_bytes, read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,10 +84,19 @@ class BodyLimitMiddleware:
                     await send_error(send, 413, "too_large", too_large(self.max_bytes),
                                      {"Connection": "close"})
                     return
+        loop = asyncio.get_running_loop()
+        deadline = None if self.read_timeout_s is None else loop.time() + self.read_timeout_s
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                message = await (receive() if deadline is None else asyncio.wait_for(
+                    receive(), max(deadline - loop.time(), 0.0)))
+            except TimeoutError:
+                assert self.read_timeout_s is not None
+                await send_error(send, 408, "request_timeout", too_slow(self.read_timeout_s),
+                                 {"Connection": "close"})
+                return
             if message["type"] != "http.request":  # the client went away: nothing to answer
                 return
             chunk = message.get("body", b"")
@@ -85,14 +121,69 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
-async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., T],
-                      *args: Any, **kwargs: Any) -> T:
-    """``func(*args, **kwargs)`` on ``executor``; :class:`LimitError` 504 after ``timeout_s``."""
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(executor, functools.partial(func, *args, **kwargs))
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Read a finished future's exception, so work that failed after its 504 logs nothing."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _checked(token: WorkToken, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return await asyncio.wait_for(future, timeout_s)
-    except TimeoutError:
-        raise LimitError(504, "timeout", f"the request took longer than the limit of "
-                                         f"{timeout_s:g} s per request (--timeout); it was "
-                                         "not completed") from None
+        token.check("start")  # cancelled while it waited for a worker thread: never starts
+        return func(*args, **kwargs)
+    finally:
+        if token.hook is not None:
+            token.hook("end", token)
+
+
+async def _finished_within(future: asyncio.Future[Any], seconds: float,
+                           sleep: Callable[[float], Awaitable[Any]]) -> bool:
+    """Whether ``future`` is done when ``sleep(seconds)`` ends (or before)."""
+    timer = asyncio.ensure_future(sleep(seconds))
+    try:
+        await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+    return future.done()
+
+
+async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., T],
+                      *args: Any, token: WorkToken | None = None, write: bool = False,
+                      grace_s: float = 5.0,
+                      on_done: Callable[[asyncio.Future[Any]], None] | None = None,
+                      sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                      **kwargs: Any) -> T:
+    """``func(*args, **kwargs)`` on ``executor``; :class:`LimitError` 504 after ``timeout_s``
+    with the outcome of the module docstring (``write``: the work commits through
+    ``token``). ``on_done(future)`` runs in the event loop when the work ends, even after a
+    504. ``sleep`` measures the limits (tests pass one they control)."""
+    token = token or WorkToken()
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(executor, functools.partial(_checked, token, func, *args,
+                                                              **kwargs))
+    future.add_done_callback(_retrieve)
+    if on_done is not None:
+        future.add_done_callback(on_done)
+    try:
+        if await _finished_within(future, timeout_s, sleep):
+            return future.result()  # the answer, or the work's own error
+    except asyncio.CancelledError:  # the request itself was cancelled: so is its work
+        token.cancel()
+        raise
+    limit = (f"the request took longer than the limit of {timeout_s:g} s per request "
+             "(--timeout)")
+    if token.cancel():
+        if not write:
+            raise LimitError(504, "timeout", f"{limit}; it was cancelled: its work stops at "
+                             "its next stage and changes nothing", extra={"outcome": CANCELLED})
+        raise LimitError(504, "timeout", f"{limit}; {NOT_APPLIED}: the write was cancelled "
+                         "before it changed anything (send it again)",
+                         extra={"outcome": NOT_APPLIED})
+    # the write had begun to commit: give it the grace period to finish
+    if not await _finished_within(future, grace_s, sleep):
+        raise LimitError(504, "timeout", f"{limit}; the write had begun to commit and "
+                         f"{MAY_BE_APPLIED}", extra={"outcome": MAY_BE_APPLIED})
+    result = future.result()  # a write that failed raises its own error
+    raise LimitError(504, "timeout", f"{limit}; {APPLIED}: the write completed after the "
+                     "limit (its result is in 'result')",
+                     extra={"outcome": APPLIED, "result": result})

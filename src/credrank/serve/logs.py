@@ -3,7 +3,9 @@
 :class:`AccessLogMiddleware` writes one line per request — ``ts``, ``level``, ``event``
 (``request``), ``method``, ``route`` (the matched route's template, e.g. ``/search``; ``null``
 when none matched), ``status``, ``latency_ms``, ``request_bytes``, ``response_bytes`` — and
-never the query string, a header value, the body or any document text. :data:`LOG_CONFIG`
+never the query string, a header value, the body or any document text. A client that went
+away before an answer was sent is logged as ``event: "disconnect"`` with ``status: null``
+(nothing was answered; not a server error). :data:`LOG_CONFIG`
 (for ``uvicorn``) formats uvicorn's own messages (start-up, shutdown, errors) as JSON lines
 too, and turns its text access log off.
 """
@@ -68,13 +70,16 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status, sent, received = 500, 0, 0
+        status: int | None = None
+        sent, received, disconnected = 0, 0, False
 
         async def counting_receive() -> Message:
-            nonlocal received
+            nonlocal received, disconnected
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+            elif message["type"] == "http.disconnect":
+                disconnected = True
             return message
 
         async def logging_send(message: Message) -> None:
@@ -88,11 +93,13 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, counting_receive, logging_send)
         finally:
+            if status is None and not disconnected:
+                status = 500  # the app ended without an answer: the server's fault
             route = getattr(scope.get("route"), "path", None)
-            if route is None and status < 400:  # a built-in page (/openapi.json): a real path
-                route = scope["path"]
+            if route is None and status is not None and status < 400:
+                route = scope["path"]  # a built-in page (/openapi.json): a real path
             self.logger.info("request", extra={"fields": {
-                "event": "request", "method": scope["method"],
-                "route": route, "status": status,
+                "event": "disconnect" if status is None else "request",
+                "method": scope["method"], "route": route, "status": status,
                 "latency_ms": round((time.perf_counter() - start) * 1e3, 3),
                 "request_bytes": received, "response_bytes": sent}})

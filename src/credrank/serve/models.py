@@ -5,6 +5,11 @@ Responses are the documents of ``docs/json.md``: ``/search`` answers the ``credr
 hit's ``client_score`` and ``metadata``. The response models describe those documents; the
 endpoints return them as built by :class:`~credrank.searcher.Searcher` (no re-validation).
 Every error is ``{"error": KIND, "detail": MESSAGE}`` (plus ``errors`` for 422).
+
+Request bodies are validated strictly (pydantic strict mode): an integer field takes a JSON
+integer only (``true``, ``"1"`` and ``1.0`` are refused), a number field a JSON number
+(integers included), a boolean field ``true``/``false``, a string field a string; unknown keys
+are refused.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ ParamValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class _Scoring(_Request):

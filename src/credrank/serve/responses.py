@@ -55,10 +55,13 @@ class JSON(JSONResponse):
 
 
 def error(status: int, kind: str, detail: str, *, errors: list[dict[str, Any]] | None = None,
-          headers: dict[str, str] | None = None) -> JSON:
+          headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> JSON:
+    """``{"error": kind, "detail": detail}`` plus ``errors`` (422) and ``extra`` keys (a 504's
+    ``outcome``)."""
     body: dict[str, Any] = {"error": kind, "detail": detail}
     if errors is not None:
         body["errors"] = errors
+    body.update(extra or {})
     return JSON(body, status_code=status, headers=headers)
 
 

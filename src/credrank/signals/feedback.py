@@ -7,9 +7,24 @@ the update rule and adds what a product needs around it:
 * **bounded** steps: one update moves a prior by at most ``max_change`` and never outside
   ``[ε, 1]`` (see :meth:`FeedbackPriors.update` for the rule);
 * **versioned**: every change is a new version in ``<store>/priors.json`` (timestamp, author,
-  reason, feedback counts, the full table of per-type and per-source priors);
+  reason, feedback counts, the full per-type table and the per-source *delta*: the sources
+  that version set or changed, ``sources_set``, and those it removed, ``sources_removed``);
 * **logged**: one JSON line per event is appended to ``<store>/audit.jsonl`` (never rewritten);
-* **reversible**: :meth:`FeedbackPriors.rollback` restores any earlier version as a new one.
+* **reversible**: :meth:`FeedbackPriors.rollback` restores any earlier version as a new one;
+* **idempotent on request**: a write may carry a ``request_id``; a retry with the same id
+  returns the version the first one made instead of applying again (the ids of the last
+  :data:`REQUEST_IDS` versions that carry one are remembered, in the store itself, so a
+  restarted server does not re-apply either; an older id is forgotten and applies again).
+
+Store format (``credrank-feedback-priors/2``): a version stores only the sources it changed,
+so a store's size grows with the feedback it received, not with versions × sources (format 1
+stored the full per-source table in every version: 20 rounds of 10,000 new sources made a
+50 MB file). A version's full table is resolved by replaying the deltas from version 0; the
+current table is resolved once and cached. Format 1 stores still open (converted in memory)
+and are rewritten in format 2 by their next write; any other format is refused naming the
+file. Parsed stores are shared within a process (up to :data:`SHARED_STORES`, keyed by path,
+inode, size and modification time of the file; every write replaces the file, so a new
+version always has a new inode and a larger size): opening an unchanged store reads nothing.
 
 :class:`FeedbackPrior` is the stage that reads the store (per-source prior first, then per-type).
 :func:`simulate_oracle_feedback` reproduces the seed's oracle experiment.
@@ -27,9 +42,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,10 +66,20 @@ from credrank.core.validation import (
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import PriorTable, load_priors
 
-FORMAT = "credrank-feedback-priors/1"
+FORMAT = "credrank-feedback-priors/2"
+#: the format before per-source deltas: still read, rewritten as FORMAT by the next write
+FORMAT_V1 = "credrank-feedback-priors/1"
 STORE_FILE = "priors.json"
 AUDIT_FILE = "audit.jsonl"
 LOCK_FILE = "priors.lock"
+#: request ids remembered for idempotent writes (those of the most recent versions)
+REQUEST_IDS = 10_000
+#: the longest request id
+MAX_REQUEST_ID = 200
+#: resolved per-source tables cached per parsed store (the current one is always kept)
+RESOLVED_TABLES = 4
+#: parsed stores shared per process (least recently opened dropped first)
+SHARED_STORES = 8
 
 #: one feedback item: (source_type, source_id or None, relevant)
 Feedback = tuple[str, str | None, bool]
@@ -79,8 +106,6 @@ def check_epsilon(epsilon: object, *, error: type[Exception] = ValueError) -> fl
 def check_max_change(max_change: object, *, error: type[Exception] = ValueError) -> float:
     """Validate the per-update cap on one prior's change, in (0, 1]."""
     return check_probability("max_change", max_change, open_low=True, error=error)
-
-
 
 
 def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_change: float,
@@ -117,6 +142,151 @@ def _check_feedback(feedback: Iterable[Feedback]) -> list[Feedback]:
     return items
 
 
+class RequestIdReused(FeedbackStoreError):
+    """A request id already names a version made by a different request."""
+
+
+def _check_request_id(request_id: object) -> str | None:
+    if request_id is None:
+        return None
+    if (not isinstance(request_id, str) or not 1 <= len(request_id) <= MAX_REQUEST_ID
+            or not request_id.isprintable() or request_id != request_id.strip()):
+        raise ValueError(f"request_id: expected 1 to {MAX_REQUEST_ID} printable characters "
+                         f"without surrounding whitespace, got {request_id!r}")
+    return request_id
+
+
+def request_digest(payload: dict[str, Any]) -> str:
+    """The fingerprint of a write request stored beside its id (SHA-256 of canonical JSON)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _apply(table: dict[str, float], record: dict[str, Any]) -> None:
+    for sid in record["sources_removed"]:
+        table.pop(sid, None)
+    table.update(record["sources_set"])
+
+
+class _StoreData:
+    """One parsed store file, shared by every :class:`FeedbackPriors` that reads it (never
+    changed once built; a commit builds a new one). ``records`` are the stored versions
+    (per-source *deltas*); :meth:`sources` resolves a version's full per-source table by
+    replaying them, caching the current table and the last few others."""
+
+    def __init__(self, epsilon: float, max_change: float, base: dict[str, float],
+                 base_name: str, records: tuple[dict[str, Any], ...],
+                 current_sources: dict[str, float] | None = None) -> None:
+        self.epsilon, self.max_change, self.base, self.base_name = (epsilon, max_change, base,
+                                                                    base_name)
+        self.records = records
+        #: (event, request id) → version, for the most recent REQUEST_IDS ids, oldest first
+        self.requests: dict[tuple[str, str], int] = {}
+        for record in reversed(records):
+            rid = record.get("request_id")
+            if rid is not None and (record["event"], rid) not in self.requests:
+                self.requests[(record["event"], rid)] = int(record["version"])
+                if len(self.requests) >= REQUEST_IDS:
+                    break
+        self.requests = dict(reversed(list(self.requests.items())))
+        self._tables: OrderedDict[int, dict[str, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        if records and current_sources is not None:
+            self._tables[len(records) - 1] = current_sources
+
+    @property
+    def current(self) -> int:
+        return len(self.records) - 1
+
+    def sources(self, version: int) -> dict[str, float]:
+        """The full per-source table of ``version`` (shared: treat it as read-only)."""
+        with self._lock:
+            if version in self._tables:
+                self._tables.move_to_end(version)
+                return self._tables[version]
+            start = max((v for v in self._tables if v < version), default=-1)
+            table = dict(self._tables[start]) if start >= 0 else {}
+            for record in self.records[start + 1:version + 1]:
+                _apply(table, record)
+            self._tables[version] = table
+            while len(self._tables) > RESOLVED_TABLES:
+                oldest = next(v for v in self._tables if v != self.current)
+                del self._tables[oldest]
+            return table
+
+    def appended(self, record: dict[str, Any], sources: dict[str, float]) -> _StoreData:
+        """This store with ``record`` (whose full table is ``sources``) as its new version."""
+        return _StoreData(self.epsilon, self.max_change, self.base, self.base_name,
+                          (*self.records, record), sources)
+
+
+#: parsed stores by path, each with the (inode, size, mtime) of the file it was read from
+_SHARED: OrderedDict[str, tuple[tuple[int, int, int], _StoreData]] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _shared(path: Path) -> tuple[tuple[int, int, int], _StoreData] | None:
+    with _SHARED_LOCK:
+        hit = _SHARED.get(str(path.resolve()))
+        if hit is not None:
+            _SHARED.move_to_end(str(path.resolve()))
+        return hit
+
+
+def _share(path: Path, key: tuple[int, int, int], data: _StoreData) -> None:
+    with _SHARED_LOCK:
+        _SHARED[str(path.resolve())] = (key, data)
+        _SHARED.move_to_end(str(path.resolve()))
+        while len(_SHARED) > SHARED_STORES:
+            _SHARED.popitem(last=False)
+
+
+def _parse(path: Path, data: Any) -> _StoreData:
+    """Validate a store document (format 2, or format 1 converted to deltas in memory)."""
+    if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_V1):
+        found = data.get("format") if isinstance(data, dict) else None
+        raise FeedbackStoreError(
+            f"{path}: expected a feedback store with format {FORMAT!r} (or {FORMAT_V1!r}, "
+            f"converted on the next write), got {found!r}; this credrank cannot read it")
+    try:
+        epsilon = check_epsilon(data["epsilon"])
+        max_change = check_max_change(data["max_change"])
+        base = {t: float(data["base"]["values"][t]) for t in SOURCE_TYPES}
+        base_name = str(data["base"]["name"])
+        stored = list(data["versions"])
+        records: list[dict[str, Any]] = []
+        previous: dict[str, float] = {}
+        for v in stored:
+            PriorTable("stored", v["types"])  # validates every stored table
+            if data["format"] == FORMAT_V1:  # full table per version → the delta to its parent
+                full = dict(v["sources"])
+                changed = {s: x for s, x in full.items() if previous.get(s) != x}
+                removed = sorted(set(previous) - set(full))
+                v = {k: x for k, x in v.items() if k != "sources"}
+                v["sources_set"], v["sources_removed"] = dict(sorted(changed.items())), removed
+                previous = full
+            elif not isinstance(v["sources_removed"], list) or not all(
+                    isinstance(s, str) for s in v["sources_removed"]):
+                raise ValueError(f"version {v['version']}: sources_removed: expected a list "
+                                 "of source ids")
+            for key, x in v["sources_set"].items():
+                check_probability(f"version {v['version']} source prior {key!r}", x,
+                                  open_low=True)
+            if "request_id" in v:
+                _check_request_id(v["request_id"])
+            records.append(v)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise FeedbackStoreError(f"{path}: malformed feedback store: {exc!r}") from exc
+    if not records or [r["version"] for r in records] != list(range(len(records))):
+        raise FeedbackStoreError(f"{path}: versions must be numbered 0, 1, 2, ...")
+    return _StoreData(epsilon, max_change, base, base_name, tuple(records))
+
+
 class FeedbackPriors:
     """A versioned store of per-type and per-source priors updated from relevance feedback.
 
@@ -127,6 +297,10 @@ class FeedbackPriors:
     ``max_change`` (the cap on one update's change of one prior, in (0, 1]; default 0.05) are
     fixed at creation and stored; when loading, values given must equal the stored ones. ``clock``
     supplies timestamps (tests pass a fixed one).
+
+    Opening is cheap: a store file already parsed in this process (same path, inode, size
+    and modification time) is not read again, and the current per-source table is resolved
+    once per version (see the module docstring).
     """
 
     def __init__(self, directory: str | Path, base: PriorTable | str | None = None, *,
@@ -159,10 +333,8 @@ class FeedbackPriors:
             if path.exists():  # another writer created it while we waited for the lock
                 self._open_existing(path, base, epsilon, max_change)
                 return
-            self.epsilon, self.max_change, self.base = eps, cap, values
-            self.base_name = table.name
-            self.versions: list[dict[str, Any]] = []
-            self._commit("init", dict(self.base), {}, author, reason, counts={}, changes={})
+            self._data = _StoreData(eps, cap, values, table.name, ())
+            self._commit("init", dict(values), {}, [], author, reason, counts={}, changes={})
 
     def _open_existing(self, path: Path, base: PriorTable | str | None,
                        epsilon: float | None, max_change: float | None) -> None:
@@ -197,36 +369,44 @@ class FeedbackPriors:
         self._load(path)
 
     # ------------------------------------------------------------------ persistence
+    @property
+    def epsilon(self) -> float:
+        return self._data.epsilon
+
+    @property
+    def max_change(self) -> float:
+        return self._data.max_change
+
+    @property
+    def base(self) -> dict[str, float]:
+        return self._data.base
+
+    @property
+    def base_name(self) -> str:
+        return self._data.base_name
+
     def _load(self, path: Path) -> None:
         try:
+            key = _file_key(path)
+            hit = _shared(path)
+            if hit is not None and hit[0] == key:
+                self._data = hit[1]
+                return
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise FeedbackStoreError(f"{path}: cannot read the feedback store: {exc}") from exc
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise FeedbackStoreError(f"{path}: expected a store with format {FORMAT!r}")
-        try:
-            self.epsilon = check_epsilon(data["epsilon"])
-            self.max_change = check_max_change(data["max_change"])
-            self.base = {t: float(data["base"]["values"][t]) for t in SOURCE_TYPES}
-            self.base_name = str(data["base"]["name"])
-            self.versions = list(data["versions"])
-            for v in self.versions:
-                PriorTable("stored", v["types"])  # validates every stored table
-                for key, x in v["sources"].items():
-                    check_probability(f"version {v['version']} source prior {key!r}", x,
-                                      open_low=True)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FeedbackStoreError(f"{path}: malformed feedback store: {exc!r}") from exc
-        if not self.versions or [v["version"] for v in self.versions] != list(
-                range(len(self.versions))):
-            raise FeedbackStoreError(f"{path}: versions must be numbered 0, 1, 2, ...")
+        self._data = _parse(path, data)
+        _share(path, key, self._data)
 
-    def _commit(self, event: str, types: dict[str, float], sources: dict[str, float],
-                author: str, reason: str, *, counts: dict[str, Any],
-                changes: dict[str, Any], restored_from: int | None = None) -> int:
+    def _commit(self, event: str, types: dict[str, float], sources_set: dict[str, float],
+                sources_removed: list[str], author: str, reason: str, *,
+                counts: dict[str, Any], changes: dict[str, Any],
+                restored_from: int | None = None, request: tuple[str, str] | None = None,
+                on_commit: Callable[[], None] | None = None) -> int:
         check_str("author", author)
         check_str("reason", reason, allow_empty=True)
-        version = len(self.versions)
+        old = self._data
+        version = old.current + 1
         record: dict[str, Any] = {
             "version": version,
             "parent": version - 1 if version else None,
@@ -236,29 +416,37 @@ class FeedbackPriors:
             "reason": reason,
             "counts": counts,
             "types": types,
-            "sources": dict(sorted(sources.items())),
+            "sources_set": dict(sorted(sources_set.items())),
+            "sources_removed": sorted(sources_removed),
         }
         if restored_from is not None:
             record["restored_from"] = restored_from
-        self.versions.append(record)
+        if request is not None:
+            record["request_id"], record["request_digest"] = request
+        full = dict(old.sources(old.current)) if old.records else {}
+        _apply(full, record)
+        new = old.appended(record, full)
         data = {
             "format": FORMAT,
-            "epsilon": self.epsilon,
-            "max_change": self.max_change,
-            "base": {"name": self.base_name, "values": self.base},
+            "epsilon": new.epsilon,
+            "max_change": new.max_change,
+            "base": {"name": new.base_name, "values": new.base},
             "current": version,
-            "versions": self.versions,
+            "versions": list(new.records),
         }
-        try:
-            atomic_write_text(self.directory / STORE_FILE,
-                          json.dumps(data, indent=1, ensure_ascii=False))
-        except BaseException:
-            self.versions.pop()  # not stored: keep the object in step with the disk
-            raise
+        text = json.dumps(data, indent=1, ensure_ascii=False)
+        if on_commit is not None:
+            on_commit()  # may raise: nothing has been written
+        path = self.directory / STORE_FILE
+        atomic_write_text(path, text)
+        self._data = new
+        _share(path, _file_key(path), new)  # under the store lock: no other writer between
         line = {k: record[k] for k in ("version", "parent", "event", "timestamp", "author",
                                        "reason", "counts")}
         if restored_from is not None:
             line["restored_from"] = restored_from
+        if request is not None:
+            line["request_id"] = request[0]
         line["changes"] = changes
         with (self.directory / AUDIT_FILE).open("a", encoding="utf-8") as log:
             log.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -270,13 +458,17 @@ class FeedbackPriors:
     @property
     def current(self) -> int:
         """The latest version number."""
-        return len(self.versions) - 1
+        return self._data.current
 
     def record(self, version: int | None = None) -> dict[str, Any]:
-        """The stored record of ``version`` (default: the latest); treat it as read-only."""
-        if version is None:
-            return self.versions[-1]
-        return self.versions[check_int("version", version, 0, self.current)]
+        """The record of ``version`` (default: the latest) with its full ``types`` and
+        ``sources`` tables (resolved from the stored deltas; treat it as read-only)."""
+        v = self.current if version is None else check_int("version", version, 0, self.current)
+        stored = self._data.records[v]
+        out = {k: x for k, x in stored.items()
+               if k not in ("sources_set", "sources_removed", "request_digest")}
+        out["sources"] = self._data.sources(v)
+        return out
 
     def table(self, version: int | None = None) -> PriorTable:
         """The per-type priors of ``version`` (default: the latest) as a PriorTable."""
@@ -288,8 +480,13 @@ class FeedbackPriors:
         return dict(self.record(version)["sources"])
 
     def history(self) -> list[dict[str, Any]]:
-        """Every version record, oldest first (copies)."""
-        return [json.loads(json.dumps(v)) for v in self.versions]
+        """Every version record with its full tables, oldest first (copies)."""
+        return [json.loads(json.dumps(self.record(v))) for v in range(self.current + 1)]
+
+    def find_request(self, request_id: str, event: str = "update") -> int | None:
+        """The version made by the ``event`` (``update`` or ``rollback``) with
+        ``request_id`` (one of the last :data:`REQUEST_IDS` ids), or ``None``."""
+        return self._data.requests.get((event, request_id))
 
     def audit(self) -> list[dict[str, Any]]:
         """The parsed lines of the append-only audit log.
@@ -319,8 +516,22 @@ class FeedbackPriors:
         return entries
 
     # ------------------------------------------------------------------ writing
+    def _seen(self, event: str, request: tuple[str, str] | None) -> int | None:
+        """The version an earlier ``event`` with this request id made (same digest), else
+        None; :class:`RequestIdReused` when the id names a different request."""
+        if request is None:
+            return None
+        version = self._data.requests.get((event, request[0]))
+        if version is None:
+            return None
+        if self._data.records[version].get("request_digest") != request[1]:
+            raise RequestIdReused(f"request_id {request[0]!r}: already used by version "
+                                  f"{version} for a different request; send a new id")
+        return version
+
     def update(self, feedback: Iterable[Feedback], step: float = 0.1, *,
-               author: str = "feedback", reason: str = "") -> int:
+               author: str = "feedback", reason: str = "",
+               request_id: str | None = None) -> int:
         """Apply one round of feedback and store the result as a new version; return it.
 
         ``feedback``: ``(source_type, source_id or None, relevant)`` items. Every prior an item
@@ -330,19 +541,45 @@ class FeedbackPriors:
         items, at most ``max_change``, clipped to ``[ε, 1]``. All moves are computed from the
         state before the update. A source seen for the first time starts from its type's
         prior (the type of its first item in this round). An empty round is still a version
-        (it records that feedback was asked for and none came).
+        (it records that feedback was asked for and none came). ``request_id``: see
+        :meth:`update_once` (a repeated id returns the version it made).
+        """
+        return self.update_once(feedback, step, author=author, reason=reason,
+                                request_id=request_id)[0]
+
+    def update_once(self, feedback: Iterable[Feedback], step: float = 0.1, *,
+                    author: str = "feedback", reason: str = "",
+                    request_id: str | None = None,
+                    on_commit: Callable[[], None] | None = None) -> tuple[int, bool]:
+        """:meth:`update`, idempotent by ``request_id``: ``(version, applied)``.
+
+        Under the store's lock, a ``request_id`` one of the last :data:`REQUEST_IDS` updates
+        carries (ids are per event: an update's and a rollback's are separate) returns that
+        version with ``applied=False`` (nothing written) when the
+        request is the same (same items, step, author and reason) and raises
+        :class:`RequestIdReused` when it differs. ``on_commit`` is called under the lock
+        just before the new version is written; if it raises, nothing is written.
         """
         eta = check_step(step)
         items = _check_feedback(feedback)
         check_str("author", author)
         check_str("reason", reason, allow_empty=True)
+        rid = _check_request_id(request_id)
+        request = None if rid is None else (rid, request_digest(
+            {"event": "update", "items": [list(i) for i in items], "step": eta,
+             "author": author, "reason": reason}))
         with self._locked():
             self._reload()
-            return self._update(items, eta, author, reason)
+            seen = self._seen("update", request)
+            if seen is not None:
+                return seen, False
+            return self._update(items, eta, author, reason, request, on_commit), True
 
-    def _update(self, items: list[Feedback], eta: float, author: str, reason: str) -> int:
-        state = self.versions[-1]
-        types, sources = dict(state["types"]), dict(state["sources"])
+    def _update(self, items: list[Feedback], eta: float, author: str, reason: str,
+                request: tuple[str, str] | None,
+                on_commit: Callable[[], None] | None) -> int:
+        state = self.record()
+        types, sources = dict(state["types"]), state["sources"]
         by_type: dict[str, Counter[bool]] = {}
         by_source: dict[str, Counter[bool]] = {}
         source_start: dict[str, float] = {}
@@ -357,11 +594,14 @@ class FeedbackPriors:
             types[stype] = feedback_move(old, c[True], c[True] + c[False], eta,
                                          self.max_change, self.epsilon)
             changes["types"][stype] = [old, types[stype]]
+        changed: dict[str, float] = {}
         for sid, c in by_source.items():
             old = source_start[sid]
-            sources[sid] = feedback_move(old, c[True], c[True] + c[False], eta,
-                                         self.max_change, self.epsilon)
-            changes["sources"][sid] = [old, sources[sid]]
+            new = feedback_move(old, c[True], c[True] + c[False], eta, self.max_change,
+                                self.epsilon)
+            if sources.get(sid) != new:
+                changed[sid] = new
+            changes["sources"][sid] = [old, new]
         n_rel = sum(1 for _, _, r in items if r)
         counts = {
             "items": len(items), "relevant": n_rel, "non_relevant": len(items) - n_rel,
@@ -370,31 +610,52 @@ class FeedbackPriors:
                         for t, c in sorted(by_type.items())},
             "sources": len(by_source),
         }
-        return self._commit("update", types, sources, author, reason, counts=counts,
-                            changes=changes)
+        return self._commit("update", types, changed, [], author, reason, counts=counts,
+                            changes=changes, request=request, on_commit=on_commit)
 
-    def rollback(self, version: int, *, author: str = "credrank", reason: str = "") -> int:
-        """Restore the tables of ``version`` as a new version (the log keeps everything)."""
+    def rollback(self, version: int, *, author: str = "credrank", reason: str = "",
+                 request_id: str | None = None) -> int:
+        """Restore the tables of ``version`` as a new version (the log keeps everything).
+        ``request_id``: see :meth:`rollback_once`."""
+        return self.rollback_once(version, author=author, reason=reason,
+                                  request_id=request_id)[0]
+
+    def rollback_once(self, version: int, *, author: str = "credrank", reason: str = "",
+                      request_id: str | None = None,
+                      on_commit: Callable[[], None] | None = None) -> tuple[int, bool]:
+        """:meth:`rollback`, idempotent by ``request_id`` as :meth:`update_once` is:
+        ``(version, applied)``."""
         check_int("version", version, 0)
         check_str("author", author)
         check_str("reason", reason, allow_empty=True)
+        rid = _check_request_id(request_id)
+        request = None if rid is None else (rid, request_digest(
+            {"event": "rollback", "version": version, "author": author, "reason": reason}))
         with self._locked():
             self._reload()
-            return self._rollback(version, author, reason)
+            seen = self._seen("rollback", request)
+            if seen is not None:
+                return seen, False
+            return self._rollback(version, author, reason, request, on_commit), True
 
-    def _rollback(self, version: int, author: str, reason: str) -> int:
+    def _rollback(self, version: int, author: str, reason: str,
+                  request: tuple[str, str] | None,
+                  on_commit: Callable[[], None] | None) -> int:
         target = self.record(version)
-        state = self.versions[-1]
+        state = self.record()
+        now, then = state["sources"], target["sources"]
         changes = {
             "types": {t: [state["types"][t], target["types"][t]] for t in SOURCE_TYPES
                       if state["types"][t] != target["types"][t]},
-            "sources": {s: [state["sources"].get(s), target["sources"].get(s)]
-                        for s in sorted(set(state["sources"]) | set(target["sources"]))
-                        if state["sources"].get(s) != target["sources"].get(s)},
+            "sources": {s: [now.get(s), then.get(s)] for s in sorted(set(now) | set(then))
+                        if now.get(s) != then.get(s)},
         }
-        return self._commit("rollback", dict(target["types"]), dict(target["sources"]),
-                            author, reason or f"rollback to version {target['version']}",
-                            counts={}, changes=changes, restored_from=int(target["version"]))
+        changed = {s: x for s, x in then.items() if now.get(s) != x}
+        removed = [s for s in now if s not in then]
+        return self._commit("rollback", dict(target["types"]), changed, removed, author,
+                            reason or f"rollback to version {target['version']}",
+                            counts={}, changes=changes, restored_from=int(target["version"]),
+                            request=request, on_commit=on_commit)
 
 
 class FeedbackPrior(Stage):

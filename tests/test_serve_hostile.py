@@ -1,0 +1,493 @@
+"""``credrank serve`` under hostile use (issue 23, part 6): work budgets, the heavy-request
+limit, cancelled timed-out work and truthful 504s, idempotent writes, ``/index`` embedding
+outside the store lock, strict JSON types.
+
+Where timing matters the app runs in this process (tests/serving.py ``in_process``) and a
+test hook holds the work at a named checkpoint (``Hold``): no sleeps, no wall-clock margins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credrank.serve.limits import APPLIED, CANCELLED, MAY_BE_APPLIED, NOT_APPLIED
+from credrank.signals.feedback import FeedbackPriors
+from serving import Deadline, Hold, asgi_client, in_process, running_server
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
+KEY = "hostile-test-key"
+AUTH = {"X-API-Key": KEY}
+QUERY = "does vitamin d prevent covid"
+FEEDBACK = {"items": [{"source_type": "blog", "source_id": "b1", "relevant": False}],
+            "reason": "hostile"}
+
+
+@pytest.fixture
+def app_factory(demo_index_hashing: Path, tmp_path: Path) -> Iterator[Any]:
+    """``make(**config)``: an in-process app on a copy of the demo index with the key and a
+    feedback store (``tmp_path / "priors"``); making another closes the previous one (a new
+    server on the same index and store, as after a restart)."""
+    where = tmp_path / "index"
+    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
+    FeedbackPriors(tmp_path / "priors", "current")
+    opened: list[Any] = []
+
+    def make(**config: Any) -> Any:
+        while opened:
+            opened.pop().__exit__(None, None, None)
+        context = in_process(where, tables=(DEMO / "domains.csv",), api_key=KEY,
+                             priors_store=tmp_path / "priors", **config)
+        app = context.__enter__()
+        opened.append(context)
+        return app
+
+    yield make
+    while opened:
+        opened.pop().__exit__(None, None, None)
+
+
+def candidates(n: int, text: str = "vitamin d trial in adults") -> list[dict[str, Any]]:
+    return [{"id": f"c{i}", "text": f"{text} {i}", "url": f"https://h{i % 40}.org/p"}
+            for i in range(n)]
+
+
+def run(scenario: Any) -> Any:
+    return asyncio.run(scenario)
+
+
+async def waited(event: Any) -> None:
+    assert await asyncio.to_thread(event.wait, 60)
+
+
+def version(tmp_path: Path) -> int:
+    return FeedbackPriors(tmp_path / "priors").current
+
+
+# -- the work budget ---------------------------------------------------------------------------
+
+def test_coverage_over_a_large_pool_is_refused_before_any_work(app_factory: Any) -> None:
+    app = app_factory()
+    seen = Hold("nowhere")  # records the checkpoints, holds nothing
+    app.state.service.hook = seen
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            got = await c.post("/rerank", json={"query": QUERY, "candidates": candidates(1000),
+                                                "select": "coverage", "params": {
+                                                    "lambda_ilad": 0.5, "lambda_coverage": 0.5}})
+            assert got.status_code == 422, got.text
+            body = got.json()
+            assert body["errors"][0]["field"] == "candidates"
+            assert body["detail"].startswith("candidates: ")
+            assert "budget of 2,000" in body["detail"] and "--max-request-cost" in body["detail"]
+            assert "send at most 283 candidates" in body["detail"]
+            assert "select 'mmr'" in body["detail"] and "send vectors" not in body["detail"]
+            assert body["cost"] == pytest.approx(24_975, abs=5) and body["budget"] == 2_000
+            got = await c.post("/search", json={"query": QUERY, "top_k": 10, "fetch_k": 1000,
+                                                "select": "coverage", "params": {
+                                                    "lambda_ilad": 0.5, "lambda_coverage": 0.5}})
+            assert got.status_code == 422 and got.json()["errors"][0]["field"] == "fetch_k"
+            assert "a fetch_k of at most 283" in got.json()["detail"]
+            small = await c.post("/rerank", json={"query": QUERY, "candidates": candidates(30),
+                                                  "select": "coverage", "params": {
+                                                      "lambda_ilad": 0.5,
+                                                      "lambda_coverage": 0.5}})
+            assert small.status_code == 200, small.text
+            assert small.json()["info"]["select"]["selector"] == "coverage"
+
+    run(scenario())
+    assert [p for p, _ in seen.points].count("start") == 1  # only the accepted one started
+
+
+def test_budget_is_configurable_and_zero_turns_it_off(app_factory: Any) -> None:
+    body = {"query": QUERY, "candidates": candidates(1000), "select": "mmr",
+            "params": {"diversity": 0.5}}
+
+    async def post(app: Any, payload: dict[str, Any]) -> Any:
+        async with asgi_client(app) as c:
+            return await c.post("/rerank", json=payload)
+
+    tight = app_factory(max_request_cost=50)
+    got = run(post(tight, body))  # mmr over 1,000: 100 units
+    assert got.status_code == 422 and "budget of 50" in got.json()["detail"]
+    assert "send at most 692 candidates" in got.json()["detail"]  # embedding included
+    long_texts = {"query": QUERY, "candidates": candidates(200, "x" * 5000)}
+    got = run(post(tight, long_texts))  # hashing: 0.1 units per 1,000 characters, capped
+    assert got.status_code == 200, got.text
+    tight.state.service.config = replace(tight.state.service.config, max_request_cost=10)
+    got = run(post(tight, long_texts))  # 200 passages × 1,000 characters: 20 units
+    assert got.status_code == 422 and "send vectors" in got.json()["detail"]
+    assert "embedding 200 passages with hashing" in got.json()["detail"]
+    tight.state.service.config = replace(tight.state.service.config, max_request_cost=0)
+    assert run(post(tight, body)).status_code == 200
+
+
+def test_heavy_requests_beyond_the_limit_get_503_with_retry_after(app_factory: Any) -> None:
+    app = app_factory(max_heavy_requests=1, heavy_cost=0)  # every priced request is heavy
+    hold = Hold("start")
+    app.state.service.hook = hold
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            first = asyncio.create_task(c.post("/search", json={"query": QUERY}))
+            await waited(hold.reached)
+            second = await c.post("/search", json={"query": QUERY})
+            assert second.status_code == 503 and second.headers["retry-after"] == "1"
+            assert second.json()["error"] == "unavailable"
+            assert "--max-heavy-requests" in second.json()["detail"]
+            priors = await c.get("/priors")  # not priced: never gated
+            assert priors.status_code == 200
+            hold.release.set()
+            assert (await first).status_code == 200
+            third = await c.post("/search", json={"query": QUERY})  # the slot is free again
+            assert third.status_code == 200
+
+    run(scenario())
+
+
+# -- timed-out work ----------------------------------------------------------------------------
+
+def test_a_timed_out_read_is_cancelled_between_stages(app_factory: Any) -> None:
+    app = app_factory()
+    hold, deadline = Hold("stage:given", until_cancelled=True), Deadline()
+    app.state.service.hook, app.state.service.sleep = hold, deadline
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/rerank", json={"query": QUERY,
+                                                               "candidates": candidates(20)}))
+            await waited(hold.reached)
+            deadline.expire()  # the time limit passes while the work is in stage "given"
+            got = await sent
+            assert got.status_code == 504, got.text
+            assert got.json()["outcome"] == CANCELLED
+            assert "--timeout" in got.json()["detail"] and "cancelled" in got.json()["detail"]
+            await waited(hold.ended)
+
+    run(scenario())
+    points = [p for p, _ in hold.points]
+    held = points.index("stage:given")
+    # released by the cancellation, the check found the flag: no later stage ran
+    assert points[held + 1:] == ["end"] and hold.points[-1][1] == "cancelled"
+    assert "done" not in points and not any(p.startswith("stage:combine") for p in points)
+
+
+def test_a_timed_out_feedback_before_its_commit_is_not_applied(app_factory: Any,
+                                                               tmp_path: Path) -> None:
+    app = app_factory()
+    state = app.state.service
+    hold, deadline = Hold("before_commit", until_cancelled=True), Deadline()
+    state.hook, state.sleep = hold, deadline
+    start = version(tmp_path)
+    headers = {**AUTH, "Idempotency-Key": "fb-not-applied"}
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/feedback", json=FEEDBACK, headers=headers))
+            await waited(hold.reached)
+            deadline.expire()
+            got = await sent
+            assert got.status_code == 504 and got.json()["outcome"] == NOT_APPLIED
+            assert "not applied" in got.json()["detail"]
+            await waited(hold.ended)
+            assert version(tmp_path) == start  # true: nothing was written
+            state.sleep = asyncio.sleep
+            again = await c.post("/feedback", json=FEEDBACK, headers=headers)
+            assert again.status_code == 200 and "idempotent-replayed" not in again.headers
+            assert again.json()["version"] == start + 1
+            third = await c.post("/feedback", json=FEEDBACK, headers=headers)
+            assert third.headers["idempotent-replayed"] == "true"
+            assert third.json() == again.json()
+
+    run(scenario())
+    assert version(tmp_path) == start + 1
+
+
+def test_a_timed_out_feedback_retried_with_the_same_key_is_applied_once(
+        app_factory: Any, tmp_path: Path) -> None:
+    """The commit had begun when the limit passed: the 504 says it may still be applied;
+    the retry with the same Idempotency-Key answers the first outcome, applied once."""
+    app = app_factory()
+    state = app.state.service
+    hold, deadline = Hold("commit"), Deadline()  # held inside the commit until released
+    state.hook, state.sleep = hold, deadline
+    start = version(tmp_path)
+    headers = {**AUTH, "Idempotency-Key": "fb-once"}
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/feedback", json=FEEDBACK, headers=headers))
+            await waited(hold.reached)
+            deadline.expire()  # the limit and the grace period pass during the commit
+            got = await sent
+            assert got.status_code == 504, got.text
+            assert got.json()["outcome"] == MAY_BE_APPLIED
+            assert "retry with the same request id to learn the outcome" in got.json()["detail"]
+            state.sleep = asyncio.sleep
+            hold.release.set()
+            retries = await asyncio.gather(*(c.post("/feedback", json=FEEDBACK, headers=headers)
+                                             for _ in range(3)))
+            for again in retries:
+                assert again.status_code == 200, again.text
+                assert again.headers["idempotent-replayed"] == "true"
+                assert again.json()["version"] == start + 1
+                assert again.json()["request_id"] == "fb-once"
+
+    run(scenario())
+    assert version(tmp_path) == start + 1
+    store = FeedbackPriors(tmp_path / "priors")
+    assert [r["event"] for r in store.history()[start + 1:]] == ["update"]
+
+
+def test_a_write_finishing_in_its_grace_period_says_applied(app_factory: Any,
+                                                            tmp_path: Path) -> None:
+    app = app_factory(commit_grace_s=120)
+    state = app.state.service
+    hold, deadline = Hold("commit", until_cancelled=True), Deadline(real=120)
+    state.hook, state.sleep = hold, deadline
+    start = version(tmp_path)
+    headers = {**AUTH, "Idempotency-Key": "rb-applied"}
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/priors/rollback", json={"version": 0},
+                                              headers=headers))
+            await waited(hold.reached)
+            deadline.expire()  # the limit passes during the commit, which then completes
+            got = await sent
+            assert got.status_code == 504 and got.json()["outcome"] == APPLIED
+            assert got.json()["result"]["version"] == start + 1
+            state.sleep = asyncio.sleep
+            again = await c.post("/priors/rollback", json={"version": 0}, headers=headers)
+            assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+            assert again.json()["version"] == start + 1
+
+    run(scenario())
+    assert version(tmp_path) == start + 1
+
+
+# -- idempotency -------------------------------------------------------------------------------
+
+def test_idempotency_key_conflicts_and_bad_keys_name_the_header(app_factory: Any) -> None:
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            headers = {**AUTH, "Idempotency-Key": "k-1"}
+            assert (await c.post("/feedback", json=FEEDBACK, headers=headers)).status_code == 200
+            other = await c.post("/feedback", json={**FEEDBACK, "reason": "other"},
+                                 headers=headers)
+            assert other.status_code == 422
+            assert other.json()["errors"][0]["field"] == "Idempotency-Key"
+            for bad in ("has space", "x" * 201):
+                got = await c.post("/feedback", json=FEEDBACK,
+                                   headers={**AUTH, "Idempotency-Key": bad})
+                assert got.status_code == 422, got.text
+                assert got.json()["errors"][0]["field"] == "Idempotency-Key"
+            # keys are per route: the same key on rollback is another write
+            got = await c.post("/priors/rollback", json={"version": 0}, headers=headers)
+            assert got.status_code == 200 and "idempotent-replayed" not in got.headers
+
+    run(scenario())
+
+
+def test_feedback_keys_survive_a_restart(app_factory: Any, tmp_path: Path) -> None:
+    """The feedback store records each write's key: a new server does not re-apply it."""
+    headers = {**AUTH, "Idempotency-Key": "fb-restart"}
+    rollback = {**AUTH, "Idempotency-Key": "rb-restart"}
+
+    async def send(app: Any, path: str, body: dict[str, Any], head: dict[str, str]) -> Any:
+        async with asgi_client(app) as c:
+            return await c.post(path, json=body, headers=head)
+
+    first = run(send(app_factory(), "/feedback", FEEDBACK, headers))
+    back = run(send(app_factory(), "/priors/rollback", {"version": 0}, rollback))
+    assert first.status_code == 200 and back.status_code == 200
+    current = version(tmp_path)
+    fresh = app_factory()  # another process's memory: empty
+    again = run(send(fresh, "/feedback", FEEDBACK, headers))
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["version"] == first.json()["version"]
+    assert run(send(fresh, "/priors/rollback", {"version": 0}, rollback)).json()[
+        "version"] == back.json()["version"]
+    other = run(send(fresh, "/feedback", {**FEEDBACK, "step": 0.2}, headers))
+    assert other.status_code == 422 and other.json()["errors"][0]["field"] == "Idempotency-Key"
+    assert version(tmp_path) == current
+
+
+# -- /index: embedding outside the lock, exactly once --------------------------------------------
+
+DOCS = [{"id": f"new-{i}", "text": f"Zinc lozenges and the common cold, trial {i}",
+         "url": "https://www.nih.gov/zinc"} for i in range(40)]
+
+
+def test_searches_do_not_wait_for_index_embedding(app_factory: Any) -> None:
+    app = app_factory()
+    hold = Hold("embed")  # the first embedding check: /index's
+    app.state.service.hook = hold
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            indexing = asyncio.create_task(c.post("/index", json={"documents": DOCS},
+                                                  headers=AUTH))
+            await waited(hold.reached)
+            found = await c.post("/search", json={"query": QUERY, "top_k": 3})
+            assert found.status_code == 200  # the store lock is free while /index embeds
+            assert not indexing.done()
+            hold.release.set()
+            done = await indexing
+            assert done.status_code == 200 and done.json()["indexed"] == 40
+
+    run(scenario())
+
+
+def test_a_timed_out_index_is_not_applied_and_its_retry_indexes_once(app_factory: Any) -> None:
+    app = app_factory()
+    state = app.state.service
+    hold, deadline = Hold("embed", until_cancelled=True), Deadline()
+    state.hook, state.sleep = hold, deadline
+    headers = {**AUTH, "Idempotency-Key": "ix-1"}
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            before = len(state.searcher.store)
+            sent = asyncio.create_task(c.post("/index", json={"documents": DOCS},
+                                              headers=headers))
+            await waited(hold.reached)
+            deadline.expire()  # the limit passes while /index embeds
+            got = await sent
+            assert got.status_code == 504 and got.json()["outcome"] == NOT_APPLIED
+            await waited(hold.ended)
+            assert len(state.searcher.store) == before
+            state.sleep = asyncio.sleep
+            first = await c.post("/index", json={"documents": DOCS}, headers=headers)
+            assert first.status_code == 200 and first.json()["indexed"] == 40
+            again = await c.post("/index", json={"documents": DOCS}, headers=headers)
+            assert again.headers["idempotent-replayed"] == "true"
+            assert again.json() == first.json()
+            assert len(state.searcher.store) == before + 40
+
+    run(scenario())
+
+
+# -- strict types and echoes -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("path", "body", "field", "message"), [
+    ("/search", {"query": QUERY, "top_k": True}, "top_k", "expected an integer, got true"),
+    ("/search", {"query": QUERY, "top_k": "1"}, "top_k", 'expected an integer, got "1"'),
+    ("/search", {"query": QUERY, "fetch_k": 30.0}, "fetch_k", "expected an integer, got 30.0"),
+    ("/search", {"query": QUERY, "lexical": 1}, "lexical", "expected true or false, got 1"),
+    ("/search", {"query": 5}, "query", "expected a string, got 5"),
+    ("/rerank", {"query": QUERY, "top_k": True, "candidates": []}, "top_k",
+     "expected an integer, got true"),
+    ("/rerank", {"query": QUERY, "candidates": [{"id": "a", "text": "t", "score": "1"}]},
+     "candidates[0].score", 'expected a number, got "1"'),
+    ("/feedback", {"items": [{"source_type": "blog", "relevant": "true"}]},
+     "items[0].relevant", 'expected true or false, got "true"'),
+    ("/feedback", {"items": [], "step": "0.1"}, "step", 'expected a number, got "0.1"'),
+    ("/priors/rollback", {"version": "0"}, "version", 'expected an integer, got "0"'),
+    ("/priors/rollback", {"version": False}, "version", "expected an integer, got false"),
+])
+def test_strict_json_types(app_factory: Any, path: str, body: dict[str, Any], field: str,
+                           message: str) -> None:
+    app = app_factory()
+
+    async def scenario() -> Any:
+        async with asgi_client(app) as c:
+            return await c.post(path, json=body, headers=AUTH)
+
+    got = run(scenario())
+    assert got.status_code == 422, got.text
+    assert got.json()["errors"][0]["field"] == field
+    assert f"{field}: {message}" in got.json()["detail"]
+
+
+def test_params_without_select_are_refused(app_factory: Any) -> None:
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            for path, extra in (("/search", {}), ("/rerank", {"candidates": candidates(3)})):
+                got = await c.post(path, json={"query": QUERY, "params": {"diversity": 0.5},
+                                               **extra})
+                assert got.status_code == 422
+                assert got.json()["errors"][0]["field"] == "params"
+                assert got.json()["detail"].startswith("params: only with select")
+
+    run(scenario())
+
+
+def test_feedback_priors_are_echoed_with_the_store_version(app_factory: Any,
+                                                           tmp_path: Path) -> None:
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            updated = await c.post("/feedback", json=FEEDBACK, headers=AUTH)
+            searched = await c.post("/search", json={"query": QUERY, "priors": "feedback"})
+            reranked = await c.post("/rerank", json={"query": QUERY, "priors": "feedback",
+                                                     "candidates": candidates(3)})
+            for got in (searched, reranked):
+                assert got.status_code == 200, got.text
+                priors = got.json()["settings"]["priors"]
+                assert priors["name"] == "feedback"
+                assert priors["version"] == updated.json()["version"]
+                assert priors["values"] == updated.json()["types"]
+                assert got.json()["info"]["feedback_prior"]["version"] == priors["version"]
+
+    run(scenario())
+
+
+def test_openapi_declares_the_idempotency_key_and_new_answers(app_factory: Any) -> None:
+    spec = app_factory().openapi()
+    for path in ("/index", "/feedback", "/priors/rollback"):
+        params = spec["paths"][path]["post"]["parameters"]
+        assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in params)
+        assert "504" in spec["paths"][path]["post"]["responses"]
+    for path in ("/search", "/rerank"):
+        assert {"408", "503", "504"} <= set(spec["paths"][path]["post"]["responses"])
+    json.dumps(spec)
+
+
+# -- start-up and the HTTP layer (real processes) ----------------------------------------------
+
+@pytest.mark.parametrize("value", [" key", "key\n", "\tkey "])
+def test_an_api_key_with_surrounding_whitespace_is_refused_at_start(tmp_path: Path,
+                                                                    value: str) -> None:
+    from typer.testing import CliRunner
+
+    from credrank.cli import app as cli
+
+    got = CliRunner().invoke(cli, ["serve", "--index", str(tmp_path / "index"),
+                                   "--api-key-env", "HOSTILE_KEY"], env={"HOSTILE_KEY": value})
+    assert got.exit_code == 2, got.output
+    assert got.output.lstrip().startswith("error:")
+    assert "HOSTILE_KEY" in got.output and "whitespace" in got.output
+    with pytest.raises(ValueError, match="api_key: expected a key without"):
+        from credrank.serve.config import ServeConfig
+
+        ServeConfig(api_key=value)
+
+
+def test_a_slow_body_is_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -> None:
+    where = tmp_path / "index"
+    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
+    with running_server(where, "--read-timeout", "0.5") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{\"query\": ")  # and never the rest
+            answer = b""
+            while chunk := s.recv(65536):  # the server answers, then closes
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b'"request_timeout"' in answer and b"--read-timeout" in answer
+        server.wait_for_line(lambda text: '"status": 408' in text)
