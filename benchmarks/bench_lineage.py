@@ -11,9 +11,10 @@ as a **subprocess** of a small wrapper process: wall time, peak RSS of that proc
 most ``H + 1`` entries), read one candidate line at a time. ``T = 2026-01-01``, ``τ = 1y``,
 ``--max-hops-listed`` 20 (the default).
 
-The "before" column runs the code of the last commit (``git show HEAD:…`` of
-``freshness/lineage.py``, ``freshness/decay.py`` and ``cli/provenance.py``, loaded into the
-same CLI in place of the working tree's modules) for lengths up to ``--before-max``: it lists
+The "before" column runs the code of ``--before-ref`` (default :data:`BEFORE_REF`, the last
+commit before issue 23 bounded the audit; ``git show REF:…`` of ``freshness/lineage.py``,
+``freshness/decay.py`` and ``cli/provenance.py``, loaded into the same CLI in place of the
+working tree's modules) for lengths up to ``--before-max``: it lists
 every wrapper's whole chain, so it is quadratic and is not run on the long chains.
 
 **graph**: synthetic corpora of ``N`` documents made of disconnected chains of ``--chain``
@@ -152,10 +153,14 @@ def measure(old: Path | None, args: list[str], timeout: float, keep: Path
             "stderr": err.read_text(errors="replace")[-500:]}
 
 
-def extract_before(where: Path) -> Path:
-    """The modules of :data:`BEFORE_MODULES` as of ``HEAD``, under ``where``."""
+#: the commit whose audit the "before" column runs (the landed code before issue 23)
+BEFORE_REF = "781a3ec"
+
+
+def extract_before(where: Path, ref: str = BEFORE_REF) -> Path:
+    """The modules of :data:`BEFORE_MODULES` as of ``ref``, under ``where``."""
     for path in BEFORE_MODULES.values():
-        text = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, check=True,
+        text = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
         target = where / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -163,12 +168,12 @@ def extract_before(where: Path) -> Path:
     return where
 
 
-def run_chains(lengths: list[int], before_max: int, max_hops: int, timeout: float
-               ) -> list[dict[str, Any]]:
+def run_chains(lengths: list[int], before_max: int, max_hops: int, timeout: float,
+               before_ref: str = BEFORE_REF) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
-        before = extract_before(where / "before") if before_max > 0 else None
+        before = extract_before(where / "before", before_ref) if before_max > 0 else None
         for length in lengths:
             t0 = time.perf_counter()
             index = build_index(length, where)
@@ -227,7 +232,7 @@ def _res(m: dict[str, Any] | None) -> str:
     return f"{m['wall_s']:>8.2f} s {m['peak_rss_mb']:>9,.0f} MB {m['bytes'] / 1e6:>9.2f} MB"
 
 
-VARIANTS = (("before_json", "before (HEAD), --json"), ("before_table", "before (HEAD), table"),
+VARIANTS = (("before_json", "before, --json"), ("before_table", "before, table"),
             ("after_json", "after, --json"), ("after_table", "after, table"))
 
 
@@ -345,6 +350,8 @@ def main() -> None:
     ch.add_argument("--before-max", type=int, default=2000,
                     help="run the last commit's code up to this length (0: never)")
     ch.add_argument("--max-hops-listed", type=int, default=20)
+    ch.add_argument("--before-ref", default=BEFORE_REF,
+                    help="the commit whose audit is the 'before' column")
     ch.add_argument("--timeout", type=float, default=600.0, help="seconds per audit run")
     ch.add_argument("--json", action="store_true")
     gr = sub.add_parser("graph", help="graph work against corpus size, in memory")
@@ -361,7 +368,8 @@ def main() -> None:
         rows = run_graph(args.sizes, args.chain, args.starts, args.naive_max)
         print(json.dumps(rows, indent=2) if args.json else graph_table(rows))
         return
-    rows = run_chains(args.lengths, args.before_max, args.max_hops_listed, args.timeout)
+    rows = run_chains(args.lengths, args.before_max, args.max_hops_listed, args.timeout,
+                      args.before_ref)
     print(json.dumps(rows, indent=2) if args.json else chains_table(rows))
 
 

@@ -1,13 +1,27 @@
-"""Fuzz counts for the docs (issue 9): the generators of tests/test_fuzz.py, larger budgets.
+"""Fuzz counts for the docs (issues 9 and 23): the generators of the fuzz tests, larger budgets.
 
 Runs, for a fixed seed and outside pytest, the same generators and checks as
-``tests/test_fuzz.py`` (loaded from that file), counting failures instead of stopping at the
-first, plus concurrent-writer trials: two ``credrank index`` processes started together on one
-fresh directory; the directory lock (DIR/.credrank.lock) must refuse one of them with exit 2,
-and the index must then reopen with every document. Prints a Markdown table.
+``tests/test_fuzz.py`` (corpus loaders, the engine round trip, the URL typer) and
+``tests/test_fuzz_formats.py`` (every other structured file credrank reads), counting failures
+instead of stopping at the first, plus:
+
+* **the command line**: a sample of the refused inputs of each format is given to the real
+  ``credrank`` command that reads it (a fresh process, the default install: ONNX MiniLM index,
+  Qdrant Edge); each must end with exit 2, ``error:`` on stderr, no traceback and no native
+  abort; and the three reproductions of issue 23 (``search --priors nosuch``, ``--select mmr``
+  without its parameter, ``--select coverage`` without its parameters) are each run
+  ``--cli-repeats`` times;
+* **the service** (``benchmarks/fuzz_service.py``): schemathesis against a real server with the
+  ``not_a_server_error`` and response-schema checks;
+* concurrent-writer trials: two ``credrank index`` processes started together on one fresh
+  directory; the directory lock must refuse one of them with exit 2, and the index must then
+  reopen with every document.
+
+Prints Markdown tables.
 
     .venv/bin/python benchmarks/fuzz_report.py [--loaders 2000] [--engine 300] [--urls 5000]
-                                               [--writers 20] [--seed 20261201]
+        [--formats 300] [--cli-sample 10] [--cli-repeats 20] [--service 100]
+        [--writers 20] [--seed 20261201]
 
 This is a measurement, not a test: the numbers are counts of inputs, not timings.
 """
@@ -23,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +47,21 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_fuzz() -> Any:
-    spec = importlib.util.spec_from_file_location("credrank_test_fuzz", ROOT / "tests" /
-                                                  "test_fuzz.py")
+def _load_test_module(name: str) -> Any:
+    """A module of tests/ (which imports its neighbours by their bare names)."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    spec = importlib.util.spec_from_file_location(f"credrank_{name}",
+                                                  ROOT / "tests" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _load_fuzz() -> Any:
+    return _load_test_module("test_fuzz")
 
 
 class Tally:
@@ -120,6 +142,168 @@ def writer_trial(corpus: Path, n_docs: int, cli: list[str]) -> tuple[str, str]:
         return outcome, detail
 
 
+@dataclass
+class FormatTally:
+    """Counts of one format's generated inputs (tests/test_fuzz_formats.py outcomes)."""
+
+    name: str
+    tried: int = 0
+    accepted: int = 0
+    refused: int = 0
+    crashes: int = 0
+    memory: int = 0
+    unnamed: int = 0
+    slowest: float = 0.0
+    examples: list[str] = field(default_factory=list)
+    refused_inputs: list[bytes] = field(default_factory=list)
+
+    def add(self, out: Any, data: bytes, keep: int) -> None:
+        self.tried += 1
+        self.accepted += out.accepted
+        self.refused += out.refused
+        self.crashes += out.crash is not None
+        self.memory += out.memory
+        self.unnamed += out.unnamed is not None
+        self.slowest = max(self.slowest, out.seconds)
+        for text in out.failures():
+            if len(self.examples) < 3:
+                self.examples.append(text[:300])
+        if out.refused and len(self.refused_inputs) < keep:
+            self.refused_inputs.append(data)
+
+
+@dataclass
+class CliTally:
+    """Exit codes of hostile inputs given to the real ``credrank`` command."""
+
+    name: str
+    runs: int = 0
+    clean: int = 0          # exit 2, `error:` on stderr, no traceback, no abort
+    tracebacks: int = 0
+    aborts: int = 0         # exit 134 / "terminate called" (a native abort on the way out)
+    other: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.runs += 1
+        err = proc.stderr
+        if proc.returncode in (134, -6) or "terminate called" in err:
+            self.aborts += 1
+        elif "Traceback" in err:
+            self.tracebacks += 1
+        elif proc.returncode == 2 and "error:" in err:
+            self.clean += 1
+        else:
+            self.other += 1
+        if proc.returncode != 2 or "Traceback" in err or "error:" not in err:
+            if len(self.examples) < 3:
+                self.examples.append(f"exit {proc.returncode}: {err.strip()[-300:]}")
+
+
+def credrank_cli() -> str:
+    return str(Path(sys.executable).with_name("credrank"))
+
+
+def cli_workdir(where: Path) -> None:
+    """``where``: a 30-document index of the default install (``idx``), its corpus
+    (``small.jsonl``) and a feedback store (``store``)."""
+    demo = ROOT / "src" / "credrank" / "data" / "demo" / "corpus.jsonl"
+    lines = demo.read_text(encoding="utf-8").splitlines()[:30]
+    (where / "small.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+    for args in (["index", "small.jsonl", "--index", "idx"], ["priors", "init", "store"]):
+        done = subprocess.run([credrank_cli(), *args], cwd=where, env=env,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"credrank {' '.join(args)}: {done.stderr[-2000:]}")
+
+
+def run_cli(where: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+    return subprocess.run([credrank_cli(), *args], cwd=where, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def fuzz_formats(budget: int, keep: int, seed: int) -> tuple[list[FormatTally], Any]:
+    """Every format of tests/test_fuzz_formats.py, ``budget`` generated inputs each."""
+    ff = _load_test_module("test_fuzz_formats")
+    tallies = []
+    for fmt in ff.FORMATS:
+        tally = FormatTally(fmt.name)
+
+        def check(data: bytes, fmt: Any = fmt, tally: FormatTally = tally) -> None:
+            tally.add(ff.check_format(fmt, data), data, keep)
+
+        run(tally, ff.hostile_inputs(fmt), budget, seed, check)  # type: ignore[arg-type]
+        tallies.append(tally)
+    return tallies, ff
+
+
+def fuzz_cli(tallies: list[FormatTally], ff: Any, where: Path) -> list[CliTally]:
+    """The kept refused inputs of each format through the ``credrank`` command reading it."""
+    out = []
+    for fmt, tally in zip(ff.FORMATS, tallies, strict=True):
+        if not fmt.cli:
+            continue
+        cli = CliTally(fmt.name)
+        for n, data in enumerate(tally.refused_inputs):
+            path = where / f"hostile-{len(out)}-{n}{fmt.suffix}"
+            path.write_bytes(data)
+            cli.add(run_cli(where, [a.replace("{file}", path.name) for a in fmt.cli]))
+            path.unlink()
+        out.append(cli)
+    return out
+
+
+REPRODUCTIONS = {
+    "search --priors nosuch": ["search", "q", "--index", "idx", "--priors", "nosuch"],
+    "search --select mmr (no diversity)": ["search", "q", "--index", "idx", "--select", "mmr"],
+    "search --select coverage (no parameters)": ["search", "q", "--index", "idx", "--select",
+                                                 "coverage"],
+}
+
+
+def repeat_reproductions(where: Path, repeats: int) -> list[CliTally]:
+    out = []
+    for name, args in REPRODUCTIONS.items():
+        tally = CliTally(name)
+        for _ in range(repeats):
+            tally.add(run_cli(where, args))
+        out.append(tally)
+    return out
+
+
+def print_format_tables(tallies: list[FormatTally], cli: list[CliTally],
+                        repeats: list[CliTally], seconds: float, cli_seconds: float) -> None:
+    print(f"\nStructured files ({len(tallies)} formats, tests/test_fuzz_formats.py generators),"
+          f" {seconds:.0f} s:\n")
+    print("| format | inputs tried | accepted | refused, error naming the file | tracebacks "
+          "| MemoryError | error without the file | slowest input |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for t in tallies:
+        print(f"| {t.name} | {t.tried} | {t.accepted} | {t.refused} | {t.crashes} | "
+              f"{t.memory} | {t.unnamed} | {t.slowest * 1e3:.0f} ms |")
+    total = [sum(getattr(t, k) for t in tallies) for k in
+             ("tried", "accepted", "refused", "crashes", "memory", "unnamed")]
+    print(f"| **all** | {total[0]} | {total[1]} | {total[2]} | {total[3]} | {total[4]} | "
+          f"{total[5]} | {max((t.slowest for t in tallies), default=0) * 1e3:.0f} ms |")
+    if cli or repeats:
+        print(f"\nThe command line (`credrank` as a subprocess, ONNX MiniLM index, Qdrant Edge),"
+              f" {cli_seconds:.0f} s:\n")
+        print("| refused inputs of / reproduction | runs | exit 2 with `error:` | tracebacks "
+              "| aborts (exit 134) | other |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for t in [*cli, *repeats]:
+            print(f"| {t.name} | {t.runs} | {t.clean} | {t.tracebacks} | {t.aborts} | "
+                  f"{t.other} |")
+    for t in tallies:
+        for ex in t.examples:
+            print(f"  {t.name}: {ex}")
+    for c in [*cli, *repeats]:
+        for ex in c.examples:
+            print(f"  {c.name}: {ex}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loaders", type=int, default=2000, help="loader inputs (half JSONL, "
@@ -129,10 +313,40 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=20, help="concurrent-writer trials")
     ap.add_argument("--writer-docs", type=int, default=3000,
                     help="documents per concurrent-writer corpus")
+    ap.add_argument("--formats", type=int, default=300,
+                    help="generated inputs per structured-file format (0: skip)")
+    ap.add_argument("--cli-sample", type=int, default=10,
+                    help="refused inputs per format also run through the command line")
+    ap.add_argument("--cli-repeats", type=int, default=20,
+                    help="runs of each issue-23 reproduction (0: skip)")
+    ap.add_argument("--service", type=int, default=100,
+                    help="schemathesis examples per operation of the service (0: skip)")
     ap.add_argument("--seed", type=int, default=20261201)
     opts = ap.parse_args()
     fz = _load_fuzz()
     t0 = time.perf_counter()
+
+    formats: list[FormatTally] = []
+    cli_tallies: list[CliTally] = []
+    repeats: list[CliTally] = []
+    f_seconds = cli_seconds = 0.0
+    if opts.formats:
+        t_f = time.perf_counter()
+        formats, ff = fuzz_formats(opts.formats, opts.cli_sample, opts.seed)
+        f_seconds = time.perf_counter() - t_f
+        if opts.cli_sample or opts.cli_repeats:
+            t_c = time.perf_counter()
+            with tempfile.TemporaryDirectory() as tmp:
+                cli_workdir(Path(tmp))
+                cli_tallies = fuzz_cli(formats, ff, Path(tmp)) if opts.cli_sample else []
+                repeats = repeat_reproductions(Path(tmp), opts.cli_repeats)
+            cli_seconds = time.perf_counter() - t_c
+    service: dict[str, Any] | None = None
+    if opts.service:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import fuzz_service  # benchmarks/fuzz_service.py
+
+        service = fuzz_service.run(opts.service, 1)
 
     jsonl, csvt = Tally("loaders: JSONL files"), Tally("loaders: CSV files")
     run(jsonl, fz.jsonl_files(), opts.loaders // 2, opts.seed,
@@ -190,6 +404,15 @@ def main() -> None:
     for t in (jsonl, csvt, engine, urls):
         for ex in t.examples:
             print(f"  {t.name}: {ex}")
+    if formats:
+        print_format_tables(formats, cli_tallies, repeats, f_seconds, cli_seconds)
+    if service is not None:
+        print(f"\nThe service (benchmarks/fuzz_service.py, checks {', '.join(service['checks'])}"
+              f"):\n")
+        print(fuzz_service.header())
+        print(fuzz_service.row(service))
+        for line in service["server_5xx_examples"]:
+            print(f"  server: {line[:300]}")
 
 
 if __name__ == "__main__":

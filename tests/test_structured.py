@@ -28,6 +28,7 @@ from credrank.core.structured import (
     json_too_deep,
     nesting_exceeds,
     read_structured,
+    yaml_flow_too_deep,
 )
 from credrank.core.validation import check_real
 
@@ -132,6 +133,9 @@ def test_yaml_anchor_without_alias_is_fine(tmp_path: Path) -> None:
 
 
 def test_scanners() -> None:
+    assert yaml_flow_too_deep("a: " + "[" * 40, 32)
+    for quoted in ('a: "' + "[" * 40 + '"', "a: '" + "[" * 40 + "'", "# " + "[" * 40):
+        assert not yaml_flow_too_deep(quoted, 32)
     assert not json_too_deep('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', 3)
     assert json_too_deep("[[[[1]]]]", 3)
     assert nesting_exceeds([[[[1]]]], 3) and not nesting_exceeds([[[1]]], 3)

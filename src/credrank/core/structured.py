@@ -17,7 +17,8 @@ Every structured file goes through the same steps, each with one declared policy
    * TOML: :mod:`tomllib`;
    * YAML: PyYAML's safe loader **without aliases**: a ``*name`` is refused at once, so a
      few hundred bytes of nested aliases (the "billion laughs") cannot expand to gigabytes —
-     write the value out instead;
+     write the value out instead; flow nesting (``[[[…``) is measured by a linear scan before
+     the recursive parser runs;
    * for every format a number with more digits than Python converts (4,300) and a nesting
      deeper than the parser's recursion are errors, never ``ValueError`` / ``RecursionError``
      tracebacks; after parsing, nesting beyond :data:`MAX_NESTING` is refused too (TOML
@@ -239,8 +240,44 @@ def parse_toml(text: str, where: str, *, error: ErrorType = FileFormatError) -> 
         raise error(f"{where}: {_value_message(exc)}") from None
 
 
-def parse_yaml(text: str, where: str, *, error: ErrorType = FileFormatError) -> Any:
+def yaml_flow_too_deep(text: str, limit: int = MAX_NESTING) -> bool:
+    """Whether the flow collections (``[…]``, ``{…}``) of a YAML text nest more than ``limit``
+    levels: a linear scan that skips quoted scalars and comments, before the (slow, recursive)
+    parser. Brackets inside plain scalars count too, so the bound is conservative: only text
+    with more than ``limit`` of them open at once is refused here."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        elif c == "#" and (i == 0 or text[i - 1] in " \t\n"):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif c == "'":
+            end = text.find("'", i + 1)
+            while end >= 0 and text.startswith("''", end):
+                end = text.find("'", end + 2)
+            i = n if end < 0 else end
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            i = j
+        i += 1
+    return False
+
+
+def parse_yaml(text: str, where: str, *, error: ErrorType = FileFormatError,
+               max_nesting: int = MAX_NESTING) -> Any:
     """One YAML document from ``text`` (safe loader, no aliases; empty → ``None``)."""
+    if yaml_flow_too_deep(text, max_nesting):
+        raise error(f"{where}: expected nesting at most {max_nesting} levels deep, got deeper")
     try:
         return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
@@ -265,7 +302,7 @@ def parse_text(text: str, fmt: str, where: str, *, error: ErrorType = FileFormat
     elif fmt == "toml":
         data = parse_toml(text, where, error=error)
     elif fmt == "yaml":
-        data = parse_yaml(text, where, error=error)
+        data = parse_yaml(text, where, error=error, max_nesting=max_nesting)
     else:
         raise ValueError(f"fmt: expected json, toml or yaml, got {fmt!r}")
     if nesting_exceeds(data, max_nesting):
@@ -427,4 +464,4 @@ def read_csv(path: str | Path, *, required: Sequence[str] = (), delimiter: str =
 __all__ = ["MAX_CSV_CHARS", "MAX_FILE_BYTES", "MAX_NESTING", "CsvRows", "csv_records",
            "csv_rows", "decode_utf8", "format_of", "json_too_deep", "nesting_exceeds",
            "parse_json", "parse_text", "parse_toml", "parse_yaml", "read_bytes", "read_csv",
-           "read_structured", "read_text"]
+           "read_structured", "read_text", "yaml_flow_too_deep"]
