@@ -26,6 +26,17 @@ every number; this is a measurement, not a test.
     python benchmarks/bench_serve.py [--embedder minilm|hashing] [--index DIR]
                                      [--concurrency 1,8,32] [--requests 400] [--seconds 30]
                                      [--json]
+
+``--section concurrency`` measures instead what issue 24 changed: a search holds the store
+lock only for retrieval (and stages that read the index), so the scoring of concurrent
+searches runs in parallel. It drives ``POST /search`` with ``"consensus": true`` (top 10 of
+30; the consensus stage reads each candidate's text and runs outside the lock) from 1 and
+from 4 concurrent clients against one server, in one run, and prints both side by side as a
+Markdown table with the settings (``--embedder`` default: MiniLM when its model is
+available, else hashing)::
+
+    python benchmarks/bench_serve.py --section concurrency [--clients 1,4] [--rounds 5]
+                                     [--requests 100] [--seconds 30] [--json]
 """
 
 from __future__ import annotations
@@ -56,6 +67,7 @@ from credrank.datasets.demo import build_demo_index, demo_dir
 from credrank.documents import read_corpus
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import embedding_text
+from credrank.index.opener import open_store
 from credrank.searcher import Searcher
 
 QUERY = "does vitamin d prevent covid"
@@ -190,15 +202,117 @@ async def drive(url: str, method: str, path: str, body: bytes | None, concurrenc
             "p50_ms": round(ms(latencies, 50), 2), "p99_ms": round(ms(latencies, 99), 2)}
 
 
+def minilm_available() -> bool:
+    """Whether the MiniLM embedder loads and embeds here (no download attempted beyond what
+    the embedder itself does)."""
+    try:
+        get_embedder("minilm").embed(["ready"])
+    except Exception:  # any failure means: use hashing
+        return False
+    return True
+
+
+def concurrency(args: argparse.Namespace) -> None:
+    """``POST /search`` with consensus from 1 and from N concurrent clients, side by side."""
+    clients = [int(c) for c in args.clients.split(",")]
+    name = args.embedder or ("minilm" if minilm_available() else "hashing")
+    body = {"query": QUERY, "top_k": 10, "consensus": True}
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    try:
+        index = args.index or build_demo_index(tmp / "index", name)
+        embedder = json.loads((index / "manifest.json").read_text())["embedder"]
+        with open_store(index) as store:
+            documents = len(store)
+        server = Server(index)
+        rows = []
+        try:
+            check = httpx.post(server.url + "/search", json=body, timeout=60)
+            if check.status_code != 200:
+                raise SystemExit(f"POST /search answered {check.status_code}: {check.text}")
+            fetch_k = check.json()["settings"]["fetch_k"]
+            pipeline = check.json()["pipeline"]
+            # rounds alternate the levels, so a load that drifts on a shared machine
+            # weighs on each level alike; the rows report the medians over the rounds
+            cells: dict[int, list[dict[str, Any]]] = {c: [] for c in clients}
+            for round_ in range(args.rounds):
+                for c in clients:
+                    result = asyncio.run(drive(server.url, "POST", "/search",
+                                               json.dumps(body).encode(), c, args.requests,
+                                               args.seconds))
+                    cells[c].append(result)
+                    if not args.json:
+                        print(f"round {round_ + 1} POST /search consensus c={c:<3} {result}",
+                              file=sys.stderr)
+        finally:
+            exit_code = server.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for c, results in cells.items():
+        rows.append({"clients": c, "requests": sum(r["requests"] for r in results),
+                     "errors": sum(r["errors"] for r in results),
+                     "throughput_rps": statistics.median(r["throughput_rps"] for r in results),
+                     "p50_ms": statistics.median(r["p50_ms"] for r in results),
+                     "p99_ms": statistics.median(r["p99_ms"] for r in results),
+                     "rounds_rps": [r["throughput_rps"] for r in results]})
+    base = rows[0]["throughput_rps"] or float("nan")
+    for r in rows:
+        r["speedup"] = round(r["throughput_rps"] / base, 2)
+    settings = {"endpoint": "POST /search", "body": body, "fetch_k": fetch_k,
+                "stages": [s["stage"] for s in pipeline["stages"]], "embedder": embedder,
+                "documents": documents, "server": "credrank serve, default options "
+                "(one process; worker threads; --max-heavy-requests 2 does not apply: the "
+                "request is priced below --heavy-cost)",
+                "requests_per_cell": args.requests, "seconds_per_cell": args.seconds,
+                "rounds": args.rounds,
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                           f"{platform.python_version()}",
+                "load_generator": "httpx.AsyncClient on the same machine (loopback)"}
+    result = {"bench": "serve-concurrency",
+              "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "settings": settings, "rows": rows, "server_exit_code": exit_code,
+              "errors": sum(r["errors"] for r in rows)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"POST /search {json.dumps(body)} — stages {' → '.join(settings['stages'])}, "
+          f"fetch_k {fetch_k}, embedder {embedder}, {documents} documents (demo index); "
+          f"{settings['machine']}; {args.rounds} rounds alternating the levels, each cell "
+          f"{args.requests} requests or {args.seconds:g} s; medians over the rounds; "
+          f"{settings['load_generator']}\n")
+    print("| clients | requests | errors | req/s (median) | p50 ms | p99 ms | req/s per round "
+          "| req/s vs 1 client |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['clients']} | {r['requests']} | {r['errors']} | {r['throughput_rps']} | "
+              f"{r['p50_ms']} | {r['p99_ms']} | {', '.join(map(str, r['rounds_rps']))} | "
+              f"{r['speedup']}× |")
+    print(f"\nserver exit code {exit_code}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    ap.add_argument("--section", choices=("load", "concurrency"), default="load",
+                    help="load: every endpoint at each --concurrency; concurrency: POST "
+                         "/search with consensus from 1 and 4 clients")
+    ap.add_argument("--embedder", choices=("minilm", "hashing"), default=None,
+                    help="default: minilm (load); minilm when available, else hashing "
+                         "(concurrency)")
     ap.add_argument("--index", type=Path, help="an index of the demo corpus (default: build)")
-    ap.add_argument("--concurrency", default="1,8,32")
-    ap.add_argument("--requests", type=int, default=400, help="per endpoint and concurrency")
+    ap.add_argument("--concurrency", default="1,8,32", help="the load section's levels")
+    ap.add_argument("--clients", default="1,4", help="the concurrency section's levels")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="the concurrency section's rounds (each runs every level once)")
+    ap.add_argument("--requests", type=int, default=None,
+                    help="per endpoint and concurrency (default 400; concurrency: 100 a round)")
     ap.add_argument("--seconds", type=float, default=30.0, help="time bound per cell")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
+    if args.section == "concurrency":
+        args.requests = args.requests or 100
+        concurrency(args)
+        return
+    args.embedder = args.embedder or "minilm"
+    args.requests = args.requests or 400
     levels = [int(c) for c in args.concurrency.split(",")]
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))

@@ -9,21 +9,25 @@ does over the same index (``Searcher.search(q, SearchSettings(top_k=5))``).
 from __future__ import annotations
 
 import copy
+import csv
 import importlib
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from credrank.adapters._common import CredrankScorer, Passage
+from credrank.adapters._common import OPTIONS, CredrankScorer, Passage
 from credrank.datasets.demo import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import embedding_text
-from credrank.search import SearchSettings, scoring_stages, search_settings
+from credrank.pipeline.spec import PipelineSpec
+from credrank.search import SearchSettings
 from credrank.searcher import Searcher
 from credrank.signals.prior import load_priors
 
@@ -125,22 +129,35 @@ def _message(fn) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("options", [
-    {"priors": "no-such-preset"}, {"select": "bogus"}, {"top_k": 0},
-    {"select": "mmr", "select_params": {"nope": 1}},
+PRIORS_ERROR = ("priors: 'no-such-preset' is neither a preset (compressed, current, aggressive) "
+                "nor an existing file")
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ({"priors": "no-such-preset"}, PRIORS_ERROR),
+    ({"select": "bogus"}, "select: expected one of mmr, coverage, exposure, fair, got 'bogus'"),
+    ({"top_k": 0}, "top_k: expected an integer >= 1, got 0"),
+    ({"select": "mmr", "select_params": {"nope": 1}},
+     "select_params.nope: expected one of the known keys (diversity, intent_column), got the "
+     "unknown key 'nope'"),
+    ({"select_params": {"diversity": 0.3}}, "select_params: only with select"),
+    ({"priors_store": "s", "source_reliability": "r"},
+     "source_reliability replaces priors_store; give one of them"),
+    ({"domain_scores": "yes"}, "domain_scores: expected True or False, got 'yes'"),
 ])
-def test_scorer_config_errors_are_the_cli_messages(options):
-    # search_settings validates the options, the stages it feeds validate the rest (top_k)
-    assert _message(lambda: CredrankScorer(**options)) == \
-        _message(lambda: scoring_stages(search_settings(**options)))
+def test_scorer_shortcut_errors_name_the_adapter_parameter(options, expected):
+    # the shortcuts become a spec (spec_from_options), its errors said in the adapters' words
+    assert _message(lambda: CredrankScorer(**options)) == expected
 
 
 def test_scorer_refuses_bad_names():
     assert "embedder" in _message(lambda: CredrankScorer(embedder="bert"))
     assert "retrieval" in _message(lambda: CredrankScorer(retrieval="bm25"))
-    assert "combine mode" in _message(lambda: CredrankScorer(mode="sum"))
+    assert _message(lambda: CredrankScorer(mode="sum")).startswith("mode: expected one of")
     with pytest.raises(TypeError, match="wrap it in a list"):
         CredrankScorer(tables=TABLE)
+    with pytest.raises(TypeError, match="'prior'; expected pipeline or one of embedder"):
+        CredrankScorer(prior="current")
 
 
 def test_scorer_url_keys_and_unknown_without_url():
@@ -278,8 +295,7 @@ def test_haystack_bad_config_and_empty_input():
     need("haystack")
     from credrank.adapters.haystack import CredibilityRanker
 
-    assert _message(lambda: CredibilityRanker(priors="no-such-preset")) == \
-        _message(lambda: search_settings(priors="no-such-preset"))
+    assert _message(lambda: CredibilityRanker(priors="no-such-preset")) == PRIORS_ERROR
     ranker = CredibilityRanker(embedder="hashing")
     assert ranker.run(documents=[], query="q") == {"documents": []}
     with pytest.raises(ValueError, match="top_k"):
@@ -353,8 +369,7 @@ def test_llamaindex_given_embeddings_and_config():
     assert hit.node.metadata["credrank"]["source_type"] == "unknown"  # no URL
     with pytest.raises(ValueError, match="query_bundle"):
         on.postprocess_nodes(nodes)
-    assert _message(lambda: search_settings(priors="no-such-preset")) in \
-        _message(lambda: CredibilityPostprocessor(priors="no-such-preset"))
+    assert PRIORS_ERROR in _message(lambda: CredibilityPostprocessor(priors="no-such-preset"))
     data = on.to_dict()
     assert CredibilityPostprocessor.from_dict(data).to_dict() == data
 
@@ -442,10 +457,224 @@ def test_langchain_metadata_kept_inputs_unchanged(cases):
                                                                    "relevance_score")}
         assert kept == original.metadata
         check_breakdown(doc.metadata["credrank"], doc.metadata["relevance_score"])
-    assert _message(lambda: search_settings(priors="no-such-preset")) in \
-        _message(lambda: CredibilityCompressor(priors="no-such-preset"))
+    assert PRIORS_ERROR in _message(lambda: CredibilityCompressor(priors="no-such-preset"))
     with pytest.raises(ValueError, match="exactly one of vectorstore or retriever"):
         CredibilityRetriever(compressor=CredibilityCompressor(embedder="hashing"))
+
+
+# --------------------------------------------------------------------------------------------
+# pipeline=: any spec, as Searcher.rerank runs it (every framework)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def credibility_model(demo_index_hashing, tmp_path_factory) -> Path:
+    """A tiny credibility model file fitted on the demo index (hashing embedder, URL cues):
+    credible iff the page's top-level domain is gov/org/int/uk (as tests/test_credibility)."""
+    from credrank.credibility import Config, fit_from_labels, save_model
+    from credrank.index.opener import open_store
+
+    folder = tmp_path_factory.mktemp("adapter-credibility")
+    labels = folder / "labels.csv"
+    with labels.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(("doc_id", "credible", "topic"))
+        for line in (DEMO / "qrels.tsv").read_text(encoding="utf-8").splitlines():
+            qid, _, doc, _ = line.split()
+            tld = CORPUS[doc].url.split("/")[2].rsplit(".", 1)[-1]
+            writer.writerow((doc, int(tld in ("gov", "org", "int", "uk")), qid))
+    with open_store(demo_index_hashing) as idx:
+        result = fit_from_labels(labels, idx, get_embedder("hashing"),
+                                 configs=(Config(("cues", "url"), 10.0),), n_boot=20)
+    save_model(folder / "model.json", result.document)
+    return folder / "model.json"
+
+
+def full_spec(model: Path) -> dict[str, Any]:
+    """A spec of Python-path stages: prior, learned credibility, consensus and MMR."""
+    return {"top_k": 4, "stages": [
+        {"stage": "prior", "priors": "aggressive"},
+        {"stage": "credibility", "model": str(model), "floor": 0.2},
+        {"stage": "consensus", "threshold": 0.4},
+        {"stage": "mmr", "diversity": 0.3}]}
+
+
+def as_form(form: str, data: dict[str, Any], tmp_path: Path) -> Any:
+    """``pipeline=`` as a dict, a spec file (JSON or YAML) or a PipelineSpec."""
+    if form == "dict":
+        return data
+    if form == "json":
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return str(path)
+    if form == "yaml":
+        import yaml
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        return path
+    return PipelineSpec.from_dict(data)
+
+
+def rerank_docs(framework: str, ids: list[str], query: str, **options: Any
+                ) -> tuple[list[str], list[float], list[dict[str, Any]]]:
+    """``ids`` reranked by ``framework``'s adapter: kept ids, scores and breakdowns."""
+    need(framework)
+    if framework == "haystack":
+        from credrank.adapters.haystack import CredibilityRanker
+        out = CredibilityRanker(**options).run(documents=haystack_docs(ids),
+                                               query=query)["documents"]
+        return [d.id for d in out], [d.score for d in out], [d.meta["credrank"] for d in out]
+    if framework == "llamaindex":
+        from credrank.adapters.llamaindex import CredibilityPostprocessor
+        nodes = CredibilityPostprocessor(**options).postprocess_nodes(llama_nodes(ids),
+                                                                      query_str=query)
+        return ([n.node_id for n in nodes], [n.score for n in nodes],
+                [n.node.metadata["credrank"] for n in nodes])
+    from credrank.adapters.langchain import CredibilityCompressor
+    docs = CredibilityCompressor(**options).compress_documents(langchain_docs(ids), query)
+    return ([d.id for d in docs], [d.metadata["relevance_score"] for d in docs],
+            [d.metadata["credrank"] for d in docs])
+
+
+def searcher_rerank(index: Path, spec: PipelineSpec, case: Case) -> tuple[list[str], Any]:
+    """What ``Searcher.rerank(query, records, spec)`` keeps of the case's pool."""
+    records = [{"id": str(i), "text": CORPUS[d].text, "url": CORPUS[d].url,
+                "title": CORPUS[d].title} for i, d in enumerate(case.pool)]
+    with Searcher.open(index, tables=[TABLE]) as searcher:
+        result = searcher.rerank(case.query, records, spec)
+    return [case.pool[int(i)] for i in result.doc_ids], result
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+@pytest.mark.parametrize("form", ["dict", "json", "yaml", "spec"])
+def test_pipeline_spec_ranks_as_searcher_rerank(framework, form, cases, credibility_model,
+                                                demo_index_hashing, tmp_path):
+    need(framework)
+    data = full_spec(credibility_model)
+    spec = PipelineSpec.from_dict(data)
+    pipeline = as_form(form, data, tmp_path)
+    for case in cases[:4]:
+        expected, result = searcher_rerank(demo_index_hashing, spec, case)
+        ids, scores, breakdowns = rerank_docs(framework, case.pool, case.query,
+                                              pipeline=pipeline, embedder="hashing",
+                                              tables=[TABLE])
+        assert ids == expected and len(ids) == 4, case.query
+        np.testing.assert_allclose(scores, result.score, atol=1e-9, rtol=0)
+        assert {"prior", "credibility", "consensus"} <= set(breakdowns[0]["score_breakdown"])
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_shortcuts_are_the_spec_they_translate_to(framework, cases):
+    need(framework)
+    case = cases[2]
+    shortcuts = {"priors": "aggressive", "select": "mmr", "select_params": {"diversity": 0.4},
+                 "top_k": 3}
+    spec = {"top_k": 3, "stages": [{"stage": "prior", "priors": "aggressive"},
+                                   {"stage": "mmr", "diversity": 0.4}]}
+    by_options = rerank_docs(framework, case.pool, case.query, embedder="hashing",
+                             tables=[TABLE], **shortcuts)
+    by_spec = rerank_docs(framework, case.pool, case.query, embedder="hashing",
+                          tables=[TABLE], pipeline=spec)
+    assert by_options[:2] == by_spec[:2] and len(by_spec[0]) == 3
+    # top_k with pipeline= overrides the spec's (as credrank search --pipeline F --top-k N)
+    fewer = rerank_docs(framework, case.pool, case.query, embedder="hashing", tables=[TABLE],
+                        pipeline=spec, top_k=2)
+    assert fewer[0] == by_spec[0][:2]
+
+
+def adapter_classes() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if importlib.util.find_spec("haystack"):
+        from credrank.adapters.haystack import CredibilityRanker
+        out["haystack"] = CredibilityRanker
+    if importlib.util.find_spec("llama_index"):
+        from credrank.adapters.llamaindex import CredibilityPostprocessor
+        out["llamaindex"] = CredibilityPostprocessor
+    if importlib.util.find_spec("langchain_core"):
+        from credrank.adapters.langchain import CredibilityCompressor
+        out["langchain"] = CredibilityCompressor
+    return out
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_every_adapter_takes_every_option_and_pipeline(framework):
+    need(framework)
+    import inspect
+
+    cls = adapter_classes()[framework]
+    names = (set(inspect.signature(cls.__init__).parameters) if framework == "haystack"
+             else set(cls.model_fields))
+    assert {*OPTIONS, "pipeline"} <= names, {*OPTIONS, "pipeline"} - names
+    given = cls(embedder="hashing", use_given_embeddings=True, title_key=None)
+    scorer = given._scorer
+    assert scorer.use_given_embeddings is True and scorer.title_key is None
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_pipeline_errors_name_the_adapter_parameter(framework, tmp_path):
+    need(framework)
+    cls = adapter_classes()[framework]
+    spec = {"stages": [{"stage": "prior"}]}
+    message = _message(lambda: cls(embedder="hashing", pipeline=spec, priors="aggressive"))
+    assert "priors: not with pipeline=" in message
+    message = _message(lambda: cls(embedder="hashing", pipeline=spec,
+                                   select_params={"diversity": 0.3}))
+    assert "select_params: not with pipeline=" in message
+    bad = {"stages": [{"stage": "prior"}, {"stage": "mmr", "diversity": 1.5}]}
+    assert ("pipeline: stages[1].diversity: expected a finite number in [0, 1], got 1.5"
+            in _message(lambda: cls(embedder="hashing", pipeline=bad)))
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    assert (f"pipeline {path}: stages[1].diversity: expected a finite number"
+            in _message(lambda: cls(embedder="hashing", pipeline=str(path))))
+    cites = {"stages": [{"stage": "freshness", "half_life": "365d", "lineage": "cites"}]}
+    message = _message(lambda: cls(embedder="hashing", pipeline=cites))
+    assert "pipeline: stages[0].lineage: 'cites' reads citation chains from an index" in \
+        message
+    missing = {"stages": [{"stage": "credibility", "model": str(tmp_path / "none.json")}]}
+    message = _message(lambda: cls(embedder="hashing", pipeline=missing))
+    assert "pipeline: stages[0]" in message and "credibility model does not exist" in message
+    assert "pipeline: " in _message(lambda: cls(embedder="hashing",
+                                                pipeline=str(tmp_path / "none.toml")))
+    with pytest.raises(TypeError, match="pipeline: expected a PipelineSpec, a spec dict"):
+        cls(embedder="hashing", pipeline=42)
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_serialised_config_carries_the_pipeline(framework, credibility_model):
+    need(framework)
+    cls = adapter_classes()[framework]
+    spec = PipelineSpec.from_dict(full_spec(credibility_model))
+    adapter = cls(embedder="hashing", tables=[TABLE], pipeline=spec)
+    shortcut = cls(embedder="hashing", priors="compressed", top_k=3)
+    for one, expected in ((adapter, spec), (shortcut, PipelineSpec.of(
+            {"stage": "prior", "priors": "compressed"}, top_k=3))):
+        if framework == "haystack":
+            data = one.to_dict()
+            params = data["init_parameters"]
+            again = cls.from_dict(data).to_dict()
+        elif framework == "llamaindex":
+            data = params = one.to_dict()
+            again = cls.from_dict(data).to_dict()
+        else:
+            data = params = one.model_dump()
+            again = cls(**data).model_dump()
+        assert params["pipeline"] == expected.to_dict()
+        assert json.loads(json.dumps(data)) == data  # plain JSON values
+        assert again == data
+        assert not {"priors", "mode", "select", "top_k"} & set(params)  # in the pipeline
+
+
+def test_langchain_retriever_pool_is_the_spec_fetch_k():
+    need("langchain")
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    store = InMemoryVectorStore(hashing_embeddings())
+    compressor = CredibilityCompressor(embedder="hashing",
+                                       pipeline={"top_k": 4, "fetch_k": 9, "stages": []})
+    assert CredibilityRetriever(vectorstore=store, compressor=compressor).pool_size() == 9
+    with pytest.raises(ValueError, match="fetch_k"):
+        CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k=3)
 
 
 # --------------------------------------------------------------------------------------------

@@ -138,7 +138,8 @@ def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
                               str(tmp_path / "o"), "--json"])
     assert res.exit_code == 0, res.output
     entry = json.loads(res.stdout)["profile"]["entries"][2]
-    assert "select=exposure" in entry["settings"] and entry["value"] is not None
+    assert "→ exposure" in entry["settings"] and entry["value"] is not None
+    assert '"stage":"exposure","group_column":"source_type"' in entry["settings"]
     path.write_text(config.replace('rule = "proportional"', 'rule = "lottery"'),
                     encoding="utf-8")
     res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
@@ -148,8 +149,8 @@ def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
 
 def test_robustness_options_are_declared_and_checked_when_read(tmp_path):
     from credrank.audit.profile import AuditInputError
-    from credrank.audit.robustness import stress_robustness
     from credrank.audit.run import load_config
+    from credrank.experiments.robustness import stress_robustness
 
     for spec, expected in [
         ('measure = "stress"\npath = "x.jsonl"\ncount = [1]\n',
@@ -166,3 +167,123 @@ def test_robustness_options_are_declared_and_checked_when_read(tmp_path):
         assert str(info.value).startswith(f"{path}: ") and expected in str(info.value)
     with pytest.raises(AuditInputError, match=r"^dimensions\.robustness\.count: expected"):
         stress_robustness({"measure": "stress", "path": "x.jsonl", "count": 0, "base": "."})
+
+
+# ---------------------------------------------------------------- [system] as a pipeline spec
+
+SHORTCUTS = "[system]\npriors = \"current\"\ntop_k = 5\nfetch_k = 15\n"
+FRESH = {"top_k": 5, "fetch_k": 15, "stages": [
+    {"stage": "prior", "priors": "current"},
+    {"stage": "freshness", "half_life": "365d", "now": "2026-01-01",
+     "undated": "penalty:0.5"}]}
+
+
+def with_system(tmp_path: Path, system: str, name: str = "audit.toml") -> Path:
+    """The test config with its ``[system]`` table replaced by ``system``."""
+    text = write(tmp_path, budget=1.0).read_text(encoding="utf-8")
+    assert SHORTCUTS in text
+    path = tmp_path / name
+    path.write_text(text.replace(SHORTCUTS, system, 1), encoding="utf-8")
+    return path
+
+
+def audit_json(index: Path, config: Path, out: Path) -> tuple[dict, dict]:
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(config),
+                              "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    return (json.loads(res.stdout),
+            json.loads((out / "measurements.json").read_text(encoding="utf-8")))
+
+
+def values(doc: dict) -> list:
+    return [e["value"] for e in doc["profile"]["entries"]]
+
+
+def test_system_shortcuts_and_the_same_spec_audit_the_same(index, tmp_path):
+    from credrank.pipeline.spec import PipelineSpec
+
+    spec = PipelineSpec.of({"stage": "prior", "priors": "current"}, top_k=5, fetch_k=15)
+    short, short_m = audit_json(index, write(tmp_path, budget=1.0), tmp_path / "a")
+    inline = with_system(tmp_path, "[system.pipeline]\ntop_k = 5\nfetch_k = 15\n"
+                                   "stages = [{stage = \"prior\", priors = \"current\"}]\n")
+    spec_file = tmp_path / "specs" / "deployment.json"
+    spec_file.parent.mkdir()
+    spec_file.write_text(json.dumps({"pipeline": spec.to_dict(), "hits": []}),
+                         encoding="utf-8")  # a whole search --json output replays its spec
+    by_file = with_system(tmp_path, "[system]\npipeline = \"specs/deployment.json\"\n",
+                          "file.toml")
+    for config, out in ((inline, tmp_path / "b"), (by_file, tmp_path / "c")):
+        doc, measured = audit_json(index, config, out)
+        assert values(doc) == values(short)
+        assert measured["pipeline"] == short_m["pipeline"] == spec.to_dict()
+        settings = doc["profile"]["entries"][1]["settings"]
+        assert "pipeline=" + json.dumps(spec.to_dict(), separators=(",", ":")) in settings
+
+
+def test_audit_of_a_pipeline_with_freshness(index, tmp_path):
+    from credrank.pipeline.spec import PipelineSpec
+
+    stages = ", ".join("{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in s.items()) + "}"
+                       for s in FRESH["stages"])
+    config = with_system(tmp_path, f"[system.pipeline]\ntop_k = 5\nfetch_k = 15\n"
+                                   f"stages = [{stages}]\n")
+    doc, measured = audit_json(index, config, tmp_path / "o")
+    expected = PipelineSpec.from_dict(FRESH).to_dict()
+    assert measured["pipeline"] == expected
+    assert [s["stage"] for s in expected["stages"]] == ["prior", "freshness", "combine", "topk"]
+    entries = {e["dimension"]: e for e in doc["profile"]["entries"]}
+    assert "stages=prior → freshness → combine → topk" in entries["privacy"]["settings"]
+    # every hit's breakdown reproduces its final score with the freshness factor in it
+    assert entries["transparency"]["value"] == 1.0
+    _, plain_m = audit_json(index, write(tmp_path, budget=1.0), tmp_path / "p")
+    changed = [d for d in ("fairness", "factuality")
+               if measured[d]["details"] != plain_m[d]["details"]]
+    assert changed, "the freshness factor changed no ranking"  # it ran another pipeline
+
+
+@pytest.mark.parametrize(("system", "expected"), [
+    ("[system]\npriors = \"current\"\n[system.pipeline]\nstages = []\n",
+     "system.priors: not with system.pipeline"),
+    ("[system]\ntop_k = 5\npipeline = \"x.json\"\n", "system.top_k: not with system.pipeline"),
+    ("[system.pipeline]\nstages = [{stage = \"freshness\", half_life = -3}]\n",
+     "system.pipeline.stages[0].half_life: expected"),
+    ("[system.pipeline]\ntop_k = 5\nfetch_k = 3\n",
+     "system.pipeline.fetch_k: expected an integer >= top_k (5), got 3"),
+    ("[system]\npipeline = \"missing.json\"\n", "system.pipeline: "),
+    ("[system]\npipeline = 3\n", "system.pipeline: expected the path of a pipeline spec file"),
+    ("[system]\ntop_k = 5\nfetch_k = 3\n",
+     "system.fetch_k: expected an integer >= top_k (5), got 3"),
+    ("[system]\nmode = \"sum\"\n", "system.mode: expected one of multiply, linear, rrf"),
+    ("[system]\nselect = \"bogus\"\n", "system.select: expected one of mmr, coverage"),
+])
+def test_system_errors_name_the_key(tmp_path, system, expected):
+    from credrank.audit.profile import AuditInputError
+    from credrank.audit.run import load_config
+
+    path = with_system(tmp_path, system)
+    with pytest.raises(AuditInputError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}: ") and expected in str(info.value), \
+        str(info.value)
+
+
+def test_system_spec_file_errors_name_the_file_and_stage_build_errors(index, tmp_path):
+    from credrank.audit.profile import AuditInputError
+    from credrank.audit.run import audit_index, load_config
+
+    (tmp_path / "bad.yaml").write_text("stages:\n  - {stage: mmr, diversity: 2}\n",
+                                       encoding="utf-8")
+    path = with_system(tmp_path, "[system]\npipeline = \"bad.yaml\"\n")
+    with pytest.raises(AuditInputError, match=r"system\.pipeline bad\.yaml: "
+                                              r"stages\[0\]\.diversity: expected"):
+        load_config(path)
+    # a model file the index cannot give is found when the spec is built over the index
+    path = with_system(tmp_path, "[system.pipeline]\nstages = [{stage = \"credibility\", "
+                                 "model = \"no-model.json\"}]\n")
+    with pytest.raises(AuditInputError) as info:
+        audit_index(index, load_config(path))
+    assert str(info.value).startswith(f"{path}: system.pipeline.stages[0]")
+    path = with_system(tmp_path, "[system]\npriors = \"no-such-prior.toml\"\n")
+    with pytest.raises(AuditInputError, match=r"system\.priors: 'no-such-prior\.toml' is "
+                                              "neither a preset"):
+        audit_index(index, load_config(path))

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from credrank.cli import app
 from credrank.datasets import EvalSet
 from credrank.documents.schema import Document
-from credrank.evaluate.bench import answer_coverage, noisy_types
 from credrank.evaluate.report import write_report
 from credrank.evaluate.result import dump_json
+from credrank.experiments.bench import answer_coverage, noisy_types
 from credrank.experiments.benches import BenchOptions, run_bench
 from credrank.index.embed import get_embedder
 
@@ -140,3 +140,66 @@ def test_cli_bench_newspolluted_with_noisy_prior_curve(shared_data, tmp_path):
     assert h1[0] < base["metrics"]["harmful@1"]["mean"]
     assert h1[0] <= h1[2] <= h1[-1]
     assert (tmp_path / "out" / "noisy_priors.png").is_file()
+
+
+# ---------------------------------------------------------------- systems described as specs
+
+
+def test_bench_systems_that_are_searches_carry_their_spec(demo_result):
+    from credrank.pipeline.spec import PipelineSpec
+
+    doc = demo_result.to_json()
+    rows = {r["system"]: r for r in doc["tables"]["results"]["rows"]}
+    assert rows["similarity only"]["pipeline"] == PipelineSpec.of(top_k=5,
+                                                                  fetch_k=15).to_dict()
+    assert rows["aggressive priors"]["pipeline"] == PipelineSpec.of(
+        {"stage": "prior", "priors": "aggressive"}, top_k=5, fetch_k=15).to_dict()
+    smoothing = rows["current + smoothing m=3 β=0.3"]["pipeline"]
+    assert [s["stage"] for s in smoothing["stages"]] == ["prior", "smoothing", "combine",
+                                                         "topk"]
+    assert smoothing["stages"][1] == {"stage": "smoothing", "m": 3, "beta": 0.3}
+    # systems that are no search pipeline have none (the γ tables, the oracles)
+    sweep = {r["system"]: r for r in doc["tables"]["dispersion"]["rows"]}
+    assert "pipeline" in sweep["similarity only"] and "pipeline" not in sweep["γ=0.5"]
+    oracle = {r["system"]: r for r in doc["tables"]["oracle_feedback"]["rows"]}
+    assert "pipeline" in oracle["current priors (static)"]
+    assert all("pipeline" not in r for n, r in oracle.items() if "oracle" in n)
+
+
+def test_a_bench_spec_ranks_as_credrank_search_does(demo_result, demo_index_hashing):
+    """A row's ``pipeline`` fed to ``credrank search`` over the demo index gives the bench's
+    run for every query (the same documents in the same order; a run keeps ranks only)."""
+    from credrank.datasets import read_demo
+    from credrank.pipeline.spec import PipelineSpec
+    from credrank.searcher import Searcher
+
+    rows = {r.system: r for r in demo_result.main.table.rows}
+    queries = dict(read_demo().queries)
+    with Searcher.open(demo_index_hashing) as searcher:
+        for system in ("similarity only", "current priors", "current + smoothing m=5 β=0.5"):
+            spec = PipelineSpec.from_dict(rows[system].pipeline)
+            run = demo_result.main.runs[system]
+            for qid, text in queries.items():
+                hits = searcher.search(text, spec).hits()
+                bench = sorted(run[qid].items(), key=lambda kv: -kv[1])
+                assert [h["doc_id"] for h in hits] == [d for d, _ in bench], (system, qid)
+
+
+def test_system_of_spec_is_the_hand_built_pipeline():
+    from credrank.core.candidates import Candidates
+    from credrank.experiments.bench import prior_system, with_priors
+    from credrank.signals.prior import preset
+
+    rng = np.random.default_rng(0)
+    n = 12
+    batch = Candidates(
+        query="q", doc_ids=np.array([f"d{i}" for i in range(n)], dtype=object),
+        retrieval_score=rng.random(n),
+        meta={"source_type": np.array(["government", "blog", "unknown", "news"] * 3,
+                                      dtype=object)})
+    system = prior_system("compressed", 4, 12)
+    assert system.spec is not None and system.reads_labels is False
+    assert system.stage.describe() == with_priors(preset("compressed"), 4).describe()
+    a, b = system.stage(batch), with_priors(preset("compressed"), 4)(batch)
+    assert list(a.doc_ids) == list(b.doc_ids)
+    np.testing.assert_array_equal(a.score, b.score)

@@ -17,6 +17,7 @@ from credrank.evaluate.result import BenchResult
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.experiments.benches import BENCHES, BenchOptions, run_bench
 from credrank.experiments.trec_hm import DECIDED
+from credrank.pipeline.spec import PipelineSpec
 
 CORRECTNESS_SYSTEMS = {
     "similarity": False, "prior": False, "prior+agreement": False, "agreement": False,
@@ -65,6 +66,9 @@ def assert_shape(doc: dict[str, Any]) -> None:
             assert set(row["metrics"]) <= set(columns)
             for cell in row["metrics"].values():
                 assert "mean" in cell
+            if "pipeline" in row:  # a plain credrank search: its spec replays as it is
+                assert PipelineSpec.from_dict(row["pipeline"]).to_dict() == row["pipeline"]
+                assert row["reads_labels"] is False, (key, row["system"])
 
 
 def json_of(result: BenchResult) -> dict[str, Any]:

@@ -74,8 +74,8 @@ def test_search_pushdown_and_modes(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["search", "q", "--index", "nowhere"], "no credrank index"),
     (["search", "q", "--index", "IDX", "--priors", "extreme"], "preset"),
-    (["search", "q", "--index", "IDX", "--mode", "sum"], "combine mode"),
-    (["search", "q", "--index", "IDX", "--top-k", "10", "--fetch-k", "5"], "fetch_k"),
+    (["search", "q", "--index", "IDX", "--mode", "sum"], "--mode"),
+    (["search", "q", "--index", "IDX", "--top-k", "10", "--fetch-k", "5"], "--fetch-k"),
     (["index", "missing.jsonl", "--index", "IDX"], "no such file"),
 ])
 def test_errors_are_clear(tmp_path, args, message):
@@ -129,7 +129,7 @@ def test_search_with_selectors_reports_selection(tmp_path, select, params, key):
     out = json.loads(res.output)
     assert len(out["hits"]) == 5 and key in out["info"]["select"]
     bad = runner.invoke(app, [*args[:-2], "--select", select, "-P", "bogus=1"])
-    assert bad.exit_code == 2 and "unknown parameter" in " ".join(bad.output.split())
+    assert bad.exit_code == 2 and "unknown key" in " ".join(bad.output.split())
 
 
 def _good_rows(n):

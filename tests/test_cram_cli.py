@@ -22,18 +22,16 @@ from credrank.cram.headsfile import (
     load_heads,
     save_heads,
 )
-from credrank.cram.models import WhiteBoxError, tiny_model
+from credrank.cram.models import LoadedModel, WhiteBoxError, load_cram_model, tiny_model
 from credrank.cram.multipliers import CramInputError
 from credrank.cram.prompt import byte_tokenizer, render_prompt
-from credrank.evaluate.cram_lm import (
+from credrank.experiments.cram_lm import (
     CLEAN,
     CRAM_IDEAL,
     CRAM_LABEL_FREE,
     CRAM_LEARNED,
-    LoadedModel,
     bench_cram_lm,
     fake_lowest,
-    load_cram_model,
 )
 
 runner = CliRunner()

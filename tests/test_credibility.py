@@ -216,7 +216,8 @@ def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tm
     np.testing.assert_allclose(saved(texts, urls), result.cv.model.predict(texts, urls),
                                rtol=0, atol=1e-12)
     doc = json.loads(path.read_text())
-    assert doc["credrank_credibility_model"] == 1
+    assert doc["credrank_credibility_model"] == 2
+    assert doc["provenance"]["group_by"] == "topic" and doc["provenance"]["n_folds"] == 10
     assert doc["training"]["n_groups"] == 10 and doc["embedder"]["name"] == "hashing"
     assert len(doc["training"]["sha256"]) == 64
 
@@ -234,12 +235,20 @@ def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tm
     with pytest.raises(ValueError, match=r"f\.json: floor: expected a finite number in "
                                          r"\[0, 1\], got 2"):
         load_model(broken("f.json", lambda d: d.__setitem__("floor", 2)))
-    with pytest.raises(ValueError, match="reads format 1, got 2"):
-        load_model(broken("v.json", lambda d: d.__setitem__("credrank_credibility_model", 2)))
+    with pytest.raises(ValueError, match=r"expected 1 or 2 \(the formats this credrank reads\), "
+                                         r"got 3 \(written by a newer credrank\?\)"):
+        load_model(broken("v.json", lambda d: d.__setitem__("credrank_credibility_model", 3)))
+    with pytest.raises(ValueError, match=r"p\.json: provenance: expected the training "
+                                         r"provenance \(a table\), got nothing"):
+        load_model(broken("p.json", lambda d: d.pop("provenance")))
     with pytest.raises(ValueError, match=r"training\.sha256: expected 64 hex digits, got 'x'"):
         load_model(broken("h.json", lambda d: d["training"].__setitem__("sha256", "x")))
     with pytest.raises(ValueError, match="not a credibility model"):
         load_model(broken("o.json", lambda d: d.pop("credrank_credibility_model")))
+    # a format-1 file (credrank before the training provenance) loads and predicts alike
+    old = load_model(broken("old.json", lambda d: (d.pop("provenance"), d.__setitem__(
+        "credrank_credibility_model", 1))))
+    assert old.version == 1 and np.array_equal(old(texts, urls), saved(texts, urls))
 
     # another embedder's index: refused, naming both
     other = broken("other.json", lambda d: d["embedder"].__setitem__("name", "minilm"))
@@ -277,7 +286,7 @@ def test_cli_fit_then_search_applies_the_credibility_factor(demo_index_hashing, 
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     cred = doc["settings"]["credibility"]
-    assert cred["floor"] == 0.4 and cred["model"] == str(model) and cred["version"] == 1
+    assert cred["floor"] == 0.4 and cred["model"] == str(model) and cred["version"] == 2
     assert doc["settings"]["pushdown"] is False
     assert doc["hits"]
     factors = [h["score_breakdown"]["credibility"] for h in doc["hits"]]

@@ -15,8 +15,8 @@ from conftest import build_batch
 from credrank.cli import app
 from credrank.context.render import strip_labels
 from credrank.datasets import load_dataset
-from credrank.evaluate.bench import prepare
-from credrank.evaluate.evotemp import (
+from credrank.experiments.bench import prepare
+from credrank.experiments.evotemp import (
     PerQueryFreshness,
     context_prompts,
     evaluation_times,

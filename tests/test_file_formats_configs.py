@@ -23,8 +23,8 @@ from string import Template
 
 import pytest
 
-from credrank.advise.profile import ProfileError
-from credrank.advise.profile import load_profile as load_advise_profile
+from credrank.advise.pools import ProfileError
+from credrank.advise.pools import load_profile as load_advise_profile
 from credrank.audit.profile import AuditInputError
 from credrank.audit.profile import load_profile as load_trust_profile
 from credrank.audit.run import load_config
@@ -475,7 +475,7 @@ def test_qrels_bom_accepted(tmp_path: Path) -> None:
 
 def test_robustness_sources_match_the_stress_bench() -> None:
     from credrank.audit.robustness import POSITIONS, SOURCES
-    from credrank.evaluate import stress
+    from credrank.experiments import stress
 
     assert SOURCES == stress.SOURCES and POSITIONS == stress.POSITIONS
 

@@ -72,6 +72,24 @@ def stance_doc() -> dict[str, Any]:
             "metrics": {}}
 
 
+#: the training provenance of a format-2 model file (credrank.learn.modelfile)
+PROVENANCE = {"estimator": "logistic", "selection": "nested grouped CV, highest pooled "
+              "out-of-fold AUC", "cv": "leave-one-group-out", "n_folds": 3, "group_by": "topic",
+              "seed": 0, "n_boot": 2000, "configs": [{"groups": ["cues", "url"], "l2": 10.0}]}
+
+
+def credibility_doc_v2() -> dict[str, Any]:
+    """The valid credibility model in format 2 (format 1 and ``provenance``)."""
+    return {**credibility_doc(), "credrank_credibility_model": 2,
+            "provenance": json.loads(json.dumps(PROVENANCE))}
+
+
+def stance_doc_v2() -> dict[str, Any]:
+    """The valid stance model in format 2 (format 1 and ``provenance``)."""
+    return {**stance_doc(), "credrank_stance_model": 2,
+            "provenance": json.loads(json.dumps(PROVENANCE))}
+
+
 def heads_doc() -> dict[str, Any]:
     """A valid heads file of a 2-layer × 4-head model."""
     return HeadsFile(model=ModelInfo("tiny-llama", "llama", 2, 4),
@@ -95,6 +113,8 @@ def estimate_doc() -> dict[str, Any]:
 FORMATS: dict[str, tuple[Callable[[], dict[str, Any]], Callable[[Path], Any], type]] = {
     "credibility": (credibility_doc, load_credibility_model, ModelFileError),
     "stance": (stance_doc, load_stance_model, StanceModelError),
+    "credibility-2": (credibility_doc_v2, load_credibility_model, ModelFileError),
+    "stance-2": (stance_doc_v2, load_stance_model, StanceModelError),
     "heads": (heads_doc, load_heads, HeadsFileError),
     "estimate": (estimate_doc, read_estimate, FileFormatError),
 }
@@ -109,6 +129,10 @@ NUMERIC = {
                "features.n_columns", "features.blocks[0][1]", "settings.l2",
                "logistic.weights[0]", "logistic.mean[5]", "logistic.scale[0]", "logistic.bias",
                "logistic.l2", "embedder.dim", "training.n_pairs", "training.n_topics"],
+    "credibility-2": ["credrank_credibility_model", "provenance.n_folds", "provenance.seed",
+                      "provenance.n_boot", "logistic.bias"],
+    "stance-2": ["credrank_stance_model", "provenance.seed", "provenance.n_folds",
+                 "provenance.n_boot", "settings.l2"],
     "heads": ["credrank_cram_heads", "model.n_layers", "model.n_heads", "heads[0][0]",
               "heads[1][1]", "ie[0][0]", "ie[1][3]", "ie_log[0][2]",
               "validation_curve[0].n_heads", "validation_curve[0].mean_p_wrong", "n_calib",
@@ -122,6 +146,9 @@ NOT_A_STRING = {
                     ("training.group_by", {"topic": 1}), ("created_by", {"a": 1})],
     "stance": [("embedder.name", ["hashing"]), ("features.lexicon_sha256", {"a": 1}),
                ("features.blocks[0][0]", ["cues"]), ("training.sha256", [])],
+    "credibility-2": [("provenance.estimator", ["logistic"]), ("provenance.cv", {"a": 1}),
+                      ("provenance.group_by", [])],
+    "stance-2": [("provenance.selection", ["x"]), ("provenance.estimator", {"a": 1})],
     "heads": [("model.name", {"a": 1}), ("prompt_template", ["x"]), ("data", []),
               ("calibration_ids[0]", ["q0"])],
     "estimate": [("sources[0].source_id", ["s1"]), ("sources[1].source_id", {"id": "s2"})],
@@ -131,6 +158,8 @@ NOT_A_STRING = {
 UNKNOWN_KEYS = {
     "credibility": ["bogus", "logistic.bogus", "features.bogus", "training.bogus"],
     "stance": ["bogus", "settings.bogus", "embedder.bogus", "features.bogus"],
+    "credibility-2": ["bogus", "provenance.bogus", "training.bogus"],
+    "stance-2": ["bogus", "provenance.bogus"],
     "heads": ["bogus", "model.bogus"],
 }
 
@@ -316,6 +345,31 @@ def test_cross_field_checks_name_the_key(tmp_path: Path) -> None:
     doc = _set(estimate_doc(), "sources[0].reliability", None)
     _refused(read_estimate, _write_json(tmp_path, doc), FileFormatError,
              "sources[0].reliability: expected a finite number in [0, 1]")
+
+
+def test_format_1_and_format_2_model_files_hold_the_same_model(tmp_path: Path) -> None:
+    """Format 2 adds the training provenance; a format-1 file (credrank before it) still loads,
+    a format-2 file without it (or with a provenance of the wrong shape) does not."""
+    old = load_credibility_model(_write_json(tmp_path, credibility_doc(), name="c1.json"))
+    new = load_credibility_model(_write_json(tmp_path, credibility_doc_v2(), name="c2.json"))
+    assert (old.version, new.version) == (1, 2)
+    texts, urls = ["A clinical trial.", "BUY NOW"], ["https://a.gov/x", None]
+    assert list(old(texts, urls)) == list(new(texts, urls))
+    s1 = load_stance_model(_write_json(tmp_path, stance_doc(), name="s1.json"))
+    s2 = load_stance_model(_write_json(tmp_path, stance_doc_v2(), name="s2.json"))
+    assert s2.document["provenance"]["n_boot"] == 2000 and "provenance" not in s1.document
+    for make, reader, error in ((credibility_doc_v2, load_credibility_model, ModelFileError),
+                                (stance_doc_v2, load_stance_model, StanceModelError)):
+        doc = make()
+        doc.pop("provenance")
+        _refused(reader, _write_json(tmp_path, doc), error, "provenance: expected the training "
+                 "provenance (a table), got nothing (the key is missing)")
+        doc = _set(make(), "provenance.configs", [])
+        _refused(reader, _write_json(tmp_path, doc), error,
+                 "provenance.configs: expected a list of at least 1 item(s)")
+        doc = _set(make(), "provenance.seed", -1)
+        _refused(reader, _write_json(tmp_path, doc), error, "provenance.seed: expected an "
+                 "integer >= 0, got -1")
 
 
 def test_heads_null_effects_read_as_nan(tmp_path: Path) -> None:

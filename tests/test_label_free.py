@@ -16,7 +16,8 @@ from credrank.consensus.stage import AnswerConsensus
 from credrank.core.pipeline import Pipeline
 from credrank.credibility import CredibilityFeaturizer
 from credrank.datasets import read_cram_nq
-from credrank.evaluate.label_free import (
+from credrank.experiments.benches import BenchOptions, run_bench
+from credrank.experiments.label_free import (
     KEY,
     READER_ACCURACY,
     READER_MISLED,
@@ -28,8 +29,7 @@ from credrank.evaluate.label_free import (
     strip_spoofed_prefix,
     supported_choice,
 )
-from credrank.evaluate.poisoning import CONSENSUS_COLLAPSE, bench_poisonedrag
-from credrank.experiments.benches import BenchOptions, run_bench
+from credrank.experiments.poisoning import CONSENSUS_COLLAPSE, bench_poisonedrag
 from credrank.index.embed import get_embedder
 from test_bench_json import _slice_json_list, cram_file
 

@@ -17,10 +17,10 @@ from credrank.core.pipeline import FunctionStage, Pipeline
 from credrank.datasets import DatasetError, poisoned_corpus, read_cram_nq, read_poisonedrag
 from credrank.datasets.poisonedrag import PoisonTarget, poison_id
 from credrank.documents.schema import Document
-from credrank.evaluate.bench import BASELINE
 from credrank.evaluate.experiment import System
-from credrank.evaluate.poisoning import bench_poisonedrag, wilson
+from credrank.experiments.bench import BASELINE
 from credrank.experiments.benches import BenchOptions, run_bench
+from credrank.experiments.poisoning import bench_poisonedrag, wilson
 from credrank.index.embed import get_embedder
 from credrank.select.topk import TopK
 

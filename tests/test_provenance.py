@@ -1,4 +1,4 @@
-"""Tests of credrank.provenance.typer: URL → host → registered domain → source type."""
+"""Tests of credrank.provenance.source_types: URL → host → registered domain → source type."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from credrank.provenance import (
     parse_host,
     parse_url,
 )
-from credrank.provenance import url as provenance_url
+from credrank.provenance import hosts as provenance_url
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 RATINGS = SHARED_DATA / "domain_ratings" / "domain_ratings.csv"

@@ -10,7 +10,7 @@ import pytest
 from credrank.datasets import DatasetError, read_realtimeqa
 from credrank.datasets.realtimeqa import document_verdict
 from credrank.evaluate.answers import GENERATOR_ACCURACY, TOP_DOC_ACCURACY
-from credrank.evaluate.realtimeqa import bench_realtimeqa, realtimeqa_prompt
+from credrank.experiments.realtimeqa import bench_realtimeqa, realtimeqa_prompt
 from credrank.generate.llm import parse_prompt
 from credrank.index.embed import get_embedder
 

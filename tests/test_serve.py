@@ -128,7 +128,7 @@ def test_consensus_on_search_and_rerank(ro: ServerHandle, demo_index_hashing: Pa
     assert info["duplicate_groups"] == [["c0", "c1", "c2"]]
     assert sum(a["voices"] for a in info["answers"]) == 2  # three copies, one voice
     bad = post(ro, "/search", {"query": QUERY, "consensus_params": {"threshold": 0.2}})
-    assert bad.status_code == 422 and "--consensus-param: only with --consensus" in bad.text
+    assert bad.status_code == 422 and "consensus_params: only with consensus" in bad.text
 
 
 def test_rerank_uses_given_vectors_and_keeps_metadata(ro: ServerHandle) -> None:

@@ -19,8 +19,8 @@ import pytest
 from credrank.datasets.demo import demo_dir
 from credrank.demo import SYSTEMS
 from credrank.documents import iter_documents, read_queries
-from credrank.evaluate.bench import bench_corpus
 from credrank.evaluate.metrics import ranked_docs
+from credrank.experiments.bench import bench_corpus
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex

@@ -12,7 +12,8 @@ import pytest
 from credrank.core.candidates import Candidates
 from credrank.evaluate.render import sections
 from credrank.evaluate.result import dump_json
-from credrank.evaluate.stress import (
+from credrank.experiments.benches import BenchOptions, run_bench
+from credrank.experiments.stress import (
     FLIP_C2I,
     FLIP_I2C,
     ORACLE,
@@ -24,7 +25,6 @@ from credrank.evaluate.stress import (
     parse_counts,
     parse_positions,
 )
-from credrank.experiments.benches import BenchOptions, run_bench
 from credrank.index.embed import get_embedder
 
 Write = Callable[[str, str | bytes], Path]

@@ -176,7 +176,7 @@ def test_schema_cleans_and_fills_defaults() -> None:
     ({"config": {"groups": [{"a": 1}]}},
      "m.json: config.groups[0]: expected one of cues, url, got a table with key(s) 'a'"),
     ({"config": {"groups": ["cues"], "l3": 1}},
-     "m.json: config.l3: expected one of the known keys (groups, l2), got an unknown key"),
+     "m.json: config.l3: expected one of the known keys (groups, l2), got the unknown key 'l3'"),
     ({"n": 2.0}, "m.json: n: expected an integer >= 1, got 2.0"),
     ({"n": 10**30}, "m.json: n: expected an integer >= 1 within ±2**63, got an integer of 31 "
                  "digits"),

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import FormulaTerm, Stage
+from credrank.core.schema import Field, Number, Table, Text
 from credrank.core.validation import check_choice, check_positive, check_probability
 
 MODES = ("multiply", "linear", "rrf")
@@ -67,6 +68,16 @@ class Combine(Stage):
     """Compute ``score`` from ``retrieval_score`` and the factor ledger (see module docstring)."""
 
     name = "combine"
+    SPEC = Table({"mode": Field(Text(choices=MODES), default="multiply"),
+                  "alpha": Field(Number(0.0, 1.0), default=0.5),
+                  "rrf_k": Field(Number(0.0, open_low=True), default=60.0)})
+
+    def formula_term(self) -> FormulaTerm | str:
+        """``multiply`` is the engine's formula (``max(s, 0) × Π factors``); the rank-based
+        and linear combinations need the whole pool in Python."""
+        if self.mode != "multiply":
+            return f"mode {self.mode!r} needs the Python path (the engine multiplies)"
+        return FormulaTerm("multiply", self)
 
     def __init__(self, mode: str = "multiply", *, alpha: float = 0.5, rrf_k: float = 60.0):
         self.mode = check_choice("combine mode", mode, MODES)

@@ -19,6 +19,7 @@ import base64
 import binascii
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.index.ingest import embedding_text, provenance_payload
+from credrank.pipeline.compile import build_stages, context, reads
+from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.search import SearchSettings, scoring_stages
 
@@ -232,27 +235,38 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 
 def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
-                    settings: SearchSettings, typer: SourceTyper | None = None, *,
-                    retrieval: str = "cosine", query_vector: Sequence[float] | None = None
-                    ) -> Pipeline:
-    """``GivenCandidates(records) >> scoring stages of settings`` (prior, signals, combine,
+                    settings: SearchSettings | PipelineSpec, typer: SourceTyper | None = None,
+                    *, retrieval: str = "cosine", query_vector: Sequence[float] | None = None,
+                    resources: Mapping[str, str | Path] | None = None,
+                    allow_paths: bool = True) -> Pipeline:
+    """``GivenCandidates(records) >> the stages of settings`` (prior, signals, combine,
     selector), the Python path of :func:`credrank.search.build_pipeline` over the given pool.
 
-    ``settings.fetch_k`` plays no part (the pool is the records); ``top_k`` cuts as usual.
+    ``settings``: :class:`SearchSettings` or a :class:`~credrank.pipeline.spec.PipelineSpec`
+    (built by :func:`credrank.pipeline.compile.compile_rerank`; ``resources`` and
+    ``allow_paths`` say which files it may name). ``fetch_k`` plays no part (the pool is the
+    records); ``top_k`` cuts as usual.
     """
+    if isinstance(settings, PipelineSpec):
+        ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
+        stages = build_stages(settings, ctx)
+        given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
+                                with_vectors="vectors" in reads(stages),
+                                query_vector=query_vector)
+        return Pipeline([given, *stages])
     given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
                             with_vectors=settings.with_vectors, query_vector=query_vector)
     return Pipeline([given, *scoring_stages(settings, embedder)])
 
 
 def rerank(query: str, records: Sequence[Mapping[str, Any]], embedder: Embedder,
-           settings: SearchSettings | None = None, typer: SourceTyper | None = None, *,
-           retrieval: str = "cosine", query_vector: Sequence[float] | None = None
-           ) -> Candidates:
+           settings: SearchSettings | PipelineSpec | None = None,
+           typer: SourceTyper | None = None, *, retrieval: str = "cosine",
+           query_vector: Sequence[float] | None = None, **spec_files: Any) -> Candidates:
     """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`)."""
     settings = settings or SearchSettings()
     return rerank_pipeline(records, embedder, settings, typer, retrieval=retrieval,
-                           query_vector=query_vector).search(query)
+                           query_vector=query_vector, **spec_files).search(query)
 
 
 def rerank_hits(result: Candidates) -> list[dict[str, Any]]:

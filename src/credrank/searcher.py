@@ -15,20 +15,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.pipeline import FunctionStage, Pipeline
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
+from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore
+from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
-from credrank.rerank import rerank_hits, rerank_pipeline
+from credrank.rerank import GivenCandidates, rerank_hits, rerank_pipeline
 from credrank.search import (
     SearchSettings,
     build_pipeline,
     describe,
+    describe_compiled,
     search_document,
     search_settings,
 )
@@ -39,27 +46,39 @@ class Searcher:
 
     ``embedder`` defaults to the one named in the index manifest (loaded once, here);
     ``typer`` (used by :meth:`rerank` only: indexed documents were typed when indexed) to the
-    built-in rules.
+    built-in rules. ``resources`` (name → path) are the files a pipeline spec may name
+    besides paths; with ``allow_paths=False`` (the service) it may name only those.
+
+    Settings are a :class:`~credrank.pipeline.spec.PipelineSpec` or :class:`SearchSettings`.
+    The store lock is held for retrieval and for stages that read the index (citation
+    chains), not for the rest of the pipeline: concurrent searches score in parallel.
     """
 
     def __init__(self, store: VectorStore, embedder: Embedder | None = None,
-                 typer: SourceTyper | None = None):
+                 typer: SourceTyper | None = None, *,
+                 resources: Mapping[str, str | Path] | None = None,
+                 allow_paths: bool = True):
         self.store = store
         self.embedder = embedder or get_embedder(store.manifest.embedder)
         if self.embedder.name != store.manifest.embedder:
             raise ValueError(f"embedder: the index was built with {store.manifest.embedder!r}, "
                              f"got {self.embedder.name!r}")
         self.typer = typer or SourceTyper()
+        self.resources = {k: Path(v) for k, v in (resources or {}).items()}
+        self.allow_paths = allow_paths
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, index_dir: str | Path, *, tables: Sequence[str | Path] = (),
-             trust_declared: bool = False, **store_options: Any) -> Searcher:
+             trust_declared: bool = False,
+             resources: Mapping[str, str | Path] | None = None, allow_paths: bool = True,
+             **store_options: Any) -> Searcher:
         """Open ``index_dir`` for reading (``store_options``: see
         :func:`credrank.index.open_store`) with a typer over the domain ``tables``."""
         store = open_store(index_dir, **store_options)
         try:
-            return cls(store, typer=SourceTyper(list(tables), trust_declared=trust_declared))
+            return cls(store, typer=SourceTyper(list(tables), trust_declared=trust_declared),
+                       resources=resources, allow_paths=allow_paths)
         except BaseException:
             store.close()
             raise
@@ -77,58 +96,105 @@ class Searcher:
         (:func:`credrank.search.search_settings`)."""
         return search_settings(**options)
 
-    def describe(self, settings: SearchSettings) -> dict[str, Any]:
+    def describe(self, settings: SearchSettings | PipelineSpec) -> dict[str, Any]:
         """The settings as JSON, with the engine that answers."""
+        if isinstance(settings, PipelineSpec):
+            return describe_compiled(self.compile(settings), self.store)
         return describe(settings, self.store)
 
-    # -- queries against the index ---------------------------------------------------------
-    def search(self, query: str, settings: SearchSettings | None = None) -> Candidates:
-        """One query through :func:`credrank.search.build_pipeline` (as ``credrank search``)."""
-        settings = settings or SearchSettings()
-        pipeline = build_pipeline(self.store, self.embedder, settings)
-        with self._lock:
-            return pipeline.search(query)
+    def compile(self, spec: PipelineSpec) -> Compiled:
+        """``spec`` built over this index (:func:`credrank.pipeline.compile.compile_spec`)."""
+        return compile_spec(spec, self.store, self.embedder, resources=self.resources,
+                            allow_paths=self.allow_paths)
 
-    def search_json(self, query: str, settings: SearchSettings | None = None,
+    # -- queries against the index ---------------------------------------------------------
+    def _pipeline(self, settings: SearchSettings | PipelineSpec | None) -> Pipeline:
+        if isinstance(settings, PipelineSpec):
+            return self.compile(settings).pipeline
+        return build_pipeline(self.store, self.embedder, settings or SearchSettings())
+
+    def _run(self, pipeline: Pipeline, query: str) -> Candidates:
+        """``pipeline`` on ``query``, the store lock held for the stages that touch the
+        store: retrieval (the first stage) and those that read the index."""
+        batch = Candidates.empty(query)
+        if pipeline.stages and isinstance(pipeline.stages[0], DenseRetriever | PushdownSearch):
+            # the query is embedded before the lock: concurrent searches embed in parallel
+            batch = replace(batch, query_vector=self.embedder.embed([query])[0])
+        for i, stage in enumerate(pipeline.stages):
+            if i == 0 or "index" in stage.reads:
+                with self._lock:
+                    batch = stage(batch)
+            else:
+                batch = stage(batch)
+        return batch
+
+    def search(self, query: str, settings: SearchSettings | PipelineSpec | None = None
+               ) -> Candidates:
+        """One query through its pipeline (as ``credrank search``)."""
+        return self._run(self._pipeline(settings), query)
+
+    def search_json(self, query: str, settings: SearchSettings | PipelineSpec | None = None,
                     **extra: Any) -> dict[str, Any]:
-        """The ``credrank search --json`` document of one query."""
+        """The ``credrank search --json`` document of one query (with ``pipeline``: the spec
+        it ran, which feeds back as it is)."""
+        if isinstance(settings, PipelineSpec):
+            compiled = self.compile(settings)
+            result = self._run(compiled.pipeline, query)
+            return search_document(query, describe_compiled(compiled, self.store), result,
+                                   **extra)
         settings = settings or SearchSettings()
         return search_document(query, self.describe(settings), self.search(query, settings),
                                **extra)
 
     def search_many(self, queries: Iterable[tuple[str, str]],
-                    settings: SearchSettings | None = None
+                    settings: SearchSettings | PipelineSpec | None = None
                     ) -> Iterator[tuple[str, Candidates]]:
         """``(query id, result)`` for each ``(query id, text)``, in order, one pipeline."""
-        settings = settings or SearchSettings()
-        pipeline = build_pipeline(self.store, self.embedder, settings)
+        pipeline = self._pipeline(settings)
         for qid, text in queries:
-            with self._lock:
-                result = pipeline.search(text)
-            yield qid, result
+            yield qid, self._run(pipeline, text)
 
     # -- candidates retrieved elsewhere ----------------------------------------------------
     def rerank(self, query: str, records: Sequence[Mapping[str, Any]],
-               settings: SearchSettings | None = None, *, retrieval: str = "cosine",
-               query_vector: Sequence[float] | None = None) -> Candidates:
+               settings: SearchSettings | PipelineSpec | None = None, *,
+               retrieval: str = "cosine", query_vector: Sequence[float] | None = None
+               ) -> Candidates:
         """Rerank a client's candidates (:func:`credrank.rerank.rerank_pipeline`)."""
         settings = settings or SearchSettings()
         return rerank_pipeline(records, self.embedder, settings, self.typer,
-                               retrieval=retrieval, query_vector=query_vector).search(query)
+                               retrieval=retrieval, query_vector=query_vector,
+                               resources=self.resources, allow_paths=self.allow_paths
+                               ).search(query)
 
     def rerank_json(self, query: str, records: Sequence[Mapping[str, Any]],
-                    settings: SearchSettings | None = None, *, retrieval: str = "cosine",
+                    settings: SearchSettings | PipelineSpec | None = None, *,
+                    retrieval: str = "cosine",
                     query_vector: Sequence[float] | None = None) -> dict[str, Any]:
         """The ``/rerank`` document: as ``credrank search --json``, each hit with the
         client's ``metadata`` and ``client_score``."""
         settings = settings or SearchSettings()
-        result = self.rerank(query, records, settings, retrieval=retrieval,
-                             query_vector=query_vector)
-        described = {**describe(settings), "retrieval": retrieval, "pushdown": False,
+        if isinstance(settings, PipelineSpec):
+            compiled = compile_rerank(settings, _NO_RETRIEVER, self.embedder,
+                                      resources=self.resources, allow_paths=self.allow_paths)
+            given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
+                                    with_vectors="vectors" in reads(compiled.stages),
+                                    query_vector=query_vector)
+            result = Pipeline([given, *compiled.stages]).search(query)
+            base = describe_compiled(compiled)
+            pipeline = base.pop("pipeline")
+        else:
+            result = self.rerank(query, records, settings, retrieval=retrieval,
+                                 query_vector=query_vector)
+            base = describe(settings)
+            pipeline = base.pop("pipeline", None)
+        described = {**base, "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.embedder.name,
                      "query_vector": "given" if query_vector is not None else "embedded"}
-        return {"credrank_rerank": 1, "query": query, "settings": described,
-                "hits": rerank_hits(result), "info": result.info}
+        doc = {"credrank_rerank": 1, "query": query, "settings": described,
+               "hits": rerank_hits(result), "info": result.info}
+        if pipeline is not None:  # the spec it ran, as in the search document
+            doc["pipeline"] = pipeline
+        return doc
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -140,3 +206,7 @@ class Searcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: a stand-in retriever for describing a rerank spec (its stages are what is described)
+_NO_RETRIEVER = FunctionStage(lambda batch: batch, name="given")

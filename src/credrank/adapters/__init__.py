@@ -8,9 +8,11 @@
   ``BaseDocumentCompressor``) and ``CredibilityRetriever`` (fetches the expanded pool from a
   vector store itself) (``pip install 'credrank[langchain]'``).
 
-Each reranks the framework's documents with :func:`credrank.rerank.rerank` — the scoring stages
-of ``credrank search`` — through :mod:`credrank.adapters._common`, and returns new documents
-with the final score and the breakdown under ``credrank`` in their metadata. This package
+Each reranks the framework's documents with a pipeline spec (``pipeline=``: a
+:class:`~credrank.pipeline.spec.PipelineSpec`, a spec dict or a spec file; or the shortcut
+options ``priors``, ``mode``, ``select`` …), as :func:`credrank.rerank.rerank` runs it, through
+:mod:`credrank.adapters._common` (where the options are declared once), and returns new
+documents with the final score and the breakdown under ``credrank`` in their metadata. This package
 imports no framework: only the module of an extra does (and says which extra to install when
 its framework is missing).
 """

@@ -1,11 +1,30 @@
-"""Framework-neutral glue of the adapters: one configuration, one call into :func:`rerank`.
+"""Framework-neutral glue of the adapters: one declaration of their options, one scorer.
 
-Every adapter (Haystack, LlamaIndex, LangChain) turns its framework's documents into
-:class:`Passage` objects, hands them to :meth:`CredrankScorer.rank` and builds new framework
-documents from the :class:`Ranked` answers. ``rank`` runs :func:`credrank.rerank.rerank`:
-``GivenCandidates(pool) >> scoring stages``, the stages ``credrank search`` runs after its
-retrieval, with settings built by :func:`credrank.search.search_settings` (the validation of
-the CLI's options, so a bad ``priors`` or ``select`` fails here with the CLI's message).
+Every adapter (Haystack, LlamaIndex, LangChain) takes the options declared once here,
+:data:`OPTIONS` (Haystack as keyword arguments, LlamaIndex and LangChain as pydantic fields made
+from the same declaration by :func:`pydantic_fields`), hands them to :class:`CredrankScorer`,
+turns its framework's documents into :class:`Passage` objects, calls :meth:`CredrankScorer.rank`
+and builds new framework documents from the :class:`Ranked` answers.
+
+The pipeline. What an adapter runs is a :class:`~credrank.pipeline.spec.PipelineSpec`, the one
+a ``credrank search --pipeline`` file or the ``"pipeline"`` of a ``--json`` output holds:
+
+* ``pipeline=`` — a ``PipelineSpec``, a spec dict, or the path of a JSON/TOML/YAML spec file
+  (a whole ``credrank search --json`` output works too: its ``"pipeline"`` is read). Every
+  stage of the catalog is reachable (credibility, freshness, stance, consensus, the
+  selectors …); a stage that needs an index (``freshness`` with ``lineage: cites``) is an error
+  naming it. ``top_k`` given as well overrides the spec's (as ``credrank search --pipeline F
+  --top-k N``); any other shortcut given with it is an error naming the shortcut;
+* or the shortcuts (:data:`SHORTCUTS`: ``priors``, ``mode``, ``top_k``, ``select``,
+  ``select_params``, ``domain_scores``, ``priors_store``, ``source_reliability``), translated by
+  :func:`credrank.pipeline.options.spec_from_options` with errors in the adapters' own words
+  (:data:`WORDS`: ``priors: 'x' is neither a preset …``, ``select_params.nope: …``).
+
+The stages are built once per ``top_k`` (model files read once) and run after
+:class:`~credrank.rerank.GivenCandidates` exactly as :func:`credrank.rerank.rerank` runs a spec,
+so a pool reranked here ranks as ``Searcher.rerank(query, records, spec)`` ranks it. The
+serialised configuration (:meth:`CredrankScorer.init_parameters`) is the adapter options plus
+``pipeline`` = ``spec.to_dict()``: loading it replays the same pipeline.
 
 Provenance. The source type comes from the passage's URL only (the metadata key ``url_key``,
 by default the first of ``url``, ``source``, ``link`` holding a string), typed by the same
@@ -21,6 +40,7 @@ the embedder's: the query is always embedded by credrank's model, and a cosine b
 of two different models is meaningless (the dimension check catches a different size, not a
 different model of the same size — set the flag only when the documents were embedded by the
 same model). A vector of another dimension is ignored (with a warning) and the text embedded.
+LangChain documents carry no embedding, so there the flag changes nothing.
 
 Ids. Passages are reranked under their positions (``"0"``, ``"1"``, …), so framework ids
 need not be unique (two retrievers may return the same document); an error names
@@ -29,10 +49,11 @@ need not be unique (two retrievers may return the same document); an error names
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +61,160 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.errors import FileFormatError
+from credrank.core.pipeline import Pipeline, Stage
+from credrank.core.structured import read_structured
 from credrank.core.validation import check_bool, check_choice, check_int
 from credrank.index.embed import EMBEDDERS, get_embedder
+from credrank.pipeline.compile import build_error, build_stages, context, reads
+from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
-from credrank.rerank import RETRIEVAL_SOURCES, rerank
-from credrank.search import SearchSettings, scoring_stages, search_settings
+from credrank.rerank import RETRIEVAL_SOURCES, GivenCandidates
 
 #: metadata keys tried, in order, for a passage's URL when ``url_key`` is not given
 DEFAULT_URL_KEYS = ("url", "source", "link")
 #: the metadata key every adapter writes the breakdown under
 BREAKDOWN_KEY = "credrank"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One adapter option: its ``name``, ``default``, the type a pydantic field declares
+    (``annotation``), a line of ``help``, and whether it is a ``shortcut`` of the pipeline
+    (translated into the spec) or an adapter option (how documents become candidates)."""
+
+    name: str
+    default: Any
+    annotation: Any
+    help: str
+    shortcut: bool = False
+
+
+#: every option of every adapter, declared once (module docstring); ``pipeline`` is
+#: :data:`PIPELINE`
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("embedder", "minilm", str,
+           "'minilm' (the model `credrank index` uses by default) or 'hashing' (no model; "
+           "tests)."),
+    Option("priors", "current", str | None,
+           "A prior preset or prior file; None: similarity only (shortcut of the 'prior' "
+           "stage).", shortcut=True),
+    Option("mode", "multiply", str,
+           "How the factors combine: multiply, linear or rrf (shortcut of 'combine').",
+           shortcut=True),
+    Option("top_k", None, int | None,
+           "Documents returned (default: the pipeline's, else 10); with pipeline= it "
+           "overrides the spec's top_k.", shortcut=True),
+    Option("select", None, str | None,
+           "A selector: mmr, coverage, exposure or fair (shortcut).", shortcut=True),
+    Option("select_params", None, dict[str, Any] | None,
+           "The selector's parameters (shortcut).", shortcut=True),
+    Option("tables", (), list[str], "Domain-table CSV paths for the source typer."),
+    Option("url_key", None, str | None,
+           "Metadata key of the URL (default: the first of url, source, link)."),
+    Option("title_key", "title", str | None,
+           "Metadata key of the title (embedded as title\\ntext); None: no title."),
+    Option("retrieval", "cosine", str,
+           "'cosine' (credrank's embedder, as credrank search) or 'given' (the framework's "
+           "own score, required on every document)."),
+    Option("use_given_embeddings", False, bool,
+           "Use the document's stored embedding when its dimension is the embedder's (only "
+           "if the documents were embedded by the same model)."),
+    Option("domain_scores", False, bool,
+           "Use the domain tables' scores (shortcut of prior.use_domain_scores).",
+           shortcut=True),
+    Option("priors_store", None, str | None,
+           "A feedback store directory (shortcut of 'feedback_prior').", shortcut=True),
+    Option("source_reliability", None, str | None,
+           "A reliability estimate file (shortcut of 'reliability_prior').", shortcut=True),
+)}
+#: the ``pipeline`` option: what the adapter runs (module docstring)
+PIPELINE = Option("pipeline", None, Any,
+                  "The pipeline: a PipelineSpec, a spec dict or the path of a JSON/TOML/YAML "
+                  "spec file; the shortcuts are then not given (top_k aside).")
+#: the options that are shortcuts of the pipeline
+SHORTCUTS = tuple(n for n, o in OPTIONS.items() if o.shortcut)
+#: the words of spec errors for the shortcuts: the adapters' parameter names
+WORDS: dict[tuple[str, str | None], str] = {
+    ("prior", None): "priors", ("prior", "use_domain_scores"): "domain_scores",
+    ("feedback_prior", None): "priors_store",
+    ("reliability_prior", None): "source_reliability",
+    ("combine", None): "mode",
+    ("select", None): "select_params.{param}", ("select", "stage"): "select",
+    ("top", "top_k"): "top_k", ("top", "fetch_k"): "fetch_k",
+}
+
+
+def options_doc() -> str:
+    """The options as ``:param name: help`` lines (the Haystack component's docstring)."""
+    return "\n".join(f"    :param {o.name}: {o.help}" for o in (PIPELINE, *OPTIONS.values()))
+
+
+def signature() -> inspect.Signature:
+    """``(self, pipeline=None, *, embedder='minilm', …)``: the keyword signature of an
+    adapter's ``__init__`` (what ``inspect.signature`` and editors show)."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("pipeline", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=None)]
+    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
+                                 default=list(o.default) if isinstance(o.default, tuple)
+                                 else o.default, annotation=o.annotation)
+               for o in OPTIONS.values()]
+    return inspect.Signature(params)
+
+
+def pydantic_fields(field: Callable[..., Any]) -> dict[str, tuple[Any, Any]]:
+    """``name -> (annotation, field(...))`` for ``pydantic.create_model``: the options and
+    ``pipeline`` as the fields of a LlamaIndex or LangChain component (``field`` is that
+    framework's ``Field``)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for o in (PIPELINE, *OPTIONS.values()):
+        if isinstance(o.default, tuple):
+            out[o.name] = (o.annotation, field(default_factory=list, description=o.help))
+        else:
+            out[o.name] = (o.annotation, field(default=o.default, description=o.help))
+    return out
+
+
+def given_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of ``values`` that differ from their defaults (a shortcut at its default
+    is not given), adapter options always."""
+    out = {}
+    for name, o in OPTIONS.items():
+        if name not in values:
+            continue
+        value = values[name]
+        default = list(o.default) if isinstance(o.default, tuple) else o.default
+        if not o.shortcut or not _same(value, default):
+            out[name] = value
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:
+    """The spec of ``pipeline=``: a :class:`PipelineSpec`, a spec dict (or a whole
+    ``credrank search --json`` output), or the path of a JSON/TOML/YAML spec file. Errors
+    name ``where`` (``pipeline: stages[1].half_life: …``, ``pipeline spec.toml: …``)."""
+    if isinstance(value, PipelineSpec):
+        return value
+    if isinstance(value, str | Path):
+        try:
+            data = read_structured(value, what="pipeline spec")
+        except FileFormatError as exc:
+            raise SpecError(f"{where}: {exc}", "", str(exc)) from None
+        where = f"{where} {value}"
+    elif isinstance(value, Mapping):
+        data = dict(value)
+    else:
+        raise TypeError(f"{where}: expected a PipelineSpec, a spec dict or the path of a "
+                        f"JSON/TOML/YAML spec file, got {type(value).__name__}")
+    if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
+        data = data["pipeline"]  # a whole --json output: its "pipeline" object
+    return PipelineSpec.from_dict(data, where=where)
 
 
 @dataclass(frozen=True)
@@ -74,70 +239,130 @@ class Ranked:
     breakdown: dict[str, Any]
 
 
-@dataclass
 class CredrankScorer:
-    """What an adapter does, configured once (settings validated at construction).
+    """What an adapter does, configured once: :data:`OPTIONS` as keywords and ``pipeline``
+    (module docstring), validated at construction (the spec and its stages: a bad prior
+    file, a missing model file or an index-only stage fails here, not on the first query).
 
-    ``embedder``: ``"minilm"`` (the model ``credrank index`` uses by default) or
-    ``"hashing"`` (no model; tests). ``priors``: a preset name, a prior file, or ``None`` /
-    ``"none"`` for the similarity-only baseline. ``mode``, ``top_k``, ``select``,
-    ``select_params``, ``domain_scores``, ``priors_store``, ``source_reliability``: as the
-    options of ``credrank search``. ``tables``: domain-table CSV paths for the source typer.
-    ``url_key``: the metadata key holding the URL (``None``: the first of ``url``, ``source``,
-    ``link``); ``title_key``: the one holding the title (embedded as ``title\\ntext``; ``None``:
-    no title). ``retrieval``: ``"cosine"`` (the embedding cosine, as ``credrank search``) or
-    ``"given"`` (the framework's own score, required on every document).
-    ``use_given_embeddings``: see the module docstring.
+    ``spec`` is the pipeline it runs (``top_k`` included); :meth:`init_parameters` the
+    serialised configuration. Unknown keywords are a ``TypeError`` listing the known ones.
     """
 
-    embedder: str = "minilm"
-    priors: str | None = "current"
-    mode: str = "multiply"
-    top_k: int = 10
-    select: str | None = None
-    select_params: Mapping[str, Any] | None = None
-    tables: Sequence[str | Path] = ()
-    url_key: str | None = None
-    title_key: str | None = "title"
-    retrieval: str = "cosine"
-    use_given_embeddings: bool = False
-    domain_scores: bool = False
-    priors_store: str | Path | None = None
-    source_reliability: str | Path | None = None
-    _settings: dict[int, SearchSettings] = field(default_factory=dict, init=False, repr=False,
-                                                 compare=False)
-    _embedder: Embedder | None = field(default=None, init=False, repr=False, compare=False)
-    typer: SourceTyper = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_choice("embedder", self.embedder, EMBEDDERS)
-        check_choice("retrieval", self.retrieval, RETRIEVAL_SOURCES)
-        check_bool("use_given_embeddings", self.use_given_embeddings)
+    def __init__(self, pipeline: Any = None, **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"unexpected option(s) {', '.join(map(repr, unknown))}; expected "
+                            f"pipeline or one of {', '.join(OPTIONS)}")
+        given = given_options(options)
+        values = {n: (list(o.default) if isinstance(o.default, tuple) else o.default)
+                  for n, o in OPTIONS.items()}
+        values.update(options)
+        self.embedder: str = check_choice("embedder", values["embedder"], EMBEDDERS)
+        self.retrieval: str = check_choice("retrieval", values["retrieval"], RETRIEVAL_SOURCES)
+        self.use_given_embeddings = check_bool("use_given_embeddings",
+                                               values["use_given_embeddings"])
         for name in ("url_key", "title_key"):
-            value = getattr(self, name)
+            value = values[name]
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{name}: expected a non-empty string or None, got {value!r}")
-        if isinstance(self.tables, (str, Path)):
+        self.url_key: str | None = values["url_key"]
+        self.title_key: str | None = values["title_key"]
+        tables = values["tables"]
+        if isinstance(tables, str | Path):
             raise TypeError("tables: expected a list of paths, got a single path; wrap it in "
                             "a list")
+        self.tables = [str(t) for t in (tables or [])]
         self.typer = SourceTyper(list(self.tables))
-        self.settings()  # validate now: a bad priors/mode/select fails at construction
+        check_bool("domain_scores", values["domain_scores"])
+        #: how errors of a built stage name the pipeline (``None``: built from shortcuts)
+        self._where = (None if pipeline is None else
+                       f"pipeline {pipeline}" if isinstance(pipeline, str | Path) else "pipeline")
+        self.spec = self._spec(pipeline, given, values)
+        self._stages: dict[int, list[Stage]] = {}
+        self._embedder: Embedder | None = None
+        self._validate()
 
-    # -- settings and model -------------------------------------------------------------------
-    def settings(self, top_k: int | None = None) -> SearchSettings:
-        """Validated settings for ``top_k`` (default: the configured one), built once each."""
-        k = self.top_k if top_k is None else check_int("top_k", top_k, 1)
-        if k not in self._settings:
-            settings = search_settings(
-                top_k=k, priors="none" if self.priors is None else self.priors,
-                mode=self.mode, domain_scores=self.domain_scores,
-                priors_store=None if self.priors_store is None else Path(self.priors_store),
-                source_reliability=(None if self.source_reliability is None
-                                    else Path(self.source_reliability)),
-                select=self.select, select_params=dict(self.select_params or {}))
-            scoring_stages(settings)  # the combine mode is checked when its stage is built
-            self._settings[k] = settings
-        return self._settings[k]
+    # -- the pipeline -----------------------------------------------------------------------
+    @staticmethod
+    def _spec(pipeline: Any, given: Mapping[str, Any], values: Mapping[str, Any]
+              ) -> PipelineSpec:
+        top_k = values["top_k"]
+        if top_k is not None:
+            check_int("top_k", top_k, 1)
+        if pipeline is not None:
+            mixed = [n for n in SHORTCUTS if n in given and n != "top_k"]
+            if mixed:
+                raise ValueError(f"{mixed[0]}: not with pipeline= (the pipeline is the "
+                                 "configuration: set it in the spec's stages, or drop "
+                                 "pipeline=)")
+            spec = read_pipeline(pipeline)
+            if top_k is not None and top_k != spec.top_k:
+                spec = spec.replace_top(top_k=top_k, fetch_k=_fetch_k(spec, top_k))
+            return spec
+        priors = values["priors"]
+        return spec_from_options(
+            top_k=10 if top_k is None else top_k,
+            priors="none" if priors is None else priors, mode=values["mode"],
+            domain_scores=values["domain_scores"],
+            priors_store=values["priors_store"], source_reliability=values["source_reliability"],
+            select=values["select"], select_params=dict(values["select_params"] or {}),
+            names=WORDS)
+
+    def _error(self, exc: SpecError) -> ValueError:
+        """A stage's build error, named as the user configured it: ``pipeline: stages[i]…``
+        or the shortcut (``priors: …``)."""
+        if self._where is not None:
+            return SpecError(f"{self._where}: {exc.key_path}: {exc.detail}", exc.key_path,
+                             exc.detail)
+        return ValueError(in_words(exc, self.spec.to_dict(), WORDS))
+
+    def _validate(self) -> None:
+        """Build the stages of the configured ``top_k`` now (a stance stage, which needs the
+        embedder, only reads its model file: it is built on the first query)."""
+        if self.spec.stage("stance") is None:
+            self.stages()
+            return
+        from credrank.signals.stance import load_model
+
+        ctx = context()
+        at = self.spec.index_of("stance")
+        params = self.spec.stages[at].params
+        try:
+            build_stages(replace(self.spec, stages=tuple(
+                s for s in self.spec.stages if s.name != "stance")), ctx)
+            try:
+                load_model(ctx.path(params["model"], "model", "stance model"))
+            except (ValueError, OSError) as exc:
+                raise build_error(f"stages[{at}]", params, exc) from None
+        except SpecError as exc:
+            raise self._error(exc) from None
+
+    @property
+    def top_k(self) -> int:
+        """The number of passages returned (the spec's ``top_k``)."""
+        return self.spec.top_k
+
+    def spec_for(self, top_k: int | None = None) -> PipelineSpec:
+        """The spec with ``top_k`` (default: its own)."""
+        if top_k is None or top_k == self.spec.top_k:
+            return self.spec
+        k = check_int("top_k", top_k, 1)
+        try:
+            return self.spec.replace_top(top_k=k, fetch_k=_fetch_k(self.spec, k))
+        except SpecError as exc:
+            raise ValueError(f"top_k: {exc.detail}") from None
+
+    def stages(self, top_k: int | None = None) -> list[Stage]:
+        """The built stages for ``top_k`` (default: the configured one), built once each."""
+        spec = self.spec_for(top_k)
+        if spec.top_k not in self._stages:
+            needs_embedder = spec.stage("stance") is not None
+            ctx = context(embedder=self.warm_up() if needs_embedder else None)
+            try:
+                self._stages[spec.top_k] = build_stages(spec, ctx)
+            except SpecError as exc:
+                raise self._error(exc) from None
+        return self._stages[spec.top_k]
 
     def warm_up(self) -> Embedder:
         """Load the embedder (cached per process); called by the first :meth:`rank` if not
@@ -189,15 +414,20 @@ class CredrankScorer:
     def rank(self, query: str, passages: Sequence[Passage], top_k: int | None = None
              ) -> list[Ranked]:
         """Rerank ``passages`` for ``query``; the kept ones, best first. Raises ``ValueError``
-        (:class:`credrank.rerank.CandidateError`) naming ``candidates[i]`` for a bad passage."""
+        (:class:`credrank.rerank.CandidateError`) naming ``candidates[i]`` for a bad passage.
+
+        ``GivenCandidates(passages) >> the spec's stages``, as :func:`credrank.rerank.rerank`
+        runs a spec (the stages built once, not per query)."""
         if not isinstance(query, str):
             raise TypeError(f"query: expected a string, got {type(query).__name__}")
-        settings = self.settings(top_k)
+        stages = self.stages(top_k)
         if not passages:
             return []
-        result = rerank(query, self.records(passages), self.warm_up(), settings, self.typer,
-                        retrieval=self.retrieval)
-        return self.ranked(result)
+        embedder = self.warm_up()
+        given = GivenCandidates(self.records(passages), embedder, self.typer,
+                                retrieval=self.retrieval,
+                                with_vectors="vectors" in reads(stages))
+        return self.ranked(Pipeline([given, *stages]).search(query))
 
     def ranked(self, result: Candidates) -> list[Ranked]:
         """:class:`Ranked` rows of a rerank result (breakdown as the ``credrank search
@@ -217,19 +447,20 @@ class CredrankScorer:
         return out
 
     def init_parameters(self) -> dict[str, Any]:
-        """The configuration as plain JSON/YAML values (for the frameworks' serialisers)."""
-        return {
-            "embedder": self.embedder, "priors": self.priors, "mode": self.mode,
-            "top_k": self.top_k, "select": self.select,
-            "select_params": dict(self.select_params) if self.select_params else None,
-            "tables": [str(t) for t in self.tables], "url_key": self.url_key,
-            "title_key": self.title_key, "retrieval": self.retrieval,
-            "use_given_embeddings": self.use_given_embeddings,
-            "domain_scores": self.domain_scores,
-            "priors_store": None if self.priors_store is None else str(self.priors_store),
-            "source_reliability": (None if self.source_reliability is None
-                                   else str(self.source_reliability)),
-        }
+        """The configuration as plain JSON/YAML values (for the frameworks' serialisers): the
+        adapter options and ``pipeline`` = ``spec.to_dict()`` (the shortcuts are in it)."""
+        out: dict[str, Any] = {"pipeline": self.spec.to_dict()}
+        for name, o in OPTIONS.items():
+            if not o.shortcut:
+                value = getattr(self, name)
+                out[name] = list(value) if isinstance(value, list | tuple) else value
+        return out
+
+
+def _fetch_k(spec: PipelineSpec, top_k: int) -> int | None:
+    """The spec's ``fetch_k`` kept for another ``top_k`` when still large enough, else the
+    default (``3 × top_k``)."""
+    return spec.fetch_k if spec.fetch_k is not None and spec.fetch_k >= top_k else None
 
 
 def _plain(value: Any) -> Any:

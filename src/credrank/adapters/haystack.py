@@ -10,8 +10,14 @@ A ranker to put after any retriever (ask it for ~3 × ``top_k`` documents: the e
     pipe.add_component("ranker", CredibilityRanker(top_k=10, priors="current"))
     pipe.connect("retriever.documents", "ranker.documents")
 
-``to_dict``/``from_dict`` carry every init parameter (``Pipeline.dumps``/``loads``; Haystack 3
-asks for ``allowed_modules=["credrank.adapters.haystack"]`` when loading).
+Any pipeline of ``credrank search`` runs here: ``CredibilityRanker(pipeline="spec.toml")`` (a
+spec file, a spec dict or a :class:`~credrank.pipeline.spec.PipelineSpec`; the keyword options
+``priors``, ``mode``, ``select`` … are shortcuts for the common stages, see
+:mod:`credrank.adapters._common`).
+
+``to_dict``/``from_dict`` carry the adapter options and the pipeline as a spec
+(``init_parameters["pipeline"]``; ``Pipeline.dumps``/``loads``; Haystack 3 asks for
+``allowed_modules=["credrank.adapters.haystack"]`` when loading).
 
 Each returned document is a new :class:`~haystack.Document` (``dataclasses.replace`` of the
 input: the inputs are never modified) with ``score`` = credrank's final score and
@@ -33,52 +39,46 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("credrank.adapters.haystack needs Haystack 2: "
                       "pip install 'credrank[haystack]'") from exc
 
-from credrank.adapters._common import BREAKDOWN_KEY, CredrankScorer, Passage
+from credrank.adapters._common import (
+    BREAKDOWN_KEY,
+    CredrankScorer,
+    Passage,
+    options_doc,
+    signature,
+)
+from credrank.pipeline.spec import PipelineSpec
 
 
 @component
 class CredibilityRanker:
-    """Rerank documents by similarity × source-reliability prior, as ``credrank search``.
+    """Rerank documents with a credrank pipeline (by default similarity × source-reliability
+    prior), as ``credrank search`` ranks them.
 
-    :param embedder: ``"minilm"`` (default) or ``"hashing"`` (no model; tests).
-    :param priors: a preset name (default ``"current"``), a prior file, or ``None`` for the
-        similarity-only baseline.
-    :param mode: how the factors combine (``credrank search --mode``).
-    :param top_k: documents returned (``run(top_k=…)`` overrides it per call).
-    :param select: a selector (``mmr``, ``coverage``, ``exposure``, ``fair``) and its
-        ``select_params``.
-    :param tables: domain-table CSV paths for the source typer.
-    :param url_key: the meta key holding the URL (default: ``url``, ``source``, ``link``).
-    :param title_key: the meta key holding the title (embedded as ``title\\ntext``).
-    :param retrieval: ``"cosine"`` (embedding cosine) or ``"given"`` (``Document.score``).
-    :param use_given_embeddings: use ``Document.embedding`` when its dimension is the
-        embedder's (only if the documents were embedded by the same model).
-    :param domain_scores: use the domain tables' scores (``--domain-scores``).
-    :param priors_store: a feedback store directory (``--priors-store``).
-    :param source_reliability: a reliability estimate file (``--source-reliability``).
-    :raises ValueError: a bad option, with the message of ``credrank search``.
+    ``pipeline`` is a spec, the other parameters are the options every adapter takes,
+    declared once (:data:`credrank.adapters._common.OPTIONS`; this signature and the
+    parameter list below are made from it).
+
+    :raises ValueError: a bad option or spec, naming the parameter (``priors: …``,
+        ``pipeline: stages[1].half_life: …``).
     """
 
-    def __init__(self, embedder: str = "minilm", priors: str | None = "current",
-                 mode: str = "multiply", top_k: int = 10, select: str | None = None,
-                 select_params: dict[str, Any] | None = None, tables: list[str] | None = None,
-                 url_key: str | None = None, title_key: str | None = "title",
-                 retrieval: str = "cosine", use_given_embeddings: bool = False,
-                 domain_scores: bool = False, priors_store: str | None = None,
-                 source_reliability: str | None = None) -> None:
-        self._scorer = CredrankScorer(
-            embedder=embedder, priors=priors, mode=mode, top_k=top_k, select=select,
-            select_params=select_params, tables=list(tables or []), url_key=url_key,
-            title_key=title_key, retrieval=retrieval,
-            use_given_embeddings=use_given_embeddings, domain_scores=domain_scores,
-            priors_store=priors_store, source_reliability=source_reliability)
+    def __init__(self, pipeline: dict[str, Any] | str | None = None, **options: Any) -> None:
+        self._scorer = CredrankScorer(pipeline, **options)
+
+    __init__.__signature__ = signature()  # type: ignore[attr-defined]
+
+    @property
+    def spec(self) -> PipelineSpec:
+        """The pipeline this ranker runs."""
+        return self._scorer.spec
 
     def warm_up(self) -> None:
         """Load the embedder (Haystack calls this before the first run)."""
         self._scorer.warm_up()
 
     def to_dict(self) -> dict[str, Any]:
-        """The component and its init parameters (for ``Pipeline.dumps``)."""
+        """The component and its init parameters (for ``Pipeline.dumps``): the adapter
+        options and ``pipeline`` (the spec, every stage's parameters written out)."""
         return default_to_dict(self, **self._scorer.init_parameters())
 
     @classmethod
@@ -103,3 +103,6 @@ class CredibilityRanker:
             out.append(dataclasses.replace(doc, score=r.score,
                                            meta={**doc.meta, BREAKDOWN_KEY: r.breakdown}))
         return {"documents": out}
+
+
+CredibilityRanker.__doc__ = f"{CredibilityRanker.__doc__}\n{options_doc()}\n"

@@ -12,6 +12,11 @@ and compresses it to ``top_k``::
                                      compressor=CredibilityCompressor(top_k=5))
     docs = retriever.invoke("Does vitamin D prevent COVID-19?")
 
+Any pipeline of ``credrank search`` runs here: ``CredibilityCompressor(pipeline="spec.toml")``
+(a spec file, a spec dict or a :class:`~credrank.pipeline.spec.PipelineSpec`; ``priors``,
+``mode``, ``select`` … are shortcuts for the common stages, see :mod:`credrank.adapters._common`);
+the retriever's pool is the spec's ``fetch_k`` unless its own ``fetch_k`` is given.
+
 Each returned document is a new :class:`~langchain_core.documents.Document` (``model_copy``:
 inputs are never modified) with ``metadata["relevance_score"]`` = credrank's final score (the
 key LangChain's rerankers use) and ``metadata["credrank"]`` = the breakdown (rank, score,
@@ -19,7 +24,8 @@ source_type, host, rule, url, retrieval, embedder, ``score_breakdown``); every o
 key is kept. The URL is read from ``metadata["url"]`` (else ``source`` — what web loaders set —
 then ``link``; or ``url_key``); a document without one (a file loader's ``source`` path) is
 typed ``unknown``. LangChain documents carry no embedding: the text is always embedded by
-credrank's ``embedder``.
+credrank's ``embedder`` (``use_given_embeddings`` is accepted, as by every adapter, and changes
+nothing here).
 """
 
 from __future__ import annotations
@@ -32,13 +38,29 @@ try:
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-    from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+    from pydantic import (
+        ConfigDict,
+        Field,
+        PrivateAttr,
+        SerializationInfo,
+        SerializerFunctionWrapHandler,
+        create_model,
+        model_serializer,
+        model_validator,
+    )
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("credrank.adapters.langchain needs langchain-core: "
                       "pip install 'credrank[langchain]'") from exc
 
-from credrank.adapters._common import BREAKDOWN_KEY, CredrankScorer, Passage
+from credrank.adapters._common import (
+    BREAKDOWN_KEY,
+    OPTIONS,
+    CredrankScorer,
+    Passage,
+    pydantic_fields,
+)
 from credrank.core.validation import check_int
+from credrank.pipeline.spec import PipelineSpec
 
 #: the metadata key of the final score (as LangChain's rerank compressors write it)
 SCORE_KEY = "relevance_score"
@@ -46,51 +68,53 @@ SCORE_KEY = "relevance_score"
 _POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
 
 
-class CredibilityCompressor(BaseDocumentCompressor):
-    """Rerank documents by similarity × source-reliability prior, as ``credrank search``.
+#: the fields of the compressor: the options every adapter takes, declared once
+#: (:data:`credrank.adapters._common.OPTIONS`), and ``pipeline``
+_Fields = create_model("_CredibilityCompressorFields", __base__=BaseDocumentCompressor,
+                       __module__=__name__, **pydantic_fields(Field))
 
-    Fields as the options of ``credrank search`` (see
-    :class:`credrank.adapters._common.CredrankScorer`), validated at construction (a bad
-    ``priors`` raises the CLI's message inside pydantic's ``ValidationError``, a
-    ``ValueError``). ``retrieval="given"`` reads the retriever's score from
-    ``metadata[score_key]`` (:class:`CredibilityRetriever` passes the store's relevance scores
-    itself).
+
+class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
+    """Rerank documents with a credrank pipeline (by default similarity × source-reliability
+    prior), as ``credrank search`` ranks them.
+
+    Fields: ``pipeline`` (a spec) and the options every adapter takes
+    (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
+    or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
+    ``ValueError``); ``score_key``: the metadata key of the retrieval score for
+    ``retrieval="given"`` (:class:`CredibilityRetriever` passes the store's relevance scores
+    itself). ``model_dump()`` is the adapter options, ``score_key`` and ``pipeline`` as a spec
+    (``CredibilityCompressor(**dump)`` reads it back).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    embedder: str = "minilm"
-    priors: str | None = "current"
-    mode: str = "multiply"
-    top_k: int = 10
-    select: str | None = None
-    select_params: dict[str, Any] | None = None
-    tables: list[str] = Field(default_factory=list)
-    url_key: str | None = None
-    title_key: str | None = "title"
-    retrieval: str = "cosine"
     score_key: str = "score"
-    domain_scores: bool = False
-    priors_store: str | None = None
-    source_reliability: str | None = None
     _scorer: CredrankScorer = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        self._scorer = CredrankScorer(
-            embedder=self.embedder, priors=self.priors, mode=self.mode, top_k=self.top_k,
-            select=self.select, select_params=self.select_params, tables=list(self.tables),
-            url_key=self.url_key, title_key=self.title_key, retrieval=self.retrieval,
-            domain_scores=self.domain_scores, priors_store=self.priors_store,
-            source_reliability=self.source_reliability)
+        self._scorer = CredrankScorer(self.pipeline, **{n: getattr(self, n) for n in OPTIONS})
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler,
+                   info: SerializationInfo) -> dict[str, Any]:
+        """The adapter options, ``score_key`` and ``pipeline`` = the spec."""
+        return {**self._scorer.init_parameters(), "score_key": self.score_key}
+
+    @property
+    def spec(self) -> PipelineSpec:
+        """The pipeline this compressor runs."""
+        return self._scorer.spec
 
     def warm_up(self) -> None:
         """Load the embedder now rather than on the first query."""
         self._scorer.warm_up()
 
     def fetch_k(self) -> int:
-        """The default pool size for ``top_k``: 3 × ``top_k`` (as ``credrank search``)."""
-        return self._scorer.settings().resolved_fetch_k()
+        """The default pool size: the pipeline's ``fetch_k`` (default 3 × ``top_k``, as
+        ``credrank search``)."""
+        return self._scorer.spec.resolved_fetch_k
 
     def compress_documents(self, documents: Sequence[Document], query: str,
                            callbacks: Callbacks | None = None) -> Sequence[Document]:
@@ -127,7 +151,7 @@ class CredibilityRetriever(BaseRetriever):
     (its ``search_kwargs`` kept, except the ones that size its own search: ``k``, ``fetch_k``,
     ``lambda_mult``, ``score_threshold``); any other retriever is invoked as it is and its
     documents are the pool (configure it to return ~3 × ``top_k``). ``fetch_k`` defaults to
-    3 × the compressor's ``top_k``.
+    the compressor's pipeline's (3 × its ``top_k`` unless the spec says otherwise).
     """
 
     vectorstore: VectorStore | None = None
@@ -142,11 +166,11 @@ class CredibilityRetriever(BaseRetriever):
             raise ValueError("CredibilityRetriever: expected exactly one of vectorstore or "
                              "retriever")
         if self.fetch_k is not None:
-            check_int("fetch_k", self.fetch_k, self.compressor.top_k)
+            check_int("fetch_k", self.fetch_k, self.compressor.spec.top_k)
         return self
 
     def pool_size(self) -> int:
-        """``fetch_k``, or 3 × the compressor's ``top_k``."""
+        """``fetch_k``, or the compressor's pipeline's (default 3 × ``top_k``)."""
         return self.fetch_k if self.fetch_k is not None else self.compressor.fetch_k()
 
     def _store_and_kwargs(self) -> tuple[VectorStore | None, dict[str, Any]]:

@@ -8,6 +8,10 @@ Put it after a retriever that returns ~3 × ``top_k`` nodes (the expanded pool):
     engine = index.as_query_engine(similarity_top_k=30, node_postprocessors=[
         CredibilityPostprocessor(top_k=10, priors="current")])
 
+Any pipeline of ``credrank search`` runs here: ``CredibilityPostprocessor(pipeline="spec.toml")``
+(a spec file, a spec dict or a :class:`~credrank.pipeline.spec.PipelineSpec`; ``priors``,
+``mode``, ``select`` … are shortcuts for the common stages, see :mod:`credrank.adapters._common`).
+
 Each returned :class:`~llama_index.core.schema.NodeWithScore` holds a *copy* of the input node
 (``model_copy``: the input nodes and their metadata are never modified) with ``score`` =
 credrank's final score and ``metadata["credrank"]`` = the breakdown (rank, score, source_type,
@@ -25,57 +29,62 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from llama_index.core.bridge.pydantic import Field, PrivateAttr
+    from llama_index.core.bridge.pydantic import (
+        Field,
+        PrivateAttr,
+        SerializationInfo,
+        SerializerFunctionWrapHandler,
+        create_model,
+        model_serializer,
+    )
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("credrank.adapters.llamaindex needs llama-index-core: "
                       "pip install 'credrank[llamaindex]'") from exc
 
-from credrank.adapters._common import BREAKDOWN_KEY, CredrankScorer, Passage
+from credrank.adapters._common import (
+    BREAKDOWN_KEY,
+    OPTIONS,
+    CredrankScorer,
+    Passage,
+    pydantic_fields,
+)
+from credrank.pipeline.spec import PipelineSpec
+
+#: the fields of the postprocessor: the options every adapter takes, declared once
+#: (:data:`credrank.adapters._common.OPTIONS`), and ``pipeline``
+_Fields = create_model("_CredibilityPostprocessorFields", __base__=BaseNodePostprocessor,
+                       __module__=__name__, **pydantic_fields(Field))
 
 
-class CredibilityPostprocessor(BaseNodePostprocessor):
-    """Rerank nodes by similarity × source-reliability prior, as ``credrank search``.
+class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]
+    """Rerank nodes with a credrank pipeline (by default similarity × source-reliability
+    prior), as ``credrank search`` ranks them.
 
-    Fields as the options of ``credrank search`` (see
-    :class:`credrank.adapters._common.CredrankScorer`); validated at construction (a bad
-    ``priors`` raises the CLI's message, inside pydantic's ``ValidationError``, a
-    ``ValueError``). ``retrieval="given"`` uses ``NodeWithScore.score``.
+    Fields: ``pipeline`` (a spec) and the options every adapter takes
+    (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
+    or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
+    ``ValueError``). ``retrieval="given"`` uses ``NodeWithScore.score``. ``to_dict`` /
+    ``from_dict`` carry the adapter options and ``pipeline`` as a spec.
     """
 
-    embedder: str = Field(default="minilm", description="'minilm' or 'hashing' (tests).")
-    priors: str | None = Field(default="current",
-                               description="Prior preset or file; None: similarity only.")
-    mode: str = Field(default="multiply", description="How the factors combine.")
-    top_k: int = Field(default=10, description="Nodes returned.")
-    select: str | None = Field(default=None, description="mmr, coverage, exposure or fair.")
-    select_params: dict[str, Any] | None = Field(default=None,
-                                                 description="The selector's parameters.")
-    tables: list[str] = Field(default_factory=list,
-                              description="Domain-table CSV paths for the source typer.")
-    url_key: str | None = Field(default=None,
-                                description="Metadata key of the URL (default url/source/link).")
-    title_key: str | None = Field(default="title", description="Metadata key of the title.")
-    retrieval: str = Field(default="cosine",
-                           description="'cosine' (credrank's embedder) or 'given' (node score).")
-    use_given_embeddings: bool = Field(
-        default=False, description="Use node.embedding when its dimension is the embedder's "
-        "(only if the nodes were embedded by the same model).")
-    domain_scores: bool = Field(default=False, description="Use the domain tables' scores.")
-    priors_store: str | None = Field(default=None, description="A feedback store directory.")
-    source_reliability: str | None = Field(default=None,
-                                           description="A reliability estimate file.")
     _scorer: CredrankScorer = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        self._scorer = CredrankScorer(
-            embedder=self.embedder, priors=self.priors, mode=self.mode, top_k=self.top_k,
-            select=self.select, select_params=self.select_params, tables=list(self.tables),
-            url_key=self.url_key, title_key=self.title_key, retrieval=self.retrieval,
-            use_given_embeddings=self.use_given_embeddings, domain_scores=self.domain_scores,
-            priors_store=self.priors_store, source_reliability=self.source_reliability)
+        self._scorer = CredrankScorer(self.pipeline, **{n: getattr(self, n) for n in OPTIONS})
+
+    @model_serializer(mode="wrap")
+    def _serialise(self, handler: SerializerFunctionWrapHandler,
+                   info: SerializationInfo) -> dict[str, Any]:
+        """The adapter options and ``pipeline`` = the spec (what ``from_dict`` reads back)."""
+        return {**self._scorer.init_parameters(), "class_name": self.class_name()}
+
+    @property
+    def spec(self) -> PipelineSpec:
+        """The pipeline this postprocessor runs."""
+        return self._scorer.spec
 
     @classmethod
     def class_name(cls) -> str:

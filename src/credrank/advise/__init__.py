@@ -2,14 +2,14 @@
 support, per content pool, with the prerequisites each lacks and the cost arithmetic of each
 feasible one — never a ranking by headline numbers.
 
-* :mod:`~credrank.advise.profile` — the TOML profile (pools and their resources);
+* :mod:`~credrank.advise.pools` — the TOML profile (pools and their resources);
 * :mod:`~credrank.advise.methods` — the declared prerequisite table and the check;
 * :mod:`~credrank.advise.arithmetic` — the chapter's numbers (35.5 attention reweighting,
   35.6 calibration costs) as pure functions.
 
 ``credrank advise PROFILE.toml [--json]`` prints the advice; the chapter's three-pool
 marketplace example ships as :func:`bundled_profile_path("marketplace")
-<credrank.advise.profile.bundled_profile_path>`.
+<credrank.advise.pools.bundled_profile_path>`.
 """
 
 from credrank.advise.methods import (
@@ -23,7 +23,7 @@ from credrank.advise.methods import (
     advise_pool,
     advise_profile,
 )
-from credrank.advise.profile import (
+from credrank.advise.pools import (
     Pool,
     Profile,
     ProfileError,

@@ -37,7 +37,7 @@ from credrank.advise.arithmetic import (
     ra_rag_calibration_answers,
     unselected_head_fraction,
 )
-from credrank.advise.profile import COUNT_KEYS, FLAG_KEYS, Pool, Profile
+from credrank.advise.pools import COUNT_KEYS, FLAG_KEYS, Pool, Profile
 
 __all__ = [
     "DEFER",

@@ -6,12 +6,24 @@ dimensions is measured (or why it is not), and the hard gates::
     name = "demo pipeline, current priors"
     description = "…"                        # optional
 
-    [system]                                 # the credrank search settings audited
-    priors = "current"                       # as `credrank search --priors`
+    [system]                                 # the audited pipeline: shortcuts of its
+    priors = "current"                       #   common stages, as `credrank search --priors`
     top_k = 5
     fetch_k = 15                             # optional (default 3 × top_k)
     select = "exposure"                      # optional: a selector (mmr, coverage, exposure,
     select_params = {}                       #   fair) and its parameters, as --select
+
+    # … or the pipeline itself, a spec (credrank.pipeline.spec): a spec file relative to this
+    # file (JSON, TOML or YAML; a `credrank search --json` output replays its run) …
+    [system]
+    pipeline = "deployment.json"
+
+    # … or inline
+    [system.pipeline]
+    top_k = 5
+    fetch_k = 15
+    stages = [{stage = "prior", priors = "current"},
+              {stage = "freshness", half_life = "365d", now = "2026-01-01"}]
 
     [queries]                                # paths relative to this file; "demo:NAME" is the
     path = "demo:queries.jsonl"              # packaged demo corpus' file NAME
@@ -35,10 +47,20 @@ dimensions is measured (or why it is not), and the hard gates::
     threshold = 0
     reason = "a disqualifying exposure cannot be averaged away"
 
+``[system]`` is one pipeline spec either way: the shortcut keys are translated by
+:func:`credrank.pipeline.options.spec_from_options` (defaults: ``priors = "current"``,
+``top_k = 5``, ``mode = "multiply"``), and ``pipeline`` cannot be given with them (an error
+naming the key). Any stage of the catalog can be audited (freshness, credibility, stance,
+consensus, citation lineage …): the queries run through
+:meth:`credrank.searcher.Searcher.search` with the spec, exactly as ``credrank search
+--pipeline`` runs it. A file a stage names (a prior file, a model) is looked for relative to
+the audit config first, then as given. The outputs record the spec that ran: ``"pipeline"`` in
+``measurements.json``, and ``pipeline=…`` (its JSON) in every profile entry's ``settings``.
+
 Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pii`` (privacy),
 ``exposure`` (fairness), ``explanations`` (transparency), ``traceability``
 (accountability), ``harmful`` (factuality, option ``k``), ``stress`` (robustness: the
-contamination stress test of :mod:`credrank.evaluate.stress` on the configured data, the
+contamination stress test of :mod:`credrank.experiments.stress` on the configured data, the
 adversarial hit rate at 5 of the audited configuration). A measure whose data is missing
 (for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
 as 0 — and a gate on it then fails as "not measured".
@@ -46,9 +68,10 @@ as 0 — and a gate on it then fails as "not measured".
 The file is read by :func:`credrank.core.structured.read_structured` and checked against the
 declared :data:`CONFIG_SCHEMA` (types, ranges, unknown keys: every table above is closed; the
 gates as in a trust profile), then the semantic checks (a "not measured" dimension has a
-reason, a stress measure a ``path``, ``fetch_k ≥ top_k``); errors are
+reason, a stress measure a ``path``, the ``[system]`` spec); errors are
 :class:`~credrank.audit.profile.AuditInputError` naming the file and the key path
-(``dimensions.factuality.k``, ``gate[1].op``).
+(``dimensions.factuality.k``, ``gate[1].op``, ``system.fetch_k``,
+``system.pipeline.stages[1].half_life``).
 
 Outputs in ``--out``: ``profile.toml`` and ``profile.json`` (the filled trust profile, which a
 person can also edit and re-check with ``credrank audit check``), ``gates.json``,
@@ -61,7 +84,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,8 +110,10 @@ from credrank.audit.profile import (
     write_profile,
 )
 from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.core.errors import FileFormatError
 from credrank.core.schema import (
     AnyOf,
+    Anything,
     Field,
     Flag,
     Integer,
@@ -100,6 +125,8 @@ from credrank.core.schema import (
 )
 from credrank.core.structured import read_structured
 from credrank.index.store import MAX_K
+from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.spec import PipelineSpec, SpecError
 
 #: measure name → the dimension it measures
 MEASURES: dict[str, str] = {
@@ -116,7 +143,8 @@ MEASURES: dict[str, str] = {
 _SCALAR = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True)))
 _PARAM = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True), ListOf(_SCALAR)))
 
-#: ``[system]``: the audited credrank search settings (defaults applied when the audit runs)
+#: ``[system]``: the audited pipeline — the shortcut keys (defaults applied by
+#: :func:`system_spec`) or ``pipeline``, a spec table or the path of a spec file
 SYSTEM_SCHEMA = Table({
     "priors": Field(Text(), required=False),
     "top_k": Field(Integer(1, MAX_K), required=False),
@@ -124,7 +152,19 @@ SYSTEM_SCHEMA = Table({
     "mode": Field(Text(), required=False),
     "select": Field(Text(), required=False),
     "select_params": Field(MapOf(_PARAM), required=False),
+    "pipeline": Field(AnyOf((
+        Text(what="the path of a pipeline spec file (JSON, TOML or YAML) relative to the "
+                  "config"),
+        MapOf(Anything()))), required=False),
 }, what="a [system] table")
+#: the ``[system]`` shortcut keys (everything but ``pipeline``)
+SYSTEM_SHORTCUTS = ("priors", "top_k", "fetch_k", "mode", "select", "select_params")
+#: the words of spec errors for the shortcut keys (:func:`credrank.pipeline.options.in_words`)
+SYSTEM_WORDS: dict[tuple[str, str | None], str] = {
+    ("prior", None): "system.priors", ("combine", None): "system.mode",
+    ("select", None): "system.select_params.{param}", ("select", "stage"): "system.select",
+    ("top", "top_k"): "system.top_k", ("top", "fetch_k"): "system.fetch_k",
+}
 
 #: ``[queries]``: paths relative to the config file, or ``demo:NAME``
 QUERIES_SCHEMA = Table({
@@ -180,6 +220,26 @@ class AuditConfig:
     gates: list[dict[str, Any]]
     source: str = "<config>"
     base: Path = Path(".")
+    #: the audited pipeline (:func:`system_spec`; ``None``: the shortcut defaults)
+    spec: PipelineSpec | None = None
+    #: how errors name the spec: ``system.pipeline`` (inline), ``system.pipeline FILE``, or
+    #: ``""`` when it was made from the shortcut keys
+    spec_from: str = ""
+
+    @property
+    def pipeline(self) -> PipelineSpec:
+        """The audited pipeline (the shortcut defaults when none was parsed)."""
+        return self.spec if self.spec is not None else system_spec({}, self.source,
+                                                                   self.base)[0]
+
+    def spec_error(self, exc: SpecError) -> AuditInputError:
+        """A stage's build error (found when the spec is built over the index), named as
+        the config gave the spec."""
+        if self.spec_from:
+            return AuditInputError(f"{self.source}: "
+                                   f"{_spec_message(self.spec_from, exc.key_path, exc.detail)}")
+        return AuditInputError(f"{self.source}: "
+                               f"{in_words(exc, self.pipeline.to_dict(), SYSTEM_WORDS)}")
 
 
 def shown(path: Path | str) -> str:
@@ -198,8 +258,8 @@ def _resolve(value: str, base: Path) -> Path:
 
 
 def _check_semantics(doc: Mapping[str, Any], source: str) -> None:
-    """What the schema cannot say: a "not measured" dimension gives a reason, a stress
-    measure its data path, and ``fetch_k`` is at least ``top_k``."""
+    """What the schema cannot say: a "not measured" dimension gives a reason and a stress
+    measure its data path (``[system]`` is checked by :func:`system_spec`)."""
     for name, spec in doc["dimensions"].items():
         if spec["measure"] == NOT_MEASURED and not spec.get("reason", "").strip():
             raise AuditInputError(f"{source}: dimensions.{name}.reason: expected a non-empty "
@@ -208,11 +268,52 @@ def _check_semantics(doc: Mapping[str, Any], source: str) -> None:
         if spec["measure"] == "stress" and "path" not in spec:
             raise AuditInputError(f"{source}: dimensions.{name}.path: expected the stress-test "
                                   "data file, got nothing (the key is missing)")
-    system = doc["system"]
-    top_k = system.get("top_k", 5)
-    if system.get("fetch_k", top_k) < top_k:
-        raise AuditInputError(f"{source}: system.fetch_k: expected an integer >= top_k "
-                              f"({top_k}), got {system['fetch_k']}")
+
+
+def system_spec(system: Mapping[str, Any], source: str, base: Path
+                ) -> tuple[PipelineSpec, str]:
+    """The pipeline of ``[system]`` and how its errors name it (module docstring): ``pipeline``
+    (a spec table, or a spec file relative to ``base``) or the shortcut keys, never both.
+    Errors are :class:`AuditInputError` naming ``source`` and the key path."""
+    if "pipeline" not in system:
+        select_params = dict(system.get("select_params", {}))
+        try:
+            spec = spec_from_options(
+                top_k=int(system.get("top_k", 5)), fetch_k=system.get("fetch_k"),
+                priors=str(system.get("priors", "current")),
+                mode=str(system.get("mode", "multiply")), select=system.get("select"),
+                select_params=select_params, names=SYSTEM_WORDS)
+        except ValueError as exc:
+            raise AuditInputError(f"{source}: {exc}") from None
+        return spec, ""
+    mixed = [k for k in SYSTEM_SHORTCUTS if k in system]
+    if mixed:
+        raise AuditInputError(f"{source}: system.{mixed[0]}: not with system.pipeline (the "
+                              "pipeline is the configuration: set it in the spec, or drop "
+                              "system.pipeline)")
+    value = system["pipeline"]
+    where = "system.pipeline"
+    if isinstance(value, str):
+        path = _resolve(value, base)
+        where = f"system.pipeline {value}"
+        try:
+            value = read_structured(path, what="pipeline spec")
+        except FileFormatError as exc:
+            raise AuditInputError(f"{source}: system.pipeline: {exc}") from None
+        if isinstance(value, dict) and "pipeline" in value and "stages" not in value:
+            value = value["pipeline"]  # a whole credrank search --json output
+    try:
+        return PipelineSpec.from_dict(value), where
+    except SpecError as exc:
+        raise AuditInputError(f"{source}: {_spec_message(where, exc.key_path, exc.detail)}"
+                              ) from None
+
+
+def _spec_message(where: str, key_path: str, detail: str) -> str:
+    """``system.pipeline.stages[1].x: …`` (inline) or ``system.pipeline F: stages[1].x: …``."""
+    if not key_path:
+        return f"{where}: {detail}"
+    return f"{where}{'.' if where == 'system.pipeline' else ': '}{key_path}: {detail}"
 
 
 def parse_config(data: Any, source: str = "<config>", base: Path | None = None) -> AuditConfig:
@@ -222,6 +323,7 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
     base = base or Path.cwd()
     doc = CONFIG_SCHEMA.check(data, source, error=AuditInputError)
     _check_semantics(doc, source)
+    spec, spec_from = system_spec(doc["system"], source, base)
     queries = doc["queries"]
     return AuditConfig(
         name=doc["name"], description=doc["description"], system=dict(doc["system"]),
@@ -229,7 +331,8 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
         qrels=_resolve(queries["qrels"], base) if "qrels" in queries else None,
         harmful=_resolve(queries["harmful"], base) if "harmful" in queries else None,
         dimensions={k: dict(v) for k, v in doc["dimensions"].items()},
-        gates=[dict(g) for g in doc["gate"]], source=source, base=base)
+        gates=[dict(g) for g in doc["gate"]], source=source, base=base, spec=spec,
+        spec_from=spec_from)
 
 
 def load_config(path: Path | str) -> AuditConfig:
@@ -241,14 +344,21 @@ def load_config(path: Path | str) -> AuditConfig:
     return parse_config(data, str(path), path.parent)
 
 
+def combine_mode(spec: PipelineSpec) -> str:
+    """How ``spec`` combines its factors (its ``combine`` stage's mode)."""
+    stage = spec.stage("combine")
+    return str(stage.params["mode"]) if stage is not None else "multiply"
+
+
 @dataclass
 class AuditRun:
-    """What one audit produced."""
+    """What one audit produced; ``pipeline`` is the spec that ran (``spec.to_dict()``)."""
 
     profile: TrustProfile
     gates: list[GateResult]
     measurements: dict[str, Measurement | None]
     skipped: dict[str, str] = field(default_factory=dict)
+    pipeline: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -294,8 +404,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
             if measure == "pii":
                 out[dim] = privacy_leaks(results, texts)
             elif measure == "explanations":
-                out[dim] = explanation_coverage(results, str(config.system.get("mode",
-                                                                               "multiply")))
+                out[dim] = explanation_coverage(results, combine_mode(config.pipeline))
             elif measure == "traceability":
                 out[dim] = traceability(results, hashes)
             elif measure == "exposure":
@@ -364,6 +473,7 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
             "higher_is_better": m.higher_is_better, "reads_labels": m.reads_labels,
             "details": m.details}
     doc["not_measured"] = run.skipped
+    doc["pipeline"] = run.pipeline
     (out / "measurements.json").write_text(json.dumps(doc, indent=2, default=_plain) + "\n",
                                            encoding="utf-8")
     paths["measurements"] = out / "measurements.json"
@@ -387,57 +497,43 @@ def _plain(value: Any) -> Any:
 def audit_index(index_dir: Path | str, config: AuditConfig, *,
                 robustness: Callable[[Mapping[str, Any]], Measurement] | None = None,
                 progress: Callable[[str], None] | None = None) -> AuditRun:
-    """Open the index read-only, run the config's queries with the audited settings (and the
-    similarity-only expanded pool of ``fetch_k`` per query), measure every configured
-    dimension, fill the profile and check its gates."""
+    """Open the index read-only, run the config's queries through the audited pipeline
+    (:meth:`credrank.searcher.Searcher.search` with the spec, one compiled pipeline for every
+    query) and the similarity-only expanded pool of ``fetch_k`` per query, measure every
+    configured dimension, fill the profile and check its gates."""
     from credrank.documents import read_queries
-    from credrank.index.embed import get_embedder
     from credrank.index.opener import open_store
-    from credrank.search import build_pipeline, search_settings
+    from credrank.searcher import Searcher
 
-    sysopt = config.system
-    top_k = int(sysopt.get("top_k", 5))
-    fetch_k = int(sysopt.get("fetch_k", 3 * top_k))
-    priors = str(sysopt.get("priors", "current"))
-    mode = str(sysopt.get("mode", "multiply"))
-    select = sysopt.get("select")
-    select_params = sysopt.get("select_params", {})
-    if select is not None and not isinstance(select, str):
-        raise AuditInputError(f"{config.source}: [system] select: expected a selector name, "
-                              f"got {select!r}")
-    if not isinstance(select_params, Mapping):
-        raise AuditInputError(f"{config.source}: [system] select_params: expected a table, "
-                              f"got {select_params!r}")
-    try:
-        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode,
-                                   select=select, select_params=dict(select_params))
-    except TypeError as exc:  # a selector parameter of the wrong kind (intent_set = 5)
-        raise AuditInputError(f"{config.source}: system.select_params: expected the "
-                              f"parameters of the {select!r} selector, got a value of the "
-                              f"wrong kind ({exc})") from None
-    pool_settings = search_settings(top_k=fetch_k, fetch_k=fetch_k, priors="none", mode=mode)
+    spec = config.pipeline
+    fetch_k = spec.resolved_fetch_k
+    mode = combine_mode(spec)
+    pool_spec = PipelineSpec.from_dict({
+        "top_k": fetch_k, "fetch_k": fetch_k, "retrieval": spec.retrieval,
+        "stages": [{"stage": "combine", "mode": mode}]})
     queries = read_queries(config.queries)
     if not queries:
         raise AuditInputError(f"{config.queries}: no query to audit")
     with open_store(index_dir) as store:
-        embedder = get_embedder(store.manifest.embedder)
-        system = build_pipeline(store, embedder, settings)
-        pooled = build_pipeline(store, embedder, pool_settings)
-        results, pools = {}, {}
-        for q in queries:
-            if progress is not None:
-                progress(f"query {q.id}")
-            results[q.id] = system.search(q.text)
-            pools[q.id] = pooled.search(q.text)
+        searcher = Searcher(store, resources=_spec_files(spec, config.base))
+        asked = [(q.id, q.text) for q in queries]
+        results: dict[str, Any] = {}
+        try:
+            for qid, result in searcher.search_many(_announce(asked, progress), spec):
+                results[qid] = result
+        except SpecError as exc:  # a stage built over the index: a model file, a store
+            raise config.spec_error(exc) from None
+        pools = dict(searcher.search_many(asked, pool_spec))
         returned = sorted({str(d) for b in results.values() for d in b.doc_ids})
         texts = {str(p["doc_id"]): str(p.get("text") or "")
                  for p in store.read_payloads(returned, fields=("doc_id", "text"))}
         hashes = store.existing_hashes(returned)
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
                                                robustness=robustness, progress=progress)
-    chosen = "" if select is None else f", select={select} {dict(select_params)}"
-    described = (f"priors={priors}, top_k={top_k}, fetch_k={fetch_k}, mode={mode}{chosen}, "
-                 f"embedder={store.manifest.embedder}, index={index_dir}")
+    described = (f"top_k={spec.top_k}, fetch_k={fetch_k}, "
+                 f"stages={' → '.join(s.name for s in spec.stages)}, "
+                 f"embedder={store.manifest.embedder}, index={index_dir}, "
+                 f"pipeline={json.dumps(spec.to_dict(), separators=(',', ':'))}")
     command = f"credrank audit --index {index_dir} --config {config.source}"
     commands = {dim: command for dim in DIMENSIONS}
     data = {dim: f"{len(queries)} queries of {shown(config.queries)}" for dim in DIMENSIONS}
@@ -451,4 +547,26 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         data["robustness"] = shown(config.base / str(rob.get("path", "")))
         commands["robustness"] = str(robust.details.get("command", command))
     profile = fill_profile(config, measurements, reasons, commands, data, described)
-    return AuditRun(profile, check_gates(profile), measurements, dict(reasons))
+    return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
+                    pipeline=spec.to_dict())
+
+
+def _announce(queries: list[tuple[str, str]], progress: Callable[[str], None] | None
+              ) -> Iterator[tuple[str, str]]:
+    for qid, text in queries:
+        if progress is not None:
+            progress(f"query {qid}")
+        yield qid, text
+
+
+def _spec_files(spec: PipelineSpec, base: Path) -> dict[str, Path]:
+    """The files the spec's stages may name, relative to the audit config (``base``): every
+    relative string parameter that is a file or folder there (a stage reads it only where
+    the parameter is a path: a prior file, a model, a store); the rest is read as given."""
+    out: dict[str, Path] = {}
+    for stage in spec.stages:
+        for value in stage.params.values():
+            if isinstance(value, str) and value and not Path(value).is_absolute() \
+                    and (base / value).exists():
+                out[value] = base / value
+    return out

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "index": ("credrank.cli.index", "index", None),
     "search": ("credrank.cli.search", "search", None),
     "optimize": ("credrank.cli.optimize", "optimize", None),
+    "pipeline": ("credrank.cli.pipeline", "app",
+                 "Pipeline specs: the stage catalog, and checking a spec file."),
     "demo": ("credrank.cli.demo", "demo", None),
     "bench": ("credrank.cli.bench", "bench", None),
     "serve": ("credrank.cli.serve", "serve", None),

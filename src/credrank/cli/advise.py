@@ -1,6 +1,6 @@
 """``credrank advise``: which credibility methods a deployment's resources support (35.6).
 
-``credrank advise PROFILE.toml [--json]`` reads a profile (:mod:`credrank.advise.profile`),
+``credrank advise PROFILE.toml [--json]`` reads a profile (:mod:`credrank.advise.pools`),
 checks every method of the declared table (:data:`credrank.advise.methods.METHODS`) per pool
 and prints, per pool, the feasible candidates with what to validate and their cost arithmetic,
 the infeasible methods with the prerequisites they miss — or the branch "prerequisites missing:
@@ -24,7 +24,7 @@ from credrank.advise.methods import (
     advice_document,
     advise_profile,
 )
-from credrank.advise.profile import (
+from credrank.advise.pools import (
     BUNDLED_PROFILES,
     Profile,
     ProfileError,
@@ -99,7 +99,7 @@ def render_text(profile: Profile, advice: tuple[PoolAdvice, ...]) -> str:
 
 def advise(
     profile: Annotated[Path, typer.Argument(
-        help="a TOML profile: [[pool]] tables of resources (see credrank.advise.profile), or "
+        help="a TOML profile: [[pool]] tables of resources (see credrank.advise.pools), or "
              f"a shipped example: {', '.join(BUNDLED_PROFILES)}")],
     json: Annotated[bool, typer.Option("--json", help="print the advice as JSON")] = False,
 ) -> None:

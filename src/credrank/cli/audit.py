@@ -168,9 +168,9 @@ def audit(
 def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from credrank.audit.robustness import stress_robustness
     from credrank.audit.run import audit_index, load_config, write_outputs
     from credrank.cli.common import err
+    from credrank.experiments.robustness import stress_robustness
     from credrank.index.store import StoreError
 
     try:

@@ -17,12 +17,14 @@ import typer
 
 from credrank.cli.common import err, fail
 from credrank.cli.index import check_index_option
+from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
 from credrank.context.build import build_context, check_format, parse_now
 from credrank.context.render import GRANULARITIES
-from credrank.freshness.decay import check_half_life
+from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.index.store import MAX_K, StoreError
-from credrank.search import describe, search_settings
+from credrank.pipeline.spec import SpecError
+from credrank.search import describe, settings_from_spec
 from credrank.searcher import Searcher
 
 
@@ -50,14 +52,17 @@ def context(
         "--source-tier",
         help="auto (factor credibility if ranked with it, else the source type) | type | a "
              "factor name in [0, 1], e.g. prior")] = "auto",
-    half_life: Annotated[float | None, typer.Option(
-        "--half-life", help="τ in days: one tier lost per elapsed τ (default: no time "
+    half_life: Annotated[str | None, typer.Option(
+        "--half-life", help="τ: one tier lost per elapsed τ — 365d, 52w, 1y, 12h or a number "
+                            "of days, as --freshness half_life= (default: no time "
                             "downgrade)")] = None,
     now: Annotated[str | None, typer.Option(
         "--now", help="evaluation time T, ISO 8601 (default: now)")] = None,
     undated: Annotated[str, typer.Option(
         help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
              "⌊−log2 W⌋; exclude leaves the passage out)")] = "neutral",
+    pipeline: PipelineOption = None,
+    set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="the whole context document as JSON (policy, passages with their "
                        "inputs, excluded, the rendered prompt)")] = False,
@@ -74,16 +79,24 @@ def context(
     try:
         check_format(fmt)
         t_now = parse_now(now)
-        tau = None if half_life is None else check_half_life(half_life, "--half-life")
+        tau = None if half_life is None else parse_duration(half_life, "--half-life")
         policy = parse_undated(undated)
     except ValueError as exc:
         fail(str(exc).replace("format:", "--format:", 1).replace("now:", "--now:", 1)
              .replace("undated:", "--undated:", 1))
     check_index_option(index_dir)
+    if pipeline is not None and (priors != "current" or credibility_model is not None
+                                 or source_reliability is not None):
+        fail(f"--priors/--credibility-model/--source-reliability: the pipeline comes from "
+             f"--pipeline {pipeline}; set its values there or with -S STAGE.PARAM=VALUE")
     try:
-        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors,
-                                   credibility_model=credibility_model,
-                                   source_reliability=source_reliability)
+        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
+                       credibility_model=credibility_model,
+                       source_reliability=source_reliability)
+        try:
+            settings = settings_from_spec(spec)
+        except SpecError as exc:
+            raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
         searcher = Searcher.open(index_dir)
         with searcher:
             doc = build_context(searcher.store, searcher.embedder, query, settings, now=t_now,

@@ -22,7 +22,7 @@ import numpy as np
 import typer
 
 from credrank.cli.common import err, fail
-from credrank.evaluate.cram_lm import MODEL_NAMES, LoadedModel, load_cram_model
+from credrank.cram.models import MODEL_NAMES, LoadedModel, load_cram_model
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="CrAM: credibility-aware attention on a white-box LM (chapter 35.5)")
@@ -95,7 +95,7 @@ def calibrate(
     from credrank.cram.multipliers import CramInputError
     from credrank.cram.prompt import render_prompt
     from credrank.datasets.base import DatasetError
-    from credrank.evaluate.cram_lm import ideal_scores, read_cram_questions
+    from credrank.datasets.cram_nq import ideal_scores, read_cram_questions
 
     if out.exists() and not force:
         fail(f"--out {out}: exists; give --force to overwrite")

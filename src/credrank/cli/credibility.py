@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, fail, warn
+from credrank.cli.common import console, fail, progress, warn
 from credrank.credibility.labels import GROUP_BY, read_labels
 from credrank.credibility.modelfile import save_model
 from credrank.credibility.train import fit_from_labels
@@ -65,12 +65,16 @@ def fit(
                            "site of each page's URL)")] = "topic",
     seed: Annotated[int, typer.Option(
         help="seed of the fold assignment (over 20 groups) and of the bootstrap")] = 0,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", min=1, help="processes for the cross-validation fits (the same numbers for "
+                              "any value)")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Fit P(credible) on the labelled pages of an index, with nested grouped CV.
 
     Reports the pooled out-of-fold AUC (no group scored by a model or a configuration choice
     that saw it) with a 95% bootstrap interval over groups, then refits on every labelled page.
+    The fits are counted on a progress bar (stderr).
     """
     if index_dir is None:
         fail("--index: required (the index holding the labelled pages)")
@@ -82,7 +86,12 @@ def fit(
         rows = read_labels(labels)  # a bad labels file is refused before the index opens
         with open_store(index_dir) as idx:
             emb = get_embedder(idx.manifest.embedder)
-            result = fit_from_labels(rows, idx, emb, group_by=group_by, seed=seed)
+            with progress() as bar:
+                task = bar.add_task("grouped CV fits", total=None)
+                result = fit_from_labels(
+                    rows, idx, emb, group_by=group_by, seed=seed, n_jobs=jobs,
+                    on_progress=lambda done, total: bar.update(task, completed=done,
+                                                               total=total))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))

@@ -19,12 +19,13 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
+from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
 from credrank.index.store import MAX_K, StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
     from credrank.core.candidates import Candidates
     from credrank.documents import Query
-    from credrank.search import SearchSettings
+    from credrank.pipeline.spec import PipelineSpec
     from credrank.searcher import Searcher
 
 
@@ -40,8 +41,8 @@ def search(
         "--trec-run", help="with --queries: write a TREC run (qid Q0 doc rank score tag) to "
                            "this file instead of JSON lines")] = None,
     run_tag: Annotated[str, typer.Option(help="the tag column of --trec-run")] = "credrank",
-    top_k: Annotated[int, typer.Option(
-        "--top-k", min=1, help=f"results to return (at most {MAX_K:,})")] = 10,
+    top_k: Annotated[int | None, typer.Option(
+        "--top-k", min=1, help=f"results to return (default 10; at most {MAX_K:,})")] = None,
     fetch_k: Annotated[int | None, typer.Option(
         "--fetch-k", min=1, help=f"candidate pool (default 3 × top-k; at most {MAX_K:,})")
     ] = None,
@@ -99,6 +100,8 @@ def search(
              "date (observed > verified > published; never modified/retrieved): "
              "half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude]"
              "[,config=FILE]; durations Nd, Nw, Ny (365.25 d), Nh")] = None,
+    pipeline: PipelineOption = None,
+    set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
@@ -128,75 +131,92 @@ def search(
     for name, value in (("--top-k", top_k), ("--fetch-k", fetch_k)):
         if value is not None and value > MAX_K:
             fail(f"{name}: expected an integer in [1, {MAX_K}], got {value}")
-    if fetch_k is None and 3 * top_k > MAX_K:
+    if fetch_k is None and top_k is not None and 3 * top_k > MAX_K:
         fail(f"--top-k {top_k}: the default --fetch-k (3 × top-k) would exceed {MAX_K}; give "
              f"--fetch-k (at most {MAX_K})")
+    if pipeline is not None:
+        shortcuts = [flag for flag, given in (
+            ("--priors", priors != "current"), ("--mode", mode != "multiply"),
+            ("--lexical", lexical), ("--pushdown/--no-pushdown", pushdown is not None),
+            ("--domain-scores", domain_scores), ("--priors-store", priors_store is not None),
+            ("--source-reliability", source_reliability is not None),
+            ("--select", select is not None), ("--select-param", bool(select_param)),
+            ("--credibility-model", credibility_model is not None),
+            ("--credibility-floor", credibility_floor is not None),
+            ("--stance-model", stance_model is not None),
+            ("--stance-param", bool(stance_param)), ("--consensus", consensus),
+            ("--consensus-param", bool(consensus_param)), ("--freshness", freshness is not None))
+            if given]
+        if shortcuts:
+            fail(f"{', '.join(shortcuts)}: the pipeline comes from --pipeline {pipeline}; set "
+                 "its values there or with -S STAGE.PARAM=VALUE")
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
     _prefetch_embedder(index_dir)  # the model loads while the search stack is imported
     from credrank.documents import read_queries
     from credrank.index.embed import get_embedder
     from credrank.index.opener import open_store
-    from credrank.search import (
-        build_pipeline,
-        describe,
-        search_document,
-        search_settings,
-    )
+    from credrank.pipeline.spec import SpecError
+    from credrank.search import settings_from_spec
     from credrank.searcher import Searcher
 
     try:
-        settings = search_settings(
-            top_k=top_k, fetch_k=fetch_k, priors=priors, mode=mode, lexical=lexical,
-            pushdown=pushdown, domain_scores=domain_scores, priors_store=priors_store,
-            source_reliability=source_reliability, select=select,
-            select_params=parse_params(select_param),
-            credibility_model=credibility_model, credibility_floor=credibility_floor,
-            stance_model=stance_model,
-            stance_params=parse_params(stance_param, "--stance-param"),
-            consensus=consensus,
-            consensus_params=parse_params(consensus_param, "--consensus-param"),
-            freshness=freshness)
+        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
+                     mode=mode, lexical=lexical, pushdown=pushdown,
+                     domain_scores=domain_scores, priors_store=priors_store,
+                     source_reliability=source_reliability, select=select,
+                     select_params=parse_params(select_param),
+                     credibility_model=credibility_model,
+                     credibility_floor=credibility_floor, stance_model=stance_model,
+                     stance_params=parse_params(stance_param, "--stance-param"),
+                     consensus=consensus,
+                     consensus_params=parse_params(consensus_param, "--consensus-param"),
+                     freshness=freshness)
+        try:  # the files the stages name are read before the index is opened
+            settings_from_spec(spec)
+        except SpecError as exc:
+            raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
         batch = read_queries(queries) if queries is not None else None
         if trec_run is not None:
             _check_writable(trec_run)
         idx = open_store(index_dir, **options)
         with idx:
-            emb = get_embedder(idx.manifest.embedder)
-            if batch is not None:
-                _run_batch(Searcher(idx, emb), batch, settings, trec_run, run_tag)
-                return
-            result = build_pipeline(idx, emb, settings).search(query)
-            described = describe(settings, idx)
+            searcher = Searcher(idx, get_embedder(idx.manifest.embedder))
+            try:
+                if batch is not None:
+                    _run_batch(searcher, batch, spec, trec_run, run_tag)
+                    return
+                doc = searcher.search_json(query, spec)
+            except SpecError as exc:
+                raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     except OSError as exc:  # a file named by an option that cannot be read
         fail(f"{exc.filename or 'file'}: cannot read: {exc.strerror or exc}")
-    hits = result.hits()
     if as_json:
-        print(json.dumps(search_document(query, described, result), indent=2, default=str))
+        print(json.dumps(doc, indent=2, default=str))
         return
     from rich.table import Table
 
+    stage_names = {s.name for s in spec.stages}
     table = Table(title=f"{query}", show_lines=False)
-    extra = [name for name, on in (("credibility", settings.credibility is not None),
-                                   ("agreement", settings.stance is not None),
-                                   ("consensus", settings.consensus is not None),
-                                   ("freshness", settings.freshness is not None)) if on]
+    extra = [name for name, stage in (("credibility", "credibility"),
+                                      ("agreement", "stance"), ("consensus", "consensus"),
+                                      ("freshness", "freshness")) if stage in stage_names]
     for col in ("#", "doc", "source type", "host", "sim", "prior", *extra, "final"):
         table.add_column(col)
-    for h in hits:
+    for h in doc["hits"]:
         b = h["score_breakdown"]
         table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
                       *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}")
     console.print(table)
-    if settings.consensus is not None:
-        console.print(consensus_summary(result.info["consensus"]), highlight=False,
+    if "consensus" in stage_names:
+        console.print(consensus_summary(doc["info"]["consensus"]), highlight=False,
                       soft_wrap=True)
-    if settings.freshness is not None and settings.freshness.name in result.info:
-        console.print(freshness_summary(result.info[settings.freshness.name],
-                                        [h["doc_id"] for h in hits]),
+    if "freshness" in doc["info"]:
+        console.print(freshness_summary(doc["info"]["freshness"],
+                                        [h["doc_id"] for h in doc["hits"]]),
                       highlight=False, soft_wrap=True)
 
 
@@ -249,14 +269,14 @@ def consensus_summary(info: dict) -> str:
     return "\n".join(lines)
 
 
-def _run_batch(searcher: Searcher, batch: list[Query], settings: SearchSettings,
+def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
                trec_run: Path | None, tag: str) -> None:
     """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
     document of each query, compact, with its ``query_id``) or a TREC run file."""
     from credrank.search import search_document
 
-    described = searcher.describe(settings)
-    results = searcher.search_many(((q.id, q.text) for q in batch), settings)
+    described = searcher.describe(spec)
+    results = searcher.search_many(((q.id, q.text) for q in batch), spec)
     if trec_run is None:
         for (qid, result), q in zip(results, batch, strict=True):
             doc = search_document(q.text, described, result, query_id=qid)

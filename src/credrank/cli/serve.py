@@ -41,6 +41,12 @@ def serve(
     priors_store: Annotated[Path | None, typer.Option(
         help="feedback store behind /feedback, GET /priors, /priors/rollback and priors "
              "'feedback' (created from the current preset when absent)")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", metavar="NAME=PATH",
+        help="register a file a pipeline spec sent over HTTP may name by NAME (a credibility "
+             "or stance model, a prior file, a freshness config, a reliability estimate); "
+             "repeatable. Specs over HTTP name only registered files, never paths; "
+             "--priors-store is registered as 'feedback'. GET /readyz lists the names")] = None,
     table: Annotated[list[Path] | None, typer.Option(
         "--table", help="domain table CSV typing hosts for /rerank and /index; repeatable")
     ] = None,
@@ -91,6 +97,11 @@ def serve(
     Ctrl-C) stops accepting connections, lets in-flight requests finish (up to
     --graceful-timeout), closes the index and exits 0.
 
+    Pipelines: /search and /rerank take the stage fields or a whole pipeline spec
+    ("pipeline", as `credrank search --json` writes it). Files are named by the names
+    registered with --model NAME=PATH (checked here: exit 2 when one is missing) and
+    'feedback' (the --priors-store), never by path; /readyz lists them.
+
     Hostile use: each /search and /rerank is priced before it runs (selection, consensus,
     embedding; over --max-request-cost: 422 naming the field and the budget); at most
     --max-heavy-requests heavy ones run at once (more: 503, Retry-After); a body slower than
@@ -117,6 +128,7 @@ def serve(
                  "--qdrant-path")
         options["api_key"] = _secret("--qdrant-api-key-env", qdrant_api_key_env,
                                      "the Qdrant API key")
+    models = _models(model or [])
     check_index_option(index_dir)
     try:
         if read_manifest(index_dir) is None:
@@ -124,8 +136,12 @@ def serve(
         if priors_store is not None:
             FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
                            else "current")
+        resources: dict[str, Path] = dict(models)
+        if priors_store is not None:
+            resources["feedback"] = priors_store.resolve()
         searcher = Searcher.open(index_dir, tables=table or [], trust_declared=trust_declared,
-                                 create=api_key is not None, **options)
+                                 create=api_key is not None, resources=resources,
+                                 allow_paths=False, **options)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))
     try:
@@ -134,7 +150,8 @@ def serve(
                              index_dir=index_dir, read_timeout_s=read_timeout,
                              max_request_cost=max_request_cost,
                              max_heavy_requests=max_heavy_requests, heavy_cost=heavy_cost,
-                             commit_grace_s=commit_grace, idempotency_keys=idempotency_keys)
+                             commit_grace_s=commit_grace, idempotency_keys=idempotency_keys,
+                             models=models)
         app = create_app(searcher, config)
     except BaseException:
         searcher.close()
@@ -154,6 +171,37 @@ def serve(
     if not server.started:
         err.print(f"error: the server did not start on {host}:{port} (see the log above)")
         raise typer.Exit(1)
+
+
+def _models(items: list[str]) -> dict[str, Path]:
+    """``--model NAME=PATH`` values as name → absolute path; exit 2 naming the option when
+    one is malformed, reserved, given twice, or names no file."""
+    from credrank.serve.config import check_model_name
+
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not raw.strip():
+            fail(f"--model {item}: expected NAME=PATH (a name for a file pipeline specs may "
+                 "use, e.g. --model cred=models/credibility.json)")
+        why = check_model_name(name)
+        if why is not None:
+            fail(f"--model {item}: {why}")
+        if name in out:
+            fail(f"--model {item}: the name {name!r} is registered twice "
+                 f"(--model {name}={out[name]})")
+        path = Path(raw.strip()).expanduser()
+        if not path.exists():
+            fail(f"--model {item}: {path}: no such file or directory")
+        try:
+            if path.is_file():
+                with path.open("rb"):
+                    pass
+        except OSError as exc:
+            fail(f"--model {item}: {path}: cannot read: {exc.strerror or exc}")
+        out[name] = path.resolve()
+    return out
 
 
 def _secret(option: str, variable: str | None, what: str) -> str | None:

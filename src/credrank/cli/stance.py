@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, fail, warn
+from credrank.cli.common import console, fail, progress, warn
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import StoreError
@@ -76,13 +76,16 @@ def fit(
     ] = None,
     seed: Annotated[int, typer.Option(
         help="seed of the fold assignment (over 20 topics) and of the bootstrap")] = 0,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", min=1, help="processes for the cross-validation fits (the same numbers for "
+                              "any value)")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Fit P(stance = helps) with nested grouped CV by topic, then refit on every pair.
 
     Reports the pooled out-of-fold accuracy and AUC (no topic scored by a model, or a choice
     of settings, that saw it) with 95% bootstrap intervals over topics, and every rejected
-    row by reason.
+    row by reason. The fits are counted on a progress bar (stderr).
     """
     if out is None:
         fail("--out: required (the model file to write)")
@@ -102,7 +105,12 @@ def fit(
         else:
             name = embedder or "minilm"
             data = read_pairs(pairs, query_column=query_column)
-        result = fit_pairs(data, get_embedder(name), seed=seed)
+        emb = get_embedder(name)
+        with progress() as bar:
+            task = bar.add_task("grouped CV fits", total=None)
+            result = fit_pairs(data, emb, seed=seed, n_jobs=jobs,
+                               on_progress=lambda done, total: bar.update(
+                                   task, completed=done, total=total))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))

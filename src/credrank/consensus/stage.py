@@ -41,6 +41,7 @@ from credrank.consensus.duplicates import JACCARD, SHINGLE, duplicate_groups
 from credrank.consensus.vote import AGREED, NO_ANSWERS, consensus_factor, weighted_vote
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text
 from credrank.core.validation import check_choice, check_int, check_probability
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.reliability.equivalence import AnswerEquivalence
@@ -88,6 +89,25 @@ class AnswerConsensus(Stage):
         cosine: optional embedding near-duplicate threshold (needs the batch's vectors).
         name: the factor's name.
     """
+
+    SPEC = Table({
+        "threshold": Field(Number(0.0, 1.0), default=0.5),
+        "floor": Field(Number(0.0, 1.0), default=0.1),
+        "unanswered": Field(Number(0.0, 1.0), default=1.0),
+        "on_contested": Field(Text(choices=ON_CONTESTED), default="neutral"),
+        "jaccard": Field(Number(0.0, 1.0), default=JACCARD),
+        "shingle": Field(Integer(1, 64), default=SHINGLE),
+        "cosine": Field(Nullable(Number(0.0, 1.0)), default=None),
+        "weight_factors": Field(ListOf(Text()), default=list(WEIGHT_FACTORS)),
+    })
+
+    def formula_term(self) -> str:
+        return "needs the Python path (it reads each candidate's answer)"
+
+    @property
+    def reads(self) -> frozenset[str]:  # type: ignore[override]
+        """The candidates' text (their answers), and vectors for the cosine copy test."""
+        return frozenset({"text", "vectors"} if self.cosine is not None else {"text"})
 
     def __init__(self, reader: PassageReader | None = None,
                  equivalence: AnswerEquivalence | None = None, *,

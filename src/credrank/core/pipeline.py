@@ -14,17 +14,101 @@ Every stage maps a :class:`~credrank.core.candidates.Candidates` batch to a new 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
 
 from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
+from credrank.core.schema import Table
+
+#: what a stage may read besides the batch's scores and metadata: each candidate's ``text``
+#: or ``vectors`` (the retriever must return them), or the ``index`` itself (a stage that
+#: reads the store runs under the searcher's store lock, as retrieval does)
+READS = ("text", "vectors", "index")
+
+
+@dataclass(frozen=True)
+class FormulaTerm:
+    """A factor the engine can score inside its formula (the fusion of a stage into the
+    retrieval, in the manner of PyTerrier's ``compile()``): ``kind`` is the term the backends
+    render — ``prior`` (a weight per source type, ``stage.priors``), ``freshness`` (half-life
+    decay on the evidence date, ``stage``), ``multiply`` (the combination ``max(s, 0) × Π
+    factors``) or ``cut`` (the top-k cut) — and ``stage`` the stage it stands for."""
+
+    kind: str
+    stage: Stage
+
+
+@dataclass
+class BuildContext:
+    """What building a stage from its spec may need: the pipeline's ``top_k`` (selectors),
+    the index's ``embedder`` and ``store`` (``None`` for candidates retrieved elsewhere), and
+    the files the caller may name.
+
+    ``resources``: names → paths a caller may use instead of a path (``credrank serve --model
+    NAME=PATH``); ``allow_paths``: whether other values are read as paths (the CLI and the
+    library: yes; the service: no — a client names what the server registered, never a path
+    on the server). ``spec_path`` prefixes errors (``stages[2]``).
+    """
+
+    top_k: int = 10
+    embedder: Embedder | None = None
+    store: Any = None
+    resources: Mapping[str, Path] = field(default_factory=dict)
+    allow_paths: bool = True
+    #: reads a prior table by preset name or file (set by the pipeline builder, which may
+    #: import the prior stage's module where a stage module may not)
+    prior_loader: Callable[[str | Path], Any] | None = None
+
+    def type_priors(self, value: str, at: str) -> Mapping[str, float]:
+        """The per-type weights of the preset or prior file ``value``."""
+        if self.prior_loader is None:
+            raise ValueError(f"{at}: no prior loader in this build context")
+        presets = ("compressed", "current", "aggressive")
+        table = self.prior_loader(value if value in presets else
+                                  self.path(value, at, "prior file"))
+        return dict(table.values)
+
+    def path(self, value: str, at: str, what: str) -> Path:
+        """The file ``value`` names (a registered name first), or ``ValueError`` at ``at``."""
+        if value in self.resources:
+            return Path(self.resources[value])
+        if not self.allow_paths:
+            names = ", ".join(sorted(self.resources)) or "none"
+            raise ValueError(f"{at}: expected the name of a {what} this service registered "
+                             f"(credrank serve --model NAME=PATH; registered: {names}), got "
+                             f"{value!r}")
+        return Path(value)
 
 
 class Stage(ABC):
-    """One step of a pipeline: a pure function of a candidate batch."""
+    """One step of a pipeline: a pure function of a candidate batch.
+
+    Besides :meth:`transform`, a stage says what it needs and what it is: :attr:`reads` (the
+    candidate data the retriever must return for it), :meth:`formula_term` (whether the engine
+    can score it, and if not why), and — for the stages of the catalog
+    (:mod:`credrank.pipeline.catalog`) — :attr:`SPEC` (its parameters, declared once, as a
+    pipeline spec writes them) and :meth:`from_spec`.
+    """
 
     #: short name used in reports and in ``score_breakdown`` keys
     name: str = "stage"
+    #: what the stage reads of each candidate besides scores and metadata (:data:`READS`)
+    reads: ClassVar[frozenset[str]] = frozenset()
+    #: the parameters a pipeline spec gives this stage (declared once; checked by the spec)
+    SPEC: ClassVar[Table | None] = None
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
+        """The stage of checked spec ``params`` (:attr:`SPEC`); default ``cls(**params)``."""
+        return cls(**params)
+
+    def formula_term(self) -> FormulaTerm | str:
+        """The term the engine scores for this stage, or why it cannot (the default: the
+        stage runs in Python)."""
+        return f"needs the Python path (the {self.name!r} stage, {type(self).__name__})"
 
     @abstractmethod
     def transform(self, batch: Candidates) -> Candidates:
@@ -52,6 +136,11 @@ class Pipeline(Stage):
     """Stages applied in order; itself a stage, so pipelines nest."""
 
     name = "pipeline"
+
+    @property
+    def reads(self) -> frozenset[str]:  # type: ignore[override]
+        """What any of its stages reads."""
+        return frozenset().union(*(s.reads for s in self.stages))
 
     def __init__(self, stages: Iterable[Stage]):
         self.stages: list[Stage] = []

@@ -1,6 +1,10 @@
 """Declared schemas for parsed structured files: the checks of :mod:`credrank.core.validation`
 addressed by key path.
 
+Every error carries ``key_path`` (``config.groups[2]``) and ``detail`` (``expected …, got …``)
+as attributes besides its message, so a front door can say it in its own vocabulary (a flag,
+a JSON field).
+
 A file format declares what it holds once, as data::
 
     MODEL = Table({
@@ -78,7 +82,13 @@ class Spec:
         """``value`` cleaned, or ``error("{where}: {path}: expected …, got …")``."""
         def fail(path: str, expected: str, value: Any) -> Exception:
             prefix = ": ".join(p for p in (where, path or "(top level)") if p)
-            return error(f"{prefix}: expected {expected}, got {got(value)}")
+            detail = f"expected {expected}, got {got(value)}"
+            exc = error(f"{prefix}: {detail}")
+            try:  # for a front door that speaks another vocabulary (a flag, a JSON field)
+                exc.key_path, exc.detail = path, detail  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type without a __dict__
+                pass
+            return exc
 
         return self.clean(value, at, fail)
 
@@ -283,6 +293,11 @@ class Field:
         if self.default is not _MISSING:
             object.__setattr__(self, "required", False)
 
+    @property
+    def has_default(self) -> bool:
+        """Whether a missing key takes :attr:`default`."""
+        return self.default is not _MISSING
+
 
 @dataclass(frozen=True)
 class Table(Spec):
@@ -304,6 +319,16 @@ class Table(Spec):
         if not isinstance(value, dict):
             raise fail(at, self.describe(), value)
         out: dict[str, Any] = {}
+        unknown = [k for k in value if k not in self.fields]
+        required = [n for n, f in self.fields.items() if f.required and n not in value]
+        # a misspelt key explains a missing one, so unknown keys come first — unless no key
+        # is known and several required ones are missing (another kind of object): then what
+        # it lacks says more
+        other_kind = len(unknown) == len(value) and len(required) >= 2
+        if unknown and self.extra is False and not other_kind:
+            known = ", ".join(self.fields) or "none"
+            raise fail(join(at, str(unknown[0])), f"one of the known keys ({known})",
+                       _Unknown(unknown[0]))
         for name, spec in self.fields.items():
             if name in value:
                 out[name] = spec.spec.clean(value[name], join(at, name), fail)
@@ -311,11 +336,10 @@ class Table(Spec):
                 raise fail(join(at, name), spec.spec.describe(), _Absent())
             elif spec.default is not _MISSING:
                 out[name] = spec.default
-        unknown = [k for k in value if k not in self.fields]
         if unknown and self.extra is False:
             known = ", ".join(self.fields) or "none"
             raise fail(join(at, str(unknown[0])), f"one of the known keys ({known})",
-                       _Unknown())
+                       _Unknown(unknown[0]))
         if isinstance(self.extra, Spec):
             for k in unknown:
                 out[k] = self.extra.clean(value[k], join(at, str(k)), fail)
@@ -358,8 +382,11 @@ class _Absent:
 
 
 class _Unknown:
+    def __init__(self, key: Any = None) -> None:
+        self.key = key
+
     def __repr__(self) -> str:
-        return "an unknown key"
+        return "an unknown key" if self.key is None else f"the unknown key {str(self.key)!r}"
 
 
 def check(value: Any, spec: Spec, where: str = "", *, error: ErrorType = SchemaError) -> Any:

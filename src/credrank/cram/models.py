@@ -149,3 +149,44 @@ def tiny_model(family: str, *, seed: int = 0, attn_implementation: str = "eager"
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
     return model.eval()
+
+
+#: the models of ``credrank cram … --model NAME`` and ``credrank bench cram-nq --model NAME``
+MODEL_NAMES = ("smollm2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A white-box model, its fast tokenizer and its registry name."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+
+
+def load_cram_model(name: str) -> LoadedModel:
+    """The model of ``--model NAME`` (:data:`MODEL_NAMES`), checked white-box.
+
+    ``smollm2``: SmolLM2-135M-Instruct from the installed GGUF
+    (:mod:`credrank.generate.local`; the shared cached instance is switched to eager attention);
+    ``tiny-FAMILY``: a seeded random tiny model with :func:`credrank.cram.prompt.byte_tokenizer`
+    (for tests; its answers are noise).
+    """
+    if name == "smollm2":
+        from credrank.generate.local import load_local_model, model_path
+
+        tok, model = load_local_model(model_path())
+        model.set_attn_implementation("eager")
+    elif name.startswith("tiny-") and name in MODEL_NAMES:
+        from credrank.cram.models import tiny_model
+        from credrank.cram.prompt import BYTE_VOCAB, byte_tokenizer
+
+        family = name.removeprefix("tiny-")
+        positions = {"n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
+        model = tiny_model(family, vocab_size=BYTE_VOCAB, **positions)
+        tok = byte_tokenizer()
+    else:
+        raise ValueError(f"--model: unknown model {name!r}; expected one of "
+                         f"{', '.join(MODEL_NAMES)}")
+    check_white_box(model)
+    return LoadedModel(name, model, tok)

@@ -6,9 +6,11 @@ from the page itself. This package learns one from labelled pages and applies it
 * :mod:`~credrank.credibility.features` — the ``cues``, ``url`` and ``embedding`` features;
 * :mod:`~credrank.credibility.model` — labelled pages, configurations, the classifier;
 * :mod:`~credrank.credibility.cv` — grouped (by topic or host) nested cross-validation, the
-  bootstrap interval over groups, the leave-one-topic-out helpers of the TREC experiment;
+  bootstrap interval over groups (both :mod:`credrank.learn.cv`, shared with the stance
+  model), the leave-one-topic-out helpers of the TREC experiment;
 * :mod:`~credrank.credibility.labels` — the labels file and its matching to an index;
-* :mod:`~credrank.credibility.modelfile` — the versioned JSON model file;
+* :mod:`~credrank.credibility.modelfile` — the versioned JSON model file
+  (:mod:`credrank.learn.modelfile`);
 * :mod:`~credrank.credibility.train` — labels + index → model file (``credrank credibility
   fit``);
 * :mod:`~credrank.credibility.stage` — the factor ``λ = floor + (1 − floor) · p``.

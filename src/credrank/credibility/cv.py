@@ -1,9 +1,14 @@
 """Grouped cross-validation of the credibility model: no group is scored by a model that saw it.
 
+The cross-validation itself is :mod:`credrank.learn.cv` (shared by every learned stage); this
+module binds it to labelled pages and keeps the names the experiments use.
+
 **Groups.** Every labelled page carries its labels per group (a topic, or the site it comes
 from: :mod:`credrank.credibility.labels`). A model for the groups ``G`` of a fold is fitted on
 :func:`~credrank.credibility.model.training_set` ``(examples, G)``: the pages judged in *none*
-of ``G`` (a page judged in two groups is out of both groups' folds).
+of ``G`` (a page judged in two groups is out of both groups' folds), each with the majority of
+its labels (a tie trains nothing). So a model is never tested on a near-copy of its training
+pages — pages of one topic or host resemble each other far more than pages of two.
 
 **Folds** (:func:`group_folds`). Leave-one-group-out while there are at most ``max_logo`` (20)
 groups, in first-seen order; above that ``k`` (10) folds of groups: the groups sorted, permuted
@@ -33,6 +38,11 @@ groups — the per-configuration pooled AUCs are reported as ``config_scores`` �
 refitted on every labelled page with it. Those scores are optimistic (the choice reads them);
 the nested AUC above is the estimate.
 
+**Cost** (:mod:`credrank.learn.cv`): every page is featurised (and embedded) once, each
+feature-group set sliced once; ``O(F² C)`` logistic fits for ``F`` outer folds and ``C``
+configurations (half of the inner ones shared under leave-one-group-out), in ``n_jobs``
+processes with the same numbers; ``on_progress(done, total)`` after every fit.
+
 The leave-one-topic-out helpers of the TREC experiment (:func:`loto_credibility_models`,
 :func:`held_out`, :func:`nested_config_choice`, :func:`credibility_report`) are the
 one-group-per-fold case.
@@ -40,13 +50,13 @@ one-group-per-fold case.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from credrank.core.folds import MAX_LOGO_GROUPS, N_FOLDS, group_folds, group_resamples
+from credrank.core.folds import MAX_LOGO_GROUPS, N_FOLDS, group_folds
 from credrank.core.maths import roc_auc
 from credrank.credibility.features import CredibilityFeaturizer
 from credrank.credibility.model import (
@@ -55,76 +65,63 @@ from credrank.credibility.model import (
     CredibilityExample,
     CredibilityModel,
     topics_of,
-    training_set,
+)
+from credrank.learn import cv as learn_cv
+from credrank.learn.cv import (
+    HIGHEST_AUC,
+    N_BOOT,
+    ConfigChoice,
+    Fitted,
+    GroupedData,
+    Learner,
+    NestedCV,
+    OutOfFold,
+    Progress,
+    group_bootstrap,
 )
 
-#: bootstrap resamples of the groups for the interval
-N_BOOT = 2000
+__all__ = [
+    "MAX_LOGO_GROUPS", "N_BOOT", "N_FOLDS", "ConfigChoice", "CrossValidation", "OutOfFold",
+    "bootstrap_auc", "choose_config", "credibility_report", "fit_folds", "group_folds",
+    "grouped_cross_validation", "grouped_data", "held_out", "learner",
+    "loto_credibility_models", "nested_config_choice", "out_of_fold", "usable_configs",
+]
 
 
-# ---------------------------------------------------------------- out-of-fold scoring
+# ---------------------------------------------------------------- pages as grouped data
 
 
-@dataclass(frozen=True)
-class OutOfFold:
-    """Out-of-fold predictions, one row per scored (group, page) pair."""
+def grouped_data(examples: Sequence[CredibilityExample], featurizer: CredibilityFeaturizer
+                 ) -> GroupedData:
+    """The labelled pages as :class:`~credrank.learn.cv.GroupedData`: one item per page
+    (trained with its majority label, ties never), one pair per (group, page) judgement, the
+    feature rows computed by ``featurizer`` when the CV first reads them. A doc id may appear
+    once only; a page without a label plays no part."""
+    pages = [e for e in examples if e.labels]
+    ids = [e.doc_id for e in pages]
+    if len(set(ids)) != len(ids) or len({e.doc_id for e in examples}) != len(examples):
+        raise ValueError("examples: a doc id appears twice; deduplicate pages by doc id")
 
-    groups: list[str]
-    doc_ids: list[str]
-    folds: list[int]
-    y: np.ndarray
-    p: np.ndarray
+    def features(items: np.ndarray) -> np.ndarray:
+        return featurizer.features([pages[i].text for i in items],
+                                   [pages[i].url for i in items])
 
-    def auc(self) -> float | None:
-        """Pooled AUC over every pair; ``None`` where one class is missing."""
-        return roc_auc(self.y, self.p) if len(self.y) else None
-
-
-def _check_unseen(fold: Sequence[str], pages: Sequence[CredibilityExample],
-                  model: CredibilityModel) -> None:
-    leaked = {e.doc_id for e in pages} & set(model.trained_on)
-    if leaked:
-        raise ValueError(f"model of fold {list(fold)} was trained on {len(leaked)} of its pages "
-                         f"(e.g. {sorted(leaked)[0]!r}); expected out-of-fold scoring")
+    return GroupedData.from_judgements([e.labels for e in pages],
+                                       y=[e.label() for e in pages], ids=ids,
+                                       features=features)
 
 
-def out_of_fold(examples: Sequence[CredibilityExample], folds: Sequence[Sequence[str]],
-                models: Sequence[CredibilityModel]) -> OutOfFold:
-    """Every (group, page) pair of each fold's groups, scored by that fold's model, which must
-    not have trained on the page (checked: ``ValueError``)."""
-    if len(folds) != len(models):
-        raise ValueError(f"models: expected {len(folds)} (one per fold), got {len(models)}")
-    groups: list[str] = []
-    ids: list[str] = []
-    fold_of: list[int] = []
-    ys: list[int] = []
-    ps: list[float] = []
-    for i, (fold, model) in enumerate(zip(folds, models, strict=True)):
-        in_fold = set(fold)
-        pages = [e for e in examples if in_fold & set(e.labels)]
-        if not pages:
-            continue
-        _check_unseen(fold, pages, model)
-        p = model.predict([e.text for e in pages], [e.url for e in pages])
-        for g in fold:
-            for e, pe in zip(pages, p, strict=True):
-                if g in e.labels:
-                    groups.append(g)
-                    ids.append(e.doc_id)
-                    fold_of.append(i)
-                    ys.append(int(e.labels[g]))
-                    ps.append(float(pe))
-    return OutOfFold(groups, ids, fold_of, np.asarray(ys, dtype=np.float64),
-                     np.asarray(ps, dtype=np.float64))
+def learner(featurizer: CredibilityFeaturizer) -> Learner:
+    """A configuration's columns (its feature groups) and its logistic estimator (its L2)."""
+    return Learner(columns=lambda config: featurizer.columns(config.groups))
 
 
-def fit_folds(examples: Sequence[CredibilityExample], featurizer: CredibilityFeaturizer,
-              config: Config, folds: Sequence[Sequence[str]], exclude: Sequence[str] = ()
-              ) -> list[CredibilityModel]:
-    """One model per fold, fitted on the pages judged in neither the fold's groups nor
-    ``exclude``."""
-    return [CredibilityModel(featurizer, config).fit(examples, [*fold, *exclude])
-            for fold in folds]
+def _model(featurizer: CredibilityFeaturizer, data: GroupedData, fitted: Fitted
+           ) -> CredibilityModel:
+    est = fitted.estimator
+    return CredibilityModel(featurizer, fitted.config, getattr(est, "model", None),
+                            trained_on=tuple(data.ids[i] for i in fitted.rows),
+                            excluded=fitted.excluded)
 
 
 def usable_configs(featurizer: CredibilityFeaturizer, configs: Sequence[Config]
@@ -138,34 +135,63 @@ def usable_configs(featurizer: CredibilityFeaturizer, configs: Sequence[Config]
     return available
 
 
-@dataclass(frozen=True)
-class ConfigChoice:
-    """The configuration of highest pooled out-of-fold AUC, and every configuration's AUC."""
+# ---------------------------------------------------------------- out-of-fold scoring
 
-    config: Config
-    auc: float | None
-    scores: list[dict[str, Any]]
+
+def _scored(examples: Sequence[CredibilityExample], folds: Sequence[Sequence[str]],
+            models: Sequence[CredibilityModel], leak: Callable[[Sequence[str], int, str], str]
+            ) -> OutOfFold:
+    """Every (group, page) pair of each fold, scored by that fold's model after checking that
+    it never trained on one of the fold's pages (``leak(fold, n, example)``: the message)."""
+    if len(folds) != len(models):
+        raise ValueError(f"models: expected {len(folds)} (one per fold), got {len(models)}")
+    pages = [e for e in examples if e.labels]
+    data = GroupedData.from_judgements([e.labels for e in pages],
+                                       y=[e.label() for e in pages],
+                                       ids=[e.doc_id for e in pages], x=np.zeros((len(pages), 0)))
+    predict = []
+    for fold, model in zip(folds, models, strict=True):
+        items = data.items_in(fold)
+        leaked = {pages[i].doc_id for i in items} & set(model.trained_on)
+        if leaked:
+            raise ValueError(leak(fold, len(leaked), sorted(leaked)[0]))
+
+        def fn(rows: np.ndarray, model: CredibilityModel = model) -> np.ndarray:
+            return model.predict([pages[i].text for i in rows], [pages[i].url for i in rows])
+
+        predict.append(fn)
+    return learn_cv.out_of_fold(data, folds, predict)
+
+
+def out_of_fold(examples: Sequence[CredibilityExample], folds: Sequence[Sequence[str]],
+                models: Sequence[CredibilityModel]) -> OutOfFold:
+    """Every (group, page) pair of each fold's groups, scored by that fold's model, which must
+    not have trained on the page (checked: ``ValueError``)."""
+    return _scored(examples, folds, models, lambda fold, n, e: (
+        f"model of fold {list(fold)} was trained on {n} of its pages (e.g. {e!r}); expected "
+        "out-of-fold scoring"))
+
+
+def fit_folds(examples: Sequence[CredibilityExample], featurizer: CredibilityFeaturizer,
+              config: Config, folds: Sequence[Sequence[str]], exclude: Sequence[str] = ()
+              ) -> list[CredibilityModel]:
+    """One model per fold, fitted on the pages judged in neither the fold's groups nor
+    ``exclude``."""
+    return [CredibilityModel(featurizer, config).fit(examples, [*fold, *exclude])
+            for fold in folds]
 
 
 def choose_config(examples: Sequence[CredibilityExample], featurizer: CredibilityFeaturizer,
                   configs: Sequence[Config], folds: Sequence[Sequence[str]],
-                  exclude: Sequence[str] = ()) -> ConfigChoice:
+                  exclude: Sequence[str] = (), *, n_jobs: int = 1,
+                  on_progress: Progress | None = None) -> ConfigChoice:
     """Grouped CV over ``folds`` (never reading a group of ``exclude``) for each configuration;
     the highest pooled out-of-fold AUC wins (ties: the first; undefined AUCs never win; none
     defined: the first configuration with ``auc = None``)."""
     available = usable_configs(featurizer, configs)
-    best: tuple[float, Config] | None = None
-    scores = []
-    for config in available:
-        oof = out_of_fold(examples, folds, fit_folds(examples, featurizer, config, folds,
-                                                     exclude))
-        value = oof.auc()
-        scores.append({**config.to_dict(), "auc": value, "n": len(oof.y)})
-        if value is not None and (best is None or value > best[0] + 1e-12):
-            best = (value, config)
-    if best is None:
-        return ConfigChoice(available[0], None, scores)
-    return ConfigChoice(best[1], best[0], scores)
+    return learn_cv.choose_config(grouped_data(examples, featurizer), learner(featurizer),
+                                  available, folds, HIGHEST_AUC, exclude=exclude,
+                                  n_jobs=n_jobs, on_progress=on_progress)
 
 
 # ---------------------------------------------------------------- bootstrap over groups
@@ -175,16 +201,12 @@ def bootstrap_auc(groups: Sequence[str], y: np.ndarray, p: np.ndarray, *, n_boot
                   seed: int = 0, level: float = 0.95
                   ) -> tuple[tuple[float, float] | None, int]:
     """Percentile interval of the pooled AUC over ``n_boot`` resamples of the groups (with
-    replacement, :func:`~credrank.core.folds.group_resamples`); returns ``(interval or None,
+    replacement, :func:`~credrank.learn.cv.group_bootstrap`); returns ``(interval or None,
     resamples with a defined AUC)``. ``None`` when fewer than half the resamples have both
     classes."""
-    values = [v for idx in group_resamples(groups, n_boot, seed)
-              if (v := roc_auc(y[idx], p[idx])) is not None]
-    if not values or len(values) < max(1, n_boot // 2):
-        return None, len(values)
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(np.asarray(values), [alpha, 1.0 - alpha])
-    return (float(lo), float(hi)), len(values)
+    interval = group_bootstrap(groups, y, p, ("auc",), n_boot=n_boot, seed=seed,
+                               level=level)["auc"]
+    return interval.bounds, interval.n_defined
 
 
 # ---------------------------------------------------------------- the nested grouped CV
@@ -209,6 +231,7 @@ class CrossValidation:
     n_train_pages: int
     dropped_ties: int
     extra: dict[str, Any] = field(default_factory=dict)
+    nested: NestedCV | None = field(default=None, repr=False)
 
     def metrics(self) -> dict[str, Any]:
         """The JSON summary (``credrank credibility fit --json``, the model file's metrics)."""
@@ -226,41 +249,41 @@ class CrossValidation:
             "chosen_config": self.final.config.to_dict(),
         }
 
+    def provenance(self, group_by: str) -> dict[str, Any]:
+        """The model file's ``provenance`` (:mod:`credrank.learn.modelfile`)."""
+        if self.nested is None:
+            raise ValueError("provenance: this cross-validation kept no record of its run")
+        return self.nested.provenance(group_by)
+
 
 def grouped_cross_validation(examples: Sequence[CredibilityExample],
                              featurizer: CredibilityFeaturizer,
                              configs: Sequence[Config] = DEFAULT_CONFIGS, *, seed: int = 0,
                              n_boot: int = N_BOOT, max_logo: int = MAX_LOGO_GROUPS,
-                             k: int = N_FOLDS) -> CrossValidation:
+                             k: int = N_FOLDS, n_jobs: int = 1,
+                             on_progress: Progress | None = None) -> CrossValidation:
     """Nested grouped CV, bootstrap interval over groups and the final refit (module
-    docstring). Needs at least 3 groups and both classes among the training labels."""
+    docstring), by :func:`credrank.learn.cv.nested_cross_validation`. Needs at least 3 groups
+    and both classes among the training labels. ``n_jobs``: processes for the fits (the same
+    numbers for any value); ``on_progress(done, total)`` after every fit."""
     groups = topics_of(examples)
     if len(groups) < 3:
         raise ValueError(f"grouped cross-validation needs at least 3 groups; got {len(groups)}"
                          f" ({', '.join(groups) or 'none'})")
     configs = usable_configs(featurizer, configs)
-    folds = group_folds(groups, seed=seed, max_logo=max_logo, k=k)
-    models: list[CredibilityModel] = []
-    fold_configs: list[dict[str, Any]] = []
-    for fold in folds:
-        rest = [g for g in groups if g not in fold]
-        inner = group_folds(rest, seed=seed, max_logo=max_logo, k=k)
-        choice = (ConfigChoice(configs[0], None, []) if len(configs) == 1 else
-                  choose_config(examples, featurizer, configs, inner, exclude=fold))
-        models.append(CredibilityModel(featurizer, choice.config).fit(examples, fold))
-        fold_configs.append({"groups": list(fold), "config": choice.config.to_dict(),
-                             "inner_auc": choice.auc})
-    oof = out_of_fold(examples, folds, models)
-    auc = oof.auc()
-    interval, defined = bootstrap_auc(oof.groups, oof.y, oof.p, n_boot=n_boot, seed=seed)
-    final = choose_config(examples, featurizer, configs, folds)
-    model = CredibilityModel(featurizer, final.config).fit(examples)
-    train, _ = training_set(examples, [])
-    return CrossValidation(oof=oof, folds=folds, fold_configs=fold_configs, auc=auc,
-                           interval=interval, n_boot=n_boot, n_boot_defined=defined, seed=seed,
-                           final=final, model=model, n_groups=len(groups),
-                           n_pages=len(examples), n_train_pages=len(train),
-                           dropped_ties=len(examples) - len(train))
+    data = grouped_data(examples, featurizer)
+    cv = learn_cv.nested_cross_validation(data, learner(featurizer), configs, HIGHEST_AUC,
+                                          seed=seed, n_boot=n_boot, max_logo=max_logo, k=k,
+                                          statistics=("auc",), n_jobs=n_jobs,
+                                          on_progress=on_progress)
+    interval = cv.intervals["auc"]
+    n_train = len(data.train_rows())
+    return CrossValidation(oof=cv.oof, folds=cv.folds, fold_configs=cv.fold_configs("groups"),
+                           auc=cv.oof.auc(), interval=interval.bounds, n_boot=n_boot,
+                           n_boot_defined=interval.n_defined, seed=seed, final=cv.final,
+                           model=_model(featurizer, data, cv.model), n_groups=len(groups),
+                           n_pages=len(examples), n_train_pages=n_train,
+                           dropped_ties=len(examples) - n_train, nested=cv)
 
 
 # ---------------------------------------------------------------- leave-one-topic-out (TREC)
@@ -287,42 +310,30 @@ def held_out(examples: Sequence[CredibilityExample], models: Mapping[str, Credib
     """Held-out ``(topics, labels, P(credible))`` over every (topic, judged page) pair of the
     topics in ``models``: each pair is scored by its topic's model, which must not have been
     trained on that page (checked)."""
-    topics: list[str] = []
-    ys: list[int] = []
-    ps: list[float] = []
-    for t, model in models.items():
-        pages = [e for e in examples if t in e.labels]
-        if not pages:
-            continue
-        leaked = {e.doc_id for e in pages} & set(model.trained_on)
-        if leaked:
-            raise ValueError(f"model of topic {t!r} was trained on {len(leaked)} of its pages "
-                             f"(e.g. {sorted(leaked)[0]!r}); expected leave-one-topic-out")
-        p = model.predict([e.text for e in pages], [e.url for e in pages])
-        topics += [t] * len(pages)
-        ys += [int(e.labels[t]) for e in pages]
-        ps += list(map(float, p))
-    return topics, np.asarray(ys, dtype=np.float64), np.asarray(ps, dtype=np.float64)
+    oof = _scored(examples, [(t,) for t in models], list(models.values()), lambda fold, n, e: (
+        f"model of topic {fold[0]!r} was trained on {n} of its pages (e.g. {e!r}); expected "
+        "leave-one-topic-out"))
+    return list(oof.groups), oof.y, oof.p
 
 
 def nested_config_choice(examples: Sequence[CredibilityExample],
                          featurizer: CredibilityFeaturizer,
-                         configs: Sequence[Config] = DEFAULT_CONFIGS
-                         ) -> dict[str, dict[str, Any]]:
+                         configs: Sequence[Config] = DEFAULT_CONFIGS, *, n_jobs: int = 1,
+                         on_progress: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Per outer topic ``t``: :func:`choose_config` over leave-one-topic-out folds of the other
     topics, never reading ``t`` (each inner topic ``u`` is scored by a model fitted on pages
     judged for neither ``t`` nor ``u``). Returns
     ``{t: {"config": Config, "inner_auc": float | None}}``."""
-    usable_configs(featurizer, configs)
+    available = usable_configs(featurizer, configs)
     topics = topics_of(examples)
     if len(topics) < 3:
         raise ValueError(f"nested LOTO needs at least 3 topics; got {len(topics)}")
-    out: dict[str, dict[str, Any]] = {}
-    for outer in topics:
-        inner = [(u,) for u in topics if u != outer]
-        choice = choose_config(examples, featurizer, configs, inner, exclude=[outer])
-        out[outer] = {"config": choice.config, "inner_auc": choice.auc}
-    return out
+    choices = learn_cv.choose_per_fold(grouped_data(examples, featurizer), learner(featurizer),
+                                       available, [(t,) for t in topics], HIGHEST_AUC,
+                                       inner=lambda rest: [(u,) for u in rest], n_jobs=n_jobs,
+                                       on_progress=on_progress)
+    return {t: {"config": c.config, "inner_auc": c.auc}
+            for t, c in zip(topics, choices, strict=True)}
 
 
 def credibility_report(examples: Sequence[CredibilityExample],

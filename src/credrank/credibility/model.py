@@ -3,9 +3,9 @@
 A :class:`CredibilityExample` is one page (one doc id) with one 0/1 credibility label per
 *group* it was judged in (a topic, or its host: see :mod:`credrank.credibility.cv`). A
 :class:`CredibilityModel` is a :class:`~credrank.credibility.features.CredibilityFeaturizer`
-plus an L2 logistic regression (:func:`~credrank.core.logistic.fit_logistic`,
-``P(credible | x) = σ(b + w · (x − μ) / s)`` on standardised features) over the columns of its
-:class:`Config`'s feature groups.
+plus an L2 logistic regression (:class:`~credrank.learn.estimator.LogisticEstimator` on
+:func:`~credrank.core.logistic.fit_logistic`, ``P(credible | x) = σ(b + w · (x − μ) / s)`` on
+standardised features) over the columns of its :class:`Config`'s feature groups.
 
 **Training set** (:func:`training_set`): the pages judged in *none* of the excluded groups,
 each with the majority of its labels; a tie is dropped (declared, and counted by the caller).
@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from credrank.core.logistic import LogisticModel, fit_logistic
+from credrank.core.logistic import LogisticModel
 from credrank.credibility.features import CredibilityFeaturizer
+from credrank.learn.estimator import LogisticEstimator
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class CredibilityModel:
             raise ValueError(f"no training page left after excluding topics {list(exclude)}; "
                              "a leave-one-topic-out fit needs pages of at least one other topic")
         x = self._x([e.text for e in train], [e.url for e in train])
-        self.model = fit_logistic(x, y, self.config.l2)
+        self.model = LogisticEstimator(self.config.l2).fit(x, y).model
         self.trained_on = tuple(e.doc_id for e in train)
         self.excluded = exclude
         return self

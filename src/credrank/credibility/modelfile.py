@@ -1,13 +1,16 @@
-"""The credibility model file (JSON, ``"credrank_credibility_model": 1``; docs/json.md).
+"""The credibility model file (JSON, ``"credrank_credibility_model": 2``; docs/json.md).
 
 :func:`model_document` writes what a fitted :class:`~credrank.credibility.model.CredibilityModel`
 needs to predict again — the feature names and their fingerprint, the configuration, the
 logistic weights, bias, mean and scale, the embedder name and dimension — with its provenance:
-the training-data hash, pages, groups, the grouping, the CV metrics, the default floor and the
-credrank version. :func:`load_model` reads it with the hardened reader
-(:func:`credrank.core.structured.read_structured`), checks it against the declared
-:data:`MODEL_SCHEMA` and then the fields that depend on each other, and returns a
-:class:`SavedCredibilityModel`, a ``(texts, urls) -> P(credible)`` callable for
+the training-data hash, pages, groups, the grouping, the CV metrics, the default floor, the
+credrank version and (format 2) the ``provenance`` table of :mod:`credrank.learn.modelfile`
+(estimator, selection rule, folds, seed, resamples, the configurations searched).
+:func:`load_model` reads format 1 (no ``provenance``) and format 2 with the shared reader
+(:class:`~credrank.learn.modelfile.ModelFileFormat`: the hardened
+:func:`credrank.core.structured.read_structured`, the header, the format's declared schema,
+:data:`MODEL_SCHEMA` for format 2), then checks the fields that depend on each other, and
+returns a :class:`SavedCredibilityModel`, a ``(texts, urls) -> P(credible)`` callable for
 :class:`~credrank.credibility.stage.LearnedCredibilityPrior`. Every problem is a
 :class:`ModelFileError` (a ``ValueError``) naming the file, the key path, what was expected and
 what came: ``model.json: logistic.scale[3]: expected a finite number > 0, got 0``.
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,8 @@ import numpy as np
 
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
-from credrank.core.files import save_json
 from credrank.core.logistic import LogisticModel
 from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text, got
-from credrank.core.structured import read_structured
 from credrank.credibility.features import (
     CUE_NAMES,
     GROUPS,
@@ -41,46 +41,47 @@ from credrank.credibility.features import (
 )
 from credrank.credibility.labels import GROUP_BY
 from credrank.credibility.model import Config, CredibilityModel
+from credrank.learn.modelfile import (
+    EMBEDDER,
+    SHA256,
+    ModelFileFormat,
+    check_sha256,
+    logistic_document,
+    logistic_model,
+    logistic_schema,
+    with_provenance,
+)
 
-FORMAT = 1
 KEY = "credrank_credibility_model"
 #: the default floor of ``λ = floor + (1 − floor) · p`` written to a new model file
 DEFAULT_FLOOR = 0.3
-def _credrank_version() -> str:
-    try:
-        return version("credrank")
-    except PackageNotFoundError:  # a source checkout that is not installed
-        return "unknown"
 
 
 def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim: int,
                    training_sha256: str, n_pages: int, n_groups: int, group_by: str,
-                   metrics: Mapping[str, Any], floor: float = DEFAULT_FLOOR) -> dict[str, Any]:
-    """The JSON document of a fitted ``model`` (module docstring)."""
+                   metrics: Mapping[str, Any], provenance: Mapping[str, Any],
+                   floor: float = DEFAULT_FLOOR) -> dict[str, Any]:
+    """The JSON document of a fitted ``model`` (module docstring), in the current format."""
     if model.model is None:
         raise ValueError("model: not fitted; call fit() first")
-    lr = model.model
     feat = model.featurizer
-    return {
-        KEY: FORMAT,
-        "created_by": f"credrank {_credrank_version()}",
+    return MODEL_FILE.document({
         "features": {"groups": list(model.config.groups), "cues": list(CUE_NAMES),
                      "url": list(URL_NAMES), "head_words": feat.head_words,
                      "cue_patterns_sha256": cue_patterns_hash()},
         "config": model.config.to_dict(),
-        "logistic": {"weights": lr.weights.tolist(), "bias": float(lr.bias),
-                     "mean": lr.mean.tolist(), "scale": lr.scale.tolist(), "l2": float(lr.l2)},
+        "logistic": logistic_document(model.model),
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pages": int(n_pages),
                      "n_groups": int(n_groups), "group_by": group_by},
         "metrics": dict(metrics),
         "floor": float(floor),
-    }
+    }, provenance)
 
 
 def save_model(path: str | Path, document: Mapping[str, Any]) -> None:
     """Write ``document`` to ``path`` atomically (the old file or the new one, never half)."""
-    save_json(path, document, what="model")
+    MODEL_FILE.save(path, document)
 
 
 class ModelFileError(FileFormatError):
@@ -89,13 +90,11 @@ class ModelFileError(FileFormatError):
 
 
 _GROUP_LIST = ListOf(Text(choices=GROUPS), min_len=1, unique=True)
-_HEX64 = Text(what="64 hex digits")
 
-#: the model file's structure (docs/json.md): every key, its type and range; unknown keys are
-#: refused everywhere but in the free-form ``metrics`` table. What depends on another field
-#: (the vector lengths, the feature names, the hashes) is checked after it, in
-#: :func:`load_model`.
-MODEL_SCHEMA = Table({
+#: format 1: every key, its type and range; unknown keys are refused everywhere but in the
+#: free-form ``metrics`` table. What depends on another field (the vector lengths, the feature
+#: names, the hashes) is checked after it, in :func:`load_model`.
+MODEL_SCHEMA_V1 = Table({
     KEY: Field(Integer()),
     "created_by": Field(Text(allow_empty=True)),
     "features": Field(Table({
@@ -103,19 +102,13 @@ MODEL_SCHEMA = Table({
         "cues": Field(ListOf(Text(allow_empty=True))),
         "url": Field(ListOf(Text(allow_empty=True))),
         "head_words": Field(Integer(1)),
-        "cue_patterns_sha256": Field(_HEX64),
+        "cue_patterns_sha256": Field(SHA256),
     })),
     "config": Field(Table({"groups": Field(_GROUP_LIST), "l2": Field(Number(0))})),
-    "logistic": Field(Table({
-        "weights": Field(ListOf(Number())),
-        "bias": Field(Number()),
-        "mean": Field(ListOf(Number())),
-        "scale": Field(ListOf(Number(0, open_low=True))),
-        "l2": Field(Number(0)),
-    })),
-    "embedder": Field(Table({"name": Field(Text()), "dim": Field(Integer(1))})),
+    "logistic": Field(logistic_schema(Number(0))),
+    "embedder": Field(EMBEDDER),
     "training": Field(Table({
-        "sha256": Field(_HEX64),
+        "sha256": Field(SHA256),
         "n_pages": Field(Integer(1)),
         "n_groups": Field(Integer(1)),
         "group_by": Field(Text(choices=GROUP_BY)),
@@ -123,25 +116,16 @@ MODEL_SCHEMA = Table({
     "metrics": Field(Table(extra=True)),
     "floor": Field(Number(0, 1)),
 }, what="a credibility model (a JSON object)")
+#: the model file's structure (docs/json.md), format 2: format 1 and ``provenance``
+MODEL_SCHEMA = with_provenance(MODEL_SCHEMA_V1)
+#: the credibility model file: formats 1 and 2 are read, 2 is written
+MODEL_FILE = ModelFileFormat(KEY, "credibility model", "credrank credibility fit",
+                             ModelFileError, {1: MODEL_SCHEMA_V1, 2: MODEL_SCHEMA})
+FORMAT = MODEL_FILE.current
 
 
 def _fail(where: str, path: str, expected: str, value: Any) -> ModelFileError:
     return ModelFileError(f"{where}: {path}: expected {expected}, got {got(value)}")
-
-
-def _hex64(where: str, path: str, value: str) -> None:
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise _fail(where, path, "64 hex digits", value)
-
-
-def _vector(where: str, lr: Mapping[str, Any], name: str, width: int,
-            groups: Sequence[str]) -> np.ndarray:
-    value = lr[name]
-    if len(value) != width:
-        raise ModelFileError(f"{where}: logistic.{name}: expected {width} numbers (one per "
-                             f"feature column of the groups {'+'.join(groups)}), got "
-                             f"{len(value)}")
-    return np.asarray(value, dtype=np.float64)
 
 
 @dataclass
@@ -214,21 +198,12 @@ class SavedCredibilityModel:
 
 
 def load_model(path: str | Path) -> SavedCredibilityModel:
-    """Read and validate the model file at ``path``: the hardened JSON reader
+    """Read and validate the model file at ``path`` (format 1 or 2): the hardened JSON reader
     (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
-    NaN/Infinity), the format marker, :data:`MODEL_SCHEMA`, then the cross-field checks.
+    NaN/Infinity), the format marker, the format's schema, then the cross-field checks.
     Every problem is a :class:`ModelFileError` naming the file and the key path."""
-    where = str(path)
-    data = read_structured(path, what="credibility model", fmt="json", error=ModelFileError)
-    if not isinstance(data, dict) or KEY not in data:
-        raise ModelFileError(f"{where}: not a credibility model (expected a JSON object with "
-                             f"{KEY!r}, got {got(data)}; write one with `credrank credibility "
-                             "fit`)")
-    version = Integer().check(data[KEY], where, error=ModelFileError, at=KEY)
-    if version != FORMAT:
-        raise ModelFileError(f"{where}: {KEY}: this credrank reads format {FORMAT}, got "
-                             f"{version}")
-    return _saved(where, MODEL_SCHEMA.check(data, where, error=ModelFileError))
+    _, doc = MODEL_FILE.read(path)
+    return _saved(str(path), doc)
 
 
 def _saved(where: str, doc: dict[str, Any]) -> SavedCredibilityModel:
@@ -243,17 +218,17 @@ def _saved(where: str, doc: dict[str, Any]) -> SavedCredibilityModel:
             raise ModelFileError(f"{where}: features.{name}: the model's feature names differ "
                                  f"from this credrank's ({len(feats[name])} vs {len(expected)} "
                                  "names); refit the model")
-    _hex64(where, "features.cue_patterns_sha256", feats["cue_patterns_sha256"])
+    check_sha256(feats["cue_patterns_sha256"], where, "features.cue_patterns_sha256",
+                 ModelFileError)
     if feats["cue_patterns_sha256"] != cue_patterns_hash():
         raise ModelFileError(f"{where}: features.cue_patterns_sha256: the cue patterns changed "
                              "since the model was fitted; refit the model")
-    _hex64(where, "training.sha256", doc["training"]["sha256"])
+    check_sha256(doc["training"]["sha256"], where, "training.sha256", ModelFileError)
     dim = doc["embedder"]["dim"]
     width = (len(CUE_NAMES) * ("cues" in groups) + len(URL_NAMES) * ("url" in groups)
              + dim * ("embedding" in groups))
-    logistic = LogisticModel(weights=_vector(where, lr, "weights", width, groups),
-                             bias=lr["bias"], mean=_vector(where, lr, "mean", width, groups),
-                             scale=_vector(where, lr, "scale", width, groups), l2=lr["l2"])
+    logistic = logistic_model(lr, width, where, ModelFileError,
+                              f" of the groups {'+'.join(groups)}")
     return SavedCredibilityModel(where, doc, Config(groups, cfg["l2"]), logistic,
                                  doc["embedder"]["name"], dim, feats["head_words"],
                                  doc["floor"])

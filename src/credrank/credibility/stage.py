@@ -14,7 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import BuildContext, Stage
+from credrank.core.schema import Field, Nullable, Number, Table, Text
 from credrank.core.validation import check_probability
 from credrank.credibility.model import CredibilityModel
 
@@ -40,6 +41,28 @@ class LearnedCredibilityPrior(Stage):
     it); a missing URL is allowed (its URL features are zero, ``no_url = 1``). ``p`` goes to
     the meta column ``p_credible`` and a summary to ``info["credibility_prior"]``.
     """
+
+    reads = frozenset({"text"})
+    SPEC = Table({
+        "model": Field(Text(what="a model file of `credrank credibility fit`")),
+        "floor": Field(Nullable(Number(0.0, 1.0)), default=None),
+    })
+
+    def formula_term(self) -> str:
+        return "needs the Python path (it reads each candidate's text)"
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> LearnedCredibilityPrior:
+        """The factor ``credibility`` of the model file ``model`` (a registered name or a
+        path), with ``floor`` (``null``: the model file's). A model fitted on another
+        embedder than the index's is refused (``ctx.store``)."""
+        from credrank.credibility.modelfile import load_model  # the model file's reader
+
+        saved = load_model(ctx.path(params["model"], "model", "credibility model"))
+        if ctx.store is not None:
+            saved.check_store(ctx.store)
+        floor = saved.floor if params["floor"] is None else params["floor"]
+        return cls(saved, name="credibility", floor=floor)
 
     def __init__(self, model_or_callable: CredibilityModel | CredibilityFn | Callable[..., Any],
                  name: str = "prior", floor: float = 0.3):

@@ -21,6 +21,7 @@ from credrank.credibility.labels import LabelsFile, match_labels, read_labels, t
 from credrank.credibility.model import DEFAULT_CONFIGS, Config, topics_of
 from credrank.credibility.modelfile import DEFAULT_FLOOR, model_document
 from credrank.index.store import VectorStore
+from credrank.learn.cv import Progress
 
 
 @dataclass
@@ -36,11 +37,13 @@ def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
                     embedder: Embedder, *,
                     group_by: str = "topic", seed: int = 0,
                     configs: tuple[Config, ...] = DEFAULT_CONFIGS, n_boot: int = N_BOOT,
-                    floor: float = DEFAULT_FLOOR) -> FitResult:
+                    floor: float = DEFAULT_FLOOR, n_jobs: int = 1,
+                    on_progress: Progress | None = None) -> FitResult:
     """Labels → matched pages → nested grouped CV → final model (module docstring).
 
     ``labels_path`` is the labels file or one already read (:func:`read_labels`, so a command
-    can refuse a bad file before it opens the index).
+    can refuse a bad file before it opens the index). ``n_jobs``: processes for the CV fits (the
+    same numbers for any value); ``on_progress(done, total)`` after every fit.
 
     ``ValueError`` for a bad labels file, one class only after matching, fewer than 3 groups,
     or an embedder that is not the index's.
@@ -66,13 +69,15 @@ def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
                          f"(by {group_by}); the matched pages form {len(groups)}: "
                          f"{', '.join(groups)}")
     featurizer = CredibilityFeaturizer(embedder)
-    cv = grouped_cross_validation(examples, featurizer, configs, seed=seed, n_boot=n_boot)
+    cv = grouped_cross_validation(examples, featurizer, configs, seed=seed, n_boot=n_boot,
+                                  n_jobs=n_jobs, on_progress=on_progress)
     metrics = cv.metrics()
     document = model_document(cv.model, embedder_name=manifest.embedder,
                               embedder_dim=int(getattr(embedder, "dim", manifest.dim)),
                               training_sha256=training_hash(examples),
                               n_pages=cv.n_train_pages, n_groups=cv.n_groups,
-                              group_by=group_by, metrics=metrics, floor=floor)
+                              group_by=group_by, metrics=metrics,
+                              provenance=cv.provenance(group_by), floor=floor)
     report = {"credrank_credibility_fit": 1, "labels": where, "group_by": group_by,
               "seed": seed, "n_pages": cv.n_pages, "n_train_pages": cv.n_train_pages,
               "tied_pages": cv.dropped_ties, "n_groups": cv.n_groups,

@@ -6,10 +6,12 @@ GPT truthfulness score. :func:`read_cram_nq` returns it as a pooled :class:`Eval
 real passages, fakes removed, as a clean corpus of real Wikipedia text."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from credrank.datasets.base import (
+    DatasetError,
     EvalSet,
     PoolBuilder,
     SkipCounter,
@@ -78,3 +80,55 @@ def read_cram_nq(path: str | Path) -> EvalSet:
     return out.build(notes + skips.notes())
 
 
+# ---------------------------------------------------------------- CrAM NQ as questions
+
+
+@dataclass(frozen=True)
+class CramQuestion:
+    """One CrAM NQ record: its passages in file order and which one is the fake."""
+
+    qid: str
+    question: str
+    answers: tuple[str, ...]
+    wrong_answer: str
+    passages: tuple[str, ...]
+    fake: tuple[bool, ...]
+
+
+def read_cram_questions(path: str | Path) -> list[CramQuestion]:
+    """The CrAM NQ JSONL records (``id``, ``question``, ``answers``, ``wrong_answer``,
+    ``docs[{text, is_misinformation}]``); :class:`DatasetError` naming the line and field of a
+    malformed record. Passages are kept verbatim (stripped of outer whitespace)."""
+    out: list[CramQuestion] = []
+    seen: set[str] = set()
+    for lineno, rec in iter_jsonl(path):
+        where = f"{path}, line {lineno}"
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected a JSON object")
+        for key, kind in (("id", (str, int)), ("question", str), ("answers", list),
+                          ("wrong_answer", str), ("docs", list)):
+            if not isinstance(rec.get(key), kind):
+                raise DatasetError(f"{where}: field {key!r} is missing or not a "
+                                   f"{kind if isinstance(kind, type) else 'str/int'}")
+        qid = str(rec["id"])
+        if qid in seen:
+            raise DatasetError(f"{where}: field 'id': {qid!r} repeats")
+        seen.add(qid)
+        passages, fake = [], []
+        for i, doc in enumerate(rec["docs"]):
+            if not isinstance(doc, dict) or not isinstance(doc.get("text"), str) \
+                    or not doc["text"].strip() or not isinstance(doc.get("is_misinformation"),
+                                                                 bool):
+                raise DatasetError(f"{where}: docs[{i}]: expected text and a boolean "
+                                   "is_misinformation")
+            passages.append(doc["text"].strip())
+            fake.append(doc["is_misinformation"])
+        out.append(CramQuestion(qid, rec["question"].strip(),
+                                tuple(a for a in rec["answers"] if isinstance(a, str)),
+                                rec["wrong_answer"], tuple(passages), tuple(fake)))
+    return out
+
+
+def ideal_scores(q: CramQuestion) -> list[float]:
+    """Reference scores that read the labels: 0 for the fake, 1 for a real passage."""
+    return [0.0 if f else 1.0 for f in q.fake]

@@ -1,5 +1,7 @@
 """Documents: the schema (:mod:`.schema`), corpus readers with file:line:field rejects
-(:mod:`.readers`), queries and qrels (:mod:`.judgements`) and BEIR folders (:mod:`.beir`)."""
+(:mod:`.readers`: the policies; :mod:`.records`: rejects and results; :mod:`.fields`: the field
+checks; :mod:`.files` and :mod:`.formats`: JSONL, CSV/TSV and Parquet records), queries and
+qrels (:mod:`.judgements`) and BEIR folders (:mod:`.beir`)."""
 
 from credrank.documents.beir import BeirDataset, load_beir
 from credrank.documents.judgements import Query, read_qrels, read_queries

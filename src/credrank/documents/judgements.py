@@ -6,19 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from credrank.documents.readers import (
-    _BOM,
-    _SHOWN,
-    CorpusError,
-    _excerpt,
-    _got,
-    _id_value,
-    _jsonl_records,
-    _listing,
-    _open_binary,
-    _suffix,
-    _unicode_problem,
+from credrank.documents.fields import (
+    SHOWN,
+    excerpt,
+    got,
+    id_value,
+    listing,
+    unicode_problem,
 )
+from credrank.documents.files import BOM, format_suffix, open_binary
+from credrank.documents.formats.jsonl import jsonl_records
+from credrank.documents.records import CorpusError
 
 
 @dataclass(frozen=True)
@@ -28,9 +26,6 @@ class Query:
     id: str
     text: str
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-
 
 
 def read_queries(path: str | Path) -> list[Query]:
@@ -44,7 +39,7 @@ def read_queries(path: str | Path) -> list[Query]:
     p = Path(path)
     if p.is_dir():
         p = p / "queries.jsonl"
-    suffix = _suffix(p)
+    suffix = format_suffix(p)
     if suffix in (".jsonl", ".ndjson"):
         rows = _query_rows_jsonl(p)
     elif suffix == ".txt" and not _has_tab(p):
@@ -63,7 +58,7 @@ def read_queries(path: str | Path) -> list[Query]:
             continue
         assert rec is not None
         alias, plain = rec.pop("_id", None), rec.pop("id", None)
-        qid, qerr = _id_value(alias if alias is not None else plain)
+        qid, qerr = id_value(alias if alias is not None else plain)
         if alias is not None and plain is not None and alias != plain:
             qerr = f"expected '_id' and 'id' to agree, got {alias!r} and {plain!r}"
         text = rec.pop("text") if "text" in rec else rec.pop("query", None)
@@ -71,7 +66,7 @@ def read_queries(path: str | Path) -> list[Query]:
             errors.append(f"{p}:{line}: field 'id': {qerr}")
         elif not isinstance(text, str) or not text.strip():
             errors.append(f"{p}:{line}: field 'text': expected non-empty query text, "
-                          f"got {_got(text)}")
+                          f"got {got(text)}")
         elif qid in seen:
             errors.append(f"{p}:{line}: field 'id': expected a unique query id, got {qid!r} "
                           f"again (first seen at line {seen[qid]})")
@@ -80,7 +75,7 @@ def read_queries(path: str | Path) -> list[Query]:
             seen[qid] = line
             queries.append(Query(id=qid, text=text, extra=rec))
     if errors:
-        raise CorpusError(_listing(f"{p}: {len(errors)} bad query records", errors, _SHOWN))
+        raise CorpusError(listing(f"{p}: {len(errors)} bad query records", errors, SHOWN))
     return queries
 
 
@@ -96,15 +91,15 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
     """
     p = Path(path)
     if p.is_dir():
-        p = _qrels_file(p, split)
+        p = qrels_file(p, split)
     qrels: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     errors: list[str] = []
     ncols: int | None = None
-    with _open_binary(p) as fh:
+    with open_binary(p) as fh:
         for n, raw in enumerate(fh, 1):
-            if n == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
+            if n == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -121,7 +116,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
                 expected = ("3 columns (query-id corpus-id score) or 4 (qid iter docid rel)"
                             if ncols is None else f"{ncols} columns like the lines before")
                 errors.append(f"{p}:{n}: expected {expected}, got {len(parts)}: "
-                              f"{_excerpt(line.strip())!r}")
+                              f"{excerpt(line.strip())!r}")
                 continue
             ncols = len(parts)
             qid, did, rel_s = (parts[0], parts[1], parts[2]) if ncols == 3 else (
@@ -132,7 +127,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
                 continue
             if not qid or not did:
                 errors.append(f"{p}:{n}: expected non-empty query and document ids, "
-                              f"got {_excerpt(line.strip())!r}")
+                              f"got {excerpt(line.strip())!r}")
                 continue
             old = qrels.setdefault(qid, {}).get(did)
             if old is not None and old != rel:
@@ -142,11 +137,8 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
             first_line.setdefault((qid, did), n)
             qrels[qid][did] = rel
     if errors:
-        raise CorpusError(_listing(f"{p}: {len(errors)} bad qrels lines", errors, _SHOWN))
+        raise CorpusError(listing(f"{p}: {len(errors)} bad qrels lines", errors, SHOWN))
     return qrels
-
-
-
 
 
 #: the relevance range of a qrels line: trec_eval's (a C ``int``)
@@ -164,13 +156,15 @@ def _relevance(text: str) -> tuple[int, str | None]:
     try:
         rel = int(text)
     except ValueError:
-        return 0, f"expected an integer relevance, got {_excerpt(text)!r}"
+        return 0, f"expected an integer relevance, got {excerpt(text)!r}"
     if not low <= rel <= high:
         return 0, f"expected an integer relevance in [{low}, {high}], got {rel}"
     return rel, None
 
 
-def _qrels_file(folder: Path, split: str | None) -> Path:
+def qrels_file(folder: Path, split: str | None) -> Path:
+    """The qrels file of a BEIR folder: ``qrels/<split>.tsv``, or the only ``qrels/*.tsv``
+    when ``split`` is ``None``; :class:`CorpusError` naming the splits there otherwise."""
     qdir = folder / "qrels"
     files = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
     if split is not None:
@@ -186,13 +180,13 @@ def _qrels_file(folder: Path, split: str | None) -> Path:
 
 
 def _query_rows_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    for raw in _jsonl_records(p):
+    for raw in jsonl_records(p):
         if raw.error is not None:
             where = f"field '{raw.error_field}': " if raw.error_field else ""
             yield raw.line, None, where + raw.error
             continue
         assert raw.data is not None
-        problem = _unicode_problem(raw.data, raw.bad_bytes)
+        problem = unicode_problem(raw.data, raw.bad_bytes)
         if problem is not None:
             yield raw.line, None, f"field '{problem[0]}': {problem[1]}"
         else:
@@ -200,17 +194,17 @@ def _query_rows_jsonl(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str
 
 
 def _has_tab(p: Path) -> bool:
-    with _open_binary(p) as fh:
+    with open_binary(p) as fh:
         return any(b"\t" in raw for raw in fh)
 
 
 def _text_lines(p: Path) -> Iterator[tuple[int, str | None, str | None]]:
     """``(line number, text, None)`` per line (BOM and line ending stripped), or
     ``(line number, None, error)`` for a line that is not UTF-8."""
-    with _open_binary(p) as fh:
+    with open_binary(p) as fh:
         for n, raw in enumerate(fh, 1):
-            if n == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
+            if n == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
             try:
                 yield n, raw.decode("utf-8").rstrip("\r\n"), None
             except UnicodeDecodeError as e:
@@ -242,9 +236,6 @@ def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
             continue
         first = False
         if len(parts) != 2:
-            yield n, None, f"expected 'id<TAB>text', got {_excerpt(line)!r}"
+            yield n, None, f"expected 'id<TAB>text', got {excerpt(line)!r}"
             continue
         yield n, {"id": parts[0].strip(), "text": parts[1]}, None
-
-
-# --------------------------------------------------------------------------- validation

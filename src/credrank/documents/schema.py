@@ -2,8 +2,9 @@
 
 A document has ``id`` and ``text`` (required), optional ``title``, ``url``, ``source_id``, a
 *declared* ``source_type`` (trusted only when the configuration says so, see
-:mod:`credrank.provenance.typer`), five dates kept apart (chapter 35.7: observation, verification,
-publication, modification and retrieval are different facts) and ``cites``, the ids it cites.
+:mod:`credrank.provenance.source_types`), five dates kept apart (chapter 35.7: observation,
+verification, publication, modification and retrieval are different facts) and ``cites``, the
+ids it cites.
 Dates are timezone-aware :class:`datetime.datetime` values parsed from ISO 8601.
 """
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from credrank.datasets import squad_normalize
 from credrank.evaluate.metrics import register_measure
 
-#: a generation's answer of the top-document accuracy measure (see evaluate.realtimeqa)
+#: a generation's answer of the top-document accuracy measure (see experiments.realtimeqa)
 TOP_DOC_ACCURACY = "top-doc accuracy"
 #: the generator's chosen option is the right one
 GENERATOR_ACCURACY = "generator accuracy"

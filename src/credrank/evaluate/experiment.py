@@ -9,7 +9,13 @@ count (:mod:`credrank.evaluate.stats`) in the direction of each measure
 :class:`~credrank.evaluate.tables.ResultTable` plus the per-query values and runs behind it.
 
 A :class:`System` says, where it is defined, whether its stages read evaluation labels
-(``reads_labels``); the flag travels into every table row.
+(``reads_labels``); the flag travels into every table row. A system that is a plain credrank
+search is described by its pipeline spec (:meth:`System.of_spec`): its stages are built from
+the spec by the one builder (:func:`credrank.pipeline.compile.build_stages`), so the bench
+measures exactly what ``credrank search --pipeline`` runs on the same pool, and the spec goes
+into the row (``"pipeline"`` of the bench JSON). Systems that are not pipelines (oracles,
+references that read labels, priors assigned by the experimenter, models fitted in memory)
+keep a hand-built stage.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from credrank.core.candidates import Candidates
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_bool
 from credrank.evaluate.metrics import Run, evaluate, mean, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, compare
 from credrank.evaluate.tables import Cell, Column, Kind, ResultTable, Row
+from credrank.pipeline.compile import build_stages, context
+from credrank.pipeline.spec import PipelineSpec
 
 PerQuery = dict[str, dict[str, dict[str, float]]]  # system -> measure -> qid -> value
 
@@ -36,16 +44,30 @@ class System:
     per-query values to :func:`compare_systems`); ``reads_labels`` is ``True`` when the stages
     read evaluation labels of the items they are scored on — directly, or through priors
     assigned from those labels even with noise added; ``notes`` and ``params`` go to the
-    table row.
+    table row; ``spec`` is the pipeline the system is (:meth:`of_spec`), ``None`` for a
+    system that is not one.
     """
 
     stage: Stage | None
     reads_labels: bool
     notes: tuple[str, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict)
+    spec: PipelineSpec | None = None
 
     def __post_init__(self) -> None:
         check_bool("System.reads_labels", self.reads_labels)
+
+    @classmethod
+    def of_spec(cls, spec: PipelineSpec | Mapping[str, Any], *, notes: Sequence[str] = (),
+                params: Mapping[str, Any] | None = None,
+                reads_labels: bool = False) -> System:
+        """The system that is the pipeline ``spec`` (a :class:`PipelineSpec` or its dict):
+        the spec's stages after retrieval (prior, signals, combine, selector), built as
+        ``credrank search`` builds them, applied to the bench's pool. A pipeline reads no
+        evaluation label (``reads_labels`` is for a pool whose columns were made from them)."""
+        spec = spec if isinstance(spec, PipelineSpec) else PipelineSpec.from_dict(spec)
+        return cls(Pipeline(build_stages(spec, context())), reads_labels, tuple(notes),
+                   dict(params or {}), spec=spec)
 
 
 @dataclass
@@ -131,7 +153,8 @@ def compare_systems(
         system = systems[name]
         rows.append(Row(name, system.reads_labels, metrics, notes=list(system.notes),
                         params=dict(system.params),
-                        stages=system.stage.describe() if system.stage is not None else None))
+                        stages=system.stage.describe() if system.stage is not None else None,
+                        pipeline=system.spec.to_dict() if system.spec is not None else None))
     table = ResultTable(key, title, list(columns), rows, kind=kind, baseline=baseline,
                         parameter=parameter, notes=list(notes))
     return ExperimentResult(table, per_query, dict(runs or {}))

@@ -131,7 +131,9 @@ class Row:
     ``reads_labels``: ``True`` when the system reads evaluation labels of the items it is
     scored on (see docs/json.md for the rule), ``False`` when it does not, ``None`` in a
     descriptive table. ``params`` say what the row is (JSON data); ``metrics`` map column
-    names to cells; ``stages`` describe the pipeline when the system is one.
+    names to cells; ``stages`` describe the pipeline when the system is one; ``pipeline`` is
+    its spec (``PipelineSpec.to_dict()``) when the system is a plain credrank search:
+    ``credrank search --pipeline`` with it runs exactly what the row measured.
     """
 
     system: str
@@ -140,6 +142,7 @@ class Row:
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, Any] | None = None
+    pipeline: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.system, str) or not self.system:
@@ -155,6 +158,8 @@ class Row:
                                "metrics": {m: c.to_json() for m, c in self.metrics.items()}}
         if self.stages is not None:
             out["stages"] = self.stages
+        if self.pipeline is not None:
+            out["pipeline"] = self.pipeline
         return out
 
 

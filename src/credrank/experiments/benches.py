@@ -1,7 +1,7 @@
 """The one registry of ``credrank bench NAME``: every bench, product and experiment alike.
 
 Product benches (similarity vs credibility-aware systems on one set) come from
-:mod:`credrank.evaluate.bench`; the research runs (TREC correctness signals, oracle feedback,
+:mod:`credrank.experiments.bench`; the research runs (TREC correctness signals, oracle feedback,
 CoAID-fitted priors, Golden-Gaze hosts, the RA-RAG simulation) live here, in ``experiments``,
 which product code never imports. Every bench returns the same
 :class:`~credrank.evaluate.result.BenchResult`: tables as data, rendered to Markdown by
@@ -17,15 +17,15 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.datasets import EvalSet
-from credrank.evaluate.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
-from credrank.evaluate.poisoning import bench_poisonedrag, default_corpus
-from credrank.evaluate.realtimeqa import bench_realtimeqa
 from credrank.evaluate.result import BenchResult
-from credrank.evaluate.stress import bench_stress
+from credrank.experiments.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
 from credrank.experiments.oracle_feedback import oracle_feedback_experiment
+from credrank.experiments.poisoning import bench_poisonedrag, default_corpus
 from credrank.experiments.ra_rag_simulation import run_simulation, simulation_tables
+from credrank.experiments.realtimeqa import bench_realtimeqa
+from credrank.experiments.stress import bench_stress
 from credrank.experiments.trec_hm import run_trec_hm
 from credrank.generate.llm import ExtractiveReader, Generator, OpenAICompatibleGenerator
 from credrank.generate.local import SmolLM2Generator
@@ -49,13 +49,13 @@ class BenchOptions:
     corpus: Path | None = None
     #: the generator of benches with one in the loop (realtimeqa): extractive | smollm2
     generator: str = "extractive"
-    #: cram-nq with a white-box LM (``credrank.evaluate.cram_lm``): model name, heads file, limit
+    #: cram-nq with a white-box LM (``credrank.experiments.cram_lm``): model name, heads file, limit
     model: str | None = None
     heads: Path | None = None
     limit: int | None = None
     #: cram-nq --model: a JSONL file that keeps each question's generations (resumable runs)
     checkpoint: Path | None = None
-    #: stress benches (``credrank.evaluate.stress``): comma-separated positions and counts
+    #: stress benches (``credrank.experiments.stress``): comma-separated positions and counts
     positions: str | None = None
     counts: str | None = None
 
@@ -79,7 +79,8 @@ def _embedder(o: BenchOptions) -> Embedder:
 
 def _oracle_section(result: BenchResult, pools: dict[str, Candidates], evalset: EvalSet,
                     top_k: int, measures: list[str]) -> None:
-    result.add_experiment(oracle_feedback_experiment(pools, evalset, top_k, measures))
+    result.add_experiment(oracle_feedback_experiment(pools, evalset, top_k, measures,
+                                                     fetch_k=result.settings["fetch_k"]))
 
 
 def _correctness_section(o: BenchOptions, embedder: Embedder
@@ -134,7 +135,7 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
 
 
 def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
-    """A contamination stress bench (``credrank.evaluate.stress``) of ``source``."""
+    """A contamination stress bench (``credrank.experiments.stress``) of ``source``."""
     def run(o: BenchOptions) -> BenchResult:
         assert o.path is not None
         bench = STRESS_NAMES[source]
@@ -161,7 +162,8 @@ def _cram_lm(o: BenchOptions) -> BenchResult:
     """cram-nq with ``--model``: generation EM with and without CrAM (``--heads`` required)."""
     from credrank.cram.generate import model_info
     from credrank.cram.headsfile import load_heads
-    from credrank.evaluate.cram_lm import bench_cram_lm, load_cram_model
+    from credrank.cram.models import load_cram_model
+    from credrank.experiments.cram_lm import bench_cram_lm
 
     assert o.path is not None and o.model is not None
     if o.heads is None:

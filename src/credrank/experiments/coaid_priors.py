@@ -9,7 +9,7 @@ reliable items of that type in a labelled set, shrunk toward the preset by a pse
 the posterior mean of a Beta(m·λ0_t, m·(1 − λ0_t)) prior after ``n_real_t`` reliable items out
 of ``n_t``. ``m`` (the prior strength) is how many labelled items the preset is worth: with
 ``n_t = 0`` the fitted prior is the preset, and as ``n_t`` grows it tends to the empirical rate.
-Types come from the URL through :class:`~credrank.provenance.typer.SourceTyper` (never from text).
+Types come from the URL through :class:`~credrank.provenance.SourceTyper` (never from text).
 
 :func:`evaluate_fitted_priors` fits on some CoAID release folders and scores the fitted and the
 preset priors on the other folders (AUC of the prior as a real-vs-fake score, log-loss, Brier).

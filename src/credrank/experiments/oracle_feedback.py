@@ -17,10 +17,10 @@ from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
 from credrank.datasets import EvalSet
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.evaluate.bench import with_priors
 from credrank.evaluate.experiment import ExperimentResult, System, compare_systems
 from credrank.evaluate.metrics import evaluate, run_from_batches
 from credrank.evaluate.tables import Column
+from credrank.experiments.bench import prior_system
 from credrank.signals.feedback import FeedbackPrior, FeedbackPriors, check_step
 from credrank.signals.prior import preset
 
@@ -87,15 +87,18 @@ STEPS = (0.1, 0.3)
 
 
 def oracle_feedback_experiment(pools: Mapping[str, Candidates], evalset: EvalSet, top_k: int,
-                               measures: Sequence[str]) -> ExperimentResult:
+                               measures: Sequence[str], fetch_k: int | None = None
+                               ) -> ExperimentResult:
     """Seed 004's oracle experiment: queries in order, the true labels of each top-k fed back
     into the type priors before the next query (bounded steps, versioned store), against the
-    static current priors. The feedback systems read the relevance labels of the evaluated
+    static current priors (a pipeline spec of the bench's ``fetch_k`` pool, default
+    3 × ``top_k``). The feedback systems read the relevance labels of the evaluated
     queries (``reads_labels``): an oracle bounds what feedback could do, it is not a result.
     """
-    static = with_priors(preset("current"), top_k)
+    systems = {STATIC: prior_system("current", top_k, 3 * top_k if fetch_k is None else fetch_k)}
+    static = systems[STATIC].stage
+    assert static is not None
     runs = {STATIC: run_from_batches({qid: static(b) for qid, b in pools.items()})}
-    systems = {STATIC: System(static, reads_labels=False)}
     for step in STEPS:
         name = f"current + oracle feedback, step {step}"
         with tempfile.TemporaryDirectory(prefix="credrank-feedback-") as tmp:

@@ -4,7 +4,7 @@ Setting (fixed before any run): one corpus of all documents of the file, one que
 (its ``description``), MiniLM cosine over the whole corpus (in-memory numpy: the corpus has
 156 pages), ``fetch_k`` candidates reranked, ``top_k`` kept. Each topic's candidate batch
 carries the page vectors and the meta columns ``source_type`` and ``host`` from
-:class:`~credrank.provenance.typer.SourceTyper` on the URL (never from the text or a label).
+:class:`~credrank.provenance.SourceTyper` on the URL (never from the text or a label).
 
 Systems, side by side (:func:`run_trec_hm`):
 

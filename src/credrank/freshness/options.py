@@ -20,12 +20,8 @@ Errors (``ValueError``) name the key and the value; those of the config file
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from credrank.freshness.config import load_freshness_config, parse_duration
-from credrank.freshness.dates import parse_instant
-from credrank.freshness.policy import parse_undated
 from credrank.freshness.stage import FreshnessDecay
 
 KEYS = ("half_life", "now", "undated", "config", "lineage")
@@ -33,8 +29,9 @@ KEYS = ("half_life", "now", "undated", "config", "lineage")
 LINEAGE = ("off", "cites")
 
 
-def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
-    """The :class:`~credrank.freshness.stage.FreshnessDecay` stage ``text`` describes."""
+def freshness_items(text: str, option: str = "--freshness") -> dict[str, str]:
+    """The ``KEY=VALUE`` items of a ``--freshness`` string (syntax only: keys known, each once,
+    ``half_life`` or ``config`` given); the values are checked by the stage's spec."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{option}: expected half_life=DURATION[,now=DATE][,undated=POLICY]"
                          f"[,config=FILE], got {text!r}")
@@ -51,30 +48,25 @@ def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
         if key in items:
             raise ValueError(f"{option}: key {key!r} given twice")
         items[key] = value.strip()
-    lineage = items.get("lineage", "off")
-    if lineage not in LINEAGE:
-        raise ValueError(f"{option} lineage: expected one of {', '.join(LINEAGE)}, got "
-                         f"{lineage!r}")
     if "half_life" not in items and "config" not in items:
         raise ValueError(f"{option}: give half_life=DURATION (e.g. half_life=365d) or "
                          "config=FILE")
+    return items
+
+
+def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
+    """The :class:`~credrank.freshness.stage.FreshnessDecay` stage ``text`` describes (its
+    items checked by :attr:`FreshnessDecay.SPEC`, built by :meth:`FreshnessDecay.from_spec`;
+    errors say ``{option} KEY: …``)."""
+    items = freshness_items(text, option)
+    if "config" in items and not Path(items["config"]).exists():
+        raise ValueError(f"{option} config: no such file {items['config']!r}")
     try:
-        half_life = (parse_duration(items["half_life"], f"{option} half_life")
-                     if "half_life" in items else None)
-        now = parse_instant(items["now"], f"{option} now") if "now" in items else None
-        if "now" in items and now is None:
-            raise ValueError(f"{option} now: expected an ISO 8601 date, got ''")
-        undated = parse_undated(items.get("undated", "neutral"))
+        params = FreshnessDecay.SPEC.check(items, "", error=ValueError)
+        stage = FreshnessDecay.from_params(params)
     except ValueError as exc:
-        raise ValueError(str(exc) if str(exc).startswith(option)
-                         else f"{option}: {exc}") from None
-    if "config" in items:
-        path = Path(items["config"])
-        if not path.exists():
-            raise ValueError(f"{option} config: no such file {items['config']!r}")
-        config = load_freshness_config(path)  # errors name the file and the key path
-        if half_life is not None:
-            config = dataclasses.replace(config, half_life=half_life)
-        return FreshnessDecay(config, now=now, undated=undated, lineage=lineage == "cites")
-    assert half_life is not None
-    return FreshnessDecay(half_life, now=now, undated=undated, lineage=lineage == "cites")
+        text_ = str(exc)
+        if text_.startswith(("half_life:", "now:", "undated:", "lineage:", "config:")):
+            raise ValueError(f"{option} {text_}") from None
+        raise ValueError(text_ if text_.startswith(option) else f"{option}: {text_}") from None
+    return stage

@@ -30,8 +30,14 @@ import numpy as np
 
 from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.errors import StageError
-from credrank.core.pipeline import Stage
-from credrank.freshness.config import CLAIM_CLASS_FIELD, FreshnessConfig
+from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
+from credrank.core.schema import Field, Nullable, Table, Text
+from credrank.freshness.config import (
+    CLAIM_CLASS_FIELD,
+    Duration,
+    FreshnessConfig,
+    load_freshness_config,
+)
 from credrank.freshness.dates import (
     FreshnessDate,
     elapsed_days,
@@ -39,6 +45,7 @@ from credrank.freshness.dates import (
     parse_instant,
 )
 from credrank.freshness.decay import check_half_life
+from credrank.freshness.lineage import ProvenanceGraph, StoreSource, inherited_dates
 from credrank.freshness.policy import UnknownAge
 
 #: meta columns an :class:`~credrank.freshness.inherit.InheritedDates` stage fills: the
@@ -68,6 +75,68 @@ class FreshnessDecay(Stage):
     Raises ``ValueError`` for a half-life of 0 or below, or a ``now`` that is not a date;
     ``StageError`` when a candidate's date does not parse or ``now`` returns no date.
     """
+
+    SPEC = Table({
+        "half_life": Field(Nullable(Duration()), default=None),
+        "now": Field(Nullable(Text(what="an ISO 8601 date such as 2026-01-01")), default=None),
+        "undated": Field(Text(what="neutral, neutral:W, penalty:W or exclude"),
+                         default="neutral"),
+        "config": Field(Nullable(Text(what="a freshness config file")), default=None),
+        "lineage": Field(Text(choices=("off", "cites")), default="off"),
+    })
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
+        """The freshness factor of ``params`` (:meth:`from_params`; ``config`` a registered
+        name or a path); with ``lineage: cites`` the citation chains are read from
+        ``ctx.store`` first (:class:`InheritedDates`)."""
+        stage = cls.from_params(params, lambda v: ctx.path(v, "config", "freshness config"))
+        if not stage.lineage:
+            return stage
+        if ctx.store is None:
+            raise ValueError("lineage: 'cites' reads citation chains from an index; not "
+                             "available for candidates retrieved elsewhere")
+        return InheritedDates(ctx.store) >> stage
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any],
+                    path: Callable[[str], Any] = lambda v: v) -> FreshnessDecay:
+        """The stage of checked :attr:`SPEC` ``params`` (the keys of ``--freshness``,
+        :mod:`credrank.freshness.options`); ``path`` resolves ``config``."""
+        import dataclasses
+
+        from credrank.freshness.policy import parse_undated
+
+        half_life, config = params["half_life"], params["config"]
+        if half_life is None and config is None:
+            raise ValueError("half_life: expected a duration such as 365d (or a config file), "
+                             "got neither")
+        now = parse_instant(params["now"], "now") if params["now"] is not None else None
+        undated = parse_undated(params["undated"])
+        lineage = params["lineage"] == "cites"
+        if config is not None:
+            table = load_freshness_config(path(config))
+            if half_life is not None:
+                table = dataclasses.replace(table, half_life=half_life)
+            return cls(table, now=now, undated=undated, lineage=lineage)
+        return cls(half_life, now=now, undated=undated, lineage=lineage)
+
+    def formula_term(self) -> FormulaTerm | str:
+        """The engine scores one half-life with a fixed or current ``T`` and a stated weight
+        for the undated; anything that depends on the pool or on other columns stays in
+        Python (the reason says which)."""
+        if not self.single:
+            return "with config=FILE (several half-lives or opt-outs) needs the Python path"
+        if callable(self.now):
+            return "with a per-query evaluation time needs the Python path"
+        if self.undated.kind == "exclude":
+            return "undated=exclude needs the Python path"
+        if self.undated.value is None:
+            return ("undated=neutral (median of the dated candidates) needs the Python path; "
+                    "give neutral:W or penalty:W to score in the engine")
+        if self.lineage:
+            return "lineage=cites (citation chains read from the index) needs the Python path"
+        return FormulaTerm("freshness", self)
 
     def __init__(self, half_life: float | FreshnessConfig, *, now: Now | str = None,
                  undated: UnknownAge | None = None, lineage: bool = False,
@@ -197,3 +266,35 @@ class FreshnessDecay(Stage):
         return {"half_life_days": self.half_life, "now": now,
                 "undated": self.undated.describe(), "lineage": self.lineage,
                 **({} if self.single else {"half_lives": self.config_.as_dict()})}
+
+
+class InheritedDates(Stage):
+    """Adds ``inherited_at`` / ``inherited_basis`` from ``store``'s ``cites`` links
+    (:mod:`credrank.freshness.inherit`: the origin's evidence date for wrappers, 35.7); a
+    fresh graph per batch, so index updates are seen."""
+
+    name = "lineage"
+    reads = frozenset({"index"})
+
+    def __init__(self, store: Any):
+        if not callable(getattr(store, "read_payloads", None)):
+            raise ValueError("lineage: the store cannot read payloads by id; citation chains "
+                             "need an index")
+        self.store = store
+
+    def transform(self, batch: Candidates) -> Candidates:
+        ids = [str(d) for d in batch.doc_ids]
+        graph = ProvenanceGraph(StoreSource(self.store))
+        inherited = inherited_dates(graph, ids) if ids else {}
+        at = [None if d not in inherited or inherited[d].date is None
+              else inherited[d].date.isoformat() for d in ids]
+        basis = [inherited[d].basis if d in inherited else None for d in ids]
+        info = {"rule": "cites chains: a wrapper takes its origin's evidence date",
+                "work": graph.stats.to_dict(), "cycles": [list(c) for c in graph.cycles],
+                "wrappers": {d: inherited[d].basis.split(":", 1)[1] for d in ids
+                             if d in inherited}}
+        return (batch.with_meta(INHERITED_AT, at).with_meta(INHERITED_BASIS, basis)
+                .with_info(lineage=info))
+
+    def config(self) -> dict[str, Any]:
+        return {"rule": "cites chains (35.7)"}

@@ -68,7 +68,7 @@ def lm_available() -> str | None:
     return None
 
 
-def _load(path: Path) -> tuple[Any, Any]:
+def load_local_model(path: Path) -> tuple[Any, Any]:
     """``(tokenizer, model)`` for ``path``, loaded once per process."""
     with _LOCK:
         if path in _CACHE:
@@ -115,7 +115,7 @@ class SmolLM2Generator:
         self.threads = None if threads is None else check_int("threads", threads, 1)
 
     def _inputs(self, prompts: Sequence[str]) -> tuple[Any, Any, Any]:
-        tok, model = _load(self.path)
+        tok, model = load_local_model(self.path)
         texts = [tok.apply_chat_template([{"role": "user", "content": p}],
                                          add_generation_prompt=True, tokenize=False)
                  for p in prompts]

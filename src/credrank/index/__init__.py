@@ -5,14 +5,11 @@ every backend offers and :func:`supports_formula` says whether one scores the cr
 formula in its engine.
 """
 
+from credrank.index.errors import StoreError
+from credrank.index.formula import FormulaScoring, supports_formula
+from credrank.index.manifest import Manifest
 from credrank.index.opener import open_store
-from credrank.index.store import (
-    FormulaScoring,
-    Manifest,
-    StoreError,
-    VectorStore,
-    supports_formula,
-)
+from credrank.index.store import VectorStore
 
 __all__ = ["FormulaScoring", "Manifest", "StoreError", "VectorStore", "open_store",
            "supports_formula"]

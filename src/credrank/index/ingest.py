@@ -20,7 +20,8 @@ from credrank.core.embedder import Embedder
 from credrank.core.validation import check_int
 from credrank.documents import Reject
 from credrank.documents.schema import Document
-from credrank.index.store import VectorStore, content_hash
+from credrank.index.payload import content_hash
+from credrank.index.store import VectorStore
 from credrank.provenance import Provenance, SourceTyper
 
 #: documents per ``VectorStore.upsert`` call (and per ``on_batch`` progress call); 1,000 by

@@ -7,12 +7,12 @@
   per-question pool) — the benchmarks evaluate many systems over one set of embeddings;
 * the :class:`~credrank.index.store.VectorStore` face: :meth:`InMemoryIndex.create`, then
   ``upsert`` / ``existing_hashes`` / ``search_dense`` / ``search_source`` like the engine
-  stores, with the same payload and the same :func:`~credrank.index.store.to_candidates`
+  stores, with the same payload and the same :func:`~credrank.index.payload.to_candidates`
   batches.
 
 Search is exact cosine (ties by row order); the results equal an engine's exact search on the
 same vectors. BM25 and formula scoring are not offered: :meth:`InMemoryIndex.search_bm25` raises
-a :class:`~credrank.index.store.StoreError`, and pushdown falls back to the Python path.
+a :class:`~credrank.index.errors.StoreError`, and pushdown falls back to the Python path.
 Nothing is persisted.
 """
 
@@ -28,10 +28,10 @@ from credrank.core.maths import normalise_rows
 from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
 from credrank.documents.schema import Document
-from credrank.index.store import (
+from credrank.index.errors import StoreError
+from credrank.index.manifest import Manifest
+from credrank.index.payload import (
     READ_FIELDS,
-    Manifest,
-    StoreError,
     check_where,
     document_payload,
     returned_fields,

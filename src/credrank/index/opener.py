@@ -6,7 +6,7 @@ default) or :class:`~credrank.index.qdrant_server.QdrantServerIndex` (``qdrant``
 without an engine (written before engines were recorded) means ``edge``.
 
 Concurrency (engine ``edge``): the store holds the directory lock ``DIR/.credrank.lock``
-(:class:`~credrank.index.store.IndexLock`) until it is closed — exclusively with
+(:class:`~credrank.index.lock.IndexLock`) until it is closed — exclusively with
 ``create=True`` (a writer), shared otherwise (a reader). A second writer, or a reader while a
 writer runs, gets a :class:`StoreError` naming the writer's PID and start time, and the running
 writer is not disturbed. Engine ``qdrant`` takes no directory lock: the server (or the client's
@@ -19,15 +19,10 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from credrank.index.errors import StoreError
+from credrank.index.manifest import ENGINES, check_index_dir, check_manifest, read_manifest
 from credrank.index.qdrant_edge import EdgeIndex
-from credrank.index.store import (
-    ENGINES,
-    StoreError,
-    VectorStore,
-    check_index_dir,
-    check_manifest,
-    read_manifest,
-)
+from credrank.index.store import VectorStore
 
 
 def open_store(index_dir: str | Path, engine: str | None = None, *,

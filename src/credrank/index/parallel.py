@@ -11,7 +11,7 @@ single-process path — the same rejects in the same order, the same conflicts, 
   may span lines, a ``.gz`` file is one stream), so every reject and line number is the one
   the single-process run gives;
 * **one writer, in file order**: the workers never open the index; the store and its
-  :class:`~credrank.index.store.IndexLock` stay here, and the partitions' results are written
+  :class:`~credrank.index.lock.IndexLock` stay here, and the partitions' results are written
   in submission order, batch by batch, with the batch boundaries of the single-process run
   (a partition is a whole number of batches);
 * **the same decisions**: a document is written when its content hash differs from the one
@@ -55,7 +55,8 @@ from credrank.index.ingest import (
     embedding_text,
     provenance_payload,
 )
-from credrank.index.store import VectorStore, content_hash
+from credrank.index.payload import content_hash
+from credrank.index.store import VectorStore
 from credrank.provenance import SourceTyper
 
 __all__ = ["TyperSettings", "index_documents_parallel"]

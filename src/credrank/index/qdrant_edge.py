@@ -4,7 +4,7 @@ Layout of an index directory::
 
     DIR/manifest.json   format version, engine ``edge``, embedder name and dimension, BM25 on/off
     DIR/shard/          the Qdrant Edge shard (write-ahead log enabled)
-    DIR/.credrank.lock  the directory lock (``flock``; :class:`~credrank.index.store.IndexLock`)
+    DIR/.credrank.lock  the directory lock (``flock``; :class:`~credrank.index.lock.IndexLock`)
 
 Concurrency: a shard is open in one process at a time (the engine locks its write-ahead log).
 Opened with ``lock=True`` (what :func:`credrank.index.open_store` does), a writer
@@ -16,7 +16,7 @@ Each document is one point whose id is ``uuid5(doc_id)``, so re-adding a documen
 it instead of duplicating it. Vectors: ``dense`` (cosine, the embedder's) and ``bm25`` (sparse,
 IDF modifier, Qdrant's own BM25 tokenizer) for the lexical option. Payload: the document's
 fields, its provenance (host, registered domain, source type and the rule that decided it) and
-a content hash (:func:`credrank.index.store.document_payload`); keyword indexes on ``doc_id``,
+a content hash (:func:`credrank.index.payload.document_payload`); keyword indexes on ``doc_id``,
 ``source_type``, ``host``, ``registered_domain`` and ``source_id``, datetime indexes on the five
 date fields.
 
@@ -51,34 +51,37 @@ import qdrant_edge as qe
 from credrank.core.candidates import Candidates
 from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
-from credrank.index.store import (
-    DENSE,
+from credrank.index.errors import StoreError
+from credrank.index.formula import (
     FRESHNESS_FIELDS,
+    FreshnessFormula,
+    formula_fields,
+    formula_priors,
+)
+from credrank.index.lock import IndexLock, is_lock_error
+from credrank.index.manifest import (
+    Manifest,
+    check_index_dir,
+    check_manifest,
+    no_index_error,
+    read_manifest,
+    write_manifest,
+)
+from credrank.index.payload import (
+    DENSE,
     KEYWORD_FIELDS,
-    MAX_K,
     READ_FIELDS,
     READ_PAGE,
     SPARSE,
-    FreshnessFormula,
-    IndexLock,
-    Manifest,
-    StoreError,
     bm25_text,
-    check_index_dir,
-    check_manifest,
     check_where,
     document_payload,
-    formula_fields,
-    formula_priors,
-    is_lock_error,
-    no_index_error,
     point_id,
     read_fields,
-    read_manifest,
     returned_fields,
     to_candidates,
-    write_manifest,
 )
+from credrank.index.store import MAX_K
 
 #: points written between two flushes of the segments (see the module docstring); by
 #: measurement a flush costs ~0.3–0.5 s, so flushing every 64-document batch spent most of the
@@ -377,12 +380,12 @@ class EdgeIndex:
         """Credibility-aware search pushed down into the engine.
 
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
-        ``max($score, 0) × Σ_t λ_t·[source_type = t]`` (:data:`credrank.index.store.FORMULA`)
+        ``max($score, 0) × Σ_t λ_t·[source_type = t]`` (:data:`credrank.index.formula.FORMULA`)
         — the same ``multiply`` combination as :func:`credrank.combine.combine_multiply` with
         the prior of :class:`credrank.signals.prior.SourcePrior` — times, with ``freshness``,
         the half-life factor of :func:`freshness_expression` (chapter 35.7), and the ``top_k``
         best are returned, with the payload ``fields`` (default: ``RANKING_FIELDS``, + text
-        and cites with ``with_text``; :func:`credrank.index.store.formula_fields`).
+        and cites with ``with_text``; :func:`credrank.index.formula.formula_fields`).
         """
         selector = _selector(tuple(formula_fields(fields, with_text)))
         formula = _formula(formula_priors(priors), freshness)
@@ -410,7 +413,7 @@ def _selector(fields: tuple[str, ...]) -> Any:
 @functools.lru_cache(maxsize=64)
 def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula | None
              ) -> Any:
-    """:data:`credrank.index.store.FORMULA` (× the freshness factor) as a Qdrant Edge
+    """:data:`credrank.index.formula.FORMULA` (× the freshness factor) as a Qdrant Edge
     formula, built once per prior table and freshness spec (not per query)."""
     prior_expr = qe.Expression.Sum([
         qe.Expression.Mult([
@@ -428,7 +431,7 @@ def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula 
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:
-    """:data:`credrank.index.store.FRESHNESS_FORMULA` as a Qdrant Edge expression.
+    """:data:`credrank.index.formula.FRESHNESS_FORMULA` as a Qdrant Edge expression.
 
     ``D(f) = exp_decay(min(f, T); target T, midpoint 0.5, scale τ) = 2^(−(T − min(f, T))/τ)``
     (Qdrant's exponential decay is ``exp(ln(midpoint)·|x − target|/scale)``; datetimes are

@@ -2,7 +2,7 @@
 
 The same points as :mod:`credrank.index.qdrant_edge` — id ``uuid5(doc_id)``, named vectors
 ``dense`` (cosine) and ``bm25`` (sparse, IDF modifier), the payload of
-:func:`credrank.index.store.document_payload` — in one Qdrant *collection*. On a server, keyword
+:func:`credrank.index.payload.document_payload` — in one Qdrant *collection*. On a server, keyword
 payload indexes on ``doc_id``, ``source_type``, ``host``, ``registered_domain`` and
 ``source_id`` and datetime indexes on the five date fields are created with the collection (the
 client's local mode has no payload indexes and is not given any).
@@ -38,29 +38,33 @@ from qdrant_client import QdrantClient, models
 from credrank.core.candidates import Candidates
 from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
-from credrank.index.store import (
-    DENSE,
+from credrank.index.errors import StoreError
+from credrank.index.formula import (
     FRESHNESS_FIELDS,
+    FreshnessFormula,
+    formula_fields,
+    formula_priors,
+)
+from credrank.index.manifest import (
+    Manifest,
+    check_manifest,
+    no_index_error,
+    read_manifest,
+    write_manifest,
+)
+from credrank.index.payload import (
+    DENSE,
     KEYWORD_FIELDS,
     READ_FIELDS,
     READ_PAGE,
     SPARSE,
-    FreshnessFormula,
-    Manifest,
-    StoreError,
     bm25_text,
-    check_manifest,
     check_where,
     document_payload,
-    formula_fields,
-    formula_priors,
-    no_index_error,
     point_id,
     read_fields,
-    read_manifest,
     returned_fields,
     to_candidates,
-    write_manifest,
 )
 
 _COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
@@ -94,7 +98,7 @@ def _sparse(vector: Any) -> models.SparseVector:
 
 def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | None = None
                   ) -> Any:
-    """:data:`credrank.index.store.FORMULA` as a ``FormulaQuery``:
+    """:data:`credrank.index.formula.FORMULA` as a ``FormulaQuery``:
     ``0.5·($score + |$score|) × Σ_t λ_t·[source_type = t]`` (× :func:`freshness_expression`
     with ``freshness``, whose date keys default to ``T``)."""
     positive = models.MultExpression(mult=[
@@ -118,7 +122,7 @@ def _formula_query(priors: tuple[tuple[str, float], ...],
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:
-    """:data:`credrank.index.store.FRESHNESS_FORMULA` as a Qdrant expression: for the first
+    """:data:`credrank.index.formula.FRESHNESS_FORMULA` as a Qdrant expression: for the first
     non-empty of ``observed_at``, ``verified_at``, ``published_at``, ``exp_decay(x = min(f,
     T), target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)``; all empty:
     ``undated_weight`` (the same numbers as
@@ -431,7 +435,7 @@ class QdrantServerIndex:
         """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
         neighbours rescored by :func:`formula_query` (with the freshness factor when
         ``freshness`` is given), the ``top_k`` best returned with the payload ``fields``
-        (:func:`credrank.index.store.formula_fields`; the same numbers as
+        (:func:`credrank.index.formula.formula_fields`; the same numbers as
         :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
         if not self.formula_supported:
             raise StoreError("formula queries need qdrant-client >= 1.14; upgrade it or search "

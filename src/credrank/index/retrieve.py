@@ -35,7 +35,10 @@ class DenseRetriever(Stage):
         self.with_vectors, self.with_text = with_vectors, with_text
 
     def transform(self, batch: Candidates) -> Candidates:
-        qv = self.embedder.embed([batch.query])[0]
+        """The ``fetch_k`` nearest; the query is embedded unless ``batch.query_vector`` holds
+        its vector already (a caller that embeds outside a lock)."""
+        qv = (batch.query_vector if batch.query_vector is not None
+              else self.embedder.embed([batch.query])[0])
         return self.index.search_dense(batch.query, qv, self.fetch_k,
                                        with_vectors=self.with_vectors, with_text=self.with_text)
 

@@ -49,10 +49,10 @@ knowledge wins); among several tables, a later one overrides an earlier one for 
 A score only fills ``domain_score``; it never changes the type.
 """
 
+from credrank.provenance.hosts import ParsedURL, parse_host, parse_url
 from credrank.provenance.rules import RULE_KINDS, RulesError, SourceRules, load_rules
+from credrank.provenance.source_types import Provenance, SourceTyper
 from credrank.provenance.tables import DomainTable, DomainTableError, load_domain_table
-from credrank.provenance.typer import Provenance, SourceTyper
-from credrank.provenance.url import ParsedURL, parse_host, parse_url
 
 __all__ = [
     "RULE_KINDS",

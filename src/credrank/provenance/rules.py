@@ -9,21 +9,19 @@ from importlib import resources
 from pathlib import Path
 
 from credrank.core.structured import parse_text, read_text
-from credrank.provenance.url import (
-    _CC,
-    _LABEL_RE,
-    _RULED_TYPES,
-    RULE_KINDS,
-    _HostError,
-    _normalize_host,
-    _registered_domain,
-)
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.provenance.hosts import LABEL_RE, HostError, normalize_host, registered_domain
+
+#: kinds of built-in rule, most specific first
+RULE_KINDS: tuple[str, ...] = ("paths", "hosts", "first_labels", "domains", "suffixes")
+#: the source types a rule may give (every type but ``unknown``): the sections of a rules file
+RULED_TYPES: tuple[str, ...] = tuple(t for t in SOURCE_TYPES if t != "unknown")
+#: the label of a ``suffixes`` rule that stands for any two-letter country code
+COUNTRY_CODE = "<cc>"
 
 
 class RulesError(ValueError):
     """The built-in (or a custom) rules file is malformed."""
-
-
 
 
 # --------------------------------------------------------------------------- built-in rules
@@ -45,8 +43,8 @@ def _rule_host(entry: str, where: str) -> str:
     if entry.startswith("www."):
         raise RulesError(f"{where}: write {entry!r} without 'www.' (it is ignored on hosts)")
     try:
-        host, _ = _normalize_host(entry)
-    except _HostError as exc:
+        host, _ = normalize_host(entry)
+    except HostError as exc:
         raise RulesError(f"{where}: {exc}") from exc
     return host
 
@@ -60,12 +58,13 @@ def _rule_entry(kind: str, entry: str, where: str) -> str:
             raise RulesError(f"{where}: expected 'host/path', got {entry!r}")
         return _rule_host(host, where) + "/" + rest.strip("/").lower()
     if kind == "first_labels":
-        if not _LABEL_RE.fullmatch(entry):
+        if not LABEL_RE.fullmatch(entry):
             raise RulesError(f"{where}: expected one host label, got {entry!r}")
         return entry
     labels = entry.split(".")  # suffixes
-    if not all(label == _CC or _LABEL_RE.fullmatch(label) for label in labels):
-        raise RulesError(f"{where}: expected labels or '{_CC}' separated by dots, got {entry!r}")
+    if not all(label == COUNTRY_CODE or LABEL_RE.fullmatch(label) for label in labels):
+        raise RulesError(f"{where}: expected labels or '{COUNTRY_CODE}' separated by dots, "
+                         f"got {entry!r}")
     return entry
 
 
@@ -82,9 +81,9 @@ def _load_rules_cached(source: str) -> SourceRules:
 
     seen: dict[tuple[str, str], str] = {}
     for section, table in data.items():
-        if section not in _RULED_TYPES:
+        if section not in RULED_TYPES:
             raise RulesError(f"{name}: unknown section [{section}]; expected one of "
-                             f"{', '.join(_RULED_TYPES)}")
+                             f"{', '.join(RULED_TYPES)}")
         if not isinstance(table, dict):
             raise RulesError(f"{name}: [{section}] must be a table, got {type(table).__name__}")
         for kind, entries in table.items():
@@ -96,7 +95,7 @@ def _load_rules_cached(source: str) -> SourceRules:
                 raise RulesError(f"{where}: expected a list of strings")
             for raw in entries:
                 entry = _rule_entry(kind, raw.strip().lower(), where)
-                if kind == "domains" and _registered_domain(entry) is None:
+                if kind == "domains" and registered_domain(entry) is None:
                     raise RulesError(f"{where}: {entry!r} is a public suffix (no host is "
                                      "under it as a domain); list it under suffixes")
                 if (kind, entry) in seen:
@@ -115,7 +114,7 @@ def _load_rules_cached(source: str) -> SourceRules:
     suffixes = sorted(
         ((tuple(pattern.split(".")), stype, pattern)
          for pattern, stype in by_kind["suffixes"].items()),
-        key=lambda item: (-len(item[0]), item[0].count(_CC)))  # exact labels beat <cc>
+        key=lambda item: (-len(item[0]), item[0].count(COUNTRY_CODE)))  # exact labels beat <cc>
     return SourceRules(
         source=name,
         paths={h: tuple(sorted(v, key=lambda item: -len(item[0]))) for h, v in paths.items()},
@@ -135,11 +134,11 @@ def load_rules(path: str | Path | None = None) -> SourceRules:
     return _load_rules_cached("<bundled>" if path is None else str(Path(path)))
 
 
-def _suffix_match(labels: Sequence[str], pattern: Sequence[str]) -> bool:
+def suffix_match(labels: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether a host's ``labels`` end with the ``suffixes`` rule ``pattern`` (its
+    :data:`COUNTRY_CODE` labels matching any two letters)."""
     if len(labels) < len(pattern):
         return False
     tail = labels[len(labels) - len(pattern):]
-    return all(p == label or (p == _CC and len(label) == 2 and label.isalpha())
+    return all(p == label or (p == COUNTRY_CODE and len(label) == 2 and label.isalpha())
                for p, label in zip(pattern, tail, strict=True))
-
-

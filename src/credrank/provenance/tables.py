@@ -11,13 +11,14 @@ from typing import Any
 from credrank.core.structured import csv_records, read_text
 from credrank.core.validation import check_choice
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.provenance.url import SCORE_COLUMNS, _HostError, _normalize_host
+from credrank.provenance.hosts import HostError, normalize_host
+
+#: score columns tried, in order, when a table names none
+SCORE_COLUMNS: tuple[str, ...] = ("score", "pc1")
 
 
 class DomainTableError(ValueError):
     """A user domain table is malformed; the message names file, line and field."""
-
-
 
 
 # --------------------------------------------------------------------------- user tables
@@ -58,9 +59,9 @@ def _table_key(cell: str, where: str) -> tuple[str, bool]:
     host, _, rest = text.partition("/")
     host = host.lower()
     try:
-        host, _ = _normalize_host(host)
+        host, _ = normalize_host(host)
         matchable = True
-    except _HostError:
+    except HostError:
         host, matchable = host.rstrip("."), False
     if not host:
         raise DomainTableError(f"{where}: expected a domain before the path, got {cell!r}")
@@ -149,5 +150,3 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
         first_line.setdefault(key, line)
     return DomainTable(path=p, types=types, scores=scores, score_column=score_col,
                        unmatchable=tuple(unmatchable))
-
-

@@ -96,7 +96,9 @@ class DependenceReport:
                 "candidates": [list(c) for c in self.candidates]}
 
 
-def _components(n: int, rows: np.ndarray, cols: np.ndarray) -> list[list[int]]:
+def connected_groups(n: int, rows: np.ndarray, cols: np.ndarray) -> list[list[int]]:
+    """The connected components of size >= 2 of the graph on ``n`` nodes with the edges
+    ``(rows[i], cols[i])``, each sorted, ordered by their first node."""
     from scipy import sparse
     from scipy.sparse.csgraph import connected_components
     if n == 0:
@@ -109,7 +111,9 @@ def _components(n: int, rows: np.ndarray, cols: np.ndarray) -> list[list[int]]:
     return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
 
 
-def _one_hot(classes: np.ndarray) -> sparse.csr_matrix:
+def one_hot(classes: np.ndarray) -> sparse.csr_matrix:
+    """The ``S × (Q·C)`` 0/1 matrix of an answer-class matrix (``-1`` = no answer): column
+    ``q·C + c`` is 1 where a source gave class ``c`` to question ``q``."""
     from scipy import sparse
     m = np.asarray(classes)
     n_c = max(int(m.max(initial=-1)) + 1, 1)
@@ -131,7 +135,7 @@ def pairwise_agreement(classes: np.ndarray,
         m = np.where(np.asarray(questions, dtype=bool)[None, :], m, -1)
     answered = sparse.csr_matrix((m >= 0).astype(np.float64))
     overlap = (answered @ answered.T).toarray()
-    x = _one_hot(m)
+    x = one_hot(m)
     agree = (x @ x.T).toarray()
     return agree, overlap
 
@@ -322,7 +326,7 @@ def _detect_pairs(encoded: EncodedAnswers, documents: Mapping[str, Sequence[str]
     if documents:
         docs = document_overlap(ids, documents)
         cand |= upper & (docs >= doc_threshold)
-    candidates = _components(n, *np.nonzero(cand))
+    candidates = connected_groups(n, *np.nonzero(cand))
     z, r, pi = consensus_without_copies(encoded, candidates, tol=tol, max_iter=max_iter)
     resolved = z >= 0
     agree, overlap = pairwise_agreement(m, resolved)
@@ -345,7 +349,7 @@ def _detect_pairs(encoded: EncodedAnswers, documents: Mapping[str, Sequence[str]
                        float(zscore[i, j]), int(shared_wrong[i, j]), float(docs[i, j]))
         for i, j in zip(*np.nonzero(edges), strict=True)]
     pairs.sort(key=lambda p: (-p.excess, p.source_a, p.source_b))
-    clusters = [[ids[i] for i in g] for g in _components(n, *np.nonzero(edges))]
+    clusters = [[ids[i] for i in g] for g in connected_groups(n, *np.nonzero(edges))]
     return DependenceReport(ids, pairs, clusters, [[ids[i] for i in g] for g in candidates])
 
 
@@ -566,7 +570,7 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
     ok = (oo >= min_overlap) & (raw >= near_duplicate)
     cand_rows = [rows[ok], np.array([p[0] for p in doc_cands], dtype=np.int64)]
     cand_cols = [cols[ok], np.array([p[1] for p in doc_cands], dtype=np.int64)]
-    candidates = _components(n, np.concatenate(cand_rows), np.concatenate(cand_cols))
+    candidates = connected_groups(n, np.concatenate(cand_rows), np.concatenate(cand_cols))
     z, r, pi = consensus_without_copies(encoded, candidates, tol=tol, max_iter=max_iter)
 
     # pass 2, dependent pairs on the resolved questions: one product gives
@@ -604,5 +608,5 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
             float(stats["expected"][k] / max(overlap, 1)), float(stats["excess"][k]),
             float(stats["zscore"][k]), int(stats["shared_wrong"][k]), float(docv[k])))
     pairs.sort(key=lambda p: (-p.excess, p.source_a, p.source_b))
-    clusters = [[ids[i] for i in g] for g in _components(n, rows[edges], cols[edges])]
+    clusters = [[ids[i] for i in g] for g in connected_groups(n, rows[edges], cols[edges])]
     return DependenceReport(ids, pairs, clusters, [[ids[i] for i in g] for g in candidates])

@@ -32,10 +32,10 @@ from credrank.core.validation import check_int, check_probability, check_real
 from credrank.reliability.dependence import (
     DependenceReport,
     PairDependence,
-    _components,
-    _one_hot,
+    connected_groups,
     consensus_without_copies,
     document_overlap,
+    one_hot,
 )
 from credrank.reliability.estimate import (
     EncodedAnswers,
@@ -53,7 +53,7 @@ def _agreement_rows(m: np.ndarray, i0: int, i1: int,
         m = np.where(np.asarray(questions, dtype=bool)[None, :], m, -1)
     answered = sparse.csr_matrix((m >= 0).astype(np.float64))
     overlap = (answered[i0:i1] @ answered[i0:].T).toarray()
-    x = _one_hot(m)
+    x = one_hot(m)
     agree = (x[i0:i1] @ x[i0:].T).toarray()
     return agree, overlap
 
@@ -172,7 +172,7 @@ def detect_dependence_parallel(
         found = dc.gather(futures)
         rows = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=int)
         cols = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=int)
-        candidates = _components(n, rows, cols)
+        candidates = connected_groups(n, rows, cols)
         z, r, pi = consensus_without_copies(encoded, candidates, tol=tol, max_iter=max_iter)
         futures = [dc.submit(_pair_block, m_remote, i0, i1, z, r, pi, ids, doc_rows(i0, i1),
                              min_overlap, min_excess, z_min, doc_threshold, pure=False)
@@ -182,5 +182,5 @@ def detect_dependence_parallel(
     pairs.sort(key=lambda p: (-p.excess, p.source_a, p.source_b))
     e_rows = np.concatenate([b[1] for b in done]) if done else np.zeros(0, dtype=int)
     e_cols = np.concatenate([b[2] for b in done]) if done else np.zeros(0, dtype=int)
-    clusters = [[ids[i] for i in g] for g in _components(n, e_rows, e_cols)]
+    clusters = [[ids[i] for i in g] for g in connected_groups(n, e_rows, e_cols)]
     return DependenceReport(ids, pairs, clusters, [[ids[i] for i in g] for g in candidates])

@@ -21,7 +21,7 @@ import numpy as np
 from credrank.core.candidates import Candidates
 from credrank.core.errors import FileFormatError
 from credrank.core.maths import shrink
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import Field, Flag, Integer, ListOf, Nullable, Number, Table, Text, got
 from credrank.core.structured import read_structured
 from credrank.core.validation import (
@@ -178,6 +178,24 @@ class ShrunkReliabilityPrior(Stage):
         self.key_column = check_str("key_column", key_column, what="a column name")
         self.name = name
         self.default = check_probability("default", default)
+
+    SPEC = Table({
+        "estimate": Field(Text(what="the --json output of `credrank reliability estimate`")),
+        "type_priors": Field(Text(what="a preset or a prior file"), default="current"),
+        "m": Field(Number(0.0, open_low=True), default=5.0),
+    })
+
+    def formula_term(self) -> str:
+        return "needs the Python path (per-source reliability)"
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> ShrunkReliabilityPrior:
+        """``estimate``: a reliability estimate (a registered name or a path), shrunk toward
+        the ``type_priors`` preset or file with weight ``m``."""
+        path = ctx.path(params["estimate"], "estimate", "reliability estimate")
+        return cls.from_estimate_json(str(path), ctx.type_priors(params["type_priors"],
+                                                                 "type_priors"),
+                                      m=params["m"])
 
     @classmethod
     def from_estimate_json(cls, path: str, type_prior: Mapping[str, float],

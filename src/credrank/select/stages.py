@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import BuildContext, Stage
+from credrank.core.schema import AnyOf, Field, Flag, Integer, ListOf, Nullable, Number, Table, Text
 from credrank.core.validation import (
     check_bool,
     check_choice,
@@ -107,6 +108,11 @@ class Selector(Stage):
 
     top_k: int
 
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
+        """The selector of the pipeline's ``top_k`` with checked ``params``."""
+        return cls(ctx.top_k, **params)
+
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
             return batch.with_info(select={"selector": self.name, "top_k": self.top_k,
@@ -128,6 +134,9 @@ class MMRSelect(Selector):
     """
 
     name = "mmr"
+    reads = frozenset({"vectors"})
+    SPEC = Table({"diversity": Field(Number(0.0, 1.0)),
+                  "intent_column": Field(Nullable(Text()), default=None)})
 
     def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
         self.top_k = check_int("top_k", top_k, 1)
@@ -189,6 +198,12 @@ class CoverageSelect(Selector):
     """
 
     name = "coverage"
+    reads = frozenset({"vectors"})
+    SPEC = Table({"lambda_ilad": Field(Number(0.0)), "lambda_coverage": Field(Number(0.0)),
+                  "intent_column": Field(Nullable(Text()), default=None),
+                  "n_clusters": Field(Nullable(Integer(1)), default=None),
+                  "intent_set": Field(Nullable(ListOf(Text(), min_len=1)), default=None),
+                  "time_limit": Field(Number(0.0, open_low=True), default=10.0)})
 
     def __init__(self, top_k: int, lambda_ilad: float, lambda_coverage: float,
                  intent_column: str | None = None, n_clusters: int | None = None,
@@ -280,6 +295,10 @@ class ExposureSelect(Selector):
     """
 
     name = "exposure"
+    SPEC = Table({"group_column": Field(Text(what="a meta column name")),
+                  "rule": Field(Text(choices=("parity", "proportional")), default="parity"),
+                  "discounts": Field(Nullable(ListOf(Number(0.0), min_len=1)), default=None),
+                  "seed": Field(Nullable(Integer(0)), default=None)})
 
     def __init__(self, top_k: int, group_column: str, rule: str = "parity",
                  discounts: Sequence[float] | None = None, seed: int | None = None):
@@ -379,6 +398,12 @@ class FairSelect(Selector):
     """
 
     name = "fair"
+    SPEC = Table({"protected_column": Field(Text(what="a meta column name")),
+                  "p": Field(Number(0.0, 1.0, open_low=True, open_high=True)),
+                  "alpha": Field(Number(0.0, 1.0, open_low=True, open_high=True)),
+                  "adjust": Field(Flag(), default=True),
+                  "protected_value": Field(Nullable(AnyOf((Text(allow_empty=True), Integer(),
+                                                           Flag()))), default=None)})
 
     def __init__(self, top_k: int, protected_column: str, p: float, alpha: float,
                  adjust: bool = True, protected_value: Any | None = None):

@@ -3,16 +3,18 @@
 
 Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 
-* ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document. Each is
-  priced before it runs (:mod:`credrank.serve.cost`: over the budget → 422) and heavy ones are
-  limited in number (:mod:`credrank.serve.gate`: 503 with ``Retry-After``).
+* ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document, with
+  the top-level ``pipeline`` the run used. The pipeline comes from the stage fields or from a
+  whole spec (``pipeline``; files by registered name only: :mod:`credrank.serve.work`). Each
+  is priced before it runs (:mod:`credrank.serve.cost`: over the budget → 422) and heavy ones
+  are limited in number (:mod:`credrank.serve.gate`: 503 with ``Retry-After``).
 * ``POST /index``, ``POST /feedback``, ``POST /priors/rollback`` — writes: need the API key
   (:mod:`credrank.serve.auth`, checked before the body is read); idempotent by the
   ``Idempotency-Key`` header (:mod:`credrank.serve.idempotency`).
 * ``GET /priors`` — public (it reads the feedback store).
 * ``GET /healthz`` (the process answers), ``GET /readyz`` (the index and the model are loaded
-  and the server is not shutting down), ``GET /openapi.json``, ``GET /`` (the web page) and
-  ``/static``.
+  and the server is not shutting down; it lists the registered names a spec may use and the
+  stage catalog), ``GET /openapi.json``, ``GET /`` (the web page) and ``/static``.
 
 Middleware, outermost first: the access log (one JSON line per request), the API key of the
 write paths, the body size and read-time limits; the endpoint then runs its blocking work in a
@@ -38,7 +40,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from credrank import __version__
 from credrank.index.store import StoreError
-from credrank.rerank import CandidateError
+from credrank.pipeline.catalog import CATALOG
+from credrank.pipeline.spec import SpecError
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import WRITE_PATHS, ServeConfig
@@ -59,7 +62,7 @@ from credrank.serve.models import (
     SearchResponse,
 )
 from credrank.serve.responses import JSON, error
-from credrank.serve.work import ServiceState, WriteWork, priors_document
+from credrank.serve.work import Plan, ServiceState, WriteWork, priors_document
 from credrank.signals.feedback import RequestIdReused
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -173,29 +176,27 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.get("/readyz", response_model=Health, responses=_errors(503), tags=["health"])
     async def readyz() -> JSON:
-        """Readiness: the index and the embedder are loaded and the server is not stopping."""
+        """Readiness: the index and the embedder are loaded and the server is not stopping.
+        Lists what a pipeline spec may name: the registered files (`models`: their names,
+        never their paths) and the stages of the catalog (`stages`)."""
         if not state.ready:
             return error(503, "unavailable", "not ready: starting or shutting down")
         return JSON({"status": "ready", "engine": searcher.store.manifest.engine,
                      "embedder": searcher.embedder.name, "writes": config.writable,
-                     "priors_store": config.priors_store is not None})
+                     "priors_store": config.priors_store is not None,
+                     "models": sorted(state.resources), "stages": list(CATALOG)})
 
     # -- search and rerank ---------------------------------------------------------------------
     @app.post("/search", response_model=SearchResponse,
               responses=_errors(408, 413, 422, 503, 504), tags=["search"])
     async def search(req: SearchRequest) -> JSON:
-        """Credibility-aware search over the served index (as `credrank search --json`).
-        Priced before it runs (over --max-request-cost: 422 naming fetch_k); heavy requests
-        beyond --max-heavy-requests: 503 with Retry-After; over --timeout: 504 (cancelled)."""
-        fetch_k = req.fetch_k if req.fetch_k is not None else 3 * req.top_k
-        settings = state.settings(req, pool=fetch_k, pool_field="fetch_k", fetch_k=req.fetch_k,
-                                  lexical=req.lexical)
-        cost = state.budget(req, pool=fetch_k, pool_field="fetch_k")
-        try:
-            doc = await state.read(cost, state.search, req.query, settings)
-        except ValueError as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
-        return JSON(doc)
+        """Credibility-aware search over the served index (as `credrank search --json`),
+        with the pipeline of the stage fields or of `pipeline` (a spec: not both). Priced
+        before it runs (over --max-request-cost: 422 naming fetch_k); heavy requests beyond
+        --max-heavy-requests: 503 with Retry-After; over --timeout: 504 (cancelled)."""
+        plan = state.plan(req)
+        cost = state.budget(plan)
+        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec))
 
     @app.post("/rerank", response_model=RerankResponse,
               responses=_errors(408, 413, 422, 503, 504),
@@ -216,23 +217,33 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise RequestValidationError(
                 [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
             ) from None
-        settings = state.settings(req, pool=len(req.candidates), pool_field="candidates")
-        embeds = req.retrieval == "cosine" or req.select is not None
+        plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
+        if plan.spec.pushdown:
+            raise LimitError(422, "invalid_request", "pipeline.pushdown: candidates retrieved "
+                             "elsewhere are scored in Python, never in an engine; send null "
+                             "or false", field="pipeline.pushdown")
+        # passages are embedded for the cosine, or for stages that read vectors (selectors,
+        # neighbour smoothing); priced conservatively for every selector
+        vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
+        embeds = req.retrieval == "cosine" or vectors
         lengths = [len(c.title or "") + 1 + len(c.text or "") for c in req.candidates
                    if c.vector is None] if embeds else []
-        cost = state.budget(req, pool=len(req.candidates), pool_field="candidates",
-                            embed_lengths=lengths)
+        cost = state.budget(plan, embed_lengths=lengths)
         records = [{"id": c.id, "text": c.text, "url": c.url, "title": c.title,
                     "score": c.score, "vector": c.vector, "metadata": c.metadata}
                    for c in req.candidates]
+        return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
+                                   req.retrieval, req.query_vector))
+
+    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any) -> dict[str, Any]:
+        """``work`` through :meth:`ServiceState.read`; a spec that cannot be built and a
+        pipeline that cannot run on the request's data answer 422."""
         try:
-            doc = await state.read(cost, state.rerank, req.query, records, settings,
-                                   req.retrieval, req.query_vector)
-        except CandidateError as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
-        except ValueError as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
-        return JSON(doc)
+            return await state.read(cost, work, *args)
+        except SpecError as exc:
+            raise state.spec_error(exc, plan.spec, plan.where) from None
+        except ValueError as exc:  # CandidateError included
+            raise LimitError(422, "invalid_request", state.unpath(str(exc))) from None
 
     # -- writes --------------------------------------------------------------------------------
     async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:

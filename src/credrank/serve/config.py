@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,25 @@ DEFAULT_IDEMPOTENCY_KEYS = 1_000
 #: the write endpoints: they need the API key (checked before the body is read)
 WRITE_PATHS = frozenset({"/index", "/feedback", "/priors/rollback"})
 
+#: the registered name of the feedback store (``--priors-store``) in pipeline specs
+FEEDBACK_NAME = "feedback"
+#: names a ``--model`` may not take: the feedback store's, and the prior presets (a spec's
+#: ``priors`` reads a preset before a registered name)
+RESERVED_NAMES = frozenset({FEEDBACK_NAME, "compressed", "current", "aggressive", "none"})
+#: what a registered name looks like (it travels in JSON and in error messages)
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_model_name(name: str) -> str | None:
+    """Why ``name`` cannot be registered (``None``: it can)."""
+    if not MODEL_NAME.fullmatch(name):
+        return ("expected a name of 1 to 64 letters, digits, '_', '.' or '-' (starting with a "
+                f"letter or digit), got {name!r}")
+    if name in RESERVED_NAMES:
+        return (f"the name {name!r} is reserved ({FEEDBACK_NAME!r} is the --priors-store; "
+                "compressed, current, aggressive and none are prior presets); choose another")
+    return None
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -61,6 +82,10 @@ class ServeConfig:
     ``Retry-After``; 0: no limit).
     ``idempotency_keys``: write outcomes remembered by ``Idempotency-Key``
     (:mod:`credrank.serve.idempotency`). ``index_dir`` is shown by ``/readyz``.
+    ``models``: the files a pipeline spec sent over HTTP may name (``credrank serve --model
+    NAME=PATH``: a credibility or stance model, a prior file, a freshness config, a
+    reliability estimate), by name; a spec never names a path. With ``priors_store`` the
+    feedback store is registered too, as ``feedback`` (:attr:`resources`).
     """
 
     api_key: str | None = field(default=None, repr=False)
@@ -74,8 +99,15 @@ class ServeConfig:
     max_heavy_requests: int = DEFAULT_MAX_HEAVY_REQUESTS
     heavy_cost: float = DEFAULT_HEAVY_COST
     idempotency_keys: int = DEFAULT_IDEMPOTENCY_KEYS
+    models: Mapping[str, Path] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name, path in self.models.items():
+            why = check_model_name(name)
+            if why is not None:
+                raise ValueError(f"models: {why}")
+            if not Path(path).exists():
+                raise ValueError(f"models: {name}={path}: no such file or directory")
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key: expected a non-empty key or None (writes disabled)")
         if self.api_key is not None and self.api_key != self.api_key.strip():
@@ -94,6 +126,15 @@ class ServeConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: expected an integer >= 0, got "
                                  f"{getattr(self, name)}")
+
+    @property
+    def resources(self) -> dict[str, Path]:
+        """The registered names a pipeline spec may use instead of a path: the ``models`` and,
+        with a ``priors_store``, ``feedback``."""
+        out = {name: Path(path) for name, path in self.models.items()}
+        if self.priors_store is not None:
+            out[FEEDBACK_NAME] = Path(self.priors_store)
+        return out
 
     @property
     def writable(self) -> bool:

@@ -15,7 +15,7 @@ are refused.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,10 +25,12 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    WithJsonSchema,
     field_validator,
 )
 
 from credrank.documents.schema import SOURCE_TYPES
+from credrank.pipeline.catalog import CATALOG
 from credrank.serve.config import (
     MAX_CANDIDATES,
     MAX_DOCUMENTS,
@@ -46,12 +48,43 @@ Retrieval = Literal["cosine", "given"]
 SourceType = Literal[SOURCE_TYPES]  # type: ignore[valid-type]
 ParamValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
+#: the JSON schema of a pipeline spec (:class:`credrank.pipeline.spec.PipelineSpec`), as the
+#: OpenAPI document shows it: the top-level keys, and stages as free-form objects naming a
+#: stage of the catalog (their parameters are checked by the spec, the one validator)
+_STAGE_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"stage": {"type": "string", "enum": list(CATALOG)}},
+    "required": ["stage"], "additionalProperties": True,
+    "description": "a stage of the catalog and its parameters, e.g. {\"stage\": \"mmr\", "
+                   "\"diversity\": 0.5}; files are named by the names the server registered "
+                   "(credrank serve --model NAME=PATH; GET /readyz lists them), never by path"}
+PIPELINE_SCHEMA: dict[str, Any] = {
+    "type": "object", "title": "Pipeline",
+    "description": "a pipeline spec, as `credrank search --json` writes it under \"pipeline\" "
+                   "(docs/json.md); the response's \"pipeline\" replays the run",
+    "properties": {
+        "credrank_pipeline": {"type": "integer", "enum": [1]},
+        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K},
+        "fetch_k": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_FETCH_K},
+                              {"type": "null"}]},
+        "retrieval": {"type": "string", "enum": ["dense", "bm25"]},
+        "pushdown": {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+        "stages": {"type": "array", "items": {"anyOf": [
+            {"type": "string", "enum": list(CATALOG), "description": "a stage with its "
+                                                                    "defaults"},
+            _STAGE_SCHEMA]}},
+    },
+    "additionalProperties": False,
+}
+#: a pipeline spec in a request: any JSON object here, checked by the spec's own validator
+#: (errors name ``pipeline.stages[i].param``)
+PipelineField = Annotated[dict[str, Any], WithJsonSchema(PIPELINE_SCHEMA)]
+
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
-class _Scoring(_Request):
+class ScoringRequest(_Request):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
                        description=f"the query text (1 to {MAX_QUERY_CHARS:,} characters)")
     top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="hits to return")
@@ -70,6 +103,11 @@ class _Scoring(_Request):
     consensus_params: dict[str, ParamValue] = Field(
         default_factory=dict, description="the consensus parameters, e.g. {\"threshold\": "
                                           "0.5} (as `--consensus-param KEY=VALUE`)")
+    pipeline: PipelineField | None = Field(
+        None, description="the whole pipeline as a spec (the response's \"pipeline\", a "
+                          "`credrank search --json` output's \"pipeline\"); given, the stage "
+                          "fields (top_k, fetch_k, lexical, priors, mode, select, params, "
+                          "consensus, consensus_params) are not sent")
 
     @field_validator("query")
     @classmethod
@@ -79,8 +117,8 @@ class _Scoring(_Request):
         return value
 
 
-class SearchRequest(_Scoring):
-    """``POST /search``: the options of ``credrank search``."""
+class SearchRequest(ScoringRequest):
+    """``POST /search``: the options of ``credrank search``, or the whole ``pipeline``."""
 
     fetch_k: int | None = Field(None, ge=1, le=MAX_FETCH_K,
                                 description="candidate pool (default 3 × top_k); >= top_k")
@@ -127,7 +165,7 @@ def check_json_value(value: Any, max_depth: int = MAX_METADATA_DEPTH) -> None:
             raise ValueError("expected finite numbers, got NaN or infinity")
 
 
-class RerankRequest(_Scoring):
+class RerankRequest(ScoringRequest):
     """``POST /rerank``: candidates retrieved elsewhere, scored as ``/search`` scores its pool."""
 
     candidates: list[Candidate] = Field(
@@ -211,12 +249,28 @@ class Hit(_Document):
         description="retrieval_score, one entry per factor (prior, …) and final")
 
 
+class PipelineStage(_Document):
+    stage: str
+
+
+class PipelineUsed(_Document):
+    """The spec the run used; sent back as a request's ``pipeline`` it replays the run."""
+
+    credrank_pipeline: int
+    top_k: int
+    fetch_k: int
+    retrieval: str
+    pushdown: bool | None
+    stages: list[PipelineStage]
+
+
 class SearchResponse(_Document):
     credrank_search: int
     query: str
     settings: Settings
     hits: list[Hit]
     info: dict[str, Any]
+    pipeline: PipelineUsed
     elapsed_ms: float = Field(description="time spent in the pipeline, in milliseconds")
 
 
@@ -231,6 +285,7 @@ class RerankResponse(_Document):
     settings: dict[str, Any]
     hits: list[RerankHit]
     info: dict[str, Any]
+    pipeline: PipelineUsed
     elapsed_ms: float
 
 

@@ -7,10 +7,19 @@ a :class:`~credrank.serve.cancel.WorkToken` its pipeline checks between stages. 
 with the same token and commit through it (:mod:`credrank.serve.limits` says what a 504
 reports), remembered by ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`).
 
-Store access: searches and the *write* of ``/index`` hold the searcher's lock; ``/index``
-validates, types and embeds its documents before taking it (reading the stored content
-hashes under it briefly), so searches never wait for its embedding. Reranking touches no
-store and runs concurrently.
+Pipelines: a request sends its ``pipeline`` (a :class:`~credrank.pipeline.spec.PipelineSpec`)
+or the stage fields that make one (:func:`~credrank.pipeline.options.spec_from_options`,
+errors in the fields' words, :data:`FIELD_OF`), never both. The spec is built in the worker
+with the registered files only (``resources``: ``--model NAME=PATH`` and ``feedback``;
+``allow_paths=False``); a stage that cannot be built is a 422 naming
+``pipeline.stages[i].param``. The budget and the selector's pool limit are read off the spec.
+
+Store access: a search holds the searcher's lock for retrieval and for the stages that read
+the index (citation chains), not for embedding the query (done before it is taken) nor for
+scoring and selection: concurrent searches do those in parallel. The *write* of ``/index``
+holds it too; ``/index`` validates, types and embeds its documents before taking it (reading
+the stored content hashes under it briefly), so searches never wait for its embedding.
+Reranking touches no store and runs concurrently.
 """
 
 from __future__ import annotations
@@ -19,25 +28,39 @@ import asyncio
 import ctypes
 import ctypes.util
 import json
+import re
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 from fastapi import Response
 
+from credrank.core.candidates import Candidates
+from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.documents import Reject, iter_documents
 from credrank.index.ingest import EMBED_BATCH, prepare_documents, write_prepared
-from credrank.rerank import rerank_hits, rerank_pipeline
-from credrank.search import SearchSettings, build_pipeline, describe, search_document
+from credrank.pipeline.catalog import entry
+from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
+from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.rerank import GivenCandidates, rerank_hits
+from credrank.search import describe_compiled, search_document
 from credrank.searcher import Searcher
 from credrank.select.stages import CoverageSelect
-from credrank.serve.cancel import CheckedEmbedder, Hook, WorkToken, checked_pipeline
-from credrank.serve.config import MAX_SELECT_POOL, ServeConfig
+from credrank.serve.cancel import CheckedEmbedder, Hook, WorkToken
+from credrank.serve.config import (
+    FEEDBACK_NAME,
+    MAX_FETCH_K,
+    MAX_SELECT_POOL,
+    MAX_TOP_K,
+    ServeConfig,
+)
 from credrank.serve.cost import Estimate, estimate, largest_pool
 from credrank.serve.gate import HeavyGate
 from credrank.serve.idempotency import (
@@ -46,20 +69,48 @@ from credrank.serve.idempotency import (
     fingerprint,
 )
 from credrank.serve.limits import MAY_BE_APPLIED, LimitError, run_limited
-from credrank.serve.models import _Scoring
+from credrank.serve.models import ScoringRequest
 from credrank.serve.responses import JSON, dumps
 from credrank.signals.feedback import FeedbackPrior, FeedbackPriors
 
 T = TypeVar("T")
+#: the request field behind a spec path (errors speak JSON fields, not the CLI's flags;
+#: :data:`credrank.pipeline.options.OPTION_OF`)
+FIELD_OF: dict[tuple[str, str | None], str] = {
+    ("prior", None): "priors", ("prior", "use_domain_scores"): "priors",
+    ("feedback_prior", None): "priors", ("combine", None): "mode",
+    ("select", None): "params.{param}", ("select", "stage"): "select",
+    ("consensus", None): "consensus_params.{param}", ("consensus", "stage"): "consensus",
+    ("top", "top_k"): "top_k", ("top", "fetch_k"): "fetch_k", ("top", "retrieval"): "lexical",
+    ("top", "pushdown"): "pushdown",
+}
+#: the request fields that set the pipeline: not sent with ``pipeline`` (it sets them all)
+STAGE_FIELDS = ("top_k", "fetch_k", "lexical", "priors", "mode", "select", "params",
+                "consensus", "consensus_params")
+#: a request field behind a spec path, as :func:`in_words` says it (a JSON field, not a flag)
+_FIELD_NAME = re.compile(r"[a-z_]+(\.[A-Za-z0-9_]+)?")
 #: a write's work: ``token → (answer, applied)``
 WriteWork = Callable[[WorkToken], tuple[dict[str, Any], bool]]
 
 
 class _ChunkedEmbedder(CheckedEmbedder):
     """:class:`CheckedEmbedder` that embeds :data:`EMBED_BATCH` texts per call, so a large
-    request is cancelled between batches rather than after all of them."""
+    request is cancelled between batches rather than after all of them.
+
+    :meth:`embed_ahead` embeds the query before the store lock is taken: the retriever's
+    own ``embed([query])`` under the lock then answers that vector (the same model on the
+    same text), so concurrent searches do not queue behind each other's query embedding."""
+
+    _ahead: tuple[str, np.ndarray] | None = None
+
+    def embed_ahead(self, text: str) -> None:
+        """Embed ``text`` now; the next ``embed([text])`` answers it."""
+        self._ahead = (text, super().embed([text]))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and len(texts) == 1 and texts[0] == ahead[0]:
+            return ahead[1]
         if len(texts) <= EMBED_BATCH:
             return super().embed(texts)
         return np.concatenate([super(_ChunkedEmbedder, self).embed(texts[s:s + EMBED_BATCH])
@@ -181,41 +232,131 @@ class ServiceState:
             raise
         return JSON(doc, headers=None if applied else {REPLAYED_HEADER: "true"})
 
-    # -- settings and budget -----------------------------------------------------------------
-    def settings(self, req: _Scoring, *, pool: int, pool_field: str, fetch_k: int | None = None,
-                 lexical: bool = False) -> SearchSettings:
-        store = None
-        if req.priors == "feedback":
-            if self.config.priors_store is None:
-                raise LimitError(422, "invalid_request", "priors: 'feedback' needs a feedback "
-                                 "store; start `credrank serve` with --priors-store DIR",
-                                 field="priors")
-            store = self.config.priors_store
+    # -- the pipeline of a request, and its budget -------------------------------------------
+    @property
+    def resources(self) -> dict[str, Path]:
+        """The registered names a spec may use (``--model``, ``feedback``); never paths."""
+        return self.config.resources
+
+    def plan(self, req: ScoringRequest, *, pool: int | None = None, pool_field: str = "fetch_k"
+             ) -> Plan:
+        """The pipeline of ``req``: its ``pipeline`` spec, else the spec its stage fields
+        make (:func:`~credrank.pipeline.options.spec_from_options`, errors in the fields'
+        words). ``pool``: the candidates of a ``/rerank`` (default: the spec's ``fetch_k``).
+        Over :data:`MAX_SELECT_POOL` with a selector: 422 naming the pool's field."""
+        if req.pipeline is not None:
+            spec = self._sent_spec(req)
+            where = "pipeline"
+            if pool is None:
+                pool, pool_field = spec.resolved_fetch_k, "pipeline.fetch_k"
+        else:
+            if req.select is not None:  # the pool before the selector's parameters
+                fetch_k = getattr(req, "fetch_k", None)
+                _check_pool(req.select, pool if pool is not None else
+                            fetch_k if fetch_k is not None else 3 * req.top_k, pool_field)
+            spec = self._fields_spec(req)
+            where = None
+            if pool is None:
+                pool = spec.resolved_fetch_k
+        selector = next(s for s in spec.stages if entry(s.name).kind == "select")
+        select = None if selector.name == "topk" else selector.name
+        _check_pool(select, pool, pool_field)
+        return Plan(spec, where, select, spec.stage("consensus") is not None, pool, pool_field)
+
+    def _sent_spec(self, req: ScoringRequest) -> PipelineSpec:
+        sent = [f for f in STAGE_FIELDS if f in type(req).model_fields
+                and f in req.model_fields_set]
+        if sent:
+            raise LimitError(422, "invalid_request", f"{sent[0]}: the pipeline comes from "
+                             "`pipeline`; set its values there (pipeline.top_k, "
+                             "pipeline.fetch_k, a stage's parameters) and send either "
+                             f"`pipeline` or the stage fields ({', '.join(sent)}), not both",
+                             field=sent[0])
+        try:
+            spec = PipelineSpec.from_dict(req.pipeline)
+        except SpecError as exc:
+            raise self.spec_error(exc, None, "pipeline") from None
+        for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
+                                 ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
+            if value > most:
+                raise LimitError(422, "invalid_request", f"pipeline.{key}: expected at most "
+                                 f"{most:,} (this service's limit), got {value:,}",
+                                 field=f"pipeline.{key}")
+        return spec
+
+    def _fields_spec(self, req: ScoringRequest) -> PipelineSpec:
+        feedback = req.priors == FEEDBACK_NAME
+        if feedback and self.config.priors_store is None:
+            raise LimitError(422, "invalid_request", "priors: 'feedback' needs a feedback "
+                             "store; start `credrank serve` with --priors-store DIR",
+                             field="priors")
         if req.params and req.select is None:
             raise LimitError(422, "invalid_request", "params: only with select (they are the "
                              "selector's parameters); got params without select",
                              field="params")
-        if req.select is not None and pool > MAX_SELECT_POOL:
-            raise LimitError(422, "invalid_request", f"{pool_field}: at most "
-                             f"{MAX_SELECT_POOL:,} with select, got {pool:,}", field=pool_field)
         try:
-            settings = self.searcher.settings(
-                top_k=req.top_k, fetch_k=fetch_k, lexical=lexical,
-                priors="current" if store is not None else req.priors, mode=req.mode,
-                priors_store=store, select=req.select, select_params=dict(req.params),
-                consensus=req.consensus, consensus_params=dict(req.consensus_params))
+            return spec_from_options(
+                top_k=req.top_k, fetch_k=getattr(req, "fetch_k", None),
+                lexical=getattr(req, "lexical", False),
+                priors="current" if feedback else req.priors, mode=req.mode,
+                priors_store=FEEDBACK_NAME if feedback else None, select=req.select,
+                select_params=dict(req.params), consensus=req.consensus,
+                consensus_params=dict(req.consensus_params), names=FIELD_OF)
         except (ValueError, TypeError) as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
-        if isinstance(settings.selector, CoverageSelect):  # the solver stops by the limit
-            settings.selector.time_limit = min(settings.selector.time_limit,
-                                               self.config.timeout_s)
-        return settings
+            detail = str(exc)
+            head = detail.split(":", 1)[0]
+            raise LimitError(422, "invalid_request", detail,
+                             field=head if _FIELD_NAME.fullmatch(head) else None) from None
 
-    def budget(self, req: _Scoring, *, pool: int, pool_field: str,
-               embed_lengths: list[int] | None = None) -> Estimate:
-        """The request's estimated cost; 422 naming ``pool_field`` when over the budget."""
-        options = {"top_k": req.top_k, "select": req.select, "consensus": req.consensus,
-                   "embedder": self.searcher.embedder.name}
+    def spec_error(self, exc: SpecError, spec: PipelineSpec | None, where: str | None
+                   ) -> LimitError:
+        """A spec error as a 422: at ``pipeline.<key path>`` for a spec the request sent
+        (``where="pipeline"``), else said with the request field behind it. Registered paths
+        in the message are said by their names."""
+        if where is not None:
+            path = _file_param(exc, spec, self.resources)
+            field = f"{where}.{path}" if path else where
+            detail = exc.detail
+            if FEEDBACK_NAME not in self.resources and f"got {FEEDBACK_NAME!r}" in detail:
+                detail += (f"; {FEEDBACK_NAME!r} is the feedback store of --priors-store, "
+                           "which this server was started without")
+            detail = f"{field}: {self.unpath(detail)}"
+            return LimitError(422, "invalid_request", detail, field=field)
+        detail = self.unpath(in_words(exc, spec.to_dict() if spec else {"stages": []},
+                                      {**OPTION_OF, **FIELD_OF}))
+        head = detail.split(":", 1)[0]
+        return LimitError(422, "invalid_request", detail,
+                          field=head if _FIELD_NAME.fullmatch(head) else None)
+
+    def unpath(self, value: Any) -> Any:
+        """``value`` (text, or JSON data) with every registered path said by its name: a
+        client names files by the names the server registered and never learns its paths."""
+        pairs = sorted({(str(form), n) for n, p in self.resources.items()
+                        for form in (p, p.resolve())}, key=lambda pair: -len(pair[0]))
+        if not pairs:
+            return value
+
+        def walk(item: Any) -> Any:
+            if isinstance(item, str):
+                for path, name in pairs:
+                    if item == path:
+                        return name
+                    item = item.replace(path, repr(name))
+                return item
+            if isinstance(item, dict):
+                return {k: walk(v) for k, v in item.items()}
+            if isinstance(item, list):
+                return [walk(v) for v in item]
+            return item
+
+        return walk(value)
+
+    def budget(self, plan: Plan, *, embed_lengths: list[int] | None = None) -> Estimate:
+        """The request's estimated cost; 422 naming the plan's pool field when over the
+        budget."""
+        pool, pool_field = plan.pool, plan.pool_field
+        options = {"top_k": plan.spec.top_k, "select": plan.select,
+                   "consensus": plan.consensus, "embedder": self.searcher.embedder.name}
         cost = estimate(pool=pool, embed_lengths=embed_lengths, **options)
         budget = self.config.max_request_cost
         if budget and cost.total > budget:
@@ -228,52 +369,93 @@ class ServiceState:
                 f"{pool_field}: this request is estimated at {cost.total:,.0f} work units "
                 f"({cost.describe()}), over the budget of {budget:,.0f} per request "
                 f"(--max-request-cost; 1 unit ≈ 1 ms of CPU): send {what}"
-                + ("" if req.select in (None, "mmr", "fair") else
+                + ("" if plan.select in (None, "mmr", "fair") else
                    ", or use select 'mmr' or 'fair'")
                 + (", or send vectors" if embedding * 2 >= cost.total else ""),
                 field=pool_field, extra={"cost": round(cost.total, 1), "budget": budget})
         return cost
 
     # -- the blocking work -------------------------------------------------------------------
-    def _feedback_settings(self, doc: dict[str, Any], settings: SearchSettings) -> None:
-        """Echo ``priors: "feedback"`` as the store version the search used."""
-        stage = next((s for s in settings.extra_stages if isinstance(s, FeedbackPrior)), None)
-        used = doc["info"].get("feedback_prior")
-        if stage is None or not isinstance(used, dict):
-            return
-        version = int(used["version"])
-        doc["settings"]["priors"] = {"name": "feedback", "version": version,
-                                     "values": dict(stage.store.record(version)["types"])}
+    def _prepared(self, compiled: Compiled) -> None:
+        """The coverage solver stops by the request's time limit at the latest."""
+        for stage in _flat(compiled.stages):
+            if isinstance(stage, CoverageSelect):
+                stage.time_limit = min(stage.time_limit, self.config.timeout_s)
 
-    def search(self, token: WorkToken, query: str, settings: SearchSettings) -> dict[str, Any]:
+    def _run(self, stages: Sequence[Stage], query: str, token: WorkToken, *,
+             store: bool, embedder: _ChunkedEmbedder | None = None) -> Candidates:
+        """``stages`` on ``query`` with a check of ``token`` before each and after the last;
+        with ``store``, the store lock is held for retrieval (the first stage) and for the
+        stages that read the index, not for the rest (as :meth:`Searcher._run`). A first
+        stage that embeds the query with ``embedder`` (dense retrieval, the engine's formula
+        search) has it embedded before the lock is taken."""
+        batch = Candidates.empty(query)
+        for i, stage in enumerate(stages):
+            token.check(f"stage:{stage.name}")
+            if i == 0 and embedder is not None and getattr(stage, "embedder", None) is embedder:
+                embedder.embed_ahead(query)
+            if store and (i == 0 or "index" in stage.reads):
+                with self.store_lock:
+                    token.check("store")
+                    batch = stage(batch)
+            else:
+                batch = stage(batch)
+        token.check("done")
+        return batch
+
+    def _echo(self, doc: dict[str, Any], compiled: Compiled) -> dict[str, Any]:
+        """The document as answered: ``priors: "feedback"`` said as the store version the
+        run used (pinned in ``pipeline`` too, so it replays exactly), registered paths said
+        by their names."""
+        stage = next((s for s in _flat(compiled.stages) if isinstance(s, FeedbackPrior)), None)
+        used = doc["info"].get("feedback_prior")
+        if stage is not None and isinstance(used, dict):
+            version = int(used["version"])
+            doc["settings"]["priors"] = {"name": FEEDBACK_NAME, "version": version,
+                                         "values": dict(stage.store.record(version)["types"])}
+            for item in doc["pipeline"]["stages"]:
+                if item["stage"] == "feedback_prior" and item.get("version") is None:
+                    item["version"] = version
+        doc["settings"], doc["info"] = self.unpath(doc["settings"]), self.unpath(doc["info"])
+        return doc
+
+    def search(self, token: WorkToken, query: str, spec: PipelineSpec) -> dict[str, Any]:
+        """The ``/search`` document of ``spec`` (built here, over the served index: a stage
+        that cannot be built raises :class:`SpecError`)."""
         start = time.perf_counter()
         embedder = _ChunkedEmbedder(self.searcher.embedder, token)
-        pipeline = checked_pipeline(build_pipeline(self.searcher.store, embedder, settings),
-                                    token)
-        with self.store_lock:
-            token.check("store")
-            result = pipeline.search(query)
-        doc = search_document(query, self.searcher.describe(settings), result)
-        self._feedback_settings(doc, settings)
+        compiled = compile_spec(spec, self.searcher.store, embedder,
+                                resources=self.resources, allow_paths=False)
+        self._prepared(compiled)
+        result = self._run(compiled.pipeline.stages, query, token, store=True,
+                           embedder=embedder)
+        doc = search_document(query, describe_compiled(compiled, self.searcher.store), result)
+        self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
     def rerank(self, token: WorkToken, query: str, records: list[dict[str, Any]],
-               settings: SearchSettings, retrieval: str,
+               spec: PipelineSpec, retrieval: str,
                query_vector: list[float] | None = None) -> dict[str, Any]:
-        """The ``/rerank`` document (as :meth:`Searcher.rerank_json`, with checkpoints)."""
+        """The ``/rerank`` document (as :meth:`Searcher.rerank_json`, with checkpoints and
+        the spec's stages built without the index)."""
         start = time.perf_counter()
         embedder = _ChunkedEmbedder(self.searcher.embedder, token)
-        pipeline = checked_pipeline(rerank_pipeline(
-            records, embedder, settings, self.searcher.typer, retrieval=retrieval,
-            query_vector=query_vector), token)
-        result = pipeline.search(query)
-        described = {**describe(settings), "retrieval": retrieval, "pushdown": False,
+        compiled = compile_rerank(spec, _GIVEN, embedder,
+                                  resources=self.resources, allow_paths=False)
+        self._prepared(compiled)
+        given = GivenCandidates(records, embedder, self.searcher.typer,
+                                retrieval=retrieval,
+                                with_vectors="vectors" in reads(compiled.stages),
+                                query_vector=query_vector)
+        result = self._run([given, *compiled.stages], query, token, store=False)
+        described = {**describe_compiled(compiled), "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.searcher.embedder.name,
                      "query_vector": "given" if query_vector is not None else "embedded"}
+        pipeline = described.pop("pipeline")
         doc = {"credrank_rerank": 1, "query": query, "settings": described,
-               "hits": rerank_hits(result), "info": result.info}
-        self._feedback_settings(doc, settings)
+               "hits": rerank_hits(result), "info": result.info, "pipeline": pipeline}
+        self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
@@ -304,6 +486,56 @@ class ServiceState:
                                                "--priors-store DIR to enable /feedback and "
                                                "/priors")
         return FeedbackPriors(self.config.priors_store)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request's pipeline and what it costs: the ``spec``; ``where`` (``"pipeline"`` when the
+    request sent the spec, so its errors name ``pipeline.…``; ``None`` when its stage fields
+    made it); the selector ``select`` (``None``: top-k) and ``consensus`` the budget prices, over a
+    ``pool`` of candidates set by ``pool_field``."""
+
+    spec: PipelineSpec
+    where: str | None
+    select: str | None
+    consensus: bool
+    pool: int
+    pool_field: str
+
+
+#: a stand-in for the given candidates while a rerank spec is compiled (its stages are used)
+_GIVEN = FunctionStage(lambda batch: batch, name="given")
+
+
+def _check_pool(select: str | None, pool: int, pool_field: str) -> None:
+    """A selector works on at most :data:`MAX_SELECT_POOL` candidates (422 naming the field
+    that sets the pool)."""
+    if select is not None and pool > MAX_SELECT_POOL:
+        raise LimitError(422, "invalid_request", f"{pool_field}: at most {MAX_SELECT_POOL:,} "
+                         f"with select ({select}), got {pool:,}", field=pool_field)
+
+
+def _file_param(exc: SpecError, spec: PipelineSpec | None, resources: dict[str, Path]) -> str:
+    """``exc.key_path``, narrowed to ``stages[i].param`` when the error is about the file a
+    parameter of stage ``i`` names (a registered file of the wrong kind, or one that does not
+    fit the index): the message then names the file, not the parameter."""
+    path = exc.key_path
+    match = re.fullmatch(r"stages\[(\d+)\]", path)
+    if spec is None or match is None or int(match[1]) >= len(spec.stages):
+        return path
+    for key, value in spec.stages[int(match[1])].params.items():
+        if isinstance(value, str) and value in resources:
+            file = resources[value]
+            if str(file) in exc.detail or str(file.resolve()) in exc.detail:
+                return f"{path}.{key}"
+    return path
+
+
+def _flat(stages: Sequence[Stage]) -> list[Stage]:
+    out: list[Stage] = []
+    for s in stages:
+        out.extend(_flat(s.stages) if isinstance(s, Pipeline) else [s])
+    return out
 
 
 def _reject(r: Reject) -> dict[str, Any]:

@@ -54,7 +54,8 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.files import atomic_write_text
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import BuildContext, Stage
+from credrank.core.schema import Field, Integer, Nullable, Table, Text
 from credrank.core.validation import (
     check_bool,
     check_choice,
@@ -665,6 +666,21 @@ class FeedbackPrior(Stage):
     ``batch.info["feedback_prior"]`` records the version used and how many candidates took a
     per-source prior.
     """
+
+    SPEC = Table({"store": Field(Text(what="a feedback store folder (credrank priors init)")),
+                  "version": Field(Nullable(Integer(0)), default=None)})
+
+    def formula_term(self) -> str:
+        return "needs the Python path (per-source priors of a feedback store)"
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> FeedbackPrior:
+        """``store``: a feedback store folder (a registered name or a path)."""
+        where = ctx.path(params["store"], "store", "feedback store")
+        if not (where / STORE_FILE).is_file():
+            raise ValueError(f"store: {params['store']!r}: no feedback store here (create one "
+                             "with `credrank priors init DIR`)")
+        return cls(FeedbackPriors(where), version=params["version"])
 
     def __init__(self, store: FeedbackPriors, *, name: str = "prior", version: int | None = None):
         if not isinstance(store, FeedbackPriors):

@@ -27,8 +27,8 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.errors import FileFormatError
-from credrank.core.pipeline import Stage
-from credrank.core.schema import Field, MapOf, Number, Table, Text
+from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
+from credrank.core.schema import Field, Flag, MapOf, Number, Table, Text
 from credrank.core.structured import read_structured
 from credrank.core.validation import (
     check_bool,
@@ -200,6 +200,29 @@ class SourcePrior(Stage):
         self.use_domain_scores = check_bool("use_domain_scores", use_domain_scores)
         self.floor = check_probability("floor", floor)
         self.name = check_str("name", name)
+
+    SPEC = Table({
+        "priors": Field(Text(what="a preset (compressed, current, aggressive) or a prior file"),
+                        default="current"),
+        "use_domain_scores": Field(Flag(), default=False),
+        "floor": Field(Number(0.0, 1.0), default=0.01),
+    })
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> SourcePrior:
+        """``priors`` is a preset name, else a prior file (a registered name or a path)."""
+        priors = params["priors"]
+        if priors not in PRESET_DISPERSION:
+            priors = ctx.path(priors, "priors", "prior file")
+        return cls(priors, use_domain_scores=params["use_domain_scores"],
+                   floor=params["floor"])
+
+    def formula_term(self) -> FormulaTerm | str:
+        """The engine scores the type prior (``λ_t × [source_type = t]``), not the per-host
+        domain scores."""
+        if self.use_domain_scores:
+            return "with use_domain_scores needs the Python path (per-host domain scores)"
+        return FormulaTerm("prior", self)
 
     def transform(self, batch: Candidates) -> Candidates:
         values = self.priors.lookup(batch.column("source_type"))

@@ -36,6 +36,7 @@ import numpy as np
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import cosine_matrix
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Field, Integer, Number, Table
 from credrank.core.validation import as_matrix, as_vector, check_int, check_probability, check_str
 
 
@@ -98,6 +99,12 @@ class NeighbourSmoothing(Stage):
     candidates passes unchanged (only the factor is renamed when ``name`` differs), vectors or
     not; a missing ``source_factor`` is a configuration error and always raises.
     """
+
+    reads = frozenset({"vectors"})
+    SPEC = Table({"m": Field(Integer(1), default=5), "beta": Field(Number(0.0, 1.0), default=0.3)})
+
+    def formula_term(self) -> str:
+        return "needs the Python path (it reads the candidates' vectors)"
 
     def __init__(self, m: int = 5, beta: float = 0.3, *, source_factor: str = "prior",
                  name: str = "prior"):

@@ -24,10 +24,13 @@ The file itself is read as strictly as every CSV credrank reads (:func:`read_pai
 file is an error naming the line, never a silent loss of rows.
 
 **Model file** (:func:`model_document`, :func:`load_model`): JSON with
-``"credrank_stance_model": 1``; docs/json.md lists the fields. :func:`fit_pairs` runs the
-nested grouped cross-validation (:func:`~credrank.signals.stance_model.grouped_cross_validation`)
-and refits on every pair. A model reads pages with the embedder it was fitted with:
-:func:`stance_stage` refuses another one, naming both.
+``"credrank_stance_model": 2`` (format 1, without the ``provenance`` table, is still read),
+written and read by the shared :class:`~credrank.learn.modelfile.ModelFileFormat`; docs/json.md
+lists the fields. :func:`fit_pairs` runs the nested grouped cross-validation
+(:func:`~credrank.signals.stance_model.grouped_cross_validation`, that is
+:func:`credrank.learn.cv.nested_cross_validation`) and refits on every pair. A model reads
+pages with the embedder it was fitted with: :func:`stance_stage` refuses another one, naming
+both.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +49,33 @@ import numpy as np
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
-from credrank.core.files import save_json
-from credrank.core.logistic import LogisticModel, text_key
-from credrank.core.pipeline import Stage
-from credrank.core.schema import Anything, Field, Flag, Integer, ListOf, Number, Table, Text, got
-from credrank.core.structured import MAX_CSV_CHARS, read_csv, read_structured
+from credrank.core.logistic import text_key
+from credrank.core.pipeline import BuildContext, Stage
+from credrank.core.schema import (
+    Anything,
+    Field,
+    Flag,
+    Integer,
+    ListOf,
+    Nullable,
+    Number,
+    Table,
+    Text,
+)
+from credrank.core.structured import MAX_CSV_CHARS, read_csv
 from credrank.index.embed import get_embedder
 from credrank.index.store import VectorStore
+from credrank.learn.cv import Progress
+from credrank.learn.modelfile import (
+    EMBEDDER,
+    SHA256,
+    ModelFileFormat,
+    check_sha256,
+    logistic_document,
+    logistic_model,
+    logistic_schema,
+    with_provenance,
+)
 from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.stance_model import (
     N_BOOT,
@@ -65,7 +87,6 @@ from credrank.signals.stance_model import (
     lexicon_hash,
 )
 
-FORMAT = 1
 KEY = "credrank_stance_model"
 #: the CSV columns of training pairs: (name, alternative name or None, required)
 PAIR_COLUMNS: tuple[tuple[str, str | None, bool], ...] = (
@@ -272,45 +293,32 @@ def training_hash(examples: Sequence[StanceExample]) -> str:
 # ---------------------------------------------------------------- model file
 
 
-def _credrank_version() -> str:
-    try:
-        return version("credrank")
-    except PackageNotFoundError:  # a source checkout that is not installed
-        return "unknown"
-
-
 def model_document(model: StanceModel, *, embedder_name: str, embedder_dim: int,
                    training_sha256: str, n_pairs: int, n_topics: int,
-                   metrics: Mapping[str, Any], rows: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    """The JSON document of a fitted ``model`` (docs/json.md)."""
+                   metrics: Mapping[str, Any], provenance: Mapping[str, Any],
+                   rows: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON document of a fitted ``model`` (docs/json.md), in the current format."""
     if model.model is None:
         raise ValueError("model: not fitted; call fit() first")
-    lr, feat = model.model, model.featurizer
-    return {
-        KEY: FORMAT,
-        "created_by": f"credrank {_credrank_version()}",
+    feat = model.featurizer
+    return MODEL_FILE.document({
         "features": {**{k: v for k, v in feat.config().items() if k != "embedder"},
                      "blocks": [[n, w] for n, w in feat.blocks()],
                      "n_columns": len(model.columns()),
                      "lexicon_sha256": lexicon_hash()},
         "settings": model.config.to_dict(),
-        "logistic": {"weights": lr.weights.tolist(), "bias": float(lr.bias),
-                     "mean": lr.mean.tolist(), "scale": lr.scale.tolist(), "l2": float(lr.l2)},
+        "logistic": logistic_document(model.model),
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pairs": int(n_pairs),
                      "n_topics": int(n_topics), "rows": dict(rows or {})},
         "metrics": dict(metrics),
-    }
+    }, provenance)
 
 
 def save_model(path: str | Path, document: Mapping[str, Any]) -> None:
     """Write ``document`` to ``path`` atomically (the old file or the new one, never half);
     missing parent folders are created."""
-    target = Path(path)
-    if not target.is_dir():
-        target.parent.mkdir(parents=True, exist_ok=True)
-    save_json(target, document, what="stance model")
+    MODEL_FILE.save(path, document)
 
 
 @dataclass(frozen=True)
@@ -365,23 +373,17 @@ class StanceModelFile:
         if n_cols != f["n_columns"]:
             raise StanceModelError(f"{self.path}: field 'features.n_columns': the features "
                                    f"give {n_cols} columns, the file says {f['n_columns']}")
-        lr = doc["logistic"]
-        model.model = LogisticModel(weights=np.asarray(lr["weights"], dtype=np.float64),
-                                    bias=float(lr["bias"]),
-                                    mean=np.asarray(lr["mean"], dtype=np.float64),
-                                    scale=np.asarray(lr["scale"], dtype=np.float64),
-                                    l2=float(lr["l2"]))
+        model.model = logistic_model(doc["logistic"], n_cols, self.path, StanceModelError)
         return model
 
 
 _FLAG = Field(Flag())
-_SHA256 = Text(what="a SHA-256 hex string")
 
-#: the stance model file's structure (docs/json.md): every key, its type and range; unknown
-#: keys are refused everywhere but in the free-form ``training.rows`` and ``metrics`` tables.
-#: What depends on another field (the vector lengths, the blocks, the lexicon) is checked
-#: after it, in :func:`validate_document`.
-MODEL_SCHEMA = Table({
+#: format 1 of the stance model file: every key, its type and range; unknown keys are refused
+#: everywhere but in the free-form ``training.rows`` and ``metrics`` tables. What depends on
+#: another field (the vector lengths, the blocks, the lexicon) is checked after it, in
+#: :func:`validate_document`.
+MODEL_SCHEMA_V1 = Table({
     KEY: Field(Integer()),
     "created_by": Field(Text(allow_empty=True), required=False),
     "features": Field(Table({
@@ -393,65 +395,57 @@ MODEL_SCHEMA = Table({
         "use_cues": _FLAG,
         "blocks": Field(ListOf(ListOf(Anything(), length=2))),
         "n_columns": Field(Integer(1)),
-        "lexicon_sha256": Field(_SHA256),
+        "lexicon_sha256": Field(SHA256),
     })),
     "settings": Field(Table({"l2": Field(Number(0, open_low=True)), "interaction": _FLAG})),
-    "logistic": Field(Table({
-        "weights": Field(ListOf(Number())),
-        "bias": Field(Number()),
-        "mean": Field(ListOf(Number())),
-        "scale": Field(ListOf(Number(0, open_low=True))),
-        "l2": Field(Number(0, open_low=True)),
-    })),
-    "embedder": Field(Table({"name": Field(Text()), "dim": Field(Integer(1))})),
+    "logistic": Field(logistic_schema(Number(0, open_low=True))),
+    "embedder": Field(EMBEDDER),
     "training": Field(Table({
-        "sha256": Field(_SHA256),
+        "sha256": Field(SHA256),
         "n_pairs": Field(Integer(0)),
         "n_topics": Field(Integer(0)),
         "rows": Field(Table(extra=True), required=False),
     })),
     "metrics": Field(Table(extra=True)),
 }, what="a stance model (a JSON object)")
+#: the stance model file's structure (docs/json.md), format 2: format 1 and ``provenance``
+MODEL_SCHEMA = with_provenance(MODEL_SCHEMA_V1)
+#: the stance model file: formats 1 and 2 are read, 2 is written
+MODEL_FILE = ModelFileFormat(KEY, "stance model file", "credrank stance fit", StanceModelError,
+                             {1: MODEL_SCHEMA_V1, 2: MODEL_SCHEMA}, make_parents=True)
+FORMAT = MODEL_FILE.current
 
 
 def validate_document(doc: Any, path: str = "model") -> StanceModelFile:
-    """Check every field a model needs: the format marker, :data:`MODEL_SCHEMA`, then the
-    fields that depend on each other (``StanceModelError`` naming ``path`` and the key path,
-    what was expected and what came)."""
-    if not isinstance(doc, dict) or KEY not in doc:
-        raise StanceModelError(f"{path}: not a stance model file (expected a JSON object with "
-                               f"{KEY!r}, got {got(doc)})")
-    fmt = Integer().check(doc[KEY], path, error=StanceModelError, at=KEY)
-    if fmt != FORMAT:
-        raise StanceModelError(f"{path}: {KEY}: expected {FORMAT}, got {fmt}"
-                               + (" (written by a newer credrank?)" if fmt > FORMAT else ""))
-    clean = MODEL_SCHEMA.check(doc, path, error=StanceModelError)
+    """Check every field a model needs: the format marker, the format's schema
+    (:data:`MODEL_SCHEMA` for format 2), then the fields that depend on each other
+    (``StanceModelError`` naming ``path`` and the key path, what was expected and what
+    came)."""
+    _, clean = MODEL_FILE.check(doc, path)
     features = clean["features"]
     for i, block in enumerate(features["blocks"]):
         Text(what="a block name").check(block[0], path, error=StanceModelError,
                                         at=f"features.blocks[{i}][0]")
         Integer(0).check(block[1], path, error=StanceModelError, at=f"features.blocks[{i}][1]")
+    check_sha256(features["lexicon_sha256"], path, "features.lexicon_sha256", StanceModelError)
     if features["lexicon_sha256"] != lexicon_hash():
         lexicon = features["lexicon_sha256"]
         raise StanceModelError(f"{path}: features.lexicon_sha256: the model was written with "
                                "another lexicon (cue phrases, anchors, stop words) than this "
                                f"credrank's ({lexicon[:12]}… vs {lexicon_hash()[:12]}…); "
                                "refit it")
-    n = features["n_columns"]
-    for name in ("weights", "mean", "scale"):
-        values = clean["logistic"][name]
-        if len(values) != n:
-            raise StanceModelError(f"{path}: logistic.{name}: expected {n} numbers (one per "
-                                   f"feature column, features.n_columns), got {len(values)}")
+    check_sha256(clean["training"]["sha256"], path, "training.sha256", StanceModelError)
+    logistic_model(clean["logistic"], features["n_columns"], path, StanceModelError,
+                   ", features.n_columns")
     return StanceModelFile(path, clean)
 
 
 def load_model(path: str | Path) -> StanceModelFile:
-    """Read the model file at ``path`` with the hardened JSON reader
+    """Read the model file at ``path`` (format 1 or 2) with the hardened JSON reader
     (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
     NaN/Infinity, no duplicate keys) and validate it (:func:`validate_document`); every
     problem is a :class:`StanceModelError` naming the file."""
-    doc = read_structured(path, what="stance model file", fmt="json", error=StanceModelError)
+    _, doc = MODEL_FILE.read(path)
     return validate_document(doc, str(path))
 
 
@@ -469,9 +463,12 @@ class FitResult:
 
 def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = N_BOOT,
               features: Mapping[str, Any] | None = None,
-              configs: Sequence[StanceConfig] | None = None) -> FitResult:
+              configs: Sequence[StanceConfig] | None = None, n_jobs: int = 1,
+              on_progress: Progress | None = None) -> FitResult:
     """Nested grouped CV on ``pairs`` and the final model refitted on every pair
-    (:func:`~credrank.signals.stance_model.grouped_cross_validation`)."""
+    (:func:`~credrank.signals.stance_model.grouped_cross_validation`). ``n_jobs``: processes
+    for the CV fits (the same numbers for any value); ``on_progress(done, total)`` after
+    every fit."""
     settings = {**DEFAULT_FEATURES, **(features or {})}
     if not pairs.examples:
         reasons = ", ".join(f"{k} {v}" for k, v in pairs.rejected.items()) or "no rows"
@@ -486,7 +483,7 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
     featurizer = StanceFeaturizer(embedder, **settings)
     try:
         cv = grouped_cross_validation(pairs.examples, featurizer, configs, seed=seed,
-                                      n_boot=n_boot)
+                                      n_boot=n_boot, n_jobs=n_jobs, on_progress=on_progress)
     except ValueError as exc:
         raise StanceModelError(f"{pairs.path}: {exc}") from exc
     metrics = cv.metrics()
@@ -495,7 +492,7 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
     sha = training_hash(pairs.examples)
     doc = model_document(cv.model, embedder_name=name, embedder_dim=dim, training_sha256=sha,
                          n_pairs=len(pairs.examples), n_topics=cv.n_topics, metrics=metrics,
-                         rows={k: v for k, v in pairs.report().items()
+                         provenance=cv.provenance(), rows={k: v for k, v in pairs.report().items()
                                if k in ("rows", "used", "rejected", "rejected_by_reason")})
     report = {**metrics, "pairs": pairs.report(), "embedder": {"name": name, "dim": dim},
               "features": doc["features"], "training_sha256": sha,
@@ -514,6 +511,31 @@ class StanceAgreement(AnswerAgreement):
     batch without it raises :class:`~credrank.core.candidates.StageError` naming the
     candidates. ``p_yes`` (the stance probabilities) is kept as a meta column for audit.
     """
+
+    reads = frozenset({"text"})
+    SPEC = Table({
+        "model": Field(Text(what="a model file of `credrank stance fit`")),
+        "weight_factor": Field(Nullable(Text()), default="prior"),
+        "floor": Field(Number(0.0, 1.0), default=0.1),
+        "sharpness": Field(Number(0.0), default=1.0),
+        "mode": Field(Text(choices=("expected", "absolute")), default="expected"),
+        "exclude_self": Field(Flag(), default=False),
+        "voters": Field(Nullable(Integer(1)), default=None),
+    })
+
+    def formula_term(self) -> str:
+        return "needs the Python path (it reads each candidate's text)"
+
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
+        """The factor ``agreement`` of the stance model file ``model`` (a registered name or
+        a path), bound to the index's embedder (``ctx.embedder``: the model must have been
+        fitted with it)."""
+        if ctx.embedder is None:
+            raise ValueError("model: the stance stage needs the embedder of the index")
+        settings = {k: v for k, v in params.items() if k != "model"}
+        return stance_stage(ctx.path(params["model"], "model", "stance model"),
+                            ctx.embedder.name, embedder=ctx.embedder, **settings)
 
     def __init__(self, model: StanceModel, weight_factor: str | None = "prior", *,
                  floor: float = 0.1, sharpness: float = 1.0, mode: str = "expected",

@@ -4,9 +4,10 @@ The per-document *answer* of a yes/no health question ("does X help Y?") for
 :class:`~credrank.signals.agreement.AnswerAgreement`: chapter 35.3 takes answers from
 source-specific generations; here the answer is read from each retrieved page by a classifier
 fitted on labelled ``(topic, query, page, stance)`` pairs. The product stage and the model file
-are in :mod:`credrank.signals.stance`; this module holds the features, the classifier and the
-grouped (nested) cross-validation that estimates it without ever scoring a topic with a model
-that saw it.
+are in :mod:`credrank.signals.stance`; this module holds the features and the classifier, and
+binds them to the grouped (nested) cross-validation of :mod:`credrank.learn.cv` (shared with
+the credibility model), which estimates it without ever scoring a topic with a model that saw
+it.
 
 **Features** (:class:`StanceFeaturizer`), for a query ``q`` and a page ``d``:
 
@@ -30,7 +31,10 @@ standardised on the training rows, fitted by L-BFGS from a zero start (determini
 :class:`StanceConfig` fixes the L2 strength and whether the ``e_q ⊙ e_s`` block (when the
 featuriser computes it) is used.
 
-**Grouped cross-validation** (:func:`grouped_cross_validation`). Groups are topics.
+**Grouped cross-validation** (:func:`grouped_cross_validation`, by
+:func:`credrank.learn.cv.nested_cross_validation`). Groups are topics: pages about one
+treatment resemble each other far more than pages about two, so a topic is never split between
+training and scoring.
 
 * *Folds* (:func:`group_folds`): leave-one-topic-out while there are at most 20 topics (in
   first-seen order); above that ``K = 10`` folds of topics: the sorted topics permuted by
@@ -50,6 +54,10 @@ featuriser computes it) is used.
 * *Final model*: the configuration is chosen once more by (non-nested) grouped CV over all
   topics (its per-configuration log losses are reported, optimistic since the choice reads
   them) and the model is refitted on every pair.
+* *Cost* (:mod:`credrank.learn.cv`): every pair is featurised once (:func:`feature_matrix`),
+  each column set sliced once; ``O(F² C)`` logistic fits for ``F`` outer folds and ``C``
+  configurations (half the inner ones shared under leave-one-topic-out), in ``n_jobs``
+  processes with the same numbers; ``on_progress(done, total)`` after every fit.
 
 **Limits.** A few hundred pairs at most in the data we have; MiniLM is not trained for
 negation, so "traction is not effective" and "traction is effective" embed close together;
@@ -64,18 +72,33 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from credrank.core.embedder import Embedder
-from credrank.core.folds import MAX_LOGO_GROUPS, N_FOLDS, group_folds, group_resamples
-from credrank.core.logistic import LogisticModel, fit_logistic, text_key
+from credrank.core.folds import MAX_LOGO_GROUPS, N_FOLDS
+from credrank.core.folds import group_folds as group_folds  # re-exported
+from credrank.core.logistic import LogisticModel, text_key
 from credrank.core.maths import roc_auc
 from credrank.core.validation import check_int, check_positive
 from credrank.index.embed import CachedEmbedder
+from credrank.learn import cv as learn_cv
+from credrank.learn.cv import (
+    LOWEST_LOG_LOSS,
+    N_BOOT,
+    ConfigChoice,
+    Fitted,
+    GroupedData,
+    Learner,
+    NestedCV,
+    OutOfFold,
+    Progress,
+    group_bootstrap,
+    log_loss,
+)
+from credrank.learn.estimator import LogisticEstimator
 
 # ---------------------------------------------------------------- text handling
 
@@ -389,7 +412,7 @@ class StanceModel:
             raise ValueError("examples: expected at least one labelled pair; got none")
         x = feature_matrix(self.featurizer, examples)[:, self.columns()]
         y = np.array([e.stance for e in examples], dtype=np.float64)
-        self.model = fit_logistic(x, y, self.l2)
+        self.model = LogisticEstimator(self.l2).fit(x, y).model
         self.trained_on = tuple(sorted({e.qid for e in examples}))
         return self
 
@@ -473,11 +496,8 @@ def loto_report(examples: Sequence[StanceExample], models: dict[str, StanceModel
 
 #: leave-one-topic-out up to this many topics, K-fold by topics above (core.folds)
 MAX_LOGO_TOPICS = MAX_LOGO_GROUPS
-#: bootstrap resamples of the topics for the intervals
-N_BOOT = 2000
 #: L2 strengths the nested CV chooses from
 L2_GRID: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
-_CLIP = 1e-6
 
 
 def default_configs(featurizer: StanceFeaturizer, l2_grid: Sequence[float] = L2_GRID
@@ -491,90 +511,27 @@ def default_configs(featurizer: StanceFeaturizer, l2_grid: Sequence[float] = L2_
             for l2 in l2_grid]
 
 
-def log_loss(y: np.ndarray, p: np.ndarray) -> float:
-    """``−(1/n) Σ [y log p + (1 − y) log(1 − p)]`` with ``p`` clipped to
-    ``[1e-6, 1 − 1e-6]`` (finite); ``n = 0`` is an error."""
-    y = np.asarray(y, dtype=np.float64)
-    if len(y) == 0:
-        raise ValueError("log_loss: expected at least one prediction; got 0")
-    pc = np.clip(np.asarray(p, dtype=np.float64), _CLIP, 1 - _CLIP)
-    return float(-np.mean(y * np.log(pc) + (1 - y) * np.log1p(-pc)))
+def grouped_data(examples: Sequence[StanceExample], featurizer: StanceFeaturizer
+                 ) -> GroupedData:
+    """The pairs as :class:`~credrank.learn.cv.GroupedData`: one item per pair, grouped by
+    its topic, every feature column computed once (:func:`feature_matrix`)."""
+    examples = list(examples)
+    return GroupedData.from_rows([e.qid for e in examples], [e.stance for e in examples],
+                                 ids=[e.doc_id for e in examples],
+                                 x=feature_matrix(featurizer, examples))
 
 
-@dataclass(frozen=True)
-class OutOfFold:
-    """Out-of-fold predictions, one row per pair: its topic, page, fold and label, and
-    ``P(stance = 1)`` from the model of its fold."""
-
-    topics: list[str]
-    doc_ids: list[str]
-    folds: list[int]
-    y: np.ndarray
-    p: np.ndarray
-
-    def accuracy(self) -> float | None:
-        """Share of pairs with ``(p ≥ 0.5) = y``; ``None`` without pairs."""
-        return float(np.mean((self.p >= 0.5) == (self.y == 1))) if len(self.y) else None
-
-    def auc(self) -> float | None:
-        """Pooled AUC; ``None`` where one class is missing."""
-        return roc_auc(self.y, self.p) if len(self.y) else None
+def learner(featurizer: StanceFeaturizer) -> Learner:
+    """A configuration's columns (with or without ``e_q ⊙ e_s``) and its logistic estimator."""
+    return Learner(columns=lambda config: featurizer.columns(config.interaction))
 
 
-class _Data:
-    """The examples as a feature matrix, labels and topics (features computed once)."""
-
-    def __init__(self, examples: Sequence[StanceExample], featurizer: StanceFeaturizer):
-        self.examples = list(examples)
-        self.featurizer = featurizer
-        self.x = feature_matrix(featurizer, self.examples)
-        self.y = np.array([e.stance for e in self.examples], dtype=np.float64)
-        self.topics = np.array([e.qid for e in self.examples], dtype=object)
-
-    def fit(self, config: StanceConfig, leave_out: Sequence[str]) -> StanceModel:
-        """A model fitted on every pair whose topic is not in ``leave_out``."""
-        keep = ~np.isin(self.topics, list(leave_out))
-        if not keep.any():
-            raise ValueError(f"no training pairs left once topics {list(leave_out)} are "
-                             "left out")
-        cols = self.featurizer.columns(config.interaction)
-        lr = fit_logistic(self.x[keep][:, cols], self.y[keep], config.l2)
-        return StanceModel(self.featurizer, l2=config.l2, model=lr,
-                           trained_on=tuple(sorted(set(self.topics[keep].tolist()))),
-                           interaction=config.interaction)
-
-    def predict(self, model: StanceModel, rows: np.ndarray) -> np.ndarray:
-        assert model.model is not None
-        return np.clip(model.model.predict_proba(self.x[rows][:, model.columns()]), 0.0, 1.0)
-
-
-def _out_of_fold(data: _Data, folds: Sequence[Sequence[str]],
-                 models: Sequence[StanceModel]) -> OutOfFold:
-    if len(folds) != len(models):
-        raise ValueError(f"models: expected {len(folds)} (one per fold), got {len(models)}")
-    topics: list[str] = []
-    ids: list[str] = []
-    fold_of: list[int] = []
-    ys: list[np.ndarray] = []
-    ps: list[np.ndarray] = []
-    for i, (fold, model) in enumerate(zip(folds, models, strict=True)):
-        seen = sorted(set(fold) & set(model.trained_on))
-        if seen:
-            raise ValueError(f"the model of fold {i} ({list(fold)}) was trained on topic(s) "
-                             f"{seen}; expected out-of-fold scoring")
-        rows = np.flatnonzero(np.isin(data.topics, list(fold)))
-        if not len(rows):
-            continue
-        topics += [str(t) for t in data.topics[rows]]
-        ids += [data.examples[r].doc_id for r in rows]
-        fold_of += [i] * len(rows)
-        ys.append(data.y[rows])
-        ps.append(data.predict(model, rows))
-    return OutOfFold(topics, ids, fold_of, _cat(ys), _cat(ps))
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0)
+def _model(featurizer: StanceFeaturizer, data: GroupedData, fitted: Fitted) -> StanceModel:
+    config = fitted.config
+    return StanceModel(featurizer, l2=config.l2, model=getattr(fitted.estimator, "model", None),
+                       trained_on=tuple(sorted({g for i in fitted.rows
+                                                for g in data.groups_of(int(i))})),
+                       interaction=config.interaction)
 
 
 def out_of_fold(examples: Sequence[StanceExample], folds: Sequence[Sequence[str]],
@@ -583,70 +540,49 @@ def out_of_fold(examples: Sequence[StanceExample], folds: Sequence[Sequence[str]
     been trained on any topic of the fold (``ValueError`` naming the fold and topics)."""
     if not models:
         raise ValueError("models: expected one per fold; got none")
-    return _out_of_fold(_Data(examples, models[0].featurizer), folds, models)
+    if len(folds) != len(models):
+        raise ValueError(f"models: expected {len(folds)} (one per fold), got {len(models)}")
+    for i, (fold, model) in enumerate(zip(folds, models, strict=True)):
+        seen = sorted(set(fold) & set(model.trained_on))
+        if seen:
+            raise ValueError(f"the model of fold {i} ({list(fold)}) was trained on topic(s) "
+                             f"{seen}; expected out-of-fold scoring")
+    data = grouped_data(examples, models[0].featurizer)
 
+    def scorer(model: StanceModel) -> Any:
+        def predict(items: np.ndarray) -> np.ndarray:
+            assert model.model is not None
+            return np.clip(model.model.predict_proba(data.x[items][:, model.columns()]),
+                           0.0, 1.0)
+        return predict
 
-@dataclass(frozen=True)
-class ConfigChoice:
-    """The configuration of lowest pooled out-of-fold log loss, and every configuration's
-    log loss, accuracy and AUC."""
-
-    config: StanceConfig
-    log_loss: float
-    scores: list[dict[str, Any]]
-
-
-def _choose(data: _Data, configs: Sequence[StanceConfig], folds: Sequence[Sequence[str]],
-            exclude: Sequence[str] = ()) -> ConfigChoice:
-    best: tuple[float, StanceConfig] | None = None
-    scores = []
-    for config in configs:
-        models = [data.fit(config, [*fold, *exclude]) for fold in folds]
-        oof = _out_of_fold(data, folds, models)
-        value = log_loss(oof.y, oof.p)
-        scores.append({**config.to_dict(), "log_loss": value, "accuracy": oof.accuracy(),
-                       "auc": oof.auc(), "n": len(oof.y)})
-        if best is None or value < best[0] - 1e-12:
-            best = (value, config)
-    assert best is not None
-    return ConfigChoice(best[1], best[0], scores)
+    return learn_cv.out_of_fold(data, folds, [scorer(m) for m in models])
 
 
 def choose_config(examples: Sequence[StanceExample], featurizer: StanceFeaturizer,
                   configs: Sequence[StanceConfig], folds: Sequence[Sequence[str]],
-                  exclude: Sequence[str] = ()) -> ConfigChoice:
+                  exclude: Sequence[str] = (), *, n_jobs: int = 1,
+                  on_progress: Progress | None = None) -> ConfigChoice:
     """Grouped CV over ``folds`` (never training on a topic of ``exclude``) for each
     configuration; the lowest pooled out-of-fold log loss wins (ties: the first)."""
     if not configs:
         raise ValueError("configs: expected at least one configuration")
-    return _choose(_Data(examples, featurizer), configs, folds, exclude)
+    return learn_cv.choose_config(grouped_data(examples, featurizer), learner(featurizer),
+                                  configs, folds, LOWEST_LOG_LOSS, exclude=exclude,
+                                  n_jobs=n_jobs, on_progress=on_progress)
 
 
 def bootstrap_topics(topics: Sequence[str], y: np.ndarray, p: np.ndarray, *,
                      n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95
                      ) -> dict[str, Any]:
     """Percentile intervals of the pooled accuracy and AUC over ``n_boot`` resamples of the
-    topics with replacement (:func:`~credrank.core.folds.group_resamples`): ``{"accuracy":
+    topics with replacement (:func:`~credrank.learn.cv.group_bootstrap`): ``{"accuracy":
     (lo, hi) | None, "auc": (lo, hi) | None, "n_boot_auc": resamples with both classes}``.
     The AUC interval is ``None`` when fewer than half the resamples have both classes."""
-    correct = ((np.asarray(p) >= 0.5) == (np.asarray(y) == 1)).astype(np.float64)
-    accs, aucs = [], []
-    for idx in group_resamples(topics, n_boot, seed):
-        accs.append(float(correct[idx].mean()))
-        value = roc_auc(y[idx], p[idx])
-        if value is not None:
-            aucs.append(value)
-    if not accs:
-        return {"accuracy": None, "auc": None, "n_boot_auc": 0}
-    alpha = (1.0 - level) / 2.0
-
-    def interval(values: list[float]) -> tuple[float, float]:
-        lo, hi = np.quantile(np.asarray(values), [alpha, 1.0 - alpha])
-        return float(lo), float(hi)
-
-    return {"accuracy": interval(accs),
-            "auc": interval(aucs) if len(aucs) >= max(1, n_boot // 2) else None,
-            "n_boot_auc": len(aucs)}
+    out = group_bootstrap(topics, y, p, ("accuracy", "auc"), n_boot=n_boot, seed=seed,
+                          level=level)
+    return {"accuracy": out["accuracy"].bounds, "auc": out["auc"].bounds,
+            "n_boot_auc": out["auc"].n_defined}
 
 
 @dataclass
@@ -662,6 +598,7 @@ class StanceCV:
     final: ConfigChoice
     model: StanceModel
     n_topics: int
+    nested: NestedCV | None = field(default=None, repr=False)
 
     def metrics(self) -> dict[str, Any]:
         """The JSON summary (``credrank stance fit --json``, the model file's metrics)."""
@@ -685,13 +622,22 @@ class StanceCV:
             "chosen_config": self.final.config.to_dict(),
         }
 
+    def provenance(self) -> dict[str, Any]:
+        """The model file's ``provenance`` (:mod:`credrank.learn.modelfile`)."""
+        if self.nested is None:
+            raise ValueError("provenance: this cross-validation kept no record of its run")
+        return self.nested.provenance("topic")
+
 
 def grouped_cross_validation(examples: Sequence[StanceExample], featurizer: StanceFeaturizer,
                              configs: Sequence[StanceConfig] | None = None, *, seed: int = 0,
                              n_boot: int = N_BOOT, max_logo: int = MAX_LOGO_TOPICS,
-                             k: int = N_FOLDS) -> StanceCV:
+                             k: int = N_FOLDS, n_jobs: int = 1,
+                             on_progress: Progress | None = None) -> StanceCV:
     """Nested grouped CV, bootstrap intervals over topics and the final refit on every pair
-    (module docstring). Needs at least 3 topics and both stances among the pairs."""
+    (module docstring), by :func:`credrank.learn.cv.nested_cross_validation`. Needs at least
+    3 topics and both stances among the pairs. ``n_jobs``: processes for the fits (the same
+    numbers for any value); ``on_progress(done, total)`` after every fit."""
     if not examples:
         raise ValueError("pairs: expected labelled pairs; got none")
     stances = sorted({int(e.stance) for e in examples})
@@ -707,42 +653,13 @@ def grouped_cross_validation(examples: Sequence[StanceExample], featurizer: Stan
     configs = list(configs) if configs is not None else default_configs(featurizer)
     if not configs:
         raise ValueError("configs: expected at least one configuration")
-    with _one_blas_thread():
-        return _grouped_cv(examples, featurizer, configs, topics, seed, n_boot, max_logo, k)
-
-
-def _one_blas_thread() -> AbstractContextManager[Any]:
-    """One BLAS thread while fitting (threadpoolctl, when installed): the thousands of small
-    L-BFGS fits of a nested CV run several times faster than with a contended thread pool;
-    the results are the same."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: without it the fits only run slower
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def _grouped_cv(examples: Sequence[StanceExample], featurizer: StanceFeaturizer,
-                configs: list[StanceConfig], topics: list[str], seed: int, n_boot: int,
-                max_logo: int, k: int) -> StanceCV:
-    data = _Data(examples, featurizer)
-    folds = group_folds(topics, seed=seed, max_logo=max_logo, k=k)
-    models: list[StanceModel] = []
-    fold_configs: list[dict[str, Any]] = []
-    for fold in folds:
-        rest = [t for t in topics if t not in fold]
-        if len(configs) == 1 or len(rest) < 2:
-            choice = ConfigChoice(configs[0], math.nan, [])
-        else:
-            inner = group_folds(rest, seed=seed, max_logo=max_logo, k=k)
-            choice = _choose(data, configs, inner, exclude=fold)
-        models.append(data.fit(choice.config, fold))
-        fold_configs.append({"topics": list(fold), "config": choice.config.to_dict(),
-                             "inner_log_loss": None if math.isnan(choice.log_loss)
-                             else choice.log_loss})
-    oof = _out_of_fold(data, folds, models)
-    intervals = bootstrap_topics(oof.topics, oof.y, oof.p, n_boot=n_boot, seed=seed)
-    final = _choose(data, configs, folds)
-    model = data.fit(final.config, [])
-    return StanceCV(oof=oof, folds=folds, fold_configs=fold_configs, intervals=intervals,
-                    n_boot=n_boot, seed=seed, final=final, model=model, n_topics=len(topics))
+    data = grouped_data(examples, featurizer)
+    cv = learn_cv.nested_cross_validation(data, learner(featurizer), configs, LOWEST_LOG_LOSS,
+                                          seed=seed, n_boot=n_boot, max_logo=max_logo, k=k,
+                                          statistics=("accuracy", "auc"), n_jobs=n_jobs,
+                                          on_progress=on_progress)
+    intervals = {"accuracy": cv.intervals["accuracy"].bounds,
+                 "auc": cv.intervals["auc"].bounds, "n_boot_auc": cv.intervals["auc"].n_defined}
+    return StanceCV(oof=cv.oof, folds=cv.folds, fold_configs=cv.fold_configs("topics"),
+                    intervals=intervals, n_boot=n_boot, seed=seed, final=cv.final,
+                    model=_model(featurizer, data, cv.model), n_topics=len(topics), nested=cv)

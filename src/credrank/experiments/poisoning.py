@@ -5,7 +5,7 @@ duplicate passages dropped); the first ``n_inject`` adversarial texts of each of
 100 NQ target questions are injected into it (:func:`~credrank.datasets.poisonedrag.
 poisoned_corpus`). The combined corpus is embedded once; each target question retrieves its
 ``fetch_k`` nearest documents (exact cosine over the whole corpus, as
-:func:`~credrank.evaluate.bench.prepare` does) and every system reranks that same pool.
+:func:`~credrank.experiments.bench.prepare` does) and every system reranks that same pool.
 
 Measures, per target question (means over questions, each with a 95% percentile-bootstrap
 interval over questions, 10,000 resamples, seeded; every system is paired with the baseline):
@@ -27,16 +27,14 @@ near-duplicate test joins.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from credrank.combine import Combine
 from credrank.consensus.duplicates import JACCARD, duplicate_groups
-from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
-from credrank.core.pipeline import Pipeline
 from credrank.core.validation import check_int
 from credrank.datasets import EvalSet, contains_answer, read_cram_nq
 from credrank.datasets.poisonedrag import (
@@ -45,23 +43,23 @@ from credrank.datasets.poisonedrag import (
     read_poisonedrag,
     same_questions,
 )
-from credrank.evaluate.bench import (
-    BASELINE,
-    Prepared,
-    _settings,
-    pools_for,
-    prepare,
-    similarity_only,
-)
 from credrank.evaluate.experiment import ExperimentResult, PerQuery, System, compare_systems
 from credrank.evaluate.metrics import ranked_docs, register_measure, run_from_batches
 from credrank.evaluate.result import BenchResult
 from credrank.evaluate.stats import wilson
 from credrank.evaluate.tables import Column
+from credrank.experiments.bench import (
+    BASELINE,
+    Prepared,
+    baseline_system,
+    bench_settings,
+    pools_for,
+    prepare,
+    search_spec,
+)
 from credrank.generate.llm import ExtractiveReader
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
-from credrank.select.topk import TopK
 
 #: the injection counts of the sweep table (0: the clean corpus, a control for the reader)
 SWEEP_INJECT = (0, 1, 3, 5)
@@ -93,19 +91,21 @@ CONSENSUS_COLLAPSE = {
 }
 
 
-def poisoning_systems(top_k: int) -> dict[str, System]:
+def poisoning_systems(top_k: int, fetch_k: int | None = None) -> dict[str, System]:
     """The systems every poisoning run compares; the first is the baseline. Add a system here
-    (one line) or pass it in ``bench_poisonedrag(systems=...)``.
+    (one line) or pass it in ``bench_poisonedrag(systems=...)``. Each is a pipeline spec of
+    ``fetch_k`` (default 3 × ``top_k``) retrieved passages.
 
     Consensus systems: :class:`~credrank.consensus.stage.AnswerConsensus` over the fetched
     pool with its a-priori defaults (extractive reader per passage, ``τ = 0.5``, floor 0.1,
     neutral when contested; no development split exists for 100 targets, so nothing is
     tuned), differing only in how copies are collapsed (:data:`CONSENSUS_COLLAPSE`)."""
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+    fetch_k = 3 * top_k if fetch_k is None else fetch_k
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for name, (jaccard, cosine) in CONSENSUS_COLLAPSE.items():
-        systems[name] = System(
-            Pipeline([AnswerConsensus(jaccard=jaccard, cosine=cosine), Combine("multiply"),
-                      TopK(top_k)]), reads_labels=False,
+        systems[name] = System.of_spec(
+            search_spec(top_k, fetch_k, {"stage": "consensus", "jaccard": jaccard,
+                                         "cosine": cosine}),
             params={"jaccard": jaccard, "cosine": cosine, "threshold": 0.5, "floor": 0.1},
             notes=("answer consensus over the fetched passages (offline extractive reader on "
                    "each passage), a-priori defaults τ = 0.5, floor 0.1, neutral when "
@@ -245,7 +245,7 @@ def bench_poisonedrag(path: Path | str, corpus_path: Path | str, embedder: Embed
     fetch_k = check_int("fetch_k", fetch_k, top_k)
     n_inject = check_int("n_inject", n_inject, 0)
     sweep = [check_int("sweep value", n, 0) for n in sweep]
-    chosen = poisoning_systems(top_k)
+    chosen = poisoning_systems(top_k, fetch_k)
     for name, system in (systems or {}).items():
         if name in chosen:
             raise ValueError(f"systems: {name!r} is already a default system; expected a new "
@@ -289,11 +289,10 @@ def bench_poisonedrag(path: Path | str, corpus_path: Path | str, embedder: Embed
         per_query, runs, _ = measure_systems(pools, chosen, evalset, top_k)
         for name, system in chosen.items():
             row = f"{name} · n_inject={n}"
-            sweep_systems[row] = System(system.stage, system.reads_labels, system.notes,
-                                        {**system.params, "n_inject": n})
+            sweep_systems[row] = replace(system, params={**system.params, "n_inject": n})
             sweep_per_query[row], sweep_runs[row] = per_query[name], runs[name]
     result = BenchResult("poisonedrag", str(path),
-                         {**_settings(embedder, top_k, fetch_k, seed), "n_inject": n_inject,
+                         {**bench_settings(embedder, top_k, fetch_k, seed), "n_inject": n_inject,
                           "sweep_n_inject": list(sweep), "corpus": str(corpus_path),
                           "reader": "ExtractiveReader (offline, extractive)",
                           "intervals": f"percentile bootstrap over questions, "

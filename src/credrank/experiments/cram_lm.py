@@ -48,13 +48,12 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from credrank.datasets.base import DatasetError, iter_jsonl
+from credrank.datasets.cram_nq import CramQuestion, ideal_scores, read_cram_questions
 from credrank.evaluate.answers import GENERATOR_EM, cag_exact_match
 from credrank.evaluate.checkpoint import Checkpoint, CheckpointError
 from credrank.evaluate.experiment import System, compare_systems
@@ -81,99 +80,6 @@ CRAM_LEARNED = "CrAM, learned credibility"
 CRAM_IDEAL = "CrAM, ideal scores (reads labels)"
 
 #: ``--model`` names: the real SmolLM2 and tiny random models for tests
-MODEL_NAMES = ("smollm2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A white-box model, its fast tokenizer and its registry name."""
-
-    name: str
-    model: Any
-    tokenizer: Any
-
-
-def load_cram_model(name: str) -> LoadedModel:
-    """The model of ``--model NAME`` (:data:`MODEL_NAMES`), checked white-box.
-
-    ``smollm2``: SmolLM2-135M-Instruct from the installed GGUF
-    (:mod:`credrank.generate.local`; the shared cached instance is switched to eager attention);
-    ``tiny-FAMILY``: a seeded random tiny model with :func:`credrank.cram.prompt.byte_tokenizer`
-    (for tests; its answers are noise).
-    """
-    from credrank.cram.models import check_white_box
-
-    if name == "smollm2":
-        from credrank.generate.local import _load, model_path
-
-        tok, model = _load(model_path())
-        model.set_attn_implementation("eager")
-    elif name.startswith("tiny-") and name in MODEL_NAMES:
-        from credrank.cram.models import tiny_model
-        from credrank.cram.prompt import BYTE_VOCAB, byte_tokenizer
-
-        family = name.removeprefix("tiny-")
-        positions = {"n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
-        model = tiny_model(family, vocab_size=BYTE_VOCAB, **positions)
-        tok = byte_tokenizer()
-    else:
-        raise ValueError(f"--model: unknown model {name!r}; expected one of "
-                         f"{', '.join(MODEL_NAMES)}")
-    check_white_box(model)
-    return LoadedModel(name, model, tok)
-
-
-@dataclass(frozen=True)
-class CramQuestion:
-    """One CrAM NQ record: its passages in file order and which one is the fake."""
-
-    qid: str
-    question: str
-    answers: tuple[str, ...]
-    wrong_answer: str
-    passages: tuple[str, ...]
-    fake: tuple[bool, ...]
-
-
-def read_cram_questions(path: str | Path) -> list[CramQuestion]:
-    """The CrAM NQ JSONL records (``id``, ``question``, ``answers``, ``wrong_answer``,
-    ``docs[{text, is_misinformation}]``); :class:`DatasetError` naming the line and field of a
-    malformed record. Passages are kept verbatim (stripped of outer whitespace)."""
-    out: list[CramQuestion] = []
-    seen: set[str] = set()
-    for lineno, rec in iter_jsonl(path):
-        where = f"{path}, line {lineno}"
-        if not isinstance(rec, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
-        for key, kind in (("id", (str, int)), ("question", str), ("answers", list),
-                          ("wrong_answer", str), ("docs", list)):
-            if not isinstance(rec.get(key), kind):
-                raise DatasetError(f"{where}: field {key!r} is missing or not a "
-                                   f"{kind if isinstance(kind, type) else 'str/int'}")
-        qid = str(rec["id"])
-        if qid in seen:
-            raise DatasetError(f"{where}: field 'id': {qid!r} repeats")
-        seen.add(qid)
-        passages, fake = [], []
-        for i, doc in enumerate(rec["docs"]):
-            if not isinstance(doc, dict) or not isinstance(doc.get("text"), str) \
-                    or not doc["text"].strip() or not isinstance(doc.get("is_misinformation"),
-                                                                 bool):
-                raise DatasetError(f"{where}: docs[{i}]: expected text and a boolean "
-                                   "is_misinformation")
-            passages.append(doc["text"].strip())
-            fake.append(doc["is_misinformation"])
-        out.append(CramQuestion(qid, rec["question"].strip(),
-                                tuple(a for a in rec["answers"] if isinstance(a, str)),
-                                rec["wrong_answer"], tuple(passages), tuple(fake)))
-    return out
-
-
-def ideal_scores(q: CramQuestion) -> list[float]:
-    """Reference scores that read the labels: 0 for the fake, 1 for a real passage."""
-    return [0.0 if f else 1.0 for f in q.fake]
-
-
 def pool_agreement(passages: Sequence[str]) -> list[float]:
     """Label-free passage scores: each passage's mean cosine similarity (hashing embedder) to
     the other passages of the same pool (one passage: 0)."""
@@ -208,7 +114,7 @@ def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0
     when it cannot be fitted (no question, or one class only)."""
     from credrank.credibility.features import CredibilityFeaturizer
     from credrank.credibility.model import CredibilityExample
-    from credrank.evaluate.label_free import fit_credibility
+    from credrank.experiments.label_free import fit_credibility
     from credrank.index.embed import get_embedder
 
     examples = [CredibilityExample(f"{q.qid}#{i}", text, None, {q.qid: int(not f)})

@@ -3,7 +3,11 @@ registered domain from the offline public-suffix list (see :mod:`credrank.proven
 
 Only ``http``/``https`` URLs name a host; every other scheme is an error (host ``None``). A
 scheme-less host string (``cdc.gov/x``, ``//cdc.gov``, ``localhost:8080``) is treated as
-``http://``. An ASCII ``xn--`` label must be valid punycode/IDNA, else the URL is invalid."""
+``http://``. An ASCII ``xn--`` label must be valid punycode/IDNA, else the URL is invalid.
+
+The host helpers the rules (:mod:`.rules`), the user tables (:mod:`.tables`) and the typer
+(:mod:`.source_types`) share are here too: :func:`normalize_host`, :func:`registered_domain`,
+:func:`bare_host`, :func:`parent_domains`, :func:`is_ip` and :func:`path_match`."""
 
 from __future__ import annotations
 
@@ -15,20 +19,11 @@ from urllib.parse import unquote, urlsplit
 
 import idna
 
-from credrank.documents.schema import SOURCE_TYPES
-
 if TYPE_CHECKING:
     import tldextract
 
-#: kinds of built-in rule, most specific first
-RULE_KINDS: tuple[str, ...] = ("paths", "hosts", "first_labels", "domains", "suffixes")
-
-#: score columns tried, in order, when a table names none
-SCORE_COLUMNS: tuple[str, ...] = ("score", "pc1")
-
-_CC = "<cc>"
-_RULED_TYPES = tuple(t for t in SOURCE_TYPES if t != "unknown")
-_LABEL_RE = re.compile(r"[a-z0-9_-]{1,63}")
+#: one host label as rules and tables may write it (lowercase ASCII, at most 63 characters)
+LABEL_RE = re.compile(r"[a-z0-9_-]{1,63}")
 _SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
 _DROP_RE = re.compile(r"[\t\n\r]")
 _IDEOGRAPHIC_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
@@ -39,10 +34,8 @@ _ACE_PREFIX = "xn--"
 WEB_SCHEMES: frozenset[str] = frozenset({"http", "https"})
 
 
-
-
-class _HostError(ValueError):
-    pass
+class HostError(ValueError):
+    """A host name that is not valid (empty label, bad IDNA, too long …); the message says why."""
 
 
 # --------------------------------------------------------------------------- host parsing
@@ -65,30 +58,30 @@ def _ascii_label(label: str) -> str:
     try:
         return idna.encode(label, uts46=True).decode("ascii").lower()
     except (UnicodeError, ValueError) as exc:
-        raise _HostError(f"label {label!r} is not a valid internationalised name ({exc})") from exc
+        raise HostError(f"label {label!r} is not a valid internationalised name ({exc})") from exc
 
 
 def _check_a_label(label: str) -> None:
-    """Raise _HostError unless ``label`` (lowercase ``xn--…``) is a valid IDNA A-label: it must
+    """Raise HostError unless ``label`` (lowercase ``xn--…``) is a valid IDNA A-label: it must
     decode to a valid U-label that encodes back to the same ASCII form."""
     try:
         valid = idna.encode(idna.decode(label)).decode("ascii").lower() == label
     except (UnicodeError, ValueError) as exc:
-        raise _HostError(f"label {label!r} is not a valid IDNA (punycode) label ({exc})") from exc
+        raise HostError(f"label {label!r} is not a valid IDNA (punycode) label ({exc})") from exc
     if not valid:
-        raise _HostError(f"label {label!r} is not a valid IDNA (punycode) label (it does not "
+        raise HostError(f"label {label!r} is not a valid IDNA (punycode) label (it does not "
                          "round-trip)")
 
 
-def _normalize_host(raw: str) -> tuple[str, bool]:
-    """Canonical ASCII host and whether it is an IP address; raises _HostError."""
+def normalize_host(raw: str) -> tuple[str, bool]:
+    """Canonical ASCII host and whether it is an IP address; raises HostError."""
     text = unquote(raw).strip().translate(_IDEOGRAPHIC_DOTS)
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     if text.endswith("."):
         text = text[:-1]
     if not text:
-        raise _HostError("empty host")
+        raise HostError("empty host")
     try:
         return str(ipaddress.ip_address(text)).lower(), True
     except ValueError:
@@ -96,18 +89,20 @@ def _normalize_host(raw: str) -> tuple[str, bool]:
     labels = [_ascii_label(label) for label in text.split(".")]
     for label in labels:
         if not label:
-            raise _HostError(f"host {raw!r} has an empty label")
-        if not _LABEL_RE.fullmatch(label):
-            raise _HostError(f"host {raw!r} has an invalid label {label!r}")
+            raise HostError(f"host {raw!r} has an empty label")
+        if not LABEL_RE.fullmatch(label):
+            raise HostError(f"host {raw!r} has an invalid label {label!r}")
     if labels[-1].isdigit():
-        raise _HostError(f"host {raw!r} looks like an IPv4 address but is not a valid one")
+        raise HostError(f"host {raw!r} looks like an IPv4 address but is not a valid one")
     host = ".".join(labels)
     if len(host) > _MAX_HOST_LEN:
-        raise _HostError(f"host is {len(host)} characters long, more than {_MAX_HOST_LEN}")
+        raise HostError(f"host is {len(host)} characters long, more than {_MAX_HOST_LEN}")
     return host, False
 
 
-def _registered_domain(host: str) -> str | None:
+def registered_domain(host: str) -> str | None:
+    """The label under the public suffix with that suffix (``bbc.co.uk``), from the offline
+    list; ``None`` for a host without a public suffix."""
     result = _extractor()(host)
     if result.domain and result.suffix:
         return f"{result.domain}.{result.suffix}"
@@ -118,10 +113,10 @@ def _registered_domain(host: str) -> str | None:
 def _resolve_host(raw: str) -> tuple[str | None, str | None, str | None]:
     """(host, registered_domain, error) for a raw host string, cached."""
     try:
-        host, is_ip = _normalize_host(raw)
-    except _HostError as exc:
+        host, ip = normalize_host(raw)
+    except HostError as exc:
         return None, None, str(exc)
-    return host, (None if is_ip else _registered_domain(host)), None
+    return host, (None if ip else registered_domain(host)), None
 
 
 class ParsedURL(NamedTuple):
@@ -196,14 +191,14 @@ def parse_host(url: str) -> tuple[str | None, str | None]:
     return parsed.host, parsed.registered_domain
 
 
-def _bare(host: str, registered: str | None) -> str:
+def bare_host(host: str, registered: str | None) -> str:
     """Host without a leading ``www.`` label when that label is a subdomain."""
     if registered is not None and host.startswith("www.") and len(host) > len(registered):
         return host[4:]
     return host
 
 
-def _parents(bare: str, registered: str | None) -> list[str]:
+def parent_domains(bare: str, registered: str | None) -> list[str]:
     """``bare`` and each parent domain down to the registered domain (empty if none)."""
     if registered is None:
         return []
@@ -212,7 +207,8 @@ def _parents(bare: str, registered: str | None) -> list[str]:
     return [".".join(labels[i:]) for i in range(len(labels) - stop + 1)]
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
+    """Whether ``host`` is an IP address (v4 or v6)."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -220,7 +216,7 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def _path_match(path: str, prefix: str) -> bool:
+def path_match(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies under it (``/pmc`` matches ``/pmc/x``, not
+    ``/pmcx``)."""
     return path == prefix or path.startswith(prefix + "/")
-
-

@@ -71,6 +71,7 @@ from credrank.evaluate.metrics import evaluate, ranked_docs, register_measure, r
 from credrank.generate.llm import ExtractiveReader
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
+from credrank.pipeline.spec import PipelineSpec
 from credrank.reliability.equivalence import equivalence_normalize
 from credrank.select.topk import TopK
 
@@ -480,7 +481,10 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         readers["choice reader"] = memoized(choice_reader(
             {t: evalset.query_labels[q]["choices"] for q, t in evalset.queries
              if isinstance(evalset.query_labels.get(q, {}).get("choices"), list)}))
-    systems = {BASELINE: System(ranked(top_k=top_k), reads_labels=False)}
+    # similarity only is a pipeline spec; the consensus systems are calibrated on the dev
+    # questions (one with a reader no spec names) and the credibility models fitted in
+    # memory: those stay stages
+    systems = {BASELINE: System.of_spec(PipelineSpec.of(top_k=top_k, fetch_k=fetch_k))}
     consensus_rows: dict[str, tuple[list[Stage], AnswerConsensus]] = {}
 
     def add_consensus(label: str, before: list[Stage], reader_name: str, fitted: str) -> None:

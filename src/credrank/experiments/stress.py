@@ -29,8 +29,8 @@ fake per question and no paraphrase of it, so its only count is 1.
 
 **Systems** (every one reranks the same pools and keeps ``top_k``): similarity only (the
 baseline); answer consensus with the three copy-collapse rules of
-:mod:`credrank.evaluate.poisoning` (dependence-aware agreement: near-duplicates count as one
-voice); the learned credibility prior (:mod:`credrank.evaluate.label_free`'s model, fitted on
+:mod:`credrank.experiments.poisoning` (dependence-aware agreement: near-duplicates count as one
+voice); the learned credibility prior (:mod:`credrank.experiments.label_free`'s model, fitted on
 development questions disjoint from the evaluated ones) alone and × consensus; on CrAM the
 GPT truthfulness prior shipped with the data; and the reference that removes the contaminants
 by their label (``reads_labels`` true: an upper bound, not a result).
@@ -70,19 +70,24 @@ from credrank.datasets import (
     read_poisonedrag,
     squad_normalize,
 )
-from credrank.evaluate.bench import (
+from credrank.evaluate.experiment import PerQuery, System, compare_systems
+from credrank.evaluate.metrics import ranked_docs, register_measure, run_from_batches
+from credrank.evaluate.result import BenchResult
+from credrank.evaluate.stats import wilson
+from credrank.evaluate.tables import Cell, Column, ResultTable, Row
+from credrank.experiments.bench import (
     BASELINE,
     GPT_SYSTEM,
     GPT_TRUTH,
-    _settings,
+    baseline_system,
+    bench_settings,
     label_prior_stage,
     prepare,
     require_usable,
+    search_spec,
     signal_count,
-    similarity_only,
 )
-from credrank.evaluate.experiment import PerQuery, System, compare_systems
-from credrank.evaluate.label_free import (
+from credrank.experiments.label_free import (
     CREDIBILITY_FLOOR,
     credibility_examples,
     fake_pair_duplicates,
@@ -92,11 +97,7 @@ from credrank.evaluate.label_free import (
     split_questions,
     wrong_answers,
 )
-from credrank.evaluate.metrics import ranked_docs, register_measure, run_from_batches
-from credrank.evaluate.poisoning import CONSENSUS_COLLAPSE, poison_copies
-from credrank.evaluate.result import BenchResult
-from credrank.evaluate.stats import wilson
-from credrank.evaluate.tables import Cell, Column, ResultTable, Row
+from credrank.experiments.poisoning import CONSENSUS_COLLAPSE, poison_copies
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.index.embed import Embedder
 from credrank.select.topk import TopK
@@ -419,20 +420,24 @@ def contaminated_batch(index_search: Callable[[Sequence[str], int], Candidates],
 # -- systems ------------------------------------------------------------------------------------
 
 def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
-                   fit_limit: int | None = None
+                   fit_limit: int | None = None, fetch_k: int | None = None
                    ) -> tuple[dict[str, System], dict[str, Any], list[str]]:
-    """The compared systems, their fit details and notes (module docstring)."""
+    """The compared systems, their fit details and notes (module docstring). Similarity only
+    and the consensus systems are pipeline specs (of ``fetch_k`` clean passages, default
+    3 × ``top_k``); the learned credibility model is fitted here, in memory, and the GPT prior
+    and the oracle read data no spec can name: those stay stages."""
+    fetch_k = 3 * top_k if fetch_k is None else fetch_k
     reader = memoized(extractive_answers)
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     notes: list[str] = []
     details: dict[str, Any] = {}
     for name, (jaccard, cosine) in CONSENSUS_COLLAPSE.items():
-        systems[name] = System(
-            Pipeline([AnswerConsensus(reader, jaccard=jaccard, cosine=cosine),
-                      Combine("multiply"), TopK(top_k)]), reads_labels=False,
+        systems[name] = _reading_with(reader, System.of_spec(
+            search_spec(top_k, fetch_k, {"stage": "consensus", "jaccard": jaccard,
+                                         "cosine": cosine}),
             params={"jaccard": jaccard, "cosine": cosine, "threshold": 0.5, "floor": 0.1},
             notes=("answer consensus over the pool (offline extractive reader on each "
-                   "passage), a-priori defaults τ = 0.5, floor 0.1, neutral when contested",))
+                   "passage), a-priori defaults τ = 0.5, floor 0.1, neutral when contested",)))
     fit = data.fit_set
     fitted = None
     fit_q = data.fit_questions if fit_limit is None else data.fit_questions[:fit_limit]
@@ -475,6 +480,17 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
                   TopK(top_k)]), reads_labels=True,
         notes=("removes every labelled contaminant: the clean-pool reference, an upper bound",))
     return systems, details, notes
+
+
+def _reading_with(reader: Callable[..., Any], system: System) -> System:
+    """``system`` with its consensus stage reading through ``reader``: the spec's extractive
+    reader memoized across systems and conditions (a per-passage reader: the same answers,
+    each passage read once per question)."""
+    assert isinstance(system.stage, Pipeline)
+    for stage in system.stage.stages:
+        if isinstance(stage, AnswerConsensus):
+            stage.reader = reader
+    return system
 
 
 # -- the bench ----------------------------------------------------------------------------------
@@ -546,7 +562,8 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     clean_ids = [str(d) for d in index.doc_ids if str(d) not in bad_all]
     clean_pools = {q: index.search(questions[q], qv[q], fetch_k, restrict=clean_ids)
                    for q in evaluated}
-    systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit)
+    systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
+                                                     fetch_k)
     answer = _answer_fn(generator, ev)
 
     def outcome(q: str, top: Sequence[str]) -> tuple[bool, bool]:
@@ -566,7 +583,7 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                                    FLIP_C2I, FLIP_I2C, MISLED]))
     result = BenchResult(
         f"stress-{'news' if source == 'newspolluted' else source}", str(path),
-        {**_settings(embedder, top_k, fetch_k, seed), "source": source,
+        {**bench_settings(embedder, top_k, fetch_k, seed), "source": source,
          "positions": list(chosen_positions), "counts": list(chosen_counts),
          "generator": generator_name, "limit": limit,
          "intervals": f"percentile bootstrap over questions, {N_RESAMPLES} resamples; Wilson "

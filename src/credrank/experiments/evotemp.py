@@ -59,6 +59,7 @@ from credrank.freshness.policy import UnknownAge, parse_undated
 from credrank.freshness.stage import FreshnessDecay
 from credrank.generate.llm import Generator
 from credrank.index.memory import InMemoryIndex
+from credrank.pipeline.spec import PipelineSpec
 from credrank.select.topk import TopK
 
 #: the half-lives of the freshness sweep, in days
@@ -127,10 +128,15 @@ def _ranked(*stages: Stage, top_k: int) -> Pipeline:
 
 
 def freshness_experiment(evalset: EvalSet, pools: Mapping[str, Candidates], top_k: int,
-                         measures: Sequence[str], seed: int) -> ExperimentResult:
-    """The ``freshness`` table (module docstring)."""
+                         measures: Sequence[str], seed: int, fetch_k: int | None = None
+                         ) -> ExperimentResult:
+    """The ``freshness`` table (module docstring). Similarity only is a pipeline spec (of
+    ``fetch_k`` passages, default 3 × ``top_k``); the freshness systems take ``T`` from each
+    question's date, which no spec can name (a spec's ``now`` is one instant): they stay
+    stages."""
     times = evaluation_times(evalset)
-    systems = {"similarity only": System(_ranked(top_k=top_k), reads_labels=False)}
+    systems = {"similarity only": System.of_spec(PipelineSpec.of(top_k=top_k,
+                                                                 fetch_k=fetch_k))}
     for tau in HALF_LIVES:
         systems[f"freshness τ = {tau:g} d, undated neutral"] = System(
             _ranked(PerQueryFreshness(tau, times, parse_undated("neutral")), top_k=top_k),

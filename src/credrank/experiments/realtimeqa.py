@@ -55,22 +55,21 @@ from credrank.evaluate.answers import (
     choose_option,
     option_letter,
 )
-from credrank.evaluate.bench import (
-    BASELINE,
-    prepare,
-    require_usable,
-    similarity_only,
-    with_priors,
-)
 from credrank.evaluate.experiment import ExperimentResult, System, compare_systems, run_experiment
 from credrank.evaluate.metrics import ranked_docs
 from credrank.evaluate.result import AbsentSignal, BenchResult
 from credrank.evaluate.tables import Column
+from credrank.experiments.bench import (
+    BASELINE,
+    baseline_system,
+    prepare,
+    prior_system,
+    require_usable,
+)
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.index.embed import Embedder
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
-from credrank.signals.prior import preset
 
 RETRIEVAL_MEASURES = ["nDCG@5", "harmful@5"]
 PRIORS_SYSTEM = "current priors (type from URL)"
@@ -215,8 +214,8 @@ def bench_realtimeqa(path: str | Path, embedder: Embedder, *, top_k: int = 5,
     pools = question_pools(evalset, prepared, fetch_k)
     q_dates = {text: evalset.query_labels[qid]["q_date"] for qid, text in evalset.queries}
     systems: dict[str, System] = {
-        BASELINE: System(similarity_only(top_k), reads_labels=False),
-        PRIORS_SYSTEM: System(with_priors(preset("current"), top_k), reads_labels=False),
+        BASELINE: baseline_system(top_k, fetch_k),
+        PRIORS_SYSTEM: prior_system("current", top_k, fetch_k),
     }
     fresh, fresh_notes = freshness_systems(q_dates, top_k)
     systems.update(fresh)

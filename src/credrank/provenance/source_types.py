@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 from credrank.core.validation import check_bool, check_choice, check_int, check_str
 from credrank.documents.schema import SOURCE_TYPES, Document
-from credrank.provenance.rules import SourceRules, _suffix_match, load_rules
+from credrank.provenance.hosts import bare_host, is_ip, parent_domains, parse_url, path_match
+from credrank.provenance.rules import SourceRules, load_rules, suffix_match
 from credrank.provenance.tables import DomainTable, load_domain_table
-from credrank.provenance.url import _bare, _is_ip, _parents, _path_match, parse_url
 
 
 class _Lookup:
@@ -37,7 +37,7 @@ class _Lookup:
     def by_path(self, hosts: Iterable[str], path: str) -> tuple[object, str] | None:
         for host in hosts:
             for prefix, value, rule in self.paths.get(host, ()):
-                if _path_match(path, prefix):
+                if path_match(path, prefix):
                     return value, rule
         return None
 
@@ -151,15 +151,15 @@ class SourceTyper:
                 return rules.domains[key], f"domain:{key}"
         labels = bare.split(".")
         for pattern, stype, text in rules.suffixes:
-            if _suffix_match(labels, pattern):
+            if suffix_match(labels, pattern):
                 return stype, f"suffix:{text}"
         return None
 
     def _lookup_host(self, host: str, registered: str | None) -> _HostResult:
-        bare = _bare(host, registered)
-        parents = _parents(bare, registered)
+        bare = bare_host(host, registered)
+        parents = parent_domains(bare, registered)
         chain = list(dict.fromkeys([host, bare, *parents]))
-        if _is_ip(host):  # exact host rules only
+        if is_ip(host):  # exact host rules only
             builtin = ((self.rules.hosts[host], f"host:{host}")
                        if host in self.rules.hosts else None)
         else:
@@ -182,12 +182,12 @@ class SourceTyper:
         score_rule: str | None = None
         if parsed is not None and parsed.host is not None:
             info = self._host_info(parsed.host, parsed.registered_domain)
-            bare = _bare(parsed.host, parsed.registered_domain)
+            bare = bare_host(parsed.host, parsed.registered_domain)
             path = parsed.path.lower()
             found = self._types.by_path((parsed.host, bare), path) or info.table_type
             if found is None:
                 for prefix, stype in self.rules.paths.get(bare, ()):
-                    if _path_match(path, prefix):
+                    if path_match(path, prefix):
                         found = stype, f"path:{bare}{prefix}"
                         break
             found = found or info.builtin

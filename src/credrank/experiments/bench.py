@@ -14,13 +14,13 @@ otherwise, and then x% of all documents get the other type — so the curves sho
 prior helps as it becomes wrong. x = 0 is a label-derived upper bound, not a result.
 
 newspolluted and cram-nq also get the table ``label_free``
-(:mod:`credrank.evaluate.label_free`): a learned credibility model and answer consensus fitted
+(:mod:`credrank.experiments.label_free`): a learned credibility model and answer consensus fitted
 on a development half of the questions and reported on the other half only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,20 +32,20 @@ from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo, squad_normalize
 from credrank.documents.schema import DATE_FIELDS, Document
-from credrank.evaluate.evotemp import freshness_experiment, generator_experiment
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
-from credrank.evaluate.label_free import label_free_experiment
 from credrank.evaluate.metrics import ranked_docs
 from credrank.evaluate.result import AbsentSignal, BenchResult
+from credrank.experiments.evotemp import freshness_experiment, generator_experiment
+from credrank.experiments.label_free import label_free_experiment
 from credrank.generate.llm import ExtractiveReader, Generator
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
+from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.select.eligibility import EligibilityFilter
 from credrank.select.stages import CoverageSelect, MMRSelect
 from credrank.select.topk import TopK
 from credrank.signals.prior import CURRENT, PriorTable, SourcePrior, disperse, preset
-from credrank.signals.smoothing import NeighbourSmoothing
 
 POOLED_MEASURES = ["harmful@5", "harmful@1", "nDCG@5", "RR"]
 CORPUS_MEASURES = ["harmful@5", "nDCG@10", "P@5", "RR"]
@@ -107,6 +107,25 @@ def pools_for(prepared: Prepared, fetch_k: int) -> dict[str, Candidates]:
 
 # -- systems ------------------------------------------------------------------------------------
 
+def search_spec(top_k: int, fetch_k: int, *stages: Mapping[str, Any] | str) -> PipelineSpec:
+    """The ``credrank search`` pipeline of a bench system: dense retrieval of the bench's
+    ``fetch_k`` pool, then ``stages`` (``combine`` multiply and the ``topk`` cut implied)."""
+    return PipelineSpec.of(*stages, top_k=top_k, fetch_k=fetch_k)
+
+
+def baseline_system(top_k: int, fetch_k: int) -> System:
+    """The baseline as a spec: cosine only, top ``top_k`` (:func:`similarity_only`)."""
+    return System.of_spec(search_spec(top_k, fetch_k))
+
+
+def prior_system(priors: str, top_k: int, fetch_k: int, *signals: Mapping[str, Any],
+                 use_domain_scores: bool = False) -> System:
+    """``sim × λ(source_type)`` with a prior preset (then ``signals``), top ``top_k``, as a
+    spec (:func:`with_priors`)."""
+    prior = {"stage": "prior", "priors": priors, "use_domain_scores": use_domain_scores}
+    return System.of_spec(search_spec(top_k, fetch_k, prior, *signals))
+
+
 def similarity_only(top_k: int) -> Stage:
     """The baseline: cosine only, top ``top_k``."""
     return Pipeline([Combine("multiply"), TopK(top_k)])
@@ -164,9 +183,10 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
 # -- runners ------------------------------------------------------------------------------------
 
 def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
-                      measures: list[str]) -> ExperimentResult:
-    """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid."""
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+                      measures: list[str], fetch_k: int) -> ExperimentResult:
+    """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid (the
+    γ tables are made here, not presets: those systems are stages, not specs)."""
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for gamma in DISPERSIONS:
         table = PriorTable(f"γ={gamma:g}", disperse(CURRENT, gamma))
         systems[f"γ={gamma:g}"] = System(with_priors(table, top_k), reads_labels=False,
@@ -181,10 +201,10 @@ def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int
 
 
 def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
-                 measures: list[str], seed: int) -> ExperimentResult:
+                 measures: list[str], seed: int, fetch_k: int) -> ExperimentResult:
     """Priors assigned from the labels with a share x of documents given the wrong type."""
     rng = np.random.default_rng(seed)
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for rate in NOISE_RATES:
         types = noisy_types(evalset, rate, rng)
         systems[f"x={rate:.0%}"] = System(
@@ -226,7 +246,7 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
 
     EvoTemp adds the tables ``freshness`` and ``generator_in_the_loop``
-    (:mod:`credrank.evaluate.evotemp`; ``generator`` defaults to the offline extractive
+    (:mod:`credrank.experiments.evotemp`; ``generator`` defaults to the offline extractive
     reader).
 
     A system whose signal the data lacks for every document is not run: the result lists it
@@ -235,7 +255,7 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     prepared = prepare(evalset, embedder)
     pools = pools_for(prepared, fetch_k)
     measures = POOLED_MEASURES
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     rng = np.random.default_rng(seed)
     for rate in (0.0, 0.2):
         types = noisy_types(evalset, rate, rng)
@@ -266,11 +286,11 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                        "shipped with the data, not the is_misinformation label",))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                           notes=_results_notes())
-    result = BenchResult(name, str(path), _settings(embedder, top_k, fetch_k, seed),
+    result = BenchResult(name, str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
     result.add_experiment(main)
     if name in ("newspolluted", "cram-nq"):
-        result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed))
+        result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed, fetch_k))
         section, details = label_free_experiment(
             evalset, prepared.index, prepared.query_vectors, embedder, top_k=top_k,
             fetch_k=fetch_k, seed=seed, measures=measures,
@@ -279,7 +299,8 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
             result.add_experiment(section)
         result.details["label_free"] = details
     if name == "evotemp":
-        result.add_experiment(freshness_experiment(evalset, pools, top_k, measures, seed))
+        result.add_experiment(freshness_experiment(evalset, pools, top_k, measures, seed,
+                                                   fetch_k))
         section, details = generator_experiment(
             evalset, prepared.index, prepared.query_vectors, generator or ExtractiveReader(),
             generator_name if generator is not None else "extractive", top_k, seed)
@@ -324,11 +345,11 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     mmr = MMRSelect(top_k, diversity=0.5)
     coverage = CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5, n_clusters=3)
     systems = {
-        BASELINE: System(similarity_only(top_k), reads_labels=False),
+        BASELINE: baseline_system(top_k, fetch_k),
         "credibility-aware (prior, 20% wrong types)": System(
             Pipeline([*prior, Combine(), TopK(top_k)]), reads_labels=True),
-        "MMR diversity=0.5 over the whole pool": System(Pipeline([Combine(), mmr]),
-                                                        reads_labels=False),
+        "MMR diversity=0.5 over the whole pool": System.of_spec(
+            search_spec(top_k, fetch_k, {"stage": "mmr", "diversity": 0.5})),
         "eligible (cos ≥ 0.75·max) + MMR": System(Pipeline([eligible, Combine(), mmr]),
                                                   reads_labels=False),
         "credibility-aware + eligible + MMR": System(
@@ -340,7 +361,7 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
                           bad=evalset.bad,
                           custom={"coverage@5": answer_coverage(evalset, top_k)},
                           notes=_results_notes())
-    result = BenchResult("ramdocs", str(path), _settings(embedder, top_k, fetch_k, seed),
+    result = BenchResult("ramdocs", str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), list(evalset.notes), qrels=evalset.qrels)
     result.add_experiment(main)
     result.notes.append("harmful@5 here is misinformation@5 (bad = documents typed misinfo); "
@@ -369,24 +390,24 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     typer = SourceTyper(list(tables))
     prepared = prepare(evalset, embedder, typer=typer)
     pools = pools_for(prepared, fetch_k)
-    systems = {BASELINE: System(similarity_only(top_k), reads_labels=False)}
+    systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for p in ("compressed", "current", "aggressive"):
-        systems[f"{p} priors"] = System(with_priors(preset(p), top_k), reads_labels=False)
+        systems[f"{p} priors"] = prior_system(p, top_k, fetch_k)
     if tables and name != "demo":
-        systems["current + domain table scores"] = System(
-            with_priors(preset("current"), top_k, use_domain_scores=True), reads_labels=False)
+        systems["current + domain table scores"] = prior_system(
+            "current", top_k, fetch_k, use_domain_scores=True)
     for m, beta in ((3, 0.3), (5, 0.5)):
-        systems[f"current + smoothing m={m} β={beta}"] = System(with_priors(
-            preset("current"), top_k, NeighbourSmoothing(m=m, beta=beta)), reads_labels=False)
+        systems[f"current + smoothing m={m} β={beta}"] = prior_system(
+            "current", top_k, fetch_k, {"stage": "smoothing", "m": m, "beta": beta})
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                           notes=_results_notes())
     result = BenchResult(name, str(path or "credrank/data/demo"),
-                         _settings(embedder, top_k, fetch_k, seed), evalset.summary(),
+                         bench_settings(embedder, top_k, fetch_k, seed), evalset.summary(),
                          list(evalset.notes), qrels=evalset.qrels)
     result.add_experiment(main)
     types = list(prepared.index.meta.get("source_type", []))
     result.details["source_types"] = {t: types.count(t) for t in sorted(set(types))}
-    result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures))
+    result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures, fetch_k))
     for section in sections:
         section(result, pools, evalset, top_k, measures)
     return result
@@ -397,7 +418,7 @@ def _results_notes() -> list[str]:
             "the same embedder). Intervals: 10,000 bootstrap resamples, seeded."]
 
 
-def _settings(embedder: Embedder, top_k: int, fetch_k: int, seed: int) -> dict[str, Any]:
+def bench_settings(embedder: Embedder, top_k: int, fetch_k: int, seed: int) -> dict[str, Any]:
     return {"embedder": embedder.name, "top_k": top_k, "fetch_k": fetch_k, "seed": seed,
             "retrieval": "exact cosine over the whole corpus", "combine": "max(cos,0) × Π factors"}
 

@@ -1,0 +1,73 @@
+"""The pipeline options every ranking command shares: ``--pipeline FILE`` and ``-S
+STAGE.PARAM=VALUE`` on top of (or instead of) the stage shortcuts (issue 24)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from credrank.pipeline.spec import PipelineSpec
+
+PipelineOption = Annotated[Path | None, typer.Option(
+    "--pipeline", help="the pipeline as a spec file (JSON, TOML or YAML; the \"pipeline\" "
+                       "object of a --json output replays that run); the stage options are "
+                       "shortcuts and cannot be mixed with it")]
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", "-S", help="a spec value STAGE.PARAM=VALUE (e.g. consensus.threshold=0.4, "
+                        "freshness.half_life=1y) or a top-level KEY=VALUE (top_k=5); "
+                        "repeatable; adds the stage when absent")]
+
+
+def spec_of(pipeline: Path | None, sets: list[str] | None, **options: Any) -> PipelineSpec:
+    """The spec of the run: ``--pipeline FILE``, else the stage options; then each ``-S``."""
+    from credrank.core.structured import read_structured
+    from credrank.pipeline.options import spec_from_options
+    from credrank.pipeline.spec import PipelineSpec, SpecError
+
+    if pipeline is not None:
+        data = read_structured(pipeline, what="pipeline spec")
+        if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
+            data = data["pipeline"]  # a whole --json output: its "pipeline" object
+        top = {k: v for k, v in (("top_k", options["top_k"]), ("fetch_k", options["fetch_k"]))
+               if v is not None}
+        if isinstance(data, dict) and top:
+            data = {**data, **top}
+        spec = PipelineSpec.from_dict(data, where=f"--pipeline {pipeline}")
+    else:
+        options["top_k"] = options["top_k"] if options["top_k"] is not None else 10
+        spec = spec_from_options(**options)
+    for item in sets or []:
+        key, sep, raw = item.partition("=")
+        stage, dot, param = key.strip().partition(".")
+        if not sep or not stage or (dot and not param):
+            raise ValueError(f"-S: expected STAGE.PARAM=VALUE or KEY=VALUE, got {item!r}")
+        value = spec_value(raw)
+        try:
+            spec = (spec.with_params(stage, {param: value}) if dot
+                    else spec.replace_top(**{stage: value}))
+        except SpecError as exc:
+            raise ValueError(f"-S {item}: {exc.key_path}: {exc.detail}") from None
+    return spec
+
+
+def spec_value(raw: str) -> Any:
+    """A ``-S`` value: JSON where it parses (numbers, true/false, null, lists), else text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
+                sets: list[str] | None) -> str:
+    """A spec error found while building the stages, said as the user wrote the spec."""
+    if pipeline is not None or sets:
+        return f"{'--pipeline ' + str(pipeline) + ': ' if pipeline else ''}{exc}"
+    from credrank.pipeline.options import in_words
+
+    return in_words(exc, spec.to_dict())
+

@@ -1,0 +1,148 @@
+"""The credibility formula, backend-neutral: :data:`FORMULA` and its freshness factor
+:data:`FRESHNESS_FORMULA`, the validated prior table (:func:`formula_priors`), the freshness
+parameters (:class:`FreshnessFormula`) and the optional capability of scoring it inside the
+engine (:class:`FormulaScoring`, asked with :func:`supports_formula`). Each backend translates
+the formula into its engine's expression language."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from credrank.core.candidates import Candidates
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.index.payload import returned_fields
+
+__all__ = [
+    "FORMULA",
+    "FRESHNESS_FIELDS",
+    "FRESHNESS_FORMULA",
+    "FormulaScoring",
+    "FreshnessFormula",
+    "formula_fields",
+    "formula_priors",
+    "supports_formula",
+]
+
+#: the credibility-aware score every formula-capable backend computes in its engine
+FORMULA = "max($score, 0) × Σ_t λ_t·[source_type = t]"
+#: the freshness factor a formula may carry (:class:`FreshnessFormula`, chapter 35.7)
+FRESHNESS_FORMULA = ("× ([o]·D(observed_at) + [¬o][v]·D(verified_at) + [¬o][¬v][p]·"
+                     "D(published_at) + [¬o][¬v][¬p]·w_undated), D(f) = exp_decay(x = min(f, T), "
+                     "target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)")
+#: the payload dates that date a document's evidence, in order of preference (the rule of
+#: :mod:`credrank.freshness.dates`, which the index layer cannot import; a test checks both
+#: agree)
+FRESHNESS_FIELDS = ("observed_at", "verified_at", "published_at")
+
+
+def formula_priors(priors: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """``(source type, λ)`` for every type of the taxonomy, in taxonomy order, validated.
+
+    The prior table of :data:`FORMULA`: each backend turns it into a sum of
+    ``λ_t × [source_type = t]`` conditions. Raises ``ValueError`` naming a missing type or a
+    weight that is not a finite number ``>= 0``.
+    """
+    out = []
+    for t in SOURCE_TYPES:
+        if t not in priors:
+            raise ValueError(f"priors: no weight for source type {t!r}; expected one for each "
+                             f"of {', '.join(SOURCE_TYPES)}")
+        value = priors[t]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                             np.floating)):
+            raise ValueError(f"priors[{t!r}]: expected a number, got {value!r}")
+        if not math.isfinite(float(value)) or float(value) < 0:
+            raise ValueError(f"priors[{t!r}]: expected a finite number >= 0, got {value!r}")
+        out.append((t, float(value)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class FreshnessFormula:
+    """The freshness factor of :data:`FRESHNESS_FORMULA`, backend-neutral (chapter 35.7).
+
+    ``w = 2^(−(T − t)/τ)`` with ``t`` the first non-empty of :data:`FRESHNESS_FIELDS` (a
+    payload ISO date), clamped to ``T`` (``min(t, T)``: a date after ``T`` weighs 1), and
+    ``undated_weight`` where all three are empty (null or missing). Each backend writes it as
+    an exponential decay on the datetime key with ``midpoint = 0.5`` at ``scale = τ`` —
+    ``exp(ln 0.5 · |x − T|/τ) = 2^(−|x − T|/τ)`` — with the key's formula default set to ``T``
+    (decay 1, then multiplied by 0 through the emptiness conditions: an undated point weighs
+    exactly ``undated_weight``).
+
+    ``now``: ``T`` as an ISO 8601 string with offset; ``half_life_days``: ``τ`` (> 0);
+    ``undated_weight`` in ``[0, 1]``.
+    """
+
+    now: str
+    half_life_days: float
+    undated_weight: float
+
+    def __post_init__(self) -> None:
+        try:
+            when = datetime.fromisoformat(self.now.replace("Z", "+00:00"))
+        except (AttributeError, ValueError):
+            raise ValueError(f"freshness formula: now: expected an ISO 8601 date, "
+                             f"got {self.now!r}") from None
+        if when.tzinfo is None:
+            raise ValueError(f"freshness formula: now: expected a date with a UTC offset, "
+                             f"got {self.now!r}")
+        tau = float(self.half_life_days)
+        if not math.isfinite(tau) or tau <= 0:
+            raise ValueError(f"freshness formula: half_life_days: expected a positive finite "
+                             f"number, got {self.half_life_days!r}")
+        w = float(self.undated_weight)
+        if not (0.0 <= w <= 1.0):
+            raise ValueError(f"freshness formula: undated_weight: expected a number in [0, 1], "
+                             f"got {self.undated_weight!r}")
+
+    @property
+    def scale_seconds(self) -> float:
+        """``τ`` in seconds (the engines measure datetimes in seconds)."""
+        return float(self.half_life_days) * 86_400.0
+
+
+@runtime_checkable
+class FormulaScoring(Protocol):
+    """The optional capability: score :data:`FORMULA` inside the engine.
+
+    ``formula_supported`` may be ``False`` where the class has the method but this installation
+    cannot run it (e.g. a ``qdrant-client`` older than formula queries).
+    """
+
+    formula_supported: bool
+
+    def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
+                       priors: Mapping[str, float], *, with_vectors: bool = False,
+                       exact: bool = False, with_text: bool = False,
+                       freshness: FreshnessFormula | None = None,
+                       fields: Sequence[str] | None = None) -> Candidates:
+        """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA` (× the freshness factor
+        :data:`FRESHNESS_FORMULA` with ``freshness``), return the ``top_k``.
+
+        ``fields``: the payload fields returned (``doc_id`` always; e.g.
+        :data:`~credrank.index.payload.HIT_FIELDS`); ``None`` returns
+        :func:`~credrank.index.payload.returned_fields` of ``with_text``, which ``fields``
+        replaces."""
+        ...
+
+
+def formula_fields(fields: Sequence[str] | None, with_text: bool) -> list[str]:
+    """The payload fields a formula search returns: ``fields`` (with ``doc_id`` first, each
+    once), or :func:`~credrank.index.payload.returned_fields` of ``with_text`` when ``fields``
+    is ``None``."""
+    if fields is None:
+        return returned_fields(with_text)
+    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"fields: expected a sequence of payload field names, got {fields!r}")
+    return list(dict.fromkeys(["doc_id", *fields]))
+
+
+def supports_formula(store: object) -> bool:
+    """Whether ``store`` can score :data:`FORMULA` in its engine (pushdown)."""
+    return isinstance(store, FormulaScoring) and bool(store.formula_supported)

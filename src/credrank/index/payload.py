@@ -1,0 +1,163 @@
+"""What a document becomes in a store, and what comes back: the point id and the names of its
+vectors, the payload (:func:`document_payload`) and its content hash, the payload field lists a
+search returns, the ``where`` filter, and the one payload → :class:`Candidates` conversion
+(:func:`to_candidates`) every backend builds its answers with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from credrank.core.candidates import META_COLUMNS, Candidates
+from credrank.documents.schema import DATE_FIELDS, Document
+from credrank.index.errors import StoreError
+
+__all__ = [
+    "DENSE",
+    "EXTRA_COLUMNS",
+    "HIT_FIELDS",
+    "KEYWORD_FIELDS",
+    "RANKING_FIELDS",
+    "READ_FIELDS",
+    "READ_PAGE",
+    "SPARSE",
+    "TEXT_FIELDS",
+    "bm25_text",
+    "check_where",
+    "content_hash",
+    "document_payload",
+    "point_id",
+    "read_fields",
+    "returned_fields",
+    "to_candidates",
+]
+
+#: the name of a point's dense (cosine) vector
+DENSE = "dense"
+#: the name of a point's BM25 sparse vector
+SPARSE = "bm25"
+_NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
+
+#: payload fields with a keyword index (and the fields a ``where`` filter may name)
+KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
+#: payload fields a search returns by default: what ranking, explanations and selection use.
+#: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
+#: payload's conversion to Python is the largest cost of a search after the vector scan.
+RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
+                  "registered_domain", "url_source_type", "declared_source_type",
+                  "provenance_rule", "domain_score", *DATE_FIELDS)
+#: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
+TEXT_FIELDS = ("text", "cites")
+#: the fields :meth:`~credrank.index.store.VectorStore.read_payloads` returns by default
+READ_FIELDS = ("doc_id", "url", "text")
+#: documents per request when a store reads payloads in pages
+READ_PAGE = 1000
+#: provenance fields returned as meta columns besides ``META_COLUMNS``
+EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
+                 "provenance_rule", "domain_score", "cites")
+#: the payload fields a ranked hit needs (:meth:`Candidates.hits`: id, provenance, title, url,
+#: the five dates — also what the pushed-down freshness factor reads back): what a pushdown
+#: that is cut to ``top_k`` in the engine asks for (``fields=`` of
+#: :meth:`~credrank.index.formula.FormulaScoring.search_formula`), a subset of
+#: :data:`RANKING_FIELDS`
+HIT_FIELDS = ("doc_id", "source_id", "source_type", "host", "url", "title", *DATE_FIELDS)
+
+
+def point_id(doc_id: str) -> str:
+    """Deterministic point id of a document id (idempotent upserts, no duplicates)."""
+    return str(uuid.uuid5(_NAMESPACE, doc_id))
+
+
+def content_hash(doc: Document, provenance: Mapping[str, Any]) -> str:
+    """Hash of everything stored for a document; unchanged hash → nothing to re-index."""
+    h = hashlib.sha256()
+    for part in (doc.id, doc.text, doc.title or "", doc.url or "",
+                 json.dumps(provenance, sort_keys=True, default=str),
+                 json.dumps({k: v.isoformat() if v else None for k, v in doc.dates().items()}),
+                 json.dumps(list(doc.cites)), json.dumps(doc.extra, sort_keys=True, default=str)):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str
+                     ) -> dict[str, Any]:
+    """The payload stored with a document's point: fields, provenance, content hash, ISO dates."""
+    payload = {
+        "doc_id": doc.id, "text": doc.text, "title": doc.title, "url": doc.url,
+        "source_id": doc.source_id, **provenance, "cites": list(doc.cites),
+        "content_hash": digest, "extra": doc.extra,
+    }
+    for name in DATE_FIELDS:
+        value = getattr(doc, name)
+        payload[name] = value.isoformat() if value is not None else None
+    return payload
+
+
+def bm25_text(doc: Document) -> str:
+    """The text a document's BM25 vector is computed from (title, then body)."""
+    return f"{doc.title or ''}\n{doc.text}"
+
+
+def returned_fields(with_text: bool) -> list[str]:
+    """The payload fields a search returns: :data:`RANKING_FIELDS` (+ text and cites)."""
+    return [*RANKING_FIELDS, *TEXT_FIELDS] if with_text else list(RANKING_FIELDS)
+
+
+def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A payload filter ``{field: value}`` (all must match) on :data:`KEYWORD_FIELDS`."""
+    if not where:
+        return {}
+    if not isinstance(where, Mapping):
+        raise ValueError(f"where: expected a mapping of field to value, got {where!r}")
+    for name, value in where.items():
+        if name not in KEYWORD_FIELDS:
+            raise ValueError(f"where: field {name!r} has no keyword index; expected one of "
+                             f"{', '.join(KEYWORD_FIELDS)}")
+        if not isinstance(value, str):
+            raise ValueError(f"where[{name!r}]: expected a string, got {value!r}")
+    return dict(where)
+
+
+def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],
+                  scores: Sequence[float], *, vectors: Sequence[Any] | None = None,
+                  query_vector: np.ndarray | None = None, dim: int | None = None
+                  ) -> Candidates:
+    """One engine answer (payloads and scores in rank order) as a :class:`Candidates` batch.
+
+    Meta columns: one object array per ``META_COLUMNS`` and :data:`EXTRA_COLUMNS` name (``None``
+    where a payload lacks the field). ``vectors`` (one per row) become the batch's vectors;
+    ``dim`` sizes the vectors of an empty answer. Every backend builds its batches here.
+    """
+    if len(payloads) != len(scores):
+        raise StoreError(f"engine answer: {len(payloads)} payloads but {len(scores)} scores")
+    if not payloads:
+        return Candidates.empty(query, dim if vectors is not None else None)
+    rows = [p or {} for p in payloads]
+    for i, row in enumerate(rows):
+        if "doc_id" not in row:
+            raise StoreError(f"engine answer: point at rank {i + 1} has no doc_id in its "
+                             "payload (not written by credrank?)")
+    columns = (*META_COLUMNS, *EXTRA_COLUMNS)
+    # one pass over the payloads, then one object array per column
+    table = list(zip(*[[row.get(name) for name in columns] for row in rows], strict=True))
+    meta = {name: np.array(col, dtype=object) for name, col in zip(columns, table, strict=True)}
+    matrix = None
+    if vectors is not None:
+        matrix = np.array([np.asarray(v, dtype=np.float32) for v in vectors], dtype=np.float32)
+    return Candidates(
+        query=query,
+        doc_ids=np.array([row["doc_id"] for row in rows], dtype=object),
+        retrieval_score=np.array(scores, dtype=np.float64),
+        meta=meta, vectors=matrix, query_vector=query_vector)
+
+
+def read_fields(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> dict[str, Any]:
+    """``{field: payload.get(field)}`` for ``fields`` (``None`` where missing)."""
+    payload = payload or {}
+    return {name: payload.get(name) for name in fields}

@@ -1,0 +1,114 @@
+"""The engine's formula search as a stage: retrieval, prior, freshness and the top-k cut in
+one query (the fusion :func:`credrank.pipeline.compile.decide_pushdown` decides)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
+from credrank.core.errors import StageError
+from credrank.core.pipeline import FormulaTerm, Stage
+from credrank.core.validation import check_bounds, check_int
+from credrank.freshness.stage import FreshnessDecay
+from credrank.index.store import (
+    HIT_FIELDS,
+    TEXT_FIELDS,
+    FormulaScoring,
+    FreshnessFormula,
+    supports_formula,
+)
+from credrank.signals.prior import PriorTable
+
+
+class PushdownSearch(Stage):
+    """Retrieve, weight by the type prior (and the freshness factor) and cut to ``top_k``
+    inside the engine.
+
+    Equivalent to ``DenseRetriever >> SourcePrior >> [FreshnessDecay] >> Combine("multiply")
+    >> TopK`` (tests check it, ties aware); the ``prior`` and ``freshness`` factors (and the
+    freshness facts in ``info``) are re-attached in Python for the score breakdown, with the
+    same ``T`` the engine used. The retrieval score is recovered as engine score / (λ · w);
+    where ``λ · w`` is 0 (a prior or undated weight of 0) it is reported as 0.
+
+    ``hit_fields_only``: the engine returns only the payload a hit needs (:data:`HIT_FIELDS`,
+    + text and cites with ``with_text``) instead of every ranking field — what
+    :func:`build_pipeline` asks when nothing after this stage but the top-k cut reads the
+    batch (the other meta columns are then ``None``). Payload transfer and conversion cost
+    about as much as the engine search itself (issue 15).
+    """
+
+    name = "pushdown"
+
+    def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
+                 fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
+                 with_text: bool = False, freshness: FreshnessDecay | None = None,
+                 hit_fields_only: bool = False):
+        if not supports_formula(index):
+            raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
+                             "its engine; search without --pushdown")
+        if freshness is not None:
+            term = freshness.formula_term()
+            if not isinstance(term, FormulaTerm):
+                raise ValueError(f"pushdown: {term}; drop pushdown")
+        self.index, self.embedder, self.priors = index, embedder, priors
+        self.fetch_k = check_int("fetch_k", fetch_k, 1)
+        self.top_k = check_int("top_k", top_k, 1)
+        self.with_vectors, self.with_text = with_vectors, with_text
+        self.freshness = freshness
+        self.hit_fields_only = bool(hit_fields_only)
+        #: the payload fields asked of the engine (``None``: the store's default)
+        self.fields: tuple[str, ...] | None = (
+            (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ())) if self.hit_fields_only
+            else None)
+
+    def transform(self, batch: Candidates) -> Candidates:
+        qv = (batch.query_vector if batch.query_vector is not None
+              else self.embedder.embed([batch.query])[0])
+        spec, fixed = None, None
+        if self.freshness is not None:
+            now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
+            value = self.freshness.undated.value
+            spec = FreshnessFormula(now.isoformat(), self.freshness.half_life,
+                                    float(value) if value is not None else 0.0)
+            fixed = FreshnessDecay(self.freshness.half_life, now=now,
+                                   undated=self.freshness.undated, name=self.freshness.name)
+        out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
+                                        self.priors.values, with_vectors=self.with_vectors,
+                                        with_text=self.with_text, freshness=spec,
+                                        **({} if self.fields is None
+                                           else {"fields": self.fields}))
+        engine_score = out.retrieval_score
+        prior = self.priors.lookup(out.column("source_type"))
+        weight = prior
+        if fixed is not None:
+            out = fixed(out)
+            weight = prior * out.factors[fixed.name]
+        # retrieval score = cosine (engine score / (prior × freshness), exact where > 0)
+        safe = np.where(weight > 0, weight, 1.0)
+        cosine_part = np.where(weight > 0, engine_score / safe, 0.0)
+        factors = {"prior": prior, **({} if fixed is None
+                                      else {fixed.name: out.factors[fixed.name]})}
+        for name, values in factors.items():
+            check_bounds(f"factor {name!r}", np.asarray(values, dtype=np.float64), 0.0, 1.0,
+                         error=StageError)
+        # one batch, validated once (finite scores and factors) — not one copy per factor
+        return Candidates(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
+                          factors=factors, score=engine_score, meta=out.meta,
+                          vectors=out.vectors, query_vector=out.query_vector, info=out.info)
+
+    def config(self) -> dict[str, Any]:
+        return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict(),
+                **({} if self.fields is None else {"fields": list(self.fields)}),
+                **({} if self.freshness is None
+                   else {"freshness": self.freshness.describe()})}
+
+
+def _engine(store: object) -> str:
+    manifest = getattr(store, "manifest", None)
+    return str(getattr(manifest, "engine", type(store).__name__))
+
+
+__all__ = ["PushdownSearch"]

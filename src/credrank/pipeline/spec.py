@@ -1,0 +1,216 @@
+"""``PipelineSpec``: a search pipeline as plain data, and the one validator of it.
+
+A spec is what ``credrank search --json`` echoes under ``"pipeline"`` and what every front door
+speaks (a ``--pipeline`` file, the ``pipeline`` field of ``POST /search`` and ``/rerank``,
+the adapters' ``pipeline=``, the audit's ``[system]``, a bench's systems)::
+
+    {"credrank_pipeline": 1, "top_k": 10, "fetch_k": 30, "retrieval": "dense",
+     "pushdown": null,
+     "stages": [{"stage": "prior", "priors": "current"},
+                {"stage": "freshness", "half_life": 365.0, "undated": "penalty:0.5"},
+                {"stage": "combine", "mode": "multiply"},
+                {"stage": "mmr", "diversity": 0.5}]}
+
+:meth:`PipelineSpec.from_dict` checks everything before any stage is built and raises
+:class:`SpecError` naming the spec path (``stages[3].threshold: expected a finite number in
+[0, 1], got 1.5``): an unknown stage, an unknown, missing or out-of-range parameter (the
+stage class's own ``SPEC``), a stage given twice, two priors or selectors, an order that cannot
+work (ranks of :mod:`credrank.pipeline.catalog`), ``fetch_k < top_k``. Defaults are filled
+in: :meth:`PipelineSpec.to_dict` writes every parameter of every stage, the ``combine`` and
+the selector included, so the document replays the run exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from credrank.core.schema import AnyOf, Anything, Field, Flag, Integer, Nullable, Table, Text
+from credrank.index.retrieve import default_fetch_k
+from credrank.index.store import MAX_K
+from credrank.pipeline.catalog import CATALOG, KINDS, entry
+
+SPEC_KEY = "credrank_pipeline"
+FORMAT = 1
+RETRIEVALS = ("dense", "bm25")
+
+
+class SpecError(ValueError):
+    """A spec that cannot run: ``key_path`` is where (``stages[3].threshold``), ``detail``
+    what was expected and what came; ``str()`` is both, prefixed by the spec's name."""
+
+    def __init__(self, message: str, key_path: str = "", detail: str = "") -> None:
+        super().__init__(message)
+        self.key_path, self.detail = key_path, detail or message
+
+
+_TOP = Table({
+    SPEC_KEY: Field(Integer(FORMAT, FORMAT), default=FORMAT),
+    "top_k": Field(Integer(1, MAX_K), default=10),
+    "fetch_k": Field(Nullable(Integer(1, MAX_K)), default=None),
+    "retrieval": Field(Text(choices=RETRIEVALS), default="dense"),
+    "pushdown": Field(Nullable(Flag()), default=None),
+    "stages": Field(AnyOf((Anything(),)), default=[]),
+}, what="a pipeline spec (an object with top_k, fetch_k, retrieval, pushdown, stages)")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a spec: its catalog ``name`` and its checked ``params`` (every parameter,
+    defaults filled in)."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.name, **self.params}
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A validated pipeline (module docstring). Build one with :meth:`from_dict` (or
+    :meth:`of`); the constructor does not validate."""
+
+    top_k: int = 10
+    fetch_k: int | None = None
+    retrieval: str = "dense"
+    pushdown: bool | None = None
+    stages: tuple[StageSpec, ...] = ()
+
+    # -- reading -------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "") -> PipelineSpec:
+        """The spec of ``data`` (a dict as :meth:`to_dict` writes it), checked; ``where``
+        prefixes messages (a file name)."""
+        def fail(path: str, detail: str) -> SpecError:
+            message = ": ".join(p for p in (where, path) if p) + f": {detail}"
+            return SpecError(message, path, detail)
+
+        try:
+            top = _TOP.check(data, "", error=SpecError)
+        except SpecError as exc:
+            raise fail(getattr(exc, "key_path", ""), getattr(exc, "detail", str(exc))) from None
+        raw = top["stages"]
+        if not isinstance(raw, list):
+            raise fail("stages", f"expected a list of stages, got {type(raw).__name__}")
+        stages = [_stage(i, item, fail) for i, item in enumerate(raw)]
+        spec = cls(top_k=top["top_k"], fetch_k=top["fetch_k"], retrieval=top["retrieval"],
+                   pushdown=top["pushdown"], stages=tuple(stages))
+        if spec.fetch_k is not None and spec.fetch_k < spec.top_k:
+            raise fail("fetch_k", f"expected an integer >= top_k ({spec.top_k}), got "
+                                  f"{spec.fetch_k}")
+        _check_order(spec.stages, fail)
+        return spec.completed()
+
+    @classmethod
+    def of(cls, *stages: Mapping[str, Any] | str, **top: Any) -> PipelineSpec:
+        """``PipelineSpec.of("prior", {"stage": "mmr", "diversity": 0.5}, top_k=5)``."""
+        items = [{"stage": s} if isinstance(s, str) else dict(s) for s in stages]
+        return cls.from_dict({**top, "stages": items})
+
+    # -- writing -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as JSON data, resolved (``fetch_k``, every stage's parameters)."""
+        return {SPEC_KEY: FORMAT, "top_k": self.top_k, "fetch_k": self.resolved_fetch_k,
+                "retrieval": self.retrieval, "pushdown": self.pushdown,
+                "stages": [s.to_dict() for s in self.stages]}
+
+    # -- derived -------------------------------------------------------------------------
+    @property
+    def resolved_fetch_k(self) -> int:
+        """``fetch_k``, default ``3 × top_k`` (seed 004's expanded pool), capped at MAX_K."""
+        return self.fetch_k if self.fetch_k is not None else default_fetch_k(self.top_k)
+
+    def stage(self, name: str) -> StageSpec | None:
+        """The stage called ``name``, or ``None``."""
+        return next((s for s in self.stages if s.name == name), None)
+
+    def index_of(self, name: str) -> int:
+        """The position of stage ``name`` (``-1`` when absent)."""
+        return next((i for i, s in enumerate(self.stages) if s.name == name), -1)
+
+    def completed(self) -> PipelineSpec:
+        """With the implicit stages written out: ``combine`` (``multiply``) before the
+        selector, ``topk`` last, when absent."""
+        stages = list(self.stages)
+        kinds = [entry(s.name).kind for s in stages]
+        if "select" not in kinds:
+            stages.append(StageSpec("topk", {}))
+        if "combine" not in kinds:
+            at = next(i for i, s in enumerate(stages) if entry(s.name).kind == "select")
+            stages.insert(at, StageSpec("combine", _params("combine", {}, "")))
+        return replace(self, stages=tuple(stages))
+
+    def with_params(self, name: str, params: Mapping[str, Any]) -> PipelineSpec:
+        """This spec with ``params`` set on stage ``name`` (added at its rank when absent,
+        replacing the prior, combine or selector already there when it is one), validated
+        again: what ``credrank search -S name.param=value`` does."""
+        data = self.to_dict()
+        for item in data["stages"]:
+            if item["stage"] == name:
+                item.update(params)
+                break
+        else:
+            kind = CATALOG[name].kind if name in CATALOG else None
+            if kind in ("prior", "combine", "select"):  # one of these: the new one replaces
+                data["stages"] = [s for s in data["stages"] if CATALOG[s["stage"]].kind != kind]
+            data["stages"].append({"stage": name, **params})
+            data["stages"].sort(key=lambda s: CATALOG[s["stage"]].rank
+                                if s["stage"] in CATALOG else 0)
+        return PipelineSpec.from_dict(data)
+
+    def replace_top(self, **top: Any) -> PipelineSpec:
+        """This spec with other top-level values (``top_k``, ``fetch_k``, …), validated."""
+        return PipelineSpec.from_dict({**self.to_dict(), **top})
+
+
+def _params(name: str, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
+    spec = entry(name).cls.SPEC
+    if spec is None:  # pragma: no cover - every catalog class declares one
+        raise SpecError(f"{at}: stage {name!r} declares no parameters", at)
+    return spec.check(dict(raw), "", error=SpecError, at=at)
+
+
+def _stage(i: int, item: Any, fail: Any) -> StageSpec:
+    at = f"stages[{i}]"
+    if isinstance(item, str):
+        item = {"stage": item}
+    if not isinstance(item, Mapping):
+        raise fail(at, f"expected an object {{\"stage\": NAME, …parameters}} or a stage name, "
+                       f"got {type(item).__name__}")
+    name = item.get("stage")
+    if name not in CATALOG:
+        shown = repr(name) if isinstance(name, str) else type(name).__name__
+        raise fail(f"{at}.stage", f"expected one of {', '.join(CATALOG)}, got {shown}")
+    try:
+        params = _params(name, {k: v for k, v in item.items() if k != "stage"}, at)
+    except SpecError as exc:
+        raise fail(getattr(exc, "key_path", at), getattr(exc, "detail", str(exc))) from None
+    return StageSpec(name, params)
+
+
+def _check_order(stages: Sequence[StageSpec], fail: Any) -> None:
+    """Each stage once; at most one prior, one combine, one selector; ranks non-decreasing."""
+    seen: dict[str, int] = {}
+    by_kind: dict[str, int] = {}
+    for i, s in enumerate(stages):
+        e = entry(s.name)
+        if s.name in seen:
+            raise fail(f"stages[{i}].stage", f"expected each stage once, got {s.name!r} again "
+                                             f"(stages[{seen[s.name]}])")
+        seen[s.name] = i
+        if e.kind != "signal" and e.kind in by_kind:
+            raise fail(f"stages[{i}].stage", f"expected one {e.kind} stage, got {s.name!r} "
+                                             f"after {stages[by_kind[e.kind]].name!r} "
+                                             f"(stages[{by_kind[e.kind]}])")
+        by_kind.setdefault(e.kind, i)
+        if i and entry(stages[i - 1].name).rank > e.rank:
+            order = ", ".join(f"{k}: " + "/".join(n for n, x in CATALOG.items() if x.kind == k)
+                              for k in KINDS)
+            raise fail(f"stages[{i}].stage",
+                       f"expected {s.name!r} before {stages[i - 1].name!r} (stages[{i - 1}]); "
+                       f"a pipeline runs {order}, and signals in catalog order")
+
+
+__all__ = ["FORMAT", "RETRIEVALS", "SPEC_KEY", "PipelineSpec", "SpecError", "StageSpec"]

@@ -1,0 +1,228 @@
+"""The pipeline spec (issue 24): one declarative spec, one validator, one builder.
+
+* every catalog stage in one spec runs the same through the library, ``credrank search
+  --pipeline`` (a real process), ``POST /search`` (a real server) and each adapter over the
+  same pool; the ``--json`` output's ``"pipeline"`` fed back reproduces the run;
+* bad specs are errors naming the spec path, in the caller's vocabulary;
+* pushdown is decided by the stages themselves (a spec the engine can score is pushed down,
+  one it cannot is not, and ``pushdown: true`` on it names the stage).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credrank.datasets.demo import demo_dir
+from credrank.index.opener import open_store
+from credrank.pipeline import CATALOG, PipelineSpec, SpecError, decide_pushdown
+from credrank.pipeline.compile import build_stages, context
+from credrank.searcher import Searcher
+
+CREDRANK = Path(sys.executable).with_name("credrank")
+QUERY = "does vitamin d help covid"
+CREDIBLE_TLDS = ("gov", "org", "int", "uk")
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CREDRANK), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def workdir(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the demo index (hashing) with a credibility and a stance model fitted on
+    it through the CLI, and a spec file using every kind of stage."""
+    where = tmp_path_factory.mktemp("spec")
+    shutil.copytree(demo_index_hashing, where / "idx",
+                    ignore=shutil.ignore_patterns(".credrank.lock"))
+    docs = {d["id"]: d for d in map(json.loads, (demo_dir() / "corpus.jsonl").read_text(
+        encoding="utf-8").splitlines())}
+    with (where / "labels.csv").open("w", newline="", encoding="utf-8") as out:
+        w = csv.writer(out)
+        w.writerow(["doc_id", "credible", "topic"])
+        for line in (demo_dir() / "qrels.tsv").read_text(encoding="utf-8").splitlines():
+            qid, _, doc, _ = line.split()
+            tld = docs[doc]["url"].split("/")[2].rsplit(".", 1)[-1]
+            w.writerow([doc, int(tld in CREDIBLE_TLDS), qid])
+    with (where / "pairs.csv").open("w", newline="", encoding="utf-8") as out:
+        w = csv.writer(out)
+        w.writerow(["topic", "query", "doc_id", "stance", "text"])
+        for k, (t, c) in enumerate([("zinc", "colds"), ("vitamin d", "covid"),
+                                    ("garlic", "flu"), ("honey", "coughs")]):
+            for i in range(3):
+                w.writerow([f"T{k}", f"does {t} help {c}?", f"T{k}-y{i}", 1,
+                            f"Trials show {t} helps {c}: patients recovered faster. {i}"])
+                w.writerow([f"T{k}", f"does {t} help {c}?", f"T{k}-n{i}", 0,
+                            f"Trials show {t} does not help {c}; no benefit was found. {i}"])
+    for args in (("credibility", "fit", "labels.csv", "--index", "idx", "--out", "cred.json"),
+                 ("stance", "fit", "pairs.csv", "--index", "idx", "--out", "stance.json")):
+        proc = _run(*args, cwd=where)
+        assert proc.returncode == 0, proc.stderr
+    spec = {"top_k": 5, "fetch_k": 20, "stages": [
+        {"stage": "prior", "priors": "current"},
+        {"stage": "smoothing", "m": 3, "beta": 0.2},
+        {"stage": "credibility", "model": str(where / "cred.json"), "floor": 0.4},
+        {"stage": "freshness", "half_life": "3y", "now": "2026-01-01",
+         "undated": "penalty:0.5"},
+        {"stage": "stance", "model": str(where / "stance.json"), "floor": 0.2},
+        {"stage": "consensus", "threshold": 0.4},
+        {"stage": "combine", "mode": "multiply"},
+        {"stage": "mmr", "diversity": 0.3}]}
+    (where / "every.json").write_text(json.dumps(spec), encoding="utf-8")
+    return where
+
+
+def _hits(doc: dict[str, Any]) -> list[tuple[str, float]]:
+    return [(h["doc_id"], round(h["score"], 9)) for h in doc["hits"]]
+
+
+def test_every_stage_kind_is_in_the_catalog_spec(workdir: Path) -> None:
+    spec = PipelineSpec.from_dict(json.loads((workdir / "every.json").read_text()))
+    kinds = {CATALOG[s.name].kind for s in spec.stages}
+    assert kinds == {"prior", "signal", "combine", "select"}
+    assert [s.name for s in spec.stages][-2:] == ["combine", "mmr"]
+
+
+def test_library_and_cli_run_the_same_pipeline_and_json_replays_it(workdir: Path) -> None:
+    spec = PipelineSpec.from_dict(json.loads((workdir / "every.json").read_text()))
+    with Searcher.open(workdir / "idx") as searcher:
+        library = searcher.search_json(QUERY, spec)
+    assert library["pipeline"] == spec.to_dict() and len(library["hits"]) == 5
+    for factor in ("prior", "credibility", "freshness", "agreement", "consensus"):
+        assert all(factor in h["score_breakdown"] for h in library["hits"]), factor
+    proc = _run("search", QUERY, "--index", "idx", "--pipeline", "every.json", "--json",
+                cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(proc.stdout)
+    assert _hits(cli) == _hits(library) and cli["pipeline"] == library["pipeline"]
+    (workdir / "out.json").write_text(proc.stdout, encoding="utf-8")
+    again = _run("search", QUERY, "--index", "idx", "--pipeline", "out.json", "--json",
+                 cwd=workdir)
+    assert again.returncode == 0, again.stderr
+    replay = json.loads(again.stdout)
+    assert _hits(replay) == _hits(cli) and replay["settings"] == cli["settings"]
+
+
+def test_flags_and_their_spec_run_the_same(workdir: Path) -> None:
+    flags = _run("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
+                 "threshold=0.4", "--select", "mmr", "-P", "diversity=0.3", "--freshness",
+                 "half_life=3y,now=2026-01-01,undated=penalty:0.5", "--json", cwd=workdir)
+    assert flags.returncode == 0, flags.stderr
+    doc = json.loads(flags.stdout)
+    (workdir / "flags.json").write_text(json.dumps(doc["pipeline"]), encoding="utf-8")
+    spec = _run("search", QUERY, "--index", "idx", "--pipeline", "flags.json", "--json",
+                cwd=workdir)
+    assert _hits(json.loads(spec.stdout)) == _hits(doc)
+    sets = _run("search", QUERY, "--index", "idx", "-S", "consensus.threshold=0.4",
+                "-S", "mmr.diversity=0.3", "-S", "freshness.half_life=3y",
+                "-S", "freshness.now=2026-01-01", "-S", "freshness.undated=penalty:0.5",
+                "--json", cwd=workdir)
+    assert sets.returncode == 0, sets.stderr
+    assert _hits(json.loads(sets.stdout)) == _hits(doc)
+
+
+# -- bad specs: the spec path, in the caller's words ----------------------------------------
+
+@pytest.mark.parametrize("data,path,detail", [
+    ({"stages": [{"stage": "nosuch"}]}, "stages[0].stage", "expected one of prior"),
+    ({"stages": [{"stage": "consensus", "treshold": 0.5}]}, "stages[0].treshold",
+     "unknown key 'treshold'"),
+    ({"stages": [{"stage": "consensus", "threshold": 1.5}]}, "stages[0].threshold",
+     "expected a finite number in [0, 1], got 1.5"),
+    ({"stages": [{"stage": "mmr"}]}, "stages[0].diversity", "got nothing"),
+    ({"stages": ["consensus", "prior"]}, "stages[1].stage", "expected 'prior' before"),
+    ({"stages": ["prior", {"stage": "feedback_prior", "store": "s"}]}, "stages[1].stage",
+     "expected one prior stage"),
+    ({"stages": ["prior", "prior"]}, "stages[1].stage", "expected each stage once"),
+    ({"stages": ["topk", {"stage": "mmr", "diversity": 0.1}]}, "stages[1].stage",
+     "expected one select stage"),
+    ({"top_k": 10, "fetch_k": 5}, "fetch_k", "expected an integer >= top_k"),
+    ({"top_k": True}, "top_k", "got True"),
+    ({"retrieval": "sparse"}, "retrieval", "expected one of dense, bm25"),
+    ({"stages": "prior"}, "stages", "expected a list"),
+    ({"colour": 1}, "colour", "unknown key 'colour'"),
+])
+def test_bad_specs_name_the_spec_path(data: dict, path: str, detail: str) -> None:
+    with pytest.raises(SpecError) as info:
+        PipelineSpec.from_dict(data, where="p.json")
+    assert info.value.key_path == path and detail in info.value.detail
+    assert str(info.value).startswith(f"p.json: {path}: ")
+
+
+def test_a_file_the_stage_names_is_checked_when_it_is_built(tmp_path: Path) -> None:
+    spec = PipelineSpec.of({"stage": "credibility", "model": str(tmp_path / "none.json")})
+    with pytest.raises(SpecError) as info:
+        build_stages(spec, context())
+    assert info.value.key_path == "stages[0].model" and "does not exist" in info.value.detail
+    with pytest.raises(SpecError) as info:
+        build_stages(spec, context(allow_paths=False, resources={"m": tmp_path / "m.json"}))
+    assert info.value.key_path == "stages[0].model" and "registered: m" in info.value.detail
+
+
+def test_cli_errors_speak_flags_and_spec_paths(workdir: Path) -> None:
+    bad = _run("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
+               "treshold=0.5", cwd=workdir)
+    assert bad.returncode == 2 and "--consensus-param treshold:" in bad.stderr
+    (workdir / "bad.json").write_text(json.dumps(
+        {"stages": [{"stage": "consensus", "threshold": 1.5}]}), encoding="utf-8")
+    bad = _run("search", QUERY, "--index", "idx", "--pipeline", "bad.json", cwd=workdir)
+    assert bad.returncode == 2 and "bad.json: stages[0].threshold: expected" in bad.stderr
+
+
+# -- pushdown: each stage answers for itself ------------------------------------------------
+
+def test_pushdown_is_decided_by_the_stages(workdir: Path) -> None:
+    with open_store(workdir / "idx") as store:
+        fused = build_stages(PipelineSpec.of("prior", {"stage": "freshness", "half_life": 365,
+                                                       "undated": "penalty:0.5"}), context())
+        decision = decide_pushdown(fused, store=store)
+        assert decision.fused and decision.cut and decision.freshness is not None
+        python = build_stages(PipelineSpec.of("prior", "consensus"), context())
+        decision = decide_pushdown(python, store=store)
+        assert not decision.fused and decision.where == "stages[1]"
+        assert "reads each candidate's answer" in str(decision.reason)
+        with pytest.raises(ValueError, match=r"stages\[1\] needs the Python path"):
+            decide_pushdown(python, store=store, requested=True)
+        with Searcher(store) as searcher:
+            doc = searcher.search_json(QUERY, PipelineSpec.of("prior", top_k=3))
+            assert doc["settings"]["pushdown"] is True
+            with pytest.raises(SpecError, match=r"stages\[1\]"):
+                searcher.search(QUERY, PipelineSpec.of("prior", "consensus", pushdown=True))
+
+
+def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> None:
+    listed = _run("pipeline", "stages", "--json", cwd=workdir)
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    assert [s["stage"] for s in doc["stages"]] == list(CATALOG)
+    consensus = next(s for s in doc["stages"] if s["stage"] == "consensus")
+    threshold = next(p for p in consensus["params"] if p["name"] == "threshold")
+    assert threshold == {"name": "threshold", "expected": "a finite number in [0, 1]",
+                         "required": False, "default": 0.5}
+    checked = _run("pipeline", "check", "every.json", "--json", cwd=workdir)
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout) == PipelineSpec.from_dict(
+        json.loads((workdir / "every.json").read_text())).to_dict()
+
+
+def test_a_lineage_spec_runs_through_the_settings_path(workdir: Path) -> None:
+    from credrank.search import build_pipeline, settings_from_spec
+
+    spec = PipelineSpec.of("prior", {"stage": "freshness", "half_life": 365,
+                                     "lineage": "cites"}, top_k=3)
+    settings = settings_from_spec(spec)
+    assert settings.freshness is not None and settings.freshness.lineage
+    with open_store(workdir / "idx") as store, Searcher(store) as searcher:
+        via_settings = build_pipeline(store, searcher.embedder, settings).search(QUERY)
+        via_spec = searcher.search(QUERY, spec)
+    assert list(via_settings.doc_ids) == list(via_spec.doc_ids)
+    assert "lineage" in via_spec.info

@@ -1,0 +1,528 @@
+"""``POST /search`` and ``/rerank`` with a whole pipeline spec (issue 24): the ``pipeline``
+field, the response's ``pipeline`` that replays the run, errors naming
+``pipeline.stages[i].param``, files named by the names ``credrank serve --model NAME=PATH``
+registered (never paths), the budget and the heavy gate on specs, and the store lock held
+for retrieval only.
+
+Most tests drive the app in this process (tests/serving.py ``in_process``); one runs a real
+server with ``--model`` and ``--priors-store``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from credrank.cli import app as cli
+from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.spec import PipelineSpec
+from credrank.searcher import Searcher
+from credrank.serve.config import ServeConfig
+from credrank.signals.feedback import FeedbackPriors
+from serving import Hold, asgi_client, in_process, running_server
+from test_file_formats_models import credibility_doc, estimate_doc, stance_doc
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
+TABLE = DEMO / "domains.csv"
+KEY = "pipeline-test-key"
+AUTH = {"X-API-Key": KEY}
+QUERY = "does vitamin d prevent covid"
+CLAIM = "vitamin d prevents covid"
+
+
+def copy_index(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"))
+    return dest
+
+
+def write_models(where: Path) -> dict[str, Path]:
+    """Model files fitted on the hashing embedder (written by hand), and one fitted on
+    MiniLM (does not fit the hashing index)."""
+    where.mkdir(parents=True, exist_ok=True)
+    minilm = credibility_doc()
+    minilm["embedder"] = {"name": "minilm", "dim": 384}
+    files = {"cred": credibility_doc(), "stance": stance_doc(), "estimate": estimate_doc(),
+             "cred_minilm": minilm}
+    out = {}
+    for name, doc in files.items():
+        out[name] = where / f"{name}.json"
+        out[name].write_text(json.dumps(doc), encoding="utf-8")
+    return out
+
+
+@pytest.fixture
+def served(demo_index_hashing: Path, tmp_path: Path) -> Iterator[tuple[Any, dict[str, Path]]]:
+    """An in-process app on a copy of the demo index with the models registered, a key and
+    a feedback store; yields ``(app, models)``."""
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    models = write_models(tmp_path / "models")
+    FeedbackPriors(tmp_path / "priors", "current")
+    with in_process(where, tables=(TABLE,), api_key=KEY, priors_store=tmp_path / "priors",
+                    models=models) as app:
+        yield app, models
+
+
+def run(scenario: Any) -> Any:
+    return asyncio.run(scenario)
+
+
+def post_all(app: Any, *requests: tuple[str, dict[str, Any]]) -> list[httpx.Response]:
+    async def scenario() -> list[httpx.Response]:
+        async with asgi_client(app) as c:
+            return [await c.post(path, json=body, headers=AUTH) for path, body in requests]
+
+    return run(scenario())
+
+
+def ranked(doc: dict[str, Any]) -> list[tuple[str, float]]:
+    return [(h["doc_id"], h["score"]) for h in doc["hits"]]
+
+
+def candidates(n: int) -> list[dict[str, Any]]:
+    texts = ["Vitamin D supplements did not prevent COVID-19 in a large trial.",
+             "A blog says vitamin D cures covid overnight.",
+             "Government guidance: vitamin D does not prevent covid infection.",
+             "Vitamin D and covid: what the randomised trials show."]
+    hosts = ["https://www.nih.gov/a", "https://myblog.example/b", "https://www.cdc.gov/c",
+             "https://www.bbc.co.uk/d"]
+    return [{"id": f"c{i}", "text": f"{texts[i % 4]} ({i})", "url": hosts[i % 4]}
+            for i in range(n)]
+
+
+# -- the pipeline field, equality and replay ---------------------------------------------------
+
+FIELDS_AND_SPECS = [
+    ({"top_k": 5}, {"top_k": 5}),
+    ({"top_k": 4, "fetch_k": 20, "priors": "aggressive", "mode": "linear"},
+     {"top_k": 4, "fetch_k": 20, "priors": "aggressive", "mode": "linear"}),
+    ({"top_k": 5, "select": "mmr", "params": {"diversity": 0.5}, "consensus": True,
+      "consensus_params": {"threshold": 0.3}},
+     {"top_k": 5, "select": "mmr", "select_params": {"diversity": 0.5}, "consensus": True,
+      "consensus_params": {"threshold": 0.3}}),
+    ({"top_k": 3, "lexical": True, "priors": "none"},
+     {"top_k": 3, "lexical": True, "priors": "none"}),
+]
+
+
+@pytest.mark.parametrize(("fields", "options"), FIELDS_AND_SPECS)
+def test_pipeline_equals_the_fields_and_the_cli_path(served: Any, demo_index_hashing: Path,
+                                                     tmp_path: Path, fields: dict[str, Any],
+                                                     options: dict[str, Any]) -> None:
+    """The spec the CLI options make, sent as ``pipeline``, answers what the request fields
+    of the same options answer, and what ``Searcher.search_json(spec)`` (``credrank search
+    --json``) answers in process; each response's ``pipeline`` is that spec."""
+    app, _ = served
+    spec = spec_from_options(**options)
+    by_fields, by_spec = post_all(app, ("/search", {"query": QUERY, **fields}),
+                                  ("/search", {"query": QUERY, "pipeline": spec.to_dict()}))
+    assert by_fields.status_code == 200, by_fields.text
+    assert by_spec.status_code == 200, by_spec.text
+    a, b = by_fields.json(), by_spec.json()
+    assert ranked(a) == ranked(b) and a["settings"] == b["settings"]
+    assert a["pipeline"] == b["pipeline"] == json.loads(json.dumps(spec.to_dict()))
+    assert "pipeline" not in a["settings"]
+    with Searcher.open(copy_index(demo_index_hashing, tmp_path / "cli"),
+                       tables=[TABLE]) as searcher:
+        expected = json.loads(json.dumps(searcher.search_json(QUERY, spec)))
+    assert [d for d, _ in ranked(b)] == [d for d, _ in ranked(expected)]
+    assert [s for _, s in ranked(b)] == pytest.approx([s for _, s in ranked(expected)],
+                                                       rel=1e-12)
+    assert b["settings"] == expected["settings"] and b["pipeline"] == expected["pipeline"]
+
+
+def test_the_response_pipeline_replays_search_and_rerank(served: Any) -> None:
+    app, _ = served
+    pool = candidates(12)
+    first = post_all(
+        app,
+        ("/search", {"query": QUERY, "pipeline": {"top_k": 6, "stages": [
+            {"stage": "prior", "priors": "aggressive"},
+            {"stage": "freshness", "half_life": "2y", "now": "2026-01-01",
+             "undated": "penalty:0.5"},
+            "consensus", {"stage": "mmr", "diversity": 0.3}]}}),
+        ("/search", {"query": QUERY, "top_k": 4, "select": "fair",
+                     "params": {"protected_column": "source_type", "p": 0.5,
+                                "alpha": 0.1, "protected_value": "blog"}}),
+        ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": {"top_k": 3, "stages": [
+            {"stage": "credibility", "model": "cred"}, "consensus"]}}),
+        ("/rerank", {"query": QUERY, "candidates": pool, "top_k": 5, "priors": "compressed",
+                     "consensus": True}))
+    for got in first:
+        assert got.status_code == 200, got.text
+    again = post_all(app, *(
+        (path, {"query": QUERY, "pipeline": got.json()["pipeline"],
+                **({"candidates": pool} if path == "/rerank" else {})})
+        for path, got in zip(("/search", "/search", "/rerank", "/rerank"), first, strict=True)))
+    for before, after in zip(first, again, strict=True):
+        assert after.status_code == 200, after.text
+        assert ranked(after.json()) == ranked(before.json())
+        assert after.json()["pipeline"] == before.json()["pipeline"]
+        assert after.json()["settings"] == before.json()["settings"]
+    assert [s["stage"] for s in first[0].json()["pipeline"]["stages"]] == [
+        "prior", "freshness", "consensus", "combine", "mmr"]
+    assert first[0].json()["settings"]["freshness"]["half_life_days"] == pytest.approx(730.5)
+    assert first[2].json()["credrank_rerank"] == 1
+    assert "credibility" in first[2].json()["hits"][0]["score_breakdown"]
+
+
+def test_learned_stages_by_registered_name_and_no_path_is_shown(served: Any) -> None:
+    app, models = served
+    got, = post_all(app, ("/search", {"query": CLAIM, "pipeline": {"top_k": 5, "stages": [
+        {"stage": "credibility", "model": "cred", "floor": 0.4},
+        {"stage": "stance", "model": "stance"}, "consensus"]}}))
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert {"credibility", "agreement", "consensus"} <= set(doc["hits"][0]["score_breakdown"])
+    assert doc["settings"]["credibility"]["floor"] == 0.4
+    assert doc["settings"]["stance"]["model"] == "stance"
+    assert [s.get("model") for s in doc["pipeline"]["stages"][:2]] == ["cred", "stance"]
+    assert not any(str(p.parent) in got.text for p in models.values())  # no server path
+    reliable, = post_all(app, ("/search", {"query": QUERY, "pipeline": {"stages": [
+        {"stage": "reliability_prior", "estimate": "estimate"}]}}))
+    assert reliable.status_code == 200, reliable.text
+    assert str(models["estimate"]) not in reliable.text
+
+
+def test_feedback_by_name_and_its_version_is_pinned_for_replay(served: Any) -> None:
+    app, _ = served
+    feedback = {"items": [{"source_type": "blog", "relevant": False}] * 3, "reason": "t"}
+    fields, spec, updated = post_all(
+        app, ("/search", {"query": QUERY, "priors": "feedback"}),
+        ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "feedback_prior", "store": "feedback"}]}}),
+        ("/feedback", feedback))
+    assert fields.status_code == spec.status_code == updated.status_code == 200
+    assert ranked(fields.json()) == ranked(spec.json())
+    used = fields.json()["info"]["feedback_prior"]["version"]
+    stage = fields.json()["pipeline"]["stages"][0]
+    assert stage == {"stage": "feedback_prior", "store": "feedback", "version": used}
+    assert updated.json()["version"] == used + 1  # the store moved on ...
+    replay, current = post_all(
+        app, ("/search", {"query": QUERY, "pipeline": fields.json()["pipeline"]}),
+        ("/search", {"query": QUERY, "priors": "feedback"}))
+    assert ranked(replay.json()) == ranked(fields.json())  # ... the replay did not
+    assert replay.json()["settings"]["priors"]["version"] == used
+    assert current.json()["settings"]["priors"]["version"] == used + 1
+
+
+# -- errors name the JSON field ----------------------------------------------------------------
+
+SPEC_ERRORS = [
+    ({"stages": [{"stage": "nope"}]}, "pipeline.stages[0].stage", "expected one of prior"),
+    ({"stages": ["prior", {"stage": "mmr", "diversity": 0.5, "bogus": 1}]},
+     "pipeline.stages[1].bogus", "unknown key 'bogus'"),
+    ({"stages": [{"stage": "consensus", "threshold": 1.5}]},
+     "pipeline.stages[0].threshold", "expected a finite number in [0, 1], got 1.5"),
+    ({"stages": [{"stage": "mmr"}]}, "pipeline.stages[0].diversity", "the key is missing"),
+    ({"stages": ["consensus", "prior"]}, "pipeline.stages[1].stage",
+     "expected 'prior' before 'consensus'"),
+    ({"stages": ["mmr", "fair"]}, "pipeline.stages[0].diversity", "missing"),
+    ({"top_k": 10, "fetch_k": 5}, "pipeline.fetch_k", ">= top_k"),
+    ({"top_k": 1001}, "pipeline.top_k", "at most 1,000"),
+    ({"top_k": 100, "fetch_k": 10_001}, "pipeline.fetch_k", "at most 10,000"),
+    ({"bogus": 1}, "pipeline.bogus", "unknown key"),
+    ({"stages": "prior"}, "pipeline.stages", "expected a list of stages"),
+    ({"stages": [{"stage": "credibility", "model": "/etc/passwd"}]},
+     "pipeline.stages[0].model", "registered: cred, cred_minilm, estimate, feedback, stance"),
+    ({"stages": [{"stage": "prior", "priors": "../priors.toml"}]},
+     "pipeline.stages[0].priors", "expected the name of a prior file this service registered"),
+    ({"stages": [{"stage": "credibility", "model": "stance"}]},
+     "pipeline.stages[0].model", "'stance': not a credibility model"),
+    ({"stages": [{"stage": "stance", "model": "cred"}]},
+     "pipeline.stages[0].model", "'cred': not a stance model"),
+    ({"stages": [{"stage": "credibility", "model": "cred_minilm"}]},
+     "pipeline.stages[0].model", "fitted on an index embedded with 'minilm'"),
+    ({"stages": [{"stage": "reliability_prior", "estimate": "cred"}]},
+     "pipeline.stages[0].estimate", "'cred': expected the --json output"),
+    ({"pushdown": True, "stages": ["prior", "consensus"]}, "pipeline.stages[1]",
+     "pushdown: true cannot be honoured"),
+]
+
+
+@pytest.mark.parametrize(("pipeline", "field", "needle"), SPEC_ERRORS)
+def test_spec_errors_name_the_pipeline_path(served: Any, pipeline: dict[str, Any], field: str,
+                                            needle: str) -> None:
+    app, models = served
+    got, = post_all(app, ("/search", {"query": QUERY, "pipeline": pipeline}))
+    assert got.status_code == 422, got.text
+    body = got.json()
+    assert body["error"] == "invalid_request"
+    assert body["errors"][0]["field"] == field, body
+    assert body["detail"].startswith(f"{field}: ") and needle in body["detail"], body["detail"]
+    assert not any(str(p) in got.text for p in models.values())  # never a server path
+
+
+@pytest.mark.parametrize("field", ["top_k", "fetch_k", "lexical", "priors", "mode", "select",
+                                   "params", "consensus", "consensus_params"])
+def test_stage_fields_with_a_pipeline_are_refused(served: Any, field: str) -> None:
+    app, _ = served
+    value = {"top_k": 10, "fetch_k": 30, "lexical": False, "priors": "current",
+             "mode": "multiply", "select": "mmr", "params": {}, "consensus": False,
+             "consensus_params": {}}[field]  # even the default value, sent, is refused
+    body = {"query": QUERY, "pipeline": {"stages": ["prior"]}, field: value}
+    requests = [("/search", body)]
+    if field not in ("fetch_k", "lexical"):
+        requests.append(("/rerank", {**body, "candidates": candidates(3)}))
+    for got in post_all(app, *requests):
+        assert got.status_code == 422, got.text
+        assert got.json()["errors"][0]["field"] == field
+        assert got.json()["detail"].startswith(f"{field}: the pipeline comes from `pipeline`")
+
+
+def test_rerank_spec_errors(served: Any) -> None:
+    app, _ = served
+    pool = candidates(4)
+    lineage, pushdown, bad, not_object = post_all(
+        app,
+        ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": {"stages": [
+            {"stage": "freshness", "half_life": "1y", "lineage": "cites"}]}}),
+        ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": {"pushdown": True}}),
+        ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": {"stages": [
+            {"stage": "stance", "model": "stance", "floor": -1}]}}),
+        ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": ["prior"]}))
+    assert lineage.status_code == 422
+    assert lineage.json()["errors"][0]["field"] == "pipeline.stages[0].lineage"
+    assert pushdown.json()["errors"][0]["field"] == "pipeline.pushdown"
+    assert bad.json()["errors"][0]["field"] == "pipeline.stages[0].floor"
+    assert not_object.status_code == 422
+    assert not_object.json()["errors"][0]["field"] == "pipeline"
+    assert "expected an object" in not_object.json()["detail"]
+
+
+def test_fields_errors_still_speak_the_fields(served: Any) -> None:
+    app, _ = served
+    threshold, floor = post_all(
+        app, ("/search", {"query": QUERY, "consensus": True,
+                          "consensus_params": {"threshold": 2}}),
+        ("/search", {"query": QUERY, "select": "fair", "params": {"p": 0.5}}))
+    assert threshold.status_code == 422
+    assert threshold.json()["detail"].startswith("consensus_params.threshold: expected")
+    assert threshold.json()["errors"][0]["field"] == "consensus_params.threshold"
+    assert floor.status_code == 422 and floor.json()["detail"].startswith("params.")
+
+
+# -- budget, gate, time limit, lock --------------------------------------------------------------
+
+COVERAGE = {"stage": "coverage", "lambda_ilad": 0.5, "lambda_coverage": 0.5}
+
+
+def test_budget_and_select_pool_apply_to_pipelines(served: Any) -> None:
+    app, _ = served
+    search, pool, rerank, small = post_all(
+        app,
+        ("/search", {"query": QUERY, "pipeline": {"top_k": 10, "fetch_k": 1000,
+                                                  "stages": [COVERAGE]}}),
+        ("/search", {"query": QUERY, "pipeline": {"top_k": 10, "fetch_k": 1500,
+                                                  "stages": [{"stage": "mmr",
+                                                              "diversity": 0.5}]}}),
+        ("/rerank", {"query": QUERY, "candidates": candidates(1000),
+                     "pipeline": {"stages": [COVERAGE]}}),
+        ("/search", {"query": QUERY, "pipeline": {"fetch_k": 2500, "stages": ["consensus"]}}))
+    assert search.status_code == 422 and search.json()["errors"][0]["field"] == "pipeline.fetch_k"
+    assert "a fetch_k of at most 283" in search.json()["detail"]
+    assert search.json()["cost"] == pytest.approx(24_975, abs=5)
+    assert pool.status_code == 422 and pool.json()["errors"][0]["field"] == "pipeline.fetch_k"
+    assert "at most 1,000 with select (mmr)" in pool.json()["detail"]
+    assert rerank.status_code == 422 and rerank.json()["errors"][0]["field"] == "candidates"
+    assert "send at most 283 candidates" in rerank.json()["detail"]
+    assert small.status_code == 422 and "consensus (1e-4·N + 5e-4·N², N=2,500)" in \
+        small.json()["detail"]
+
+
+def test_heavy_gate_applies_to_pipelines(demo_index_hashing: Path, tmp_path: Path) -> None:
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with in_process(where, max_heavy_requests=1, heavy_cost=0) as app:
+        hold = Hold("start")
+        app.state.service.hook = hold
+        body = {"query": QUERY, "pipeline": {"stages": ["prior", "consensus"]}}
+
+        async def scenario() -> None:
+            async with asgi_client(app) as c:
+                first = asyncio.create_task(c.post("/search", json=body))
+                assert await asyncio.to_thread(hold.reached.wait, 60)
+                second = await c.post("/search", json=body)
+                assert second.status_code == 503 and second.headers["retry-after"] == "1"
+                hold.release.set()
+                assert (await first).status_code == 200
+
+        run(scenario())
+
+
+def test_coverage_time_limit_is_capped_at_the_timeout(demo_index_hashing: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import credrank.select.stages as stages
+
+    seen: list[float] = []
+    solve = stages.best_set_milp
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["time_limit"])
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "best_set_milp", spy)
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with in_process(where, timeout_s=7.0) as app:
+        got, = post_all(app, ("/search", {"query": QUERY, "pipeline": {
+            "top_k": 3, "fetch_k": 12, "stages": [{**COVERAGE, "time_limit": 60}]}}))
+    assert got.status_code == 200, got.text
+    assert seen == [7.0]
+    assert got.json()["pipeline"]["stages"][-1]["time_limit"] == 60  # the spec as sent
+
+
+def test_scoring_runs_outside_the_store_lock(served: Any) -> None:
+    """A search held in its consensus stage (after retrieval) does not hold the store: a
+    second search completes meanwhile."""
+    app, _ = served
+    hold = Hold("stage:consensus")
+    app.state.service.hook = hold
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            slow = asyncio.create_task(c.post("/search", json={
+                "query": QUERY, "pipeline": {"stages": ["prior", "consensus"]}}))
+            assert await asyncio.to_thread(hold.reached.wait, 60)
+            quick = await c.post("/search", json={"query": QUERY, "top_k": 3})
+            assert quick.status_code == 200
+            assert not slow.done()
+            hold.release.set()
+            assert (await slow).status_code == 200
+
+    run(scenario())
+
+
+def test_the_query_is_embedded_before_the_store_lock(served: Any) -> None:
+    """A search held while it embeds its query does not hold the store: the lock is free
+    and another search completes; the held one then answers the same hits."""
+    app, _ = served
+    state = app.state.service
+    hold = Hold("embed")
+    state.hook = hold
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            slow = asyncio.create_task(c.post("/search", json={"query": QUERY, "top_k": 5}))
+            assert await asyncio.to_thread(hold.reached.wait, 60)
+            assert state.store_lock.acquire(blocking=False)
+            state.store_lock.release()
+            quick = await c.post("/search", json={"query": QUERY, "top_k": 5})
+            assert quick.status_code == 200 and not slow.done()
+            hold.release.set()
+            held = await slow
+            assert held.status_code == 200 and ranked(held.json()) == ranked(quick.json())
+
+    run(scenario())
+    embeds = [p for p, _ in hold.points if p == "embed"]
+    assert len(embeds) == 2  # one query embedding per search, none under the lock
+
+
+# -- registration ------------------------------------------------------------------------------
+
+def test_readyz_lists_the_registered_names_not_paths(served: Any) -> None:
+    app, models = served
+    app.state.service.ready = True
+
+    async def scenario() -> httpx.Response:
+        async with asgi_client(app) as c:
+            return await c.get("/readyz")
+
+    got = run(scenario())
+    assert got.status_code == 200
+    assert got.json()["models"] == ["cred", "cred_minilm", "estimate", "feedback", "stance"]
+    assert "consensus" in got.json()["stages"] and "mmr" in got.json()["stages"]
+    assert not any(str(p) in got.text for p in models.values())
+
+
+@pytest.mark.parametrize(("item", "needle"), [
+    ("cred=missing.json", "no such file or directory"),
+    ("cred", "expected NAME=PATH"),
+    ("=x.json", "expected NAME=PATH"),
+    ("feedback={models}/cred.json", "reserved"),
+    ("current={models}/cred.json", "reserved"),
+    ("bad name={models}/cred.json", "expected a name"),
+])
+def test_model_option_errors_at_start(tmp_path: Path, item: str, needle: str) -> None:
+    write_models(tmp_path / "models")
+    value = item.format(models=tmp_path / "models")
+    got = CliRunner().invoke(cli, ["serve", "--index", str(tmp_path / "index"),
+                                   "--model", value])
+    assert got.exit_code == 2, got.output
+    assert got.output.lstrip().startswith("error: --model") and needle in got.output
+
+
+def test_model_option_given_twice_and_config_checks(tmp_path: Path) -> None:
+    models = write_models(tmp_path / "models")
+    got = CliRunner().invoke(cli, ["serve", "--index", str(tmp_path / "index"), "--model",
+                                   f"m={models['cred']}", "--model", f"m={models['stance']}"])
+    assert got.exit_code == 2 and "registered twice" in got.output
+    with pytest.raises(ValueError, match=r"models: m=.*: no such file"):
+        ServeConfig(models={"m": tmp_path / "none.json"})
+    with pytest.raises(ValueError, match="reserved"):
+        ServeConfig(models={"feedback": models["cred"]})
+    assert ServeConfig(models={"m": models["cred"]}, priors_store=tmp_path).resources == {
+        "m": models["cred"], "feedback": tmp_path}
+
+
+def test_openapi_models_the_pipeline(served: Any) -> None:
+    app, _ = served
+    schema = app.openapi()
+    components = schema["components"]["schemas"]
+    for name in ("SearchRequest", "RerankRequest"):
+        field = components[name]["properties"]["pipeline"]
+        spec = next(s for s in field["anyOf"] if s.get("type") == "object")
+        assert {"top_k", "fetch_k", "stages"} <= set(spec["properties"])
+        items = spec["properties"]["stages"]["items"]["anyOf"]
+        assert any(i.get("required") == ["stage"] for i in items)
+    for name in ("SearchResponse", "RerankResponse"):
+        assert "pipeline" in components[name]["required"]
+    PipelineSpec.from_dict({"stages": ["prior"]})  # what the schema describes is a spec
+
+
+# -- a real server -----------------------------------------------------------------------------
+
+def test_real_server_with_models_and_the_cli_replays_its_pipeline(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    models = write_models(tmp_path / "models")
+    args = [a for name in ("cred", "stance") for a in ("--model", f"{name}={models[name]}")]
+    with running_server(where, "--table", str(TABLE), "--priors-store",
+                        str(tmp_path / "priors"), *args) as server:
+        ready = httpx.get(server.url + "/readyz", timeout=60).json()
+        assert ready["models"] == ["cred", "feedback", "stance"]
+        body = {"query": CLAIM, "pipeline": {"top_k": 5, "stages": [
+            {"stage": "feedback_prior", "store": "feedback"},
+            {"stage": "credibility", "model": "cred"},
+            {"stage": "stance", "model": "stance"}]}}
+        first = httpx.post(server.url + "/search", json=body, timeout=60)
+        assert first.status_code == 200, first.text
+        replay = httpx.post(server.url + "/search", timeout=60,
+                            json={"query": CLAIM, "pipeline": first.json()["pipeline"]})
+        assert ranked(replay.json()) == ranked(first.json())
+        path = httpx.post(server.url + "/search", timeout=60, json={"query": CLAIM, "pipeline": {
+            "stages": [{"stage": "credibility", "model": str(models["cred"])}]}})
+        assert path.status_code == 422
+        assert path.json()["errors"][0]["field"] == "pipeline.stages[0].model"
+        assert "registered: cred, feedback, stance" in path.json()["detail"]
+    # the CLI replays the server's run from its "pipeline" (names → the same files, here
+    # given as paths, which the CLI may read)
+    spec = first.json()["pipeline"]
+    for item in spec["stages"]:
+        if item["stage"] in ("credibility", "stance"):
+            item["model"] = str(models[item["model"]])
+        if item["stage"] == "feedback_prior":
+            item["store"] = str(tmp_path / "priors")
+    (tmp_path / "spec.json").write_text(json.dumps({"pipeline": spec}), encoding="utf-8")
+    got = CliRunner().invoke(cli, ["search", CLAIM, "--index", str(where), "--pipeline",
+                                   str(tmp_path / "spec.json"), "--json"])
+    assert got.exit_code == 0, got.output
+    cli_doc = json.loads(got.output)
+    assert [d for d, _ in ranked(cli_doc)] == [d for d, _ in ranked(first.json())]
+    assert [s for _, s in ranked(cli_doc)] == pytest.approx(
+        [s for _, s in ranked(first.json())], rel=1e-9)
