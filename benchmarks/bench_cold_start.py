@@ -9,6 +9,12 @@ read the index and the model files from the page cache), with ``CREDRANK_EMBED_B
 or ``=torch``, and prints a table of wall times (median, min, max) side by side, with the
 ratio of the medians. Both backends must return the same top-10 documents.
 
+Before the searches, the start-up table (issue 26): ``python -c pass`` (the bare interpreter),
+``python -c "import credrank"``, ``credrank --version``, ``credrank --help`` and ``credrank
+search --help``, each ``--startup-runs`` times (default 20) interleaved, with each median's
+ratio to the bare interpreter's; goal ``credrank --help`` ≤ 1.5 × ``import credrank``. The
+search table has the same ratio column.
+
 Goal (issue 15): the ONNX path at most 1.5 s. Needs the ``embed`` extra and the ONNX
 artifact (``make install``, or ``python -m credrank.index.onnx_export``; ``CREDRANK_ONNX_DIR``
 is honoured). The index is built by ``credrank index`` with whatever ``get_embedder("minilm")``
@@ -16,6 +22,7 @@ gives (ONNX when the artifact is there: the same vectors within 1e-5 cosine). A 
 a test: the machine is shared, so compare the two rows of one run.
 
     python benchmarks/bench_cold_start.py [--docs 2000] [--runs 5] [--index DIR]
+        [--startup-runs 20] [--backends onnx,torch] [--startup-only]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo" / "corpus.jsonl"
 QUERY = "Does taking vitamin D supplements prevent or treat COVID-19?"
 GOAL_S = 1.5
+HELP_GOAL = 1.5  # credrank --help ≤ HELP_GOAL × python -c "import credrank"
 
 
 def credrank_command() -> list[str]:
@@ -87,6 +95,47 @@ def cold_search(index: Path, backend: str) -> tuple[float, list[str]]:
     return wall, [h["doc_id"] for h in hits]
 
 
+def timed(command: list[str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr}")
+    return wall
+
+
+def startup(runs: int) -> float:
+    """The start-up table; returns the bare interpreter's median (the ratio's unit)."""
+    cli = credrank_command()
+    rows = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        'python -c "import credrank"': [sys.executable, "-c", "import credrank"],
+        "credrank --version": [*cli, "--version"],
+        "credrank --help": [*cli, "--help"],
+        "credrank search --help": [*cli, "search", "--help"],
+    }
+    for command in rows.values():  # warm-up: page cache
+        timed(command)
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(runs):
+        for name, command in rows.items():
+            times[name].append(timed(command))
+    bare = statistics.median(times["python -c pass"])
+    print(f"\nstart-up, {runs} runs each, interleaved (wall ms per process; "
+          f"ratio = median / median of python -c pass)\n")
+    print(f"{'command':<30} {'median':>8} {'min':>8} {'max':>8} {'ratio':>7}")
+    for name, t in times.items():
+        med = statistics.median(t)
+        print(f"{name:<30} {1e3 * med:8.1f} {1e3 * min(t):8.1f} {1e3 * max(t):8.1f} "
+              f"{med / bare:6.2f}×")
+    m_help = statistics.median(times["credrank --help"])
+    m_import = statistics.median(times['python -c "import credrank"'])
+    print(f"\ncredrank --help / import credrank (medians): {m_help / m_import:.2f}×; goal ≤ "
+          f"{HELP_GOAL}×: {'met' if m_help <= HELP_GOAL * m_import else 'NOT met'}")
+    return bare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=2000)
@@ -94,7 +143,13 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=None,
                         help="index folder (built there when empty; kept)")
     parser.add_argument("--backends", default="onnx,torch")
+    parser.add_argument("--startup-runs", type=int, default=20)
+    parser.add_argument("--startup-only", action="store_true",
+                        help="the start-up table alone (no index, no search)")
     args = parser.parse_args()
+    bare = startup(args.startup_runs)
+    if args.startup_only:
+        return
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tmp = None
     if args.index is None:
@@ -114,11 +169,12 @@ def main() -> None:
                 times[b].append(wall)
         print(f"\ncold `credrank search` on a {args.docs:,}-document MiniLM index, "
               f"{args.runs} runs per backend, interleaved (wall seconds per process)\n")
-        print(f"{'backend':<8} {'median':>8} {'min':>8} {'max':>8}  runs")
+        print(f"{'backend':<8} {'median':>8} {'min':>8} {'max':>8} {'ratio':>7}  runs "
+              "(ratio: to python -c pass)")
         for b in backends:
             t = times[b]
-            print(f"{b:<8} {statistics.median(t):8.2f} {min(t):8.2f} {max(t):8.2f}  "
-                  + " ".join(f"{x:.2f}" for x in t))
+            print(f"{b:<8} {statistics.median(t):8.2f} {min(t):8.2f} {max(t):8.2f} "
+                  f"{statistics.median(t) / bare:6.0f}×  " + " ".join(f"{x:.2f}" for x in t))
         if "onnx" in times and "torch" in times:
             m_onnx, m_torch = statistics.median(times["onnx"]), statistics.median(times["torch"])
             print(f"\ntorch / onnx (medians): {m_torch / m_onnx:.2f}×; goal onnx ≤ {GOAL_S} s: "

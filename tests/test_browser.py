@@ -5,7 +5,8 @@ Debian's ``chromium`` driven by Playwright for Python (pointed at the system bro
 with MiniLM. The test types a demo query, checks from the DOM that the credibility-aware column
 and the similarity-only column differ, that each credibility-aware hit shows its host, source
 type, prior and score-breakdown bar, that switching the selection to exposure parity re-runs
-the search and shows group exposures, and saves a screenshot under the test's tmp dir.
+the search and shows group exposures, and saves a screenshot under the test's tmp dir. Each hit
+shows its snippet under its title with the query words highlighted (issue 27).
 
 Skipped, with the reason, where ``fastapi``/``uvicorn``/``playwright`` is not installed or no
 chromium can be launched (``.ci/run`` installs Debian's chromium with apt when it can).
@@ -145,6 +146,25 @@ def test_columns_differ_and_preset_switch(page: Any, tmp_path: Path) -> None:
         else:
             delta = sim_ids.index(doc) - i
             expect(move).to_have_text(("↑" if delta > 0 else "↓") + str(abs(delta)))
+    # under each title, the hit's snippet (issue 27) with the query words highlighted
+    from credrank.core.hittext import ELLIPSIS, SNIPPET_CHARS, query_words
+
+    words = query_words(demo_query(QUERY_ID))
+    marked = 0
+    for column in (cred, sim):
+        for i in range(column.count()):
+            snip = column.nth(i).locator("p.snippet")
+            expect(snip).to_have_count(1)
+            text = snip.inner_text()
+            assert 20 < len(text.strip(ELLIPSIS)) <= SNIPPET_CHARS, text
+            marks = snip.locator("mark").all_inner_texts()
+            assert all(any(m.lower().startswith(w) for w in words) for m in marks), marks
+            marked += bool(marks)
+            # the snippet sits under the title, before the host line
+            order = column.nth(i).evaluate(
+                "li => [...li.children].map(c => c.className)")
+            assert order.index("snippet") == order.index("hit-head") + 1, order
+    assert marked >= cred.count(), "the query words should be highlighted in the snippets"
     # the similarity column shows no applied prior
     expect(sim.first.locator(".breakdown .bar-row[data-part=prior]")).to_have_count(0)
     expect(page.locator("#priors-table h2")).to_contain_text("current")

@@ -146,8 +146,11 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("search-set-unknown-stage", (*SEARCH, "-S", "nosuch.x=1"), "nosuch"),
     ("pipeline-check-missing", ("pipeline", "check", "nope.json"), "nope.json"),
     ("pipeline-check-binary", ("pipeline", "check", "binary.json"), "binary.json"),
-    # optimize, demo, context, bench, serve
+    # optimize, score, demo, context, bench, serve
     ("optimize-missing", ("optimize", "--index", "nowhere"), "nowhere"),
+    ("score-missing-index", ("score", "machine-text", "--index", "nowhere"), "nowhere"),
+    ("search-machine-text-unscored", (*SEARCH, "--machine-text"),
+     "credrank score machine-text --index"),
     ("demo-embedder-nosuch", ("demo", "--embedder", "nosuch"), "nosuch"),
     ("context-format-nosuch", ("context", "fever", "--index", "idx", "--format", "x"), "format"),
     ("context-now-bad", ("context", "fever", "--index", "idx", "--now", "soon"), "--now"),

@@ -95,7 +95,7 @@ BAD_JSONL = {
 def test_jsonl_bad_record_is_rejected_with_file_line_field(kind: str, write, tmp_path) -> None:
     bad, field, reason = BAD_JSONL[kind]
     path = write("c.jsonl", b"\n".join([_line(GOOD_A), _line(bad), _line(GOOD_C)]) + b"\n")
-    res = read_corpus(path)
+    res = read_corpus(path, strict=True)  # lenient reading: tests/test_ingest_lenient.py
     assert [d.id for d in res.documents] == ["a", "c"]  # good records around it are kept
     assert res.n_records == 3
     [rej] = res.rejects
@@ -112,14 +112,14 @@ def test_jsonl_bad_record_is_rejected_with_file_line_field(kind: str, write, tmp
 
 def test_bad_date_message_has_the_documented_shape(write) -> None:
     path = write("d.jsonl", json.dumps({"id": "x", "text": "t", "published_at": "2023-13-45"}))
-    [rej] = read_corpus(path).rejects
+    [rej] = read_corpus(path, strict=True).rejects
     assert rej.message == (f"{path}:1: field 'published_at': expected ISO 8601 date with "
                            "timezone, got '2023-13-45'")
 
 
 def test_unknown_source_type_lists_every_allowed_type(write) -> None:
     path = write("s.jsonl", json.dumps({"id": "x", "text": "t", "source_type": "Government"}))
-    [rej] = read_corpus(path).rejects
+    [rej] = read_corpus(path, strict=True).rejects
     assert all(t in rej.reason for t in SOURCE_TYPES)
 
 
@@ -161,7 +161,7 @@ def test_duplicate_only_counts_accepted_documents(write) -> None:
         {"id": "a", "text": "t"},                           # accepted
         {"id": "a", "text": "t"},                           # duplicate of line 2
     ]
-    res = read_corpus(write("dup.jsonl", "\n".join(json.dumps(x) for x in lines)))
+    res = read_corpus(write("dup.jsonl", "\n".join(json.dumps(x) for x in lines)), strict=True)
     assert [d.id for d in res.documents] == ["a"]
     assert [(r.line, r.field) for r in res.rejects] == [(1, "published_at"), (3, "id")]
     assert "first seen at line 2" in res.rejects[1].reason
@@ -227,7 +227,7 @@ def test_n_records_counts_every_non_blank_line(kinds: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.jsonl"
         path.write_bytes(b"\n".join(lines))
-        res = read_corpus(path)
+        res = read_corpus(path, strict=True)
     assert res.n_records == sum(k != "blank" for k in kinds)
     assert res.n_records == len(res.documents) + len(res.rejects)
     assert [d.id for d in res.documents] == [f"d{i}" for i, k in enumerate(kinds) if k == "good"]
@@ -252,7 +252,7 @@ CSV_TEXT = (
 
 def test_csv_multiline_quoted_text_keeps_physical_line_numbers(write) -> None:
     path = write("c.csv", CSV_TEXT)
-    res = read_corpus(path)
+    res = read_corpus(path, strict=True)
     assert [d.id for d in res.documents] == ["d1", "d2", "d4"]
     d1, d2, d4 = res.documents
     assert d1.text == 'first line\nsecond, with comma\nthird "quoted"'
@@ -275,7 +275,7 @@ def test_csv_non_utf8_bytes_rejected_per_record(write, tmp_path) -> None:
             b'c,x,"bad \xff\nin text"\n'
             b"d,ok,fine\n")
     path = write("u.csv", data)
-    res = read_corpus(path)
+    res = read_corpus(path, strict=True)
     assert [d.id for d in res.documents] == ["a", "d"]
     assert [(r.line, r.field) for r in res.rejects] == [(3, "title"), (5, "text")]
     assert res.rejects[0].message.startswith(f"{path}:3: field 'title': expected UTF-8 text, "
@@ -312,10 +312,12 @@ def test_csv_header_problems_raise(write) -> None:
 
 def test_csv_missing_column_hint_and_field_mapping(write) -> None:
     path = write("m.csv", "doc_id,body,timestamp\nx1,hello,2020-01-02T03:04:05Z\nx2,hi,soon\n")
-    rej0 = read_corpus(path).rejects[0]
-    assert rej0.field == "id" and "no 'id' column (map a column to it" in rej0.reason
-    assert "--field COLUMN=id" in rej0.reason
-    res = read_corpus(path, fields={"doc_id": "id", "body": "text", "timestamp": "retrieved_at"})
+    with pytest.raises(CorpusError, match="no 'id' and no 'text' column") as exc:
+        read_corpus(path)  # the header, once and up front: not a reject per record
+    assert "--field COLUMN=id" in str(exc.value)
+    assert "'doc_id', 'body', 'timestamp'" in str(exc.value)
+    res = read_corpus(path, fields={"doc_id": "id", "body": "text", "timestamp": "retrieved_at"},
+                      strict=True)
     [doc] = res.documents
     assert doc.id == "x1" and doc.retrieved_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
     [rej] = res.rejects
@@ -362,7 +364,7 @@ def test_parquet_rows_types_and_rejects(tmp_path) -> None:
     })
     path = tmp_path / "c.parquet"
     pq.write_table(table, path, row_group_size=2)  # several batches: row numbers continue
-    res = read_corpus(path)
+    res = read_corpus(path, strict=True)
     assert [d.id for d in res.documents] == ["1", "3"]
     one = res.documents[0]
     assert one.published_at == datetime(2023, 5, 1, 12, tzinfo=UTC)
@@ -384,7 +386,7 @@ def test_parquet_naive_and_nanosecond_timestamps(tmp_path) -> None:
     })
     path = tmp_path / "t.parquet"
     pq.write_table(table, path)
-    res = read_corpus(path)
+    res = read_corpus(path, strict=True)
     [rej] = res.rejects
     assert (rej.line, rej.field) == (1, "published_at") and "timezone missing" in rej.reason
     [doc] = res.documents
@@ -509,7 +511,7 @@ def test_trec2019_health_misinformation_csv(shared_data, tmp_path) -> None:
     assert data.endswith(b"\n")
     with copy.open("ab") as fh:
         fh.write(b"1,extra-doc,0,0,0,q,d,helpful,some text,2012-02-11T17:38:02,http://x.org\r\n")
-    [rej] = read_corpus(copy, fields=mapping).rejects
+    [rej] = read_corpus(copy, fields=mapping, strict=True).rejects
     assert (rej.line, rej.field) == (data.count(b"\n") + 1, "timestamp")
     assert "timezone missing" in rej.reason
 

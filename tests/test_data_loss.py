@@ -27,9 +27,9 @@ CREDRANK = Path(sys.executable).with_name("credrank")
 OUT_OF_RANGE = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:00:00-05:00")
 
 
-def _index(corpus: Path, where: Path) -> subprocess.CompletedProcess[str]:
+def _index(corpus: Path, where: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CREDRANK), "index", str(corpus), "--index", str(where),
-                           "--embedder", "hashing", "--no-optimize"], capture_output=True,
+                           "--embedder", "hashing", "--no-optimize", *options], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
 
 
@@ -46,10 +46,20 @@ def test_a_date_out_of_range_after_its_zone_is_that_records_reject(tmp_path: Pat
             if i in (20, 21):
                 rec["published_at"] = OUT_OF_RANGE[i - 20]
             out.write(json.dumps(rec) + "\n")
+    # lenient reading (the default): the records are indexed without the date (issue 27)
     proc = _index(corpus, tmp_path / "idx")
     assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "indexed 50, rejected 0" in proc.stdout
+    assert "2 fields dropped in 2 records" in proc.stdout
+    dropped = _rejects(tmp_path / "idx")
+    assert [(r["kind"], r["line"]) for r in dropped] == [("dropped", 21), ("dropped", 22)]
+    assert all(r["field"] == "published_at" and "years 1–9999 in UTC" in r["reason"]
+               for r in dropped)
+    # strict reading: the records are rejected (exit 1 for the rejects)
+    proc = _index(corpus, tmp_path / "strict", "--strict")
+    assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "indexed 48, rejected 2" in proc.stdout
-    rejects = _rejects(tmp_path / "idx")
+    rejects = _rejects(tmp_path / "strict")
     assert [r["line"] for r in rejects] == [21, 22]
     assert all(r["field"] == "published_at" and "years 1–9999 in UTC" in r["reason"]
                for r in rejects)
@@ -63,8 +73,8 @@ def test_a_deeply_nested_cites_cell_is_that_records_reject(tmp_path: Path) -> No
         writer.writerow(["id", "text", "cites"])
         for i in range(3000):
             writer.writerow([f"d{i}", f"text {i}", "[" * 5000 + "]" * 5000 if i == 1000 else ""])
-    proc = _index(corpus, tmp_path / "idx")
-    assert proc.returncode == 0, proc.stderr
+    proc = _index(corpus, tmp_path / "idx", "--strict")  # lenient: the cell is dropped
+    assert proc.returncode == 1, proc.stderr
     assert "indexed 2999, rejected 1" in proc.stdout, proc.stdout
     (reject,) = _rejects(tmp_path / "idx")
     assert reject["line"] == 1002 and reject["field"] == "cites"
@@ -99,12 +109,12 @@ def test_post_index_answers_the_per_record_rejects(demo_index_hashing: Path,
     docs = [{"id": "ok-1", "text": "zinc and colds", "url": "https://www.nih.gov/z"},
             {"id": "bad", "text": "old", "published_at": OUT_OF_RANGE[0]},
             {"id": "ok-2", "text": "zinc again", "published_at": "2024-01-02"}]
+    body = {"documents": docs, "strict": True}  # lenient: 'bad' is indexed without its date
 
     async def scenario() -> dict:
         with in_process(where, api_key="k") as app:
             async with asgi_client(app) as client:
-                got = await client.post("/index", json={"documents": docs},
-                                        headers={"X-API-Key": "k"})
+                got = await client.post("/index", json=body, headers={"X-API-Key": "k"})
                 assert got.status_code == 200, got.text
                 return got.json()
 

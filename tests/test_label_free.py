@@ -156,7 +156,7 @@ def test_cram_bench_has_the_label_free_section_on_test_questions_only(tmp_path: 
     assert all(s["agreed"] + s["contested"] + s["no answers"] == n_test
                for s in statuses.values())
     # the other tables are unchanged by the new section
-    assert [t for t in doc["tables"]][:3] == ["results", "noisy_priors", KEY]
+    assert [t for t in doc["tables"]][:4] == ["results", "clean_pools", "noisy_priors", KEY]
 
 
 def test_newspolluted_section_uses_the_choice_reader(shared_data: Path, tmp_path: Path) -> None:

@@ -373,7 +373,9 @@ def test_coverage_time_limit_is_capped_at_the_timeout(demo_index_hashing: Path, 
         got, = post_all(app, ("/search", {"query": QUERY, "pipeline": {
             "top_k": 3, "fetch_k": 12, "stages": [{**COVERAGE, "time_limit": 60}]}}))
     assert got.status_code == 200, got.text
-    assert seen == [7.0]
+    # the solver gets what is left of the 7 s request timeout (never the spec's 60 s): the
+    # stage's own limit covers intents and cosines too, so a little less than 7
+    assert len(seen) == 1 and 0 < seen[0] <= 7.0
     assert got.json()["pipeline"]["stages"][-1]["time_limit"] == 60  # the spec as sent
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import sys
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.index.ingest import embedding_text, provenance_payload
 from credrank.pipeline.compile import build_stages, context, reads
@@ -259,22 +262,45 @@ def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
     return Pipeline([given, *scoring_stages(settings, embedder)])
 
 
-def rerank(query: str, records: Sequence[Mapping[str, Any]], embedder: Embedder,
-           settings: SearchSettings | PipelineSpec | None = None,
+def rerank(query: str, records: Sequence[Mapping[str, Any]],
+           embedder: Embedder | str = "minilm",
+           settings: SearchSettings | PipelineSpec | Mapping[str, Any] | None = None,
            typer: SourceTyper | None = None, *, retrieval: str = "cosine",
            query_vector: Sequence[float] | None = None, **spec_files: Any) -> Candidates:
-    """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`)."""
+    """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`). ``embedder`` may be
+    a name (:func:`credrank.index.embed.get_embedder`), ``settings`` a spec as plain data
+    (:meth:`PipelineSpec.from_dict`). ``from credrank import rerank`` is this module, and
+    calling it calls this function."""
+    if isinstance(embedder, str):
+        from credrank.index.embed import get_embedder
+
+        embedder = get_embedder(embedder)
+    if isinstance(settings, Mapping):
+        settings = PipelineSpec.from_dict(dict(settings))
     settings = settings or SearchSettings()
     return rerank_pipeline(records, embedder, settings, typer, retrieval=retrieval,
                            query_vector=query_vector, **spec_files).search(query)
 
 
-def rerank_hits(result: Candidates) -> list[dict[str, Any]]:
-    """:meth:`Candidates.hits` plus what the client sent: its ``metadata`` (untouched, the
-    same object) and its ``score`` as ``client_score``."""
-    hits = result.hits()
+def rerank_hits(result: Candidates, text: str = DEFAULT_TEXT) -> list[dict[str, Any]]:
+    """:meth:`Candidates.hits` (with ``text`` of the client's passage as ``text`` says) plus
+    what the client sent: its ``metadata`` (untouched, the same object) and its ``score`` as
+    ``client_score``."""
+    hits = result.hits(text)
     metadata, client = result.column("metadata"), result.column("client_score")
     for i, hit in enumerate(hits):
         hit["client_score"] = client[i]
         hit["metadata"] = metadata[i]
     return hits
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`rerank`: ``from credrank import rerank`` names the
+    module (Python sets a package attribute to the submodule of that name once it is
+    imported), so ``rerank(query, records)`` works whichever was imported first."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Candidates:
+        return rerank(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from credrank.combine import Combine
-from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.hittext import DEFAULT_TEXT, SNIPPET_CHARS, check_text
 from credrank.core.pipeline import BuildContext, FormulaTerm, Pipeline, Stage
-from credrank.credibility.stage import LearnedCredibilityPrior
-from credrank.freshness.inherit import InheritedDates
-from credrank.freshness.stage import FreshnessDecay
 from credrank.index.retrieve import default_fetch_k
 from credrank.index.store import VectorStore
 from credrank.pipeline.catalog import entry
@@ -30,10 +27,23 @@ from credrank.pipeline.compile import (
 from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch as PushdownSearch  # re-exported
 from credrank.pipeline.spec import PipelineSpec, SpecError
-from credrank.select.topk import TopK
 from credrank.signals.prior import PriorTable, SourcePrior, load_priors
-from credrank.signals.stance import StanceAgreement, StanceModelFile, stance_stage
-from credrank.signals.stance import load_model as load_stance_model
+
+if TYPE_CHECKING:  # the signal stages are imported where a search uses them (a plain search
+    # pays for neither consensus, credibility, freshness, stance nor the selectors)
+    from credrank.consensus.stage import AnswerConsensus
+    from credrank.credibility.stage import LearnedCredibilityPrior
+    from credrank.freshness.stage import FreshnessDecay
+    from credrank.signals.stance import StanceModelFile
+
+
+def _is(stage: object, target: str) -> bool:
+    """``isinstance(stage, cls)`` for ``target = "module:Class"`` without importing the
+    module: an instance of a class whose module was never imported cannot exist."""
+    module, name = target.split(":")
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(stage, getattr(loaded, name))
+
 
 #: the ``--consensus-param`` keys (:class:`~credrank.consensus.stage.AnswerConsensus`)
 CONSENSUS_SETTINGS = ("threshold", "floor", "unanswered", "on_contested", "jaccard", "shingle")
@@ -196,30 +206,49 @@ def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None,
             if store is None and not deciding:
                 raise ValueError("--freshness lineage=cites: citation chains are read from an "
                                  "index; not available for candidates retrieved elsewhere")
-            stages.append(_Unbuilt("lineage", frozenset()) if store is None else
-                          InheritedDates(store))
+            if store is None:
+                stages.append(_Unbuilt("lineage", frozenset()))
+            else:
+                from credrank.freshness.inherit import InheritedDates  # lineage=cites only
+
+                stages.append(InheritedDates(store))
         stages.append(settings.freshness)
     if settings.stance is not None:
         if embedder is None and not deciding:
             raise ValueError("--stance-model: the stance stage needs the index's embedder")
-        stages.append(_Unbuilt("agreement", frozenset({"text"})) if embedder is None else
-                      stance_stage(settings.stance, embedder.name, embedder=embedder,
-                                   **settings.stance_params))
+        if embedder is None:
+            stages.append(_Unbuilt("agreement", frozenset({"text"})))
+        else:
+            from credrank.signals.stance import stance_stage  # with a stance model only
+
+            stages.append(stance_stage(settings.stance, embedder.name, embedder=embedder,
+                                       **settings.stance_params))
     if settings.consensus is not None:
         stages.append(settings.consensus)
+    from credrank.combine import Combine
+    from credrank.select.topk import TopK
+
     stages.append(Combine(settings.mode))
     stages.append(settings.selector or TopK(settings.top_k))
     return stages
 
 
-def search_document(query: str, settings: dict[str, Any], result: Candidates,
-                    **extra: Any) -> dict[str, Any]:
+def text_settings(text: str) -> dict[str, Any]:
+    """What a document's ``settings`` say of the hits' text: ``text`` (``full``,
+    ``snippet`` or ``none``) and, for snippets, ``snippet_chars``."""
+    text = check_text(text)
+    return {"text": text, **({"snippet_chars": SNIPPET_CHARS} if text == "snippet" else {})}
+
+
+def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
+                    text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
     """The ``credrank search --json`` document (docs/json.md) for one query; ``extra`` keys
-    (a batch's ``query_id``) are added at the top level."""
-    settings = dict(settings)
+    (a batch's ``query_id``) are added at the top level. Each hit carries ``text`` as
+    ``text`` says (:meth:`Candidates.hits`; ``settings.text`` records it)."""
+    settings = {**settings, **text_settings(text)}
     pipeline = settings.pop("pipeline", None)
     doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
-           "hits": result.hits(), "info": result.info}
+           "hits": result.hits(text), "info": result.info}
     if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
         doc["pipeline"] = pipeline
     return doc
@@ -278,23 +307,33 @@ def describe_compiled(compiled: Compiled, store: object | None = None) -> dict[s
     for stage in _flat(compiled.stages):
         if isinstance(stage, SourcePrior):
             out["priors"] = stage.priors.as_dict()
-        elif isinstance(stage, Combine):
-            out["mode"] = stage.mode
-        elif isinstance(stage, LearnedCredibilityPrior):
-            out["credibility"] = stage.config()
-        elif isinstance(stage, StanceAgreement):
+        elif _is(stage, "credrank.signals.feedback:FeedbackPrior"):
+            out["priors"] = _feedback_priors(stage)
+        elif _is(stage, "credrank.combine:Combine"):
+            out["mode"] = stage.mode  # type: ignore[attr-defined]
+        elif _is(stage, "credrank.credibility.stage:LearnedCredibilityPrior"):
+            out["credibility"] = stage.config()  # type: ignore[attr-defined]
+        elif _is(stage, "credrank.signals.stance:StanceAgreement"):
             params = dict(spec.stage("stance").params)  # type: ignore[union-attr]
             out["stance"] = {"model": stage.source.get("path"),
                              "embedder": stage.source.get("embedder"),
                              **{k: v for k, v in params.items() if k != "model"}}
-        elif isinstance(stage, AnswerConsensus):
-            out["consensus"] = stage.config()
-        elif isinstance(stage, FreshnessDecay):
-            out["freshness"] = stage.config()
+        elif _is(stage, "credrank.consensus.stage:AnswerConsensus"):
+            out["consensus"] = stage.config()  # type: ignore[attr-defined]
+        elif _is(stage, "credrank.freshness.stage:FreshnessDecay"):
+            out["freshness"] = stage.config()  # type: ignore[attr-defined]
     if store is not None:
         out["engine"] = _engine(store)
     out["pipeline"] = spec.to_dict()
     return out
+
+
+def _feedback_priors(stage: Any) -> dict[str, Any]:
+    """What a feedback prior stage ranks with: the store's version (the pinned one, else the
+    latest at the time of the call) and its type priors (``priors: "feedback"``)."""
+    record = stage.store.record(stage.version)
+    return {"name": "feedback", "store": str(stage.store.directory),
+            "version": int(record["version"]), "values": dict(record["types"])}
 
 
 def _flat(stages: Sequence[Stage]) -> list[Stage]:
@@ -314,7 +353,7 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
                     stance_model: Path | str | None = None,
                     stance_params: dict[str, Any] | None = None, consensus: bool = False,
                     consensus_params: dict[str, Any] | None = None,
-                    freshness: str | None = None,
+                    freshness: str | None = None, planted: bool = False,
                     names: Mapping[tuple[str, str | None], str] | None = None
                     ) -> SearchSettings:
     """Settings from the options of ``credrank search``: their spec
@@ -328,7 +367,8 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
     ``credibility_model`` adds the factor ``credibility`` ``λ = floor + (1 − floor) ·
     P(credible)``; ``stance_model`` the factor ``agreement`` with ``stance_params``;
     ``consensus`` the factor ``consensus`` with ``consensus_params``; ``freshness`` (the
-    ``--freshness`` string) the factor ``freshness`` (chapter 35.7). ``names``: the words of
+    ``--freshness`` string) the factor ``freshness`` (chapter 35.7); ``planted`` the factor
+    ``planted`` (:class:`~credrank.defences.planted.PlantedEvidence`). ``names``: the words of
     another front door for errors (:data:`~credrank.pipeline.options.OPTION_OF`).
     """
     spec = spec_from_options(
@@ -337,7 +377,7 @@ def search_settings(*, top_k: int = 10, fetch_k: int | None = None, priors: str 
         source_reliability=source_reliability, select=select, select_params=select_params,
         credibility_model=credibility_model, credibility_floor=credibility_floor,
         stance_model=stance_model, stance_params=stance_params, consensus=consensus,
-        consensus_params=consensus_params, freshness=freshness, names=names)
+        consensus_params=consensus_params, freshness=freshness, planted=planted, names=names)
     try:
         return settings_from_spec(spec)
     except SpecError as exc:
@@ -362,6 +402,8 @@ def settings_from_spec(spec: PipelineSpec, ctx: BuildContext | None = None) -> S
                 prior = SourcePrior.from_spec(params, ctx)
                 settings.priors, settings.use_domain_scores = prior.priors, prior.use_domain_scores
             elif name == "stance":
+                from credrank.signals.stance import load_model as load_stance_model
+
                 settings.stance = load_stance_model(ctx.path(params.pop("model"), "model",
                                                              "stance model"))
                 settings.stance_params = params
@@ -369,6 +411,8 @@ def settings_from_spec(spec: PipelineSpec, ctx: BuildContext | None = None) -> S
             elif name == "combine":
                 settings.mode = params["mode"]
             elif name == "freshness":  # lineage stays a flag: scoring_stages adds the chains
+                from credrank.freshness.stage import FreshnessDecay
+
                 settings.freshness = FreshnessDecay.from_params(
                     params, lambda v: ctx.path(v, "config", "freshness config"))
                 python_only = python_only or freshness_pushdown_blocker(

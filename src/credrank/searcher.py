@@ -21,12 +21,14 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.core.pipeline import FunctionStage, Pipeline
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
@@ -38,6 +40,7 @@ from credrank.search import (
     describe_compiled,
     search_document,
     search_settings,
+    text_settings,
 )
 
 
@@ -51,7 +54,13 @@ class Searcher:
 
     Settings are a :class:`~credrank.pipeline.spec.PipelineSpec` or :class:`SearchSettings`.
     The store lock is held for retrieval and for stages that read the index (citation
-    chains), not for the rest of the pipeline: concurrent searches score in parallel.
+    chains, the hits' text), not for the rest of the pipeline: concurrent searches score in
+    parallel.
+
+    ``text`` (:mod:`credrank.core.hittext`: ``full``, ``snippet`` — the default — or
+    ``none``) is what each hit carries of its document's text. Unless ``none``, the text of
+    the final hits is read from the store after the ranking
+    (:func:`~credrank.pipeline.hittext.with_hit_text`: ``top_k`` documents, never the pool).
     """
 
     def __init__(self, store: VectorStore, embedder: Embedder | None = None,
@@ -108,10 +117,18 @@ class Searcher:
                             allow_paths=self.allow_paths)
 
     # -- queries against the index ---------------------------------------------------------
-    def _pipeline(self, settings: SearchSettings | PipelineSpec | None) -> Pipeline:
+    def _pipeline(self, settings: SearchSettings | PipelineSpec | None,
+                  text: str = DEFAULT_TEXT) -> Pipeline:
         if isinstance(settings, PipelineSpec):
-            return self.compile(settings).pipeline
-        return build_pipeline(self.store, self.embedder, settings or SearchSettings())
+            return self.with_text(self.compile(settings).pipeline, text)
+        return self.with_text(build_pipeline(self.store, self.embedder,
+                                             settings or SearchSettings()), text)
+
+    def with_text(self, pipeline: Pipeline, text: str = DEFAULT_TEXT) -> Pipeline:
+        """``pipeline`` with the final hits' text read from this store, unless ``text`` is
+        ``none`` (:func:`credrank.pipeline.hittext.with_hit_text`: with the engine's top-k
+        cut, or by id after the selector; never for the whole pool)."""
+        return Pipeline(with_hit_text(pipeline.stages, self.store, text))
 
     def _run(self, pipeline: Pipeline, query: str) -> Candidates:
         """``pipeline`` on ``query``, the store lock held for the stages that touch the
@@ -128,29 +145,31 @@ class Searcher:
                 batch = stage(batch)
         return batch
 
-    def search(self, query: str, settings: SearchSettings | PipelineSpec | None = None
-               ) -> Candidates:
-        """One query through its pipeline (as ``credrank search``)."""
-        return self._run(self._pipeline(settings), query)
+    def search(self, query: str, settings: SearchSettings | PipelineSpec | None = None, *,
+               text: str = DEFAULT_TEXT) -> Candidates:
+        """One query through its pipeline (as ``credrank search``); the final hits hold
+        their text unless ``text="none"`` (then ``hits()`` have ``text: null``)."""
+        return self._run(self._pipeline(settings, text), query)
 
     def search_json(self, query: str, settings: SearchSettings | PipelineSpec | None = None,
-                    **extra: Any) -> dict[str, Any]:
+                    *, text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
         """The ``credrank search --json`` document of one query (with ``pipeline``: the spec
-        it ran, which feeds back as it is)."""
+        it ran, which feeds back as it is); each hit with ``text`` as ``text`` says."""
         if isinstance(settings, PipelineSpec):
             compiled = self.compile(settings)
-            result = self._run(compiled.pipeline, query)
+            result = self._run(self.with_text(compiled.pipeline, text), query)
             return search_document(query, describe_compiled(compiled, self.store), result,
-                                   **extra)
+                                   text=text, **extra)
         settings = settings or SearchSettings()
-        return search_document(query, self.describe(settings), self.search(query, settings),
-                               **extra)
+        return search_document(query, self.describe(settings),
+                               self.search(query, settings, text=text), text=text, **extra)
 
     def search_many(self, queries: Iterable[tuple[str, str]],
-                    settings: SearchSettings | PipelineSpec | None = None
-                    ) -> Iterator[tuple[str, Candidates]]:
-        """``(query id, result)`` for each ``(query id, text)``, in order, one pipeline."""
-        pipeline = self._pipeline(settings)
+                    settings: SearchSettings | PipelineSpec | None = None, *,
+                    text: str = DEFAULT_TEXT) -> Iterator[tuple[str, Candidates]]:
+        """``(query id, result)`` for each ``(query id, text)``, in order, one pipeline
+        (``text``: as :meth:`search`; ``none`` where no hit text is wanted, a TREC run)."""
+        pipeline = self._pipeline(settings, text)
         for qid, text in queries:
             yield qid, self._run(pipeline, text)
 
@@ -169,9 +188,12 @@ class Searcher:
     def rerank_json(self, query: str, records: Sequence[Mapping[str, Any]],
                     settings: SearchSettings | PipelineSpec | None = None, *,
                     retrieval: str = "cosine",
-                    query_vector: Sequence[float] | None = None) -> dict[str, Any]:
+                    query_vector: Sequence[float] | None = None,
+                    text: str = DEFAULT_TEXT) -> dict[str, Any]:
         """The ``/rerank`` document: as ``credrank search --json``, each hit with the
-        client's ``metadata`` and ``client_score``."""
+        client's ``metadata`` and ``client_score`` (and ``text`` of the client's passage as
+        ``text`` says)."""
+        text = check_text(text)
         settings = settings or SearchSettings()
         if isinstance(settings, PipelineSpec):
             compiled = compile_rerank(settings, _NO_RETRIEVER, self.embedder,
@@ -189,9 +211,10 @@ class Searcher:
             pipeline = base.pop("pipeline", None)
         described = {**base, "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.embedder.name,
-                     "query_vector": "given" if query_vector is not None else "embedded"}
+                     "query_vector": "given" if query_vector is not None else "embedded",
+                     **text_settings(text)}
         doc = {"credrank_rerank": 1, "query": query, "settings": described,
-               "hits": rerank_hits(result), "info": result.info}
+               "hits": rerank_hits(result, text), "info": result.info}
         if pipeline is not None:  # the spec it ran, as in the search document
             doc["pipeline"] = pipeline
         return doc

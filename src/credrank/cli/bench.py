@@ -5,21 +5,25 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from credrank.cli.common import err, fail
-from credrank.cram.models import WhiteBoxError
-from credrank.evaluate.render import sections
-from credrank.evaluate.report import prepare_out_dir, remove_created, write_report
-from credrank.evaluate.result import BenchResult, dump_json
-from credrank.experiments.benches import BENCHES, BenchOptions, run_bench
+
+if TYPE_CHECKING:  # the benches are imported when one runs (scipy, every stage), not for --help
+    from credrank.evaluate.result import BenchResult
+
+#: the names of :data:`credrank.experiments.benches.BENCHES`, in its order, for --help without
+#: importing the benches (tests/test_cli_startup.py checks that they agree)
+BENCH_NAMES = ("demo", "trec2019-hm", "newspolluted", "cram-nq", "evotemp", "ramdocs",
+               "poisonedrag", "stress-cram", "stress-news", "stress-poisonedrag", "realtimeqa",
+               "coaid-priors", "goldengaze-hosts", "ra-rag-simulation")
 
 
 def bench(
     name: Annotated[str, typer.Argument(
-        help=" | ".join(BENCHES))],
+        help=" | ".join(BENCH_NAMES))],
     path: Annotated[Path | None, typer.Option(
         help="the data file or folder (see docs/results.md)")] = None,
     corpus: Annotated[Path | None, typer.Option(
@@ -60,10 +64,19 @@ def bench(
     counts: Annotated[str | None, typer.Option(
         help="stress-* only: comma-separated numbers of correlated contaminants injected "
              "(default every count available: cram 1, news 1,2,3; poisonedrag 1,3,5)")] = None,
+    prefix: Annotated[str, typer.Option(
+        help="poisonedrag only: none (the adversarial texts as the data gives them, default) "
+             "or question (PoisonedRAG's black-box attack: the target question prepended to "
+             "each text)")] = "none",
     force: Annotated[bool, typer.Option(
         "--force", help="overwrite a report already in --out")] = False,
 ) -> None:
     """Baseline vs credibility-aware systems on one data set, with intervals and tests."""
+    from credrank.cram.models import WhiteBoxError
+    from credrank.evaluate.report import prepare_out_dir, remove_created, write_report
+    from credrank.evaluate.result import dump_json
+    from credrank.experiments.benches import BenchOptions
+
     command = "credrank bench " + " ".join(sys.argv[2:])
     created: list[Path] = []
     if out is not None:
@@ -76,7 +89,8 @@ def bench(
         result = run_bench(name, BenchOptions(path, embedder, cache, seed, tuple(table or ()),
                                                corpus, generator=generator, model=model,
                                                heads=heads, limit=limit, positions=positions,
-                                               counts=counts, checkpoint=checkpoint))
+                                               counts=counts, checkpoint=checkpoint,
+                                               prefix=prefix))
     except (ValueError, OSError, WhiteBoxError, RuntimeError) as exc:
         remove_created(created)
         fail(str(exc))
@@ -92,8 +106,17 @@ def bench(
     print_markdown(result)
 
 
+def run_bench(name: str, options: Any) -> BenchResult:
+    """:func:`credrank.experiments.benches.run_bench`, imported when a bench runs."""
+    from credrank.experiments.benches import run_bench as run
+
+    return run(name, options)
+
+
 def print_markdown(result: BenchResult) -> None:
     """The bench's tables as Markdown (the same rendering report.md holds)."""
+    from credrank.evaluate.render import sections
+
     print(f"credrank bench {result.name} — {result.path}")
     print(f"data: {json.dumps(result.summary)}")
     print(f"settings: {json.dumps(result.settings)}\n")

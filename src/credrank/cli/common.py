@@ -36,6 +36,22 @@ def warn(message: str, label: str = "warning:") -> None:
     err.print(labelled(label, "yellow", message), soft_wrap=True)
 
 
+def hit_cell(hit: dict[str, Any], query: str) -> Text:
+    """A hit's title (bold) and, below it, the text it carries (``--text``), the query words
+    in it highlighted — the last column of the ``credrank search`` table."""
+    from credrank.core.hittext import highlights
+
+    out = Text(str(hit.get("title") or hit.get("doc_id", "")), style="bold")
+    body = hit.get("text")
+    if body:
+        passage = Text(str(body))
+        for start, end in highlights(passage.plain, query):
+            passage.stylize("bold yellow", start, end)
+        out.append("\n")
+        out.append_text(passage)
+    return out
+
+
 def progress() -> Progress:
     from rich.progress import (  # lazy: only the commands that show a bar import it
         BarColumn,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ import typer
 from credrank.cli.common import console, err, fail, progress, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
+from credrank.documents.fields import DEFAULT_TIMEZONE, timezone_value
+from credrank.documents.records import dropped_row, reject_row, zones_summary
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import ENGINES, StoreError
@@ -75,12 +78,25 @@ def index(
         help="use a record's declared source_type instead of its URL")] = False,
     embedder: Annotated[str, typer.Option(help="minilm (default) or hashing (tests)")] = "minilm",
     rejects: Annotated[Path | None, typer.Option(help="rejects file (JSONL)")] = None,
-    strict: Annotated[bool, typer.Option(help="exit non-zero when any record is rejected")] = False,
+    strict: Annotated[bool, typer.Option(
+        help="strict reading: a record with any unreadable field is rejected (dates only ISO "
+             "8601 with a zone), and the run exits 1 when any record is rejected; default: "
+             "an unreadable optional field is dropped and reported, the record indexed")
+    ] = False,
+    assume_timezone: Annotated[str | None, typer.Option(
+        "--assume-timezone", metavar="ZONE",
+        help="the zone of dates written with a time but no zone: an IANA name "
+             "(Europe/Berlin) or an offset (+02:00); default UTC (with --strict: such dates "
+             "are rejected unless this is given)")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print the run as JSON (docs/json.md): counts, rejects, dropped fields")
+    ] = False,
     batch_size: Annotated[int, typer.Option(
         min=1, help="documents per engine write (1,000 measured fastest for Qdrant Edge: "
                     "benchmarks/bench_index.py)")] = 1000,
     field: Annotated[list[str] | None, typer.Option(
-        "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text; repeatable")
+        "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text (=id: an "
+                        "unnamed column, such as a pandas index); repeatable")
     ] = None,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
@@ -102,6 +118,11 @@ def index(
         help="build the search graph when the load ends (default); --no-optimize leaves the "
              "index searchable at once by exact search, and `credrank optimize --index DIR` "
              "builds the graph later (large corpora: docs/results.md)")] = True,
+    score: Annotated[list[str] | None, typer.Option(
+        "--score",
+        help="index-time scores stored in each point's payload after the load (resumable; "
+             "repeatable): machine-text (Fast-DetectGPT with SmolLM2, the lm extra; for an "
+             "existing index: `credrank score machine-text --index DIR`)")] = None,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running).
 
@@ -122,7 +143,7 @@ def index(
     fields = {}
     for item in field or []:
         old, sep, new = item.partition("=")
-        if not sep or not old or not new:
+        if not sep or not new:  # FILE_NAME may be empty: an unnamed column (a pandas index)
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
         fields[old] = new
     try:
@@ -131,8 +152,17 @@ def index(
             require_dask()
     except (ValueError, ClusterError) as exc:
         fail(str(exc))
+    try:
+        if assume_timezone is not None:
+            timezone_value(assume_timezone, "--assume-timezone")
+    except ValueError as exc:
+        fail(str(exc))
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
+    if score:  # the scores are checked (and the lm extra) before anything is indexed
+        from credrank.cli.score import check_scores
+
+        check_scores(score)
     rejects_path = rejects or index_dir / "rejects.jsonl"
     problem = _unwritable(rejects_path)
     if problem is not None:
@@ -142,8 +172,9 @@ def index(
     from credrank.index.parallel import TyperSettings, index_documents_parallel
     from credrank.provenance import SourceTyper
 
-    try:  # the corpus format is told (or refused) before the index folder is created
-        documents = iter_documents(corpus, fields=fields or None)
+    try:  # the format and the header are told (or refused) before the index folder is created
+        documents = iter_documents(corpus, fields=fields or None, strict=strict,
+                                   assume_timezone=assume_timezone)
     except ValueError as exc:
         fail(str(exc))
     try:
@@ -175,27 +206,70 @@ def index(
             fail(str(exc))
         except StoreError as exc:  # the engine went away mid-run: re-running completes it
             fail(f"{exc}; re-run the same command to complete the index")
+        if score:  # index-time scores (credrank score), still under the writer lock
+            from credrank.cli.score import score_machine_text, summary
+
+            try:
+                scored = score_machine_text(idx, bar=bar, label=corpus.name)
+            except (ValueError, StoreError, RuntimeError) as exc:
+                fail(f"{exc}; the documents are indexed, the scores written so far kept: "
+                     f"complete them with `credrank score machine-text --index {index_dir}`")
+            err.print(summary(scored, index_dir), soft_wrap=True, highlight=False)
         if optimize:  # merge segments, build the HNSW graph where the corpus is large
             from credrank.cli.optimize import build_graph
 
             build_graph(idx, corpus.name)
         size = len(idx)
-        write_rejects(report.rejects, rejects_path)  # still under the index's writer lock
+        report.take_reading(documents)
+        # still under the index's writer lock
+        write_rejects(report.rejects, rejects_path, report.dropped)
     for r in report.rejects[:10]:
         warn(r.message, label="rejected")
     if report.rejected > 10:
         err.print(f"… {report.rejected - 10} more in {rejects_path}")
+    for d in report.dropped[:10]:
+        warn(d.message)
+    if len(report.dropped) > 10:
+        err.print(f"… {len(report.dropped) - 10} more dropped fields in {rejects_path}")
     if report.conflicts:
         used = "declared type used (--trust-declared)" if trust_declared else "URL used"
         err.print(f"{len(report.conflicts)} declared source types conflict with the URL "
                   f"({used}), e.g. {report.conflicts[0][0]}: {report.conflicts[0][1]}")
-    console.print(f"{report.summary()}; index holds {size} documents; rejects in {rejects_path}",
-                  soft_wrap=True)
+    zones = (f"; {zones_summary(report.zones_assumed, report.assume_timezone)} "
+             f"(--assume-timezone{'' if assume_timezone else ', default ' + DEFAULT_TIMEZONE})"
+             if report.zones_assumed else "")
+    if as_json:
+        typer.echo(json.dumps(_run_document(corpus, index_dir, rejects_path, report, size,
+                                            strict),
+                              ensure_ascii=False))
+    else:
+        console.print(f"{report.summary()}{zones}; index holds {size} documents; rejects in "
+                      f"{rejects_path}", soft_wrap=True)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")
+    if report.indexed + report.unchanged == 0:  # every record rejected, or none at all
+        came = (f"all {report.rejected} records were rejected (reasons in {rejects_path})"
+                if report.rejected else "it holds no records")
+        fail(f"{corpus}: nothing was indexed: {came}", code=1)
     if strict and report.rejected:
         raise typer.Exit(1)
+
+
+def _run_document(corpus: Path, index_dir: Path, rejects_path: Path, report: Any,
+                  size: int, strict: bool) -> dict[str, Any]:
+    """The ``--json`` document of a run (docs/json.md, ``"credrank_index": 1``)."""
+    return {
+        "credrank_index": 1, "corpus": str(corpus), "index": str(index_dir),
+        "indexed": report.indexed, "unchanged": report.unchanged,
+        "rejected": report.rejected, "rejects": [reject_row(r) for r in report.rejects],
+        "fields_dropped": len(report.dropped),
+        "dropped": [dropped_row(d) for d in report.dropped],
+        "reading": {"strict": strict, "assume_timezone": report.assume_timezone,
+                    "zones_assumed": report.zones_assumed},
+        "conflicts": [{"doc_id": d, "conflict": c} for d, c in report.conflicts],
+        "documents": size, "rejects_file": str(rejects_path),
+    }
 
 
 class _Guarded:

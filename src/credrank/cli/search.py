@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from credrank.cli.common import console, err, fail, parse_params
+from credrank.cli.common import console, err, fail, hit_cell, parse_params
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -20,6 +20,7 @@ from credrank.cli.index import (
     store_options,
 )
 from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
+from credrank.core.hittext import DEFAULT_TEXT, TEXT_HELP, check_text
 from credrank.index.store import MAX_K, StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
@@ -65,10 +66,12 @@ def search(
         help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
     select_param: Annotated[list[str] | None, typer.Option(
         "--select-param", "-P",
-        help="selector parameter KEY=VALUE, repeatable: mmr diversity=0.5; coverage "
-             "lambda_ilad=0.3 lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
-             "group_column=source_type rule=parity|proportional [seed=0]; fair "
-             "protected_column=source_type protected_value=blog p=0.5 alpha=0.1")] = None,
+        help="selector parameter KEY=VALUE, repeatable; required (no default): mmr "
+             "diversity; coverage lambda_ilad, lambda_coverage; exposure group_column; fair "
+             "protected_column, p, alpha. E.g. mmr diversity=0.5; coverage lambda_ilad=0.3 "
+             "lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
+             "group_column=source_type [rule=parity|proportional seed=0]; fair "
+             "protected_column=source_type p=0.5 alpha=0.1 [protected_value=blog]")] = None,
     credibility_model: Annotated[Path | None, typer.Option(
         "--credibility-model",
         help="a model file of `credrank credibility fit`: adds the factor credibility = "
@@ -94,6 +97,18 @@ def search(
         "--consensus-param",
         help="consensus parameter KEY=VALUE, repeatable: threshold=0.5 floor=0.1 "
              "unanswered=1 on_contested=neutral|apply jaccard=0.5 shingle=3")] = None,
+    planted: Annotated[bool, typer.Option(
+        "--planted",
+        help="label-free planted-evidence defence over the fetched pool (passages written "
+             "for the query: abnormal query similarity, paraphrase clusters); adds the "
+             "factor planted; modes and parameters with -S planted.mode=outlier|grada|"
+             "ragdefender|trustrag (docs/results.md, Planted evidence)")] = False,
+    machine_text: Annotated[bool, typer.Option(
+        "--machine-text",
+        help="demote machine-written passages: the Fast-DetectGPT statistic stored at index "
+             "time (credrank score machine-text --index DIR) as the floored factor "
+             "machine_text; parameters with -S machine_text.floor=0.5 (center, scale, "
+             "missing=error|neutral|score)")] = False,
     freshness: Annotated[str | None, typer.Option(
         "--freshness",
         help="half-life decay w = 2^(−(T−t)/τ) (chapter 35.7) on each candidate's evidence "
@@ -103,6 +118,7 @@ def search(
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+    text: Annotated[str, typer.Option("--text", help=TEXT_HELP)] = DEFAULT_TEXT,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     api_key_env: ApiKeyEnvOption = None,
@@ -126,6 +142,10 @@ def search(
         fail("--trec-run and --json exclude each other: the run file, or JSON lines on stdout")
     if query is not None and not query.strip():
         fail("query: expected non-empty text")
+    try:
+        check_text(text, "--text")
+    except ValueError as exc:
+        fail(str(exc))
     if not run_tag.strip() or any(c.isspace() for c in run_tag):
         fail(f"--run-tag: expected one word without spaces, got {run_tag!r}")
     for name, value in (("--top-k", top_k), ("--fetch-k", fetch_k)):
@@ -145,7 +165,8 @@ def search(
             ("--credibility-floor", credibility_floor is not None),
             ("--stance-model", stance_model is not None),
             ("--stance-param", bool(stance_param)), ("--consensus", consensus),
-            ("--consensus-param", bool(consensus_param)), ("--freshness", freshness is not None))
+            ("--consensus-param", bool(consensus_param)), ("--freshness", freshness is not None),
+            ("--planted", planted), ("--machine-text", machine_text))
             if given]
         if shortcuts:
             fail(f"{', '.join(shortcuts)}: the pipeline comes from --pipeline {pipeline}; set "
@@ -171,7 +192,7 @@ def search(
                      stance_params=parse_params(stance_param, "--stance-param"),
                      consensus=consensus,
                      consensus_params=parse_params(consensus_param, "--consensus-param"),
-                     freshness=freshness)
+                     freshness=freshness, planted=planted, machine_text=machine_text)
         try:  # the files the stages name are read before the index is opened
             settings_from_spec(spec)
         except SpecError as exc:
@@ -184,9 +205,9 @@ def search(
             searcher = Searcher(idx, get_embedder(idx.manifest.embedder))
             try:
                 if batch is not None:
-                    _run_batch(searcher, batch, spec, trec_run, run_tag)
+                    _run_batch(searcher, batch, spec, trec_run, run_tag, text)
                     return
-                doc = searcher.search_json(query, spec)
+                doc = searcher.search_json(query, spec, text=text)
             except SpecError as exc:
                 raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
@@ -202,14 +223,19 @@ def search(
     table = Table(title=f"{query}", show_lines=False)
     extra = [name for name, stage in (("credibility", "credibility"),
                                       ("agreement", "stance"), ("consensus", "consensus"),
-                                      ("freshness", "freshness")) if stage in stage_names]
-    for col in ("#", "doc", "source type", "host", "sim", "prior", *extra, "final"):
+                                      ("freshness", "freshness"),
+                                      ("machine_text", "machine_text")) if stage in stage_names]
+    score = "bm25" if spec.retrieval == "bm25" else "sim"  # --lexical: a BM25 score
+    for col in ("#", "doc", "source type", "host", score, "prior", *extra, "final"):
         table.add_column(col)
+    table.add_column("title · text" if text != "none" else "title", ratio=1,
+                     min_width=30, overflow="fold")
     for h in doc["hits"]:
         b = h["score_breakdown"]
         table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
-                      *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}")
+                      *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}",
+                      hit_cell(h, query))
     console.print(table)
     if "consensus" in stage_names:
         console.print(consensus_summary(doc["info"]["consensus"]), highlight=False,
@@ -270,16 +296,18 @@ def consensus_summary(info: dict) -> str:
 
 
 def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
-               trec_run: Path | None, tag: str) -> None:
+               trec_run: Path | None, tag: str, text: str = DEFAULT_TEXT) -> None:
     """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
-    document of each query, compact, with its ``query_id``) or a TREC run file."""
+    document of each query, compact, with its ``query_id``, each hit with ``text`` as
+    ``--text`` says) or a TREC run file (no text read)."""
     from credrank.search import search_document
 
     described = searcher.describe(spec)
-    results = searcher.search_many(((q.id, q.text) for q in batch), spec)
+    results = searcher.search_many(((q.id, q.text) for q in batch), spec,
+                                   text="none" if trec_run is not None else text)
     if trec_run is None:
         for (qid, result), q in zip(results, batch, strict=True):
-            doc = search_document(q.text, described, result, query_id=qid)
+            doc = search_document(q.text, described, result, text=text, query_id=qid)
             sys.stdout.write(json.dumps(doc, default=str, separators=(",", ":")) + "\n")
         return
     tmp = trec_run.with_name(trec_run.name + ".partial")

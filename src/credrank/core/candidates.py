@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from credrank.core.errors import StageError
+from credrank.core.hittext import DEFAULT_TEXT, SNIPPET_CHARS, check_text, hit_text
 from credrank.core.validation import check_bounds, check_finite
 
 #: metadata columns every retriever fills (``None`` where unknown)
@@ -198,11 +199,21 @@ class Candidates:
         return np.full(len(self), None, dtype=object)
 
     # -- output -----------------------------------------------------------------------------
-    def hits(self) -> list[dict[str, Any]]:
-        """Ordered hits, each with its provenance, ``dates`` (ISO strings, ``None`` where
-        unknown) and ``score_breakdown`` (retrieval score, each factor, final)."""
+    def hits(self, text: str = DEFAULT_TEXT, snippet_chars: int = SNIPPET_CHARS
+             ) -> list[dict[str, Any]]:
+        """Ordered hits, each with its provenance, title, ``text``, ``dates`` (ISO strings,
+        ``None`` where unknown) and ``score_breakdown`` (retrieval score, each factor, final).
+
+        ``text`` (:mod:`credrank.core.hittext`): ``snippet`` (default) — at most
+        ``snippet_chars`` characters of the document around the query words, cut at word
+        boundaries, ``…`` where cut; ``full`` — the stored text; ``none`` — no ``text`` key.
+        The text comes from the batch's ``text`` column: ``None`` where the retriever did not
+        return it (:class:`credrank.index.hittext.FetchText` reads it for the final hits;
+        :class:`credrank.searcher.Searcher` does that itself)."""
+        text = check_text(text)
         out = []
         dates = {name: self.column(name) for name in DATE_COLUMNS}
+        texts = self.column("text")
         for i in range(len(self)):
             breakdown = {"retrieval_score": float(self.retrieval_score[i])}
             breakdown.update({k: float(v[i]) for k, v in self.factors.items()})
@@ -216,6 +227,8 @@ class Candidates:
                 "host": _plain(self.column("host")[i]),
                 "url": _plain(self.column("url")[i]),
                 "title": _plain(self.column("title")[i]),
+                **({} if text == "none" else
+                   {"text": hit_text(texts[i], self.query, text, snippet_chars)}),
                 "dates": {name: _plain(dates[name][i]) for name in DATE_COLUMNS},
                 "score_breakdown": breakdown,
             })

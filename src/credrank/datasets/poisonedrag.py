@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from credrank.core.validation import check_int
+from credrank.core.validation import check_choice, check_int
 from credrank.datasets.base import (
     DatasetError,
     EvalSet,
@@ -33,6 +33,8 @@ from credrank.documents.schema import Document
 
 #: prefix of injected documents' ids: ``poison:<qid>:<i>`` (``i`` from 0, file order)
 POISON_PREFIX = "poison:"
+#: how an injected text is written: alone, or after its target question (the black-box attack)
+PREFIXES = ("none", "question")
 #: the fields every target record needs, as the file spells them
 CORRECT, INCORRECT, ADV = "correct answer", "incorrect answer", "adv_texts"
 #: how many per-record problems are spelled out in the notes (all are counted)
@@ -176,7 +178,8 @@ def read_poisonedrag(path: str | Path) -> PoisonTargets:
 
 
 def poisoned_corpus(targets: PoisonTargets | Sequence[PoisonTarget],
-                    clean: EvalSet | Sequence[Document], n_inject: int = 5) -> EvalSet:
+                    clean: EvalSet | Sequence[Document], n_inject: int = 5, *,
+                    prefix: str = "none") -> EvalSet:
     """One corpus: the clean passages plus the first ``n_inject`` adversarial texts of every
     target.
 
@@ -189,12 +192,16 @@ def poisoned_corpus(targets: PoisonTargets | Sequence[PoisonTarget],
     * queries: the target questions; qrels: gain 1 for a clean passage containing the
       correct answer after SQuAD normalisation (:func:`contains_answer`), gain 0 for the
       target's own poisons.
+    * ``prefix``: ``none`` (the adversarial text alone) or ``question`` (PoisonedRAG's
+      black-box attack, Zou et al. 2024 §4.2: the injected text is ``S ⊕ I``, the target
+      question ``S`` prepended to the crafted text ``I`` so that it is retrieved).
     * labels: ``query_labels[qid]`` holds ``correct``, ``incorrect``, ``answers``,
       ``wrong_answer``, ``n_injected`` and ``clean_answer_passages``;
       ``doc_labels[doc]`` holds ``poison`` (bool) and, for poisons, ``target``, ``index`` and
       ``mentions_incorrect``; for clean passages, ``origin`` (the set they came from).
     """
     n_inject = check_int("n_inject", n_inject, 0)
+    prefix = check_choice("prefix", prefix, PREFIXES)
     tlist = list(targets.targets if isinstance(targets, PoisonTargets) else targets)
     notes = list(targets.notes) if isinstance(targets, PoisonTargets) else []
     skips = SkipCounter()
@@ -235,7 +242,9 @@ def poisoned_corpus(targets: PoisonTargets | Sequence[PoisonTarget],
         short += k < n_inject
         ids = [poison_id(t.qid, i) for i in range(k)]
         for i, pid in enumerate(ids):
-            documents.append(Document(id=pid, text=t.adv_texts[i]))
+            text = (f"{t.question} {t.adv_texts[i]}" if prefix == "question"
+                    else t.adv_texts[i])
+            documents.append(Document(id=pid, text=text))
             doc_labels[pid] = {"poison": True, "target": t.qid, "index": i,
                                "mentions_incorrect": contains_answer(t.adv_texts[i],
                                                                      [t.incorrect])}
@@ -253,7 +262,8 @@ def poisoned_corpus(targets: PoisonTargets | Sequence[PoisonTarget],
     notes += [
         f"{n_clean} clean passages and {len(documents) - n_clean} injected texts "
         f"(the first {n_inject} adversarial texts of each of {len(tlist)} targets, ids "
-        f"'{POISON_PREFIX}<qid>:<i>'); a poison is bad only for its own target question",
+        f"'{POISON_PREFIX}<qid>:<i>', prefix {prefix!r}); a poison is bad only for its own "
+        "target question",
         "relevance: a clean passage containing the target's correct answer after SQuAD "
         "normalisation (whole tokens) has gain 1 (short answers such as numbers can match "
         "passages about something else); injected texts have gain 0",

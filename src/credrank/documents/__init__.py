@@ -1,5 +1,6 @@
 """Documents: the schema (:mod:`.schema`), corpus readers with file:line:field rejects
-(:mod:`.readers`: the policies; :mod:`.records`: rejects and results; :mod:`.fields`: the field
+(:mod:`.readers`: the policies, lenient or strict; :mod:`.records`: rejects, dropped fields
+and results; :mod:`.fields`: the field
 checks; :mod:`.files` and :mod:`.formats`: JSONL, CSV/TSV and Parquet records), queries and
 qrels (:mod:`.judgements`) and BEIR folders (:mod:`.beir`)."""
 
@@ -8,6 +9,8 @@ from credrank.documents.judgements import Query, read_qrels, read_queries
 from credrank.documents.readers import (
     FORMATS,
     CorpusError,
+    DocumentStream,
+    DroppedField,
     LoadResult,
     Reject,
     iter_documents,
@@ -24,6 +27,8 @@ __all__ = [
     "BeirDataset",
     "CorpusError",
     "Document",
+    "DocumentStream",
+    "DroppedField",
     "LoadResult",
     "Query",
     "Reject",

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from credrank.core.structured import json_too_deep
 from credrank.core.validation import is_integer
@@ -31,10 +33,13 @@ __all__ = [
     "id_value",
     "json_kind",
     "json_size",
+    "lenient_date_value",
     "listing",
     "nonfinite",
     "strict_loads",
+    "timezone_value",
     "unicode_problem",
+    "zone_name",
 ]
 
 #: characters of a record kept in a reject's excerpt (``…`` marks a cut)
@@ -186,12 +191,15 @@ def _in_utc(dt: datetime, shown: str) -> tuple[datetime | None, str | None]:
                       "(out of range once its time zone is applied)")
 
 
-def date_value(v: Any) -> tuple[datetime | None, str | None]:
+def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, str | None]:
     """``(datetime in UTC, None)`` for an ISO 8601 date with timezone (a date-only value is
-    midnight UTC), else ``(None, reason)``."""
+    midnight UTC), else ``(None, reason)``. A date and time without timezone is refused
+    ("timezone missing") unless ``assume`` names the zone it is read in."""
     expected = "expected ISO 8601 date with timezone"
     if isinstance(v, datetime):
         if v.tzinfo is None or v.utcoffset() is None:
+            if assume is not None:
+                return _in_utc(v.replace(tzinfo=assume), repr(v.isoformat()))
             return None, f"{expected}, got {v.isoformat()!r} (timezone missing)"
         return _in_utc(v, repr(v.isoformat()))
     if isinstance(v, date):
@@ -209,8 +217,167 @@ def date_value(v: Any) -> tuple[datetime | None, str | None]:
     except ValueError:
         return None, f"{expected}, got {v!r}"
     if dt.tzinfo is None:
+        if assume is not None:
+            return _in_utc(dt.replace(tzinfo=assume), repr(v))
         return None, f"{expected}, got {v!r} (timezone missing)"
     return _in_utc(dt, repr(v))
+
+
+# --------------------------------------------------------------------------- lenient dates
+
+#: the default of ``assume_timezone`` in lenient reading
+DEFAULT_TIMEZONE = "UTC"
+_OFFSET_RE = re.compile(r"([+-])(\d{1,2})(?::?(\d{2}))?")
+
+
+def timezone_value(value: str | tzinfo | None, name: str = "assume_timezone") -> tzinfo:
+    """The zone a date written without one is read in: the one validator of the reader
+    keyword ``assume_timezone`` and of ``credrank index --assume-timezone`` (``name`` is the
+    word the message uses).
+
+    ``None`` is :data:`DEFAULT_TIMEZONE` (UTC); a :class:`~datetime.tzinfo` is kept; a string
+    is ``UTC``/``Z``, a UTC offset (``+02:00``, ``-0530``, ``+2``) or an IANA zone name
+    (``Europe/Berlin``, from the system's or the ``tzdata`` zone database). Anything else
+    raises ``ValueError`` naming ``name``, what was expected and what came.
+    """
+    if value is None:
+        return UTC
+    if isinstance(value, tzinfo):
+        return value
+    expected = (f"{name}: expected an IANA time zone name (UTC, Europe/Berlin, "
+                "America/New_York) or a UTC offset such as +02:00")
+    if not isinstance(value, str):
+        raise ValueError(f"{expected}, got {got(value)}")
+    text = value.strip()
+    if text.upper() in ("UTC", "Z", "GMT"):
+        return UTC
+    m = _OFFSET_RE.fullmatch(text)
+    if m:
+        hours, minutes = int(m[2]), int(m[3] or 0)
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"{expected}, got {value!r} (offset out of range)")
+        delta = timedelta(hours=hours, minutes=minutes)
+        return timezone(-delta if m[1] == "-" else delta)
+    try:
+        if not text or text.startswith(("/", ".")) or ".." in text:
+            raise ValueError("not a zone name")
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{expected}, got {value!r} (no such zone)") from None
+
+
+def zone_name(zone: tzinfo) -> str:
+    """How a zone is shown: ``UTC``, ``Europe/Berlin``, ``UTC+02:00``."""
+    if zone is UTC:
+        return "UTC"
+    return str(zone)
+
+
+#: zone names read in written dates: those of RFC 2822 (section 4.3, the e-mail and HTTP date
+#: format), in seconds east of UTC. Other abbreviations are refused: many are ambiguous
+#: (IST, BST, CST outside RFC 2822), and an unread zone must not become the assumed one.
+ZONE_ABBREVIATIONS: dict[str, int] = {
+    "UT": 0, "UTC": 0, "GMT": 0, "Z": 0,
+    "EST": -5 * 3600, "EDT": -4 * 3600, "CST": -6 * 3600, "CDT": -5 * 3600,
+    "MST": -7 * 3600, "MDT": -6 * 3600, "PST": -8 * 3600, "PDT": -7 * 3600,
+}
+_WRITTEN = "a date such as 2020-04-11, 11-Apr-20 or April 17, 2020 5:47 pm"
+_NAMED_OFFSET_RE = re.compile(r"\b(?:GMT|UTC)\s*(?=[+-]\d)", re.IGNORECASE)
+_AT_RE = re.compile(r"(?<=\d)\s*,?\s+at\s+(?=\d)", re.IGNORECASE)
+_COMMENT_RE = re.compile(r"\s*\([^()]*\)\s*$")
+_YEAR_FIRST_RE = re.compile(r"\d{4}\D")
+
+
+class _UnknownZone(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _zone(name: str | None, offset: int | None) -> int | None:
+    """dateutil's ``tzinfos`` hook: no zone (``None``), an offset as written, or an RFC 2822
+    zone name; any other name raises."""
+    if name is None:
+        return offset
+    if name.upper() in ZONE_ABBREVIATIONS:
+        return ZONE_ABBREVIATIONS[name.upper()]
+    raise _UnknownZone(str(name))
+
+
+def _written(text: str, **kw: Any) -> datetime:
+    # imported on first use: `import dateutil.parser` measured ~40 ms on the 2-core machine,
+    # and only written (non-ISO) dates need it
+    from dateutil import parser
+
+    return parser.parse(text, tzinfos=_zone, **kw)
+
+
+def lenient_date_value(v: Any, zone: tzinfo) -> tuple[datetime | None, str | None, bool]:
+    """``(datetime in UTC, None, zone_assumed)`` for a date credrank can read without
+    guessing, else ``(None, reason, False)``; ``zone_assumed`` says the value had no time
+    zone and was read in ``zone`` (``assume_timezone``).
+
+    Read: ISO 8601 and written dates parsed by python-dateutil (``11-Apr-20``, ``April 17, 2020 at
+    5:47 pm``, ``Tue, 3 Jun 2008 11:05:30 GMT``, ``Sun Aug 02 2020 15:53:51 GMT+0200 (CEST)``).
+    Refused, never guessed: a value without year, month or day (``15-May``, ``May 2020``), a numeric
+    day/month order that reads two ways (``2/11/20``: 11 February or 2 November), relative dates
+    (``3 months ago``), numbers (epoch seconds or milliseconds?) and zone names outside
+    :data:`ZONE_ABBREVIATIONS`. ``GMT+0200`` means two hours east of UTC (as JavaScript writes
+    it), not the POSIX reading. A two-digit year is the last number of the date. A day
+    without a time (``2020-04-11``, ``11-Apr-20``) is midnight UTC, as in strict reading; only
+    a time of day takes ``zone``.
+    """
+    if isinstance(v, datetime | date):
+        dt, err = date_value(v, zone)
+        naive = isinstance(v, datetime) and (v.tzinfo is None or v.utcoffset() is None)
+        return dt, err, err is None and naive
+    if not isinstance(v, str):
+        return None, f"expected {_WRITTEN} (ISO 8601 preferred), got {got(v)}", False
+    s = " ".join(v.split())  # every run of white space (no-break spaces too) as one space
+    try:
+        d = date.fromisoformat(s)
+        return datetime(d.year, d.month, d.day, tzinfo=UTC), None, False
+    except ValueError:
+        pass
+    try:
+        iso = datetime.fromisoformat(s)
+    except ValueError:
+        iso = None
+    if iso is not None:
+        dt, err = date_value(iso, zone)
+        return dt, err, err is None and iso.tzinfo is None
+    text = _COMMENT_RE.sub("", s)
+    text = _NAMED_OFFSET_RE.sub("", _AT_RE.sub(" ", text))
+    shown = v if len(v) <= 60 else v[:57] + "..."
+    if not text or not any(ch.isdigit() for ch in text):
+        return None, f"expected {_WRITTEN}, got {shown!r}", False
+    year_first = bool(_YEAR_FIRST_RE.match(text))
+    try:
+        a = _written(text, default=datetime(2000, 1, 1), yearfirst=year_first)
+        b = _written(text, default=datetime(2001, 2, 2, 1, 1), yearfirst=year_first)
+        flipped = None if year_first else _written(text, default=datetime(2000, 1, 1),
+                                                   dayfirst=True)
+    except _UnknownZone as exc:
+        return None, (f"expected a time zone offset (+02:00) or one of "
+                      f"{', '.join(ZONE_ABBREVIATIONS)}, got {exc.name!r} in {shown!r}"), False
+    except (ValueError, OverflowError) as exc:
+        why = str(exc).split(":")[0]
+        return None, f"expected {_WRITTEN}, got {shown!r} ({why})", False
+    missing = [part for part in ("year", "month", "day")
+               if getattr(a, part) != getattr(b, part)]
+    if missing:
+        return None, (f"expected a full date (year, month and day), got {shown!r} "
+                      f"({' and '.join(missing)} missing)"), False
+    if flipped is not None and flipped.date() != a.date():
+        return None, (f"expected a date that reads one way, got {shown!r} ({a.date()} month "
+                      f"first or {flipped.date()} day first; write it as ISO 8601)"), False
+    if a.hour != b.hour and a.tzinfo is None:  # a day without a time: midnight UTC, as ISO
+        return datetime(a.year, a.month, a.day, tzinfo=UTC), None, False
+    if a.tzinfo is None:
+        dt, err = _in_utc(a.replace(tzinfo=zone), repr(shown))
+        return dt, err, err is None
+    dt, err = _in_utc(a, repr(shown))
+    return dt, err, False
 
 
 def cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] | None]:

@@ -14,11 +14,29 @@ Policies (chosen here, applied in every format):
 * **optional strings** (title, url, source_id, source_type): null or ``""`` means absent.
   An empty CSV cell is null.
 * **source_type**: when declared, exactly one of :data:`~credrank.documents.schema.SOURCE_TYPES`.
-* **dates** (:data:`~credrank.documents.schema.DATE_FIELDS`): ISO 8601 and timezone-aware,
-  normalised to UTC. A date-only value (``2023-05-01``, or a Parquet ``date`` column) means midnight
-  UTC of that day. A datetime without timezone is rejected ("timezone missing"): guessing a zone
-  silently shifts ages, which feed freshness (chapter 35.7). Parquet nanosecond timestamps are
-  truncated to microseconds.
+* **lenient reading** (the default; ``strict=False``, ``credrank index`` without
+  ``--strict``): a record is rejected only for what it cannot be indexed without — a missing or
+  unusable ``id`` or ``text``, an unreadable record (malformed JSON, bad CSV), a value conflict
+  (``--field`` renames, BEIR metadata), a duplicate id, a payload bound. An *optional* field
+  whose value cannot be read (a date, title, url, source_id, declared source_type, cites, an
+  unknown field with non-finite numbers or bad bytes) is **dropped** and reported as a
+  :class:`~credrank.documents.records.DroppedField` (``file:line: field 'published_at'
+  dropped: expected …, got …``) while the record is indexed. ``strict=True`` rejects the record
+  instead, as before lenient reading existed.
+* **dates** (:data:`~credrank.documents.schema.DATE_FIELDS`): normalised to UTC. Strict
+  reading takes ISO 8601 only, with a timezone. Lenient reading also takes written dates
+  (python-dateutil: ``11-Apr-20``, ``April 17, 2020 at 5:47 pm``, RFC 2822) but never guesses:
+  a date without year, month or day, a day/month order that reads two ways (``2/11/20``), a
+  relative date or an unknown zone name is dropped
+  (:func:`~credrank.documents.fields.lenient_date_value`). A date-only value (``2023-05-01``,
+  or a Parquet ``date`` column) means midnight UTC of that day. A date and time *without*
+  timezone takes ``assume_timezone`` (lenient default UTC, declared and counted in
+  ``zones_assumed``; strict reading rejects it, "timezone missing", unless
+  ``assume_timezone`` is given): guessing a zone silently shifts ages, which feed freshness
+  (chapter 35.7). Parquet nanosecond timestamps are truncated to microseconds.
+* **required columns**: a CSV/TSV header or Parquet schema that names no ``id`` or no
+  ``text`` column (after ``fields`` renames; ``_id`` counts as ``id``) raises
+  :class:`CorpusError` once, naming the file and the header found, before any record.
 * **cites**: a list of ids (strings; integers converted as for ``id``). In CSV the cell holds a
   JSON list (``["a", "b"]``) or a ``|``-separated string (``a|b``).
 * **unknown fields** go to ``Document.extra`` (payload, never evidence of source type).
@@ -26,15 +44,17 @@ Policies (chosen here, applied in every format):
   message names the line of the first.
 * **encoding**: input must be UTF-8 (a leading BOM is ignored). JSONL is checked per line, CSV per
   record, naming the field that holds the bad bytes when it can be found. Lone surrogate escapes
-  (``"\\udc80"``) are rejected too: they cannot be stored as UTF-8.
-* **numbers**: JSON ``NaN``/``Infinity`` and non-finite floats anywhere in a record are rejected.
-* **payload bounds**: every field nests at most :data:`MAX_FIELD_DEPTH` (32) levels of lists and
-  objects (a scalar is 0 levels, ``[1]`` is 1), and every unknown (``extra``) field serializes
-  to at most :data:`MAX_EXTRA_BYTES` (64 KiB) of UTF-8 JSON. Deeper or larger values are
-  rejected (``expected nesting at most 32 levels deep, got deeper``): vector engines store the
-  payload in recursive formats (Qdrant Edge's WAL fails to load beyond ~120 levels), so one
-  such record would brick the index. A JSONL line is checked for depth *before* it is parsed,
-  without recursion, so even 100,000 levels are a reject, never a ``RecursionError``.
+  (``"\\udc80"``) are refused too: they cannot be stored as UTF-8. Bad text in ``id`` or
+  ``text`` rejects the record; in another field, lenient reading drops that field.
+* **numbers**: JSON ``NaN``/``Infinity`` anywhere in a record make it unreadable (rejected);
+  a non-finite float in an unknown field (Parquet) is dropped (strict reading: rejected).
+* **payload bounds** (a reject in both readings): every field nests at most :data:`MAX_FIELD_DEPTH`
+  (32) levels of lists and objects (a scalar is 0 levels, ``[1]`` is 1), and every unknown
+  (``extra``) field serializes to at most :data:`MAX_EXTRA_BYTES` (64 KiB) of UTF-8 JSON. Deeper or
+  larger values are rejected (``expected nesting at most 32 levels deep, got deeper``): vector
+  engines store the payload in recursive formats (Qdrant Edge's WAL fails to load beyond ~120
+  levels), so one such record would brick the index. A JSONL line is checked for depth *before* it
+  is parsed, without recursion, so even 100,000 levels are a reject, never a ``RecursionError``.
 * **CSV quoting**: a quoted field may span lines (multi-line text). A record that spans lines
   and then fails to parse (an unterminated quote running to the end of the file, a stray
   quote) or has the wrong number of columns is rejected at the line where it starts, and the
@@ -65,20 +85,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from credrank.core.structured import nesting_exceeds
+from credrank.core.validation import check_bool
 from credrank.documents.fields import (
     MAX_EXTRA_BYTES,
     MAX_FIELD_DEPTH,
     cites_value,
     date_value,
+    excerpt,
     got,
     id_value,
     json_size,
+    lenient_date_value,
     nonfinite,
+    timezone_value,
     unicode_problem,
+    zone_name,
 )
 from credrank.documents.files import format_suffix
 from credrank.documents.formats.csv import csv_records
@@ -86,6 +112,7 @@ from credrank.documents.formats.jsonl import jsonl_records
 from credrank.documents.formats.parquet import parquet_records
 from credrank.documents.records import (
     CorpusError,
+    DroppedField,
     LoadResult,
     RawRecord,
     Reject,
@@ -99,6 +126,8 @@ __all__ = [
     "MAX_EXTRA_BYTES",
     "MAX_FIELD_DEPTH",
     "CorpusError",
+    "DocumentStream",
+    "DroppedField",
     "LoadResult",
     "Reject",
     "iter_documents",
@@ -117,56 +146,147 @@ _EXTENSIONS = {
 # --------------------------------------------------------------------------- entry points
 
 def iter_documents(path: str | Path, *, format: str | None = None,
-                   fields: Mapping[str, str] | None = None) -> Iterator[Document | Reject]:
+                   fields: Mapping[str, str] | None = None, strict: bool = False,
+                   assume_timezone: str | tzinfo | None = None) -> DocumentStream:
     """Yield a :class:`Document` or a :class:`Reject` per record, in file order (streaming).
 
     ``format`` is one of ``jsonl, csv, tsv, parquet, beir`` (default: from the extension; a
     directory is a BEIR folder). ``fields`` renames the file's fields to schema names, e.g.
     ``{"doc_id": "id", "timestamp": "retrieved_at"}``; messages keep the file's names.
-    A missing file, an unknown format or an unusable header raises at once (not lazily);
-    Parquet/CSV header problems raise :class:`CorpusError` on the first ``next()``.
+    ``strict`` and ``assume_timezone`` choose the reading (module docstring: lenient by
+    default, an unreadable optional field dropped and listed in the stream's ``dropped``;
+    ``assume_timezone`` is checked by :func:`~credrank.documents.fields.timezone_value`).
+    A missing file, an unknown format, a bad option or an unusable header (no ``id`` or
+    ``text`` column, repeated names) raises at once, not lazily: the first record is read
+    here.
     """
+    strict = check_bool("strict", strict)
+    zone = (timezone_value(assume_timezone) if assume_timezone is not None or not strict
+            else None)
     p = Path(path)
     fmt = _format_of(p, format)
-    ctx = _Context(file=str(p), fields=dict(fields or {}))
+    ctx = _Context(file=str(p), fields=dict(fields or {}), strict=strict, zone=zone)
     if fmt == "beir":
         corpus = p / "corpus.jsonl"
         if not corpus.is_file():
             raise CorpusError(f"{p}: BEIR folder has no corpus.jsonl")
-        ctx = _Context(file=str(corpus), fields=ctx.fields, beir=True)
+        ctx.file, ctx.beir = str(corpus), True
         raws: Iterator[RawRecord] = jsonl_records(corpus)
     elif fmt == "jsonl":
         raws = jsonl_records(p)
     elif fmt in ("csv", "tsv"):
         ctx.cells = True
-        raws = csv_records(p, "\t" if fmt == "tsv" else ",")
+        raws = csv_records(p, "\t" if fmt == "tsv" else ",", ctx.check_header)
     else:
         ctx.unit = "row"
-        raws = parquet_records(p)
-    return (_converted(raw, ctx) for raw in raws)
+        raws = parquet_records(p, ctx.check_header)
+    return DocumentStream((_converted(raw, ctx) for raw in raws), ctx)
+
+
+class DocumentStream(Iterator[Document | Reject]):
+    """The records of one corpus as :func:`iter_documents` reads them, with what the reading
+    noted on the way: ``dropped`` (the optional fields left out of loaded documents, in file
+    order) and ``zones_assumed`` (dates without a time zone read in ``assume_timezone``).
+    Both are complete once the stream is exhausted."""
+
+    def __init__(self, records: Iterator[Document | Reject], ctx: _Context) -> None:
+        self._records = records
+        self._ctx = ctx
+        self._head: list[Document | Reject] = []
+        try:  # the header (and the first record) now: a file-level problem raises here
+            self._head.append(next(records))
+        except StopIteration:
+            pass
+
+    def __iter__(self) -> DocumentStream:
+        return self
+
+    def __next__(self) -> Document | Reject:
+        if self._head:
+            return self._head.pop()
+        return next(self._records)
+
+    @property
+    def file(self) -> str:
+        return self._ctx.file
+
+    @property
+    def strict(self) -> bool:
+        return self._ctx.strict
+
+    @property
+    def assume_timezone(self) -> str | None:
+        """The zone of dates written without one (``UTC``), ``None`` when strict reading
+        rejects them."""
+        return zone_name(self._ctx.zone) if self._ctx.zone is not None else None
+
+    @property
+    def dropped(self) -> list[DroppedField]:
+        return self._ctx.dropped
+
+    @property
+    def zones_assumed(self) -> int:
+        return self._ctx.zones_assumed
 
 
 def read_corpus(path: str | Path, *, format: str | None = None,
-                fields: Mapping[str, str] | None = None) -> LoadResult:
-    """Collect :func:`iter_documents` into a :class:`LoadResult`."""
+                fields: Mapping[str, str] | None = None, strict: bool = False,
+                assume_timezone: str | tzinfo | None = None) -> LoadResult:
+    """Collect :func:`iter_documents` into a :class:`LoadResult` (with its ``dropped``
+    fields and ``zones_assumed``)."""
     docs: list[Document] = []
     rejects: list[Reject] = []
-    for item in iter_documents(path, format=format, fields=fields):
+    stream = iter_documents(path, format=format, fields=fields, strict=strict,
+                            assume_timezone=assume_timezone)
+    for item in stream:
         if isinstance(item, Reject):
             rejects.append(item)
         else:
             docs.append(item)
-    return LoadResult(documents=docs, rejects=rejects, path=Path(path))
+    return LoadResult(documents=docs, rejects=rejects, path=Path(path),
+                      dropped=list(stream.dropped), zones_assumed=stream.zones_assumed,
+                      assume_timezone=stream.assume_timezone)
+
+
+#: the columns a corpus cannot be indexed without
+REQUIRED = ("id", "text")
+#: header names shown in a missing-column error before ``… and N more``
+_HEADER_SHOWN = 30
 
 
 @dataclass
 class _Context:
     file: str
     fields: dict[str, str]
+    strict: bool = False
+    zone: tzinfo | None = None
     beir: bool = False
     cells: bool = False               # CSV: every value is a string cell
     unit: str = "line"
     seen: dict[str, int] = field(default_factory=dict)
+    dropped: list[DroppedField] = field(default_factory=list)
+    zones_assumed: int = 0
+
+    def schema_name(self, key: str) -> str:
+        """The schema name a file's field is read as (``fields`` renames, ``_id`` → id)."""
+        return self.fields.get(key, "id" if key == "_id" else key)
+
+    def check_header(self, line: int | None, names: list[str]) -> None:
+        """Raise :class:`CorpusError` when the header names no ``id`` or ``text`` column."""
+        mapped = {self.schema_name(n) for n in names}
+        missing = [n for n in REQUIRED if n not in mapped]
+        if not missing:
+            return
+        shown = ", ".join(repr(excerpt(n)) for n in names[:_HEADER_SHOWN])
+        if len(names) > _HEADER_SHOWN:
+            shown += f" … and {len(names) - _HEADER_SHOWN} more"
+        what = "header" if line is None else f"header (line {line})"
+        name = missing[0]
+        raise CorpusError(
+            f"{self.file}: expected a {what} naming the columns "
+            f"{' and '.join(repr(n) for n in REQUIRED)}, got {len(names)} columns: {shown} "
+            f"(no {' and no '.join(repr(n) for n in missing)} column: map one with --field "
+            f"COLUMN={name}, in Python fields={{'COLUMN': '{name}'}}); nothing was read")
 
 
 def _format_of(p: Path, fmt: str | None) -> str:
@@ -189,32 +309,43 @@ def _format_of(p: Path, fmt: str | None) -> str:
     return found
 
 
-def _prepare(raw: RawRecord, ctx: _Context,
-             problems: list[tuple[str | None, str]]) -> tuple[dict[str, Any], dict[str, str]]:
+class _Problem(NamedTuple):
+    """A problem of one record: the field it is about (the file's name; ``None``: the whole
+    record), the reason, and whether lenient reading may drop that field instead of
+    rejecting the record (an optional field whose value cannot be read)."""
+
+    field: str | None
+    reason: str
+    droppable: bool = False
+
+
+def _prepare(raw: RawRecord, ctx: _Context, data: dict[str, Any],
+             problems: list[_Problem]) -> tuple[dict[str, Any], dict[str, str]]:
     """Merge BEIR metadata, apply the rename map and the ``_id`` alias; note conflicts."""
-    assert raw.data is not None
-    rec = dict(raw.data)
+    rec = dict(data)
     origin: dict[str, str] = {}
     if ctx.beir and "metadata" in rec:
         md = rec.pop("metadata")
         if isinstance(md, dict):
             for k, v in md.items():
                 if k in rec and rec[k] != v:
-                    problems.append((f"metadata.{k}", f"expected the same value as top-level "
-                                     f"'{k}' ({got(rec[k])}), got {got(v)}"))
+                    problems.append(_Problem(
+                        f"metadata.{k}", f"expected the same value as top-level '{k}' "
+                        f"({got(rec[k])}), got {got(v)}"))
                 elif k not in rec:
                     rec[k] = v
                     origin[k] = f"metadata.{k}"
         elif md is not None:
-            problems.append(("metadata", f"expected an object, got {got(md)}"))
+            problems.append(_Problem("metadata", f"expected an object, got {got(md)}"))
     rename = {"_id": "id", **ctx.fields}
     out: dict[str, Any] = {}
     for k, v in rec.items():
         name = rename.get(k, k)
         src = origin.get(k, k)
         if name in out and out[name] != v:
-            problems.append((name, f"expected one value, got both '{origin.get(name, name)}' "
-                             f"({got(out[name])}) and '{src}' ({got(v)}) mapped to '{name}'"))
+            problems.append(_Problem(
+                name, f"expected one value, got both '{origin.get(name, name)}' "
+                f"({got(out[name])}) and '{src}' ({got(v)}) mapped to '{name}'"))
             continue
         if name not in out or name == k:
             out[name] = v
@@ -233,23 +364,61 @@ def _converted(raw: RawRecord, ctx: _Context) -> Document | Reject:
                       f"one that raised {type(exc).__name__}: {exc}", raw.excerpt, ctx.unit)
 
 
+def _unicode_drops(raw: RawRecord, ctx: _Context, data: dict[str, Any],
+                   problems: list[_Problem]) -> None:
+    """Lenient reading: a field holding text that is not valid Unicode is taken out of
+    ``data`` (a droppable problem naming it), unless it is read as ``id`` or ``text``: that
+    stays, and its problem rejects the record (BEIR: a ``metadata`` entry on its own)."""
+    for key in list(data):
+        value = data[key]
+        if ctx.beir and key == "metadata" and isinstance(value, dict) and \
+                unicode_problem({key: value}, raw.bad_bytes) is not None:
+            inner = dict(value)
+            for sub in list(inner):
+                found = unicode_problem({sub: inner[sub]}, raw.bad_bytes)
+                if found is not None:
+                    problem = _unicode_problem(f"metadata.{excerpt(sub)}",
+                                               f"metadata.{found[0]}", found[1],
+                                               ctx.schema_name(sub))
+                    problems.append(problem)
+                    if problem.droppable:
+                        del inner[sub]
+            data[key] = inner
+            continue
+        found = unicode_problem({key: value}, raw.bad_bytes)
+        if found is not None:
+            problem = _unicode_problem(excerpt(key), found[0], found[1], ctx.schema_name(key))
+            problems.append(problem)
+            if problem.droppable:
+                del data[key]
+
+
+def _unicode_problem(name: str, path: str, reason: str, schema_name: str) -> _Problem:
+    if schema_name in REQUIRED:
+        return _Problem(path, reason)
+    return _Problem(name, reason if path == name else f"{reason} (at '{path}')", True)
+
+
 def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
     def reject(fld: str | None, reason: str) -> Reject:
         return Reject(ctx.file, raw.line, fld, reason, raw.excerpt, ctx.unit)
 
     if raw.data is None or raw.error is not None:
         return reject(raw.error_field, raw.error or "unreadable record")
-    problems: list[tuple[str | None, str]] = []
     for k, v in raw.data.items():  # before anything walks the values recursively
         if nesting_exceeds(v, MAX_FIELD_DEPTH + (1 if ctx.beir and k == "metadata" else 0)):
-            problems.append((k, f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, "
-                             "got deeper"))
-    if problems:
-        return reject(*problems[0])
-    uni = unicode_problem(raw.data, raw.bad_bytes) if raw.check_unicode else None
-    if uni is not None:
-        problems.append(uni)
-    rec, origin = _prepare(raw, ctx, problems)
+            return reject(k, f"expected nesting at most {MAX_FIELD_DEPTH} levels deep, got "
+                          "deeper")
+    problems: list[_Problem] = []
+    data = dict(raw.data)
+    if raw.check_unicode:
+        if ctx.strict:
+            uni = unicode_problem(data, raw.bad_bytes)
+            if uni is not None:
+                problems.append(_Problem(*uni))
+        else:
+            _unicode_drops(raw, ctx, data, problems)
+    rec, origin = _prepare(raw, ctx, data, problems)
 
     def label(name: str) -> str:
         return origin.get(name, name)
@@ -265,54 +434,93 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
     if err is not None:
         if not has_id:
             err = f"expected a non-empty id (string or integer), got {absent('id')}"
-        problems.append((label("id"), err))
+        problems.append(_Problem(label("id"), err))
     text = rec.pop("text", None)
     if not isinstance(text, str) and text is not None:
-        problems.append((label("text"), f"expected a string, got {got(text)}"))
+        problems.append(_Problem(label("text"), f"expected a string, got {got(text)}"))
     elif text is None or not text.strip():
         came = absent("text") if not has_text else "nothing" if text is None else repr(text)
-        problems.append((label("text"), f"expected non-empty text, got {came}"))
+        problems.append(_Problem(label("text"), f"expected non-empty text, got {came}"))
     kwargs: dict[str, Any] = {}
     for name in OPTIONAL_STR_FIELDS:
         v = rec.pop(name, None)
         if v is None or v == "":
             continue
         if not isinstance(v, str):
-            problems.append((label(name), f"expected a string, got {got(v)}"))
+            problems.append(_Problem(label(name), f"expected a string, got {got(v)}", True))
         elif name == "source_type" and v not in SOURCE_TYPES:
-            problems.append((label(name), f"expected one of {', '.join(SOURCE_TYPES)}, "
-                             f"got {v!r}"))
+            problems.append(_Problem(label(name), f"expected one of {', '.join(SOURCE_TYPES)}, "
+                                     f"got {v!r}", True))
         else:
             kwargs[name] = v
+    assumed = 0
     for name in DATE_FIELDS:
         v = rec.pop(name, None)
         if v is None or v == "":
             continue
-        dt, err = date_value(v)
+        if ctx.strict:
+            dt, err = date_value(v, ctx.zone)
+            naive = err is None and _naive(v)
+        else:
+            assert ctx.zone is not None
+            dt, err, naive = lenient_date_value(v, ctx.zone)
         if err is not None:
-            problems.append((label(name), err))
+            problems.append(_Problem(label(name), err, True))
         else:
             kwargs[name] = dt
+            assumed += naive
     cites, cerr = cites_value(rec.pop("cites", None), ctx.cells)
     if cerr is not None:
-        problems.append((label("cites") + cerr[0], cerr[1]))
+        if ctx.strict or not cerr[0]:
+            problems.append(_Problem(label("cites") + cerr[0], cerr[1], True))
+        else:
+            problems.append(_Problem(label("cites"), f"{cerr[1]} (at {label('cites')}"
+                                     f"{cerr[0]})", True))
+    unreadable: list[str] = []
     for k, v in rec.items():
         if (r := nonfinite(v)) is not None:
-            problems.append((label(k), r))
+            problems.append(_Problem(label(k), r, True))
+            unreadable.append(k)
         elif (size := json_size(v)) > MAX_EXTRA_BYTES:
-            problems.append((label(k), f"expected at most {MAX_EXTRA_BYTES} bytes of JSON, "
-                             f"got {size}"))
+            problems.append(_Problem(label(k), f"expected at most {MAX_EXTRA_BYTES} bytes of "
+                                     f"JSON, got {size}"))
 
-    if problems:
-        (fld, reason), rest = problems[0], problems[1:]
+    hard = problems if ctx.strict else [p for p in problems if not p.droppable]
+    if hard:
+        first = hard[0]
+        rest = [p for p in problems if p is not first]
+        reason = first.reason
         if rest:
-            others = ", ".join(f"'{f}'" if f else "record" for f, _ in rest)
+            others = ", ".join(f"'{p.field}'" if p.field else "record" for p in rest)
             reason += f" (and {len(rest)} more: {others})"
-        return reject(fld, reason)
+        return reject(first.field, reason)
     assert doc_id is not None and isinstance(text, str)
-    first = ctx.seen.get(doc_id)
-    if first is not None:
+    first_seen = ctx.seen.get(doc_id)
+    if first_seen is not None:
         return reject(label("id"), f"expected a unique id, got {doc_id!r} again "
-                      f"(first seen at {ctx.unit} {first})")
+                      f"(first seen at {ctx.unit} {first_seen})")
     ctx.seen[doc_id] = raw.line
+    for k in unreadable:
+        del rec[k]
+    ctx.dropped.extend(DroppedField(ctx.file, raw.line, p.field or "", p.reason, raw.excerpt,
+                                    doc_id, ctx.unit) for p in problems)
+    ctx.zones_assumed += assumed
     return Document(id=doc_id, text=text, cites=cites, extra=rec, **kwargs)
+
+
+def _naive(v: Any) -> bool:
+    """Whether a date value accepted by strict reading had no time zone of its own (a
+    date-only value is a day, not a time: it is midnight UTC and not counted)."""
+    if isinstance(v, datetime):
+        return v.tzinfo is None or v.utcoffset() is None
+    if isinstance(v, date) or not isinstance(v, str):
+        return False
+    try:
+        date.fromisoformat(v.strip())
+        return False
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(v.strip()).tzinfo is None
+    except ValueError:
+        return False

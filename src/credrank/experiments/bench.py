@@ -35,6 +35,7 @@ from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
 from credrank.evaluate.metrics import ranked_docs
 from credrank.evaluate.result import AbsentSignal, BenchResult
+from credrank.experiments.defences import defence_systems, ragdefender_note
 from credrank.experiments.evotemp import freshness_experiment, generator_experiment
 from credrank.experiments.label_free import label_free_experiment
 from credrank.generate.llm import ExtractiveReader, Generator
@@ -266,6 +267,10 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                                 reads_labels=True, params={"wrong_type_share": rate})
     absent: list[AbsentSignal] = []
     notes = list(evalset.notes)
+    if name in ("newspolluted", "cram-nq", "evotemp"):  # the label-free defences
+        systems.update(defence_systems(top_k, fetch_k))
+        if (why := ragdefender_note()) is not None:
+            notes.append(why)
     if name == "cram-nq":
         n_docs = len(evalset.documents)
         have = signal_count(evalset, GPT_TRUTH)
@@ -289,6 +294,8 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     result = BenchResult(name, str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
     result.add_experiment(main)
+    if name == "cram-nq":
+        result.add_experiment(clean_pool_experiment(prepared, fetch_k, top_k, measures, seed))
     if name in ("newspolluted", "cram-nq"):
         result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed, fetch_k))
         section, details = label_free_experiment(
@@ -307,6 +314,30 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
         result.add_experiment(section)
         result.details["generator_in_the_loop"] = details
     return result
+
+
+def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
+                          measures: Sequence[str], seed: int) -> ExperimentResult:
+    """The table ``clean_pools``: the planted-evidence defences on the corpus with every bad
+    document removed (CrAM: the fakes), each question retrieving its ``fetch_k`` nearest real
+    passages: what the defence costs when nothing was planted."""
+    evalset = prepared.evalset
+    bad = set().union(*evalset.bad.values()) if evalset.bad else set()
+    index = prepared.index
+    keep = np.array([str(d) not in bad for d in index.doc_ids])
+    clean = InMemoryIndex(list(index.doc_ids[keep]), index.vectors[keep],
+                          {k: list(np.asarray(v, dtype=object)[keep])
+                           for k, v in index.meta.items()})
+    pools = pools_for(Prepared(evalset, clean, prepared.query_vectors), fetch_k)
+    systems = {BASELINE: baseline_system(top_k, fetch_k),
+               **defence_systems(top_k, fetch_k)}
+    return run_experiment(pools, systems, evalset.qrels, list(measures), bad=evalset.bad,
+                          key="clean_pools",
+                          title="Cost on clean pools: every fake removed from the corpus",
+                          seed=seed,
+                          notes=[f"{int(keep.sum())} real passages ({len(bad)} fakes removed); "
+                                 f"each question retrieves its {fetch_k} nearest; nothing is "
+                                 "planted, so any loss of nDCG is the defence's cost"])
 
 
 def answer_coverage(evalset: EvalSet, k: int
@@ -399,6 +430,8 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     for m, beta in ((3, 0.3), (5, 0.5)):
         systems[f"current + smoothing m={m} β={beta}"] = prior_system(
             "current", top_k, fetch_k, {"stage": "smoothing", "m": m, "beta": beta})
+    if name == "trec2019-hm":  # the planted-evidence defence's cost on clean web pages
+        systems.update(defence_systems(top_k, fetch_k, only=("planted", "outlier", "grada")))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                           notes=_results_notes())
     result = BenchResult(name, str(path or "credrank/data/demo"),

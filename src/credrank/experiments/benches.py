@@ -17,6 +17,7 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.datasets import EvalSet
+from credrank.datasets.poisonedrag import PREFIXES
 from credrank.evaluate.result import BenchResult
 from credrank.experiments.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
@@ -58,6 +59,9 @@ class BenchOptions:
     #: stress benches (``credrank.experiments.stress``): comma-separated positions and counts
     positions: str | None = None
     counts: str | None = None
+    #: poisonedrag: how the injected texts are written (``none`` | ``question``: the black-box
+    #: attack prepends the target question)
+    prefix: str = "none"
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
             raise ValueError(f"bench poisonedrag: --corpus is required (the CrAM NQ JSONL "
                              f"file whose real passages form the clean corpus); the default "
                              f"beside --path, {corpus}, does not exist")
-    return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed)
+    return bench_poisonedrag(o.path, corpus, _embedder(o), seed=o.seed, prefix=o.prefix)
 
 
 def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
@@ -300,6 +304,12 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
                          "LM bench)")
     if name != "cram-nq" and options.checkpoint is not None:
         raise ValueError(f"bench {name}: --checkpoint is only used by cram-nq --model")
+    if options.prefix not in PREFIXES:
+        raise ValueError(f"bench {name}: --prefix: expected one of {', '.join(PREFIXES)}, got "
+                         f"{options.prefix!r}")
+    if name != "poisonedrag" and options.prefix != "none":
+        raise ValueError(f"bench {name}: --prefix is only used by poisonedrag; got --prefix "
+                         f"{options.prefix}")
     corpus = options.corpus
     if corpus is not None:
         if not bench.uses_corpus:

@@ -57,6 +57,7 @@ from credrank.experiments.bench import (
     prepare,
     search_spec,
 )
+from credrank.experiments.defences import defence_systems, ragdefender_note
 from credrank.generate.llm import ExtractiveReader
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
@@ -94,7 +95,8 @@ CONSENSUS_COLLAPSE = {
 def poisoning_systems(top_k: int, fetch_k: int | None = None) -> dict[str, System]:
     """The systems every poisoning run compares; the first is the baseline. Add a system here
     (one line) or pass it in ``bench_poisonedrag(systems=...)``. Each is a pipeline spec of
-    ``fetch_k`` (default 3 × ``top_k``) retrieved passages.
+    ``fetch_k`` (default 3 × ``top_k``) retrieved passages; the planted-evidence defences are
+    :func:`defence_systems`.
 
     Consensus systems: :class:`~credrank.consensus.stage.AnswerConsensus` over the fetched
     pool with its a-priori defaults (extractive reader per passage, ``τ = 0.5``, floor 0.1,
@@ -110,6 +112,7 @@ def poisoning_systems(top_k: int, fetch_k: int | None = None) -> dict[str, Syste
             notes=("answer consensus over the fetched passages (offline extractive reader on "
                    "each passage), a-priori defaults τ = 0.5, floor 0.1, neutral when "
                    "contested; no provenance, so no prior weighs the votes",))
+    systems.update(defence_systems(top_k, fetch_k))
     return systems
 
 
@@ -230,7 +233,7 @@ def _in_pool(pools: Mapping[str, Candidates], evalset: EvalSet) -> float:
 
 def bench_poisonedrag(path: Path | str, corpus_path: Path | str, embedder: Embedder, *,
                       top_k: int = 5, fetch_k: int = 15, n_inject: int = 5, seed: int = 0,
-                      systems: Mapping[str, System] | None = None,
+                      prefix: str = "none", systems: Mapping[str, System] | None = None,
                       sweep: Sequence[int] = SWEEP_INJECT) -> BenchResult:
     """PoisonedRAG targets (``path``, e.g. ``poisonedrag/nq.json``) injected into the clean
     passages of a CrAM NQ file (``corpus_path``).
@@ -258,7 +261,7 @@ def bench_poisonedrag(path: Path | str, corpus_path: Path | str, embedder: Embed
                          "with question, correct answer, incorrect answer and adv_texts")
     cram = read_cram_nq(corpus_path)
     n_max = max([n_inject, *sweep])
-    evalset = poisoned_corpus(targets, cram, n_max)
+    evalset = poisoned_corpus(targets, cram, n_max, prefix=prefix)
     n_clean = sum(1 for lab in evalset.doc_labels.values() if not lab["poison"])
     if n_clean == 0:
         raise ValueError(f"{corpus_path}: the cram-nq reader found no clean passage "
@@ -293,13 +296,15 @@ def bench_poisonedrag(path: Path | str, corpus_path: Path | str, embedder: Embed
             sweep_per_query[row], sweep_runs[row] = per_query[name], runs[name]
     result = BenchResult("poisonedrag", str(path),
                          {**bench_settings(embedder, top_k, fetch_k, seed), "n_inject": n_inject,
+                          "prefix": prefix,
                           "sweep_n_inject": list(sweep), "corpus": str(corpus_path),
                           "reader": "ExtractiveReader (offline, extractive)",
                           "intervals": f"percentile bootstrap over questions, "
                                        f"{N_RESAMPLES} resamples"},
                          {**evalset.summary(), "clean_passages": n_clean,
                           "targets_also_cram_questions": same_questions(targets, cram)},
-                         _notes(evalset, targets, cram, corpus_path, n_clean, n_inject, top_k),
+                         [*_notes(evalset, targets, cram, corpus_path, n_clean, n_inject, top_k),
+                          *filter(None, [ragdefender_note()])],
                          qrels=evalset.qrels)
     result.add_experiment(main)
     if sweep:

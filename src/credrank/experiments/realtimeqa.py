@@ -66,6 +66,7 @@ from credrank.experiments.bench import (
     prior_system,
     require_usable,
 )
+from credrank.experiments.defences import defence_systems
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.index.embed import Embedder
 from credrank.provenance import SourceTyper
@@ -219,6 +220,8 @@ def bench_realtimeqa(path: str | Path, embedder: Embedder, *, top_k: int = 5,
     }
     fresh, fresh_notes = freshness_systems(q_dates, top_k)
     systems.update(fresh)
+    # the planted-evidence defence's cost where syndicated copies of one story are common
+    systems.update(defence_systems(top_k, fetch_k, only=("planted", "outlier", "grada")))
     absent = [] if fresh else [AbsentSignal(
         "freshness stage", "freshness τ (T = question date)", len(docs), fresh_notes[0])]
     gen_name = getattr(generator, "name", type(generator).__name__)

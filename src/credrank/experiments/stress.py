@@ -32,8 +32,9 @@ baseline); answer consensus with the three copy-collapse rules of
 :mod:`credrank.experiments.poisoning` (dependence-aware agreement: near-duplicates count as one
 voice); the learned credibility prior (:mod:`credrank.experiments.label_free`'s model, fitted on
 development questions disjoint from the evaluated ones) alone and × consensus; on CrAM the
-GPT truthfulness prior shipped with the data; and the reference that removes the contaminants
-by their label (``reads_labels`` true: an upper bound, not a result).
+GPT truthfulness prior shipped with the data; the label-free planted-evidence defence
+(:mod:`credrank.experiments.defences`, its default combination); and the reference that
+removes the contaminants by their label (``reads_labels`` true: an upper bound, not a result).
 
 **Measures** per question (each table: one position and count; mean with a 95% percentile
 bootstrap over questions, seeded; Δ paired with similarity only in the same condition):
@@ -87,6 +88,7 @@ from credrank.experiments.bench import (
     search_spec,
     signal_count,
 )
+from credrank.experiments.defences import defence_systems
 from credrank.experiments.label_free import (
     CREDIBILITY_FLOOR,
     credibility_examples,
@@ -471,6 +473,9 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
             TopK(top_k)]), reads_labels=False,
             notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
                    "shipped with the data, not the is_misinformation label",))
+    planted_rows = {k: v for k, v in defence_systems(top_k, fetch_k).items()
+                    if v.params.get("mode") == "planted"}
+    systems.update(planted_rows)  # the label-free defence, its default combination
     bad = {d for ids in data.contaminants.values() for d in ids}
 
     def drop(batch: Candidates) -> Candidates:

@@ -18,7 +18,8 @@ import numpy as np
 
 from credrank.core.embedder import Embedder
 from credrank.core.validation import check_int
-from credrank.documents import Reject
+from credrank.documents import DocumentStream, DroppedField, Reject
+from credrank.documents.records import dropped_summary
 from credrank.documents.schema import Document
 from credrank.index.payload import content_hash
 from credrank.index.store import VectorStore
@@ -55,20 +56,35 @@ def embedding_text(title: str | None, text: str) -> str:
 
 @dataclass
 class IndexReport:
-    """What an indexing run did; ``indexed + unchanged + rejected`` = records read."""
+    """What an indexing run did; ``indexed + unchanged + rejected`` = records read.
+
+    ``dropped`` lists the optional fields left out of documents that were indexed (lenient
+    reading, :class:`~credrank.documents.DroppedField`); ``zones_assumed`` counts the dates
+    without a time zone read in ``assume_timezone`` (``None``: strict reading rejected them).
+    Both are the reading's (:meth:`take_reading`)."""
 
     indexed: int = 0
     unchanged: int = 0
     rejects: list[Reject] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
+    dropped: list[DroppedField] = field(default_factory=list)
+    zones_assumed: int = 0
+    assume_timezone: str | None = None
 
     @property
     def rejected(self) -> int:
         return len(self.rejects)
 
+    def take_reading(self, stream: DocumentStream) -> None:
+        """Copy what the reading noted (dropped fields, assumed zones) from ``stream``."""
+        self.dropped = list(stream.dropped)
+        self.zones_assumed = stream.zones_assumed
+        self.assume_timezone = stream.assume_timezone
+
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
-        return f"indexed {self.indexed}, rejected {self.rejected}{extra}"
+        dropped = f"; {dropped_summary(self.dropped)}" if self.dropped else ""
+        return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}"
 
 
 def text_lengths(embedder: Embedder) -> Callable[[Sequence[str]], list[int]]:
@@ -227,6 +243,8 @@ def index_documents(
         if len(chunk) >= chunk_size:
             flush()
     flush()
+    if isinstance(records, DocumentStream):
+        report.take_reading(records)
     return report
 
 
@@ -240,6 +258,7 @@ class PreparedDocuments:
     hashes: list[str]
     rejects: list[Reject]
     vectors: dict[int, np.ndarray]
+    reading: DocumentStream | None = None
 
 
 def _to_write(docs: Sequence[Document], hashes: Sequence[str],
@@ -304,7 +323,8 @@ def prepare_documents(
         present = index.existing_hashes([d.id for d in docs]) if docs else {}
     todo = _to_write(docs, hashes, present)
     vectors = _embed_positions(docs, todo, embedder, bucket, embed_batch, check)
-    return PreparedDocuments(docs, payloads, hashes, rejects, vectors)
+    return PreparedDocuments(docs, payloads, hashes, rejects, vectors,
+                             records if isinstance(records, DocumentStream) else None)
 
 
 def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Embedder, *,
@@ -329,6 +349,8 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
     if missing:
         vectors.update(_embed_positions(docs, missing, embedder, BUCKET, embed_batch, None))
     report = IndexReport(rejects=list(prepared.rejects))
+    if prepared.reading is not None:
+        report.take_reading(prepared.reading)
     batches: list[list[int]] = []
     ids: set[str] = set()
     for i in todo:  # an id at most once per upsert: a later copy goes in a later call

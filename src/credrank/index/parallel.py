@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from credrank.core.cluster import dask_client
-from credrank.documents import Reject
+from credrank.documents import DocumentStream, Reject
 from credrank.documents.schema import Document
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import (
@@ -201,6 +201,8 @@ def _run(records: Iterable[Document | Reject], index: VectorStore, embedder: str
     finally:
         if pending:  # an error: nothing more is written; drop what is still out
             client.cancel([f for f, _ in pending])
+    if isinstance(records, DocumentStream):  # dropped fields, assumed zones: as index_documents
+        report.take_reading(records)
     return report
 
 

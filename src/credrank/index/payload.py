@@ -25,6 +25,7 @@ __all__ = [
     "RANKING_FIELDS",
     "READ_FIELDS",
     "READ_PAGE",
+    "SCORE_FIELDS",
     "SPARSE",
     "TEXT_FIELDS",
     "bm25_text",
@@ -45,12 +46,15 @@ _NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
 
 #: payload fields with a keyword index (and the fields a ``where`` filter may name)
 KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
+#: index-time scores (:mod:`credrank.index.scoring`): set on stored points after indexing,
+#: read back by every search as meta columns (a stage pays a column read, not a model)
+SCORE_FIELDS = ("machine_text", "machine_text_key")
 #: payload fields a search returns by default: what ranking, explanations and selection use.
 #: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
 #: payload's conversion to Python is the largest cost of a search after the vector scan.
 RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
                   "registered_domain", "url_source_type", "declared_source_type",
-                  "provenance_rule", "domain_score", *DATE_FIELDS)
+                  "provenance_rule", "domain_score", *DATE_FIELDS, *SCORE_FIELDS)
 #: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
 TEXT_FIELDS = ("text", "cites")
 #: the fields :meth:`~credrank.index.store.VectorStore.read_payloads` returns by default
@@ -59,7 +63,7 @@ READ_FIELDS = ("doc_id", "url", "text")
 READ_PAGE = 1000
 #: provenance fields returned as meta columns besides ``META_COLUMNS``
 EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
-                 "provenance_rule", "domain_score", "cites")
+                 "provenance_rule", "domain_score", "cites", *SCORE_FIELDS)
 #: the payload fields a ranked hit needs (:meth:`Candidates.hits`: id, provenance, title, url,
 #: the five dates — also what the pushed-down freshness factor reads back): what a pushdown
 #: that is cut to ``top_k`` in the engine asks for (``fields=`` of

@@ -6,7 +6,9 @@ prior stage), ``--domain-scores`` → ``prior.use_domain_scores``, ``--priors-st
 ``feedback_prior``, ``--source-reliability`` → ``reliability_prior``,
 ``--credibility-model``/``--credibility-floor`` → ``credibility``, ``--freshness`` →
 ``freshness``, ``--stance-model``/``--stance-param`` → ``stance``, ``--consensus``/
-``--consensus-param`` → ``consensus``, ``--mode`` → ``combine.mode``, ``--select``/
+``--consensus-param`` → ``consensus``, ``--planted`` → ``planted``, ``--machine-text`` →
+``machine_text``, ``--mode`` →
+``combine.mode``, ``--select``/
 ``--select-param`` → the selector. The spec validates every value; :func:`spec_from_options`
 only says errors back in the options' words (:data:`OPTION_OF`), so a front door that speaks
 JSON fields instead passes its own ``names``.
@@ -33,7 +35,8 @@ OPTION_OF: dict[tuple[str, str | None], str] = {
     ("consensus", None): "--consensus-param {param}",
     ("combine", None): "--mode",
     ("select", None): "--select-param {param}", ("select", "stage"): "--select",
-    ("consensus", "stage"): "--consensus",
+    ("consensus", "stage"): "--consensus", ("planted", None): "--planted",
+    ("machine_text", None): "--machine-text",
     ("top", "top_k"): "--top-k", ("top", "fetch_k"): "--fetch-k",
     ("top", "retrieval"): "--lexical", ("top", "pushdown"): "--pushdown",
 }
@@ -51,7 +54,8 @@ def spec_from_options(*, top_k: int = 10, fetch_k: int | None = None, priors: st
                       stance_model: Path | str | None = None,
                       stance_params: Mapping[str, Any] | None = None, consensus: bool = False,
                       consensus_params: Mapping[str, Any] | None = None,
-                      freshness: str | None = None,
+                      freshness: str | None = None, planted: bool = False,
+                      machine_text: bool = False,
                       names: Mapping[tuple[str, str | None], str] | None = None
                       ) -> PipelineSpec:
     """The spec of the options (module docstring). ``ValueError`` in the options' words
@@ -88,6 +92,10 @@ def spec_from_options(*, top_k: int = 10, fetch_k: int | None = None, priors: st
     if credibility_model is not None:
         stages.append({"stage": "credibility", "model": str(credibility_model),
                        **({} if credibility_floor is None else {"floor": credibility_floor})})
+    if planted:
+        stages.append({"stage": "planted"})
+    if machine_text:
+        stages.append({"stage": "machine_text"})
     if freshness is not None:
         from credrank.freshness.options import freshness_items  # the option's syntax
 

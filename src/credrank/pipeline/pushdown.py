@@ -3,7 +3,7 @@ one query (the fusion :func:`credrank.pipeline.compile.decide_pushdown` decides)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,7 +12,6 @@ from credrank.core.embedder import Embedder
 from credrank.core.errors import StageError
 from credrank.core.pipeline import FormulaTerm, Stage
 from credrank.core.validation import check_bounds, check_int
-from credrank.freshness.stage import FreshnessDecay
 from credrank.index.store import (
     HIT_FIELDS,
     TEXT_FIELDS,
@@ -20,7 +19,10 @@ from credrank.index.store import (
     FreshnessFormula,
     supports_formula,
 )
-from credrank.signals.prior import PriorTable
+
+if TYPE_CHECKING:  # a search without freshness does not import the freshness stage
+    from credrank.freshness.stage import FreshnessDecay
+    from credrank.signals.prior import PriorTable
 
 
 class PushdownSearch(Stage):
@@ -69,6 +71,8 @@ class PushdownSearch(Stage):
               else self.embedder.embed([batch.query])[0])
         spec, fixed = None, None
         if self.freshness is not None:
+            from credrank.freshness.stage import FreshnessDecay
+
             now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
             value = self.freshness.undated.value
             spec = FreshnessFormula(now.isoformat(), self.freshness.half_life,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -179,6 +180,8 @@ class SetSelection:
         method: ``"milp"`` or ``"exhaustive"``.
         status: the solver's message.
         n_optimal: number of optimal sets found (exhaustive oracle only; ties within 1e-9).
+        details: what a bounded search adds to the summary (pool, shortlist, steps, time
+            limit hit; :func:`credrank.select.coverage.best_set_bounded`).
     """
 
     indices: np.ndarray
@@ -190,12 +193,13 @@ class SetSelection:
     method: str
     status: str
     n_optimal: int | None = None
+    details: Mapping[str, object] = field(default_factory=dict)
 
     def as_info(self) -> dict[str, object]:
         """JSON-serialisable summary."""
         return {"objective": self.objective, "utility": self.utility, "ilad": self.ilad,
                 "coverage": self.coverage, "optimal": self.optimal, "method": self.method,
-                "status": self.status}
+                "status": self.status, **self.details}
 
 
 def order_by_utility(utilities: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -429,6 +433,19 @@ def mmr(utilities: np.ndarray, k: int, diversity: float, *,
     Ties go to the lower row index. Returns the rows in pick order (``min(k, N)`` of them).
     Pass ``vectors`` (cosine is computed; zero vectors raise) or a precomputed ``similarity``.
     """
+    return mmr_picks(utilities, k, diversity, vectors=vectors, similarity=similarity)[0]
+
+
+def mmr_picks(utilities: np.ndarray, k: int, diversity: float, *,
+              vectors: np.ndarray | None = None,
+              similarity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`mmr`'s picks and the cosine rows of the picks, ``rows[t, d] = cos(pick_t, d)``
+    (a ``K × N`` matrix, whence the gains and the ILAD of the set).
+
+    With ``vectors`` the ``N × N`` matrix is never built: each step computes one row,
+    ``cos(best, ·) = clip(ê · ê_best)`` over the unit vectors, ``O(K·N·dim)`` in all instead
+    of ``O(N²·dim)``; the picks equal those of the full matrix (same formula and tie rule).
+    """
     u = as_vector("utilities", utilities)
     k = check_int("k", k, 1)
     div = check_probability("diversity", diversity)
@@ -439,12 +456,20 @@ def mmr(utilities: np.ndarray, k: int, diversity: float, *,
         x = as_matrix("vectors", vectors)
         if x.shape[0] != n:
             raise ValueError(f"vectors: expected {n} rows (one per utility), got {x.shape[0]}")
-        sim = cosine_similarity(x) if n else np.zeros((0, 0))
+        check_nonzero_rows("vectors", x, why="cosine similarity is undefined for a zero vector")
+        unit = x / np.linalg.norm(x, axis=1)[:, None]
+
+        def row(i: int) -> np.ndarray:
+            return np.clip(unit @ unit[i], -1.0, 1.0)
     else:
         sim = as_matrix("similarity", similarity)
         if sim.shape != (n, n):
             raise ValueError(f"similarity: expected shape ({n}, {n}), got {sim.shape}")
+
+        def row(i: int) -> np.ndarray:
+            return sim[i]
     picked: list[int] = []
+    rows: list[np.ndarray] = []
     available = np.ones(n, dtype=bool)
     max_sim = np.zeros(n)
     for _ in range(min(k, n)):
@@ -453,5 +478,7 @@ def mmr(utilities: np.ndarray, k: int, diversity: float, *,
         best = int(np.argmax(score))
         picked.append(best)
         available[best] = False
-        max_sim = sim[best] if len(picked) == 1 else np.maximum(max_sim, sim[best])
-    return np.asarray(picked, dtype=np.int64)
+        rows.append(row(best))
+        max_sim = rows[-1] if len(picked) == 1 else np.maximum(max_sim, rows[-1])
+    return (np.asarray(picked, dtype=np.int64),
+            np.asarray(rows, dtype=np.float64).reshape(len(picked), n))

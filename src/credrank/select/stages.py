@@ -7,9 +7,10 @@ the embeddings ``batch.vectors``. It returns the chosen rows in display order an
 JSON-serialisable summary under ``batch.info["select"]``.
 
 * :class:`MMRSelect` — greedy MMR, then ordered by utility.
-* :class:`CoverageSelect` — exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` (MILP), ordered by
-  utility; intents from a label column, or from clustering the embeddings when no labels
-  exist (``info["select"]["intents"]["source"]`` says which).
+* :class:`CoverageSelect` — exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` (MILP) up to
+  ``exact_pool`` candidates, an anytime search within ``time_limit`` above (flagged not
+  optimal), ordered by utility; intents from a label column, or from clustering the
+  embeddings when no labels exist (``info["select"]["intents"]["source"]`` says which).
 * :class:`ExposureSelect` — exposure LP under parity or utility-proportional group
   constraints, Birkhoff–von Neumann lottery, one sampled list per request. It holds a seeded
   generator and an :class:`~credrank.select.bvn.ExposureMonitor`, so consecutive requests draw
@@ -22,6 +23,7 @@ JSON-serialisable summary under ``batch.info["select"]``.
 from __future__ import annotations
 
 import inspect
+import time
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -40,20 +42,20 @@ from credrank.core.validation import (
     check_probability,
     check_str,
 )
+from credrank.select.budget import pool_warnings
 from credrank.select.bvn import (
     ExposureMonitor,
     decompose_ranking,
     realised_exposure,
     sample_ranking,
 )
+from credrank.select.coverage import EXACT_POOL, best_set_bounded
 from credrank.select.diversity import (
     best_set_milp,
-    cosine_dissimilarity,
-    cosine_similarity,
     dissimilarity_from_similarity,
     ilad_from_dissimilarity,
     intent_coverage,
-    mmr,
+    mmr_picks,
     order_by_utility,
 )
 from credrank.select.exposure import (
@@ -130,13 +132,18 @@ class MMRSelect(Selector):
 
     ``diversity ∈ [0, 1]``, 1 = diverse. The picked set is returned ordered by utility; the
     pick order is kept in ``info``. ``intent_column`` (optional) only adds the coverage of the
-    chosen set to the report.
+    chosen set to the report. Only the ``K`` cosine rows of the picks are computed
+    (:func:`~credrank.select.diversity.mmr_picks`, ``O(K·N·dim)``), never the ``N × N``
+    matrix; pools over :attr:`max_pool` run with a
+    :class:`~credrank.select.budget.PoolSizeWarning`.
     """
 
     name = "mmr"
     reads = frozenset({"vectors"})
     SPEC = Table({"diversity": Field(Number(0.0, 1.0)),
                   "intent_column": Field(Nullable(Text()), default=None)})
+    #: the largest pool handled within the budget (``O(K·N·dim)``: K cosine rows)
+    max_pool = 20_000
 
     def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
         self.top_k = check_int("top_k", top_k, 1)
@@ -144,20 +151,24 @@ class MMRSelect(Selector):
         self.intent_column = _column_or_none("intent_column", intent_column)
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
+        notes = pool_warnings(self.name, len(batch), self.max_pool,
+                              "K cosine rows over the pool's embeddings")
         try:
             if self.diversity == 0.0 and batch.vectors is None:
                 picks = np.argsort(-u, kind="stable")[:k]
-                sim = None
-            else:
-                sim = cosine_similarity(_vectors(batch, "MMRSelect", "MMR"))
-                picks = mmr(u, k, self.diversity, similarity=sim)
+                rows = None
+            else:  # K cosine rows, never the N × N matrix (mmr_picks)
+                picks, rows = mmr_picks(u, k, self.diversity,
+                                        vectors=_vectors(batch, "MMRSelect", "MMR"))
         except ValueError as exc:
             raise _wrap("MMRSelect", exc) from exc
-        gains, seen = [], np.zeros(len(u))
-        for t, d in enumerate(picks):
-            gains.append((1 - self.diversity) * u[d] - self.diversity * seen[d])
-            if sim is not None:
-                seen = sim[d].copy() if t == 0 else np.maximum(seen, sim[d])
+        # the novelty term at pick time: max cos to the earlier picks (0 for the first)
+        seen = np.zeros(len(picks))
+        if rows is not None and len(picks) > 1:
+            earlier = np.tril(np.ones((len(picks), len(picks)), dtype=bool), -1)
+            seen = np.where(earlier, rows[:, picks].T, -np.inf).max(axis=1)
+            seen[0] = 0.0
+        gains = (1 - self.diversity) * u[picks] - self.diversity * seen
         chosen = order_by_utility(u, picks)
         info: dict[str, Any] = {
             "selector": self.name, "top_k": self.top_k, "diversity": self.diversity,
@@ -165,12 +176,12 @@ class MMRSelect(Selector):
             "objective": float(np.sum(gains)),
             "objective_definition": "sum of MMR gains at pick time",
             "utility": float(u[chosen].sum()),
-            "ilad": None if sim is None else ilad_from_dissimilarity(
-                dissimilarity_from_similarity(sim), chosen),
+            "ilad": None if rows is None else _ilad_of_picks(rows, picks, chosen),
             "ilad_policy": "0.0 when fewer than 2 items (term omitted)",
             "coverage": None,
             "pick_order": _doc_ids(batch, picks),
             "chosen": _doc_ids(batch, chosen),
+            "warnings": notes,
         }
         if self.intent_column is not None:
             labels = _known_column(batch, "intent_column", self.intent_column)
@@ -185,6 +196,14 @@ class MMRSelect(Selector):
                 "intent_column": self.intent_column}
 
 
+def _ilad_of_picks(rows: np.ndarray, picks: np.ndarray, chosen: np.ndarray) -> float:
+    """ILAD of ``chosen`` (a reordering of ``picks``) from the picks' cosine rows."""
+    where = {int(p): t for t, p in enumerate(picks)}
+    at = np.array([where[int(c)] for c in chosen], dtype=np.int64)
+    sim = rows[np.ix_(at, picks[at])]
+    return ilad_from_dissimilarity(dissimilarity_from_similarity((sim + sim.T) / 2.0))
+
+
 # --------------------------------------------------------------------------------------------
 class CoverageSelect(Selector):
     """Exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` over ``top_k``-sets (chapter 35.8).
@@ -192,9 +211,15 @@ class CoverageSelect(Selector):
     Intents: the labels in ``intent_column`` (a string, a list of strings or ``None`` per
     candidate; ``intent_set`` declares 𝒮, default the labels present). When the column is
     absent or holds no label, the embeddings are clustered into ``n_clusters`` intents
-    (default ``min(top_k, N)``). The set is solved exactly by a MILP (HiGHS); if
-    ``time_limit`` seconds end the search first, the best set found is used and
-    ``info["select"]["optimal"]`` is false. The chosen set is ordered by utility.
+    (default ``min(top_k, N)``). Up to ``exact_pool`` candidates (default 50) the set is
+    solved exactly by a MILP (HiGHS); above, by the anytime search of
+    :func:`~credrank.select.coverage.best_set_bounded` (greedy, swaps over the whole pool,
+    the exact MILP over a shortlist of ``exact_pool`` rows). ``time_limit`` seconds bound the
+    whole stage (intents, cosines and search): when they end the search, or when the pool
+    exceeds ``exact_pool``, the best set found is used and ``info["select"]["optimal"]`` is
+    false; ``time_limit_hit``, ``steps``, ``pool`` and ``elapsed_s`` say what ran. Pools over
+    :attr:`max_pool` (2,000: the intent clustering is ``O(N²)``) run with a
+    :class:`~credrank.select.budget.PoolSizeWarning`. The chosen set is ordered by utility.
     """
 
     name = "coverage"
@@ -203,11 +228,17 @@ class CoverageSelect(Selector):
                   "intent_column": Field(Nullable(Text()), default=None),
                   "n_clusters": Field(Nullable(Integer(1)), default=None),
                   "intent_set": Field(Nullable(ListOf(Text(), min_len=1)), default=None),
-                  "time_limit": Field(Number(0.0, open_low=True), default=10.0)})
+                  "time_limit": Field(Number(0.0, open_low=True), default=10.0),
+                  "exact_pool": Field(Integer(1), default=EXACT_POOL)})
+    #: the largest pool handled within the budget (intent clustering is O(N²))
+    max_pool = 2_000
+    #: the clock of the time limit (seconds; replaceable in tests)
+    clock = staticmethod(time.perf_counter)
 
     def __init__(self, top_k: int, lambda_ilad: float, lambda_coverage: float,
                  intent_column: str | None = None, n_clusters: int | None = None,
-                 intent_set: Sequence[str] | None = None, time_limit: float = 10.0):
+                 intent_set: Sequence[str] | None = None, time_limit: float = 10.0,
+                 exact_pool: int = EXACT_POOL):
         self.top_k = check_int("top_k", top_k, 1)
         self.lambda_ilad = check_nonnegative("lambda_ilad", lambda_ilad)
         self.lambda_coverage = check_nonnegative("lambda_coverage", lambda_coverage)
@@ -221,6 +252,7 @@ class CoverageSelect(Selector):
         if self.intent_set is not None and not self.intent_set:
             raise ValueError("intent_set: expected a non-empty list of intents, got []")
         self.time_limit = check_positive("time_limit", time_limit)
+        self.exact_pool = check_int("exact_pool", exact_pool, 1)
 
     def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
         if self.intent_column is not None:
@@ -242,19 +274,22 @@ class CoverageSelect(Selector):
                                      n_clusters), why
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
+        started = self.clock()  # the time limit counts the intents and cosines too
+        notes = pool_warnings(self.name, len(batch), self.max_pool,
+                              "intent clustering and its N × N distances")
         try:
             intents, source = self._intents(batch, k)
             if self.lambda_ilad > 0:
-                d = cosine_dissimilarity(_vectors(batch, "CoverageSelect", "ILAD"))
-            elif batch.vectors is not None:
-                d = cosine_dissimilarity(np.asarray(batch.vectors, dtype=np.float64))
+                vectors = _vectors(batch, "CoverageSelect", "ILAD")
             else:
-                d = None
-            sel = best_set_milp(u, k, dissimilarity=d,
-                                membership=None if intents is None else intents.membership,
-                                lambda_ilad=self.lambda_ilad,
-                                lambda_coverage=self.lambda_coverage,
-                                time_limit=self.time_limit)
+                vectors = (None if batch.vectors is None
+                           else np.asarray(batch.vectors, dtype=np.float64))
+            sel = best_set_bounded(u, k, vectors=vectors,
+                                   membership=None if intents is None else intents.membership,
+                                   lambda_ilad=self.lambda_ilad,
+                                   lambda_coverage=self.lambda_coverage,
+                                   time_limit=self.time_limit, exact_pool=self.exact_pool,
+                                   clock=self.clock, started=started, solver=best_set_milp)
         except StageError:
             raise
         except ValueError as exc:
@@ -271,6 +306,8 @@ class CoverageSelect(Selector):
             "intents": None if intents is None else intents.as_info() | {"used": source},
             "intent_source": source,
             "chosen": _doc_ids(batch, sel.indices),
+            "elapsed_s": self.clock() - started,
+            "warnings": notes,
         }
         return batch.take(sel.indices).with_info(select=info)
 
@@ -278,7 +315,7 @@ class CoverageSelect(Selector):
         return {"top_k": self.top_k, "lambda_ilad": self.lambda_ilad,
                 "lambda_coverage": self.lambda_coverage, "intent_column": self.intent_column,
                 "n_clusters": self.n_clusters, "intent_set": self.intent_set,
-                "time_limit": self.time_limit}
+                "time_limit": self.time_limit, "exact_pool": self.exact_pool}
 
 
 # --------------------------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         --max-heavy-requests: 503 with Retry-After; over --timeout: 504 (cancelled)."""
         plan = state.plan(req)
         cost = state.budget(plan)
-        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec))
+        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec, req.text))
 
     @app.post("/rerank", response_model=RerankResponse,
               responses=_errors(408, 413, 422, 503, 504),
@@ -233,7 +233,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                     "score": c.score, "vector": c.vector, "metadata": c.metadata}
                    for c in req.candidates]
         return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
-                                   req.retrieval, req.query_vector))
+                                   req.retrieval, req.query_vector, req.text))
 
     async def run_read(plan: Plan, cost: Any, work: Any, *args: Any) -> dict[str, Any]:
         """``work`` through :meth:`ServiceState.read`; a spec that cannot be built and a
@@ -262,7 +262,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         validates a JSONL file; record i is line i). Needs the API key. The documents are
         embedded before the index is locked: searches do not wait for it."""
         return await run_write("/index", idempotency_key, req,
-                               lambda token: state.index(token, req.documents))
+                               lambda token: state.index(token, req.documents,
+                                                         strict=req.strict,
+                                                         assume_timezone=req.assume_timezone))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
               responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])

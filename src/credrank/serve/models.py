@@ -28,7 +28,10 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
+from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
+from credrank.documents.fields import timezone_value
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
 from credrank.serve.config import (
@@ -103,11 +106,25 @@ class ScoringRequest(_Request):
     consensus_params: dict[str, ParamValue] = Field(
         default_factory=dict, description="the consensus parameters, e.g. {\"threshold\": "
                                           "0.5} (as `--consensus-param KEY=VALUE`)")
+    planted: bool = Field(
+        False, description="the label-free planted-evidence defence over the candidates (as "
+                           "`credrank search --planted`): factor 'planted' and info.planted; "
+                           "its mode and parameters through \"pipeline\" ({\"stage\": "
+                           "\"planted\", \"mode\": \"grada\"}); candidates need vectors and text")
+    machine_text: bool = Field(
+        False, description="demote machine-written passages (as `credrank search "
+                           "--machine-text`): factor 'machine_text' from the Fast-DetectGPT "
+                           "statistic stored at index time (`credrank score machine-text`); "
+                           "an unscored index is a 422 naming that command; parameters "
+                           "through \"pipeline\" ({\"stage\": \"machine_text\", \"floor\": 0.5})")
     pipeline: PipelineField | None = Field(
         None, description="the whole pipeline as a spec (the response's \"pipeline\", a "
                           "`credrank search --json` output's \"pipeline\"); given, the stage "
                           "fields (top_k, fetch_k, lexical, priors, mode, select, params, "
-                          "consensus, consensus_params) are not sent")
+                          "consensus, consensus_params, planted, machine_text) are not "
+                          "sent")
+    text: str = Field(DEFAULT_TEXT, description=TEXT_HELP + " (as `credrank search --text`)",
+                      json_schema_extra={"enum": list(TEXT_CHOICES)})
 
     @field_validator("query")
     @classmethod
@@ -115,6 +132,15 @@ class ScoringRequest(_Request):
         if not value.strip():
             raise ValueError("expected non-empty text, got only whitespace")
         return value
+
+    @field_validator("text")
+    @classmethod
+    def _text_choice(cls, value: str) -> str:
+        try:  # the one validator of the option (credrank.core.hittext)
+            return check_text(value)
+        except ValueError as exc:
+            raise PydanticCustomError("text_choice", "{detail}",
+                                      {"detail": str(exc).removeprefix("text: ")}) from None
 
 
 class SearchRequest(ScoringRequest):
@@ -189,6 +215,21 @@ class IndexRequest(_Request):
                     "verified_at?, published_at?, modified_at?, retrieved_at?, cites?, …}; a "
                     "record that is not valid is rejected with its reason, the others indexed",
         json_schema_extra={"items": {"type": "object"}})
+    strict: StrictBool = Field(
+        False, description="strict reading (`credrank index --strict`): a record with any "
+                           "unreadable field is rejected; default: an unreadable optional "
+                           "field is dropped (listed in 'dropped') and the record indexed")
+    assume_timezone: StrictStr | None = Field(
+        None, description="the zone of dates with a time but no zone (`credrank index "
+                          "--assume-timezone`): an IANA name or an offset such as +02:00; "
+                          "default UTC (strict: such dates are rejected unless given)")
+
+    @field_validator("assume_timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            timezone_value(value)
+        return value
 
 
 class FeedbackItem(_Request):
@@ -233,6 +274,9 @@ class Settings(_Document):
     retrieval: str
     pushdown: bool
     engine: str | None = None
+    text: str = Field(description="what each hit carries of its text: full | snippet | none")
+    snippet_chars: int | None = Field(
+        None, description="with text 'snippet': the longest snippet, in characters")
 
 
 class Hit(_Document):
@@ -244,6 +288,9 @@ class Hit(_Document):
     host: str | None
     url: str | None
     title: str | None
+    text: str | None = Field(
+        None, description="the document's text (request 'text': full) or a snippet of it "
+                          "around the query words (snippet, the default); absent with none")
     dates: dict[str, str | None]
     score_breakdown: dict[str, float] = Field(
         description="retrieval_score, one entry per factor (prior, …) and final")
@@ -296,12 +343,31 @@ class IndexReject(_Document):
     message: str
 
 
+class IndexDropped(_Document):
+    record: int = Field(description="1-based position in 'documents'")
+    id: str = Field(description="the id of the document, which was indexed without the field")
+    field: str
+    reason: str
+    message: str
+
+
+class IndexReading(_Document):
+    strict: bool
+    assume_timezone: str | None = Field(
+        description="the zone dates without one were read in; null: strict reading rejected "
+                    "them")
+    zones_assumed: int = Field(description="dates without a time zone read in it")
+
+
 class IndexResponse(_Document):
     credrank_index: int
     indexed: int
     unchanged: int
     rejected: int
     rejects: list[IndexReject]
+    fields_dropped: int = Field(description="optional fields left out of indexed documents")
+    dropped: list[IndexDropped]
+    reading: IndexReading
     conflicts: list[dict[str, str]]
     documents: int = Field(description="documents the index holds afterwards")
 

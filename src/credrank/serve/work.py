@@ -42,15 +42,17 @@ import numpy as np
 from fastapi import Response
 
 from credrank.core.candidates import Candidates
+from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
-from credrank.documents import Reject, iter_documents
+from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import EMBED_BATCH, prepare_documents, write_prepared
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.rerank import GivenCandidates, rerank_hits
-from credrank.search import describe_compiled, search_document
+from credrank.search import describe_compiled, search_document, text_settings
 from credrank.searcher import Searcher
 from credrank.select.stages import CoverageSelect
 from credrank.serve.cancel import CheckedEmbedder, Hook, WorkToken
@@ -81,12 +83,13 @@ FIELD_OF: dict[tuple[str, str | None], str] = {
     ("feedback_prior", None): "priors", ("combine", None): "mode",
     ("select", None): "params.{param}", ("select", "stage"): "select",
     ("consensus", None): "consensus_params.{param}", ("consensus", "stage"): "consensus",
+    ("planted", None): "planted", ("machine_text", None): "machine_text",
     ("top", "top_k"): "top_k", ("top", "fetch_k"): "fetch_k", ("top", "retrieval"): "lexical",
     ("top", "pushdown"): "pushdown",
 }
 #: the request fields that set the pipeline: not sent with ``pipeline`` (it sets them all)
 STAGE_FIELDS = ("top_k", "fetch_k", "lexical", "priors", "mode", "select", "params",
-                "consensus", "consensus_params")
+                "consensus", "consensus_params", "planted", "machine_text")
 #: a request field behind a spec path, as :func:`in_words` says it (a JSON field, not a flag)
 _FIELD_NAME = re.compile(r"[a-z_]+(\.[A-Za-z0-9_]+)?")
 #: a write's work: ``token → (answer, applied)``
@@ -301,7 +304,9 @@ class ServiceState:
                 priors="current" if feedback else req.priors, mode=req.mode,
                 priors_store=FEEDBACK_NAME if feedback else None, select=req.select,
                 select_params=dict(req.params), consensus=req.consensus,
-                consensus_params=dict(req.consensus_params), names=FIELD_OF)
+                consensus_params=dict(req.consensus_params), planted=req.planted,
+                machine_text=req.machine_text,
+                names=FIELD_OF)
         except (ValueError, TypeError) as exc:
             detail = str(exc)
             head = detail.split(":", 1)[0]
@@ -419,24 +424,29 @@ class ServiceState:
         doc["settings"], doc["info"] = self.unpath(doc["settings"]), self.unpath(doc["info"])
         return doc
 
-    def search(self, token: WorkToken, query: str, spec: PipelineSpec) -> dict[str, Any]:
+    def search(self, token: WorkToken, query: str, spec: PipelineSpec,
+               text: str = DEFAULT_TEXT) -> dict[str, Any]:
         """The ``/search`` document of ``spec`` (built here, over the served index: a stage
-        that cannot be built raises :class:`SpecError`)."""
+        that cannot be built raises :class:`SpecError`); the final hits' text read from the
+        store (:func:`~credrank.pipeline.hittext.with_hit_text`) unless ``text`` is
+        ``none``."""
         start = time.perf_counter()
         embedder = _ChunkedEmbedder(self.searcher.embedder, token)
         compiled = compile_spec(spec, self.searcher.store, embedder,
                                 resources=self.resources, allow_paths=False)
         self._prepared(compiled)
-        result = self._run(compiled.pipeline.stages, query, token, store=True,
-                           embedder=embedder)
-        doc = search_document(query, describe_compiled(compiled, self.searcher.store), result)
+        stages = with_hit_text(compiled.pipeline.stages, self.searcher.store, text)
+        result = self._run(stages, query, token, store=True, embedder=embedder)
+        doc = search_document(query, describe_compiled(compiled, self.searcher.store), result,
+                              text=text)
         self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
     def rerank(self, token: WorkToken, query: str, records: list[dict[str, Any]],
                spec: PipelineSpec, retrieval: str,
-               query_vector: list[float] | None = None) -> dict[str, Any]:
+               query_vector: list[float] | None = None,
+               text: str = DEFAULT_TEXT) -> dict[str, Any]:
         """The ``/rerank`` document (as :meth:`Searcher.rerank_json`, with checkpoints and
         the spec's stages built without the index)."""
         start = time.perf_counter()
@@ -451,17 +461,20 @@ class ServiceState:
         result = self._run([given, *compiled.stages], query, token, store=False)
         described = {**describe_compiled(compiled), "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.searcher.embedder.name,
-                     "query_vector": "given" if query_vector is not None else "embedded"}
+                     "query_vector": "given" if query_vector is not None else "embedded",
+                     **text_settings(text)}
         pipeline = described.pop("pipeline")
         doc = {"credrank_rerank": 1, "query": query, "settings": described,
-               "hits": rerank_hits(result), "info": result.info, "pipeline": pipeline}
+               "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
         self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
-    def index(self, token: WorkToken, documents: list[Any]) -> tuple[dict[str, Any], bool]:
+    def index(self, token: WorkToken, documents: list[Any], *, strict: bool = False,
+              assume_timezone: str | None = None) -> tuple[dict[str, Any], bool]:
         """Validate, type and embed ``documents`` without the store lock, then write them
-        under it (committing through ``token``)."""
+        under it (committing through ``token``); ``strict`` and ``assume_timezone`` choose the
+        reading, as in ``credrank index``."""
         searcher = self.searcher
         with tempfile.TemporaryDirectory(prefix="credrank-serve-") as tmp:
             path = Path(tmp) / "documents.jsonl"
@@ -469,7 +482,8 @@ class ServiceState:
                 for record in documents:  # ASCII JSON: one record per line, whatever it holds
                     out.write(json.dumps(record, ensure_ascii=True) + "\n")
             prepared = prepare_documents(
-                iter_documents(path), searcher.store, _ChunkedEmbedder(searcher.embedder, token),
+                iter_documents(path, strict=strict, assume_timezone=assume_timezone),
+                searcher.store, _ChunkedEmbedder(searcher.embedder, token),
                 searcher.typer, check=lambda: token.check("embed"), read_lock=self.store_lock)
         with self.store_lock:
             token.begin_commit()
@@ -477,6 +491,10 @@ class ServiceState:
             size = len(searcher.store)
         return {"credrank_index": 1, "indexed": report.indexed, "unchanged": report.unchanged,
                 "rejected": report.rejected, "rejects": [_reject(r) for r in report.rejects],
+                "fields_dropped": len(report.dropped),
+                "dropped": [_dropped(d) for d in report.dropped],
+                "reading": {"strict": strict, "assume_timezone": report.assume_timezone,
+                            "zones_assumed": report.zones_assumed},
                 "conflicts": [{"doc_id": d, "conflict": c} for d, c in report.conflicts],
                 "documents": size}, True
 
@@ -543,6 +561,12 @@ def _reject(r: Reject) -> dict[str, Any]:
     message = f"{where}: {r.reason}" if r.field is None else \
         f"{where}: field '{r.field}': {r.reason}"
     return {"record": r.line, "field": r.field, "reason": r.reason, "message": message}
+
+
+def _dropped(d: DroppedField) -> dict[str, Any]:
+    message = f"record {d.line}: field '{d.field}' dropped: {d.reason}"
+    return {"record": d.line, "id": d.doc_id, "field": d.field, "reason": d.reason,
+            "message": message}
 
 
 def priors_document(store: FeedbackPriors, version: int | None = None) -> dict[str, Any]:

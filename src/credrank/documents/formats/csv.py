@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,11 +43,18 @@ class _LineTap:
         return text
 
 
-def csv_records(p: Path, delimiter: str) -> Iterator[RawRecord]:
-    """CSV/TSV records; a broken record spanning lines restarts parsing at its next line."""
+#: called with the header's line and its column names once it is read (may raise
+#: :class:`CorpusError`, e.g. for a required column that is missing)
+HeaderCheck = Callable[[int | None, list[str]], None]
+
+
+def csv_records(p: Path, delimiter: str,
+                on_header: HeaderCheck | None = None) -> Iterator[RawRecord]:
+    """CSV/TSV records; a broken record spanning lines restarts parsing at its next line.
+    ``on_header(line, names)`` checks the header before any record is yielded."""
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, 1 << 30))
-    state = _CsvState()
+    state = _CsvState(on_header=on_header)
     try:
         skip = 0
         while skip >= 0:
@@ -61,6 +68,7 @@ class _CsvState:
     header: list[str] | None = None
     header_line: int = 0
     records: int = 0
+    on_header: HeaderCheck | None = None
 
 
 def _csv_pass(p: Path, delimiter: str, skip: int,
@@ -112,6 +120,8 @@ def _csv_pass(p: Path, delimiter: str, skip: int,
                 state.header = [h.strip() for h in row]
                 state.header_line = start
                 _check_header(p, start, state.header)
+                if state.on_header is not None:
+                    state.on_header(start, state.header)
                 continue
             header = state.header
             state.records += 1

@@ -3,7 +3,7 @@ microseconds."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from credrank.documents.records import CorpusError, RawRecord
@@ -11,9 +11,11 @@ from credrank.documents.records import CorpusError, RawRecord
 __all__ = ["parquet_records"]
 
 
-def parquet_records(p: Path) -> Iterator[RawRecord]:
+def parquet_records(p: Path, on_header: Callable[[int | None, list[str]], None] | None = None
+                    ) -> Iterator[RawRecord]:
     """One :class:`RawRecord` per row (``line`` is the 1-based row number); an unreadable file
-    or repeated column names raise :class:`CorpusError` on the first ``next()``."""
+    or repeated column names raise :class:`CorpusError` on the first ``next()``, as does
+    ``on_header(None, names)`` (the check of the column names) when it raises."""
     # Imported here on purpose: `import pyarrow.parquet` measured 40-180 ms on the 2-core
     # machine (as much as the rest of credrank.documents), which every CLI call would pay
     # although only Parquet corpora need it.
@@ -28,6 +30,8 @@ def parquet_records(p: Path) -> Iterator[RawRecord]:
     dupes = sorted({h for h in names if names.count(h) > 1})
     if dupes:
         raise CorpusError(f"{p}: expected unique column names, got {dupes} repeated")
+    if on_header is not None:
+        on_header(None, list(names))
     row = 0
     for batch in pf.iter_batches(batch_size=1024):
         cols = []

@@ -20,6 +20,19 @@
                      "same average exposure over the candidate pool (one sampled list, seed 0)."},
   };
 
+  // the query words a snippet is chosen by and that are highlighted in it: the rule of
+  // credrank.core.hittext (runs of letters or digits of 2+ characters, not a stopword; a word of
+  // the text matches when it starts with one). STOPWORDS is a copy of its STOPWORDS (a test
+  // checks that the two agree).
+  const STOPWORDS = new Set((
+    "a about after all also am an and any are as at be been before being between both but by " +
+    "can could did do does doing during each for from had has have having he her here hers " +
+    "him his how i if in into is it its just me more most my no nor not of off on once only " +
+    "or other our ours out over own same she should so some such than that the their theirs " +
+    "them then there these they this those through to too under until up very was we were " +
+    "what when where which while who whom why will with would you your yours").split(" "));
+  const WORD = /[\p{L}\p{N}_]+/gu;
+
   const $ = (id) => document.getElementById(id);
   const form = $("search-form");
   const queryInput = $("query");
@@ -177,6 +190,28 @@
     return {column: sel.group_column || "source_type", groups: sel.groups, rule: sel.rule};
   }
 
+  function queryWords(query) {
+    const words = [...new Set((String(query || "").toLowerCase().match(WORD) || [])
+      .filter((w) => w.length >= 2))];
+    const content = words.filter((w) => !STOPWORDS.has(w));
+    return content.length ? content : words;
+  }
+
+  // the hit's snippet (or full text) with the query words in <mark>: text nodes only
+  function snippetNode(text, words) {
+    const node = el("p", {class: "snippet"});
+    let at = 0;
+    for (const m of text.matchAll(WORD)) {
+      const token = m[0].toLowerCase();
+      if (!words.some((w) => token.startsWith(w))) continue;
+      if (m.index > at) node.append(document.createTextNode(text.slice(at, m.index)));
+      node.append(el("mark", {text: m[0]}));
+      at = m.index + m[0].length;
+    }
+    if (at < text.length) node.append(document.createTextNode(text.slice(at)));
+    return node;
+  }
+
   function hitItem(hit, opts) {
     const rank = hit.rank;
     const li = el("li", {class: "hit", "data-doc-id": hit.doc_id, "data-rank": rank,
@@ -190,6 +225,7 @@
                          : el("span", {class: "title", text: title}),
                     moveBadge(rank, opts.otherRanks.get(hit.doc_id), opts.side));
     li.append(head);
+    if (typeof hit.text === "string" && hit.text) li.append(snippetNode(hit.text, opts.words));
     li.append(el("div", {class: "meta"},
                  el("span", {class: "host", text: hit.host || "(no host)"}),
                  el("span", {class: "badge", "data-type": hit.source_type || "unknown",
@@ -302,10 +338,11 @@
     const groups = groupsOf(cred.info);
     const credRanks = ranksOf(cred);
     const simRanks = ranksOf(sim);
+    const words = queryWords(cred.query);
     credList.replaceChildren(...cred.hits.map((h) => hitItem(h, {
-      side: "cred", otherRanks: simRanks, scale, retrieval, priorValues, groups})));
+      side: "cred", otherRanks: simRanks, scale, retrieval, priorValues, groups, words})));
     simList.replaceChildren(...sim.hits.map((h) => hitItem(h, {
-      side: "sim", otherRanks: credRanks, scale, retrieval, priorValues, groups: null})));
+      side: "sim", otherRanks: credRanks, scale, retrieval, priorValues, groups: null, words})));
     if (!cred.hits.length) credList.append(el("li", {class: "empty", text: "no hits"}));
     if (!sim.hits.length) simList.append(el("li", {class: "empty", text: "no hits"}));
     renderExposure(groups, cred.info);
@@ -341,7 +378,7 @@
     const seq = ++requestSeq;
     const selection = SELECTIONS[selectionSelect.value] || SELECTIONS.topk;
     const topK = readTopK();
-    const base = {query: query, top_k: topK, fetch_k: null, mode: "multiply"};
+    const base = {query: query, top_k: topK, fetch_k: null, mode: "multiply", text: "snippet"};
     const credPayload = Object.assign({}, base, {priors: presetSelect.value,
                                                  select: selection.select,
                                                  params: selection.params});

@@ -1,0 +1,273 @@
+"""Machine-written text: Fast-DetectGPT's analytic criterion with SmolLM2-135M, measured.
+
+Two measurements (docs/results.md, "Machine-written text (Fast-DetectGPT with SmolLM2-135M)"):
+
+``auc``: the statistic ``d`` (higher = more machine-like; no label is used to compute it) of
+passages sampled from each set, and the AUC of ``d`` for telling the machine-written passages
+from the real ones — labels are read only here, to evaluate:
+
+* ``cram-nq``: CrAM NQ's GPT-written fakes vs its retrieved Wikipedia passages;
+* ``newspolluted``: CAG NewsPolluted's LLM-written fakes vs its real news snippets (the leaked
+  "Low credibility of text:" label removed by the reader first);
+* ``poisonedrag``: PoisonedRAG's adversarial NQ texts vs the CrAM NQ Wikipedia passages of
+  ``cram-nq`` (the same negatives: both sets are NQ);
+* negative checks, human-written against human-written (AUC near 0.5 expected: the statistic
+  must not read falsehood or low credibility as machine writing): ``coaid`` fake vs real
+  COVID-19 news (2020, ``content`` texts), ``trec2019-hm`` pages judged not credible vs
+  credible.
+
+Each passage is scored once at the largest budget; the statistic at a shorter budget is the
+same sum over a prefix of the positions (the model is causal), so one pass gives the AUC at
+every budget. Per-passage terms are cached (``--cache``): an interrupted run resumes.
+
+``speed``: passages per second of :class:`~credrank.machine_text.scorer.FastDetectScorer` at
+several budgets and thread counts, wall time and CPU time, with the machine's load average
+(the CPU is shared here: the wall rate is what this machine gave, the CPU seconds per passage
+with one thread what two dedicated cores would approach).
+
+    python benchmarks/bench_machine_text.py auc --data ../shared/data --n 150 --json auc.json
+    python benchmarks/bench_machine_text.py speed --data ../shared/data --n 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    """P(d of a positive > d of a negative), ties half (Mann–Whitney)."""
+    from scipy.stats import rankdata
+
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    ranks = rankdata(np.concatenate([pos, neg]))
+    return float((ranks[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2)
+                 / (len(pos) * len(neg)))
+
+
+def _auc_ci(pos: Sequence[float], neg: Sequence[float], seed: int = 0, reps: int = 1000
+            ) -> tuple[float, float]:
+    """95% bootstrap interval of the AUC (passages resampled within each class)."""
+    rng = np.random.default_rng(seed)
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    values = [_auc(rng.choice(pos, len(pos)), rng.choice(neg, len(neg))) for _ in range(reps)]
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def _sample(items: list[str], n: int, seed: int) -> list[str]:
+    items = sorted(set(t for t in items if t and t.strip()))
+    return random.Random(seed).sample(items, min(n, len(items)))
+
+
+def load_sets(data: Path, n: int, seed: int) -> dict[str, tuple[list[str], list[str], str]]:
+    """``name -> (machine-written or 'positive' texts, real texts, what the pair is)``."""
+    from credrank.datasets.coaid import read_coaid
+    from credrank.datasets.cram_nq import read_cram_nq
+    from credrank.datasets.newspolluted import read_newspolluted
+    from credrank.datasets.poisonedrag import read_poisonedrag
+    from credrank.datasets.trec2019_hm import read_trec2019_hm
+
+    out: dict[str, tuple[list[str], list[str], str]] = {}
+    cram = read_cram_nq(data / "cram" / "cram_nq_1000_reconstructed.jsonl")
+    fake = [d.text for d in cram.documents if cram.doc_labels[d.id]["is_misinformation"]]
+    real = [d.text for d in cram.documents if not cram.doc_labels[d.id]["is_misinformation"]]
+    cram_real = _sample(real, n, seed)
+    out["cram-nq"] = (_sample(fake, n, seed), cram_real,
+                      "GPT-written fakes vs retrieved Wikipedia passages")
+    news = read_newspolluted(data / "cag" / "NewsPolluted.json")
+    fake = [d.text for d in news.documents if news.doc_labels[d.id]["fake"]]
+    real = [d.text for d in news.documents if not news.doc_labels[d.id]["fake"]]
+    out["newspolluted"] = (_sample(fake, n, seed), _sample(real, n, seed),
+                           "LLM-written fake news vs real news snippets")
+    targets = read_poisonedrag(data / "poisonedrag" / "nq.json")
+    adv = [t for target in targets.targets for t in target.adv_texts]
+    out["poisonedrag"] = (_sample(adv, n, seed), cram_real,
+                          "adversarial NQ texts vs the CrAM NQ Wikipedia passages")
+    coaid = read_coaid(data / "coaid")
+    content = [d for d in coaid.documents if coaid.doc_labels[d.id]["text_field"] == "content"]
+    fake = [d.text for d in content if coaid.doc_labels[d.id]["fake"]]
+    real = [d.text for d in content if not coaid.doc_labels[d.id]["fake"]]
+    out["coaid (negative check)"] = (_sample(fake, n, seed), _sample(real, n, seed),
+                                     "human-written fake vs real COVID-19 news (2020)")
+    trec = read_trec2019_hm(data / "trec2019_hm" / "trec2019_hm_dev.csv")
+    bad = [d.text for d in trec.documents if trec.doc_labels[d.id]["credibility"] == 0]
+    good = [d.text for d in trec.documents if trec.doc_labels[d.id]["credibility"] == 1]
+    out["trec2019-hm (negative check)"] = (_sample(bad, n, seed), _sample(good, n, seed),
+                                           "web pages judged not credible vs credible")
+    return out
+
+
+class TermCache:
+    """Per-passage terms ``(ℓ − μ, σ²)`` by text hash, kept in a pickle file."""
+
+    def __init__(self, path: Path | None, key: str):
+        self.path, self.key = path, key
+        self.terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if path is not None and path.is_file():
+            saved = pickle.loads(path.read_bytes())
+            if saved.get("key") == key:
+                self.terms = saved["terms"]
+
+    @staticmethod
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        return list(dict.fromkeys(t for t in texts if self.digest(t) not in self.terms))
+
+    def add(self, texts: Sequence[str], terms: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        for t, v in zip(texts, terms, strict=True):
+            self.terms[self.digest(t)] = v
+        if self.path is not None:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps({"key": self.key, "terms": self.terms}))
+            os.replace(tmp, self.path)
+
+    def get(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.terms[self.digest(text)]
+
+
+def run_auc(args: argparse.Namespace) -> dict[str, Any]:
+    from credrank.machine_text.factor import machine_text_factor
+    from credrank.machine_text.scorer import FastDetectScorer
+    from credrank.machine_text.statistic import criterion_from_terms
+
+    scorer = FastDetectScorer(max_tokens=max(args.budgets), batch_size=args.batch_size,
+                              threads=args.threads)
+    cache = TermCache(args.cache, scorer.key)
+    sets = load_sets(args.data, args.n, args.seed)
+    rows = []
+    for name, (pos, neg, what) in sets.items():
+        todo = cache.missing(pos + neg)
+        for begin in range(0, len(todo), 64):
+            chunk = todo[begin:begin + 64]
+            cache.add(chunk, scorer.terms(chunk))
+            print(f"{name}: {min(begin + 64, len(todo))}/{len(todo)} scored", file=sys.stderr,
+                  flush=True)
+        for budget in args.budgets:
+            dp = [criterion_from_terms(*cache.get(t), budget - 1) for t in pos]
+            dn = [criterion_from_terms(*cache.get(t), budget - 1) for t in neg]
+            dp = [x for x in dp if np.isfinite(x)]
+            dn = [x for x in dn if np.isfinite(x)]
+            auc = _auc(dp, dn)
+            lo, hi = _auc_ci(dp, dn, args.seed)
+            fp, fn = machine_text_factor(np.array(dp)), machine_text_factor(np.array(dn))
+            tokens = [min(len(cache.get(t)[0]) + 1, budget) for t in pos + neg]
+            rows.append({"set": name, "pair": what, "budget": budget, "n_machine": len(dp),
+                         "n_real": len(dn), "auc": round(auc, 3), "ci95": [round(lo, 3),
+                                                                           round(hi, 3)],
+                         "median_d_machine": round(float(np.median(dp)), 3),
+                         "median_d_real": round(float(np.median(dn)), 3),
+                         "mean_factor_machine": round(float(fp.mean()), 3),
+                         "mean_factor_real": round(float(fn.mean()), 3),
+                         "mean_tokens": round(float(np.mean(tokens)), 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    return {"measure": "auc", "scorer": scorer.config(), "n_per_class": args.n,
+            "seed": args.seed, "rows": rows}
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_speed(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from credrank.machine_text.scorer import FastDetectScorer
+
+    sets = load_sets(args.data, args.n, args.seed)
+    pos, neg, _ = sets["cram-nq"]
+    texts = (pos + neg)[:args.n]
+    rows = []
+    for threads in args.thread_counts:
+        for budget in args.budgets:
+            scorer = FastDetectScorer(max_tokens=budget, batch_size=args.batch_size,
+                                      threads=threads)
+            scorer.load()
+            scorer.score(texts[:args.batch_size])  # warm-up
+            load_before = _load()
+            cpu, wall = time.process_time(), time.perf_counter()
+            d = scorer.score(texts)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            tokens = sum(min(len(x), budget) for x in scorer.token_ids(texts))
+            rows.append({"threads": threads, "budget": budget, "passages": len(texts),
+                         "tokens": tokens, "wall_s": round(wall, 2),
+                         "passages_per_s": round(len(texts) / wall, 2),
+                         "cpu_s_per_passage": round(cpu / len(texts), 4),
+                         "finite": int(np.isfinite(d).sum()),
+                         "loadavg_before": load_before, "loadavg_after": _load()})
+            print(json.dumps(rows[-1]), flush=True)
+    if args.store:
+        rows.append(_store_row(texts, args))
+        print(json.dumps(rows[-1]), flush=True)
+    return {"measure": "speed", "torch": torch.__version__, "cpus": os.cpu_count(),
+            "batch_size": args.batch_size, "rows": rows}
+
+
+def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Index-time scoring end to end: ``texts`` indexed into a Qdrant Edge index (hashing
+    embedder), then :func:`credrank.index.scoring.score_store` as ``credrank score
+    machine-text`` runs it (read texts, score, write payloads), at the largest budget."""
+    import tempfile
+
+    from credrank.documents.schema import Document
+    from credrank.index.embed import get_embedder
+    from credrank.index.ingest import index_documents
+    from credrank.index.opener import open_store
+    from credrank.index.scoring import ScoreJob, score_store
+    from credrank.machine_text.scorer import FastDetectScorer
+    from credrank.provenance import SourceTyper
+
+    budget = max(args.budgets)
+    scorer = FastDetectScorer(max_tokens=budget, batch_size=args.batch_size,
+                              threads=args.thread_counts[0])
+    scorer.load()
+    emb = get_embedder("hashing")
+    with tempfile.TemporaryDirectory() as tmp:
+        with open_store(Path(tmp) / "idx", embedder=emb.name, dim=emb.dim, create=True) as idx:
+            index_documents([Document(id=f"p{i}", text=t) for i, t in enumerate(texts)], idx,
+                            emb, SourceTyper([]))
+            load_before = _load()
+            report = score_store(idx, ScoreJob("machine_text", scorer.key, scorer.score),
+                                 chunk=max(4 * args.batch_size, 64))
+    return {"threads": args.thread_counts[0], "budget": budget, "passages": report.scored,
+            "what": "score_store on a Qdrant Edge index (read, score, write payloads)",
+            "wall_s": round(report.seconds, 2), "passages_per_s": round(report.rate, 2),
+            "loadavg_before": load_before, "loadavg_after": _load()}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("measure", choices=("auc", "speed"))
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--n", type=int, default=150, help="passages per class (auc) or in all")
+    parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[32, 64, 128])
+    parser.add_argument("--thread-counts", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[2, 1])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--store", action="store_true",
+                        help="speed: also time score_store on a Qdrant Edge index")
+    args = parser.parse_args(argv)
+    result = run_auc(args) if args.measure == "auc" else run_speed(args)
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The root typer app of ``credrank``: :class:`LazyGroup` turns an entry of
+:data:`credrank.cli.COMMANDS` into its click command exactly as ``app.command()`` /
+``app.add_typer()`` would, on first use; the root options ``--version`` and ``--config``
+(:mod:`credrank.cli.config`: a ``credrank.toml`` of defaults for the commands' options)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from credrank.cli import COMMANDS, DESCRIPTION, root_help, version_line
+
+
+def load_command(name: str) -> Any:
+    """The click command of ``COMMANDS[name]``, built by typer as the eager app built it."""
+    command = COMMANDS[name]
+    target: Any = getattr(importlib.import_module(command.module), command.attribute)
+    holder = typer.Typer(add_completion=False)
+    if command.group:
+        holder.add_typer(target, name=name, help=command.short)
+    else:
+        holder.command(name=name)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The commands of :data:`COMMANDS`, each loaded on first access; names without imports."""
+
+    def __init__(self, loaded: MutableMapping[str, Any]) -> None:
+        self._loaded: dict[str, Any] = dict(loaded)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._loaded[name] = load_command(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (n for n in self._loaded if n not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(1 for n in self._loaded if n not in COMMANDS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self._loaded
+
+
+class LazyGroup(TyperGroup):
+    """The root group: its commands come from :data:`COMMANDS`, imported when used; its help
+    is :func:`credrank.cli.root_help` (the commands' lines without importing them)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _LazyCommands(self.commands)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        formatter.write(root_help())
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(version_line())
+        raise typer.Exit(0)
+
+
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, help=DESCRIPTION)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version,
+        help="Show the version and exit.")] = False,
+    config: Annotated[Path | None, typer.Option(
+        "--config", envvar="CREDRANK_CONFIG", metavar="FILE",
+        help="defaults for the commands' options (a credrank.toml, or a pyproject.toml with "
+             "[tool.credrank]); default: the nearest one from the current directory up")
+    ] = None,
+) -> None:
+    # The commands are LazyGroup's. The callback runs before the command's own options are
+    # parsed, so the defaults of a credrank.toml are in place when they are.
+    from credrank.cli.config import ConfigError, command_defaults, find_config, load_config
+
+    try:
+        found = load_config(config) if config is not None else find_config(Path.cwd())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    if found is not None:
+        ctx.default_map = command_defaults(found, ctx.command)
+
+
+def run_app(args: list[str]) -> int:
+    """:func:`credrank.cli.run` past its fast path: the typer app, its errors as exit codes."""
+    try:
+        result = app(args=args, prog_name="credrank", standalone_mode=False)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        return _click_error(exc)
+    except SystemExit as exc:
+        return _code(exc.code)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away (`credrank … | head`): stop quietly
+        return 141
+    except Exception:  # a bug: its traceback, as the interpreter (or typer's hook) shows it
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return result if isinstance(result, int) else 0  # click returns an Exit's code
+
+
+def _click_error(exc: Exception) -> int:
+    """Report a usage error as every other credrank error (plain text, ``error: …``, exit 2);
+    a command group called without a command prints its help, as click does."""
+    ctx = getattr(exc, "ctx", None)
+    code = int(getattr(exc, "exit_code", 2))
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        text = ctx.get_help()  # typer's rich help prints itself and returns ""
+        if text:
+            print(text)
+        return code
+    if ctx is not None:
+        print(ctx.get_usage(), file=sys.stderr)
+        print(f"Try '{ctx.command_path} --help' for help.\n", file=sys.stderr)
+    message = getattr(exc, "format_message", lambda: str(exc))()
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # SystemExit("message"), as the interpreter would show it
+    return 1
+
+
+__all__ = ["LazyGroup", "app", "load_command", "run_app"]

@@ -1,0 +1,141 @@
+"""``credrank score``: index-time scores for an existing index (kept in each point's payload).
+
+``credrank score machine-text --index DIR`` computes Fast-DetectGPT's analytic criterion with
+SmolLM2-135M (the ``lm`` extra) for every passage not yet scored with the same settings and
+stores it in the payload field ``machine_text`` (:mod:`credrank.index.scoring`), so that
+``credrank search … --machine-text`` pays nothing for it. Resumable: an interrupted run keeps
+what it wrote; re-running scores the rest, no passage twice. ``credrank index … --score
+machine-text`` does the same at the end of an indexing run. The run holds the index's writer
+lock, like ``credrank index``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from credrank.cli.common import console, err, fail, progress
+from credrank.index.store import StoreError, no_index_error, read_manifest
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from credrank.index.scoring import ScoreReport
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Index-time scores, stored in the payload: machine-written text.")
+
+#: the scores ``credrank index --score`` and ``credrank score`` know
+SCORES = ("machine-text",)
+
+MaxTokensOption = Annotated[int, typer.Option(
+    "--max-tokens", min=2, max=4096,
+    help="token budget: the first N tokens of each passage are scored (speed and accuracy per "
+         "budget: docs/results.md)")]
+BatchOption = Annotated[int, typer.Option(
+    "--batch-size", min=1, max=4096, help="passages per forward pass")]
+ThreadsOption = Annotated[int | None, typer.Option(
+    "--threads", min=1, help="torch threads (default: one per core)")]
+
+
+def check_scores(names: list[str] | None) -> list[str]:
+    """The ``--score`` names, checked (exit 2 for an unknown one or a missing lm extra)."""
+    out = list(dict.fromkeys(names or []))
+    for name in out:
+        if name not in SCORES:
+            fail(f"--score: expected one of {', '.join(SCORES)}, got {name!r}")
+    if out:
+        from credrank.generate.local import lm_available
+
+        missing = lm_available()
+        if missing is not None:
+            fail(f"--score machine-text needs SmolLM2: {missing}")
+    return out
+
+
+def score_machine_text(idx: Any, *, bar: Progress | None, label: str,
+                       max_tokens: int | None = None, batch_size: int | None = None,
+                       threads: int | None = None) -> ScoreReport:
+    """Score the passages of the open store ``idx`` not yet scored with these settings,
+    advancing a task of ``bar`` (``None``: no progress shown)."""
+    from credrank.index.scoring import ScoreJob, score_store
+    from credrank.machine_text.scorer import BATCH_SIZE, MAX_TOKENS, FastDetectScorer
+
+    scorer = FastDetectScorer(max_tokens=max_tokens or MAX_TOKENS,
+                              batch_size=batch_size or BATCH_SIZE, threads=threads)
+    task: list[Any] = []
+
+    def start(todo: int, total: int) -> None:
+        if bar is not None:
+            task.append(bar.add_task(f"{label}: machine-text scores ({total - todo} of {total} "
+                                     "already)", total=todo))
+        if todo:
+            scorer.load()
+
+    def advance(n: int) -> None:
+        if bar is not None and task:
+            bar.advance(task[0], n)
+
+    job = ScoreJob("machine_text", scorer.key, scorer.score)
+    return score_store(idx, job, chunk=max(scorer.batch_size * 4, 64), on_start=start,
+                       on_chunk=advance)
+
+
+def summary(report: ScoreReport, index_dir: Path) -> str:
+    """The one-line account of a scoring run."""
+    short = f", {report.unscorable} too short to score (factor 1)" if report.unscorable else ""
+    rate = f" ({report.rate:.1f} passages/s)" if report.scored else ""
+    return (f"{index_dir}: machine-text scores: scored {report.scored}{short}, "
+            f"{report.already} already scored, {report.total} documents, in "
+            f"{report.seconds:.1f} s{rate}; key {report.key}")
+
+
+@app.command("machine-text")
+def machine_text(
+    index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
+    max_tokens: MaxTokensOption = 128,
+    batch_size: BatchOption = 16,
+    threads: ThreadsOption = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
+) -> None:
+    """Store the machine-text statistic of every passage of DIR (Fast-DetectGPT, SmolLM2).
+
+    Resumable: passages already scored with the same settings are skipped, so an interrupted
+    run is completed by re-running it. Afterwards `credrank search … --machine-text` demotes
+    machine-like passages by the factor machine_text (docs/results.md)."""
+    if not index_dir.is_dir():
+        fail(f"--index {index_dir}: no such index directory; build one with "
+             "`credrank index CORPUS --index DIR`")
+    check_scores(["machine-text"])
+    from credrank.index.opener import open_store
+
+    try:
+        if read_manifest(index_dir) is None:
+            raise no_index_error(index_dir)
+        idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
+    except (ValueError, StoreError) as exc:
+        fail(str(exc))
+    show = not quiet and err.is_terminal
+    try:
+        with idx:
+            if show:
+                with progress() as bar:
+                    report = score_machine_text(idx, bar=bar, label=index_dir.name,
+                                                max_tokens=max_tokens, batch_size=batch_size,
+                                                threads=threads)
+            else:
+                report = score_machine_text(idx, bar=None, label=index_dir.name,
+                                            max_tokens=max_tokens, batch_size=batch_size,
+                                            threads=threads)
+    except (ValueError, StoreError, RuntimeError) as exc:
+        fail(f"{exc}; the scores written so far are kept: re-run the same command to "
+             "complete them")
+    if as_json:
+        typer.echo(json.dumps({"credrank_score": 1, "index": str(index_dir),
+                               **report.to_dict()}))
+    else:
+        console.print(summary(report, index_dir), soft_wrap=True, highlight=False)

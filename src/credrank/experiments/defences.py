@@ -1,0 +1,54 @@
+"""The planted-evidence defences as bench rows (PoisonedRAG, CrAM NQ, NewsPolluted, stress).
+
+Each row is a pipeline spec with the ``planted`` stage in one of its modes
+(:mod:`credrank.defences.planted`), so a bench row is exactly what a user runs with
+``credrank search --planted -S planted.mode=…`` (or ``{"stage": "planted", "mode": …}`` in a
+spec); nothing in them reads a label. The reference RAGDefender package joins as a further row
+when it imports (:mod:`credrank.experiments.ragdefender_baseline`).
+"""
+
+from __future__ import annotations
+
+from credrank.combine import Combine
+from credrank.core.pipeline import Pipeline
+from credrank.evaluate.experiment import System
+from credrank.experiments.ragdefender_baseline import RAGDefenderReference, ragdefender_available
+from credrank.pipeline.spec import PipelineSpec
+from credrank.select.topk import TopK
+
+#: the planted-evidence defence rows: system name -> mode of the ``planted`` stage
+DEFENCES = {
+    "similarity × planted (GRADA mode: query-penalised passage graph)": "grada",
+    "similarity × planted (RAGDefender mode: cluster count + most similar pairs)": "ragdefender",
+    "similarity × planted (TrustRAG stage-1 mode: 2-means, tight cluster)": "trustrag",
+    "similarity × planted (default: paraphrase groups on the query side)": "planted",
+    "similarity × planted (outlier mode: query-similarity z-score, opt-in)": "outlier",
+}
+#: the reference package's row (when it imports)
+RAGDEFENDER_ROW = "RAGDefender 0.2.0 reference package (on the bench's MiniLM vectors)"
+
+
+def ragdefender_note() -> str | None:
+    """Why the reference RAGDefender row is absent (``None`` when it runs)."""
+    reason = ragdefender_available()
+    return None if reason is None else f"absent row '{RAGDEFENDER_ROW}': {reason}"
+
+
+def defence_systems(top_k: int, fetch_k: int, only: tuple[str, ...] | None = None
+                    ) -> dict[str, System]:
+    """The label-free planted-evidence rows (:data:`DEFENCES`) and, when the ``ragdefender``
+    package imports, its reference row (:mod:`credrank.experiments.ragdefender_baseline`;
+    else :func:`ragdefender_note` says why it is absent). ``only``: these modes, without the
+    reference row."""
+    systems = {name: System.of_spec(PipelineSpec.of({"stage": "planted", "mode": mode},
+                                                    top_k=top_k, fetch_k=fetch_k),
+                                    params={"mode": mode})
+               for name, mode in DEFENCES.items() if only is None or mode in only}
+    if only is None and ragdefender_available() is None:
+        systems[RAGDEFENDER_ROW] = System(
+            Pipeline([RAGDefenderReference(), Combine("multiply"), TopK(top_k)]),
+            reads_labels=False, params={"task_type": "single_hop"},
+            notes=("the reference package's defend(): the passages it drops get the factor 0, "
+                   "the rest keep their similarity order; its embedder is the bench's own "
+                   "MiniLM vectors (no model download)",))
+    return systems

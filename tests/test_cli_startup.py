@@ -1,0 +1,143 @@
+"""The first command a user types is the cheapest (issue 26): ``credrank --help`` and
+``--version`` import neither typer nor any command module, ``COMMAND --help`` imports only
+its own command, and a plain search imports none of the stage packages it does not run.
+Imports are checked in fresh interpreters (``sys.modules`` after the command); times are
+measured by ``benchmarks/bench_cold_start.py``, not here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from credrank.cli import COMMANDS, root_help, run
+
+#: never imported by `credrank --help` / `--version`
+HEAVY = ("typer", "click", "rich", "numpy", "scipy", "torch", "onnxruntime", "matplotlib",
+         "qdrant_edge")
+#: the stage packages a plain search does not run
+STAGES = ("credrank.consensus", "credrank.credibility", "credrank.freshness",
+          "credrank.reliability", "credrank.select.stages", "credrank.signals.stance",
+          "credrank.experiments", "credrank.evaluate")
+
+_RUNNER = """
+import contextlib, io, json, sys
+from credrank.cli import run
+out = io.StringIO()
+codes = []
+with contextlib.redirect_stdout(out):
+    for args in json.loads(sys.argv[1]):
+        codes.append(run(args))
+print("@@" + json.dumps({"codes": codes, "out": out.getvalue(),
+                         "modules": sorted(sys.modules)}))
+"""
+
+
+def run_fresh(*commands: list[str], cwd: Path | None = None) -> dict:
+    """Run ``commands`` (each an argument list) through :func:`credrank.cli.run` in one new
+    interpreter; their exit codes, their stdout and the modules imported at the end."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # the help's box characters
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(list(commands))],
+                          capture_output=True, text=True, encoding="utf-8", timeout=300,
+                          cwd=cwd, env=env)
+    marker = [line for line in proc.stdout.splitlines() if line.startswith("@@")]
+    assert marker, proc.stdout + proc.stderr
+    return json.loads(marker[-1][2:])
+
+
+def loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted({n for n in names for m in modules if m == n or m.startswith(n + ".")})
+
+
+def test_root_help_and_version_import_no_command_and_no_typer() -> None:
+    result = run_fresh(["--help"], ["--version"], [])
+    assert result["codes"] == [0, 0, 2]  # no arguments: the help, and usage's exit code
+    assert loaded(result["modules"], HEAVY) == []
+    assert [m for m in result["modules"] if m.startswith("credrank.cli.")] == []
+    assert [m for m in result["modules"] if m.startswith("credrank.")] == ["credrank.cli"]
+    out = result["out"]
+    assert out.count("Usage: credrank [OPTIONS] COMMAND [ARGS]...") == 2
+    for name in COMMANDS:
+        assert f"│ {name} " in out
+    from credrank import __version__
+
+    assert f"credrank {__version__}\n" in out
+
+
+def test_typer_root_help_is_the_static_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through typer (CliRunner, `app`), the root help is the same text, commands unloaded."""
+    from typer.testing import CliRunner
+
+    from credrank.cli import app
+
+    monkeypatch.setenv("TERMINAL_WIDTH", "100")
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert result.output.strip() == root_help(100).strip()
+    assert app.registered_commands == []  # the group's commands come from COMMANDS alone
+
+
+def test_every_command_help_imports_neither_scipy_nor_torch() -> None:
+    result = run_fresh(*([name, "--help"] for name in COMMANDS))
+    assert result["codes"] == [0] * len(COMMANDS)
+    assert loaded(result["modules"], ("scipy", "torch", "sentence_transformers",
+                                      "transformers", "sklearn")) == []
+
+
+def test_search_help_imports_only_its_own_command() -> None:
+    result = run_fresh(["search", "--help"])
+    assert result["codes"] == [0]
+    commands = {m.split(".")[2] for m in result["modules"] if m.startswith("credrank.cli.")}
+    # search shares the engine options of index; common/specs/root/config are not commands
+    assert commands - {"common", "specs", "root", "config"} == {"search", "index"}
+    assert loaded(result["modules"], STAGES) == []
+
+
+def test_short_help_repeats_each_command_help() -> None:
+    """The static line of `credrank --help` is the first paragraph of the command's help."""
+    from credrank.cli import load_command
+
+    for name, command in COMMANDS.items():
+        help_text = load_command(name).help or ""
+        first = " ".join(help_text.split("\n\n")[0].split())
+        assert command.short == first, name
+
+
+def test_bench_names_are_the_registry() -> None:
+    from credrank.cli.bench import BENCH_NAMES
+    from credrank.experiments.benches import BENCHES
+
+    assert BENCH_NAMES == tuple(BENCHES)
+
+
+def test_selectors_are_imported_only_when_used() -> None:
+    code = ("import sys; import credrank.select.topk, credrank.search, credrank.searcher; "
+            "before = 'credrank.select.stages' in sys.modules; "
+            "from credrank.select import MMRSelect; "
+            "print(before, 'credrank.select.stages' in sys.modules, MMRSelect.__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ["False", "True", "MMRSelect"], proc.stderr
+
+
+def test_cold_search_imports_no_stage_it_does_not_run(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps(
+        {"id": f"d{i}", "text": f"vitamin d trial {i}", "url": f"https://www.cdc.gov/{i}"})
+        for i in range(6)) + "\n", encoding="utf-8")
+    assert run(["index", str(corpus), "--index", str(tmp_path / "idx"),
+                "--embedder", "hashing"]) == 0
+    result = run_fresh(["search", "vitamin d", "--index", str(tmp_path / "idx"), "--json"])
+    assert result["codes"] == [0]
+    assert loaded(result["modules"], STAGES) == []
+    assert loaded(result["modules"], ("scipy", "torch")) == []
+    assert json.loads(result["out"])["hits"][0]["rank"] == 1
+    # a stage named in the spec is imported when the pipeline is built
+    result = run_fresh(["search", "vitamin d", "--index", str(tmp_path / "idx"), "--json",
+                        "--select", "mmr", "-P", "diversity=0.3"])
+    assert result["codes"] == [0]
+    assert loaded(result["modules"], STAGES) == ["credrank.select.stages"]

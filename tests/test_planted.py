@@ -1,0 +1,327 @@
+"""The planted-evidence defence: its kernels against references, its stage's policies."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.maths import cosine_matrix
+from credrank.defences.planted import MODES, PlantedEvidence, trustrag_flags
+from credrank.defences.planted_math import (
+    frequency_scores,
+    grada_weights,
+    outlier_ramp,
+    pagerank,
+    paraphrase_components,
+    planted_clusters,
+    ragdefender_count,
+    robust_z,
+    tfidf_vote,
+    two_clusters_agglomerative,
+    two_means,
+)
+from credrank.pipeline.catalog import CATALOG
+from credrank.pipeline.spec import PipelineSpec, SpecError
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def attacked_pool(rng: np.random.Generator, n_clean: int = 10, n_planted: int = 5,
+                  dim: int = 32) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A query, clean passages on its topic (similar to each other, cosine ≈ 0.8, and
+    moderately to the query) and planted paraphrases right on the query (cosine ≈ 0.98 to
+    each other): the geometry of a poisoned pool."""
+    q = unit(rng.normal(size=(1, dim)))[0]
+    topic = unit(rng.normal(size=(1, dim)))[0]
+    clean = unit(q * 0.5 + topic * 0.8 + rng.normal(size=(n_clean, dim)) * 0.08)
+    lie = unit((q + rng.normal(size=dim) * 0.1)[None, :])[0]
+    planted = unit(lie + rng.normal(size=(n_planted, dim)) * 0.03)
+    vocab = [f"w{i}" for i in range(400)]
+    texts = [" ".join(rng.choice(vocab, 12)) for _ in range(n_clean + n_planted)]
+    return q, np.vstack([clean, planted]).astype(np.float32), texts
+
+
+def batch_of(q: np.ndarray, vectors: np.ndarray, texts: list[str]) -> Candidates:
+    sims = vectors @ q
+    return Candidates(query="q", doc_ids=np.array([f"d{i}" for i in range(len(texts))],
+                                                  dtype=object),
+                      retrieval_score=sims.astype(np.float64),
+                      meta={"text": np.array(texts, dtype=object)}, vectors=vectors,
+                      query_vector=q.astype(np.float32))
+
+
+# -- kernels ----------------------------------------------------------------------------------
+
+def test_robust_z_is_the_modified_z_score_and_ignores_the_outliers():
+    x = np.array([0.50, 0.52, 0.48, 0.51, 0.49, 0.95])
+    z = robust_z(x)
+    med = np.median(x)
+    mad = np.median(np.abs(x - med))
+    assert z == pytest.approx((x - med) / (1.4826 * mad))
+    assert z[-1] > 10 and np.all(np.abs(z[:-1]) < 1.5)
+
+
+def test_robust_z_policies_floor_the_scale_and_need_three_values():
+    assert robust_z(np.full(6, 0.7)) == pytest.approx(np.zeros(6))
+    assert robust_z(np.array([0.2, 0.9])) == pytest.approx(np.zeros(2))
+    z = robust_z(np.array([0.7, 0.7, 0.7, 0.75]))  # MAD 0: the floor 0.01 is the scale
+    assert z[-1] == pytest.approx(5.0)
+    assert np.all(np.isfinite(z))
+
+
+def test_pagerank_matches_networkx():
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(3)
+    w = np.maximum(rng.normal(size=(9, 9)), 0)
+    np.fill_diagonal(w, 0)
+    w[4, :] = 0  # a dangling node
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(9))
+    for i, j in zip(*np.nonzero(w), strict=True):
+        graph.add_edge(int(i), int(j), weight=float(w[i, j]))
+    ref = nx.pagerank(graph, alpha=0.85, weight="weight", tol=1e-12, max_iter=1000)
+    ours = pagerank(w, damping=0.85)
+    assert ours == pytest.approx([ref[i] for i in range(9)], abs=1e-8)
+    assert ours.sum() == pytest.approx(1.0)
+    assert len(pagerank(np.zeros((0, 0)))) == 0
+
+
+def test_grada_weights_penalise_pairs_close_to_the_query():
+    sims = np.array([[1.0, 0.9, 0.6], [0.9, 1.0, 0.6], [0.6, 0.6, 1.0]])
+    qs = np.array([0.9, 0.9, 0.3])
+    w = grada_weights(sims, qs, alpha=0.5)
+    assert w[0, 1] == pytest.approx(max(0.0, 0.9 - 0.5 * 1.8))
+    assert w[0, 2] == pytest.approx(0.6 - 0.5 * 1.2)
+    assert np.all(np.diag(w) == 0) and np.all(w >= 0)
+
+
+def test_frequency_scores_count_the_top_pairs():
+    sims = np.array([[1, .9, .8, .1], [.9, 1, .85, .2], [.8, .85, 1, .3], [.1, .2, .3, 1.0]])
+    f = frequency_scores(sims, 3, p=2)  # C(3, 2) = 3 pairs: (0,1), (1,2), (0,2)
+    assert f == pytest.approx([.81 + .64, .81 + .85 ** 2, .85 ** 2 + .64, 0.0])
+    assert frequency_scores(sims, 0) == pytest.approx(np.zeros(4))
+    assert frequency_scores(sims, 1) == pytest.approx([.81, .81, 0, 0])  # max(1, C(1,2))
+
+
+def test_tfidf_vote_counts_passages_with_most_top_terms():
+    texts = ["paris capital france", "paris capital france city", "paris capital france",
+             "bananas grow on trees", "the ocean is deep"]
+    assert tfidf_vote(texts, m=3) == 3
+    assert tfidf_vote([], m=5) == 0
+    assert tfidf_vote(["the of and", "a an"], m=5) == 0  # stop words only
+
+
+def test_agglomerative_and_two_means_split_two_blobs():
+    rng = np.random.default_rng(0)
+    a = unit(np.array([1.0, 0, 0]) + rng.normal(size=(6, 3)) * 0.05)
+    b = unit(np.array([0, 1.0, 0]) + rng.normal(size=(3, 3)) * 0.05)
+    v = np.vstack([a, b])
+    for labels in (two_clusters_agglomerative(v), two_means(v)):
+        assert len(set(labels[:6])) == 1 and len(set(labels[6:])) == 1
+        assert labels[0] != labels[6]
+    assert list(two_means(v[:1])) == [0]
+
+
+def test_ragdefender_count_takes_the_smaller_cluster_when_the_terms_do_not_vote():
+    rng = np.random.default_rng(1)
+    _q, vectors, texts = attacked_pool(rng)
+    assert ragdefender_count(vectors, texts) == 5
+    assert ragdefender_count(vectors[:1], texts[:1]) == 0
+
+
+# -- the stage --------------------------------------------------------------------------------
+
+#: GRADA with α = 0.5 cuts every planted–clean edge of the synthetic pool: PageRank then gives
+#: each component the same mean rank, so the test graph keeps cross edges with α = 0.3
+MODE_PARAMS = {"grada": {"alpha": 0.3}}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_demotes_a_planted_cluster(mode):
+    rng = np.random.default_rng(2)
+    q, vectors, texts = attacked_pool(rng)
+    batch = batch_of(q, vectors, texts)
+    out = PlantedEvidence(mode, **MODE_PARAMS.get(mode, {})).transform(batch)
+    f = out.factors["planted"]
+    assert np.all(f >= 0.1) and np.all(f <= 1.0)
+    assert f[10:].mean() < f[:10].mean()
+    assert out.info["planted"]["applied"] is True
+    assert len(out.column("planted_z")) == len(batch)
+
+
+def test_the_evidence_is_reported_per_hit():
+    rng = np.random.default_rng(4)
+    q, vectors, texts = attacked_pool(rng)
+    out = PlantedEvidence().transform(batch_of(q, vectors, texts))
+    clusters = out.column("planted_cluster")
+    assert set(clusters[10]) == {"d11", "d12", "d13", "d14"}
+    assert list(clusters[0]) == []
+    z = np.array(out.column("planted_z"), dtype=float)
+    assert np.all(z[10:] > z[:10].max())
+    graph = np.array(out.column("planted_graph"), dtype=float)
+    assert graph.max() == pytest.approx(1.0)
+    assert out.info["planted"]["planted_estimate"] is None  # ragdefender mode only
+    assert PlantedEvidence("ragdefender").transform(batch_of(q, vectors, texts)).info[
+        "planted"]["planted_estimate"] == 5
+
+
+def test_copies_are_one_voice_not_a_planted_cluster():
+    """Syndicated copies (the same words) are not paraphrases: the cluster test skips them."""
+    rng = np.random.default_rng(5)
+    q, vectors, _ = attacked_pool(rng)
+    texts = [f"clean {i} words about many different things t{i}" for i in range(10)]
+    texts += ["the wire story as every outlet printed it word for word today"] * 5
+    out = PlantedEvidence().transform(batch_of(q, vectors, texts))
+    assert all(list(c) == [] for c in out.column("planted_cluster")[10:])
+    assert out.info["planted"]["copies_joined"] == 10
+
+
+def test_a_small_pool_is_left_unchanged_with_the_reason():
+    rng = np.random.default_rng(6)
+    q, vectors, texts = attacked_pool(rng, n_clean=2, n_planted=1)
+    out = PlantedEvidence(min_pool=4).transform(batch_of(q, vectors, texts))
+    assert list(out.factors["planted"]) == [1.0, 1.0, 1.0]
+    assert out.info["planted"]["applied"] is False
+    assert "min_pool" in out.info["planted"]["reason"]
+    empty = PlantedEvidence().transform(Candidates.empty("q", 4))
+    assert len(empty.factors["planted"]) == 0
+
+
+def test_missing_vectors_text_or_query_vector_are_clear_errors():
+    rng = np.random.default_rng(7)
+    q, vectors, texts = attacked_pool(rng)
+    batch = batch_of(q, vectors, texts)
+    from dataclasses import replace
+    with pytest.raises(StageError, match="vectors"):
+        PlantedEvidence().transform(replace(batch, vectors=None))
+    with pytest.raises(StageError, match="text"):
+        PlantedEvidence().transform(replace(batch, meta={}))
+    with pytest.raises(StageError, match="query vector"):
+        PlantedEvidence().transform(replace(batch, query_vector=None))
+
+
+def test_parameters_are_validated_once_by_the_spec():
+    assert "planted" in CATALOG and CATALOG["planted"].cls is PlantedEvidence
+    spec = PipelineSpec.from_dict({"stages": [{"stage": "planted", "mode": "grada",
+                                               "alpha": 0.3}]})
+    assert spec.to_dict()["stages"][0]["mode"] == "grada"
+    with pytest.raises(SpecError, match=r"stages\[0\]\.mode"):
+        PipelineSpec.from_dict({"stages": [{"stage": "planted", "mode": "nope"}]})
+    with pytest.raises(SpecError, match=r"stages\[0\]\.floor"):
+        PipelineSpec.from_dict({"stages": [{"stage": "planted", "floor": 1.5}]})
+    with pytest.raises(ValueError, match="floor"):
+        PlantedEvidence(floor=0.0)
+    with pytest.raises(ValueError, match="z_full"):
+        PlantedEvidence(z=3.0, z_full=2.0)
+
+
+def test_trustrag_flags_only_a_tight_cluster():
+    rng = np.random.default_rng(8)
+    spread = unit(rng.normal(size=(8, 16)))
+    sims = cosine_matrix(spread)
+    assert trustrag_flags(sims, spread, 0.8).sum() == 0
+    assert math.isfinite(float(sims.sum()))
+
+
+def test_planted_clusters_need_size_and_query_side():
+    labels = np.array([0, 0, 0, 1, 1, 2])
+    z = np.array([1.0, 2.0, 0.6, 5.0, 6.0, 9.0])
+    p = planted_clusters(labels, z, min_size=3, cluster_z=0.5)
+    assert list(p) == [1, 1, 1, 0, 0, 0]  # a pair and a lone outlier are not a campaign
+    assert list(planted_clusters(labels, z, min_size=3, cluster_z=1.5)) == [0] * 6
+    assert list(planted_clusters(labels, z, min_size=2, cluster_z=0.5)) == [1, 1, 1, 1, 1, 0]
+    assert list(paraphrase_components(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], bool))) == \
+        [0, 0, 1]
+    assert outlier_ramp(np.array([1.0, 3.0, 9.0]), 2.0, 4.0) == pytest.approx([0, 0.5, 1])
+
+
+def test_a_genuine_topic_cluster_is_not_flagged_by_default():
+    """Clean pool: the passages on the query's topic are similar to each other, but none is
+    planted for the query; the default mode leaves every factor at 1."""
+    rng = np.random.default_rng(11)
+    q, vectors, texts = attacked_pool(rng, n_planted=0)
+    out = PlantedEvidence().transform(batch_of(q, vectors, texts))
+    assert np.all(out.factors["planted"] == 1.0)
+    assert out.info["planted"]["flagged"] == 0
+
+
+def test_our_ragdefender_mode_drops_what_the_reference_package_drops():
+    pytest.importorskip("ragdefender", reason="the reference package (the baselines extra)")
+    from credrank.experiments.ragdefender_baseline import RAGDefenderReference
+
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        q, vectors, texts = attacked_pool(rng)
+        batch = batch_of(q, vectors, texts)
+        ours = PlantedEvidence("ragdefender").transform(batch).factors["planted"] < 1
+        ref = RAGDefenderReference().transform(batch).factors["ragdefender_ref"] < 1
+        assert list(np.flatnonzero(ours)) == list(np.flatnonzero(ref)), seed
+
+
+# -- the front doors ---------------------------------------------------------------------------
+
+def test_library_search_with_planted(demo_index_hashing):
+    from credrank.searcher import Searcher
+
+    spec = PipelineSpec.of("prior", {"stage": "planted", "mode": "grada"}, top_k=5)
+    with Searcher.open(demo_index_hashing) as searcher:
+        doc = searcher.search_json("does vitamin c prevent colds", spec)
+    assert doc["pipeline"]["stages"][1]["stage"] == "planted"
+    assert doc["info"]["planted"]["mode"] == "grada"
+    assert all("planted" in h["score_breakdown"] for h in doc["hits"])
+
+
+def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    credrank = Path(sys.executable).with_name("credrank")
+    if not credrank.exists():
+        pytest.skip("the credrank console script is not installed")
+    index = tmp_path / "idx"
+    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"))
+    proc = subprocess.run([str(credrank), "search", "does vitamin c prevent colds", "--index",
+                           str(index), "--planted", "--json"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [s["stage"] for s in doc["pipeline"]["stages"]].count("planted") == 1
+    assert doc["info"]["planted"]["applied"] is True
+    bad = subprocess.run([str(credrank), "search", "q", "--index", str(index), "--planted",
+                          "--pipeline", "nosuch.toml"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "--planted" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_http_search_with_planted(demo_index_hashing, tmp_path):
+    pytest.importorskip("fastapi")
+    import shutil
+
+    import httpx
+
+    from serving import running_server
+
+    index = tmp_path / "index"
+    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"))
+    with running_server(index) as server:
+        ok = httpx.post(server.url + "/search", json={"query": "does vitamin c prevent colds",
+                                                       "top_k": 3, "planted": True}, timeout=60)
+        assert ok.status_code == 200, ok.text
+        body = ok.json()
+        assert body["info"]["planted"]["applied"] is True
+        assert [s["stage"] for s in body["pipeline"]["stages"]].count("planted") == 1
+        spec = {"top_k": 3, "stages": [{"stage": "planted", "mode": "nope"}]}
+        bad = httpx.post(server.url + "/search", json={"query": "q", "pipeline": spec},
+                         timeout=60)
+        assert bad.status_code == 422 and "mode" in bad.text
+        both = httpx.post(server.url + "/search", json={"query": "q", "planted": True,
+                                                         "pipeline": {"top_k": 3}}, timeout=60)
+        assert both.status_code == 422 and "planted" in both.text
