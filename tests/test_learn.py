@@ -115,7 +115,11 @@ def test_no_group_is_split_between_training_and_scoring():
             continue
         n_scored += 1  # none of the scored items' groups trained the model
         assert {group_of[i] for i in trained}.isdisjoint({group_of[i] for i in items})
-    assert n_scored == sum(kind == "fit" for kind, _ in log) - 1  # the refit scores nothing
+    # 10 folds, 2 configurations: the inner fit leaving out folds {F, G} is shared by outer F
+    # and outer G and scores both; the 2·10 outer fits score their fold; the refit nothing
+    n_fits = sum(kind == "fit" for kind, _ in log)
+    assert n_fits == 2 * (10 * 9 // 2) + 2 * 10 + 1
+    assert n_scored == 2 * 2 * (10 * 9 // 2) + 2 * 10
     assert len(cv.folds) == 10 and sorted(g for f in cv.folds for g in f) == sorted(data.groups)
     for g, fold in zip(cv.oof.groups, cv.oof.folds, strict=True):
         assert g in cv.folds[fold]
@@ -215,13 +219,16 @@ def test_features_are_computed_once_per_item_when_first_read():
     assert np.array_equal(lazy.oof.p, eager.oof.p)
 
 
-def test_parallel_fits_give_the_same_numbers_and_report_progress():
+def test_parallel_fits_give_the_same_numbers_and_report_progress(monkeypatch):
     data, _ = _data(n_groups=5)
     configs = [Cfg((1,)), Cfg((0,), 10.0), Cfg((0, 1))]
     ticks: list[tuple[int, int]] = []
     one = nested_cross_validation(data, LOGISTIC, configs, n_boot=100,
                                   on_progress=lambda d, t: ticks.append((d, t)))
     parallel_ticks: list[tuple[int, int]] = []
+    # small data runs in the calling process whatever n_jobs says: lower the bar so that the
+    # worker processes really run the fits here
+    monkeypatch.setattr(learn_cv, "_PARALLEL_CELLS", 0)
     two = nested_cross_validation(data, LOGISTIC, configs, n_boot=100, n_jobs=2,
                                   on_progress=lambda d, t: parallel_ticks.append((d, t)))
     assert parallel_ticks == ticks  # counted in the calling process as the fits complete
@@ -234,6 +241,94 @@ def test_parallel_fits_give_the_same_numbers_and_report_progress():
     assert total == 5 * 3 * 4 // 2 + 5 * 3 + 1
     with pytest.raises(ValueError, match="n_jobs"):
         nested_cross_validation(data, LOGISTIC, configs, n_jobs=0)
+
+
+@pytest.mark.slow  # starts two worker processes
+def test_fold_parallel_chains_equal_serial_and_warm_starts_stay_at_the_optimum(monkeypatch):
+    """10 folds of groups, three L2 values on the same columns: the fits of one training set
+    form a warm-started chain (L2 1000 → 100 → 10); in worker processes the numbers are those
+    of the serial run, and they are those of cold fits up to the optimiser's tolerance."""
+    data, _ = _data(n_groups=25, per_group=4)
+    configs = [Cfg((0, 1), 10.0), Cfg((0, 1), 100.0), Cfg((0, 1), 1000.0), Cfg((1,), 10.0)]
+    tasks = [learn_cv._Task(c, 0 if c < 3 else 1, ("g0",), (), LogisticEstimator(1.0))
+             for c in range(4)]
+    assert learn_cv._chains(tasks, configs) == [[2, 1, 0], [3]]  # by decreasing L2
+    serial = nested_cross_validation(data, LOGISTIC, configs, n_boot=50)
+    pools: list[int] = []
+    real = learn_cv.ProcessPoolExecutor
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        pools.append(kw["max_workers"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(learn_cv, "ProcessPoolExecutor", counted)
+    monkeypatch.setattr(learn_cv, "_PARALLEL_CELLS", 0)
+    parallel = nested_cross_validation(data, LOGISTIC, configs, n_boot=50, n_jobs=2)
+    assert pools == [2]  # the fits really ran in two worker processes
+    assert np.array_equal(serial.oof.p, parallel.oof.p)
+    assert serial.fold_configs() == parallel.fold_configs()
+    assert serial.final.scores == parallel.final.scores
+    # cold fits (no fit_warm): the same choices, probabilities within the tolerance
+    cold = Learner(columns=lambda c: list(c.cols),
+                   estimator=lambda c: _Cold(float(c.l2)))
+    reference = nested_cross_validation(data, cold, configs, n_boot=50)
+    assert np.allclose(serial.oof.p, reference.oof.p, atol=1e-4)
+    assert serial.fold_configs() == reference.fold_configs()
+
+
+class _Cold:
+    """A logistic estimator without ``fit_warm``: every fit starts at zero."""
+
+    def __init__(self, l2: float):
+        self.inner = LogisticEstimator(l2)
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> _Cold:
+        self.inner.fit(x, y)
+        return self
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return self.inner.predict_proba(x)
+
+
+def test_warm_fit_reaches_the_cold_optimum():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 6)) * [1, 10, 0.1, 1, 5, 1] + [0, 3, -2, 0, 0, 1]
+    y = (x[:, 0] + 0.1 * x[:, 1] + rng.normal(0, 1, 300) > 0.3).astype(float)
+    strong = LogisticEstimator(1000.0).fit(x[:200], y[:200])  # other rows, other scaling
+    for l2 in (100.0, 10.0, 1.0):
+        cold = LogisticEstimator(l2).fit(x, y)
+        warm = LogisticEstimator(l2).fit_warm(x, y, strong)
+        assert np.allclose(warm.predict_proba(x), cold.predict_proba(x), atol=1e-4)
+        assert cold.model is not None and warm.model is not None
+        assert np.array_equal(warm.model.mean, cold.model.mean)
+    # a start of another width, or none: a cold fit (the same bits)
+    other = LogisticEstimator(1.0).fit(x[:, :3], y)
+    for start in (None, other, LogisticEstimator(1.0)):
+        warm = LogisticEstimator(10.0).fit_warm(x, y, start)
+        assert np.array_equal(warm.predict_proba(x),
+                              LogisticEstimator(10.0).fit(x, y).predict_proba(x))
+
+
+def test_group_bootstrap_weights_equal_the_concatenated_resamples():
+    """The weighted bootstrap reads the same draws as :func:`group_resamples` and gives the
+    statistics of the concatenated rows (ties in the scores included)."""
+    from credrank.core.folds import group_resamples
+
+    rng = np.random.default_rng(5)
+    groups = [f"g{i // 5}" for i in range(80)] + ["solo"]
+    y = rng.integers(0, 2, 81).astype(float)
+    p = np.round(rng.uniform(0, 1, 81), 1)  # many ties
+    got = group_bootstrap(groups, y, p, ("auc", "accuracy", "log_loss"), n_boot=300, seed=4)
+    values: dict[str, list[float]] = {"auc": [], "accuracy": [], "log_loss": []}
+    for idx in group_resamples(groups, 300, 4):
+        for s in values:
+            v = learn_cv.STATISTICS[s](y[idx], p[idx])
+            if v is not None:
+                values[s].append(v)
+    for s, vals in values.items():
+        lo, hi = np.quantile(vals, [0.025, 0.975])
+        assert got[s].n_defined == len(vals)
+        assert got[s].bounds == pytest.approx((lo, hi), abs=1e-12)
 
 
 # ---------------------------------------------------------------- bootstrap over groups

@@ -1,27 +1,66 @@
-"""Fit a credibility model from a labels file and an index (``credrank credibility fit``).
+"""Fit a credibility model from labels files and an index (``credrank credibility fit``).
 
-:func:`fit_from_labels` reads the labels (:mod:`credrank.credibility.labels`), matches them to
-the index's documents, runs the nested grouped cross-validation
-(:func:`~credrank.credibility.cv.grouped_cross_validation`: the pooled out-of-fold AUC with a
-95% bootstrap interval over groups) and refits on every labelled page with the configuration
-chosen by grouped CV on all of them; the result holds the model file's document
-(:mod:`credrank.credibility.modelfile`) and the ``--json`` report.
+:func:`fit_from_labels` reads one or several labels files (:mod:`credrank.credibility.labels`),
+matches them to the index's documents, featurises every matched page once (embedding
+included; with ``cache_dir`` the rows persist on disk, so a refit embeds nothing), runs the
+nested grouped cross-validation (:func:`~credrank.credibility.cv.grouped_cross_validation`:
+the pooled out-of-fold AUC with a 95% bootstrap interval over groups) and refits on every
+labelled page with the configuration chosen by grouped CV on all of them; the result holds the
+model file's document (:mod:`credrank.credibility.modelfile`) and the ``--json`` report.
+
+**Several labelled sets** (the multi-set recipe). Each labels file is its own *set*, named
+after its file (:func:`set_names`), and its groups live in that set's namespace
+(``<set>:<group>``), so topic ``1`` of one set is never merged with topic ``1`` of another and
+a fold never splits a set's group. A page labelled in several sets carries every set's
+judgements. With two or more sets the report adds, per set, the AUC of the pooled
+out-of-fold scores on that set's pages (``per_set``), and with ``leave_one_set_out`` the
+transfer estimate: per set ``S``, a model fitted on the other sets only (configuration chosen
+by leave-one-set-out CV among them, never reading ``S``) scores ``S`` — the number to read
+before applying the model to a corpus unlike any of the training sets.
+
+**Cost.** ``n`` pages: featurising ``O(n)`` embedder calls (the dominant cost of a cold fit;
+none with a warm ``cache_dir``), then the CV of :mod:`credrank.learn.cv`:
+``O(F² C)`` fits of ``O(T n d)`` (``F`` folds, ``C`` configurations), in ``n_jobs`` processes.
+Leave-one-set-out adds, for ``S`` sets, ``S (S − 1) C`` inner fits and ``S`` refits.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from credrank.core.embedder import Embedder
-from credrank.credibility.cv import N_BOOT, CrossValidation, grouped_cross_validation
+from credrank.core.maths import roc_auc
+from credrank.credibility.cv import (
+    N_BOOT,
+    CrossValidation,
+    bootstrap_auc,
+    grouped_cross_validation,
+    grouped_data,
+    learner,
+    usable_configs,
+)
 from credrank.credibility.features import CredibilityFeaturizer
-from credrank.credibility.labels import LabelsFile, match_labels, read_labels, training_hash
-from credrank.credibility.model import DEFAULT_CONFIGS, Config, topics_of
+from credrank.credibility.labels import (
+    LabelsFile,
+    MatchReport,
+    match_labels,
+    read_labels,
+    training_hash,
+)
+from credrank.credibility.model import DEFAULT_CONFIGS, Config, CredibilityExample, topics_of
 from credrank.credibility.modelfile import DEFAULT_FLOOR, model_document
 from credrank.index.store import VectorStore
-from credrank.learn.cv import Progress
+from credrank.learn import cv as learn_cv
+from credrank.learn.cv import HIGHEST_AUC, Progress, group_folds
+
+#: the separator of a set's name and its group (``<set>:<group>``)
+SET_SEP = ":"
 
 
 @dataclass
@@ -33,17 +72,68 @@ class FitResult:
     cv: CrossValidation
 
 
-def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
-                    embedder: Embedder, *,
+def set_names(paths: Sequence[str]) -> list[str]:
+    """One name per labels file: its file stem (characters other than letters, digits, ``.``,
+    ``_`` and ``-`` become ``_``); a repeated stem gets ``-2``, ``-3``, … in file order."""
+    out: list[str] = []
+    for p in paths:
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(p).stem) or "set"
+        name, k = stem, 1
+        while name in out:
+            k += 1
+            name = f"{stem}-{k}"
+        out.append(name)
+    return out
+
+
+def merge_sets(named: Sequence[tuple[str, Sequence[CredibilityExample]]]
+               ) -> list[CredibilityExample]:
+    """The pages of several sets as one list: each group renamed ``<set>:<group>``; a page
+    (doc id) in several sets keeps every set's judgements (first-seen order of pages)."""
+    merged: dict[str, CredibilityExample] = {}
+    for name, examples in named:
+        for e in examples:
+            labels = {f"{name}{SET_SEP}{g}": y for g, y in e.labels.items()}
+            if e.doc_id in merged:
+                old = merged[e.doc_id]
+                labels = {**old.labels, **labels}
+            merged[e.doc_id] = CredibilityExample(e.doc_id, e.text, e.url, labels)
+    return list(merged.values())
+
+
+def _merged_matching(reports: Sequence[MatchReport]) -> dict[str, Any]:
+    """The matching summaries of several files added up (examples: the first few)."""
+    total = MatchReport()
+    for r in reports:
+        total.rows += r.rows
+        total.used_rows += r.used_rows
+        for reason, n in r.skipped.items():
+            total.skipped[reason] += n
+            kept = total.examples.setdefault(reason, [])
+            kept.extend(r.examples.get(reason, [])[:max(0, 5 - len(kept))])
+    return total.to_dict()
+
+
+def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path | LabelsFile],
+                    store: VectorStore, embedder: Embedder, *,
                     group_by: str = "topic", seed: int = 0,
                     configs: tuple[Config, ...] = DEFAULT_CONFIGS, n_boot: int = N_BOOT,
                     floor: float = DEFAULT_FLOOR, n_jobs: int = 1,
-                    on_progress: Progress | None = None) -> FitResult:
-    """Labels → matched pages → nested grouped CV → final model (module docstring).
+                    on_progress: Progress | None = None,
+                    on_features: Progress | None = None,
+                    cache_dir: str | Path | None = None,
+                    leave_one_set_out: bool = False,
+                    on_transfer: Progress | None = None) -> FitResult:
+    """Labels → matched pages → features → nested grouped CV → final model (module
+    docstring).
 
-    ``labels_path`` is the labels file or one already read (:func:`read_labels`, so a command
-    can refuse a bad file before it opens the index). ``n_jobs``: processes for the CV fits (the
-    same numbers for any value); ``on_progress(done, total)`` after every fit.
+    ``labels_path`` is a labels file or one already read (:func:`read_labels`, so a command
+    can refuse a bad file before it opens the index), or a sequence of them (several sets,
+    each its own group namespace). ``n_jobs``: processes for the CV fits (the same numbers
+    for any value); ``on_features(done, total)`` while pages are featurised,
+    ``on_progress(done, total)`` after every fit of the cross-validation, ``on_transfer``
+    after every configuration-choice fit of ``leave_one_set_out``. ``cache_dir``: the feature
+    rows on disk (:class:`~credrank.credibility.features.FeatureCache`).
 
     ``ValueError`` for a bad labels file, one class only after matching, fewer than 3 groups,
     or an embedder that is not the index's.
@@ -52,11 +142,25 @@ def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
     if getattr(embedder, "name", manifest.embedder) != manifest.embedder:
         raise ValueError(f"embedder: the index uses {manifest.embedder!r}, got "
                          f"{getattr(embedder, 'name', None)!r}")
-    labels = (labels_path if isinstance(labels_path, LabelsFile)
-              else read_labels(labels_path))
-    where = labels.path
-    examples, match = match_labels(labels, store, group_by)
-    summary = match.to_dict()
+    many = not isinstance(labels_path, (str, Path, LabelsFile))
+    items = list(labels_path) if many else [labels_path]  # type: ignore[list-item]
+    if not items:
+        raise ValueError("labels: expected at least one labels file")
+    files = [x if isinstance(x, LabelsFile) else read_labels(x) for x in items]
+    names = set_names([f.path for f in files])
+    per_file: list[tuple[str, list[CredibilityExample]]] = []
+    reports: list[MatchReport] = []
+    for name, labels in zip(names, files, strict=True):
+        found, match = match_labels(labels, store, group_by)
+        per_file.append((name, found))
+        reports.append(match)
+    where = files[0].path if len(files) == 1 else ", ".join(f.path for f in files)
+    if len(files) == 1:
+        examples = per_file[0][1]
+        summary = reports[0].to_dict()
+    else:
+        examples = merge_sets(per_file)
+        summary = _merged_matching(reports)
     classes = {y for e in examples for y in e.labels.values()}
     if len(classes) < 2:
         only = "none" if not classes else ("credible" if 1 in classes else "not credible")
@@ -68,20 +172,93 @@ def fit_from_labels(labels_path: str | Path | LabelsFile, store: VectorStore,
         raise ValueError(f"{where}: grouped cross-validation needs at least 3 groups "
                          f"(by {group_by}); the matched pages form {len(groups)}: "
                          f"{', '.join(groups)}")
-    featurizer = CredibilityFeaturizer(embedder)
+    featurizer = CredibilityFeaturizer(embedder, cache_dir=cache_dir)
+    featurizer.features([e.text for e in examples], [e.url for e in examples],
+                        on_progress=on_features)  # every page once, up front
     cv = grouped_cross_validation(examples, featurizer, configs, seed=seed, n_boot=n_boot,
                                   n_jobs=n_jobs, on_progress=on_progress)
     metrics = cv.metrics()
+    if len(files) > 1:
+        metrics["per_set"] = per_set_auc(cv, names)
+        if leave_one_set_out:
+            metrics["leave_one_set_out"] = leave_one_set_out_auc(
+                examples, featurizer, configs, names, seed=seed, n_boot=n_boot, n_jobs=n_jobs,
+                on_progress=on_transfer)
     document = model_document(cv.model, embedder_name=manifest.embedder,
                               embedder_dim=int(getattr(embedder, "dim", manifest.dim)),
                               training_sha256=training_hash(examples),
                               n_pages=cv.n_train_pages, n_groups=cv.n_groups,
                               group_by=group_by, metrics=metrics,
                               provenance=cv.provenance(group_by), floor=floor)
-    report = {"credrank_credibility_fit": 1, "labels": where, "group_by": group_by,
-              "seed": seed, "n_pages": cv.n_pages, "n_train_pages": cv.n_train_pages,
-              "tied_pages": cv.dropped_ties, "n_groups": cv.n_groups,
-              "unknown": match.unknown, "matching": summary, **metrics,
-              "embedder": manifest.embedder, "floor": floor,
+    report = {"credrank_credibility_fit": 1,
+              "labels": where if len(files) == 1 else [f.path for f in files],
+              "group_by": group_by, "seed": seed, "n_pages": cv.n_pages,
+              "n_train_pages": cv.n_train_pages, "tied_pages": cv.dropped_ties,
+              "n_groups": cv.n_groups, "unknown": summary["unknown"], "matching": summary,
+              **metrics, "embedder": manifest.embedder, "floor": floor,
               "training_sha256": document["training"]["sha256"]}
+    if len(files) > 1:
+        report["sets"] = [{"name": n, "labels": f.path, "n_pages": len(found),
+                           "n_groups": len(topics_of(found)), "matching": r.to_dict()}
+                          for n, f, (_, found), r in zip(names, files, per_file, reports,
+                                                         strict=True)]
     return FitResult(document, report, cv)
+
+
+def _set_of(group: str) -> str:
+    return group.split(SET_SEP, 1)[0]
+
+
+def per_set_auc(cv: CrossValidation, names: Sequence[str]) -> dict[str, Any]:
+    """Per set: the pooled out-of-fold AUC on its (group, page) pairs (``None``: one class),
+    with the number of pairs. Every score comes from the nested CV, so no set's pairs are
+    scored by a model that saw their group (other groups of the same set did train it)."""
+    sets = np.array([_set_of(g) for g in cv.oof.groups], dtype=object)
+    out = {}
+    for name in names:
+        mask = sets == name
+        out[name] = {"auc": roc_auc(cv.oof.y[mask], cv.oof.p[mask]) if mask.any() else None,
+                     "n_pairs": int(mask.sum())}
+    return out
+
+
+def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
+                          featurizer: CredibilityFeaturizer, configs: Sequence[Config],
+                          names: Sequence[str], *, seed: int = 0, n_boot: int = N_BOOT,
+                          n_jobs: int = 1, on_progress: Progress | None = None
+                          ) -> dict[str, Any]:
+    """Per set ``S``: a model fitted on the pages of the other sets only — its configuration
+    chosen by leave-one-set-out CV among those sets (with one other set: grouped CV over its
+    groups), never reading ``S`` — scores every pair
+    of ``S``; its AUC with a bootstrap interval over ``S``'s groups, the configuration and
+    the pairs. A page judged in ``S`` trains no model that scores ``S`` (it is left out with
+    ``S``'s groups, :meth:`~credrank.learn.cv.GroupedData.train_rows`). Needs 2 sets."""
+    available = usable_configs(featurizer, configs)
+    data = grouped_data(examples, featurizer)
+    by_set: dict[str, tuple[str, ...]] = {
+        n: tuple(sorted(g for g in data.groups if _set_of(g) == n)) for n in names}
+    if sum(1 for g in by_set.values() if g) < 2:
+        raise ValueError("leave-one-set-out: expected pages of at least 2 sets")
+    outer = [by_set[n] for n in names if by_set[n]]
+
+    def inner(rest: list[str]) -> list[tuple[str, ...]]:
+        """The other sets, one fold each; with one set left, folds of its groups."""
+        others = [f for f in outer if set(f) <= set(rest)]
+        return others if len(others) >= 2 else group_folds(rest, seed=seed)
+
+    choices = learn_cv.choose_per_fold(data, learner(featurizer), available, outer,
+                                       HIGHEST_AUC, inner=inner, n_jobs=n_jobs,
+                                       on_progress=on_progress)
+    out: dict[str, Any] = {}
+    for fold, choice in zip(outer, choices, strict=True):
+        fitted = learn_cv.fit(data, learner(featurizer), choice.config, fold)
+        items = data.items_in(fold)
+        cols = featurizer.columns(choice.config.groups)
+        p_items = fitted.estimator.predict_proba(np.asfortranarray(data.x[items][:, cols]))
+        oof = learn_cv.out_of_fold(data, [fold], [lambda rows, p=p_items: p])
+        interval, _ = bootstrap_auc(oof.groups, oof.y, oof.p, n_boot=n_boot, seed=seed)
+        name = _set_of(fold[0])
+        out[name] = {"auc": oof.auc(), "auc_interval": list(interval) if interval else None,
+                     "n_pairs": len(oof.y), "config": choice.config.to_dict(),
+                     "inner_auc": choice.value, "trained_on_pages": len(fitted.rows)}
+    return out

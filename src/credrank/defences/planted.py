@@ -40,9 +40,10 @@ Modes (each with its formula and source in :mod:`credrank.defences.planted_math`
 
 **Declared policies.** A pool of fewer than ``min_pool`` candidates (default 4: no robust
 centre exists) is left unchanged, the factor 1, ``info.planted.applied = false`` with the
-reason. A candidate without a vector is a configuration error (retrieve with vectors).
-When the batch has no query vector (lexical retrieval), the query similarity is the retrieval
-score when retrieval was dense, else the stage needs the query vector and raises.
+reason. A batch without vectors, text or a query vector (lexical retrieval) is a
+configuration error naming what is missing (the stage compares passages with each other and
+with the query: retrieve densely, with vectors and text). The ``ragdefender`` estimate is
+computed in that mode only (``planted_estimate`` is ``null`` otherwise: it reads every word).
 """
 
 from __future__ import annotations

@@ -33,31 +33,40 @@ none defined gives the first configuration; :data:`LOWEST_LOG_LOSS`: the log los
 to the first configuration.
 
 **Nested CV** (:func:`nested_cross_validation`). For each outer fold ``F`` the configuration is
-chosen by a grouped CV over the other groups only (inner folds by the same rule, never
-training on a group of ``F``); the model fitted on every group but ``F`` with that
+chosen by a grouped CV over the other groups only — its inner folds are the *other outer
+folds* (leave-one-group-out: the other groups, one each; ``k`` folds: the other ``k − 1``
+folds), never training on a group of ``F``; the model fitted on every group but ``F`` with that
 configuration scores ``F``. So the pooled out-of-fold estimate is read on groups that neither
-the model nor the choice of its configuration saw. The final configuration is chosen once
-more by (non-nested) grouped CV over all groups — its scores are optimistic, the choice reads
-them — and refitted on every training item.
+the model nor the choice of its configuration saw, and the inner fit that leaves out
+``F ∪ G`` serves both outer ``F`` (scoring ``G``) and outer ``G`` (scoring ``F``). The final
+configuration is chosen once more by (non-nested) grouped CV over all groups — its scores are
+optimistic, the choice reads them — and refitted on every training item.
 
 **Interval** (:func:`group_bootstrap`). A percentile bootstrap over groups: ``n_boot`` (2000)
 resamples of the groups with replacement (``default_rng(seed)``), each the pooled statistic
 (AUC, accuracy) over the resampled groups' pairs; the ``level`` (95%) interval is the
 ``(1 − level)/2`` and ``(1 + level)/2`` quantiles of the resamples where the statistic is
-defined, ``None`` when fewer than half are.
+defined, ``None`` when fewer than half are. A resample is evaluated as draw-count weights on
+the pairs, from one sort of the scores.
 
 **Cost.** With ``n`` items, ``G`` groups, ``F`` outer folds (``F = G`` up to 20 groups, else
-``k``), ``I ≈ F − 1`` inner folds, ``C`` configurations and ``d`` feature columns: features are
-computed ``n`` times (once per item) and sliced once per distinct column set (``O(n d)`` each);
-the nested CV runs at most ``F·C·I`` inner fits (leave-one-group-out shares the fit that
-leaves out ``{u, v}`` between outer ``u`` and outer ``v``, so ``F·C·I/2`` there), ``F·C``
-fits for the final choice — which are also the outer models — and one refit: ``O(F² C)``
-fits, each L-BFGS ``O(T n d)`` for ``T ≤ 500`` iterations. The bootstrap is
-``O(n_boot · P log P)`` for ``P`` pairs. Memory: ``O(n d)`` per column set. With
-``n_jobs > 1`` the fits run in that many processes (:mod:`concurrent.futures`, spawned: each
-worker receives the column views once); every fit is deterministic and the results are
-assembled by task, so any ``n_jobs`` gives the same numbers. ``on_progress(done, total)`` is
-called after every fit.
+``k``), ``C`` configurations and ``d`` feature columns: features are computed ``n`` times
+(once per item) and sliced once per distinct column set (``O(n d)`` each). The nested CV runs
+``C · F(F − 1)/2`` inner fits (each pair of outer folds shares one), ``F · C`` fits for the
+final choice — which are also the outer models — and one refit: ``C (F² + F)/2 + 1`` fits,
+``O(F² C)``, each L-BFGS ``O(T n d)`` for ``T ≤ 500`` iterations (10 folds, 9 configurations:
+496 fits, was 991 with fresh inner folds per outer fold). Fits on the same training rows and
+columns form a *chain* by decreasing L2, each warm-started from the previous optimum
+(:meth:`~credrank.learn.estimator.LogisticEstimator.fit_warm`; never from a model that saw
+other rows). The bootstrap is ``O(P log P + n_boot (P + G))`` for ``P`` pairs. Memory:
+``O(n d)`` per column set. With ``n_jobs > 1`` the chains run in that many processes
+(:mod:`concurrent.futures`, spawned: each worker receives the column views once; below
+``5·10⁷`` feature cells in all, in the calling process), largest column set first; every
+chain runs the same fits wherever it runs and the results are assembled by task, so any
+``n_jobs`` gives the same numbers. ``on_progress(done, total)`` is called after every fit
+(in parallel runs, as its chain completes). Fits hold one BLAS thread each
+(:func:`one_blas_thread`): on a busy machine a threaded BLAS spinning on small products is an
+order of magnitude slower.
 """
 
 from __future__ import annotations
@@ -83,6 +92,10 @@ N_BOOT = 2000
 _CLIP = 1e-6
 #: a better criterion value must beat the best by more than this (ties: the first config)
 _TIE = 1e-12
+#: below this many feature cells (columns × items, summed over the fits) the fits run in the
+#: calling process whatever ``n_jobs`` says: starting worker processes (seconds) would cost
+#: more than the fits (the numbers are the same either way)
+_PARALLEL_CELLS = 5e7
 
 Progress = Callable[[int, int], None]
 
@@ -449,18 +462,36 @@ class _Work:
             return np.zeros(len(self.y), dtype=bool)
         return self.member[:, cols].any(axis=1)
 
-    def run(self, task: _Task) -> tuple[Estimator, list[np.ndarray]]:
+    def run(self, task: _Task, start: Estimator | None = None
+            ) -> tuple[Estimator, list[np.ndarray]]:
+        """Fit ``task`` (warm from ``start`` when given and the estimator has ``fit_warm``)
+        and score its folds."""
         rows = np.flatnonzero(~np.isnan(self.y) & ~self._mask(task.exclude))
         if not len(rows):
             raise ValueError(f"no training rows left once groups {list(task.exclude)} are "
                              "left out")
         x = self.views[task.view]
-        est = task.estimator.fit(_rows_of(x, rows), self.y[rows])
+        warm = getattr(task.estimator, "fit_warm", None)
+        if start is not None and callable(warm):
+            est = warm(_rows_of(x, rows), self.y[rows], start)
+        else:
+            est = task.estimator.fit(_rows_of(x, rows), self.y[rows])
         preds = []
         for fold in task.score:
             items = np.flatnonzero(self._mask(fold))
             preds.append(est.predict_proba(_rows_of(x, items)) if len(items) else np.zeros(0))
         return est, preds
+
+    def run_chain(self, chain: Sequence[_Task]) -> list[tuple[Estimator, list[np.ndarray]]]:
+        """The tasks of one chain in order, each warm-started from the one before (they share
+        their training rows and columns: :func:`_chains`)."""
+        out: list[tuple[Estimator, list[np.ndarray]]] = []
+        start: Estimator | None = None
+        for task in chain:
+            est, preds = self.run(task, start)
+            out.append((est, preds))
+            start = est
+        return out
 
 
 def _rows_of(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -479,8 +510,8 @@ def _start_worker(work: _Work) -> None:
     _WORKER["blas"] = one_blas_thread().__enter__()
 
 
-def _run_in_worker(task: _Task) -> tuple[Estimator, list[np.ndarray]]:
-    return _WORKER["work"].run(task)
+def _run_in_worker(chain: list[_Task]) -> list[tuple[Estimator, list[np.ndarray]]]:
+    return _WORKER["work"].run_chain(chain)
 
 
 def one_blas_thread() -> AbstractContextManager[Any]:
@@ -496,25 +527,56 @@ def one_blas_thread() -> AbstractContextManager[Any]:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _execute(work: _Work, tasks: list[_Task], n_jobs: int, tick: Callable[[], None]
-             ) -> list[tuple[Estimator, list[np.ndarray]]]:
-    """Every task's fit and predictions, in task order; in ``n_jobs`` processes when more
-    than one (any order of completion: the results are placed by task)."""
-    if n_jobs == 1 or len(tasks) < 2:
-        out = []
-        for task in tasks:
-            out.append(work.run(task))
-            tick()
-        return out
+def _chains(tasks: Sequence[_Task], configs: Sequence[Any]) -> list[list[int]]:
+    """Task indices in warm-start chains: the tasks of one training set (the groups left out)
+    and one column view, by decreasing L2 (the most regularised fit converges fastest, then
+    each weaker one starts from the stronger one's optimum). A task whose estimator has no
+    ``fit_warm``, or a view whose configurations lack a numeric ``l2``, is a chain of one.
+    Chains are ordered largest view first (the longest fits start first)."""
+    by_key: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+    for i, task in enumerate(tasks):
+        by_key.setdefault((task.view, task.exclude), []).append(i)
+    chains: list[list[int]] = []
+    for members in by_key.values():
+        l2s = [getattr(configs[tasks[i].config], "l2", None) for i in members]
+        warm = all(callable(getattr(tasks[i].estimator, "fit_warm", None)) for i in members)
+        if len(members) > 1 and warm and all(isinstance(v, (int, float)) for v in l2s):
+            chains.append([i for _, _, i in sorted(
+                (-float(v), k, i) for k, (v, i) in enumerate(zip(l2s, members, strict=True)))])
+        else:
+            chains.extend([i] for i in members)
+    return chains
+
+
+def _execute(work: _Work, tasks: list[_Task], configs: Sequence[Any], n_jobs: int,
+             tick: Callable[[], None]) -> list[tuple[Estimator, list[np.ndarray]]]:
+    """Every task's fit and predictions, in task order: the warm-start chains of
+    :func:`_chains`, in ``n_jobs`` processes when more than one (any order of completion: the
+    results are placed by task, and a chain runs the same fits wherever it runs, so any
+    ``n_jobs`` gives the same numbers). ``tick()`` once per fit, as its chain completes."""
+    chains = _chains(tasks, configs)
+    order = sorted(range(len(chains)), key=lambda c: (
+        -int(work.views[tasks[chains[c][0]].view].shape[1]), c))
     results: list[Any] = [None] * len(tasks)
+    cells = sum(float(work.views[t.view].shape[1]) * len(work.y) for t in tasks)
+    if n_jobs == 1 or len(chains) < 2 or cells < _PARALLEL_CELLS:
+        for c in order:
+            start: Estimator | None = None
+            for i in chains[c]:
+                results[i] = work.run(tasks[i], start)
+                start = results[i][0]
+                tick()
+        return results
     context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
-    with ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks)), mp_context=context,
+    with ProcessPoolExecutor(max_workers=min(n_jobs, len(chains)), mp_context=context,
                              initializer=_start_worker, initargs=(work,)) as pool:
-        futures = {pool.submit(_run_in_worker, task): i for i, task in enumerate(tasks)}
+        futures = {pool.submit(_run_in_worker, [tasks[i] for i in chains[c]]): c
+                   for c in order}
         try:
             for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                tick()
+                for i, out in zip(chains[futures[fut]], fut.result(), strict=True):
+                    results[i] = out
+                    tick()
         except BaseException:
             for fut in futures:
                 fut.cancel()
@@ -587,7 +649,7 @@ class _Plan:
                 on_progress(done[0], total)
 
         self.tick = tick
-        results = _execute(_Work(data, views), tasks, n_jobs, tick)
+        results = _execute(_Work(data, views), tasks, self.configs, n_jobs, tick)
         fitted: dict[tuple[int, tuple[str, ...]], Fitted] = {}
         preds: dict[tuple[int, tuple[str, ...]], dict[tuple[str, ...], np.ndarray]] = {}
         for (c, excl), task, (est, p) in zip(keys, tasks, results, strict=True):
@@ -801,7 +863,7 @@ def nested_cross_validation(data: GroupedData, learner: Learner, configs: Sequen
         rest = [g for g in groups if g not in fold]
         inner = None
         if len(configs) > 1 and len(rest) >= 2:
-            inner = group_folds(rest, seed=seed, max_logo=max_logo, k=k)
+            inner = [f for f in folds if f != fold]  # the other outer folds (shared fits)
             plan.choice(inner, fold)
         plan.read_train(fold)  # the outer model (its configuration is chosen by the inner CV)
         inner_folds.append(inner)
@@ -842,23 +904,41 @@ def group_bootstrap(groups: Sequence[str], y: np.ndarray, p: np.ndarray,
                     statistics: Sequence[str] = ("auc",), *, n_boot: int = N_BOOT,
                     seed: int = 0, level: float = 0.95) -> dict[str, Interval]:
     """Percentile intervals of pooled ``statistics`` (keys of :data:`STATISTICS`) over
-    ``n_boot`` resamples of the groups with replacement
-    (:func:`~credrank.core.folds.group_resamples`; all statistics read the same resamples).
+    ``n_boot`` resamples of the groups with replacement (the draws of
+    :func:`~credrank.core.folds.group_resamples`; all statistics read the same resamples).
     An interval is ``None`` when fewer than half the resamples define it (a resampled AUC
-    needs both classes)."""
+    needs both classes).
+
+    A resample is read as a weight per row — the number of times its group was drawn, ``c_g``
+    — rather than as the concatenated rows: the pooled AUC of the resample is
+    ``Σ_{i⁺, j⁻} c_i c_j ([p_i > p_j] + ½ [p_i = p_j]) / (Σ_{i⁺} c_i · Σ_{j⁻} c_j)`` (exactly
+    the Mann–Whitney AUC of the duplicated rows), computed from one sort of the scores; the
+    accuracy and the log loss are ``c``-weighted means. Cost ``O(P log P + n_boot · (P + G))``
+    for ``P`` rows and ``G`` groups (was ``O(n_boot · P log P)``); the numbers are those of
+    the concatenated resamples up to float rounding."""
     unknown = [s for s in statistics if s not in STATISTICS]
     if unknown:
         raise ValueError(f"statistics: expected some of {', '.join(STATISTICS)}; got "
                          f"{unknown}")
     if not 0.0 < level < 1.0 or math.isnan(level):
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    check_int("n_boot", n_boot, 1)
     y, p = np.asarray(y, dtype=np.float64), np.asarray(p, dtype=np.float64)
     values: dict[str, list[float]] = {s: [] for s in statistics}
-    for idx in group_resamples(groups, n_boot, seed):
-        for s in statistics:
-            v = STATISTICS[s](y[idx], p[idx])
-            if v is not None:
-                values[s].append(v)
+    names = list(dict.fromkeys(groups))
+    if names:
+        where = {g: j for j, g in enumerate(names)}
+        row_group = np.array([where[g] for g in groups], dtype=np.intp)
+        weighted = _Weighted(y, p)
+        rng = np.random.default_rng(seed)
+        for _ in range(n_boot):
+            counts = np.bincount(rng.integers(0, len(names), size=len(names)),
+                                 minlength=len(names)).astype(np.float64)
+            w = counts[row_group]
+            for s in statistics:
+                v = weighted.value(s, w)
+                if v is not None:
+                    values[s].append(v)
     alpha = (1.0 - level) / 2.0
     out = {}
     for s, vals in values.items():
@@ -868,3 +948,38 @@ def group_bootstrap(groups: Sequence[str], y: np.ndarray, p: np.ndarray,
         lo, hi = np.quantile(np.asarray(vals), [alpha, 1.0 - alpha])
         out[s] = Interval((float(lo), float(hi)), len(vals))
     return out
+
+
+class _Weighted:
+    """The statistics of :data:`STATISTICS` on rows weighted by ``w`` (a bootstrap resample's
+    draw counts): one sort of the scores, then ``O(P + U)`` per call for ``U`` distinct
+    scores (:func:`group_bootstrap`)."""
+
+    def __init__(self, y: np.ndarray, p: np.ndarray):
+        self.y, self.p = y, p
+        self.pos = y == 1
+        if p.size and not np.all(np.isfinite(p)):
+            raise ValueError("scores: expected finite numbers")
+        _, self.level = np.unique(p, return_inverse=True)  # rows → distinct score, ascending
+        self.n_levels = int(self.level.max()) + 1 if len(p) else 0
+        self.correct = ((p >= 0.5) == self.pos).astype(np.float64)
+        pc = np.clip(p, _CLIP, 1 - _CLIP)
+        self.loss = -(y * np.log(pc) + (1 - y) * np.log1p(-pc)) if len(y) else y
+
+    def value(self, statistic: str, w: np.ndarray) -> float | None:
+        total = float(w.sum())
+        if total <= 0:
+            return None
+        if statistic == "accuracy":
+            return float(w @ self.correct) / total
+        if statistic == "log_loss":
+            return float(w @ self.loss) / total
+        w_pos = np.bincount(self.level, weights=np.where(self.pos, w, 0.0),
+                            minlength=self.n_levels)
+        w_neg = np.bincount(self.level, weights=np.where(self.pos, 0.0, w),
+                            minlength=self.n_levels)
+        n_pos, n_neg = float(w_pos.sum()), float(w_neg.sum())
+        if n_pos == 0 or n_neg == 0:
+            return None
+        below = np.cumsum(w_neg) - w_neg
+        return float(w_pos @ (below + 0.5 * w_neg)) / (n_pos * n_neg)
