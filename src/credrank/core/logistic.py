@@ -45,8 +45,11 @@ def _check_matrix(x: Any, name: str, columns: int | None = None) -> np.ndarray:
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
-                 max_iter: int = 500) -> LogisticModel:
-    """L2-regularised logistic regression, fitted by L-BFGS-B from ``w = 0, b = 0``.
+                 max_iter: int = 500, start: LogisticModel | None = None) -> LogisticModel:
+    """L2-regularised logistic regression, fitted by L-BFGS-B from ``w = 0, b = 0`` — or,
+    with ``start`` (a warm start), from ``start``'s decision function carried into this fit's
+    standardisation: ``w_j = s_j·w°_j/s°_j``, ``b = b° + Σ_j (w°_j/s°_j)(μ_j − μ°_j)`` (the
+    same ``z`` for every row; zeros when that is not finite).
 
     Features are standardised with the training mean ``μ`` and standard deviation ``s``
     (a constant column gets ``s = 1``, so it contributes nothing). The objective is
@@ -74,6 +77,14 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
     scale = np.where(scale > 1e-12, scale, 1.0)
     xs = (x - mean) / scale
 
+    theta0 = np.zeros(dim + 1)
+    if start is not None:
+        raw = start.weights / start.scale
+        theta0[:dim] = raw * scale
+        theta0[dim] = start.bias + float(raw @ (mean - start.mean))
+        if not np.all(np.isfinite(theta0)):
+            theta0[:] = 0.0
+
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         w, b = theta[:dim], theta[dim]
         z = b + xs @ w
@@ -84,7 +95,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, *,
         grad[dim] = r.sum()
         return loss, grad
 
-    res = minimize(objective, np.zeros(dim + 1), jac=True, method="L-BFGS-B",
+    res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter})
     theta = np.asarray(res.x, dtype=np.float64)
     if not np.all(np.isfinite(theta)):

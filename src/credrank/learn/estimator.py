@@ -108,47 +108,7 @@ def logistic_estimator(config: Any) -> LogisticEstimator:
 
 def fit_logistic_from(x: np.ndarray, y: np.ndarray, l2: float, start: LogisticModel, *,
                       max_iter: int = 500) -> LogisticModel:
-    """:func:`~credrank.core.logistic.fit_logistic`'s model and objective, minimised by L-BFGS-B
-    from ``start`` carried into this fit's standardisation (module docstring) instead of
-    ``w = 0, b = 0``. ``O(n d)`` per iteration (two matrix-vector products)."""
-    from scipy.optimize import minimize
-
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    if x.ndim != 2 or len(x) != len(y) or len(y) == 0:
-        raise ValueError(f"x, y: expected a matrix and one label per row; got shapes "
-                         f"{x.shape} and {y.shape}")
-    if not np.all((y == 0) | (y == 1)):
-        raise ValueError("y: expected labels 0 or 1")
-    check_positive("l2", l2)
-    n, dim = x.shape
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale = np.where(scale > 1e-12, scale, 1.0)
-    xs = (x - mean) / scale
-    raw = start.weights / start.scale
-    theta0 = np.empty(dim + 1)
-    theta0[:dim] = raw * scale
-    theta0[dim] = start.bias + float(raw @ (mean - start.mean))
-    if not np.all(np.isfinite(theta0)):
-        theta0[:] = 0.0
-
-    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        w, b = theta[:dim], theta[dim]
-        z = b + xs @ w
-        soft = np.logaddexp(0.0, z)
-        loss = float(np.sum(soft - y * z)) / n + 0.5 * l2 * float(w @ w) / n
-        r = (np.exp(z - soft) - y) / n
-        grad = np.empty(dim + 1)
-        grad[:dim] = xs.T @ r + l2 * w / n
-        grad[dim] = r.sum()
-        return loss, grad
-
-    res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iter})
-    theta = np.asarray(res.x, dtype=np.float64)
-    if not np.all(np.isfinite(theta)):
-        raise ValueError(f"fit_logistic: the optimiser returned non-finite weights "
-                         f"({res.message}); check the features for extreme values")
-    return LogisticModel(weights=theta[:dim].copy(), bias=float(theta[dim]), mean=mean,
-                         scale=scale, l2=float(l2))
+    """:func:`~credrank.core.logistic.fit_logistic` warm-started from ``start`` (carried into
+    this fit's standardisation, module docstring) instead of ``w = 0, b = 0``. ``O(n d)`` per
+    iteration (two matrix-vector products)."""
+    return fit_logistic(x, y, l2, max_iter=max_iter, start=start)
