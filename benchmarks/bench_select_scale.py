@@ -93,6 +93,9 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--columns", choices=("kept", "engine"), default="kept",
+                    help="kept: the store keeps the ranking payload columnar, as `credrank "
+                         "serve` does; engine: every search reads it from the engine")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not args.data.is_file():
@@ -108,6 +111,8 @@ def main() -> None:
             index_documents(iter(evalset.documents), store, emb, SourceTyper([]),
                             batch_size=1000)
         with open_store(Path(tmp) / "index") as store:
+            # as `credrank serve` keeps it (credrank.index.columns); --columns engine: not
+            store.keep_columns(args.columns == "kept")
             pipes = {(name, k): build_pipeline(store, emb, search_settings(
                 top_k=args.top_k, fetch_k=k, **opts))
                 for k in args.fetch_k for name, opts in SYSTEMS.items()}
@@ -165,7 +170,8 @@ def main() -> None:
               "data": str(args.data), "embedder": emb.name,
               "documents": len(evalset.documents), "queries": len(questions),
               "rounds": args.rounds, "top_k": args.top_k, "fetch_k": args.fetch_k,
-              "systems": rows, "stages": stages, "coverage_quality": quality,
+              "columns": args.columns, "systems": rows, "stages": stages,
+              "coverage_quality": quality,
               "machine": {"python": platform.python_version(), "cpus": _cpus(),
                           "load_1min": os.getloadavg()[0], "platform": platform.platform()}}
     if args.json:
@@ -283,7 +289,8 @@ def print_report(report: dict[str, Any], first: int) -> None:
     print(f"selection and consensus at scale — {report['when']}; CrAM NQ, "
           f"{report['documents']:,} passages ({report['embedder']}), {report['queries']} "
           f"queries × {report['rounds']} rounds (per-query median, p50 over queries), "
-          f"top_k {report['top_k']}; {m['cpus']} CPUs, load {m['load_1min']:.1f}")
+          f"top_k {report['top_k']}, ranking payload {report['columns']} (kept: columnar "
+          f"in the store, as `credrank serve`); {m['cpus']} CPUs, load {m['load_1min']:.1f}")
     print(f"\n| system | fetch_k | wall p50 ms | CPU p50 ms | CPU × fetch_k {first} | wall × "
           f"fetch_k {first} | CPU × search alone | retrieval CPU ms | stages CPU ms | stages "
           f"× fetch_k {first} | notes |")

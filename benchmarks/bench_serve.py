@@ -37,6 +37,19 @@ available, else hashing)::
 
     python benchmarks/bench_serve.py --section concurrency [--clients 1,4] [--rounds 5]
                                      [--requests 100] [--seconds 30] [--json]
+
+``--section overhead`` measures what the service itself adds to a cheap search (issue 26): at
+``--n`` documents (default 100,000: the demo corpus repeated, each copy's text made distinct,
+embedder ``hashing``; built once into ``--cache DIR`` and reused, or into a temporary folder),
+``Searcher.search_json`` in this process, the same ``POST /search`` straight into the ASGI app
+(no socket) and over HTTP to a real ``credrank serve`` (uvicorn, loopback, one keep-alive
+``http.client`` connection, sequential), in rounds that alternate the three; p50, p95 and the
+ratios to the in-process search (goal: HTTP p50 ≤ 2×). Then the client's cost of encoding one
+``/rerank`` body (30 demo passages + query, 384-float32 vectors from numpy) as JSON numbers vs
+base64, with ``json.dumps`` and with orjson::
+
+    python benchmarks/bench_serve.py --section overhead [--n 100000] [--cache DIR]
+                                     [--requests 300] [--rounds 3] [--json]
 """
 
 from __future__ import annotations
@@ -289,26 +302,318 @@ def concurrency(args: argparse.Namespace) -> None:
     print(f"\nserver exit code {exit_code}")
 
 
+# -- the service's own overhead (issue 26) ---------------------------------------------------
+
+def build_scaled_index(path: Path, n: int) -> Path:
+    """A hashing index of ``n`` documents: the demo corpus repeated, each copy's text made
+    distinct (``(copy i, w… w…)``), typed by the demo domain table; optimised (HNSW)."""
+    import dataclasses
+
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    emb = get_embedder("hashing")
+    demo = read_corpus(demo_dir() / "corpus.jsonl").documents
+
+    def docs() -> Any:
+        for i in range(n):
+            d = demo[i % len(demo)]
+            yield dataclasses.replace(d, id=f"{d.id}-{i}", cites=(),
+                                      text=f"{d.text} (copy {i}, w{i % 997} w{i % 991})")
+
+    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
+        index_documents(docs(), store, emb, SourceTyper([demo_dir() / "domains.csv"]))
+        store.optimize()
+    return path
+
+
+def scaled_index(args: argparse.Namespace, tmp: Path) -> Path:
+    """``--index``, else ``--cache``/serve-hashing-N (built once, reused), else a temporary
+    one."""
+    if args.index:
+        return Path(args.index)
+    if args.cache is None:
+        return build_scaled_index(tmp / "index", args.n)
+    path = Path(args.cache) / f"serve-hashing-{args.n}"
+    if not (path / "manifest.json").is_file():
+        shutil.rmtree(path, ignore_errors=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        building = path.with_name(path.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        build_scaled_index(building, args.n)
+        building.rename(path)
+    return path
+
+
+class AsgiCall:
+    """``POST path`` straight into the ASGI app in this process (no socket, no HTTP parsing):
+    what the app itself adds — routing, middleware, validation, response building."""
+
+    def __init__(self, app: Any, path: str, body: bytes) -> None:
+        self.app, self.body = app, body
+        self.scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                      "method": "POST", "scheme": "http", "path": path,
+                      "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                      "headers": [(b"content-type", b"application/json"),
+                                  (b"content-length", str(len(body)).encode()),
+                                  (b"host", b"bench")],
+                      "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+        self.loop = asyncio.new_event_loop()
+        self.status = 0
+        self.answer = b""
+
+    async def _call(self) -> None:
+        sent = False
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": self.body, "more_body": False}
+            await asyncio.sleep(3600)  # no disconnect while the app runs
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(dict(self.scope), receive, send)
+        self.answer = b"".join(chunks)
+
+    def __call__(self) -> None:
+        self.loop.run_until_complete(self._call())
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+class HttpCall:
+    """``POST path`` over one keep-alive connection (stdlib ``http.client``: the lightest
+    Python client, so the number is mostly the server's)."""
+
+    def __init__(self, url: str, path: str, body: bytes) -> None:
+        import http.client
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(url)
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        self.path, self.body = path, body
+        self.headers = {"content-type": "application/json"}
+        self.status = 0
+        self.answer = b""
+
+    def __call__(self) -> None:
+        self.conn.request("POST", self.path, body=self.body, headers=self.headers)
+        response = self.conn.getresponse()
+        self.answer, self.status = response.read(), response.status
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def timed(run: Any, n: int) -> list[float]:
+    """Seconds of each of ``n`` calls of ``run`` (after 10 unmeasured ones)."""
+    for _ in range(10):
+        run()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        run()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def encode_costs(n: int, dim: int = 384, candidates_n: int = 30) -> list[dict[str, Any]]:
+    """The client's cost of encoding one ``/rerank`` body of ``candidates_n`` demo passages
+    with ``dim``-float32 vectors (numpy, as an embedder returns them) and a query vector: as
+    JSON numbers and as base64, with the standard library and with orjson when installed."""
+    docs = read_corpus(demo_dir() / "corpus.jsonl").documents[:candidates_n]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(docs), dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    qv = vectors.mean(axis=0)
+    qv /= np.linalg.norm(qv)
+
+    def request(vector: Any) -> dict[str, Any]:
+        return {"query": QUERY, "top_k": 10, "query_vector": vector(qv),
+                "candidates": [{"id": d.id, "text": d.text, "title": d.title, "url": d.url,
+                                "vector": vector(v)} for d, v in zip(docs, vectors,
+                                                                       strict=True)]}
+
+    def numbers(v: np.ndarray) -> list[float]:
+        return v.tolist()  # type: ignore[no-any-return]
+
+    def as_b64(v: np.ndarray) -> str:
+        return base64.b64encode(v.astype("<f4", copy=False).tobytes()).decode("ascii")
+
+    ways: list[tuple[str, Any]] = [
+        ("JSON numbers, json.dumps", lambda: json.dumps(request(numbers)).encode()),
+        ("base64 float32, json.dumps", lambda: json.dumps(request(as_b64)).encode())]
+    try:
+        import orjson
+    except ImportError:
+        pass
+    else:
+        ways += [
+            ("JSON numbers, orjson (OPT_SERIALIZE_NUMPY)",
+             lambda: orjson.dumps(request(lambda v: v), option=orjson.OPT_SERIALIZE_NUMPY)),
+            ("base64 float32, orjson", lambda: orjson.dumps(request(as_b64)))]
+    rows = []
+    for name, encode in ways:
+        samples = timed(encode, n)
+        rows.append({"encoding": name, "bytes": len(encode()), "p50_ms": round(ms(samples, 50), 3),
+                     "p95_ms": round(ms(samples, 95), 3)})
+    base = next(r["p50_ms"] for r in rows if r["encoding"] == "base64 float32, json.dumps")
+    for r in rows:
+        r["vs_base64"] = round(r["p50_ms"] / base, 2) if base else None
+    return rows
+
+
+def overhead(args: argparse.Namespace) -> None:
+    """In-process search vs the same ``POST /search`` into the ASGI app and over a real
+    server, at ``--n`` documents (hashing), side by side; then the client's cost of a
+    ``/rerank`` body as JSON numbers vs base64."""
+    body = {"query": QUERY, "top_k": 10}
+    raw = json.dumps(body).encode()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    samples: dict[str, list[float]] = {"in-process": [], "asgi": [], "http": []}
+    try:
+        t0 = time.perf_counter()
+        index = scaled_index(args, tmp)
+        ready_s = time.perf_counter() - t0
+        embedder = json.loads((index / "manifest.json").read_text())["embedder"]
+        server = Server(index)
+        try:
+            from credrank.serve.app import create_app
+
+            # the engine opens a shard in one process at a time: this process reads a copy
+            mine = shutil.copytree(index, tmp / "copy",
+                                   ignore=shutil.ignore_patterns(".credrank.lock"))
+            with Searcher.open(mine, tables=[demo_dir() / "domains.csv"]) as searcher:
+                documents = len(searcher.store)
+                settings = searcher.settings(top_k=10)
+                app = create_app(searcher)
+                asgi = AsgiCall(app, "/search", raw)
+                http = HttpCall(server.url, "/search", raw)
+                # the three answer hits of the same scores (checked before timing; copies of
+                # one demo passage tie within float noise, so ids may swap among them)
+                expected = [h["score"] for h in searcher.search_json(QUERY, settings)["hits"]]
+                for call in (asgi, http):
+                    call()
+                    if call.status != 200:
+                        raise SystemExit(f"POST /search answered {call.status}: "
+                                         f"{call.answer[:2000]!r}")
+                    got = [h["score"] for h in json.loads(call.answer)["hits"]]
+                    if len(got) != len(expected) or not np.allclose(got, expected, rtol=1e-4):
+                        raise SystemExit(f"POST /search scores differ: {got} vs {expected}")
+                response_bytes = len(http.answer)
+                runs = {"in-process": lambda: searcher.search_json(QUERY, settings),
+                        "asgi": asgi, "http": http}
+                # rounds alternate the paths: load drifting on a shared machine weighs on
+                # each alike
+                for round_ in range(args.rounds):
+                    for name, run in runs.items():
+                        samples[name] += timed(run, args.requests)
+                    if not args.json:
+                        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
+                            f"{k} p50 {ms(v[-args.requests:], 50):.2f} ms"
+                            for k, v in samples.items()), file=sys.stderr)
+                asgi.close()
+                http.close()
+        finally:
+            exit_code = server.stop()
+        encoding = encode_costs(args.requests)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base50, base95 = ms(samples["in-process"], 50), ms(samples["in-process"], 95)
+    labels = {"in-process": "Searcher.search_json (in process)",
+              "asgi": "POST /search into the ASGI app (in process, no socket)",
+              "http": "POST /search over HTTP (credrank serve, uvicorn; http.client keep-alive)"}
+    rows = [{"path": labels[k], "samples": len(v), "p50_ms": round(ms(v, 50), 3),
+             "p95_ms": round(ms(v, 95), 3), "p50_ratio": round(ms(v, 50) / base50, 2),
+             "p95_ratio": round(ms(v, 95) / base95, 2)} for k, v in samples.items()]
+    http_ratio = rows[2]["p50_ratio"]
+    settings_out = {"body": body, "documents": documents, "embedder": embedder,
+                    "index": str(index), "index_ready_s": round(ready_s, 1),
+                    "response_bytes": response_bytes, "rounds": args.rounds,
+                    "requests_per_round": args.requests,
+                    "server": "python -m credrank.cli serve (uvicorn, default options), "
+                              "loopback, one client, sequential",
+                    "json_library": _json_library(),
+                    "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                               f"{platform.python_version()}"}
+    result = {"bench": "serve-overhead", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "settings": settings_out, "rows": rows, "http_over_in_process_p50": http_ratio,
+              "goal_met": http_ratio <= 2.0, "rerank_encoding": encoding,
+              "server_exit_code": exit_code}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"POST /search {json.dumps(body)} vs Searcher.search_json, {documents:,} documents "
+          f"(demo corpus repeated), embedder {embedder}; {args.rounds} rounds alternating the "
+          f"paths, {args.requests} calls each; answer {response_bytes:,} bytes; service JSON: "
+          f"{settings_out['json_library']}; {settings_out['machine']}\n")
+    print("| path | calls | p50 ms | p95 ms | p50 × in-process | p95 × in-process |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['path']} | {r['samples']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
+              f"{r['p50_ratio']:.2f}× | {r['p95_ratio']:.2f}× |")
+    print(f"\nHTTP / in-process p50: {http_ratio:.2f}× (goal ≤ 2×: "
+          f"{'met' if result['goal_met'] else 'not met'}); server exit code {exit_code}\n")
+    print("Client cost of one /rerank body: 30 demo passages + query, 384-float32 vectors "
+          f"from numpy ({args.requests} encodings each)\n")
+    print("| encoding | body bytes | p50 ms | p95 ms | p50 × base64 (json.dumps) |")
+    print("|---|---|---|---|---|")
+    for r in encoding:
+        print(f"| {r['encoding']} | {r['bytes']:,} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
+              f"{r['vs_base64']}× |")
+
+
+def _json_library() -> str:
+    """What the service serialises its answers with."""
+    try:
+        from credrank.serve.responses import JSON_LIBRARY
+    except ImportError:
+        return "json (standard library)"
+    return str(JSON_LIBRARY)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--section", choices=("load", "concurrency"), default="load",
+    ap.add_argument("--section", choices=("load", "concurrency", "overhead"), default="load",
                     help="load: every endpoint at each --concurrency; concurrency: POST "
-                         "/search with consensus from 1 and 4 clients")
+                         "/search with consensus from 1 and 4 clients; overhead: in-process "
+                         "search vs POST /search at --n documents, and /rerank body encoding")
     ap.add_argument("--embedder", choices=("minilm", "hashing"), default=None,
                     help="default: minilm (load); minilm when available, else hashing "
                          "(concurrency)")
     ap.add_argument("--index", type=Path, help="an index of the demo corpus (default: build)")
     ap.add_argument("--concurrency", default="1,8,32", help="the load section's levels")
     ap.add_argument("--clients", default="1,4", help="the concurrency section's levels")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="the concurrency section's rounds (each runs every level once)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of the concurrency section (default 5; each runs every level "
+                         "once) and of the overhead section (default 3; each runs every path)")
     ap.add_argument("--requests", type=int, default=None,
                     help="per endpoint and concurrency (default 400; concurrency: 100 a round)")
     ap.add_argument("--seconds", type=float, default=30.0, help="time bound per cell")
+    ap.add_argument("--n", type=int, default=100_000,
+                    help="the overhead section's index size (hashing; default 100,000)")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="the overhead section: keep its index in CACHE/serve-hashing-N and "
+                         "reuse it (default: build in a temporary folder)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
+    if args.section == "overhead":
+        args.requests = args.requests or 300
+        args.rounds = args.rounds or 3
+        overhead(args)
+        return
     if args.section == "concurrency":
         args.requests = args.requests or 100
+        args.rounds = args.rounds or 5
         concurrency(args)
         return
     args.embedder = args.embedder or "minilm"

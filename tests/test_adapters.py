@@ -27,6 +27,7 @@ from credrank.documents import iter_documents, read_queries
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import embedding_text
 from credrank.pipeline.spec import PipelineSpec
+from credrank.rerank import EmbeddingFallbackWarning
 from credrank.search import SearchSettings
 from credrank.searcher import Searcher
 from credrank.signals.prior import load_priors
@@ -261,10 +262,14 @@ def test_haystack_given_embeddings_only_when_asked_and_same_dimension():
         return {d.id: d.meta["credrank"]["score_breakdown"]["retrieval_score"]
                 for d in out["documents"]}
 
-    ignored = retrieval()
+    ignored = retrieval(retrieval="cosine")
     assert ignored["same"] < 0.5 and ignored["short"] == pytest.approx(1.0)
+    # under the default "auto" the same-model check decides: "same"'s vector is not its text's
+    with pytest.warns(EmbeddingFallbackWarning, match="not of the 'hashing' model"):
+        checked = retrieval()
+    assert checked == ignored
     with pytest.warns(UserWarning, match="another dimension"):
-        used = retrieval(use_given_embeddings=True)
+        used = retrieval(retrieval="cosine", use_given_embeddings=True)
     assert used["same"] == pytest.approx(1.0)       # the stored vector, not the text
     assert used["short"] == pytest.approx(1.0)      # 2 numbers: ignored, the text embedded
 
@@ -361,8 +366,9 @@ def test_llamaindex_given_embeddings_and_config():
     query = "vitamin d covid"
     q = [float(x) for x in HASHING.embed([query])[0]]
     nodes = [NodeWithScore(node=TextNode(id_="a", text="unrelated words", embedding=q))]
-    off = CredibilityPostprocessor(embedder="hashing", priors=None)
-    on = CredibilityPostprocessor(embedder="hashing", priors=None, use_given_embeddings=True)
+    off = CredibilityPostprocessor(embedder="hashing", priors=None, retrieval="cosine")
+    on = CredibilityPostprocessor(embedder="hashing", priors=None, retrieval="cosine",
+                                  use_given_embeddings=True)
     assert off.postprocess_nodes(nodes, query_str=query)[0].score < 0.5
     hit = on.postprocess_nodes(nodes, query_bundle=QueryBundle(query))[0]
     assert hit.score == pytest.approx(1.0)

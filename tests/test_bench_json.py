@@ -312,16 +312,21 @@ def test_out_folder_for_a_bench_without_queries(tmp_path: Path) -> None:
     assert (out / "per_query.csv").read_text().strip() == "table,system,measure,qid,value"
 
 
-def test_markdown_printout_renders_the_tables(tmp_path: Path) -> None:
+def test_markdown_report_renders_the_tables(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
     res = CliRunner().invoke(app, ["bench", "cram-nq", "--path",
                                    str(cram_file(tmp_path / "c.jsonl", None)),
-                                   "--embedder", "hashing"])
+                                   "--embedder", "hashing", "--report", str(report)])
     assert res.exit_code == 0, res.output
-    assert "## Absent signals" in res.output
-    assert "- gpt_truthfulness_0_10: gpt_truthfulness_0_10 is null for all 16" in res.output
-    assert "| prior with 20% wrong types [reads labels] |" in res.output
-    assert "GPT truthfulness as prior" not in res.output.split("## Absent signals")[1].split(
-        "## Results")[1]
+    text = report.read_text(encoding="utf-8")  # the Markdown goes to --report ...
+    assert "## Absent signals" in text
+    assert "- gpt_truthfulness_0_10: gpt_truthfulness_0_10 is null for all 16" in text
+    assert "| prior with 20% wrong types [reads labels] |" in text
+    results = text.split("## Absent signals")[1].split("## Results")[1].split("\n## ")[0]
+    assert "GPT truthfulness as prior" not in results
+    # ... stdout holds the same tables as plain text (tests/test_progress.py checks more)
+    assert "absent signal: gpt_truthfulness_0_10" in res.stdout
+    assert "<br>" not in res.stdout and "## " not in res.stdout and "|---" not in res.stdout
 
 
 def test_cache_folder_holds_the_embeddings_and_changes_nothing(tmp_path: Path) -> None:

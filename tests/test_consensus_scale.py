@@ -75,3 +75,52 @@ def test_stage_report_on_a_large_pool() -> None:
         assert entry["doc_ids"] == [f"d{i}" for i in range(300) if answers[i] ==
                                     entry["answer"]]
     assert info["warnings"] == []
+
+
+def _pool(n: int, seed: int = 7) -> Candidates:
+    rng = np.random.default_rng(seed)
+    base = ["William Shakespeare wrote Hamlet around 1600 in London for the Globe.",
+            "Christopher Marlowe wrote Hamlet in 1601 according to a forged letter."]
+    texts = [base[int(rng.integers(0, 2))] + " " + random_passage(rng) for _ in range(n)]
+    return Candidates(query="who wrote hamlet", doc_ids=np.array([f"d{i}" for i in range(n)],
+                                                                 dtype=object),
+                      retrieval_score=rng.uniform(0.1, 0.9, size=n),
+                      meta={"text": np.array(texts, dtype=object)})
+
+
+def test_max_read_reads_the_heaviest_voices_only() -> None:
+    """Above max_read the reader sees the max_read passages of largest weight; the others
+    have no answer, their own duplicate group and the factor ``unanswered``."""
+    batch = _pool(150)
+    seen: list[list[str]] = []
+
+    def reader(query: str, passages: list[str]) -> list[str]:
+        seen.append(list(passages))
+        return extractive_answers(query, passages)
+
+    out = AnswerConsensus(reader=reader, max_read=40, unanswered=0.7,
+                          on_contested="apply").transform(batch)
+    heaviest = set(np.argsort(-batch.retrieval_score, kind="stable")[:40].tolist())
+    texts = list(batch.column("text"))
+    assert seen == [[texts[i] for i in sorted(heaviest)]]
+    info = out.info["consensus"]
+    assert (info["read"], info["not_read"], info["max_read"]) == (40, 110, 40)
+    answers = out.column("answer")
+    groups = out.column("answer_group")
+    for i in range(150):
+        if i not in heaviest:
+            assert answers[i] is None
+            assert out.factors["consensus"][i] == 0.7
+            assert list(groups).count(groups[i]) == 1
+
+
+def test_max_read_above_the_pool_changes_nothing() -> None:
+    batch = _pool(60)
+    a = AnswerConsensus(max_read=None).transform(batch)
+    b = AnswerConsensus(max_read=60).transform(batch)
+    c = AnswerConsensus().transform(batch)  # the default reads 100
+    for other in (b, c):
+        np.testing.assert_array_equal(a.factors["consensus"], other.factors["consensus"])
+        assert list(a.column("answer")) == list(other.column("answer"))
+        assert list(a.column("answer_group")) == list(other.column("answer_group"))
+        assert a.info["consensus"]["answers"] == other.info["consensus"]["answers"]

@@ -388,3 +388,60 @@ def test_cli_bad_input(demo_index_hashing: Path, args: list[str], message: str) 
 def test_cli_needs_an_index() -> None:
     out = runner.invoke(_app(), ["melatonin"])
     assert out.exit_code == 2 and "--index" in out.output
+
+
+def test_cli_text_option(demo_index_hashing: Path) -> None:
+    """``--text full|snippet|none``: the option of ``credrank search`` (one declaration, one
+    validator); ``full`` by default here, since the generator reads whole passages."""
+    from credrank.core.hittext import SNIPPET_CHARS, TEXT_HELP, snippet
+
+    app = _app()
+    query = "does melatonin help children sleep"
+    base = [query, "--index", str(demo_index_hashing), "--top-k", "3", "--now", NOW,
+            "--format", "json"]
+
+    def items(*args: str) -> list[dict]:
+        out = runner.invoke(app, [*base, *args])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.output)
+
+    default, full, short, none = items(), items("--text", "full"), items(
+        "--text", "snippet"), items("--text", "none")
+    assert default == full
+    assert [i["doc_id"] for i in short] == [i["doc_id"] for i in none] == [
+        i["doc_id"] for i in full]
+    assert [i["text"] for i in short] == [snippet(i["text"], query) for i in full]
+    assert all(len(i["text"]) <= SNIPPET_CHARS + 2 for i in short)
+    assert any(len(i["text"]) > SNIPPET_CHARS + 2 for i in full)  # the demo has long passages
+    assert all("text" not in i for i in none)
+    assert [i["tier"] for i in none] == [i["tier"] for i in full]
+    doc = runner.invoke(app, [*base, "--text", "none", "--json"])
+    assert doc.exit_code == 0, doc.output
+    assert all("text" not in p for p in json.loads(doc.output)["passages"])
+    sent = runner.invoke(app, [*base, "--text", "snippet", "--granularity", "sentence",
+                               "--json"])
+    assert sent.exit_code == 0, sent.output
+    for p, s in zip(json.loads(sent.output)["passages"], short, strict=True):
+        assert " ".join(x["text"] for x in p["sentences"]) == s["text"]
+    from typer.main import get_command
+
+    from credrank.cli.search import search
+    helps = {}
+    for name, fn in (("context", context), ("search", search)):
+        holder = typer.Typer()
+        holder.command()(fn)
+        helps[name] = next(p.help for p in get_command(holder).params if p.name == "text")
+    assert helps == {"context": TEXT_HELP, "search": TEXT_HELP}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--text", "short"], "--text: expected one of full, snippet, none, got 'short'"),
+    (["--text", "none"], "--text none: --format cag prints the passages' text"),
+    (["--text", "none", "--format", "plain"], "--text none: --format plain"),
+    (["--text", "none", "--format", "json", "--granularity", "sentence"],
+     "--text none: --granularity sentence"),
+])
+def test_cli_text_bad_input(demo_index_hashing: Path, args: list[str], message: str) -> None:
+    out = runner.invoke(_app(), ["melatonin", "--index", str(demo_index_hashing), *args])
+    assert out.exit_code == 2
+    assert message in " ".join(out.output.split())

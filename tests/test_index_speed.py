@@ -27,7 +27,7 @@ from credrank.index.ingest import (
     text_lengths,
 )
 from credrank.index.qdrant_edge import EdgeIndex
-from credrank.index.store import DENSE, point_id
+from credrank.index.store import DENSE
 from credrank.provenance import SourceTyper
 
 WORDS = ("vitamin vaccine dose trial fever cold antibiotic sleep heart risk sugar insulin "
@@ -248,7 +248,7 @@ def test_batch_parameters_are_validated(field, value):
 
 
 def edge_contents(idx: EdgeIndex, ids: list[str]) -> tuple[list[dict[str, Any]], np.ndarray]:
-    records = idx.shard.retrieve([point_id(d) for d in ids], None, [DENSE])
+    records = idx.shard.retrieve([idx.point_id(d) for d in ids], None, [DENSE])
     by_id = {r.payload["doc_id"]: r for r in records}
     return ([by_id[d].payload for d in ids],
             np.array([by_id[d].vector[DENSE] for d in ids], dtype=np.float32))

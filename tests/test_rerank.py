@@ -63,17 +63,23 @@ def test_source_type_from_url_never_from_metadata_claims():
 
 
 def test_given_vectors_are_used_not_reembedded():
+    """``retrieval="cosine"`` takes a record's vector as the embedder's (this API's contract),
+    unchecked: vectors unrelated to their text decide. (``auto`` checks them first:
+    tests/test_retrieval_auto.py.)"""
     records = _records(3)
     q = EMB.embed(["vitamin d covid"])[0]
     records[1]["vector"] = list(map(float, q))        # identical to the query: cosine 1
     records[2]["vector"] = list(map(float, -q))       # opposite: cosine -1
-    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=3, priors=None))
+    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=3, priors=None),
+                    retrieval="cosine")
     rs = dict(zip(result.doc_ids, result.retrieval_score, strict=True))
     assert rs["d1"] == pytest.approx(1.0)
     assert rs["d2"] == pytest.approx(-1.0)
+    assert result.info["retrieval"]["resolved"] == "cosine"     # d0 was embedded
+    assert result.info["retrieval"]["embedded"] == 1
     zero = _records(1)
     zero[0]["vector"] = [0.0] * EMB.dim                # zero-norm policy: cosine 0
-    assert rerank("q", zero, EMB).retrieval_score[0] == 0.0
+    assert rerank("q", zero, EMB, retrieval="cosine").retrieval_score[0] == 0.0
 
 
 def test_retrieval_given_uses_client_scores():

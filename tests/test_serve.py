@@ -146,8 +146,17 @@ def test_rerank_uses_given_vectors_and_keeps_metadata(ro: ServerHandle) -> None:
          "vector": odd.tolist(), "metadata": {"k": "v"}, "score": 7.5},
         {"id": "bare", "vector": t.tolist()},
     ]
-    got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "priors": "none"})
+    # retrieval "cosine" takes a vector as the index embedder's, unchecked ("auto" checks it:
+    # the odd vector fails, and "bare" has no text to embed instead)
+    got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "priors": "none",
+                               "retrieval": "cosine"})
     assert got.status_code == 200, got.text
+    assert got.json()["info"]["retrieval"]["resolved"] == "cosine"
+    auto = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "priors": "none"})
+    assert auto.status_code == 422
+    assert auto.json()["detail"].startswith("candidates[2]: expected a non-empty text to "
+                                            "embed, got none (retrieval='auto' embeds it: "
+                                            "its vector failed the same-model check")
     hits = {h["doc_id"]: h for h in got.json()["hits"]}
     cos = float(q @ t / (np.linalg.norm(q) * np.linalg.norm(t)))
     cos_odd = float(q @ odd / (np.linalg.norm(q) * np.linalg.norm(odd)))

@@ -3,10 +3,42 @@
 A client (a framework adapter, ``POST /rerank``) hands over the passages its own retriever found,
 each ``{id, text, url?, title?, score?, vector?, metadata?}``. :class:`GivenCandidates` turns them
 into the columnar batch a retriever would have produced — provenance typed from the URL by the
-same :class:`~credrank.provenance.SourceTyper` that indexing uses, the retrieval score the cosine
-of the query and passage embeddings (passages that carry a ``vector`` are not embedded again) —
-and :func:`rerank_pipeline` runs the same scoring stages as ``credrank search`` after it. So a
-pool reranked here ranks exactly as the same pool does inside ``credrank search``.
+same :class:`~credrank.provenance.SourceTyper` that indexing uses, the retrieval score chosen by
+``retrieval`` (below) — and :func:`rerank_pipeline` runs the same scoring stages as ``credrank
+search`` after it. So a pool reranked here ranks exactly as the same pool does inside
+``credrank search``.
+
+Where the retrieval score comes from (``retrieval``, one option and one validator,
+:func:`check_retrieval`, in the library, the adapters and ``POST /rerank``):
+
+* ``auto`` (the default) reuses what the caller already has, per call, in this order
+  (:class:`AutoRetrieval`): (a) the passages' own embeddings, when every passage carries one
+  of the embedder's dimension *and* they are of the embedder's model — checked, not assumed
+  (:meth:`AutoRetrieval.check`: once per instance and dimension, credrank embeds the first
+  passage that carries a vector and compares; cosine ≥ :data:`SAME_MODEL_COSINE` is the same
+  model) — with the query's given vector, or, when no passage has a usable score or a stage
+  reads the vectors, with the query embedded by credrank; (b) else, when every passage
+  carries a non-negative score, the scores, as ``given`` (so scores beat embeddings that would
+  need the query embedded: ≈ 9 ms with MiniLM, the fast path); (c) else the cosine of
+  passages embedded here, as ``cosine``, with a one-time notice of what that costs
+  (:class:`EmbeddingFallbackWarning` in the library and adapters, a log line in the service).
+  Mixed inputs (some passages with a score, some without) fall through to (c): a partial score
+  column cannot rank the passages without one on the same scale, and ``auto`` must accept every
+  input the explicit ``cosine`` accepts (it was the default before ``auto``); the notice names
+  the first passage without a score. Negative scores fall through to (c) too (a raw dot
+  product, a log-probability: not a similarity ``max(score, 0) × Π factors`` can use);
+  ``retrieval="given"`` takes them as they are.
+* ``cosine``: ``cos(q, e_i)``, each passage's ``vector`` used as given (the embedder's, by this
+  API's contract), the others embedded (``title\\ntext``, as indexing embeds them).
+* ``given``: the client's ``score`` (required on every passage, any finite number).
+
+Scores (``given``, and ``auto`` (b)) are used as they come, never normalised here: a finite
+number is required; the combination makes the scale harmless (``multiply``: ``max(s, 0) ×
+Π factors`` is invariant to a positive rescaling, so BM25's unbounded scores work; ``linear``
+divides by the pool's maximum; ``rrf`` uses ranks). A score must be a *similarity* (higher is
+better); a distance must be converted by the caller. What a call used is in the result's
+``info["retrieval"]`` (:class:`Resolution`: ``resolved`` is ``embeddings``, ``given`` or
+``cosine``, ``embedded`` the passages embedded).
 
 The client's ``metadata`` travels untouched in the meta column ``metadata`` and comes back on
 every hit; it is never read as evidence of source type (a ``source_type`` inside it is a claim,
@@ -19,8 +51,13 @@ import base64
 import binascii
 import math
 import sys
+import threading
+import time
 import types
-from collections.abc import Mapping, Sequence
+import warnings
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +67,7 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
+from credrank.core.validation import check_choice
 from credrank.index.ingest import embedding_text, provenance_payload
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec
@@ -38,34 +76,205 @@ from credrank.search import SearchSettings, scoring_stages
 
 #: the keys a candidate record may carry
 CANDIDATE_FIELDS = ("id", "text", "url", "title", "score", "vector", "metadata")
-#: where the retrieval score comes from: the embedding cosine (as in ``credrank search``) or
-#: the ``score`` the client's own retriever gave
-RETRIEVAL_SOURCES = ("cosine", "given")
+#: where the retrieval score comes from (module docstring; :func:`check_retrieval`)
+RETRIEVAL_SOURCES = ("auto", "cosine", "given")
+#: the default of ``retrieval`` everywhere (library, adapters, ``POST /rerank``)
+DEFAULT_RETRIEVAL = "auto"
+#: what a call resolved to (``info["retrieval"]["resolved"]``): ``embeddings`` — the cosine
+#: with the passages' own vectors, none embedded here; ``given`` — the client's scores;
+#: ``cosine`` — the cosine with at least one passage embedded here
+RESOLVED_SOURCES = ("embeddings", "given", "cosine")
+#: the same-model check of ``auto``: the cosine between credrank's embedding of a passage and
+#: the vector it came with is at least this for vectors of the embedder's model (the ONNX and
+#: torch MiniLM agree within 1e-5; two different 384-dimension models land far below)
+SAME_MODEL_COSINE = 0.99
 
 
 class CandidateError(ValueError):
     """A candidate record is malformed; the message names ``candidates[i].field``."""
 
 
+class EmbeddingFallbackWarning(UserWarning):
+    """``retrieval='auto'`` embedded the passages (no usable embeddings or scores came with
+    them): the message says why, what it cost and how to skip it. Emitted once per
+    :class:`AutoRetrieval` (per adapter instance) and cause; the message starts with
+    :data:`FALLBACK_PREFIX`."""
+
+
+#: the stable beginning of the :class:`EmbeddingFallbackWarning` message (and of the service's
+#: log line), for ``warnings.filterwarnings``
+FALLBACK_PREFIX = "retrieval='auto' embedded the passages"
+
+
+def check_retrieval(value: Any) -> str:
+    """``value`` if it is one of :data:`RETRIEVAL_SOURCES`, else :class:`CandidateError`
+    ``retrieval: expected one of auto, cosine, given, got …`` (the one validator of the
+    option: library, adapters, service)."""
+    return check_choice("retrieval", value, RETRIEVAL_SOURCES, error=CandidateError)
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """The verdict of the same-model check: ``same_model`` and the ``cosine`` it rests on (the
+    best over the texts tried), ``candidate`` the passage it was made on (in the call that
+    made it)."""
+
+    same_model: bool
+    cosine: float
+    candidate: int
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Why and at what cost ``auto`` embedded the passages: ``cause`` (a stable key, e.g.
+    ``no_embeddings+no_scores``), ``detail`` (in words), ``embedded`` passages with
+    ``embedder`` in ``ms`` milliseconds."""
+
+    cause: str
+    detail: str
+    embedded: int
+    embedder: str
+    ms: float
+
+    @property
+    def message(self) -> str:
+        return (f"{FALLBACK_PREFIX}: {self.detail}; embedding {self.embedded} passage(s) with "
+                f"the {self.embedder!r} embedder took {self.ms:.0f} ms on this call (about "
+                "that on every such call); pass the retriever's scores, or embeddings of the "
+                f"{self.embedder!r} model, with the passages to skip it "
+                "(retrieval='given' takes the scores as they are)")
+
+
+def _warn(fallback: Fallback) -> None:
+    warnings.warn(fallback.message, EmbeddingFallbackWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside credrank (the caller's code, or the
+    framework that called the adapter), counted from :func:`_warn`'s caller."""
+    package = str(Path(__file__).resolve().parent)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class AutoRetrieval:
+    """The state of ``retrieval="auto"`` for one user of it — an adapter instance, a
+    :class:`~credrank.searcher.Searcher`, a server: the same-model verdicts, keyed by the
+    vectors' dimension, and the fallbacks already reported.
+
+    Same-model check (:meth:`check`): a framework's stored embedding may come from any model,
+    and a cosine between a query embedded by credrank and a passage embedded by another model
+    of the same size is meaningless. So the first time passages come with vectors of a
+    dimension, credrank embeds the first passage that carries one (its ``title\\ntext``, its
+    text, and the text the framework embedded when the adapter knows it) and compares:
+    cosine ≥ :data:`SAME_MODEL_COSINE` → the vectors are the embedder's model's. The verdict is
+    kept for that dimension (``cache_negative=False`` keeps only a positive one: a server
+    serves many clients, and one client's vectors of another model must not demote everyone's
+    — a negative verdict is then made again on each request that needs it). One instance is
+    assumed to see one retriever's vectors; a later switch of model at the same dimension is
+    not noticed.
+
+    ``report`` receives each :class:`Fallback` once per cause (default: an
+    :class:`EmbeddingFallbackWarning`). Thread-safe.
+    """
+
+    def __init__(self, *, cache_negative: bool = True,
+                 report: Callable[[Fallback], None] | None = None) -> None:
+        self.cache_negative = cache_negative
+        self._report = report or _warn
+        self._verdicts: dict[int, ModelCheck] = {}
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+
+    def verdict(self, dim: int) -> ModelCheck | None:
+        """The kept verdict for vectors of ``dim`` numbers, if any."""
+        with self._lock:
+            return self._verdicts.get(dim)
+
+    def check(self, embedder: Embedder, vector: np.ndarray, texts: Sequence[str],
+              candidate: int = 0) -> ModelCheck:
+        """The kept verdict for ``len(vector)``, else: embed ``texts`` (the passage that came
+        with ``vector``, as it may have been embedded) and compare (class docstring)."""
+        kept = self.verdict(len(vector))
+        if kept is not None:
+            return kept
+        probes = list(dict.fromkeys(t for t in texts if t and t.strip()))
+        got = np.asarray(embedder.embed(probes), dtype=np.float32)
+        best = float(np.max(_cosines(got, np.asarray(vector, dtype=np.float32))))
+        result = ModelCheck(best >= SAME_MODEL_COSINE, round(best, 6), candidate)
+        if result.same_model or self.cache_negative:
+            with self._lock:
+                result = self._verdicts.setdefault(len(vector), result)
+        return result
+
+    def fell_back(self, fallback: Fallback) -> None:
+        """Report ``fallback`` unless its cause was reported before by this instance."""
+        with self._lock:
+            if fallback.cause in self._reported:
+                return
+            self._reported.add(fallback.cause)
+        self._report(fallback)
+
+
+_SHARED: dict[str, AutoRetrieval] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_auto(embedder: Embedder) -> AutoRetrieval:
+    """The process's :class:`AutoRetrieval` for ``embedder`` (by name): what
+    :func:`rerank` and :func:`rerank_pipeline` use unless given one (embedders are loaded
+    once per process too). It keeps positive verdicts only (``cache_negative=False``): its
+    callers are many, and one call's vectors of another model must not demote the next's."""
+    with _SHARED_LOCK:
+        if embedder.name not in _SHARED:
+            _SHARED[embedder.name] = AutoRetrieval(cache_negative=False)
+        return _SHARED[embedder.name]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a call's retrieval was (``info["retrieval"]``): ``requested`` (``auto``,
+    ``cosine``, ``given``), ``resolved`` (:data:`RESOLVED_SOURCES`), ``embedded`` (passages
+    embedded here for this call; the same-model check aside), ``query`` (``embedded``,
+    ``given`` or ``None`` when no query vector was needed), ``same_model`` (the check's verdict
+    and ``same_model_cosine``; ``None``: not needed or not possible) and ``fallback`` (why
+    ``auto`` embedded, in words; ``None`` otherwise)."""
+
+    requested: str
+    resolved: str
+    embedded: int
+    query: str | None
+    same_model: bool | None = None
+    same_model_cosine: float | None = None
+    fallback: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        return {"requested": self.requested, "resolved": self.resolved,
+                "embedded": self.embedded, "query": self.query, "same_model": self.same_model,
+                "same_model_cosine": self.same_model_cosine, "fallback": self.fallback}
+
+
 def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = None,
-                     retrieval: str = "cosine") -> list[dict[str, Any]]:
+                     retrieval: str = DEFAULT_RETRIEVAL) -> list[dict[str, Any]]:
     """Validate candidate records; return them as plain dicts (inputs are not modified).
 
     Each record needs a unique non-empty string ``id``; ``text`` (a string) is needed unless a
-    ``vector`` is given; ``url`` and ``title`` are strings or absent; ``score`` a finite number
-    (required for every record when ``retrieval="given"``); ``vector`` ``dim`` finite numbers,
-    as a list or as base64 of little-endian float32 (:func:`decode_vector`); ``metadata`` a
-    JSON object. Unknown keys are refused (naming the known ones) so a misspelled ``vectors``
-    never silently triggers re-embedding. Raises :class:`CandidateError`.
+    ``vector`` is given or ``retrieval="given"``; ``url`` and ``title`` are strings or absent;
+    ``score`` a finite number (required for every record when ``retrieval="given"``);
+    ``vector`` ``dim`` finite numbers, as a list or as base64 of little-endian float32
+    (:func:`decode_vector`); ``metadata`` a JSON object. Unknown keys are refused (naming the
+    known ones) so a misspelled ``vectors`` never silently triggers re-embedding. Raises
+    :class:`CandidateError`.
     """
-    if retrieval not in RETRIEVAL_SOURCES:
-        raise CandidateError(f"retrieval: expected one of {', '.join(RETRIEVAL_SOURCES)}, "
-                             f"got {retrieval!r}")
+    check_retrieval(retrieval)
     if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
         raise CandidateError(f"candidates: expected a list of objects, got "
                              f"{type(records).__name__}")
     out: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
+    numbers: list[int] = []  # vectors given as lists of numbers: converted together below
     for i, record in enumerate(records):
         where = f"candidates[{i}]"
         if not isinstance(record, Mapping):
@@ -87,9 +296,11 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
                 raise CandidateError(f"{where}.{name}: expected a string, got "
                                      f"{type(value).__name__}")
         vector = record.get("vector")
-        if vector is not None:
+        if isinstance(vector, list | tuple):
+            numbers.append(i)
+        elif vector is not None:
             vector = _check_vector(f"{where}.vector", vector, dim)
-        elif retrieval == "cosine" and not (record.get("text") or "").strip():
+        elif retrieval != "given" and not (record.get("text") or "").strip():
             raise CandidateError(f"{where}: expected a non-empty text or a vector to embed, "
                                  "got neither")
         score = record.get("score")
@@ -108,7 +319,25 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
         out.append({"id": doc_id, "text": record.get("text"), "url": record.get("url"),
                     "title": record.get("title"), "score": score, "vector": vector,
                     "metadata": metadata})
+    if numbers:
+        for i, row in zip(numbers, _check_vectors(out, numbers, dim), strict=True):
+            out[i]["vector"] = row
     return out
+
+
+def _check_vectors(out: list[dict[str, Any]], rows: list[int], dim: int | None
+                   ) -> list[np.ndarray]:
+    """The number-list vectors of records ``rows``, converted in one call (a framework's 30
+    vectors of 384 floats: one array, not 30); any that is not ``dim`` finite numbers is
+    named by :func:`_check_vector`, record by record."""
+    try:
+        stack = np.asarray([out[i]["vector"] for i in rows], dtype=np.float64)
+    except (TypeError, ValueError):
+        stack = None
+    if stack is None or stack.ndim != 2 or (dim is not None and stack.shape[1] != dim) \
+            or not np.isfinite(stack).all():
+        return [_check_vector(f"candidates[{i}].vector", out[i]["vector"], dim) for i in rows]
+    return list(stack.astype(np.float32))
 
 
 def decode_vector(text: str) -> np.ndarray:
@@ -152,44 +381,67 @@ def _check_vector(where: str, vector: Any, dim: int | None) -> np.ndarray:
 class GivenCandidates(Stage):
     """A retriever stage over a fixed pool: the client's candidates, typed and scored.
 
-    ``retrieval="cosine"``: the retrieval score is ``cos(q, e_i)`` with the query embedded by
-    ``embedder`` and each passage's ``vector`` used as given, else ``embedder`` applied to the
-    same text indexing embeds (``title\\ntext``). Zero-norm policy: a zero vector has cosine 0.
-    ``retrieval="given"``: the client's ``score`` is the retrieval score (BM25 or another
-    engine's similarity; it enters ``max(score, 0) × Π factors`` as it is). ``with_vectors``
-    keeps the vectors on the batch (selectors such as MMR read them). ``query_vector``: the
-    query's embedding by the same model, when the client has it (then nothing at all is
-    embedded for candidates that carry vectors).
+    ``retrieval`` (module docstring): ``auto`` (default), ``cosine`` or ``given``. Cosine:
+    ``cos(q, e_i)`` with the query embedded by ``embedder`` (or ``query_vector``) and each
+    passage's ``vector`` used as given, else ``embedder`` applied to the same text indexing
+    embeds (``title\\ntext``); zero-norm policy: a zero vector has cosine 0. Given: the client's
+    ``score`` as it is (it enters ``max(score, 0) × Π factors``). ``with_vectors`` keeps the
+    vectors on the batch (selectors such as MMR read them; passages without a usable vector are
+    then embedded whatever the source). ``query_vector``: the query's embedding by the same
+    model, when the client has it.
+
+    ``auto`` keeps its state (the same-model verdicts, the fallbacks reported) in ``auto``
+    (default: the process's for the embedder, :func:`shared_auto`). ``declared``: whether the
+    records' vectors and ``query_vector`` are declared to be the embedder's (``POST /rerank``
+    and :func:`rerank`, whose API says so: vectors that cannot be checked — no passage has both
+    a vector and a text — are used, and so is ``query_vector`` unless the check failed) or
+    incidental (a framework's stored embeddings, ``declared=False``: used only when the check
+    passed). ``embedded_texts``: per record, the text the framework embedded (LlamaIndex embeds
+    metadata with the text), tried by the check besides ``title\\ntext`` and the text.
+    The batch's ``info["retrieval"]`` is the call's :class:`Resolution`.
     """
 
     name = "given"
 
     def __init__(self, records: Sequence[Mapping[str, Any]], embedder: Embedder,
-                 typer: SourceTyper | None = None, *, retrieval: str = "cosine",
-                 with_vectors: bool = False, query_vector: Sequence[float] | None = None):
+                 typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
+                 with_vectors: bool = False, query_vector: Sequence[float] | None = None,
+                 auto: AutoRetrieval | None = None, declared: bool = True,
+                 embedded_texts: Sequence[str | None] | None = None):
         self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval)
         self.embedder, self.retrieval = embedder, retrieval
         self.query_vector = (None if query_vector is None else
                              _check_vector("query_vector", query_vector, embedder.dim))
         self.typer = typer or SourceTyper()
         self.with_vectors = with_vectors
+        self.auto = auto if auto is not None else shared_auto(embedder)
+        self.declared = declared
+        self.embedded_texts = embedded_texts
 
     def transform(self, batch: Candidates) -> Candidates:
         records = self.records
         if not records:
             return Candidates.empty(batch.query, self.embedder.dim)
-        vectors = self._vectors(records)
-        query_vector = None
-        if self.retrieval == "cosine":
-            query_vector = self.query_vector
-            if query_vector is None:
-                query_vector = np.asarray(self.embedder.embed([batch.query])[0],
-                                          dtype=np.float32)
+        plan = self._plan(records)
+        records = plan.records
+        vectors, embedded, ms = self._vectors(records, plan.resolved)
+        if plan.fallback is not None and embedded:
+            self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
+        query_vector, query = None, None
+        if plan.resolved != "given":
+            assert vectors is not None
+            query_vector, query = (plan.query_vector, "given") if plan.query_vector is not None \
+                else (np.asarray(self.embedder.embed([batch.query])[0], dtype=np.float32),
+                      "embedded")
             scores = _cosines(vectors, query_vector)
         else:
             scores = np.array([r["score"] for r in records], dtype=np.float64)
-        provs = [provenance_payload(p) for p in
-                 self.typer.classify_many([r["url"] for r in records])]
+        resolution = Resolution(
+            self.retrieval, plan.resolved, embedded, query,
+            None if plan.check is None else plan.check.same_model,
+            None if plan.check is None else plan.check.cosine,
+            None if plan.fallback is None else plan.fallback[1])
+        provs = _payloads(self.typer, [r["url"] for r in records])
         meta: dict[str, list[Any]] = {
             "url": [r["url"] for r in records], "title": [r["title"] for r in records],
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
@@ -201,25 +453,166 @@ class GivenCandidates(Stage):
             query=batch.query, doc_ids=np.array([r["id"] for r in records], dtype=object),
             retrieval_score=scores,
             meta={k: _objects(v) for k, v in meta.items()},
-            vectors=vectors if self.with_vectors else None, query_vector=query_vector)
+            vectors=vectors if self.with_vectors else None, query_vector=query_vector,
+            info={"retrieval": resolution.info()})
 
-    def _vectors(self, records: list[dict[str, Any]]) -> np.ndarray | None:
+    # -- where the retrieval score comes from --------------------------------------------------
+    def _plan(self, records: list[dict[str, Any]]) -> _Plan:
+        """The source of this call (module docstring) and the records as used (vectors that
+        failed the same-model check removed)."""
+        if self.retrieval == "given":
+            return _Plan("given", records, None, None, None)
+        if self.retrieval == "cosine":
+            resolved = "embeddings" if all(r["vector"] is not None for r in records) \
+                else "cosine"
+            return _Plan(resolved, records, None, self.query_vector, None)
+        n = len(records)
+        with_vector = [i for i, r in enumerate(records) if r["vector"] is not None]
+        without_score = [i for i, r in enumerate(records) if r["score"] is None]
+        negative = [i for i, r in enumerate(records)
+                    if r["score"] is not None and r["score"] < 0]
+        usable_scores = not without_score and not negative
+        # scores when they are there and the query would have to be embedded for the vectors
+        # (≈ 9 ms with MiniLM): the fast path, no check, nothing embedded
+        prefer_scores = usable_scores and self.query_vector is None and not self.with_vectors
+        check = None
+        if with_vector and not prefer_scores and (len(with_vector) == n or not usable_scores
+                                                  or self.with_vectors):
+            check = self._check(records, with_vector)
+        # vectors that cannot be checked are used only as declared (this API's records)
+        trusted = check.same_model if check is not None else self.declared
+        query_vector = self.query_vector if trusted else None
+        if with_vector and not trusted:
+            records = [{**r, "vector": None} if r["vector"] is not None else r
+                       for r in records]
+        if with_vector and trusted and len(with_vector) == n and not prefer_scores:
+            return _Plan("embeddings", records, check, query_vector, None)
+        if usable_scores:
+            plan = _Plan("given", records, check, None, None)
+        else:
+            cause = self._cause(n, with_vector, trusted, check, without_score, negative)
+            plan = _Plan("cosine", records, check, query_vector, cause)
+        if plan.resolved == "cosine" or self.with_vectors:
+            for i, r in enumerate(records):
+                if r["vector"] is None and not (r["text"] or "").strip():
+                    why = ("could not be checked (no candidate has both a vector and a text)"
+                           if check is None else
+                           f"failed the same-model check (cosine {check.cosine:.3f} < "
+                           f"{SAME_MODEL_COSINE} on candidates[{check.candidate}])")
+                    need = ("the pipeline reads vectors" if plan.resolved == "given" else
+                            "not every candidate has a non-negative score")
+                    raise CandidateError(
+                        f"candidates[{i}]: expected a non-empty text to embed, got none "
+                        f"(retrieval='auto' embeds it: its vector {why}, and {need}); send "
+                        "its text or every candidate's score, or retrieval='cosine' to use "
+                        "the vectors as they are")
+        return plan
+
+    def _check(self, records: list[dict[str, Any]], with_vector: list[int]) -> ModelCheck | None:
+        """The same-model verdict (:meth:`AutoRetrieval.check`) on the first passage with a
+        vector and a text; ``None`` when no passage has both (and no verdict is kept)."""
+        dim = self.embedder.dim
+        kept = self.auto.verdict(dim)
+        if kept is not None:
+            return kept
+        for i in with_vector:
+            r = records[i]
+            text = r["text"] or ""
+            if text.strip():
+                extra = self.embedded_texts[i] if self.embedded_texts is not None else None
+                texts = [embedding_text(r["title"], text), text, *([extra] if extra else [])]
+                return self.auto.check(self.embedder, r["vector"], texts, i)
+        return None
+
+    def _cause(self, n: int, with_vector: list[int], trusted: bool, check: ModelCheck | None,
+               without_score: list[int], negative: list[int]) -> tuple[str, str]:
+        """``(cause, detail)`` of a fallback to embedding (:class:`Fallback`)."""
+        name = self.embedder.name
+        if not with_vector:
+            key, words = "no_embeddings", (f"no passage carries an embedding of the {name!r} "
+                                           f"embedder's dimension ({self.embedder.dim})")
+        elif not trusted:
+            key = "other_model"
+            words = (f"the passages' embeddings are not of the {name!r} model (cosine "
+                     f"{check.cosine:.3f} < {SAME_MODEL_COSINE} between its embedding of "
+                     f"candidates[{check.candidate}] and the vector given)"
+                     if check is not None else
+                     "the passages' embeddings cannot be checked (no passage has a text)")
+        else:
+            key, words = "some_embeddings", f"{len(with_vector)} of {n} passages carry one"
+        if len(without_score) == n:
+            key, words = f"{key}+no_scores", f"{words}, and none a score"
+        elif without_score:
+            key = f"{key}+some_scores"
+            words = (f"{words}, and {n - len(without_score)} of {n} a score (candidates"
+                     f"[{without_score[0]}] is the first without one; a partial score column "
+                     "cannot rank the others, so it is not used)")
+        else:
+            key = f"{key}+negative_scores"
+            words = (f"{words}, and candidates[{negative[0]}].score is negative (auto uses "
+                     "scores only as non-negative similarities)")
+        return key, words
+
+    def _vectors(self, records: list[dict[str, Any]], resolved: str
+                 ) -> tuple[np.ndarray | None, int, float]:
+        """The passages' vectors (given, else embedded here; ``None`` when only the scores
+        are read), how many were embedded and in how many milliseconds."""
         missing = [i for i, r in enumerate(records) if r["vector"] is None]
-        if self.retrieval == "given" and missing and not self.with_vectors:
-            return None  # nothing downstream reads vectors: embed nothing
+        if resolved == "given" and not self.with_vectors:
+            return None, 0, 0.0  # nothing downstream reads vectors: embed nothing
         out = np.zeros((len(records), self.embedder.dim), dtype=np.float32)
         for i, r in enumerate(records):
             if r["vector"] is not None:
                 out[i] = r["vector"]
+        ms = 0.0
         if missing:
             texts = [embedding_text(records[i]["title"], records[i]["text"] or "")
                      for i in missing]
+            start = time.perf_counter()
             out[missing] = np.asarray(self.embedder.embed(texts), dtype=np.float32)
-        return out
+            ms = (time.perf_counter() - start) * 1e3
+        return out, len(missing), ms
 
     def config(self) -> dict[str, Any]:
         return {"candidates": len(self.records), "retrieval": self.retrieval,
                 "embedder": self.embedder.name}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """:meth:`GivenCandidates._plan`'s answer: the ``resolved`` source, the ``records`` as used,
+    the same-model ``check``, the ``query_vector`` usable (``None``: embed the query) and the
+    ``fallback`` ``(cause, detail)`` when ``auto`` embeds."""
+
+    resolved: str
+    records: list[dict[str, Any]]
+    check: ModelCheck | None
+    query_vector: np.ndarray | None
+    fallback: tuple[str, str] | None
+
+
+
+#: per source typer, the provenance payload of each URL it typed (a typer's rules and tables
+#: are fixed at construction; it caches its host lookups the same way)
+_PAYLOADS: weakref.WeakKeyDictionary[SourceTyper, dict[str | None, dict[str, Any]]] = \
+    weakref.WeakKeyDictionary()
+_PAYLOADS_MAX = 65_536
+_PAYLOADS_LOCK = threading.Lock()
+
+
+def _payloads(typer: SourceTyper, urls: list[str | None]) -> list[dict[str, Any]]:
+    """``provenance_payload(typer.classify(url))`` for each URL, each URL typed once per typer
+    (a framework adapter sees the same corpus's URLs query after query; typing a URL is most
+    of a 30-passage rerank's time otherwise). Read-only dicts, shared between calls."""
+    with _PAYLOADS_LOCK:
+        cache = _PAYLOADS.get(typer)
+        if cache is None or len(cache) > _PAYLOADS_MAX:
+            cache = _PAYLOADS[typer] = {}
+    new = [u for u in dict.fromkeys(urls) if u not in cache]
+    if new:
+        cache.update(zip(new, (provenance_payload(p) for p in typer.classify_many(new)),
+                         strict=True))
+    return [cache[u] for u in urls]
 
 
 def _cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
@@ -239,38 +632,44 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
                     settings: SearchSettings | PipelineSpec, typer: SourceTyper | None = None,
-                    *, retrieval: str = "cosine", query_vector: Sequence[float] | None = None,
+                    *, retrieval: str = DEFAULT_RETRIEVAL,
+                    query_vector: Sequence[float] | None = None,
                     resources: Mapping[str, str | Path] | None = None,
-                    allow_paths: bool = True) -> Pipeline:
+                    allow_paths: bool = True, auto: AutoRetrieval | None = None) -> Pipeline:
     """``GivenCandidates(records) >> the stages of settings`` (prior, signals, combine,
     selector), the Python path of :func:`credrank.search.build_pipeline` over the given pool.
 
     ``settings``: :class:`SearchSettings` or a :class:`~credrank.pipeline.spec.PipelineSpec`
     (built by :func:`credrank.pipeline.compile.compile_rerank`; ``resources`` and
     ``allow_paths`` say which files it may name). ``fetch_k`` plays no part (the pool is the
-    records); ``top_k`` cuts as usual.
+    records); ``top_k`` cuts as usual. ``retrieval`` and ``auto``: :class:`GivenCandidates`.
     """
     if isinstance(settings, PipelineSpec):
         ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
         stages = build_stages(settings, ctx)
         given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
                                 with_vectors="vectors" in reads(stages),
-                                query_vector=query_vector)
+                                query_vector=query_vector, auto=auto)
         return Pipeline([given, *stages])
     given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
-                            with_vectors=settings.with_vectors, query_vector=query_vector)
+                            with_vectors=settings.with_vectors, query_vector=query_vector,
+                            auto=auto)
     return Pipeline([given, *scoring_stages(settings, embedder)])
 
 
 def rerank(query: str, records: Sequence[Mapping[str, Any]],
            embedder: Embedder | str = "minilm",
            settings: SearchSettings | PipelineSpec | Mapping[str, Any] | None = None,
-           typer: SourceTyper | None = None, *, retrieval: str = "cosine",
-           query_vector: Sequence[float] | None = None, **spec_files: Any) -> Candidates:
+           typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
+           query_vector: Sequence[float] | None = None, auto: AutoRetrieval | None = None,
+           **spec_files: Any) -> Candidates:
     """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`). ``embedder`` may be
     a name (:func:`credrank.index.embed.get_embedder`), ``settings`` a spec as plain data
-    (:meth:`PipelineSpec.from_dict`). ``from credrank import rerank`` is this module, and
-    calling it calls this function."""
+    (:meth:`PipelineSpec.from_dict`). ``retrieval``: ``auto`` (default), ``cosine`` or
+    ``given`` (module docstring); ``auto`` keeps its state in ``auto`` (default: the
+    process's for the embedder, :func:`shared_auto`). What was used is in the result's
+    ``info["retrieval"]``. ``from credrank import rerank`` is this module, and calling it calls
+    this function."""
     if isinstance(embedder, str):
         from credrank.index.embed import get_embedder
 
@@ -279,7 +678,7 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
         settings = PipelineSpec.from_dict(dict(settings))
     settings = settings or SearchSettings()
     return rerank_pipeline(records, embedder, settings, typer, retrieval=retrieval,
-                           query_vector=query_vector, **spec_files).search(query)
+                           query_vector=query_vector, auto=auto, **spec_files).search(query)
 
 
 def rerank_hits(result: Candidates, text: str = DEFAULT_TEXT) -> list[dict[str, Any]]:

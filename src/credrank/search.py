@@ -224,7 +224,13 @@ def scoring_stages(settings: SearchSettings, embedder: Embedder | None = None,
             stages.append(stance_stage(settings.stance, embedder.name, embedder=embedder,
                                        **settings.stance_params))
     if settings.consensus is not None:
-        stages.append(settings.consensus)
+        consensus = settings.consensus
+        if consensus.text_store is None and callable(getattr(store, "read_payloads", None)):
+            import copy  # the caller's stage stays as it is
+
+            consensus = copy.copy(consensus)
+            consensus.text_store = store  # the text of the candidates it reads, from the index
+        stages.append(consensus)
     from credrank.combine import Combine
     from credrank.select.topk import TopK
 
@@ -422,7 +428,7 @@ def settings_from_spec(spec: PipelineSpec, ctx: BuildContext | None = None) -> S
                 if name == "credibility":
                     settings.credibility, settings.with_text = stage, True
                 elif name == "consensus":
-                    settings.consensus, settings.with_text = stage, True
+                    settings.consensus = stage  # its text: what the stage reads says
                 elif entry(name).kind == "select":
                     if name != "topk":
                         settings.selector, settings.with_vectors = stage, True

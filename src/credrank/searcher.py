@@ -32,7 +32,14 @@ from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
-from credrank.rerank import GivenCandidates, rerank_hits, rerank_pipeline
+from credrank.rerank import (
+    DEFAULT_RETRIEVAL,
+    AutoRetrieval,
+    GivenCandidates,
+    check_retrieval,
+    rerank_hits,
+    rerank_pipeline,
+)
 from credrank.search import (
     SearchSettings,
     build_pipeline,
@@ -75,6 +82,9 @@ class Searcher:
         self.typer = typer or SourceTyper()
         self.resources = {k: Path(v) for k, v in (resources or {}).items()}
         self.allow_paths = allow_paths
+        #: the state of ``retrieval="auto"`` for :meth:`rerank` (positive same-model verdicts
+        #: only: a searcher may serve many callers, :class:`~credrank.rerank.AutoRetrieval`)
+        self.auto = AutoRetrieval(cache_negative=False)
         self._lock = threading.Lock()
 
     @classmethod
@@ -176,31 +186,35 @@ class Searcher:
     # -- candidates retrieved elsewhere ----------------------------------------------------
     def rerank(self, query: str, records: Sequence[Mapping[str, Any]],
                settings: SearchSettings | PipelineSpec | None = None, *,
-               retrieval: str = "cosine", query_vector: Sequence[float] | None = None
-               ) -> Candidates:
-        """Rerank a client's candidates (:func:`credrank.rerank.rerank_pipeline`)."""
+               retrieval: str = DEFAULT_RETRIEVAL,
+               query_vector: Sequence[float] | None = None) -> Candidates:
+        """Rerank a client's candidates (:func:`credrank.rerank.rerank_pipeline`);
+        ``retrieval`` ``auto`` (default), ``cosine`` or ``given`` (:mod:`credrank.rerank`),
+        what it resolved to in the result's ``info["retrieval"]``."""
         settings = settings or SearchSettings()
         return rerank_pipeline(records, self.embedder, settings, self.typer,
                                retrieval=retrieval, query_vector=query_vector,
-                               resources=self.resources, allow_paths=self.allow_paths
-                               ).search(query)
+                               resources=self.resources, allow_paths=self.allow_paths,
+                               auto=self.auto).search(query)
 
     def rerank_json(self, query: str, records: Sequence[Mapping[str, Any]],
                     settings: SearchSettings | PipelineSpec | None = None, *,
-                    retrieval: str = "cosine",
+                    retrieval: str = DEFAULT_RETRIEVAL,
                     query_vector: Sequence[float] | None = None,
                     text: str = DEFAULT_TEXT) -> dict[str, Any]:
         """The ``/rerank`` document: as ``credrank search --json``, each hit with the
         client's ``metadata`` and ``client_score`` (and ``text`` of the client's passage as
-        ``text`` says)."""
+        ``text`` says); ``settings.retrieval`` is the one asked for, ``info.retrieval`` what
+        it resolved to (:class:`~credrank.rerank.Resolution`)."""
         text = check_text(text)
+        check_retrieval(retrieval)
         settings = settings or SearchSettings()
         if isinstance(settings, PipelineSpec):
             compiled = compile_rerank(settings, _NO_RETRIEVER, self.embedder,
                                       resources=self.resources, allow_paths=self.allow_paths)
             given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
                                     with_vectors="vectors" in reads(compiled.stages),
-                                    query_vector=query_vector)
+                                    query_vector=query_vector, auto=self.auto)
             result = Pipeline([given, *compiled.stages]).search(query)
             base = describe_compiled(compiled)
             pipeline = base.pop("pipeline")
@@ -211,7 +225,7 @@ class Searcher:
             pipeline = base.pop("pipeline", None)
         described = {**base, "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.embedder.name,
-                     "query_vector": "given" if query_vector is not None else "embedded",
+                     "query_vector": _query_vector(result, query_vector),
                      **text_settings(text)}
         doc = {"credrank_rerank": 1, "query": query, "settings": described,
                "hits": rerank_hits(result, text), "info": result.info}
@@ -229,6 +243,15 @@ class Searcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _query_vector(result: Candidates, query_vector: Sequence[float] | None) -> str:
+    """``settings.query_vector`` of a rerank document: ``given`` when the client's query
+    vector was used, else ``embedded`` (also when no query vector was needed)."""
+    used = (result.info.get("retrieval") or {}).get("query")
+    if used is None:  # scores only (or an empty pool): as before, what the client sent
+        return "given" if query_vector is not None else "embedded"
+    return str(used)
 
 
 #: a stand-in retriever for describing a rerank spec (its stages are what is described)

@@ -33,14 +33,28 @@ without a URL (or whose ``source`` is a file path) is typed ``unknown`` and gets
 ``unknown`` prior — demoted, not dropped. A ``source_type`` in the metadata is a claim and is
 never read.
 
-Embeddings. The retrieval score is the cosine of the query and the passage embedded by
-credrank's own ``embedder`` (``title\\ntext``, as indexing embeds). A framework's stored
-embedding is used instead only with ``use_given_embeddings=True`` *and* when its dimension is
-the embedder's: the query is always embedded by credrank's model, and a cosine between vectors
-of two different models is meaningless (the dimension check catches a different size, not a
-different model of the same size — set the flag only when the documents were embedded by the
-same model). A vector of another dimension is ignored (with a warning) and the text embedded.
-LangChain documents carry no embedding, so there the flag changes nothing.
+Retrieval (``retrieval``, the option of :mod:`credrank.rerank`, one validator). The default
+``auto`` reuses what the framework already has, per call: (a) the documents' stored embeddings
+when every document has one of the embedder's dimension and they are of the embedder's model —
+checked once per adapter instance and dimension: credrank embeds the first document that
+carries one and compares, cosine ≥ :data:`~credrank.rerank.SAME_MODEL_COSINE` (0.99) meaning the
+same model; the query is embedded by credrank unless the framework hands over its query
+embedding of that model (LlamaIndex's ``QueryBundle.embedding``, Haystack's
+``query_embedding`` input); (b) else the retriever's scores when every document has one ≥ 0
+(LlamaIndex ``NodeWithScore.score``, Haystack ``Document.score``, LangChain
+``metadata[score_key]``), as ``given``; (c) else credrank embeds the documents (``title\ntext``,
+as indexing does), with a one-time :class:`~credrank.rerank.EmbeddingFallbackWarning` per
+instance and cause saying what it cost. Documents where only some carry a score fall to (c)
+(:mod:`credrank.rerank` says why). Each document's breakdown says what was used
+(``retrieval``: ``embeddings``, ``given`` or ``cosine``). ``cosine`` always embeds (a stored
+embedding used only with ``use_given_embeddings=True``, unchecked, as before); ``given`` always
+takes the scores (required on every document).
+
+``use_given_embeddings`` stays for ``cosine`` and ``given`` (under ``auto`` the check decides):
+a stored embedding is used instead of the text only when its dimension is the embedder's (the
+dimension check catches a different size, not a different model of the same size — set the flag
+only when the documents were embedded by the same model); one of another dimension is ignored,
+with a warning, and the text embedded.
 
 Ids. Passages are reranked under their positions (``"0"``, ``"1"``, …), so framework ids
 need not be unique (two retrievers may return the same document); an error names
@@ -70,7 +84,12 @@ from credrank.pipeline.compile import build_error, build_stages, context, reads
 from credrank.pipeline.options import in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
-from credrank.rerank import RETRIEVAL_SOURCES, GivenCandidates
+from credrank.rerank import (
+    DEFAULT_RETRIEVAL,
+    AutoRetrieval,
+    GivenCandidates,
+    check_retrieval,
+)
 
 #: metadata keys tried, in order, for a passage's URL when ``url_key`` is not given
 DEFAULT_URL_KEYS = ("url", "source", "link")
@@ -115,12 +134,15 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Metadata key of the URL (default: the first of url, source, link)."),
     Option("title_key", "title", str | None,
            "Metadata key of the title (embedded as title\\ntext); None: no title."),
-    Option("retrieval", "cosine", str,
-           "'cosine' (credrank's embedder, as credrank search) or 'given' (the framework's "
-           "own score, required on every document)."),
+    Option("retrieval", DEFAULT_RETRIEVAL, str,
+           "'auto' (the documents' embeddings if checked to be the embedder's model, else "
+           "the retriever's scores, else credrank embeds the documents, with a one-time "
+           "warning), 'cosine' (credrank's embedder, as credrank search) or 'given' (the "
+           "retriever's score, required on every document)."),
     Option("use_given_embeddings", False, bool,
-           "Use the document's stored embedding when its dimension is the embedder's (only "
-           "if the documents were embedded by the same model)."),
+           "With retrieval 'cosine' or 'given': use the document's stored embedding when its "
+           "dimension is the embedder's (only if the documents were embedded by the same "
+           "model); under 'auto' the same-model check decides."),
     Option("domain_scores", False, bool,
            "Use the domain tables' scores (shortcut of prior.use_domain_scores).",
            shortcut=True),
@@ -221,12 +243,14 @@ def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:
 class Passage:
     """One framework document as credrank sees it: its text, metadata (read for the URL and
     title only), the framework's retrieval ``score`` and stored ``embedding`` (either may be
-    ``None``)."""
+    ``None``), and ``embedded_text``: the text the framework's embedding model saw when it is
+    not ``text`` (LlamaIndex embeds metadata with the text), tried by the same-model check."""
 
     text: str | None
     metadata: Mapping[str, Any]
     score: float | None = None
     embedding: Sequence[float] | None = None
+    embedded_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -258,7 +282,7 @@ class CredrankScorer:
                   for n, o in OPTIONS.items()}
         values.update(options)
         self.embedder: str = check_choice("embedder", values["embedder"], EMBEDDERS)
-        self.retrieval: str = check_choice("retrieval", values["retrieval"], RETRIEVAL_SOURCES)
+        self.retrieval: str = check_retrieval(values["retrieval"])
         self.use_given_embeddings = check_bool("use_given_embeddings",
                                                values["use_given_embeddings"])
         for name in ("url_key", "title_key"):
@@ -280,6 +304,9 @@ class CredrankScorer:
         self.spec = self._spec(pipeline, given, values)
         self._stages: dict[int, list[Stage]] = {}
         self._embedder: Embedder | None = None
+        #: ``retrieval="auto"``'s state for this instance: the same-model verdict per
+        #: dimension, the fallbacks already warned about
+        self.auto = AutoRetrieval()
         self._validate()
 
     # -- the pipeline -----------------------------------------------------------------------
@@ -383,8 +410,13 @@ class CredrankScorer:
         return None
 
     def records(self, passages: Sequence[Passage]) -> list[dict[str, Any]]:
-        """The candidate records of :mod:`credrank.rerank` for ``passages`` (ids = positions)."""
+        """The candidate records of :mod:`credrank.rerank` for ``passages`` (ids = positions):
+        the score with ``given`` and ``auto``, the embedding (of the embedder's dimension)
+        with ``auto`` or ``use_given_embeddings``."""
         dim = self.warm_up().dim
+        auto = self.retrieval == "auto"
+        scores = self.retrieval != "cosine"
+        vectors = auto or self.use_given_embeddings
         records: list[dict[str, Any]] = []
         mismatched: list[int] = []
         for i, p in enumerate(passages):
@@ -393,14 +425,14 @@ class CredrankScorer:
                 "id": str(i), "text": p.text, "url": self.url_of(p.metadata),
                 "title": title if isinstance(title, str) and title else None,
             }
-            if self.retrieval == "given" and p.score is not None:
+            if scores and p.score is not None:
                 score = p.score
                 is_real = isinstance(score, numbers.Real) and not isinstance(score, bool)
                 record["score"] = float(score) if is_real else score  # numpy floats too
-            if self.use_given_embeddings and p.embedding is not None:
+            if vectors and p.embedding is not None:
                 if len(p.embedding) == dim:
-                    record["vector"] = list(p.embedding)
-                else:
+                    record["vector"] = p.embedding
+                elif self.use_given_embeddings:
                     mismatched.append(i)
             records.append(record)
         if mismatched:
@@ -411,10 +443,12 @@ class CredrankScorer:
                 UserWarning, stacklevel=3)
         return records
 
-    def rank(self, query: str, passages: Sequence[Passage], top_k: int | None = None
-             ) -> list[Ranked]:
+    def rank(self, query: str, passages: Sequence[Passage], top_k: int | None = None,
+             query_vector: Sequence[float] | None = None) -> list[Ranked]:
         """Rerank ``passages`` for ``query``; the kept ones, best first. Raises ``ValueError``
         (:class:`credrank.rerank.CandidateError`) naming ``candidates[i]`` for a bad passage.
+        ``query_vector``: the framework's embedding of the query, used under ``auto`` when the
+        documents' embeddings passed the same-model check (and it has their dimension).
 
         ``GivenCandidates(passages) >> the spec's stages``, as :func:`credrank.rerank.rerank`
         runs a spec (the stages built once, not per query)."""
@@ -424,22 +458,30 @@ class CredrankScorer:
         if not passages:
             return []
         embedder = self.warm_up()
-        given = GivenCandidates(self.records(passages), embedder, self.typer,
-                                retrieval=self.retrieval,
-                                with_vectors="vectors" in reads(stages))
+        auto = self.retrieval == "auto"
+        if not auto or query_vector is None or len(query_vector) != embedder.dim:
+            query_vector = None
+        given = GivenCandidates(
+            self.records(passages), embedder, self.typer, retrieval=self.retrieval,
+            with_vectors="vectors" in reads(stages), query_vector=query_vector,
+            auto=self.auto, declared=not auto,
+            embedded_texts=[p.embedded_text for p in passages] if auto else None)
         return self.ranked(Pipeline([given, *stages]).search(query))
 
     def ranked(self, result: Candidates) -> list[Ranked]:
         """:class:`Ranked` rows of a rerank result (breakdown as the ``credrank search
-        --json`` hits: ``score_breakdown`` with the retrieval score, each factor, final)."""
+        --json`` hits: ``score_breakdown`` with the retrieval score, each factor, final;
+        ``retrieval``: what the retrieval score was, one of
+        :data:`~credrank.rerank.RESOLVED_SOURCES`)."""
         out = []
         rules = result.column("provenance_rule")
-        for i, hit in enumerate(result.hits()):
+        resolved = result.info["retrieval"]["resolved"]
+        for i, hit in enumerate(result.hits("none")):  # the framework has the text
             breakdown = {
                 "rank": hit["rank"], "score": hit["score"],
                 "source_type": hit["source_type"], "host": hit["host"],
                 "rule": _plain(rules[i]), "url": hit["url"],
-                "retrieval": self.retrieval, "embedder": self.embedder,
+                "retrieval": resolved, "embedder": self.embedder,
                 "score_breakdown": hit["score_breakdown"],
             }
             out.append(Ranked(index=int(hit["doc_id"]), score=hit["score"],

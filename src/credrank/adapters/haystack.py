@@ -24,8 +24,15 @@ input: the inputs are never modified) with ``score`` = credrank's final score an
 ``meta["credrank"]`` = its breakdown (rank, score, source_type, host, rule, url, retrieval,
 embedder, ``score_breakdown``); every other meta key is kept. The URL is read from
 ``meta["url"]`` (else ``source``, ``link``; or ``url_key``); a document without one is typed
-``unknown``. ``Document.embedding`` is used only with ``use_given_embeddings=True`` and the
-embedder's dimension (see :mod:`credrank.adapters._common`).
+``unknown``.
+
+The default ``retrieval="auto"`` reuses what the retriever left (see
+:mod:`credrank.adapters._common`): the documents' ``embedding`` when they are of the embedder's
+model (checked once per component: the first such document is embedded and compared), with the
+query's embedding when the pipeline connects it (``query_embedding``, e.g. from the text
+embedder that fed the retriever) so nothing is embedded at all; else ``Document.score``; else
+credrank embeds the documents (a one-time warning says what it costs).
+``meta["credrank"]["retrieval"]`` says which.
 """
 
 from __future__ import annotations
@@ -87,16 +94,19 @@ class CredibilityRanker:
         return default_from_dict(cls, data)
 
     @component.output_types(documents=list[Document])
-    def run(self, documents: list[Document], query: str, top_k: int | None = None
-            ) -> dict[str, list[Document]]:
+    def run(self, documents: list[Document], query: str, top_k: int | None = None,
+            query_embedding: list[float] | None = None) -> dict[str, list[Document]]:
         """Rerank ``documents`` for ``query``; the best ``top_k`` as new documents.
 
+        :param query_embedding: the query's embedding by the model that embedded the
+            documents (optional): with ``retrieval="auto"`` and documents whose embeddings
+            pass the same-model check, the query is then not embedded again.
         :returns: ``{"documents": [...]}``, best first, each with ``score`` and
             ``meta["credrank"]``.
         """
         passages = [Passage(text=doc.content, metadata=doc.meta, score=doc.score,
                             embedding=doc.embedding) for doc in documents]
-        ranked = self._scorer.rank(query, passages, top_k)
+        ranked = self._scorer.rank(query, passages, top_k, query_vector=query_embedding)
         out = []
         for r in ranked:
             doc = documents[r.index]

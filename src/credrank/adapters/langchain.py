@@ -23,9 +23,12 @@ key LangChain's rerankers use) and ``metadata["credrank"]`` = the breakdown (ran
 source_type, host, rule, url, retrieval, embedder, ``score_breakdown``); every other metadata
 key is kept. The URL is read from ``metadata["url"]`` (else ``source`` — what web loaders set —
 then ``link``; or ``url_key``); a document without one (a file loader's ``source`` path) is
-typed ``unknown``. LangChain documents carry no embedding: the text is always embedded by
-credrank's ``embedder`` (``use_given_embeddings`` is accepted, as by every adapter, and changes
-nothing here).
+typed ``unknown``. LangChain documents carry no embedding (``use_given_embeddings`` is
+accepted, as by every adapter, and changes nothing here), so the default ``retrieval="auto"``
+(see :mod:`credrank.adapters._common`) takes the retriever's scores when every document has
+one ≥ 0 (``metadata[score_key]``, or the scores :class:`CredibilityRetriever` fetches with the
+pool), else credrank embeds the documents (a one-time warning says what it costs);
+``metadata["credrank"]["retrieval"]`` says which.
 """
 
 from __future__ import annotations
@@ -82,9 +85,9 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
     (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
     or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
     ``ValueError``); ``score_key``: the metadata key of the retrieval score for
-    ``retrieval="given"`` (:class:`CredibilityRetriever` passes the store's relevance scores
-    itself). ``model_dump()`` is the adapter options, ``score_key`` and ``pipeline`` as a spec
-    (``CredibilityCompressor(**dump)`` reads it back).
+    ``retrieval="given"`` and ``"auto"`` (:class:`CredibilityRetriever` passes the store's
+    relevance scores itself). ``model_dump()`` is the adapter options, ``score_key`` and
+    ``pipeline`` as a spec (``CredibilityCompressor(**dump)`` reads it back).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -124,7 +127,7 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
     def rank(self, documents: Sequence[Document], query: str,
              scores: Sequence[float] | None = None) -> list[Document]:
         """As :meth:`compress_documents`; ``scores`` (one per document) are the retrieval
-        scores for ``retrieval="given"`` (default: ``metadata[score_key]``)."""
+        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``)."""
         if scores is not None and len(scores) != len(documents):
             raise ValueError(f"scores: expected {len(documents)} scores (one per document), "
                              f"got {len(scores)}")
@@ -144,9 +147,10 @@ class CredibilityRetriever(BaseRetriever):
     """Fetch ``fetch_k`` documents by similarity, rerank them with ``compressor``.
 
     The pool comes from ``vectorstore.similarity_search(query, k=fetch_k, **search_kwargs)``
-    (with ``retrieval="given"``, ``similarity_search_with_relevance_scores``, in ``[0, 1]``;
-    for a store without a relevance function, such as ``InMemoryVectorStore``,
-    ``similarity_search_with_score`` — make sure it is a similarity, higher is better). A
+    (with ``retrieval="given"`` or ``"auto"``, ``similarity_search_with_relevance_scores``,
+    in ``[0, 1]``; for a store without a relevance function, such as ``InMemoryVectorStore``,
+    ``given`` takes ``similarity_search_with_score`` — make sure it is a similarity, higher is
+    better — and ``auto``, which cannot know, takes the documents without scores). A
     ``VectorStoreRetriever`` given as ``retriever`` is searched through its store the same way
     (its ``search_kwargs`` kept, except the ones that size its own search: ``k``, ``fetch_k``,
     ``lambda_mult``, ``score_threshold``); any other retriever is invoked as it is and its
@@ -190,10 +194,16 @@ class CredibilityRetriever(BaseRetriever):
             docs = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
             return self.compressor.rank(docs, query)
         k = self.pool_size()
-        if self.compressor.retrieval == "given":
+        retrieval = self.compressor.retrieval
+        if retrieval != "cosine":
             try:
                 pairs = store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
             except NotImplementedError:  # a store without a relevance function: its raw score
-                pairs = store.similarity_search_with_score(query, k=k, **kwargs)
-            return self.compressor.rank([d for d, _ in pairs], query, [s for _, s in pairs])
+                if retrieval == "given":  # (a similarity or a distance: the user said)
+                    pairs = store.similarity_search_with_score(query, k=k, **kwargs)
+                else:
+                    pairs = None
+            if pairs is not None:
+                return self.compressor.rank([d for d, _ in pairs], query,
+                                            [s for _, s in pairs])
         return self.compressor.rank(store.similarity_search(query, k=k, **kwargs), query)

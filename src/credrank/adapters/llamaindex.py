@@ -20,8 +20,15 @@ The ``credrank`` key is added to the copy's ``excluded_embed_metadata_keys`` and
 ``excluded_llm_metadata_keys``: it never changes the text an embedding model or the LLM sees
 (remove it from ``excluded_llm_metadata_keys`` to show the source type to the LLM). The URL is
 read from ``metadata["url"]`` (else ``source``, ``link``; or ``url_key``); a node without one is
-typed ``unknown``. ``node.embedding`` is used only with ``use_given_embeddings=True`` and the
-embedder's dimension (see :mod:`credrank.adapters._common`).
+typed ``unknown``.
+
+The default ``retrieval="auto"`` reuses what the retriever left (see
+:mod:`credrank.adapters._common`): the nodes' ``embedding`` when they are of the embedder's
+model (checked once per postprocessor: the first such node is embedded and compared, its
+``MetadataMode.EMBED`` content tried as LlamaIndex embedded it), with the query's
+``QueryBundle.embedding`` (set by LlamaIndex's vector retrievers) so nothing is embedded at
+all; else ``NodeWithScore.score``; else credrank embeds the nodes (a one-time warning says what
+it costs). ``metadata["credrank"]["retrieval"]`` says which.
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]
     Fields: ``pipeline`` (a spec) and the options every adapter takes
     (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
     or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
-    ``ValueError``). ``retrieval="given"`` uses ``NodeWithScore.score``. ``to_dict`` /
+    ``ValueError``). ``retrieval``: ``auto`` (default; module docstring), ``cosine`` or
+    ``given`` (``NodeWithScore.score``). ``to_dict`` /
     ``from_dict`` carry the adapter options and ``pipeline`` as a spec.
     """
 
@@ -99,11 +107,14 @@ class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]
         if query_bundle is None:
             raise ValueError("query_bundle: expected the query (credrank ranks for a query), "
                              "got None")
+        scorer = self._scorer
         passages = [Passage(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
                             metadata=n.node.metadata, score=n.score,
-                            embedding=n.node.embedding) for n in nodes]
+                            embedding=n.node.embedding,
+                            embedded_text=_embedded_text(scorer, n.node)) for n in nodes]
         out = []
-        for r in self._scorer.rank(query_bundle.query_str, passages):
+        for r in scorer.rank(query_bundle.query_str, passages,
+                             query_vector=query_bundle.embedding):
             node = nodes[r.index].node
             copy = node.model_copy(update={
                 "metadata": {**node.metadata, BREAKDOWN_KEY: r.breakdown},
@@ -112,6 +123,16 @@ class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]
             })
             out.append(NodeWithScore(node=copy, score=r.score))
         return out
+
+
+def _embedded_text(scorer: CredrankScorer, node: Any) -> str | None:
+    """The text LlamaIndex embedded for ``node`` (its content with the embed metadata), for
+    the same-model check: only while ``auto`` has no verdict for its embedding's dimension."""
+    embedding = node.embedding
+    if scorer.retrieval != "auto" or embedding is None or \
+            scorer.auto.verdict(len(embedding)) is not None:
+        return None
+    return str(node.get_content(metadata_mode=MetadataMode.EMBED))
 
 
 def _with_key(keys: list[str]) -> list[str]:

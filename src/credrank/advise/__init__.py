@@ -5,7 +5,9 @@ feasible one — never a ranking by headline numbers.
 * :mod:`~credrank.advise.pools` — the TOML profile (pools and their resources);
 * :mod:`~credrank.advise.methods` — the declared prerequisite table and the check;
 * :mod:`~credrank.advise.arithmetic` — the chapter's numbers (35.5 attention reweighting,
-  35.6 calibration costs) as pure functions.
+  35.6 calibration costs) as pure functions;
+* :mod:`~credrank.advise.from_index` — a one-pool profile derived from an index's payloads
+  (``credrank advise --index DIR``), each derived key with its measurement and rule.
 
 ``credrank advise PROFILE.toml [--json]`` prints the advice; the chapter's three-pool
 marketplace example ships as :func:`bundled_profile_path("marketplace")

@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,7 @@ from credrank.audit.profile import (
 )
 from credrank.audit.robustness import ROBUSTNESS_SCHEMA
 from credrank.core.errors import FileFormatError
+from credrank.core.progress import OnProgress, counted
 from credrank.core.schema import (
     AnyOf,
     Anything,
@@ -378,24 +379,26 @@ def _entry(m: Measurement, command: str, data: str, settings: str) -> dict[str, 
 
 def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: Mapping[str, Any],
                        texts: Mapping[str, str], hashes: Mapping[str, str],
-                       robustness: Callable[[Mapping[str, Any]], Measurement] | None = None,
-                       progress: Callable[[str], None] | None = None
+                       robustness: Callable[..., Measurement] | None = None,
+                       on_progress: OnProgress | None = None
                        ) -> tuple[dict[str, Measurement | None], dict[str, str]]:
     """Run each configured measure on the audited system's ``results`` (``{qid:
     Candidates}``) and ``pools`` (the expanded candidate pools). Returns the measurements and,
-    per dimension not measured, the reason."""
+    per dimension not measured, the reason.
+
+    ``robustness(spec, on_progress=…)`` runs the stress test; ``on_progress(done, total,
+    label)`` (:mod:`credrank.core.progress`) counts the dimensions (label ``dimensions``) and
+    receives the stress test's own steps (labels ``stress test: …``)."""
     from credrank.datasets.demo import read_adversarial
     from credrank.documents import read_qrels
 
     out: dict[str, Measurement | None] = {}
     reasons: dict[str, str] = {}
-    for dim in DIMENSIONS:
+    for dim in counted(DIMENSIONS, on_progress, "dimensions"):
         spec = config.dimensions.get(dim)
         if spec is None:
             reasons[dim] = "not configured in the audit config"
             continue
-        if progress is not None:
-            progress(dim)
         measure = spec["measure"]
         if measure == NOT_MEASURED:
             reasons[dim] = spec["reason"]
@@ -426,7 +429,8 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                 if robustness is None:
                     reasons[dim] = "no stress-test runner given"
                     continue
-                out[dim] = robustness({**spec, "base": str(config.base)})
+                out[dim] = robustness({**spec, "base": str(config.base)},
+                                      on_progress=_prefixed(on_progress, "stress test: "))
         except FileNotFoundError as exc:
             reasons[dim] = f"data not found: {exc.filename or exc}"
         except AuditMeasureError as exc:
@@ -494,13 +498,25 @@ def _plain(value: Any) -> Any:
 
 
 
+def _prefixed(on_progress: OnProgress | None, prefix: str) -> OnProgress | None:
+    if on_progress is None:
+        return None
+    report = on_progress
+    return lambda done, total, label: report(done, total, prefix + label)
+
+
 def audit_index(index_dir: Path | str, config: AuditConfig, *,
-                robustness: Callable[[Mapping[str, Any]], Measurement] | None = None,
-                progress: Callable[[str], None] | None = None) -> AuditRun:
+                robustness: Callable[..., Measurement] | None = None,
+                on_progress: OnProgress | None = None) -> AuditRun:
     """Open the index read-only, run the config's queries through the audited pipeline
     (:meth:`credrank.searcher.Searcher.search` with the spec, one compiled pipeline for every
     query) and the similarity-only expanded pool of ``fetch_k`` per query, measure every
-    configured dimension, fill the profile and check its gates."""
+    configured dimension, fill the profile and check its gates.
+
+    ``on_progress(done, total, label)`` (:mod:`credrank.core.progress`; never printed here):
+    the queries of the audited system (label ``audited system (queries)``), those of the
+    similarity pools (``similarity pools (queries)``), then the steps of
+    :func:`measure_dimensions`."""
     from credrank.documents import read_queries
     from credrank.index.opener import open_store
     from credrank.searcher import Searcher
@@ -519,17 +535,20 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         asked = [(q.id, q.text) for q in queries]
         results: dict[str, Any] = {}
         try:
-            for qid, result in searcher.search_many(_announce(asked, progress), spec):
+            for qid, result in searcher.search_many(
+                    counted(asked, on_progress, "audited system (queries)"), spec):
                 results[qid] = result
         except SpecError as exc:  # a stage built over the index: a model file, a store
             raise config.spec_error(exc) from None
-        pools = dict(searcher.search_many(asked, pool_spec))
+        pools = dict(searcher.search_many(
+            counted(asked, on_progress, "similarity pools (queries)"), pool_spec))
         returned = sorted({str(d) for b in results.values() for d in b.doc_ids})
         texts = {str(p["doc_id"]): str(p.get("text") or "")
                  for p in store.read_payloads(returned, fields=("doc_id", "text"))}
         hashes = store.existing_hashes(returned)
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
-                                               robustness=robustness, progress=progress)
+                                               robustness=robustness,
+                                               on_progress=on_progress)
     described = (f"top_k={spec.top_k}, fetch_k={fetch_k}, "
                  f"stages={' → '.join(s.name for s in spec.stages)}, "
                  f"embedder={store.manifest.embedder}, index={index_dir}, "
@@ -549,14 +568,6 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     profile = fill_profile(config, measurements, reasons, commands, data, described)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
                     pipeline=spec.to_dict())
-
-
-def _announce(queries: list[tuple[str, str]], progress: Callable[[str], None] | None
-              ) -> Iterator[tuple[str, str]]:
-    for qid, text in queries:
-        if progress is not None:
-            progress(f"query {qid}")
-        yield qid, text
 
 
 def _spec_files(spec: PipelineSpec, base: Path) -> dict[str, Path]:

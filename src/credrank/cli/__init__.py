@@ -62,7 +62,8 @@ COMMANDS: dict[str, Command] = {
         "Build the search graph of DIR (after `credrank index --no-optimize`)."),
     "score": Command(
         "credrank.cli.score", "app",
-        "Index-time scores, stored in the payload: machine-written text.", group=True),
+        "Index-time scores, stored in the payload: machine-written text, learned credibility.",
+        group=True),
     "pipeline": Command(
         "credrank.cli.pipeline", "app",
         "Pipeline specs: the stage catalog, and checking a spec file.", group=True),
@@ -98,7 +99,8 @@ COMMANDS: dict[str, Command] = {
         "Label-free answer consensus: calibrate its contested threshold.", group=True),
     "provenance": Command(
         "credrank.cli.provenance", "app",
-        "Citation chains: which documents repeat older evidence (laundering).", group=True),
+        "Citation chains (laundering) and the hosts of an index with the source types "
+        "they got.", group=True),
     "cram": Command(
         "credrank.cli.cram", "app",
         "Credibility-aware attention (CrAM) for a local model: calibrate heads, answer.",

@@ -6,7 +6,9 @@ and prints, per pool, the feasible candidates with what to validate and their co
 the infeasible methods with the prerequisites they miss — or the branch "prerequisites missing:
 obtain evidence, restrict scope or defer". Never a ranking: the table's fixed order.
 ``PROFILE`` may be ``marketplace``, the shipped example of chapter 35.6. Exit 2 on a bad
-profile.
+profile. ``credrank advise --index DIR`` derives a one-pool profile from what the index holds
+instead (:mod:`credrank.advise.from_index`) and says which keys it derived, from which
+measurement, and which it cannot derive; a profile file and ``--index`` exclude each other.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from typing import Annotated
 
 import typer
 
+from credrank.advise.from_index import (
+    INDEX_FIELDS,
+    MIN_SHARE,
+    NOT_DERIVED,
+    Derivation,
+    IndexFacts,
+    profile_from_rows,
+)
 from credrank.advise.methods import (
     NOT_A_RANKING,
     Cost,
@@ -97,23 +107,81 @@ def render_text(profile: Profile, advice: tuple[PoolAdvice, ...]) -> str:
     return "\n".join(lines)
 
 
+def render_derived(facts: IndexFacts, derived: tuple[Derivation, ...]) -> str:
+    """What ``--index`` derived: each profile key, its value, the measurement and the rule;
+    then the keys an index cannot show (left unstated)."""
+    lines = ["", f"derived from the index ({facts.documents:,} documents):"]
+    for d in derived:
+        lines.append(f"  {d.key} = {_shown(d.value)}: {d.measured}")
+        lines.append(f"      rule: {d.rule}")
+    lines.append(f"  stored scores (no profile key): machine_text on "
+                 f"{facts.with_machine_text:,}, domain_score on {facts.with_domain_score:,} "
+                 "documents")
+    lines.append("not derived (state them in a profile file to use them):")
+    for key, why in NOT_DERIVED.items():
+        lines.append(f"  {key}: {why}")
+    return "\n".join(lines)
+
+
+def _index_profile(index_dir: Path) -> tuple[Profile, IndexFacts, tuple[Derivation, ...]]:
+    from credrank.index.opener import open_store
+    from credrank.index.store import StoreError
+
+    if not index_dir.exists():
+        fail(f"--index {index_dir}: no such directory; build an index with `credrank index "
+             "CORPUS --index DIR`")
+    try:
+        with open_store(index_dir) as store:
+            rows = store.read_payloads(None, fields=INDEX_FIELDS)
+    except (StoreError, ValueError) as exc:
+        message = str(exc)
+        fail(message if message.startswith("--index") else f"--index {index_dir}: {message}")
+    return profile_from_rows(rows, f"index {index_dir}")
+
+
 def advise(
-    profile: Annotated[Path, typer.Argument(
+    profile: Annotated[Path | None, typer.Argument(
         help="a TOML profile: [[pool]] tables of resources (see credrank.advise.pools), or "
-             f"a shipped example: {', '.join(BUNDLED_PROFILES)}")],
+             f"a shipped example: {', '.join(BUNDLED_PROFILES)}; or use --index")] = None,
+    index_dir: Annotated[Path | None, typer.Option(
+        "--index", help="derive the profile from what this index holds (one pool: typed "
+                        "URLs, evidence dates, source identities) instead of a profile file")
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="print the advice as JSON")] = False,
 ) -> None:
     """Feasible credibility methods per content pool, their missing prerequisites and costs
     (chapter 35.6) — never a ranking."""
-    path = profile
-    if str(profile) in BUNDLED_PROFILES and not profile.exists():
-        path = bundled_profile_path(str(profile))
-    try:
-        loaded = load_profile(path)
-    except ProfileError as exc:
-        fail(str(exc))
+    if profile is not None and index_dir is not None:
+        fail(f"PROFILE ({profile}) and --index ({index_dir}) exclude each other: give a "
+             "profile file, or --index DIR to derive the profile from an index")
+    if profile is None and index_dir is None:
+        fail("expected a PROFILE file (or a shipped example: "
+             f"{', '.join(BUNDLED_PROFILES)}) or --index DIR")
+    derived: tuple[IndexFacts, tuple[Derivation, ...]] | None = None
+    if index_dir is not None:
+        loaded, facts, how = _index_profile(index_dir)
+        derived = (facts, how)
+    else:
+        assert profile is not None
+        path = profile
+        if str(profile) in BUNDLED_PROFILES and not profile.exists():
+            path = bundled_profile_path(str(profile))
+        try:
+            loaded = load_profile(path)
+        except ProfileError as exc:
+            fail(str(exc))
     advice = advise_profile(loaded)
     if json:
-        typer.echo(jsonlib.dumps(advice_document(loaded, advice), indent=2, ensure_ascii=False))
+        doc = advice_document(loaded, advice)
+        if derived is not None:
+            facts, how = derived
+            doc["derived"] = {"index": str(index_dir), "facts": facts.to_dict(),
+                              "min_share": MIN_SHARE, "fields": [d.to_dict() for d in how],
+                              "not_derived": [{"key": k, "why": v}
+                                              for k, v in NOT_DERIVED.items()]}
+        typer.echo(jsonlib.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        typer.echo(render_text(loaded, advice))
+        text = render_text(loaded, advice)
+        if derived is not None:
+            text += "\n" + render_derived(*derived)
+        typer.echo(text)

@@ -37,7 +37,7 @@ from credrank.audit.profile import (
     profile_document,
 )
 from credrank.audit.radar import RadarFigure, draw_radar, radar_document
-from credrank.cli.common import fail
+from credrank.cli.common import Bars, QuietOption, fail, show_progress
 
 app = typer.Typer(add_completion=False, invoke_without_command=True,
                   help="Trust audit (chapter 35.1): profile gates and radar.")
@@ -146,8 +146,12 @@ def audit(
     out: Annotated[Path | None, typer.Option(
         help="folder for the profile, radar, report and measurements")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    quiet: QuietOption = False,
 ) -> None:
-    """Run a trust audit (--index, --config, --out), or one of the commands below."""
+    """Run a trust audit (--index, --config, --out), or one of the commands below.
+
+    Progress (queries, dimensions, the stress test's steps) is shown on stderr when it is a
+    terminal (never with --quiet or when stderr is a file or a pipe)."""
     given = [name for name, v in (("--index", index), ("--config", config), ("--out", out))
              if v is not None]
     if ctx.invoked_subcommand is not None:
@@ -162,14 +166,11 @@ def audit(
         fail(f"{', '.join(missing)}: required to run an audit (--index DIR --config "
              "AUDIT.toml --out DIR)")
     assert index is not None and config is not None and out is not None
-    _run(index, config, out, json)
+    _run(index, config, out, json, quiet)
 
 
-def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> None:
     from credrank.audit.run import audit_index, load_config, write_outputs
-    from credrank.cli.common import err
     from credrank.experiments.robustness import stress_robustness
     from credrank.index.store import StoreError
 
@@ -177,18 +178,13 @@ def _run(index: Path, config: Path, out: Path, as_json: bool) -> None:
         cfg = load_config(config)
     except AuditInputError as exc:
         fail(str(exc))
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True, disable=as_json) as bar:
-        task = bar.add_task("auditing", total=None)
-
-        def progress(what: str) -> None:
-            bar.update(task, description=f"auditing: {what}")
-
-        try:
-            run = audit_index(index, cfg, robustness=stress_robustness, progress=progress)
-            paths = write_outputs(run, out)
-        except (AuditInputError, StoreError, ValueError, OSError) as exc:
-            fail(str(exc))
+    try:
+        with Bars(show_progress(quiet)) as bars:
+            run = audit_index(index, cfg, robustness=stress_robustness,
+                              on_progress=bars.steps())
+        paths = write_outputs(run, out)
+    except (AuditInputError, StoreError, ValueError, OSError) as exc:
+        fail(str(exc))
     if as_json:
         _dump({"credrank_audit": 1, "passed": run.passed, "gates": gate_document(run.gates),
                "profile": profile_document(run.profile),

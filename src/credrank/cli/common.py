@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -52,7 +53,9 @@ def hit_cell(hit: dict[str, Any], query: str) -> Text:
     return out
 
 
-def progress() -> Progress:
+def progress(show: bool = True) -> Progress:
+    """A rich progress display on stderr: description, bar, ``done/total``, time elapsed;
+    ``show=False`` (see :func:`show_progress`) draws nothing."""
     from rich.progress import (  # lazy: only the commands that show a bar import it
         BarColumn,
         MofNCompleteColumn,
@@ -62,7 +65,63 @@ def progress() -> Progress:
     )
 
     return Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False)
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
+                    disable=not show)
+
+
+#: ``--quiet/-q`` of every long command
+QuietOption = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="no progress on stderr (it is shown only when stderr is a terminal)")]
+
+
+def show_progress(quiet: bool, is_terminal: bool | None = None) -> bool:
+    """Whether a command draws progress bars: never with ``--quiet``, and only when stderr
+    (``is_terminal``, default: the stderr console's) is a terminal — a file, a pipe or a test
+    runner gets nothing."""
+    return not quiet and (err.is_terminal if is_terminal is None else is_terminal)
+
+
+class Bars:
+    """The progress bars of one command on stderr, one per step, fed by the library's
+    callbacks (:mod:`credrank.core.progress`); with ``show`` off the callbacks are ``None``
+    and nothing is drawn or imported::
+
+        with Bars(show_progress(quiet)) as bars:
+            run(..., on_progress=bars.steps())       # (done, total, label): a bar per label
+            fit(..., on_progress=bars.counter("fits"))  # (done, total): the bar "fits"
+    """
+
+    def __init__(self, show: bool) -> None:
+        self.bar = progress() if show else None
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Bars:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)  # type: ignore[arg-type]
+
+    def update(self, done: int, total: int, label: str) -> None:
+        """Set the bar ``label`` (made on its first report) to ``done`` of ``total``."""
+        if self.bar is None:
+            return
+        if label not in self.tasks:
+            self.tasks[label] = self.bar.add_task(label, total=total)
+        self.bar.update(self.tasks[label], completed=done, total=total)
+
+    def steps(self) -> Callable[[int, int, str], None] | None:
+        """The ``on_progress(done, total, label)`` callback (``None`` when not shown)."""
+        return None if self.bar is None else self.update
+
+    def counter(self, label: str) -> Callable[[int, int], None] | None:
+        """The ``on_progress(done, total)`` callback of the bar ``label`` (``None`` when not
+        shown)."""
+        if self.bar is None:
+            return None
+        return lambda done, total: self.update(done, total, label)
 
 
 def parse_params(items: list[str] | None, option: str = "--select-param") -> dict[str, Any]:

@@ -5,6 +5,9 @@ The query is ranked by the same pipeline as ``credrank search``; the top-k passa
 the CAG prompt (``--format cag``), the JSON list for tool-calling generators (``json``) or the
 untiered matched control (``plain``). stdout holds exactly what the generator gets; passages
 left out by ``--undated exclude`` are listed on stderr (and under ``excluded`` with ``--json``).
+``--text`` is the option of every hit (:mod:`credrank.core.hittext`, declared once in
+:mod:`credrank.cli.specs`): here ``full`` by default — the generator reads whole passages —
+or ``snippet``, or ``none`` (the ``json`` form without the passages' text).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import typer
 
 from credrank.cli.common import err, fail
 from credrank.cli.index import check_index_option
-from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
+from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
 from credrank.context.build import build_context, check_format, parse_now
 from credrank.context.render import GRANULARITIES
+from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.index.store import MAX_K, StoreError
@@ -61,6 +65,7 @@ def context(
     undated: Annotated[str, typer.Option(
         help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
              "⌊−log2 W⌋; exclude leaves the passage out)")] = "neutral",
+    text: TextOption = "full",
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option(
@@ -78,12 +83,19 @@ def context(
         fail(f"--top-k / --fetch-k: expected integers in [1, {MAX_K}]")
     try:
         check_format(fmt)
+        check_text(text, "--text")
         t_now = parse_now(now)
         tau = None if half_life is None else parse_duration(half_life, "--half-life")
         policy = parse_undated(undated)
     except ValueError as exc:
         fail(str(exc).replace("format:", "--format:", 1).replace("now:", "--now:", 1)
              .replace("undated:", "--undated:", 1))
+    if text == "none" and fmt != "json":
+        fail(f"--text none: --format {fmt} prints the passages' text; use --format json (the "
+             "passages' tiers and inputs without their text) or --text full|snippet")
+    if text == "none" and granularity == "sentence":
+        fail("--text none: --granularity sentence tiers the sentences of the text; use "
+             "--text full|snippet")
     check_index_option(index_dir)
     if pipeline is not None and (priors != "current" or credibility_model is not None
                                  or source_reliability is not None):
@@ -101,7 +113,7 @@ def context(
         with searcher:
             doc = build_context(searcher.store, searcher.embedder, query, settings, now=t_now,
                                 half_life=tau, undated=policy, granularity=granularity,
-                                source=source_tier,
+                                source=source_tier, text=text,
                                 describe=describe(settings, searcher.store))
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))

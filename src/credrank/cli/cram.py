@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from credrank.cli.common import err, fail
+from credrank.cli.common import Bars, QuietOption, err, fail, show_progress
 from credrank.cram.models import MODEL_NAMES, LoadedModel, load_cram_model
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -88,8 +88,12 @@ def calibrate(
              "first-order estimates, one forward and backward pass per example (for models "
              "whose exact search is too slow on the hardware at hand)")] = "exact",
     force: Annotated[bool, typer.Option("--force", help="overwrite --out")] = False,
+    quiet: QuietOption = False,
 ) -> None:
-    """Rank heads by indirect effect on CrAM NQ and choose how many to reweight."""
+    """Rank heads by indirect effect on CrAM NQ and choose how many to reweight.
+
+    Progress (head-effect rows, then validation rows) is shown on stderr when it is a
+    terminal (never with --quiet or when stderr is a file or a pipe)."""
     from credrank.cram.generate import model_info
     from credrank.cram.headsfile import HeadsFile, save_heads, sha256_file
     from credrank.cram.multipliers import CramInputError
@@ -153,16 +157,20 @@ def calibrate(
     err.print(f"calibrating {info.name}: {len(calib)} calibration, {len(valid)} validation "
               f"questions, {limit} heads")
     try:
-        if method == "exact":
-            effects = heads_mod.head_effects(lm.model, lm.tokenizer, calib, floor=floor,
-                                             add_special_tokens=special[0])
-        else:
-            effects = heads_mod.head_attributions(lm.model, lm.tokenizer, calib, floor=floor,
-                                                  add_special_tokens=special[0])
-        ranked = heads_mod.rank_heads(effects)
-        n_best, curve = heads_mod.choose_n_heads(
-            lm.model, lm.tokenizer, ranked, valid, grid=sizes, floor=floor,
-            rows_per_pass=info.n_heads, add_special_tokens=special[0])
+        with Bars(show_progress(quiet)) as bars:
+            if method == "exact":
+                effects = heads_mod.head_effects(
+                    lm.model, lm.tokenizer, calib, floor=floor, add_special_tokens=special[0],
+                    on_progress=bars.counter("head effects (rows)"))
+            else:
+                effects = heads_mod.head_attributions(
+                    lm.model, lm.tokenizer, calib, floor=floor, add_special_tokens=special[0],
+                    on_progress=bars.counter("head attributions (examples)"))
+            ranked = heads_mod.rank_heads(effects)
+            n_best, curve = heads_mod.choose_n_heads(
+                lm.model, lm.tokenizer, ranked, valid, grid=sizes, floor=floor,
+                rows_per_pass=info.n_heads, add_special_tokens=special[0],
+                on_progress=bars.counter("validation: number of heads (rows)"))
     except ValueError as exc:  # HeadSelectionError, CramInputError
         fail(str(exc))
     seconds = time.perf_counter() - start

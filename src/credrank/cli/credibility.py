@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, progress, warn
+from credrank.cli.common import Bars, QuietOption, console, fail, show_progress, warn
 from credrank.credibility.labels import GROUP_BY, read_labels
 from credrank.credibility.modelfile import save_model
 from credrank.credibility.train import fit_from_labels
@@ -74,35 +73,6 @@ def _jobs(jobs: int) -> int:
     return max(1, min(cores, 8))
 
 
-class _Bars:
-    """The progress bars of a fit on stderr (features, then fits): rich when stderr is a
-    terminal, nothing at all when it is not or with ``--quiet``."""
-
-    def __init__(self, show: bool):
-        self.bar = progress() if show else None
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Bars:
-        if self.bar is not None:
-            self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)  # type: ignore[arg-type]
-
-    def callback(self, name: str) -> Callable[[int, int], None] | None:
-        if self.bar is None:
-            return None
-        bar = self.bar
-
-        def update(done: int, total: int) -> None:
-            if name not in self.tasks:
-                self.tasks[name] = bar.add_task(name, total=total)
-            bar.update(self.tasks[name], completed=done, total=total)
-        return update
-
-
 @app.command()
 def fit(
     labels: Annotated[list[Path], typer.Argument(
@@ -127,7 +97,7 @@ def fit(
         "--leave-one-set-out", help="with several labels files: also fit on all sets but "
                                     "one and score the one left out, for each set (the "
                                     "transfer estimate)")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Fit P(credible) on the labelled pages of an index, with nested grouped CV.
@@ -155,14 +125,14 @@ def fit(
         rows = [read_labels(p) for p in labels]  # a bad labels file is refused before the index
         with open_store(index_dir) as idx:
             emb = get_embedder(idx.manifest.embedder)
-            with _Bars(not quiet and err.is_terminal) as bars:
+            with Bars(show_progress(quiet)) as bars:
                 result = fit_from_labels(
                     rows if len(rows) > 1 else rows[0], idx, emb, group_by=group_by,
                     seed=seed, n_jobs=_jobs(jobs), cache_dir=cache,
                     leave_one_set_out=leave_one_set_out,
-                    on_features=bars.callback("features (pages)"),
-                    on_progress=bars.callback("grouped CV fits"),
-                    on_transfer=bars.callback("leave-one-set-out fits"))
+                    on_features=bars.counter("features (pages)"),
+                    on_progress=bars.counter("grouped CV fits"),
+                    on_transfer=bars.counter("leave-one-set-out fits"))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from credrank.cli.common import console, fail, progress
+from credrank.cli.common import QuietOption, console, fail, progress, show_progress
 from credrank.demo import MEASURES, run_demo
 from credrank.index.embed import get_embedder
 
@@ -19,6 +19,7 @@ def demo(
     index_dir: Annotated[Path | None, typer.Option(
         "--index", help="keep the demo index here (default: a temporary folder)")] = None,
     embedder: Annotated[str, typer.Option(help="minilm (default) or hashing")] = "minilm",
+    quiet: QuietOption = False,
 ) -> None:
     """Index the synthetic health corpus and compare similarity-only with source priors."""
 
@@ -26,7 +27,7 @@ def demo(
         emb = get_embedder(embedder)
     except ValueError as exc:
         fail(str(exc).replace("embedder:", "--embedder:", 1))
-    with progress() as bar:
+    with progress(show_progress(quiet)) as bar:
         task = bar.add_task("indexing demo corpus", total=None)
         result = run_demo(index_dir, embedder=emb, on_progress=lambda n: bar.advance(task, n))
     if as_json:

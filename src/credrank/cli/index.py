@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, progress, warn
+from credrank.cli.common import QuietOption, console, err, fail, progress, show_progress, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, timezone_value
@@ -123,6 +123,13 @@ def index(
         help="index-time scores stored in each point's payload after the load (resumable; "
              "repeatable): machine-text (Fast-DetectGPT with SmolLM2, the lm extra; for an "
              "existing index: `credrank score machine-text --index DIR`)")] = None,
+    credibility_model: Annotated[Path | None, typer.Option(
+        "--credibility-model",
+        help="a model file of `credrank credibility fit`: store each document's P(credible) "
+             "in its payload after the load (resumable; for an existing index: `credrank "
+             "score credibility --index DIR --model MODEL`), read by `credrank search "
+             "--credibility-model`")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Index CORPUS into DIR (incremental; an interrupted run is completed by re-running).
 
@@ -163,6 +170,11 @@ def index(
         from credrank.cli.score import check_scores
 
         check_scores(score)
+    credibility = None
+    if credibility_model is not None:  # the model file is checked before anything is indexed
+        from credrank.cli.score import check_credibility_model
+
+        credibility = check_credibility_model(credibility_model, embedder)
     rejects_path = rejects or index_dir / "rejects.jsonl"
     problem = _unwritable(rejects_path)
     if problem is not None:
@@ -185,7 +197,7 @@ def index(
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     total = _count_lines(corpus)
-    with idx, progress() as bar:
+    with idx, progress(show_progress(quiet)) as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)
         records = _Guarded(documents)
         try:
@@ -215,6 +227,17 @@ def index(
                 fail(f"{exc}; the documents are indexed, the scores written so far kept: "
                      f"complete them with `credrank score machine-text --index {index_dir}`")
             err.print(summary(scored, index_dir), soft_wrap=True, highlight=False)
+        if credibility is not None:  # P(credible) in the payload, still under the writer lock
+            from credrank.cli.score import credibility_summary, score_credibility
+
+            try:
+                done = score_credibility(idx, credibility, bar=bar, label=corpus.name)
+            except (ValueError, StoreError, RuntimeError) as exc:
+                fail(f"{exc}; the documents are indexed, the scores written so far kept: "
+                     f"complete them with `credrank score credibility --index {index_dir} "
+                     f"--model {credibility_model}`")
+            err.print(credibility_summary(done, index_dir, credibility), soft_wrap=True,
+                      highlight=False)
         if optimize:  # merge segments, build the HNSW graph where the corpus is large
             from credrank.cli.optimize import build_graph
 

@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import fail
+from credrank.cli.common import Bars, QuietOption, fail, show_progress
 from credrank.consensus.duplicates import duplicate_groups
 from credrank.freshness.dates import parse_instant
 from credrank.freshness.lineage import (
@@ -166,10 +166,13 @@ def audit_command(
                                   "last half ending at the origin; hops stays exact and "
                                   "hops_elided counts the rest")] = MAX_HOPS_LISTED,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """List laundering candidates: wrapper, origin, hop chain (at most --max-hops-listed hops
     each), ratio and the chapter's bound. Ratios beyond the float range print as 2^x (JSON:
-    null beside log2_ratio / log2_bound)."""
+    null beside log2_ratio / log2_bound). Progress (documents read, with --copies one
+    neighbour search each) is shown on stderr when it is a terminal (never with --quiet or
+    when stderr is a file or a pipe)."""
     try:
         tau = parse_half_life(half_life)
         t = parse_now(now)
@@ -182,7 +185,10 @@ def audit_command(
     except ValueError as exc:
         fail(str(exc))
     try:
-        with open_store(index_dir) as store:
+        with open_store(index_dir) as store, Bars(show_progress(quiet)) as bars:
+            ids = sorted(str(p["doc_id"]) for p in store.read_payloads(None, ("doc_id",)))
+            counter = bars.counter("documents read" + (", copy test" if copies != "off"
+                                                       else ""))
             test = None
             embed = None
             if copies != "off":
@@ -190,10 +196,12 @@ def audit_command(
                 test = partial(duplicate_groups, jaccard=COPY_JACCARD, shingle=COPY_SHINGLE,
                                cosine=cosine)
                 embed = get_embedder(store.manifest.embedder).embed
-            source = StoreSource(store, t, copies=test, embed=embed, neighbours=neighbours,
-                                 with_vectors=copies == "embedding")
+            source = StoreSource(
+                store, t, copies=test, embed=embed, neighbours=neighbours,
+                with_vectors=copies == "embedding",
+                on_progress=None if counter is None else
+                lambda n: counter(min(n, len(ids)), len(ids)))
             graph = ProvenanceGraph(source)
-            ids = sorted(str(p["doc_id"]) for p in store.read_payloads(None, ("doc_id",)))
             report: AuditReport = audit(graph, ids, t, tau, cap)
     except (StoreError, ValueError) as exc:
         fail(str(exc))
@@ -227,3 +235,8 @@ def _silence_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+from credrank.cli.provenance_hosts import hosts_command  # noqa: E402  (the hosts inventory)
+
+app.command("hosts")(hosts_command)

@@ -3,10 +3,14 @@
 ``credrank score machine-text --index DIR`` computes Fast-DetectGPT's analytic criterion with
 SmolLM2-135M (the ``lm`` extra) for every passage not yet scored with the same settings and
 stores it in the payload field ``machine_text`` (:mod:`credrank.index.scoring`), so that
-``credrank search … --machine-text`` pays nothing for it. Resumable: an interrupted run keeps
-what it wrote; re-running scores the rest, no passage twice. ``credrank index … --score
-machine-text`` does the same at the end of an indexing run. The run holds the index's writer
-lock, like ``credrank index``.
+``credrank search … --machine-text`` pays nothing for it. ``credrank score credibility --index
+DIR --model MODEL`` stores ``P(credible)`` of a ``credrank credibility fit`` model in the
+payload field ``credibility`` (:mod:`credrank.credibility.indexed`), so that ``credrank search
+… --credibility-model MODEL`` reads it (and scores it in the engine) instead of running the
+model on each query's candidates. Resumable: an interrupted run keeps what it wrote;
+re-running scores the rest, no document twice. ``credrank index … --score machine-text`` and
+``credrank index … --credibility-model MODEL`` do the same at the end of an indexing run. The
+run holds the index's writer lock, like ``credrank index``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, progress
+from credrank.cli.common import QuietOption, console, fail, progress, show_progress
 from credrank.index.store import StoreError, no_index_error, read_manifest
 
 if TYPE_CHECKING:
@@ -26,7 +30,8 @@ if TYPE_CHECKING:
     from credrank.index.scoring import ScoreReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Index-time scores, stored in the payload: machine-written text.")
+                  help="Index-time scores, stored in the payload: machine-written text, learned "
+                       "credibility.")
 
 #: the scores ``credrank index --score`` and ``credrank score`` know
 SCORES = ("machine-text",)
@@ -99,7 +104,7 @@ def machine_text(
     max_tokens: MaxTokensOption = 128,
     batch_size: BatchOption = 16,
     threads: ThreadsOption = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
 ) -> None:
     """Store the machine-text statistic of every passage of DIR (Fast-DetectGPT, SmolLM2).
@@ -119,18 +124,12 @@ def machine_text(
         idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
     except (ValueError, StoreError) as exc:
         fail(str(exc))
-    show = not quiet and err.is_terminal
+    show = show_progress(quiet)
     try:
-        with idx:
-            if show:
-                with progress() as bar:
-                    report = score_machine_text(idx, bar=bar, label=index_dir.name,
-                                                max_tokens=max_tokens, batch_size=batch_size,
-                                                threads=threads)
-            else:
-                report = score_machine_text(idx, bar=None, label=index_dir.name,
-                                            max_tokens=max_tokens, batch_size=batch_size,
-                                            threads=threads)
+        with idx, progress(show) as bar:
+            report = score_machine_text(idx, bar=bar if show else None, label=index_dir.name,
+                                        max_tokens=max_tokens, batch_size=batch_size,
+                                        threads=threads)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")
@@ -139,3 +138,102 @@ def machine_text(
                                **report.to_dict()}))
     else:
         console.print(summary(report, index_dir), soft_wrap=True, highlight=False)
+
+
+def check_credibility_model(model: Path, embedder: str | None = None) -> Any:
+    """The model file ``model`` read and checked (exit 2 naming the file and what is wrong),
+    and, with ``embedder``, refused when fitted on another embedder."""
+    from credrank.credibility.modelfile import load_model
+
+    try:
+        saved = load_model(model)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    if embedder is not None and saved.embedder_name != embedder:
+        fail(f"{model}: the credibility model was fitted on an index embedded with "
+             f"{saved.embedder_name!r}; this index uses {embedder!r} (refit it on this index "
+             "with `credrank credibility fit`)")
+    return saved
+
+
+def score_credibility(idx: Any, model: Any, *, bar: Progress | None, label: str
+                      ) -> ScoreReport:
+    """Store ``P(credible)`` of ``model`` (a loaded model file) for the documents of the open
+    store ``idx`` not yet scored with its key, advancing a task of ``bar`` (``None``: no
+    progress shown)."""
+    from credrank.credibility.indexed import score_index
+
+    task: list[Any] = []
+
+    def start(todo: int, total: int) -> None:
+        if bar is not None:
+            task.append(bar.add_task(f"{label}: credibility scores ({total - todo} of {total} "
+                                     "already)", total=todo))
+
+    def advance(n: int) -> None:
+        if bar is not None and task:
+            bar.advance(task[0], n)
+
+    return score_index(idx, model, chunk=256, on_start=start, on_chunk=advance)
+
+
+def credibility_summary(report: ScoreReport, index_dir: Path, model: Any) -> str:
+    """The one-line account of a credibility scoring run."""
+    rate = f" ({report.rate:.0f} documents/s)" if report.scored else ""
+    return (f"{index_dir}: credibility scores of {model.path} ({model.embedding_source} "
+            f"embedding): scored {report.scored}, {report.already} already scored, "
+            f"{report.total} documents, in {report.seconds:.1f} s{rate}; key {report.key}")
+
+
+def credibility_document(report: ScoreReport, index_dir: Path, model: Any) -> dict[str, Any]:
+    """The ``--json`` document of a credibility scoring run."""
+    out = {"credrank_score": 1, "index": str(index_dir), **report.to_dict(),
+           "model": str(model.path), "embedding_source": model.embedding_source,
+           "documents_per_s": round(report.rate, 2)}
+    out.pop("passages_per_s", None)
+    return out
+
+
+@app.command("credibility")
+def credibility(
+    index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
+    model: Annotated[Path, typer.Option(
+        "--model", help="a model file of `credrank credibility fit`")],
+    quiet: QuietOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
+) -> None:
+    """Store P(credible) of a credibility model for every document of DIR.
+
+    Resumable: documents already scored with the same model (its key: a refit is a new key)
+    are skipped, so an interrupted run is completed by re-running it. A model fitted since the
+    embedding feature is the index's stored vector scores without the embedder. Afterwards
+    `credrank search … --credibility-model MODEL` reads the scores, and scores the factor in
+    the engine when every document holds one."""
+    if not index_dir.is_dir():
+        fail(f"--index {index_dir}: no such index directory; build one with "
+             "`credrank index CORPUS --index DIR`")
+    saved = check_credibility_model(model)
+    from credrank.index.opener import open_store
+
+    try:
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise no_index_error(index_dir)
+        if manifest.embedder != saved.embedder_name:
+            check_credibility_model(model, manifest.embedder)
+        idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
+    except (ValueError, StoreError) as exc:
+        fail(str(exc))
+    show = show_progress(quiet)
+    try:
+        with idx, progress(show) as bar:
+            report = score_credibility(idx, saved, bar=bar if show else None,
+                                       label=index_dir.name)
+    except (ValueError, StoreError, RuntimeError) as exc:
+        fail(f"{exc}; the scores written so far are kept: re-run the same command to "
+             "complete them")
+    if as_json:
+        typer.echo(json.dumps(credibility_document(report, index_dir, saved)))
+    else:
+        console.print(credibility_summary(report, index_dir, saved), soft_wrap=True,
+                      highlight=False)

@@ -19,8 +19,8 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
-from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
-from credrank.core.hittext import DEFAULT_TEXT, TEXT_HELP, check_text
+from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
+from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.index.store import MAX_K, StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
@@ -118,7 +118,7 @@ def search(
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
-    text: Annotated[str, typer.Option("--text", help=TEXT_HELP)] = DEFAULT_TEXT,
+    text: TextOption = DEFAULT_TEXT,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     api_key_env: ApiKeyEnvOption = None,

@@ -108,8 +108,10 @@ def serve(
     --read-timeout gets 408; work over --timeout is cancelled at its next stage and the 504
     says whether a write was applied. Writes are idempotent by the Idempotency-Key header.
     """
-    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
-        fail("credrank serve needs the serve extra: pip install 'credrank[serve]'")
+    missing = [m for m in ("fastapi", "uvicorn", "orjson") if importlib.util.find_spec(m) is None]
+    if missing:
+        fail(f"credrank serve needs the serve extra ({', '.join(missing)} missing): "
+             "pip install 'credrank[serve]'")
     # the optional extra: imported only here, so the base CLI works without it
     import uvicorn
 
@@ -142,6 +144,9 @@ def serve(
         searcher = Searcher.open(index_dir, tables=table or [], trust_declared=trust_declared,
                                  create=api_key is not None, resources=resources,
                                  allow_paths=False, **options)
+        keep_columns = getattr(searcher.store, "keep_columns", None)
+        if callable(keep_columns):  # Qdrant Edge: the ranking payload kept columnar, so a
+            keep_columns()          # large pool reads no payload (credrank.index.columns)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))
     try:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from credrank.core.hittext import TEXT_HELP
+
 if TYPE_CHECKING:
     from credrank.pipeline.spec import PipelineSpec
 
@@ -16,6 +18,9 @@ PipelineOption = Annotated[Path | None, typer.Option(
     "--pipeline", help="the pipeline as a spec file (JSON, TOML or YAML; the \"pipeline\" "
                        "object of a --json output replays that run); the stage options are "
                        "shortcuts and cannot be mixed with it")]
+#: ``--text full|snippet|none``: the one declaration (``credrank search``, ``credrank context``;
+#: each command gives its default), checked by :func:`credrank.core.hittext.check_text`
+TextOption = Annotated[str, typer.Option("--text", help=TEXT_HELP)]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", "-S", help="a spec value STAGE.PARAM=VALUE (e.g. consensus.threshold=0.4, "
                         "freshness.half_life=1y) or a top-level KEY=VALUE (top_k=5); "

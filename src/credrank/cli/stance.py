@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, fail, progress, warn
+from credrank.cli.common import Bars, QuietOption, console, fail, show_progress, warn
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import StoreError
@@ -79,13 +79,15 @@ def fit(
     jobs: Annotated[int, typer.Option(
         "--jobs", min=1, help="processes for the cross-validation fits (the same numbers for "
                               "any value)")] = 1,
+    quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Fit P(stance = helps) with nested grouped CV by topic, then refit on every pair.
 
     Reports the pooled out-of-fold accuracy and AUC (no topic scored by a model, or a choice
     of settings, that saw it) with 95% bootstrap intervals over topics, and every rejected
-    row by reason. The fits are counted on a progress bar (stderr).
+    row by reason. The fits are counted on a progress bar on stderr when it is a terminal (never
+    with --quiet or when stderr is a file or a pipe).
     """
     if out is None:
         fail("--out: required (the model file to write)")
@@ -106,11 +108,9 @@ def fit(
             name = embedder or "minilm"
             data = read_pairs(pairs, query_column=query_column)
         emb = get_embedder(name)
-        with progress() as bar:
-            task = bar.add_task("grouped CV fits", total=None)
+        with Bars(show_progress(quiet)) as bars:
             result = fit_pairs(data, emb, seed=seed, n_jobs=jobs,
-                               on_progress=lambda done, total: bar.update(
-                                   task, completed=done, total=total))
+                               on_progress=bars.counter("grouped CV fits"))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))

@@ -27,8 +27,15 @@ with its share and supporting passages; with ``on_contested="neutral"`` (default
 answers`` (no passage answers) leaves the ranking unchanged.
 
 The extracted answer of each passage is kept in the meta column ``answer`` (``None`` for no
-answer) and its duplicate group in ``answer_group``. A pool larger than
-:attr:`AnswerConsensus.max_pool` still runs, with a
+answer) and its duplicate group in ``answer_group``.
+
+**Bounded reading** (issue 26, item 4). The reader and the copy test cost ``O(N)`` in the
+text read, so on a large pool the stage reads only the ``max_read`` candidates (default
+:data:`MAX_READ`) of largest vote weight ``w_d`` — the ones whose voices carry the vote — and
+counts the others as passages without an answer (factor ``unanswered``; they cast no vote).
+Below ``max_read`` candidates nothing changes; ``max_read: null`` reads every passage. The
+number read and left out is in ``info["consensus"]`` (``read``, ``not_read``). A pool read
+beyond :attr:`AnswerConsensus.max_pool` still runs, with a
 :class:`~credrank.select.budget.PoolSizeWarning` and the same sentence in
 ``info["consensus"]["warnings"]``.
 """
@@ -44,7 +51,7 @@ import numpy as np
 from credrank.consensus.duplicates import JACCARD, SHINGLE, duplicate_groups
 from credrank.consensus.vote import AGREED, NO_ANSWERS, consensus_factor, weighted_vote
 from credrank.core.candidates import Candidates, StageError
-from credrank.core.pipeline import Stage
+from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text
 from credrank.core.validation import check_choice, check_int, check_probability
 from credrank.generate.llm import (  # the reader's own split, words and stems (one rule)
@@ -63,6 +70,8 @@ from credrank.select.budget import pool_warnings
 PassageReader = Callable[[str, Sequence[str]], list[str]]
 
 WEIGHT_FACTORS = ("prior", "credibility", "reliability")
+#: the candidates read by default: the ``MAX_READ`` of largest vote weight (module docstring)
+MAX_READ = 100
 ON_CONTESTED = ("neutral", "apply")
 
 _READER = ExtractiveReader()
@@ -110,6 +119,32 @@ def generator_answers(generator: Generator, *, max_tokens: int = 32) -> PassageR
     return read
 
 
+def read_rows(weights: np.ndarray, max_read: int | None) -> np.ndarray:
+    """The rows the reader reads, ascending: all of them, or the ``max_read`` of largest vote
+    weight (ties: the earlier row)."""
+    n = len(weights)
+    if max_read is None or n <= max_read:
+        return np.arange(n)
+    order = np.argsort(-np.asarray(weights, dtype=np.float64), kind="stable")
+    return np.sort(order[:max_read])
+
+
+def _renumber(read: np.ndarray, found: np.ndarray, n: int) -> np.ndarray:
+    """Duplicate groups over all ``n`` rows: the read rows' groups ``found`` (numbered over
+    the read rows) renumbered in row order, every row not read a group of its own."""
+    groups = np.full(n, -1, dtype=np.int64)
+    groups[read] = found
+    out = np.empty(n, dtype=np.int64)
+    seen: dict[int, int] = {}
+    for i in range(n):
+        g = int(groups[i])
+        key = g if g >= 0 else -(i + 1)
+        if key not in seen:
+            seen[key] = len(seen)
+        out[i] = seen[key]
+    return out
+
+
 def _members(labels: np.ndarray, count: int) -> list[np.ndarray]:
     """``out[c]`` = the rows with ``labels == c`` (ascending), for ``c < count``; negative
     labels belong to no entry. One sort instead of a scan per label."""
@@ -132,6 +167,7 @@ class AnswerConsensus(Stage):
         jaccard, shingle: the text near-duplicate test; ``jaccard=1`` merges only passages
             with identical shingle sets.
         cosine: optional embedding near-duplicate threshold (needs the batch's vectors).
+        max_read: the candidates read, those of largest vote weight (``None``: all).
         name: the factor's name.
     """
 
@@ -144,6 +180,7 @@ class AnswerConsensus(Stage):
         "shingle": Field(Integer(1, 64), default=SHINGLE),
         "cosine": Field(Nullable(Number(0.0, 1.0)), default=None),
         "weight_factors": Field(ListOf(Text()), default=list(WEIGHT_FACTORS)),
+        "max_read": Field(Nullable(Integer(1, 1_000_000)), default=MAX_READ),
     })
 
     #: the largest pool handled within the budget: the reader is ``O(N)`` (one passage at a
@@ -153,10 +190,24 @@ class AnswerConsensus(Stage):
     def formula_term(self) -> str:
         return "needs the Python path (it reads each candidate's answer)"
 
+    @classmethod
+    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> AnswerConsensus:
+        """The stage of ``params``; over an index (``ctx.store``) it reads the text of the
+        ``max_read`` candidates it reads from the index instead of having the retriever
+        return every candidate's text."""
+        stage = cls(**params)
+        if callable(getattr(ctx.store, "read_payloads", None)):
+            stage.text_store = ctx.store
+        return stage
+
     @property
     def reads(self) -> frozenset[str]:  # type: ignore[override]
-        """The candidates' text (their answers), and vectors for the cosine copy test."""
-        return frozenset({"text", "vectors"} if self.cosine is not None else {"text"})
+        """The candidates' text (their answers) — unless the stage reads it from the index
+        itself (:meth:`from_spec`) — and vectors for the cosine copy test."""
+        out = {"vectors"} if self.cosine is not None else set()
+        if self.text_store is None:
+            out.add("text")
+        return frozenset(out)
 
     def __init__(self, reader: PassageReader | None = None,
                  equivalence: AnswerEquivalence | None = None, *,
@@ -164,7 +215,7 @@ class AnswerConsensus(Stage):
                  unanswered: float = 1.0, threshold: float = 0.5,
                  on_contested: str = "neutral", jaccard: float = JACCARD,
                  shingle: int = SHINGLE, cosine: float | None = None,
-                 name: str = "consensus"):
+                 max_read: int | None = MAX_READ, name: str = "consensus"):
         if reader is not None and not callable(reader):
             raise ValueError(f"reader: expected a callable (query, passages) -> answers, got "
                              f"{type(reader).__name__}")
@@ -178,7 +229,10 @@ class AnswerConsensus(Stage):
         self.jaccard = check_probability("jaccard", jaccard)
         self.shingle = check_int("shingle", shingle, 1)
         self.cosine = None if cosine is None else check_probability("cosine", cosine)
+        self.max_read = None if max_read is None else check_int("max_read", max_read, 1)
         self.name = name
+        #: a store the text of the candidates read comes from when the batch lacks it
+        self.text_store: Any = None
 
     def weights(self, batch: Candidates) -> tuple[np.ndarray, str]:
         """``w_d = max(sim_d, 0) · Π λ`` and a note naming the factors used."""
@@ -198,27 +252,34 @@ class AnswerConsensus(Stage):
             out = batch.with_factor(self.name, np.zeros(0), 0.0, 1.0)
             return out.with_info(consensus=self._info(NO_ANSWERS, [], 0.0, "", [], False,
                                                       unanswered=0))
-        texts = batch.column("text")
-        missing = [str(batch.doc_ids[i]) for i in range(n) if not isinstance(texts[i], str)]
+        w, note = self.weights(batch)
+        read = read_rows(w, self.max_read)
+        texts = self._texts(batch, read)
+        missing = [str(batch.doc_ids[i]) for i in read if not isinstance(texts[i], str)]
         if missing:
             raise StageError(f"consensus: {len(missing)} candidate(s) without text (first: "
                              f"{missing[0]!r}); the stage reads each passage's answer: "
                              "retrieve with text")
-        notes = pool_warnings(self.name, n, self.max_pool,
+        notes = pool_warnings(self.name, len(read), self.max_pool,
                               "one reader call per passage, then the copy test")
-        answers = list(self.reader(batch.query, [str(t) for t in texts]))
-        if len(answers) != n:
-            raise StageError(f"consensus reader: returned {len(answers)} answers; expected "
-                             f"{n} (one per candidate)")
-        labels, classes = self.equivalence.classes(
-            [a if isinstance(a, str) else None for a in answers])
+        read_texts = [str(texts[i]) for i in read]
+        answers_read = list(self.reader(batch.query, read_texts))
+        if len(answers_read) != len(read):
+            raise StageError(f"consensus reader: returned {len(answers_read)} answers; "
+                             f"expected {len(read)} (one per candidate read)")
+        answers: list[str | None] = [None] * n
+        for i, a in zip(read.tolist(), answers_read, strict=True):
+            answers[i] = a if isinstance(a, str) else None
+        labels, classes = self.equivalence.classes(answers)
         if self.cosine is not None and batch.vectors is None:
             raise StageError("consensus: cosine near-duplicate test needs the candidates' "
                              "vectors; retrieve with vectors or drop cosine")
-        groups = duplicate_groups([str(t) for t in texts], batch.vectors,
-                                  jaccard=self.jaccard, shingle=self.shingle,
-                                  cosine=self.cosine)
-        w, note = self.weights(batch)
+        groups = np.arange(n, dtype=np.int64)  # a passage not read is a voice of its own
+        if len(read):
+            found = duplicate_groups(read_texts, None if batch.vectors is None
+                                     else batch.vectors[read], jaccard=self.jaccard,
+                                     shingle=self.shingle, cosine=self.cosine)
+            groups = _renumber(read, np.asarray(found, dtype=np.int64), n)
         vote = weighted_vote(classes, groups, w, n_classes=len(labels),
                              threshold=self.threshold)
         applied = vote.status == AGREED or (vote.top is not None
@@ -236,10 +297,24 @@ class AnswerConsensus(Stage):
                   for members in _members(groups, int(groups.max()) + 1) if len(members) > 1]
         info = self._info(vote.status, competing, vote.total_weight, note, copies, applied,
                           unanswered=int(np.count_nonzero(classes < 0)), warnings=notes)
+        info.update(read=len(read), not_read=n - len(read), max_read=self.max_read)
         out = batch.with_factor(self.name, f, 0.0, 1.0)
         out = out.with_meta("answer", [labels[c] if c >= 0 else None for c in classes])
         out = out.with_meta("answer_group", [int(g) for g in groups])
         return out.with_info(consensus=info)
+
+    def _texts(self, batch: Candidates, read: np.ndarray) -> list[Any]:
+        """The batch's text column, completed from :attr:`text_store` for the rows ``read``
+        that lack it (one read of those documents only)."""
+        texts = list(batch.column("text"))
+        need = [int(i) for i in read if not isinstance(texts[i], str)]
+        if need and self.text_store is not None:
+            ids = [str(batch.doc_ids[i]) for i in need]
+            found = {str(r["doc_id"]): r.get("text")
+                     for r in self.text_store.read_payloads(ids, fields=("doc_id", "text"))}
+            for i, doc_id in zip(need, ids, strict=True):
+                texts[i] = found.get(doc_id)
+        return texts
 
     def _info(self, status: str, competing: list[dict[str, Any]], total: float, note: str,
               copies: list[list[str]], applied: bool, *, unanswered: int,
@@ -259,4 +334,4 @@ class AnswerConsensus(Stage):
                 "weight_factors": list(self.weight_factors), "floor": self.floor,
                 "unanswered": self.unanswered, "threshold": self.threshold,
                 "on_contested": self.on_contested, "jaccard": self.jaccard,
-                "shingle": self.shingle, "cosine": self.cosine}
+                "shingle": self.shingle, "cosine": self.cosine, "max_read": self.max_read}

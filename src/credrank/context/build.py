@@ -53,6 +53,7 @@ from credrank.context.tiers import (
 )
 from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.hittext import check_text, hit_text
 from credrank.freshness.dates import SECONDS_PER_DAY, freshness_date, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
@@ -164,7 +165,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
              similarity_source: str = "retrieval_score (cosine)", source: str = "auto",
              relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
              source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
-             top_k: int | None = None) -> ContextDocument:
+             top_k: int | None = None, text: str = "full") -> ContextDocument:
     """Tier the rows of an already-ranked ``batch`` (in its order; the first ``top_k`` kept
     passages when given).
 
@@ -173,7 +174,12 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     ``exclude``, …). ``similarity`` overrides the batch's ``retrieval_score`` (a bench with
     its own cosines; name it with ``similarity_source``). Sentence granularity needs the
     ``embedder`` (the index's) and embeds the query with it unless ``query_vector`` is given.
+    ``text`` is what each passage carries (the one option of every hit,
+    :mod:`credrank.core.hittext`): ``full`` (as indexed), ``snippet`` (its snippet around the
+    query words; sentence granularity tiers the snippet's sentences) or ``none`` (no text:
+    only the JSON form renders it; not at sentence granularity).
     """
+    text = check_text(text)
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
                          f"{granularity!r}")
@@ -204,18 +210,23 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     excluded = [Excluded(i + 1, str(batch.doc_ids[i]),
                          "unknown age (no observed_at, verified_at or published_at) under "
                          "the undated policy exclude") for i in range(n) if out[i]]
+    if text == "none" and granularity == "sentence":
+        raise ValueError("text none: sentence granularity tiers the sentences of the text; "
+                         "use text full or snippet")
     texts = batch.column("text")
+    if text == "snippet":
+        texts = np.array([hit_text(t, batch.query, text) for t in texts], dtype=object)
     sentences: dict[int, tuple[SentenceTier, ...]] = {}
     if granularity == "sentence" and keep:
         sentences = _sentence_tiers(batch, keep, texts, s, k, policy, embedder, query_vector)
     passages = []
     for rank, i in enumerate(keep, start=1):
-        text = texts[i]
-        if not isinstance(text, str):
+        shown = texts[i] if text != "none" else None
+        if text != "none" and not isinstance(shown, str):
             raise ValueError(f"document {batch.doc_ids[i]!r}: no text to show the generator "
                              "(search with with_text=True)")
         passages.append(AnnotatedPassage(
-            rank=rank, doc_id=str(batch.doc_ids[i]), text=text, tier=int(tiers[i]),
+            rank=rank, doc_id=str(batch.doc_ids[i]), text=shown, tier=int(tiers[i]),
             relevance_tier=int(r[i]), source_tier=int(s[i]), source_basis=basis[i],
             downgrade=int(k[i]), similarity=float(sims[i]), similarity_source=similarity_source,
             source_type=_str(batch.column("source_type")[i]), host=_str(batch.column("host")[i]),
@@ -235,9 +246,11 @@ def build_context(store: VectorStore, embedder: Embedder, query: str,
                   granularity: str = "document", source: str = "auto",
                   relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
                   source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
-                  describe: dict[str, Any] | None = None) -> ContextDocument:
+                  describe: dict[str, Any] | None = None,
+                  text: str = "full") -> ContextDocument:
     """Rank ``query`` with :func:`credrank.search.build_pipeline` (``settings``, with the text
-    returned) and :func:`annotate` the top-k it returns.
+    returned unless ``text`` is ``none``) and :func:`annotate` the top-k it returns (``text``:
+    ``full`` | ``snippet`` | ``none``, as there).
 
     Lexical retrieval is refused (BM25 scores have no stated cut points). ``describe``: the
     settings as JSON to record in the document."""
@@ -250,11 +263,12 @@ def build_context(store: VectorStore, embedder: Embedder, query: str,
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
                          f"{granularity!r}")
-    settings = replace(settings, with_text=True)
+    text = check_text(text)
+    settings = replace(settings, with_text=text != "none")
     batch = build_pipeline(store, embedder, settings).search(query)
     doc = annotate(batch, now=now, half_life=half_life, undated=undated,
                    granularity=granularity, embedder=embedder, source=source,
-                   relevance_cuts=relevance_cuts, source_cuts=source_cuts)
+                   relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text)
     return ContextDocument(doc.query, doc.passages, doc.excluded, doc.policy, doc.granularity,
                            doc.now, dict(describe or {}))
 

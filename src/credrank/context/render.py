@@ -67,11 +67,12 @@ class AnnotatedPassage:
     freshness date and basis, ``factors`` and ``score`` are those of the ranked batch (what the
     ranking used); ``relevance_tier``, ``source_tier`` (with ``source_basis``), ``downgrade``
     and ``tier`` are the policy's (:mod:`credrank.context.tiers`). ``sentences`` is set at
-    sentence granularity."""
+    sentence granularity. ``text`` is ``None`` when the passages carry no text (``text
+    none``): only the JSON form renders them then."""
 
     rank: int
     doc_id: str
-    text: str
+    text: str | None
     tier: int
     relevance_tier: int
     source_tier: int
@@ -108,19 +109,26 @@ def cag_label(tier: int) -> str:
     return CAG_LABELS[tier] + LABEL_SEPARATOR
 
 
+def _text_of(passage: AnnotatedPassage, fmt: str) -> str:
+    if passage.text is None:
+        raise ValueError(f"format {fmt}: the prompt shows the passages' text, and these "
+                         "carry none (text none); the json form lists them without it")
+    return passage.text
+
+
 def cag_text(passage: AnnotatedPassage) -> str:
     """The passage with its CAG prefix, or each sentence with its own at sentence
     granularity (sentences joined by a space, as :func:`build_prompt` flattens lines)."""
     if passage.sentences:
         return " ".join(cag_label(s.tier) + s.text for s in passage.sentences)
-    return cag_label(passage.tier) + " ".join(passage.text.split())
+    return cag_label(passage.tier) + " ".join(_text_of(passage, "cag").split())
 
 
 def plain_text(passage: AnnotatedPassage) -> str:
     """The passage as the control shows it (sentences re-joined at sentence granularity)."""
     if passage.sentences:
         return " ".join(s.text for s in passage.sentences)
-    return " ".join(passage.text.split())
+    return " ".join(_text_of(passage, "plain").split())
 
 
 def strip_labels(text: str) -> str:
@@ -143,10 +151,11 @@ def render_plain(question: str, passages: Sequence[AnnotatedPassage]) -> str:
 
 
 def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
-    """One passage of the ``json`` form, with the credibility inputs and their provenance."""
+    """One passage of the ``json`` form, with the credibility inputs and their provenance
+    (no ``text`` key when the passage carries none)."""
     out: dict[str, Any] = {
         "rank": p.rank, "doc_id": p.doc_id, "tier": p.tier, "level": p.level,
-        "label": p.label, "text": plain_text(p),
+        "label": p.label, "text": None if p.text is None else plain_text(p),
         "inputs": {
             "similarity": {"value": p.similarity, "source": p.similarity_source,
                            "relevance_tier": p.relevance_tier},
@@ -159,6 +168,8 @@ def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
                         "final": p.score},
         },
     }
+    if p.text is None:
+        del out["text"]
     if p.title:
         out["title"] = p.title
     if p.sentences is not None:

@@ -53,8 +53,8 @@ DEFAULT_TEXT = "snippet"
 SNIPPET_CHARS = 240
 #: what marks a cut end of a snippet
 ELLIPSIS = "\u2026"
-#: the option's help, as every front door says it
-TEXT_HELP = (f"the text each hit carries: full (as indexed) | snippet (default: at most "
+#: the option's help, as every front door says it (each states its own default)
+TEXT_HELP = (f"the text each hit carries: full (as indexed) | snippet (at most "
              f"{SNIPPET_CHARS} characters around the query words, cut at word boundaries, "
              f"'{ELLIPSIS}' where cut) | none")
 #: English function words that never choose a snippet's window (nor are highlighted)

@@ -34,8 +34,10 @@ class FormulaTerm:
     """A factor the engine can score inside its formula (the fusion of a stage into the
     retrieval, in the manner of PyTerrier's ``compile()``): ``kind`` is the term the backends
     render — ``prior`` (a weight per source type, ``stage.priors``), ``freshness`` (half-life
-    decay on the evidence date, ``stage``), ``multiply`` (the combination ``max(s, 0) × Π
-    factors``) or ``cut`` (the top-k cut) — and ``stage`` the stage it stands for."""
+    decay on the evidence date, ``stage``), ``credibility`` (the learned page credibility
+    stored at index time, ``floor + (1 − floor) · $payload.credibility``: ``stage.formula``),
+    ``multiply`` (the combination ``max(s, 0) × Π factors``) or ``cut`` (the top-k cut) — and
+    ``stage`` the stage it stands for."""
 
     kind: str
     stage: Stage

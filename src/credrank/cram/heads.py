@@ -59,12 +59,13 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from credrank.core.progress import Counter
 from credrank.cram.multipliers import (
     CramInputError,
     encode_with_offsets,
@@ -234,14 +235,23 @@ class _Runner:
         return ids.to(device), mask.to(device), mult
 
 
-    def log_probs(self, rows: Sequence[_Row], per_pass: int) -> np.ndarray:
-        """``log P(answer | prompt)`` for every row, ``per_pass`` rows per forward pass."""
+    def log_probs(self, rows: Sequence[_Row], per_pass: int,
+                  on_rows: Callable[[int], None] | None = None) -> np.ndarray:
+        """``log P(answer | prompt)`` for every row, ``per_pass`` rows per forward pass;
+        ``on_rows(n)`` after each pass of ``n`` rows."""
         res = np.empty(len(rows), dtype=np.float64)
         for start in range(0, len(rows), per_pass):
             chunk = rows[start:start + per_pass]
             for k, tok in enumerate(self.token_log_probs(chunk)):
                 res[start + k] = float(tok.sum())
+            if on_rows is not None:
+                on_rows(len(chunk))
         return res
+
+
+def _counter(total: int, on_progress: Callable[[int, int], None] | None) -> Callable[[int], None]:
+    """``count(n)``: ``n`` more rows done, reported to ``on_progress(done, total)``."""
+    return Counter(on_progress, total).add
 
 
 def _answer_token_log_probs(logits: Any, rows: Sequence[_Row]) -> list[Any]:
@@ -335,7 +345,8 @@ def answer_log_prob(model: Any, tokenizer: Any, prompt: str | Sequence[str],
 
 def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExample], *,
                  batched: bool = True, floor: float = 0.0, rows_per_pass: int | None = None,
-                 add_special_tokens: bool = True) -> HeadEffects:
+                 add_special_tokens: bool = True,
+                 on_progress: Callable[[int, int], None] | None = None) -> HeadEffects:
     """Mean indirect effects ``IE_h`` and ``IE_h^log`` of every head over ``examples``.
 
     ``batched=True``: one row per (example, head) job, each row intervening on its own head,
@@ -343,6 +354,7 @@ def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExamp
     baselines ``P_0`` ``rows_per_pass`` examples per pass. ``batched=False``: the reference,
     one forward pass per example for ``P_0`` and one per (example, head) for ``P_h*``.
     ``floor``: ``0`` (the paper's ideal setting, default) or ``ε ∈ (0, 1)`` (module doc).
+    ``on_progress(done, total)``: rows evaluated of ``N (1 + L·H)``, after each pass.
     Raises :class:`HeadSelectionError` on an empty calibration set and
     :class:`~credrank.cram.models.WhiteBoxError` for a model CrAM cannot intervene on.
     """
@@ -362,18 +374,19 @@ def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExamp
     jobs = [_Row(r.prompt_ids, r.answer_ids, r.multipliers, (pair,))
             for r in base_rows for pair in pairs]
     runner = _Runner(model, _pad_id(tokenizer))
+    count = _counter(len(base_rows) + len(jobs), on_progress)
     t0 = time.perf_counter()
     if batched:
-        p0_log = runner.log_probs(base_rows, per_pass)
-        ph_log = runner.log_probs(jobs, per_pass)
+        p0_log = runner.log_probs(base_rows, per_pass, count)
+        ph_log = runner.log_probs(jobs, per_pass, count)
     else:
         p0_log = np.empty(len(base_rows))
         ph_log = np.empty(len(jobs))
         for e, row in enumerate(base_rows):
-            p0_log[e] = runner.log_probs([row], 1)[0]
+            p0_log[e] = runner.log_probs([row], 1, count)[0]
             for k in range(len(pairs)):
                 j = e * len(pairs) + k
-                ph_log[j] = runner.log_probs([jobs[j]], 1)[0]
+                ph_log[j] = runner.log_probs([jobs[j]], 1, count)[0]
     seconds = time.perf_counter() - t0
     ph_log = ph_log.reshape(len(base_rows), len(pairs))
     d_prob = np.exp(p0_log)[:, None] - np.exp(ph_log)
@@ -390,7 +403,8 @@ def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExamp
 
 
 def head_attributions(model: Any, tokenizer: Any, examples: Sequence[CalibrationExample], *,
-                      floor: float = 0.0, add_special_tokens: bool = True) -> HeadEffects:
+                      floor: float = 0.0, add_special_tokens: bool = True,
+                      on_progress: Callable[[int, int], None] | None = None) -> HeadEffects:
     """First-order estimates of ``IE_h`` and ``IE_h^log`` for every head, one forward and one
     backward pass per example (attribution patching; chapter 35.5's effects, approximated).
 
@@ -407,6 +421,7 @@ def head_attributions(model: Any, tokenizer: Any, examples: Sequence[Calibration
     the exact one; ``method = "attribution"`` in the result says which was used, and
     ``benchmarks/bench_cram_heads.py`` measures the agreement of the two rankings.
     ``passes`` counts forward passes (each followed by one backward pass).
+    ``on_progress(done, total)``: examples done, after each.
     """
     examples = list(examples)
     if not examples:
@@ -426,6 +441,7 @@ def head_attributions(model: Any, tokenizer: Any, examples: Sequence[Calibration
     grad_log = np.zeros((len(rows), n_layers, n_heads))
     p0_log = np.empty(len(rows))
     fallback = 0
+    count = _counter(len(rows), on_progress)
     t0 = time.perf_counter()
     for e, row in enumerate(rows):
         ids, mask, mult = runner.batch([row])
@@ -441,6 +457,7 @@ def head_attributions(model: Any, tokenizer: Any, examples: Sequence[Calibration
             raise HeadSelectionError(f"calibration example {e}: the attribution gradient is not "
                                      "finite (numerical overflow in the model)")
         grad_log[e] = g
+        count(1)
     seconds = time.perf_counter() - t0
     ie_log = np.where(eligible, -grad_log.mean(axis=0), 0.0)
     ie = np.where(eligible, -(np.exp(p0_log)[:, None, None] * grad_log).mean(axis=0), 0.0)
@@ -465,7 +482,9 @@ def choose_n_heads(model: Any, tokenizer: Any, ranked: Sequence[tuple[int, int]]
                    valid_examples: Sequence[CalibrationExample], *,
                    grid: Sequence[int] = DEFAULT_GRID, by: Literal["prob", "log_prob"] = "prob",
                    floor: float = 0.0, rows_per_pass: int | None = None, tol: float = 0.0,
-                   add_special_tokens: bool = True) -> tuple[int, dict[int, float]]:
+                   add_special_tokens: bool = True,
+                   on_progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[int, dict[int, float]]:
     """Choose how many top-ranked heads to reweight, on a separate validation split.
 
     ``curve[n]`` = mean over ``valid_examples`` of ``P(a_wrong)`` (``by="prob"``) or
@@ -473,7 +492,8 @@ def choose_n_heads(model: Any, tokenizer: Any, ranked: Sequence[tuple[int, int]]
     together (``n = 0``: stock attention). Grid values above ``len(ranked)`` are dropped (an
     error if none is left). The chosen ``n`` is the smallest grid value with
     ``curve[n] <= min(curve) + tol`` (``tol = 0``: exact minimiser, ties to the smallest ``n``).
-    One row per (example, n), ``rows_per_pass`` rows per pass (default: all in one pass).
+    One row per (example, n), ``rows_per_pass`` rows per pass (default: all in one pass);
+    ``on_progress(done, total)``: rows evaluated, after each pass.
     """
     valid = list(valid_examples)
     if not valid:
@@ -500,7 +520,8 @@ def choose_n_heads(model: Any, tokenizer: Any, ranked: Sequence[tuple[int, int]]
     rows = [_Row(r.prompt_ids, r.answer_ids, r.multipliers, tuple(ranked[:n]))
             for n in ns for r in base]
     runner = _Runner(model, _pad_id(tokenizer))
-    logp = runner.log_probs(rows, _check_rows_per_pass(rows_per_pass, len(rows)))
+    logp = runner.log_probs(rows, _check_rows_per_pass(rows_per_pass, len(rows)),
+                            _counter(len(rows), on_progress))
     logp = logp.reshape(len(ns), len(base))
     vals = np.exp(logp) if by == "prob" else logp
     curve = {n: float(vals[i].mean()) for i, n in enumerate(ns)}

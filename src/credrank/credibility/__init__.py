@@ -13,7 +13,10 @@ from the page itself. This package learns one from labelled pages and applies it
   (:mod:`credrank.learn.modelfile`);
 * :mod:`~credrank.credibility.train` — labels + index → model file (``credrank credibility
   fit``);
-* :mod:`~credrank.credibility.stage` — the factor ``λ = floor + (1 − floor) · p``.
+* :mod:`~credrank.credibility.indexed` — ``p`` computed at index time and kept in the payload
+  (``credrank score credibility``, ``credrank index … --credibility-model``);
+* :mod:`~credrank.credibility.stage` — the factor ``λ = floor + (1 − floor) · p``, read from
+  the payload (and scored in the engine) where the index holds it.
 
 **Limits.** A model learns what its labels call credible (NIST's 0/1 judgement of a page as a
 whole says nothing about whether the page's claim is correct); the cue lists are English and
@@ -36,6 +39,7 @@ from credrank.credibility.cv import (
 from credrank.credibility.features import (
     CUE_GROUPS,
     CUE_NAMES,
+    EMBEDDING_SOURCES,
     GROUPS,
     TLDS,
     URL_NAMES,
@@ -44,6 +48,7 @@ from credrank.credibility.features import (
     head,
     url_features,
 )
+from credrank.credibility.indexed import credibility_job, score_index
 from credrank.credibility.labels import LabelsFile, MatchReport, match_labels, read_labels
 from credrank.credibility.model import (
     DEFAULT_CONFIGS,
@@ -55,16 +60,22 @@ from credrank.credibility.model import (
     training_set,
 )
 from credrank.credibility.modelfile import SavedCredibilityModel, load_model, save_model
-from credrank.credibility.stage import CredibilityFn, LearnedCredibilityPrior
+from credrank.credibility.stage import (
+    CredibilityFn,
+    LearnedCredibilityPrior,
+    UnscoredCredibilityWarning,
+)
 from credrank.credibility.train import FitResult, fit_from_labels
 
 __all__ = [
-    "CUE_GROUPS", "CUE_NAMES", "DEFAULT_CONFIGS", "GROUPS", "TLDS", "URL_NAMES", "Config",
+    "CUE_GROUPS", "CUE_NAMES", "DEFAULT_CONFIGS", "EMBEDDING_SOURCES", "GROUPS", "TLDS",
+    "URL_NAMES", "Config",
     "CredibilityExample", "CredibilityFeaturizer", "CredibilityFn", "CredibilityModel",
     "CrossValidation", "FitResult", "LabelsFile", "LearnedCredibilityPrior", "MatchReport",
-    "OutOfFold", "SavedCredibilityModel", "bootstrap_auc", "choose_config",
-    "credibility_report", "cue_features", "examples_from_labels", "fit_from_labels",
+    "OutOfFold", "SavedCredibilityModel", "UnscoredCredibilityWarning", "bootstrap_auc",
+    "choose_config", "credibility_job", "credibility_report", "cue_features",
+    "examples_from_labels", "fit_from_labels",
     "group_folds", "grouped_cross_validation", "head", "held_out", "load_model",
     "loto_credibility_models", "match_labels", "nested_config_choice", "out_of_fold",
-    "read_labels", "save_model", "topics_of", "training_set", "url_features",
+    "read_labels", "save_model", "score_index", "topics_of", "training_set", "url_features",
 ]

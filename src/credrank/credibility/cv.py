@@ -104,7 +104,9 @@ def grouped_data(examples: Sequence[CredibilityExample], featurizer: Credibility
 
     def features(items: np.ndarray) -> np.ndarray:
         return featurizer.features([pages[i].text for i in items],
-                                   [pages[i].url for i in items])
+                                   [pages[i].url for i in items],
+                                   titles=[pages[i].title for i in items],
+                                   vectors=[pages[i].vector for i in items])
 
     return GroupedData.from_judgements([e.labels for e in pages],
                                        y=[e.label() for e in pages], ids=ids,

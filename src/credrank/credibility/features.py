@@ -13,7 +13,14 @@ Three groups, all fixed a priori (never tuned on data):
   number of sub-domain labels, a query string or a script extension
   (``.php .asp .aspx .cfm .cgi .jsp``), and a ``no_url`` flag (a missing URL zeroes the other
   URL features);
-* ``embedding`` — the embedder's vector of the page's first ``head_words`` words (default 200).
+* ``embedding`` — by the featuriser's ``embedding_source`` (:data:`EMBEDDING_SOURCES`):
+  ``head``, the embedder's vector of the page's first ``head_words`` words (default 200; the
+  model files written before the source existed); or ``document``, the vector the index
+  stores for the page — the embedder's vector of ``title\ntext`` cut at its own maximum length
+  (:func:`credrank.index.ingest.embedding_text`; MiniLM: 256 word pieces) — passed in as
+  ``vectors`` (read from the index, no embedder call), else computed from ``title\ntext`` the
+  way indexing computes it (candidates from elsewhere). With MiniLM the two differ only by the
+  title: 200 words are more than 256 word pieces, so both read the first 256 of the text.
 
 :func:`cue_patterns_hash` fingerprints the cue lists, so a saved model refuses features that
 changed under it.
@@ -21,9 +28,11 @@ changed under it.
 **Cost.** A row is computed once per distinct ``(text, url)`` and kept (in memory; with
 ``cache_dir`` also on disk, :class:`FeatureCache`, so a refit or a second command on the same
 pages embeds nothing): the cues are ``O(L)`` regex scans of a page of ``L`` characters, the
-embedding one embedder call per chunk of :data:`EMBED_CHUNK` pages (pages sorted by length, so
-a chunk pads little), which dominates a cold fit (MiniLM on 2 CPU cores: roughly 10–20 pages a
-second for 100–200-word pages).
+``head`` embedding one embedder call per chunk of :data:`EMBED_CHUNK` pages (pages sorted by
+length, so a chunk pads little), which dominates a cold fit (MiniLM on 2 CPU cores: roughly
+10–20 pages a second for 100–200-word pages). With ``document`` the kept row is ``[cues |
+url]`` and the stored vector is appended on each call (``O(d)``): a fit or an index-time
+scoring run over an index embeds nothing at all.
 """
 
 from __future__ import annotations
@@ -76,6 +85,8 @@ TLDS: tuple[str, ...] = ("com", "org", "net", "gov", "edu", "uk", "ca", "au")
 _SCRIPT_EXT = (".php", ".asp", ".aspx", ".cfm", ".cgi", ".jsp")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 GROUPS: tuple[str, ...] = ("cues", "url", "embedding")
+#: where the ``embedding`` group comes from (module docstring); ``head`` is the old default
+EMBEDDING_SOURCES: tuple[str, ...] = ("head", "document")
 #: pages per embedder call when featurising (a progress step)
 EMBED_CHUNK = 256
 #: seconds between two writes of the disk cache while featurising (and once at the end)
@@ -189,36 +200,49 @@ class CredibilityFeaturizer:
 
     ``embedder`` is any :class:`~credrank.core.embedder.Embedder` (MiniLM in experiments, the
     hashing embedder in tests) or ``None``, in which case the ``embedding`` group is absent.
-    Rows are cached in memory by ``(hash of text, url)``, so a page shared by many folds is
-    featurised (and embedded) once; with ``cache_dir`` also on disk (:class:`FeatureCache`),
-    so a later fit on the same pages embeds none of them.
+    ``embedding_source``: ``head`` or ``document`` (:data:`EMBEDDING_SOURCES`, module
+    docstring). Rows are cached in memory by ``(hash of text, url)``, so a page shared by many
+    folds is featurised (and embedded) once; with ``cache_dir`` also on disk
+    (:class:`FeatureCache`), so a later fit on the same pages embeds none of them. With
+    ``document`` the cached row is ``[cues | url]``; the embedding comes with each call
+    (``vectors``) or is computed from ``title\ntext`` and kept in memory by its hash.
     """
 
     def __init__(self, embedder: Embedder | None, *, head_words: int = 200,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, embedding_source: str = "head"):
         check_int("head_words", head_words, 1)
+        if embedding_source not in EMBEDDING_SOURCES:
+            raise ValueError(f"embedding_source: expected one of {', '.join(EMBEDDING_SOURCES)}"
+                             f", got {embedding_source!r}")
         self.embedder = embedder
         self.head_words = head_words
-        dim = int(getattr(embedder, "dim", 0)) if embedder is not None else 0
+        self.embedding_source = embedding_source
+        self.dim = dim = int(getattr(embedder, "dim", 0)) if embedder is not None else 0
         n_cue, n_url = len(CUE_NAMES), len(URL_NAMES)
         self.slices: dict[str, slice] = {"cues": slice(0, n_cue),
                                          "url": slice(n_cue, n_cue + n_url)}
         if embedder is not None:
             self.slices["embedding"] = slice(n_cue + n_url, n_cue + n_url + dim)
         self.width = n_cue + n_url + dim
+        #: the width of a kept row: all of it (``head``), or ``[cues | url]`` (``document``)
+        self._kept = self.width if embedding_source == "head" else n_cue + n_url
         self._rows: dict[tuple[str, str | None], np.ndarray] = {}
+        self._embedded: dict[str, np.ndarray] = {}  # document: vectors of title\ntext
         self.cache: FeatureCache | None = None
         self._disk: dict[str, np.ndarray] = {}
         if cache_dir is not None:
-            self.cache = FeatureCache(cache_dir, self.fingerprint(), self.width)
+            self.cache = FeatureCache(cache_dir, self.fingerprint(), self._kept)
             self._disk = self.cache.load()
 
     def fingerprint(self) -> str:
-        """sha256 of what a row depends on: cue patterns, embedder name and dimension, head
-        words."""
-        data = {"cues": cue_patterns_hash(), "head_words": self.head_words,
-                "embedder": getattr(self.embedder, "name", None) if self.embedder else None,
-                "dim": int(getattr(self.embedder, "dim", 0)) if self.embedder else 0}
+        """sha256 of what a kept row depends on: cue patterns, embedder name and dimension,
+        head words (and the embedding source when it is not ``head``)."""
+        data: dict[str, Any] = {
+            "cues": cue_patterns_hash(), "head_words": self.head_words,
+            "embedder": getattr(self.embedder, "name", None) if self.embedder else None,
+            "dim": int(getattr(self.embedder, "dim", 0)) if self.embedder else 0}
+        if self.embedding_source != "head":  # the head featuriser keeps its old caches
+            data["embedding_source"] = self.embedding_source
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
 
     @staticmethod
@@ -233,6 +257,7 @@ class CredibilityFeaturizer:
     def config(self) -> dict[str, Any]:
         """The featuriser's settings as JSON."""
         return {"embedder": getattr(self.embedder, "name", None), "head_words": self.head_words,
+                "embedding_source": self.embedding_source,
                 "groups": list(self.groups), "cues": list(CUE_NAMES), "url": list(URL_NAMES)}
 
     def columns(self, groups: Iterable[str]) -> np.ndarray:
@@ -250,20 +275,38 @@ class CredibilityFeaturizer:
                                for g in GROUPS if g in groups])
 
     def features(self, texts: Sequence[str], urls: Sequence[str | None], *,
+                 titles: Sequence[str | None] | None = None,
+                 vectors: Sequence[Any] | np.ndarray | None = None,
                  on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """All feature columns, one row per page, shape ``(len(texts), width)``.
 
         Pages not featurised yet (not in memory, not in the disk cache) are computed in
         chunks of :data:`EMBED_CHUNK`, longest first; ``on_progress(done, total)`` after each
         chunk (``total``: the pages to compute). ``O(Σ L)`` for the cues plus the embedder's
-        cost of the new pages."""
-        if len(texts) != len(urls):
-            raise ValueError(f"urls: expected {len(texts)} values (one per text); "
-                             f"got {len(urls)}")
+        cost of the new pages.
+
+        ``document`` source only: ``vectors[i]`` is page ``i``'s stored vector (``None``, or
+        no ``vectors``: computed from ``titles[i]`` and the text, as indexing does); ``head``
+        ignores both."""
+        n = len(texts)
+        if len(urls) != n:
+            raise ValueError(f"urls: expected {n} values (one per text); got {len(urls)}")
+        for name, given in (("titles", titles), ("vectors", vectors)):
+            if given is not None and len(given) != n:
+                raise ValueError(f"{name}: expected {n} values (one per text); got "
+                                 f"{len(given)}")
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise ValueError(f"texts[{i}]: expected a string (the page text), got "
                                  f"{type(t).__name__}")
+        kept = self._kept_rows(texts, urls, on_progress)
+        if self.embedding_source == "head" or self.embedder is None:
+            return kept
+        return np.hstack([kept, self._document_vectors(texts, titles, vectors)])
+
+    def _kept_rows(self, texts: Sequence[str], urls: Sequence[str | None],
+                   on_progress: Callable[[int, int], None] | None) -> np.ndarray:
+        """The kept rows (:attr:`_kept` columns) of the pages, computed where not known."""
         keys = [(text_key(t), None if u is None else str(u)) for t, u in zip(texts, urls,
                                                                            strict=True)]
         todo = []
@@ -277,11 +320,13 @@ class CredibilityFeaturizer:
             first = {k: (t, u) for k, t, u in zip(keys, texts, urls, strict=True)}
             todo.sort(key=lambda k: -len(first[k][0]))  # similar lengths share a chunk
             saved = time.monotonic()
+            head_embedding = self.embedder is not None and self.embedding_source == "head"
             for start in range(0, len(todo), EMBED_CHUNK):
                 chunk = todo[start:start + EMBED_CHUNK]
                 pages = [first[k] for k in chunk]
                 hand = [np.concatenate([cue_features(t), url_features(u)]) for t, u in pages]
-                if self.embedder is not None:
+                if head_embedding:
+                    assert self.embedder is not None
                     emb = np.asarray(self.embedder.embed([head(t, self.head_words)
                                                           for t, _ in pages]),
                                      dtype=np.float64)
@@ -297,5 +342,44 @@ class CredibilityFeaturizer:
                 if on_progress is not None:
                     on_progress(min(start + EMBED_CHUNK, len(todo)), len(todo))
         if not keys:
-            return np.zeros((0, self.width))
+            return np.zeros((0, self._kept))
         return np.vstack([self._rows[k] for k in keys])
+
+    def _document_vectors(self, texts: Sequence[str], titles: Sequence[str | None] | None,
+                          vectors: Sequence[Any] | np.ndarray | None) -> np.ndarray:
+        """The ``document`` embedding block: the given vectors (L2-normalised), else the
+        embedder's vector of ``title\ntext`` (computed once per distinct string)."""
+        from credrank.index.ingest import embedding_text  # what indexing embeds
+
+        out = np.zeros((len(texts), self.dim))
+        todo: dict[str, str] = {}
+        wanted: list[tuple[int, str]] = []
+        for i, text in enumerate(texts):
+            vec = None if vectors is None else vectors[i]
+            if vec is not None:
+                row = np.asarray(vec, dtype=np.float64).reshape(-1)
+                if row.shape != (self.dim,) or not np.all(np.isfinite(row)):
+                    raise ValueError(f"vectors[{i}]: expected {self.dim} finite numbers (the "
+                                     f"index's {getattr(self.embedder, 'name', '?')!r} "
+                                     f"vector), got shape {row.shape}")
+                norm = float(np.linalg.norm(row))
+                out[i] = row / norm if norm > 0 else row
+                continue
+            title = None if titles is None else titles[i]
+            string = embedding_text(title if isinstance(title, str) else None, text)
+            key = text_key(string)
+            wanted.append((i, key))
+            if key not in self._embedded:
+                todo[key] = string
+        if todo:
+            assert self.embedder is not None
+            keys = sorted(todo, key=lambda k: -len(todo[k]))
+            for start in range(0, len(keys), EMBED_CHUNK):
+                chunk = keys[start:start + EMBED_CHUNK]
+                emb = np.asarray(self.embedder.embed([todo[k] for k in chunk]),
+                                 dtype=np.float64)
+                for k, row in zip(chunk, emb, strict=True):
+                    self._embedded[k] = row
+        for i, key in wanted:
+            out[i] = self._embedded[key]
+        return out

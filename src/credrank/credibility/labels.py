@@ -177,7 +177,7 @@ def match_labels(labels: LabelsFile, store: VectorStore, group_by: str = "topic"
                 found[url].append(str(p["doc_id"]))
     ids = sorted({d for key in keys for d in found.get(key, []) if len(found[key]) == 1})
     pages = {str(p["doc_id"]): p for p in store.read_payloads(ids, fields=("doc_id", "url",
-                                                                           "text"))}
+                                                                           "text", "title"))}
     votes: dict[str, dict[str, list[int]]] = {}
     lines: dict[tuple[str, str], list[int]] = defaultdict(list)
     for row in labels.rows:
@@ -213,9 +213,10 @@ def match_labels(labels: LabelsFile, store: VectorStore, group_by: str = "topic"
             report.used_rows += len(values)
         if labels_of:
             page = pages[doc]
-            url = page.get("url")
+            url, title = page.get("url"), page.get("title")
             examples.append(CredibilityExample(doc, page["text"],
-                                               None if url is None else str(url), labels_of))
+                                               None if url is None else str(url), labels_of,
+                                               title=title if isinstance(title, str) else None))
     return examples, report
 
 

@@ -27,12 +27,16 @@ from credrank.learn.estimator import LogisticEstimator
 
 @dataclass(frozen=True)
 class CredibilityExample:
-    """One page (one doc id) with its credibility label per judging topic (0/1)."""
+    """One page (one doc id) with its credibility label per judging topic (0/1); ``title``
+    and ``vector`` (the index's stored vector) feed the ``document`` embedding source
+    (:class:`~credrank.credibility.features.CredibilityFeaturizer`)."""
 
     doc_id: str
     text: str
     url: str | None
     labels: Mapping[str, int]
+    title: str | None = field(default=None, compare=False)
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def label(self) -> int | None:
         """Majority of :attr:`labels`; ``None`` on a tie (declared: such a page is not used
@@ -84,30 +88,42 @@ class CredibilityModel:
         if not train:
             raise ValueError(f"no training page left after excluding topics {list(exclude)}; "
                              "a leave-one-topic-out fit needs pages of at least one other topic")
-        x = self._x([e.text for e in train], [e.url for e in train])
+        x = self._x([e.text for e in train], [e.url for e in train],
+                    titles=[e.title for e in train], vectors=[e.vector for e in train])
         self.model = LogisticEstimator(self.config.l2).fit(x, y).model
         self.trained_on = tuple(e.doc_id for e in train)
         self.excluded = exclude
         return self
 
-    def _x(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray:
+    def _x(self, texts: Sequence[str], urls: Sequence[str | None], *,
+           titles: Sequence[str | None] | None = None,
+           vectors: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
         cols = self.featurizer.columns(self.config.groups)
-        return self.featurizer.features(texts, urls)[:, cols]
+        if "embedding" not in self.config.groups:
+            titles = vectors = None  # nothing reads them
+        return self.featurizer.features(texts, urls, titles=titles, vectors=vectors)[:, cols]
 
-    def predict(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray:
-        """``P(credible)`` per page in ``[0, 1]``; an empty list gives an empty array."""
+    def predict(self, texts: Sequence[str], urls: Sequence[str | None], *,
+                titles: Sequence[str | None] | None = None,
+                vectors: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
+        """``P(credible)`` per page in ``[0, 1]``; an empty list gives an empty array.
+        ``titles`` and ``vectors`` (the index's stored vectors, ``None`` where unknown) feed
+        a ``document`` embedding source; the ``head`` source ignores them."""
         if self.model is None:
             raise ValueError("CredibilityModel.predict: the model is not fitted; call fit()")
         if len(texts) == 0:
             return np.zeros(0)
-        p = self.model.predict_proba(self._x(list(texts), list(urls)))
+        p = self.model.predict_proba(self._x(list(texts), list(urls), titles=titles,
+                                             vectors=vectors))
         if not np.all(np.isfinite(p)):
             raise ValueError("CredibilityModel.predict: non-finite probability")
         return np.clip(p, 0.0, 1.0)
 
-    def __call__(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray:
+    def __call__(self, texts: Sequence[str], urls: Sequence[str | None], *,
+                 titles: Sequence[str | None] | None = None,
+                 vectors: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
         """:meth:`predict`."""
-        return self.predict(texts, urls)
+        return self.predict(texts, urls, titles=titles, vectors=vectors)
 
 
 def examples_from_labels(documents: Iterable[Any], doc_labels: Mapping[str, Mapping[str, Any]]

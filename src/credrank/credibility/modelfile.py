@@ -17,10 +17,19 @@ what came: ``model.json: logistic.scale[3]: expected a finite number > 0, got 0`
 
 A model reads the embedder of the index it was fitted on: :meth:`SavedCredibilityModel.check_store`
 refuses an index whose manifest names another embedder (both named in the error).
+
+``features.embedding_source`` (optional, ``head`` when absent: every file written before it)
+says where the ``embedding`` group comes from (:mod:`credrank.credibility.features`):
+``document`` is the index's stored vector. :attr:`SavedCredibilityModel.key` fingerprints
+everything ``P(credible)`` depends on (features, configuration, weights, embedder): the
+``credibility_key`` an index-time score is stored with (:mod:`credrank.credibility.indexed`),
+so a refitted model (new weights) is a new key and rescores.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +43,7 @@ from credrank.core.logistic import LogisticModel
 from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text, got
 from credrank.credibility.features import (
     CUE_NAMES,
+    EMBEDDING_SOURCES,
     GROUPS,
     URL_NAMES,
     CredibilityFeaturizer,
@@ -68,7 +78,9 @@ def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim:
     return MODEL_FILE.document({
         "features": {"groups": list(model.config.groups), "cues": list(CUE_NAMES),
                      "url": list(URL_NAMES), "head_words": feat.head_words,
-                     "cue_patterns_sha256": cue_patterns_hash()},
+                     "cue_patterns_sha256": cue_patterns_hash(),
+                     **({} if feat.embedding_source == "head"
+                        else {"embedding_source": feat.embedding_source})},
         "config": model.config.to_dict(),
         "logistic": logistic_document(model.model),
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
@@ -103,6 +115,7 @@ MODEL_SCHEMA_V1 = Table({
         "url": Field(ListOf(Text(allow_empty=True))),
         "head_words": Field(Integer(1)),
         "cue_patterns_sha256": Field(SHA256),
+        "embedding_source": Field(Text(choices=EMBEDDING_SOURCES), default="head"),
     })),
     "config": Field(Table({"groups": Field(_GROUP_LIST), "l2": Field(Number(0))})),
     "logistic": Field(logistic_schema(Number(0))),
@@ -128,6 +141,32 @@ def _fail(where: str, path: str, expected: str, value: Any) -> ModelFileError:
     return ModelFileError(f"{where}: {path}: expected {expected}, got {got(value)}")
 
 
+class LazyEmbedder:
+    """The embedder ``name`` (``dim`` dimensions), loaded (:func:`credrank.index.embed.
+    get_embedder`) at its first :meth:`embed` call: a model that reads stored vectors never
+    loads it."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, int(dim)
+        self._inner: Embedder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the embedder was loaded."""
+        return self._inner is not None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self._inner is None:
+            from credrank.index.embed import get_embedder
+
+            inner = get_embedder(self.name)
+            if int(getattr(inner, "dim", -1)) != self.dim:
+                raise ValueError(f"embedder {self.name!r} gives {getattr(inner, 'dim', '?')}-"
+                                 f"dimensional vectors; the model needs {self.dim}")
+            self._inner = inner
+        return self._inner.embed(texts)
+
+
 @dataclass
 class SavedCredibilityModel:
     """A validated model file; call it as ``(texts, urls) -> P(credible)``."""
@@ -140,12 +179,26 @@ class SavedCredibilityModel:
     embedder_dim: int
     head_words: int
     floor: float
+    embedding_source: str = "head"
     _model: CredibilityModel | None = None
 
     @property
     def version(self) -> int:
         """The file format version."""
         return int(self.document[KEY])
+
+    @property
+    def key(self) -> str:
+        """What computes this model's ``P(credible)``: ``credibility/<embedding source>/
+        <embedder>/<16 hex digits>``, the digits a sha256 of the features, the configuration,
+        the logistic weights and the embedder (not the floor, applied at search time, nor
+        the training provenance). The ``credibility_key`` of index-time scores."""
+        doc = self.document
+        used = {"features": doc["features"], "config": doc["config"],
+                "logistic": doc["logistic"], "embedder": doc["embedder"],
+                "embedding_source": self.embedding_source}
+        digest = hashlib.sha256(json.dumps(used, sort_keys=True).encode("utf-8")).hexdigest()
+        return f"credibility/{self.embedding_source}/{self.embedder_name}/{digest[:16]}"
 
     def check_store(self, store: object) -> None:
         """``ValueError`` when ``store``'s manifest names another embedder or dimension."""
@@ -161,16 +214,17 @@ class SavedCredibilityModel:
                              f"dimensional {self.embedder_name!r} vectors; this index has {dim}")
 
     def bind(self, embedder: Embedder | None = None) -> CredibilityModel:
-        """The predicting model; ``embedder`` defaults to ``get_embedder(embedder name)``
-        and is needed only when the configuration uses the ``embedding`` group."""
+        """The predicting model (made once; later calls return it whatever ``embedder``
+        they pass); ``embedder`` defaults to ``get_embedder(embedder name)``, loaded when
+        the model first embeds a page (:class:`LazyEmbedder`: never for a ``document`` model
+        given the stored vectors), and is needed only when the configuration uses the
+        ``embedding`` group."""
         if self._model is not None:
             return self._model
         emb: Embedder | None = None
         if "embedding" in self.config.groups:
-            if embedder is None:
-                from credrank.index.embed import get_embedder
-
-                embedder = get_embedder(self.embedder_name)
+            if embedder is None:  # loaded when first asked to embed: a model reading stored
+                embedder = LazyEmbedder(self.embedder_name, self.embedder_dim)  # vectors never
             name = getattr(embedder, "name", None)
             if name is not None and name != self.embedder_name:
                 raise ValueError(f"{self.path}: the credibility model needs embedder "
@@ -180,21 +234,31 @@ class SavedCredibilityModel:
                                  f"{self.embedder_dim}-dimensional vectors; embedder "
                                  f"{self.embedder_name!r} gives {getattr(embedder, 'dim', '?')}")
             emb = embedder
-        model = CredibilityModel(CredibilityFeaturizer(emb, head_words=self.head_words),
+        model = CredibilityModel(CredibilityFeaturizer(emb, head_words=self.head_words,
+                                                       embedding_source=self.embedding_source),
                                  self.config, self.logistic)
         self._model = model
         return model
 
-    def __call__(self, texts: Sequence[str], urls: Sequence[str | None]) -> np.ndarray:
-        """``P(credible)`` per page (:meth:`CredibilityModel.predict`)."""
-        return self.bind().predict(texts, urls)
+    @property
+    def needs_embedder(self) -> bool:
+        """Whether predicting may call the embedder: the ``embedding`` group from the page's
+        head (always), or from the document when no stored vector is given."""
+        return "embedding" in self.config.groups
+
+    def __call__(self, texts: Sequence[str], urls: Sequence[str | None], *,
+                 titles: Sequence[str | None] | None = None,
+                 vectors: Sequence[Any] | np.ndarray | None = None) -> np.ndarray:
+        """``P(credible)`` per page (:meth:`CredibilityModel.predict`; ``titles`` and the
+        index's stored ``vectors`` feed a ``document`` embedding source)."""
+        return self.bind().predict(texts, urls, titles=titles, vectors=vectors)
 
     def summary(self) -> dict[str, Any]:
         """What ``describe()`` and the stage's config report."""
         return {"model": self.path, "version": self.version,
                 "created_by": self.document["created_by"], "config": self.config.to_dict(),
-                "embedder": self.embedder_name,
-                "training_sha256": self.document["training"]["sha256"]}
+                "embedder": self.embedder_name, "embedding_source": self.embedding_source,
+                "key": self.key, "training_sha256": self.document["training"]["sha256"]}
 
 
 def load_model(path: str | Path) -> SavedCredibilityModel:
@@ -231,4 +295,4 @@ def _saved(where: str, doc: dict[str, Any]) -> SavedCredibilityModel:
                               f" of the groups {'+'.join(groups)}")
     return SavedCredibilityModel(where, doc, Config(groups, cfg["l2"]), logistic,
                                  doc["embedder"]["name"], dim, feats["head_words"],
-                                 doc["floor"])
+                                 doc["floor"], feats["embedding_source"])

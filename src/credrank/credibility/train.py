@@ -18,14 +18,22 @@ transfer estimate: per set ``S``, a model fitted on the other sets only (configu
 by leave-one-set-out CV among them, never reading ``S``) scores ``S`` — the number to read
 before applying the model to a corpus unlike any of the training sets.
 
-**Cost.** ``n`` pages: featurising ``O(n)`` embedder calls (the dominant cost of a cold fit;
-none with a warm ``cache_dir``), then the CV of :mod:`credrank.learn.cv`:
+**Embedding source.** A new fit takes the ``embedding`` feature from the vectors the index
+stores (``embedding_source="document"``, the default: :mod:`credrank.credibility.features`),
+so it embeds nothing and its model can be scored at index time, and rescored after a refit,
+without the embedder (:mod:`credrank.credibility.indexed`); ``"head"`` embeds each page's
+first 200 words as models before it did.
+
+**Cost.** ``n`` pages: featurising ``O(n)`` embedder calls with the ``head`` source (the
+dominant cost of a cold fit; none with a warm ``cache_dir``), ``O(n d)`` vector reads with
+``document``; then the CV of :mod:`credrank.learn.cv`:
 ``O(F² C)`` fits of ``O(T n d)`` (``F`` folds, ``C`` configurations), in ``n_jobs`` processes.
 Leave-one-set-out adds, for ``S`` sets, ``S (S − 1) C`` inner fits and ``S`` refits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +63,8 @@ from credrank.credibility.labels import (
 )
 from credrank.credibility.model import DEFAULT_CONFIGS, Config, CredibilityExample, topics_of
 from credrank.credibility.modelfile import DEFAULT_FLOOR, model_document
+from credrank.index.errors import StoreError
+from credrank.index.scoring import read_vectors
 from credrank.index.store import VectorStore
 from credrank.learn import cv as learn_cv
 from credrank.learn.cv import HIGHEST_AUC, Progress, group_folds
@@ -97,7 +107,7 @@ def merge_sets(named: Sequence[tuple[str, Sequence[CredibilityExample]]]
             if e.doc_id in merged:
                 old = merged[e.doc_id]
                 labels = {**old.labels, **labels}
-            merged[e.doc_id] = CredibilityExample(e.doc_id, e.text, e.url, labels)
+            merged[e.doc_id] = dataclasses.replace(e, labels=labels)
     return list(merged.values())
 
 
@@ -123,7 +133,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
                     on_features: Progress | None = None,
                     cache_dir: str | Path | None = None,
                     leave_one_set_out: bool = False,
-                    on_transfer: Progress | None = None) -> FitResult:
+                    on_transfer: Progress | None = None,
+                    embedding_source: str = "document") -> FitResult:
     """Labels → matched pages → features → nested grouped CV → final model (module
     docstring).
 
@@ -134,6 +145,9 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     ``on_progress(done, total)`` after every fit of the cross-validation, ``on_transfer``
     after every configuration-choice fit of ``leave_one_set_out``. ``cache_dir``: the feature
     rows on disk (:class:`~credrank.credibility.features.FeatureCache`).
+
+    ``embedding_source``: ``document`` (the index's stored vectors; the default) or ``head``
+    (module docstring).
 
     ``ValueError`` for a bad labels file, one class only after matching, fewer than 3 groups,
     or an embedder that is not the index's.
@@ -172,8 +186,13 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
         raise ValueError(f"{where}: grouped cross-validation needs at least 3 groups "
                          f"(by {group_by}); the matched pages form {len(groups)}: "
                          f"{', '.join(groups)}")
-    featurizer = CredibilityFeaturizer(embedder, cache_dir=cache_dir)
+    featurizer = CredibilityFeaturizer(embedder, cache_dir=cache_dir,
+                                       embedding_source=embedding_source)
+    if embedding_source == "document":
+        examples = with_stored_vectors(examples, store)
     featurizer.features([e.text for e in examples], [e.url for e in examples],
+                        titles=[e.title for e in examples],
+                        vectors=[e.vector for e in examples],
                         on_progress=on_features)  # every page once, up front
     cv = grouped_cross_validation(examples, featurizer, configs, seed=seed, n_boot=n_boot,
                                   n_jobs=n_jobs, on_progress=on_progress)
@@ -195,7 +214,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
               "group_by": group_by, "seed": seed, "n_pages": cv.n_pages,
               "n_train_pages": cv.n_train_pages, "tied_pages": cv.dropped_ties,
               "n_groups": cv.n_groups, "unknown": summary["unknown"], "matching": summary,
-              **metrics, "embedder": manifest.embedder, "floor": floor,
+              **metrics, "embedder": manifest.embedder,
+              "embedding_source": embedding_source, "floor": floor,
               "training_sha256": document["training"]["sha256"]}
     if len(files) > 1:
         report["sets"] = [{"name": n, "labels": f.path, "n_pages": len(found),
@@ -203,6 +223,18 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
                           for n, f, (_, found), r in zip(names, files, per_file, reports,
                                                          strict=True)]
     return FitResult(document, report, cv)
+
+
+def with_stored_vectors(examples: Sequence[CredibilityExample], store: VectorStore
+                        ) -> list[CredibilityExample]:
+    """``examples`` with the vector ``store`` holds for each page (the ``document`` embedding
+    source); a store that cannot return vectors leaves them ``None`` (the featuriser then
+    embeds ``title\ntext`` as indexing did)."""
+    try:
+        found = read_vectors(store, [e.doc_id for e in examples])
+    except StoreError:
+        return list(examples)
+    return [dataclasses.replace(e, vector=found.get(e.doc_id)) for e in examples]
 
 
 def _set_of(group: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Pipeline, Stage
+from credrank.core.progress import Counter
 from credrank.core.validation import check_bool
 from credrank.evaluate.metrics import Run, evaluate, mean, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, compare
@@ -176,6 +177,7 @@ def run_experiment(
     kind: Kind = "systems",
     parameter: str | None = None,
     notes: Sequence[str] = (),
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ExperimentResult:
     """Apply every system to every pool, evaluate and compare with ``baseline``.
 
@@ -183,7 +185,8 @@ def run_experiment(
     measure registry (:func:`~credrank.evaluate.metrics.measure_direction`): the table shows
     raw differences, and wins/losses follow the direction. ``custom`` adds measures computed
     by a function of the run (``{qid: {doc: score}}`` → ``{qid: value}``); their names must be
-    registered measures too.
+    registered measures too. ``on_progress(done, total)``: (system, pool) pairs reranked of
+    ``len(systems) · len(pools)``, after each.
     """
     names = list(systems)
     if not names:
@@ -195,9 +198,13 @@ def run_experiment(
     custom = dict(custom or {})
     columns = [Column.of(m) for m in [*measures, *custom]]
     runs, per_query = {}, {}
+    tick = Counter(on_progress, len(systems) * len(pools))
     for name, system in systems.items():
         assert system.stage is not None
-        batches = {qid: system.stage(batch) for qid, batch in pools.items()}
+        batches = {}
+        for qid, batch in pools.items():
+            batches[qid] = system.stage(batch)
+            tick.add()
         runs[name] = run_from_batches(batches)
         per_query[name] = evaluate(qrels, runs[name], list(measures), bad=bad)
         for label, fn in custom.items():

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from credrank.evaluate.result import BenchResult
-from credrank.evaluate.tables import Cell, ResultTable
+from credrank.evaluate.tables import Cell, ResultTable, Row
 
 ARROWS = {"higher": "↑", "lower": "↓"}
 LEGEND = ("↑ higher is better, ↓ lower is better; [reads labels]: the system reads "
@@ -44,8 +44,9 @@ def param(value: Any) -> str:
     return number(value)
 
 
-def cell(c: Cell | None) -> str:
-    """``mean [low, high]`` and, against the baseline, ``Δ d [low, high], p=…, W/L/T w/l/t``."""
+def cell(c: Cell | None, br: str = "<br>") -> str:
+    """``mean [low, high]`` and, against the baseline, ``Δ d [low, high], p=…, W/L/T w/l/t``
+    after the line break ``br`` (Markdown's ``<br>``; a terminal table passes ``"\n"``)."""
     if c is None:
         return ""
     text = number(c.mean)
@@ -54,7 +55,7 @@ def cell(c: Cell | None) -> str:
     if c.n is not None and c.ci_low is None:
         text += f" (n={c.n})"
     if c.delta is not None:
-        text += f"<br>Δ {number(c.delta, signed=True)}"
+        text += f"{br}Δ {number(c.delta, signed=True)}"
         if c.delta_ci_low is not None and c.delta_ci_high is not None:
             text += (f" [{number(c.delta_ci_low, signed=True)}, "
                      f"{number(c.delta_ci_high, signed=True)}]")
@@ -72,20 +73,36 @@ def _sentence(note: str) -> str:
     return note if not note or note[-1] in ".!?:;)" else note + "."
 
 
+def row_label(table: ResultTable, row: Row) -> str:
+    """A row's first cell: the system, ``[reads labels]`` and ``(baseline)`` where so."""
+    label = row.system
+    if row.reads_labels:
+        label += " [reads labels]"
+    if row.system == table.baseline and table.kind != "descriptive":
+        label += " (baseline)"
+    return label
+
+
+def param_names(table: ResultTable) -> list[str]:
+    """The row parameters of ``table``, in first-seen order (one column each)."""
+    return list(dict.fromkeys(k for r in table.rows for k in r.params))
+
+
+def notes_paragraph(notes: list[str]) -> str:
+    """Notes run together as one paragraph of sentences."""
+    return " ".join(map(_sentence, notes))
+
+
 def render_table(table: ResultTable) -> str:
     """The table as Markdown: its notes, the grid, then the notes of single rows."""
-    params = list(dict.fromkeys(k for r in table.rows for k in r.params))
+    params = param_names(table)
     head = [table.row_header, *params,
             *(f"{c.name} {ARROWS[c.direction]}" for c in table.columns)]
-    lines = [" ".join(map(_sentence, table.notes)), ""] if table.notes else []
+    lines = [notes_paragraph(table.notes), ""] if table.notes else []
     lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for row in table.rows:
-        label = row.system
-        if row.reads_labels:
-            label += " [reads labels]"
-        if row.system == table.baseline and table.kind != "descriptive":
-            label += " (baseline)"
-        cells = [label, *(param(row.params[k]) if k in row.params else "" for k in params),
+        cells = [row_label(table, row),
+                 *(param(row.params[k]) if k in row.params else "" for k in params),
                  *(cell(row.metrics.get(c.name)) for c in table.columns)]
         lines.append("| " + " | ".join(x.replace("|", "/") for x in cells) + " |")
     row_notes = [f"- {r.system}: {n}" for r in table.rows for n in r.notes]

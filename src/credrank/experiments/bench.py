@@ -30,6 +30,7 @@ import numpy as np
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
+from credrank.core.progress import OnProgress, counted, one_step, step
 from credrank.datasets import EvalSet, demo_dir, load_dataset, read_demo, squad_normalize
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
@@ -58,6 +59,9 @@ GPT_TRUTH = "gpt_truthfulness_0_10"
 GPT_SYSTEM = "GPT truthfulness as prior (CrAM's scorer)"
 
 
+#: the progress label of a table's reranking step (``on_progress``)
+_SYSTEMS_BY_QUERIES = "{}: systems × queries"
+
 #: a further measurement over a corpus bench's pools (see :func:`bench_corpus`)
 Section = Callable[[BenchResult, dict[str, Candidates], EvalSet, int, list[str]], None]
 
@@ -79,15 +83,18 @@ class Prepared:
 
 
 def prepare(evalset: EvalSet, embedder: Embedder, *,
-            typer: SourceTyper | None = None) -> Prepared:
+            typer: SourceTyper | None = None, on_progress: OnProgress | None = None
+            ) -> Prepared:
     """Embed documents and queries (meta: url, title, text and the five dates); source types
-    from the URL when ``typer`` is given.
+    from the URL when ``typer`` is given. ``on_progress``: one step (the embedder is called
+    once for the documents, once for the queries).
 
     Pass a :class:`~credrank.index.embed.CachedEmbedder` to reuse vectors across runs."""
     docs = evalset.documents
-    vectors = embedder.embed([doc_text(d) for d in docs])
     qtexts = [text for _, text in evalset.queries]
-    qvectors = embedder.embed(qtexts)
+    with one_step(on_progress, f"embedding {len(docs)} documents and {len(qtexts)} queries"):
+        vectors = embedder.embed([doc_text(d) for d in docs])
+        qvectors = embedder.embed(qtexts)
     meta: dict[str, list[Any]] = {"url": [d.url for d in docs], "title": [d.title for d in docs],
                                   "text": [d.text for d in docs]}
     meta.update({name: [getattr(d, name) for d in docs] for name in DATE_FIELDS})
@@ -100,10 +107,12 @@ def prepare(evalset: EvalSet, embedder: Embedder, *,
     return Prepared(evalset, index, qv)
 
 
-def pools_for(prepared: Prepared, fetch_k: int) -> dict[str, Candidates]:
-    """``qid -> batch`` of the ``fetch_k`` nearest documents, retrieved once per query."""
+def pools_for(prepared: Prepared, fetch_k: int, on_progress: OnProgress | None = None,
+              label: str = "candidate pools (queries)") -> dict[str, Candidates]:
+    """``qid -> batch`` of the ``fetch_k`` nearest documents, retrieved once per query
+    (``on_progress``: the step ``label``, counted in queries)."""
     return {qid: prepared.index.search(text, prepared.query_vectors[qid], fetch_k)
-            for qid, text in prepared.evalset.queries}
+            for qid, text in counted(prepared.evalset.queries, on_progress, label)}
 
 
 # -- systems ------------------------------------------------------------------------------------
@@ -184,7 +193,8 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
 # -- runners ------------------------------------------------------------------------------------
 
 def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
-                      measures: list[str], fetch_k: int) -> ExperimentResult:
+                      measures: list[str], fetch_k: int,
+                      on_progress: OnProgress | None = None) -> ExperimentResult:
     """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid (the
     γ tables are made here, not presets: those systems are stages, not specs)."""
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
@@ -195,6 +205,7 @@ def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int
     return run_experiment(
         pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
         key="dispersion", title="Sweep: dispersion", kind="sweep", parameter="gamma",
+        on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Sweep: dispersion")),
         notes=["Prior dispersion γ: the current preset's priors spread in logit space around "
                "their mean (γ = 0: all equal, no reweighting; γ = 1: the current preset; "
                "presets: compressed 0.5, current 1.0, aggressive 1.5); source types from the "
@@ -202,7 +213,8 @@ def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int
 
 
 def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
-                 measures: list[str], seed: int, fetch_k: int) -> ExperimentResult:
+                 measures: list[str], seed: int, fetch_k: int,
+                 on_progress: OnProgress | None = None) -> ExperimentResult:
     """Priors assigned from the labels with a share x of documents given the wrong type."""
     rng = np.random.default_rng(seed)
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
@@ -215,6 +227,7 @@ def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
         pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
         key="noisy_priors", title="Sweep: noisy priors", kind="sweep",
         parameter="wrong_type_share",
+        on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Sweep: noisy priors")),
         notes=["Priors: current preset; documents labelled bad → ai_generated (0.30), others "
                "→ established_news (0.80), then a share x of all documents swapped. The types "
                "come from the evaluation labels (x = 0 is a circular upper bound). Intervals: "
@@ -243,7 +256,8 @@ def require_usable(evalset: EvalSet, path: Path | str) -> EvalSet:
 
 def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                  fetch_k: int = 15, seed: int = 0, generator: Generator | None = None,
-                 generator_name: str = "extractive") -> BenchResult:
+                 generator_name: str = "extractive", on_progress: OnProgress | None = None
+                 ) -> BenchResult:
     """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
 
     EvoTemp adds the tables ``freshness`` and ``generator_in_the_loop``
@@ -251,10 +265,11 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     reader).
 
     A system whose signal the data lacks for every document is not run: the result lists it
-    in ``absent_signals`` and ``notes``."""
+    in ``absent_signals`` and ``notes``. ``on_progress(done, total, label)``
+    (:mod:`credrank.core.progress`): embedding, pools, then systems × queries per table."""
     evalset = require_usable(load_dataset(name, path), path)
-    prepared = prepare(evalset, embedder)
-    pools = pools_for(prepared, fetch_k)
+    prepared = prepare(evalset, embedder, on_progress=on_progress)
+    pools = pools_for(prepared, fetch_k, on_progress)
     measures = POOLED_MEASURES
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     rng = np.random.default_rng(seed)
@@ -290,34 +305,42 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                 notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
                        "shipped with the data, not the is_misinformation label",))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                          notes=_results_notes())
+                          notes=_results_notes(),
+                          on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult(name, str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
     result.add_experiment(main)
     if name == "cram-nq":
-        result.add_experiment(clean_pool_experiment(prepared, fetch_k, top_k, measures, seed))
+        result.add_experiment(clean_pool_experiment(prepared, fetch_k, top_k, measures, seed,
+                                                    on_progress=on_progress))
     if name in ("newspolluted", "cram-nq"):
-        result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed, fetch_k))
-        section, details = label_free_experiment(
-            evalset, prepared.index, prepared.query_vectors, embedder, top_k=top_k,
-            fetch_k=fetch_k, seed=seed, measures=measures,
-            whole_corpus=main.per_query[BASELINE]["harmful@1"])
+        result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed, fetch_k,
+                                           on_progress))
+        with one_step(on_progress, "Label-free systems (fit and evaluate)"):
+            section, details = label_free_experiment(
+                evalset, prepared.index, prepared.query_vectors, embedder, top_k=top_k,
+                fetch_k=fetch_k, seed=seed, measures=measures,
+                whole_corpus=main.per_query[BASELINE]["harmful@1"])
         if section is not None:
             result.add_experiment(section)
         result.details["label_free"] = details
     if name == "evotemp":
-        result.add_experiment(freshness_experiment(evalset, pools, top_k, measures, seed,
-                                                   fetch_k))
-        section, details = generator_experiment(
-            evalset, prepared.index, prepared.query_vectors, generator or ExtractiveReader(),
-            generator_name if generator is not None else "extractive", top_k, seed)
+        with one_step(on_progress, "Freshness"):
+            result.add_experiment(freshness_experiment(evalset, pools, top_k, measures, seed,
+                                                       fetch_k))
+        with one_step(on_progress, "Generator in the loop"):
+            section, details = generator_experiment(
+                evalset, prepared.index, prepared.query_vectors,
+                generator or ExtractiveReader(),
+                generator_name if generator is not None else "extractive", top_k, seed)
         result.add_experiment(section)
         result.details["generator_in_the_loop"] = details
     return result
 
 
 def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
-                          measures: Sequence[str], seed: int) -> ExperimentResult:
+                          measures: Sequence[str], seed: int, *,
+                          on_progress: OnProgress | None = None) -> ExperimentResult:
     """The table ``clean_pools``: the planted-evidence defences on the corpus with every bad
     document removed (CrAM: the fakes), each question retrieving its ``fetch_k`` nearest real
     passages: what the defence costs when nothing was planted."""
@@ -328,13 +351,15 @@ def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
     clean = InMemoryIndex(list(index.doc_ids[keep]), index.vectors[keep],
                           {k: list(np.asarray(v, dtype=object)[keep])
                            for k, v in index.meta.items()})
-    pools = pools_for(Prepared(evalset, clean, prepared.query_vectors), fetch_k)
+    pools = pools_for(Prepared(evalset, clean, prepared.query_vectors), fetch_k, on_progress,
+                      "clean pools (queries)")
     systems = {BASELINE: baseline_system(top_k, fetch_k),
                **defence_systems(top_k, fetch_k)}
+    title = "Cost on clean pools: every fake removed from the corpus"
     return run_experiment(pools, systems, evalset.qrels, list(measures), bad=evalset.bad,
+                          on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format(title)),
                           key="clean_pools",
-                          title="Cost on clean pools: every fake removed from the corpus",
-                          seed=seed,
+                          title=title, seed=seed,
                           notes=[f"{int(keep.sum())} real passages ({len(bad)} fakes removed); "
                                  f"each question retrieves its {fetch_k} nearest; nothing is "
                                  "planted, so any loss of nDCG is the defence's cost"])
@@ -363,13 +388,13 @@ def answer_coverage(evalset: EvalSet, k: int
 
 
 def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: int = 15,
-                  seed: int = 0) -> BenchResult:
+                  seed: int = 0, on_progress: OnProgress | None = None) -> BenchResult:
     """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
     coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
     the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
     evalset = require_usable(load_dataset("ramdocs", path), path)
-    prepared = prepare(evalset, embedder)
-    pools = pools_for(prepared, fetch_k)
+    prepared = prepare(evalset, embedder, on_progress=on_progress)
+    pools = pools_for(prepared, fetch_k, on_progress)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
     prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
     eligible = EligibilityFilter(min_ratio=0.75, min_keep=top_k)
@@ -391,7 +416,8 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,
                           custom={"coverage@5": answer_coverage(evalset, top_k)},
-                          notes=_results_notes())
+                          notes=_results_notes(),
+                          on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult("ramdocs", str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), list(evalset.notes), qrels=evalset.qrels)
     result.add_experiment(main)
@@ -403,12 +429,14 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
 
 def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int = 10,
                  fetch_k: int = 30, seed: int = 0, tables: Sequence[Path] = (),
-                 sections: Sequence[Section] = ()) -> BenchResult:
+                 sections: Sequence[Section] = (), on_progress: OnProgress | None = None
+                 ) -> BenchResult:
     """trec2019-hm (and the demo corpus): source types from the URL only.
 
     ``sections`` are further measurements over the same pools (``section(result, pools,
     evalset, top_k, measures)`` adds tables to ``result``): the experiments add theirs this
-    way.
+    way. ``on_progress(done, total, label)`` (:mod:`credrank.core.progress`): embedding,
+    pools, systems × queries per table, then one step per section.
     """
     if name == "demo":
         evalset = read_demo()
@@ -419,8 +447,8 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
         evalset = require_usable(load_dataset(name, path), path or name)
         measures = CORPUS_MEASURES
     typer = SourceTyper(list(tables))
-    prepared = prepare(evalset, embedder, typer=typer)
-    pools = pools_for(prepared, fetch_k)
+    prepared = prepare(evalset, embedder, typer=typer, on_progress=on_progress)
+    pools = pools_for(prepared, fetch_k, on_progress)
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for p in ("compressed", "current", "aggressive"):
         systems[f"{p} priors"] = prior_system(p, top_k, fetch_k)
@@ -433,16 +461,19 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     if name == "trec2019-hm":  # the planted-evidence defence's cost on clean web pages
         systems.update(defence_systems(top_k, fetch_k, only=("planted", "outlier", "grada")))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                          notes=_results_notes())
+                          notes=_results_notes(),
+                          on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult(name, str(path or "credrank/data/demo"),
                          bench_settings(embedder, top_k, fetch_k, seed), evalset.summary(),
                          list(evalset.notes), qrels=evalset.qrels)
     result.add_experiment(main)
     types = list(prepared.index.meta.get("source_type", []))
     result.details["source_types"] = {t: types.count(t) for t in sorted(set(types))}
-    result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures, fetch_k))
-    for section in sections:
-        section(result, pools, evalset, top_k, measures)
+    result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures, fetch_k,
+                                            on_progress))
+    for i, section in enumerate(sections):
+        with one_step(on_progress, f"further tables ({i + 1} of {len(sections)})"):
+            section(result, pools, evalset, top_k, measures)
     return result
 
 

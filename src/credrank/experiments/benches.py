@@ -11,11 +11,12 @@ which product code never imports. Every bench returns the same
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from credrank.core.candidates import Candidates
+from credrank.core.progress import OnProgress, one_step
 from credrank.datasets import EvalSet
 from credrank.datasets.poisonedrag import PREFIXES
 from credrank.evaluate.result import BenchResult
@@ -62,18 +63,24 @@ class BenchOptions:
     #: poisonedrag: how the injected texts are written (``none`` | ``question``: the black-box
     #: attack prepends the target question)
     prefix: str = "none"
+    #: ``on_progress(done, total, label)`` (:mod:`credrank.core.progress`): the bench's steps
+    #: (embedding, pools, systems × queries per table); a bench that does not count its steps
+    #: reports itself as one step. Never printed by the library.
+    on_progress: OnProgress | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Bench:
-    """One registered bench: its runner, whether it needs ``--path``, a line of help, and
-    whether it reads ``--corpus`` (others refuse it)."""
+    """One registered bench: its runner, whether it needs ``--path``, a line of help,
+    whether it reads ``--corpus`` (others refuse it) and whether it reports its steps to
+    ``on_progress`` (else :func:`run_bench` reports it as one step)."""
 
     name: str
     run: Callable[[BenchOptions], BenchResult]
     needs_path: bool
     help: str
     uses_corpus: bool = False
+    counts_steps: bool = False
 
 
 def _embedder(o: BenchOptions) -> Embedder:
@@ -94,7 +101,7 @@ def _correctness_section(o: BenchOptions, embedder: Embedder
                 top_k: int, measures: list[str]) -> None:
         assert o.path is not None
         out = run_trec_hm(o.path, embedder=embedder, fetch_k=result.settings["fetch_k"],
-                          top_k=top_k, seed=o.seed)
+                          top_k=top_k, seed=o.seed, tables=o.tables)
         result.add_experiment(out["experiment"])
         result.details["correctness_signal"] = {k: out[k] for k in (
             "config", "stance", "choices", "credibility", "notes", "seconds")}
@@ -108,7 +115,7 @@ def _corpus(name: str) -> Callable[[BenchOptions], BenchResult]:
         if name == "trec2019-hm":
             sections.append(_correctness_section(o, embedder))
         return bench_corpus(name, o.path, embedder, seed=o.seed, tables=o.tables,
-                            sections=sections)
+                            sections=sections, on_progress=o.on_progress)
     return run
 
 
@@ -116,13 +123,15 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
     def run(o: BenchOptions) -> BenchResult:
         assert o.path is not None
         if name == "ramdocs":
-            return bench_ramdocs(o.path, _embedder(o), seed=o.seed)
+            return bench_ramdocs(o.path, _embedder(o), seed=o.seed, on_progress=o.on_progress)
         if name == "cram-nq" and o.model is not None:
-            return _cram_lm(o)
+            with one_step(o.on_progress, "cram-nq with a white-box LM"):
+                return _cram_lm(o)
         if name == "evotemp":
             return bench_pooled(name, o.path, _embedder(o), seed=o.seed,
-                                generator=_generator(name, o), generator_name=o.generator)
-        return bench_pooled(name, o.path, _embedder(o), seed=o.seed)
+                                generator=_generator(name, o), generator_name=o.generator,
+                                on_progress=o.on_progress)
+        return bench_pooled(name, o.path, _embedder(o), seed=o.seed, on_progress=o.on_progress)
     return run
 
 
@@ -153,7 +162,7 @@ def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
         return bench_stress(source, o.path, _embedder(o), corpus_path=corpus,
                             positions=o.positions, counts=o.counts,
                             generator=_generator(bench, o), generator_name=o.generator,
-                            limit=o.limit, seed=o.seed)
+                            limit=o.limit, seed=o.seed, on_progress=o.on_progress)
     return run
 
 
@@ -256,23 +265,29 @@ def _without(out: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 
 BENCHES: dict[str, Bench] = {b.name: b for b in (
-    Bench("demo", _corpus("demo"), False, "the packaged synthetic health corpus"),
+    Bench("demo", _corpus("demo"), False, "the packaged synthetic health corpus",
+          counts_steps=True),
     Bench("trec2019-hm", _corpus("trec2019-hm"), True,
-          "TREC 2019 Health Misinformation (URLs, NIST labels)"),
-    Bench("newspolluted", _pooled("newspolluted"), True, "CAG NewsPolluted"),
-    Bench("cram-nq", _pooled("cram-nq"), True, "CrAM NQ with injected fakes"),
-    Bench("evotemp", _pooled("evotemp"), True, "CAG EvoTemp"),
-    Bench("ramdocs", _pooled("ramdocs"), True, "RAMDocs (ambiguity, misinformation)"),
+          "TREC 2019 Health Misinformation (URLs, NIST labels)", counts_steps=True),
+    Bench("newspolluted", _pooled("newspolluted"), True, "CAG NewsPolluted",
+          counts_steps=True),
+    Bench("cram-nq", _pooled("cram-nq"), True, "CrAM NQ with injected fakes",
+          counts_steps=True),
+    Bench("evotemp", _pooled("evotemp"), True, "CAG EvoTemp", counts_steps=True),
+    Bench("ramdocs", _pooled("ramdocs"), True, "RAMDocs (ambiguity, misinformation)",
+          counts_steps=True),
     Bench("poisonedrag", _poisonedrag, True,
           "PoisonedRAG NQ attacks injected into CrAM NQ's Wikipedia passages (--corpus)",
           uses_corpus=True),
     Bench("stress-cram", _stress("cram"), True,
-          "contamination stress: CrAM NQ's fake at controlled positions, paired flips"),
+          "contamination stress: CrAM NQ's fake at controlled positions, paired flips",
+          counts_steps=True),
     Bench("stress-news", _stress("newspolluted"), True,
-          "contamination stress: 1-3 correlated NewsPolluted fakes at controlled positions"),
+          "contamination stress: 1-3 correlated NewsPolluted fakes at controlled positions",
+          counts_steps=True),
     Bench("stress-poisonedrag", _stress("poisonedrag"), True,
           "contamination stress: 1-5 PoisonedRAG texts in CrAM NQ's Wikipedia (--corpus)",
-          uses_corpus=True),
+          uses_corpus=True, counts_steps=True),
     Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs"),
     Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases"),
     Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts"),
@@ -320,4 +335,8 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
             raise ValueError(f"bench {name}: --corpus {corpus} does not exist or is not a "
                              "file")
         corpus = Path(corpus)
-    return bench.run(replace(options, path=path, corpus=corpus))
+    options = replace(options, path=path, corpus=corpus)
+    if bench.counts_steps:
+        return bench.run(options)
+    with one_step(options.on_progress, f"bench {name}"):
+        return bench.run(options)

@@ -13,10 +13,13 @@ from typing import Any
 from credrank.audit.measures import AuditMeasureError, Measurement
 from credrank.audit.profile import AuditInputError
 from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.core.progress import OnProgress
 
 
-def stress_robustness(spec: Mapping[str, Any]) -> Measurement:
-    """Run the configured stress test and return its cell as the robustness measurement."""
+def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None = None
+                      ) -> Measurement:
+    """Run the configured stress test and return its cell as the robustness measurement
+    (``on_progress``: the steps of :func:`credrank.experiments.stress.bench_stress`)."""
     from credrank.experiments.stress import bench_stress
     from credrank.index.embed import get_embedder
 
@@ -42,7 +45,7 @@ def stress_robustness(spec: Mapping[str, Any]) -> Measurement:
     embedder = get_embedder(str(spec.get("embedder", "minilm")))
     result = bench_stress(source, path, embedder, corpus_path=corpus_path,
                           positions=[position], counts=[count],
-                          limit=None if limit is None else int(limit))
+                          limit=None if limit is None else int(limit), on_progress=on_progress)
     table = result.table(f"{position}_n{count}")
     rows = {r.system: r for r in table.rows}
     if system not in rows:

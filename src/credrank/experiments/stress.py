@@ -60,6 +60,7 @@ from credrank.consensus.duplicates import JACCARD
 from credrank.consensus.stage import AnswerConsensus, extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline
+from credrank.core.progress import Counter, OnProgress, one_step, step
 from credrank.core.validation import check_int
 from credrank.credibility import CredibilityFeaturizer, LearnedCredibilityPrior
 from credrank.datasets import (
@@ -521,14 +522,16 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                  counts: str | Sequence[int] | None = None,
                  generator: Generator | None = None, generator_name: str = "extractive",
                  limit: int | None = None, top_k: int = 5, fetch_k: int = 10,
-                 seed: int = 0) -> BenchResult:
+                 seed: int = 0, on_progress: OnProgress | None = None) -> BenchResult:
     """The contamination stress bench of ``source`` (module docstring); one table per position
     and count (key ``<position>_n<count>``) and the table ``flips``.
 
     ``limit``: evaluate the first ``limit`` questions and fit the learned credibility model on
     the first ``limit`` development questions only (a quick run); ``None``: all of them.
     ``corpus_path``: the CrAM NQ file (poisonedrag only). ``generator``: default the offline
-    :class:`~credrank.generate.llm.ExtractiveReader`."""
+    :class:`~credrank.generate.llm.ExtractiveReader`. ``on_progress(done, total, label)``
+    (:mod:`credrank.core.progress`): embedding, fitting the systems, then systems × questions
+    on the clean pools and per condition (each answered by the generator)."""
     if source not in SOURCES:
         raise ValueError(f"bench stress: unknown source {source!r}; expected one of "
                          f"{', '.join(SOURCES)}")
@@ -560,15 +563,16 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
         raise ValueError(f"--counts: {max(chosen_counts)} contaminants do not fit the top "
                          f"{top_k} context of a controlled position")
     generator = generator if generator is not None else ExtractiveReader()
-    prepared = prepare(ev, embedder)
+    prepared = prepare(ev, embedder, on_progress=on_progress)
     index, qv = prepared.index, prepared.query_vectors
     questions = dict(ev.queries)
     bad_all = {d for ids in data.contaminants.values() for d in ids}
     clean_ids = [str(d) for d in index.doc_ids if str(d) not in bad_all]
     clean_pools = {q: index.search(questions[q], qv[q], fetch_k, restrict=clean_ids)
                    for q in evaluated}
-    systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
-                                                     fetch_k)
+    with one_step(on_progress, "fitting the label-free systems"):
+        systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
+                                                         fetch_k)
     answer = _answer_fn(generator, ev)
 
     def outcome(q: str, top: Sequence[str]) -> tuple[bool, bool]:
@@ -577,12 +581,15 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
         return contains_answer(text, gold_answers(ev, q)) and not misled, misled
 
     clean_correct: dict[str, dict[str, bool]] = {}
+    tick = Counter(step(on_progress, "clean pools: systems × questions"),
+                   len(systems) * len(evaluated))
     for name, system in systems.items():
         assert system.stage is not None
         clean_correct[name] = {}
         for q in evaluated:
             top = ranked_docs(run_from_batches({q: system.stage(clean_pools[q])}).get(q, {}))
             clean_correct[name][q] = outcome(q, top[:top_k])[0]
+            tick.add()
     hit_k = f"{ADV_HIT}@{top_k}"
     measures = list(dict.fromkeys([f"{ADV_HIT}@1", hit_k, CORRECT_CLEAN, CORRECT_CONTAMINATED,
                                    FLIP_C2I, FLIP_I2C, MISLED]))
@@ -610,6 +617,8 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                                            position, count, top_k) for q in evaluated}
             per_query: PerQuery = {}
             runs = {}
+            tick = Counter(step(on_progress, f"{count} contaminant(s) at {position}: systems "
+                                             "× questions"), len(systems) * len(evaluated))
             for name, system in systems.items():
                 assert system.stage is not None
                 run = runs[name] = run_from_batches({q: system.stage(b) for q, b in pools.items()})
@@ -629,6 +638,7 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                     values[FLIP_C2I][q] = float(before and not correct)
                     values[FLIP_I2C][q] = float(correct and not before)
                     values[MISLED][q] = float(misled)
+                    tick.add()
                 per_query[name] = values
                 flips = paired_flips(clean_correct[name], after)
                 row_name = f"{name} · {position} · n={count}"

@@ -311,8 +311,12 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
                 featurizer: StanceFeaturizer | None = None,
                 sensitivity: bool = False,
                 credibility_configs: Sequence[Config] = DEFAULT_CONFIGS,
-                credibility_floor: float = CREDIBILITY_FLOOR) -> dict[str, Any]:
+                credibility_floor: float = CREDIBILITY_FLOOR,
+                tables: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Run the systems of the module docstring on the TREC 2019 HM file at ``path``.
+
+    ``tables``: domain tables typing the URLs besides the built-in rules
+    (:class:`~credrank.provenance.SourceTyper`; ``credrank bench --table``).
 
     ``sharpness``, ``floor`` and ``voters`` (0 = every candidate votes) fix the agreement
     stage a priori; when ``sharpness`` or ``floor`` is ``None`` all three are chosen per topic
@@ -337,7 +341,7 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
     t0 = time.perf_counter()
     evalset = load_dataset("trec2019-hm", path)
     embedder = embedder or get_embedder("minilm")
-    corpus = build_corpus(evalset, embedder)
+    corpus = build_corpus(evalset, embedder, SourceTyper(list(tables)))
     qids = list(corpus.queries)
     batches = {q: retrieve(corpus, q, fetch_k) for q in qids}
     featurizer = featurizer or StanceFeaturizer(embedder, use_embedding=False,
@@ -452,7 +456,8 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
                    "l2": l2, "embedder": getattr(embedder, "name", type(embedder).__name__),
                    "featurizer": featurizer.config(), "hyperparameters": how,
                    "grid": [list(g) for g in grid], "measures": list(MEASURES),
-                   "prior_preset": "current", "nist_prior": list(NIST_PRIOR)},
+                   "prior_preset": "current", "nist_prior": list(NIST_PRIOR),
+                   "tables": [str(t) for t in tables]},
         "stance": stance_report,
         "choices": choices,
         "experiment": experiment,

@@ -273,12 +273,15 @@ class StoreSource:
     id; with ``copies`` and ``embed`` (the index's embedder), one dense search of the
     ``neighbours`` nearest documents per fetched document, the near-duplicate test on the
     document and its neighbours, and copy edges per :func:`copy_parents`. ``with_vectors``
-    passes the stored neighbour vectors (and the document's embedding) to ``copies``."""
+    passes the stored neighbour vectors (and the document's embedding) to ``copies``.
+    ``on_progress(records)``: the number of records built so far, after each fetch (with
+    copy detection, after each record: one search each); it never prints."""
 
     def __init__(self, store: Any, now: datetime | None = None, *,
                  copies: CopyTest | None = None,
                  embed: Callable[[Sequence[str]], np.ndarray] | None = None,
-                 neighbours: int = COPY_NEIGHBOURS, with_vectors: bool = False) -> None:
+                 neighbours: int = COPY_NEIGHBOURS, with_vectors: bool = False,
+                 on_progress: Callable[[int], None] | None = None) -> None:
         if copies is not None and embed is None:
             raise ValueError("copies: copy detection needs embed (the index's embedder) to "
                              "find each document's neighbours")
@@ -288,12 +291,21 @@ class StoreSource:
         self.neighbours, self.with_vectors = int(neighbours), with_vectors
         self.undirected_copies = 0
         self.searches = 0
+        self.records = 0
+        self.on_progress = on_progress
+
+    def _built(self, n: int) -> None:
+        self.records += n
+        if self.on_progress is not None:
+            self.on_progress(self.records)
 
     def __call__(self, ids: Sequence[str]) -> list[Record]:
         fields = PAYLOAD_FIELDS + (("text",) if self.copies is not None else ())
         payloads = self.store.read_payloads(list(ids), fields)
         if self.copies is None or not payloads:
-            return [record_from_payload(p, self.now) for p in payloads]
+            records = [record_from_payload(p, self.now) for p in payloads]
+            self._built(len(records))
+            return records
         assert self.embed is not None
         qv = np.asarray(self.embed([str(p.get("text") or "") for p in payloads]))
         out = []
@@ -312,6 +324,7 @@ class StoreSource:
             parents, undirected = copy_parents(p, rows, self.copies, vectors, self.now)
             self.undirected_copies += undirected
             out.append(record_from_payload(p, self.now, parents))
+            self._built(1)
         return out
 
 

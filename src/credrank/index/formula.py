@@ -1,8 +1,9 @@
-"""The credibility formula, backend-neutral: :data:`FORMULA` and its freshness factor
-:data:`FRESHNESS_FORMULA`, the validated prior table (:func:`formula_priors`), the freshness
-parameters (:class:`FreshnessFormula`) and the optional capability of scoring it inside the
-engine (:class:`FormulaScoring`, asked with :func:`supports_formula`). Each backend translates
-the formula into its engine's expression language."""
+"""The credibility formula, backend-neutral: :data:`FORMULA`, its freshness factor
+:data:`FRESHNESS_FORMULA` and its learned-credibility factor :data:`CREDIBILITY_FORMULA`, the
+validated prior table (:func:`formula_priors`), the freshness and credibility parameters
+(:class:`FreshnessFormula`, :class:`CredibilityFormula`) and the optional capability of
+scoring it inside the engine (:class:`FormulaScoring`, asked with :func:`supports_formula`).
+Each backend translates the formula into its engine's expression language."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from credrank.documents.schema import SOURCE_TYPES
 from credrank.index.payload import returned_fields
 
 __all__ = [
+    "CREDIBILITY_FORMULA",
     "FORMULA",
     "FRESHNESS_FIELDS",
     "FRESHNESS_FORMULA",
+    "CredibilityFormula",
     "FormulaScoring",
     "FreshnessFormula",
     "formula_fields",
@@ -35,6 +38,11 @@ FORMULA = "max($score, 0) × Σ_t λ_t·[source_type = t]"
 FRESHNESS_FORMULA = ("× ([o]·D(observed_at) + [¬o][v]·D(verified_at) + [¬o][¬v][p]·"
                      "D(published_at) + [¬o][¬v][¬p]·w_undated), D(f) = exp_decay(x = min(f, T), "
                      "target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)")
+#: the learned page-credibility factor a formula may carry (:class:`CredibilityFormula`): the
+#: ``P(credible)`` stored at index time in the payload field ``credibility`` by the model of
+#: key ``K`` (``credibility_key``), ``p₀`` where a point holds no score of that model
+CREDIBILITY_FORMULA = ("× (floor + (1 − floor)·([credibility_key = K]·$payload.credibility + "
+                       "(1 − [credibility_key = K])·p₀))")
 #: the payload dates that date a document's evidence, in order of preference (the rule of
 #: :mod:`credrank.freshness.dates`, which the index layer cannot import; a test checks both
 #: agree)
@@ -107,6 +115,50 @@ class FreshnessFormula:
         return float(self.half_life_days) * 86_400.0
 
 
+@dataclass(frozen=True)
+class CredibilityFormula:
+    """The learned-credibility factor of :data:`CREDIBILITY_FORMULA`, backend-neutral.
+
+    ``λ = floor + (1 − floor) · p`` (:class:`credrank.credibility.stage.
+    LearnedCredibilityPrior`), ``p`` the number in the payload field ``field`` of a point
+    whose ``field_key`` payload is ``key`` (the model that computed it,
+    :mod:`credrank.index.scoring`), else ``neutral`` — so a point scored by another model, or
+    not at all, weighs ``floor + (1 − floor)·neutral`` (the formula default of ``field`` is
+    ``neutral`` too: an absent field never fails the query). The stage pushes the factor
+    down only when every point holds a score of ``key`` or when its missing-score policy is
+    ``neutral``, so the engine and the Python path agree.
+    """
+
+    key: str
+    floor: float
+    neutral: float = 0.5
+    field: str = "credibility"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"credibility formula: key: expected a non-empty string, "
+                             f"got {self.key!r}")
+        for name in ("floor", "neutral"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"credibility formula: {name}: expected a number in [0, 1], "
+                                 f"got {value!r}")
+        if not isinstance(self.field, str) or not self.field:
+            raise ValueError(f"credibility formula: field: expected a payload field name, "
+                             f"got {self.field!r}")
+
+    @property
+    def key_field(self) -> str:
+        """The payload field holding the key of the model that computed ``field``."""
+        return f"{self.field}_key"
+
+    @property
+    def fields(self) -> tuple[str, str]:
+        """The payload fields the factor reads (a search returns them to re-attach it)."""
+        return (self.field, self.key_field)
+
+
 @runtime_checkable
 class FormulaScoring(Protocol):
     """The optional capability: score :data:`FORMULA` inside the engine.
@@ -121,9 +173,11 @@ class FormulaScoring(Protocol):
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
                        freshness: FreshnessFormula | None = None,
-                       fields: Sequence[str] | None = None) -> Candidates:
+                       fields: Sequence[str] | None = None,
+                       credibility: CredibilityFormula | None = None) -> Candidates:
         """Prefetch ``fetch_k`` nearest, rescore by :data:`FORMULA` (× the freshness factor
-        :data:`FRESHNESS_FORMULA` with ``freshness``), return the ``top_k``.
+        :data:`FRESHNESS_FORMULA` with ``freshness``, × the learned-credibility factor
+        :data:`CREDIBILITY_FORMULA` with ``credibility``), return the ``top_k``.
 
         ``fields``: the payload fields returned (``doc_id`` always; e.g.
         :data:`~credrank.index.payload.HIT_FIELDS`); ``None`` returns

@@ -19,6 +19,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MANIFEST",
     "MANIFEST_SCHEMA",
+    "POINT_IDS",
     "Manifest",
     "check_index_dir",
     "check_manifest",
@@ -27,7 +28,12 @@ __all__ = [
     "write_manifest",
 ]
 
-FORMAT_VERSION = 1
+#: the newest index format this credrank reads and writes: 2 added ``point_ids`` (``u64``:
+#: Qdrant Edge points keyed by a 63-bit hash of the document id instead of its uuid5)
+FORMAT_VERSION = 2
+#: how a store derives a point id from a document id: ``uuid5`` (format 1, and every Qdrant
+#: server collection) or ``u64`` (:func:`credrank.index.payload.point_id_u64`)
+POINT_IDS = ("uuid5", "u64")
 MANIFEST = "manifest.json"
 #: persistent engines an index directory can name in its manifest (``memory`` is not one)
 ENGINES = ("edge", "qdrant")
@@ -41,6 +47,8 @@ class Manifest:
     ``collection`` on a server at ``qdrant_location`` when ``qdrant_mode`` is ``url``, or in the
     client's local mode at the folder ``qdrant_location`` when it is ``path``). Manifests written
     before the engine was recorded mean ``edge``. ``memory`` marks the non-persistent store.
+    ``point_ids``: how point ids derive from document ids (:data:`POINT_IDS`); Qdrant Edge
+    indexes created by this version use ``u64``, older ones (and Qdrant collections) ``uuid5``.
     """
 
     embedder: str
@@ -51,6 +59,7 @@ class Manifest:
     collection: str | None = None
     qdrant_mode: str | None = None
     qdrant_location: str | None = None
+    point_ids: str = "uuid5"
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v is not None}
@@ -83,6 +92,7 @@ MANIFEST_SCHEMA = Table({
     "collection": Field(Nullable(Text()), default=None),
     "qdrant_mode": Field(Nullable(Text()), default=None),
     "qdrant_location": Field(Nullable(Text()), default=None),
+    "point_ids": Field(Text(choices=POINT_IDS), default="uuid5"),
 }, what="a JSON object")
 
 

@@ -150,6 +150,11 @@ class InMemoryIndex:
             out.append(record)
         return out
 
+    def read_vectors(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``doc_id -> stored (L2-normalised) vector`` of ``doc_ids`` found in the store."""
+        return {d: self.vectors[self._row[d]].copy() for d in dict.fromkeys(doc_ids)
+                if d in self._row}
+
     def _top(self, query_vector: np.ndarray, fetch_k: int, rows: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(chosen rows, their cosines, normalised query)``: highest cosine, ties by row."""

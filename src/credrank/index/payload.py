@@ -18,6 +18,7 @@ from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.errors import StoreError
 
 __all__ = [
+    "COLUMN_FIELDS",
     "DENSE",
     "EXTRA_COLUMNS",
     "HIT_FIELDS",
@@ -30,12 +31,15 @@ __all__ = [
     "TEXT_FIELDS",
     "bm25_text",
     "check_where",
+    "columns_to_candidates",
     "content_hash",
     "document_payload",
     "point_id",
+    "point_id_u64",
     "read_fields",
     "returned_fields",
     "to_candidates",
+    "vector_matrix",
 ]
 
 #: the name of a point's dense (cosine) vector
@@ -48,7 +52,7 @@ _NAMESPACE = uuid.UUID("6f1c2b7e-3a52-4c1e-9a57-8f0f4f2d9c11")
 KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_id")
 #: index-time scores (:mod:`credrank.index.scoring`): set on stored points after indexing,
 #: read back by every search as meta columns (a stage pays a column read, not a model)
-SCORE_FIELDS = ("machine_text", "machine_text_key")
+SCORE_FIELDS = ("machine_text", "machine_text_key", "credibility", "credibility_key")
 #: payload fields a search returns by default: what ranking, explanations and selection use.
 #: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
 #: payload's conversion to Python is the largest cost of a search after the vector scan.
@@ -73,8 +77,20 @@ HIT_FIELDS = ("doc_id", "source_id", "source_type", "host", "url", "title", *DAT
 
 
 def point_id(doc_id: str) -> str:
-    """Deterministic point id of a document id (idempotent upserts, no duplicates)."""
+    """Deterministic point id of a document id (idempotent upserts, no duplicates): its
+    uuid5 (index format 1, and every Qdrant server collection)."""
     return str(uuid.uuid5(_NAMESPACE, doc_id))
+
+
+def point_id_u64(doc_id: str) -> int:
+    """The point id of a document id in a Qdrant Edge index of format 2: the first 63 bits
+    of its BLAKE2b hash. Deterministic (idempotent upserts) and, unlike a uuid, returned by the
+    engine as a plain integer — building 1,000 ``uuid.UUID`` objects costs ≈ 4–7 ms a search,
+    the larger part of a payload-free answer (:mod:`credrank.index.columns`). Two document ids
+    that hash alike (probability ≈ n²/2⁶⁴: 5·10⁻⁸ at a million documents) are detected when
+    written (:meth:`~credrank.index.qdrant_edge.EdgeIndex.upsert`) and refused, never merged."""
+    digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 def content_hash(doc: Document, provenance: Mapping[str, Any]) -> str:
@@ -150,15 +166,54 @@ def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],
     columns = (*META_COLUMNS, *EXTRA_COLUMNS)
     # one pass over the payloads, then one object array per column
     table = list(zip(*[[row.get(name) for name in columns] for row in rows], strict=True))
-    meta = {name: np.array(col, dtype=object) for name, col in zip(columns, table, strict=True)}
-    matrix = None
-    if vectors is not None:
-        matrix = np.array([np.asarray(v, dtype=np.float32) for v in vectors], dtype=np.float32)
+    meta = {name: _objects(col) for name, col in zip(columns, table, strict=True)}
     return Candidates(
         query=query,
         doc_ids=np.array([row["doc_id"] for row in rows], dtype=object),
         retrieval_score=np.array(scores, dtype=np.float64),
-        meta=meta, vectors=matrix, query_vector=query_vector)
+        meta=meta, vectors=vector_matrix(vectors), query_vector=query_vector)
+
+
+#: the payload fields a columnar copy keeps (:mod:`credrank.index.columns`): every meta column
+#: of a batch but the text ones (read from the engine when asked for)
+COLUMN_FIELDS = tuple(dict.fromkeys(
+    n for n in ("doc_id", *META_COLUMNS, *EXTRA_COLUMNS) if n not in TEXT_FIELDS))
+
+
+def columns_to_candidates(query: str, columns: Mapping[str, np.ndarray],
+                          scores: Sequence[float], *,
+                          text: Sequence[Mapping[str, Any] | None] | None = None,
+                          vectors: Sequence[Any] | None = None,
+                          query_vector: np.ndarray | None = None) -> Candidates:
+    """The batch :func:`to_candidates` builds, from columns already taken out of a columnar
+    copy (:data:`COLUMN_FIELDS`, one object array each, rows in rank order) and, when the
+    text was asked for, the engine's ``text``/``cites`` payloads of the same rows."""
+    n = len(scores)
+    meta: dict[str, np.ndarray] = {}
+    for name in (*META_COLUMNS, *EXTRA_COLUMNS):
+        if name in columns:
+            meta[name] = columns[name]
+        elif text is not None:
+            meta[name] = _objects([(p or {}).get(name) for p in text])
+        else:
+            meta[name] = np.full(n, None, dtype=object)
+    return Candidates(query=query, doc_ids=columns["doc_id"],
+                      retrieval_score=np.array(scores, dtype=np.float64), meta=meta,
+                      vectors=vector_matrix(vectors), query_vector=query_vector)
+
+
+def vector_matrix(vectors: Sequence[Any] | None) -> np.ndarray | None:
+    """One float32 row per vector (``None`` stays ``None``)."""
+    if vectors is None:
+        return None
+    return np.array(vectors, dtype=np.float32).reshape(len(vectors), -1)
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """An object array of ``values``, element-wise (a list value stays one element)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
 
 
 def read_fields(payload: Mapping[str, Any] | None, fields: Sequence[str]) -> dict[str, Any]:

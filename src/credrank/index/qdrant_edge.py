@@ -51,9 +51,11 @@ import qdrant_edge as qe
 from credrank.core.candidates import Candidates
 from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
+from credrank.index.columns import MAX_POINTS, MAX_VECTOR_BYTES, PayloadColumns
 from credrank.index.errors import StoreError
 from credrank.index.formula import (
     FRESHNESS_FIELDS,
+    CredibilityFormula,
     FreshnessFormula,
     formula_fields,
     formula_priors,
@@ -68,15 +70,19 @@ from credrank.index.manifest import (
     write_manifest,
 )
 from credrank.index.payload import (
+    COLUMN_FIELDS,
     DENSE,
     KEYWORD_FIELDS,
     READ_FIELDS,
     READ_PAGE,
     SPARSE,
+    TEXT_FIELDS,
     bm25_text,
     check_where,
+    columns_to_candidates,
     document_payload,
     point_id,
+    point_id_u64,
     read_fields,
     returned_fields,
     to_candidates,
@@ -148,6 +154,11 @@ class EdgeIndex:
         self.flush_every = check_int("flush_every", flush_every, 1)
         self._unflushed = 0
         self._dirty = False  # written (upsert, optimize) since opening: close() flushes
+        self._keep_columns = False  # keep a columnar copy of the ranking payload (keep_columns)
+        self._columns: PayloadColumns | None = None
+        #: ``doc_id -> point id`` of this index (``manifest.point_ids``)
+        self.point_id: Callable[[str], Any] = (point_id_u64 if manifest.point_ids == "u64"
+                                               else point_id)
 
     @property
     def manifest(self) -> Manifest:
@@ -204,7 +215,7 @@ class EdgeIndex:
         if not embedder or not dim:
             raise StoreError("creating an index needs the embedder name and dimension")
         manifest = Manifest(embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25,
-                            engine="edge")
+                            engine="edge", point_ids="u64")
         path.mkdir(parents=True, exist_ok=True)
         sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
         config = qe.EdgeConfig(
@@ -290,12 +301,55 @@ class EdgeIndex:
     def __len__(self) -> int:
         return int(self.shard.info().points_count)
 
+    # -- the columnar copy of the ranking payload ------------------------------------------
+    def keep_columns(self, keep: bool = True) -> bool:
+        """Keep (``True``) or drop a columnar copy of every point's ranking payload
+        (:mod:`credrank.index.columns`), so a search that returns many candidates without the
+        formula reads no payload from the engine. For a long-lived process (``credrank
+        serve``); built now, ≈ 1 s per 100,000 documents, and again at the first search after
+        a write. Returns whether it applies: not above
+        :data:`~credrank.index.columns.MAX_POINTS` documents."""
+        self._keep_columns = bool(keep) and len(self) <= MAX_POINTS
+        if not self._keep_columns:
+            self._columns = None
+        return self._copy() is not None
+
+    def invalidate_columns(self) -> None:
+        """Drop the columnar copy after a write (rebuilt at the next search when kept)."""
+        self._columns = None
+
+    def _copy(self) -> PayloadColumns | None:
+        if not self._keep_columns:
+            return None
+        if self._columns is None:
+            if len(self) > MAX_POINTS:
+                self._keep_columns = False
+                return None
+            dim = self.manifest.dim
+            vectors = len(self) * dim * 4 <= MAX_VECTOR_BYTES
+            self._columns = PayloadColumns(COLUMN_FIELDS, self._scroll(COLUMN_FIELDS, vectors),
+                                           dim if vectors else None)
+        return self._columns
+
+    def _scroll(self, fields: Sequence[str], vectors: bool
+                ) -> Iterable[tuple[Any, dict[str, Any], Any]]:
+        selector = qe.PayloadSelector.Include(list(fields))
+        offset = None
+        while True:
+            points, offset = self.shard.scroll(qe.ScrollRequest(
+                offset=offset, limit=READ_PAGE, with_payload=selector,
+                with_vector=[DENSE] if vectors else False))
+            for p in points:
+                yield p.id, p.payload or {}, p.vector[DENSE] if vectors else None
+            if offset is None or not points:
+                return
+
     # -- writing --------------------------------------------------------------------------
     def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """``doc_id -> content_hash`` for the given ids already in the index."""
         if not doc_ids:
             return {}
-        records = self.shard.retrieve([point_id(d) for d in doc_ids],
+        records = self.shard.retrieve([self.point_id(d) for d in doc_ids],
                                       qe.PayloadSelector.Include(["doc_id", "content_hash"]),
                                       False)
         return {r.payload["doc_id"]: r.payload.get("content_hash", "") for r in records}
@@ -309,13 +363,33 @@ class EdgeIndex:
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
             if self._bm25 is not None:
                 named[SPARSE] = self._bm25.embed_document(bm25_text(doc))
-            points.append(qe.Point(point_id(doc.id), named, document_payload(doc, prov, digest)))
+            points.append(qe.Point(self.point_id(doc.id), named,
+                                   document_payload(doc, prov, digest)))
+        if points and self._manifest.point_ids == "u64":
+            self._check_ids([doc.id for doc in documents])
         if points:
             self.shard.update(qe.UpdateOperation.upsert_points(points))
+            self._columns = None
             self._dirty = True
             self._unflushed += len(points)
             if self._unflushed >= self.flush_every:
                 self.flush()
+
+    def _check_ids(self, doc_ids: Sequence[str]) -> None:
+        """Refuse two document ids with one 63-bit point id (:func:`point_id_u64`), in the
+        batch or against the index: a collision would silently merge two documents."""
+        owner: dict[int, str] = {}
+        for d in doc_ids:
+            other = owner.setdefault(self.point_id(d), d)
+            if other != d:
+                raise StoreError(f"document ids {other!r} and {d!r} have the same point id "
+                                 "(a 63-bit hash collision); rename one of them")
+        for r in self.shard.retrieve(list(owner), qe.PayloadSelector.Include(["doc_id"]),
+                                     False):
+            stored = (r.payload or {}).get("doc_id")
+            if stored is not None and stored != owner[r.id]:
+                raise StoreError(f"document id {owner[r.id]!r} has the point id of {stored!r}, "
+                                 "already in the index (a 63-bit hash collision); rename it")
 
     # -- reading --------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
@@ -327,8 +401,8 @@ class EdgeIndex:
             ids = list(dict.fromkeys(doc_ids))
             out = []
             for start in range(0, len(ids), READ_PAGE):
-                records = self.shard.retrieve([point_id(d) for d in ids[start:start + READ_PAGE]],
-                                              selector, False)
+                page = [self.point_id(d) for d in ids[start:start + READ_PAGE]]
+                records = self.shard.retrieve(page, selector, False)
                 out += [read_fields(r.payload, fields) for r in records]
             return out
         out, offset = [], None
@@ -338,6 +412,18 @@ class EdgeIndex:
             out += [read_fields(p.payload, fields) for p in points]
             if offset is None or not points:
                 return out
+
+    def read_vectors(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``doc_id -> stored dense vector`` of ``doc_ids`` found in the index (by id, in
+        pages of ``READ_PAGE``); what an index-time score reads instead of embedding again."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, np.ndarray] = {}
+        selector = qe.PayloadSelector.Include(["doc_id"])
+        for start in range(0, len(ids), READ_PAGE):
+            for r in self.shard.retrieve([self.point_id(d) for d in ids[start:start + READ_PAGE]],
+                                         selector, [DENSE]):
+                out[str(r.payload["doc_id"])] = np.asarray(r.vector[DENSE], dtype=np.float32)
+        return out
 
     def _to_candidates(self, query: str, points: Iterable[Any], with_vectors: bool,
                        query_vector: np.ndarray | None = None) -> Candidates:
@@ -351,13 +437,16 @@ class EdgeIndex:
                      with_vectors: bool = False, with_text: bool = False, exact: bool = False,
                      where: Mapping[str, Any] | None = None) -> Candidates:
         """The ``fetch_k`` nearest documents by cosine similarity."""
-        request = qe.QueryRequest(
-            limit=check_int("fetch_k", fetch_k, 1, MAX_K),
-            query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
-            filter=_filter(where), with_payload=payload_selector(with_text),
-            with_vector=[DENSE] if with_vectors else False,
-            params=qe.SearchParams(exact=exact))
-        return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
+        limit = check_int("fetch_k", fetch_k, 1, MAX_K)
+
+        def request(payload: Any, vectors: bool) -> Any:
+            return qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
+                filter=_filter(where), with_payload=payload,
+                with_vector=[DENSE] if vectors else False,
+                params=qe.SearchParams(exact=exact))
+        return self._answer(query, request, with_vectors, with_text, query_vector)
 
     def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
                     with_text: bool = False, where: Mapping[str, Any] | None = None
@@ -365,38 +454,80 @@ class EdgeIndex:
         """The ``fetch_k`` best documents by BM25 (Qdrant's sparse vectors with IDF)."""
         if self._bm25 is None:
             raise StoreError(f"{self.path}: this index was built without BM25 vectors")
-        request = qe.QueryRequest(
-            limit=check_int("fetch_k", fetch_k, 1, MAX_K),
-            query=qe.Query.Nearest(self._bm25.embed_query(query), using=SPARSE),
-            filter=_filter(where), with_payload=payload_selector(with_text),
-            with_vector=[DENSE] if with_vectors else False)
-        return self._to_candidates(query, self.shard.query(request), with_vectors)
+        limit = check_int("fetch_k", fetch_k, 1, MAX_K)
+        sparse = self._bm25.embed_query(query)
+
+        def request(payload: Any, vectors: bool) -> Any:
+            return qe.QueryRequest(
+                limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE),
+                filter=_filter(where), with_payload=payload,
+                with_vector=[DENSE] if vectors else False)
+        return self._answer(query, request, with_vectors, with_text)
+
+    def _answer(self, query: str, request: Callable[[Any, bool], Any], with_vectors: bool,
+                with_text: bool, query_vector: np.ndarray | None = None) -> Candidates:
+        """The engine's answer to ``request(payload selector)`` as a batch: with the
+        columnar copy kept (:meth:`keep_columns`), the points come without payload (the text
+        alone when asked for) and their meta columns (and vectors, when kept) from the copy;
+        else with the payload."""
+        copy = self._copy()
+        if copy is not None:
+            from_engine = with_vectors and copy.vectors is None
+            points = self.shard.query(request(_selector(TEXT_FIELDS) if with_text else False,
+                                              from_engine))
+            if not points:
+                return Candidates.empty(query, self.manifest.dim if with_vectors else None)
+            rows = copy.rows([p.id for p in points])
+            if rows is not None:
+                vectors: Any = None
+                if from_engine:
+                    vectors = [p.vector[DENSE] for p in points]
+                elif with_vectors:
+                    assert copy.vectors is not None
+                    vectors = copy.vectors[rows]
+                return columns_to_candidates(
+                    query, copy.take(rows), [p.score for p in points],
+                    text=[p.payload for p in points] if with_text else None,
+                    vectors=vectors, query_vector=query_vector)
+            self._columns = None  # a point the copy does not know: stale, rebuilt next time
+        return self._to_candidates(
+            query, self.shard.query(request(payload_selector(with_text), with_vectors)),
+            with_vectors, query_vector)
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
                        freshness: FreshnessFormula | None = None,
-                       fields: Sequence[str] | None = None) -> Candidates:
+                       fields: Sequence[str] | None = None,
+                       credibility: CredibilityFormula | None = None) -> Candidates:
         """Credibility-aware search pushed down into the engine.
 
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
         ``max($score, 0) × Σ_t λ_t·[source_type = t]`` (:data:`credrank.index.formula.FORMULA`)
         — the same ``multiply`` combination as :func:`credrank.combine.combine_multiply` with
         the prior of :class:`credrank.signals.prior.SourcePrior` — times, with ``freshness``,
-        the half-life factor of :func:`freshness_expression` (chapter 35.7), and the ``top_k``
-        best are returned, with the payload ``fields`` (default: ``RANKING_FIELDS``, + text
-        and cites with ``with_text``; :func:`credrank.index.formula.formula_fields`).
+        the half-life factor of :func:`freshness_expression` (chapter 35.7), with
+        ``credibility`` the learned-credibility factor of :func:`credibility_expression`, and
+        the ``top_k`` best are returned, with the payload ``fields`` (default:
+        ``RANKING_FIELDS``, + text and cites with ``with_text``;
+        :func:`credrank.index.formula.formula_fields`).
         """
         selector = _selector(tuple(formula_fields(fields, with_text)))
-        formula = _formula(formula_priors(priors), freshness)
+        formula = _formula(formula_priors(priors), freshness, credibility)
         prefetch = qe.Prefetch(limit=check_int("fetch_k", fetch_k, 1, MAX_K),
                                params=qe.SearchParams(exact=exact),
                                query=qe.Query.Nearest(np.asarray(query_vector).tolist(),
                                                       using=DENSE))
-        request = qe.QueryRequest(limit=check_int("top_k", top_k, 1, MAX_K), prefetches=[prefetch],
-                                  query=formula, with_payload=selector,
-                                  with_vector=[DENSE] if with_vectors else False)
-        return self._to_candidates(query, self.shard.query(request), with_vectors, query_vector)
+        limit = check_int("top_k", top_k, 1, MAX_K)
+
+        def request(payload: Any, vectors: bool) -> Any:
+            return qe.QueryRequest(limit=limit, prefetches=[prefetch], query=formula,
+                                   with_payload=payload,
+                                   with_vector=[DENSE] if vectors else False)
+        if fields is None:  # the whole pool's ranking payload: the columnar copy, when kept
+            return self._answer(query, request, with_vectors, with_text, query_vector)
+        return self._to_candidates(query, self.shard.query(request(selector, with_vectors)),
+                                   with_vectors, query_vector)
 
     def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:
         """The ``k`` nearest documents of one source (``source_id`` payload filter)."""
@@ -411,10 +542,11 @@ def _selector(fields: tuple[str, ...]) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula | None
-             ) -> Any:
-    """:data:`credrank.index.formula.FORMULA` (× the freshness factor) as a Qdrant Edge
-    formula, built once per prior table and freshness spec (not per query)."""
+def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula | None,
+             credibility: CredibilityFormula | None = None) -> Any:
+    """:data:`credrank.index.formula.FORMULA` (× the freshness factor, × the credibility
+    factor) as a Qdrant Edge formula, built once per prior table, freshness and credibility
+    spec (not per query)."""
     prior_expr = qe.Expression.Sum([
         qe.Expression.Mult([
             qe.Expression.Constant(weight),
@@ -423,11 +555,27 @@ def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula 
         ]) for t, weight in priors])
     parts = [qe.Expression.Max([qe.Expression.Variable("$score"),
                                 qe.Expression.Constant(0.0)]), prior_expr]
-    defaults: dict[str, Any] | None = None
+    defaults: dict[str, Any] = {}
     if freshness is not None:
         parts.append(freshness_expression(freshness))
-        defaults = {name: freshness.now for name in FRESHNESS_FIELDS}
-    return qe.Formula(qe.Expression.Mult(parts), defaults=defaults)
+        defaults.update({name: freshness.now for name in FRESHNESS_FIELDS})
+    if credibility is not None:
+        parts.append(credibility_expression(credibility))
+        defaults[credibility.field] = credibility.neutral
+    return qe.Formula(qe.Expression.Mult(parts), defaults=defaults or None)
+
+
+def credibility_expression(spec: CredibilityFormula) -> Any:
+    """:data:`credrank.index.formula.CREDIBILITY_FORMULA` as a Qdrant Edge expression:
+    ``floor + (1 − floor)·([key_field = K]·$payload.field + (1 − [key_field = K])·p₀)``
+    (the caller sets the field's formula default to ``p₀``)."""
+    ok = qe.Expression.Condition(qe.FieldCondition(key=spec.key_field,
+                                                   match=qe.MatchValue(spec.key)))
+    stale = qe.Expression.Sum([qe.Expression.Constant(1.0), qe.Expression.Neg(ok)])
+    p = qe.Expression.Sum([qe.Expression.Mult([ok, qe.Expression.Variable(spec.field)]),
+                           qe.Expression.Mult([stale, qe.Expression.Constant(spec.neutral)])])
+    return qe.Expression.Sum([qe.Expression.Constant(spec.floor),
+                              qe.Expression.Mult([qe.Expression.Constant(1.0 - spec.floor), p])])
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:

@@ -41,6 +41,7 @@ from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.errors import StoreError
 from credrank.index.formula import (
     FRESHNESS_FIELDS,
+    CredibilityFormula,
     FreshnessFormula,
     formula_fields,
     formula_priors,
@@ -96,29 +97,49 @@ def _sparse(vector: Any) -> models.SparseVector:
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
-def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | None = None
-                  ) -> Any:
+def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | None = None,
+                  credibility: CredibilityFormula | None = None) -> Any:
     """:data:`credrank.index.formula.FORMULA` as a ``FormulaQuery``:
     ``0.5·($score + |$score|) × Σ_t λ_t·[source_type = t]`` (× :func:`freshness_expression`
-    with ``freshness``, whose date keys default to ``T``)."""
+    with ``freshness``, whose date keys default to ``T``; × :func:`credibility_expression`
+    with ``credibility``, whose score field defaults to its neutral ``p₀``)."""
     positive = models.MultExpression(mult=[
         0.5, models.SumExpression(sum=["$score", models.AbsExpression(abs="$score")])])
     prior = models.SumExpression(sum=[
         models.MultExpression(mult=[weight, models.FieldCondition(
             key="source_type", match=models.MatchValue(value=t))])
         for t, weight in formula_priors(priors)])
-    if freshness is None:
-        return models.FormulaQuery(formula=models.MultExpression(mult=[positive, prior]))
-    return models.FormulaQuery(
-        formula=models.MultExpression(mult=[positive, prior, freshness_expression(freshness)]),
-        defaults={name: freshness.now for name in FRESHNESS_FIELDS})
+    parts: list[Any] = [positive, prior]
+    defaults: dict[str, Any] = {}
+    if freshness is not None:
+        parts.append(freshness_expression(freshness))
+        defaults.update({name: freshness.now for name in FRESHNESS_FIELDS})
+    if credibility is not None:
+        parts.append(credibility_expression(credibility))
+        defaults[credibility.field] = credibility.neutral
+    if not defaults:
+        return models.FormulaQuery(formula=models.MultExpression(mult=parts))
+    return models.FormulaQuery(formula=models.MultExpression(mult=parts), defaults=defaults)
 
 
 @functools.lru_cache(maxsize=64)
 def _formula_query(priors: tuple[tuple[str, float], ...],
-                   freshness: FreshnessFormula | None) -> Any:
-    """:func:`formula_query`, built once per prior table and freshness spec."""
-    return formula_query(dict(priors), freshness)
+                   freshness: FreshnessFormula | None,
+                   credibility: CredibilityFormula | None = None) -> Any:
+    """:func:`formula_query`, built once per prior table, freshness and credibility spec."""
+    return formula_query(dict(priors), freshness, credibility)
+
+
+def credibility_expression(spec: CredibilityFormula) -> Any:
+    """:data:`credrank.index.formula.CREDIBILITY_FORMULA` as a Qdrant expression:
+    ``floor + (1 − floor)·([key_field = K]·field + (1 − [key_field = K])·p₀)`` (the same
+    numbers as :func:`credrank.index.qdrant_edge.credibility_expression`)."""
+    ok = models.FieldCondition(key=spec.key_field, match=models.MatchValue(value=spec.key))
+    stale = models.SumExpression(sum=[1.0, models.NegExpression(neg=ok)])
+    p = models.SumExpression(sum=[models.MultExpression(mult=[ok, spec.field]),
+                                  models.MultExpression(mult=[stale, spec.neutral])])
+    return models.SumExpression(sum=[spec.floor, models.MultExpression(
+        mult=[1.0 - spec.floor, p])])
 
 
 def freshness_expression(spec: FreshnessFormula) -> Any:
@@ -388,6 +409,19 @@ class QdrantServerIndex:
             if offset is None or not points:
                 return out
 
+    def read_vectors(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``doc_id -> stored dense vector`` of ``doc_ids`` found in the collection (by id,
+        in pages of ``READ_PAGE``)."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), READ_PAGE):
+            records = self._call("retrieve points", self.client.retrieve, self.collection,
+                                 ids=[point_id(d) for d in ids[start:start + READ_PAGE]],
+                                 with_payload=["doc_id"], with_vectors=[DENSE])
+            for r in records:
+                out[str(r.payload["doc_id"])] = np.asarray(r.vector[DENSE], dtype=np.float32)
+        return out
+
     def _query(self, text: str, with_vectors: bool, query_vector: np.ndarray | None,
                **request: Any) -> Candidates:
         """Run one ``query_points`` request; ``text`` is the query the batch carries."""
@@ -431,10 +465,12 @@ class QdrantServerIndex:
                        priors: Mapping[str, float], *, with_vectors: bool = False,
                        exact: bool = False, with_text: bool = False,
                        freshness: FreshnessFormula | None = None,
-                       fields: Sequence[str] | None = None) -> Candidates:
+                       fields: Sequence[str] | None = None,
+                       credibility: CredibilityFormula | None = None) -> Candidates:
         """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
         neighbours rescored by :func:`formula_query` (with the freshness factor when
-        ``freshness`` is given), the ``top_k`` best returned with the payload ``fields``
+        ``freshness`` is given, the learned-credibility factor with ``credibility``), the
+        ``top_k`` best returned with the payload ``fields``
         (:func:`credrank.index.formula.formula_fields`; the same numbers as
         :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
         if not self.formula_supported:
@@ -444,7 +480,7 @@ class QdrantServerIndex:
                                    using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
                                    params=self._params(exact))
         return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
-                           query=_formula_query(formula_priors(priors), freshness),
+                           query=_formula_query(formula_priors(priors), freshness, credibility),
                            limit=check_int("top_k", top_k, 1),
                            with_payload=formula_fields(fields, with_text))
 

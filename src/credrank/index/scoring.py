@@ -10,6 +10,14 @@ by every search at no extra cost (the fields are among the returned payload,
   passage too short);
 * ``NAME_key`` — what computed it (:attr:`ScoreJob.key`: method, model, settings).
 
+A job reads each document's ``text`` (:attr:`ScoreJob.score`), or the payload fields and the
+stored dense vector it names (:attr:`ScoreJob.score_records`: the learned credibility model
+reads the text, url and title, and takes the stored vector as its embedding feature, so a
+refitted model rescores an index without embedding anything). Searches ask the engine whether
+every document holds a score of one key (:func:`count_scored`; a keyword index on
+``NAME_key``, :func:`index_key_field`, keeps that a lookup): that is what lets a stage score
+in the engine's formula instead of in Python.
+
 The payload is changed in place (:func:`set_fields`: Qdrant's *set payload*, which merges the
 given fields into the stored payload): no vector is recomputed and no other field is touched.
 Re-indexing a changed document overwrites its whole payload, so its score goes with it and
@@ -51,11 +59,31 @@ def key_field(name: str) -> str:
 class ScoreJob:
     """One index-time score: its payload field ``name``, the ``key`` of the method that
     computes it, and ``score(texts) -> values`` (one float per text, ``nan`` where the text
-    cannot be scored)."""
+    cannot be scored).
+
+    Or ``score_records(records) -> values``: each record holds the payload ``fields`` of one
+    document (``doc_id`` and ``text`` always) and, with ``vectors``, its stored dense vector
+    under ``"vector"`` (``None`` when the store has none for it); ``score`` is then unused."""
 
     name: str
     key: str
-    score: Callable[[Sequence[str]], Sequence[float] | np.ndarray]
+    score: Callable[[Sequence[str]], Sequence[float] | np.ndarray] | None = None
+    score_records: Callable[[Sequence[Mapping[str, Any]]], Sequence[float] | np.ndarray] | None \
+        = None
+    fields: tuple[str, ...] = ("text",)
+    vectors: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.score is None) == (self.score_records is None):
+            raise ValueError(f"score job {self.name!r}: expected exactly one of score and "
+                             "score_records")
+
+    def run(self, records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """The job's values for ``records`` (one per record)."""
+        if self.score_records is not None:
+            return np.asarray(self.score_records(records), dtype=np.float64)
+        assert self.score is not None
+        return np.asarray(self.score([r.get("text") or "" for r in records]), dtype=np.float64)
 
 
 @dataclass
@@ -90,6 +118,9 @@ def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
     error. Backends: Qdrant Edge, a Qdrant server (or local mode), the in-memory store."""
     if not updates:
         return
+    invalidate = getattr(store, "invalidate_columns", None)  # a kept copy of the payload
+    if callable(invalidate):
+        invalidate()
     from credrank.index.memory import InMemoryIndex  # no import cycle: memory is a leaf
     from credrank.index.qdrant_edge import EdgeIndex
 
@@ -97,8 +128,9 @@ def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
         import qdrant_edge as qe
 
         for doc_id, values in updates.items():
-            store.shard.update(qe.UpdateOperation.set_payload([point_id(doc_id)],
+            store.shard.update(qe.UpdateOperation.set_payload([store.point_id(doc_id)],
                                                               dict(values)))
+        store.invalidate_columns()  # the columnar copy of the payload (if kept) is stale
         return
     if isinstance(store, InMemoryIndex):
         for doc_id, values in updates.items():
@@ -160,8 +192,8 @@ def score_store(store: Any, job: ScoreJob, *, chunk: int = CHUNK,
     try:
         for begin in range(0, len(todo), chunk):
             ids = todo[begin:begin + chunk]
-            texts = _texts(store, ids)
-            values = np.asarray(job.score([texts[d] for d in ids]), dtype=np.float64)
+            records = _records(store, ids, job.fields, job.vectors)
+            values = job.run([records[d] for d in ids])
             if values.shape != (len(ids),):
                 raise ValueError(f"{job.name}: the scorer returned {values.size} values for "
                                  f"{len(ids)} passages")
@@ -183,18 +215,90 @@ def score_store(store: Any, job: ScoreJob, *, chunk: int = CHUNK,
     return report
 
 
-def _texts(store: Any, doc_ids: Sequence[str]) -> dict[str, str]:
-    """``doc_id -> text`` of ``doc_ids`` (read in pages); a document without text is ``""``."""
-    out: dict[str, str] = {}
+def _records(store: Any, doc_ids: Sequence[str], fields: Sequence[str], vectors: bool
+             ) -> dict[str, dict[str, Any]]:
+    """``doc_id -> {field: value}`` of ``doc_ids`` (read in pages): ``doc_id``, ``text`` (a
+    document without text: ``""``) and ``fields``, with ``vectors`` the stored dense vector
+    under ``"vector"``."""
+    wanted = tuple(dict.fromkeys(("doc_id", "text", *fields)))
+    out: dict[str, dict[str, Any]] = {}
     for begin in range(0, len(doc_ids), READ_PAGE):
         page = doc_ids[begin:begin + READ_PAGE]
-        for row in store.read_payloads(page, fields=("doc_id", "text")):
-            out[str(row["doc_id"])] = row.get("text") or ""
+        for row in store.read_payloads(page, fields=wanted):
+            row["text"] = row.get("text") or ""
+            out[str(row["doc_id"])] = row
+        if vectors:
+            found = read_vectors(store, page)
+            for doc_id in page:
+                if doc_id in out:
+                    out[doc_id]["vector"] = found.get(doc_id)
     missing = [d for d in doc_ids if d not in out]
     if missing:
         raise StoreError(f"score: document {missing[0]!r} left the index while it was scored")
     return out
 
 
-__all__ = ["CHUNK", "ScoreJob", "ScoreReport", "flush", "key_field", "pending", "score_store",
-           "set_fields"]
+def read_vectors(store: Any, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """``doc_id -> stored dense vector`` of the ``doc_ids`` the store holds (Qdrant Edge, a
+    Qdrant server, the in-memory store); a store that cannot return vectors is an error."""
+    reader = getattr(store, "read_vectors", None)
+    if not callable(reader):
+        raise StoreError(f"read vectors: the {type(store).__name__} store cannot return its "
+                         "stored vectors")
+    return dict(reader(list(doc_ids)))
+
+
+def count_scored(store: Any, name: str, key: str) -> int:
+    """How many documents of ``store`` hold the score ``name`` computed with ``key`` (their
+    ``NAME_key`` payload is ``key``): one engine count (Qdrant Edge, a Qdrant server), a
+    column scan in memory."""
+    from credrank.index.memory import InMemoryIndex
+    from credrank.index.qdrant_edge import EdgeIndex
+
+    field = key_field(name)
+    if isinstance(store, EdgeIndex):
+        import qdrant_edge as qe
+
+        match = qe.Filter(must=[qe.FieldCondition(key=field, match=qe.MatchValue(key))])
+        return int(store.shard.count(qe.CountRequest(exact=True, filter=match)))
+    if isinstance(store, InMemoryIndex):
+        column = store.meta.get(field)
+        return 0 if column is None else int(sum(1 for v in column if v == key))
+    client = getattr(store, "client", None)
+    collection = getattr(store, "collection", None)
+    if client is not None and collection is not None:
+        from qdrant_client import models
+
+        match = models.Filter(must=[models.FieldCondition(
+            key=field, match=models.MatchValue(value=key))])
+        result = store._call("count points", client.count, collection, count_filter=match,
+                             exact=True)
+        return int(result.count)
+    return sum(1 for r in store.read_payloads(None, fields=("doc_id", field))
+               if r.get(field) == key)
+
+
+def index_key_field(store: Any, name: str) -> None:
+    """A keyword payload index on ``NAME_key`` (Qdrant Edge, a Qdrant server; nothing in
+    memory or in qdrant-client's local mode), so that :func:`count_scored` is a lookup.
+    Idempotent."""
+    from credrank.index.qdrant_edge import EdgeIndex
+
+    field = key_field(name)
+    if isinstance(store, EdgeIndex):
+        import qdrant_edge as qe
+
+        store.shard.update(qe.UpdateOperation.create_field_index(
+            field, qe.PayloadSchemaType.Keyword))
+        return
+    client = getattr(store, "client", None)
+    collection = getattr(store, "collection", None)
+    if client is not None and collection is not None and not getattr(store, "local", False):
+        from qdrant_client import models
+
+        store._call("create payload index", client.create_payload_index, collection,
+                    field_name=field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+
+
+__all__ = ["CHUNK", "ScoreJob", "ScoreReport", "count_scored", "flush", "index_key_field",
+           "key_field", "pending", "read_vectors", "score_store", "set_fields"]

@@ -11,7 +11,9 @@ cannot. The retriever returns what the stages :attr:`~credrank.core.pipeline.Sta
 
 The rule, in full: the engine scores a pipeline when retrieval is dense, the store has the
 formula capability, there is a ``prior`` term, every stage before the selector gives a term
-(at most one prior and one freshness), and the combination is ``multiply``. With the
+(at most one prior, one freshness and one learned ``credibility`` — the last only where the
+index holds that model's index-time scores, :mod:`credrank.credibility.indexed`), and the
+combination is ``multiply``. With the
 ``topk`` selector the engine also makes the cut and returns only the payload a hit needs; any
 other selector chooses from the whole ``fetch_k`` pool after it. ``pushdown=None`` (auto)
 scores in the engine whenever the rule allows; ``True`` insists (a :class:`PushdownError`
@@ -81,8 +83,8 @@ def build_error(at: str, params: Mapping[str, Any], exc: BaseException) -> SpecE
 class Pushdown:
     """The decision of :func:`decide_pushdown`: ``fused`` (the engine scores the stages),
     else ``reason`` (``where``: the stage that cannot be fused). With ``fused``: the
-    ``prior`` and ``freshness`` stages rendered into the formula, and whether the engine
-    also makes the top-k ``cut``."""
+    ``prior``, ``freshness`` and ``credibility`` stages rendered into the formula, and
+    whether the engine also makes the top-k ``cut``."""
 
     fused: bool
     reason: str | None = None
@@ -90,6 +92,7 @@ class Pushdown:
     prior: Stage | None = None
     freshness: Stage | None = None
     cut: bool = False
+    credibility: Stage | None = None
 
 
 def decide_pushdown(stages: Sequence[Stage], *, retrieval: str = "dense",
@@ -118,7 +121,7 @@ def _fusable(stages: Sequence[Stage], retrieval: str, names: Sequence[str]
     if retrieval != "dense":
         return (f"{retrieval} retrieval needs the Python path (the engine formula rescores "
                 "dense neighbours)", "retrieval")
-    prior = freshness = None
+    prior = freshness = credibility = None
     cut = False
     combined = False
     for stage, at in zip(stages, names, strict=True):
@@ -134,11 +137,13 @@ def _fusable(stages: Sequence[Stage], retrieval: str, names: Sequence[str]
             prior = term.stage
         elif term.kind == "freshness" and freshness is None:
             freshness = term.stage
+        elif term.kind == "credibility" and credibility is None:
+            credibility = term.stage
         else:
             return f"needs the Python path (a second {term.kind!r} term)", at
     if prior is None:
         return "needs the Python path without a source prior (similarity only)", "stages"
-    return Pushdown(True, prior=prior, freshness=freshness, cut=cut)
+    return Pushdown(True, prior=prior, freshness=freshness, cut=cut, credibility=credibility)
 
 
 def _engine(store: object) -> str:
@@ -167,7 +172,8 @@ def compile_search(stages: Sequence[Stage], index: VectorStore, embedder: Embedd
         fused = PushdownSearch(index, embedder, decision.prior.priors, fetch_k,
                                top_k if decision.cut else fetch_k, with_vectors=vectors,
                                with_text=text, freshness=decision.freshness,
-                               hit_fields_only=decision.cut)
+                               hit_fields_only=decision.cut,
+                               credibility=decision.credibility)
         return Pipeline([fused] if decision.cut else [fused, stages[-1]])
     retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=vectors, with_text=text)
                         if retrieval == "bm25" else

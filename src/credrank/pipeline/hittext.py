@@ -35,7 +35,8 @@ def with_hit_text(stages: Sequence[Stage], store: VectorStore, text: str) -> lis
         cut = stages[0]  # the engine returns top_k points: ask it for their text as well
         return [PushdownSearch(cut.index, cut.embedder, cut.priors, cut.fetch_k, cut.top_k,
                                with_vectors=cut.with_vectors, with_text=True,
-                               freshness=cut.freshness, hit_fields_only=True)]
+                               freshness=cut.freshness, hit_fields_only=True,
+                               credibility=cut.credibility)]
     return [*stages, FetchText(store)]
 
 

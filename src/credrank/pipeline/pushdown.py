@@ -1,5 +1,6 @@
-"""The engine's formula search as a stage: retrieval, prior, freshness and the top-k cut in
-one query (the fusion :func:`credrank.pipeline.compile.decide_pushdown` decides)."""
+"""The engine's formula search as a stage: retrieval, prior, freshness, the learned credibility
+stored at index time and the top-k cut in one query (the fusion
+:func:`credrank.pipeline.compile.decide_pushdown` decides)."""
 
 from __future__ import annotations
 
@@ -21,19 +22,22 @@ from credrank.index.store import (
 )
 
 if TYPE_CHECKING:  # a search without freshness does not import the freshness stage
+    from credrank.credibility.stage import LearnedCredibilityPrior
     from credrank.freshness.stage import FreshnessDecay
     from credrank.signals.prior import PriorTable
 
 
 class PushdownSearch(Stage):
-    """Retrieve, weight by the type prior (and the freshness factor) and cut to ``top_k``
-    inside the engine.
+    """Retrieve, weight by the type prior (and the freshness factor, and the learned
+    credibility stored at index time) and cut to ``top_k`` inside the engine.
 
-    Equivalent to ``DenseRetriever >> SourcePrior >> [FreshnessDecay] >> Combine("multiply")
-    >> TopK`` (tests check it, ties aware); the ``prior`` and ``freshness`` factors (and the
-    freshness facts in ``info``) are re-attached in Python for the score breakdown, with the
-    same ``T`` the engine used. The retrieval score is recovered as engine score / (λ · w);
-    where ``λ · w`` is 0 (a prior or undated weight of 0) it is reported as 0.
+    Equivalent to ``DenseRetriever >> SourcePrior >> [LearnedCredibilityPrior] >>
+    [FreshnessDecay] >> Combine("multiply") >> TopK`` (tests check it, ties aware); the
+    ``prior``, ``credibility`` and ``freshness`` factors (and their facts in ``info``) are
+    re-attached in Python for the score breakdown — the credibility from the same stored
+    payload the engine read, the freshness with the same ``T`` the engine used. The retrieval
+    score is recovered as engine score / (λ · c · w); where that product is 0 (a prior or
+    undated weight of 0) it is reported as 0.
 
     ``hit_fields_only``: the engine returns only the payload a hit needs (:data:`HIT_FIELDS`,
     + text and cites with ``with_text``) instead of every ranking field — what
@@ -47,7 +51,8 @@ class PushdownSearch(Stage):
     def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
                  with_text: bool = False, freshness: FreshnessDecay | None = None,
-                 hit_fields_only: bool = False):
+                 hit_fields_only: bool = False,
+                 credibility: LearnedCredibilityPrior | Stage | None = None):
         if not supports_formula(index):
             raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
                              "its engine; search without --pushdown")
@@ -55,7 +60,12 @@ class PushdownSearch(Stage):
             term = freshness.formula_term()
             if not isinstance(term, FormulaTerm):
                 raise ValueError(f"pushdown: {term}; drop pushdown")
+        if credibility is not None:
+            term = credibility.formula_term()
+            if not isinstance(term, FormulaTerm) or term.kind != "credibility":
+                raise ValueError(f"pushdown: {term}; drop pushdown")
         self.index, self.embedder, self.priors = index, embedder, priors
+        self.credibility: Any = credibility
         self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
@@ -63,8 +73,9 @@ class PushdownSearch(Stage):
         self.hit_fields_only = bool(hit_fields_only)
         #: the payload fields asked of the engine (``None``: the store's default)
         self.fields: tuple[str, ...] | None = (
-            (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ())) if self.hit_fields_only
-            else None)
+            (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ()),
+             *(() if credibility is None else self.credibility.formula.fields))
+            if self.hit_fields_only else None)
 
     def transform(self, batch: Candidates) -> Candidates:
         qv = (batch.query_vector if batch.query_vector is not None
@@ -79,22 +90,29 @@ class PushdownSearch(Stage):
                                     float(value) if value is not None else 0.0)
             fixed = FreshnessDecay(self.freshness.half_life, now=now,
                                    undated=self.freshness.undated, name=self.freshness.name)
+        extra: dict[str, Any] = {} if self.fields is None else {"fields": self.fields}
+        if self.credibility is not None:
+            extra["credibility"] = self.credibility.formula
         out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
                                         self.priors.values, with_vectors=self.with_vectors,
-                                        with_text=self.with_text, freshness=spec,
-                                        **({} if self.fields is None
-                                           else {"fields": self.fields}))
+                                        with_text=self.with_text, freshness=spec, **extra)
         engine_score = out.retrieval_score
         prior = self.priors.lookup(out.column("source_type"))
         weight = prior
+        factors = {"prior": prior}
+        if self.credibility is not None:  # the stored p the engine read, re-attached
+            self.credibility.check_pushed(out)
+            out = self.credibility(out)
+            factors[self.credibility.name] = out.factors[self.credibility.name]
+            weight = weight * factors[self.credibility.name]
         if fixed is not None:
             out = fixed(out)
-            weight = prior * out.factors[fixed.name]
-        # retrieval score = cosine (engine score / (prior × freshness), exact where > 0)
+            factors[fixed.name] = out.factors[fixed.name]
+            weight = weight * factors[fixed.name]
+        # retrieval score = cosine (engine score / (prior × credibility × freshness), exact
+        # where > 0)
         safe = np.where(weight > 0, weight, 1.0)
         cosine_part = np.where(weight > 0, engine_score / safe, 0.0)
-        factors = {"prior": prior, **({} if fixed is None
-                                      else {fixed.name: out.factors[fixed.name]})}
         for name, values in factors.items():
             check_bounds(f"factor {name!r}", np.asarray(values, dtype=np.float64), 0.0, 1.0,
                          error=StageError)
@@ -107,7 +125,9 @@ class PushdownSearch(Stage):
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict(),
                 **({} if self.fields is None else {"fields": list(self.fields)}),
                 **({} if self.freshness is None
-                   else {"freshness": self.freshness.describe()})}
+                   else {"freshness": self.freshness.describe()}),
+                **({} if self.credibility is None
+                   else {"credibility": self.credibility.describe()})}
 
 
 def _engine(store: object) -> str:

@@ -1,9 +1,11 @@
-"""User domain tables: ``domain,source_type`` and/or ``domain,score`` CSV files."""
+"""User domain tables: ``domain,source_type`` and/or ``domain,score`` CSV files. A line whose
+first non-blank character is ``#`` is a comment (no domain begins with ``#``): a table may say
+where its rows come from."""
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,13 @@ def _set_once(table: dict[str, Any], key: str, value: Any, where: str, verb: str
     table[key] = value
 
 
+def _uncommented(text: str) -> Iterator[str]:
+    """The lines of ``text``, each ``#`` comment line replaced by a blank one (line numbers
+    in messages stay those of the file)."""
+    for line in io.StringIO(text, newline=""):
+        yield "\n" if line.lstrip().startswith("#") else line
+
+
 def load_domain_table(path: str | Path, score_column: str | None = None) -> DomainTable:
     """Read a CSV domain table.
 
@@ -90,20 +99,21 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     """
     p = Path(path)
     text = read_text(p, what="domain table", error=DomainTableError)
-    rows = csv_records(io.StringIO(text, newline=""), str(p), error=DomainTableError)
-    header = next((row for _, row in rows if any(cell.strip() for cell in row)), None)
+    rows = csv_records(_uncommented(text), str(p), error=DomainTableError)
+    at, header = next(((line, row) for line, row in rows
+                       if any(cell.strip() for cell in row)), (1, None))
     if header is None:
-        raise DomainTableError(f"{p}:1: empty file; expected a header 'domain,"
-                               "source_type' or 'domain,score'")
+        raise DomainTableError(f"{p}:1: empty file (or only comments); expected a header "
+                               "'domain,source_type' or 'domain,score'")
     columns = [name.strip().lower() for name in header]
     if len(set(columns)) != len(columns):
-        raise DomainTableError(f"{p}:1: duplicate column names in {header}")
+        raise DomainTableError(f"{p}:{at}: duplicate column names in {header}")
     if "domain" not in columns:
-        raise DomainTableError(f"{p}:1: field 'domain': no 'domain' column; found "
+        raise DomainTableError(f"{p}:{at}: field 'domain': no 'domain' column; found "
                                f"{', '.join(header)}")
     if score_column is not None:
         if score_column.strip().lower() not in columns:
-            raise DomainTableError(f"{p}:1: score_column {score_column!r} is not a "
+            raise DomainTableError(f"{p}:{at}: score_column {score_column!r} is not a "
                                    f"column; found {', '.join(header)}")
         score_col: str | None = score_column.strip().lower()
     else:
@@ -111,7 +121,7 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     type_col = "source_type" if "source_type" in columns else None
     if type_col is None and score_col is None:
         raise DomainTableError(
-            f"{p}:1: expected a 'source_type' column or a score column "
+            f"{p}:{at}: expected a 'source_type' column or a score column "
             f"({', '.join(SCORE_COLUMNS)}, or score_column=...); found {', '.join(header)}")
     i_domain = columns.index("domain")
     i_type = columns.index(type_col) if type_col else None

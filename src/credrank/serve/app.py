@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,7 +61,7 @@ from credrank.serve.models import (
     SearchRequest,
     SearchResponse,
 )
-from credrank.serve.responses import JSON, error
+from credrank.serve.responses import JSON, Rendered, error
 from credrank.serve.work import Plan, ServiceState, WriteWork, priors_document
 from credrank.signals.feedback import RequestIdReused
 
@@ -205,8 +205,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                       "schema": {"$ref": "#/components/schemas/RerankRequest"}}}}})
     async def rerank(request: Request) -> JSON:
         """Rerank candidates retrieved elsewhere: provenance typed from their URLs, retrieval
-        score = cosine (passages with a vector are not embedded again; with `query_vector`
-        the query is not embedded either) or their own score; each hit returns the
+        score per `retrieval` (default `auto`: their vectors if of the index's model, else
+        their own scores, else the cosine of passages embedded here; `info.retrieval` says
+        which; with `query_vector` the query is not embedded); each hit returns the
         candidate's metadata untouched. Priced before it runs, embedding included (over
         --max-request-cost: 422 naming candidates)."""
         # parsed and validated in one pass by pydantic-core (json.loads + validation of 30
@@ -225,9 +226,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         # passages are embedded for the cosine, or for stages that read vectors (selectors,
         # neighbour smoothing); priced conservatively for every selector
         vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
-        embeds = req.retrieval == "cosine" or vectors
-        lengths = [len(c.title or "") + 1 + len(c.text or "") for c in req.candidates
-                   if c.vector is None] if embeds else []
+        lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors)
         cost = state.budget(plan, embed_lengths=lengths)
         records = [{"id": c.id, "text": c.text, "url": c.url, "title": c.title,
                     "score": c.score, "vector": c.vector, "metadata": c.metadata}
@@ -235,11 +234,12 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
                                    req.retrieval, req.query_vector, req.text))
 
-    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any) -> dict[str, Any]:
-        """``work`` through :meth:`ServiceState.read`; a spec that cannot be built and a
-        pipeline that cannot run on the request's data answer 422."""
+    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any) -> Rendered:
+        """``work`` through :meth:`ServiceState.read`, its document serialised in the worker
+        (:class:`Rendered`: built once, serialised once, off the event loop); a spec that
+        cannot be built and a pipeline that cannot run on the request's data answer 422."""
         try:
-            return await state.read(cost, work, *args)
+            return await state.read(cost, _rendering(work), *args)
         except SpecError as exc:
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
@@ -287,8 +287,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     async def priors(version: int | None = Query(None, ge=0, description="default: current")
                      ) -> JSON:
         """The priors of a version of the feedback store (per type and per source)."""
-        def work(token: Any) -> dict[str, Any]:
-            return priors_document(state.priors_store(), version)
+        def work(token: Any) -> Rendered:
+            return Rendered.of(priors_document(state.priors_store(), version))
 
         try:
             return JSON(await state.read(None, work))
@@ -327,6 +327,14 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     app.add_middleware(AccessLogMiddleware)
     _document_body(app, RerankRequest)
     return app
+
+
+def _rendering(work: Callable[..., dict[str, Any]]) -> Callable[..., Rendered]:
+    """``work`` returning its document serialised (:meth:`Rendered.of`), in the same thread."""
+    def run(token: Any, *args: Any) -> Rendered:
+        return Rendered.of(work(token, *args))
+
+    return run
 
 
 def _document_body(app: FastAPI, model: type[BaseModel]) -> None:

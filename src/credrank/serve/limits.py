@@ -139,6 +139,9 @@ def _checked(token: WorkToken, func: Callable[..., T], *args: Any, **kwargs: Any
 async def _finished_within(future: asyncio.Future[Any], seconds: float,
                            sleep: Callable[[float], Awaitable[Any]]) -> bool:
     """Whether ``future`` is done when ``sleep(seconds)`` ends (or before)."""
+    if sleep is asyncio.sleep:  # the real clock: a timer handle of the loop, not a task
+        await asyncio.wait({future}, timeout=seconds)
+        return future.done()
     timer = asyncio.ensure_future(sleep(seconds))
     try:
         await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)

@@ -34,6 +34,7 @@ from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_t
 from credrank.documents.fields import timezone_value
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
+from credrank.rerank import DEFAULT_RETRIEVAL, RETRIEVAL_SOURCES, check_retrieval
 from credrank.serve.config import (
     MAX_CANDIDATES,
     MAX_DOCUMENTS,
@@ -47,7 +48,6 @@ from credrank.serve.config import (
 PriorsName = Literal["compressed", "current", "aggressive", "none", "feedback"]
 Mode = Literal["multiply", "linear", "rrf"]
 Select = Literal["mmr", "coverage", "exposure", "fair"]
-Retrieval = Literal["cosine", "given"]
 SourceType = Literal[SOURCE_TYPES]  # type: ignore[valid-type]
 ParamValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
@@ -158,8 +158,10 @@ class Candidate(_Request):
     text: StrictStr | None = Field(None, description="needed unless a vector is given")
     url: StrictStr | None = Field(None, description="provenance: typed by the server's rules")
     title: StrictStr | None = None
-    score: float | None = Field(None, description="the client's retrieval score (required "
-                                                  "for every candidate with retrieval 'given')")
+    score: float | None = Field(None, description="the client's retrieval score, a similarity "
+                                                  "(required for every candidate with "
+                                                  "retrieval 'given'; with 'auto', used when "
+                                                  "every candidate has one, >= 0)")
     vector: list[float] | StrictStr | None = Field(
         None, description="the passage embedding (the index embedder's dimension), as numbers "
                           "or as base64 of little-endian float32; given, it is used instead of "
@@ -196,9 +198,25 @@ class RerankRequest(ScoringRequest):
 
     candidates: list[Candidate] = Field(
         max_length=MAX_CANDIDATES, description=f"at most {MAX_CANDIDATES:,}")
-    retrieval: Retrieval = Field(
-        "cosine", description="the retrieval score: cosine of query and passage embeddings, "
-                              "or the candidates' own 'score'")
+    retrieval: StrictStr = Field(
+        DEFAULT_RETRIEVAL, json_schema_extra={"enum": list(RETRIEVAL_SOURCES)},
+        description="the retrieval score: 'auto' (the default) — the candidates' vectors when "
+                    "every candidate has one and they are of the index's embedding model "
+                    "(checked once by embedding one passage), else their 'score' when every "
+                    "candidate has one >= 0, else the cosine of passages embedded here "
+                    "(info.retrieval says which: embeddings | given | cosine, and how many "
+                    "were embedded); 'cosine' — the cosine, given vectors used as they are; "
+                    "'given' — the candidates' own 'score'")
+
+    @field_validator("retrieval")
+    @classmethod
+    def _retrieval_choice(cls, value: str) -> str:
+        try:  # the one validator of the option (credrank.rerank)
+            return check_retrieval(value)
+        except ValueError as exc:
+            raise PydanticCustomError("retrieval_choice", "{detail}",
+                                      {"detail": str(exc).removeprefix("retrieval: ")}
+                                      ) from None
     query_vector: list[float] | StrictStr | None = Field(
         None, description="the query embedding by the index's embedder (numbers or base64 "
                           "float32), when the client has it: with vectors on every candidate, "

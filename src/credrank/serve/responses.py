@@ -1,4 +1,11 @@
-"""JSON responses and error bodies shared by the app and its middleware."""
+"""JSON responses and error bodies shared by the app and its middleware.
+
+Every answer is serialised once, by :func:`dumps` — orjson (the ``serve`` extra), with the
+standard library for what orjson refuses (integers beyond 64 bits, non-string keys, text with
+lone surrogates) — into compact UTF-8 JSON without ``NaN`` (non-finite numbers are ``null``).
+``/search``, ``/rerank`` and ``GET /priors`` serialise in their worker thread (:class:`Rendered`),
+so the event loop only sends the bytes.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 from starlette.responses import JSONResponse
 from starlette.types import Send
+
+#: what :func:`dumps` serialises with (benchmarks print it)
+JSON_LIBRARY = f"orjson {orjson.__version__}"
+#: datetimes and dataclasses through :func:`_default`, as the standard library path writes
+#: them (``isoformat()``); numpy values too (``.item()``: a float32 is written as the float64
+#: it widens to, not in float32's shortest form)
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _default(value: Any) -> Any:
@@ -36,22 +51,43 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def dumps(content: Any) -> bytes:
-    """Compact UTF-8 JSON; numpy values as numbers; never ``NaN`` (non-finite → ``null``)."""
+def _stdlib_dumps(content: Any) -> bytes:
+    """:func:`dumps` with the standard library (what orjson cannot write)."""
     try:
         text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
                           default=_default)
     except ValueError:
         text = json.dumps(_finite(json.loads(json.dumps(content, default=_default))),
                           ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: said as its escape
+        return json.dumps(json.loads(text), ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
+def dumps(content: Any) -> bytes:
+    """Compact UTF-8 JSON; numpy values as numbers; never ``NaN`` (non-finite → ``null``)."""
+    try:
+        return orjson.dumps(content, default=_default, option=_OPTIONS)
+    except orjson.JSONEncodeError:
+        return _stdlib_dumps(content)
+
+
+class Rendered(bytes):
+    """A document already serialised by :func:`dumps` (in the worker thread that built it):
+    :class:`JSON` sends it as it is."""
+
+    @classmethod
+    def of(cls, content: Any) -> Rendered:
+        return cls(dumps(content))
 
 
 class JSON(JSONResponse):
-    """The service's JSON response (see :func:`dumps`)."""
+    """The service's JSON response (see :func:`dumps`; :class:`Rendered` bytes as they are)."""
 
     def render(self, content: Any) -> bytes:
-        return dumps(content)
+        return content if isinstance(content, Rendered) else dumps(content)
 
 
 def error(status: int, kind: str, detail: str, *, errors: list[dict[str, Any]] | None = None,

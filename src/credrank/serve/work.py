@@ -28,6 +28,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import json
+import logging
 import re
 import tempfile
 import threading
@@ -51,7 +52,7 @@ from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, re
 from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
-from credrank.rerank import GivenCandidates, rerank_hits
+from credrank.rerank import AutoRetrieval, Fallback, GivenCandidates, rerank_hits
 from credrank.search import describe_compiled, search_document, text_settings
 from credrank.searcher import Searcher
 from credrank.select.stages import CoverageSelect
@@ -166,6 +167,10 @@ class ServiceState:
         self.ready = False
         self._closed = False
         self._close_lock = threading.Lock()
+        #: ``/rerank``'s ``retrieval: "auto"`` state: positive same-model verdicts only (one
+        #: client's vectors of another model must not demote every client's), each fallback
+        #: to embedding logged once (:func:`_log_fallback`)
+        self.auto = AutoRetrieval(cache_negative=False, report=_log_fallback)
 
     def close(self) -> None:
         """Wait for running work, then close the index (idempotent)."""
@@ -178,8 +183,7 @@ class ServiceState:
             self.searcher.close()
 
     # -- running work ------------------------------------------------------------------------
-    async def read(self, cost: Estimate | None, func: Callable[..., dict[str, Any]],
-                   *args: Any) -> dict[str, Any]:
+    async def read(self, cost: Estimate | None, func: Callable[..., T], *args: Any) -> T:
         """``func(token, *args)`` in a worker: the gate if ``cost`` is heavy, the time
         limit, cancelled at its next check when the limit passes. After heavy work, freed
         memory is given back to the operating system (:data:`release_memory`)."""
@@ -448,7 +452,8 @@ class ServiceState:
                query_vector: list[float] | None = None,
                text: str = DEFAULT_TEXT) -> dict[str, Any]:
         """The ``/rerank`` document (as :meth:`Searcher.rerank_json`, with checkpoints and
-        the spec's stages built without the index)."""
+        the spec's stages built without the index); ``info.retrieval`` says what
+        ``retrieval`` resolved to and how many passages were embedded."""
         start = time.perf_counter()
         embedder = _ChunkedEmbedder(self.searcher.embedder, token)
         compiled = compile_rerank(spec, _GIVEN, embedder,
@@ -457,11 +462,13 @@ class ServiceState:
         given = GivenCandidates(records, embedder, self.searcher.typer,
                                 retrieval=retrieval,
                                 with_vectors="vectors" in reads(compiled.stages),
-                                query_vector=query_vector)
+                                query_vector=query_vector, auto=self.auto)
         result = self._run([given, *compiled.stages], query, token, store=False)
+        used = (result.info.get("retrieval") or {}).get("query")
         described = {**describe_compiled(compiled), "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.searcher.embedder.name,
-                     "query_vector": "given" if query_vector is not None else "embedded",
+                     "query_vector": used or ("given" if query_vector is not None
+                                              else "embedded"),
                      **text_settings(text)}
         pipeline = described.pop("pipeline")
         doc = {"credrank_rerank": 1, "query": query, "settings": described,
@@ -469,6 +476,31 @@ class ServiceState:
         self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
+
+    def rerank_embeds(self, candidates: Sequence[Any], retrieval: str,
+                      reads_vectors: bool) -> list[int]:
+        """The lengths (``title\ntext``) of the passages a ``/rerank`` embeds, for its price:
+        none with ``given`` (unless a stage reads vectors); else those without a vector, and
+        with ``auto`` none when every candidate has a non-negative score (and no stage reads
+        vectors), plus the passage the same-model check embeds while the server keeps no
+        verdict. Vectors are priced as the API declares them (the index embedder's): a request
+        whose vectors fail the check embeds their texts beyond this price, bounded by
+        ``--timeout`` (pricing them all would refuse, forever, the large requests of an honest
+        client whose first request never ran to make the verdict)."""
+        def length(c: Any) -> int:
+            return len(c.title or "") + 1 + len(c.text or "")
+
+        if retrieval == "given" and not reads_vectors:
+            return []
+        missing = [length(c) for c in candidates if c.vector is None]
+        if retrieval != "auto":
+            return missing
+        vectors = [c for c in candidates if c.vector is not None]
+        check = ([length(vectors[0])] if vectors and
+                 self.auto.verdict(self.searcher.embedder.dim) is None else [])
+        if not reads_vectors and all(c.score is not None and c.score >= 0 for c in candidates):
+            return check if len(vectors) == len(candidates) else []
+        return check + missing
 
     def index(self, token: WorkToken, documents: list[Any], *, strict: bool = False,
               assume_timezone: str | None = None) -> tuple[dict[str, Any], bool]:
@@ -519,6 +551,15 @@ class Plan:
     consensus: bool
     pool: int
     pool_field: str
+
+
+def _log_fallback(fallback: Fallback) -> None:
+    """The one log line of a ``/rerank`` fallback to embedding (once per cause per server)."""
+    logging.getLogger("credrank.serve.rerank").warning(
+        fallback.message, extra={"fields": {
+            "event": "rerank_embeds", "cause": fallback.cause, "embedded": fallback.embedded,
+            "embedder": fallback.embedder, "embed_ms": round(fallback.ms, 1),
+            "message": fallback.message}})
 
 
 #: a stand-in for the given candidates while a rerank spec is compiled (its stages are used)

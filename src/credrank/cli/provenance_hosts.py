@@ -1,0 +1,162 @@
+"""``credrank provenance hosts``: the hosts of an index by document count, the source type
+each got and what typed it (:mod:`credrank.provenance.inventory`), and a domain-table template
+for the hosts left ``unknown``.
+
+The provenance gap: on a real corpus most hosts match no built-in rule, so the source-type
+priors change nothing until the user types the hosts that matter. This command lists them
+(``--unknown``: only those), writes them as a domain table to fill in (``--template``), and
+with ``--table`` shows how a filled-in table would type them before the corpus is indexed
+again with ``credrank index CORPUS --index DIR --table FILE``.
+
+``--json`` output is data all the way down, marked ``"credrank_provenance_hosts": 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from credrank.cli.common import err, fail
+from credrank.index.opener import open_store
+from credrank.index.store import StoreError
+from credrank.provenance import DomainTableError, RulesError, SourceTyper
+from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, template_text
+
+
+def _check_template(path: Path, force: bool) -> None:
+    if path.is_dir():
+        fail(f"--template {path}: expected a file path, got a directory")
+    if path.exists() and not force:
+        fail(f"--template {path}: the file exists (a filled-in table?); choose another path "
+             "or pass --force to overwrite it")
+    if not path.parent.is_dir():
+        fail(f"--template {path}: the folder {path.parent} does not exist")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _lines(census: HostCensus, index_dir: Path, tables: list[Path], why: str) -> list[str]:
+    s = census.summary()
+    docs, hosts = s["documents"], s["hosts"]
+    by_kind, hosts_kind = s["documents_by_rule_kind"], s["hosts_by_rule_kind"]
+
+    def share(n: int, of: int) -> str:
+        return f"{n} ({100 * n / of:.1f}%)" if of else "0"
+
+    how = (f"typed again with the built-in rules and --table {', '.join(map(str, tables))}"
+           if census.retyped else "as stored in the index")
+    out = [f"{index_dir}: {docs} documents from {hosts} hosts; source types {how}",
+           f"typed: {share(s['typed_documents'], docs)} documents, "
+           f"{share(s['typed_hosts'], hosts)} hosts; unknown: "
+           f"{share(s['unknown_documents'], docs)} documents, "
+           f"{share(s['unknown_hosts'], hosts)} hosts",
+           "documents by rule: " + ", ".join(f"{k} {by_kind.get(k, 0)}" for k in
+                                             ("builtin", "table", "declared", "none")),
+           "hosts by rule: " + ", ".join(f"{k} {hosts_kind.get(k, 0)}" for k in
+                                         ("builtin", "table", "declared", "none"))]
+    if s["documents_without_host"]:
+        out.append(f"documents without a host: {s['documents_without_host']}")
+    if not census.shown:
+        out.append("no host to list")
+        return out
+    width = max(4, *(len(r.host or f"({r.note})") for r in census.shown))
+    out.append("")
+    out.append(f"{'docs':>6}  {'host':<{width}}  {'source_type':<16}  rule")
+    for r in census.shown:
+        extra = ""
+        if len(r.types) > 1:
+            extra = "  [" + ", ".join(f"{t} {n}" for t, n in r.types.items()) + "]"
+        out.append(f"{r.documents:>6}  {(r.host or f'({r.note})'):<{width}}  "
+                   f"{r.source_type:<16}  {r.rule}{extra}")
+    left = len(census.rows) - len(census.shown)
+    if left:
+        out.append(f"({left} more rows not shown: {why})")
+    return out
+
+
+def hosts_command(
+    index_dir: Annotated[Path, typer.Option("--index", help="the index directory")],
+    unknown: Annotated[bool, typer.Option(
+        "--unknown", help="only hosts with documents typed 'unknown'")] = False,
+    top: Annotated[int | None, typer.Option(
+        "--top", help="at most N rows (most documents first); also the template's rows")
+    ] = None,
+    template: Annotated[Path | None, typer.Option(
+        "--template", help="write a domain table (domain,source_type) of the unknown hosts "
+                           "here, most documents first, every type 'unknown' for you to "
+                           "fill in")] = None,
+    table: Annotated[list[Path] | None, typer.Option(
+        "--table", help="type the URLs again with the built-in rules and this domain table "
+                        "CSV (what `credrank index --table` would store); repeatable")
+    ] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="overwrite an existing --template file")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+) -> None:
+    """List the hosts of an index by document count with their source type and the rule that
+    typed them; --template writes a domain table of the unknown hosts to fill in."""
+    if top is not None and top < 1:
+        fail(f"--top: expected an integer >= 1, got {top}")
+    if template is not None:
+        _check_template(template, force)
+    tables = list(table or ())
+    try:
+        typer_ = SourceTyper(tables) if tables else None
+    except (DomainTableError, RulesError) as exc:
+        fail(f"--table: {exc}")
+    if not index_dir.exists():
+        fail(f"--index {index_dir}: no such directory; build an index with `credrank index "
+             "CORPUS --index DIR`")
+    try:
+        with open_store(index_dir) as store:
+            rows = store.read_payloads(None, fields=HOST_FIELDS)
+    except (StoreError, ValueError) as exc:
+        message = str(exc)
+        fail(message if message.startswith("--index") else f"--index {index_dir}: {message}")
+    try:
+        census = host_counts(rows, typer_, unknown_only=unknown, top=top)
+        if template is not None:
+            chosen = census.unknown_hosts[:top] if top is not None else census.unknown_hosts
+            _write_atomic(template, template_text(chosen, source=f"the index {index_dir}",
+                                                  total_unknown=len(census.unknown_hosts)))
+    except ValueError as exc:
+        fail(f"--index {index_dir}: {exc}")
+    except OSError as exc:
+        fail(f"--template {template}: writing failed: {exc}")
+    if as_json:
+        doc: dict[str, Any] = {
+            "credrank_provenance_hosts": 1, "index": str(index_dir),
+            "tables": [str(t) for t in tables], "filter": {"unknown": unknown, "top": top},
+            **census.summary(),
+            "rows": [r.to_dict() for r in census.shown],
+            "rows_not_shown": len(census.rows) - len(census.shown),
+            "template": None if template is None else {
+                "path": str(template),
+                "hosts": len(census.unknown_hosts[:top] if top is not None
+                             else census.unknown_hosts),
+                "unknown_hosts": len(census.unknown_hosts)},
+        }
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        why = " and ".join(x for x in ("--unknown" if unknown else "",
+                                       f"--top {top}" if top is not None else "") if x)
+        typer.echo("\n".join(_lines(census, index_dir, tables, why)))
+    if template is not None:
+        n = len(census.unknown_hosts)
+        written = min(n, top) if top is not None else n
+        err.print(f"template written to {template}: {written} of {n} unknown hosts",
+                  soft_wrap=True)

@@ -1,0 +1,130 @@
+"""The columnar copy of the ranking payload (credrank.index.columns; issue 26, item 4): a kept
+copy gives the very batches the engine's payload gives, and no write leaves it stale."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from credrank.core.candidates import Candidates
+from credrank.documents.schema import SOURCE_TYPES
+from credrank.index.columns import PayloadColumns
+from credrank.index.embed import get_embedder
+from credrank.index.opener import open_store
+from credrank.index.payload import EXTRA_COLUMNS, META_COLUMNS
+from credrank.index.scoring import set_fields
+
+QUERIES = ("does vitamin d prevent covid", "masks and flu", "what causes measles outbreaks")
+
+
+def same(a: Candidates, b: Candidates) -> None:
+    """The same candidates with the same scores, meta columns and vectors; the order the same
+    up to documents of exactly equal score (the engine may order ties either way)."""
+    ranked_a = sorted(zip(-a.retrieval_score, a.doc_ids, strict=True))
+    assert ranked_a == sorted(zip(-b.retrieval_score, b.doc_ids, strict=True))
+    np.testing.assert_array_equal(a.retrieval_score, b.retrieval_score)  # ranked the same
+    row_a = {d: i for i, d in enumerate(a.doc_ids)}
+    row_b = {d: i for i, d in enumerate(b.doc_ids)}
+    for name in (*META_COLUMNS, *EXTRA_COLUMNS):
+        ca, cb = a.column(name), b.column(name)
+        assert {d: ca[i] for d, i in row_a.items()} == {d: cb[i] for d, i in row_b.items()}, name
+    if a.vectors is None:
+        assert b.vectors is None
+    else:
+        assert b.vectors is not None
+        for d, i in row_a.items():
+            np.testing.assert_array_equal(a.vectors[i], b.vectors[row_b[d]])
+
+
+@pytest.fixture()
+def index_copy(demo_index_hashing: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "index"
+    shutil.copytree(demo_index_hashing, target, ignore=shutil.ignore_patterns(".credrank.lock"))
+    return target
+
+
+def test_kept_copy_gives_the_engines_batches(demo_index_hashing: Path) -> None:
+    emb = get_embedder("hashing")
+    with open_store(demo_index_hashing) as store:
+        for text in QUERIES:
+            qv = emb.embed([text])[0]
+            for fetch_k in (1, 7, 30, 200):
+                for vectors in (False, True):
+                    for with_text in (False, True):
+                        store.keep_columns(False)
+                        plain = store.search_dense(text, qv, fetch_k, with_vectors=vectors,
+                                                   with_text=with_text)
+                        assert store.keep_columns(True)
+                        kept = store.search_dense(text, qv, fetch_k, with_vectors=vectors,
+                                                  with_text=with_text)
+                        assert store._columns is not None  # the copy answered
+                        same(plain, kept)
+            priors = {t: 0.4 + 0.05 * i for i, t in enumerate(SOURCE_TYPES)}
+            for vectors in (False, True):
+                store.keep_columns(False)
+                plain = store.search_formula(text, qv, 60, 40, priors, with_vectors=vectors)
+                store.keep_columns(True)
+                same(plain, store.search_formula(text, qv, 60, 40, priors,
+                                                 with_vectors=vectors))
+            store.keep_columns(False)
+            plain = store.search_bm25(text, 20, with_text=True)
+            store.keep_columns(True)
+            same(plain, store.search_bm25(text, 20, with_text=True))
+
+
+def test_writes_drop_the_copy_and_the_next_search_sees_them(index_copy: Path) -> None:
+    from credrank.documents.schema import Document
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    emb = get_embedder("hashing")
+    text = QUERIES[0]
+    qv = emb.embed([text])[0]
+    with open_store(index_copy, create=True) as store:
+        assert store.keep_columns()
+        first = store.search_dense(text, qv, 5)
+        assert store._columns is not None
+        top = str(first.doc_ids[0])
+        set_fields(store, {top: {"machine_text": 1.5, "machine_text_key": "k"}})
+        assert store._columns is None
+        again = store.search_dense(text, qv, 5)
+        assert again.column("machine_text")[0] == 1.5
+        assert again.column("machine_text_key")[0] == "k"
+        doc = Document(id="new-doc", text=text + " " + text, url="https://www.cdc.gov/x")
+        index_documents(iter([doc]), store, emb, SourceTyper([]))
+        assert store._columns is None
+        after = store.search_dense(text, qv, 50)
+        assert "new-doc" in list(after.doc_ids)
+        store.keep_columns(False)
+        same(store.search_dense(text, qv, 50), after)
+
+
+def test_a_point_the_copy_does_not_know_is_read_from_the_engine(demo_index_hashing: Path
+                                                                ) -> None:
+    emb = get_embedder("hashing")
+    text = QUERIES[1]
+    qv = emb.embed([text])[0]
+    with open_store(demo_index_hashing) as store:
+        plain = store.search_dense(text, qv, 10)
+        store.keep_columns(True)
+        store._columns = PayloadColumns(("doc_id",), [(uuid.uuid4(), {"doc_id": "x"})])
+        same(plain, store.search_dense(text, qv, 10))
+        assert store._columns is None  # dropped as stale
+
+
+def test_columns_keep_list_values_whole() -> None:
+    ids = [uuid.uuid4() for _ in range(3)]
+    copy = PayloadColumns(("doc_id", "cites"), [
+        (ids[0], {"doc_id": "a", "cites": ["x", "y"]}),
+        (ids[1], {"doc_id": "b", "cites": ["z", "w"]}),
+        (ids[2], {"doc_id": "c"})])
+    rows = copy.rows([ids[2], ids[0]])
+    assert rows is not None
+    taken = copy.take(rows)
+    assert list(taken["doc_id"]) == ["c", "a"]
+    assert taken["cites"][0] is None and taken["cites"][1] == ["x", "y"]
+    assert copy.rows([uuid.uuid4()]) is None
