@@ -283,7 +283,10 @@ def test_search_settings_validate_consensus_options():
     with pytest.raises(ValueError, match="only with --consensus"):
         search_settings(consensus_params={"threshold": 0.3})
     settings = search_settings(consensus=True, consensus_params={"threshold": 0.3})
-    assert settings.with_text and settings.pushdown is False
+    assert settings.pushdown is False
+    # the text comes as the stage reads it: from the retriever here (no store), from the
+    # index for the candidates it reads when built over one (tests/test_consensus_scale.py)
+    assert "text" in settings.consensus.reads
     assert settings.consensus is not None and settings.consensus.threshold == 0.3
 
 

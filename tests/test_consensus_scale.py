@@ -124,3 +124,28 @@ def test_max_read_above_the_pool_changes_nothing() -> None:
         assert list(a.column("answer")) == list(other.column("answer"))
         assert list(a.column("answer_group")) == list(other.column("answer_group"))
         assert a.info["consensus"]["answers"] == other.info["consensus"]["answers"]
+
+
+def test_over_an_index_the_stage_reads_the_text_it_needs(demo_index_hashing) -> None:
+    """Built over an index, the stage takes the text of the candidates it reads from the
+    index (the retriever returns no text) and answers as it does with the text given."""
+    from credrank.searcher import Searcher
+
+    spec = {"fetch_k": 40, "top_k": 10,
+            "stages": [{"stage": "prior"}, {"stage": "consensus", "max_read": 25},
+                       {"stage": "combine"}, {"stage": "topk"}]}
+    searcher = Searcher.open(demo_index_hashing)
+    try:
+        from credrank.pipeline.spec import PipelineSpec
+
+        compiled = searcher.compile(PipelineSpec.from_dict(spec))
+        stage = next(s for s in compiled.stages if isinstance(s, AnswerConsensus))
+        assert stage.text_store is not None and "text" not in stage.reads
+        out = compiled.pipeline.search("does vitamin d prevent covid")
+        pool = compiled.pipeline.stages[0].search("does vitamin d prevent covid")
+        assert pool.column("text")[0] is None  # the retriever brought no text
+        info = out.info["consensus"]
+        assert info["read"] == 25 and info["not_read"] == len(pool) - 25
+        assert any(a is not None for a in out.column("answer"))
+    finally:
+        searcher.close()

@@ -102,6 +102,19 @@ class Searcher:
             store.close()
             raise
 
+    def keep_columns(self, keep: bool = True) -> bool:
+        """Have the store keep a columnar copy of the ranking payload (Qdrant Edge:
+        :meth:`~credrank.index.qdrant_edge.EdgeIndex.keep_columns`), so searches over large
+        pools (``fetch_k`` in the hundreds, selectors, consensus) read no payload from the
+        engine — what ``credrank serve`` does. Costs ≈ 1 s per 100,000 documents now and after
+        each write, and ≈ 0.4 kB a document (plus the vectors, up to 256 MB). Returns whether
+        the store keeps it (other stores: ``False``, nothing to do)."""
+        keep_columns = getattr(self.store, "keep_columns", None)
+        if not callable(keep_columns):
+            return False
+        with self._lock:
+            return bool(keep_columns(keep))
+
     @property
     def lock(self) -> threading.Lock:
         """The lock searches hold on the store; a writer to the same store (``POST /index``)

@@ -1,6 +1,6 @@
 """Framework adapters (optional extras): Haystack, LlamaIndex, LangChain.
 
-* :mod:`credrank.adapters.haystack` — ``CredibilityRanker``, a Haystack 2 ``@component``
+* :mod:`credrank.adapters.haystack` — ``CredibilityRanker``, a Haystack (2.x, 3.x) ``@component``
   (``pip install 'credrank[haystack]'``);
 * :mod:`credrank.adapters.llamaindex` — ``CredibilityPostprocessor``, a LlamaIndex
   ``BaseNodePostprocessor`` (``pip install 'credrank[llamaindex]'``);

@@ -1,4 +1,4 @@
-"""Haystack 2 component: :class:`CredibilityRanker` (``pip install 'credrank[haystack]'``).
+"""Haystack component (2.x, 3.x): :class:`CredibilityRanker` (`pip install credrank[haystack]`).
 
 A ranker to put after any retriever (ask it for ~3 × ``top_k`` documents: the expanded pool)::
 
@@ -43,7 +43,7 @@ from typing import Any
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError("credrank.adapters.haystack needs Haystack 2: "
+    raise ImportError("credrank.adapters.haystack needs Haystack (2.x or 3.x): "
                       "pip install 'credrank[haystack]'") from exc
 
 from credrank.adapters._common import (

@@ -144,9 +144,7 @@ def serve(
         searcher = Searcher.open(index_dir, tables=table or [], trust_declared=trust_declared,
                                  create=api_key is not None, resources=resources,
                                  allow_paths=False, **options)
-        keep_columns = getattr(searcher.store, "keep_columns", None)
-        if callable(keep_columns):  # Qdrant Edge: the ranking payload kept columnar, so a
-            keep_columns()          # large pool reads no payload (credrank.index.columns)
+        searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))
     try:
