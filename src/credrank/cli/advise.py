@@ -41,7 +41,7 @@ from credrank.advise.pools import (
     bundled_profile_path,
     load_profile,
 )
-from credrank.cli.common import fail
+from credrank.cli.common import fail, index_rows
 
 
 def _value(cost: Cost) -> str:
@@ -124,19 +124,7 @@ def render_derived(facts: IndexFacts, derived: tuple[Derivation, ...]) -> str:
 
 
 def _index_profile(index_dir: Path) -> tuple[Profile, IndexFacts, tuple[Derivation, ...]]:
-    from credrank.index.opener import open_store
-    from credrank.index.store import StoreError
-
-    if not index_dir.exists():
-        fail(f"--index {index_dir}: no such directory; build an index with `credrank index "
-             "CORPUS --index DIR`")
-    try:
-        with open_store(index_dir) as store:
-            rows = store.read_payloads(None, fields=INDEX_FIELDS)
-    except (StoreError, ValueError) as exc:
-        message = str(exc)
-        fail(message if message.startswith("--index") else f"--index {index_dir}: {message}")
-    return profile_from_rows(rows, f"index {index_dir}")
+    return profile_from_rows(index_rows(index_dir, INDEX_FIELDS), f"index {index_dir}")
 
 
 def advise(

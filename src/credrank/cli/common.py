@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -30,6 +31,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     whole for the reader and for tools that search the output."""
     err.print(labelled("error:", "red", message), soft_wrap=True)
     raise typer.Exit(code)
+
+
+def index_rows(index_dir: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The payload ``fields`` of every document of the index ``index_dir``, opened read-only;
+    a missing directory or an unreadable index exits 2 with an error naming ``--index``."""
+    from credrank.index.opener import open_store  # lazy: only the commands that read one
+    from credrank.index.store import StoreError
+
+    if not index_dir.exists():
+        fail(f"--index {index_dir}: no such directory; build an index with `credrank index "
+             "CORPUS --index DIR`")
+    try:
+        with open_store(index_dir) as store:
+            return store.read_payloads(None, fields=fields)
+    except (StoreError, ValueError) as exc:
+        message = str(exc)
+        fail(message if message.startswith("--index") else f"--index {index_dir}: {message}")
 
 
 def warn(message: str, label: str = "warning:") -> None:

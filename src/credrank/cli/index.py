@@ -282,17 +282,9 @@ def index(
 def _run_document(corpus: Path, index_dir: Path, rejects_path: Path, report: Any,
                   size: int, strict: bool) -> dict[str, Any]:
     """The ``--json`` document of a run (docs/json.md, ``"credrank_index": 1``)."""
-    return {
-        "credrank_index": 1, "corpus": str(corpus), "index": str(index_dir),
-        "indexed": report.indexed, "unchanged": report.unchanged,
-        "rejected": report.rejected, "rejects": [reject_row(r) for r in report.rejects],
-        "fields_dropped": len(report.dropped),
-        "dropped": [dropped_row(d) for d in report.dropped],
-        "reading": {"strict": strict, "assume_timezone": report.assume_timezone,
-                    "zones_assumed": report.zones_assumed},
-        "conflicts": [{"doc_id": d, "conflict": c} for d, c in report.conflicts],
-        "documents": size, "rejects_file": str(rejects_path),
-    }
+    return {"credrank_index": 1, "corpus": str(corpus), "index": str(index_dir),
+            **report.counts(reject_row, dropped_row, strict=strict),
+            "documents": size, "rejects_file": str(rejects_path)}
 
 
 class _Guarded:

@@ -21,9 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import err, fail
-from credrank.index.opener import open_store
-from credrank.index.store import StoreError
+from credrank.cli.common import err, fail, index_rows
 from credrank.provenance import DomainTableError, RulesError, SourceTyper
 from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, template_text
 
@@ -118,15 +116,7 @@ def hosts_command(
         typer_ = SourceTyper(tables) if tables else None
     except (DomainTableError, RulesError) as exc:
         fail(f"--table: {exc}")
-    if not index_dir.exists():
-        fail(f"--index {index_dir}: no such directory; build an index with `credrank index "
-             "CORPUS --index DIR`")
-    try:
-        with open_store(index_dir) as store:
-            rows = store.read_payloads(None, fields=HOST_FIELDS)
-    except (StoreError, ValueError) as exc:
-        message = str(exc)
-        fail(message if message.startswith("--index") else f"--index {index_dir}: {message}")
+    rows = index_rows(index_dir, HOST_FIELDS)
     try:
         census = host_counts(rows, typer_, unknown_only=unknown, top=top)
         if template is not None:

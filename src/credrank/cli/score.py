@@ -25,8 +25,11 @@ from credrank.cli.common import QuietOption, console, fail, progress, show_progr
 from credrank.index.store import StoreError, no_index_error, read_manifest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.progress import Progress
 
+    from credrank.index.manifest import Manifest
     from credrank.index.scoring import ScoreReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -89,6 +92,23 @@ def score_machine_text(idx: Any, *, bar: Progress | None, label: str,
                        on_chunk=advance)
 
 
+def open_writer(index_dir: Path, check: Callable[[Manifest], None] | None = None) -> Any:
+    """The index ``index_dir`` opened as a writer (the lock is exclusive, as for ``credrank
+    index``), after ``check(manifest)``; no index there, or one that fails the check, exits 2
+    with the error."""
+    from credrank.index.opener import open_store
+
+    try:
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise no_index_error(index_dir)
+        if check is not None:
+            check(manifest)
+        return open_store(index_dir, create=True)
+    except (ValueError, StoreError) as exc:
+        fail(str(exc))
+
+
 def summary(report: ScoreReport, index_dir: Path) -> str:
     """The one-line account of a scoring run."""
     short = f", {report.unscorable} too short to score (factor 1)" if report.unscorable else ""
@@ -116,14 +136,7 @@ def machine_text(
         fail(f"--index {index_dir}: no such index directory; build one with "
              "`credrank index CORPUS --index DIR`")
     check_scores(["machine-text"])
-    from credrank.index.opener import open_store
-
-    try:
-        if read_manifest(index_dir) is None:
-            raise no_index_error(index_dir)
-        idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
-    except (ValueError, StoreError) as exc:
-        fail(str(exc))
+    idx = open_writer(index_dir)
     show = show_progress(quiet)
     try:
         with idx, progress(show) as bar:
@@ -213,17 +226,12 @@ def credibility(
         fail(f"--index {index_dir}: no such index directory; build one with "
              "`credrank index CORPUS --index DIR`")
     saved = check_credibility_model(model)
-    from credrank.index.opener import open_store
 
-    try:
-        manifest = read_manifest(index_dir)
-        if manifest is None:
-            raise no_index_error(index_dir)
+    def same_embedder(manifest: Manifest) -> None:
         if manifest.embedder != saved.embedder_name:
             check_credibility_model(model, manifest.embedder)
-        idx = open_store(index_dir, create=True)  # a writer: the lock is exclusive
-    except (ValueError, StoreError) as exc:
-        fail(str(exc))
+
+    idx = open_writer(index_dir, same_embedder)
     show = show_progress(quiet)
     try:
         with idx, progress(show) as bar:

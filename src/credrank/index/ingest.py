@@ -81,6 +81,21 @@ class IndexReport:
         self.zones_assumed = stream.zones_assumed
         self.assume_timezone = stream.assume_timezone
 
+    def counts(self, reject_row: Callable[[Reject], Any],
+               dropped_row: Callable[[DroppedField], Any], *, strict: bool
+               ) -> dict[str, Any]:
+        """The run as data (``credrank index --json``, ``POST /index``), each reject and
+        dropped field as the caller's ``reject_row`` / ``dropped_row`` writes it (a file
+        line for the CLI, a record number for the service); ``strict``: the reading's mode."""
+        return {"indexed": self.indexed, "unchanged": self.unchanged,
+                "rejected": self.rejected, "rejects": [reject_row(r) for r in self.rejects],
+                "fields_dropped": len(self.dropped),
+                "dropped": [dropped_row(d) for d in self.dropped],
+                "reading": {"strict": strict,
+                            "assume_timezone": self.assume_timezone,
+                            "zones_assumed": self.zones_assumed},
+                "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts]}
+
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
         dropped = f"; {dropped_summary(self.dropped)}" if self.dropped else ""

@@ -40,9 +40,7 @@ import numpy as np
 
 from credrank.core.validation import (
     as_matrix,
-    as_vector,
     check_int,
-    check_nonnegative,
     check_nonzero_rows,
     check_positive,
 )
@@ -50,6 +48,7 @@ from credrank.select.diversity import (
     SetSelection,
     best_set_milp,
     check_membership,
+    check_objective,
     cosine_dissimilarity,
     ilad_from_dissimilarity,
     intent_coverage,
@@ -191,13 +190,8 @@ def best_set_bounded(utilities: np.ndarray, k: int, *,
     solver (:func:`~credrank.select.diversity.best_set_milp`, called with ``time_limit`` =
     the time left).
     """
-    u = as_vector("utilities", utilities)
+    u, k, lam1, lam2 = check_objective(utilities, k, lambda_ilad, lambda_coverage)
     n = len(u)
-    k = check_int("k", k, 1)
-    if k > n:
-        raise ValueError(f"k: expected at most the number of candidates ({n}), got {k}")
-    lam1 = check_nonnegative("lambda_ilad", lambda_ilad)
-    lam2 = check_nonnegative("lambda_coverage", lambda_coverage)
     limit = check_positive("time_limit", time_limit)
     exact_pool = check_int("exact_pool", exact_pool, 1)
     start = clock() if started is None else float(started)

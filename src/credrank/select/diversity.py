@@ -209,16 +209,24 @@ def order_by_utility(utilities: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return idx[np.argsort(-u[idx], kind="stable")]
 
 
-def _prepare(utilities: np.ndarray, k: int, dissimilarity: np.ndarray | None,
-             membership: np.ndarray | None, lambda_ilad: float, lambda_coverage: float,
-             ) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None, float, float]:
+def check_objective(utilities: np.ndarray, k: int, lambda_ilad: float,
+                    lambda_coverage: float) -> tuple[np.ndarray, int, float, float]:
+    """``(u, k, λ₁, λ₂)`` of the set objective, checked: ``k`` in ``[1, len(u)]`` and both
+    weights ``>= 0`` (the exact and the anytime coverage selections share it)."""
     u = as_vector("utilities", utilities)
     n = len(u)
     k = check_int("k", k, 1)
     if k > n:
         raise ValueError(f"k: expected at most the number of candidates ({n}), got {k}")
-    lam1 = check_nonnegative("lambda_ilad", lambda_ilad)
-    lam2 = check_nonnegative("lambda_coverage", lambda_coverage)
+    return (u, k, check_nonnegative("lambda_ilad", lambda_ilad),
+            check_nonnegative("lambda_coverage", lambda_coverage))
+
+
+def _prepare(utilities: np.ndarray, k: int, dissimilarity: np.ndarray | None,
+             membership: np.ndarray | None, lambda_ilad: float, lambda_coverage: float,
+             ) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None, float, float]:
+    u, k, lam1, lam2 = check_objective(utilities, k, lambda_ilad, lambda_coverage)
+    n = len(u)
     d = None if dissimilarity is None else check_dissimilarity(dissimilarity, n)
     m = None if membership is None else check_membership(membership, n)
     if lam1 > 0 and d is None:

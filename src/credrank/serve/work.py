@@ -521,13 +521,7 @@ class ServiceState:
             token.begin_commit()
             report = write_prepared(prepared, searcher.store, searcher.embedder)
             size = len(searcher.store)
-        return {"credrank_index": 1, "indexed": report.indexed, "unchanged": report.unchanged,
-                "rejected": report.rejected, "rejects": [_reject(r) for r in report.rejects],
-                "fields_dropped": len(report.dropped),
-                "dropped": [_dropped(d) for d in report.dropped],
-                "reading": {"strict": strict, "assume_timezone": report.assume_timezone,
-                            "zones_assumed": report.zones_assumed},
-                "conflicts": [{"doc_id": d, "conflict": c} for d, c in report.conflicts],
+        return {"credrank_index": 1, **report.counts(_reject, _dropped, strict=strict),
                 "documents": size}, True
 
     def priors_store(self) -> FeedbackPriors:
