@@ -27,6 +27,11 @@ with one thread what two dedicated cores would approach).
 
     python benchmarks/bench_machine_text.py auc --data ../shared/data --n 150 --json auc.json
     python benchmarks/bench_machine_text.py speed --data ../shared/data --n 64
+    python benchmarks/bench_machine_text.py corpus-auc --data ../shared/data --score-cache DIR
+
+``corpus-auc``: the same AUC over *every* passage of CrAM NQ and NewsPolluted (the corpora the
+benches rank), scored through the benches' own cache (``credrank bench … --machine-text
+--cache DIR`` shares it), with an interval from resampling questions.
 """
 
 from __future__ import annotations
@@ -144,7 +149,7 @@ def run_auc(args: argparse.Namespace) -> dict[str, Any]:
     from credrank.machine_text.statistic import criterion_from_terms
 
     scorer = FastDetectScorer(max_tokens=max(args.budgets), batch_size=args.batch_size,
-                              threads=args.threads)
+                              threads=args.threads, precision=args.precision)
     cache = TermCache(args.cache, scorer.key)
     sets = load_sets(args.data, args.n, args.seed)
     rows = []
@@ -177,6 +182,55 @@ def run_auc(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed, "rows": rows}
 
 
+def run_corpus_auc(args: argparse.Namespace) -> dict[str, Any]:
+    """``d`` of **every** passage of CrAM NQ and NewsPolluted (the whole corpora the benches
+    rank; scored through the benches' cache folder, ``--score-cache``:
+    :mod:`credrank.experiments.machine_text_rows`), the AUC of machine-written vs real, and
+    a 95% interval from resampling questions (a question's passages stay together)."""
+    from credrank.datasets.cram_nq import read_cram_nq
+    from credrank.datasets.newspolluted import read_newspolluted
+    from credrank.experiments.machine_text_rows import score_texts
+    from credrank.machine_text.scorer import FastDetectScorer
+
+    scorer = FastDetectScorer(batch_size=args.batch_size, threads=args.threads,
+                              precision=args.precision)
+    cram = read_cram_nq(args.data / "cram" / "cram_nq_1000_reconstructed.jsonl")
+    news = read_newspolluted(args.data / "cag" / "NewsPolluted.json")
+    sets = {"cram-nq": (cram, "is_misinformation"), "newspolluted": (news, "fake")}
+    rows = []
+    for name, (ev, label) in sets.items():
+        docs = ev.documents
+        d = score_texts([doc.text for doc in docs], scorer, cache_dir=args.score_cache)
+        machine = np.array([bool(ev.doc_labels[doc.id][label]) for doc in docs])
+        question = [next(q for q, ids in (ev.pools or {}).items() if doc.id in ids)
+                    if ev.pools else doc.id for doc in docs]
+        ok = np.isfinite(d)
+        auc = _auc(d[ok & machine], d[ok & ~machine])
+        groups: dict[str, list[int]] = {}
+        for i, q in enumerate(question):
+            if ok[i]:
+                groups.setdefault(q, []).append(i)
+        keys = sorted(groups)
+        rng = np.random.default_rng(args.seed)
+        values = []
+        for _ in range(1000):
+            take = np.concatenate([groups[keys[k]] for k in rng.integers(0, len(keys),
+                                                                          len(keys))])
+            pos, neg = d[take][machine[take]], d[take][~machine[take]]
+            if len(pos) and len(neg):
+                values.append(_auc(pos, neg))
+        rows.append({"set": name, "machine": int((ok & machine).sum()),
+                     "real": int((ok & ~machine).sum()), "too_short": int((~ok).sum()),
+                     "questions": len(keys), "auc": round(auc, 3),
+                     "ci95": [round(float(np.percentile(values, 2.5)), 3),
+                              round(float(np.percentile(values, 97.5)), 3)],
+                     "median_d_machine": round(float(np.median(d[ok & machine])), 3),
+                     "median_d_real": round(float(np.median(d[ok & ~machine])), 3)})
+        print(json.dumps(rows[-1]), flush=True)
+    return {"measure": "corpus-auc", "scorer": scorer.config(), "seed": args.seed,
+            "rows": rows}
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -190,24 +244,37 @@ def run_speed(args: argparse.Namespace) -> dict[str, Any]:
     pos, neg, _ = sets["cram-nq"]
     texts = (pos + neg)[:args.n]
     rows = []
-    for threads in args.thread_counts:
-        for budget in args.budgets:
-            scorer = FastDetectScorer(max_tokens=budget, batch_size=args.batch_size,
-                                      threads=threads)
-            scorer.load()
-            scorer.score(texts[:args.batch_size])  # warm-up
-            load_before = _load()
-            cpu, wall = time.process_time(), time.perf_counter()
-            d = scorer.score(texts)
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            tokens = sum(min(len(x), budget) for x in scorer.token_ids(texts))
-            rows.append({"threads": threads, "budget": budget, "passages": len(texts),
-                         "tokens": tokens, "wall_s": round(wall, 2),
-                         "passages_per_s": round(len(texts) / wall, 2),
-                         "cpu_s_per_passage": round(cpu / len(texts), 4),
-                         "finite": int(np.isfinite(d).sum()),
-                         "loadavg_before": load_before, "loadavg_after": _load()})
-            print(json.dumps(rows[-1]), flush=True)
+    reference: dict[int, np.ndarray] = {}  # budget -> d in float32, for the rank agreement
+    for precision in args.precisions:
+        for threads in args.thread_counts:
+            for budget in args.budgets:
+                scorer = FastDetectScorer(max_tokens=budget, batch_size=args.batch_size,
+                                          threads=threads, precision=precision)
+                scorer.load()
+                scorer.score(texts[:args.batch_size])  # warm-up
+                load_before = _load()
+                cpu, wall = time.process_time(), time.perf_counter()
+                d = scorer.score(texts)
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                tokens = sum(min(len(x), budget) for x in scorer.token_ids(texts))
+                row = {"precision": scorer.precision, "threads": threads, "budget": budget,
+                       "passages": len(texts), "tokens": tokens, "wall_s": round(wall, 2),
+                       "passages_per_s": round(len(texts) / wall, 2),
+                       "cpu_s_per_passage": round(cpu / len(texts), 4),
+                       "finite": int(np.isfinite(d).sum()),
+                       "loadavg_before": load_before, "loadavg_after": _load()}
+                if scorer.precision == "float32":
+                    reference.setdefault(budget, d)
+                elif budget in reference:
+                    from scipy.stats import spearmanr
+
+                    ok = np.isfinite(d) & np.isfinite(reference[budget])
+                    row["spearman_vs_float32"] = round(float(spearmanr(
+                        d[ok], reference[budget][ok]).statistic), 4)
+                    row["max_abs_diff_vs_float32"] = round(float(np.max(np.abs(
+                        d[ok] - reference[budget][ok]))), 3)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     if args.store:
         rows.append(_store_row(texts, args))
         print(json.dumps(rows[-1]), flush=True)
@@ -231,7 +298,7 @@ def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
 
     budget = max(args.budgets)
     scorer = FastDetectScorer(max_tokens=budget, batch_size=args.batch_size,
-                              threads=args.thread_counts[0])
+                              threads=args.thread_counts[0], precision=args.precisions[-1])
     scorer.load()
     emb = get_embedder("hashing")
     with tempfile.TemporaryDirectory() as tmp:
@@ -241,7 +308,8 @@ def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
             load_before = _load()
             report = score_store(idx, ScoreJob("machine_text", scorer.key, scorer.score),
                                  chunk=max(4 * args.batch_size, 64))
-    return {"threads": args.thread_counts[0], "budget": budget, "passages": report.scored,
+    return {"precision": scorer.precision, "threads": args.thread_counts[0], "budget": budget,
+            "passages": report.scored,
             "what": "score_store on a Qdrant Edge index (read, score, write payloads)",
             "wall_s": round(report.seconds, 2), "passages_per_s": round(report.rate, 2),
             "loadavg_before": load_before, "loadavg_after": _load()}
@@ -249,7 +317,7 @@ def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("measure", choices=("auc", "speed"))
+    parser.add_argument("measure", choices=("auc", "speed", "corpus-auc"))
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--n", type=int, default=150, help="passages per class (auc) or in all")
     parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
@@ -258,13 +326,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                         default=[2, 1])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--precision", default="auto",
+                        help="auc: the scorer's precision (auto, float32, bfloat16)")
+    parser.add_argument("--precisions", type=lambda s: s.split(","),
+                        default=["float32", "bfloat16"],
+                        help="speed: precisions to time (the first float32 one is the "
+                             "reference of the rank agreement); --store uses the last")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="auc: the per-passage terms file (pickle)")
+    parser.add_argument("--score-cache", type=Path, default=None,
+                        help="corpus-auc: the benches' score cache folder (credrank bench "
+                             "--cache)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--store", action="store_true",
                         help="speed: also time score_store on a Qdrant Edge index")
     args = parser.parse_args(argv)
-    result = run_auc(args) if args.measure == "auc" else run_speed(args)
+    run = {"auc": run_auc, "speed": run_speed, "corpus-auc": run_corpus_auc}[args.measure]
+    result = run(args)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
 

@@ -417,7 +417,7 @@ def test_scorer_equals_the_reference_on_the_models_own_logits() -> None:
              "Vitamin D", "x",
              "In conclusion, regular exercise offers numerous benefits for overall health "
              "and well-being, including improved cardiovascular fitness and mood."]
-    scorer = FastDetectScorer(max_tokens=12, batch_size=3)
+    scorer = FastDetectScorer(max_tokens=12, batch_size=3, precision="float32")
     got = scorer.score(texts)
     tok, model = _model()
     for text, d in zip(texts, got, strict=True):
@@ -428,6 +428,37 @@ def test_scorer_equals_the_reference_on_the_models_own_logits() -> None:
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].double().numpy()
         assert d == pytest.approx(criterion_numpy(logits, ids[1:]), abs=1e-3)
+
+
+@pytest.mark.slow
+def test_bfloat16_scores_agree_with_float32_and_leave_the_shared_model_alone() -> None:
+    """``precision="bfloat16"`` runs a bfloat16 copy: its ``d`` ranks passages as float32
+    does (passages further apart than 0.5 keep their order; values within 0.25 — 0.1 was
+    measured on 64 CrAM passages, 0.2 on these short texts), and the process's
+    float32 model — shared with the generator — stays float32."""
+    lm_or_skip()
+    import torch
+
+    from credrank.machine_text.scorer import FastDetectScorer, _model
+
+    texts = ["The committee met on Tuesday and agreed to postpone the vote until the budget "
+             "figures for the coming year are available.",
+             "In conclusion, regular exercise offers numerous benefits for overall health and "
+             "well-being, including improved cardiovascular fitness and mood.",
+             "lol no way that game last night was insane, cant believe the ref missed that",
+             "Paris is the capital and most populous city of France, with an estimated "
+             "population of two million residents.",
+             "Add the flour slowly, stirring all the time, then let the dough rest for an hour "
+             "before you roll it out thin.",
+             "Quantum entanglement zebra marmalade the of seven purple arguments sleeps."]
+    f32 = FastDetectScorer(max_tokens=48, precision="float32").score(texts)
+    bf16_scorer = FastDetectScorer(max_tokens=48, precision="bfloat16")
+    bf16 = bf16_scorer.score(texts)
+    assert bf16_scorer.key.endswith("-bf16/t48") and np.isfinite(bf16).all()
+    assert np.max(np.abs(bf16 - f32)) < 0.25
+    apart = [(i, j) for i in range(6) for j in range(6) if f32[i] - f32[j] > 0.5]
+    assert apart and all(bf16[i] > bf16[j] for i, j in apart)  # clear orders are kept
+    assert next(_model()[1].parameters()).dtype == torch.float32
 
 
 @pytest.mark.slow

@@ -154,6 +154,31 @@ def test_every_mode_demotes_a_planted_cluster(mode):
     assert len(out.column("planted_z")) == len(batch)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_trusted_provenance_is_never_flagged(mode):
+    """The same planted group, typed by provenance: from an established newsroom it is
+    spared in every mode (counted), from an unknown source or with ``trusted: []`` it is
+    flagged as before."""
+    rng = np.random.default_rng(2)
+    q, vectors, texts = attacked_pool(rng)
+    params = MODE_PARAMS.get(mode, {})
+    for planted_type, trusted, spared in (("established_news", None, True),
+                                          ("unknown", None, False),
+                                          ("established_news", [], False)):
+        types = ["unknown"] * 10 + [planted_type] * 5
+        batch = batch_of(q, vectors, texts).with_meta("source_type", types)
+        stage = PlantedEvidence(mode, **params) if trusted is None else \
+            PlantedEvidence(mode, trusted=trusted, **params)
+        out = stage.transform(batch)
+        f, info = out.factors["planted"], out.info["planted"]
+        evidence = np.asarray(out.column("planted_evidence"), dtype=float)
+        if spared:
+            assert np.all(f[10:] == 1.0) and np.all(evidence[10:] == 0.0)
+            assert info["spared_trusted"] > 0
+        else:
+            assert f[10:].mean() < f[:10].mean() and info["spared_trusted"] == 0
+
+
 def test_the_evidence_is_reported_per_hit():
     rng = np.random.default_rng(4)
     q, vectors, texts = attacked_pool(rng)
@@ -214,6 +239,13 @@ def test_parameters_are_validated_once_by_the_spec():
         PipelineSpec.from_dict({"stages": [{"stage": "planted", "mode": "nope"}]})
     with pytest.raises(SpecError, match=r"stages\[0\]\.floor"):
         PipelineSpec.from_dict({"stages": [{"stage": "planted", "floor": 1.5}]})
+    with pytest.raises(SpecError, match=r"stages\[0\]\.trusted\[1\]"):
+        PipelineSpec.from_dict({"stages": [{"stage": "planted",
+                                            "trusted": ["government", "tabloid"]}]})
+    none = PipelineSpec.from_dict({"stages": [{"stage": "planted", "trusted": []}]})
+    assert none.to_dict()["stages"][0]["trusted"] == []
+    with pytest.raises(ValueError, match="trusted"):
+        PlantedEvidence(trusted="government")
     with pytest.raises(ValueError, match="floor"):
         PlantedEvidence(floor=0.0)
     with pytest.raises(ValueError, match="z_full"):

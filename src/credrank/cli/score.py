@@ -47,6 +47,9 @@ BatchOption = Annotated[int, typer.Option(
     "--batch-size", min=1, max=4096, help="passages per forward pass")]
 ThreadsOption = Annotated[int | None, typer.Option(
     "--threads", min=1, help="torch threads (default: one per core)")]
+PrecisionOption = Annotated[str, typer.Option(
+    "--precision", help="auto (bfloat16 where the CPU has it natively, else float32), float32 "
+                        "or bfloat16; part of the stored key (docs/results.md)")]
 
 
 def check_scores(names: list[str] | None) -> list[str]:
@@ -66,14 +69,15 @@ def check_scores(names: list[str] | None) -> list[str]:
 
 def score_machine_text(idx: Any, *, bar: Progress | None, label: str,
                        max_tokens: int | None = None, batch_size: int | None = None,
-                       threads: int | None = None) -> ScoreReport:
+                       threads: int | None = None, precision: str = "auto") -> ScoreReport:
     """Score the passages of the open store ``idx`` not yet scored with these settings,
     advancing a task of ``bar`` (``None``: no progress shown)."""
     from credrank.index.scoring import ScoreJob, score_store
     from credrank.machine_text.scorer import BATCH_SIZE, MAX_TOKENS, FastDetectScorer
 
     scorer = FastDetectScorer(max_tokens=max_tokens or MAX_TOKENS,
-                              batch_size=batch_size or BATCH_SIZE, threads=threads)
+                              batch_size=batch_size or BATCH_SIZE, threads=threads,
+                              precision=precision)
     task: list[Any] = []
 
     def start(todo: int, total: int) -> None:
@@ -124,6 +128,7 @@ def machine_text(
     max_tokens: MaxTokensOption = 128,
     batch_size: BatchOption = 16,
     threads: ThreadsOption = None,
+    precision: PrecisionOption = "auto",
     quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
 ) -> None:
@@ -136,13 +141,19 @@ def machine_text(
         fail(f"--index {index_dir}: no such index directory; build one with "
              "`credrank index CORPUS --index DIR`")
     check_scores(["machine-text"])
+    from credrank.machine_text.scorer import check_precision
+
+    try:
+        check_precision(precision)
+    except ValueError as exc:
+        fail(f"--precision: {exc}")
     idx = open_writer(index_dir)
     show = show_progress(quiet)
     try:
         with idx, progress(show) as bar:
             report = score_machine_text(idx, bar=bar if show else None, label=index_dir.name,
                                         max_tokens=max_tokens, batch_size=batch_size,
-                                        threads=threads)
+                                        threads=threads, precision=precision)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")

@@ -38,6 +38,16 @@ Modes (each with its formula and source in :mod:`credrank.defences.planted_math`
   it demotes the best genuine passage of many clean pools too (measured cost in
   docs/results.md); an opt-in.
 
+**Provenance before geometry** (``trusted``). A candidate whose source type — derived from
+its provenance (URL, host, registry tables; the payload's ``source_type``), never from what its
+text says — is one of ``trusted`` (default: ``peer_reviewed``, ``government``,
+``established_news``, the types the seed's priors rate ≥ 0.8) gets no planted evidence in any
+mode (``p = 0``, counted in ``info.planted.spared_trusted``): three rewrites of one story by an
+established newsroom on the day it broke are coverage, not a campaign (RealTimeQA, where they
+are common). The threat these defences address is texts injected into the corpus (PoisonedRAG,
+CrAM's fakes: passages without a source or from sources no rule rates); a writer who can
+publish on an established outlet is outside it, and ``trusted: []`` turns the exemption off.
+
 **Declared policies.** A pool of fewer than ``min_pool`` candidates (default 4: no robust
 centre exists) is left unchanged, the factor 1, ``info.planted.applied = false`` with the
 reason. A batch without vectors, text or a query vector (lexical retrieval) is a
@@ -48,6 +58,7 @@ computed in that mode only (``planted_estimate`` is ``null`` otherwise: it reads
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +67,7 @@ from credrank.consensus.duplicates import jaccard_pairs
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import cosine_matrix
 from credrank.core.pipeline import Stage
-from credrank.core.schema import Field, Integer, Number, Table, Text
+from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text
 from credrank.core.validation import check_choice, check_int, check_probability
 from credrank.defences.planted_math import (
     frequency_scores,
@@ -70,8 +81,11 @@ from credrank.defences.planted_math import (
     robust_z,
     two_means,
 )
+from credrank.documents.schema import SOURCE_TYPES
 
 MODES = ("planted", "grada", "ragdefender", "trustrag", "outlier")
+#: source types never flagged by default (provenance before geometry, module docstring)
+TRUSTED = ("peer_reviewed", "government", "established_news")
 #: words of each passage the word-copy test reads (see :func:`copy_pairs`)
 COPY_WORDS = 300
 
@@ -99,6 +113,7 @@ class PlantedEvidence(Stage):
             copies are one voice, not a planted cluster).
         alpha: GRADA's query penalty α. damping: PageRank's δ.
         min_pool: the smallest pool the stage acts on.
+        trusted: source types whose candidates get no planted evidence (module docstring).
     """
 
     name = "planted"
@@ -115,6 +130,8 @@ class PlantedEvidence(Stage):
         "alpha": Field(Number(0.0, 10.0), default=0.5),
         "damping": Field(Number(0.0, 1.0), default=0.85),
         "min_pool": Field(Integer(2, 100_000), default=4),
+        "trusted": Field(ListOf(Text(choices=SOURCE_TYPES), unique=True),
+                         default=list(TRUSTED)),
     })
 
     def formula_term(self) -> str:
@@ -124,7 +141,7 @@ class PlantedEvidence(Stage):
                  z_full: float = 4.0, cluster_cosine: float = 0.85, min_cluster: int = 3,
                  cluster_z: float = 0.5, copy_jaccard: float = 0.5,
                  alpha: float = 0.5, damping: float = 0.85, min_pool: int = 4,
-                 name: str = "planted"):
+                 trusted: Sequence[str] = TRUSTED, name: str = "planted"):
         self.mode = check_choice("mode", mode, MODES)
         self.floor = check_probability("floor", floor)
         if self.floor <= 0:
@@ -143,6 +160,9 @@ class PlantedEvidence(Stage):
         self.alpha = float(alpha)
         self.damping = check_probability("damping", damping)
         self.min_pool = check_int("min_pool", min_pool, 2)
+        if isinstance(trusted, str):
+            raise ValueError(f"trusted: expected a list of source types, got {trusted!r}")
+        self.trusted = tuple(check_choice("trusted", t, SOURCE_TYPES) for t in trusted)
         self.name = name
 
     # -- evidence ------------------------------------------------------------------------------
@@ -210,10 +230,23 @@ class PlantedEvidence(Stage):
         else:
             p = planted_clusters(components, z, min_size=self.min_cluster,
                                  cluster_z=self.cluster_z)
-        f = self.floor + (1.0 - self.floor) * (1.0 - np.clip(p, 0.0, 1.0))
+        p = np.clip(p, 0.0, 1.0)
+        spared = self._trusted_rows(batch) & (p > 0)
+        p[spared] = 0.0
+        f = self.floor + (1.0 - self.floor) * (1.0 - p)
         info.update(applied=True, planted_estimate=estimate,
-                    flagged=int(np.count_nonzero(p > 0)), copies_joined=int(copy.sum()))
+                    flagged=int(np.count_nonzero(p > 0)), copies_joined=int(copy.sum()),
+                    spared_trusted=int(spared.sum()))
         return self._out(batch, f, z, graph, clusters, p, info)
+
+    def _trusted_rows(self, batch: Candidates) -> np.ndarray:
+        """Whether each candidate's provenance-derived ``source_type`` is trusted (a batch
+        without the column: none is)."""
+        n = len(batch)
+        if not self.trusted or "source_type" not in batch.meta:
+            return np.zeros(n, dtype=bool)
+        types = batch.column("source_type")
+        return np.array([types[i] in self.trusted for i in range(n)], dtype=bool)
 
     def _out(self, batch: Candidates, f: np.ndarray, z: np.ndarray, graph: np.ndarray,
              clusters: list[list[str]], p: np.ndarray, info: dict[str, Any]) -> Candidates:
@@ -228,7 +261,8 @@ class PlantedEvidence(Stage):
         return {"mode": self.mode, "floor": self.floor, "z": self.z, "z_full": self.z_full,
                 "cluster_cosine": self.cluster_cosine, "min_cluster": self.min_cluster,
                 "cluster_z": self.cluster_z, "copy_jaccard": self.copy_jaccard,
-                "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool}
+                "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool,
+                "trusted": list(self.trusted)}
 
 
 def copy_pairs(words: list[str], ii: np.ndarray, jj: np.ndarray, threshold: float

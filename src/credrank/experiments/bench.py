@@ -39,6 +39,7 @@ from credrank.evaluate.result import AbsentSignal, BenchResult
 from credrank.experiments.defences import defence_systems, ragdefender_note
 from credrank.experiments.evotemp import freshness_experiment, generator_experiment
 from credrank.experiments.label_free import label_free_experiment
+from credrank.experiments.machine_text_rows import MachineTextOption, machine_text_systems
 from credrank.generate.llm import ExtractiveReader, Generator
 from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
@@ -256,9 +257,14 @@ def require_usable(evalset: EvalSet, path: Path | str) -> EvalSet:
 
 def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                  fetch_k: int = 15, seed: int = 0, generator: Generator | None = None,
-                 generator_name: str = "extractive", on_progress: OnProgress | None = None
-                 ) -> BenchResult:
+                 generator_name: str = "extractive", on_progress: OnProgress | None = None,
+                 machine_text: MachineTextOption | None = None) -> BenchResult:
     """newspolluted / cram-nq / evotemp: one corpus of all pooled documents.
+
+    ``machine_text`` (``--machine-text``): every pooled passage is scored with the
+    machine-text statistic first and the rows of
+    :mod:`credrank.experiments.machine_text_rows` join the main table and (cram-nq) the
+    clean-pool table.
 
     EvoTemp adds the tables ``freshness`` and ``generator_in_the_loop``
     (:mod:`credrank.experiments.evotemp`; ``generator`` defaults to the offline extractive
@@ -269,6 +275,8 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     (:mod:`credrank.core.progress`): embedding, pools, then systems × queries per table."""
     evalset = require_usable(load_dataset(name, path), path)
     prepared = prepare(evalset, embedder, on_progress=on_progress)
+    machine_details = (machine_text.apply(prepared.index, on_progress=on_progress)
+                       if machine_text is not None else None)
     pools = pools_for(prepared, fetch_k, on_progress)
     measures = POOLED_MEASURES
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
@@ -286,6 +294,9 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
         systems.update(defence_systems(top_k, fetch_k))
         if (why := ragdefender_note()) is not None:
             notes.append(why)
+    if machine_text is not None and machine_details is not None:
+        systems.update(machine_text_systems(top_k, fetch_k))
+        notes.append(machine_text.note(machine_details))
     if name == "cram-nq":
         n_docs = len(evalset.documents)
         have = signal_count(evalset, GPT_TRUTH)
@@ -310,9 +321,12 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     result = BenchResult(name, str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
     result.add_experiment(main)
+    if machine_details is not None:
+        result.details["machine_text"] = machine_details
     if name == "cram-nq":
-        result.add_experiment(clean_pool_experiment(prepared, fetch_k, top_k, measures, seed,
-                                                    on_progress=on_progress))
+        result.add_experiment(clean_pool_experiment(
+            prepared, fetch_k, top_k, measures, seed, on_progress=on_progress,
+            extra=machine_text_systems(top_k, fetch_k) if machine_text is not None else None))
     if name in ("newspolluted", "cram-nq"):
         result.add_experiment(_sweep_noise(pools, evalset, top_k, measures, seed, fetch_k,
                                            on_progress))
@@ -340,10 +354,12 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
 
 def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
                           measures: Sequence[str], seed: int, *,
-                          on_progress: OnProgress | None = None) -> ExperimentResult:
-    """The table ``clean_pools``: the planted-evidence defences on the corpus with every bad
-    document removed (CrAM: the fakes), each question retrieving its ``fetch_k`` nearest real
-    passages: what the defence costs when nothing was planted."""
+                          on_progress: OnProgress | None = None,
+                          extra: Mapping[str, System] | None = None) -> ExperimentResult:
+    """The table ``clean_pools``: the planted-evidence defences (and the ``extra`` rows: the
+    machine-text ones with ``--machine-text``) on the corpus with every bad document removed
+    (CrAM: the fakes), each question retrieving its ``fetch_k`` nearest real passages: what
+    the defence costs when nothing was planted."""
     evalset = prepared.evalset
     bad = set().union(*evalset.bad.values()) if evalset.bad else set()
     index = prepared.index
@@ -354,7 +370,7 @@ def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
     pools = pools_for(Prepared(evalset, clean, prepared.query_vectors), fetch_k, on_progress,
                       "clean pools (queries)")
     systems = {BASELINE: baseline_system(top_k, fetch_k),
-               **defence_systems(top_k, fetch_k)}
+               **defence_systems(top_k, fetch_k), **(extra or {})}
     title = "Cost on clean pools: every fake removed from the corpus"
     return run_experiment(pools, systems, evalset.qrels, list(measures), bad=evalset.bad,
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format(title)),
@@ -429,9 +445,13 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
 
 def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int = 10,
                  fetch_k: int = 30, seed: int = 0, tables: Sequence[Path] = (),
-                 sections: Sequence[Section] = (), on_progress: OnProgress | None = None
-                 ) -> BenchResult:
+                 sections: Sequence[Section] = (), on_progress: OnProgress | None = None,
+                 machine_text: MachineTextOption | None = None) -> BenchResult:
     """trec2019-hm (and the demo corpus): source types from the URL only.
+
+    ``machine_text`` (``--machine-text``, trec2019-hm): the pooled pages are scored with the
+    machine-text statistic first and its rows join the main table (its cost on human-written
+    web pages).
 
     ``sections`` are further measurements over the same pools (``section(result, pools,
     evalset, top_k, measures)`` adds tables to ``result``): the experiments add theirs this
@@ -448,6 +468,8 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
         measures = CORPUS_MEASURES
     typer = SourceTyper(list(tables))
     prepared = prepare(evalset, embedder, typer=typer, on_progress=on_progress)
+    machine_details = (machine_text.apply(prepared.index, on_progress=on_progress)
+                       if machine_text is not None else None)
     pools = pools_for(prepared, fetch_k, on_progress)
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for p in ("compressed", "current", "aggressive"):
@@ -460,13 +482,19 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
             "current", top_k, fetch_k, {"stage": "smoothing", "m": m, "beta": beta})
     if name == "trec2019-hm":  # the planted-evidence defence's cost on clean web pages
         systems.update(defence_systems(top_k, fetch_k, only=("planted", "outlier", "grada")))
+    notes = list(evalset.notes)
+    if machine_text is not None and machine_details is not None:
+        systems.update(machine_text_systems(top_k, fetch_k))
+        notes.append(machine_text.note(machine_details))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                           notes=_results_notes(),
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult(name, str(path or "credrank/data/demo"),
                          bench_settings(embedder, top_k, fetch_k, seed), evalset.summary(),
-                         list(evalset.notes), qrels=evalset.qrels)
+                         notes, qrels=evalset.qrels)
     result.add_experiment(main)
+    if machine_details is not None:
+        result.details["machine_text"] = machine_details
     types = list(prepared.index.meta.get("source_type", []))
     result.details["source_types"] = {t: types.count(t) for t in sorted(set(types))}
     result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures, fetch_k,

