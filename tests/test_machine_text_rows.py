@@ -72,6 +72,15 @@ def test_cache_resumes_an_interrupted_run_without_scoring_twice(tmp_path: Path) 
     other = type("Other", (StandIn,), {"key": "stand-in/t16"})()
     score_texts(texts[:3], other, cache_dir=tmp_path)
     assert len(other.scored) == 3  # another key: scored again, never mixed
+    path = cache_file(tmp_path, StandIn.key)
+    path.write_bytes(path.read_bytes()[:-20])  # the last write cut short
+    counts: list[tuple[int, int]] = []
+    fourth = StandIn()
+    np.testing.assert_allclose(score_texts(texts, fourth, cache_dir=tmp_path,
+                                           on_count=lambda d, t: counts.append((d, t))),
+                               expected)
+    assert len(fourth.scored) == 1 and counts == [(1, 1)]  # only the cut passage again
+    assert len(read_cache(path)) == len(set(texts))  # the file reads cleanly after it
 
 
 def test_cache_ignores_a_cut_last_line_and_names_a_bad_line(tmp_path: Path) -> None:
@@ -150,11 +159,12 @@ def test_stress_bench_scores_only_the_passages_it_can_rank(cram_file: Path) -> N
     fakes = [t for t in scorer.scored if t.startswith("CNN news:")]
     assert 0 < evaluated < 12 and len(fakes) == evaluated  # no other question's contaminant
     assert len(scorer.scored) < 60  # the clean pools and the contaminants, not the corpus
+    assert result.details["machine_text"]["documents"] == len(set(scorer.scored))
 
 
 def test_option_refused_where_it_does_not_apply(cram_file: Path) -> None:
     with pytest.raises(ValueError, match="--machine-text is only used by newspolluted, cram-nq"):
-        run_bench("evotemp", BenchOptions(cram_file, "hashing", machine_text=True))
+        run_bench("ramdocs", BenchOptions(cram_file, "hashing", machine_text=True))
     with pytest.raises(ValueError, match="not to --model"):
         run_bench("cram-nq", BenchOptions(cram_file, "hashing", model="smollm2",
                                           machine_text=True))
@@ -168,7 +178,7 @@ def test_cli_refuses_the_option_on_another_bench(tmp_path: Path) -> None:
                            "hashing", "--json"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
-    assert "--machine-text is only used by newspolluted, cram-nq, trec2019-hm" in done.stderr
+    assert "--machine-text is only used by newspolluted, cram-nq, evotemp" in done.stderr
     assert done.stdout == ""
 
 

@@ -524,7 +524,7 @@ def test_real_server_with_models_and_the_cli_replays_its_pipeline(
     got = CliRunner().invoke(cli, ["search", CLAIM, "--index", str(where), "--pipeline",
                                    str(tmp_path / "spec.json"), "--json"])
     assert got.exit_code == 0, got.output
-    cli_doc = json.loads(got.output)
+    cli_doc = json.loads(got.stdout)  # stdout only: a warning goes to stderr
     assert [d for d, _ in ranked(cli_doc)] == [d for d, _ in ranked(first.json())]
     assert [s for _, s in ranked(cli_doc)] == pytest.approx(
         [s for _, s in ranked(first.json())], rel=1e-9)

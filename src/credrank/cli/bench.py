@@ -85,8 +85,8 @@ def bench(
              "or question (PoisonedRAG's black-box attack: the target question prepended to "
              "each text)")] = "none",
     machine_text: Annotated[bool, typer.Option(
-        "--machine-text", help="newspolluted, cram-nq, trec2019-hm and stress-*: add the "
-             "machine-text rows (similarity × machine_text, and with planted); every passage "
+        "--machine-text", help="newspolluted, cram-nq, evotemp, trec2019-hm and stress-*: add "
+             "the machine-text rows (similarity × machine_text, and with planted); every passage "
              "is first scored with SmolLM2 (the lm extra; ≈ 0.2 s per passage on 2 free "
              "cores: CrAM NQ's 5,000 take 15–30 min), kept under --cache so that a rerun "
              "pays nothing")] = False,

@@ -64,7 +64,7 @@ class BenchOptions:
     #: poisonedrag: how the injected texts are written (``none`` | ``question``: the black-box
     #: attack prepends the target question)
     prefix: str = "none"
-    #: newspolluted, cram-nq, trec2019-hm and stress-*: add the machine-text rows (every
+    #: newspolluted, cram-nq, evotemp, trec2019-hm and stress-*: add the machine-text rows (every
     #: passage scored with SmolLM2 first, kept in ``cache_dir`` when given:
     #: :mod:`credrank.experiments.machine_text_rows`)
     machine_text: bool = False
@@ -136,7 +136,7 @@ def _pooled(name: str) -> Callable[[BenchOptions], BenchResult]:
         if name == "evotemp":
             return bench_pooled(name, o.path, _embedder(o), seed=o.seed,
                                 generator=_generator(name, o), generator_name=o.generator,
-                                on_progress=o.on_progress)
+                                on_progress=o.on_progress, machine_text=_machine_text(o))
         return bench_pooled(name, o.path, _embedder(o), seed=o.seed, on_progress=o.on_progress,
                             machine_text=_machine_text(o))
     return run
@@ -184,7 +184,7 @@ def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
 
 
 #: the benches that take ``--machine-text``
-MACHINE_TEXT_BENCHES = ("newspolluted", "cram-nq", "trec2019-hm", "stress-cram",
+MACHINE_TEXT_BENCHES = ("newspolluted", "cram-nq", "evotemp", "trec2019-hm", "stress-cram",
                         "stress-news", "stress-poisonedrag")
 
 #: the stress bench of each source

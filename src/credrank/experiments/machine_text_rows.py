@@ -16,8 +16,8 @@ Hence opt-in. With a cache folder
 line per passage, the SHA-256 of its text and ``d`` — appended after each batch: an interrupted
 bench resumes where it stopped, a rerun (or another bench over the same passages) pays nothing,
 and scores of another key (budget, precision) are never mixed in. A last line cut short by an
-interruption is ignored (it is scored again); any other unreadable line is an error naming the
-file and the line.
+interruption is ignored (and cut before the next append: that passage is scored again); any
+other unreadable line is an error naming the file and the line.
 """
 
 from __future__ import annotations
@@ -114,11 +114,21 @@ def read_cache(path: Path) -> dict[str, float | None]:
     return out
 
 
+def _drop_cut_tail(path: Path) -> None:
+    """Cut a last line left unfinished by an interrupted write (no newline), so that the next
+    append starts on a line of its own."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
 def score_texts(texts: Sequence[str], scorer: Any, *, cache_dir: Path | None = None,
-                on_count: Callable[[int], None] | None = None) -> np.ndarray:
+                on_count: Callable[[int, int], None] | None = None) -> np.ndarray:
     """``d`` of each text (float64, ``nan`` when too short to score), each distinct text
     scored once by ``scorer`` (``.key``, ``.score(texts)``) unless ``cache_dir`` holds it
-    (module docstring); ``on_count(n)`` after each chunk of ``n`` texts scored."""
+    (module docstring); ``on_count(done, total)`` after each chunk, ``total`` the distinct
+    texts the cache did not hold."""
     hashes = [text_hash(t) for t in texts]
     path = cache_file(cache_dir, scorer.key) if cache_dir is not None else None
     known = read_cache(path) if path is not None else {}
@@ -129,6 +139,8 @@ def score_texts(texts: Sequence[str], scorer: Any, *, cache_dir: Path | None = N
     pending = list(todo.items())
     if path is not None and pending:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            _drop_cut_tail(path)
     for start in range(0, len(pending), CHUNK):
         chunk = pending[start:start + CHUNK]
         values = np.asarray(scorer.score([t for _, t in chunk]), dtype=np.float64)
@@ -140,7 +152,7 @@ def score_texts(texts: Sequence[str], scorer: Any, *, cache_dir: Path | None = N
             with path.open("a", encoding="utf-8") as fh:
                 fh.writelines(lines)
         if on_count is not None:
-            on_count(len(chunk))
+            on_count(start + len(chunk), len(pending))
     return np.array([np.nan if known[h] is None else known[h] for h in hashes],
                     dtype=np.float64)
 
@@ -159,13 +171,12 @@ def add_machine_text(index: InMemoryIndex, scorer: Any, *, only: Collection[str]
         raise ValueError("machine-text rows: the bench index has no text column")
     texts = [str(texts_col[i]) for i in rows]
     tick = step(on_progress, "machine-text scores (SmolLM2, passages)")
-    total = len(set(texts))
     done = [0]
 
-    def count(n: int) -> None:
-        done[0] += n
+    def count(n: int, total: int) -> None:
+        done[0] = n
         if tick is not None:
-            tick(done[0], total)
+            tick(n, total)
 
     d = score_texts(texts, scorer, cache_dir=cache_dir, on_count=count)
     values: list[Any] = [None] * len(ids)
@@ -176,7 +187,7 @@ def add_machine_text(index: InMemoryIndex, scorer: Any, *, only: Collection[str]
     index.meta[FIELD] = np.asarray(values, dtype=object)
     index.meta[KEY_FIELD] = np.asarray(keys, dtype=object)
     scored = [v for v in d if np.isfinite(v)]
-    return {"key": scorer.key, "documents": len(rows), "distinct_texts": total,
+    return {"key": scorer.key, "documents": len(rows), "distinct_texts": len(set(texts)),
             "newly_scored": done[0], "too_short": len(rows) - len(scored),
             "cache": str(cache_file(cache_dir, scorer.key)) if cache_dir is not None else None,
             "median_d": float(np.median(scored)) if scored else None}

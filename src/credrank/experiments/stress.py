@@ -683,6 +683,8 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     result.details["generator"] = generator_name
     result.details.update(data.details)
     result.details.update(fit_details)
+    if machine_details is not None:
+        result.details["machine_text"] = machine_details
     if source == "poisonedrag":
         result.details["poison_copies"] = poison_copies(ev, index, max(chosen_counts))
     else:
