@@ -34,7 +34,7 @@ import numpy as np
 def _pools(args: argparse.Namespace) -> dict[str, Any]:
     """``set name -> (pools, scorer(run) -> {measure: mean}, top_k)``."""
     from credrank.datasets import load_dataset, poisoned_corpus, read_cram_nq, read_poisonedrag
-    from credrank.evaluate.metrics import ranked_docs
+    from credrank.evaluate.metrics import harmful_at_k, mean, ranked_docs
     from credrank.experiments.bench import Prepared, pools_for, prepare
     from credrank.experiments.poisoning import _subset
     from credrank.experiments.realtimeqa import question_pools
@@ -54,13 +54,9 @@ def _pools(args: argparse.Namespace) -> dict[str, Any]:
             pools = pools_for(_subset(prep, n) if n < 5 else prep, 15)
 
             def attack(run: Mapping[str, Mapping[str, float]], ev: Any = ev) -> dict[str, float]:
-                a1, p5 = [], []
-                for qid in run:
-                    top = ranked_docs(run[qid])[:5]
-                    hits = [d in ev.bad[qid] for d in top]
-                    a1.append(float(any(hits[:1])))
-                    p5.append(float(sum(hits)))
-                return {"attack@1": float(np.mean(a1)), "poisons@5": float(np.mean(p5))}
+                # attack-success@1 = harmful@1; poisons@5 = 5 · harmful@5 (the bench's kernel)
+                return {"attack@1": mean(harmful_at_k(run, ev.bad, 1)),
+                        "poisons@5": 5 * mean(harmful_at_k(run, ev.bad, 5))}
             out[f"poisonedrag {n} text(s), prefix {prefix}"] = (pools, attack, 5)
     bad = set().union(*cram.bad.values())
     prep = prepare(cram, emb)

@@ -6,8 +6,6 @@ options refused where they do not apply (library and CLI), and the precision in 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from credrank.experiments.stress import bench_stress
 from credrank.index.embed import get_embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision
+from test_cli_exit import CREDRANK, assert_clean_error, run_cli
 
 
 class Injected(RuntimeError):
@@ -171,15 +170,14 @@ def test_option_refused_where_it_does_not_apply(cram_file: Path) -> None:
 
 
 def test_cli_refuses_the_option_on_another_bench(tmp_path: Path) -> None:
-    credrank = Path(sys.executable).with_name("credrank")
-    if not credrank.exists():
+    if not CREDRANK.exists():
         pytest.skip("the credrank console script is not installed")
-    done = subprocess.run([str(credrank), "bench", "demo", "--machine-text", "--embedder",
-                           "hashing", "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    done = run_cli("bench", "demo", "--machine-text", "--embedder", "hashing", "--json",
+                   cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "--machine-text is only used by newspolluted, cram-nq, evotemp" in done.stderr
     assert done.stdout == ""
+    assert_clean_error(done, "--machine-text")
 
 
 def test_precision_is_validated_and_named_in_the_key() -> None:
@@ -197,14 +195,14 @@ def test_precision_is_validated_and_named_in_the_key() -> None:
 
 
 def test_cli_score_refuses_an_unknown_precision(tmp_path: Path) -> None:
-    credrank = Path(sys.executable).with_name("credrank")
-    if not credrank.exists():
+    if not CREDRANK.exists():
         pytest.skip("the credrank console script is not installed")
     from credrank.generate.local import lm_available
 
     if (missing := lm_available()) is not None:
         pytest.skip(f"SmolLM2 is not available: {missing}")
-    done = subprocess.run([str(credrank), "score", "machine-text", "--index", str(tmp_path),
-                           "--precision", "fp8"], capture_output=True, text=True, timeout=300)
+    done = run_cli("score", "machine-text", "--index", str(tmp_path), "--precision", "fp8",
+                   cwd=tmp_path)
     assert done.returncode == 2
+    assert_clean_error(done, "--precision")
     assert "--precision: expected one of auto, float32, bfloat16, got 'fp8'" in done.stderr

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -184,6 +184,20 @@ class FormulaScoring(Protocol):
         :func:`~credrank.index.payload.returned_fields` of ``with_text``, which ``fields``
         replaces."""
         ...
+
+
+def formula_defaults(freshness: FreshnessFormula | None,
+                     credibility: CredibilityFormula | None) -> dict[str, Any]:
+    """The formula's payload defaults, one table for both engine backends: a point without a
+    date field of :data:`FRESHNESS_FIELDS` reads it as ``freshness.now``, a point without the
+    credibility score reads ``credibility.neutral`` (``p₀``); empty when neither term is in the
+    formula."""
+    defaults: dict[str, Any] = {}
+    if freshness is not None:
+        defaults.update({name: freshness.now for name in FRESHNESS_FIELDS})
+    if credibility is not None:
+        defaults[credibility.field] = credibility.neutral
+    return defaults
 
 
 def formula_fields(fields: Sequence[str] | None, with_text: bool) -> list[str]:

@@ -57,6 +57,7 @@ from credrank.index.formula import (
     FRESHNESS_FIELDS,
     CredibilityFormula,
     FreshnessFormula,
+    formula_defaults,
     formula_fields,
     formula_priors,
 )
@@ -555,14 +556,12 @@ def _formula(priors: tuple[tuple[str, float], ...], freshness: FreshnessFormula 
         ]) for t, weight in priors])
     parts = [qe.Expression.Max([qe.Expression.Variable("$score"),
                                 qe.Expression.Constant(0.0)]), prior_expr]
-    defaults: dict[str, Any] = {}
     if freshness is not None:
         parts.append(freshness_expression(freshness))
-        defaults.update({name: freshness.now for name in FRESHNESS_FIELDS})
     if credibility is not None:
         parts.append(credibility_expression(credibility))
-        defaults[credibility.field] = credibility.neutral
-    return qe.Formula(qe.Expression.Mult(parts), defaults=defaults or None)
+    return qe.Formula(qe.Expression.Mult(parts),
+                      defaults=formula_defaults(freshness, credibility) or None)
 
 
 def credibility_expression(spec: CredibilityFormula) -> Any:

@@ -43,6 +43,7 @@ from credrank.index.formula import (
     FRESHNESS_FIELDS,
     CredibilityFormula,
     FreshnessFormula,
+    formula_defaults,
     formula_fields,
     formula_priors,
 )
@@ -110,13 +111,11 @@ def formula_query(priors: Mapping[str, float], freshness: FreshnessFormula | Non
             key="source_type", match=models.MatchValue(value=t))])
         for t, weight in formula_priors(priors)])
     parts: list[Any] = [positive, prior]
-    defaults: dict[str, Any] = {}
     if freshness is not None:
         parts.append(freshness_expression(freshness))
-        defaults.update({name: freshness.now for name in FRESHNESS_FIELDS})
     if credibility is not None:
         parts.append(credibility_expression(credibility))
-        defaults[credibility.field] = credibility.neutral
+    defaults = formula_defaults(freshness, credibility)
     if not defaults:
         return models.FormulaQuery(formula=models.MultExpression(mult=parts))
     return models.FormulaQuery(formula=models.MultExpression(mult=parts), defaults=defaults)
