@@ -1,6 +1,6 @@
 """Machine-written text: Fast-DetectGPT's analytic criterion with SmolLM2-135M, measured.
 
-Two measurements (docs/results.md, "Machine-written text (Fast-DetectGPT with SmolLM2-135M)"):
+Measurements (docs/results.md, "Machine-written text (Fast-DetectGPT with SmolLM2-135M)"):
 
 ``auc``: the statistic ``d`` (higher = more machine-like; no label is used to compute it) of
 passages sampled from each set, and the AUC of ``d`` for telling the machine-written passages
@@ -32,6 +32,17 @@ with one thread what two dedicated cores would approach).
 ``corpus-auc``: the same AUC over *every* passage of CrAM NQ and NewsPolluted (the corpora the
 benches rank), scored through the benches' own cache (``credrank bench … --machine-text
 --cache DIR`` shares it), with an interval from resampling questions.
+
+``transforms``: how far the factor's transform moves the benches, on the pools the benches
+rank (MiniLM, fetch_k 15 / top 5; TREC fetch_k 30 / top 10; scores from the same cache):
+NewsPolluted and CrAM NQ harmful@1 and nDCG@5, CrAM NQ with every fake removed (nDCG@5) and
+TREC 2019 HM dev (nDCG@10), for the product stage's fixed transform ``1 − (1 − floor)·Φ(d)``
+at floors 0.5 (the default), 0.3 and 0.1, and — a measurement, not a product option — the
+corpus percentile ``1 − (1 − floor)·F(d)`` (``F`` the empirical distribution of ``d`` over
+the set's whole corpus, no label read) at floors 0.5 and 0.3. No row reads a label; the rows
+look at the sets they are reported on.
+
+    python benchmarks/bench_machine_text.py transforms --data ../shared/data --score-cache DIR
 """
 
 from __future__ import annotations
@@ -231,6 +242,80 @@ def run_corpus_auc(args: argparse.Namespace) -> dict[str, Any]:
             "rows": rows}
 
 
+def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``transforms`` table (module docstring)."""
+    from credrank.combine import Combine
+    from credrank.core.pipeline import FunctionStage, Pipeline
+    from credrank.datasets import load_dataset
+    from credrank.evaluate.metrics import evaluate, harmful_at_k, mean, run_from_batches
+    from credrank.experiments.bench import Prepared, pools_for, prepare
+    from credrank.experiments.machine_text_rows import add_machine_text
+    from credrank.index.embed import CachedEmbedder, get_embedder
+    from credrank.index.memory import InMemoryIndex
+    from credrank.machine_text.scorer import FastDetectScorer
+    from credrank.machine_text.stage import FIELD, MachineTextFactor
+    from credrank.provenance import SourceTyper
+    from credrank.select.topk import TopK
+
+    scorer = FastDetectScorer(batch_size=args.batch_size, threads=args.threads,
+                              precision=args.precision)
+    emb = CachedEmbedder(get_embedder("minilm"), args.score_cache)
+    sets: dict[str, tuple[Any, Any, int, np.ndarray]] = {}
+    for name, path, fetch_k, top_k, typer in (
+            ("newspolluted", args.data / "cag" / "NewsPolluted.json", 15, 5, None),
+            ("cram-nq", args.data / "cram" / "cram_nq_1000_reconstructed.jsonl", 15, 5, None),
+            ("trec2019-hm", args.data / "trec2019_hm" / "trec2019_hm_dev.csv", 30, 10,
+             SourceTyper())):
+        ev = load_dataset(name, path)
+        prep = prepare(ev, emb, typer=typer)
+        add_machine_text(prep.index, scorer, cache_dir=args.score_cache)
+        d = np.array([np.nan if x is None else float(x) for x in prep.index.meta[FIELD]])
+        corpus = np.sort(d[np.isfinite(d)])
+        sets[name] = (ev, pools_for(prep, fetch_k), top_k, corpus)
+        if name == "cram-nq":
+            bad = set().union(*ev.bad.values())
+            keep = np.array([str(x) not in bad for x in prep.index.doc_ids])
+            clean = InMemoryIndex(list(prep.index.doc_ids[keep]), prep.index.vectors[keep],
+                                  {k: list(np.asarray(v, dtype=object)[keep])
+                                   for k, v in prep.index.meta.items()})
+            sets["cram-nq, fakes removed"] = (
+                ev, pools_for(Prepared(ev, clean, prep.query_vectors), fetch_k), top_k, corpus)
+
+    def percentile(floor: float, corpus: np.ndarray) -> Any:
+        def apply(batch: Any) -> Any:
+            d = np.array([np.nan if x is None else float(x) for x in batch.column(FIELD)])
+            share = np.searchsorted(corpus, np.nan_to_num(d, nan=-np.inf), side="right")
+            f = 1.0 - (1.0 - floor) * share / max(len(corpus), 1)
+            return batch.with_factor("machine_text", f, 0.0, 1.0)
+        return FunctionStage(apply, "machine_text")
+
+    systems: list[tuple[str, Any]] = [("similarity only", None)]
+    systems += [(f"fixed Φ, floor {fl}", lambda c, fl=fl: MachineTextFactor(fl))
+                for fl in (0.5, 0.3, 0.1)]
+    systems += [(f"corpus percentile, floor {fl}", lambda c, fl=fl: percentile(fl, c))
+                for fl in (0.5, 0.3)]
+    rows = []
+    for system, make in systems:
+        row: dict[str, Any] = {"system": system}
+        for name, (ev, pools, top_k, corpus) in sets.items():
+            stages = [] if make is None else [make(corpus)]
+            pipe = Pipeline([*stages, Combine("multiply"), TopK(top_k)])
+            run = run_from_batches({q: pipe(b) for q, b in pools.items()})
+            if not name.endswith("removed") and name != "trec2019-hm":
+                row[f"{name} harmful@1"] = round(mean(harmful_at_k(run, ev.bad, 1)), 3)
+            measure = f"nDCG@{top_k}"
+            row[f"{name} {measure}"] = round(mean(evaluate(ev.qrels, run, [measure])[measure]),
+                                             3)
+        rows.append(row)
+        print(json.dumps(row, ensure_ascii=False), flush=True)
+    heads = list(rows[0])
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for row in rows:
+        print("| " + " | ".join(str(row[h]) for h in heads) + " |")
+    return {"measure": "transforms", "scorer": scorer.config(), "rows": rows}
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -317,7 +402,7 @@ def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("measure", choices=("auc", "speed", "corpus-auc"))
+    parser.add_argument("measure", choices=("auc", "speed", "corpus-auc", "transforms"))
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--n", type=int, default=150, help="passages per class (auc) or in all")
     parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
@@ -336,13 +421,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cache", type=Path, default=None,
                         help="auc: the per-passage terms file (pickle)")
     parser.add_argument("--score-cache", type=Path, default=None,
-                        help="corpus-auc: the benches' score cache folder (credrank bench "
-                             "--cache)")
+                        help="corpus-auc, transforms: the benches' score cache folder "
+                             "(credrank bench --cache; also the embedding cache)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--store", action="store_true",
                         help="speed: also time score_store on a Qdrant Edge index")
     args = parser.parse_args(argv)
-    run = {"auc": run_auc, "speed": run_speed, "corpus-auc": run_corpus_auc}[args.measure]
+    run = {"auc": run_auc, "speed": run_speed, "corpus-auc": run_corpus_auc,
+           "transforms": run_transforms}[args.measure]
     result = run(args)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")

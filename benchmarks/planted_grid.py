@@ -14,7 +14,24 @@ clean ones, side by side with similarity alone, so the choice is visible:
 Every row reads no label; labels only score the rows. The choice looks at the same sets it is
 reported on (no held-out poisoning set exists here): docs/results.md says so.
 
-    python benchmarks/planted_grid.py --data ../shared/data --cache DIR [--json out.json]
+The grid also runs the stage's ``linkage = "complete"`` (a group: every pair a paraphrase,
+not a chain) at cosine 0.7 / 0.75 and size 3 / 4.
+
+``--variants`` adds rows for other ways of forming the groups, each tried to escape the
+trade-off the grid shows (catching the five unprefixed PoisonedRAG texts costs CrAM's clean
+pools, whose genuine passages are as alike): groups that stand apart from the rest of the
+pool (mean cosine inside minus mean cosine to the others ≥ δ), cosine of the vectors with the
+query direction removed (``v − (v·q)q``: what two passages share *besides* the query), and
+pairs that must also share ≥ o of their non-query content words (overlap coefficient;
+planted texts repeat their answer). Each flags a group of ≥ 3 with median query z ≥ 0.5,
+factor ``0.1 + 0.9 (1 − p)``, the ``trusted`` exemption as in the stage. These are
+measurements, not product modes.
+
+    python benchmarks/planted_grid.py --data ../shared/data --cache DIR [--variants]
+        [--attacked] [--json out.json]
+
+``--attacked`` adds the pooled attack sets of the benches (CrAM NQ with its fakes,
+NewsPolluted, EvoTemp: harmful@1 and nDCG@5), where a setting's cost on attacked pools shows.
 """
 
 from __future__ import annotations
@@ -66,6 +83,17 @@ def _pools(args: argparse.Namespace) -> dict[str, Any]:
                            for k, v in prep.index.meta.items()})
     out["cram-nq clean pools"] = (pools_for(Prepared(cram, clean, prep.query_vectors), 15),
                                   _ndcg(cram.qrels, 5), 5)
+    if args.attacked:
+        def attacked(ev: Any) -> Any:
+            def measure(run: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+                return {"harmful@1": mean(harmful_at_k(run, ev.bad, 1)),
+                        **_ndcg(ev.qrels, 5)(run)}
+            return measure
+        out["cram-nq"] = (pools_for(prep, 15), attacked(cram), 5)
+        for name, path in (("newspolluted", data / "cag" / "NewsPolluted.json"),
+                           ("evotemp", data / "cag" / "EvoTemp.json")):
+            ev = load_dataset(name, path)
+            out[name] = (pools_for(prepare(ev, emb), 15), attacked(ev), 5)
     trec = load_dataset("trec2019-hm", data / "trec2019_hm" / "trec2019_hm_dev.csv")
     tprep = prepare(trec, emb, typer=SourceTyper())
     out["trec2019-hm dev"] = (pools_for(tprep, 30), _ndcg(trec.qrels, 10), 10)
@@ -93,6 +121,129 @@ def _ndcg(qrels: Mapping[str, Mapping[str, int]], k: int) -> Any:
     return measure
 
 
+# -- the --variants rows ----------------------------------------------------------------------
+
+def _unit(batch: Any) -> tuple[np.ndarray, np.ndarray]:
+    v = np.asarray(batch.vectors, dtype=np.float64)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    q = np.asarray(batch.query_vector, dtype=np.float64).reshape(-1)
+    return v, q / max(float(np.linalg.norm(q)), 1e-12)
+
+
+def _flag_groups(labels: np.ndarray, z: np.ndarray, keep: Any = None, *, min_size: int = 3,
+                 cluster_z: float = 0.5) -> np.ndarray:
+    p = np.zeros(len(labels))
+    for g in np.unique(labels):
+        members = labels == g
+        if members.sum() >= min_size and float(np.median(z[members])) >= cluster_z and \
+                (keep is None or keep(members)):
+            p[members] = 1.0
+    return p
+
+
+def _single_link(sims: np.ndarray, words: list[str], threshold: float,
+                 pair_ok: Any = None) -> np.ndarray:
+    from credrank.defences.planted import copy_pairs
+    from credrank.defences.planted_math import paraphrase_components
+
+    ii, jj = np.nonzero(np.triu(sims >= threshold, k=1))
+    copy = copy_pairs(words, ii, jj, 0.5)
+    ii, jj = ii[~copy], jj[~copy]
+    if pair_ok is not None and len(ii):
+        ok = np.array([pair_ok(int(i), int(j)) for i, j in zip(ii, jj, strict=True)])
+        ii, jj = ii[ok], jj[ok]
+    adj = np.zeros(sims.shape, dtype=bool)
+    adj[ii, jj] = True
+    return paraphrase_components(adj)
+
+
+def apart(threshold: float, delta: float) -> Any:
+    """Single-link groups at ``threshold`` whose mean inner cosine exceeds their mean cosine
+    to the rest of the pool by ≥ ``delta``."""
+    from credrank.defences.planted_math import robust_z
+
+    def evidence(batch: Any) -> np.ndarray:
+        v, q = _unit(batch)
+        sims = v @ v.T
+
+        def stands_apart(members: np.ndarray) -> bool:
+            inside, outside = np.flatnonzero(members), np.flatnonzero(~members)
+            if len(outside) == 0:
+                return False
+            block = sims[np.ix_(inside, inside)]
+            mean_in = (block.sum() - len(inside)) / (len(inside) * (len(inside) - 1))
+            return bool(mean_in - sims[np.ix_(inside, outside)].mean() >= delta)
+        words = [str(t) for t in batch.column("text")]
+        return _flag_groups(_single_link(sims, words, threshold), robust_z(v @ q),
+                            stands_apart)
+    return evidence
+
+
+def residual(threshold: float) -> Any:
+    """Single-link groups over the cosine of ``v − (v·q)q`` (the query direction removed)."""
+    from credrank.defences.planted_math import robust_z
+
+    def evidence(batch: Any) -> np.ndarray:
+        v, q = _unit(batch)
+        qs = v @ q
+        r = v - np.outer(qs, q)
+        r = r / np.maximum(np.linalg.norm(r, axis=1, keepdims=True), 1e-12)
+        words = [str(t) for t in batch.column("text")]
+        return _flag_groups(_single_link(r @ r.T, words, threshold), robust_z(qs))
+    return evidence
+
+
+def shared_words(threshold: float, overlap: float) -> Any:
+    """Single-link groups at ``threshold`` over pairs that also share ≥ ``overlap`` of their
+    content words outside the query (overlap coefficient, scikit-learn's English stop
+    words removed)."""
+    import re
+
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from credrank.defences.planted_math import robust_z
+
+    def content(text: str) -> set[str]:
+        return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in ENGLISH_STOP_WORDS}
+
+    def evidence(batch: Any) -> np.ndarray:
+        v, q = _unit(batch)
+        words = [str(t) for t in batch.column("text")]
+        asked = content(batch.query)
+        bags = [content(t) - asked for t in words]
+
+        def share(i: int, j: int) -> bool:
+            return len(bags[i] & bags[j]) / max(1, min(len(bags[i]), len(bags[j]))) >= overlap
+        return _flag_groups(_single_link(v @ v.T, words, threshold, share), robust_z(v @ q))
+    return evidence
+
+
+VARIANTS: dict[str, Any] = {
+    **{f"apart cos≥{t} δ≥{d}": apart(t, d) for t, d in ((0.7, 0.3), (0.7, 0.4), (0.75, 0.3))},
+    **{f"query removed cos≥{t}": residual(t) for t in (0.5, 0.6)},
+    **{f"shared words cos≥{t} overlap≥{o}": shared_words(t, o)
+       for t, o in ((0.7, 0.15), (0.7, 0.2), (0.75, 0.15))},
+}
+
+
+def variant_stage(evidence: Any) -> Any:
+    """A ``--variants`` row as a pipeline stage: factor ``planted = 0.1 + 0.9 (1 − p)`` with
+    the planted stage's ``trusted`` exemption (a pool under its ``min_pool``: factor 1)."""
+    from credrank.core.pipeline import FunctionStage
+    from credrank.defences.planted import PlantedEvidence
+
+    default = PlantedEvidence()
+
+    def apply(batch: Any) -> Any:
+        n = len(batch)
+        p = evidence(batch) if n >= default.min_pool else np.zeros(n)
+        if default.trusted and "source_type" in batch.meta:
+            types = batch.column("source_type")
+            p = p * np.array([types[i] not in default.trusted for i in range(n)])
+        return batch.with_factor("planted", 0.1 + 0.9 * (1.0 - p), 0.0, 1.0)
+    return FunctionStage(apply, "planted")
+
+
 def main(argv: list[str] | None = None) -> None:
     from credrank.combine import Combine
     from credrank.core.pipeline import Pipeline
@@ -104,6 +255,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--cache", type=Path, default=None, help="embedding cache folder")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--attacked", action="store_true",
+                    help="also CrAM NQ with its fakes, NewsPolluted and EvoTemp (harmful@1, "
+                         "nDCG@5; fetch_k 15, top 5)")
+    ap.add_argument("--variants", action="store_true",
+                    help="add the rows of other group definitions (module docstring)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     sets = _pools(args)
@@ -112,11 +268,19 @@ def main(argv: list[str] | None = None) -> None:
     for cos, size, z in itertools.product((0.7, 0.75, 0.8, 0.85), (2, 3), (0.5, 1.0)):
         grid.append((f"planted cos≥{cos} size≥{size} z≥{z}",
                      {"cluster_cosine": cos, "min_cluster": size, "cluster_z": z}))
+    for cos, size in itertools.product((0.7, 0.75), (3, 4)):
+        grid.append((f"planted linkage=complete cos≥{cos} size≥{size} z≥0.5",
+                     {"cluster_cosine": cos, "min_cluster": size, "cluster_z": 0.5,
+                      "linkage": "complete"}))
+    if args.variants:
+        grid += [(name, {"variant": evidence}) for name, evidence in VARIANTS.items()]
     rows = []
     for name, params in grid:
         row: dict[str, Any] = {"system": name}
         for set_name, (pools, measure, top_k) in sets.items():
-            stages = [] if params is None else [PlantedEvidence(**params)]
+            stages = [] if params is None else \
+                [variant_stage(params["variant"])] if "variant" in params else \
+                [PlantedEvidence(**params)]
             pipe = Pipeline([*stages, Combine("multiply"), TopK(top_k)])
             run = run_from_batches({q: pipe(b) for q, b in pools.items()})
             row.update({f"{set_name}: {k}": round(v, 3) for k, v in measure(run).items()})

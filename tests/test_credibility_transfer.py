@@ -137,3 +137,74 @@ def test_machine_text_file_and_report(tmp_path: Path):
     path.write_text("doc_id,score\n", encoding="utf-8")
     with pytest.raises(ValueError, match="header set,doc_id,score"):
         ct.read_machine_text(path)
+
+
+def test_machine_text_feature_block_with_a_missing_indicator(sets):
+    featurizer = CredibilityFeaturizer(HashingEmbedder(32))
+    scores = {f"web/{p.doc_id}": (2.0 if p.label == 0 else -2.0) for p in sets["web"].pages}
+    block = ct.score_features(scores)
+    with pytest.raises(ValueError, match="extra: no feature vector for 'cram-nq/"):
+        ct.build_items(sets, featurizer, block)  # CrAM's pages have no score
+    items = ct.build_items(sets, featurizer, block, ct.SCORE_MISSING)
+    x = items.data.x[:, items.slices["extra"]]
+    assert x.shape[1] == 2
+    web = {i for (s, _), i in items.item_of.items() if s == "web"}
+    others = sorted(set(range(len(x))) - web)
+    assert sorted(set(x[sorted(web), 0].tolist())) == [-2.0, 2.0]
+    assert not x[sorted(web), 1].any()
+    assert (x[others] == np.array(ct.SCORE_MISSING)).all()
+    configs = ct.configs_for(items)
+    assert len(configs) == 2 * len(FAST) and configs[-1].groups[-1] == "extra"
+
+
+def test_machine_text_feature_needs_the_scores(tmp_path: Path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "credrank.experiments.credibility_transfer",
+                           "--data", str(tmp_path), "--machine-text-feature"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "error: --machine-text-feature: needs --machine-text FILE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+class _StandIn:
+    """A stand-in scorer (``key``, ``score``): ``d`` = words / 10, ``nan`` under 3 words."""
+
+    key = "stand-in/t1"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def score(self, texts: list[str]) -> np.ndarray:
+        self.seen += texts
+        return np.array([np.nan if len(t.split()) < 3 else len(t.split()) / 10 for t in texts])
+
+
+def test_machine_text_scores_cover_pages_and_pools_once(sets, tmp_path: Path):
+    sets["web"].pages.append(ct.Page("tiny", "too short", None, "t0", 1))
+    scorer = _StandIn()
+    scores = ct.machine_text_scores(sets, scorer, cache_dir=tmp_path)
+    refs = {f"{n}/{p.doc_id}" for n, s in sets.items() for p in s.pages}
+    refs |= {f"{n}/{d}" for n, s in sets.items() for b in (s.batches or {}).values()
+             for d in b.doc_ids}
+    assert set(scores) == refs - {"web/tiny"}  # the short text has no score
+    assert scores["web/f0"] == len(sets["web"].pages[0].text.split()) / 10
+    assert len(scorer.seen) == len(set(scorer.seen))  # each distinct text scored once
+    again = _StandIn()
+    assert ct.machine_text_scores(sets, again, cache_dir=tmp_path) == scores
+    assert again.seen == []  # the cache answered
+
+
+def test_score_machine_text_and_a_file_conflict(tmp_path: Path):
+    import subprocess
+    import sys
+
+    (tmp_path / "mt.csv").write_text("set,doc_id,score\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "credrank.experiments.credibility_transfer",
+                           "--data", str(tmp_path), "--score-machine-text",
+                           "--machine-text", str(tmp_path / "mt.csv")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "error: --score-machine-text: give it or --machine-text FILE, not both" in proc.stderr

@@ -11,6 +11,7 @@ from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import cosine_matrix
 from credrank.defences.planted import MODES, PlantedEvidence, trustrag_flags
 from credrank.defences.planted_math import (
+    complete_link_groups,
     frequency_scores,
     grada_weights,
     outlier_ramp,
@@ -250,6 +251,11 @@ def test_parameters_are_validated_once_by_the_spec():
         PlantedEvidence(floor=0.0)
     with pytest.raises(ValueError, match="z_full"):
         PlantedEvidence(z=3.0, z_full=2.0)
+    with pytest.raises(SpecError, match=r"stages\[0\]\.linkage"):
+        PipelineSpec.from_dict({"stages": [{"stage": "planted", "linkage": "average"}]})
+    with pytest.raises(ValueError, match="linkage"):
+        PlantedEvidence(linkage="ward")
+    assert PlantedEvidence(linkage="complete").config()["linkage"] == "complete"
 
 
 def test_trustrag_flags_only_a_tight_cluster():
@@ -270,6 +276,56 @@ def test_planted_clusters_need_size_and_query_side():
     assert list(paraphrase_components(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], bool))) == \
         [0, 0, 1]
     assert outlier_ramp(np.array([1.0, 3.0, 9.0]), 2.0, 4.0) == pytest.approx([0, 0.5, 1])
+
+
+def test_complete_link_groups_need_every_pair():
+    """A chain a ~ b ~ c (a, c unrelated) is one single-link component, but two complete-link
+    groups; a clique stays one group; no pair: every passage alone."""
+    sims = np.array([[1.0, 0.9, 0.2, 0.1], [0.9, 1.0, 0.9, 0.1], [0.2, 0.9, 1.0, 0.1],
+                     [0.1, 0.1, 0.1, 1.0]])
+    para = np.triu(sims >= 0.8, k=1)
+    assert list(paraphrase_components(para)) == [0, 0, 0, 1]
+    chain = complete_link_groups(sims, para)
+    assert chain[0] != chain[2] and len(set(chain.tolist())) == 3
+    assert chain[1] in (chain[0], chain[2])  # b joins one end of the chain
+    clique = np.full((4, 4), 0.9)
+    np.fill_diagonal(clique, 1.0)
+    assert list(complete_link_groups(clique, np.triu(clique >= 0.8, k=1))) == [0, 0, 0, 0]
+    assert list(complete_link_groups(sims, np.zeros((4, 4), bool))) == [0, 1, 2, 3]
+    # a pair the word-copy test removed cannot be inside a group
+    cut = np.triu(clique >= 0.8, k=1)
+    cut[0, 1] = False
+    groups = complete_link_groups(clique, cut)
+    assert groups[0] != groups[1]
+
+
+def test_complete_linkage_in_the_stage():
+    """The planted group is flagged with either linkage; a chain of loosely related passages
+    on the query side — each close only to its neighbours — is flagged by single linkage and
+    left alone by complete linkage."""
+    rng = np.random.default_rng(2)
+    q, vectors, texts = attacked_pool(rng)
+    out = PlantedEvidence(linkage="complete").transform(batch_of(q, vectors, texts))
+    f = out.factors["planted"]
+    assert np.all(f[10:] == pytest.approx(0.1)) and np.all(f[:10] == 1.0)
+    assert set(out.column("planted_cluster")[10]) == {"d11", "d12", "d13", "d14"}
+    # a chain: 5 passages along an arc through the query side, neighbours at cosine ≈ 0.87,
+    # the ends far apart; 10 unrelated background passages
+    dim = 32
+    qv = unit(rng.normal(size=(1, dim)))[0]
+    side = unit(rng.normal(size=(1, dim)))[0]
+    side = unit((side - (side @ qv) * qv)[None, :])[0]
+    angles = np.linspace(-1.0, 1.0, 5)
+    chain = np.array([np.cos(a) * qv + np.sin(a) * side for a in angles])
+    background = unit(rng.normal(size=(10, dim)))
+    vecs = np.vstack([background, chain]).astype(np.float32)
+    words = [f"passage {i} " + " ".join(f"w{i}_{k}" for k in range(12)) for i in range(15)]
+    batch = batch_of(qv, vecs, words)
+    single = PlantedEvidence(cluster_cosine=0.85).transform(batch).factors["planted"]
+    complete = PlantedEvidence(cluster_cosine=0.85, linkage="complete").transform(batch)
+    assert np.all(single[10:] < 1.0)  # the chain is one component of 5
+    assert np.all(complete.factors["planted"] == 1.0)  # no 3 of them are all alike
+    assert complete.info["planted"]["flagged"] == 0
 
 
 def test_a_genuine_topic_cluster_is_not_flagged_by_default():
@@ -331,6 +387,18 @@ def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
                           "--pipeline", "nosuch.toml"], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "--planted" in bad.stderr and "Traceback" not in bad.stderr
+    complete = subprocess.run([str(credrank), "search", "does vitamin c prevent colds",
+                               "--index", str(index), "--planted", "-S",
+                               "planted.linkage=complete", "--json"], capture_output=True,
+                              text=True, timeout=300)
+    assert complete.returncode == 0, complete.stderr
+    stages = json.loads(complete.stdout)["pipeline"]["stages"]
+    assert [s.get("linkage") for s in stages if s["stage"] == "planted"] == ["complete"]
+    wrong = subprocess.run([str(credrank), "search", "q", "--index", str(index), "--planted",
+                            "-S", "planted.linkage=average"], capture_output=True, text=True,
+                           timeout=300)
+    assert wrong.returncode == 2 and "linkage" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
 
 
 def test_http_search_with_planted(demo_index_hashing, tmp_path):

@@ -33,6 +33,11 @@ Modes (each with its formula and source in :mod:`credrank.defences.planted_math`
   copies excluded) whose median query-similarity z-score is ≥ ``cluster_z``
   (:func:`~credrank.defences.planted_math.planted_clusters`). It acts on several planted texts
   for one query and costs nothing measurable on clean pools; it does not see a single fake.
+  ``linkage`` says what a component is: ``single`` (default: connected through paraphrase
+  pairs) or ``complete`` (every pair a paraphrase,
+  :func:`~credrank.defences.planted_math.complete_link_groups`), which with ``cluster_cosine
+  0.7, min_cluster 4`` catches more loosely worded plants at a measured clean cost
+  (docs/results.md).
 * ``outlier`` — the query-similarity outlier alone, ``p_d = clip((z_d − z)/(z_full − z), 0,
   1)`` (:func:`~credrank.defences.planted_math.outlier_ramp`): it does see single fakes, and
   it demotes the best genuine passage of many clean pools too (measured cost in
@@ -70,6 +75,7 @@ from credrank.core.pipeline import Stage
 from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text
 from credrank.core.validation import check_choice, check_int, check_probability
 from credrank.defences.planted_math import (
+    complete_link_groups,
     frequency_scores,
     grada_weights,
     mean_offdiagonal,
@@ -84,6 +90,8 @@ from credrank.defences.planted_math import (
 from credrank.documents.schema import SOURCE_TYPES
 
 MODES = ("planted", "grada", "ragdefender", "trustrag", "outlier")
+#: how the ``planted`` mode forms its groups from paraphrase pairs (module docstring)
+LINKAGES = ("single", "complete")
 #: source types never flagged by default (provenance before geometry, module docstring)
 TRUSTED = ("peer_reviewed", "government", "established_news")
 #: words of each passage the word-copy test reads (see :func:`copy_pairs`)
@@ -108,6 +116,8 @@ class PlantedEvidence(Stage):
         cluster_cosine: the cosine from which two passages are paraphrases of each other
             (``planted``; ``trustrag``: the mean cosine of a flagged cluster).
         min_cluster: the smallest paraphrase component ``planted`` flags.
+        linkage: ``single`` (a component: connected through paraphrase pairs) or
+            ``complete`` (every pair of a group a paraphrase) — ``planted`` mode.
         cluster_z: the median query-similarity z-score from which a component is planted.
         copy_jaccard: the word-3-gram Jaccard from which two passages are copies (syndication:
             copies are one voice, not a planted cluster).
@@ -125,6 +135,7 @@ class PlantedEvidence(Stage):
         "z_full": Field(Number(0.0, 100.0), default=4.0),
         "cluster_cosine": Field(Number(0.0, 1.0), default=0.85),
         "min_cluster": Field(Integer(2, 100_000), default=3),
+        "linkage": Field(Text(choices=LINKAGES), default="single"),
         "cluster_z": Field(Number(-100.0, 100.0), default=0.5),
         "copy_jaccard": Field(Number(0.0, 1.0), default=0.5),
         "alpha": Field(Number(0.0, 10.0), default=0.5),
@@ -139,7 +150,7 @@ class PlantedEvidence(Stage):
 
     def __init__(self, mode: str = "planted", *, floor: float = 0.1, z: float = 2.0,
                  z_full: float = 4.0, cluster_cosine: float = 0.85, min_cluster: int = 3,
-                 cluster_z: float = 0.5, copy_jaccard: float = 0.5,
+                 linkage: str = "single", cluster_z: float = 0.5, copy_jaccard: float = 0.5,
                  alpha: float = 0.5, damping: float = 0.85, min_pool: int = 4,
                  trusted: Sequence[str] = TRUSTED, name: str = "planted"):
         self.mode = check_choice("mode", mode, MODES)
@@ -153,6 +164,7 @@ class PlantedEvidence(Stage):
             raise ValueError(f"z_full: expected a number > z ({self.z:g}), got {z_full!r}")
         self.cluster_cosine = check_probability("cluster_cosine", cluster_cosine)
         self.min_cluster = check_int("min_cluster", min_cluster, 2)
+        self.linkage = check_choice("linkage", linkage, LINKAGES)
         self.cluster_z = float(cluster_z)
         if not np.isfinite(self.cluster_z):
             raise ValueError(f"cluster_z: expected a finite number, got {cluster_z!r}")
@@ -207,7 +219,8 @@ class PlantedEvidence(Stage):
         copy = copy_pairs(words, ii, jj, self.copy_jaccard)
         paraphrase = np.zeros((n, n), dtype=bool)
         paraphrase[ii[~copy], jj[~copy]] = True
-        components = paraphrase_components(paraphrase)
+        components = complete_link_groups(sims, paraphrase) if self.linkage == "complete" \
+            else paraphrase_components(paraphrase)
         members: dict[int, list[str]] = {}
         for i, c in enumerate(components):
             members.setdefault(int(c), []).append(str(batch.doc_ids[i]))
@@ -260,7 +273,8 @@ class PlantedEvidence(Stage):
     def config(self) -> dict[str, Any]:
         return {"mode": self.mode, "floor": self.floor, "z": self.z, "z_full": self.z_full,
                 "cluster_cosine": self.cluster_cosine, "min_cluster": self.min_cluster,
-                "cluster_z": self.cluster_z, "copy_jaccard": self.copy_jaccard,
+                "linkage": self.linkage, "cluster_z": self.cluster_z,
+                "copy_jaccard": self.copy_jaccard,
                 "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool,
                 "trusted": list(self.trusted)}
 

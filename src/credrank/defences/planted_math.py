@@ -242,6 +242,37 @@ def paraphrase_components(paraphrase: np.ndarray) -> np.ndarray:
     return np.array([first.setdefault(int(x), len(first)) for x in labels], dtype=np.int64)
 
 
+def complete_link_groups(sims: np.ndarray, paraphrase: np.ndarray) -> np.ndarray:
+    """Group labels where every pair of a group is a paraphrase pair (``linkage =
+    "complete"`` of the ``planted`` mode; credrank's, docs/results.md "Other ways of forming
+    the groups")::
+
+        D_ij = 1 − s_ij  if (i, j) is a paraphrase pair,  2 otherwise
+        groups = complete-linkage clusters of D cut at the largest paraphrase distance
+
+    i.e. agglomerative clustering (:func:`scipy.cluster.hierarchy.linkage`, ``complete``)
+    merges two groups only while *all* their cross pairs are paraphrases, so a chain ``a ~ b
+    ~ c`` with ``a`` and ``c`` unrelated — what single linkage (:func:`paraphrase_components`)
+    joins — stays apart. ``paraphrase``: the symmetric (or upper-triangular) boolean
+    paraphrase graph (cosine ≥ threshold, word copies excluded). Labels numbered in order of
+    their first member; ``O(n²)`` memory."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    adj = np.asarray(paraphrase, dtype=bool)
+    adj = adj | adj.T
+    n = len(adj)
+    if n < 2 or not adj.any():
+        return np.arange(n, dtype=np.int64)
+    dist = np.where(adj, 1.0 - np.asarray(sims, dtype=np.float64), 2.0)
+    dist = np.clip(dist, 0.0, 2.0)
+    np.fill_diagonal(dist, 0.0)
+    cut = float(dist[adj].max())
+    labels = fcluster(linkage(squareform(dist, checks=False), "complete"), cut, "distance")
+    first: dict[int, int] = {}
+    return np.array([first.setdefault(int(x), len(first)) for x in labels], dtype=np.int64)
+
+
 def planted_clusters(labels: np.ndarray, z: np.ndarray, *, min_size: int,
                      cluster_z: float) -> np.ndarray:
     """The ``planted`` mode's evidence (credrank's combination, chosen on the development

@@ -88,7 +88,17 @@ set without scores has no value and the table has no such column when no set has
 never filled in. (2) Extra features: ``extra`` maps ``<set>/<doc id>`` to a vector (one
 length for all), e.g. a machine-text statistic; it becomes the feature block ``extra`` and
 every configuration is tried with and without it. A merged item takes the vector of its first
-``(set, doc id)``; a labelled page or pool document without one is an error.
+``(set, doc id)``; a labelled page or pool document without one is an error unless
+``extra_missing`` gives the vector to use instead. ``--machine-text-feature`` makes the block
+from the ``--machine-text`` scores (:func:`score_features`): ``[score, 0]`` for a scored page,
+``[0, 1]`` for one without a score (a text too short to score: the second column is a missing
+indicator, so that the fit weighs an unscored page on its own instead of reading 0 as a score).
+``--score-machine-text`` computes those scores instead of reading a file
+(:func:`machine_text_scores`): Fast-DetectGPT's ``d`` with SmolLM2-135M (the ``lm`` extra, the
+product scorer at its defaults) for every labelled page and pool document, each distinct text
+once, kept in the benches' cache (``--cache DIR``: ``DIR/machine-text/<key>.jsonl``, so a
+rerun or a bench over the same passages pays nothing); a text too short to score has no
+score. About 0.2 s per text on two free cores: ≈ 1 h for the 17,000 distinct texts cold.
 
 **Cost.** Featurising: one embedder call per distinct text (cached on disk with ``cache_dir``;
 the dominant cost cold, about 20,000 texts). Fits: ``C · S(S − 1)/2`` inner fits on about
@@ -345,7 +355,8 @@ def _key(text: str, url: str | None) -> tuple[str, str | None]:
 
 
 def build_items(sets: Mapping[str, LabelledSet], featurizer: CredibilityFeaturizer,
-                extra: Mapping[str, Sequence[float]] | None = None) -> Items:
+                extra: Mapping[str, Sequence[float]] | None = None,
+                extra_missing: Sequence[float] | None = None) -> Items:
     """One item per distinct ``(text, url)`` over every set's labelled pages *and* pool
     documents (pool documents without a label are items with no judgement: scored, never
     trained), judged in ``<set>:<group>``; two labels of one item in one group that disagree
@@ -402,6 +413,9 @@ def build_items(sets: Mapping[str, LabelledSet], featurizer: CredibilityFeaturiz
     if extra is not None:
         rows = []
         for r in refs:
+            if r not in extra and extra_missing is not None:
+                rows.append(np.asarray(extra_missing, dtype=np.float64).reshape(-1))
+                continue
             if r not in extra:
                 raise ValueError(f"extra: no feature vector for {r!r} (expected one for every "
                                  "labelled page and pool document, keyed <set>/<doc id>)")
@@ -597,8 +611,42 @@ def machine_text_auc(items: Items, name: str, scores: Mapping[str, float], *,
             if len(set(yk.tolist())) == 2 else None}
 
 
+def machine_text_scores(sets: Mapping[str, LabelledSet], scorer: Any, *,
+                        cache_dir: Path | None = None,
+                        on_count: Callable[[int, int], None] | None = None) -> dict[str, float]:
+    """``<set>/<doc id>`` → the ``scorer``'s ``d`` (``.key``, ``.score(texts)``: the product's
+    :class:`~credrank.machine_text.scorer.FastDetectScorer`) of every labelled page and pool
+    document of ``sets``; texts too short to score are left out (module docstring)."""
+    from credrank.experiments.machine_text_rows import score_texts
+
+    refs: list[str] = []
+    texts: list[str] = []
+    for name, s in sets.items():
+        docs = {p.doc_id: p.text for p in s.pages}
+        for batch in (s.batches or {}).values():
+            for doc, text in zip(batch.doc_ids, batch.column("text"), strict=True):
+                docs.setdefault(str(doc), str(text))
+        for doc, text in docs.items():
+            refs.append(f"{name}{DOC_SEP}{doc}")
+            texts.append(text)
+    d = score_texts(texts, scorer, cache_dir=cache_dir, on_count=on_count)
+    return {ref: float(v) for ref, v in zip(refs, d, strict=True) if np.isfinite(v)}
+
+
+#: ``extra_missing`` of :func:`score_features`'s block: no score, missing indicator set
+SCORE_MISSING = (0.0, 1.0)
+
+
+def score_features(scores: Mapping[str, float]) -> dict[str, tuple[float, float]]:
+    """The ``extra`` block of a detector's scores (``--machine-text-feature``): ``<set>/<doc
+    id>`` → ``(score, 0)``; pass :data:`SCORE_MISSING` as ``extra_missing`` for the pages
+    without a score (module docstring)."""
+    return {ref: (float(v), 0.0) for ref, v in scores.items()}
+
+
 def transfer(sets: Mapping[str, LabelledSet], featurizer: CredibilityFeaturizer, *,
              extra: Mapping[str, Sequence[float]] | None = None,
+             extra_missing: Sequence[float] | None = None,
              machine_text: Mapping[str, float] | None = None, seed: int = 0,
              n_boot: int = N_BOOT, n_jobs: int = 1, floor: float = FLOOR,
              with_in_domain: bool = True, log: Callable[[str], None] | None = None
@@ -611,7 +659,7 @@ def transfer(sets: Mapping[str, LabelledSet], featurizer: CredibilityFeaturizer,
     sets with pages."""
     say = log or (lambda _m: None)
     t0 = time.perf_counter()
-    items = build_items(sets, featurizer, extra)
+    items = build_items(sets, featurizer, extra, extra_missing)
     data = items.data
     say(f"{len(data)} items ({items.shared} in several sets), {data.x.shape[1]} features "
         f"({time.perf_counter() - t0:.0f} s)")
@@ -846,6 +894,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--machine-text", type=Path, default=None,
                     help="CSV set,doc_id,score of a machine-text detector (higher = more "
                          "likely machine-written): adds the column machine-text AUC")
+    ap.add_argument("--score-machine-text", action="store_true",
+                    help="score every page and pool document with SmolLM2 (the lm extra; "
+                         "≈ 0.2 s a text, kept under --cache) instead of reading --machine-text")
+    ap.add_argument("--machine-text-feature", action="store_true",
+                    help="also use the --machine-text scores as a feature block (every "
+                         "configuration tried with and without it; a page without a score: "
+                         "0 with a missing indicator)")
     ap.add_argument("--no-in-domain", action="store_true",
                     help="skip the in-domain nested CV of each set (and the single-source "
                          "models)")
@@ -867,6 +922,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: --machine-text: {exc}", file=sys.stderr)
         return 2
+    if args.score_machine_text and machine is not None:
+        print("error: --score-machine-text: give it or --machine-text FILE, not both",
+              file=sys.stderr)
+        return 2
+    if args.score_machine_text:
+        from credrank.generate.local import lm_available
+
+        missing = lm_available()
+        if missing is not None:
+            print(f"error: --score-machine-text needs SmolLM2: {missing}", file=sys.stderr)
+            return 2
+    if args.machine_text_feature and machine is None and not args.score_machine_text:
+        print("error: --machine-text-feature: needs --machine-text FILE or "
+              "--score-machine-text (the scores it uses)",
+              file=sys.stderr)
+        return 2
     jobs = args.jobs
     if jobs <= 0:
         jobs = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -880,7 +951,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = load_sets(args.data, names, emb, fetch_k=args.fetch_k)
     log("sets loaded: " + ", ".join(f"{n} {len(s.pages)}" for n, s in sets.items()))
     featurizer = CredibilityFeaturizer(emb, cache_dir=args.cache)
-    result = transfer(sets, featurizer, machine_text=machine, seed=args.seed,
+    scorer_key = None
+    if args.score_machine_text:
+        from credrank.machine_text.scorer import FastDetectScorer
+
+        scorer = FastDetectScorer()
+        scorer_key = scorer.key
+        machine = machine_text_scores(
+            sets, scorer, cache_dir=args.cache,
+            on_count=lambda done, total: log(f"machine-text scores: {done}/{total} to score"))
+        log(f"machine-text scores: {len(machine)} pages and pool documents ({scorer_key})")
+    block = score_features(machine) if args.machine_text_feature and machine else None
+    result = transfer(sets, featurizer, extra=block,
+                      extra_missing=SCORE_MISSING if block is not None else None,
+                      machine_text=machine, seed=args.seed,
                       n_boot=args.n_boot, n_jobs=jobs, with_in_domain=not args.no_in_domain,
                       log=log)
     for e in result["sets"].values():
@@ -888,7 +972,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["settings"] = {"sets": names, "embedder": args.embedder, "seed": args.seed,
                           "n_boot": args.n_boot, "fetch_k": args.fetch_k, "floor": FLOOR,
                           "jobs": jobs, "left_out": LEFT_OUT,
-                          "machine_text": str(args.machine_text) if machine else None,
+                          "machine_text": scorer_key or (str(args.machine_text)
+                                                         if machine else None),
+                          "machine_text_feature": block is not None,
                           "seconds": round(time.perf_counter() - t0, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n",
