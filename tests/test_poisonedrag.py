@@ -293,10 +293,10 @@ def test_the_defences_are_rows_of_the_bench_and_prefix_is_checked(write: Write) 
     result = run_bench("poisonedrag", BenchOptions(path, embedder="hashing", prefix="question"))
     assert result.settings["prefix"] == "question"
     rows = {r.system: r for r in result.main.table.rows}  # type: ignore[union-attr]
-    for name, mode in DEFENCES.items():
+    for name, params in DEFENCES.items():
         assert rows[name].reads_labels is False
         assert result.main.per_query[name]["attack-success@1"]  # type: ignore[union-attr]
-        assert rows[name].params["mode"] == mode
+        assert rows[name].params == params
     with pytest.raises(ValueError, match="--prefix: expected one of none, question"):
         run_bench("poisonedrag", BenchOptions(path, embedder="hashing", prefix="answer"))
     with pytest.raises(ValueError, match="--prefix is only used by poisonedrag"):

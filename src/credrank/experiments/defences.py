@@ -9,6 +9,8 @@ when it imports (:mod:`credrank.experiments.ragdefender_baseline`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from credrank.combine import Combine
 from credrank.core.pipeline import Pipeline
 from credrank.evaluate.experiment import System
@@ -16,14 +18,19 @@ from credrank.experiments.ragdefender_baseline import RAGDefenderReference, ragd
 from credrank.pipeline.spec import PipelineSpec
 from credrank.select.topk import TopK
 
-#: the planted-evidence defence rows: system name -> mode of the ``planted`` stage
-DEFENCES = {
-    "similarity × planted (GRADA mode: query-penalised passage graph)": "grada",
-    "similarity × planted (RAGDefender mode: cluster count + most similar pairs)": "ragdefender",
-    "similarity × planted (TrustRAG stage-1 mode: 2-means, tight cluster)": "trustrag",
-    "similarity × planted (default: paraphrase groups on the query side)": "planted",
-    "similarity × planted (outlier mode: query-similarity z-score, opt-in)": "outlier",
+#: the planted-evidence defence rows: system name -> the ``planted`` stage's parameters
+DEFENCES: dict[str, dict[str, Any]] = {
+    "similarity × planted (GRADA mode: query-penalised passage graph)": {"mode": "grada"},
+    "similarity × planted (RAGDefender mode: cluster count + most similar pairs)":
+        {"mode": "ragdefender"},
+    "similarity × planted (TrustRAG stage-1 mode: 2-means, tight cluster)": {"mode": "trustrag"},
+    "similarity × planted (default: paraphrase groups on the query side)": {"mode": "planted"},
+    "similarity × planted (complete linkage, cos ≥ 0.7, ≥ 4 members; opt-in)":
+        {"mode": "planted", "linkage": "complete", "cluster_cosine": 0.7, "min_cluster": 4},
+    "similarity × planted (outlier mode: query-similarity z-score, opt-in)": {"mode": "outlier"},
 }
+#: the row of the stage at its defaults
+DEFAULT_ROW = "similarity × planted (default: paraphrase groups on the query side)"
 #: the reference package's row (when it imports)
 RAGDEFENDER_ROW = "RAGDefender 0.2.0 reference package (on the bench's MiniLM vectors)"
 
@@ -38,12 +45,12 @@ def defence_systems(top_k: int, fetch_k: int, only: tuple[str, ...] | None = Non
                     ) -> dict[str, System]:
     """The label-free planted-evidence rows (:data:`DEFENCES`) and, when the ``ragdefender``
     package imports, its reference row (:mod:`credrank.experiments.ragdefender_baseline`;
-    else :func:`ragdefender_note` says why it is absent). ``only``: these modes, without the
-    reference row."""
-    systems = {name: System.of_spec(PipelineSpec.of({"stage": "planted", "mode": mode},
+    else :func:`ragdefender_note` says why it is absent). ``only``: the rows of these modes,
+    without the reference row."""
+    systems = {name: System.of_spec(PipelineSpec.of({"stage": "planted", **params},
                                                     top_k=top_k, fetch_k=fetch_k),
-                                    params={"mode": mode})
-               for name, mode in DEFENCES.items() if only is None or mode in only}
+                                    params=dict(params))
+               for name, params in DEFENCES.items() if only is None or params["mode"] in only}
     if only is None and ragdefender_available() is None:
         systems[RAGDEFENDER_ROW] = System(
             Pipeline([RAGDefenderReference(), Combine("multiply"), TopK(top_k)]),

@@ -89,7 +89,7 @@ from credrank.experiments.bench import (
     search_spec,
     signal_count,
 )
-from credrank.experiments.defences import defence_systems
+from credrank.experiments.defences import DEFAULT_ROW, defence_systems
 from credrank.experiments.label_free import (
     CREDIBILITY_FLOOR,
     credibility_examples,
@@ -476,7 +476,7 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
             notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
                    "shipped with the data, not the is_misinformation label",))
     planted_rows = {k: v for k, v in defence_systems(top_k, fetch_k).items()
-                    if v.params.get("mode") == "planted"}
+                    if k == DEFAULT_ROW}
     systems.update(planted_rows)  # the label-free defence, its default combination
     bad = {d for ids in data.contaminants.values() for d in ids}
 
