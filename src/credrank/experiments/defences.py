@@ -18,19 +18,19 @@ from credrank.experiments.ragdefender_baseline import RAGDefenderReference, ragd
 from credrank.pipeline.spec import PipelineSpec
 from credrank.select.topk import TopK
 
+#: the row of the stage at its defaults
+DEFAULT_ROW = "similarity × planted (default: paraphrase groups on the query side)"
 #: the planted-evidence defence rows: system name -> the ``planted`` stage's parameters
 DEFENCES: dict[str, dict[str, Any]] = {
     "similarity × planted (GRADA mode: query-penalised passage graph)": {"mode": "grada"},
     "similarity × planted (RAGDefender mode: cluster count + most similar pairs)":
         {"mode": "ragdefender"},
     "similarity × planted (TrustRAG stage-1 mode: 2-means, tight cluster)": {"mode": "trustrag"},
-    "similarity × planted (default: paraphrase groups on the query side)": {"mode": "planted"},
+    DEFAULT_ROW: {"mode": "planted"},
     "similarity × planted (complete linkage, cos ≥ 0.7, ≥ 4 members; opt-in)":
         {"mode": "planted", "linkage": "complete", "cluster_cosine": 0.7, "min_cluster": 4},
     "similarity × planted (outlier mode: query-similarity z-score, opt-in)": {"mode": "outlier"},
 }
-#: the row of the stage at its defaults
-DEFAULT_ROW = "similarity × planted (default: paraphrase groups on the query side)"
 #: the reference package's row (when it imports)
 RAGDEFENDER_ROW = "RAGDefender 0.2.0 reference package (on the bench's MiniLM vectors)"
 
