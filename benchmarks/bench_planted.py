@@ -18,7 +18,11 @@ shared machine, not a test.
 
     python benchmarks/bench_planted.py [--data FILE] [--embedder hashing|minilm]
                                        [--queries 100] [--fetch-k 30,100,300] [--top-k 10]
-                                       [--mode planted] [--rounds 3] [--json]
+                                       [--mode planted] [--param KEY=VALUE ...]
+                                       [--rounds 3] [--json]
+
+``--param`` sets another parameter of the stage (repeatable; the value read as JSON, else as
+a string), e.g. ``--param linkage=complete --param cluster_cosine=0.7 --param min_cluster=4``.
 """
 
 from __future__ import annotations
@@ -64,9 +68,24 @@ def main() -> None:
     ap.add_argument("--fetch-k", default="30,100,300")
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--mode", default="planted", choices=MODES)
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="another parameter of the planted stage (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    params: dict[str, object] = {}
+    for item in args.param:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--param: expected KEY=VALUE, got {item!r}")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    try:
+        PlantedEvidence(args.mode, **params)  # checked before minutes of indexing
+    except (TypeError, ValueError) as exc:
+        ap.error(f"--param: {exc}")
     if not args.data.is_file():
         sys.exit(f"{args.data}: CrAM NQ file not found (give --data; see "
                  "../shared/data/SOURCES.md)")
@@ -87,7 +106,7 @@ def main() -> None:
                 specs = {"search": PipelineSpec.of("prior", top_k=args.top_k, fetch_k=fetch_k,
                                                    pushdown=False),
                          "search + planted": PipelineSpec.of(
-                             "prior", {"stage": "planted", "mode": args.mode},
+                             "prior", {"stage": "planted", "mode": args.mode, **params},
                              top_k=args.top_k, fetch_k=fetch_k)}
                 pipes = {name: build_pipeline(store, emb, spec) for name, spec in specs.items()}
                 for text in questions[:5]:  # warm-up: model, engine, caches
@@ -108,7 +127,7 @@ def main() -> None:
                 added = [b - a for a, b in zip(per_query["search"],
                                                per_query["search + planted"], strict=True)]
                 retriever = pipes["search + planted"].stages[0]
-                stage = PlantedEvidence(args.mode)
+                stage = PlantedEvidence(args.mode, **params)
                 alone = []
                 for text in questions:
                     pool = retriever.search(text)
@@ -125,6 +144,7 @@ def main() -> None:
         r["x_first_fetch_k"] = r["p50_ms"] / base[r["row"]] if base.get(r["row"]) else None
     report = {
         "bench": "planted", "data": str(args.data), "embedder": emb.name, "mode": args.mode,
+        "params": params,
         "documents": len(evalset.documents), "queries": len(questions),
         "fetch_k": sizes, "top_k": args.top_k, "rounds": args.rounds,
         "index_seconds": index_s, "rows": rows,
@@ -137,7 +157,8 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"CrAM NQ passages: {len(evalset.documents)} indexed ({emb.name}) in {index_s:.1f} s; "
-          f"{len(questions)} queries, top_k {args.top_k}, mode {args.mode}, median of "
+          f"{len(questions)} queries, top_k {args.top_k}, mode {args.mode} {params or ''}, "
+          "median of "
           f"{args.rounds} rounds per query; load average {os.getloadavg()[0]:.1f} on "
           f"{_cpus()} CPUs")
     print(f"{'fetch_k':>7} {'':22} {'p50 ms':>9} {'p95 ms':>9} {'× at ' + str(sizes[0]):>9}")
