@@ -248,10 +248,9 @@ def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
     from credrank.core.pipeline import FunctionStage, Pipeline
     from credrank.datasets import load_dataset
     from credrank.evaluate.metrics import evaluate, harmful_at_k, mean, run_from_batches
-    from credrank.experiments.bench import Prepared, pools_for, prepare
+    from credrank.experiments.bench import pools_for, prepare, without_bad
     from credrank.experiments.machine_text_rows import add_machine_text
     from credrank.index.embed import CachedEmbedder, get_embedder
-    from credrank.index.memory import InMemoryIndex
     from credrank.machine_text.scorer import FastDetectScorer
     from credrank.machine_text.stage import FIELD, MachineTextFactor
     from credrank.provenance import SourceTyper
@@ -273,13 +272,8 @@ def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
         corpus = np.sort(d[np.isfinite(d)])
         sets[name] = (ev, pools_for(prep, fetch_k), top_k, corpus)
         if name == "cram-nq":
-            bad = set().union(*ev.bad.values())
-            keep = np.array([str(x) not in bad for x in prep.index.doc_ids])
-            clean = InMemoryIndex(list(prep.index.doc_ids[keep]), prep.index.vectors[keep],
-                                  {k: list(np.asarray(v, dtype=object)[keep])
-                                   for k, v in prep.index.meta.items()})
-            sets["cram-nq, fakes removed"] = (
-                ev, pools_for(Prepared(ev, clean, prep.query_vectors), fetch_k), top_k, corpus)
+            sets["cram-nq, fakes removed"] = (ev, pools_for(without_bad(prep), fetch_k), top_k,
+                                              corpus)
 
     def percentile(floor: float, corpus: np.ndarray) -> Any:
         def apply(batch: Any) -> Any:

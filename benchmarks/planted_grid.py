@@ -52,11 +52,10 @@ def _pools(args: argparse.Namespace) -> dict[str, Any]:
     """``set name -> (pools, scorer(run) -> {measure: mean}, top_k)``."""
     from credrank.datasets import load_dataset, poisoned_corpus, read_cram_nq, read_poisonedrag
     from credrank.evaluate.metrics import harmful_at_k, mean, ranked_docs
-    from credrank.experiments.bench import Prepared, pools_for, prepare
+    from credrank.experiments.bench import pools_for, prepare, without_bad
     from credrank.experiments.poisoning import _subset
     from credrank.experiments.realtimeqa import question_pools
     from credrank.index.embed import CachedEmbedder, get_embedder
-    from credrank.index.memory import InMemoryIndex
     from credrank.provenance import SourceTyper
 
     emb = CachedEmbedder(get_embedder("minilm"), args.cache)
@@ -75,14 +74,8 @@ def _pools(args: argparse.Namespace) -> dict[str, Any]:
                 return {"attack@1": mean(harmful_at_k(run, ev.bad, 1)),
                         "poisons@5": 5 * mean(harmful_at_k(run, ev.bad, 5))}
             out[f"poisonedrag {n} text(s), prefix {prefix}"] = (pools, attack, 5)
-    bad = set().union(*cram.bad.values())
     prep = prepare(cram, emb)
-    keep = np.array([str(d) not in bad for d in prep.index.doc_ids])
-    clean = InMemoryIndex(list(prep.index.doc_ids[keep]), prep.index.vectors[keep],
-                          {k: list(np.asarray(v, dtype=object)[keep])
-                           for k, v in prep.index.meta.items()})
-    out["cram-nq clean pools"] = (pools_for(Prepared(cram, clean, prep.query_vectors), 15),
-                                  _ndcg(cram.qrels, 5), 5)
+    out["cram-nq clean pools"] = (pools_for(without_bad(prep), 15), _ndcg(cram.qrels, 5), 5)
     if args.attacked:
         def attacked(ev: Any) -> Any:
             def measure(run: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -143,17 +136,13 @@ def _flag_groups(labels: np.ndarray, z: np.ndarray, keep: Any = None, *, min_siz
 
 def _single_link(sims: np.ndarray, words: list[str], threshold: float,
                  pair_ok: Any = None) -> np.ndarray:
-    from credrank.defences.planted import copy_pairs
+    from credrank.defences.planted import PlantedEvidence, paraphrase_graph
     from credrank.defences.planted_math import paraphrase_components
 
-    ii, jj = np.nonzero(np.triu(sims >= threshold, k=1))
-    copy = copy_pairs(words, ii, jj, 0.5)
-    ii, jj = ii[~copy], jj[~copy]
-    if pair_ok is not None and len(ii):
-        ok = np.array([pair_ok(int(i), int(j)) for i, j in zip(ii, jj, strict=True)])
-        ii, jj = ii[ok], jj[ok]
-    adj = np.zeros(sims.shape, dtype=bool)
-    adj[ii, jj] = True
+    adj, _ = paraphrase_graph(sims, words, threshold, PlantedEvidence().copy_jaccard)
+    if pair_ok is not None:
+        for i, j in zip(*np.nonzero(adj), strict=True):
+            adj[i, j] = pair_ok(int(i), int(j))
     return paraphrase_components(adj)
 
 
@@ -237,9 +226,7 @@ def variant_stage(evidence: Any) -> Any:
     def apply(batch: Any) -> Any:
         n = len(batch)
         p = evidence(batch) if n >= default.min_pool else np.zeros(n)
-        if default.trusted and "source_type" in batch.meta:
-            types = batch.column("source_type")
-            p = p * np.array([types[i] not in default.trusted for i in range(n)])
+        p[default.trusted_rows(batch)] = 0.0
         return batch.with_factor("planted", 0.1 + 0.9 * (1.0 - p), 0.0, 1.0)
     return FunctionStage(apply, "planted")
 

@@ -14,6 +14,7 @@ from credrank.credibility.features import CredibilityFeaturizer
 from credrank.credibility.model import Config
 from credrank.experiments import credibility_transfer as ct
 from credrank.index.embed import HashingEmbedder
+from stand_in_scorer import StandInScorer
 
 FAST = (Config(("cues", "url"), 10.0), Config(("cues", "url", "embedding"), 100.0))
 
@@ -169,17 +170,14 @@ def test_machine_text_feature_needs_the_scores(tmp_path: Path):
     assert "Traceback" not in proc.stderr
 
 
-class _StandIn:
-    """A stand-in scorer (``key``, ``score``): ``d`` = words / 10, ``nan`` under 3 words."""
+class _StandIn(StandInScorer):
+    """``d`` = words / 10, ``nan`` under 3 words."""
 
     key = "stand-in/t1"
 
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def score(self, texts: list[str]) -> np.ndarray:
-        self.seen += texts
-        return np.array([np.nan if len(t.split()) < 3 else len(t.split()) / 10 for t in texts])
+    @staticmethod
+    def value(text: str) -> float:
+        return np.nan if len(text.split()) < 3 else len(text.split()) / 10
 
 
 def test_machine_text_scores_cover_pages_and_pools_once(sets, tmp_path: Path):
@@ -191,10 +189,10 @@ def test_machine_text_scores_cover_pages_and_pools_once(sets, tmp_path: Path):
              for d in b.doc_ids}
     assert set(scores) == refs - {"web/tiny"}  # the short text has no score
     assert scores["web/f0"] == len(sets["web"].pages[0].text.split()) / 10
-    assert len(scorer.seen) == len(set(scorer.seen))  # each distinct text scored once
+    assert len(scorer.scored) == len(set(scorer.scored))  # each distinct text scored once
     again = _StandIn()
     assert ct.machine_text_scores(sets, again, cache_dir=tmp_path) == scores
-    assert again.seen == []  # the cache answered
+    assert again.scored == []  # the cache answered
 
 
 def test_score_machine_text_and_a_file_conflict(tmp_path: Path):

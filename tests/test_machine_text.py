@@ -34,6 +34,7 @@ from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
+from stand_in_scorer import Injected, StandInScorer
 
 CREDRANK = Path(sys.executable).with_name("credrank")
 TEXTS = [f"passage {i}: {'fever and cough ' * (1 + i % 3)}treated with rest, case {i}"
@@ -169,25 +170,15 @@ def build_index(where: Path, texts: Sequence[str] = TEXTS) -> Path:
     return where
 
 
-class Injected(RuntimeError):
-    pass
-
-
-class StandIn:
+class StandIn(StandInScorer):
     """A deterministic scorer (value = a function of the text) that records what it scored
-    and fails when asked for its batch number ``fail_at`` (0-based)."""
+    and fails on its call number ``fail_at`` (0-based)."""
 
     key = "stand-in/v1"
 
-    def __init__(self, fail_at: int | None = None):
-        self.fail_at, self.calls, self.scored = fail_at, 0, []
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        if self.fail_at is not None and self.calls == self.fail_at:
-            raise Injected(f"injected failure at batch {self.calls}")
-        self.calls += 1
-        self.scored += list(texts)
-        return np.array([len(t) / 10.0 if "case 17" not in t else np.nan for t in texts])
+    @staticmethod
+    def value(text: str) -> float:
+        return len(text) / 10.0 if "case 17" not in text else np.nan
 
 
 def stored(where: Path) -> dict[str, tuple]:

@@ -6,7 +6,6 @@ options refused where they do not apply (library and CLI), and the precision in 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,29 +26,20 @@ from credrank.experiments.stress import bench_stress
 from credrank.index.embed import get_embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision
+from stand_in_scorer import Injected, StandInScorer
 from test_cli_exit import CREDRANK, assert_clean_error, run_cli
 
 
-class Injected(RuntimeError):
-    pass
-
-
-class StandIn:
+class StandIn(StandInScorer):
     """A scorer without a model: ``d`` = 4 for a text that starts "CNN news:" (the small
     files' fakes), else ``−len / 100``; ``nan`` for "short"; fails on call ``fail_at``."""
 
     key = "stand-in/t8"
 
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.fail_at, self.calls, self.scored = fail_at, 0, []
-
-    def score(self, texts: Sequence[str]) -> np.ndarray:
-        if self.fail_at is not None and self.calls == self.fail_at:
-            raise Injected(f"injected failure at call {self.calls}")
-        self.calls += 1
-        self.scored += list(texts)
-        return np.array([np.nan if t == "short" else 4.0 if t.startswith("CNN news:")
-                         else -len(t) / 100 for t in texts])
+    @staticmethod
+    def value(text: str) -> float:
+        return np.nan if text == "short" else 4.0 if text.startswith("CNN news:") \
+            else -len(text) / 100
 
 
 def test_cache_resumes_an_interrupted_run_without_scoring_twice(tmp_path: Path) -> None:

@@ -213,12 +213,8 @@ class PlantedEvidence(Stage):
         z = robust_z(qs)
         graph = pagerank(grada_weights(sims, qs, self.alpha), damping=self.damping)
         graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
-        close = np.triu(sims >= self.cluster_cosine, k=1)
-        ii, jj = np.nonzero(close)
-        # the word-copy test only where the cosine could make a paraphrase (few pairs)
-        copy = copy_pairs(words, ii, jj, self.copy_jaccard)
-        paraphrase = np.zeros((n, n), dtype=bool)
-        paraphrase[ii[~copy], jj[~copy]] = True
+        paraphrase, copies = paraphrase_graph(sims, words, self.cluster_cosine,
+                                              self.copy_jaccard)
         components = complete_link_groups(sims, paraphrase) if self.linkage == "complete" \
             else paraphrase_components(paraphrase)
         members: dict[int, list[str]] = {}
@@ -244,15 +240,15 @@ class PlantedEvidence(Stage):
             p = planted_clusters(components, z, min_size=self.min_cluster,
                                  cluster_z=self.cluster_z)
         p = np.clip(p, 0.0, 1.0)
-        spared = self._trusted_rows(batch) & (p > 0)
+        spared = self.trusted_rows(batch) & (p > 0)
         p[spared] = 0.0
         f = self.floor + (1.0 - self.floor) * (1.0 - p)
         info.update(applied=True, planted_estimate=estimate,
-                    flagged=int(np.count_nonzero(p > 0)), copies_joined=int(copy.sum()),
+                    flagged=int(np.count_nonzero(p > 0)), copies_joined=copies,
                     spared_trusted=int(spared.sum()))
         return self._out(batch, f, z, graph, clusters, p, info)
 
-    def _trusted_rows(self, batch: Candidates) -> np.ndarray:
+    def trusted_rows(self, batch: Candidates) -> np.ndarray:
         """Whether each candidate's provenance-derived ``source_type`` is trusted (a batch
         without the column: none is)."""
         n = len(batch)
@@ -277,6 +273,20 @@ class PlantedEvidence(Stage):
                 "copy_jaccard": self.copy_jaccard,
                 "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool,
                 "trusted": list(self.trusted)}
+
+
+def paraphrase_graph(sims: np.ndarray, words: list[str], cluster_cosine: float,
+                     copy_jaccard: float) -> tuple[np.ndarray, int]:
+    """The upper-triangular boolean graph of paraphrase pairs — cosine ≥ ``cluster_cosine``
+    and not a word copy (:func:`copy_pairs` at ``copy_jaccard``) — and the number of close
+    pairs the copy test removed. The word test runs only where the cosine could make a
+    paraphrase (few pairs)."""
+    n = len(sims)
+    ii, jj = np.nonzero(np.triu(np.asarray(sims) >= cluster_cosine, k=1))
+    copy = copy_pairs(words, ii, jj, copy_jaccard)
+    paraphrase = np.zeros((n, n), dtype=bool)
+    paraphrase[ii[~copy], jj[~copy]] = True
+    return paraphrase, int(copy.sum())
 
 
 def copy_pairs(words: list[str], ii: np.ndarray, jj: np.ndarray, threshold: float

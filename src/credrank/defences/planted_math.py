@@ -227,6 +227,13 @@ def mean_offdiagonal(sims: np.ndarray, members: np.ndarray) -> float:
     return float((block.sum() - np.trace(block)) / (len(idx) * (len(idx) - 1)))
 
 
+def first_seen_labels(labels: np.ndarray) -> np.ndarray:
+    """Group labels renumbered 0, 1, … in order of each group's first member, so that a
+    labelling does not depend on the clustering routine's own numbering."""
+    first: dict[int, int] = {}
+    return np.array([first.setdefault(int(x), len(first)) for x in labels], dtype=np.int64)
+
+
 def paraphrase_components(paraphrase: np.ndarray) -> np.ndarray:
     """Component labels of the symmetric boolean "paraphrase" graph (single link: connected
     components, :func:`scipy.sparse.csgraph.connected_components`), numbered in order of their
@@ -238,8 +245,7 @@ def paraphrase_components(paraphrase: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     _, labels = connected_components(adj | adj.T, directed=False)
-    first: dict[int, int] = {}
-    return np.array([first.setdefault(int(x), len(first)) for x in labels], dtype=np.int64)
+    return first_seen_labels(labels)
 
 
 def complete_link_groups(sims: np.ndarray, paraphrase: np.ndarray) -> np.ndarray:
@@ -268,9 +274,8 @@ def complete_link_groups(sims: np.ndarray, paraphrase: np.ndarray) -> np.ndarray
     dist = np.clip(dist, 0.0, 2.0)
     np.fill_diagonal(dist, 0.0)
     cut = float(dist[adj].max())
-    labels = fcluster(linkage(squareform(dist, checks=False), "complete"), cut, "distance")
-    first: dict[int, int] = {}
-    return np.array([first.setdefault(int(x), len(first)) for x in labels], dtype=np.int64)
+    return first_seen_labels(
+        fcluster(linkage(squareform(dist, checks=False), "complete"), cut, "distance"))
 
 
 def planted_clusters(labels: np.ndarray, z: np.ndarray, *, min_size: int,

@@ -352,6 +352,20 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
     return result
 
 
+def without_bad(prepared: Prepared) -> Prepared:
+    """``prepared`` with every document some question labels bad removed from its corpus
+    (vectors and meta columns kept for the rest; the query vectors unchanged): the corpus of
+    the clean-pool tables, where nothing was planted."""
+    evalset = prepared.evalset
+    bad = set().union(*evalset.bad.values()) if evalset.bad else set()
+    index = prepared.index
+    keep = np.array([str(d) not in bad for d in index.doc_ids], dtype=bool)
+    clean = InMemoryIndex(list(index.doc_ids[keep]), index.vectors[keep],
+                          {k: list(np.asarray(v, dtype=object)[keep])
+                           for k, v in index.meta.items()})
+    return Prepared(evalset, clean, prepared.query_vectors)
+
+
 def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
                           measures: Sequence[str], seed: int, *,
                           on_progress: OnProgress | None = None,
@@ -362,13 +376,8 @@ def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
     the defence costs when nothing was planted."""
     evalset = prepared.evalset
     bad = set().union(*evalset.bad.values()) if evalset.bad else set()
-    index = prepared.index
-    keep = np.array([str(d) not in bad for d in index.doc_ids])
-    clean = InMemoryIndex(list(index.doc_ids[keep]), index.vectors[keep],
-                          {k: list(np.asarray(v, dtype=object)[keep])
-                           for k, v in index.meta.items()})
-    pools = pools_for(Prepared(evalset, clean, prepared.query_vectors), fetch_k, on_progress,
-                      "clean pools (queries)")
+    clean = without_bad(prepared)
+    pools = pools_for(clean, fetch_k, on_progress, "clean pools (queries)")
     systems = {BASELINE: baseline_system(top_k, fetch_k),
                **defence_systems(top_k, fetch_k), **(extra or {})}
     title = "Cost on clean pools: every fake removed from the corpus"
@@ -376,7 +385,8 @@ def clean_pool_experiment(prepared: Prepared, fetch_k: int, top_k: int,
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format(title)),
                           key="clean_pools",
                           title=title, seed=seed,
-                          notes=[f"{int(keep.sum())} real passages ({len(bad)} fakes removed); "
+                          notes=[f"{len(clean.index)} real passages ({len(bad)} fakes "
+                                 "removed); "
                                  f"each question retrieves its {fetch_k} nearest; nothing is "
                                  "planted, so any loss of nDCG is the defence's cost"])
 
