@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_process import run_cli
 from credrank.advise import advise_pool
 from credrank.advise.from_index import (
     MIN_SHARE,
@@ -19,8 +18,6 @@ from credrank.advise.from_index import (
     index_facts,
     profile_from_rows,
 )
-
-CREDRANK = Path(sys.executable).with_name("credrank")
 
 
 def _doc(i: int, *, stype: str = "unknown", host: str | None = "x.com",
@@ -109,10 +106,6 @@ def test_derived_pool_feeds_the_advice() -> None:
 
 # ---------------------------------------------------------------- the command
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *args], capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("advise-index")
@@ -123,13 +116,13 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "published_at": "2021-05-01T00:00:00Z"} for i in range(6)]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     where = root / "index"
-    done = _run("index", str(corpus), "--index", str(where), "--embedder", "hashing")
+    done = run_cli("index", str(corpus), "--index", str(where), "--embedder", "hashing")
     assert done.returncode == 0, done.stderr
     return where
 
 
 def test_cli_index_json(index_dir: Path) -> None:
-    done = _run("advise", "--index", str(index_dir), "--json")
+    done = run_cli("advise", "--index", str(index_dir), "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["credrank_advise"] == 1
@@ -146,7 +139,7 @@ def test_cli_index_json(index_dir: Path) -> None:
 
 
 def test_cli_index_text(index_dir: Path) -> None:
-    done = _run("advise", "--index", str(index_dir))
+    done = run_cli("advise", "--index", str(index_dir))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "derived from the index (6 documents):" in out
@@ -155,14 +148,14 @@ def test_cli_index_text(index_dir: Path) -> None:
 
 
 def test_cli_profile_and_index_exclude_each_other(index_dir: Path, tmp_path: Path) -> None:
-    both = _run("advise", "marketplace", "--index", str(index_dir))
+    both = run_cli("advise", "marketplace", "--index", str(index_dir))
     assert both.returncode == 2
     assert both.stderr.startswith("error:")
     assert "PROFILE" in both.stderr and "--index" in both.stderr
-    neither = _run("advise")
+    neither = run_cli("advise")
     assert neither.returncode == 2 and "--index" in neither.stderr
-    missing = _run("advise", "--index", str(tmp_path / "absent"))
+    missing = run_cli("advise", "--index", str(tmp_path / "absent"))
     assert missing.returncode == 2 and "--index" in missing.stderr
     # the profile file still works alone
-    alone = _run("advise", "marketplace", "--json")
+    alone = run_cli("advise", "marketplace", "--json")
     assert alone.returncode == 0 and "derived" not in json.loads(alone.stdout)

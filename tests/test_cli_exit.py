@@ -11,41 +11,18 @@ report (``benchmarks/fuzz_report.py --cli-repeats 20``) counts 20 runs of each.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_process import CREDRANK, assert_clean_error, run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo"
-CREDRANK = Path(sys.executable).with_name("credrank")
-FORBIDDEN = ("Traceback", "terminate called", "Aborted", "core dumped")
 
 pytestmark = pytest.mark.skipif(not CREDRANK.exists(),
                                 reason="the credrank console script is not installed")
-
-
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``credrank *args`` as a user runs it (a fresh process, the default embedder)."""
-    full_env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
-    full_env.update({"COLUMNS": "200", **(env or {})})
-    return subprocess.run([str(CREDRANK), *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess[str], expected: str) -> None:
-    """Exit 2, ``error:`` naming ``expected`` on stderr, no traceback, no abort."""
-    context = (f"exit {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
-               f"stderr: {proc.stderr[-3000:]}")
-    for bad in FORBIDDEN:
-        assert bad not in proc.stderr, context
-    assert proc.returncode == 2, context
-    assert "error:" in proc.stderr, context
-    assert expected in proc.stderr, f"expected {expected!r} in stderr\n{context}"
 
 
 @pytest.fixture(scope="module")

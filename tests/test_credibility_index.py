@@ -9,8 +9,6 @@ import csv
 import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cli_process import run_cli
 from credrank.core.candidates import StageError
 from credrank.core.ties import compare_rankings
 from credrank.credibility import Config, fit_from_labels, load_model, save_model
@@ -40,7 +39,6 @@ from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.searcher import Searcher
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 QUERIES = ("vitamin c cold", "vaccine autism", "statin muscle pain", "sunscreen cancer",
            "fluoride water children", "melatonin sleep", "antibiotics virus", "sugar diabetes")
@@ -58,11 +56,6 @@ class Counting:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.texts += list(texts)
         return self.inner.embed(texts)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, check=False)
 
 
 def words(text: str) -> str:
@@ -128,7 +121,7 @@ def stored(where: Path) -> dict[str, tuple[Any, Any]]:
 def test_cli_scores_every_document_once(demo_index_hashing: Path, models, tmp_path: Path):
     where = copy_index(demo_index_hashing, tmp_path / "idx")
     model = load_model(models["a"])
-    res = cli("score", "credibility", "--index", where, "--model", models["a"], "--json")
+    res = run_cli("score", "credibility", "--index", where, "--model", models["a"], "--json")
     assert res.returncode == 0, res.stderr
     run = json.loads(res.stdout)
     assert run["score"] == "credibility" and run["key"] == model.key
@@ -145,10 +138,10 @@ def test_cli_scores_every_document_once(demo_index_hashing: Path, models, tmp_pa
     p = model([r["text"] for r in rows], [r["url"] for r in rows],
               titles=[r["title"] for r in rows], vectors=[vectors[r["doc_id"]] for r in rows])
     np.testing.assert_allclose([values[r["doc_id"]][0] for r in rows], p, rtol=0, atol=1e-12)
-    again = cli("score", "credibility", "--index", where, "--model", models["a"])
+    again = run_cli("score", "credibility", "--index", where, "--model", models["a"])
     assert again.returncode == 0, again.stderr
     assert "scored 0, 120 already scored" in words(again.stdout)
-    bad = cli("score", "credibility", "--index", where, "--model", tmp_path / "none.json")
+    bad = run_cli("score", "credibility", "--index", where, "--model", tmp_path / "none.json")
     assert bad.returncode == 2 and "none.json: the credibility model does not exist" in \
         words(bad.stderr)
 
@@ -212,13 +205,13 @@ def test_refit_rescores_without_the_embedder(demo_index_hashing: Path, models,
 
 def test_index_command_scores_after_the_load(models, tmp_path: Path):
     where = tmp_path / "idx"
-    res = cli("index", demo_dir() / "corpus.jsonl", "--index", where, "--embedder", "hashing",
-              "--credibility-model", models["a"], "--no-optimize")
+    res = run_cli("index", demo_dir() / "corpus.jsonl", "--index", where, "--embedder", "hashing",
+                  "--credibility-model", models["a"], "--no-optimize")
     assert res.returncode == 0, res.stderr
     assert "credibility scores of" in words(res.stderr) and "scored 120" in words(res.stderr)
     assert {k for _, k in stored(where).values()} == {load_model(models["a"]).key}
-    other = cli("index", demo_dir() / "corpus.jsonl", "--index", tmp_path / "other",
-                "--embedder", "minilm", "--credibility-model", models["a"])
+    other = run_cli("index", demo_dir() / "corpus.jsonl", "--index", tmp_path / "other",
+                    "--embedder", "minilm", "--credibility-model", models["a"])
     assert other.returncode == 2 and "embedded with 'hashing'; this index uses 'minilm'" in \
         words(other.stderr)
     assert not (tmp_path / "other").exists()  # refused before anything was indexed
@@ -272,8 +265,8 @@ def test_missing_scores_error_names_the_command(demo_index_hashing: Path, scored
             StageError, match=r"credrank score credibility --index \S+ --model \S+a\.json"):
         Searcher(idx, get_embedder("hashing")).search(
             "flu", spec(models["a"], missing="error"))
-    res = cli("search", "flu", "--index", demo_index_hashing, "--credibility-model",
-              models["a"], "-S", "credibility.missing=error")
+    res = run_cli("search", "flu", "--index", demo_index_hashing, "--credibility-model",
+                  models["a"], "-S", "credibility.missing=error")
     assert res.returncode == 2
     assert f"credrank score credibility --index {demo_index_hashing} --model {models['a']}" \
         in words(res.stderr)
@@ -284,8 +277,8 @@ def test_missing_scores_error_names_the_command(demo_index_hashing: Path, scored
 
 
 def test_cli_search_reports_pushdown_and_the_stored_factor(scored: Path, models):
-    res = cli("search", "vitamin c cold", "--index", scored, "--credibility-model",
-              models["a"], "--json")
+    res = run_cli("search", "vitamin c cold", "--index", scored, "--credibility-model",
+                  models["a"], "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["settings"]["pushdown"] is True

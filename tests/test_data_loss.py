@@ -12,25 +12,22 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_process import run_cli
 from credrank.documents import Reject, iter_documents
 from serving import asgi_client, in_process
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 OUT_OF_RANGE = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:00:00-05:00")
 
 
 def _index(corpus: Path, where: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), "index", str(corpus), "--index", str(where),
-                           "--embedder", "hashing", "--no-optimize", *options], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+    return run_cli("index", corpus, "--index", where, "--embedder", "hashing", "--no-optimize",
+                   *options, timeout=600)
 
 
 def _rejects(where: Path) -> list[dict]:

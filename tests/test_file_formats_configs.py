@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import codecs
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from string import Template
 
 import pytest
 
+from cli_process import assert_clean_error, run_cli
 from credrank.advise.pools import ProfileError
 from credrank.advise.pools import load_profile as load_advise_profile
 from credrank.audit.profile import AuditInputError
@@ -36,7 +35,6 @@ from credrank.evaluate.metrics import read_run
 from credrank.freshness.config import FreshnessConfigError, load_freshness_config
 from credrank.signals.prior import PriorFileError, load_priors
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "src/credrank/data/demo/corpus.jsonl"
 
 BIG = "1" + "0" * 400          # 1e400 written as an integer: 401 digits
@@ -483,20 +481,6 @@ def test_robustness_sources_match_the_stress_bench() -> None:
 # ---------------------------------------------------------------- the real console script
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
-
-
-def _refused_by_cli(done: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr
-    message = " ".join(done.stderr.split())
-    assert message.startswith("error: "), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-
-
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Five demo documents indexed with the hashing embedder by the real console script."""
@@ -504,7 +488,8 @@ def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     corpus = folder / "corpus.jsonl"
     corpus.write_text("".join(DEMO_CORPUS.read_text(encoding="utf-8").splitlines(True)[:5]),
                       encoding="utf-8")
-    done = _cli("index", corpus, "--index", folder / "index", "--embedder", "hashing")
+    done = run_cli("index", corpus, "--index", folder / "index", "--embedder", "hashing",
+                   timeout=120)
     assert done.returncode == 0, done.stderr
     return folder / "index"
 
@@ -512,40 +497,45 @@ def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cli_search_refuses_billion_laughs(small_index: Path, tmp_path: Path) -> None:
     laughs = tmp_path / "laughs.yaml"
     laughs.write_text(LAUGHS, encoding="utf-8")
-    _refused_by_cli(_cli("search", "vitamin", "--index", small_index, "--priors", laughs),
-                    f"{laughs}: line 2", "aliases are not accepted")
-    _refused_by_cli(_cli("search", "vitamin", "--index", small_index, "--freshness",
-                         f"half_life=365d,config={laughs}"),
-                    f"{laughs}: line 2", "aliases are not accepted")
+    done = run_cli("search", "vitamin", "--index", small_index, "--priors", laughs, timeout=120)
+    assert_clean_error(done, f"{laughs}: line 2", "aliases are not accepted", starts=True)
+    done = run_cli("search", "vitamin", "--index", small_index, "--freshness",
+                   f"half_life=365d,config={laughs}", timeout=120)
+    assert_clean_error(done, f"{laughs}: line 2", "aliases are not accepted", starts=True)
 
 
 def test_cli_search_refuses_hostile_priors_and_freshness(small_index: Path,
                                                          tmp_path: Path) -> None:
     priors = _write(tmp_path, PRIORS_TOML, PRIORS_TOML.text(blog=BIG))
-    _refused_by_cli(_cli("search", "vitamin", "--index", small_index, "--priors", priors),
-                    f"{priors}: priors.blog: expected", "401 digits")
+    done = run_cli("search", "vitamin", "--index", small_index, "--priors", priors, timeout=120)
+    assert_clean_error(done, f"{priors}: priors.blog: expected", "401 digits", starts=True)
     fresh = tmp_path / "deep.toml"
     fresh.write_text("half_life = " + "[" * DEEP + "]" * DEEP + "\n", encoding="utf-8")
-    _refused_by_cli(_cli("search", "vitamin", "--index", small_index, "--freshness",
-                         f"config={fresh}"), f"{fresh}: expected nesting at most 32")
+    done = run_cli("search", "vitamin", "--index", small_index, "--freshness",
+                   f"config={fresh}", timeout=120)
+    assert_clean_error(done, f"{fresh}: expected nesting at most 32", starts=True)
 
 
 def test_cli_audit_check_radar_and_run(small_index: Path, tmp_path: Path) -> None:
     profile = _write(tmp_path, PROFILE_TOML, PROFILE_TOML.text(threshold=BIG))
-    _refused_by_cli(_cli("audit", "check", profile),
-                    f"{profile}: gate[0].threshold: expected a finite number")
+    assert_clean_error(run_cli("audit", "check", profile, timeout=120),
+                       f"{profile}: gate[0].threshold: expected a finite number", starts=True)
     utf16 = tmp_path / "utf16.json"
     utf16.write_bytes(codecs.BOM_UTF16_LE + PROFILE_JSON.text().encode("utf-16-le"))
-    _refused_by_cli(_cli("audit", "radar", utf16, "--out", tmp_path / "radar"),
-                    f"{utf16}: expected UTF-8 text, got UTF-16")
+    assert_clean_error(run_cli("audit", "radar", utf16, "--out", tmp_path / "radar",
+                               timeout=120),
+                       f"{utf16}: expected UTF-8 text, got UTF-16", starts=True)
     config = _write(tmp_path, AUDIT, AUDIT.text(op='["=="]'))
-    _refused_by_cli(_cli("audit", "--index", small_index, "--config", config, "--out",
-                         tmp_path / "out"), f"{config}: gate[0].op: expected one of")
+    assert_clean_error(run_cli("audit", "--index", small_index, "--config", config, "--out",
+                               tmp_path / "out", timeout=120),
+                       f"{config}: gate[0].op: expected one of", starts=True)
 
 
 def test_cli_advise_refuses_binary_and_huge(tmp_path: Path) -> None:
     binary = tmp_path / "binary.toml"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
-    _refused_by_cli(_cli("advise", binary), f"{binary}: line 1, column 1: expected UTF-8")
+    assert_clean_error(run_cli("advise", binary, timeout=120),
+                       f"{binary}: line 1, column 1: expected UTF-8", starts=True)
     huge = _write(tmp_path, ADVISE, ADVISE.text(sources=BIG))
-    _refused_by_cli(_cli("advise", huge), f"{huge}: pool[0].sources: expected an integer")
+    assert_clean_error(run_cli("advise", huge, timeout=120),
+                       f"{huge}: pool[0].sources: expected an integer", starts=True)

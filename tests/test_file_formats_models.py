@@ -14,14 +14,13 @@ import codecs
 import csv
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_process import assert_clean_error, run_cli
 from credrank.core.errors import FileFormatError
 from credrank.cram.headsfile import HeadsFile, HeadsFileError, ModelInfo, load_heads
 from credrank.credibility.features import CUE_NAMES, URL_NAMES, cue_patterns_hash
@@ -33,7 +32,6 @@ from credrank.signals.stance import StanceModelError, read_pairs
 from credrank.signals.stance import load_model as load_stance_model
 from credrank.signals.stance_model import lexicon_hash
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 BIG = 10**400  # a 401-digit integer: beyond the float range
 HUGE = "7" * 5000  # a 5,000-digit integer literal: beyond Python's int conversion limit
 _SENTINEL = "@@RAW@@"
@@ -495,19 +493,6 @@ def test_pair_rows_are_used_or_rejected_never_dropped(write: Callable[[str, str 
 # ---------------------------------------------------------------- the commands
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *args], capture_output=True, text=True, timeout=120,
-                          check=False)
-
-
-def _exits_2(res: subprocess.CompletedProcess[str], *needles: str) -> None:
-    out = " ".join(res.stderr.split())
-    assert res.returncode == 2, (res.returncode, res.stdout[-2000:], res.stderr[-2000:])
-    assert "error:" in out and "Traceback" not in res.stderr + res.stdout, out
-    for needle in needles:
-        assert needle in out, (needle, out)
-
-
 @pytest.fixture()
 def empty_index(tmp_path: Path) -> Path:
     """An index folder the commands never open: the file options are read first."""
@@ -524,36 +509,39 @@ def empty_index(tmp_path: Path) -> Path:
 def test_search_refuses_a_hostile_file(tmp_path: Path, empty_index: Path, option: str,
                                        fmt: str, key: str) -> None:
     path = _write_json(tmp_path, _set(FORMATS[fmt][0](), key, BIG))
-    res = _run("search", "does zinc help?", "--index", str(empty_index), option, str(path))
-    _exits_2(res, f"{key}: expected", "an integer of 401 digits")
+    res = run_cli("search", "does zinc help?", "--index", str(empty_index), option, str(path),
+                  timeout=120)
+    assert_clean_error(res, f"{key}: expected", "an integer of 401 digits")
 
 
 def test_cram_answer_refuses_a_hostile_heads_file(tmp_path: Path, empty_index: Path) -> None:
     path = tmp_path / "heads.json"
     path.write_bytes(codecs.BOM_UTF16_LE + json.dumps(heads_doc()).encode("utf-16-le"))
-    res = _run("cram", "answer", "q", "--index", str(empty_index), "--heads", str(path))
-    _exits_2(res, "got UTF-16")
+    res = run_cli("cram", "answer", "q", "--index", str(empty_index), "--heads", str(path),
+                  timeout=120)
+    assert_clean_error(res, "got UTF-16")
 
 
 def test_credibility_fit_refuses_a_stray_quote(write: Callable[[str, str | bytes], Path],
                                                empty_index: Path, tmp_path: Path) -> None:
     path = write("labels.csv", _labels(3) + 'd9,"1,t0\n' + _labels(3)[len(LABELS_HEADER):])
-    res = _run("credibility", "fit", str(path), "--index", str(empty_index), "--out",
-               str(tmp_path / "m.json"))
-    _exits_2(res, "labels.csv:5:", "unterminated quote")
+    res = run_cli("credibility", "fit", str(path), "--index", str(empty_index), "--out",
+                  str(tmp_path / "m.json"), timeout=120)
+    assert_clean_error(res, "labels.csv:5:", "unterminated quote")
 
 
 def test_stance_fit_refuses_a_huge_field(write: Callable[[str, str | bytes], Path],
                                          tmp_path: Path) -> None:
     path = write("pairs.csv", PAIRS_HEADER + _pairs(3) + "T0,q,d9,1," + "x" * 200_000 + "\n")
-    res = _run("stance", "fit", str(path), "--out", str(tmp_path / "m.json"), "--embedder",
-               "hashing")
-    _exits_2(res, "pairs.csv:5:", "field larger")
+    res = run_cli("stance", "fit", str(path), "--out", str(tmp_path / "m.json"), "--embedder",
+                  "hashing", timeout=120)
+    assert_clean_error(res, "pairs.csv:5:", "field larger")
 
 
 def test_reliability_estimate_refuses_hostile_aliases(write: Callable[[str, str | bytes], Path]
                                                       ) -> None:
     answers = write("a.csv", "question_id,source_id,answer\nq1,s1,a\nq1,s2,b\n")
     aliases = write("al.json", json.dumps({"New York": ["NYC", ["nested"]]}))
-    res = _run("reliability", "estimate", str(answers), "--aliases", str(aliases))
-    _exits_2(res, "New York[1]: expected a string, got a list")
+    res = run_cli("reliability", "estimate", str(answers), "--aliases", str(aliases),
+                  timeout=120)
+    assert_clean_error(res, "New York[1]: expected a string, got a list")

@@ -6,17 +6,15 @@ library (``Searcher``), ``credrank search --text … --json`` as a real subproce
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from cli_process import CREDRANK, run_cli
 from credrank.core.hittext import (
     DEFAULT_TEXT,
     ELLIPSIS,
@@ -31,7 +29,6 @@ from credrank.core.hittext import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo"
-CREDRANK = Path(sys.executable).with_name("credrank")
 QUERY = "does vitamin d prevent covid"
 
 
@@ -187,12 +184,6 @@ def test_searcher_hits_carry_text(demo_index_hashing: Path) -> None:
 
 
 # -- the CLI, as a user runs it -------------------------------------------------------------
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([str(CREDRANK), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
-
 
 @pytest.fixture(scope="module")
 def cli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

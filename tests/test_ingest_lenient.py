@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cli_process import CREDRANK, FORBIDDEN, run_cli
 from credrank.documents import (
     CorpusError,
     DroppedField,
@@ -38,8 +37,6 @@ from credrank.documents.fields import lenient_date_value, timezone_value
 from serving import asgi_client, in_process
 from test_corpus import BAD_JSONL, GOOD_A, GOOD_C, _line
 
-CREDRANK = Path(sys.executable).with_name("credrank")
-FORBIDDEN = ("Traceback", "terminate called", "Aborted", "core dumped")
 COAID_FAKE = Path("coaid") / "05-01-2020" / "NewsFakeCOVID-19.csv"
 COAID_FIELDS = ("--field", "=id", "--field", "news_url=url", "--field",
                 "publish_date=published_at")
@@ -291,10 +288,8 @@ def test_a_header_names_both_missing_columns_and_accepts_the_id_alias(write) -> 
 
 def run_index(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``credrank index`` as a user runs it, with the hashing embedder (no model)."""
-    env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([str(CREDRANK), "index", *args, "--embedder", "hashing",
-                           "--no-optimize"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = run_cli("index", *args, "--embedder", "hashing", "--no-optimize", cwd=cwd,
+                   timeout=600)
     for bad in FORBIDDEN:
         assert bad not in proc.stderr, proc.stderr
     return proc
@@ -346,9 +341,8 @@ def test_cli_lenient_run_reports_dropped_fields_and_the_assumed_zone(tmp_path) -
     assert (dropped["id"], dropped["line"], dropped["field"]) == ("b", 2, "published_at")
     assert dropped["message"].startswith(f"{corpus}:2: field 'published_at' dropped: ")
     assert [r["field"] for r in doc["rejects"]] == ["id"]
-    search = subprocess.run([str(CREDRANK), "search", "echinacea and colds", "--index", "idx2",
-                             "--json", "--top-k", "1"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=600)
+    search = run_cli("search", "echinacea and colds", "--index", "idx2", "--json", "--top-k", "1",
+                     cwd=tmp_path, timeout=600)
     assert search.returncode == 0, search.stderr
     [hit] = json.loads(search.stdout)["hits"]
     assert hit["doc_id"] == "c"

@@ -11,16 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cli_process import CREDRANK, run_cli
 from credrank.core.candidates import StageError
 from credrank.documents.schema import Document
 from credrank.index.embed import get_embedder
@@ -36,7 +34,6 @@ from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from stand_in_scorer import Injected, StandInScorer
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 TEXTS = [f"passage {i}: {'fever and cough ' * (1 + i % 3)}treated with rest, case {i}"
          for i in range(23)]
 
@@ -372,14 +369,9 @@ def test_cli_search_on_an_unscored_index_names_the_command(tmp_path: Path) -> No
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
                               for i, t in enumerate(TEXTS[:5])), encoding="utf-8")
-    env = {**os.environ, "COLUMNS": "200"}
-    made = subprocess.run([str(CREDRANK), "index", str(corpus), "--index", "idx", "--embedder",
-                           "hashing"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    made = run_cli("index", corpus, "--index", "idx", "--embedder", "hashing", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    proc = subprocess.run([str(CREDRANK), "search", "fever", "--index", "idx",
-                           "--machine-text"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_cli("search", "fever", "--index", "idx", "--machine-text", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "credrank score machine-text --index idx" in proc.stderr
@@ -462,22 +454,18 @@ def test_end_to_end_index_score_search(tmp_path: Path) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
                               for i, t in enumerate(TEXTS[:6])), encoding="utf-8")
-    env = {**os.environ, "COLUMNS": "200"}
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(CREDRANK), *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
-
-    made = cli("index", str(corpus), "--index", "idx", "--embedder", "hashing", "--score",
-               "machine-text")
+    made = run_cli("index", corpus, "--index", "idx", "--embedder", "hashing", "--score",
+                   "machine-text", cwd=tmp_path, timeout=600)
     assert made.returncode == 0, made.stderr
     assert "scored 6" in made.stderr
-    again = cli("score", "machine-text", "--index", "idx", "--json")
+    again = run_cli("score", "machine-text", "--index", "idx", "--json", cwd=tmp_path,
+                    timeout=600)
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["scored"] == 0 and report["already_scored"] == 6
     assert again.stderr.strip() == ""  # no TTY: no progress bar
-    found = cli("search", "fever", "--index", "idx", "--machine-text", "--json")
+    found = run_cli("search", "fever", "--index", "idx", "--machine-text", "--json",
+                    cwd=tmp_path, timeout=600)
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)["hits"]
     assert hits and all(0.5 < h["score_breakdown"]["machine_text"] <= 1 for h in hits)

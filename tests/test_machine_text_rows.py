@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_process import CREDRANK, assert_clean_error, run_cli
 from credrank.experiments.bench import bench_pooled
 from credrank.experiments.benches import BenchOptions, run_bench
 from credrank.experiments.machine_text_rows import (
@@ -27,7 +28,6 @@ from credrank.index.embed import get_embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision
 from stand_in_scorer import Injected, StandInScorer
-from test_cli_exit import CREDRANK, assert_clean_error, run_cli
 
 
 class StandIn(StandInScorer):

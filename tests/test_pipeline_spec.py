@@ -12,29 +12,21 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_process import run_cli
 from credrank.datasets.demo import demo_dir
 from credrank.index.opener import open_store
 from credrank.pipeline import CATALOG, PipelineSpec, SpecError, decide_pushdown
 from credrank.pipeline.compile import build_stages, context
 from credrank.searcher import Searcher
 
-CREDRANK = Path(sys.executable).with_name("credrank")
 QUERY = "does vitamin d help covid"
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
-
-
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def workdir(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) 
                             f"Trials show {t} does not help {c}; no benefit was found. {i}"])
     for args in (("credibility", "fit", "labels.csv", "--index", "idx", "--out", "cred.json"),
                  ("stance", "fit", "pairs.csv", "--index", "idx", "--out", "stance.json")):
-        proc = _run(*args, cwd=where)
+        proc = run_cli(*args, cwd=where, timeout=600)
         assert proc.returncode == 0, proc.stderr
     spec = {"top_k": 5, "fetch_k": 20, "stages": [
         {"stage": "prior", "priors": "current"},
@@ -99,33 +91,34 @@ def test_library_and_cli_run_the_same_pipeline_and_json_replays_it(workdir: Path
     assert library["pipeline"] == spec.to_dict() and len(library["hits"]) == 5
     for factor in ("prior", "credibility", "freshness", "agreement", "consensus"):
         assert all(factor in h["score_breakdown"] for h in library["hits"]), factor
-    proc = _run("search", QUERY, "--index", "idx", "--pipeline", "every.json", "--json",
-                cwd=workdir)
+    proc = run_cli("search", QUERY, "--index", "idx", "--pipeline", "every.json", "--json",
+                   cwd=workdir, timeout=600)
     assert proc.returncode == 0, proc.stderr
     cli = json.loads(proc.stdout)
     assert _hits(cli) == _hits(library) and cli["pipeline"] == library["pipeline"]
     (workdir / "out.json").write_text(proc.stdout, encoding="utf-8")
-    again = _run("search", QUERY, "--index", "idx", "--pipeline", "out.json", "--json",
-                 cwd=workdir)
+    again = run_cli("search", QUERY, "--index", "idx", "--pipeline", "out.json", "--json",
+                    cwd=workdir, timeout=600)
     assert again.returncode == 0, again.stderr
     replay = json.loads(again.stdout)
     assert _hits(replay) == _hits(cli) and replay["settings"] == cli["settings"]
 
 
 def test_flags_and_their_spec_run_the_same(workdir: Path) -> None:
-    flags = _run("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
-                 "threshold=0.4", "--select", "mmr", "-P", "diversity=0.3", "--freshness",
-                 "half_life=3y,now=2026-01-01,undated=penalty:0.5", "--json", cwd=workdir)
+    flags = run_cli("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
+                    "threshold=0.4", "--select", "mmr", "-P", "diversity=0.3", "--freshness",
+                    "half_life=3y,now=2026-01-01,undated=penalty:0.5", "--json", cwd=workdir,
+                    timeout=600)
     assert flags.returncode == 0, flags.stderr
     doc = json.loads(flags.stdout)
     (workdir / "flags.json").write_text(json.dumps(doc["pipeline"]), encoding="utf-8")
-    spec = _run("search", QUERY, "--index", "idx", "--pipeline", "flags.json", "--json",
-                cwd=workdir)
+    spec = run_cli("search", QUERY, "--index", "idx", "--pipeline", "flags.json", "--json",
+                   cwd=workdir, timeout=600)
     assert _hits(json.loads(spec.stdout)) == _hits(doc)
-    sets = _run("search", QUERY, "--index", "idx", "-S", "consensus.threshold=0.4",
-                "-S", "mmr.diversity=0.3", "-S", "freshness.half_life=3y",
-                "-S", "freshness.now=2026-01-01", "-S", "freshness.undated=penalty:0.5",
-                "--json", cwd=workdir)
+    sets = run_cli("search", QUERY, "--index", "idx", "-S", "consensus.threshold=0.4",
+                   "-S", "mmr.diversity=0.3", "-S", "freshness.half_life=3y",
+                   "-S", "freshness.now=2026-01-01", "-S", "freshness.undated=penalty:0.5",
+                   "--json", cwd=workdir, timeout=600)
     assert sets.returncode == 0, sets.stderr
     assert _hits(json.loads(sets.stdout)) == _hits(doc)
 
@@ -169,12 +162,13 @@ def test_a_file_the_stage_names_is_checked_when_it_is_built(tmp_path: Path) -> N
 
 
 def test_cli_errors_speak_flags_and_spec_paths(workdir: Path) -> None:
-    bad = _run("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
-               "treshold=0.5", cwd=workdir)
+    bad = run_cli("search", QUERY, "--index", "idx", "--consensus", "--consensus-param",
+                  "treshold=0.5", cwd=workdir, timeout=600)
     assert bad.returncode == 2 and "--consensus-param treshold:" in bad.stderr
     (workdir / "bad.json").write_text(json.dumps(
         {"stages": [{"stage": "consensus", "threshold": 1.5}]}), encoding="utf-8")
-    bad = _run("search", QUERY, "--index", "idx", "--pipeline", "bad.json", cwd=workdir)
+    bad = run_cli("search", QUERY, "--index", "idx", "--pipeline", "bad.json", cwd=workdir,
+                  timeout=600)
     assert bad.returncode == 2 and "bad.json: stages[0].threshold: expected" in bad.stderr
 
 
@@ -200,7 +194,7 @@ def test_pushdown_is_decided_by_the_stages(workdir: Path) -> None:
 
 
 def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> None:
-    listed = _run("pipeline", "stages", "--json", cwd=workdir)
+    listed = run_cli("pipeline", "stages", "--json", cwd=workdir, timeout=600)
     assert listed.returncode == 0, listed.stderr
     doc = json.loads(listed.stdout)
     assert [s["stage"] for s in doc["stages"]] == list(CATALOG)
@@ -208,7 +202,7 @@ def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> N
     threshold = next(p for p in consensus["params"] if p["name"] == "threshold")
     assert threshold == {"name": "threshold", "expected": "a finite number in [0, 1]",
                          "required": False, "default": 0.5}
-    checked = _run("pipeline", "check", "every.json", "--json", cwd=workdir)
+    checked = run_cli("pipeline", "check", "every.json", "--json", cwd=workdir, timeout=600)
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout) == PipelineSpec.from_dict(
         json.loads((workdir / "every.json").read_text())).to_dict()

@@ -8,17 +8,13 @@ pipe: no bar may appear)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from cli_process import run_cli
 from credrank.core.progress import Counter, counted, one_step, step
-
-CREDRANK = Path(sys.executable).with_name("credrank")
 
 
 class Recorder:
@@ -51,13 +47,6 @@ class Recorder:
             assert all(0 <= d <= total for d in done), label
             assert done[-1] == total, (label, done[-1], total)
         return steps
-
-
-def run(*args: str, cwd: Path | None = None, timeout: int = 600
-        ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([str(CREDRANK), *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout, check=False)
 
 
 # ------------------------------------------------------------------ the helpers
@@ -240,15 +229,15 @@ def test_audit_hands_the_stress_runner_its_progress(tmp_path: Path) -> None:
     ("stance", "fit"), ("cram", "calibrate"), ("score", "machine-text"),
 ])
 def test_every_long_command_takes_quiet(command: tuple[str, ...]) -> None:
-    res = run(*command, "--help")
+    res = run_cli(*command, "--help", timeout=600)
     assert res.returncode == 0, res.stderr
     assert "--quiet" in res.stdout and "-q" in res.stdout, res.stdout
 
 
 def test_bench_prints_tables_and_writes_markdown_to_report(tmp_path: Path) -> None:
     report = tmp_path / "out.md"
-    res = run("bench", "demo", "--embedder", "hashing", "--report", str(report), "-q",
-              cwd=tmp_path)
+    res = run_cli("bench", "demo", "--embedder", "hashing", "--report", str(report), "-q",
+                  cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr
     text = report.read_text(encoding="utf-8")
     assert text.startswith("# credrank bench demo")
@@ -264,37 +253,39 @@ def test_bench_prints_tables_and_writes_markdown_to_report(tmp_path: Path) -> No
 
 
 def test_bench_report_defaults_to_report_md_but_not_with_json(tmp_path: Path) -> None:
-    res = run("bench", "ra-rag-simulation", cwd=tmp_path)
+    res = run_cli("bench", "ra-rag-simulation", cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "report.md").read_text(encoding="utf-8").startswith(
         "# credrank bench ra-rag-simulation")
     assert "Markdown report written to report.md" in res.stderr
     (tmp_path / "report.md").unlink()
-    res = run("bench", "ra-rag-simulation", "--json", cwd=tmp_path)
+    res = run_cli("bench", "ra-rag-simulation", "--json", cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["bench"] == "ra-rag-simulation"  # data only, as before
     assert not (tmp_path / "report.md").exists() and res.stderr == ""
 
 
 def test_bench_report_on_a_folder_is_refused_before_the_bench_runs(tmp_path: Path) -> None:
-    res = run("bench", "demo", "--embedder", "hashing", "--report", str(tmp_path))
+    res = run_cli("bench", "demo", "--embedder", "hashing", "--report", str(tmp_path),
+                  timeout=600)
     assert res.returncode == 2
     assert f"error: --report {tmp_path}: expected a file to write, got a folder" in res.stderr
     missing = tmp_path / "nope" / "r.md"
-    res = run("bench", "demo", "--embedder", "hashing", "--report", str(missing))
+    res = run_cli("bench", "demo", "--embedder", "hashing", "--report", str(missing),
+                  timeout=600)
     assert res.returncode == 2 and "does not exist" in res.stderr
 
 
 def test_quiet_runs_and_stderr_stays_free_of_bars(demo_index_hashing: Path,
                                                   tmp_path: Path) -> None:
-    res = run("provenance", "audit", "--index", str(demo_index_hashing), "--now",
-              "2026-01-01", "--quiet", "--json")
+    res = run_cli("provenance", "audit", "--index", str(demo_index_hashing), "--now",
+                  "2026-01-01", "--quiet", "--json", timeout=600)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["credrank_provenance_audit"] == 1 and res.stderr == ""
     config = tmp_path / "audit.toml"
     config.write_text(AUDIT_CONFIG, encoding="utf-8")
     for extra in ((), ("-q",)):
-        res = run("audit", "--index", str(demo_index_hashing), "--config", str(config),
-                  "--out", str(tmp_path / "out"), "--json", *extra)
+        res = run_cli("audit", "--index", str(demo_index_hashing), "--config", str(config),
+                      "--out", str(tmp_path / "out"), "--json", *extra, timeout=600)
         assert res.returncode in (0, 1), res.stderr
         assert json.loads(res.stdout)["credrank_audit"] == 1 and res.stderr == ""

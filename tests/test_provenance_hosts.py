@@ -4,17 +4,14 @@ its domain-table template, and the ``#`` comment lines the domain-table reader s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_process import run_cli
 from credrank.provenance import DomainTableError, SourceTyper, load_domain_table
 from credrank.provenance.inventory import host_counts, rule_kind, template_text
-
-CREDRANK = Path(sys.executable).with_name("credrank")
 
 #: (id, url): 3 pages of one unknown host (two with www.), 2 of another, a CDC page (built-in
 #: rule), a blog subdomain (built-in label rule), a page without URL and one whose URL names
@@ -32,10 +29,6 @@ PAGES = [
 ]
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CREDRANK), *args], capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hosts")
@@ -47,13 +40,13 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 record["url"] = url
             f.write(json.dumps(record) + "\n")
     where = root / "index"
-    done = _run("index", str(corpus), "--index", str(where), "--embedder", "hashing")
+    done = run_cli("index", str(corpus), "--index", str(where), "--embedder", "hashing")
     assert done.returncode == 0, done.stderr
     return where
 
 
 def _hosts(index_dir: Path, *extra: str) -> dict[str, Any]:
-    done = _run("provenance", "hosts", "--index", str(index_dir), "--json", *extra)
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--json", *extra)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -187,7 +180,7 @@ def test_unknown_and_top(index_dir: Path) -> None:
     doc = _hosts(index_dir, "--unknown", "--top", "1")
     assert [r["host"] for r in doc["rows"]] == ["clinic-example.com"]
     assert doc["rows_not_shown"] == 5 and doc["filter"] == {"unknown": True, "top": 1}
-    text = _run("provenance", "hosts", "--index", str(index_dir), "--top", "2")
+    text = run_cli("provenance", "hosts", "--index", str(index_dir), "--top", "2")
     assert text.returncode == 0, text.stderr
     assert "9 documents from 4 hosts" in text.stdout
     assert "clinic-example.com" in text.stdout and "cdc.gov" not in text.stdout
@@ -196,16 +189,16 @@ def test_unknown_and_top(index_dir: Path) -> None:
 
 def test_template_fill_and_reindex(index_dir: Path, tmp_path: Path) -> None:
     template = tmp_path / "domains.csv"
-    done = _run("provenance", "hosts", "--index", str(index_dir), "--template", str(template))
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(template))
     assert done.returncode == 0, done.stderr
     table = load_domain_table(template)
     assert list(table.types) == ["clinic-example.com", "shop-example.net"]
     # a second run refuses to overwrite (a filled-in table), --force overwrites
-    again = _run("provenance", "hosts", "--index", str(index_dir), "--template", str(template))
+    again = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(template))
     assert again.returncode == 2 and "--force" in again.stderr
     assert again.stderr.startswith("error:")
-    done = _run("provenance", "hosts", "--index", str(index_dir), "--template", str(template),
-                "--top", "1", "--force", "--json")
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(template),
+                   "--top", "1", "--force", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["template"] == {"path": str(template), "hosts": 1,
                                                    "unknown_hosts": 2}
@@ -220,21 +213,21 @@ def test_template_fill_and_reindex(index_dir: Path, tmp_path: Path) -> None:
 
 
 def test_errors_exit_2(index_dir: Path, tmp_path: Path) -> None:
-    missing = _run("provenance", "hosts", "--index", str(tmp_path / "absent"))
+    missing = run_cli("provenance", "hosts", "--index", str(tmp_path / "absent"))
     assert missing.returncode == 2
     assert missing.stderr.startswith("error:") and "--index" in missing.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    not_index = _run("provenance", "hosts", "--index", str(empty))
+    not_index = run_cli("provenance", "hosts", "--index", str(empty))
     assert not_index.returncode == 2 and "--index" in not_index.stderr
-    top = _run("provenance", "hosts", "--index", str(index_dir), "--top", "0")
+    top = run_cli("provenance", "hosts", "--index", str(index_dir), "--top", "0")
     assert top.returncode == 2 and "--top" in top.stderr
     bad = tmp_path / "bad.csv"
     bad.write_text("domain,source_type\nx.com,commercial\n", encoding="utf-8")
-    table = _run("provenance", "hosts", "--index", str(index_dir), "--table", str(bad))
+    table = run_cli("provenance", "hosts", "--index", str(index_dir), "--table", str(bad))
     assert table.returncode == 2 and "--table" in table.stderr and "bad.csv:2" in table.stderr
-    folder = _run("provenance", "hosts", "--index", str(index_dir), "--template",
-                  str(tmp_path))
+    folder = run_cli("provenance", "hosts", "--index", str(index_dir), "--template",
+                     str(tmp_path))
     assert folder.returncode == 2 and "--template" in folder.stderr
 
 

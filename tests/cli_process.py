@@ -1,0 +1,50 @@
+"""The ``credrank`` console script as a subprocess, for tests (not a test file).
+
+:func:`run_cli` runs ``credrank *args`` as a user runs it: a fresh process, the default MiniLM
+backend (``CREDRANK_EMBED_BACKEND`` removed from the environment) and a 200-column console, so
+that rich wraps few lines. :func:`assert_clean_error` checks the refusal every command owes a
+bad invocation: exit 2, an ``error:`` line on stderr naming what was wrong, and neither a Python
+traceback nor a native abort (issue 23). ``CREDRANK`` is the script's path, for the tests that
+skip when it is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+CREDRANK = Path(sys.executable).with_name("credrank")
+#: what a refusal may never print on stderr: a Python traceback or a native abort
+FORBIDDEN = ("Traceback", "terminate called", "Aborted", "core dumped")
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``credrank *args`` (each ``str()``-ed) in ``cwd``, in the current environment without
+    ``CREDRANK_EMBED_BACKEND``, with ``COLUMNS=200`` and then ``env`` on top."""
+    full_env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+    full_env.update({"COLUMNS": "200", **(env or {})})
+    return subprocess.run([str(CREDRANK), *map(str, args)], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess[str], *expected: str,
+                       starts: bool = False) -> None:
+    """Exit 2, ``error:`` on stderr (its very start with ``starts``), none of ``FORBIDDEN`` on
+    stderr nor a traceback on stdout, and each ``expected`` fragment in stderr with its
+    whitespace runs made single spaces (rich wraps long lines)."""
+    message = " ".join(proc.stderr.split())
+    context = (f"exit {proc.returncode}\nstdout: {proc.stdout[-2000:]}\n"
+               f"stderr: {proc.stderr[-3000:]}")
+    for bad in FORBIDDEN:
+        assert bad not in proc.stderr, context
+    assert "Traceback" not in proc.stdout, context
+    assert proc.returncode == 2, context
+    assert "error:" in message, context
+    if starts:
+        assert message.startswith("error: "), context
+    for fragment in expected:
+        assert fragment in message, f"expected {fragment!r} in stderr\n{context}"
