@@ -43,10 +43,11 @@ available, else hashing)::
 embedder ``hashing``; built once into ``--cache DIR`` and reused, or into a temporary folder),
 ``Searcher.search_json`` in this process, the same ``POST /search`` straight into the ASGI app
 (no socket) and over HTTP to a real ``credrank serve`` (uvicorn, loopback, one keep-alive
-``http.client`` connection, sequential), in rounds that alternate the three; p50, p95 and the
-ratios to the in-process search (goal: HTTP p50 ≤ 2×). Then the client's cost of encoding one
-``/rerank`` body (30 demo passages + query, 384-float32 vectors from numpy) as JSON numbers vs
-base64, with ``json.dumps`` and with orjson::
+``http.client`` connection, sequential), and the in-process search without the hits' text
+(``text="none"``: what the default snippets cost), in rounds that alternate the four; p50,
+p95 and the ratios to the in-process search (goal: HTTP p50 ≤ 2×). Then the client's cost
+of encoding one ``/rerank`` body (30 demo passages + query, 384-float32 vectors from numpy) as
+JSON numbers vs base64, with ``json.dumps`` and with orjson::
 
     python benchmarks/bench_serve.py --section overhead [--n 100000] [--cache DIR]
                                      [--requests 300] [--rounds 3] [--json]
@@ -479,7 +480,8 @@ def overhead(args: argparse.Namespace) -> None:
     body = {"query": QUERY, "top_k": 10}
     raw = json.dumps(body).encode()
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    samples: dict[str, list[float]] = {"in-process": [], "asgi": [], "http": []}
+    samples: dict[str, list[float]] = {"in-process": [], "asgi": [], "http": [],
+                                       "in-process, no text": []}
     try:
         t0 = time.perf_counter()
         index = scaled_index(args, tmp)
@@ -511,7 +513,10 @@ def overhead(args: argparse.Namespace) -> None:
                         raise SystemExit(f"POST /search scores differ: {got} vs {expected}")
                 response_bytes = len(http.answer)
                 runs = {"in-process": lambda: searcher.search_json(QUERY, settings),
-                        "asgi": asgi, "http": http}
+                        "asgi": asgi, "http": http,
+                        # what the hits' snippets cost (the default text) in the same run
+                        "in-process, no text":
+                            lambda: searcher.search_json(QUERY, settings, text="none")}
                 # rounds alternate the paths: load drifting on a shared machine weighs on
                 # each alike
                 for round_ in range(args.rounds):
@@ -531,11 +536,12 @@ def overhead(args: argparse.Namespace) -> None:
     base50, base95 = ms(samples["in-process"], 50), ms(samples["in-process"], 95)
     labels = {"in-process": "Searcher.search_json (in process)",
               "asgi": "POST /search into the ASGI app (in process, no socket)",
-              "http": "POST /search over HTTP (credrank serve, uvicorn; http.client keep-alive)"}
+              "http": "POST /search over HTTP (credrank serve, uvicorn; http.client keep-alive)",
+              "in-process, no text": "Searcher.search_json, text none (no snippets: their cost)"}
     rows = [{"path": labels[k], "samples": len(v), "p50_ms": round(ms(v, 50), 3),
              "p95_ms": round(ms(v, 95), 3), "p50_ratio": round(ms(v, 50) / base50, 2),
              "p95_ratio": round(ms(v, 95) / base95, 2)} for k, v in samples.items()]
-    http_ratio = rows[2]["p50_ratio"]
+    http_ratio = rows[list(samples).index("http")]["p50_ratio"]
     settings_out = {"body": body, "documents": documents, "embedder": embedder,
                     "index": str(index), "index_ready_s": round(ready_s, 1),
                     "response_bytes": response_bytes, "rounds": args.rounds,

@@ -101,6 +101,38 @@ def test_snippet_edge_cases() -> None:
     assert "vitamin covid prevent" in snippet(text, QUERY)
 
 
+def _reference_highlights(text: str, query: str) -> list[tuple[int, int]]:
+    """The rule as the module docstring says it, word by word (what the page's app.js does)."""
+    words = query_words(query)
+    return [(m.start(), m.end()) for m in re.finditer(r"\w+", text)
+            if any(m.group().lower().startswith(w) for w in words)]
+
+
+@pytest.mark.parametrize("query", [QUERY, "influenza vaccine side effects", "Echinacea colds",
+                                   "what is it", "covid-19 vaccines in children", ""])
+def test_highlights_follow_the_rule_on_the_demo_texts(query: str) -> None:
+    """One pattern scan per text (cached per query) finds exactly the words that the
+    word-by-word rule finds, on every demo text."""
+    texts = [json.loads(line)["text"] for line in
+             (DEMO / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    for text in texts:
+        assert highlights(text, query) == _reference_highlights(text, query), text[:80]
+
+
+def test_a_word_is_credited_to_the_first_query_word_that_starts_it() -> None:
+    # "vaccines" starts with both "vacc" and "vaccine": the window counts it once, for "vacc"
+    from credrank.core.hittext import _matches
+
+    assert [w for *_, w in _matches("Vaccines work; vaccination too", "vacc vaccine")] == \
+        ["vacc", "vacc"]
+    assert [w for *_, w in _matches("Vaccines work", "vaccine vacc")] == ["vaccine"]
+    # case as Python's case-insensitive patterns fold it: the three Greek sigmas are one
+    assert highlights("ΣΟΦΙΑ and σοφία", "σοφια") == [(0, 5)]
+    # (str.lower() makes the last capital sigma a final "ς"; a query typed with "σ" matches)
+    assert highlights("ΟΔΥΣΣΕΑΣ", "\u03bf\u03b4\u03c5\u03c3\u03c3\u03b5\u03b1\u03c3") == [(0, 8)]
+    assert highlights("no query word here", "the of") == []
+
+
 def test_page_stopwords_are_the_same() -> None:
     js = (ROOT / "src" / "credrank" / "serve" / "static" / "app.js").read_text(encoding="utf-8")
     block = re.search(r"const STOPWORDS = new Set\(\((.*?)\)\.split", js, re.S)

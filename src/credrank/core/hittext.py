@@ -19,14 +19,15 @@ all). A text of at most :data:`SNIPPET_CHARS` characters is its own snippet; a t
 any query word gives its opening window. A *query word* is a run of letters or digits of at
 least two characters that is not in :data:`STOPWORDS` (all words count when every one is);
 it matches a word of the text that starts with it, ignoring case ("prevent" matches
-"Prevention"). The web page highlights the same words in the snippet (``app.js`` holds a copy
+"Prevention"; case as Python's case-insensitive regular expressions fold it, so "σ" also
+matches "ς" and "Σ"). The web page highlights the same words in the snippet (``app.js`` holds a copy
 of :data:`STOPWORDS`; a test checks the two agree).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from functools import lru_cache
 
 __all__ = [
     "DEFAULT_TEXT",
@@ -68,7 +69,6 @@ why will with would you your yours
 """.split())
 
 _WORD = re.compile(r"\w+")
-_SPACE = re.compile(r"\s+")
 
 
 def check_text(value: object, name: str = TEXT_OPTION) -> str:
@@ -87,22 +87,34 @@ def query_words(query: str) -> list[str]:
     return content or words
 
 
-def _matches(text: str, words: Sequence[str]) -> list[tuple[int, int, str]]:
-    """``(start, end, query word)`` of every word of ``text`` that a query word starts."""
-    out = []
-    for m in _WORD.finditer(text):
-        token = m.group().lower()
-        for w in words:
-            if token.startswith(w):
-                out.append((m.start(), m.end(), w))
-                break
-    return out
+@lru_cache(maxsize=256)
+def _word_matcher(query: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    """The query's words and one pattern that finds the words of a text they start: group
+    ``k`` is the ``k``-th query word, tried in the query's order at the start of each word
+    of the text (so a word is credited to the first query word that starts it), ignoring
+    case; ``None`` where the query has no word. Cached per query: every hit of a search
+    shares it."""
+    words = tuple(query_words(query))
+    if not words:
+        return words, None
+    alternatives = "|".join(f"({re.escape(w)})" for w in words)
+    return words, re.compile(rf"(?<!\w)(?:{alternatives})\w*", re.IGNORECASE)
+
+
+def _matches(text: str, query: str) -> list[tuple[int, int, str]]:
+    """``(start, end, query word)`` of every word of ``text`` that a query word starts (one
+    regular-expression scan of ``text``)."""
+    words, pattern = _word_matcher(query)
+    if pattern is None:
+        return []
+    return [(m.start(), m.end(), words[m.lastindex - 1])  # type: ignore[operator]
+            for m in pattern.finditer(text)]
 
 
 def highlights(text: str, query: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every word of ``text`` a query word matches: what a page or a
     terminal highlights (never part of the JSON documents)."""
-    return [(start, end) for start, end, _ in _matches(text, query_words(query))]
+    return [(start, end) for start, end, _ in _matches(text, query)]
 
 
 def snippet(text: str, query: str, chars: int = SNIPPET_CHARS) -> str:
@@ -111,11 +123,11 @@ def snippet(text: str, query: str, chars: int = SNIPPET_CHARS) -> str:
     rule in the module docstring)."""
     if chars < 1:
         raise ValueError(f"chars: expected an integer >= 1, got {chars!r}")
-    flat = _SPACE.sub(" ", text).strip()
+    flat = " ".join(text.split())  # runs of whitespace as one space
     n = len(flat)
     if n <= chars:
         return flat
-    found = _matches(flat, query_words(query))
+    found = _matches(flat, query)
     if not found:
         return _cut(flat, 0, chars, 0, 0)
     first, last = _best_window(found, chars)
