@@ -39,8 +39,11 @@ NewsPolluted and CrAM NQ harmful@1 and nDCG@5, CrAM NQ with every fake removed (
 TREC 2019 HM dev (nDCG@10), for the product stage's fixed transform ``1 − (1 − floor)·Φ(d)``
 at floors 0.5 (the default), 0.3 and 0.1, and — a measurement, not a product option — the
 corpus percentile ``1 − (1 − floor)·F(d)`` (``F`` the empirical distribution of ``d`` over
-the set's whole corpus, no label read) at floors 0.5 and 0.3. No row reads a label; the rows
-look at the sets they are reported on.
+the set's whole corpus, no label read) at floors 0.5 and 0.3, and the stage's transform made
+sharper and shifted, ``1 − 0.5·Φ((d − center)/scale)`` with scale 0.5 and 0.25 and center
+−0.5, 0 and 0.5 (the stage's ``center`` and ``scale`` options: would a factor that leaves human
+text alone lower the clean cost?). No row reads a label; the rows look at the sets they are
+reported on.
 
     python benchmarks/bench_machine_text.py transforms --data ../shared/data --score-cache DIR
 """
@@ -288,6 +291,9 @@ def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
                 for fl in (0.5, 0.3, 0.1)]
     systems += [(f"corpus percentile, floor {fl}", lambda c, fl=fl: percentile(fl, c))
                 for fl in (0.5, 0.3)]
+    systems += [(f"fixed Φ, floor 0.5, center {c}, scale {s}",
+                 lambda _, c=c, s=s: MachineTextFactor(0.5, center=c, scale=s))
+                for s in (0.5, 0.25) for c in (-0.5, 0.0, 0.5)]
     rows = []
     for system, make in systems:
         row: dict[str, Any] = {"system": system}

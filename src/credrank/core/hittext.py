@@ -20,8 +20,8 @@ any query word gives its opening window. A *query word* is a run of letters or d
 least two characters that is not in :data:`STOPWORDS` (all words count when every one is);
 it matches a word of the text that starts with it, ignoring case ("prevent" matches
 "Prevention"; case as Python's case-insensitive regular expressions fold it, so "σ" also
-matches "ς" and "Σ"). The web page highlights the same words in the snippet (``app.js`` holds a copy
-of :data:`STOPWORDS`; a test checks the two agree).
+matches "ς" and "Σ"). The web page highlights the same words in the snippet (``app.js``
+holds a copy of :data:`STOPWORDS`; a test checks the two agree).
 """
 
 from __future__ import annotations
