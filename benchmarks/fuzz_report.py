@@ -29,6 +29,7 @@ This is a measurement, not a test: the numbers are counts of inputs, not timings
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -200,28 +201,27 @@ class CliTally:
                 self.examples.append(f"exit {proc.returncode}: {err.strip()[-300:]}")
 
 
-def credrank_cli() -> str:
-    return str(Path(sys.executable).with_name("credrank"))
-
-
 def cli_workdir(where: Path) -> None:
     """``where``: a 30-document index of the default install (``idx``), its corpus
     (``small.jsonl``) and a feedback store (``store``)."""
     demo = ROOT / "src" / "credrank" / "data" / "demo" / "corpus.jsonl"
     lines = demo.read_text(encoding="utf-8").splitlines()[:30]
     (where / "small.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
     for args in (["index", "small.jsonl", "--index", "idx"], ["priors", "init", "store"]):
-        done = subprocess.run([credrank_cli(), *args], cwd=where, env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = run_cli(where, args)
         if done.returncode != 0:
             raise RuntimeError(f"credrank {' '.join(args)}: {done.stderr[-2000:]}")
 
 
 def run_cli(where: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
-    return subprocess.run([credrank_cli(), *args], cwd=where, env=env, capture_output=True,
-                          text=True, timeout=600)
+    """``credrank *args`` in ``where`` as the tests run it (tests/cli_process.py: a fresh
+    process on the default install)."""
+    return _cli_process().run_cli(*args, cwd=where, timeout=600)
+
+
+@functools.cache
+def _cli_process() -> Any:
+    return _load_test_module("cli_process")
 
 
 def fuzz_formats(budget: int, keep: int, seed: int) -> tuple[list[FormatTally], Any]:
