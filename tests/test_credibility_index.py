@@ -38,6 +38,7 @@ from credrank.index.scoring import ScoreJob, score_store
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.searcher import Searcher
+from sparse_copy import sparse_copy
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 QUERIES = ("vitamin c cold", "vaccine autism", "statin muscle pain", "sunscreen cancer",
@@ -63,7 +64,7 @@ def words(text: str) -> str:
 
 
 def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest)
+    shutil.copytree(src, dest, copy_function=sparse_copy)
     (dest / ".credrank.lock").unlink(missing_ok=True)
     return dest
 

@@ -26,6 +26,7 @@ from credrank.core.hittext import (
     query_words,
     snippet,
 )
+from sparse_copy import sparse_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo"
@@ -276,7 +277,8 @@ def server(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) -
     from serving import running_server
 
     where = tmp_path_factory.mktemp("hit-text-serve") / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     with running_server(where, "--table", str(DEMO / "domains.csv")) as handle:
         yield handle
 

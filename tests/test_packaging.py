@@ -18,6 +18,7 @@ import yaml
 
 import credrank
 from credrank.cli import run
+from sparse_copy import sparse_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = [
@@ -109,7 +110,7 @@ def test_rerank_is_callable_with_an_embedder_name() -> None:
 def test_config_defaults_and_flags_win(index_dir: Path, tmp_path: Path) -> None:
     """A real `credrank` process in a subfolder of the file: its defaults (a relative index
     path, priors, a per-command top-k) are used and said; explicit flags win."""
-    shutil.copytree(index_dir, tmp_path / "idx")
+    shutil.copytree(index_dir, tmp_path / "idx", copy_function=sparse_copy)
     (tmp_path / "credrank.toml").write_text(
         'index = "idx"\npriors = "aggressive"\n\n[search]\ntop-k = 2\n', encoding="utf-8")
     (tmp_path / "work").mkdir()

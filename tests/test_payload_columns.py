@@ -17,6 +17,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.payload import EXTRA_COLUMNS, META_COLUMNS
 from credrank.index.scoring import set_fields
+from sparse_copy import sparse_copy
 
 QUERIES = ("does vitamin d prevent covid", "masks and flu", "what causes measles outbreaks")
 
@@ -43,7 +44,8 @@ def same(a: Candidates, b: Candidates) -> None:
 @pytest.fixture()
 def index_copy(demo_index_hashing: Path, tmp_path: Path) -> Path:
     target = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, target, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, target, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     return target
 
 

@@ -26,6 +26,7 @@ from credrank.defences.planted_math import (
 )
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import PipelineSpec, SpecError
+from sparse_copy import sparse_copy
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -375,7 +376,8 @@ def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
     if not credrank.exists():
         pytest.skip("the credrank console script is not installed")
     index = tmp_path / "idx"
-    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     proc = subprocess.run([str(credrank), "search", "does vitamin c prevent colds", "--index",
                            str(index), "--planted", "--json"], capture_output=True, text=True,
                           timeout=300)
@@ -410,7 +412,8 @@ def test_http_search_with_planted(demo_index_hashing, tmp_path):
     from serving import running_server
 
     index = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     with running_server(index) as server:
         ok = httpx.post(server.url + "/search", json={"query": "does vitamin c prevent colds",
                                                        "top_k": 3, "planted": True}, timeout=60)

@@ -50,6 +50,7 @@ import pytest
 
 from readme_blocks import SHELL, Block, commands, minimal, read_blocks, synopsis_words, words
 from serving import running_server
+from sparse_copy import sparse_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -168,7 +169,8 @@ def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def workdir(readme_dir: Path, tmp_path: Path) -> Path:
     """A fresh copy of the prepared folder for one block (a block may write to it)."""
-    return Path(shutil.copytree(readme_dir, tmp_path / "work", symlinks=True))
+    return Path(shutil.copytree(readme_dir, tmp_path / "work", symlinks=True,
+                                copy_function=sparse_copy))
 
 
 # --------------------------------------------------------------------------------------------

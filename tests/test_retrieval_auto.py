@@ -33,6 +33,7 @@ from credrank.rerank import (
 )
 from credrank.search import SearchSettings
 from serving import ServerHandle, running_server
+from sparse_copy import sparse_copy
 
 HASHING = get_embedder("hashing")
 QUERY = "does vitamin d prevent covid"
@@ -400,7 +401,8 @@ def test_langchain_default_uses_metadata_scores() -> None:
 def server(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[ServerHandle]:
     where = tmp_path_factory.mktemp("auto") / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     with running_server(where) as handle:
         yield handle
 

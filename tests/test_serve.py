@@ -18,6 +18,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.searcher import Searcher
 from serving import ServerHandle, running_server
+from sparse_copy import sparse_copy
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 TABLE = ("--table", str(DEMO / "domains.csv"))
@@ -27,7 +28,8 @@ QUERY = "does vitamin d prevent covid"
 
 
 def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     return dest
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from serving import running_server
+from sparse_copy import sparse_copy
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
@@ -23,7 +24,8 @@ SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 def test_schemathesis_finds_no_server_error_nor_schema_mismatch(demo_index_hashing: Path,
                                                                  tmp_path: Path) -> None:
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     with running_server(where, "--table", str(DEMO / "domains.csv"), "--api-key-env",
                         "FUZZ_KEY", "--priors-store", str(tmp_path / "priors"),
                         env={"FUZZ_KEY": "fuzz"}) as server:

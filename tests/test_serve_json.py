@@ -20,13 +20,15 @@ from credrank.pipeline.spec import PipelineSpec
 from credrank.searcher import Searcher
 from credrank.serve.responses import JSON, JSON_LIBRARY, Rendered, dumps
 from serving import ServerHandle, running_server
+from sparse_copy import sparse_copy
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 QUERY = "does vitamin d prevent covid"
 
 
 def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     return dest
 
 

@@ -28,6 +28,7 @@ from credrank.searcher import Searcher
 from credrank.serve.config import ServeConfig
 from credrank.signals.feedback import FeedbackPriors
 from serving import Hold, asgi_client, in_process, running_server
+from sparse_copy import sparse_copy
 from test_file_formats_models import credibility_doc, estimate_doc, stance_doc
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
@@ -39,7 +40,8 @@ CLAIM = "vitamin d prevents covid"
 
 
 def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"))
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
     return dest
 
 
