@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from credrank.cli.specs import spec_value
 from credrank.datasets import read_cram_nq
 from credrank.defences.planted import MODES, PlantedEvidence
 from credrank.index.embed import get_embedder
@@ -78,10 +79,7 @@ def main() -> None:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             ap.error(f"--param: expected KEY=VALUE, got {item!r}")
-        try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[key] = raw
+        params[key] = spec_value(raw)  # as -S reads a value
     try:
         PlantedEvidence(args.mode, **params)  # checked before minutes of indexing
     except (TypeError, ValueError) as exc:

@@ -5,9 +5,10 @@ A Qdrant Edge index preallocates its write-ahead log and vector pages as sparse 
 copies with ``shutil.copy2``, which writes the holes out as zeros, so every copy of that index
 took 225 MB of disk, and the test suite's copies ≈ 26 GB of ``/tmp`` per run (pytest keeps
 three runs). :func:`sparse_copy` copies only the data regions (``os.SEEK_DATA`` /
-``os.SEEK_HOLE``) and sets the length, so a copy takes what the original takes::
+``os.SEEK_HOLE``) and sets the length, so a copy takes what the original takes;
+:func:`copy_index` copies an index folder with it (its lock file left behind)::
 
-    shutil.copytree(src, dst, copy_function=sparse_copy)
+    copy_index(src, dst)  # or shutil.copytree(src, dst, copy_function=sparse_copy)
 
 Where the platform or file system cannot report holes it copies the whole file, as
 ``shutil.copy2`` does.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from pathlib import Path
 
 _CHUNK = 1 << 20
 
@@ -66,3 +68,11 @@ def sparse_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str
     shutil.copystat(src, dst)
     return str(dst)
 
+
+
+def copy_index(src: Path, dst: Path) -> Path:
+    """The index folder ``src`` copied to ``dst`` (returned) with its holes kept and without
+    its ``.credrank.lock``, so that the copy opens as a fresh index of its own."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".credrank.lock"),
+                    copy_function=sparse_copy)
+    return Path(dst)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from credrank.index.scoring import ScoreJob, score_store
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.searcher import Searcher
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 QUERIES = ("vitamin c cold", "vaccine autism", "statin muscle pain", "sunscreen cancer",
@@ -61,12 +60,6 @@ class Counting:
 
 def words(text: str) -> str:
     return " ".join(text.split())
-
-
-def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, copy_function=sparse_copy)
-    (dest / ".credrank.lock").unlink(missing_ok=True)
-    return dest
 
 
 @pytest.fixture(scope="module")

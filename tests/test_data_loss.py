@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from cli_process import run_cli
 from credrank.documents import Reject, iter_documents
 from serving import asgi_client, in_process
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 OUT_OF_RANGE = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:00:00-05:00")
 
@@ -103,8 +102,7 @@ def test_any_exception_while_converting_a_record_is_its_reject(tmp_path: Path,
 def test_post_index_answers_the_per_record_rejects(demo_index_hashing: Path,
                                                    tmp_path: Path) -> None:
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     docs = [{"id": "ok-1", "text": "zinc and colds", "url": "https://www.nih.gov/z"},
             {"id": "bad", "text": "old", "published_at": OUT_OF_RANGE[0]},
             {"id": "ok-2", "text": "zinc again", "published_at": "2024-01-02"}]

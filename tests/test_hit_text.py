@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from credrank.core.hittext import (
     query_words,
     snippet,
 )
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo"
@@ -277,8 +276,7 @@ def server(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) -
     from serving import running_server
 
     where = tmp_path_factory.mktemp("hit-text-serve") / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     with running_server(where, "--table", str(DEMO / "domains.csv")) as handle:
         yield handle
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -35,7 +34,7 @@ from credrank.documents import (
 )
 from credrank.documents.fields import lenient_date_value, timezone_value
 from serving import asgi_client, in_process
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 from test_corpus import BAD_JSONL, GOOD_A, GOOD_C, _line
 
 COAID_FAKE = Path("coaid") / "05-01-2020" / "NewsFakeCOVID-19.csv"
@@ -454,8 +453,7 @@ def test_coaid_example_dates_are_read(shared_data) -> None:
 def test_post_index_drops_reports_and_validates_the_reading(demo_index_hashing: Path,
                                                             tmp_path: Path) -> None:
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     docs = [{"id": "l-1", "text": "zinc and colds", "published_at": "2020-04-11"},
             {"id": "l-2", "text": "zinc again", "published_at": "2/11/20"},
             {"id": "l-3", "text": "zinc at noon", "observed_at": "2020-03-04T12:00:00"},

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 from stand_in_scorer import Injected, StandInScorer
 
 TEXTS = [f"passage {i}: {'fever and cough ' * (1 + i % 3)}treated with rest, case {i}"
@@ -260,8 +259,7 @@ def test_scores_on_a_qdrant_server_store() -> None:
 # -- search, the service, the CLI --------------------------------------------------------------
 
 def scored_copy(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, copy_function=sparse_copy)
-    (dest / ".credrank.lock").unlink(missing_ok=True)
+    copy_index(src, dest)
     with open_store(dest, create=True) as idx:
         score_store(idx, ScoreJob("machine_text", StandIn.key, StandIn()))
     return dest
@@ -286,8 +284,7 @@ def test_service_search_with_the_stage(demo_index_hashing: Path, tmp_path: Path)
     pytest.importorskip("fastapi")
     from serving import asgi_client, in_process
 
-    unscored = shutil.copytree(demo_index_hashing, tmp_path / "plain", copy_function=sparse_copy)
-    (unscored / ".credrank.lock").unlink(missing_ok=True)
+    unscored = copy_index(demo_index_hashing, tmp_path / "plain")
     where = scored_copy(demo_index_hashing, tmp_path / "idx")
     body = {"query": "vitamin d covid", "pipeline": {"top_k": 3, "stages": [
         "prior", {"stage": "machine_text", "floor": 0.5}]}}

@@ -3,7 +3,6 @@ copy gives the very batches the engine's payload gives, and no write leaves it s
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.payload import EXTRA_COLUMNS, META_COLUMNS
 from credrank.index.scoring import set_fields
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 QUERIES = ("does vitamin d prevent covid", "masks and flu", "what causes measles outbreaks")
 
@@ -44,8 +43,7 @@ def same(a: Candidates, b: Candidates) -> None:
 @pytest.fixture()
 def index_copy(demo_index_hashing: Path, tmp_path: Path) -> Path:
     target = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, target, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, target)
     return target
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from credrank.index.opener import open_store
 from credrank.pipeline import CATALOG, PipelineSpec, SpecError, decide_pushdown
 from credrank.pipeline.compile import build_stages, context
 from credrank.searcher import Searcher
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 QUERY = "does vitamin d help covid"
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
@@ -35,8 +34,7 @@ def workdir(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) 
     """A copy of the demo index (hashing) with a credibility and a stance model fitted on
     it through the CLI, and a spec file using every kind of stage."""
     where = tmp_path_factory.mktemp("spec")
-    shutil.copytree(demo_index_hashing, where / "idx",
-                    ignore=shutil.ignore_patterns(".credrank.lock"), copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where / "idx")
     docs = {d["id"]: d for d in map(json.loads, (demo_dir() / "corpus.jsonl").read_text(
         encoding="utf-8").splitlines())}
     with (where / "labels.csv").open("w", newline="", encoding="utf-8") as out:

@@ -26,7 +26,7 @@ from credrank.defences.planted_math import (
 )
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import PipelineSpec, SpecError
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -367,7 +367,6 @@ def test_library_search_with_planted(demo_index_hashing):
 
 def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
     import json
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
@@ -376,8 +375,7 @@ def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
     if not credrank.exists():
         pytest.skip("the credrank console script is not installed")
     index = tmp_path / "idx"
-    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, index)
     proc = subprocess.run([str(credrank), "search", "does vitamin c prevent colds", "--index",
                            str(index), "--planted", "--json"], capture_output=True, text=True,
                           timeout=300)
@@ -405,15 +403,13 @@ def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
 
 def test_http_search_with_planted(demo_index_hashing, tmp_path):
     pytest.importorskip("fastapi")
-    import shutil
 
     import httpx
 
     from serving import running_server
 
     index = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, index, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, index)
     with running_server(index) as server:
         ok = httpx.post(server.url + "/search", json={"query": "does vitamin c prevent colds",
                                                        "top_k": 3, "planted": True}, timeout=60)

@@ -9,7 +9,6 @@ same-model check must refuse.
 
 from __future__ import annotations
 
-import shutil
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from credrank.rerank import (
 )
 from credrank.search import SearchSettings
 from serving import ServerHandle, running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 HASHING = get_embedder("hashing")
 QUERY = "does vitamin d prevent covid"
@@ -401,8 +400,7 @@ def test_langchain_default_uses_metadata_scores() -> None:
 def server(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[ServerHandle]:
     where = tmp_path_factory.mktemp("auto") / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     with running_server(where) as handle:
         yield handle
 

@@ -4,7 +4,6 @@ auth before the body, limits, structured logs and a clean SIGTERM shutdown."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import socket
 from collections.abc import Iterator
@@ -18,19 +17,13 @@ from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.searcher import Searcher
 from serving import ServerHandle, running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 TABLE = ("--table", str(DEMO / "domains.csv"))
 KEY_ENV = "CREDRANK_TEST_SERVE_KEY"
 KEY = "s3cret-key-for-tests"
 QUERY = "does vitamin d prevent covid"
-
-
-def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
-    return dest
 
 
 @pytest.fixture(scope="module")

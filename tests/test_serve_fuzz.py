@@ -5,7 +5,6 @@ OpenAPI document declares for its status (``response_schema_conformance``). Larg
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from serving import running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
@@ -24,8 +23,7 @@ SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 def test_schemathesis_finds_no_server_error_nor_schema_mismatch(demo_index_hashing: Path,
                                                                  tmp_path: Path) -> None:
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     with running_server(where, "--table", str(DEMO / "domains.csv"), "--api-key-env",
                         "FUZZ_KEY", "--priors-store", str(tmp_path / "priors"),
                         env={"FUZZ_KEY": "fuzz"}) as server:

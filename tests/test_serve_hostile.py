@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +21,7 @@ import pytest
 from credrank.serve.limits import APPLIED, CANCELLED, MAY_BE_APPLIED, NOT_APPLIED
 from credrank.signals.feedback import FeedbackPriors
 from serving import Deadline, Hold, asgi_client, in_process, running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 KEY = "hostile-test-key"
@@ -38,8 +37,7 @@ def app_factory(demo_index_hashing: Path, tmp_path: Path) -> Iterator[Any]:
     feedback store (``tmp_path / "priors"``); making another closes the previous one (a new
     server on the same index and store, as after a restart)."""
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     FeedbackPriors(tmp_path / "priors", "current")
     opened: list[Any] = []
 
@@ -482,8 +480,7 @@ def test_an_api_key_with_surrounding_whitespace_is_refused_at_start(tmp_path: Pa
 
 def test_a_slow_body_is_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -> None:
     where = tmp_path / "index"
-    shutil.copytree(demo_index_hashing, where, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
+    copy_index(demo_index_hashing, where)
     with running_server(where, "--read-timeout", "0.5") as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
             s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

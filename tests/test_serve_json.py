@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -20,16 +19,10 @@ from credrank.pipeline.spec import PipelineSpec
 from credrank.searcher import Searcher
 from credrank.serve.responses import JSON, JSON_LIBRARY, Rendered, dumps
 from serving import ServerHandle, running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
 QUERY = "does vitamin d prevent covid"
-
-
-def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
-    return dest
 
 
 @pytest.fixture(scope="module")

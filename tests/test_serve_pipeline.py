@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from credrank.searcher import Searcher
 from credrank.serve.config import ServeConfig
 from credrank.signals.feedback import FeedbackPriors
 from serving import Hold, asgi_client, in_process, running_server
-from sparse_copy import sparse_copy
+from sparse_copy import copy_index
 from test_file_formats_models import credibility_doc, estimate_doc, stance_doc
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
@@ -37,12 +36,6 @@ KEY = "pipeline-test-key"
 AUTH = {"X-API-Key": KEY}
 QUERY = "does vitamin d prevent covid"
 CLAIM = "vitamin d prevents covid"
-
-
-def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".credrank.lock"),
-                    copy_function=sparse_copy)
-    return dest
 
 
 def write_models(where: Path) -> dict[str, Path]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import pytest
@@ -72,9 +71,7 @@ def test_empty_and_all_hole_files(tmp_path: Path) -> None:
 
 def test_a_copied_index_is_small_and_answers_as_the_original(demo_index_hashing: Path,
                                                             tmp_path: Path) -> None:
-    copy = Path(shutil.copytree(demo_index_hashing, tmp_path / "idx",
-                                ignore=shutil.ignore_patterns(".credrank.lock"),
-                                copy_function=sc.sparse_copy))
+    copy = sc.copy_index(demo_index_hashing, tmp_path / "idx")
     length = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
     if _on_disk(demo_index_hashing) > length // 2:
         pytest.skip("the index's files are not sparse on this file system")

@@ -475,9 +475,8 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
             TopK(top_k)]), reads_labels=False,
             notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
                    "shipped with the data, not the is_misinformation label",))
-    planted_rows = {k: v for k, v in defence_systems(top_k, fetch_k).items()
-                    if k == DEFAULT_ROW}
-    systems.update(planted_rows)  # the label-free defence, its default combination
+    # the label-free defence, its default combination
+    systems[DEFAULT_ROW] = defence_systems(top_k, fetch_k, only=("planted",))[DEFAULT_ROW]
     bad = {d for ids in data.contaminants.values() for d in ids}
 
     def drop(batch: Candidates) -> Candidates:
