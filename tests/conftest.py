@@ -158,7 +158,7 @@ class PausedIndexer:
 def demo_index_hashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo corpus indexed with the hashing embedder (no model), built once per session.
     Tests open it read-only (a writer would lock out the others)."""
-    from credrank.datasets.demo import build_demo_index
+    from credrank.demo_corpus import build_demo_index
 
     return build_demo_index(tmp_path_factory.mktemp("demo-hashing") / "index", "hashing")
 
@@ -166,6 +166,6 @@ def demo_index_hashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def demo_index_minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo corpus indexed with MiniLM (loads the model), built once per session."""
-    from credrank.datasets.demo import build_demo_index
+    from credrank.demo_corpus import build_demo_index
 
     return build_demo_index(tmp_path_factory.mktemp("demo-minilm") / "index", "minilm")

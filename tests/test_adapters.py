@@ -3,7 +3,7 @@
 Each framework's test skips with a clear reason where its extra is not installed. The central
 check per framework: the demo corpus's similarity-only pool of 15 from the index, converted to
 the framework's documents and reranked by the adapter, orders and scores as ``credrank search``
-does over the same index (``Searcher.search(q, SearchSettings(top_k=5))``).
+does over the same index (``Searcher.search(q, Searcher.spec(top_k=5))``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ import numpy as np
 import pytest
 
 from credrank.adapters._common import OPTIONS, CredrankScorer, Passage
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import embedding_text
 from credrank.pipeline.spec import PipelineSpec
 from credrank.rerank import EmbeddingFallbackWarning
-from credrank.search import SearchSettings
 from credrank.searcher import Searcher
 from credrank.signals.prior import load_priors
 
@@ -65,9 +64,9 @@ def demo_cases(index, embedder: str = "hashing") -> list[Case]:
     with Searcher.open(index, tables=[TABLE]) as searcher:
         cases = []
         for q in QUERIES:
-            pool = searcher.search(q.text, SearchSettings(top_k=15, fetch_k=15, priors=None))
-            expected = searcher.search(q.text, SearchSettings(top_k=5))
-            python_path = searcher.search(q.text, SearchSettings(top_k=5, pushdown=False))
+            pool = searcher.search(q.text, Searcher.spec(top_k=15, fetch_k=15, priors="none"))
+            expected = searcher.search(q.text, Searcher.spec(top_k=5))
+            python_path = searcher.search(q.text, Searcher.spec(top_k=5, pushdown=False))
             assert list(python_path.doc_ids) == list(expected.doc_ids)
             cases.append(Case(q.text, [str(i) for i in pool.doc_ids],
                               [float(s) for s in pool.retrieval_score],

@@ -17,7 +17,10 @@ from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import roc_auc
-from credrank.experiments.stance import (
+from credrank.index.embed import HashingEmbedder
+from credrank.signals.agreement import AnswerAgreement, agreement_factor, consensus, sharpen
+from credrank.signals.prior import SourcePrior
+from credrank_bench.experiments.stance import (
     StanceExample,
     StanceFeaturizer,
     StanceModel,
@@ -29,9 +32,6 @@ from credrank.experiments.stance import (
     query_terms,
     relevant_sentences,
 )
-from credrank.index.embed import HashingEmbedder
-from credrank.signals.agreement import AnswerAgreement, agreement_factor, consensus, sharpen
-from credrank.signals.prior import SourcePrior
 
 # ---------------------------------------------------------------- agreement_factor
 
@@ -344,7 +344,7 @@ def _tiny_csv() -> str:
 
 
 def test_run_trec_hm_on_a_tiny_file(write):
-    from credrank.experiments.trec_hm import run_trec_hm
+    from credrank_bench.experiments.trec_hm import run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     result = run_trec_hm(path, embedder=HashingEmbedder(64), fetch_k=6, top_k=5,
@@ -370,7 +370,7 @@ def test_run_trec_hm_on_a_tiny_file(write):
 
 
 def test_nested_choice_uses_a_grid_point_per_topic(write):
-    from credrank.experiments.trec_hm import run_trec_hm
+    from credrank_bench.experiments.trec_hm import run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     grid = ((1.0, 0.1, 0), (4.0, 0.5, 2))
@@ -381,7 +381,7 @@ def test_nested_choice_uses_a_grid_point_per_topic(write):
 
 
 def test_fit_loto_models_excludes_held_out_and_outer_topic():
-    from credrank.experiments.trec_hm import fit_loto_models
+    from credrank_bench.experiments.trec_hm import fit_loto_models
 
     featurizer = StanceFeaturizer(None, use_embedding=False, use_interaction=False,
                                   use_anchors=False)
@@ -393,7 +393,7 @@ def test_fit_loto_models_excludes_held_out_and_outer_topic():
 
 @pytest.mark.slow  # the TREC stance experiment on the real file
 def test_real_trec_file_with_hashing_embedder(shared_data: Path):
-    from credrank.experiments.trec_hm import run_trec_hm
+    from credrank_bench.experiments.trec_hm import run_trec_hm
 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():

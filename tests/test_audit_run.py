@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app
-from credrank.datasets.demo import build_demo_index
+from credrank.demo_corpus import build_demo_index
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CRAM = DATA / "cram" / "cram_nq_1000_reconstructed.jsonl"
@@ -150,7 +150,7 @@ def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
 def test_robustness_options_are_declared_and_checked_when_read(tmp_path):
     from credrank.audit.profile import AuditInputError
     from credrank.audit.run import load_config
-    from credrank.experiments.robustness import stress_robustness
+    from credrank_bench.experiments.robustness import stress_robustness
 
     for spec, expected in [
         ('measure = "stress"\npath = "x.jsonl"\ncount = [1]\n',

@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app
-from credrank.datasets import EvalSet
 from credrank.documents.schema import Document
 from credrank.evaluate.report import write_report
 from credrank.evaluate.result import dump_json
-from credrank.experiments.bench import answer_coverage, noisy_types
-from credrank.experiments.benches import BenchOptions, run_bench
 from credrank.index.embed import get_embedder
+from credrank_bench.datasets import EvalSet
+from credrank_bench.experiments.bench import answer_coverage, noisy_types
+from credrank_bench.experiments.benches import BenchOptions, run_bench
 
 
 @pytest.fixture(scope="module")
@@ -169,9 +169,9 @@ def test_bench_systems_that_are_searches_carry_their_spec(demo_result):
 def test_a_bench_spec_ranks_as_credrank_search_does(demo_result, demo_index_hashing):
     """A row's ``pipeline`` fed to ``credrank search`` over the demo index gives the bench's
     run for every query (the same documents in the same order; a run keeps ranks only)."""
-    from credrank.datasets import read_demo
     from credrank.pipeline.spec import PipelineSpec
     from credrank.searcher import Searcher
+    from credrank_bench.datasets import read_demo
 
     rows = {r.system: r for r in demo_result.main.table.rows}
     queries = dict(read_demo().queries)
@@ -187,8 +187,8 @@ def test_a_bench_spec_ranks_as_credrank_search_does(demo_result, demo_index_hash
 
 def test_system_of_spec_is_the_hand_built_pipeline():
     from credrank.core.candidates import Candidates
-    from credrank.experiments.bench import prior_system, with_priors
     from credrank.signals.prior import preset
+    from credrank_bench.experiments.bench import prior_system, with_priors
 
     rng = np.random.default_rng(0)
     n = 12

@@ -15,9 +15,9 @@ from credrank.cli import app
 from credrank.evaluate.metrics import measure_direction
 from credrank.evaluate.result import BenchResult
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row
-from credrank.experiments.benches import BENCHES, BenchOptions, run_bench
-from credrank.experiments.trec_hm import DECIDED
 from credrank.pipeline.spec import PipelineSpec
+from credrank_bench.experiments.benches import BENCHES, BenchOptions, run_bench
+from credrank_bench.experiments.trec_hm import DECIDED
 
 CORRECTNESS_SYSTEMS = {
     "similarity": False, "prior": False, "prior+agreement": False, "agreement": False,

@@ -45,7 +45,7 @@ def find_chromium() -> str | None:
 
 
 def demo_query(query_id: str) -> str:
-    from credrank.datasets.demo import demo_dir
+    from credrank.demo_corpus import demo_dir
 
     for line in (demo_dir() / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():

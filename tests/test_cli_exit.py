@@ -5,7 +5,7 @@ Each bad invocation must end with exit 2, an ``error:`` line on stderr naming wh
 and neither a Python traceback nor a native abort (``terminate called …``, exit 134): issue 23
 found ``credrank search --priors nosuch`` aborting in 8 of 10 runs after the ONNX model had
 started loading. The abort was a race, so the reproductions run several times each; the fuzz
-report (``benchmarks/fuzz_report.py --cli-repeats 20``) counts 20 runs of each.
+report (``bench/scripts/fuzz_report.py --cli-repeats 20``) counts 20 runs of each.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``--version`` import neither typer nor any command module, ``COMMAND --help`` imports only
 its own command, and a plain search imports none of the stage packages it does not run.
 Imports are checked in fresh interpreters (``sys.modules`` after the command); times are
-measured by ``benchmarks/bench_cold_start.py``, not here."""
+measured by ``bench/scripts/bench_cold_start.py``, not here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from credrank.cli import COMMANDS, root_help, run
+from credrank.cli import all_commands, root_help, run
 
 #: never imported by `credrank --help` / `--version`
 HEAVY = ("typer", "click", "rich", "numpy", "scipy", "torch", "onnxruntime", "matplotlib",
@@ -22,7 +22,7 @@ HEAVY = ("typer", "click", "rich", "numpy", "scipy", "torch", "onnxruntime", "ma
 #: the stage packages a plain search does not run
 STAGES = ("credrank.consensus", "credrank.credibility", "credrank.freshness",
           "credrank.reliability", "credrank.select.stages", "credrank.signals.stance",
-          "credrank.experiments", "credrank.evaluate")
+          "credrank_bench", "credrank.evaluate")
 
 _RUNNER = """
 import contextlib, io, json, sys
@@ -61,8 +61,12 @@ def test_root_help_and_version_import_no_command_and_no_typer() -> None:
     assert [m for m in result["modules"] if m.startswith("credrank.")] == ["credrank.cli"]
     out = result["out"]
     assert out.count("Usage: credrank [OPTIONS] COMMAND [ARGS]...") == 2
-    for name in COMMANDS:
+    for name in all_commands():  # the bench distribution's `bench` too (make install has it)
         assert f"│ {name} " in out
+    assert "│ bench " in out
+    # a plugin's command is listed from its entry point and a module that imports nothing
+    assert [m for m in result["modules"] if m.startswith("credrank_bench")] == [
+        "credrank_bench", "credrank_bench.commands"]
     from credrank import __version__
 
     assert f"credrank {__version__}\n" in out
@@ -82,8 +86,9 @@ def test_typer_root_help_is_the_static_help(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_every_command_help_imports_neither_scipy_nor_torch() -> None:
-    result = run_fresh(*([name, "--help"] for name in COMMANDS))
-    assert result["codes"] == [0] * len(COMMANDS)
+    names = list(all_commands())
+    result = run_fresh(*([name, "--help"] for name in names))
+    assert result["codes"] == [0] * len(names)
     assert loaded(result["modules"], ("scipy", "torch", "sentence_transformers",
                                       "transformers", "sklearn")) == []
 
@@ -101,21 +106,22 @@ def test_short_help_repeats_each_command_help() -> None:
     """The static line of `credrank --help` is the first paragraph of the command's help."""
     from credrank.cli import load_command
 
-    for name, command in COMMANDS.items():
+    for name, command in all_commands().items():
         help_text = load_command(name).help or ""
         first = " ".join(help_text.split("\n\n")[0].split())
         assert command.short == first, name
 
 
 def test_bench_names_are_the_registry() -> None:
-    from credrank.cli.bench import BENCH_NAMES
-    from credrank.experiments.benches import BENCHES
+    from credrank_bench.cli import BENCH_NAMES
+    from credrank_bench.experiments.benches import BENCHES
 
     assert BENCH_NAMES == tuple(BENCHES)
 
 
 def test_selectors_are_imported_only_when_used() -> None:
-    code = ("import sys; import credrank.select.topk, credrank.search, credrank.searcher; "
+    code = ("import sys; import credrank.select.topk, credrank.searcher, credrank.rerank, "
+            "credrank.pipeline.compile, credrank.pipeline.options, credrank.pipeline.document; "
             "before = 'credrank.select.stages' in sys.modules; "
             "from credrank.select import MMRSelect; "
             "print(before, 'credrank.select.stages' in sys.modules, MMRSelect.__name__)")

@@ -24,7 +24,8 @@ from credrank.consensus.vote import (
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import Pipeline
 from credrank.generate.llm import Generation, parse_prompt
-from credrank.search import search_settings
+from credrank.pipeline.compile import build_stages, context, decide_pushdown
+from credrank.pipeline.options import spec_from_options
 from credrank.select.topk import TopK
 
 runner = CliRunner()
@@ -275,19 +276,22 @@ def test_answer_matches_is_whole_token_containment():
 
 # ---------------------------------------------------------------- search options and CLI
 
-def test_search_settings_validate_consensus_options():
+def test_spec_from_options_validates_consensus_options():
     with pytest.raises(ValueError, match="--consensus needs the Python path"):
-        search_settings(consensus=True, pushdown=True)
+        spec_from_options(consensus=True, pushdown=True)
     with pytest.raises(ValueError, match=r"unknown key.*colour"):
-        search_settings(consensus=True, consensus_params={"colour": 1})
+        spec_from_options(consensus=True, consensus_params={"colour": 1})
     with pytest.raises(ValueError, match="only with --consensus"):
-        search_settings(consensus_params={"threshold": 0.3})
-    settings = search_settings(consensus=True, consensus_params={"threshold": 0.3})
-    assert settings.pushdown is False
+        spec_from_options(consensus_params={"threshold": 0.3})
+    spec = spec_from_options(consensus=True, consensus_params={"threshold": 0.3})
+    stages = build_stages(spec, context())
+    assert decide_pushdown(stages, retrieval=spec.retrieval,
+                           requested=spec.pushdown).fused is False
+    consensus = next(s for s in stages if isinstance(s, AnswerConsensus))
     # the text comes as the stage reads it: from the retriever here (no store), from the
     # index for the candidates it reads when built over one (tests/test_consensus_scale.py)
-    assert "text" in settings.consensus.reads
-    assert settings.consensus is not None and settings.consensus.threshold == 0.3
+    assert "text" in consensus.reads
+    assert consensus.threshold == 0.3
 
 
 def test_cli_search_with_consensus(demo_index_hashing: Path):

@@ -325,21 +325,29 @@ def test_cag_arithmetic() -> None:
 # -- the pipeline and the CLI ------------------------------------------------------------------
 
 def test_build_context_uses_the_ranking(demo_index_hashing: Path) -> None:
-    from credrank.search import search_settings
+    from credrank.context.build import check_context_spec
     from credrank.searcher import Searcher
 
-    settings = search_settings(top_k=4)
+    query = "does melatonin help children sleep"
+    spec = check_context_spec(Searcher.spec(top_k=4))
     with Searcher.open(demo_index_hashing) as s:
-        ranked = s.search("does melatonin help children sleep", search_settings(top_k=4))
-        doc = build_context(s.store, s.embedder, "does melatonin help children sleep",
-                            settings, now=NOW, half_life=YEAR)
+        ranked = s.search(query, Searcher.spec(top_k=4))      # as credrank search ranks it
+        for_context = s.search(query, spec, text="full")
+        kept = for_context.doc_ids.copy()
+        doc = build_context(for_context, embedder=s.embedder, now=NOW, half_life=YEAR,
+                            describe=s.compile(spec).settings)
     assert [p.doc_id for p in doc.passages] == [str(d) for d in ranked.doc_ids]
     assert [p.score for p in doc.passages] == pytest.approx(ranked.score.tolist())
     assert [p.similarity for p in doc.passages] == pytest.approx(
         ranked.retrieval_score.tolist())
     assert [p.factors["prior"] for p in doc.passages] == pytest.approx(
         ranked.factors["prior"].tolist())
-    assert settings.with_text is False                # the caller's settings are not changed
+    assert all(p.text for p in doc.passages)                  # the hits' full text
+    assert doc.settings["pipeline"] == spec.to_dict()
+    assert list(for_context.doc_ids) == list(kept)           # the caller's batch is not changed
+    assert spec == Searcher.spec(top_k=4)                     # nor the caller's spec
+    with pytest.raises(ValueError, match="lexical"):
+        check_context_spec(Searcher.spec(top_k=4, lexical=True))
 
 
 def test_cli_formats(demo_index_hashing: Path) -> None:

@@ -25,7 +25,7 @@ from credrank.cram.headsfile import (
 from credrank.cram.models import LoadedModel, WhiteBoxError, load_cram_model, tiny_model
 from credrank.cram.multipliers import CramInputError
 from credrank.cram.prompt import byte_tokenizer, render_prompt
-from credrank.experiments.cram_lm import (
+from credrank_bench.experiments.cram_lm import (
     CLEAN,
     CRAM_IDEAL,
     CRAM_LABEL_FREE,
@@ -267,7 +267,7 @@ def test_calibrate_end_to_end(tmp_path: Path, slice_file: Path) -> None:
 
 
 def test_bench_cram_lm_tiny(tiny: LoadedModel, slice_file: Path, tmp_path: Path) -> None:
-    from credrank.experiments.benches import BenchOptions, run_bench
+    from credrank_bench.experiments.benches import BenchOptions, run_bench
 
     info = model_info(tiny.model, "tiny-llama")
     hf = _heads(info, "credrank-cram-qa-v1")

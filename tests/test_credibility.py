@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app
+from credrank.core.pipeline import FunctionStage
 from credrank.credibility import (
     Config,
     CredibilityExample,
@@ -24,11 +25,21 @@ from credrank.credibility import (
     save_model,
 )
 from credrank.credibility.cv import bootstrap_auc
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.index.embed import HashingEmbedder, get_embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.index.opener import open_store
-from credrank.search import build_pipeline, describe, search_settings
+from credrank.pipeline.compile import (
+    build_stages,
+    check_stages,
+    compile_rerank,
+    compile_spec,
+    context,
+    decide_pushdown,
+    reads,
+)
+from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.spec import SpecError
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
@@ -97,7 +108,7 @@ def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):
     docs = _demo_docs()
     ids = ["d001", "d002", "d003"]
     emb = HashingEmbedder(16)
-    from credrank.datasets.demo import index_demo
+    from credrank.demo_corpus import index_demo
 
     store = InMemoryIndex.create(emb.name, emb.dim)
     index_demo(store, emb)
@@ -252,17 +263,22 @@ def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tm
 
     # another embedder's index: refused, naming both
     other = broken("other.json", lambda d: d["embedder"].__setitem__("name", "minilm"))
-    settings = search_settings(credibility_model=other)
+    spec = spec_from_options(credibility_model=other)
     with open_store(demo_index_hashing) as idx, pytest.raises(
-            ValueError, match="'minilm'; this index uses 'hashing'"):
-        build_pipeline(idx, emb, settings)
+            SpecError, match="'minilm'; this index uses 'hashing'"):
+        compile_spec(spec, idx, emb)
 
 
-def test_search_settings_options_and_errors(tmp_path):
+def test_credibility_options_and_errors(tmp_path):
     with pytest.raises(ValueError, match="only with --credibility-model"):
-        search_settings(credibility_floor=0.5)
-    with pytest.raises(ValueError, match=r"missing\.json: the credibility model does not exist"):
-        search_settings(credibility_model=tmp_path / "missing.json")
+        spec_from_options(credibility_floor=0.5)
+    # the file is read when the stages are checked (before an index is opened), and the
+    # error said in the options' words as credrank search says it
+    spec = spec_from_options(credibility_model=tmp_path / "missing.json")
+    with pytest.raises(SpecError, match=r"missing\.json: the credibility model does not "
+                                        r"exist") as caught:
+        check_stages(spec)
+    assert in_words(caught.value, spec.to_dict()).startswith("--credibility-model: ")
 
 
 # ---------------------------------------------------------------- CLI end to end
@@ -307,15 +323,26 @@ def test_cli_fit_then_search_applies_the_credibility_factor(demo_index_hashing, 
     assert res.exit_code == 2 and "bad.csv:2: credible" in " ".join(res.output.split())
 
 
-def test_describe_without_store_names_the_model(demo_index_hashing, labels_csv, tmp_path):
+def test_settings_document_names_the_model(demo_index_hashing, labels_csv, tmp_path):
+    emb = get_embedder("hashing")
     with open_store(demo_index_hashing) as idx:
-        result = fit_from_labels(labels_csv, idx, get_embedder("hashing"), configs=FAST,
-                                 n_boot=50)
+        result = fit_from_labels(labels_csv, idx, emb, configs=FAST, n_boot=50)
     save_model(tmp_path / "m.json", result.document)
-    settings = search_settings(credibility_model=tmp_path / "m.json")
-    out = describe(settings)
+    spec = spec_from_options(credibility_model=tmp_path / "m.json")
+    # without a store: the stages read the text, and the engine cannot score them
+    stages = build_stages(spec, context())
+    assert "text" in reads(stages)
+    assert decide_pushdown(stages, retrieval=spec.retrieval,
+                           requested=spec.pushdown).fused is False
+    out = compile_rerank(spec, FunctionStage(lambda batch: batch, name="given"), emb).settings
     assert out["credibility"]["floor"] == 0.3 and out["pushdown"] is False
-    assert settings.with_text
+    assert "engine" not in out
+    # over the index (which holds no index-time scores of this model): the same
+    with open_store(demo_index_hashing) as idx:
+        compiled = compile_spec(spec, idx, emb)
+        out = compiled.settings
+    assert out["credibility"]["floor"] == 0.3 and out["pushdown"] is False
+    assert out["engine"] and "text" in reads(compiled.stages)
 
 
 # ---------------------------------------------------------------- real data
@@ -325,7 +352,7 @@ def test_real_trec_labels_through_the_product_path(shared_data: Path, tmp_path: 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():
         pytest.skip(f"TREC 2019 HM file not found at {path}")
-    from credrank.datasets import load_dataset
+    from credrank_bench.datasets import load_dataset
 
     evalset = load_dataset("trec2019-hm", path)
     emb = get_embedder("hashing")
@@ -346,7 +373,7 @@ def test_real_trec_labels_through_the_product_path(shared_data: Path, tmp_path: 
 
 
 def test_read_payloads_on_every_backend(demo_index_hashing):
-    from credrank.datasets.demo import index_demo
+    from credrank.demo_corpus import index_demo
     from credrank.index.qdrant_server import QdrantServerIndex
 
     emb = get_embedder("hashing")

@@ -17,7 +17,7 @@ from credrank.cli import app
 from credrank.credibility import Config, CredibilityExample, fit_from_labels
 from credrank.credibility.features import CredibilityFeaturizer, FeatureCache
 from credrank.credibility.train import merge_sets, set_names
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.index.embed import HashingEmbedder, get_embedder
 from credrank.index.opener import open_store
 

@@ -28,7 +28,7 @@ from credrank.credibility.indexed import (
     score_index,
 )
 from credrank.credibility.stage import UnscoredCredibilityWarning
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents
 from credrank.index.embed import HashingEmbedder, get_embedder
 from credrank.index.ingest import index_documents

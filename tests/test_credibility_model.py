@@ -268,7 +268,7 @@ def _tiny_csv() -> str:
 
 
 def test_run_trec_hm_adds_the_learned_prior_systems(write):
-    from credrank.experiments.trec_hm import LEARNED, LEARNED_AGREEMENT, run_trec_hm
+    from credrank_bench.experiments.trec_hm import LEARNED, LEARNED_AGREEMENT, run_trec_hm
 
     path = write("tiny.csv", _tiny_csv())
     result = run_trec_hm(path, embedder=HashingEmbedder(32), fetch_k=6, top_k=5,
@@ -294,7 +294,7 @@ def test_run_trec_hm_adds_the_learned_prior_systems(write):
 
 
 def test_real_trec_credibility_loto_smoke(shared_data: Path):
-    from credrank.datasets import load_dataset
+    from credrank_bench.datasets import load_dataset
 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():

@@ -12,8 +12,8 @@ import pytest
 
 from credrank.credibility.features import CredibilityFeaturizer
 from credrank.credibility.model import Config
-from credrank.experiments import credibility_transfer as ct
 from credrank.index.embed import HashingEmbedder
+from credrank_bench.experiments import credibility_transfer as ct
 from stand_in_scorer import StandInScorer
 
 FAST = (Config(("cues", "url"), 10.0), Config(("cues", "url", "embedding"), 100.0))
@@ -162,7 +162,7 @@ def test_machine_text_feature_needs_the_scores(tmp_path: Path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "credrank.experiments.credibility_transfer",
+    proc = subprocess.run([sys.executable, "-m", "credrank_bench.experiments.credibility_transfer",
                            "--data", str(tmp_path), "--machine-text-feature"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
@@ -200,7 +200,7 @@ def test_score_machine_text_and_a_file_conflict(tmp_path: Path):
     import sys
 
     (tmp_path / "mt.csv").write_text("set,doc_id,score\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "credrank.experiments.credibility_transfer",
+    proc = subprocess.run([sys.executable, "-m", "credrank_bench.experiments.credibility_transfer",
                            "--data", str(tmp_path), "--score-machine-text",
                            "--machine-text", str(tmp_path / "mt.csv")],
                           capture_output=True, text=True, check=False)

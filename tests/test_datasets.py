@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from credrank.datasets import (
+from credrank_bench.datasets import (
     DATASETS,
     DEFAULT_PATHS,
     DatasetError,

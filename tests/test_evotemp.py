@@ -14,17 +14,17 @@ from typer.testing import CliRunner
 from conftest import build_batch
 from credrank.cli import app
 from credrank.context.render import strip_labels
-from credrank.datasets import load_dataset
-from credrank.experiments.bench import prepare
-from credrank.experiments.evotemp import (
+from credrank.freshness.policy import parse_undated
+from credrank.generate.llm import parse_prompt
+from credrank.index.embed import get_embedder
+from credrank_bench.datasets import load_dataset
+from credrank_bench.experiments.bench import prepare
+from credrank_bench.experiments.evotemp import (
     PerQueryFreshness,
     context_prompts,
     evaluation_times,
     own_pools,
 )
-from credrank.freshness.policy import parse_undated
-from credrank.generate.llm import parse_prompt
-from credrank.index.embed import get_embedder
 from test_bench_json import _slice_json_list
 
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from conftest import build_batch
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.experiments.oracle_feedback import simulate_oracle_feedback
 from credrank.signals import feedback
 from credrank.signals.feedback import (
     AUDIT_FILE,
@@ -23,6 +22,7 @@ from credrank.signals.feedback import (
     feedback_move,
 )
 from credrank.signals.prior import preset
+from credrank_bench.experiments.oracle_feedback import simulate_oracle_feedback
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -473,7 +473,7 @@ def test_qrels_bom_accepted(tmp_path: Path) -> None:
 
 def test_robustness_sources_match_the_stress_bench() -> None:
     from credrank.audit.robustness import POSITIONS, SOURCES
-    from credrank.experiments import stress
+    from credrank_bench.experiments import stress
 
     assert SOURCES == stress.SOURCES and POSITIONS == stress.POSITIONS
 

@@ -7,7 +7,9 @@ import pytest
 
 from credrank.core.maths import shrink
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.experiments.coaid_priors import (
+from credrank.provenance import SourceTyper
+from credrank.signals.prior import preset
+from credrank_bench.experiments.coaid_priors import (
     brier,
     coaid_tables,
     evaluate_fitted_priors,
@@ -16,8 +18,6 @@ from credrank.experiments.coaid_priors import (
     shrink_priors,
     type_counts,
 )
-from credrank.provenance import SourceTyper
-from credrank.signals.prior import preset
 
 BASE = preset("current")
 

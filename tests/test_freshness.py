@@ -18,6 +18,7 @@ from conftest import build_batch
 from credrank.cli import app
 from credrank.combine import Combine
 from credrank.core.errors import StageError
+from credrank.core.pipeline import FormulaTerm
 from credrank.core.ties import tie_groups
 from credrank.documents import iter_documents
 from credrank.freshness.config import (
@@ -36,16 +37,17 @@ from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.qdrant_server import QdrantServerIndex
 from credrank.index.store import FRESHNESS_FIELDS as STORE_FRESHNESS_FIELDS
 from credrank.index.store import FreshnessFormula
-from credrank.provenance import SourceTyper
-from credrank.search import (
-    SearchSettings,
-    build_pipeline,
-    freshness_pushdown_blocker,
-    search_settings,
-    use_pushdown,
+from credrank.pipeline.compile import (
+    PushdownError,
+    build_stages,
+    compile_spec,
+    context,
+    decide_pushdown,
 )
+from credrank.pipeline.options import spec_from_options
+from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, preset
+from credrank.signals.prior import SourcePrior, load_priors, preset
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -332,23 +334,37 @@ def test_parse_freshness_errors(text, match):
         parse_freshness(text)
 
 
-def test_settings_and_pushdown_rule():
-    assert freshness_pushdown_blocker(parse_freshness("half_life=1y,undated=penalty:0.5")) is None
-    assert freshness_pushdown_blocker(parse_freshness("half_life=1y,undated=neutral:0.4")) is None
-    assert "median" in freshness_pushdown_blocker(parse_freshness("half_life=1y"))
-    assert "exclude" in freshness_pushdown_blocker(
-        parse_freshness("half_life=1y,undated=exclude"))
-    assert "per-query" in freshness_pushdown_blocker(FreshnessDecay(1, now=lambda b: T,
-                                                                    undated=UnknownAge(
-                                                                        "penalty", 0.5)))
-    s = search_settings(freshness="half_life=365d")
-    assert s.pushdown is False and not use_pushdown(s)
-    s = search_settings(freshness="half_life=365d,undated=penalty:0.5")
-    assert use_pushdown(s)
+def _fused(spec) -> bool:
+    """Whether the engine scores ``spec`` (decided without an index)."""
+    return decide_pushdown(build_stages(spec, context()), retrieval=spec.retrieval,
+                           requested=spec.pushdown).fused
+
+
+def test_spec_and_pushdown_rule():
+    for text in ("half_life=1y,undated=penalty:0.5", "half_life=1y,undated=neutral:0.4"):
+        stage = parse_freshness(text)
+        term = stage.formula_term()
+        assert isinstance(term, FormulaTerm) and term.kind == "freshness" and term.stage is stage
+    for stage, why in [
+        (parse_freshness("half_life=1y"), "median"),
+        (parse_freshness("half_life=1y,undated=exclude"), "exclude"),
+        (FreshnessDecay(1, now=lambda b: T, undated=UnknownAge("penalty", 0.5)), "per-query"),
+    ]:
+        term = stage.formula_term()
+        assert isinstance(term, str) and why in term
+    spec = spec_from_options(freshness="half_life=365d")
+    assert spec.pushdown is None and not _fused(spec)
+    assert _fused(spec_from_options(freshness="half_life=365d,undated=penalty:0.5"))
     with pytest.raises(ValueError, match="--freshness undated=exclude"):
-        search_settings(freshness="half_life=365d,undated=exclude", pushdown=True)
+        spec_from_options(freshness="half_life=365d,undated=exclude", pushdown=True)
+    # a stage built in code, pushdown insisted on: the stage that cannot be fused is named
+    stages = [SourcePrior(load_priors("current")), parse_freshness("half_life=2d"),
+              Combine("multiply"), TopK(10)]
+    with pytest.raises(PushdownError, match=r"stages\[1\] undated=neutral"):
+        decide_pushdown(stages, requested=True)
     with pytest.raises(ValueError, match="--freshness"):
-        use_pushdown(SearchSettings(pushdown=True, freshness=parse_freshness("half_life=2d")))
+        decide_pushdown(stages, requested=True,
+                        where=["--priors", "--freshness", "--mode", "--select"])
 
 
 def test_store_and_freshness_agree_on_the_date_rule():
@@ -454,10 +470,11 @@ def test_pushdown_equals_python_path(dated_stores, engine, half_life, undated):
 def test_pushdown_pipeline_breakdown_matches_python(dated_stores):
     emb, all_stores = dated_stores
     store = all_stores["edge"]
-    fresh = parse_freshness("half_life=365d,now=2026-01-01,undated=neutral:0.4")
-    on = build_pipeline(store, emb, SearchSettings(top_k=40, fetch_k=120, freshness=fresh))
-    off = build_pipeline(store, emb, SearchSettings(top_k=40, fetch_k=120, freshness=fresh,
-                                                    pushdown=False))
+    fresh = "half_life=365d,now=2026-01-01,undated=neutral:0.4"
+    on = compile_spec(spec_from_options(top_k=40, fetch_k=120, freshness=fresh), store,
+                      emb).pipeline
+    off = compile_spec(spec_from_options(top_k=40, fetch_k=120, freshness=fresh,
+                                         pushdown=False), store, emb).pipeline
     assert type(on.stages[0]).__name__ == "PushdownSearch"
     for query in ("vitamin fever", "heart risk sugar"):
         a, b = on.search(query), off.search(query)

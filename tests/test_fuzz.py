@@ -11,7 +11,7 @@ Three properties, on generated inputs (hypothesis, derandomized: the same inputs
 * **URL typer** — random URLs and text never raise; a scheme other than http(s) is ``unknown``.
 
 The check functions return what went wrong instead of asserting, so that
-``benchmarks/fuzz_report.py`` runs the same generators and checks with a larger budget and
+``bench/scripts/fuzz_report.py`` runs the same generators and checks with a larger budget and
 counts failures rather than stopping at the first.
 """
 

@@ -11,7 +11,7 @@ UTF-16, a UTF-8 byte-order mark, binary, empty). The property, for every input: 
 reader either accepts it or raises its own ``ValueError`` whose message starts with the file's
 path — never another exception (a traceback at the command line), never ``MemoryError``.
 
-The check functions return outcomes instead of asserting so that ``benchmarks/fuzz_report.py``
+The check functions return outcomes instead of asserting so that ``bench/scripts/fuzz_report.py``
 runs the same generators with larger budgets, counts them per format, and runs a sample of the
 refused inputs through the real ``credrank`` command (exit 2, ``error:``, no traceback).
 """

@@ -160,14 +160,13 @@ def test_candidates_hits_text(make_batch) -> None:
 # -- the library -------------------------------------------------------------------------------
 
 def test_searcher_hits_carry_text(demo_index_hashing: Path) -> None:
-    from credrank.search import SearchSettings
     from credrank.searcher import Searcher
 
     docs = corpus()
     with Searcher.open(demo_index_hashing) as searcher:
         # the default search (the engine's formula search cut to top_k) asks the engine for
         # the text of the top_k points in the same query; nothing is read afterwards
-        stages = searcher._pipeline(None).stages
+        stages = searcher.pipeline(None).stages
         assert [s.name for s in stages] == ["pushdown"] and "text" in stages[0].fields
         hits = searcher.search(QUERY).hits()
         assert len(hits) == 10
@@ -178,12 +177,12 @@ def test_searcher_hits_carry_text(demo_index_hashing: Path) -> None:
         assert [h["text"] for h in full] == [docs[h["doc_id"]]["text"] for h in full]
         assert all("text" not in h for h in searcher.search(QUERY).hits("none"))
         # text="none": nothing read, the hits' text is null
-        assert [s.name for s in searcher._pipeline(None, "none").stages] == ["pushdown"]
-        assert "text" not in (searcher._pipeline(None, "none").stages[0].fields or ())
+        assert [s.name for s in searcher.pipeline(None, "none").stages] == ["pushdown"]
+        assert "text" not in (searcher.pipeline(None, "none").stages[0].fields or ())
         assert all(h["text"] is None for h in searcher.search(QUERY, text="none").hits())
 
         # the Python path: the pool is retrieved without text; the final top_k are read by id
-        python = SearchSettings(top_k=4, pushdown=False)
+        python = Searcher.spec(top_k=4, pushdown=False)
         read: list[list[str]] = []
         original = searcher.store.read_payloads
 
@@ -196,7 +195,7 @@ def test_searcher_hits_carry_text(demo_index_hashing: Path) -> None:
             result = searcher.search(QUERY, python)
         finally:
             del searcher.store.read_payloads
-        assert [s.name for s in searcher._pipeline(python).stages][-1] == "fetch_text"
+        assert [s.name for s in searcher.pipeline(python).stages][-1] == "fetch_text"
         assert read == [list(result.doc_ids)] and len(read[0]) == 4
         for hit in result.hits():
             assert_snippet_of(hit["text"], docs[hit["doc_id"]]["text"], QUERY)

@@ -22,10 +22,19 @@ from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import StoreError
+from credrank.pipeline.compile import (
+    build_stages,
+    compile_search,
+    compile_spec,
+    context,
+    decide_pushdown,
+)
+from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
-from credrank.search import PushdownSearch, SearchSettings, build_pipeline
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, preset
+from credrank.signals.prior import SourcePrior, load_priors, preset
 
 HOSTS = {
     "peer_reviewed": "https://www.nejm.org/doi/{i}",
@@ -99,13 +108,22 @@ def test_pushdown_stage_breakdown(small_index):
 
 def test_pipeline_builder_rejects_unsupported_pushdown(small_index):
     idx, emb = small_index
-    with pytest.raises(ValueError, match="pushdown supports"):
-        build_pipeline(idx, emb, SearchSettings(pushdown=True, mode="rrf"))
+    # in the options' words, before an index is opened
+    with pytest.raises(ValueError, match=r"--mode .*'rrf' needs the Python path.*"
+                                         r"drop --pushdown"):
+        spec_from_options(pushdown=True, mode="rrf")
+    # a spec that insists, at its stage, when it is compiled
+    spec = PipelineSpec.of("prior", {"stage": "combine", "mode": "rrf"}, pushdown=True)
+    with pytest.raises(SpecError, match=r"stages\[1\]: mode 'rrf' needs the Python path.*"
+                                        r"pushdown: true cannot be honoured"):
+        compile_spec(spec, idx, emb)
 
 
 def test_bm25_option(small_index):
     idx, emb = small_index
-    out = build_pipeline(idx, emb, SearchSettings(top_k=5, lexical=True)).search("fluoride water")
+    compiled = compile_spec(spec_from_options(top_k=5, lexical=True), idx, emb)
+    assert compiled.pushdown.fused is False and compiled.spec.retrieval == "bm25"
+    out = compiled.pipeline.search("fluoride water")
     assert len(out) == 5 and out.retrieval_score.min() > 0
 
 
@@ -167,17 +185,28 @@ def test_dates_round_trip_as_iso(tmp_path):
 
 
 def test_auto_pushdown_only_where_the_engine_can_score(small_index):
-    from credrank.search import use_pushdown
     from credrank.signals.smoothing import NeighbourSmoothing
 
-    assert use_pushdown(SearchSettings())
-    assert not use_pushdown(SearchSettings(pushdown=False))
-    for settings in (SearchSettings(mode="rrf"), SearchSettings(lexical=True),
-                     SearchSettings(priors=None), SearchSettings(use_domain_scores=True),
-                     SearchSettings(extra_stages=[NeighbourSmoothing()])):
-        assert not use_pushdown(settings)
+    def fused(spec: PipelineSpec) -> bool:
+        return decide_pushdown(build_stages(spec, context()), retrieval=spec.retrieval,
+                               requested=spec.pushdown).fused
+
+    assert fused(spec_from_options())
+    assert not fused(spec_from_options(pushdown=False))
+    for spec in (spec_from_options(mode="rrf"), spec_from_options(lexical=True),
+                 spec_from_options(priors="none"), spec_from_options(domain_scores=True),
+                 PipelineSpec.of("prior", "smoothing")):
+        assert not fused(spec), spec
+    # stages built in code: a smoothing stage object after the prior
+    stages = [SourcePrior(load_priors("current")), NeighbourSmoothing(), Combine("multiply"),
+              TopK(10)]
+    assert not decide_pushdown(stages).fused
+    assert decide_pushdown([stages[0], *stages[2:]]).fused
     idx, emb = small_index
-    auto = build_pipeline(idx, emb, SearchSettings(top_k=5)).search("vitamin fever")
-    python = build_pipeline(idx, emb, SearchSettings(top_k=5, pushdown=False)).search(
-        "vitamin fever")
-    assert np.allclose(auto.score, python.score, atol=1e-6)
+    assert compile_search(stages, idx, emb, fetch_k=30, top_k=10).stages[0].name != "pushdown"
+    auto = compile_spec(spec_from_options(top_k=5), idx, emb)
+    assert auto.pushdown.fused and isinstance(auto.pipeline.stages[0], PushdownSearch)
+    python = compile_spec(spec_from_options(top_k=5, pushdown=False), idx, emb)
+    assert not python.pushdown.fused and python.pushdown.reason == "pushdown turned off"
+    a, b = auto.pipeline.search("vitamin fever"), python.pipeline.search("vitamin fever")
+    assert np.allclose(a.score, b.score, atol=1e-6)

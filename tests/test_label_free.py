@@ -15,9 +15,10 @@ from conftest import build_batch
 from credrank.consensus.stage import AnswerConsensus
 from credrank.core.pipeline import Pipeline
 from credrank.credibility import CredibilityFeaturizer
-from credrank.datasets import read_cram_nq
-from credrank.experiments.benches import BenchOptions, run_bench
-from credrank.experiments.label_free import (
+from credrank.index.embed import get_embedder
+from credrank_bench.datasets import read_cram_nq
+from credrank_bench.experiments.benches import BenchOptions, run_bench
+from credrank_bench.experiments.label_free import (
     KEY,
     READER_ACCURACY,
     READER_MISLED,
@@ -29,8 +30,7 @@ from credrank.experiments.label_free import (
     strip_spoofed_prefix,
     supported_choice,
 )
-from credrank.experiments.poisoning import CONSENSUS_COLLAPSE, bench_poisonedrag
-from credrank.index.embed import get_embedder
+from credrank_bench.experiments.poisoning import CONSENSUS_COLLAPSE, bench_poisonedrag
 from test_bench_json import _slice_json_list, cram_file
 
 

@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from cli_process import CREDRANK, assert_clean_error, run_cli
-from credrank.experiments.bench import bench_pooled
-from credrank.experiments.benches import BenchOptions, run_bench
-from credrank.experiments.machine_text_rows import (
+from credrank.index.embed import get_embedder
+from credrank.index.memory import InMemoryIndex
+from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision
+from credrank_bench.experiments.bench import bench_pooled
+from credrank_bench.experiments.benches import BenchOptions, run_bench
+from credrank_bench.experiments.machine_text_rows import (
     CHUNK,
     MACHINE_TEXT_ROWS,
     MachineTextOption,
@@ -23,10 +26,7 @@ from credrank.experiments.machine_text_rows import (
     read_cache,
     score_texts,
 )
-from credrank.experiments.stress import bench_stress
-from credrank.index.embed import get_embedder
-from credrank.index.memory import InMemoryIndex
-from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision
+from credrank_bench.experiments.stress import bench_stress
 from stand_in_scorer import Injected, StandInScorer
 
 

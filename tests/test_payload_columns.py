@@ -131,17 +131,16 @@ def test_columns_keep_list_values_whole() -> None:
 
 
 def test_the_searcher_keeps_the_copy_for_the_library(demo_index_hashing: Path) -> None:
-    from credrank.search import search_settings
     from credrank.searcher import Searcher
 
-    settings = search_settings(fetch_k=60, pushdown=False, select="mmr",
-                               select_params={"diversity": 0.3})
+    spec = Searcher.spec(fetch_k=60, pushdown=False, select="mmr",
+                         select_params={"diversity": 0.3})
     searcher = Searcher.open(demo_index_hashing)
     try:
-        before = searcher.search_json("masks and flu", settings)
+        before = searcher.search_json("masks and flu", spec)
         assert searcher.keep_columns() is True
         assert searcher.store._columns is not None
-        after = searcher.search_json("masks and flu", settings)
+        after = searcher.search_json("masks and flu", spec)
         assert [h["doc_id"] for h in before["hits"]] == [h["doc_id"] for h in after["hits"]]
     finally:
         searcher.close()

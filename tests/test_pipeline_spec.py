@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from cli_process import run_cli
-from credrank.datasets.demo import demo_dir
+from credrank.core.pipeline import FormulaTerm
+from credrank.demo_corpus import demo_dir
 from credrank.index.opener import open_store
 from credrank.pipeline import CATALOG, PipelineSpec, SpecError, decide_pushdown
 from credrank.pipeline.compile import build_stages, context
@@ -207,15 +208,28 @@ def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> N
         json.loads((workdir / "every.json").read_text())).to_dict()
 
 
-def test_a_lineage_spec_runs_through_the_settings_path(workdir: Path) -> None:
-    from credrank.search import build_pipeline, settings_from_spec
+def test_a_lineage_spec_runs_as_its_stages_built_by_hand(workdir: Path) -> None:
+    from credrank.combine import Combine
+    from credrank.freshness.inherit import InheritedDates
+    from credrank.freshness.stage import FreshnessDecay
+    from credrank.pipeline.compile import check_stages, compile_search
+    from credrank.select.topk import TopK
+    from credrank.signals.prior import SourcePrior, load_priors
 
     spec = PipelineSpec.of("prior", {"stage": "freshness", "half_life": 365,
                                      "lineage": "cites"}, top_k=3)
-    settings = settings_from_spec(spec)
-    assert settings.freshness is not None and settings.freshness.lineage
+    check_stages(spec)  # the chains need an index: checked when there is one, not refused
+    with pytest.raises(SpecError, match=r"stages\[1\]\.lineage: 'cites' reads citation chains"):
+        build_stages(spec, context())
     with open_store(workdir / "idx") as store, Searcher(store) as searcher:
-        via_settings = build_pipeline(store, searcher.embedder, settings).search(QUERY)
+        freshness = FreshnessDecay(365, lineage=True)
+        assert freshness.lineage and not isinstance(freshness.formula_term(), FormulaTerm)
+        stages = [SourcePrior(load_priors("current")), InheritedDates(store), freshness,
+                  Combine("multiply"), TopK(3)]
+        by_hand = compile_search(stages, store, searcher.embedder,
+                                 fetch_k=spec.resolved_fetch_k, top_k=3).search(QUERY)
         via_spec = searcher.search(QUERY, spec)
-    assert list(via_settings.doc_ids) == list(via_spec.doc_ids)
-    assert "lineage" in via_spec.info
+        assert searcher.compile(spec).pushdown.fused is False
+    assert list(by_hand.doc_ids) == list(via_spec.doc_ids)
+    assert by_hand.score.tolist() == pytest.approx(via_spec.score.tolist(), rel=1e-6)  # T: now
+    assert "lineage" in via_spec.info and "lineage" in by_hand.info

@@ -341,7 +341,7 @@ def test_a_genuine_topic_cluster_is_not_flagged_by_default():
 
 def test_our_ragdefender_mode_drops_what_the_reference_package_drops():
     pytest.importorskip("ragdefender", reason="the reference package (the baselines extra)")
-    from credrank.experiments.ragdefender_baseline import RAGDefenderReference
+    from credrank_bench.experiments.ragdefender_baseline import RAGDefenderReference
 
     for seed in range(10):
         rng = np.random.default_rng(seed)

@@ -13,16 +13,16 @@ import pytest
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline
-from credrank.datasets import DatasetError, poisoned_corpus, read_cram_nq, read_poisonedrag
-from credrank.datasets.poisonedrag import PoisonTarget, poison_id
 from credrank.documents.schema import Document
 from credrank.evaluate.experiment import System
-from credrank.experiments.bench import BASELINE
-from credrank.experiments.benches import BenchOptions, run_bench
-from credrank.experiments.defences import DEFENCES
-from credrank.experiments.poisoning import bench_poisonedrag, wilson
 from credrank.index.embed import get_embedder
 from credrank.select.topk import TopK
+from credrank_bench.datasets import DatasetError, poisoned_corpus, read_cram_nq, read_poisonedrag
+from credrank_bench.datasets.poisonedrag import PoisonTarget, poison_id
+from credrank_bench.experiments.bench import BASELINE
+from credrank_bench.experiments.benches import BenchOptions, run_bench
+from credrank_bench.experiments.defences import DEFENCES
+from credrank_bench.experiments.poisoning import bench_poisonedrag, wilson
 
 Write = Callable[[str, str | bytes], Path]
 

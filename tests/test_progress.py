@@ -100,10 +100,10 @@ def test_bars_are_shown_only_in_a_terminal_and_never_with_quiet() -> None:
 
 
 def test_run_experiment_counts_systems_times_pools() -> None:
-    from credrank.datasets import read_demo
     from credrank.evaluate.experiment import run_experiment
-    from credrank.experiments.bench import baseline_system, pools_for, prepare, prior_system
     from credrank.index.embed import get_embedder
+    from credrank_bench.datasets import read_demo
+    from credrank_bench.experiments.bench import baseline_system, pools_for, prepare, prior_system
 
     prepared = prepare(read_demo(), get_embedder("hashing"))
     pools = pools_for(prepared, 15)
@@ -116,7 +116,7 @@ def test_run_experiment_counts_systems_times_pools() -> None:
 
 
 def test_demo_bench_reports_consistent_steps() -> None:
-    from credrank.experiments.benches import BenchOptions, run_bench
+    from credrank_bench.experiments.benches import BenchOptions, run_bench
 
     rec = Recorder()
     result = run_bench("demo", BenchOptions(embedder="hashing", on_progress=rec))
@@ -132,7 +132,7 @@ def test_demo_bench_reports_consistent_steps() -> None:
 
 
 def test_a_bench_that_does_not_count_its_steps_is_one_step() -> None:
-    from credrank.experiments.benches import BenchOptions, run_bench
+    from credrank_bench.experiments.benches import BenchOptions, run_bench
 
     rec = Recorder()
     run_bench("ra-rag-simulation", BenchOptions(on_progress=rec))
@@ -140,8 +140,8 @@ def test_a_bench_that_does_not_count_its_steps_is_one_step() -> None:
 
 
 def test_stress_bench_counts_systems_times_questions(write) -> None:
-    from credrank.experiments.stress import bench_stress
     from credrank.index.embed import get_embedder
+    from credrank_bench.experiments.stress import bench_stress
 
     rows = []
     for i in range(8):

@@ -255,9 +255,9 @@ def _trec_csv() -> str:
 
 
 def test_trec_bench_types_urls_with_the_tables(tmp_path: Path) -> None:
-    from credrank.datasets import load_dataset
-    from credrank.experiments.trec_hm import build_corpus, run_trec_hm
     from credrank.index.embed import HashingEmbedder
+    from credrank_bench.datasets import load_dataset
+    from credrank_bench.experiments.trec_hm import build_corpus, run_trec_hm
 
     data = tmp_path / "tiny.csv"
     data.write_text(_trec_csv(), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The library's pushdown (``build_pipeline``) cuts to ``top_k`` in the engine with only the
+"""The library's pushdown (``compile_spec``) cuts to ``top_k`` in the engine with only the
 payload a hit needs, and ranks like the Python path — where they differ, only within score ties
 (issue 15)."""
 
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from credrank.combine import Combine
 from credrank.core.candidates import Candidates
 from credrank.core.ties import compare_rankings as classify
 from credrank.core.ties import tie_groups
@@ -22,8 +23,12 @@ from credrank.index import open_store
 from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import index_documents
 from credrank.index.store import HIT_FIELDS, RANKING_FIELDS, TEXT_FIELDS, formula_fields
+from credrank.pipeline.compile import compile_search, compile_spec
+from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.pushdown import PushdownSearch
 from credrank.provenance import SourceTyper
-from credrank.search import PushdownSearch, SearchSettings, build_pipeline, search_settings
+from credrank.select.topk import TopK
+from credrank.signals.prior import SourcePrior, load_priors
 
 EMB = HashingEmbedder(64)
 DATA = demo_dir()
@@ -33,6 +38,11 @@ QUERIES = ("vitamin c cold", "vaccine autism", "statin muscle pain", "sunscreen 
 #: float64 products of the same float32 cosine, so equal products may round apart by ~1e-7
 TIE = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to obtain server version")
+
+
+def pipeline(store, **options: Any):
+    """The compiled pipeline of the ``credrank search`` options over ``store``."""
+    return compile_spec(spec_from_options(**options), store, EMB).pipeline
 
 
 def engines() -> list[str]:
@@ -49,7 +59,7 @@ def demo_store(request, tmp_path_factory):
                     **options) as store:
         index_documents(iter_documents(DATA / "corpus.jsonl"), store, EMB,
                         SourceTyper([DATA / "domains.csv"]))
-        if not build_pipeline(store, EMB, SearchSettings()).stages[0].name == "pushdown":
+        if not pipeline(store).stages[0].name == "pushdown":
             pytest.skip("this qdrant-client has no formula queries")
         yield store
 
@@ -105,10 +115,8 @@ def test_classify_tells_float_ties_from_a_real_divergence():
 @pytest.mark.parametrize("top_k,fetch_k", [(10, None), (5, 40), (1, 3), (10, 10)])
 def test_library_pushdown_returns_top_k_like_the_python_path(demo_store, priors, top_k,
                                                              fetch_k):
-    settings = SearchSettings(top_k=top_k, fetch_k=fetch_k, priors=priors)
-    pushdown = build_pipeline(demo_store, EMB, settings)
-    python = build_pipeline(demo_store, EMB, SearchSettings(top_k=top_k, fetch_k=fetch_k,
-                                                            priors=priors, pushdown=False))
+    pushdown = pipeline(demo_store, top_k=top_k, fetch_k=fetch_k, priors=priors)
+    python = pipeline(demo_store, top_k=top_k, fetch_k=fetch_k, priors=priors, pushdown=False)
     assert isinstance(pushdown.stages[0], PushdownSearch)
     assert not isinstance(python.stages[0], PushdownSearch)
     for query in QUERIES:
@@ -126,7 +134,7 @@ def test_pushdown_asks_the_engine_for_top_k_and_the_hit_fields(demo_store, monke
         return real(query, qv, fetch_k, top_k, priors, **kw)
 
     monkeypatch.setattr(demo_store, "search_formula", spy)
-    out = build_pipeline(demo_store, EMB, SearchSettings(top_k=7, fetch_k=25)).search("flu")
+    out = pipeline(demo_store, top_k=7, fetch_k=25).search("flu")
     assert len(out) == 7
     [(fetch_k, top_k, kw)] = calls
     assert (fetch_k, top_k) == (25, 7)
@@ -140,15 +148,16 @@ def test_pushdown_asks_the_engine_for_top_k_and_the_hit_fields(demo_store, monke
     assert set(hit["dates"]) <= set(HIT_FIELDS)
 
     calls.clear()  # with the text asked for, text and cites come back too
-    out = build_pipeline(demo_store, EMB, SearchSettings(top_k=3, with_text=True)).search("flu")
+    stages = [SourcePrior(load_priors("current")), Combine("multiply"), TopK(3)]
+    out = compile_search(stages, demo_store, EMB, fetch_k=9, top_k=3,
+                         with_text=True).search("flu")
     [(_, top_k, kw)] = calls
     assert top_k == 3 and tuple(kw["fields"]) == (*HIT_FIELDS, *TEXT_FIELDS)
     assert all(isinstance(t, str) and t for t in out.column("text"))
 
     calls.clear()  # a selector chooses from the whole pool, with every ranking field
-    settings = search_settings(top_k=3, fetch_k=12, select="mmr",
-                               select_params={"diversity": 0.5})
-    out = build_pipeline(demo_store, EMB, settings).search("flu")
+    out = pipeline(demo_store, top_k=3, fetch_k=12, select="mmr",
+                   select_params={"diversity": 0.5}).search("flu")
     [(fetch_k, top_k, kw)] = calls
     assert (fetch_k, top_k) == (12, 12) and "fields" not in kw and len(out) == 3
 
@@ -193,9 +202,8 @@ def test_hit_fields_only_leaves_the_hits_unchanged(demo_store):
 
 def test_freshness_pushdown_returns_top_k_like_the_python_path(demo_store):
     spec = "half_life=365,now=2025-06-01T00:00:00+00:00,undated=penalty:0.5"
-    pushdown = build_pipeline(demo_store, EMB, search_settings(top_k=6, freshness=spec))
-    python = build_pipeline(demo_store, EMB, search_settings(top_k=6, freshness=spec,
-                                                             pushdown=False))
+    pushdown = pipeline(demo_store, top_k=6, freshness=spec)
+    python = pipeline(demo_store, top_k=6, freshness=spec, pushdown=False)
     assert isinstance(pushdown.stages[0], PushdownSearch)
     assert pushdown.stages[0].fields == HIT_FIELDS
     for query in QUERIES:
@@ -233,10 +241,9 @@ def test_near_ties_differ_only_within_ties(tied_store):
     verdicts = []
     for priors in ("compressed", "current", "aggressive"):
         for fetch_k in (30, 60):
-            settings = SearchSettings(top_k=10, fetch_k=fetch_k, priors=priors)
-            pushdown = build_pipeline(tied_store, EMB, settings)
-            python = build_pipeline(tied_store, EMB, SearchSettings(
-                top_k=10, fetch_k=fetch_k, priors=priors, pushdown=False))
+            pushdown = pipeline(tied_store, top_k=10, fetch_k=fetch_k, priors=priors)
+            python = pipeline(tied_store, top_k=10, fetch_k=fetch_k, priors=priors,
+                              pushdown=False)
             for query in QUERIES:
                 pushed, ranked = pushdown.search(query), python.search(query)
                 assert len(pushed) == 10

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 
 from credrank.cli import app
 from credrank.evaluate.report import prepare_out_dir
-from credrank.experiments.benches import BenchOptions, run_bench
 from credrank.index.embed import get_embedder
+from credrank_bench.experiments.benches import BenchOptions, run_bench
 
 runner = CliRunner()
 # the module, not the ``bench`` command function that credrank.cli exports under that name
-bench_cli = importlib.import_module("credrank.cli.bench")
+bench_cli = importlib.import_module("credrank_bench.cli")
 
 
 def _flat(text: str) -> str:

@@ -141,7 +141,7 @@ def run(args: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[st
 @pytest.fixture(scope="session")
 def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder a README reader works in (module docstring), built once per session."""
-    from credrank.datasets.demo import demo_dir
+    from credrank.demo_corpus import demo_dir
     from credrank.documents import read_queries
 
     work = tmp_path_factory.mktemp("readme") / "work"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from credrank.datasets import DatasetError, read_realtimeqa
-from credrank.datasets.realtimeqa import document_verdict
 from credrank.evaluate.answers import GENERATOR_ACCURACY, TOP_DOC_ACCURACY
-from credrank.experiments.realtimeqa import bench_realtimeqa, realtimeqa_prompt
 from credrank.generate.llm import parse_prompt
 from credrank.index.embed import get_embedder
+from credrank_bench.datasets import DatasetError, read_realtimeqa
+from credrank_bench.datasets.realtimeqa import document_verdict
+from credrank_bench.experiments.realtimeqa import bench_realtimeqa, realtimeqa_prompt
 
 WEEK = "20231201"
 

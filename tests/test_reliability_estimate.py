@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credrank.experiments.reference import dict_loop_iwmv
 from credrank.reliability.answers import AnswerTable
 from credrank.reliability.estimate import (
     UNKNOWN,
@@ -16,6 +15,7 @@ from credrank.reliability.estimate import (
     encode_answers,
 )
 from credrank.reliability.vote import majority_matrix, vote_matrix
+from credrank_bench.experiments.reference import dict_loop_iwmv
 
 # Five sources, five questions. Plain majority answers Q5 with "x" (C, D, E);
 # hand-computed IWMV (S = 5):

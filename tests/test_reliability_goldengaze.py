@@ -8,7 +8,7 @@ import math
 import pytest
 
 from credrank.evaluate.stats import wilson
-from credrank.experiments.goldengaze import (
+from credrank_bench.experiments.goldengaze import (
     POST_HOC,
     goldengaze_tables,
     load_goldengaze,

@@ -7,7 +7,7 @@ return exactly what the reference implementations return.
 * ``load_answers`` (pyarrow for CSV) against ``_load_answers_python`` (the line-by-line
   reader): the same table, or the same error naming ``path:line: field``.
 
-No timing here; the speed is measured by ``benchmarks/bench_reliability.py``.
+No timing here; the speed is measured by ``bench/scripts/bench_reliability.py``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import random
 import numpy as np
 import pytest
 
-from credrank.experiments.ra_rag_simulation import simulate_answers
 from credrank.reliability import answers as answers_module
 from credrank.reliability import dependence as dependence_module
 from credrank.reliability.answers import AnswersFileError, load_answers
 from credrank.reliability.dependence import detect_dependence
 from credrank.reliability.estimate import EncodedAnswers
+from credrank_bench.experiments.ra_rag_simulation import simulate_answers
 
 
 def _encoded(m: np.ndarray) -> EncodedAnswers:

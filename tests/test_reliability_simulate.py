@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from credrank.experiments.ra_rag_simulation import (
+from credrank_bench.experiments.ra_rag_simulation import (
     beta_reliabilities,
     run_simulation,
     simulate_answers,

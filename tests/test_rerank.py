@@ -7,12 +7,11 @@ import copy
 import numpy as np
 import pytest
 
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.index.embed import get_embedder
 from credrank.provenance import SourceTyper
 from credrank.rerank import CandidateError, check_candidates, rerank, rerank_hits
-from credrank.search import SearchSettings
 from credrank.searcher import Searcher
 
 EMB = get_embedder("hashing")
@@ -30,12 +29,12 @@ def test_same_ranking_as_search_on_the_demo_corpus(demo_index_hashing):
     with Searcher.open(demo_index_hashing, tables=[demo_dir() / "domains.csv"]) as searcher:
         for q in read_queries(demo_dir() / "queries.jsonl"):
             for pushdown in (None, False):
-                expected = searcher.search(q.text, SearchSettings(top_k=5, pushdown=pushdown))
-                pool = searcher.search(q.text, SearchSettings(top_k=15, fetch_k=15,
-                                                              priors=None))
+                expected = searcher.search(q.text, Searcher.spec(top_k=5, pushdown=pushdown))
+                pool = searcher.search(q.text, Searcher.spec(top_k=15, fetch_k=15,
+                                                             priors="none"))
                 records = [{"id": i, "text": docs[i].text, "title": docs[i].title,
                             "url": docs[i].url} for i in pool.doc_ids]
-                got = searcher.rerank(q.text, records, SearchSettings(top_k=5))
+                got = searcher.rerank(q.text, records, Searcher.spec(top_k=5))
                 assert list(got.doc_ids) == list(expected.doc_ids), q.id
                 np.testing.assert_allclose(got.score, expected.score, atol=1e-6)
                 assert list(got.column("source_type")) == list(expected.column("source_type"))
@@ -44,7 +43,7 @@ def test_same_ranking_as_search_on_the_demo_corpus(demo_index_hashing):
 def test_metadata_returned_untouched_and_inputs_not_modified():
     records = _records()
     before = copy.deepcopy(records)
-    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4))
+    result = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=4))
     hits = rerank_hits(result)
     assert records == before
     by_id = {r["id"]: r for r in records}
@@ -52,6 +51,17 @@ def test_metadata_returned_untouched_and_inputs_not_modified():
         assert hit["metadata"] is by_id[hit["doc_id"]]["metadata"]
         assert hit["client_score"] is None
         assert set(hit["score_breakdown"]) == {"retrieval_score", "prior", "final"}
+
+
+def test_the_spec_is_the_fourth_parameter():
+    records = _records()
+    by_position = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=3))
+    by_name = rerank("vitamin d covid", records, EMB, spec=Searcher.spec(top_k=3))
+    as_data = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=3).to_dict())
+    assert len(by_position) == 3
+    assert list(by_position.doc_ids) == list(by_name.doc_ids) == list(as_data.doc_ids)
+    with pytest.raises(TypeError, match="settings"):  # the keyword of the removed settings
+        rerank("vitamin d covid", records, EMB, settings=Searcher.spec(top_k=3))
 
 
 def test_source_type_from_url_never_from_metadata_claims():
@@ -70,7 +80,7 @@ def test_given_vectors_are_used_not_reembedded():
     q = EMB.embed(["vitamin d covid"])[0]
     records[1]["vector"] = list(map(float, q))        # identical to the query: cosine 1
     records[2]["vector"] = list(map(float, -q))       # opposite: cosine -1
-    result = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=3, priors=None),
+    result = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=3, priors="none"),
                     retrieval="cosine")
     rs = dict(zip(result.doc_ids, result.retrieval_score, strict=True))
     assert rs["d1"] == pytest.approx(1.0)
@@ -86,7 +96,7 @@ def test_retrieval_given_uses_client_scores():
     records = _records(3)
     for r, s in zip(records, (3.0, 9.0, 1.0), strict=True):
         r["score"] = s
-    result = rerank("q", records, EMB, SearchSettings(top_k=3, priors=None),
+    result = rerank("q", records, EMB, Searcher.spec(top_k=3, priors="none"),
                     retrieval="given")
     assert list(result.doc_ids) == ["d1", "d0", "d2"]
     assert list(result.retrieval_score) == [9.0, 3.0, 1.0]
@@ -129,7 +139,7 @@ def test_domain_tables_type_hosts_like_indexing():
     typer = SourceTyper([demo_dir() / "domains.csv"])
     docs = [d for d in iter_documents(demo_dir() / "corpus.jsonl") if d.url][:20]
     records = [{"id": d.id, "text": d.text, "url": d.url} for d in docs]
-    result = rerank("q", records, EMB, SearchSettings(top_k=20), typer)
+    result = rerank("q", records, EMB, Searcher.spec(top_k=20), typer)
     got = dict(zip(result.doc_ids, result.column("source_type"), strict=True))
     assert got == {d.id: typer.classify(d.url).source_type for d in docs}
 
@@ -137,13 +147,13 @@ def test_domain_tables_type_hosts_like_indexing():
 def test_query_vector_given_is_used_instead_of_embedding_the_query():
     records = _records(4)
     q = EMB.embed(["vitamin d covid"])[0]
-    embedded = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4))
-    given = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4),
+    embedded = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=4))
+    given = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=4),
                    query_vector=list(map(float, q)))
     assert list(given.doc_ids) == list(embedded.doc_ids)
     np.testing.assert_allclose(given.retrieval_score, embedded.retrieval_score, atol=1e-6)
     other = EMB.embed(["completely different words"])[0]
-    moved = rerank("vitamin d covid", records, EMB, SearchSettings(top_k=4, priors=None),
+    moved = rerank("vitamin d covid", records, EMB, Searcher.spec(top_k=4, priors="none"),
                    query_vector=list(map(float, other)))
     assert not np.allclose(moved.retrieval_score, embedded.retrieval_score)
     with pytest.raises(CandidateError, match=r"query_vector: expected 256 numbers"):

@@ -30,7 +30,7 @@ from credrank.rerank import (
     check_retrieval,
     rerank,
 )
-from credrank.search import SearchSettings
+from credrank.searcher import Searcher
 from serving import ServerHandle, running_server
 from sparse_copy import copy_index
 
@@ -82,7 +82,7 @@ def records(*, vectors: list[list[float]] | None = None, scores: Sequence[float 
 
 
 def run(recs: list[dict[str, Any]], emb: Counting, auto: AutoRetrieval, **kw: Any) -> Any:
-    return rerank(QUERY, recs, emb, SearchSettings(top_k=4, priors=None), auto=auto, **kw)
+    return rerank(QUERY, recs, emb, Searcher.spec(top_k=4, priors="none"), auto=auto, **kw)
 
 
 def fallbacks(caught: list[warnings.WarningMessage]) -> list[str]:

@@ -80,11 +80,11 @@ def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
                                    tmp_path: Path, options: dict[str, object]) -> None:
     where = copy_index(demo_index_hashing, tmp_path / "index")
     with Searcher.open(where, tables=[DEMO / "domains.csv"]) as searcher:
-        settings = searcher.settings(
+        spec = Searcher.spec(
             top_k=options["top_k"], fetch_k=options.get("fetch_k"),
             priors=options.get("priors", "current"), mode=options.get("mode", "multiply"),
             select=options.get("select"), select_params=options.get("params"))
-        expected = searcher.search_json(QUERY, settings)
+        expected = searcher.search_json(QUERY, spec)
     got = post(ro, "/search", {"query": QUERY, **options})
     assert got.status_code == 200, got.text
     doc = got.json()
@@ -103,9 +103,8 @@ def test_consensus_on_search_and_rerank(ro: ServerHandle, demo_index_hashing: Pa
                                         tmp_path: Path) -> None:
     where = copy_index(demo_index_hashing, tmp_path / "index")
     with Searcher.open(where, tables=[DEMO / "domains.csv"]) as searcher:
-        settings = searcher.settings(top_k=5, consensus=True,
-                                     consensus_params={"threshold": 0.2})
-        expected = searcher.search_json(QUERY, settings)
+        spec = Searcher.spec(top_k=5, consensus=True, consensus_params={"threshold": 0.2})
+        expected = searcher.search_json(QUERY, spec)
     got = post(ro, "/search", {"query": QUERY, "top_k": 5, "consensus": True,
                                "consensus_params": {"threshold": 0.2}})
     assert got.status_code == 200, got.text
@@ -390,7 +389,7 @@ def _read_until(s: socket.socket, marker: bytes) -> bytes:
 def test_minilm_server_search_and_rerank(demo_index_minilm: Path, tmp_path: Path) -> None:
     where = copy_index(demo_index_minilm, tmp_path / "index")
     with Searcher.open(where) as searcher:
-        expected = searcher.search_json(QUERY, searcher.settings(top_k=5))
+        expected = searcher.search_json(QUERY, Searcher.spec(top_k=5))
     with running_server(where) as server:
         doc = post(server, "/search", {"query": QUERY, "top_k": 5}).json()
         assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in expected["hits"]]

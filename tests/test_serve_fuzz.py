@@ -1,7 +1,7 @@
 """Schema fuzzing of ``credrank serve`` with schemathesis: no request the OpenAPI schema
 describes (valid or not) may get a 5xx answer, and every answer must match the schema the
 OpenAPI document declares for its status (``response_schema_conformance``). Larger budgets:
-``benchmarks/fuzz_service.py``."""
+``bench/scripts/fuzz_service.py``."""
 
 from __future__ import annotations
 

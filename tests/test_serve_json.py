@@ -58,14 +58,14 @@ def test_search_answer_is_the_in_process_document(server: ServerHandle, searcher
     the standard library and read back), plus ``elapsed_ms``."""
     text = request_body.get("text", "snippet")
     if "pipeline" in request_body:
-        settings: Any = PipelineSpec.from_dict(request_body["pipeline"])
+        spec = PipelineSpec.from_dict(request_body["pipeline"])
     else:
-        settings = searcher.settings(
+        spec = Searcher.spec(
             top_k=request_body["top_k"], fetch_k=request_body.get("fetch_k"),
             priors=request_body.get("priors", "current"),
             mode=request_body.get("mode", "multiply"), select=request_body.get("select"),
             select_params=request_body.get("params"))
-    expected = json.loads(json.dumps(searcher.search_json(QUERY, settings, text=text)))
+    expected = json.loads(json.dumps(searcher.search_json(QUERY, spec, text=text)))
     got = httpx.post(server.url + "/search", json=request_body, timeout=60)
     assert got.status_code == 200, got.text
     doc = json.loads(got.content)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from credrank.cli import app
 from credrank.core.ties import tie_groups
-from credrank.datasets.demo import demo_dir
+from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.documents.schema import SOURCE_TYPES, Document
 from credrank.index import (
@@ -35,8 +35,16 @@ from credrank.index.memory import InMemoryIndex
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.retrieve import source_passages
 from credrank.index.store import Manifest, formula_priors, read_manifest, to_candidates
+from credrank.pipeline.compile import (
+    PushdownError,
+    build_stages,
+    compile_spec,
+    context,
+    decide_pushdown,
+)
+from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.spec import SpecError
 from credrank.provenance import SourceTyper
-from credrank.search import SearchSettings, build_pipeline, use_pushdown
 from credrank.signals.prior import preset
 
 EMB = HashingEmbedder(64)
@@ -44,7 +52,7 @@ EMB = HashingEmbedder(64)
 #: the unreachable-server test its warning lands in whichever test runs next
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to obtain server version")
 DATA = demo_dir()
-SYSTEMS = [(None, False), ("compressed", False), ("current", False), ("aggressive", False),
+SYSTEMS = [("none", False), ("compressed", False), ("current", False), ("aggressive", False),
            ("compressed", True), ("current", True), ("aggressive", True)]
 
 
@@ -127,23 +135,25 @@ def test_qdrant_ranks_and_scores_like_edge(demo_stores, priors, pushdown):
     if pushdown and not supports_formula(demo_stores["qdrant"]):
         pytest.skip("this qdrant-client has no formula queries (needs >= 1.14)")
     queries = read_queries(DATA / "queries.jsonl")
-    settings = SearchSettings(top_k=10, priors=priors, pushdown=pushdown)
-    pipes = {name: build_pipeline(store, EMB, settings) for name, store in demo_stores.items()}
+    spec = spec_from_options(top_k=10, priors=priors, pushdown=pushdown)
+    pipes = {name: compile_spec(spec, store, EMB).pipeline
+             for name, store in demo_stores.items()}
     assert pipes["edge"].stages[0].name == pipes["qdrant"].stages[0].name == (
         "pushdown" if pushdown else "dense")
     for q in queries:
         edge, qdrant = pipes["edge"].search(q.text), pipes["qdrant"].search(q.text)
         assert len(edge) == 10
         assert_same_ranking(edge, qdrant)
-        if priors is not None:
+        if priors != "none":
             assert np.all(qdrant.factors["prior"] > 0)
 
 
 def test_qdrant_bm25_and_filters_match_edge(demo_stores):
     edge, qdrant = demo_stores["edge"], demo_stores["qdrant"]
     for q in read_queries(DATA / "queries.jsonl"):
-        a = build_pipeline(edge, EMB, SearchSettings(top_k=10, lexical=True)).search(q.text)
-        b = build_pipeline(qdrant, EMB, SearchSettings(top_k=10, lexical=True)).search(q.text)
+        spec = spec_from_options(top_k=10, lexical=True)
+        a = compile_spec(spec, edge, EMB).pipeline.search(q.text)
+        b = compile_spec(spec, qdrant, EMB).pipeline.search(q.text)
         assert len(a) > 0
         assert_same_ranking(a, b)
     qv = EMB.embed(["vitamin d"])[0]
@@ -181,19 +191,34 @@ def test_in_memory_store_indexes_and_ranks_like_edge_exact(edge_store):
         qv = EMB.embed([q.text])[0]
         a = edge_store.search_dense(q.text, qv, 15, exact=True)
         assert_same_ranking(a, memory.search_dense(q.text, qv, 15))
-        settings = SearchSettings(top_k=5, priors="current")
-        assert_same_ranking(build_pipeline(edge_store, EMB, settings).search(q.text),
-                            build_pipeline(memory, EMB, settings).search(q.text))
+        spec = spec_from_options(top_k=5, priors="current")
+        assert_same_ranking(compile_spec(spec, edge_store, EMB).pipeline.search(q.text),
+                            compile_spec(spec, memory, EMB).pipeline.search(q.text))
 
 
 def test_in_memory_store_declines_bm25_and_pushdown():
     memory = InMemoryIndex.create(EMB.name, EMB.dim)
     with pytest.raises(StoreError, match="not supported by the in-memory store"):
         memory.search_bm25("q", 5)
-    assert use_pushdown(SearchSettings()) and not use_pushdown(SearchSettings(), memory)
-    with pytest.raises(ValueError, match="memory store cannot score formulas"):
-        build_pipeline(memory, EMB, SearchSettings(pushdown=True))
+    spec = spec_from_options()
+    stages = build_stages(spec, context())
+    assert decide_pushdown(stages, retrieval=spec.retrieval, requested=spec.pushdown).fused
+    assert not compile_spec(spec, memory, EMB).pushdown.fused
+    decision = decide_pushdown(stages, store=memory)
+    assert not decision.fused and decision.where == "the memory store"
+    assert decision.reason == "cannot score formulas in its engine"
+    with pytest.raises(PushdownError, match="memory store cannot score formulas"):
+        decide_pushdown(stages, store=memory, requested=True)
+    with pytest.raises(SpecError, match="cannot score formulas in its engine; pushdown: true "
+                                        "cannot be honoured"):
+        compile_spec(spec_from_options(pushdown=True), memory, EMB)
     assert len(memory.search_dense("q", EMB.embed(["q"])[0], 5)) == 0
+
+
+def test_a_pushdown_the_store_cannot_honour_names_the_store():
+    memory = InMemoryIndex.create(EMB.name, EMB.dim)
+    with pytest.raises(SpecError, match="memory store cannot score formulas"):
+        compile_spec(spec_from_options(pushdown=True), memory, EMB)
 
 
 def test_in_memory_bench_face_keeps_working():

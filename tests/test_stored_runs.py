@@ -16,16 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from credrank.datasets.demo import demo_dir
 from credrank.demo import SYSTEMS
+from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.evaluate.metrics import ranked_docs
-from credrank.experiments.bench import bench_corpus
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
+from credrank.pipeline.compile import compile_spec
+from credrank.pipeline.options import spec_from_options
 from credrank.provenance import SourceTyper
-from credrank.search import SearchSettings, build_pipeline
+from credrank_bench.experiments.bench import bench_corpus
 
 STORED = Path(__file__).parent / "data" / "stored_runs"
 TOP_K = 5
@@ -51,8 +52,9 @@ def demo_runs(embedder_name: str) -> Iterator[tuple[str, dict[str, list[tuple[st
                         SourceTyper([data / "domains.csv"]))
         for system, priors in SYSTEMS.items():
             for pushdown in ((None,) if priors is None else (True, False)):
-                settings = SearchSettings(top_k=TOP_K, priors=priors, pushdown=pushdown)
-                pipeline = build_pipeline(index, emb, settings)
+                spec = spec_from_options(top_k=TOP_K, priors="none" if priors is None else priors,
+                                         pushdown=pushdown)
+                pipeline = compile_spec(spec, index, emb).pipeline
                 tag = system.replace(" ", "-") + (
                     "" if pushdown is None else ("-pushdown" if pushdown else "-python"))
                 yield tag, {q.id: [(h["doc_id"], h["score"])

@@ -12,8 +12,9 @@ import pytest
 from credrank.core.candidates import Candidates
 from credrank.evaluate.render import sections
 from credrank.evaluate.result import dump_json
-from credrank.experiments.benches import BenchOptions, run_bench
-from credrank.experiments.stress import (
+from credrank.index.embed import get_embedder
+from credrank_bench.experiments.benches import BenchOptions, run_bench
+from credrank_bench.experiments.stress import (
     FLIP_C2I,
     FLIP_I2C,
     ORACLE,
@@ -25,7 +26,6 @@ from credrank.experiments.stress import (
     parse_counts,
     parse_positions,
 )
-from credrank.index.embed import get_embedder
 
 Write = Callable[[str, str | bytes], Path]
 

@@ -34,8 +34,6 @@ _API: dict[str, str] = {
     "PipelineSpec": "credrank.pipeline.spec:PipelineSpec",
     "SpecError": "credrank.pipeline.spec:SpecError",
     "CATALOG": "credrank.pipeline.catalog:CATALOG",
-    "SearchSettings": "credrank.search:SearchSettings",
-    "search_settings": "credrank.search:search_settings",
     # indexing
     "iter_documents": "credrank.documents:iter_documents",
     "index_documents": "credrank.index.ingest:index_documents",
@@ -60,7 +58,6 @@ if TYPE_CHECKING:
     from credrank.pipeline.catalog import CATALOG
     from credrank.pipeline.spec import PipelineSpec, SpecError
     from credrank.provenance import SourceTyper
-    from credrank.search import SearchSettings, search_settings
     from credrank.searcher import Searcher
     from credrank.signals.prior import load_priors
 
@@ -82,7 +79,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [  # = "__version__" and the keys of _API (a test checks it)
-    "CATALOG", "Candidates", "Pipeline", "PipelineSpec", "SearchSettings", "Searcher",
-    "SourceTyper", "SpecError", "Stage", "__version__", "get_embedder", "index_documents",
-    "iter_documents", "load_priors", "open_store", "rerank", "search_settings",
+    "CATALOG", "Candidates", "Pipeline", "PipelineSpec", "Searcher", "SourceTyper",
+    "SpecError", "Stage", "__version__", "get_embedder", "index_documents", "iter_documents",
+    "load_priors", "open_store", "rerank",
 ]

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from credrank.datasets.demo import demo_dir, index_demo, read_adversarial
+from credrank.core.embedder import Embedder
+from credrank.demo_corpus import demo_dir, index_demo, read_adversarial
 from credrank.documents import read_qrels, read_queries
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
-from credrank.index.embed import Embedder, get_embedder
+from credrank.index.embed import get_embedder
 from credrank.index.ingest import IndexReport
 from credrank.index.opener import open_store
-from credrank.index.store import VectorStore
-from credrank.search import SearchSettings, build_pipeline
+from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.spec import PipelineSpec
+from credrank.searcher import Searcher
 
 MEASURES = ("P@5", "nDCG@5", "RR", "harmful@5")
 #: the systems compared, in table order: name → priors (None = similarity only)
@@ -69,30 +71,36 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
         with open_store(path, "edge", embedder=embedder.name, dim=embedder.dim,
                         create=True) as index:
             report = index_demo(index, embedder, on_batch=on_progress)
+            searcher = Searcher(index, embedder)  # closed with the index
             means: dict[str, dict[str, float]] = {}
             per_query: dict[str, dict[str, dict[str, float]]] = {}
             for system, priors in SYSTEMS.items():
-                settings = SearchSettings(top_k=top_k, priors=priors)
-                pipeline = build_pipeline(index, embedder, settings)
-                run = run_from_batches({q.id: pipeline.search(q.text) for q in queries})
+                spec = system_spec(priors, top_k)
+                run = run_from_batches(dict(searcher.search_many(
+                    ((q.id, q.text) for q in queries), spec, text="none")))
                 values = evaluate(qrels, run, list(MEASURES), bad=bad)
                 per_query[system] = values
                 means[system] = {m: mean(values[m]) for m in MEASURES}
-            example = _example(index, embedder, queries, bad, top_k)
+            example = _example(searcher, queries, bad, top_k)
     return DemoResult(report=report,
                       settings={"top_k": top_k, "fetch_k": 3 * top_k, "mode": "multiply",
                                 "embedder": embedder.name, "systems": SYSTEMS},
                       means=means, per_query=per_query, example=example)
 
 
-def _example(index: VectorStore, embedder: Embedder, queries: list[Any],
-             bad: dict[str, set[str]], top_k: int) -> dict[str, Any]:
+def system_spec(priors: str | None, top_k: int) -> PipelineSpec:
+    """The pipeline of one demo system: ``priors`` (``None``: similarity only) over a pool of
+    ``3 × top_k``, ``multiply``, top-k."""
+    return spec_from_options(top_k=top_k, priors=priors or "none")
+
+
+def _example(searcher: Searcher, queries: list[Any], bad: dict[str, set[str]],
+             top_k: int) -> dict[str, Any]:
     """The first query whose baseline top-k holds an adversarial document, both rankings."""
-    base = build_pipeline(index, embedder, SearchSettings(top_k=top_k, priors=None))
-    cred = build_pipeline(index, embedder, SearchSettings(top_k=top_k, priors="current"))
+    base_spec, cred_spec = system_spec(None, top_k), system_spec("current", top_k)
     chosen = queries[0]
     for q in queries:
-        if set(base.search(q.text).doc_ids) & bad.get(q.id, set()):
+        if set(searcher.search(q.text, base_spec, text="none").doc_ids) & bad.get(q.id, set()):
             chosen = q
             break
     adversarial = bad.get(chosen.id, set())
@@ -107,5 +115,5 @@ def _example(index: VectorStore, embedder: Embedder, queries: list[Any],
         return out
 
     return {"query_id": chosen.id, "query": chosen.text,
-            "similarity_only": rows(base.search(chosen.text)),
-            "current_priors": rows(cred.search(chosen.text))}
+            "similarity_only": rows(searcher.search(chosen.text, base_spec, text="none")),
+            "current_priors": rows(searcher.search(chosen.text, cred_spec, text="none"))}

@@ -58,6 +58,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,6 @@ from credrank.index.ingest import embedding_text, provenance_payload
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
-from credrank.search import SearchSettings, scoring_stages
 
 #: the keys a candidate record may carry
 CANDIDATE_FIELDS = ("id", "text", "url", "title", "score", "vector", "metadata")
@@ -153,7 +153,8 @@ def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside credrank (the caller's code, or the
     framework that called the adapter), counted from :func:`_warn`'s caller."""
     package = str(Path(__file__).resolve().parent)
-    frame, level = sys._getframe(2), 2
+    frame: types.FrameType | None = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
@@ -630,54 +631,66 @@ def _objects(values: list[Any]) -> np.ndarray:
     return out
 
 
+@cache
+def default_spec() -> PipelineSpec:
+    """What runs when no pipeline is given: ``credrank search`` without options — the source
+    prior (``current``), ``multiply``, top-10 of a pool of 30."""
+    return PipelineSpec.of("prior")
+
+
+def as_spec(spec: PipelineSpec | Mapping[str, Any] | None) -> PipelineSpec:
+    """``spec`` as a :class:`~credrank.pipeline.spec.PipelineSpec`: its plain data checked
+    (:meth:`PipelineSpec.from_dict`), ``None`` the :func:`default_spec`."""
+    if spec is None:
+        return default_spec()
+    if isinstance(spec, PipelineSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        return PipelineSpec.from_dict(dict(spec))
+    raise TypeError(f"pipeline: expected a PipelineSpec, a dict or None, got "
+                    f"{type(spec).__name__}")
+
+
 def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
-                    settings: SearchSettings | PipelineSpec, typer: SourceTyper | None = None,
-                    *, retrieval: str = DEFAULT_RETRIEVAL,
+                    spec: PipelineSpec | Mapping[str, Any] | None = None,
+                    typer: SourceTyper | None = None, *,
+                    retrieval: str = DEFAULT_RETRIEVAL,
                     query_vector: Sequence[float] | None = None,
                     resources: Mapping[str, str | Path] | None = None,
                     allow_paths: bool = True, auto: AutoRetrieval | None = None) -> Pipeline:
-    """``GivenCandidates(records) >> the stages of settings`` (prior, signals, combine,
-    selector), the Python path of :func:`credrank.search.build_pipeline` over the given pool.
-
-    ``settings``: :class:`SearchSettings` or a :class:`~credrank.pipeline.spec.PipelineSpec`
-    (built by :func:`credrank.pipeline.compile.compile_rerank`; ``resources`` and
-    ``allow_paths`` say which files it may name). ``fetch_k`` plays no part (the pool is the
-    records); ``top_k`` cuts as usual. ``retrieval`` and ``auto``: :class:`GivenCandidates`.
+    """``GivenCandidates(records) >> the stages of spec`` (prior, signals, combine, selector),
+    the Python path of ``credrank search`` over the given pool (stages built by
+    :func:`credrank.pipeline.compile.build_stages`; ``resources`` and ``allow_paths`` say
+    which files the spec may name). ``fetch_k`` plays no part (the pool is the records);
+    ``top_k`` cuts as usual. ``retrieval`` and ``auto``: :class:`GivenCandidates`. A
+    :class:`~credrank.searcher.Searcher` (and the adapters) compile a spec once instead.
     """
-    if isinstance(settings, PipelineSpec):
-        ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
-        stages = build_stages(settings, ctx)
-        given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
-                                with_vectors="vectors" in reads(stages),
-                                query_vector=query_vector, auto=auto)
-        return Pipeline([given, *stages])
+    ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
+    stages = build_stages(as_spec(spec), ctx)
     given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
-                            with_vectors=settings.with_vectors, query_vector=query_vector,
-                            auto=auto)
-    return Pipeline([given, *scoring_stages(settings, embedder)])
+                            with_vectors="vectors" in reads(stages),
+                            query_vector=query_vector, auto=auto)
+    return Pipeline([given, *stages])
 
 
 def rerank(query: str, records: Sequence[Mapping[str, Any]],
            embedder: Embedder | str = "minilm",
-           settings: SearchSettings | PipelineSpec | Mapping[str, Any] | None = None,
+           spec: PipelineSpec | Mapping[str, Any] | None = None,
            typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
            query_vector: Sequence[float] | None = None, auto: AutoRetrieval | None = None,
            **spec_files: Any) -> Candidates:
     """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`). ``embedder`` may be
-    a name (:func:`credrank.index.embed.get_embedder`), ``settings`` a spec as plain data
-    (:meth:`PipelineSpec.from_dict`). ``retrieval``: ``auto`` (default), ``cosine`` or
-    ``given`` (module docstring); ``auto`` keeps its state in ``auto`` (default: the
-    process's for the embedder, :func:`shared_auto`). What was used is in the result's
-    ``info["retrieval"]``. ``from credrank import rerank`` is this module, and calling it calls
-    this function."""
+    a name (:func:`credrank.index.embed.get_embedder`), ``spec`` a pipeline spec or its
+    plain data (default: :func:`default_spec`). ``retrieval``: ``auto`` (default),
+    ``cosine`` or ``given`` (module docstring); ``auto`` keeps its state in ``auto``
+    (default: the process's for the embedder, :func:`shared_auto`). What was used is in the
+    result's ``info["retrieval"]``. ``from credrank import rerank`` is this module, and
+    calling it calls this function."""
     if isinstance(embedder, str):
         from credrank.index.embed import get_embedder
 
         embedder = get_embedder(embedder)
-    if isinstance(settings, Mapping):
-        settings = PipelineSpec.from_dict(dict(settings))
-    settings = settings or SearchSettings()
-    return rerank_pipeline(records, embedder, settings, typer, retrieval=retrieval,
+    return rerank_pipeline(records, embedder, spec, typer, retrieval=retrieval,
                            query_vector=query_vector, auto=auto, **spec_files).search(query)
 
 

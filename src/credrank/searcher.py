@@ -1,10 +1,12 @@
-"""One index and its embedder, opened once: what the service, batch mode and adapters share.
+"""One index and its embedder, opened once: what the CLI, the service, batch mode and the
+adapters share.
 
 ``credrank search`` opens the index, loads the model and answers one query; a service, a batch
 of 1,000 queries or a framework component must not pay that per query. :class:`Searcher` holds
-the open store, the embedder the index was built with and the source typer, and runs the same
-pipelines as the CLI (:func:`credrank.search.build_pipeline` for queries against the index,
-:func:`credrank.rerank.rerank_pipeline` for candidates retrieved elsewhere).
+the open store, the embedder the index was built with and the source typer, compiles each
+:class:`~credrank.pipeline.spec.PipelineSpec` once (:meth:`Searcher.compile`, memoised until
+the index changes) and runs it with the one run loop (:meth:`Searcher.run`) that the service
+uses too.
 
 Thread safety: searches against the store are serialised by a lock (the embedded engine is not
 documented as safe for concurrent readers in one process); reranking touches no store and runs
@@ -14,21 +16,23 @@ concurrently.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT, check_text
-from credrank.core.pipeline import FunctionStage, Pipeline
+from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
-from credrank.index.store import VectorStore
+from credrank.index.store import VectorStore, generation
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.document import search_document, text_settings
 from credrank.pipeline.hittext import with_hit_text
+from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
@@ -36,19 +40,20 @@ from credrank.rerank import (
     DEFAULT_RETRIEVAL,
     AutoRetrieval,
     GivenCandidates,
+    as_spec,
     check_retrieval,
     rerank_hits,
-    rerank_pipeline,
 )
-from credrank.search import (
-    SearchSettings,
-    build_pipeline,
-    describe,
-    describe_compiled,
-    search_document,
-    search_settings,
-    text_settings,
-)
+
+#: a pipeline as the methods take it: a spec, its plain data, or ``None`` (the default spec,
+#: :func:`credrank.rerank.as_spec`: ``credrank search`` without options)
+SpecLike = PipelineSpec | Mapping[str, Any] | None
+#: called at every checkpoint of :meth:`Searcher.run` with its name (``stage:NAME``,
+#: ``store``, ``done``): the service's cancellation check
+Check = Callable[[str], None]
+T = TypeVar("T")
+#: compiled pipelines kept per searcher (least recently used dropped beyond it)
+MAX_COMPILED = 64
 
 
 class Searcher:
@@ -59,10 +64,14 @@ class Searcher:
     built-in rules. ``resources`` (name → path) are the files a pipeline spec may name
     besides paths; with ``allow_paths=False`` (the service) it may name only those.
 
-    Settings are a :class:`~credrank.pipeline.spec.PipelineSpec` or :class:`SearchSettings`.
-    The store lock is held for retrieval and for stages that read the index (citation
-    chains, the hits' text), not for the rest of the pipeline: concurrent searches score in
-    parallel.
+    A pipeline is a :class:`~credrank.pipeline.spec.PipelineSpec`, its plain-data form (a
+    dict, as ``credrank search --json`` echoes it under ``pipeline``) or ``None`` (the
+    default: ``credrank search`` without options); :meth:`spec` makes one from the options of
+    ``credrank search``. Each spec is compiled once per searcher and index state
+    (:meth:`compile`; a write through the store starts afresh): the files its stages name are
+    read then, and :meth:`forget_compiled` rebuilds them on next use. The store lock is held
+    for retrieval and for stages that read the index (citation chains, the hits' text), not
+    for the rest of the pipeline: concurrent searches score in parallel.
 
     ``text`` (:mod:`credrank.core.hittext`: ``full``, ``snippet`` — the default — or
     ``none``) is what each hit carries of its document's text. Unless ``none``, the text of
@@ -86,6 +95,9 @@ class Searcher:
         #: only: a searcher may serve many callers, :class:`~credrank.rerank.AutoRetrieval`)
         self.auto = AutoRetrieval(cache_negative=False)
         self._lock = threading.Lock()
+        self._compiled: dict[tuple[str, str], Any] = {}
+        self._generation = generation(store)
+        self._compiled_lock = threading.Lock()
 
     @classmethod
     def open(cls, index_dir: str | Path, *, tables: Sequence[str | Path] = (),
@@ -121,130 +133,157 @@ class Searcher:
         takes it too."""
         return self._lock
 
-    # -- settings -------------------------------------------------------------------------
+    # -- pipelines ---------------------------------------------------------------------------
     @staticmethod
-    def settings(**options: Any) -> SearchSettings:
-        """Validated settings from the options of ``credrank search``
-        (:func:`credrank.search.search_settings`)."""
-        return search_settings(**options)
+    def spec(**options: Any) -> PipelineSpec:
+        """The spec of the options of ``credrank search`` (``top_k=5, freshness="half_life=
+        30d"``, …: :func:`credrank.pipeline.options.spec_from_options`, errors in the options'
+        words) — a spec and nothing else."""
+        return spec_from_options(**options)
 
-    def describe(self, settings: SearchSettings | PipelineSpec) -> dict[str, Any]:
-        """The settings as JSON, with the engine that answers."""
-        if isinstance(settings, PipelineSpec):
-            return describe_compiled(self.compile(settings), self.store)
-        return describe(settings, self.store)
+    def compile(self, spec: SpecLike = None) -> Compiled:
+        """``spec`` built over this index (:func:`credrank.pipeline.compile.compile_spec`),
+        once: later calls with an equal spec return the same :class:`Compiled` until
+        :meth:`forget_compiled`. A :class:`~credrank.pipeline.spec.SpecError` names the
+        stage that cannot be built."""
+        spec = as_spec(spec)
+        return self._memo(("search", spec.key), lambda: compile_spec(
+            spec, self.store, self.embedder, resources=self.resources,
+            allow_paths=self.allow_paths))
 
-    def compile(self, spec: PipelineSpec) -> Compiled:
-        """``spec`` built over this index (:func:`credrank.pipeline.compile.compile_spec`)."""
-        return compile_spec(spec, self.store, self.embedder, resources=self.resources,
-                            allow_paths=self.allow_paths)
+    def compile_rerank(self, spec: SpecLike = None) -> Compiled:
+        """``spec``'s stages for candidates retrieved elsewhere
+        (:func:`credrank.pipeline.compile.compile_rerank`), memoised as :meth:`compile`."""
+        spec = as_spec(spec)
+        return self._memo(("rerank", spec.key), lambda: compile_rerank(
+            spec, _GIVEN, self.embedder, resources=self.resources,
+            allow_paths=self.allow_paths))
 
-    # -- queries against the index ---------------------------------------------------------
-    def _pipeline(self, settings: SearchSettings | PipelineSpec | None,
-                  text: str = DEFAULT_TEXT) -> Pipeline:
-        if isinstance(settings, PipelineSpec):
-            return self.with_text(self.compile(settings).pipeline, text)
-        return self.with_text(build_pipeline(self.store, self.embedder,
-                                             settings or SearchSettings()), text)
+    def _memo(self, key: tuple[str, str], build: Callable[[], T]) -> T:
+        """``build()`` once per ``key`` until :meth:`forget_compiled` or a write to the store
+        (:func:`credrank.index.store.generation`); at most :data:`MAX_COMPILED` kept, the
+        least recently used dropped."""
+        written = generation(self.store)
+        with self._compiled_lock:
+            if written != self._generation:  # the index changed under what was built
+                self._compiled.clear()
+                self._generation = written
+            found = self._compiled.pop(key, None)
+            if found is not None:
+                self._compiled[key] = found  # most recently used last
+                return found
+        built = build()  # outside the lock: a slow build blocks no other search
+        with self._compiled_lock:
+            built = self._compiled.setdefault(key, built)
+            while len(self._compiled) > MAX_COMPILED:
+                del self._compiled[next(iter(self._compiled))]
+        return built
 
-    def with_text(self, pipeline: Pipeline, text: str = DEFAULT_TEXT) -> Pipeline:
-        """``pipeline`` with the final hits' text read from this store, unless ``text`` is
-        ``none`` (:func:`credrank.pipeline.hittext.with_hit_text`: with the engine's top-k
-        cut, or by id after the selector; never for the whole pool)."""
-        return Pipeline(with_hit_text(pipeline.stages, self.store, text))
+    def forget_compiled(self) -> None:
+        """Drop the compiled pipelines: a file a spec names has changed, or the index was
+        written by another process or another store object (writes through ``store`` are
+        noticed by themselves: a stage may read what the index holds when it is built, such
+        as its stored credibility scores). The next search compiles its spec again."""
+        with self._compiled_lock:
+            self._compiled.clear()
 
-    def _run(self, pipeline: Pipeline, query: str) -> Candidates:
-        """``pipeline`` on ``query``, the store lock held for the stages that touch the
-        store: retrieval (the first stage) and those that read the index."""
+    def pipeline(self, spec: SpecLike = None, text: str = DEFAULT_TEXT) -> Pipeline:
+        """The compiled pipeline of ``spec`` with the final hits' text read from this store,
+        unless ``text`` is ``none`` (:func:`credrank.pipeline.hittext.with_hit_text`: with the
+        engine's top-k cut, or by id after the selector; never for the whole pool)."""
+        spec = as_spec(spec)
+        return self._memo((f"text:{check_text(text)}", spec.key), lambda: Pipeline(
+            with_hit_text(self.compile(spec).pipeline.stages, self.store, text)))
+
+    # -- the run loop --------------------------------------------------------------------------
+    def run(self, stages: Sequence[Stage], query: str, *, store: bool = True,
+            check: Check | None = None) -> Candidates:
+        """``stages`` on ``query``: the one run loop of the library, the CLI and the service.
+        With ``store``, the store lock is held for retrieval (the first stage) and for the
+        stages that read the index, not for the rest; a first stage that embeds the query
+        (dense retrieval, the engine's formula search) has it embedded before the lock is
+        taken, so concurrent searches embed in parallel. ``check`` is called before each
+        stage (``stage:NAME``), under the lock (``store``) and at the end (``done``)."""
         batch = Candidates.empty(query)
-        if pipeline.stages and isinstance(pipeline.stages[0], DenseRetriever | PushdownSearch):
-            # the query is embedded before the lock: concurrent searches embed in parallel
-            batch = replace(batch, query_vector=self.embedder.embed([query])[0])
-        for i, stage in enumerate(pipeline.stages):
-            if i == 0 or "index" in stage.reads:
+        for i, stage in enumerate(stages):
+            if check is not None:
+                check(f"stage:{stage.name}")
+            if i == 0 and isinstance(stage, DenseRetriever | PushdownSearch):
+                batch = replace(batch, query_vector=self.embedder.embed([query])[0])
+            if store and (i == 0 or "index" in stage.reads):
                 with self._lock:
+                    if check is not None:
+                        check("store")
                     batch = stage(batch)
             else:
                 batch = stage(batch)
+        if check is not None:
+            check("done")
         return batch
 
-    def search(self, query: str, settings: SearchSettings | PipelineSpec | None = None, *,
-               text: str = DEFAULT_TEXT) -> Candidates:
+    # -- queries against the index ---------------------------------------------------------
+    def search(self, query: str, spec: SpecLike = None, *, text: str = DEFAULT_TEXT,
+               check: Check | None = None) -> Candidates:
         """One query through its pipeline (as ``credrank search``); the final hits hold
         their text unless ``text="none"`` (then ``hits()`` have ``text: null``)."""
-        return self._run(self._pipeline(settings, text), query)
+        return self.run(self.pipeline(spec, text).stages, query, check=check)
 
-    def search_json(self, query: str, settings: SearchSettings | PipelineSpec | None = None,
-                    *, text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
+    def search_json(self, query: str, spec: SpecLike = None, *, text: str = DEFAULT_TEXT,
+                    check: Check | None = None, **extra: Any) -> dict[str, Any]:
         """The ``credrank search --json`` document of one query (with ``pipeline``: the spec
         it ran, which feeds back as it is); each hit with ``text`` as ``text`` says."""
-        if isinstance(settings, PipelineSpec):
-            compiled = self.compile(settings)
-            result = self._run(self.with_text(compiled.pipeline, text), query)
-            return search_document(query, describe_compiled(compiled, self.store), result,
-                                   text=text, **extra)
-        settings = settings or SearchSettings()
-        return search_document(query, self.describe(settings),
-                               self.search(query, settings, text=text), text=text, **extra)
+        spec = as_spec(spec)
+        result = self.run(self.pipeline(spec, text).stages, query, check=check)
+        return search_document(query, self.compile(spec).settings, result, text=text, **extra)
 
-    def search_many(self, queries: Iterable[tuple[str, str]],
-                    settings: SearchSettings | PipelineSpec | None = None, *,
+    def search_many(self, queries: Iterable[tuple[str, str]], spec: SpecLike = None, *,
                     text: str = DEFAULT_TEXT) -> Iterator[tuple[str, Candidates]]:
         """``(query id, result)`` for each ``(query id, text)``, in order, one pipeline
         (``text``: as :meth:`search`; ``none`` where no hit text is wanted, a TREC run)."""
-        pipeline = self._pipeline(settings, text)
-        for qid, text in queries:
-            yield qid, self._run(pipeline, text)
+        stages = self.pipeline(spec, text).stages
+        for qid, query in queries:
+            yield qid, self.run(stages, query)
 
     # -- candidates retrieved elsewhere ----------------------------------------------------
-    def rerank(self, query: str, records: Sequence[Mapping[str, Any]],
-               settings: SearchSettings | PipelineSpec | None = None, *,
-               retrieval: str = DEFAULT_RETRIEVAL,
-               query_vector: Sequence[float] | None = None) -> Candidates:
-        """Rerank a client's candidates (:func:`credrank.rerank.rerank_pipeline`);
-        ``retrieval`` ``auto`` (default), ``cosine`` or ``given`` (:mod:`credrank.rerank`),
-        what it resolved to in the result's ``info["retrieval"]``."""
-        settings = settings or SearchSettings()
-        return rerank_pipeline(records, self.embedder, settings, self.typer,
-                               retrieval=retrieval, query_vector=query_vector,
-                               resources=self.resources, allow_paths=self.allow_paths,
-                               auto=self.auto).search(query)
+    def rerank(self, query: str, records: Sequence[Mapping[str, Any]], spec: SpecLike = None,
+               *, retrieval: str = DEFAULT_RETRIEVAL,
+               query_vector: Sequence[float] | None = None,
+               check: Check | None = None) -> Candidates:
+        """Rerank a client's candidates: :class:`~credrank.rerank.GivenCandidates` then the
+        stages of ``spec``; ``retrieval`` ``auto`` (default), ``cosine`` or ``given``
+        (:mod:`credrank.rerank`), what it resolved to in the result's
+        ``info["retrieval"]``."""
+        return self._rerank(self.compile_rerank(spec), query, records, retrieval,
+                            query_vector, check)
+
+    def _rerank(self, compiled: Compiled, query: str, records: Sequence[Mapping[str, Any]],
+                retrieval: str, query_vector: Sequence[float] | None,
+                check: Check | None) -> Candidates:
+        check_retrieval(retrieval)
+        given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
+                                with_vectors="vectors" in reads(compiled.stages),
+                                query_vector=query_vector, auto=self.auto)
+        return self.run([given, *compiled.stages], query, store=False, check=check)
 
     def rerank_json(self, query: str, records: Sequence[Mapping[str, Any]],
-                    settings: SearchSettings | PipelineSpec | None = None, *,
-                    retrieval: str = DEFAULT_RETRIEVAL,
+                    spec: SpecLike = None, *, retrieval: str = DEFAULT_RETRIEVAL,
                     query_vector: Sequence[float] | None = None,
-                    text: str = DEFAULT_TEXT) -> dict[str, Any]:
+                    text: str = DEFAULT_TEXT, check: Check | None = None) -> dict[str, Any]:
         """The ``/rerank`` document: as ``credrank search --json``, each hit with the
         client's ``metadata`` and ``client_score`` (and ``text`` of the client's passage as
         ``text`` says); ``settings.retrieval`` is the one asked for, ``info.retrieval`` what
         it resolved to (:class:`~credrank.rerank.Resolution`)."""
         text = check_text(text)
         check_retrieval(retrieval)
-        settings = settings or SearchSettings()
-        if isinstance(settings, PipelineSpec):
-            compiled = compile_rerank(settings, _NO_RETRIEVER, self.embedder,
-                                      resources=self.resources, allow_paths=self.allow_paths)
-            given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
-                                    with_vectors="vectors" in reads(compiled.stages),
-                                    query_vector=query_vector, auto=self.auto)
-            result = Pipeline([given, *compiled.stages]).search(query)
-            base = describe_compiled(compiled)
-            pipeline = base.pop("pipeline")
-        else:
-            result = self.rerank(query, records, settings, retrieval=retrieval,
-                                 query_vector=query_vector)
-            base = describe(settings)
-            pipeline = base.pop("pipeline", None)
-        described = {**base, "retrieval": retrieval, "pushdown": False,
+        compiled = self.compile_rerank(spec)
+        result = self._rerank(compiled, query, records, retrieval, query_vector, check)
+        described = {**compiled.settings, "retrieval": retrieval, "pushdown": False,
                      "fetch_k": len(records), "embedder": self.embedder.name,
                      "query_vector": _query_vector(result, query_vector),
                      **text_settings(text)}
-        doc = {"credrank_rerank": 1, "query": query, "settings": described,
-               "hits": rerank_hits(result, text), "info": result.info}
-        if pipeline is not None:  # the spec it ran, as in the search document
-            doc["pipeline"] = pipeline
-        return doc
+        pipeline = described.pop("pipeline")
+        return {"credrank_rerank": 1, "query": query, "settings": described,
+                "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -267,5 +306,5 @@ def _query_vector(result: Candidates, query_vector: Sequence[float] | None) -> s
     return str(used)
 
 
-#: a stand-in retriever for describing a rerank spec (its stages are what is described)
-_NO_RETRIEVER = FunctionStage(lambda batch: batch, name="given")
+#: a stand-in for the given candidates while a rerank spec is compiled (its stages are used)
+_GIVEN = FunctionStage(lambda batch: batch, name="given")

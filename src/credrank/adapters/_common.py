@@ -67,7 +67,7 @@ import inspect
 import numbers
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,7 @@ from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.structured import read_structured
 from credrank.core.validation import check_bool, check_choice, check_int
 from credrank.index.embed import EMBEDDERS, get_embedder
-from credrank.pipeline.compile import build_error, build_stages, context, reads
+from credrank.pipeline.compile import build_stages, check_stages, context, reads
 from credrank.pipeline.options import in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
@@ -278,8 +278,9 @@ class CredrankScorer:
             raise TypeError(f"unexpected option(s) {', '.join(map(repr, unknown))}; expected "
                             f"pipeline or one of {', '.join(OPTIONS)}")
         given = given_options(options)
-        values = {n: (list(o.default) if isinstance(o.default, tuple) else o.default)
-                  for n, o in OPTIONS.items()}
+        values: dict[str, Any] = {
+            n: (list(o.default) if isinstance(o.default, tuple) else o.default)
+            for n, o in OPTIONS.items()}
         values.update(options)
         self.embedder: str = check_choice("embedder", values["embedder"], EMBEDDERS)
         self.retrieval: str = check_retrieval(values["retrieval"])
@@ -349,18 +350,8 @@ class CredrankScorer:
         if self.spec.stage("stance") is None:
             self.stages()
             return
-        from credrank.signals.stance import load_model
-
-        ctx = context()
-        at = self.spec.index_of("stance")
-        params = self.spec.stages[at].params
         try:
-            build_stages(replace(self.spec, stages=tuple(
-                s for s in self.spec.stages if s.name != "stance")), ctx)
-            try:
-                load_model(ctx.path(params["model"], "model", "stance model"))
-            except (ValueError, OSError) as exc:
-                raise build_error(f"stages[{at}]", params, exc) from None
+            check_stages(self.spec)
         except SpecError as exc:
             raise self._error(exc) from None
 

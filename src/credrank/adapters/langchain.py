@@ -73,8 +73,9 @@ _POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
 
 #: the fields of the compressor: the options every adapter takes, declared once
 #: (:data:`credrank.adapters._common.OPTIONS`), and ``pipeline``
-_Fields = create_model("_CredibilityCompressorFields", __base__=BaseDocumentCompressor,
-                       __module__=__name__, **pydantic_fields(Field))
+_Fields = create_model(  # type: ignore[call-overload]  # fields as a dict of (type, Field)
+    "_CredibilityCompressorFields", __base__=BaseDocumentCompressor, __module__=__name__,
+    **pydantic_fields(Field))
 
 
 class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]

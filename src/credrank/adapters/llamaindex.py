@@ -61,8 +61,9 @@ from credrank.pipeline.spec import PipelineSpec
 
 #: the fields of the postprocessor: the options every adapter takes, declared once
 #: (:data:`credrank.adapters._common.OPTIONS`), and ``pipeline``
-_Fields = create_model("_CredibilityPostprocessorFields", __base__=BaseNodePostprocessor,
-                       __module__=__name__, **pydantic_fields(Field))
+_Fields = create_model(  # type: ignore[call-overload]  # fields as a dict of (type, Field)
+    "_CredibilityPostprocessorFields", __base__=BaseNodePostprocessor, __module__=__name__,
+    **pydantic_fields(Field))
 
 
 class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]

@@ -68,7 +68,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from credrank.core.schema import Field, Flag, ListOf, Number, Table, Text, got
 from credrank.core.structured import read_structured
@@ -124,8 +124,8 @@ STAGE_DEFAULTS: dict[str, tuple[str, ...]] = {
     "factuality": ("checking",),
     "accountability": ("checking",),
 }
-MEASURED = "measured"
-NOT_MEASURED = "not measured"
+MEASURED: Final = "measured"
+NOT_MEASURED: Final = "not measured"
 #: gate operators: text → comparison of (raw value, threshold)
 GATE_OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt,

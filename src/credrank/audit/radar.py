@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from credrank.audit.profile import DIMENSIONS, TrustProfile
+from credrank.core.extras import missing_extra
 
 __all__ = [
     "CAVEATS",
@@ -247,7 +248,12 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
     fixed axes and write ``STEM.png`` and ``STEM.svg`` into ``out_dir``. Declared scales are
     labelled on each axis, a missing axis is a gap labelled "not measured", and the caveats and
     areas are printed under the figure."""
-    import matplotlib
+    # matplotlib is imported here, not at module level: it is heavy and the optional `plots`
+    # extra, needed by the figure only
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise missing_extra("the audit's radar figure", "plots", exc) from exc
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
@@ -266,8 +272,8 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
     n = len(DIMENSIONS)
     angles = [math.pi / 2 - 2 * math.pi * i / n for i in range(n)]  # top, clockwise
     unit = [(math.cos(a), math.sin(a)) for a in angles]
-    styles = [dict(color="#2a6fbb", linestyle="-", marker="o"),
-              dict(color="#d35400", linestyle="--", marker="s")]
+    styles: list[dict[str, Any]] = [dict(color="#2a6fbb", linestyle="-", marker="o"),
+                                     dict(color="#d35400", linestyle="--", marker="s")]
 
     with matplotlib.rc_context({"svg.hashsalt": "credrank-audit-radar", "svg.fonttype": "path",
                                 "font.family": "DejaVu Sans"}):

@@ -1,8 +1,11 @@
 """The audit's robustness entry: one cell of the contamination stress test (chapter 35.2).
 
-``[dimensions.robustness]`` with ``measure = "stress"`` runs
-:func:`credrank.experiments.stress.bench_stress` (``credrank bench stress-<source>``) with one
-position and one count and reads one system's one measure from its table. Keys (defaults):
+``[dimensions.robustness]`` with ``measure = "stress"`` runs the contamination stress bench
+(``credrank bench stress-<source>``, ``credrank_bench.experiments.stress.bench_stress``) with one
+position and one count and reads one system's one measure from its table. The bench is the
+bench distribution's (credrank-bench): ``credrank audit`` finds its runner through the entry
+point ``stress`` of the group ``credrank.audit.robustness``; without it, robustness is not
+measured and the report says how to install it. Keys (defaults):
 
 * ``source`` (``"cram"``): ``cram``, ``newspolluted`` or ``poisonedrag``; ``path`` (required)
   the data file, relative to the audit config; ``corpus`` the clean CrAM corpus
@@ -31,8 +34,9 @@ from __future__ import annotations
 from credrank.audit.profile import NOT_MEASURED
 from credrank.core.schema import Field, Integer, Table, Text
 
-#: the stress bench's sources and positions (``credrank.experiments.stress.SOURCES`` /
-#: ``POSITIONS``, not imported here: that module is slow to import; a test keeps them equal)
+#: the stress bench's sources and positions (``credrank_bench.experiments.stress.SOURCES`` /
+#: ``POSITIONS``, not imported here: the product never imports the benches; a test keeps them
+#: equal)
 SOURCES = ("cram", "newspolluted", "poisonedrag")
 POSITIONS = ("first", "middle", "last", "natural")
 #: the most contaminants injected per question an audit asks for

@@ -60,7 +60,8 @@ the audit config first, then as given. The outputs record the spec that ran: ``"
 Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pii`` (privacy),
 ``exposure`` (fairness), ``explanations`` (transparency), ``traceability``
 (accountability), ``harmful`` (factuality, option ``k``), ``stress`` (robustness: the
-contamination stress test of :mod:`credrank.experiments.stress` on the configured data, the
+contamination stress test of the bench distribution (``credrank_bench.experiments.stress``,
+found through the entry point group ``credrank.audit.robustness``) on the configured data, the
 adversarial hit rate at 5 of the audited configuration). A measure whose data is missing
 (for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
 as 0 — and a gate on it then fails as "not measured".
@@ -251,7 +252,7 @@ def shown(path: Path | str) -> str:
 
 def _resolve(value: str, base: Path) -> Path:
     if value.startswith("demo:"):
-        from credrank.datasets.demo import demo_dir
+        from credrank.demo_corpus import demo_dir
 
         return demo_dir() / value.removeprefix("demo:")
     path = Path(value)
@@ -389,7 +390,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
     ``robustness(spec, on_progress=…)`` runs the stress test; ``on_progress(done, total,
     label)`` (:mod:`credrank.core.progress`) counts the dimensions (label ``dimensions``) and
     receives the stress test's own steps (labels ``stress test: …``)."""
-    from credrank.datasets.demo import read_adversarial
+    from credrank.demo_corpus import read_adversarial
     from credrank.documents import read_qrels
 
     out: dict[str, Measurement | None] = {}

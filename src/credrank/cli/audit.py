@@ -38,6 +38,11 @@ from credrank.audit.profile import (
 )
 from credrank.audit.radar import RadarFigure, draw_radar, radar_document
 from credrank.cli.common import Bars, QuietOption, fail, show_progress
+from credrank.core.extras import MissingExtraError, require_extra
+
+#: the entry-point group of the audit's stress-test runner (``[dimensions.robustness]`` with
+#: ``measure = "stress"``): the bench distribution's ``stress``
+ROBUSTNESS_GROUP = "credrank.audit.robustness"
 
 app = typer.Typer(add_completion=False, invoke_without_command=True,
                   help="Trust audit (chapter 35.1): profile gates and radar.")
@@ -131,6 +136,8 @@ def radar(
         figure = draw_radar(loaded, out, compare=other)
     except OSError as exc:
         fail(f"{out}: cannot write the radar: {exc}")
+    except MissingExtraError as exc:
+        fail(str(exc))
     if json:
         _dump({"credrank_audit_radar": 1, **radar_document(figure)})
     else:
@@ -171,16 +178,16 @@ def audit(
 
 def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> None:
     from credrank.audit.run import audit_index, load_config, write_outputs
-    from credrank.experiments.robustness import stress_robustness
     from credrank.index.store import StoreError
 
     try:
+        require_extra("matplotlib", "plots", "the audit's radar figure")  # before the run
         cfg = load_config(config)
-    except AuditInputError as exc:
+    except (AuditInputError, MissingExtraError) as exc:
         fail(str(exc))
     try:
         with Bars(show_progress(quiet)) as bars:
-            run = audit_index(index, cfg, robustness=stress_robustness,
+            run = audit_index(index, cfg, robustness=stress_runner(),
                               on_progress=bars.steps())
         paths = write_outputs(run, out)
     except (AuditInputError, StoreError, ValueError, OSError) as exc:
@@ -194,3 +201,25 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
         typer.echo(f"report: {paths['report_md']} and {paths['report_html']}")
     if not run.passed:
         raise typer.Exit(1)
+
+
+def stress_runner() -> Any:
+    """The stress test of ``[dimensions.robustness]`` (``measure = "stress"``): the runner of
+    the entry point ``stress`` in :data:`ROBUSTNESS_GROUP` (the bench distribution's
+    ``credrank_bench.experiments.robustness.stress_robustness``; the product never imports
+    the benches). Without it, a runner whose error the audit records as the reason robustness
+    is not measured."""
+    from credrank.audit.measures import AuditMeasureError
+    from credrank.cli import entry_points, load_entry_point
+
+    found = entry_points(ROBUSTNESS_GROUP).get("stress")
+    if found is not None:
+        return load_entry_point(found)
+
+    def not_installed(spec: Any, *, on_progress: Any = None) -> Any:
+        raise AuditMeasureError(
+            "robustness: the stress test runs the stress bench of the bench distribution "
+            "(credrank-bench), which is not installed: run `pip install -e ./bench` in a "
+            "credrank checkout (`make install` does)")
+
+    return not_installed

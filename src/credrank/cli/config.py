@@ -154,9 +154,10 @@ class _Defaults(Mapping[str, Any]):
         table = self.config.table
         chain = [] if self.where[:1] and self.where[0] in OWN_TABLE_ONLY else [table]
         for name in self.where:
-            table = table.get(name) if isinstance(table, dict) else None
-            if not isinstance(table, dict):
+            sub = table.get(name)
+            if not isinstance(sub, dict):
                 break
+            table = sub
             chain.append(table)
         return chain[::-1]
 

@@ -10,10 +10,12 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import console, fail
+from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
 from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.documents import Query, read_queries
 from credrank.index.store import StoreError
-from credrank.search import search_settings
+from credrank.pipeline.compile import check_stages
+from credrank.pipeline.spec import SpecError
 from credrank.searcher import Searcher
 
 app = typer.Typer(help="Label-free answer consensus over the candidates of a query.",
@@ -42,7 +44,9 @@ def calibrate(
     queries: Annotated[Path, typer.Argument(
         help="development queries, JSONL: {id, query|text, answers}, answers a list of strings")],
     index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
-    top_k: Annotated[int, typer.Option("--top-k", min=1, help="results per query")] = 10,
+    top_k: Annotated[int | None, typer.Option(
+        "--top-k", min=1, help="results per query (default 10, or the --pipeline file's)")
+    ] = None,
     fetch_k: Annotated[int | None, typer.Option(
         "--fetch-k", min=1, help="candidate pool that votes (default 3 × top-k)")] = None,
     priors: Annotated[str, typer.Option(
@@ -50,11 +54,17 @@ def calibrate(
     credibility_model: Annotated[Path | None, typer.Option(
         "--credibility-model", help="a `credrank credibility fit` model file (vote weight)")
     ] = None,
+    pipeline: PipelineOption = None,
+    set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Run the consensus on every development query and choose the threshold that
     maximises (committed correct − committed wrong) / N; pass it to `credrank search
-    --consensus --consensus-param threshold=T`. The answers are read to score only."""
+    --consensus --consensus-param threshold=T`. The answers are read to score only.
+
+    The pipeline is that of `credrank search` (--pipeline FILE or the options, then -S), with
+    the consensus stage added where it is absent and its threshold set to 0 (every share is
+    recorded; the threshold is what this command chooses)."""
     if index_dir is None:
         fail("--index: required (the index directory to search)")
     if not queries.is_file():
@@ -62,14 +72,22 @@ def calibrate(
     try:
         batch = read_queries(queries)
         gold = _gold(batch, queries)
-        settings = search_settings(top_k=top_k, fetch_k=fetch_k, priors=priors,
-                                   credibility_model=credibility_model, consensus=True,
-                                   consensus_params={"threshold": 0.0})
+        if pipeline is not None and (priors != "current" or credibility_model is not None):
+            raise ValueError(f"--priors/--credibility-model: the pipeline comes from "
+                             f"--pipeline {pipeline}; set its values there or with -S "
+                             "STAGE.PARAM=VALUE")
+        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
+                       credibility_model=credibility_model)
+        try:
+            spec = spec.with_params("consensus", {"threshold": 0.0})
+            check_stages(spec)  # the files the stages name, before the index is opened
+        except SpecError as exc:
+            raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
         shares: list[float | None] = []
         correct: list[bool | None] = []
         rows: list[dict[str, Any]] = []
         with Searcher.open(index_dir) as searcher:
-            results = searcher.search_many(((q.id, q.text) for q in batch), settings)
+            results = searcher.search_many(((q.id, q.text) for q in batch), spec, text="none")
             for (qid, result), answers in zip(results, gold, strict=True):
                 info = result.info["consensus"]
                 top = info["answers"][0]["answer"] if info["answers"] else None
@@ -82,9 +100,10 @@ def calibrate(
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))
     report = {"credrank_consensus_calibration": 1, "queries": len(batch),
-              "settings": {"top_k": top_k, "fetch_k": settings.resolved_fetch_k(),
+              "settings": {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,
                            "priors": priors, "credibility_model": (
                                None if credibility_model is None else str(credibility_model))},
+              "pipeline": spec.to_dict(),
               "correct_rule": "a gold answer occurs in the top answer as whole tokens after "
                               "normalisation; answers read to score only",
               **choice.to_dict(), "per_query": rows}

@@ -21,14 +21,14 @@ import typer
 from credrank.cli.common import err, fail
 from credrank.cli.index import check_index_option
 from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
-from credrank.context.build import build_context, check_format, parse_now
+from credrank.context.build import build_context, check_context_spec, check_format, parse_now
 from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.index.store import MAX_K, StoreError
+from credrank.pipeline.compile import check_stages
 from credrank.pipeline.spec import SpecError
-from credrank.search import describe, settings_from_spec
 from credrank.searcher import Searcher
 
 
@@ -105,16 +105,18 @@ def context(
         spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
                        credibility_model=credibility_model,
                        source_reliability=source_reliability)
-        try:
-            settings = settings_from_spec(spec)
+        check_context_spec(spec)
+        try:  # the files the stages name are read before the index is opened
+            check_stages(spec)
+            searcher = Searcher.open(index_dir)
+            with searcher:
+                ranked = searcher.search(query, spec, text=text)
+                doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
+                                    half_life=tau, undated=policy, granularity=granularity,
+                                    source=source_tier, text=text,
+                                    describe=searcher.compile(spec).settings)
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
-        searcher = Searcher.open(index_dir)
-        with searcher:
-            doc = build_context(searcher.store, searcher.embedder, query, settings, now=t_now,
-                                half_life=tau, undated=policy, granularity=granularity,
-                                source=source_tier, text=text,
-                                describe=describe(settings, searcher.store))
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     if as_json:

@@ -98,8 +98,7 @@ def calibrate(
     from credrank.cram.headsfile import HeadsFile, save_heads, sha256_file
     from credrank.cram.multipliers import CramInputError
     from credrank.cram.prompt import render_prompt
-    from credrank.datasets.base import DatasetError
-    from credrank.datasets.cram_nq import ideal_scores, read_cram_questions
+    from credrank.cram.questions import CramDataError, ideal_scores, read_cram_questions
 
     if out.exists() and not force:
         fail(f"--out {out}: exists; give --force to overwrite")
@@ -112,7 +111,7 @@ def calibrate(
     sizes = _grid(grid)
     try:
         questions = read_cram_questions(data)
-    except (DatasetError, OSError) as exc:
+    except (CramDataError, OSError) as exc:
         fail(str(exc))
     usable = [q for q in questions if q.answers and sum(q.fake) == 1]
     if not usable:
@@ -261,10 +260,9 @@ def answer(
     try:
         searcher = Searcher.open(index)
         try:
-            settings = searcher.settings(top_k=top_k, priors=priors, consensus=consensus,
-                                         credibility_model=credibility_model)
-            settings.with_text = True  # the passages go into the prompt
-            batch = searcher.search(question, settings)
+            spec = Searcher.spec(top_k=top_k, priors=priors, consensus=consensus,
+                                 credibility_model=credibility_model)
+            batch = searcher.search(question, spec, text="full")  # the prompt's passages
         finally:
             searcher.store.close()
         if len(batch) == 0:
@@ -284,9 +282,10 @@ def answer(
     except (ValueError, CramInputError, RuntimeError, OSError) as exc:
         fail(str(exc))
     mult = report.documents.values if report.documents else [1.0] * len(texts)
-    passages = [{"rank": i + 1, "doc_id": str(batch.doc_ids[i]), signal: float(scores[i]),
-                 "multiplier": float(mult[i]), "text": texts[i]} for i in range(len(texts))]
-    doc = {"question": question, "answer": text, "model": lm.name, "signal": signal,
+    passages: list[dict[str, Any]] = [
+        {"rank": i + 1, "doc_id": str(batch.doc_ids[i]), signal: float(scores[i]),
+         "multiplier": float(mult[i]), "text": texts[i]} for i in range(len(texts))]
+    doc: dict[str, Any] = {"question": question, "answer": text, "model": lm.name, "signal": signal,
            "heads": [list(h) for h in hf.heads], "passages": passages,
            "report": report.to_json()}
     if as_json:

@@ -93,7 +93,7 @@ def index(
     ] = False,
     batch_size: Annotated[int, typer.Option(
         min=1, help="documents per engine write (1,000 measured fastest for Qdrant Edge: "
-                    "benchmarks/bench_index.py)")] = 1000,
+                    "bench/scripts/bench_index.py)")] = 1000,
     field: Annotated[list[str] | None, typer.Option(
         "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text (=id: an "
                         "unnamed column, such as a pandas index); repeatable")

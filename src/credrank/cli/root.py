@@ -1,7 +1,8 @@
 """The root typer app of ``credrank``: :class:`LazyGroup` turns an entry of
-:data:`credrank.cli.COMMANDS` into its click command exactly as ``app.command()`` /
-``app.add_typer()`` would, on first use; the root options ``--version`` and ``--config``
-(:mod:`credrank.cli.config`: a ``credrank.toml`` of defaults for the commands' options)."""
+:data:`credrank.cli.COMMANDS` (or a plugin's, :func:`credrank.cli.plugin_commands`) into its
+click command exactly as ``app.command()`` / ``app.add_typer()`` would, on first use; the root
+options ``--version`` and ``--config`` (:mod:`credrank.cli.config`: a ``credrank.toml`` of
+defaults for the commands' options)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,25 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from credrank.cli import COMMANDS, DESCRIPTION, root_help, version_line
+from credrank.cli import (
+    COMMANDS,
+    DESCRIPTION,
+    NOT_INSTALLED,
+    all_commands,
+    find_command,
+    plugin_commands,
+    root_help,
+    version_line,
+)
 
 
 def load_command(name: str) -> Any:
-    """The click command of ``COMMANDS[name]``, built by typer as the eager app built it."""
-    command = COMMANDS[name]
+    """The click command of the command ``name`` (:func:`credrank.cli.find_command`: a
+    built-in or a plugin's), built by typer as the eager app built it; ``KeyError`` when there
+    is none."""
+    command = find_command(name)
+    if command is None:
+        raise KeyError(name)
     target: Any = getattr(importlib.import_module(command.module), command.attribute)
     holder = typer.Typer(add_completion=False)
     if command.group:
@@ -30,16 +44,15 @@ def load_command(name: str) -> Any:
 
 
 class _LazyCommands(MutableMapping[str, Any]):
-    """The commands of :data:`COMMANDS`, each loaded on first access; names without imports."""
+    """The commands of :data:`COMMANDS` and the plugins', each loaded on first access; names
+    without imports (a built-in's without reading the plugins)."""
 
     def __init__(self, loaded: MutableMapping[str, Any]) -> None:
         self._loaded: dict[str, Any] = dict(loaded)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._loaded:
-            if name not in COMMANDS:
-                raise KeyError(name)
-            self._loaded[name] = load_command(name)
+            self._loaded[name] = load_command(name)  # KeyError when there is none
         return self._loaded[name]
 
     def __setitem__(self, name: str, command: Any) -> None:
@@ -49,14 +62,16 @@ class _LazyCommands(MutableMapping[str, Any]):
         del self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
-        yield from COMMANDS
-        yield from (n for n in self._loaded if n not in COMMANDS)
+        known = all_commands()
+        yield from known
+        yield from (n for n in self._loaded if n not in known)
 
     def __len__(self) -> int:
-        return len(COMMANDS) + sum(1 for n in self._loaded if n not in COMMANDS)
+        return sum(1 for _ in self)
 
     def __contains__(self, name: object) -> bool:
-        return name in COMMANDS or name in self._loaded
+        return (name in COMMANDS or name in self._loaded
+                or (isinstance(name, str) and name in plugin_commands()))
 
 
 class LazyGroup(TyperGroup):
@@ -69,6 +84,16 @@ class LazyGroup(TyperGroup):
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         formatter.write(root_help())
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``; for a command of credrank's own other distributions
+        that is not installed (:data:`credrank.cli.NOT_INSTALLED`), ``error: …`` saying how
+        to install it, exit 2."""
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in NOT_INSTALLED:
+            print(f"error: credrank {cmd_name}: {NOT_INSTALLED[cmd_name]}", file=sys.stderr)
+            raise typer.Exit(2)
+        return command
 
 
 def _version(value: bool) -> None:
@@ -102,7 +127,9 @@ def _root(
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     if found is not None:
-        ctx.default_map = command_defaults(found, ctx.command)
+        # click declares default_map a MutableMapping but only reads it (.get, [key]); ours
+        # is a read-only Mapping over the file's tables
+        ctx.default_map = command_defaults(found, ctx.command)  # type: ignore[assignment]
 
 
 def run_app(args: list[str]) -> int:

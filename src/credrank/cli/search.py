@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -177,8 +177,8 @@ def search(
     from credrank.documents import read_queries
     from credrank.index.embed import get_embedder
     from credrank.index.opener import open_store
+    from credrank.pipeline.compile import check_stages
     from credrank.pipeline.spec import SpecError
-    from credrank.search import settings_from_spec
     from credrank.searcher import Searcher
 
     try:
@@ -194,7 +194,7 @@ def search(
                      consensus_params=parse_params(consensus_param, "--consensus-param"),
                      freshness=freshness, planted=planted, machine_text=machine_text)
         try:  # the files the stages name are read before the index is opened
-            settings_from_spec(spec)
+            check_stages(spec)
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
         batch = read_queries(queries) if queries is not None else None
@@ -207,6 +207,7 @@ def search(
                 if batch is not None:
                     _run_batch(searcher, batch, spec, trec_run, run_tag, text)
                     return
+                assert query is not None  # one of QUERY and --queries, checked above
                 doc = searcher.search_json(query, spec, text=text)
             except SpecError as exc:
                 raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
@@ -235,7 +236,7 @@ def search(
         table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
                       *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}",
-                      hit_cell(h, query))
+                      hit_cell(h, doc["query"]))
     console.print(table)
     if "consensus" in stage_names:
         console.print(consensus_summary(doc["info"]["consensus"]), highlight=False,
@@ -261,7 +262,7 @@ def _prefetch_embedder(index_dir: Path) -> None:
         prefetch_embedder(name)
 
 
-def freshness_summary(info: dict, shown: list[str] | None = None) -> str:
+def freshness_summary(info: dict[str, Any], shown: list[str] | None = None) -> str:
     """The freshness lines under the table: T, τ, the undated policy and the counts over the
     pool, then the shown hits (``shown``; all when ``None``) with ``age: unknown`` or a date
     after ``T`` (clamped)."""
@@ -281,7 +282,7 @@ def freshness_summary(info: dict, shown: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def consensus_summary(info: dict) -> str:
+def consensus_summary(info: dict[str, Any]) -> str:
     """The consensus lines under the table: status, the top answer or the competing ones."""
     status = info["status"]
     if status == "no answers":
@@ -300,9 +301,9 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
     """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
     document of each query, compact, with its ``query_id``, each hit with ``text`` as
     ``--text`` says) or a TREC run file (no text read)."""
-    from credrank.search import search_document
+    from credrank.pipeline.document import search_document
 
-    described = searcher.describe(spec)
+    described = searcher.compile(spec).settings
     results = searcher.search_many(((q.id, q.text) for q in batch), spec,
                                    text="none" if trec_run is not None else text)
     if trec_run is None:

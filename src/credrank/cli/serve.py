@@ -76,8 +76,8 @@ def serve(
     idempotency_keys: Annotated[int, typer.Option(
         min=0, help="write outcomes remembered by Idempotency-Key (least recently used "
                     "dropped first)")] = DEFAULT_IDEMPOTENCY_KEYS,
-    graceful_timeout: Annotated[float, typer.Option(
-        min=0.0, help="on SIGTERM, seconds to let in-flight requests finish")] = 30.0,
+    graceful_timeout: Annotated[int, typer.Option(
+        min=0, help="on SIGTERM, seconds (whole) to let in-flight requests finish")] = 30,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     qdrant_api_key_env: Annotated[str | None, typer.Option(

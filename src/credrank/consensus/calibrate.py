@@ -61,14 +61,15 @@ def choose_threshold(shares: Sequence[float | None], correct: Sequence[bool | No
     right = np.array([bool(c) for c in correct]) & has
     wrong = has & ~right
     candidates = sorted({0.0, 1.0, *s[has].tolist()})
-    curve, best = [], None
+    curve: list[dict[str, Any]] = []
+    best: dict[str, Any] | None = None
     for tau in candidates:
         commit = has & (s > tau)
         utility = float((np.count_nonzero(commit & right) - np.count_nonzero(commit & wrong))
                         / n)
-        row = {"threshold": float(tau), "utility": utility,
-               "committed": int(np.count_nonzero(commit)),
-               "committed_correct": int(np.count_nonzero(commit & right))}
+        row: dict[str, Any] = {"threshold": float(tau), "utility": utility,
+                               "committed": int(np.count_nonzero(commit)),
+                               "committed_correct": int(np.count_nonzero(commit & right))}
         curve.append(row)
         if best is None or utility > best["utility"]:
             best = row

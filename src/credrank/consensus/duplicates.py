@@ -130,6 +130,7 @@ def shingle_ids(texts: Sequence[str], size: int = SHINGLE) -> tuple[np.ndarray, 
         else:  # renumber before the code would overflow int64
             code, n_codes = _unique_inverse(code)
             code, n_codes = code * base + token, n_codes * base
+    assert code is not None  # size >= 1: the loop ran
     ids, n_ids = _unique_inverse(code)
     key = _distinct(rows * n_ids + ids)  # distinct shingles per text, rows ascending
     rows_u, ids_u = key // n_ids, key % n_ids

@@ -1,8 +1,9 @@
 """Credibility-annotated context (chapter 35.4): rank, then tier what the ranking returned.
 
-:func:`build_context` runs the **same** pipeline as ``credrank search``
-(:func:`credrank.search.build_pipeline`) and hands the ranked batch to :func:`annotate`, so the
-credibility inputs shown are exactly the ones the ranking used:
+:func:`build_context` annotates what the **same** pipeline as ``credrank search`` returned (a
+:class:`~credrank.pipeline.spec.PipelineSpec` run by :meth:`credrank.searcher.Searcher.search`;
+:func:`check_context_spec` first), so the credibility inputs shown are exactly the ones the
+ranking used:
 
 * similarity — the batch's ``retrieval_score`` (the cosine of dense retrieval; lexical BM25
   scores have no stated cut points and are refused unless ``similarity=`` is given);
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,8 +58,7 @@ from credrank.core.hittext import check_text, hit_text
 from credrank.freshness.dates import SECONDS_PER_DAY, freshness_date, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
-from credrank.index.store import VectorStore
-from credrank.search import SearchSettings, build_pipeline
+from credrank.pipeline.spec import PipelineSpec
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
             downgrade=int(k[i]), similarity=float(sims[i]), similarity_source=similarity_source,
             source_type=_str(batch.column("source_type")[i]), host=_str(batch.column("host")[i]),
             url=_str(batch.column("url")[i]), title=_str(batch.column("title")[i]),
-            freshness_date=None if fresh[i].date is None else fresh[i].date.isoformat(),
+            freshness_date=_iso(fresh[i].date),
             freshness_basis=fresh[i].basis, freshness_clamped=fresh[i].clamped,
             elapsed_days=None if math.isnan(elapsed[i]) else float(elapsed[i]),
             retrieval_score=float(batch.retrieval_score[i]), score=float(batch.score[i]),
@@ -240,33 +240,35 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     return ContextDocument(batch.query, passages, excluded, policy, granularity, t_now)
 
 
-def build_context(store: VectorStore, embedder: Embedder, query: str,
-                  settings: SearchSettings | None = None, *, now: datetime | str | None = None,
-                  half_life: float | None = None, undated: UnknownAge | str = "neutral",
-                  granularity: str = "document", source: str = "auto",
+def check_context_spec(spec: PipelineSpec) -> PipelineSpec:
+    """``spec`` if its ranking can be tiered: lexical retrieval is refused (relevance tiers
+    bin cosine similarities; BM25 scores have no stated cut points)."""
+    if spec.retrieval != "dense":
+        raise ValueError("context: relevance tiers bin cosine similarities; lexical (BM25) "
+                         "retrieval has no stated cut points — use dense retrieval")
+    return spec
+
+
+def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
+                  now: datetime | str | None = None, half_life: float | None = None,
+                  undated: UnknownAge | str = "neutral", granularity: str = "document",
+                  source: str = "auto",
                   relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
                   source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
                   describe: dict[str, Any] | None = None,
                   text: str = "full") -> ContextDocument:
-    """Rank ``query`` with :func:`credrank.search.build_pipeline` (``settings``, with the text
-    returned unless ``text`` is ``none``) and :func:`annotate` the top-k it returns (``text``:
-    ``full`` | ``snippet`` | ``none``, as there).
-
-    Lexical retrieval is refused (BM25 scores have no stated cut points). ``describe``: the
-    settings as JSON to record in the document."""
-    if not isinstance(query, str) or not query.strip():
+    """:func:`annotate` the top-k a ranking returned (``ranked``: the result of
+    :meth:`credrank.searcher.Searcher.search` under a spec :func:`check_context_spec`
+    accepts, with the hits' text unless ``text`` is ``none``; ``text``: ``full`` |
+    ``snippet`` | ``none``, as there). ``embedder``: the index's, for sentence tiers.
+    ``describe``: the settings as JSON to record in the document."""
+    if not isinstance(ranked.query, str) or not ranked.query.strip():
         raise ValueError("query: expected non-empty text")
-    settings = settings or SearchSettings()
-    if settings.lexical:
-        raise ValueError("context: relevance tiers bin cosine similarities; lexical (BM25) "
-                         "retrieval has no stated cut points — use dense retrieval")
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
                          f"{granularity!r}")
     text = check_text(text)
-    settings = replace(settings, with_text=text != "none")
-    batch = build_pipeline(store, embedder, settings).search(query)
-    doc = annotate(batch, now=now, half_life=half_life, undated=undated,
+    doc = annotate(ranked, now=now, half_life=half_life, undated=undated,
                    granularity=granularity, embedder=embedder, source=source,
                    relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text)
     return ContextDocument(doc.query, doc.passages, doc.excluded, doc.policy, doc.granularity,
@@ -323,6 +325,10 @@ def _sentence_tiers(batch: Candidates, keep: list[int], texts: np.ndarray, s: np
                                     int(tiers[pos + j])) for j in range(m))
         pos += m
     return out
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def _str(value: Any) -> str | None:

@@ -120,9 +120,6 @@ class Cuts:
                              f"{x[~np.isfinite(x)][:3].tolist()}")
         return np.where(x >= self.high, 3, np.where(x >= self.mid, 2, 1)).astype(np.int64)
 
-    def as_list(self) -> list[float]:
-        return [self.mid, self.high]
-
 
 def relevance_tier(similarity: np.ndarray | Sequence[float],
                    cuts: Cuts | Sequence[float] = RELEVANCE_CUTS) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from credrank.core.errors import StageError
+from credrank.core.errors import StageError as StageError  # re-exported: a stage's error
 from credrank.core.hittext import DEFAULT_TEXT, SNIPPET_CHARS, check_text, hit_text
 from credrank.core.validation import check_bounds, check_finite
 
@@ -59,7 +59,9 @@ class Candidates:
     doc_ids: np.ndarray
     retrieval_score: np.ndarray
     factors: Mapping[str, np.ndarray] = field(default_factory=dict)
-    score: np.ndarray | None = None
+    # None (the default) becomes a copy of retrieval_score in __post_init__, so the attribute
+    # is always an array; a dataclass cannot type the argument apart from the attribute
+    score: np.ndarray = None  # type: ignore[assignment]
     meta: Mapping[str, np.ndarray] = field(default_factory=dict)
     vectors: np.ndarray | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
@@ -152,10 +154,6 @@ class Candidates:
         factors[name] = arr
         return self._derive(factors=factors)
 
-    def without_factor(self, name: str) -> Candidates:
-        """A copy without factor ``name`` (a stage that replaces a factor by a new one)."""
-        return self._derive(factors={k: v for k, v in self.factors.items() if k != name})
-
     def with_score(self, score: np.ndarray) -> Candidates:
         arr = np.asarray(score, dtype=np.float64).reshape(-1)
         if len(arr) != len(self):
@@ -168,7 +166,7 @@ class Candidates:
         merged.update(info)
         return self._derive(info=merged)
 
-    def with_meta(self, name: str, values: Sequence[Any]) -> Candidates:
+    def with_meta(self, name: str, values: Sequence[Any] | np.ndarray) -> Candidates:
         arr = np.asarray(values, dtype=object)
         if len(arr) != len(self):
             raise StageError(f"meta column {name!r} has {len(arr)} rows; expected {len(self)}")

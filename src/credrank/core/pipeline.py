@@ -29,6 +29,13 @@ from credrank.core.schema import Table
 READS = ("text", "vectors", "index")
 
 
+class IndexNeeded(ValueError):
+    """A stage that reads an index (its store or its embedder) was built without one: the
+    message says what it reads. Checking a spec's files before the index is opened
+    (:func:`credrank.pipeline.compile.check_stages`) passes over such a stage; anywhere
+    else it is an error of the spec."""
+
+
 @dataclass(frozen=True)
 class FormulaTerm:
     """A factor the engine can score inside its formula (the fusion of a stage into the
@@ -98,7 +105,7 @@ class Stage(ABC):
     #: short name used in reports and in ``score_breakdown`` keys
     name: str = "stage"
     #: what the stage reads of each candidate besides scores and metadata (:data:`READS`)
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: frozenset[str] = frozenset()
     #: the parameters a pipeline spec gives this stage (declared once; checked by the spec)
     SPEC: ClassVar[Table | None] = None
 
@@ -171,7 +178,7 @@ class FunctionStage(Stage):
 
     def __init__(self, fn: Callable[[Candidates], Candidates], name: str | None = None):
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "function")
+        self.name = name or str(getattr(fn, "__name__", "function"))
 
     def transform(self, batch: Candidates) -> Candidates:
         return self.fn(batch)

@@ -159,7 +159,7 @@ def cram_generate_variants(model: Any, tokenizer: Any, prompt: str,
     if not char_spans:
         raise ValueError("cram_generate_variants needs passage spans (use cram_generate for a "
                          "prompt without passages)")
-    ids: list[int] | None = None
+    ids: tuple[int, ...] | None = None
     rows = []
     for scores, _ in variants:
         pm = prompt_token_multipliers(tokenizer, prompt, char_spans, scores, floor=floor,

@@ -419,7 +419,7 @@ def head_attributions(model: Any, tokenizer: Any, examples: Sequence[Calibration
     number of heads. It is an approximation: the switch ``t = 0 → 1`` is not infinitesimal
     (with ``floor = 0`` the fake's tokens lose all their weight), so the ranking can differ from
     the exact one; ``method = "attribution"`` in the result says which was used, and
-    ``benchmarks/bench_cram_heads.py`` measures the agreement of the two rankings.
+    ``bench/scripts/bench_cram_heads.py`` measures the agreement of the two rankings.
     ``passes`` counts forward passes (each followed by one backward pass).
     ``on_progress(done, total)``: examples done, after each.
     """

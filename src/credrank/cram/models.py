@@ -121,6 +121,7 @@ def tiny_config(family: str, **overrides: Any) -> Any:
 
     common: dict[str, Any] = {"vocab_size": 96, "initializer_range": 0.2, "bos_token_id": 1,
                               "eos_token_id": 2, "pad_token_id": 0}
+    fields: dict[str, Any]
     if family == "llama":
         fields = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
                   "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -182,7 +183,8 @@ def load_cram_model(name: str) -> LoadedModel:
         from credrank.cram.prompt import BYTE_VOCAB, byte_tokenizer
 
         family = name.removeprefix("tiny-")
-        positions = {"n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
+        positions: dict[str, Any] = {
+            "n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
         model = tiny_model(family, vocab_size=BYTE_VOCAB, **positions)
         tok = byte_tokenizer()
     else:

@@ -32,6 +32,7 @@ from credrank.index.scoring import (
     ScoreReport,
     count_scored,
     index_key_field,
+    index_score_field,
     score_store,
 )
 
@@ -76,9 +77,11 @@ def score_index(store: Any, model: SavedCredibilityModel, *, embedder: Embedder 
     """Store ``P(credible)`` of ``model`` for every document of the open (writable) ``store``
     not yet scored with its key (module docstring); the callbacks are those of
     :func:`~credrank.index.scoring.score_store`. Also indexes the key field, so a search's
-    :func:`coverage` is one lookup."""
+    :func:`coverage` is one lookup, and the score field, which the engine's formula reads
+    when the factor is pushed down."""
     model.check_store(store)
     index_key_field(store, FIELD)
+    index_score_field(store, FIELD)
     return score_store(store, credibility_job(model, embedder), chunk=chunk,
                        on_start=on_start, on_chunk=on_chunk)
 

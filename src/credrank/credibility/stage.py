@@ -286,7 +286,7 @@ class LearnedCredibilityPrior(Stage):
         if isinstance(self.model, CredibilityModel) or hasattr(self.model, "embedding_source"):
             titles = [t if isinstance(t, str) else None for t in batch.column("title")[rows]]
             vectors = None if batch.vectors is None else batch.vectors[rows]
-            p = self.model(sub, urls, titles=titles, vectors=vectors)
+            p = self.model(sub, urls, titles=titles, vectors=vectors)  # type: ignore[call-arg]  # a model with those inputs (the isinstance/attribute test above)
         else:
             p = self.model(sub, urls)
         p = np.asarray(p, dtype=np.float64).reshape(-1)

@@ -156,8 +156,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     if getattr(embedder, "name", manifest.embedder) != manifest.embedder:
         raise ValueError(f"embedder: the index uses {manifest.embedder!r}, got "
                          f"{getattr(embedder, 'name', None)!r}")
-    many = not isinstance(labels_path, (str, Path, LabelsFile))
-    items = list(labels_path) if many else [labels_path]  # type: ignore[list-item]
+    items: list[str | Path | LabelsFile] = (
+        [labels_path] if isinstance(labels_path, (str, Path, LabelsFile)) else list(labels_path))
     if not items:
         raise ValueError("labels: expected at least one labels file")
     files = [x if isinstance(x, LabelsFile) else read_labels(x) for x in items]
@@ -287,7 +287,10 @@ def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
         items = data.items_in(fold)
         cols = featurizer.columns(choice.config.groups)
         p_items = fitted.estimator.predict_proba(np.asfortranarray(data.x[items][:, cols]))
-        oof = learn_cv.out_of_fold(data, [fold], [lambda rows, p=p_items: p])
+        def fold_scores(_items: np.ndarray, p: np.ndarray = p_items) -> np.ndarray:
+            return p
+
+        oof = learn_cv.out_of_fold(data, [fold], [fold_scores])
         interval, _ = bootstrap_auc(oof.groups, oof.y, oof.p, n_boot=n_boot, seed=seed)
         name = _set_of(fold[0])
         out[name] = {"auc": oof.auc(), "auc_interval": list(interval) if interval else None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from credrank.documents.records import CorpusError
 
@@ -30,7 +30,8 @@ def format_suffix(p: Path) -> str:
 def open_binary(p: Path) -> IO[bytes]:
     """``p`` opened for reading bytes, decompressed when its name ends in ``.gz``."""
     if p.name.lower().endswith(".gz"):
-        return gzip.open(p, "rb")
+        # a GzipFile has IO[bytes]'s methods; typeshed types it as a BufferedIOBase only
+        return cast(IO[bytes], gzip.open(p, "rb"))
     return p.open("rb")
 
 

@@ -5,7 +5,7 @@ generation as correct when a gold answer string occurs in it (``exact_str_match`
 ``exact_presence`` first normalises both strings with the SQuAD ``normalize_answer``. We use
 that normalised form, stated: both strings are lower-cased, ASCII punctuation is replaced by a
 space, the articles *a/an/the* are removed and whitespace is collapsed
-(:func:`~credrank.datasets.squad_normalize`); the generation is correct when some normalised,
+(:func:`squad_normalize`); the generation is correct when some normalised,
 non-empty gold answer is a **substring** of the normalised generation (a plain substring, as in
 CAG: "paris" matches "parisian"). A gold entry that is a list holds aliases of one answer:
 any alias suffices. Punctuation becomes a space (CAG deletes it) so that "U.S." and "U S"
@@ -18,12 +18,12 @@ inside unrelated words.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Sequence
 
-from credrank.datasets import squad_normalize
 from credrank.evaluate.metrics import register_measure
 
-#: a generation's answer of the top-document accuracy measure (see experiments.realtimeqa)
+#: a generation's answer of the top-document accuracy measure (the realtimeqa bench)
 TOP_DOC_ACCURACY = "top-doc accuracy"
 #: the generator's chosen option is the right one
 GENERATOR_ACCURACY = "generator accuracy"
@@ -43,6 +43,18 @@ register_measure(GENERATOR_EM, re.escape(GENERATOR_EM), "higher",
 _LETTER = re.compile(r"^\s*[\(\[]?([A-Za-z])[\)\]\.:]?(?:\s|$)")
 
 
+def squad_normalize(text: str) -> str:
+    """SQuAD answer normalisation, used to score answers in evaluation: lower case, drop
+    punctuation and the articles a/an/the, collapse whitespace.
+
+    Not the product's answer-equivalence rule (that is
+    :func:`credrank.reliability.equivalence.equivalence_normalize`)."""
+    text = text.lower()
+    text = "".join(" " if ch in string.punctuation else ch for ch in text)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
 def _aliases(gold_answers: Sequence[str | Sequence[str]]) -> list[str]:
     out: list[str] = []
     for g in gold_answers:
@@ -56,7 +68,7 @@ def _aliases(gold_answers: Sequence[str | Sequence[str]]) -> list[str]:
 def cag_exact_match(generation: str, gold_answers: Sequence[str | Sequence[str]]) -> bool:
     """``True`` when a normalised gold answer is a substring of the normalised generation.
 
-    Normalisation: :func:`~credrank.datasets.squad_normalize` (lower case, punctuation → space,
+    Normalisation: :func:`squad_normalize` (lower case, punctuation → space,
     articles removed, whitespace collapsed). Gold answers that normalise to the empty string
     never match; no gold answers → ``False``."""
     text = squad_normalize(generation or "")

@@ -75,12 +75,12 @@ class Checkpoint:
         """Open ``path`` for ``kind`` with settings ``key`` (JSON-serialisable): a new file gets
         the header; an existing one must match it and its items are loaded."""
         path = Path(path)
-        key = json.loads(json.dumps(dict(key)))  # the form it takes after a round trip
-        ckpt = cls(path, kind, key)
+        settings: dict[str, Any] = json.loads(json.dumps(dict(key)))  # after a round trip
+        ckpt = cls(path, kind, settings)
         if not path.exists() or path.stat().st_size == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("w", encoding="utf-8") as fh:
-                fh.write(json.dumps({"checkpoint": kind, "key": key}, sort_keys=True) + "\n")
+                fh.write(json.dumps({"checkpoint": kind, "key": settings}, sort_keys=True) + "\n")
             ckpt.n_lines = 1
             return ckpt
         if not path.is_file():

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import ir_measures
-
 from credrank.core.candidates import Candidates
 from credrank.core.errors import FileFormatError
+from credrank.core.extras import missing_extra
 from credrank.core.structured import read_text
 from credrank.core.validation import check_choice, check_int
 
@@ -38,8 +37,6 @@ Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
 
 _HARMFUL = re.compile(r"harmful@(\d+)")
-#: the one ir_measures provider used: trec_eval semantics, including its tie order
-_PROVIDER = ir_measures.pytrec_eval
 NoRelevantPolicy = Literal["exclude", "zero"]
 
 
@@ -255,12 +252,33 @@ for _family, _pattern, _direction, _text in (
 # ---------------------------------------------------------------- evaluate
 
 
+def _ir_measures() -> Any:
+    """``ir_measures``, imported here, not at import time: it (with pytrec-eval-terrier) is the
+    optional ``eval`` extra, needed by the ranking measures only (harmful@k and the rest of
+    this module work without it)."""
+    try:
+        import ir_measures
+    except ImportError as exc:
+        raise missing_extra("ranking measures (P@k, nDCG@k, RR)", "eval", exc) from exc
+    return ir_measures
+
+
+def _provider() -> Any:
+    """The one ir_measures provider used: trec_eval semantics, including its tie order."""
+    provider = _ir_measures().pytrec_eval
+    if not provider.is_available():
+        raise missing_extra("ranking measures (P@k, nDCG@k, RR)", "eval",
+                            ImportError(name="pytrec_eval"))
+    return provider
+
+
 def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[str]]]:
     if isinstance(measures, str) or not isinstance(measures, Sequence) or not measures:
         raise ValueError(f"measures: expected a non-empty list of measure strings; "
                          f"got {measures!r}")
     harmful: dict[str, int] = {}
     parsed: dict[object, list[str]] = {}
+    provider = None
     for text in measures:
         if not isinstance(text, str):
             raise ValueError(f"measures: expected str items; got {text!r}")
@@ -271,13 +289,15 @@ def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[s
                 raise ValueError(f"measures: {text!r} needs k >= 1")
             harmful[text] = k
             continue
+        if provider is None:
+            provider = _provider()
         try:
-            measure = ir_measures.parse_measure(text)
+            measure = _ir_measures().parse_measure(text)
         except Exception as exc:  # ir_measures raises NameError/ValueError/SyntaxError
             raise ValueError(
                 f"measures: cannot parse {text!r} ({exc}); expected an ir_measures string "
                 "such as 'P@5', 'nDCG@10', 'RR', or 'harmful@5'") from None
-        if not _PROVIDER.supports(measure):
+        if not provider.supports(measure):
             raise ValueError(f"measures: {text!r} is not computed by pytrec_eval (the only "
                              "provider used, so that ties are broken as trec_eval does)")
         parsed.setdefault(measure, []).append(text)
@@ -322,7 +342,7 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[s
         if scored:
             sub_qrels = {q: checked_qrels[q] for q in scored}
             sub_run = {q: checked_run[q] for q in scored}
-            for metric in _PROVIDER.iter_calc(list(parsed), sub_qrels, sub_run):
+            for metric in _provider().iter_calc(list(parsed), sub_qrels, sub_run):
                 value = float(metric.value)
                 values[metric.measure][metric.query_id] = value if math.isfinite(value) else 0.0
         kept = answerable if no_relevant == "exclude" else topics

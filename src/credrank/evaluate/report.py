@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from credrank.core.extras import missing_extra
 from credrank.evaluate.metrics import write_qrels, write_run
 from credrank.evaluate.render import ARROWS, sections
 from credrank.evaluate.result import BenchResult, dump_json
@@ -44,8 +45,12 @@ def _slug(text: str) -> str:
 
 
 def _plt() -> Any:
-    # matplotlib is imported here, not at module level: it is heavy and only needed to plot
-    import matplotlib
+    # matplotlib is imported here, not at module level: it is heavy, only needed to plot, and
+    # the optional `plots` extra
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise missing_extra("the report's plots", "plots", exc) from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -87,8 +87,10 @@ class Cell:
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise ValueError(f"Cell.{f.name}: expected {'an int' if integral else 'a number'}"
                                  f" or None; got {value!r}")
-            object.__setattr__(self, f.name, int(value) if integral else
-                               check_json(f"Cell.{f.name}", float(value)))
+            if integral and isinstance(value, numbers.Integral):  # always, when integral
+                object.__setattr__(self, f.name, int(value))
+            else:
+                object.__setattr__(self, f.name, check_json(f"Cell.{f.name}", float(value)))
 
     def to_json(self) -> dict[str, Any]:
         """``mean`` always (``null`` when undefined); other numbers only when the table has

@@ -161,8 +161,9 @@ class FreshnessConfig:
         return not (self.source_type or self.host or self.claim_class
                     or self.no_decay_classes or self.no_decay_field)
 
-    def half_lives(self, source_types: Sequence[Any], hosts: Sequence[Any],
-                   claim_classes: Sequence[Any], persistent: Sequence[Any]) -> np.ndarray:
+    def half_lives(self, source_types: Sequence[Any] | np.ndarray,
+                   hosts: Sequence[Any] | np.ndarray, claim_classes: Sequence[Any] | np.ndarray,
+                   persistent: Sequence[Any] | np.ndarray) -> np.ndarray:
         """τ per document (days), ``inf`` for a time-persistent one (no decay: weight 1).
 
         The four sequences are the batch's columns (``None`` where unknown); ``persistent``

@@ -88,7 +88,7 @@ starts reach, memoised across calls: resolving ``S`` costs ``O(|R(S)| + |E(R(S))
 plus ``O(k²)`` shingle work each), and an audit of the whole index costs ``O(N + E)`` in total
 (plus the bounded listing above) — each document is expanded once. The counters in
 :attr:`ProvenanceGraph.stats` (``fetched``, ``expanded``, ``edges``) measure it
-(``tests/test_lineage.py``, ``benchmarks/bench_lineage.py``).
+(``tests/test_lineage.py``, ``bench/scripts/bench_lineage.py``).
 """
 
 from __future__ import annotations

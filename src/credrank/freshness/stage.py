@@ -30,7 +30,7 @@ import numpy as np
 
 from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.errors import StageError
-from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
+from credrank.core.pipeline import BuildContext, FormulaTerm, IndexNeeded, Stage
 from credrank.core.schema import Field, Nullable, Table, Text
 from credrank.freshness.config import (
     CLAIM_CLASS_FIELD,
@@ -94,8 +94,8 @@ class FreshnessDecay(Stage):
         if not stage.lineage:
             return stage
         if ctx.store is None:
-            raise ValueError("lineage: 'cites' reads citation chains from an index; not "
-                             "available for candidates retrieved elsewhere")
+            raise IndexNeeded("lineage: 'cites' reads citation chains from an index; not "
+                              "available for candidates retrieved elsewhere")
         return InheritedDates(ctx.store) >> stage
 
     @classmethod
@@ -286,8 +286,8 @@ class InheritedDates(Stage):
         ids = [str(d) for d in batch.doc_ids]
         graph = ProvenanceGraph(StoreSource(self.store))
         inherited = inherited_dates(graph, ids) if ids else {}
-        at = [None if d not in inherited or inherited[d].date is None
-              else inherited[d].date.isoformat() for d in ids]
+        dated = {d: item.date for d, item in inherited.items() if item.date is not None}
+        at = [dated[d].isoformat() if d in dated else None for d in ids]
         basis = [inherited[d].basis if d in inherited else None for d in ids]
         info = {"rule": "cites chains: a wrapper takes its origin's evidence date",
                 "work": graph.stats.to_dict(), "cycles": [list(c) for c in graph.cycles],

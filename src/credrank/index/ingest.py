@@ -26,7 +26,7 @@ from credrank.index.store import VectorStore
 from credrank.provenance import Provenance, SourceTyper
 
 #: documents per ``VectorStore.upsert`` call (and per ``on_batch`` progress call); 1,000 by
-#: measurement on Qdrant Edge (``benchmarks/bench_index.py``: 64 / 256 / 1,000 compared)
+#: measurement on Qdrant Edge (``bench/scripts/bench_index.py``: 64 / 256 / 1,000 compared)
 WRITE_BATCH = 1000
 #: texts of a chunk sorted by length together before embedding (0: no sorting, file order)
 BUCKET = 1024

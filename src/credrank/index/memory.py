@@ -25,7 +25,6 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.maths import normalise_rows
-from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
 from credrank.documents.schema import Document
 from credrank.index.errors import StoreError
@@ -37,6 +36,7 @@ from credrank.index.payload import (
     returned_fields,
     to_candidates,
 )
+from credrank.index.store import bump_generation
 
 
 class InMemoryIndex:
@@ -101,6 +101,7 @@ class InMemoryIndex:
                vectors: np.ndarray, hashes: Sequence[str]) -> None:
         """Add or overwrite one batch (rows keyed by document id; the stored payload becomes
         meta columns)."""
+        bump_generation(self)
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape != (len(documents), self.manifest.dim):
             raise ValueError(f"vectors: expected shape ({len(documents)}, "
@@ -220,24 +221,3 @@ class InMemoryIndex:
         """The ``k`` nearest documents of one source, with their text."""
         return self.search_dense("", query_vector, k, with_text=True,
                                  where={"source_id": source_id})
-
-
-class InMemoryRetriever(Stage):
-    """Retriever stage over an :class:`InMemoryIndex` with a fixed query-vector table."""
-
-    name = "memory"
-
-    def __init__(self, index: InMemoryIndex, query_vectors: Mapping[str, np.ndarray],
-                 fetch_k: int = 30):
-        self.index, self.query_vectors = index, query_vectors
-        self.fetch_k = check_int("fetch_k", fetch_k, 1)
-
-    def transform(self, batch: Candidates) -> Candidates:
-        try:
-            qv = self.query_vectors[batch.query]
-        except KeyError:
-            raise ValueError(f"no query vector for {batch.query!r}") from None
-        return self.index.search(batch.query, qv, self.fetch_k)
-
-    def config(self) -> dict[str, Any]:
-        return {"fetch_k": self.fetch_k}

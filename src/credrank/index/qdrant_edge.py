@@ -29,7 +29,7 @@ and on :meth:`EdgeIndex.close`, not after every batch: a flush costs about as mu
 a few thousand points, and the log already makes each batch durable against a killed process
 (only the time to replay the log on the next open grows with ``flush_every``).
 
-Large collections (the build-after-load procedure, measured in ``benchmarks/bench_index.py``):
+Large collections (the build-after-load procedure, measured in ``bench/scripts/bench_index.py``):
 Qdrant Edge never optimises in the background, so while documents are written they sit in
 plain (appendable) segments, searched exactly — the index answers from the first batch on.
 The HNSW graph is built once, by :meth:`EdgeIndex.optimize` after the load (``credrank index``
@@ -88,14 +88,14 @@ from credrank.index.payload import (
     returned_fields,
     to_candidates,
 )
-from credrank.index.store import MAX_K
+from credrank.index.store import MAX_K, bump_generation
 
 #: points written between two flushes of the segments (see the module docstring); by
 #: measurement a flush costs ~0.3–0.5 s, so flushing every 64-document batch spent most of the
 #: write time in flushes
 FLUSH_EVERY = 20_000
 #: HNSW graph parameters of a new index (edges per node, candidates while building), and the
-#: threads building it (0: all cores); chosen by measurement in ``benchmarks/bench_index.py``
+#: threads building it (0: all cores); chosen by measurement in ``bench/scripts/bench_index.py``
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
 HNSW_THREADS = 0
@@ -119,9 +119,18 @@ def payload_selector(with_text: bool) -> Any:
 
 
 def _filter(where: Mapping[str, Any] | None) -> Any:
-    conditions = [qe.FieldCondition(key=k, match=qe.MatchValue(v))
-                  for k, v in check_where(where).items()]
+    conditions: list[qe.ConditionType] = [qe.FieldCondition(key=k, match=qe.MatchValue(v))
+                                          for k, v in check_where(where).items()]
     return qe.Filter(must=conditions) if conditions else None
+
+
+def _dense(vector: qe.Vector | None) -> qe.NamedVector:
+    """The dense vector of a point read with its vectors (every point is written with the
+    one named vector :data:`DENSE`)."""
+    if not isinstance(vector, dict):
+        raise StoreError(f"expected a point with its named vector {DENSE!r}, got "
+                         f"{type(vector).__name__}")
+    return vector[DENSE]
 
 
 def _in_use(shard_path: Path, exc: BaseException) -> StoreError:
@@ -341,7 +350,7 @@ class EdgeIndex:
                 offset=offset, limit=READ_PAGE, with_payload=selector,
                 with_vector=[DENSE] if vectors else False))
             for p in points:
-                yield p.id, p.payload or {}, p.vector[DENSE] if vectors else None
+                yield p.id, p.payload or {}, _dense(p.vector) if vectors else None
             if offset is None or not points:
                 return
 
@@ -353,12 +362,14 @@ class EdgeIndex:
         records = self.shard.retrieve([self.point_id(d) for d in doc_ids],
                                       qe.PayloadSelector.Include(["doc_id", "content_hash"]),
                                       False)
-        return {r.payload["doc_id"]: r.payload.get("content_hash", "") for r in records}
+        payloads = [r.payload or {} for r in records]
+        return {pl["doc_id"]: pl.get("content_hash", "") for pl in payloads}
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
                vectors: np.ndarray, hashes: Sequence[str]) -> None:
         """Write one batch (documents, their provenance dicts, dense vectors) through the
         write-ahead log; the segments are flushed every ``flush_every`` points."""
+        bump_generation(self)
         points = []
         for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
@@ -379,7 +390,7 @@ class EdgeIndex:
     def _check_ids(self, doc_ids: Sequence[str]) -> None:
         """Refuse two document ids with one 63-bit point id (:func:`point_id_u64`), in the
         batch or against the index: a collision would silently merge two documents."""
-        owner: dict[int, str] = {}
+        owner: dict[qe.PointId, str] = {}
         for d in doc_ids:
             other = owner.setdefault(self.point_id(d), d)
             if other != d:
@@ -423,7 +434,8 @@ class EdgeIndex:
         for start in range(0, len(ids), READ_PAGE):
             for r in self.shard.retrieve([self.point_id(d) for d in ids[start:start + READ_PAGE]],
                                          selector, [DENSE]):
-                out[str(r.payload["doc_id"])] = np.asarray(r.vector[DENSE], dtype=np.float32)
+                out[str((r.payload or {})["doc_id"])] = np.asarray(_dense(r.vector),
+                                                                   dtype=np.float32)
         return out
 
     def _to_candidates(self, query: str, points: Iterable[Any], with_vectors: bool,
@@ -482,7 +494,7 @@ class EdgeIndex:
             if rows is not None:
                 vectors: Any = None
                 if from_engine:
-                    vectors = [p.vector[DENSE] for p in points]
+                    vectors = [_dense(p.vector) for p in points]
                 elif with_vectors:
                     assert copy.vectors is not None
                     vectors = copy.vectors[rows]
@@ -600,7 +612,8 @@ def freshness_expression(spec: FreshnessFormula) -> Any:
             qe.Expression.Min([qe.Expression.DatetimeKey(name), now]),
             now, 0.5, spec.scale_seconds)
 
-    terms, before = [], []  # before: the [empty] conditions of the preferred fields
+    terms: list[Any] = []
+    before: list[Any] = []  # the [empty] conditions of the preferred fields
     for name in FRESHNESS_FIELDS:
         terms.append(qe.Expression.Mult([*before, present(name), decay(name)]))
         before.append(empty(name))

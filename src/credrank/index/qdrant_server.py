@@ -68,6 +68,7 @@ from credrank.index.payload import (
     returned_fields,
     to_candidates,
 )
+from credrank.index.store import bump_generation
 
 _COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 #: points per upsert request (keeps requests far below a server's 32 MB default limit)
@@ -89,8 +90,9 @@ def public_url(url: str) -> str:
 
 
 def _filter(where: Mapping[str, Any] | None) -> models.Filter | None:
-    conditions = [models.FieldCondition(key=k, match=models.MatchValue(value=v))
-                  for k, v in check_where(where).items()]
+    conditions: list[models.Condition] = [
+        models.FieldCondition(key=k, match=models.MatchValue(value=v))
+        for k, v in check_where(where).items()]
     return models.Filter(must=conditions) if conditions else None
 
 
@@ -160,7 +162,8 @@ def freshness_expression(spec: FreshnessFormula) -> Any:
             x=models.MinExpression(min=[models.DatetimeKeyExpression(datetime_key=name), now]),
             target=now, midpoint=0.5, scale=spec.scale_seconds))
 
-    terms, before = [], []
+    terms: list[Any] = []
+    before: list[Any] = []  # the [empty] conditions of the preferred fields
     for name in FRESHNESS_FIELDS:
         terms.append(models.MultExpression(mult=[*before, present(name), decay(name)]))
         before.append(empty(name))
@@ -198,6 +201,7 @@ class QdrantServerIndex:
         try:
             if url is not None:
                 return QdrantClient(url=url, api_key=api_key, timeout=timeout)
+            assert path is not None  # exactly one of url and path (checked above)
             Path(path).mkdir(parents=True, exist_ok=True)
             return QdrantClient(path=str(path))
         except Exception as exc:  # the client raises many types (lock held, bad URL, …)
@@ -252,12 +256,15 @@ class QdrantServerIndex:
             if (url is None) == (path is None):
                 raise ValueError("creating a qdrant index needs a server URL (--qdrant-url) or "
                                  "a local-mode folder (--qdrant-path), exactly one")
+            if url is not None:
+                location = public_url(url)
+            else:
+                assert path is not None  # exactly one of url and path (checked above)
+                location = str(Path(path).resolve())
             manifest = Manifest(
                 embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25, engine="qdrant",
                 collection=collection or default_collection(index_dir),
-                qdrant_mode="url" if url is not None else "path",
-                qdrant_location=(public_url(url) if url is not None
-                                 else str(Path(path).resolve())))
+                qdrant_mode="url" if url is not None else "path", qdrant_location=location)
             collection = manifest.collection
         assert collection is not None
         where = public_url(url) if url is not None else f"local mode at {path}"
@@ -373,6 +380,7 @@ class QdrantServerIndex:
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
                vectors: np.ndarray, hashes: Sequence[str]) -> None:
         """Write one batch, in requests of :data:`UPSERT_BATCH` points, each acknowledged."""
+        bump_generation(self)
         points = []
         for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}

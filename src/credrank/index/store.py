@@ -103,6 +103,7 @@ __all__ = [
     "StoreError",
     "VectorStore",
     "bm25_text",
+    "bump_generation",
     "check_index_dir",
     "check_manifest",
     "check_where",
@@ -110,6 +111,7 @@ __all__ = [
     "document_payload",
     "formula_fields",
     "formula_priors",
+    "generation",
     "is_lock_error",
     "no_index_error",
     "point_id",
@@ -124,6 +126,21 @@ __all__ = [
 #: the largest ``top_k`` / ``fetch_k`` a search accepts (the engines take up to 2^64 - 1, but
 #: a pool this size is already far beyond what fits in memory as candidates)
 MAX_K = 10_000_000
+
+
+def generation(store: object) -> int:
+    """How many writes this process made to ``store`` through its object (upserts, payload
+    updates): what a long-lived reader of the same object compares to know that what it
+    built from the index may be stale (:meth:`credrank.searcher.Searcher.compile`). Writes
+    by other processes are not counted (an index is written by one process at a time, under
+    its lock)."""
+    return int(getattr(store, "_credrank_generation", 0))
+
+
+def bump_generation(store: object) -> None:
+    """Count one write to ``store`` (:func:`generation`); every backend's ``upsert`` and
+    :func:`credrank.index.scoring.set_fields` call it before writing."""
+    store._credrank_generation = generation(store) + 1  # type: ignore[attr-defined]
 
 
 @runtime_checkable

@@ -460,7 +460,7 @@ class _Work:
         cols = [self.col[g] for g in groups if g in self.col]
         if not cols:
             return np.zeros(len(self.y), dtype=bool)
-        return self.member[:, cols].any(axis=1)
+        return np.asarray(self.member[:, cols].any(axis=1))
 
     def run(self, task: _Task, start: Estimator | None = None
             ) -> tuple[Estimator, list[np.ndarray]]:
@@ -539,10 +539,11 @@ def _chains(tasks: Sequence[_Task], configs: Sequence[Any]) -> list[list[int]]:
     chains: list[list[int]] = []
     for members in by_key.values():
         l2s = [getattr(configs[tasks[i].config], "l2", None) for i in members]
+        numeric = [float(v) for v in l2s if isinstance(v, (int, float))]
         warm = all(callable(getattr(tasks[i].estimator, "fit_warm", None)) for i in members)
-        if len(members) > 1 and warm and all(isinstance(v, (int, float)) for v in l2s):
+        if len(members) > 1 and warm and len(numeric) == len(l2s):
             chains.append([i for _, _, i in sorted(
-                (-float(v), k, i) for k, (v, i) in enumerate(zip(l2s, members, strict=True)))])
+                (-v, k, i) for k, (v, i) in enumerate(zip(numeric, members, strict=True)))])
         else:
             chains.extend([i] for i in members)
     return chains

@@ -11,7 +11,7 @@ where the CPU multiplies bfloat16 natively — torch's AVX512-BF16 or AMX check 
 of the weights (the process's shared float32 model, also used for generation, is left as it
 is); the logits are turned to float32 before the criterion, so the log-softmax and the sums of
 :mod:`credrank.machine_text.statistic` stay in float32/float64. Measured on 64 CrAM NQ passages
-(``benchmarks/bench_machine_text.py speed``, AVX512-BF16 CPU, 2 threads, 128 tokens): 1.87×
+(``bench/scripts/bench_machine_text.py speed``, AVX512-BF16 CPU, 2 threads, 128 tokens): 1.87×
 the float32 rate (5.2 vs 2.8 passages/s), Spearman 0.9985 between the two ``d``, largest
 difference 0.11 (``d`` spans about −4.3 … 1.8 there).
 PyTorch's dynamic int8 quantisation of the linear layers was measured 1.4× faster per matrix
@@ -19,7 +19,7 @@ product but moved ``d`` too far (rank correlation with float32 about 0.5), so it
 offered. The precision is part of the stored key: scores of one precision are not mixed with
 the other's by a resumed run.
 
-How it runs (speed measured in ``benchmarks/bench_machine_text.py``):
+How it runs (speed measured in ``bench/scripts/bench_machine_text.py``):
 
 * each passage is cut to its first ``max_tokens`` tokens (the declared token budget, default
   :data:`MAX_TOKENS`): ``d`` is a sum over positions, so a longer passage sharpens it and

@@ -80,7 +80,9 @@ class MachineTextFactor(Stage):
         self.floor, self.center, self.scale, self.missing = floor, center, scale, missing
         self.index = index
         #: the candidates' text is read only to score the unscored ones now
-        self.reads = frozenset({"text"}) if missing == "score" else frozenset()
+        # this stage's reads depend on its `missing` option
+        self.reads = (
+            frozenset({"text"}) if missing == "score" else frozenset())
 
     def formula_term(self) -> str:
         return "needs the Python path (it transforms the stored machine-text statistic)"

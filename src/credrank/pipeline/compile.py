@@ -23,15 +23,16 @@ names the first stage that cannot be fused and why); ``False`` never does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from credrank.core.embedder import Embedder
-from credrank.core.pipeline import BuildContext, FormulaTerm, Pipeline, Stage
+from credrank.core.pipeline import BuildContext, FormulaTerm, IndexNeeded, Pipeline, Stage
 from credrank.index.retrieve import BM25Retriever, DenseRetriever
-from credrank.index.store import VectorStore, supports_formula
+from credrank.index.store import FormulaScoring, VectorStore, supports_formula
 from credrank.pipeline.catalog import entry
+from credrank.pipeline.document import settings_document, stable_settings
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.spec import PipelineSpec, SpecError
 
@@ -44,10 +45,13 @@ class PushdownError(ValueError):
         self.where, self.reason = where, reason
 
 
-def build_stages(spec: PipelineSpec, ctx: BuildContext) -> list[Stage]:
+def build_stages(spec: PipelineSpec, ctx: BuildContext, *,
+                 skip_index_stages: bool = False) -> list[Stage]:
     """The stages of ``spec`` (its combine and selector included), in order. An error while
     building one (a model file that does not fit the index, a missing store) is a
-    :class:`~credrank.pipeline.spec.SpecError` naming ``stages[i]``."""
+    :class:`~credrank.pipeline.spec.SpecError` naming ``stages[i]``; with
+    ``skip_index_stages`` a stage that needs an index ``ctx`` lacks
+    (:class:`~credrank.core.pipeline.IndexNeeded`) is left out instead."""
     from credrank.signals.prior import load_priors  # the prior tables a stage may name
 
     if ctx.prior_loader is None:
@@ -60,6 +64,9 @@ def build_stages(spec: PipelineSpec, ctx: BuildContext) -> list[Stage]:
             out.append(entry(s.name).cls.from_spec(dict(s.params), ctx))
         except SpecError:
             raise
+        except IndexNeeded as exc:
+            if not skip_index_stages:
+                raise build_error(at, s.params, exc) from None
         except (ValueError, TypeError, OSError) as exc:
             raise build_error(at, s.params, exc) from None
     return out
@@ -77,6 +84,13 @@ def build_error(at: str, params: Mapping[str, Any], exc: BaseException) -> SpecE
         named = [k for k, v in params.items() if isinstance(v, str) and len(v) > 2 and v in text]
         path, detail = (f"{at}.{named[0]}" if named else at), text
     return SpecError(f"{path}: {detail}", path, detail)
+
+
+def check_stages(spec: PipelineSpec) -> None:
+    """Build the stages of ``spec`` that need no index: the files they name are read and
+    checked (a :class:`~credrank.pipeline.spec.SpecError` naming ``stages[i]``) before an
+    index is opened; stages that read the index are checked when it is."""
+    build_stages(spec, context(), skip_index_stages=True)
 
 
 @dataclass(frozen=True)
@@ -159,21 +173,24 @@ def reads(stages: Sequence[Stage]) -> frozenset[str]:
 def compile_search(stages: Sequence[Stage], index: VectorStore, embedder: Embedder, *,
                    fetch_k: int, top_k: int, retrieval: str = "dense",
                    pushdown: bool | None = None, where: Sequence[str] | None = None,
-                   with_vectors: bool = False, with_text: bool = False) -> Pipeline:
+                   with_vectors: bool = False, with_text: bool = False,
+                   decision: Pushdown | None = None) -> Pipeline:
     """``retriever >> stages`` over ``index``, or the engine's formula search when
-    :func:`decide_pushdown` fuses them. ``with_vectors`` / ``with_text`` ask for more than
-    the stages read (a caller that shows them)."""
+    :func:`decide_pushdown` fuses them (``decision``: already decided). ``with_vectors`` /
+    ``with_text`` ask for more than the stages read (a caller that shows them)."""
     read = reads(stages)
     vectors, text = with_vectors or "vectors" in read, with_text or "text" in read
-    decision = decide_pushdown(stages, retrieval=retrieval, store=index, requested=pushdown,
-                               where=where)
+    if decision is None:
+        decision = decide_pushdown(stages, retrieval=retrieval, store=index,
+                                   requested=pushdown, where=where)
     if decision.fused:
-        assert decision.prior is not None
-        fused = PushdownSearch(index, embedder, decision.prior.priors, fetch_k,
+        # the terms' stages, of the classes that answer those terms (decide_pushdown)
+        prior: Any = decision.prior
+        fused = PushdownSearch(cast(FormulaScoring, index), embedder, prior.priors, fetch_k,
                                top_k if decision.cut else fetch_k, with_vectors=vectors,
-                               with_text=text, freshness=decision.freshness,
+                               with_text=text, freshness=cast(Any, decision.freshness),
                                hit_fields_only=decision.cut,
-                               credibility=decision.credibility)
+                               credibility=cast(Any, decision.credibility))
         return Pipeline([fused] if decision.cut else [fused, stages[-1]])
     retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=vectors, with_text=text)
                         if retrieval == "bm25" else
@@ -192,33 +209,55 @@ def context(*, embedder: Embedder | None = None, store: object | None = None,
 
 @dataclass(frozen=True)
 class Compiled:
-    """A spec made runnable: its ``pipeline``, the built ``stages`` after retrieval (what
-    :func:`credrank.search.describe_compiled` reports) and the ``pushdown`` decision."""
+    """A spec made runnable: its ``pipeline``, the built ``stages`` after retrieval, the
+    ``pushdown`` decision and the ``engine`` that answers (``None`` for candidates retrieved
+    elsewhere). Each stage is built once here; :attr:`settings` is read off them once."""
 
     spec: PipelineSpec
     pipeline: Pipeline
     stages: tuple[Stage, ...]
     pushdown: Pushdown
+    engine: str | None = None
+
+    #: the settings document once built (when no stage reads changing state)
+    _settings: dict[str, Any] = field(default_factory=dict, init=False, repr=False,
+                                      compare=False)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings document (:func:`credrank.pipeline.document.settings_document`),
+        built on first use and shared by every answer of this pipeline — read it, never change
+        it — except where a stage ranks with state that changes between runs (a feedback
+        store's latest version): then it is built for each answer."""
+        kept = self._settings.get("document")
+        if kept is not None:
+            return kept
+        document = settings_document(self)
+        if stable_settings(self):
+            self._settings["document"] = document
+        return document
 
 
 def compile_spec(spec: PipelineSpec, index: VectorStore, embedder: Embedder, *,
                  resources: Mapping[str, str | Path] | None = None,
                  allow_paths: bool = True, **kwargs: Any) -> Compiled:
-    """:func:`build_stages` then :func:`compile_search` for a search of ``index``. A
-    ``pushdown: true`` the stages cannot honour is a :class:`SpecError` at the stage."""
+    """:func:`build_stages` then :func:`compile_search` for a search of ``index``, pushdown
+    decided once. A ``pushdown: true`` the stages cannot honour is a :class:`SpecError` at
+    the stage."""
     ctx = context(embedder=embedder, store=index, resources=resources, allow_paths=allow_paths)
     stages = build_stages(spec, ctx)
     try:
         decision = decide_pushdown(stages, retrieval=spec.retrieval, store=index,
                                    requested=spec.pushdown)
-        pipeline = compile_search(stages, index, embedder, fetch_k=spec.resolved_fetch_k,
-                                  top_k=spec.top_k, retrieval=spec.retrieval,
-                                  pushdown=spec.pushdown, **kwargs)
     except PushdownError as exc:
         at = exc.where if exc.where.startswith("stages[") else "pushdown"
-        raise SpecError(f"{at}: {exc.reason}; pushdown: true cannot be honoured", at,
-                        f"{exc.reason}; pushdown: true cannot be honoured") from None
-    return Compiled(spec, pipeline, tuple(stages), decision)
+        reason = exc.reason if at == exc.where else f"{exc.where} {exc.reason}".strip()
+        raise SpecError(f"{at}: {reason}; pushdown: true cannot be honoured", at,
+                        f"{reason}; pushdown: true cannot be honoured") from None
+    pipeline = compile_search(stages, index, embedder, fetch_k=spec.resolved_fetch_k,
+                              top_k=spec.top_k, retrieval=spec.retrieval, decision=decision,
+                              **kwargs)
+    return Compiled(spec, pipeline, tuple(stages), decision, _engine(index))
 
 
 def compile_rerank(spec: PipelineSpec, given: Stage, embedder: Embedder, *,
@@ -232,6 +271,6 @@ def compile_rerank(spec: PipelineSpec, given: Stage, embedder: Embedder, *,
                     Pushdown(False, "candidates retrieved elsewhere are scored in Python"))
 
 
-__all__ = ["Compiled", "Pushdown", "PushdownError", "build_error", "build_stages",
+__all__ = ["Compiled", "Pushdown", "PushdownError", "build_error", "build_stages", "check_stages",
            "compile_rerank", "compile_search", "compile_spec", "context", "decide_pushdown",
            "reads"]

@@ -41,9 +41,9 @@ class PushdownSearch(Stage):
 
     ``hit_fields_only``: the engine returns only the payload a hit needs (:data:`HIT_FIELDS`,
     + text and cites with ``with_text``) instead of every ranking field — what
-    :func:`build_pipeline` asks when nothing after this stage but the top-k cut reads the
-    batch (the other meta columns are then ``None``). Payload transfer and conversion cost
-    about as much as the engine search itself (issue 15).
+    :func:`~credrank.pipeline.compile.compile_search` asks when nothing after this stage but
+    the top-k cut reads the batch (the other meta columns are then ``None``). Payload
+    transfer and conversion cost about as much as the engine search itself (issue 15).
     """
 
     name = "pushdown"
@@ -52,7 +52,7 @@ class PushdownSearch(Stage):
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,
                  with_text: bool = False, freshness: FreshnessDecay | None = None,
                  hit_fields_only: bool = False,
-                 credibility: LearnedCredibilityPrior | Stage | None = None):
+                 credibility: LearnedCredibilityPrior | None = None):
         if not supports_formula(index):
             raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
                              "its engine; search without --pushdown")
@@ -74,7 +74,7 @@ class PushdownSearch(Stage):
         #: the payload fields asked of the engine (``None``: the store's default)
         self.fields: tuple[str, ...] | None = (
             (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ()),
-             *(() if credibility is None else self.credibility.formula.fields))
+             *(() if credibility is None else credibility.formula.fields))
             if self.hit_fields_only else None)
 
     def transform(self, batch: Candidates) -> Candidates:

@@ -22,8 +22,10 @@ the selector included, so the document replays the run exactly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from credrank.core.schema import AnyOf, Anything, Field, Flag, Integer, Nullable, Table, Text
@@ -117,10 +119,17 @@ class PipelineSpec:
                 "stages": [s.to_dict() for s in self.stages]}
 
     # -- derived -------------------------------------------------------------------------
+    @cached_property
+    def key(self) -> str:
+        """The spec as canonical JSON text: equal for specs that run the same pipeline (what
+        compiled pipelines are memoised by, :meth:`credrank.searcher.Searcher.compile`)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+
     @property
     def resolved_fetch_k(self) -> int:
         """``fetch_k``, default ``3 × top_k`` (seed 004's expanded pool), capped at MAX_K."""
-        return self.fetch_k if self.fetch_k is not None else default_fetch_k(self.top_k)
+        return (self.fetch_k if self.fetch_k is not None
+                else min(default_fetch_k(self.top_k), MAX_K))
 
     def stage(self, name: str) -> StageSpec | None:
         """The stage called ``name``, or ``None``."""

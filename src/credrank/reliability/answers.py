@@ -149,7 +149,7 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
 
 
 def _csv_rows(path: Path, fh: Iterable[str],
-              fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+              fields: tuple[str, ...]) -> Iterable[tuple[int, dict[str, Any]]]:
     """Strict CSV (:func:`credrank.core.structured.csv_rows`): a field never spans lines, so
     an unterminated quote is an error naming the line where its field began."""
     return csv_rows(fh, str(path), required=fields, error=AnswersFileError)
@@ -183,10 +183,11 @@ def load_answers(path: str | Path,
     ``(question_id, source_id)`` pair is an error naming both lines.
 
     A ``.csv`` (or ``.csv.gz``) file is parsed by pyarrow and checked column-wise
-    (:func:`_load_csv_arrow`); a file that this fast path cannot vouch for — any quote
-    character, a byte-order mark, NUL bytes, a lone carriage return, a ragged or duplicate
-    header, a row with more or fewer values than the header, an empty identifier, a duplicate
-    pair, an unreadable stream — is read again by the line-by-line reader, which returns the
+    (:func:`_load_csv_arrow`; when pyarrow, the ``parquet`` extra, is installed); a file that
+    this fast path cannot vouch for — any quote character, a byte-order mark, NUL bytes, a
+    lone carriage return, a ragged or duplicate header, a row with more or fewer values than
+    the header, an empty identifier, a duplicate pair, an unreadable stream — or any file
+    without pyarrow is read by the line-by-line reader, which returns the
     same table or raises its error naming ``path:line: field``. Either way every row is loaded
     or the file is rejected with its reason; nothing is dropped.
     """
@@ -279,7 +280,7 @@ def _plain_csv_bytes(path: Path) -> bytes | None:
 def _codes(column: Any, strip: bool) -> tuple[np.ndarray, list[Any]] | None:
     """Per-row codes into the distinct values (first-seen order) of a string column; ids are
     stripped (None when one is empty: the line-by-line reader names it)."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # here: pyarrow is optional; only the pyarrow path calls this
 
     encoded = pc.dictionary_encode(column.combine_chunks())
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -302,8 +303,13 @@ def _load_csv_arrow(path: Path, phrases: frozenset[str]) -> AnswerTable | None:
     raw = _plain_csv_bytes(path)
     if raw is None:
         return None
-    import pyarrow as pa  # here, not at import time: only this reader needs it
-    from pyarrow import csv as pacsv
+    # here, not at import time: only this reader needs pyarrow, the optional `parquet` extra;
+    # without it the line-by-line reader reads the file (the same table, slower)
+    try:
+        import pyarrow as pa
+        from pyarrow import csv as pacsv
+    except ImportError:
+        return None
 
     try:
         table = pacsv.read_csv(
@@ -330,7 +336,10 @@ def _load_csv_arrow(path: Path, phrases: frozenset[str]) -> AnswerTable | None:
     pair = q_codes * len(source_ids) + s_codes
     if np.bincount(pair, minlength=len(source_ids) * len(question_ids)).max() > 1:
         return None  # a duplicate pair: the line-by-line reader names both lines
-    a_codes, values = _codes(table.column("answer"), strip=False)
+    answers = _codes(table.column("answer"), strip=False)
+    if answers is None:  # never: only stripped ids can be empty
+        return None
+    a_codes, values = answers
     kept = np.empty(len(values), dtype=object)
     kept[:] = [None if is_abstention(v, phrases) else v for v in values]
     grid = np.full((len(source_ids), len(question_ids)), None, dtype=object)

@@ -176,13 +176,13 @@ def document_overlap(source_ids: Sequence[str], documents: Mapping[str, Sequence
     documents. Sources without documents get 0."""
     index = {s: i for i, s in enumerate(source_ids)}
     docs: list[tuple[int, set[int]]] = []
-    for s, texts in documents.items():
-        if s not in index:
+    for source, texts in documents.items():
+        if source not in index:
             continue
         for text in texts:
             sh = _shingles(str(text), shingle)
             if sh:
-                docs.append((index[s], sh))
+                docs.append((index[source], sh))
     n = len(source_ids)
     out = np.zeros((n, n))
     postings: dict[int, list[int]] = {}
@@ -300,9 +300,9 @@ def detect_dependence(
                 else "O(S²·Q) time (O(block·S) memory)")
         raise ValueError(f"detect_dependence: {n} sources; the pairwise test needs {need} "
                          f"and is limited to max_sources={max_sources}")
-    options = {"near_duplicate": near_duplicate, "min_overlap": min_overlap,
-               "min_excess": min_excess, "z_min": z_min, "doc_threshold": doc_threshold,
-               "tol": tol, "max_iter": max_iter}
+    options: dict[str, Any] = {
+        "near_duplicate": near_duplicate, "min_overlap": min_overlap, "min_excess": min_excess,
+        "z_min": z_min, "doc_threshold": doc_threshold, "tol": tol, "max_iter": max_iter}
     if method == "pairs":
         return _detect_pairs(encoded, documents, **options)
     with _one_blas_thread():
@@ -536,7 +536,6 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
     dependent pairs; pass 1 also keeps pairs of sources that almost never give the most
     common answer (``a⁺`` is loose for them), which only costs their exact re-check.
     """
-    from scipy import sparse
     m = np.asarray(encoded.classes)
     n, n_q = m.shape
     ids = encoded.source_ids
@@ -578,7 +577,7 @@ def _detect_blocked(encoded: EncodedAnswers, documents: Mapping[str, Sequence[st
     resolved = z >= 0
     answered_r = answered * resolved[None, :].astype(np.float32)
     keep_cols = resolved[col_q]
-    x_r = x[:, keep_cols] if not sparse.issparse(x) else x.tocsc()[:, keep_cols].tocsr()
+    x_r = x[:, keep_cols] if isinstance(x, np.ndarray) else x.tocsc()[:, keep_cols].tocsr()
     # the per-question term r_s r_t + (1 − r_s)(1 − r_t) π_q + c (c = min_excess − 10⁻³) is
     # the bilinear form (r_s, 1 − r_s) [[1 + c, c], [c, π_q + c]] (r_t, 1 − r_t)ᵀ: 2Q columns
     rc = r[:, None]

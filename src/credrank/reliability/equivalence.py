@@ -53,7 +53,6 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _DECIMAL = re.compile(r"(?<=\d)\.(?=\d)")
 _DASHES = re.compile(r"[-\u2010-\u2015\u2212/]")
 _DECIMAL_MARK = "\x00"
-_MISSING = object()
 #: distinct raw answers whose keys an AnswerEquivalence remembers
 _KEY_CACHE_SIZE = 1_000_000
 
@@ -90,7 +89,7 @@ def equivalence_normalize(text: str) -> str:
     """Normalised form of an answer string (layer 1 of the equivalence rule, chapter 35.3).
 
     This is the product's answer-equivalence normalisation; the SQuAD-style normalisation used
-    to *score* answers in evaluation is :func:`credrank.datasets.base.squad_normalize`.
+    to *score* answers in evaluation is :func:`credrank.evaluate.answers.squad_normalize`.
 
     NFKC, case folding, thousands separators dropped, dashes and slashes to spaces, other
     punctuation deleted (a decimal point between digits is kept), number words 0–99 to digits,
@@ -169,9 +168,8 @@ class AnswerEquivalence:
         """Normalised, alias-resolved key of ``answer``; ``None`` for an abstention."""
         if answer is None:
             return None
-        cached = self._keys.get(answer, _MISSING)
-        if cached is not _MISSING:
-            return cached
+        if answer in self._keys:
+            return self._keys[answer]
         norm = equivalence_normalize(answer)
         key = None if norm in self.abstentions else self._alias.get(norm, norm)
         if len(self._keys) < _KEY_CACHE_SIZE:

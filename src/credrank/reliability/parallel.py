@@ -110,7 +110,7 @@ def _pair_block(m: np.ndarray, i0: int, i1: int, z: np.ndarray, r: np.ndarray,
                        float(agree[i, j] / max(overlap[i, j], 1)),
                        float(expected[i, j] / max(overlap[i, j], 1)), float(excess[i, j]),
                        float(zscore[i, j]), int(shared_wrong[i, j]), float(doc_block[i, j]))
-        for i, j in zip(rows, cols, strict=True)]
+        for i, j in zip(rows.tolist(), cols.tolist(), strict=True)]
     return pairs, rows + i0, cols + i0
 
 

@@ -2,7 +2,7 @@
 
 Selection and consensus run on the whole ``fetch_k`` pool of one query. Each such stage states
 the largest pool it handles within its time budget (its ``max_pool``, measured in
-``benchmarks/bench_select_scale.py`` and given in its docstring); a larger pool still runs, but
+``bench/scripts/bench_select_scale.py`` and given in its docstring); a larger pool still runs, but
 the stage warns once per call — a :class:`PoolSizeWarning` (Python's ``warnings``) and the same
 sentence in the stage's ``info`` (``"warnings"``), so the ``--json`` document carries it.
 """

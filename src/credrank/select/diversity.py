@@ -281,13 +281,15 @@ def best_set_milp(utilities: np.ndarray, k: int, *,
                           status="no diversity term: top-K by utility")
     pi, pj = np.triu_indices(n, 1) if use_pairs else (np.zeros(0, int), np.zeros(0, int))
     n_pairs = len(pi)
-    n_int = m.shape[1] if use_cover else 0
+    # _prepare: a positive weight has its matrix (λ1 > 0: d, λ2 > 0: m); the `is not None`
+    # tests below only tell the type checker so
+    n_int = m.shape[1] if m is not None and use_cover else 0
     n_var = n + n_pairs + n_int
     oy, oz = n, n + n_pairs
 
     c = np.zeros(n_var)
     c[:n] = -u
-    if use_pairs:
+    if use_pairs and d is not None:
         c[oy:oz] = -lam1 * 2.0 / (k * (k - 1)) * d[pi, pj]
     if use_cover:
         c[oz:] = -lam2 / n_int
@@ -317,7 +319,7 @@ def best_set_milp(utilities: np.ndarray, k: int, *,
         blocks.append(sparse.coo_matrix((data, (r, cc)), shape=(n, n_var)))
         lo.append(np.zeros(n))
         hi.append(np.zeros(n))
-    if use_cover:
+    if use_cover and m is not None:
         dd, ss = np.nonzero(m)
         r = np.concatenate([np.arange(n_int), ss])
         cc = np.concatenate([oz + np.arange(n_int), dd])
@@ -388,10 +390,11 @@ def _enumerate(u: np.ndarray, k: int, d: np.ndarray | None, m: np.ndarray | None
     combos = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), k)),
                          dtype=np.int64, count=total * k).reshape(total, k)
     values = u[combos].sum(axis=1)
-    if lam1 > 0 and k >= 2:
+    # _prepare: a positive weight has its matrix (λ1 > 0: d, λ2 > 0: m)
+    if lam1 > 0 and k >= 2 and d is not None:
         ii, jj = np.triu_indices(k, 1)
         values = values + lam1 * 2.0 / (k * (k - 1)) * d[combos[:, ii], combos[:, jj]].sum(1)
-    if lam2 > 0:
+    if lam2 > 0 and m is not None:
         values = values + lam2 * m[combos].any(axis=1).sum(axis=1) / m.shape[1]
     return combos, values
 

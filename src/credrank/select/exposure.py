@@ -368,13 +368,13 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
         b_eq_parts.append(np.zeros(n_groups - 1))
     elif rule == "targets":
         gs = [g for g, name in enumerate(names) if name in goal]
-        members = [np.flatnonzero(ck == g) for g in gs]
-        rows = np.concatenate([np.full(len(m) * k, r) for r, m in enumerate(members)])
-        cols = np.concatenate([(m[:, None] * k + np.arange(k)[None, :]).ravel()
-                               for m in members])
-        vals = np.concatenate([np.tile(v / sizes[g], len(m))
-                               for g, m in zip(gs, members, strict=True)])
-        a_eq_parts.append(sparse.csr_matrix((vals, (rows, cols)), shape=(len(gs), nv)))
+        group_rows = [np.flatnonzero(ck == g) for g in gs]
+        t_rows = np.concatenate([np.full(len(m) * k, r) for r, m in enumerate(group_rows)])
+        t_cols = np.concatenate([(m[:, None] * k + np.arange(k)[None, :]).ravel()
+                                 for m in group_rows])
+        t_vals = np.concatenate([np.tile(v / sizes[g], len(m))
+                                 for g, m in zip(gs, group_rows, strict=True)])
+        a_eq_parts.append(sparse.csr_matrix((t_vals, (t_rows, t_cols)), shape=(len(gs), nv)))
         b_eq_parts.append(np.array([goal[names[g]] for g in gs]))
     a_ub = sparse.csr_matrix((np.ones(nv), (r_idx, np.arange(nv))), shape=(nr, nv))
     res = linprog(cost, A_ub=a_ub, b_ub=np.ones(nr), A_eq=sparse.vstack(a_eq_parts).tocsr(),

@@ -64,14 +64,14 @@ def _label_set(value: Any, row: int) -> set[str]:
                      "strings or None")
 
 
-def has_labels(labels: Sequence[Any] | None) -> bool:
+def has_labels(labels: Sequence[Any] | np.ndarray | None) -> bool:
     """True when at least one candidate carries an intent label."""
     if labels is None:
         return False
     return any(_label_set(v, i) for i, v in enumerate(labels))
 
 
-def intents_from_labels(labels: Sequence[Any],
+def intents_from_labels(labels: Sequence[Any] | np.ndarray,
                         intent_set: Sequence[str] | None = None) -> Intents:
     """Membership from per-candidate labels (chapter 35.8: ``S_d ⊆ 𝒮``, ``𝒮`` non-empty).
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,8 @@ class Selector(Stage):
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
         """The selector of the pipeline's ``top_k`` with checked ``params``."""
-        return cls(ctx.top_k, **params)
+        make: Callable[..., Stage] = cls  # each selector's own constructor: top_k, params
+        return make(ctx.top_k, **params)
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
@@ -279,6 +280,7 @@ class CoverageSelect(Selector):
                               "intent clustering and its N × N distances")
         try:
             intents, source = self._intents(batch, k)
+            vectors: np.ndarray | None
             if self.lambda_ilad > 0:
                 vectors = _vectors(batch, "CoverageSelect", "ILAD")
             else:
@@ -505,4 +507,5 @@ def build_selector(name: str, top_k: int, **params: Any) -> Stage:
     missing = [p for p in required if p not in params]
     if missing:
         raise ValueError(f"selector {name!r}: missing required parameter(s) {missing}")
-    return cls(top_k, **params)
+    make: Callable[..., Stage] = cls  # its own constructor: top_k, the parameters just checked
+    return make(top_k, **params)

@@ -2,7 +2,7 @@
 
 Python cannot stop a thread. A request's work therefore carries a :class:`WorkToken` and looks
 at it between stages (:meth:`WorkToken.check`): before it starts, before each embedding call
-(:class:`CheckedEmbedder`) and between the stages of its pipeline (:func:`checked_pipeline`).
+(:class:`CheckedEmbedder`) and between the stages of its pipeline.
 When the request times out, the service calls :meth:`WorkToken.cancel`; the work raises
 :class:`Cancelled` at its next check and its memory is released as the exception unwinds.
 A stage already running (one MILP solve, one embedding batch) finishes first; the coverage
@@ -22,9 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from credrank.core.candidates import Candidates
-from credrank.core.pipeline import Pipeline, Stage
 
 #: a test-only observer of the work's checkpoints: ``hook(point, token)``
 Hook = Callable[[str, "WorkToken"], None]
@@ -104,22 +101,3 @@ class CheckedEmbedder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-class _Checkpoint(Stage):
-    name = "checkpoint"
-
-    def __init__(self, token: WorkToken, point: str) -> None:
-        self.token, self.point = token, point
-
-    def transform(self, batch: Candidates) -> Candidates:
-        self.token.check(self.point)
-        return batch
-
-
-def checked_pipeline(pipeline: Pipeline, token: WorkToken) -> Pipeline:
-    """``pipeline`` with a check of ``token`` before each stage and after the last."""
-    stages: list[Stage] = []
-    for stage in pipeline.stages:
-        stages += [_Checkpoint(token, f"stage:{stage.name}"), stage]
-    return Pipeline([*stages, _Checkpoint(token, "done")])

@@ -33,8 +33,9 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,21 +43,18 @@ from typing import Any, TypeVar
 import numpy as np
 from fastapi import Response
 
-from credrank.core.candidates import Candidates
 from credrank.core.hittext import DEFAULT_TEXT
-from credrank.core.pipeline import FunctionStage, Pipeline, Stage
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import EMBED_BATCH, prepare_documents, write_prepared
 from credrank.pipeline.catalog import entry
-from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
-from credrank.pipeline.hittext import with_hit_text
+from credrank.pipeline.compile import Compiled
+from credrank.pipeline.document import flat
 from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
-from credrank.rerank import AutoRetrieval, Fallback, GivenCandidates, rerank_hits
-from credrank.search import describe_compiled, search_document, text_settings
+from credrank.rerank import AutoRetrieval, Fallback
 from credrank.searcher import Searcher
 from credrank.select.stages import CoverageSelect
-from credrank.serve.cancel import CheckedEmbedder, Hook, WorkToken
+from credrank.serve.cancel import Hook, WorkToken
 from credrank.serve.config import (
     FEEDBACK_NAME,
     MAX_FETCH_K,
@@ -97,28 +95,46 @@ _FIELD_NAME = re.compile(r"[a-z_]+(\.[A-Za-z0-9_]+)?")
 WriteWork = Callable[[WorkToken], tuple[dict[str, Any], bool]]
 
 
-class _ChunkedEmbedder(CheckedEmbedder):
-    """:class:`CheckedEmbedder` that embeds :data:`EMBED_BATCH` texts per call, so a large
-    request is cancelled between batches rather than after all of them.
+class RequestEmbedder:
+    """The served searcher's embedder: every call checks the :class:`WorkToken` of the request
+    whose worker thread makes it (:meth:`working`) and embeds at most :data:`EMBED_BATCH`
+    texts at a time, so a large request is cancelled between batches rather than after all of
+    them. Compiled pipelines are kept across requests (:meth:`Searcher.compile
+    <credrank.searcher.Searcher.compile>`); their stages embed through this object, whichever
+    request runs them. Other attributes are the inner embedder's (names, length measures)."""
 
-    :meth:`embed_ahead` embeds the query before the store lock is taken: the retriever's
-    own ``embed([query])`` under the lock then answers that vector (the same model on the
-    same text), so concurrent searches do not queue behind each other's query embedding."""
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = str(inner.name)
+        self.dim: int = int(inner.dim)
+        self._local = threading.local()
 
-    _ahead: tuple[str, np.ndarray] | None = None
+    @contextmanager
+    def working(self, token: WorkToken) -> Iterator[None]:
+        """Calls from this thread check ``token`` until the block ends."""
+        self._local.token = token
+        try:
+            yield
+        finally:
+            self._local.token = None
 
-    def embed_ahead(self, text: str) -> None:
-        """Embed ``text`` now; the next ``embed([text])`` answers it."""
-        self._ahead = (text, super().embed([text]))
+    def _check(self) -> None:
+        token = getattr(self._local, "token", None)
+        if token is not None:
+            token.check("embed")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and len(texts) == 1 and texts[0] == ahead[0]:
-            return ahead[1]
         if len(texts) <= EMBED_BATCH:
-            return super().embed(texts)
-        return np.concatenate([super(_ChunkedEmbedder, self).embed(texts[s:s + EMBED_BATCH])
-                               for s in range(0, len(texts), EMBED_BATCH)])
+            self._check()
+            return self.inner.embed(texts)
+        parts = []
+        for s in range(0, len(texts), EMBED_BATCH):
+            self._check()
+            parts.append(self.inner.embed(texts[s:s + EMBED_BATCH]))
+        return np.concatenate(parts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def _libc_trim() -> Callable[[], None]:
@@ -155,6 +171,12 @@ class ServiceState:
 
     def __init__(self, searcher: Searcher, config: ServeConfig) -> None:
         self.searcher, self.config = searcher, config
+        #: every embedding of a request's work checks its token (:class:`RequestEmbedder`)
+        self.embedder = RequestEmbedder(searcher.embedder)
+        searcher.embedder = self.embedder  # the same name and dim, its calls checked
+        # a client names files by the names the server registered, never by path
+        searcher.resources, searcher.allow_paths = dict(config.resources), False
+        searcher.forget_compiled()  # built with the plain embedder or other files, if any
         self.executor = ThreadPoolExecutor(thread_name_prefix="credrank-serve")
         # index writes take the lock searches take (Searcher serialises store access on it)
         self.store_lock: threading.Lock = searcher.lock
@@ -169,8 +191,8 @@ class ServiceState:
         self._close_lock = threading.Lock()
         #: ``/rerank``'s ``retrieval: "auto"`` state: positive same-model verdicts only (one
         #: client's vectors of another model must not demote every client's), each fallback
-        #: to embedding logged once (:func:`_log_fallback`)
-        self.auto = AutoRetrieval(cache_negative=False, report=_log_fallback)
+        #: to embedding logged once (:func:`_log_fallback`); the searcher's, which runs it
+        self.auto = searcher.auto = AutoRetrieval(cache_negative=False, report=_log_fallback)
 
     def close(self) -> None:
         """Wait for running work, then close the index (idempotent)."""
@@ -364,7 +386,7 @@ class ServiceState:
         """The request's estimated cost; 422 naming the plan's pool field when over the
         budget."""
         pool, pool_field = plan.pool, plan.pool_field
-        options = {"top_k": plan.spec.top_k, "select": plan.select,
+        options: dict[str, Any] = {"top_k": plan.spec.top_k, "select": plan.select,
                    "consensus": plan.consensus, "embedder": self.searcher.embedder.name}
         cost = estimate(pool=pool, embed_lengths=embed_lengths, **options)
         budget = self.config.max_request_cost
@@ -387,36 +409,15 @@ class ServiceState:
     # -- the blocking work -------------------------------------------------------------------
     def _prepared(self, compiled: Compiled) -> None:
         """The coverage solver stops by the request's time limit at the latest."""
-        for stage in _flat(compiled.stages):
+        for stage in flat(compiled.stages):
             if isinstance(stage, CoverageSelect):
                 stage.time_limit = min(stage.time_limit, self.config.timeout_s)
-
-    def _run(self, stages: Sequence[Stage], query: str, token: WorkToken, *,
-             store: bool, embedder: _ChunkedEmbedder | None = None) -> Candidates:
-        """``stages`` on ``query`` with a check of ``token`` before each and after the last;
-        with ``store``, the store lock is held for retrieval (the first stage) and for the
-        stages that read the index, not for the rest (as :meth:`Searcher._run`). A first
-        stage that embeds the query with ``embedder`` (dense retrieval, the engine's formula
-        search) has it embedded before the lock is taken."""
-        batch = Candidates.empty(query)
-        for i, stage in enumerate(stages):
-            token.check(f"stage:{stage.name}")
-            if i == 0 and embedder is not None and getattr(stage, "embedder", None) is embedder:
-                embedder.embed_ahead(query)
-            if store and (i == 0 or "index" in stage.reads):
-                with self.store_lock:
-                    token.check("store")
-                    batch = stage(batch)
-            else:
-                batch = stage(batch)
-        token.check("done")
-        return batch
 
     def _echo(self, doc: dict[str, Any], compiled: Compiled) -> dict[str, Any]:
         """The document as answered: ``priors: "feedback"`` said as the store version the
         run used (pinned in ``pipeline`` too, so it replays exactly), registered paths said
         by their names."""
-        stage = next((s for s in _flat(compiled.stages) if isinstance(s, FeedbackPrior)), None)
+        stage = next((s for s in flat(compiled.stages) if isinstance(s, FeedbackPrior)), None)
         used = doc["info"].get("feedback_prior")
         if stage is not None and isinstance(used, dict):
             version = int(used["version"])
@@ -430,20 +431,16 @@ class ServiceState:
 
     def search(self, token: WorkToken, query: str, spec: PipelineSpec,
                text: str = DEFAULT_TEXT) -> dict[str, Any]:
-        """The ``/search`` document of ``spec`` (built here, over the served index: a stage
-        that cannot be built raises :class:`SpecError`); the final hits' text read from the
-        store (:func:`~credrank.pipeline.hittext.with_hit_text`) unless ``text`` is
-        ``none``."""
+        """The ``/search`` document of ``spec`` (:meth:`Searcher.search_json
+        <credrank.searcher.Searcher.search_json>`: compiled once over the served index — a
+        stage that cannot be built raises :class:`SpecError` — and run by the searcher's run
+        loop with ``token`` checked at every stage and embedding); the final hits' text read
+        from the store unless ``text`` is ``none``."""
         start = time.perf_counter()
-        embedder = _ChunkedEmbedder(self.searcher.embedder, token)
-        compiled = compile_spec(spec, self.searcher.store, embedder,
-                                resources=self.resources, allow_paths=False)
-        self._prepared(compiled)
-        stages = with_hit_text(compiled.pipeline.stages, self.searcher.store, text)
-        result = self._run(stages, query, token, store=True, embedder=embedder)
-        doc = search_document(query, describe_compiled(compiled, self.searcher.store), result,
-                              text=text)
-        self._echo(doc, compiled)
+        with self.embedder.working(token):
+            self._prepared(self.searcher.compile(spec))
+            doc = self.searcher.search_json(query, spec, text=text, check=token.check)
+        self._echo(doc, self.searcher.compile(spec))
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
@@ -451,28 +448,17 @@ class ServiceState:
                spec: PipelineSpec, retrieval: str,
                query_vector: list[float] | None = None,
                text: str = DEFAULT_TEXT) -> dict[str, Any]:
-        """The ``/rerank`` document (as :meth:`Searcher.rerank_json`, with checkpoints and
-        the spec's stages built without the index); ``info.retrieval`` says what
-        ``retrieval`` resolved to and how many passages were embedded."""
+        """The ``/rerank`` document (:meth:`Searcher.rerank_json
+        <credrank.searcher.Searcher.rerank_json>`, with ``token`` checked as in
+        :meth:`search`); ``info.retrieval`` says what ``retrieval`` resolved to and how many
+        passages were embedded."""
         start = time.perf_counter()
-        embedder = _ChunkedEmbedder(self.searcher.embedder, token)
-        compiled = compile_rerank(spec, _GIVEN, embedder,
-                                  resources=self.resources, allow_paths=False)
-        self._prepared(compiled)
-        given = GivenCandidates(records, embedder, self.searcher.typer,
-                                retrieval=retrieval,
-                                with_vectors="vectors" in reads(compiled.stages),
-                                query_vector=query_vector, auto=self.auto)
-        result = self._run([given, *compiled.stages], query, token, store=False)
-        used = (result.info.get("retrieval") or {}).get("query")
-        described = {**describe_compiled(compiled), "retrieval": retrieval, "pushdown": False,
-                     "fetch_k": len(records), "embedder": self.searcher.embedder.name,
-                     "query_vector": used or ("given" if query_vector is not None
-                                              else "embedded"),
-                     **text_settings(text)}
-        pipeline = described.pop("pipeline")
-        doc = {"credrank_rerank": 1, "query": query, "settings": described,
-               "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
+        with self.embedder.working(token):
+            compiled = self.searcher.compile_rerank(spec)
+            self._prepared(compiled)
+            doc = self.searcher.rerank_json(query, records, spec, retrieval=retrieval,
+                                            query_vector=query_vector, text=text,
+                                            check=token.check)
         self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
@@ -513,10 +499,11 @@ class ServiceState:
             with path.open("w", encoding="utf-8", newline="\n") as out:
                 for record in documents:  # ASCII JSON: one record per line, whatever it holds
                     out.write(json.dumps(record, ensure_ascii=True) + "\n")
-            prepared = prepare_documents(
-                iter_documents(path, strict=strict, assume_timezone=assume_timezone),
-                searcher.store, _ChunkedEmbedder(searcher.embedder, token),
-                searcher.typer, check=lambda: token.check("embed"), read_lock=self.store_lock)
+            with self.embedder.working(token):
+                prepared = prepare_documents(
+                    iter_documents(path, strict=strict, assume_timezone=assume_timezone),
+                    searcher.store, self.embedder, searcher.typer,
+                    check=lambda: token.check("embed"), read_lock=self.store_lock)
         with self.store_lock:
             token.begin_commit()
             report = write_prepared(prepared, searcher.store, searcher.embedder)
@@ -556,8 +543,6 @@ def _log_fallback(fallback: Fallback) -> None:
             "message": fallback.message}})
 
 
-#: a stand-in for the given candidates while a rerank spec is compiled (its stages are used)
-_GIVEN = FunctionStage(lambda batch: batch, name="given")
 
 
 def _check_pool(select: str | None, pool: int, pool_field: str) -> None:
@@ -582,13 +567,6 @@ def _file_param(exc: SpecError, spec: PipelineSpec | None, resources: dict[str, 
             if str(file) in exc.detail or str(file.resolve()) in exc.detail:
                 return f"{path}.{key}"
     return path
-
-
-def _flat(stages: Sequence[Stage]) -> list[Stage]:
-    out: list[Stage] = []
-    for s in stages:
-        out.extend(_flat(s.stages) if isinstance(s, Pipeline) else [s])
-    return out
 
 
 def _reject(r: Reject) -> dict[str, Any]:

@@ -456,6 +456,12 @@ class FeedbackPriors:
         return version
 
     # ------------------------------------------------------------------ reading
+    def refresh(self) -> None:
+        """Read the store again if its file changed since this object read it (another
+        writer: ``credrank priors update``, ``POST /feedback``); one ``stat`` when it did
+        not. A long-lived pipeline calls it before ranking with the latest version."""
+        self._load(self.directory / STORE_FILE)
+
     @property
     def current(self) -> int:
         """The latest version number."""
@@ -688,6 +694,8 @@ class FeedbackPrior(Stage):
         self.store, self.name, self.version = store, name, version
 
     def transform(self, batch: Candidates) -> Candidates:
+        if self.version is None:  # the latest version at the time of the call
+            self.store.refresh()
         record = self.store.record(self.version)
         values = self.store.table(record["version"]).lookup(batch.column("source_type"))
         sources = record["sources"]

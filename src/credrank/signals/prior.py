@@ -107,9 +107,6 @@ class PriorTable:
         return np.array([table.get(t, default) if isinstance(t, str) else default
                          for t in source_types], dtype=np.float64)
 
-    def dispersed(self, gamma: float) -> PriorTable:
-        return PriorTable(f"{self.name}@γ={gamma:g}", disperse(self.values, gamma))
-
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "values": dict(self.values)}
 

@@ -139,7 +139,8 @@ class NeighbourSmoothing(Stage):
         if batch.vectors is None:
             raise StageError(
                 "NeighbourSmoothing: the batch has no embedding vectors; retrieve with vectors "
-                "(with_vectors=True on the retriever, or SearchSettings.with_vectors)")
+                "(with_vectors=True on the retriever; a spec's smoothing stage asks for "
+                "them itself)")
         smoothed = smooth_priors(lam, batch.vectors, self.m, self.beta)
         moved = int(np.count_nonzero(np.abs(smoothed - lam) > 1e-12))
         info.update(applied=True, m_effective=min(self.m, len(batch) - 1), moved=moved)

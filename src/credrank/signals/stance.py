@@ -50,7 +50,7 @@ from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.logistic import text_key
-from credrank.core.pipeline import BuildContext, Stage
+from credrank.core.pipeline import BuildContext, IndexNeeded, Stage
 from credrank.core.schema import (
     Anything,
     Field,
@@ -65,7 +65,7 @@ from credrank.core.schema import (
 from credrank.core.structured import MAX_CSV_CHARS, read_csv
 from credrank.index.embed import get_embedder
 from credrank.index.store import VectorStore
-from credrank.learn.cv import Progress
+from credrank.learn.cv import N_BOOT, Progress
 from credrank.learn.modelfile import (
     EMBEDDER,
     SHA256,
@@ -78,7 +78,6 @@ from credrank.learn.modelfile import (
 )
 from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.stance_model import (
-    N_BOOT,
     StanceConfig,
     StanceExample,
     StanceFeaturizer,
@@ -218,14 +217,15 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
     where = {c: header.index(c) for c in cols.values() if c is not None}
     raw_rows: list[tuple[int, dict[str, str] | None]] = []
     for line, record in records:
-        row = [v for v in record.values() if v is not None]
-        if not any(cell.strip() for cell in row):
+        values = [v for v in record.values() if v is not None]
+        if not any(cell.strip() for cell in values):
             raw_rows.append((line, None))  # rejected below as a blank row
             continue
-        if len(row) != len(header):
+        if len(values) != len(header):
             raise StanceModelError(f"{name}:{line}: expected {len(header)} fields (the "
-                                   f"header's), got {len(row)}")
-        raw_rows.append((line, {k: row[where[c]] for k, c in cols.items() if c is not None}))
+                                   f"header's), got {len(values)}")
+        raw_rows.append((line, {k: values[where[c]] for k, c in cols.items()
+                                if c is not None}))
     pairs = Pairs(name, [], [], len(raw_rows), cols)
 
     def reject(reason: str, line: int) -> None:
@@ -267,15 +267,15 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
             if store is None:
                 reject("no text (none in the file, no index given)", line)
                 continue
-            payload = stored.get(doc_id)
-            if payload is None:
+            hit = stored.get(doc_id)
+            if hit is None:
                 reject("doc_id not in the index", line)
                 continue
-            text = str(payload.get("text") or "")
+            text = str(hit.get("text") or "")
             if not text.strip():
                 reject("no text (empty in the file and in the index)", line)
                 continue
-            url = url or payload.get("url")
+            url = url or hit.get("url")
             pairs.text_from_index += 1
         pairs.examples.append(StanceExample(topic, query, text, stance, doc_id))
         pairs.urls.append(url)
@@ -532,7 +532,8 @@ class StanceAgreement(AnswerAgreement):
         a path), bound to the index's embedder (``ctx.embedder``: the model must have been
         fitted with it)."""
         if ctx.embedder is None:
-            raise ValueError("model: the stance stage needs the embedder of the index")
+            load_model(ctx.path(params["model"], "model", "stance model"))  # a readable file
+            raise IndexNeeded("model: the stance stage needs the embedder of the index")
         settings = {k: v for k, v in params.items() if k != "model"}
         return stance_stage(ctx.path(params["model"], "model", "stance model"),
                             ctx.embedder.name, embedder=ctx.embedder, **settings)

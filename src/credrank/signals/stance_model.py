@@ -50,7 +50,7 @@ training and scoring.
 * *Metrics*: pooled out-of-fold accuracy (threshold 0.5) and AUC
   (:func:`~credrank.core.maths.roc_auc`; ``None`` where a class is missing), each with a 95%
   percentile interval from ``n_boot`` (2000) resamples of the *topics* with replacement
-  (``default_rng(seed)``), :func:`bootstrap_topics`.
+  (``default_rng(seed)``), :func:`~credrank.learn.cv.group_bootstrap`.
 * *Final model*: the configuration is chosen once more by (non-nested) grouped CV over all
   topics (its per-configuration log losses are reported, optimistic since the choice reads
   them) and the model is refitted on every pair.
@@ -95,7 +95,6 @@ from credrank.learn.cv import (
     NestedCV,
     OutOfFold,
     Progress,
-    group_bootstrap,
     log_loss,
 )
 from credrank.learn.estimator import LogisticEstimator
@@ -570,19 +569,6 @@ def choose_config(examples: Sequence[StanceExample], featurizer: StanceFeaturize
     return learn_cv.choose_config(grouped_data(examples, featurizer), learner(featurizer),
                                   configs, folds, LOWEST_LOG_LOSS, exclude=exclude,
                                   n_jobs=n_jobs, on_progress=on_progress)
-
-
-def bootstrap_topics(topics: Sequence[str], y: np.ndarray, p: np.ndarray, *,
-                     n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95
-                     ) -> dict[str, Any]:
-    """Percentile intervals of the pooled accuracy and AUC over ``n_boot`` resamples of the
-    topics with replacement (:func:`~credrank.learn.cv.group_bootstrap`): ``{"accuracy":
-    (lo, hi) | None, "auc": (lo, hi) | None, "n_boot_auc": resamples with both classes}``.
-    The AUC interval is ``None`` when fewer than half the resamples have both classes."""
-    out = group_bootstrap(topics, y, p, ("accuracy", "auc"), n_boot=n_boot, seed=seed,
-                          level=level)
-    return {"accuracy": out["accuracy"].bounds, "auc": out["auc"].bounds,
-            "n_boot_auc": out["auc"].n_defined}
 
 
 @dataclass

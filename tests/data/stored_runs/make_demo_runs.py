@@ -2,7 +2,10 @@
 
 Run at commit d0f2586 (the layout before issue 8) as
 ``PYTHONPATH=src python tests/data/stored_runs/make_demo_runs.py OUT_DIR hashing|minilm``;
-the imports below are that commit's module paths.
+the imports below are that commit's module paths and API (``credrank.search.SearchSettings``
+and ``build_pipeline`` were removed by issue 35: the pipeline spec is the only configuration).
+Today's code makes the same runs in ``demo_runs`` of ``tests/test_stored_runs.py`` (a spec of
+the same options, ``credrank.pipeline.compile.compile_spec``); this script is kept as it ran.
 """
 
 # ruff: noqa: I001  (the imports name modules of commit d0f2586, which ruff cannot place)

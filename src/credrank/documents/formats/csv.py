@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +72,7 @@ class _CsvState:
 
 
 def _csv_pass(p: Path, delimiter: str, skip: int,
-              state: _CsvState) -> Iterator[RawRecord]:
+              state: _CsvState) -> Generator[RawRecord, None, int]:
     """Parse from physical line ``skip + 1``; return where to restart, or -1 at the end."""
     with open_binary(p) as bfh:
         tfh = io.TextIOWrapper(bfh, encoding="utf-8-sig", errors="surrogateescape",

@@ -18,9 +18,13 @@ def parquet_records(p: Path, on_header: Callable[[int | None, list[str]], None] 
     ``on_header(None, names)`` (the check of the column names) when it raises."""
     # Imported here on purpose: `import pyarrow.parquet` measured 40-180 ms on the 2-core
     # machine (as much as the rest of credrank.documents), which every CLI call would pay
-    # although only Parquet corpora need it.
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    # although only Parquet corpora need it; and pyarrow is the optional `parquet` extra.
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise CorpusError(f"{p}: reading Parquet needs the 'parquet' extra ({exc.name} is not "
+                          "installed): pip install 'credrank[parquet]'") from exc
 
     try:
         pf = pq.ParquetFile(p)

@@ -1,0 +1,175 @@
+"""What ``credrank search --planted`` adds per query: search alone vs search + planted.
+
+Indexes the real passages of CrAM NQ (``--data``; Wikipedia text and GPT fakes, 5,000
+passages) into a Qdrant Edge index in a temporary folder, then runs the first ``--queries``
+questions through the product pipeline (:func:`credrank.pipeline.compile.compile_spec` of a
+:class:`~credrank.pipeline.spec.PipelineSpec`) at each ``--fetch-k``, rows in alternating
+order per round:
+
+  * ``search``            — dense retrieval of ``fetch_k`` candidates with their vectors and
+                            text (the Python path, as the stage needs), multiply, top ``--top-k``;
+  * ``search + planted``  — the same with :class:`~credrank.defences.planted.PlantedEvidence`
+                            in ``--mode`` (default: the combination).
+
+It also times the stage alone on the retrieved pools. Goal (issue 25): the stage adds ≤ 10 ms
+p50 at fetch_k 30 and stays sub-quadratic or bounded up to 300. Per-query latencies are
+medians over ``--rounds`` rounds; the table shows p50 and p95 over queries. A measurement on a
+shared machine, not a test.
+
+    python bench/scripts/bench_planted.py [--data FILE] [--embedder hashing|minilm]
+                                       [--queries 100] [--fetch-k 30,100,300] [--top-k 10]
+                                       [--mode planted] [--param KEY=VALUE ...]
+                                       [--rounds 3] [--json]
+
+``--param`` sets another parameter of the stage (repeatable; the value read as JSON, else as
+a string), e.g. ``--param linkage=complete --param cluster_cosine=0.7 --param min_cluster=4``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from credrank.cli.specs import spec_value
+from credrank.defences.planted import MODES, PlantedEvidence
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import index_documents
+from credrank.index.opener import open_store
+from credrank.pipeline.compile import compile_spec
+from credrank.pipeline.spec import PipelineSpec
+from credrank.provenance import SourceTyper
+from credrank_bench.datasets import read_cram_nq
+
+DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"
+                / "cram_nq_1000_reconstructed.jsonl")
+
+
+def _ms(seconds: float) -> float:
+    return 1000.0 * seconds
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--embedder", default="hashing")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--fetch-k", default="30,100,300")
+    ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--mode", default="planted", choices=MODES)
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="another parameter of the planted stage (repeatable)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    params: dict[str, object] = {}
+    for item in args.param:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--param: expected KEY=VALUE, got {item!r}")
+        params[key] = spec_value(raw)  # as -S reads a value
+    try:
+        PlantedEvidence(args.mode, **params)  # checked before minutes of indexing
+    except (TypeError, ValueError) as exc:
+        ap.error(f"--param: {exc}")
+    if not args.data.is_file():
+        sys.exit(f"{args.data}: CrAM NQ file not found (give --data; see "
+                 "../shared/data/SOURCES.md)")
+    sizes = [int(x) for x in args.fetch_k.split(",")]
+    evalset = read_cram_nq(args.data)
+    emb = get_embedder(args.embedder)
+    questions = [text for _q, text in evalset.queries[: args.queries]]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        with open_store(Path(tmp) / "index", "edge", embedder=emb.name, dim=emb.dim,
+                        create=True) as store:
+            index_documents(iter(evalset.documents), store, emb, SourceTyper([]),
+                            batch_size=1000)
+        index_s = time.perf_counter() - start
+        with open_store(Path(tmp) / "index") as store:
+            for fetch_k in sizes:
+                specs = {"search": PipelineSpec.of("prior", top_k=args.top_k, fetch_k=fetch_k,
+                                                   pushdown=False),
+                         "search + planted": PipelineSpec.of(
+                             "prior", {"stage": "planted", "mode": args.mode, **params},
+                             top_k=args.top_k, fetch_k=fetch_k)}
+                pipes = {name: compile_spec(spec, store, emb).pipeline
+                         for name, spec in specs.items()}
+                for text in questions[:5]:  # warm-up: model, engine, caches
+                    for pipe in pipes.values():
+                        pipe.search(text)
+                times: dict[str, list[list[float]]] = {name: [] for name in pipes}
+                for r in range(args.rounds):
+                    order = list(pipes) if r % 2 == 0 else list(reversed(pipes))
+                    for name in order:
+                        row = []
+                        for text in questions:
+                            t0 = time.perf_counter()
+                            pipes[name].search(text)
+                            row.append(time.perf_counter() - t0)
+                        times[name].append(row)
+                per_query = {name: [statistics.median(c) for c in zip(*rs, strict=True)]
+                             for name, rs in times.items()}
+                added = [b - a for a, b in zip(per_query["search"],
+                                               per_query["search + planted"], strict=True)]
+                retriever = pipes["search + planted"].stages[0]
+                stage = PlantedEvidence(args.mode, **params)
+                alone = []
+                for text in questions:
+                    pool = retriever.search(text)
+                    t0 = time.perf_counter()
+                    stage.transform(pool)
+                    alone.append(time.perf_counter() - t0)
+                for name, values in [*per_query.items(), ("added by planted", added),
+                                     ("planted stage alone", alone)]:
+                    rows.append({"fetch_k": fetch_k, "row": name,
+                                 "p50_ms": _ms(_pct(values, 50)),
+                                 "p95_ms": _ms(_pct(values, 95))})
+    base = {r["row"]: r["p50_ms"] for r in rows if r["fetch_k"] == sizes[0]}
+    for r in rows:
+        r["x_first_fetch_k"] = r["p50_ms"] / base[r["row"]] if base.get(r["row"]) else None
+    report = {
+        "bench": "planted", "data": str(args.data), "embedder": emb.name, "mode": args.mode,
+        "params": params,
+        "documents": len(evalset.documents), "queries": len(questions),
+        "fetch_k": sizes, "top_k": args.top_k, "rounds": args.rounds,
+        "index_seconds": index_s, "rows": rows,
+        "goal": "planted adds <= 10 ms p50 at fetch_k 30; sub-quadratic growth to 300",
+        "machine": {"python": platform.python_version(), "cpus": _cpus(),
+                    "platform": platform.platform(),
+                    "load_average_1m": os.getloadavg()[0]},
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"CrAM NQ passages: {len(evalset.documents)} indexed ({emb.name}) in {index_s:.1f} s; "
+          f"{len(questions)} queries, top_k {args.top_k}, mode {args.mode} {params or ''}, "
+          "median of "
+          f"{args.rounds} rounds per query; load average {os.getloadavg()[0]:.1f} on "
+          f"{_cpus()} CPUs")
+    print(f"{'fetch_k':>7} {'':22} {'p50 ms':>9} {'p95 ms':>9} {'× at ' + str(sizes[0]):>9}")
+    for r in rows:
+        ratio = "" if r["x_first_fetch_k"] is None else f"{r['x_first_fetch_k']:.2f}"
+        print(f"{r['fetch_k']:>7} {r['row']:22} {r['p50_ms']:9.2f} {r['p95_ms']:9.2f} "
+              f"{ratio:>9}")
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+if __name__ == "__main__":
+    main()

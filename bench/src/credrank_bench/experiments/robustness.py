@@ -1,0 +1,77 @@
+"""The audit's robustness runner: one cell of the contamination stress bench as the audit's
+robustness measurement (:mod:`credrank.audit.robustness` declares the options). The product's
+``credrank audit`` finds this runner through the entry point ``stress`` of the group
+``credrank.audit.robustness`` (``bench/pyproject.toml``) and passes it to
+:func:`credrank.audit.run.audit_index`, so the product never imports the benches."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from credrank.audit.measures import AuditMeasureError, Measurement
+from credrank.audit.profile import AuditInputError
+from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.core.progress import OnProgress
+
+
+def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None = None
+                      ) -> Measurement:
+    """Run the configured stress test and return its cell as the robustness measurement
+    (``on_progress``: the steps of :func:`credrank_bench.experiments.stress.bench_stress`)."""
+    from credrank.index.embed import get_embedder
+    from credrank_bench.experiments.stress import bench_stress
+
+    base = Path(spec.get("base", "."))
+    spec = ROBUSTNESS_SCHEMA.check({k: v for k, v in spec.items() if k != "base"},
+                                   error=AuditInputError, at="dimensions.robustness")
+    source = str(spec.get("source", "cram"))
+    if "path" not in spec:
+        raise AuditInputError("dimensions.robustness.path: expected the stress-test data file, "
+                              "got nothing (the key is missing)")
+    path = Path(spec["path"])
+    path = path if path.is_absolute() else base / path
+    if not path.exists():
+        raise FileNotFoundError(2, "stress-test data not found", str(path))
+    corpus = spec.get("corpus")
+    corpus_path = None if corpus is None else (Path(corpus) if Path(corpus).is_absolute()
+                                               else base / corpus)
+    position = str(spec.get("position", "natural" if source == "poisonedrag" else "first"))
+    count = int(spec.get("count", 1))
+    system = str(spec.get("system", "similarity only"))
+    metric = str(spec.get("metric", "misled-contaminated"))
+    limit = spec.get("limit")
+    embedder = get_embedder(str(spec.get("embedder", "minilm")))
+    result = bench_stress(source, path, embedder, corpus_path=corpus_path,
+                          positions=[position], counts=[count],
+                          limit=None if limit is None else int(limit), on_progress=on_progress)
+    table = result.table(f"{position}_n{count}")
+    rows = {r.system: r for r in table.rows}
+    if system not in rows:
+        raise AuditInputError(f"[dimensions.robustness]: system {system!r} is not a row of the "
+                              f"stress table; rows: {', '.join(rows)}")
+    row = rows[system]
+    if metric not in row.metrics:
+        raise AuditInputError(f"[dimensions.robustness]: metric {metric!r} is not in the stress "
+                              f"table; measures: {', '.join(row.metrics)}")
+    cell = row.metrics[metric]
+    if cell.mean is None:
+        raise AuditMeasureError(f"robustness: {metric} is not defined for {system!r}")
+    direction = next((c.direction for c in table.columns if c.name == metric), "lower")
+    interval = None if cell.ci_low is None or cell.ci_high is None else \
+        (float(cell.ci_low), float(cell.ci_high))
+    flips = result.details.get("flips", {}).get(f"{system} · {position} · n={count}", {})
+    limit_opt = f" --limit {int(limit)}" if limit is not None else ""
+    command = (f"credrank bench stress-{source} --path {os.path.normpath(os.path.relpath(path))} "
+               f"--positions {position} "
+               f"--counts {count}{limit_opt}")
+    return Measurement(
+        "robustness", f"{metric} under {count} injected contaminant(s) at position {position} "
+        f"(stress-{source}, row {system!r}, offline extractive reader)", float(cell.mean),
+        "share of questions", (0.0, 1.0), direction == "higher",
+        "contaminant labels of the stress data and the offline extractive reader",
+        f"{cell.n} questions", interval, ("retrieval", "generation"), reads_labels=True,
+        details={"command": command, "flips": flips, "system": system, "position": position,
+                 "count": count, "bench_settings": result.settings})

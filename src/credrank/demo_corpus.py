@@ -1,0 +1,60 @@
+"""The packaged demo corpus (``credrank/data/demo``): synthetic health documents of six source
+types written for credrank in the style of seed 004, with queries, qrels and the list of
+adversarial documents. It shows the mechanism, not a result.
+
+``credrank demo``, the audit (``demo:`` paths, harm labels) and the tests use it; the bench
+distribution reads it as an evaluation set (``credrank_bench.datasets.demo.read_demo``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from credrank.core.embedder import Embedder
+from credrank.documents import iter_documents
+from credrank.index.embed import get_embedder
+from credrank.index.ingest import IndexReport, index_documents
+from credrank.index.opener import open_store
+from credrank.index.store import VectorStore
+from credrank.provenance import SourceTyper
+
+
+def demo_dir() -> Path:
+    """The folder of the packaged demo set."""
+    return Path(str(resources.files("credrank") / "data" / "demo"))
+
+
+def index_demo(store: VectorStore, embedder: Embedder,
+               on_batch: Callable[[int], None] | None = None) -> IndexReport:
+    """Index the demo corpus into ``store``, its domain table (``domains.csv``) typing the
+    hosts, as ``credrank demo`` does."""
+    data = demo_dir()
+    return index_documents(iter_documents(data / "corpus.jsonl"), store, embedder,
+                           SourceTyper([data / "domains.csv"]), on_batch=on_batch)
+
+
+def build_demo_index(path: str | Path, embedder: str = "minilm") -> Path:
+    """A Qdrant Edge index of the demo corpus in ``path`` (created), closed; returns
+    ``path``. For tests, benchmarks and trying ``credrank serve``."""
+    emb = get_embedder(embedder)
+    with open_store(path, "edge", embedder=emb.name, dim=emb.dim, create=True) as store:
+        index_demo(store, emb)
+    return Path(path)
+
+
+def read_adversarial(path: Path) -> dict[str, set[str]]:
+    """``query_id -> {doc_id}`` of the adversarial documents (header ``doc_id<TAB>query_id``)."""
+    bad: dict[str, set[str]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{number}: expected 'doc_id<TAB>query_id', got {line!r}")
+        bad.setdefault(parts[1].strip(), set()).add(parts[0].strip())
+    return bad
+
+
+__all__ = ["build_demo_index", "demo_dir", "index_demo", "read_adversarial"]

@@ -1,0 +1,125 @@
+"""The answer documents of a compiled pipeline: ``credrank search --json`` (docs/json.md), the
+service's ``/search`` and ``/rerank``, the batch's JSON lines.
+
+:func:`settings_document` says what a compiled spec ranks with (``settings``: ``top_k``,
+``fetch_k``, the priors, the mode, each signal's configuration, the engine) and carries the spec
+itself under ``pipeline`` (feeding it back reproduces the run). It is read off the built stages
+once per compiled pipeline (:attr:`credrank.pipeline.compile.Compiled.settings`), not per query.
+:func:`search_document` puts one query's result under it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from credrank.core.candidates import Candidates
+from credrank.core.hittext import DEFAULT_TEXT, SNIPPET_CHARS, check_text
+from credrank.core.pipeline import Pipeline, Stage
+from credrank.pipeline.spec import PipelineSpec
+
+
+class Compiled(Protocol):
+    """What a document reads of a :class:`credrank.pipeline.compile.Compiled` (which builds
+    its settings document here: this module does not import it)."""
+
+    @property
+    def spec(self) -> PipelineSpec: ...
+
+    @property
+    def stages(self) -> tuple[Stage, ...]: ...
+
+    @property
+    def pushdown(self) -> Any: ...
+
+    @property
+    def engine(self) -> str | None: ...
+
+
+def _is(stage: object, target: str) -> bool:
+    """``isinstance(stage, cls)`` for ``target = "module:Class"`` without importing the
+    module: an instance of a class whose module was never imported cannot exist."""
+    module, name = target.split(":")
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(stage, getattr(loaded, name))
+
+
+def settings_document(compiled: Compiled) -> dict[str, Any]:
+    """What ``compiled`` ranks with, as JSON (module docstring): the same keys whatever the
+    front door, read from the built stages, the engine when it searches an index, and the
+    spec under ``pipeline``."""
+    spec = compiled.spec
+    out: dict[str, Any] = {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,
+                           "priors": None, "mode": "multiply", "retrieval": spec.retrieval,
+                           "pushdown": compiled.pushdown.fused}
+    for built in flat(compiled.stages):
+        stage: Any = built  # each branch below knows the stage's class
+        if _is(stage, "credrank.signals.prior:SourcePrior"):
+            out["priors"] = stage.priors.as_dict()
+        elif _is(stage, "credrank.signals.feedback:FeedbackPrior"):
+            out["priors"] = _feedback_priors(stage)
+        elif _is(stage, "credrank.combine:Combine"):
+            out["mode"] = stage.mode
+        elif _is(stage, "credrank.credibility.stage:LearnedCredibilityPrior"):
+            out["credibility"] = stage.config()
+        elif _is(stage, "credrank.signals.stance:StanceAgreement"):
+            params = dict(next(x.params for x in spec.stages if x.name == "stance"))
+            out["stance"] = {"model": stage.source.get("path"),
+                             "embedder": stage.source.get("embedder"),
+                             **{k: v for k, v in params.items() if k != "model"}}
+        elif _is(stage, "credrank.consensus.stage:AnswerConsensus"):
+            out["consensus"] = stage.config()
+        elif _is(stage, "credrank.freshness.stage:FreshnessDecay"):
+            out["freshness"] = stage.config()
+    if compiled.engine is not None:
+        out["engine"] = compiled.engine
+    out["pipeline"] = spec.to_dict()
+    return out
+
+
+def stable_settings(compiled: Compiled) -> bool:
+    """Whether :func:`settings_document` of ``compiled`` is the same for every run: not
+    where a feedback prior ranks with its store's latest version (the document says which)."""
+    return not any(_is(s, "credrank.signals.feedback:FeedbackPrior") for s in flat(compiled.stages))
+
+
+def _feedback_priors(stage: Any) -> dict[str, Any]:
+    """What a feedback prior stage ranks with: the store's version (the pinned one, else the
+    latest at the time of the call) and its type priors (``priors: "feedback"``)."""
+    record = stage.store.record(stage.version)
+    return {"name": "feedback", "store": str(stage.store.directory),
+            "version": int(record["version"]), "values": dict(record["types"])}
+
+
+def flat(stages: Sequence[Stage]) -> list[Stage]:
+    """``stages`` with nested pipelines spread out."""
+    out: list[Stage] = []
+    for s in stages:
+        out.extend(flat(s.stages) if isinstance(s, Pipeline) else [s])
+    return out
+
+
+def text_settings(text: str) -> dict[str, Any]:
+    """What a document's ``settings`` say of the hits' text: ``text`` (``full``,
+    ``snippet`` or ``none``) and, for snippets, ``snippet_chars``."""
+    text = check_text(text)
+    return {"text": text, **({"snippet_chars": SNIPPET_CHARS} if text == "snippet" else {})}
+
+
+def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
+                    text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
+    """The ``credrank search --json`` document (docs/json.md) for one query under
+    ``settings`` (:func:`settings_document`; left unchanged); ``extra`` keys (a batch's
+    ``query_id``) are added at the top level. Each hit carries ``text`` as ``text`` says
+    (:meth:`Candidates.hits`; ``settings.text`` records it)."""
+    settings = {**settings, **text_settings(text)}
+    pipeline = settings.pop("pipeline", None)
+    doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
+           "hits": result.hits(text), "info": result.info}
+    if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
+        doc["pipeline"] = pipeline
+    return doc
+
+
+__all__ = ["flat", "search_document", "settings_document", "stable_settings", "text_settings"]
