@@ -28,28 +28,32 @@ _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")
 @dataclass(frozen=True)
 class Block:
     """One fenced block: ``lang`` (lower-case, ``""`` when the fence names none), ``text``,
-    ``line`` (1-based, the opening fence) and ``before`` (the prose paragraph above it)."""
+    ``line`` (1-based, the opening fence), ``before`` (the prose paragraph above it) and
+    ``source`` (the file it is in, as :func:`read_blocks` was told to name it)."""
 
     lang: str
     text: str
     line: int
     before: str
+    source: str = "README.md"
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line} (```{self.lang})"
+        return f"{self.source}:{self.line} (```{self.lang})"
 
 
 @dataclass(frozen=True)
 class Command:
-    """One logical command of a shell block and the README line it starts on."""
+    """One logical command of a shell block and the line of its file it starts on."""
 
     text: str
     line: int
 
 
-def read_blocks(path: Path) -> list[Block]:
-    """Every fenced block of ``path``, in order; an unclosed fence is an error."""
+def read_blocks(path: Path, name: str | None = None) -> list[Block]:
+    """Every fenced block of ``path``, in order, each naming its file ``name`` (default: the
+    file's name); an unclosed fence is an error."""
+    name = name or path.name
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     i = 0
@@ -66,9 +70,9 @@ def read_blocks(path: Path) -> list[Block]:
             body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
-            raise ValueError(f"{path.name}:{start + 1}: a ``` fence that is never closed")
+            raise ValueError(f"{name}:{start + 1}: a ``` fence that is never closed")
         blocks.append(Block(m.group("lang").lower(), "\n".join(body) + "\n", start + 1,
-                            _paragraph_before(lines, start)))
+                            _paragraph_before(lines, start), name))
         i += 1
     return blocks
 

@@ -1,5 +1,10 @@
-"""Every code block of README.md runs as written (issue 27, part 5), and docs/json.md's
-``credrank.toml`` example is what the real loader reads.
+"""Every code block of README.md and of the manual pages in docs/ that it links to runs as
+written (issue 27, part 5; issue 35, item 8 moved the manual out of the README into
+:data:`MANUAL`), and docs/json.md's ``credrank.toml`` example is what the real loader reads.
+
+The files are :data:`DOCS` (README.md first, then the manual pages); their blocks are read
+together, as one reader meets them, so a block of one page may use what another saves or
+builds. Test ids name the file and the line (``usage.md-L12-bash``).
 
 How each kind of fenced block is checked (:mod:`readme_blocks` reads them):
 
@@ -9,8 +14,8 @@ How each kind of fenced block is checked (:mod:`readme_blocks` reads them):
   shortest form, without them; every ``credrank`` command's subcommand and options — the
   bracketed ones too, and those of skipped commands — must be ones the real CLI declares.
   Commands that cannot run in a test are in :data:`SKIP`, keyed by their exact text, with the
-  reason; a test checks that each key is still a command of the README, so the list cannot go
-  stale. ``credrank serve`` is started as a real process (``tests/serving.py``
+  reason; a test checks that each key is still a command of one of :data:`DOCS`, so the list
+  cannot go stale. ``credrank serve`` is started as a real process (``tests/serving.py``
   ``running_server``) on a free port, ``localhost:8000`` in the block is pointed at it, and
   ``curl`` runs with ``--fail-with-body`` added (an HTTP error fails the block) and must answer
   the ``/search`` JSON document; without ``curl`` that block is skipped.
@@ -27,11 +32,12 @@ How each kind of fenced block is checked (:mod:`readme_blocks` reads them):
   run. Any other language fails :func:`test_every_block_has_a_known_kind` until this file says
   how to check it.
 
-The prepared folder (one per session): what a user of the README has before its commands —
-their corpus ``corpus.jsonl``, domain table ``domains.csv``, queries ``queries.tsv`` and
-answers ``answers.csv`` (stand-ins: the packaged demo corpus, its table and queries, and a
-small answers file written here), the files the README says to save, and ``./idx`` built by
-the README's own ``credrank index corpus.jsonl --index ./idx`` (its default embedder, MiniLM).
+The prepared folder (one per session): what a reader of these pages has before their
+commands — their corpus ``corpus.jsonl``, domain table ``domains.csv``, queries ``queries.tsv``
+and answers ``answers.csv`` (stand-ins: the packaged demo corpus, its table and queries, and a
+small answers file written here), the files the pages say to save, and ``./idx`` built by the
+first ``credrank index corpus.jsonl --index ./idx`` of :data:`DOCS` (the README's; its default
+embedder, MiniLM).
 """
 
 from __future__ import annotations
@@ -54,11 +60,17 @@ from sparse_copy import sparse_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: the manual: the pages of docs/ whose blocks a reader runs (docs/json.md and docs/results.md
+#: are reference and measurements, not instructions; json.md's TOML example is checked below)
+MANUAL = [ROOT / "docs" / f"{name}.md" for name in (
+    "usage", "library", "service", "adapters", "operations", "architecture", "benchmarks",
+    "development")]
+DOCS = [README, *MANUAL]
 JSON_MD = ROOT / "docs" / "json.md"
 BIN = Path(sys.executable).parent
-BLOCKS = read_blocks(README)
+BLOCKS = [b for path in DOCS for b in read_blocks(path, str(path.relative_to(ROOT)))]
 
-#: commands of the README that a test does not run, by their exact text (continuation lines
+#: commands of :data:`DOCS` that a test does not run, by their exact text (continuation lines
 #: joined, the trailing comment dropped), and why
 SKIP: dict[str, str] = {
     "make demo": "creates .venv and installs packages (minutes, the package index); CI runs "
@@ -83,7 +95,7 @@ SKIP: dict[str, str] = {
 
 #: optional frameworks a python block may import: top-level module → extra
 FRAMEWORKS = {"haystack": "haystack", "llama_index": "llamaindex", "langchain_core": "langchain"}
-#: where ``credrank serve`` listens when no --port is given (what the README's curl calls)
+#: where ``credrank serve`` listens when no --port is given (what the service page's curl calls)
 DEFAULT_SERVE = "localhost:8000"
 #: the block run's time limit (a MiniLM load is a few seconds)
 TIMEOUT_S = 300
@@ -102,11 +114,11 @@ q3,s3,blue
 
 
 def block_id(block: Block) -> str:
-    return f"L{block.line}-{block.lang or 'text'}"
+    return f"{Path(block.source).name}-L{block.line}-{block.lang or 'text'}"
 
 
 def blocks_of(*langs: str) -> list[Any]:
-    """The README's blocks in ``langs``, as pytest params (the runs are ``slow``: MiniLM)."""
+    """The blocks of :data:`DOCS` in ``langs``, as pytest params (the runs are ``slow``: MiniLM)."""
     return [pytest.param(b, id=block_id(b), marks=pytest.mark.slow)
             for b in BLOCKS if b.lang in langs]
 
@@ -140,7 +152,8 @@ def run(args: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[st
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder a README reader works in (module docstring), built once per session."""
+    """The folder a reader of :data:`DOCS` works in (module docstring), built once per
+    session."""
     from credrank.demo_corpus import demo_dir
     from credrank.documents import read_queries
 
@@ -160,8 +173,9 @@ def readme_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build = next((minimal(c) for _, c in all_commands()
                   if words(minimal(c))[:2] == ["credrank", "index"]
                   and "./idx" in words(minimal(c))), None)
-    assert build is not None, "README.md builds no ./idx with `credrank index … --index ./idx`"
-    run(["bash", "-c", f"set -euo pipefail\n{build}"], work, f"the README's {build!r}")
+    assert build is not None, (f"none of {[str(p.relative_to(ROOT)) for p in DOCS]} builds "
+                               "./idx with `credrank index … --index ./idx`")
+    run(["bash", "-c", f"set -euo pipefail\n{build}"], work, f"the docs' {build!r}")
     assert (work / "idx" / "manifest.json").is_file()
     return work
 
@@ -180,16 +194,25 @@ HANDLED = SHELL | {"python", "json", "toml", ""}
 
 
 def test_every_block_has_a_known_kind():
-    assert BLOCKS, "README.md has no fenced code blocks"
+    assert BLOCKS, "README.md and the manual have no fenced code blocks"
+    empty = [str(p.relative_to(ROOT)) for p in DOCS if not p.is_file()]
+    assert not empty, f"{empty}: a manual page named in MANUAL is missing"
     unknown = [b.where for b in BLOCKS if b.lang not in HANDLED]
     assert not unknown, (f"{unknown}: tell tests/test_readme.py how to check these blocks "
                          f"(known: {sorted(HANDLED)})")
 
 
-def test_skip_list_names_commands_of_the_readme():
+def test_skip_list_names_commands_of_the_docs():
     present = {c for _, c in all_commands()}
     stale = [c for c in SKIP if c not in present]
-    assert not stale, f"SKIP names commands README.md no longer has: {stale}"
+    assert not stale, f"SKIP names commands that README.md and the manual no longer have: {stale}"
+
+
+def test_manual_pages_are_linked_from_the_readme():
+    """Each page of :data:`MANUAL` is one the README links to (a reader finds it)."""
+    text = README.read_text(encoding="utf-8")
+    unlinked = [p.name for p in MANUAL if f"](docs/{p.name})" not in text]
+    assert not unlinked, f"README.md links no manual page {unlinked}"
 
 
 def _cli() -> Any:
@@ -205,7 +228,8 @@ def _options(command: Any) -> set[str]:
 
 
 @pytest.mark.parametrize("command", [
-    pytest.param(c.text, id=f"L{c.line}-{'-'.join(words(minimal(c.text))[:3])}")
+    pytest.param(c.text, id=f"{Path(b.source).name}-L{c.line}-"
+                           f"{'-'.join(words(minimal(c.text))[:3])}")
     for b in BLOCKS if b.lang in SHELL for c in commands(b) if c.text.startswith("credrank ")])
 def test_credrank_commands_name_real_options(command: str):
     """Each ``credrank`` command of a shell block — skipped ones and the bracketed parts of a
@@ -349,7 +373,8 @@ def test_readme_config_example_is_read_by_the_loader(tmp_path: Path):
     from credrank.cli.config import load_config
 
     found = _config_blocks(BLOCKS)
-    assert len(found) == 1, "README.md: expected one ```toml credrank.toml example"
+    assert len(found) == 1, ("README.md and the manual: expected one ```toml credrank.toml "
+                             f"example, found {[b.where for b in found]}")
     path = tmp_path / "credrank.toml"
     path.write_text(found[0].text, encoding="utf-8")
     config = load_config(path)
@@ -359,7 +384,7 @@ def test_readme_config_example_is_read_by_the_loader(tmp_path: Path):
 
 @pytest.mark.slow
 def test_readme_config_example_gives_search_its_defaults(workdir: Path):
-    """``credrank search`` in a folder with the README's ``credrank.toml`` and no options but
+    """``credrank search`` in a folder with the manual's ``credrank.toml`` and no options but
     the query takes the file's index, priors and ``[search]`` top-k (``table`` is for the
     commands that have ``--table``: index, serve)."""
     block = _config_blocks(BLOCKS)[0]
