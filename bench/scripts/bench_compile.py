@@ -237,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = library(args.work, model, texts, args.passes)
     rows += cli(args.work, model, texts, args.cli_runs)
     rows += http(args.work, model, texts, args.requests)
-    result = {"data": str(args.cram), "documents": args.questions * 5, "queries": len(texts),
+    from credrank.index.opener import open_store
+
+    with open_store(args.work / "idx-scored") as store:  # what was indexed (built once)
+        documents = len(store)
+    result = {"data": str(args.cram), "documents": documents, "queries": len(texts),
               "build": built, "rows": rows,
               "load_average": {"before": [round(x, 2) for x in load0],
                                "after": [round(x, 2) for x in os.getloadavg()]}}
