@@ -19,7 +19,7 @@ from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import roc_auc
 from credrank.index.embed import HashingEmbedder
 from credrank.signals.agreement import AnswerAgreement, agreement_factor, consensus, sharpen
-from credrank.signals.prior import SourcePrior
+from credrank.stages.prior import SourcePrior
 from credrank_bench.experiments.stance import (
     StanceExample,
     StanceFeaturizer,

@@ -19,9 +19,14 @@ from credrank.cli import all_commands, root_help, run
 #: never imported by `credrank --help` / `--version`
 HEAVY = ("typer", "click", "rich", "numpy", "scipy", "torch", "onnxruntime", "matplotlib",
          "qdrant_edge")
-#: the stage packages a plain search does not run
-STAGES = ("credrank.consensus", "credrank.credibility", "credrank.freshness",
-          "credrank.reliability", "credrank.select.stages", "credrank.signals.stance",
+#: the stage modules (and their kernel packages) a plain search does not run; it runs the
+#: prior, credrank.stages.prior
+STAGES = ("credrank.stages.feedback_prior", "credrank.stages.reliability_prior",
+          "credrank.stages.smoothing", "credrank.stages.credibility", "credrank.stages.planted",
+          "credrank.stages.machine_text", "credrank.stages.freshness", "credrank.stages.stance",
+          "credrank.stages.consensus", "credrank.consensus", "credrank.credibility",
+          "credrank.freshness", "credrank.reliability", "credrank.defences",
+          "credrank.machine_text", "credrank.select.stages", "credrank.signals.stance",
           "credrank_bench", "credrank.evaluate")
 
 _RUNNER = """

@@ -7,7 +7,7 @@ from conftest import build_batch
 from credrank.combine import Combine, combine_rrf
 from credrank.core.candidates import Candidates, StageError
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior
+from credrank.stages.prior import SourcePrior
 
 
 def batch(sims, types):

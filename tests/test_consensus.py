@@ -13,7 +13,7 @@ from credrank.cli import app
 from credrank.combine import Combine
 from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.consensus.duplicates import duplicate_groups, jaccard_matrix, shingles
-from credrank.consensus.stage import AnswerConsensus, extractive_answers, generator_answers
+from credrank.consensus.readers import extractive_answers, generator_answers
 from credrank.consensus.vote import (
     AGREED,
     CONTESTED,
@@ -27,6 +27,7 @@ from credrank.generate.llm import Generation, parse_prompt
 from credrank.pipeline.compile import build_stages, context, decide_pushdown
 from credrank.pipeline.options import spec_from_options
 from credrank.select.topk import TopK
+from credrank.stages.consensus import AnswerConsensus
 
 runner = CliRunner()
 

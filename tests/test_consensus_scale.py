@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from credrank.consensus.stage import AnswerConsensus, _members, extractive_answers
+from credrank.consensus.readers import extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.generate.llm import ExtractiveReader
+from credrank.stages.consensus import AnswerConsensus, _members
 
 WORDS = ["Hamlet", "hamlet's", "wrote", "writing", "written", "Shakespeare", "Marlowe", "play",
          "plays", "the", "a", "of", "in", "1601", "1599", "who", "is", "tragedy", "scholars",

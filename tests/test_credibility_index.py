@@ -27,7 +27,6 @@ from credrank.credibility.indexed import (
     credibility_job,
     score_index,
 )
-from credrank.credibility.stage import UnscoredCredibilityWarning
 from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents
 from credrank.index.embed import HashingEmbedder, get_embedder
@@ -37,6 +36,7 @@ from credrank.index.scoring import ScoreJob, score_store
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.searcher import Searcher
+from credrank.stages.credibility import UnscoredCredibilityWarning
 from sparse_copy import copy_index
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")

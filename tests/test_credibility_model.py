@@ -21,7 +21,6 @@ from credrank.credibility import (
     CredibilityExample,
     CredibilityFeaturizer,
     CredibilityModel,
-    LearnedCredibilityPrior,
     credibility_report,
     cue_features,
     examples_from_labels,
@@ -32,6 +31,7 @@ from credrank.credibility import (
     url_features,
 )
 from credrank.index.embed import HashingEmbedder
+from credrank.stages.credibility import LearnedCredibilityPrior
 
 GOOD = ("A randomized clinical trial (Smith et al., Journal of Medicine, doi 10.1/x) and a "
         "systematic review found evidence. Reviewed by the National Institute of Health. "

@@ -15,13 +15,13 @@ from credrank.signals import feedback
 from credrank.signals.feedback import (
     AUDIT_FILE,
     STORE_FILE,
-    FeedbackPrior,
     FeedbackPriors,
     FeedbackStoreError,
     RequestIdReused,
     feedback_move,
 )
 from credrank.signals.prior import preset
+from credrank.stages.feedback_prior import FeedbackPrior
 from credrank_bench.experiments.oracle_feedback import simulate_oracle_feedback
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -28,9 +28,7 @@ from credrank.freshness.config import (
     parse_duration,
 )
 from credrank.freshness.dates import FRESHNESS_FIELDS
-from credrank.freshness.options import parse_freshness
 from credrank.freshness.policy import UnknownAge
-from credrank.freshness.stage import FreshnessDecay
 from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
@@ -47,7 +45,9 @@ from credrank.pipeline.compile import (
 from credrank.pipeline.options import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, load_priors, preset
+from credrank.signals.prior import load_priors, preset
+from credrank.stages.freshness import FreshnessDecay, parse_freshness
+from credrank.stages.prior import SourcePrior
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -34,7 +34,8 @@ from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, load_priors, preset
+from credrank.signals.prior import load_priors, preset
+from credrank.stages.prior import SourcePrior
 
 HOSTS = {
     "peer_reviewed": "https://www.nejm.org/doi/{i}",
@@ -185,7 +186,7 @@ def test_dates_round_trip_as_iso(tmp_path):
 
 
 def test_auto_pushdown_only_where_the_engine_can_score(small_index):
-    from credrank.signals.smoothing import NeighbourSmoothing
+    from credrank.stages.smoothing import NeighbourSmoothing
 
     def fused(spec: PipelineSpec) -> bool:
         return decide_pushdown(build_stages(spec, context()), retrieval=spec.retrieval,

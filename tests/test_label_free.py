@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import build_batch
-from credrank.consensus.stage import AnswerConsensus
 from credrank.core.pipeline import Pipeline
 from credrank.credibility import CredibilityFeaturizer
 from credrank.index.embed import get_embedder
+from credrank.stages.consensus import AnswerConsensus
 from credrank_bench.datasets import read_cram_nq
 from credrank_bench.experiments.benches import BenchOptions, run_bench
 from credrank_bench.experiments.label_free import (

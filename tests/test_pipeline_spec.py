@@ -210,11 +210,11 @@ def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> N
 
 def test_a_lineage_spec_runs_as_its_stages_built_by_hand(workdir: Path) -> None:
     from credrank.combine import Combine
-    from credrank.freshness.inherit import InheritedDates
-    from credrank.freshness.stage import FreshnessDecay
     from credrank.pipeline.compile import check_stages, compile_search
     from credrank.select.topk import TopK
-    from credrank.signals.prior import SourcePrior, load_priors
+    from credrank.signals.prior import load_priors
+    from credrank.stages.freshness import FreshnessDecay, InheritedDates
+    from credrank.stages.prior import SourcePrior
 
     spec = PipelineSpec.of("prior", {"stage": "freshness", "half_life": 365,
                                      "lineage": "cites"}, top_k=3)

@@ -9,7 +9,7 @@ import pytest
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import cosine_matrix
-from credrank.defences.planted import MODES, PlantedEvidence, trustrag_flags
+from credrank.defences.planted import trustrag_flags
 from credrank.defences.planted_math import (
     complete_link_groups,
     frequency_scores,
@@ -26,6 +26,7 @@ from credrank.defences.planted_math import (
 )
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.stages.planted import MODES, PlantedEvidence
 from sparse_copy import copy_index
 
 

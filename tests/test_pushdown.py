@@ -28,7 +28,8 @@ from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, load_priors
+from credrank.signals.prior import load_priors
+from credrank.stages.prior import SourcePrior
 
 EMB = HashingEmbedder(64)
 DATA = demo_dir()

@@ -8,7 +8,8 @@ import pytest
 from conftest import build_batch
 from credrank.core.candidates import Candidates, StageError
 from credrank.reliability.estimate import UNKNOWN
-from credrank.reliability.prior import ReliabilityPrior, reliability_table, shrink_reliability
+from credrank.reliability.prior import reliability_table, shrink_reliability
+from credrank.stages.reliability_prior import ReliabilityPrior
 
 
 def test_shrinkage_formula_by_hand():

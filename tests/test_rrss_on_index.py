@@ -15,10 +15,10 @@ from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.retrieve import DenseRetriever, source_passages
 from credrank.provenance import SourceTyper
-from credrank.reliability.prior import ShrunkReliabilityPrior
 from credrank.reliability.rrss import kappa_rrss
 from credrank.select.topk import TopK
 from credrank.signals.prior import preset
+from credrank.stages.reliability_prior import ShrunkReliabilityPrior
 
 CLAIMS = {"s_good1": "The capital of Australia is Canberra.",
           "s_good2": "Canberra is the capital city of Australia.",

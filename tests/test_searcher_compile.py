@@ -14,14 +14,15 @@ import credrank
 from credrank.combine import Combine
 from credrank.core.hittext import SNIPPET_CHARS
 from credrank.freshness.policy import parse_undated
-from credrank.freshness.stage import FreshnessDecay
 from credrank.index.store import MAX_K
 from credrank.pipeline.compile import compile_search
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.rerank import as_spec, default_spec
 from credrank.searcher import Searcher
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, load_priors
+from credrank.signals.prior import load_priors
+from credrank.stages.freshness import FreshnessDecay
+from credrank.stages.prior import SourcePrior
 
 QUERY = "does vitamin d prevent covid"
 FRESHNESS = "half_life=365d,undated=penalty:0.5,now=2026-01-01"

@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 import pytest
 
-from credrank.consensus.stage import AnswerConsensus
 from credrank.core.candidates import Candidates
 from credrank.select import coverage as cov
 from credrank.select.budget import PoolSizeWarning, pool_warnings
@@ -26,6 +25,7 @@ from credrank.select.diversity import (
     set_objective,
 )
 from credrank.select.stages import CoverageSelect, MMRSelect
+from credrank.stages.consensus import AnswerConsensus
 
 
 class Clock:

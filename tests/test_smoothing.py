@@ -6,7 +6,8 @@ import pytest
 from conftest import build_batch
 from credrank.combine import Combine
 from credrank.core.candidates import Candidates, StageError
-from credrank.signals.smoothing import NeighbourSmoothing, neighbour_mask, smooth_priors
+from credrank.signals.smoothing import neighbour_mask, smooth_priors
+from credrank.stages.smoothing import NeighbourSmoothing
 
 # three candidates: e1, (e1 + e2)/√2, e2. Cosines: (0,1) = (1,2) = 1/√2 exactly, (0,2) = 0.
 V3 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])

@@ -15,15 +15,7 @@ from conftest import build_batch
 from credrank.cli.stance import app
 from credrank.core.candidates import StageError
 from credrank.index.embed import HashingEmbedder, get_embedder
-from credrank.signals.stance import (
-    StanceAgreement,
-    StanceModelError,
-    fit_pairs,
-    load_model,
-    read_pairs,
-    save_model,
-    stance_stage,
-)
+from credrank.signals.stance import StanceModelError, fit_pairs, load_model, read_pairs, save_model
 from credrank.signals.stance_model import (
     L2_GRID,
     StanceConfig,
@@ -36,6 +28,7 @@ from credrank.signals.stance_model import (
     log_loss,
     out_of_fold,
 )
+from credrank.stages.stance import StanceAgreement, stance_stage
 
 TREATMENTS = [("zinc", "colds"), ("cranberry", "infections"), ("traction", "back pain"),
               ("honey", "coughs"), ("garlic", "blood pressure"), ("yoga", "anxiety")]

@@ -8,7 +8,7 @@ round, in alternating order:
   * ``search``            — dense retrieval of ``--fetch-k`` candidates *with their text*,
                             current priors, multiply, top ``--top-k`` (the Python path, as
                             consensus needs; the text payload is in both rows);
-  * ``search + consensus`` — the same with :class:`~credrank.consensus.stage.AnswerConsensus`
+  * ``search + consensus`` — the same with :class:`~credrank.stages.consensus.AnswerConsensus`
                             (the offline extractive reader on every candidate, 3-gram Jaccard
                             copy detection, the weighted vote).
 
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from credrank.consensus.duplicates import duplicate_groups
-from credrank.consensus.stage import AnswerConsensus, extractive_answers
+from credrank.consensus.readers import extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
@@ -44,6 +44,7 @@ from credrank.index.opener import open_store
 from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.options import spec_from_options
 from credrank.provenance import SourceTyper
+from credrank.stages.consensus import AnswerConsensus
 from credrank_bench.datasets import read_cram_nq
 
 DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"

@@ -160,10 +160,10 @@ def searches(work: Path, texts: list[str], warm_passes: int
     """Every system's timings, and the median milliseconds of embedding one query."""
     import warnings
 
-    from credrank.credibility.stage import UnscoredCredibilityWarning
     from credrank.index.embed import get_embedder
     from credrank.index.opener import open_store
     from credrank.searcher import Searcher
+    from credrank.stages.credibility import UnscoredCredibilityWarning
 
     warnings.simplefilter("ignore", UnscoredCredibilityWarning)
     emb = get_embedder("minilm")

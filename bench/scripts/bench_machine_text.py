@@ -252,9 +252,9 @@ def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
     from credrank.evaluate.metrics import evaluate, harmful_at_k, mean, run_from_batches
     from credrank.index.embed import CachedEmbedder, get_embedder
     from credrank.machine_text.scorer import FastDetectScorer
-    from credrank.machine_text.stage import FIELD, MachineTextFactor
     from credrank.provenance import SourceTyper
     from credrank.select.topk import TopK
+    from credrank.stages.machine_text import FIELD, MachineTextFactor
     from credrank_bench.datasets import load_dataset
     from credrank_bench.experiments.bench import pools_for, prepare, without_bad
     from credrank_bench.experiments.machine_text_rows import add_machine_text

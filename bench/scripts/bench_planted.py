@@ -8,7 +8,7 @@ order per round:
 
   * ``search``            — dense retrieval of ``fetch_k`` candidates with their vectors and
                             text (the Python path, as the stage needs), multiply, top ``--top-k``;
-  * ``search + planted``  — the same with :class:`~credrank.defences.planted.PlantedEvidence`
+  * ``search + planted``  — the same with :class:`~credrank.stages.planted.PlantedEvidence`
                             in ``--mode`` (default: the combination).
 
 It also times the stage alone on the retrieved pools. Goal (issue 25): the stage adds ≤ 10 ms
@@ -40,13 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from credrank.cli.specs import spec_value
-from credrank.defences.planted import MODES, PlantedEvidence
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.opener import open_store
 from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
+from credrank.stages.planted import MODES, PlantedEvidence
 from credrank_bench.datasets import read_cram_nq
 
 DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"

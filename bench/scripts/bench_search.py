@@ -65,7 +65,8 @@ from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.select.topk import TopK
-from credrank.signals.prior import SourcePrior, preset
+from credrank.signals.prior import preset
+from credrank.stages.prior import SourcePrior
 
 
 def peak_rss_mb() -> float:

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from credrank.consensus.duplicates import duplicate_groups, shingles
-from credrank.consensus.stage import extractive_answers
+from credrank.consensus.readers import extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Pipeline
 from credrank.generate.llm import ExtractiveReader

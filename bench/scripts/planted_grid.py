@@ -1,6 +1,6 @@
 """The grid the default ``planted`` setting was chosen from, rerun in one place.
 
-The default mode of the planted-evidence stage (:mod:`credrank.defences.planted`) flags
+The default mode of the planted-evidence stage (:mod:`credrank.stages.planted`) flags
 paraphrase groups: connected components of ≥ ``min_cluster`` passages with pairwise cosine ≥
 ``cluster_cosine`` (word copies excluded) whose median query-similarity z-score is ≥
 ``cluster_z``. This script measures every setting of a small grid on the attacked sets and the
@@ -145,8 +145,9 @@ def _groups(sims: np.ndarray, words: list[str], threshold: float, pair_ok: Any =
     """Group labels over the stage's paraphrase pairs at ``threshold`` (word copies excluded)
     that also pass ``pair_ok``; single-link components or, with ``linkage="complete"``, the
     stage's complete-link groups (distances from ``link_sims``, default ``sims``)."""
-    from credrank.defences.planted import PlantedEvidence, paraphrase_graph
+    from credrank.defences.planted import paraphrase_graph
     from credrank.defences.planted_math import complete_link_groups, paraphrase_components
+    from credrank.stages.planted import PlantedEvidence
 
     adj, _ = paraphrase_graph(sims, words, threshold, PlantedEvidence().copy_jaccard)
     if pair_ok is not None:
@@ -244,7 +245,7 @@ def variant_stage(evidence: Any) -> Any:
     """A ``--variants`` row as a pipeline stage: factor ``planted = 0.1 + 0.9 (1 − p)`` with
     the planted stage's ``trusted`` exemption (a pool under its ``min_pool``: factor 1)."""
     from credrank.core.pipeline import FunctionStage
-    from credrank.defences.planted import PlantedEvidence
+    from credrank.stages.planted import PlantedEvidence
 
     default = PlantedEvidence()
 
@@ -259,9 +260,9 @@ def variant_stage(evidence: Any) -> Any:
 def main(argv: list[str] | None = None) -> None:
     from credrank.combine import Combine
     from credrank.core.pipeline import Pipeline
-    from credrank.defences.planted import PlantedEvidence
     from credrank.evaluate.metrics import run_from_batches
     from credrank.select.topk import TopK
+    from credrank.stages.planted import PlantedEvidence
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))

@@ -2,7 +2,7 @@
 pairs, for the answer-agreement stage of claim-style queries (chapter 35.3).
 
 The lead mounts :data:`app` as ``credrank stance``; the model file it writes is applied by
-``credrank search --stance-model MODEL`` (:func:`credrank.signals.stance.stance_stage`).
+``credrank search --stance-model MODEL`` (:func:`credrank.stages.stance.stance_stage`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Chapter 35.3 warns that copies inflate a consensus: ten pages that repeat one press release are
 one voice, not ten. ``credrank.reliability`` detects such dependence between *sources*; this
 module does the same between the *passages* of one candidate batch, so that
-:class:`~credrank.consensus.stage.AnswerConsensus` counts each group of copies once.
+:class:`~credrank.stages.consensus.AnswerConsensus` counts each group of copies once.
 
 Two passages are near-duplicates when either test fires (thresholds stated, defaults fixed a
 priori, never tuned on an evaluation set):

@@ -15,8 +15,10 @@ from the page itself. This package learns one from labelled pages and applies it
   fit``);
 * :mod:`~credrank.credibility.indexed` — ``p`` computed at index time and kept in the payload
   (``credrank score credibility``, ``credrank index … --credibility-model``);
-* :mod:`~credrank.credibility.stage` — the factor ``λ = floor + (1 − floor) · p``, read from
-  the payload (and scored in the engine) where the index holds it.
+
+The stage that applies a model in search (the factor ``λ = floor + (1 − floor) · p``, read from
+the payload and scored in the engine where the index holds it) is
+:mod:`credrank.stages.credibility`.
 
 **Limits.** A model learns what its labels call credible (NIST's 0/1 judgement of a page as a
 whole says nothing about whether the page's claim is correct); the cue lists are English and
@@ -60,19 +62,14 @@ from credrank.credibility.model import (
     training_set,
 )
 from credrank.credibility.modelfile import SavedCredibilityModel, load_model, save_model
-from credrank.credibility.stage import (
-    CredibilityFn,
-    LearnedCredibilityPrior,
-    UnscoredCredibilityWarning,
-)
 from credrank.credibility.train import FitResult, fit_from_labels
 
 __all__ = [
     "CUE_GROUPS", "CUE_NAMES", "DEFAULT_CONFIGS", "EMBEDDING_SOURCES", "GROUPS", "TLDS",
     "URL_NAMES", "Config",
-    "CredibilityExample", "CredibilityFeaturizer", "CredibilityFn", "CredibilityModel",
-    "CrossValidation", "FitResult", "LabelsFile", "LearnedCredibilityPrior", "MatchReport",
-    "OutOfFold", "SavedCredibilityModel", "UnscoredCredibilityWarning", "bootstrap_auc",
+    "CredibilityExample", "CredibilityFeaturizer", "CredibilityModel",
+    "CrossValidation", "FitResult", "LabelsFile", "MatchReport",
+    "OutOfFold", "SavedCredibilityModel", "bootstrap_auc",
     "choose_config", "credibility_job", "credibility_report", "cue_features",
     "examples_from_labels", "fit_from_labels",
     "group_folds", "grouped_cross_validation", "head", "held_out", "load_model",

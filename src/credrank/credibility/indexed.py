@@ -7,7 +7,7 @@ in the payload field :data:`FIELD` (``credibility``) and the model's key
 (``credibility_key``), through the resumable, chunked index-time score mechanism of
 :mod:`credrank.index.scoring` (a run stopped at any point keeps what it wrote; re-running
 scores the rest, no document twice). A search with the same model reads ``p`` back (the
-:class:`~credrank.credibility.stage.LearnedCredibilityPrior` stage) and, when every document
+:class:`~credrank.stages.credibility.LearnedCredibilityPrior` stage) and, when every document
 holds it, scores the factor in the engine's formula (pushdown).
 
 **No embedder at scoring time** for a model whose embedding feature is the ``document`` source

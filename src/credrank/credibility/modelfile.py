@@ -11,7 +11,7 @@ credrank version and (format 2) the ``provenance`` table of :mod:`credrank.learn
 :func:`credrank.core.structured.read_structured`, the header, the format's declared schema,
 :data:`MODEL_SCHEMA` for format 2), then checks the fields that depend on each other, and
 returns a :class:`SavedCredibilityModel`, a ``(texts, urls) -> P(credible)`` callable for
-:class:`~credrank.credibility.stage.LearnedCredibilityPrior`. Every problem is a
+:class:`~credrank.stages.credibility.LearnedCredibilityPrior`. Every problem is a
 :class:`ModelFileError` (a ``ValueError``) naming the file, the key path, what was expected and
 what came: ``model.json: logistic.scale[3]: expected a finite number > 0, got 0``.
 

@@ -1,4 +1,6 @@
-"""Pure kernels of the planted-evidence defence (:mod:`credrank.defences.planted`).
+"""Pure kernels of the planted-evidence defence (the stage is
+:mod:`credrank.stages.planted`; the pool-level kernels it also calls are
+:mod:`credrank.defences.planted`).
 
 Planted passages (corpus poisoning, PoisonedRAG; GPT-written fakes, CrAM) are written *for the
 query*: they are abnormally similar to it, and an attacker who plants several writes them as a

@@ -11,7 +11,7 @@
   (the file's default) or given (it replaces the file's default ``half_life``);
 * ``lineage`` — ``cites``: a document without its own ``observed_at``/``verified_at`` that
   repeats older evidence along ``cites`` links takes its origin's evidence date
-  (:class:`~credrank.freshness.inherit.InheritedDates`, needs the index; Python path).
+  (:class:`~credrank.stages.freshness.InheritedDates`, needs the index; Python path).
 
 Errors (``ValueError``) name the key and the value; those of the config file
 (:class:`~credrank.freshness.config.FreshnessConfigError`, read by the hardened reader of
@@ -19,10 +19,6 @@ Errors (``ValueError``) name the key and the value; those of the config file
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-
-from credrank.freshness.stage import FreshnessDecay
 
 KEYS = ("half_life", "now", "undated", "config", "lineage")
 #: ``lineage=``: ``cites`` makes wrappers inherit their origin's evidence date
@@ -52,21 +48,3 @@ def freshness_items(text: str, option: str = "--freshness") -> dict[str, str]:
         raise ValueError(f"{option}: give half_life=DURATION (e.g. half_life=365d) or "
                          "config=FILE")
     return items
-
-
-def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
-    """The :class:`~credrank.freshness.stage.FreshnessDecay` stage ``text`` describes (its
-    items checked by :attr:`FreshnessDecay.SPEC`, built by :meth:`FreshnessDecay.from_spec`;
-    errors say ``{option} KEY: …``)."""
-    items = freshness_items(text, option)
-    if "config" in items and not Path(items["config"]).exists():
-        raise ValueError(f"{option} config: no such file {items['config']!r}")
-    try:
-        params = FreshnessDecay.SPEC.check(items, "", error=ValueError)
-        stage = FreshnessDecay.from_params(params)
-    except ValueError as exc:
-        text_ = str(exc)
-        if text_.startswith(("half_life:", "now:", "undated:", "lineage:", "config:")):
-            raise ValueError(f"{option} {text_}") from None
-        raise ValueError(text_ if text_.startswith(option) else f"{option}: {text_}") from None
-    return stage

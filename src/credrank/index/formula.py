@@ -119,7 +119,7 @@ class FreshnessFormula:
 class CredibilityFormula:
     """The learned-credibility factor of :data:`CREDIBILITY_FORMULA`, backend-neutral.
 
-    ``λ = floor + (1 − floor) · p`` (:class:`credrank.credibility.stage.
+    ``λ = floor + (1 − floor) · p`` (:class:`credrank.stages.credibility.
     LearnedCredibilityPrior`), ``p`` the number in the payload field ``field`` of a point
     whose ``field_key`` payload is ``key`` (the model that computed it,
     :mod:`credrank.index.scoring`), else ``neutral`` — so a point scored by another model, or

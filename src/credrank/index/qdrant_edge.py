@@ -518,7 +518,7 @@ class EdgeIndex:
         A prefetch of ``fetch_k`` nearest neighbours is rescored by the formula
         ``max($score, 0) × Σ_t λ_t·[source_type = t]`` (:data:`credrank.index.formula.FORMULA`)
         — the same ``multiply`` combination as :func:`credrank.combine.combine_multiply` with
-        the prior of :class:`credrank.signals.prior.SourcePrior` — times, with ``freshness``,
+        the prior of :class:`credrank.stages.prior.SourcePrior` — times, with ``freshness``,
         the half-life factor of :func:`freshness_expression` (chapter 35.7), with
         ``credibility`` the learned-credibility factor of :func:`credibility_expression`, and
         the ``top_k`` best are returned, with the payload ``fields`` (default:

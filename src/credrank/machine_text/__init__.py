@@ -6,17 +6,17 @@
   with the ``lm`` extra (token budget, length-sorted batches);
 * :mod:`~credrank.machine_text.factor` — the fixed, label-free transform of ``d`` into a
   floored factor;
-* :mod:`~credrank.machine_text.stage` — the catalog stage ``machine_text``, which reads ``d``
-  from the payload where ``credrank score machine-text`` (or ``credrank index … --score
-  machine-text``) stored it (:mod:`credrank.index.scoring`).
+
+The catalog stage ``machine_text`` (:mod:`credrank.stages.machine_text`) reads ``d`` from the
+payload where ``credrank score machine-text`` (or ``credrank index … --score machine-text``)
+stored it (:mod:`credrank.index.scoring`).
 
 Nothing here imports torch or transformers until a passage is scored.
 """
 
 from credrank.machine_text.factor import machine_likeness, machine_text_factor
 from credrank.machine_text.scorer import FastDetectScorer
-from credrank.machine_text.stage import MachineTextFactor
 from credrank.machine_text.statistic import criterion_from_terms, criterion_numpy
 
-__all__ = ["FastDetectScorer", "MachineTextFactor", "criterion_from_terms", "criterion_numpy",
-           "machine_likeness", "machine_text_factor"]
+__all__ = ["FastDetectScorer", "criterion_from_terms", "criterion_numpy", "machine_likeness",
+           "machine_text_factor"]

@@ -1,11 +1,12 @@
 """The stage catalog: every stage a pipeline spec can name, with its kind and order rank.
 
 One line per stage: its spec name, the class that implements it (``"module:Class"``, imported
-when first used, so naming the catalog costs no import of scipy, torch or the stage
-packages), its kind and its rank. The class declares everything else itself (DESIGN.md §4):
-its parameters (``SPEC``, a :mod:`credrank.core.schema` table: one declaration, one
-validator, whatever the front door), how it is built from them (``from_spec``), what it
-reads of each candidate (``reads``) and whether the engine can score it (``formula_term``).
+when first used, so naming the catalog costs no import of scipy, torch or the stage modules;
+every prior and signal is a module of :mod:`credrank.stages`), its kind and its rank. The
+class declares everything else itself (DESIGN.md §4): its parameters (``SPEC``, a
+:mod:`credrank.core.schema` table: one declaration, one validator, whatever the front door),
+how it is built from them (``from_spec``), what it reads of each candidate (``reads``) and
+whether the engine can score it (``formula_term``).
 **Adding a stage is its module and one line here**; every front door then has it.
 
 Kinds, in the order a pipeline runs them:
@@ -48,25 +49,26 @@ class Entry:
 
 #: name → entry; the order is the order of ``credrank search --help`` and of the docs
 CATALOG: dict[str, Entry] = {e.name: e for e in (
-    Entry("prior", "credrank.signals.prior:SourcePrior", "prior", 10,
+    Entry("prior", "credrank.stages.prior:SourcePrior", "prior", 10,
           "λ(source type): a preset or a prior file"),
-    Entry("feedback_prior", "credrank.signals.feedback:FeedbackPrior", "prior", 10,
+    Entry("feedback_prior", "credrank.stages.feedback_prior:FeedbackPrior", "prior", 10,
           "the current version of a feedback store (credrank priors)"),
-    Entry("reliability_prior", "credrank.reliability.prior:ShrunkReliabilityPrior", "prior", 10,
+    Entry("reliability_prior", "credrank.stages.reliability_prior:ShrunkReliabilityPrior",
+          "prior", 10,
           "per-source reliability (credrank reliability estimate) shrunk toward λ(type)"),
-    Entry("smoothing", "credrank.signals.smoothing:NeighbourSmoothing", "signal", 15,
+    Entry("smoothing", "credrank.stages.smoothing:NeighbourSmoothing", "signal", 15,
           "one-hop neighbour smoothing of the prior (seed 004)"),
-    Entry("credibility", "credrank.credibility.stage:LearnedCredibilityPrior", "signal", 20,
+    Entry("credibility", "credrank.stages.credibility:LearnedCredibilityPrior", "signal", 20,
           "learned page credibility: floor + (1 − floor) · P(credible)"),
-    Entry("planted", "credrank.defences.planted:PlantedEvidence", "signal", 22,
+    Entry("planted", "credrank.stages.planted:PlantedEvidence", "signal", 22,
           "label-free planted-evidence defence over the pool (GRADA, RAGDefender, TrustRAG)"),
-    Entry("machine_text", "credrank.machine_text.stage:MachineTextFactor", "signal", 24,
+    Entry("machine_text", "credrank.stages.machine_text:MachineTextFactor", "signal", 24,
           "machine-written text: the Fast-DetectGPT statistic stored at index time, floored"),
-    Entry("freshness", "credrank.freshness.stage:FreshnessDecay", "signal", 30,
+    Entry("freshness", "credrank.stages.freshness:FreshnessDecay", "signal", 30,
           "half-life decay 2^(−(T−t)/τ) on the evidence date (35.7)"),
-    Entry("stance", "credrank.signals.stance:StanceAgreement", "signal", 40,
+    Entry("stance", "credrank.stages.stance:StanceAgreement", "signal", 40,
           "stance agreement of claim-style queries (a stance model)"),
-    Entry("consensus", "credrank.consensus.stage:AnswerConsensus", "signal", 50,
+    Entry("consensus", "credrank.stages.consensus:AnswerConsensus", "signal", 50,
           "label-free answer consensus of question-style queries"),
     Entry("combine", "credrank.combine:Combine", "combine", 90,
           "the score: multiply | linear | rrf"),

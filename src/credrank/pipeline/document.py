@@ -55,22 +55,22 @@ def settings_document(compiled: Compiled) -> dict[str, Any]:
                            "pushdown": compiled.pushdown.fused}
     for built in flat(compiled.stages):
         stage: Any = built  # each branch below knows the stage's class
-        if _is(stage, "credrank.signals.prior:SourcePrior"):
+        if _is(stage, "credrank.stages.prior:SourcePrior"):
             out["priors"] = stage.priors.as_dict()
-        elif _is(stage, "credrank.signals.feedback:FeedbackPrior"):
+        elif _is(stage, "credrank.stages.feedback_prior:FeedbackPrior"):
             out["priors"] = _feedback_priors(stage)
         elif _is(stage, "credrank.combine:Combine"):
             out["mode"] = stage.mode
-        elif _is(stage, "credrank.credibility.stage:LearnedCredibilityPrior"):
+        elif _is(stage, "credrank.stages.credibility:LearnedCredibilityPrior"):
             out["credibility"] = stage.config()
-        elif _is(stage, "credrank.signals.stance:StanceAgreement"):
+        elif _is(stage, "credrank.stages.stance:StanceAgreement"):
             params = dict(next(x.params for x in spec.stages if x.name == "stance"))
             out["stance"] = {"model": stage.source.get("path"),
                              "embedder": stage.source.get("embedder"),
                              **{k: v for k, v in params.items() if k != "model"}}
-        elif _is(stage, "credrank.consensus.stage:AnswerConsensus"):
+        elif _is(stage, "credrank.stages.consensus:AnswerConsensus"):
             out["consensus"] = stage.config()
-        elif _is(stage, "credrank.freshness.stage:FreshnessDecay"):
+        elif _is(stage, "credrank.stages.freshness:FreshnessDecay"):
             out["freshness"] = stage.config()
     if compiled.engine is not None:
         out["engine"] = compiled.engine
@@ -81,7 +81,8 @@ def settings_document(compiled: Compiled) -> dict[str, Any]:
 def stable_settings(compiled: Compiled) -> bool:
     """Whether :func:`settings_document` of ``compiled`` is the same for every run: not
     where a feedback prior ranks with its store's latest version (the document says which)."""
-    return not any(_is(s, "credrank.signals.feedback:FeedbackPrior") for s in flat(compiled.stages))
+    return not any(_is(s, "credrank.stages.feedback_prior:FeedbackPrior")
+                   for s in flat(compiled.stages))
 
 
 def _feedback_priors(stage: Any) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from credrank.index.store import (
 )
 
 if TYPE_CHECKING:  # a search without freshness does not import the freshness stage
-    from credrank.credibility.stage import LearnedCredibilityPrior
-    from credrank.freshness.stage import FreshnessDecay
     from credrank.signals.prior import PriorTable
+    from credrank.stages.credibility import LearnedCredibilityPrior
+    from credrank.stages.freshness import FreshnessDecay
 
 
 class PushdownSearch(Stage):
@@ -82,7 +82,7 @@ class PushdownSearch(Stage):
               else self.embedder.embed([batch.query])[0])
         spec, fixed = None, None
         if self.freshness is not None:
-            from credrank.freshness.stage import FreshnessDecay
+            from credrank.stages.freshness import FreshnessDecay
 
             now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
             value = self.freshness.undated.value

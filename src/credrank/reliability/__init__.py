@@ -20,7 +20,7 @@ from credrank.reliability.estimate import (
     consensus_diagnostics,
     encode_answers,
 )
-from credrank.reliability.prior import ReliabilityPrior, reliability_table, shrink_reliability
+from credrank.reliability.prior import reliability_table, shrink_reliability
 from credrank.reliability.rrss import (
     KappaRRSS,
     RRSSResult,
@@ -41,7 +41,6 @@ __all__ = [
     "KappaRRSS",
     "RRSSResult",
     "ReliabilityEstimator",
-    "ReliabilityPrior",
     "agreement_rates",
     "collapse",
     "consensus_diagnostics",

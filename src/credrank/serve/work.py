@@ -72,7 +72,8 @@ from credrank.serve.idempotency import (
 from credrank.serve.limits import MAY_BE_APPLIED, LimitError, run_limited
 from credrank.serve.models import ScoringRequest
 from credrank.serve.responses import JSON, dumps
-from credrank.signals.feedback import FeedbackPrior, FeedbackPriors
+from credrank.signals.feedback import FeedbackPriors
+from credrank.stages.feedback_prior import FeedbackPrior
 
 T = TypeVar("T")
 #: the request field behind a spec path (errors speak JSON fields, not the CLI's flags;

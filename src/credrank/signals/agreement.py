@@ -5,7 +5,7 @@ consensus ``â = argmax_a Σ_s v_s 1[A_s(q) ~ a]``. This module applies the same
 *documents of one candidate batch* for a yes/no question ("does the treatment help?"):
 
 1. each candidate ``d`` gets ``p_d = P(d says yes)`` from a stance model
-   (:mod:`credrank.signals.stance`, or any callable ``(query, batch) -> p``);
+   (:class:`credrank.stages.stance.StanceAgreement`, or any callable ``(query, batch) -> p``);
 2. each candidate votes with weight ``w_d = λ_d · max(sim_d, 0)``, ``λ_d`` being an existing
    factor of the batch (by default the source prior ``prior``; ``1`` when that factor is
    absent or ``weight_factor=None``);

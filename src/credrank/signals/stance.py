@@ -1,10 +1,10 @@
-"""Answer agreement from a fitted stance model: the product stage, its model file and its fit.
+"""Answer agreement from a fitted stance model: its training pairs, its model file and its fit.
 
 For claim-style queries ("does X help Y?") the agreement of chapter 35.3 needs each
-candidate's *answer*. :class:`StanceAgreement` reads it from the page text with a stance model
-(:mod:`credrank.signals.stance_model`: ``p_d = P(page d says the treatment helps)``) and hands
-it to :class:`~credrank.signals.agreement.AnswerAgreement`, which adds the factor
-``agreement``:
+candidate's *answer*. The stage :class:`~credrank.stages.stance.StanceAgreement` reads it from
+the page text with a stance model (:mod:`credrank.signals.stance_model`: ``p_d = P(page d says
+the treatment helps)``) and hands it to :class:`~credrank.signals.agreement.AnswerAgreement`,
+which adds the factor ``agreement``:
 
 ``w_d = λ_d · max(sim_d, 0)``, ``z = Σ_d w_d p_d / Σ_d w_d``, ``ẑ = σ(κ · logit z)``,
 ``a_d = p_d ẑ + (1 − p_d)(1 − ẑ)``, ``f_d = floor + (1 − floor) · a_d ∈ [floor, 1]``
@@ -29,35 +29,29 @@ written and read by the shared :class:`~credrank.learn.modelfile.ModelFileFormat
 lists the fields. :func:`fit_pairs` runs the nested grouped cross-validation
 (:func:`~credrank.signals.stance_model.grouped_cross_validation`, that is
 :func:`credrank.learn.cv.nested_cross_validation`) and refits on every pair. A model reads
-pages with the embedder it was fitted with: :func:`stance_stage` refuses another one, naming
-both.
+pages with the embedder it was fitted with: :func:`~credrank.stages.stance.stance_stage`
+refuses another one, naming both.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.logistic import text_key
-from credrank.core.pipeline import BuildContext, IndexNeeded, Stage
 from credrank.core.schema import (
     Anything,
     Field,
     Flag,
     Integer,
     ListOf,
-    Nullable,
     Number,
     Table,
     Text,
@@ -76,7 +70,6 @@ from credrank.learn.modelfile import (
     logistic_schema,
     with_provenance,
 )
-from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.stance_model import (
     StanceConfig,
     StanceExample,
@@ -102,11 +95,6 @@ REASONS = ("blank row", "topic empty", "query empty", "doc_id empty", "stance em
            "stance not a number", "stance not 0 or 1", "duplicate (topic, doc_id)",
            "no text (none in the file, no index given)", "doc_id not in the index",
            "no text (empty in the file and in the index)")
-
-
-#: the keyword settings :func:`stance_stage` passes on to :class:`StanceAgreement`
-STAGE_SETTINGS = ("weight_factor", "floor", "sharpness", "mode", "exclude_self", "voters",
-                  "name")
 
 
 class StanceModelError(FileFormatError):
@@ -498,89 +486,3 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
               "features": doc["features"], "training_sha256": sha,
               "stance_counts": {str(k): v for k, v in sorted(stances.items())}}
     return FitResult(doc, report, cv.model)
-
-
-# ---------------------------------------------------------------- the stage
-
-
-class StanceAgreement(AnswerAgreement):
-    """:class:`~credrank.signals.agreement.AnswerAgreement` fed by a fitted stance model: the
-    factor ``agreement`` (module docstring formula, chapter 35.3) in ``[floor, 1]``.
-
-    Needs the candidates' text in the meta column ``text`` (retrieve with text); a non-empty
-    batch without it raises :class:`~credrank.core.candidates.StageError` naming the
-    candidates. ``p_yes`` (the stance probabilities) is kept as a meta column for audit.
-    """
-
-    reads = frozenset({"text"})
-    SPEC = Table({
-        "model": Field(Text(what="a model file of `credrank stance fit`")),
-        "weight_factor": Field(Nullable(Text()), default="prior"),
-        "floor": Field(Number(0.0, 1.0), default=0.1),
-        "sharpness": Field(Number(0.0), default=1.0),
-        "mode": Field(Text(choices=("expected", "absolute")), default="expected"),
-        "exclude_self": Field(Flag(), default=False),
-        "voters": Field(Nullable(Integer(1)), default=None),
-    })
-
-    def formula_term(self) -> str:
-        return "needs the Python path (it reads each candidate's text)"
-
-    @classmethod
-    def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
-        """The factor ``agreement`` of the stance model file ``model`` (a registered name or
-        a path), bound to the index's embedder (``ctx.embedder``: the model must have been
-        fitted with it)."""
-        if ctx.embedder is None:
-            load_model(ctx.path(params["model"], "model", "stance model"))  # a readable file
-            raise IndexNeeded("model: the stance stage needs the embedder of the index")
-        settings = {k: v for k, v in params.items() if k != "model"}
-        return stance_stage(ctx.path(params["model"], "model", "stance model"),
-                            ctx.embedder.name, embedder=ctx.embedder, **settings)
-
-    def __init__(self, model: StanceModel, weight_factor: str | None = "prior", *,
-                 floor: float = 0.1, sharpness: float = 1.0, mode: str = "expected",
-                 exclude_self: bool = False, voters: int | None = None,
-                 name: str = "agreement", source: Mapping[str, Any] | None = None):
-        if not isinstance(model, StanceModel) or model.model is None:
-            raise ValueError("model: expected a fitted StanceModel (fit() or load_model())")
-        self.model = model
-        self.source = dict(source or {})
-        super().__init__(self._stance, weight_factor, floor=floor, sharpness=sharpness,
-                         mode=mode, exclude_self=exclude_self, voters=voters, name=name)
-
-    def _stance(self, query: str, batch: Candidates) -> np.ndarray:
-        texts = batch.column("text")
-        missing = [str(d) for d, t in zip(batch.doc_ids, texts, strict=True)
-                   if t is None or (isinstance(t, float) and math.isnan(t))]
-        if missing:
-            raise StageError(f"stance agreement needs the candidates' text (meta column "
-                             f"'text'); {len(missing)} of {len(batch)} candidates have none "
-                             f"(e.g. {missing[0]!r}): retrieve with text")
-        try:
-            return self.model.predict(query, [str(t) for t in texts])
-        except ValueError as exc:
-            raise StageError(f"stance model: {exc}") from exc
-
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), "stance_model": {**self.source,
-                                                     **self.model.config.to_dict()}}
-
-
-def stance_stage(model_path: str | Path | StanceModelFile, embedder_name: str, *,
-                 embedder: Embedder | None = None, **settings: Any) -> Stage:
-    """Load the model file at ``model_path`` (or take an already loaded one), check that it
-    was fitted with ``embedder_name`` (the index's embedder; ``StanceModelError`` naming both
-    otherwise) and return :class:`StanceAgreement` with ``settings`` (``weight_factor``,
-    ``floor``, ``sharpness``, ``mode``, ``exclude_self``, ``voters``, ``name``). ``embedder``
-    (the one already loaded for the index) saves loading it a second time."""
-    unknown = sorted(set(settings) - set(STAGE_SETTINGS))
-    if unknown:
-        raise ValueError(f"stance_stage: unknown setting(s) {', '.join(unknown)}; expected "
-                         f"some of {', '.join(STAGE_SETTINGS)}")
-    loaded = model_path if isinstance(model_path, StanceModelFile) else load_model(model_path)
-    loaded.check_embedder(embedder_name)
-    model = loaded.model(embedder if embedder is not None else get_embedder(embedder_name))
-    source = {"path": loaded.path, "embedder": loaded.embedder_name,
-              "training_sha256": loaded.document["training"]["sha256"]}
-    return StanceAgreement(model, source=source, **settings)

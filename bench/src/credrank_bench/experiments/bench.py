@@ -45,7 +45,8 @@ from credrank.provenance import SourceTyper
 from credrank.select.eligibility import EligibilityFilter
 from credrank.select.stages import CoverageSelect, MMRSelect
 from credrank.select.topk import TopK
-from credrank.signals.prior import CURRENT, PriorTable, SourcePrior, disperse, preset
+from credrank.signals.prior import CURRENT, PriorTable, disperse, preset
+from credrank.stages.prior import SourcePrior
 from credrank_bench.datasets import EvalSet, load_dataset, read_demo
 from credrank_bench.experiments.defences import defence_systems, ragdefender_note
 from credrank_bench.experiments.evotemp import freshness_experiment, generator_experiment

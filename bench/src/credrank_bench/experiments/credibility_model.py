@@ -15,9 +15,7 @@ from credrank.credibility import (
     Config,
     CredibilityExample,
     CredibilityFeaturizer,
-    CredibilityFn,
     CredibilityModel,
-    LearnedCredibilityPrior,
     credibility_report,
     cue_features,
     examples_from_labels,
@@ -29,6 +27,7 @@ from credrank.credibility import (
     training_set,
     url_features,
 )
+from credrank.stages.credibility import CredibilityFn, LearnedCredibilityPrior
 
 __all__ = [
     "CUE_GROUPS", "CUE_NAMES", "DEFAULT_CONFIGS", "GROUPS", "TLDS", "URL_NAMES", "Config",

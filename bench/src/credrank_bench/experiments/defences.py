@@ -1,7 +1,7 @@
 """The planted-evidence defences as bench rows (PoisonedRAG, CrAM NQ, NewsPolluted, stress).
 
 Each row is a pipeline spec with the ``planted`` stage in one of its modes
-(:mod:`credrank.defences.planted`), so a bench row is exactly what a user runs with
+(:mod:`credrank.stages.planted`), so a bench row is exactly what a user runs with
 ``credrank search --planted -S planted.mode=…`` (or ``{"stage": "planted", "mode": …}`` in a
 spec); nothing in them reads a label. The reference RAGDefender package joins as a further row
 when it imports (:mod:`credrank_bench.experiments.ragdefender_baseline`).

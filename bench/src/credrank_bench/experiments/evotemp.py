@@ -4,7 +4,7 @@ Two tables join the pooled bench's ``results`` for ``credrank bench evotemp``:
 
 **``freshness``** — every question retrieves ``fetch_k`` candidates from the whole corpus (as
 the main table), then each system reranks them by ``max(cos, 0) × w`` with the freshness
-factor ``w(T, t) = 2^(−(T−t)/τ)`` (:class:`~credrank.freshness.stage.FreshnessDecay`, 35.7):
+factor ``w(T, t) = 2^(−(T−t)/τ)`` (:class:`~credrank.stages.freshness.FreshnessDecay`, 35.7):
 ``T`` is the question's ``q_date``; the document date is its publication date (EvoTemp's
 ``date``; 38% undated). Rows: similarity only; ``τ`` swept over :data:`HALF_LIVES` with the
 ``neutral`` unknown-age policy (the median weight of the dated candidates); and at the
@@ -55,11 +55,11 @@ from credrank.evaluate.metrics import register_measure
 from credrank.evaluate.tables import Column
 from credrank.freshness.dates import freshness_date
 from credrank.freshness.policy import UnknownAge, parse_undated
-from credrank.freshness.stage import FreshnessDecay
 from credrank.generate.llm import Generator
 from credrank.index.memory import InMemoryIndex
 from credrank.pipeline.spec import PipelineSpec
 from credrank.select.topk import TopK
+from credrank.stages.freshness import FreshnessDecay
 from credrank_bench.datasets import EvalSet
 
 #: the half-lives of the freshness sweep, in days

@@ -23,7 +23,7 @@ for its question (the group). The configuration (feature groups × L2 of
 constant) is chosen by grouped cross-validation over development questions
 (:func:`~credrank.credibility.cv.group_folds`: 10 folds of questions, seeded), the highest
 pooled out-of-fold AUC winning; the model is then refitted on all development documents and
-applied as :class:`~credrank.credibility.stage.LearnedCredibilityPrior`
+applied as :class:`~credrank.stages.credibility.LearnedCredibilityPrior`
 ``λ = 0.3 + 0.7 · P(credible)`` (factor ``credibility``). Development documents of one class
 only: no model, the credibility systems are left out with a note (declared).
 
@@ -31,7 +31,7 @@ only: no model, the credibility systems are left out with a note (declared).
 every text (training and test alike), to show whether the model only learns a spoofed source
 prefix such as ``CNN news:``.
 
-**Consensus** (:class:`~credrank.consensus.stage.AnswerConsensus`). Its threshold ``τ`` is
+**Consensus** (:class:`~credrank.stages.consensus.AnswerConsensus`). Its threshold ``τ`` is
 chosen on the development questions by :func:`~credrank.consensus.calibrate.choose_threshold`
 from the top answer's share and whether that answer matches a gold answer
 (:func:`~credrank.consensus.calibrate.answer_matches`; gold: CrAM's ``answers``, the correct
@@ -53,7 +53,7 @@ import numpy as np
 from credrank.combine import Combine
 from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.consensus.duplicates import duplicate_groups
-from credrank.consensus.stage import AnswerConsensus, PassageReader, extractive_answers
+from credrank.consensus.readers import PassageReader, extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.credibility import (
@@ -61,7 +61,6 @@ from credrank.credibility import (
     CredibilityExample,
     CredibilityFeaturizer,
     CredibilityModel,
-    LearnedCredibilityPrior,
     choose_config,
     group_folds,
 )
@@ -73,6 +72,8 @@ from credrank.index.memory import InMemoryIndex
 from credrank.pipeline.spec import PipelineSpec
 from credrank.reliability.equivalence import equivalence_normalize
 from credrank.select.topk import TopK
+from credrank.stages.consensus import AnswerConsensus
+from credrank.stages.credibility import LearnedCredibilityPrior
 from credrank_bench.datasets import EvalSet, contains_answer
 
 KEY = "label_free"

@@ -35,8 +35,8 @@ import numpy as np
 from credrank.core.progress import OnProgress, step
 from credrank.evaluate.experiment import System
 from credrank.index.memory import InMemoryIndex
-from credrank.machine_text.stage import FIELD, KEY_FIELD
 from credrank.pipeline.spec import PipelineSpec
+from credrank.stages.machine_text import FIELD, KEY_FIELD
 
 #: the cache's sub-folder of ``--cache``
 CACHE_SUBDIR = "machine-text"

@@ -19,8 +19,9 @@ from credrank.documents.schema import SOURCE_TYPES
 from credrank.evaluate.experiment import ExperimentResult, System, compare_systems
 from credrank.evaluate.metrics import evaluate, run_from_batches
 from credrank.evaluate.tables import Column
-from credrank.signals.feedback import FeedbackPrior, FeedbackPriors, check_step
+from credrank.signals.feedback import FeedbackPriors, check_step
 from credrank.signals.prior import preset
+from credrank.stages.feedback_prior import FeedbackPrior
 from credrank_bench.datasets import EvalSet
 from credrank_bench.experiments.bench import prior_system
 

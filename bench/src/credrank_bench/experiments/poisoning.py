@@ -98,7 +98,7 @@ def poisoning_systems(top_k: int, fetch_k: int | None = None) -> dict[str, Syste
     ``fetch_k`` (default 3 × ``top_k``) retrieved passages; the planted-evidence defences are
     :func:`defence_systems`.
 
-    Consensus systems: :class:`~credrank.consensus.stage.AnswerConsensus` over the fetched
+    Consensus systems: :class:`~credrank.stages.consensus.AnswerConsensus` over the fetched
     pool with its a-priori defaults (extractive reader per passage, ``τ = 0.5``, floor 0.1,
     neutral when contested; no development split exists for 100 targets, so nothing is
     tuned), differing only in how copies are collapsed (:data:`CONSENSUS_COLLAPSE`)."""

@@ -9,7 +9,7 @@ reranks that pool and keeps ``top_k``. Source types come from the URL (the proje
 evaluation time ``T`` of a question is its ``question_date``.
 
 Systems: similarity only (baseline); the current priors (type from the URL); freshness systems
-when :class:`credrank.freshness.stage.FreshnessDecay` is available (see
+when :class:`credrank.stages.freshness.FreshnessDecay` is available (see
 :func:`freshness_systems`, the hook; otherwise they are listed as absent).
 
 Measures, over **all** questions (a question without search results is scored 0 on both
@@ -109,16 +109,16 @@ def freshness_systems(q_dates: Mapping[str, datetime | None], top_k: int
                       ) -> tuple[dict[str, System], list[str]]:
     """The hook for freshness systems: ``(systems, notes)``.
 
-    When :class:`credrank.freshness.stage.FreshnessDecay` exists, one system per half-life in
+    When :class:`credrank.stages.freshness.FreshnessDecay` exists, one system per half-life in
     :data:`HALF_LIVES`: ``sim × 2^(−(T − t)/τ)`` with ``T`` = the question date (looked up by
     the batch's query text), ``t`` = the document's ``published_at`` (undated documents:
     the stage's default unknown-age policy), then top ``top_k``.
     When it does not (or its constructor does not take ``(half_life, now=)``), no
     system and a note saying so."""
     try:
-        from credrank.freshness.stage import FreshnessDecay  # type: ignore[import-not-found]
+        from credrank.stages.freshness import FreshnessDecay  # type: ignore[import-not-found]
     except ImportError:
-        return {}, ["freshness systems not run: credrank.freshness.stage.FreshnessDecay is "
+        return {}, ["freshness systems not run: credrank.stages.freshness.FreshnessDecay is "
                     "not available in this build (hook: evaluate.realtimeqa.freshness_systems)"]
 
     def now(batch: Candidates) -> datetime | None:

@@ -1,9 +1,9 @@
 """The stance model of the TREC experiments: now product code, re-exported here.
 
 The features, the classifier and the leave-one-topic-out helpers live in
-:mod:`credrank.signals.stance_model` (the product stage and model file in
-:mod:`credrank.signals.stance`); this module keeps the names the experiments and their tests
-import. Nothing here differs from the product code path.
+:mod:`credrank.signals.stance_model` (the product stage in :mod:`credrank.stages.stance`, the
+model file in :mod:`credrank.signals.stance`); this module keeps the names the experiments and
+their tests import. Nothing here differs from the product code path.
 """
 
 from __future__ import annotations

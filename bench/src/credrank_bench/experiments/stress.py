@@ -57,12 +57,12 @@ from typing import Any, TypeVar
 
 from credrank.combine import Combine
 from credrank.consensus.duplicates import JACCARD
-from credrank.consensus.stage import AnswerConsensus, extractive_answers
+from credrank.consensus.readers import extractive_answers
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import FunctionStage, Pipeline
 from credrank.core.progress import Counter, OnProgress, one_step, step
 from credrank.core.validation import check_int
-from credrank.credibility import CredibilityFeaturizer, LearnedCredibilityPrior
+from credrank.credibility import CredibilityFeaturizer
 from credrank.evaluate.answers import squad_normalize
 from credrank.evaluate.experiment import PerQuery, System, compare_systems
 from credrank.evaluate.metrics import ranked_docs, register_measure, run_from_batches
@@ -72,6 +72,8 @@ from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
 from credrank.index.embed import Embedder
 from credrank.select.topk import TopK
+from credrank.stages.consensus import AnswerConsensus
+from credrank.stages.credibility import LearnedCredibilityPrior
 from credrank_bench.datasets import (
     EvalSet,
     contains_answer,

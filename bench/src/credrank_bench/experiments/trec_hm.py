@@ -57,7 +57,6 @@ from credrank.credibility import (
     CredibilityExample,
     CredibilityFeaturizer,
     CredibilityModel,
-    LearnedCredibilityPrior,
     credibility_report,
     examples_from_labels,
     loto_credibility_models,
@@ -70,7 +69,6 @@ from credrank.index.embed import Embedder, get_embedder
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.agreement import AnswerAgreement
-from credrank.signals.prior import SourcePrior
 from credrank.signals.stance_model import (
     StanceExample,
     StanceFeaturizer,
@@ -78,6 +76,8 @@ from credrank.signals.stance_model import (
     loto_report,
     loto_splits,
 )
+from credrank.stages.credibility import LearnedCredibilityPrior
+from credrank.stages.prior import SourcePrior
 from credrank_bench.datasets import EvalSet, load_dataset
 
 MEASURES = ("harmful@5", "nDCG@10", "P@5", "RR")

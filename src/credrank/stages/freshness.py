@@ -1,4 +1,6 @@
-"""The freshness stage (chapter 35.7): the factor ``freshness = w(T, t) = 2^(−(T−t)/τ)``.
+"""The freshness stages (chapter 35.7): the factor ``freshness = w(T, t) = 2^(−(T−t)/τ)``
+(:class:`FreshnessDecay`), the origin's date for wrappers (:class:`InheritedDates`) and the
+``--freshness`` option as a stage (:func:`parse_freshness`).
 
 ``t`` is each candidate's *freshness date* (:func:`~credrank.freshness.dates.freshness_date`:
 ``observed_at``, else ``verified_at``, else ``published_at``, else unknown — never
@@ -24,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,9 +49,10 @@ from credrank.freshness.dates import (
 )
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.lineage import ProvenanceGraph, StoreSource, inherited_dates
+from credrank.freshness.options import freshness_items
 from credrank.freshness.policy import UnknownAge
 
-#: meta columns an :class:`~credrank.freshness.inherit.InheritedDates` stage fills: the
+#: meta columns an :class:`~credrank.stages.freshness.InheritedDates` stage fills: the
 #: origin's evidence date (ISO string or ``None``) and its basis ``inherited:<origin id>``
 INHERITED_AT, INHERITED_BASIS = "inherited_at", "inherited_basis"
 #: a document's own evidence: it is a re-measurement, never a wrapper
@@ -269,9 +273,25 @@ class FreshnessDecay(Stage):
 
 
 class InheritedDates(Stage):
-    """Adds ``inherited_at`` / ``inherited_basis`` from ``store``'s ``cites`` links
-    (:mod:`credrank.freshness.inherit`: the origin's evidence date for wrappers, 35.7); a
-    fresh graph per batch, so index updates are seen."""
+    """Adds ``inherited_at`` / ``inherited_basis`` from ``store``'s ``cites`` links: the
+    origin's evidence date for wrappers, read from the index (35.7); a fresh graph per batch,
+    so index updates are seen.
+
+    A document that repeats an earlier measurement (it ``cites`` the origin, directly or along
+    a chain) is evidence of the origin's date, not of its own publication date. For the
+    candidates of a batch, the stage resolves their citation chains over the index
+    (:class:`~credrank.freshness.lineage.ProvenanceGraph` over
+    :class:`~credrank.freshness.lineage.StoreSource`; the work is the subgraph the candidates
+    reach, not the corpus) and writes two meta columns that :class:`FreshnessDecay` reads:
+
+    * ``inherited_at`` — the origin's evidence date (ISO 8601), ``None`` when every origin
+      reached is undated (then the wrapper's age is unknown: never its own publication date);
+    * ``inherited_basis`` — ``inherited:<origin id>``; ``None`` for documents that are not
+      wrappers (no citation chain, or their own ``observed_at``/``verified_at``: a
+      re-measurement).
+
+    ``info["lineage"]`` records the graph work (records fetched, nodes expanded, edges walked),
+    cycles found, and the wrappers with their origins."""
 
     name = "lineage"
     reads = frozenset({"index"})
@@ -298,3 +318,21 @@ class InheritedDates(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"rule": "cites chains (35.7)"}
+
+
+def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
+    """The :class:`~credrank.stages.freshness.FreshnessDecay` stage ``text`` describes (its
+    items checked by :attr:`FreshnessDecay.SPEC`, built by :meth:`FreshnessDecay.from_spec`;
+    errors say ``{option} KEY: …``)."""
+    items = freshness_items(text, option)
+    if "config" in items and not Path(items["config"]).exists():
+        raise ValueError(f"{option} config: no such file {items['config']!r}")
+    try:
+        params = FreshnessDecay.SPEC.check(items, "", error=ValueError)
+        stage = FreshnessDecay.from_params(params)
+    except ValueError as exc:
+        text_ = str(exc)
+        if text_.startswith(("half_life:", "now:", "undated:", "lineage:", "config:")):
+            raise ValueError(f"{option} {text_}") from None
+        raise ValueError(text_ if text_.startswith(option) else f"{option}: {text_}") from None
+    return stage

@@ -2,9 +2,11 @@
 
 For a question-style query the stage
 
-1. reads each candidate passage's answer with a *passage reader* (default
-   :func:`extractive_answers`, the offline :class:`~credrank.generate.llm.ExtractiveReader`
-   on that passage alone; :func:`generator_answers` puts any
+1. reads each candidate passage's answer with a *passage reader*
+   (:mod:`credrank.consensus.readers`; default
+   :func:`~credrank.consensus.readers.extractive_answers`, the offline
+   :class:`~credrank.generate.llm.ExtractiveReader` on that passage alone;
+   :func:`~credrank.consensus.readers.generator_answers` puts any
    :class:`~credrank.generate.llm.Generator` behind the same call);
 2. merges equivalent answers with the declared rule
    :class:`~credrank.reliability.equivalence.AnswerEquivalence` (abstentions such as
@@ -42,81 +44,25 @@ beyond :attr:`AnswerConsensus.max_pool` still runs, with a
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from credrank.consensus.duplicates import JACCARD, SHINGLE, duplicate_groups
+from credrank.consensus.readers import PassageReader, extractive_answers
 from credrank.consensus.vote import AGREED, NO_ANSWERS, consensus_factor, weighted_vote
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text
 from credrank.core.validation import check_choice, check_int, check_probability
-from credrank.generate.llm import (  # the reader's own split, words and stems (one rule)
-    _SENTENCE,
-    _STOPWORDS,
-    _WORD,
-    ExtractiveReader,
-    Generator,
-    _stem,
-    build_prompt,
-)
 from credrank.reliability.equivalence import AnswerEquivalence
 from credrank.select.budget import pool_warnings
-
-#: ``reader(query, passages) -> one answer per passage``
-PassageReader = Callable[[str, Sequence[str]], list[str]]
 
 WEIGHT_FACTORS = ("prior", "credibility", "reliability")
 #: the candidates read by default: the ``MAX_READ`` of largest vote weight (module docstring)
 MAX_READ = 100
 ON_CONTESTED = ("neutral", "apply")
-
-_READER = ExtractiveReader()
-
-
-#: the reader's word stems, kept across calls (a pure function of the word; bounded memory)
-_stem_cached = functools.lru_cache(maxsize=1 << 17)(_stem)
-
-
-def extractive_answers(query: str, passages: Sequence[str]) -> list[str]:
-    """The offline reader's answer of ``query`` from each passage alone (its rule:
-    :class:`~credrank.generate.llm.ExtractiveReader`), equal to
-    ``[ExtractiveReader().answer(query, [p]) for p in passages]``.
-
-    Faster on a large pool: the best sentence of every passage is found here by the reader's
-    own rule (most distinct question content words, the earliest on ties), each distinct word
-    stemmed once (a bounded cache kept across calls); a passage whose best sentence shares no
-    content word gets the reader's abstention; the reader then extracts the answer from the
-    best sentence alone (a sentence of the reader's split is its own split, so its answer is
-    the passage's). The private helpers of :mod:`credrank.generate.llm` are imported so that
-    the rule stays one; ``tests/test_consensus_scale.py`` checks the equality."""
-    q_words = set(map(_stem_cached, _WORD.findall(query)))
-    content = {w for w in q_words if w and w not in _STOPWORDS}
-    abstain = _READER.answer(query, [""])
-    out = []
-    for passage in passages:
-        best, best_score = "", 0
-        for sentence in _SENTENCE.split(passage.strip()):
-            score = len(content.intersection(map(_stem_cached, _WORD.findall(sentence))))
-            if score > best_score:
-                best, best_score = sentence, score
-        out.append(_READER.answer(query, [best]) if best_score else abstain)
-    return out
-
-
-def generator_answers(generator: Generator, *, max_tokens: int = 32) -> PassageReader:
-    """A passage reader that asks ``generator`` once per passage with
-    :func:`~credrank.generate.llm.build_prompt` (question + that passage)."""
-    max_tokens = check_int("max_tokens", max_tokens, 1)
-
-    def read(query: str, passages: Sequence[str]) -> list[str]:
-        return [generator.generate(build_prompt(query, [p]), max_tokens=max_tokens).text
-                for p in passages]
-    read.__name__ = f"generator_answers({type(generator).__name__})"
-    return read
 
 
 def read_rows(weights: np.ndarray, max_read: int | None) -> np.ndarray:

@@ -1,0 +1,271 @@
+"""``PlantedEvidence``: a label-free defence against passages planted for the query.
+
+Corpus poisoning (PoisonedRAG, Zou et al. 2024) and generated fakes (CrAM, NewsPolluted) share
+a structure the retrieved pool shows without any label or LLM: a planted passage is written
+*for the query*, so it is abnormally similar to it, and an attacker who plants several writes
+them as a tight cluster of paraphrases. The stage reads the fetched pool (its vectors, the query
+vector and the passages' words; fetch at least 2 × top_k, the seed's 3 × top_k by default) and
+adds one factor, ``planted``::
+
+    f_d = floor + (1 − floor) · (1 − p_d),   p_d ∈ [0, 1] the planted evidence of d,  floor > 0
+
+so a flagged passage is demoted, never removed (``floor`` > 0: it can still win when nothing
+else answers). Per hit it reports its evidence in the meta columns ``planted_z`` (the robust
+z-score of its query similarity), ``planted_graph`` (its GRADA PageRank, scaled so the pool's
+best is 1), ``planted_cluster`` (the ids of the other members of its paraphrase component) and
+``planted_evidence`` (``p_d``); ``batch.info["planted"]`` holds the estimate of how many pool
+members are planted and the policy that applied.
+
+Modes (each with its formula and source in :mod:`credrank.defences.planted_math`):
+
+* ``grada`` — GRADA (Zheng et al., EMNLP 2025): PageRank over the passage graph
+  ``w_ij = max(0, s_ij − α(s_iq + s_jq))``; ``p_d = 1 − PR_d / max PR``.
+* ``ragdefender`` — RAGDefender (Kim et al., ACSAC 2025), single-hop: ``N_adv`` from two
+  agglomerative clusters and the TF-IDF vote, then the ``N_adv`` passages of highest frequency
+  score over the most similar pairs get ``p_d = 1``.
+* ``trustrag`` — TrustRAG stage 1 (Zhou et al. 2025): k-means with k = 2 on the embeddings; a
+  cluster of ≥ 2 members whose mean pairwise cosine is ≥ ``cluster_cosine`` is flagged
+  (``p_d = 1``); its near-copy check uses word-n-gram Jaccard (deviation, declared: TrustRAG
+  uses ROUGE-L).
+* ``planted`` (default) — credrank's combination, chosen on the development sets
+  (docs/results.md, "Planted evidence"): a passage is flagged (``p_d = 1``) as a member of a
+  paraphrase component of at least ``min_cluster`` passages (cosine ≥ ``cluster_cosine``, word
+  copies excluded) whose median query-similarity z-score is ≥ ``cluster_z``
+  (:func:`~credrank.defences.planted_math.planted_clusters`). It acts on several planted texts
+  for one query and costs nothing measurable on clean pools; it does not see a single fake.
+  ``linkage`` says what a component is: ``single`` (default: connected through paraphrase
+  pairs) or ``complete`` (every pair a paraphrase,
+  :func:`~credrank.defences.planted_math.complete_link_groups`), which with ``cluster_cosine
+  0.7, min_cluster 4`` catches more loosely worded plants at a measured clean cost
+  (docs/results.md).
+* ``outlier`` — the query-similarity outlier alone, ``p_d = clip((z_d − z)/(z_full − z), 0,
+  1)`` (:func:`~credrank.defences.planted_math.outlier_ramp`): it does see single fakes, and
+  it demotes the best genuine passage of many clean pools too (measured cost in
+  docs/results.md); an opt-in.
+
+**Provenance before geometry** (``trusted``). A candidate whose source type — derived from
+its provenance (URL, host, registry tables; the payload's ``source_type``), never from what its
+text says — is one of ``trusted`` (default: ``peer_reviewed``, ``government``,
+``established_news``, the types the seed's priors rate ≥ 0.8) gets no planted evidence in any
+mode (``p = 0``, counted in ``info.planted.spared_trusted``): three rewrites of one story by an
+established newsroom on the day it broke are coverage, not a campaign (RealTimeQA, where they
+are common). The threat these defences address is texts injected into the corpus (PoisonedRAG,
+CrAM's fakes: passages without a source or from sources no rule rates); a writer who can
+publish on an established outlet is outside it, and ``trusted: []`` turns the exemption off.
+
+**Declared policies.** A pool of fewer than ``min_pool`` candidates (default 4: no robust
+centre exists) is left unchanged, the factor 1, ``info.planted.applied = false`` with the
+reason. A batch without vectors, text or a query vector (lexical retrieval) is a
+configuration error naming what is missing (the stage compares passages with each other and
+with the query: retrieve densely, with vectors and text). The ``ragdefender`` estimate is
+computed in that mode only (``planted_estimate`` is ``null`` otherwise: it reads every word).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from credrank.core.candidates import Candidates, StageError
+from credrank.core.maths import cosine_matrix
+from credrank.core.pipeline import Stage
+from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text
+from credrank.core.validation import check_choice, check_int, check_probability
+from credrank.defences.planted import paraphrase_graph, trustrag_flags
+from credrank.defences.planted_math import (
+    complete_link_groups,
+    frequency_scores,
+    grada_weights,
+    outlier_ramp,
+    pagerank,
+    paraphrase_components,
+    planted_clusters,
+    ragdefender_count,
+    robust_z,
+)
+from credrank.documents.schema import SOURCE_TYPES
+
+MODES = ("planted", "grada", "ragdefender", "trustrag", "outlier")
+#: how the ``planted`` mode forms its groups from paraphrase pairs (module docstring)
+LINKAGES = ("single", "complete")
+#: source types never flagged by default (provenance before geometry, module docstring)
+TRUSTED = ("peer_reviewed", "government", "established_news")
+
+
+def _check_positive(name: str, value: float) -> float:
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+    return value
+
+
+class PlantedEvidence(Stage):
+    """Adds the factor ``planted`` (module docstring).
+
+    Args:
+        mode: ``planted`` | ``grada`` | ``ragdefender`` | ``trustrag`` | ``outlier``.
+        floor: the factor of a passage with full planted evidence, in ``(0, 1]``.
+        z: the query-similarity robust z-score from which a passage is suspect (``outlier``).
+        z_full: the z-score at which the suspicion is full (``outlier``; > ``z``).
+        cluster_cosine: the cosine from which two passages are paraphrases of each other
+            (``planted``; ``trustrag``: the mean cosine of a flagged cluster).
+        min_cluster: the smallest paraphrase component ``planted`` flags.
+        linkage: ``single`` (a component: connected through paraphrase pairs) or
+            ``complete`` (every pair of a group a paraphrase) — ``planted`` mode.
+        cluster_z: the median query-similarity z-score from which a component is planted.
+        copy_jaccard: the word-3-gram Jaccard from which two passages are copies (syndication:
+            copies are one voice, not a planted cluster).
+        alpha: GRADA's query penalty α. damping: PageRank's δ.
+        min_pool: the smallest pool the stage acts on.
+        trusted: source types whose candidates get no planted evidence (module docstring).
+    """
+
+    name = "planted"
+    reads = frozenset({"vectors", "text"})
+    SPEC = Table({
+        "mode": Field(Text(choices=MODES), default="planted"),
+        "floor": Field(Number(0.0, 1.0), default=0.1),
+        "z": Field(Number(0.0, 100.0), default=2.0),
+        "z_full": Field(Number(0.0, 100.0), default=4.0),
+        "cluster_cosine": Field(Number(0.0, 1.0), default=0.85),
+        "min_cluster": Field(Integer(2, 100_000), default=3),
+        "linkage": Field(Text(choices=LINKAGES), default="single"),
+        "cluster_z": Field(Number(-100.0, 100.0), default=0.5),
+        "copy_jaccard": Field(Number(0.0, 1.0), default=0.5),
+        "alpha": Field(Number(0.0, 10.0), default=0.5),
+        "damping": Field(Number(0.0, 1.0), default=0.85),
+        "min_pool": Field(Integer(2, 100_000), default=4),
+        "trusted": Field(ListOf(Text(choices=SOURCE_TYPES), unique=True),
+                         default=list(TRUSTED)),
+    })
+
+    def formula_term(self) -> str:
+        return "needs the Python path (it compares the pool's passages with each other)"
+
+    def __init__(self, mode: str = "planted", *, floor: float = 0.1, z: float = 2.0,
+                 z_full: float = 4.0, cluster_cosine: float = 0.85, min_cluster: int = 3,
+                 linkage: str = "single", cluster_z: float = 0.5, copy_jaccard: float = 0.5,
+                 alpha: float = 0.5, damping: float = 0.85, min_pool: int = 4,
+                 trusted: Sequence[str] = TRUSTED, name: str = "planted"):
+        self.mode = check_choice("mode", mode, MODES)
+        self.floor = check_probability("floor", floor)
+        if self.floor <= 0:
+            raise ValueError("floor: expected a number in (0, 1] (a planted passage is "
+                             f"demoted, never removed), got {floor!r}")
+        self.z = float(z)
+        self.z_full = _check_positive("z_full", z_full)
+        if self.z_full <= self.z:
+            raise ValueError(f"z_full: expected a number > z ({self.z:g}), got {z_full!r}")
+        self.cluster_cosine = check_probability("cluster_cosine", cluster_cosine)
+        self.min_cluster = check_int("min_cluster", min_cluster, 2)
+        self.linkage = check_choice("linkage", linkage, LINKAGES)
+        self.cluster_z = float(cluster_z)
+        if not np.isfinite(self.cluster_z):
+            raise ValueError(f"cluster_z: expected a finite number, got {cluster_z!r}")
+        self.copy_jaccard = check_probability("copy_jaccard", copy_jaccard)
+        self.alpha = float(alpha)
+        self.damping = check_probability("damping", damping)
+        self.min_pool = check_int("min_pool", min_pool, 2)
+        if isinstance(trusted, str):
+            raise ValueError(f"trusted: expected a list of source types, got {trusted!r}")
+        self.trusted = tuple(check_choice("trusted", t, SOURCE_TYPES) for t in trusted)
+        self.name = name
+
+    # -- evidence ------------------------------------------------------------------------------
+
+    def _query_sims(self, batch: Candidates) -> np.ndarray:
+        assert batch.vectors is not None
+        if batch.query_vector is None:
+            raise StageError("planted: the batch has no query vector (lexical retrieval?); "
+                             "the stage compares each passage's similarity to the query: "
+                             "retrieve densely")
+        v = np.asarray(batch.vectors, dtype=np.float64)
+        q = np.asarray(batch.query_vector, dtype=np.float64).reshape(-1)
+        norms = np.linalg.norm(v, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
+        return np.divide(v @ q, norms, out=np.zeros(len(v)), where=norms > 0)
+
+    def transform(self, batch: Candidates) -> Candidates:
+        n = len(batch)
+        info: dict[str, Any] = {"mode": self.mode, "floor": self.floor, "pool": n}
+        if n < self.min_pool:
+            info.update(applied=False, planted_estimate=0,
+                        reason=f"pool of {n} < min_pool {self.min_pool}: no robust centre; "
+                               "factor 1")
+            return self._out(batch, np.ones(n), np.zeros(n), np.ones(n), [[] for _ in range(n)],
+                             np.zeros(n), info)
+        if batch.vectors is None:
+            raise StageError("planted: the batch has no embedding vectors; retrieve with "
+                             "vectors (the stage compares the pool's passages)")
+        texts = batch.column("text")
+        missing = [str(batch.doc_ids[i]) for i in range(n) if not isinstance(texts[i], str)]
+        if missing:
+            raise StageError(f"planted: {len(missing)} candidate(s) without text (first: "
+                             f"{missing[0]!r}); retrieve with text")
+        words = [str(t) for t in texts]
+        sims = cosine_matrix(batch.vectors)
+        qs = self._query_sims(batch)
+        z = robust_z(qs)
+        graph = pagerank(grada_weights(sims, qs, self.alpha), damping=self.damping)
+        graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
+        paraphrase, copies = paraphrase_graph(sims, words, self.cluster_cosine,
+                                              self.copy_jaccard)
+        components = complete_link_groups(sims, paraphrase) if self.linkage == "complete" \
+            else paraphrase_components(paraphrase)
+        members: dict[int, list[str]] = {}
+        for i, c in enumerate(components):
+            members.setdefault(int(c), []).append(str(batch.doc_ids[i]))
+        clusters = [[d for d in members[int(components[i])] if d != str(batch.doc_ids[i])]
+                    for i in range(n)]
+        estimate = ragdefender_count(batch.vectors, words) if self.mode == "ragdefender" \
+            else None
+        if self.mode == "grada":
+            p = 1.0 - graph
+        elif self.mode == "ragdefender":
+            p = np.zeros(n)
+            assert estimate is not None
+            if 0 < estimate < n:
+                f = frequency_scores(sims, estimate)
+                p[np.lexsort((np.arange(n), -f))[:estimate]] = 1.0
+        elif self.mode == "trustrag":
+            p = trustrag_flags(sims, batch.vectors, self.cluster_cosine)
+        elif self.mode == "outlier":
+            p = outlier_ramp(z, self.z, self.z_full)
+        else:
+            p = planted_clusters(components, z, min_size=self.min_cluster,
+                                 cluster_z=self.cluster_z)
+        p = np.clip(p, 0.0, 1.0)
+        spared = self.trusted_rows(batch) & (p > 0)
+        p[spared] = 0.0
+        f = self.floor + (1.0 - self.floor) * (1.0 - p)
+        info.update(applied=True, planted_estimate=estimate,
+                    flagged=int(np.count_nonzero(p > 0)), copies_joined=copies,
+                    spared_trusted=int(spared.sum()))
+        return self._out(batch, f, z, graph, clusters, p, info)
+
+    def trusted_rows(self, batch: Candidates) -> np.ndarray:
+        """Whether each candidate's provenance-derived ``source_type`` is trusted (a batch
+        without the column: none is)."""
+        n = len(batch)
+        if not self.trusted or "source_type" not in batch.meta:
+            return np.zeros(n, dtype=bool)
+        types = batch.column("source_type")
+        return np.array([types[i] in self.trusted for i in range(n)], dtype=bool)
+
+    def _out(self, batch: Candidates, f: np.ndarray, z: np.ndarray, graph: np.ndarray,
+             clusters: list[list[str]], p: np.ndarray, info: dict[str, Any]) -> Candidates:
+        out = batch.with_factor(self.name, f, 0.0, 1.0)
+        out = out.with_meta("planted_z", [float(x) for x in z])
+        out = out.with_meta("planted_graph", [float(x) for x in graph])
+        out = out.with_meta("planted_cluster", clusters)
+        out = out.with_meta("planted_evidence", [float(x) for x in p])
+        return out.with_info(planted=info)
+
+    def config(self) -> dict[str, Any]:
+        return {"mode": self.mode, "floor": self.floor, "z": self.z, "z_full": self.z_full,
+                "cluster_cosine": self.cluster_cosine, "min_cluster": self.min_cluster,
+                "linkage": self.linkage, "cluster_z": self.cluster_z,
+                "copy_jaccard": self.copy_jaccard,
+                "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool,
+                "trusted": list(self.trusted)}
