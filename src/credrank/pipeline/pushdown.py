@@ -100,15 +100,18 @@ class PushdownSearch(Stage):
         prior = self.priors.lookup(out.column("source_type"))
         weight = prior
         factors = {"prior": prior}
+        meta, info = out.meta, out.info
         if self.credibility is not None:  # the stored p the engine read, re-attached
-            self.credibility.check_pushed(out)
-            out = self.credibility(out)
-            factors[self.credibility.name] = out.factors[self.credibility.name]
-            weight = weight * factors[self.credibility.name]
+            lam, p_credible, cred_info = self.credibility.pushed(out)
+            factors[self.credibility.name] = lam
+            weight = weight * lam
+            meta = {**meta, "p_credible": _objects(list(p_credible))}
+            info = {**info, "credibility_prior": cred_info}
         if fixed is not None:
             out = fixed(out)
             factors[fixed.name] = out.factors[fixed.name]
             weight = weight * factors[fixed.name]
+            meta, info = {**out.meta, **meta}, {**out.info, **info}
         # retrieval score = cosine (engine score / (prior × credibility × freshness), exact
         # where > 0)
         safe = np.where(weight > 0, weight, 1.0)
@@ -118,8 +121,8 @@ class PushdownSearch(Stage):
                          error=StageError)
         # one batch, validated once (finite scores and factors) — not one copy per factor
         return Candidates(query=out.query, doc_ids=out.doc_ids, retrieval_score=cosine_part,
-                          factors=factors, score=engine_score, meta=out.meta,
-                          vectors=out.vectors, query_vector=out.query_vector, info=out.info)
+                          factors=factors, score=engine_score, meta=meta,
+                          vectors=out.vectors, query_vector=out.query_vector, info=info)
 
     def config(self) -> dict[str, Any]:
         return {"fetch_k": self.fetch_k, "top_k": self.top_k, "priors": self.priors.as_dict(),
@@ -128,6 +131,12 @@ class PushdownSearch(Stage):
                    else {"freshness": self.freshness.describe()}),
                 **({} if self.credibility is None
                    else {"credibility": self.credibility.describe()})}
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _engine(store: object) -> str:

@@ -217,26 +217,37 @@ class LearnedCredibilityPrior(Stage):
             "`credrank index … --credibility-model MODEL`); to compute them at query time "
             "use {\"stage\": \"credibility\", \"missing\": \"score\"}")
 
-    def check_pushed(self, batch: Candidates) -> None:
-        """Raise :class:`StageError` when the engine scored a hit without a stored score of
-        this model under a policy other than ``neutral`` (the index changed after the
-        pipeline was built: a new search decides again)."""
-        if self.missing == "neutral":
-            return
-        _, unscored, _ = self._stored(batch)
-        if unscored:
-            raise StageError(
-                f"credibility: {len(unscored)} hits hold no stored credibility score of this "
-                f"model (e.g. {str(batch.doc_ids[unscored[0]])!r}): documents were added or "
-                "changed after this search was compiled; search again (they are then scored "
-                f"at query time) or add the scores with "
-                f"`{command(self.index, self.model_path)}`")
+    def pushed(self, batch: Candidates) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """The factor of the stored ``p`` the engine read for ``batch`` (the hits of the
+        formula search, :class:`~credrank.pipeline.pushdown.PushdownSearch`): ``(λ, p,
+        info)`` in one pass, for the caller to attach to the one batch it builds. Raises
+        :class:`StageError` when the engine scored a hit without a stored score of this model
+        under a policy other than ``neutral`` (the index changed after the pipeline was
+        built: a new search decides again)."""
+        if self.missing != "neutral":
+            _, unscored, _ = self._stored(batch)
+            if unscored:
+                raise StageError(
+                    f"credibility: {len(unscored)} hits hold no stored credibility score of "
+                    f"this model (e.g. {str(batch.doc_ids[unscored[0]])!r}): documents were "
+                    "added or changed after this search was compiled; search again (they are "
+                    "then scored at query time) or add the scores with "
+                    f"`{command(self.index, self.model_path)}`")
+        return self._factor(batch)
 
     def transform(self, batch: Candidates) -> Candidates:
+        lam, p, info = self._factor(batch)
+        out = batch.with_factor(self.name, lam, low=0.0, high=1.0)
+        if len(batch):
+            out = out.with_meta("p_credible", list(p))
+        return out.with_info(credibility_prior=info)
+
+    def _factor(self, batch: Candidates) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """``λ = floor + (1 − floor) · p`` per candidate (``p`` stored, else by ``missing``),
+        ``p`` and the ``credibility_prior`` info."""
         if len(batch) == 0:
-            out = batch.with_factor(self.name, np.zeros(0), low=0.0, high=1.0)
-            return out.with_info(credibility_prior={"floor": self.floor, "n": 0,
-                                                    "missing": self.missing})
+            return np.zeros(0), np.zeros(0), {"floor": self.floor, "n": 0,
+                                              "missing": self.missing}
         p, unscored, others = self._stored(batch)
         stored = len(batch) - len(unscored)
         scored_now = neutral = 0
@@ -256,21 +267,19 @@ class LearnedCredibilityPrior(Stage):
             raise StageError("credibility model: expected finite probabilities in [0, 1]; got "
                              f"range [{np.nanmin(p):.6g}, {np.nanmax(p):.6g}]")
         lam = np.clip(self.floor + (1.0 - self.floor) * p, self.floor, 1.0)
-        out = batch.with_factor(self.name, lam, low=0.0, high=1.0).with_meta(
-            "p_credible", list(p))
         info: dict[str, Any] = {"floor": self.floor, "n": len(p), "mean_p": float(p.mean()),
                                 "missing": self.missing, "stored": stored,
                                 "scored_now": scored_now, "neutral": neutral,
                                 "other_keys": len(others), "key": self.key}
         if notes:
             info["warnings"] = notes
-        return out.with_info(credibility_prior=info)
+        return lam, p, info
 
     def _warn(self) -> str:
         message = (f"credibility: the index holds no stored credibility score of this model "
                    f"for some candidates, so they are scored at query time (slow on a first "
                    f"query); add the scores with `{command(self.index, self.model_path)}`")
-        warnings.warn(message, UnscoredCredibilityWarning, stacklevel=3)
+        warnings.warn(message, UnscoredCredibilityWarning, stacklevel=4)
         return message
 
     def _score_now(self, batch: Candidates, rows: list[int]) -> np.ndarray:
