@@ -80,16 +80,12 @@ class PushdownSearch(Stage):
     def transform(self, batch: Candidates) -> Candidates:
         qv = (batch.query_vector if batch.query_vector is not None
               else self.embedder.embed([batch.query])[0])
-        spec, fixed = None, None
+        spec, now = None, None
         if self.freshness is not None:
-            from credrank.stages.freshness import FreshnessDecay
-
             now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
             value = self.freshness.undated.value
             spec = FreshnessFormula(now.isoformat(), self.freshness.half_life,
                                     float(value) if value is not None else 0.0)
-            fixed = FreshnessDecay(self.freshness.half_life, now=now,
-                                   undated=self.freshness.undated, name=self.freshness.name)
         extra: dict[str, Any] = {} if self.fields is None else {"fields": self.fields}
         if self.credibility is not None:
             extra["credibility"] = self.credibility.formula
@@ -107,10 +103,11 @@ class PushdownSearch(Stage):
             weight = weight * lam
             meta = {**meta, "p_credible": _objects(list(p_credible))}
             info = {**info, "credibility_prior": cred_info}
-        if fixed is not None:
-            out = fixed(out)
-            factors[fixed.name] = out.factors[fixed.name]
-            weight = weight * factors[fixed.name]
+        if self.freshness is not None and now is not None:
+            out = self.freshness.apply(out, now)
+            name = self.freshness.name
+            factors[name] = out.factors[name]
+            weight = weight * factors[name]
             meta, info = {**out.meta, **meta}, {**out.info, **info}
         # retrieval score = cosine (engine score / (prior × credibility × freshness), exact
         # where > 0)

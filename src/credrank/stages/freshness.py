@@ -232,7 +232,11 @@ class FreshnessDecay(Stage):
         return w, facts
 
     def transform(self, batch: Candidates) -> Candidates:
-        now = self.resolve_now(batch)
+        return self.apply(batch, self.resolve_now(batch))
+
+    def apply(self, batch: Candidates, now: datetime) -> Candidates:
+        """The factor at the evaluation time ``now`` (already resolved: the engine's formula
+        search reads ``T`` once and scores with the same, :mod:`credrank.pipeline.pushdown`)."""
         w, f = self.weights(batch, now)
         ids = [str(d) for d in batch.doc_ids]
         excluded = f["undated"] if self.undated.kind == "exclude" else np.zeros(len(w), bool)
