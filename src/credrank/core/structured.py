@@ -461,7 +461,27 @@ def read_csv(path: str | Path, *, required: Sequence[str] = (), delimiter: str =
                     max_chars=max_chars)
 
 
+def jsonl_values(path: str | Path, *, what: str = "JSONL file",
+                 error: ErrorType = FileFormatError) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` per non-blank line of the JSON Lines file ``path``,
+    streamed (an evaluation set may be larger than :data:`MAX_FILE_BYTES`, so it is not read
+    whole and each line is parsed as it comes): ``error`` naming ``what`` when the file is
+    absent, and the line for a line that is not JSON."""
+    p = Path(path)
+    if not p.exists():
+        raise error(f"path: {what} not found at {p}")
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"{p}:{lineno}: not valid JSON ({exc})") from None
+
+
 __all__ = ["MAX_CSV_CHARS", "MAX_FILE_BYTES", "MAX_NESTING", "CsvRows", "csv_records",
-           "csv_rows", "decode_utf8", "format_of", "json_too_deep", "nesting_exceeds",
+           "csv_rows", "decode_utf8", "format_of", "json_too_deep", "jsonl_values",
+           "nesting_exceeds",
            "parse_json", "parse_text", "parse_toml", "parse_yaml", "read_bytes", "read_csv",
            "read_structured", "read_text", "yaml_flow_too_deep"]

@@ -4,10 +4,10 @@ and field, never skipped."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from credrank.core.structured import jsonl_values
 
 
 class CramDataError(ValueError):
@@ -26,28 +26,13 @@ class CramQuestion:
     fake: tuple[bool, ...]
 
 
-def _records(path: str | Path) -> Iterator[tuple[int, object]]:
-    """``(line number, parsed value)`` per non-blank line of the JSONL file ``path``."""
-    p = Path(path)
-    if not p.exists():
-        raise CramDataError(f"path: JSONL file not found at {p}")
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CramDataError(f"{p}:{lineno}: not valid JSON ({exc})") from None
-
-
 def read_cram_questions(path: str | Path) -> list[CramQuestion]:
     """The CrAM NQ JSONL records (``id``, ``question``, ``answers``, ``wrong_answer``,
     ``docs[{text, is_misinformation}]``); :class:`CramDataError` naming the line and field of
     a malformed record. Passages are kept verbatim (stripped of outer whitespace)."""
     out: list[CramQuestion] = []
     seen: set[str] = set()
-    for lineno, rec in _records(path):
+    for lineno, rec in jsonl_values(path, error=CramDataError):
         where = f"{path}, line {lineno}"
         if not isinstance(rec, dict):
             raise CramDataError(f"{where}: expected a JSON object")

@@ -101,7 +101,7 @@ class PushdownSearch(Stage):
             lam, p_credible, cred_info = self.credibility.pushed(out)
             factors[self.credibility.name] = lam
             weight = weight * lam
-            meta = {**meta, "p_credible": _objects(list(p_credible))}
+            meta = {**meta, "p_credible": np.asarray(list(p_credible), dtype=object)}
             info = {**info, "credibility_prior": cred_info}
         if self.freshness is not None and now is not None:
             out = self.freshness.apply(out, now)
@@ -128,12 +128,6 @@ class PushdownSearch(Stage):
                    else {"freshness": self.freshness.describe()}),
                 **({} if self.credibility is None
                    else {"credibility": self.credibility.describe()})}
-
-
-def _objects(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _engine(store: object) -> str:

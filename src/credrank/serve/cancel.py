@@ -2,7 +2,7 @@
 
 Python cannot stop a thread. A request's work therefore carries a :class:`WorkToken` and looks
 at it between stages (:meth:`WorkToken.check`): before it starts, before each embedding call
-(:class:`CheckedEmbedder`) and between the stages of its pipeline.
+(:class:`RequestEmbedder`) and between the stages of its pipeline.
 When the request times out, the service calls :meth:`WorkToken.cancel`; the work raises
 :class:`Cancelled` at its next check and its memory is released as the exception unwinds.
 A stage already running (one MILP solve, one embedding batch) finishes first; the coverage
@@ -18,10 +18,13 @@ are one handshake under a lock: exactly one of them wins. So when a write times 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+from credrank.index.ingest import EMBED_BATCH
 
 #: a test-only observer of the work's checkpoints: ``hook(point, token)``
 Hook = Callable[[str, "WorkToken"], None]
@@ -80,24 +83,43 @@ class WorkToken:
             self.hook("commit", self)
 
 
-class CheckedEmbedder:
-    """An embedder that checks the token before each call (other attributes: the inner
-    embedder's, so length measures and names are unchanged)."""
+class RequestEmbedder:
+    """The served searcher's embedder: every call checks the :class:`WorkToken` of the request
+    whose worker thread makes it (:meth:`working`) and embeds at most :data:`EMBED_BATCH`
+    texts at a time, so a large request is cancelled between batches rather than after all of
+    them. Compiled pipelines are kept across requests (:meth:`Searcher.compile
+    <credrank.searcher.Searcher.compile>`); their stages embed through this object, whichever
+    request runs them. Other attributes are the inner embedder's (names, length measures)."""
 
-    def __init__(self, inner: Any, token: WorkToken) -> None:
-        self.inner, self.token = inner, token
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = str(inner.name)
+        self.dim: int = int(inner.dim)
+        self._local = threading.local()
 
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
+    @contextmanager
+    def working(self, token: WorkToken) -> Iterator[None]:
+        """Calls from this thread check ``token`` until the block ends."""
+        self._local.token = token
+        try:
+            yield
+        finally:
+            self._local.token = None
 
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
+    def _check(self) -> None:
+        token = getattr(self._local, "token", None)
+        if token is not None:
+            token.check("embed")
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.token.check("embed")
-        return self.inner.embed(texts)
+        if len(texts) <= EMBED_BATCH:
+            self._check()
+            return self.inner.embed(texts)
+        parts = []
+        for s in range(0, len(texts), EMBED_BATCH):
+            self._check()
+            parts.append(self.inner.embed(texts[s:s + EMBED_BATCH]))
+        return np.concatenate(parts)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -33,19 +33,17 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 from fastapi import Response
 
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.documents import DroppedField, Reject, iter_documents
-from credrank.index.ingest import EMBED_BATCH, prepare_documents, write_prepared
+from credrank.index.ingest import prepare_documents, write_prepared
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
@@ -54,7 +52,7 @@ from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.rerank import AutoRetrieval, Fallback
 from credrank.searcher import Searcher
 from credrank.select.stages import CoverageSelect
-from credrank.serve.cancel import Hook, WorkToken
+from credrank.serve.cancel import Hook, RequestEmbedder, WorkToken
 from credrank.serve.config import (
     FEEDBACK_NAME,
     MAX_FETCH_K,
@@ -94,48 +92,6 @@ STAGE_FIELDS = ("top_k", "fetch_k", "lexical", "priors", "mode", "select", "para
 _FIELD_NAME = re.compile(r"[a-z_]+(\.[A-Za-z0-9_]+)?")
 #: a write's work: ``token → (answer, applied)``
 WriteWork = Callable[[WorkToken], tuple[dict[str, Any], bool]]
-
-
-class RequestEmbedder:
-    """The served searcher's embedder: every call checks the :class:`WorkToken` of the request
-    whose worker thread makes it (:meth:`working`) and embeds at most :data:`EMBED_BATCH`
-    texts at a time, so a large request is cancelled between batches rather than after all of
-    them. Compiled pipelines are kept across requests (:meth:`Searcher.compile
-    <credrank.searcher.Searcher.compile>`); their stages embed through this object, whichever
-    request runs them. Other attributes are the inner embedder's (names, length measures)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name: str = str(inner.name)
-        self.dim: int = int(inner.dim)
-        self._local = threading.local()
-
-    @contextmanager
-    def working(self, token: WorkToken) -> Iterator[None]:
-        """Calls from this thread check ``token`` until the block ends."""
-        self._local.token = token
-        try:
-            yield
-        finally:
-            self._local.token = None
-
-    def _check(self) -> None:
-        token = getattr(self._local, "token", None)
-        if token is not None:
-            token.check("embed")
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) <= EMBED_BATCH:
-            self._check()
-            return self.inner.embed(texts)
-        parts = []
-        for s in range(0, len(texts), EMBED_BATCH):
-            self._check()
-            parts.append(self.inner.embed(texts[s:s + EMBED_BATCH]))
-        return np.concatenate(parts)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def _libc_trim() -> Callable[[], None]:
@@ -439,9 +395,10 @@ class ServiceState:
         from the store unless ``text`` is ``none``."""
         start = time.perf_counter()
         with self.embedder.working(token):
-            self._prepared(self.searcher.compile(spec))
+            compiled = self.searcher.compile(spec)
+            self._prepared(compiled)
             doc = self.searcher.search_json(query, spec, text=text, check=token.check)
-        self._echo(doc, self.searcher.compile(spec))
+        self._echo(doc, compiled)
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from credrank.core.structured import jsonl_values
 from credrank.documents.schema import Document
 from credrank.evaluate.answers import squad_normalize
 
@@ -135,15 +136,7 @@ def load_json_list(path: str | Path) -> list[Any]:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed value)`` per non-blank line; :class:`DatasetError` naming the
     line for invalid JSON."""
-    p = existing_path(path, "JSONL file")
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{p}:{lineno}: not valid JSON ({exc})") from None
+    return jsonl_values(path, error=DatasetError)
 
 
 def read_csv_rows(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
