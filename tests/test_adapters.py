@@ -136,13 +136,13 @@ PRIORS_ERROR = ("priors: 'no-such-preset' is neither a preset (compressed, curre
 @pytest.mark.parametrize(("options", "expected"), [
     ({"priors": "no-such-preset"}, PRIORS_ERROR),
     ({"select": "bogus"}, "select: expected one of mmr, coverage, exposure, fair, got 'bogus'"),
-    ({"top_k": 0}, "top_k: expected an integer >= 1, got 0"),
+    ({"top_k": 0}, "top_k: expected an integer in [1, 10000000], got 0"),
     ({"select": "mmr", "select_params": {"nope": 1}},
      "select_params.nope: expected one of the known keys (diversity, intent_column), got the "
      "unknown key 'nope'"),
     ({"select_params": {"diversity": 0.3}}, "select_params: only with select"),
     ({"priors_store": "s", "source_reliability": "r"},
-     "source_reliability replaces priors_store; give one of them"),
+     "priors_store: not with source_reliability (give one of them)"),
     ({"domain_scores": "yes"}, "domain_scores: expected True or False, got 'yes'"),
 ])
 def test_scorer_shortcut_errors_name_the_adapter_parameter(options, expected):
@@ -254,7 +254,7 @@ def test_haystack_given_embeddings_only_when_asked_and_same_dimension():
                      meta={"url": "https://www.cdc.gov/a"}),
             Document(id="short", content="vitamin d covid", embedding=[1.0, 0.0],
                      meta={"url": "https://www.cdc.gov/b"})]
-    options = {"embedder": "hashing", "priors": None, "top_k": 2}
+    options = {"embedder": "hashing", "priors": "none", "top_k": 2}
 
     def retrieval(**extra):
         out = CredibilityRanker(**options, **extra).run(documents=docs, query=query)
@@ -365,8 +365,8 @@ def test_llamaindex_given_embeddings_and_config():
     query = "vitamin d covid"
     q = [float(x) for x in HASHING.embed([query])[0]]
     nodes = [NodeWithScore(node=TextNode(id_="a", text="unrelated words", embedding=q))]
-    off = CredibilityPostprocessor(embedder="hashing", priors=None, retrieval="cosine")
-    on = CredibilityPostprocessor(embedder="hashing", priors=None, retrieval="cosine",
+    off = CredibilityPostprocessor(embedder="hashing", priors="none", retrieval="cosine")
+    on = CredibilityPostprocessor(embedder="hashing", priors="none", retrieval="cosine",
                                   use_given_embeddings=True)
     assert off.postprocess_nodes(nodes, query_str=query)[0].score < 0.5
     hit = on.postprocess_nodes(nodes, query_bundle=QueryBundle(query))[0]

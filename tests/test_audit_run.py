@@ -244,7 +244,8 @@ def test_audit_of_a_pipeline_with_freshness(index, tmp_path):
 @pytest.mark.parametrize(("system", "expected"), [
     ("[system]\npriors = \"current\"\n[system.pipeline]\nstages = []\n",
      "system.priors: not with system.pipeline"),
-    ("[system]\ntop_k = 5\npipeline = \"x.json\"\n", "system.top_k: not with system.pipeline"),
+    ("[system]\nmode = \"linear\"\npipeline = \"x.json\"\n",
+     "system.mode: not with system.pipeline"),
     ("[system.pipeline]\nstages = [{stage = \"freshness\", half_life = -3}]\n",
      "system.pipeline.stages[0].half_life: expected"),
     ("[system.pipeline]\ntop_k = 5\nfetch_k = 3\n",

@@ -102,8 +102,9 @@ def test_search_help_imports_only_its_own_command() -> None:
     result = run_fresh(["search", "--help"])
     assert result["codes"] == [0]
     commands = {m.split(".")[2] for m in result["modules"] if m.startswith("credrank.cli.")}
-    # search shares the engine options of index; common/specs/root/config are not commands
-    assert commands - {"common", "specs", "root", "config"} == {"search", "index"}
+    # search shares the engine options of index; common/specs/shortcuts/root/config are not
+    # commands
+    assert commands - {"common", "specs", "shortcuts", "root", "config"} == {"search", "index"}
     assert loaded(result["modules"], STAGES) == []
 
 
@@ -126,7 +127,7 @@ def test_bench_names_are_the_registry() -> None:
 
 def test_selectors_are_imported_only_when_used() -> None:
     code = ("import sys; import credrank.select.topk, credrank.searcher, credrank.rerank, "
-            "credrank.pipeline.compile, credrank.pipeline.options, credrank.pipeline.document; "
+            "credrank.pipeline.compile, credrank.pipeline.shortcuts, credrank.pipeline.document; "
             "before = 'credrank.select.stages' in sys.modules; "
             "from credrank.select import MMRSelect; "
             "print(before, 'credrank.select.stages' in sys.modules, MMRSelect.__name__)")

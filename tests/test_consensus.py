@@ -24,8 +24,9 @@ from credrank.consensus.vote import (
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.pipeline import Pipeline
 from credrank.generate.llm import Generation, parse_prompt
-from credrank.pipeline.compile import build_stages, context, decide_pushdown
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.compile import build_stages, check_stages, context, decide_pushdown
+from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
+from credrank.pipeline.spec import SpecError
 from credrank.select.topk import TopK
 from credrank.stages.consensus import AnswerConsensus
 
@@ -278,11 +279,17 @@ def test_answer_matches_is_whole_token_containment():
 # ---------------------------------------------------------------- search options and CLI
 
 def test_spec_from_options_validates_consensus_options():
-    with pytest.raises(ValueError, match="--consensus needs the Python path"):
-        spec_from_options(consensus=True, pushdown=True)
+    # a pushdown the stage cannot honour: refused when the stages are checked (before an
+    # index is opened), said with the option
+    insisted = spec_from_options(consensus=True, pushdown=True)
+    with pytest.raises(SpecError, match=r"stages\[1\]: needs the Python path \(it reads each "
+                                        r"candidate's answer\); pushdown: true cannot be "
+                                        r"honoured") as caught:
+        check_stages(insisted)
+    assert in_words(caught.value, insisted.to_dict(), CLI).startswith("--consensus: ")
     with pytest.raises(ValueError, match=r"unknown key.*colour"):
         spec_from_options(consensus=True, consensus_params={"colour": 1})
-    with pytest.raises(ValueError, match="only with --consensus"):
+    with pytest.raises(ValueError, match=r"^consensus_params: only with consensus$"):
         spec_from_options(consensus_params={"threshold": 0.3})
     spec = spec_from_options(consensus=True, consensus_params={"threshold": 0.3})
     stages = build_stages(spec, context())

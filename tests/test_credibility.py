@@ -38,7 +38,7 @@ from credrank.pipeline.compile import (
     decide_pushdown,
     reads,
 )
-from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
 from credrank.pipeline.spec import SpecError
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
@@ -270,7 +270,7 @@ def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tm
 
 
 def test_credibility_options_and_errors(tmp_path):
-    with pytest.raises(ValueError, match="only with --credibility-model"):
+    with pytest.raises(ValueError, match="credibility_floor: only with credibility_model"):
         spec_from_options(credibility_floor=0.5)
     # the file is read when the stages are checked (before an index is opened), and the
     # error said in the options' words as credrank search says it
@@ -278,7 +278,7 @@ def test_credibility_options_and_errors(tmp_path):
     with pytest.raises(SpecError, match=r"missing\.json: the credibility model does not "
                                         r"exist") as caught:
         check_stages(spec)
-    assert in_words(caught.value, spec.to_dict()).startswith("--credibility-model: ")
+    assert in_words(caught.value, spec.to_dict(), CLI).startswith("--credibility-model: ")
 
 
 # ---------------------------------------------------------------- CLI end to end

@@ -38,11 +38,13 @@ from credrank.index.store import FreshnessFormula
 from credrank.pipeline.compile import (
     PushdownError,
     build_stages,
+    check_stages,
     compile_spec,
     context,
     decide_pushdown,
 )
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
+from credrank.pipeline.spec import SpecError
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.prior import load_priors, preset
@@ -355,8 +357,10 @@ def test_spec_and_pushdown_rule():
     spec = spec_from_options(freshness="half_life=365d")
     assert spec.pushdown is None and not _fused(spec)
     assert _fused(spec_from_options(freshness="half_life=365d,undated=penalty:0.5"))
-    with pytest.raises(ValueError, match="--freshness undated=exclude"):
-        spec_from_options(freshness="half_life=365d,undated=exclude", pushdown=True)
+    with pytest.raises(SpecError, match=r"undated=exclude needs the Python path.*pushdown: "
+                                        r"true cannot be honoured"):
+        check_stages(spec_from_options(freshness="half_life=365d,undated=exclude",
+                                       pushdown=True))
     # a stage built in code, pushdown insisted on: the stage that cannot be fused is named
     stages = [SourcePrior(load_priors("current")), parse_freshness("half_life=2d"),
               Combine("multiply"), TopK(10)]

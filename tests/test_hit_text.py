@@ -301,7 +301,7 @@ def test_http_search_text(server) -> None:
     assert all("text" not in h for h in none["hits"]) and none["settings"]["text"] == "none"
     # the Python path (a selector) and a sent pipeline carry it too
     mmr = post(server, "/search", {"query": QUERY, "top_k": 3, "select": "mmr",
-                                   "params": {"diversity": 0.5}}).json()
+                                   "select_params": {"diversity": 0.5}}).json()
     assert all(h["text"] for h in mmr["hits"])
     spec = post(server, "/search", {"query": QUERY, "pipeline": body["pipeline"],
                                     "text": "full"})

@@ -24,13 +24,14 @@ from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import StoreError
 from credrank.pipeline.compile import (
     build_stages,
+    check_stages,
     compile_search,
     compile_spec,
     context,
     decide_pushdown,
 )
-from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
@@ -109,10 +110,12 @@ def test_pushdown_stage_breakdown(small_index):
 
 def test_pipeline_builder_rejects_unsupported_pushdown(small_index):
     idx, emb = small_index
-    # in the options' words, before an index is opened
-    with pytest.raises(ValueError, match=r"--mode .*'rrf' needs the Python path.*"
-                                         r"drop --pushdown"):
-        spec_from_options(pushdown=True, mode="rrf")
+    # before an index is opened (the stages checked), said with the option
+    insisted = spec_from_options(pushdown=True, mode="rrf")
+    with pytest.raises(SpecError, match=r"stages\[1\]: mode 'rrf' needs the Python path.*"
+                                        r"pushdown: true cannot be honoured") as caught:
+        check_stages(insisted)
+    assert in_words(caught.value, insisted.to_dict(), CLI).startswith("--mode: mode 'rrf'")
     # a spec that insists, at its stage, when it is compiled
     spec = PipelineSpec.of("prior", {"stage": "combine", "mode": "rrf"}, pushdown=True)
     with pytest.raises(SpecError, match=r"stages\[1\]: mode 'rrf' needs the Python path.*"

@@ -134,7 +134,7 @@ def test_index_dir_that_is_a_file(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--top-k", str(2 ** 64)], "--top-k: expected an integer in [1, 10000000]"),
     (["--fetch-k", str(2 ** 64)], "--fetch-k: expected an integer in [1, 10000000]"),
-    (["--top-k", "5000000"], "would exceed 10000000"),
+    (["--top-k", "0"], "--top-k: expected an integer in [1, 10000000], got 0"),
 ])
 def test_k_upper_bound(tmp_path, args, message):
     res = runner.invoke(app, ["search", "q", "--index", str(tmp_path), *args])

@@ -27,7 +27,7 @@ from credrank.index.scoring import ScoreJob, key_field, pending, score_store
 from credrank.machine_text.factor import machine_likeness, machine_text_factor
 from credrank.machine_text.statistic import criterion_from_terms, criterion_numpy
 from credrank.pipeline.catalog import CATALOG
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.stages.machine_text import MachineTextFactor

@@ -188,7 +188,7 @@ def test_select_param_help_names_the_required_parameters() -> None:
     from credrank.cli import load_command
     from credrank.pipeline.catalog import CATALOG
 
-    option = next(p for p in load_command("search").params if p.name == "select_param")
+    option = next(p for p in load_command("search").params if p.name == "select_params")
     text = " ".join(option.help.split())
     listed = re.search(r"required \(no default\): (.*?)\. E\.g\.", text).group(1)
     said = {part.split()[0]: {w.strip(",") for w in part.split()[1:]}
@@ -273,7 +273,9 @@ def test_config_knows_every_stage_shortcut_of_search() -> None:
     """A new stage option of `credrank search` must join config.SHORTCUTS (the file's values
     for it then give way to a --pipeline) or, if it builds no stage, the list below."""
     from credrank.cli import load_command
-    from credrank.cli.config import SHORTCUTS
+    from credrank.cli.config import shortcut_names
+
+    SHORTCUTS = shortcut_names()
 
     not_stages = {"index_dir", "queries", "trec_run", "run_tag", "top_k", "fetch_k",
                   "pipeline", "set_param", "as_json", "text", "engine", "qdrant_url",

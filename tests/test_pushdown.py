@@ -24,8 +24,8 @@ from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import index_documents
 from credrank.index.store import HIT_FIELDS, RANKING_FIELDS, TEXT_FIELDS, formula_fields
 from credrank.pipeline.compile import compile_search, compile_spec
-from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.prior import load_priors

@@ -272,7 +272,7 @@ def counted(scorer: CredrankScorer) -> Counting:
 
 
 def test_scorer_uses_embeddings_then_scores_then_embeds() -> None:
-    scorer = CredrankScorer(embedder="hashing", priors=None)
+    scorer = CredrankScorer(embedder="hashing", priors="none")
     emb = counted(scorer)
     q = HASHING.embed([QUERY])[0].tolist()
     with_both = [Passage(text=t, metadata={"url": u} if u else {}, score=s, embedding=v)
@@ -284,7 +284,7 @@ def test_scorer_uses_embeddings_then_scores_then_embeds() -> None:
     scorer.rank(QUERY, with_both, query_vector=q)
     assert emb.calls == []  # nothing embedded at all
     # use_given_embeddings does not bypass the check under auto
-    other = CredrankScorer(embedder="hashing", priors=None, use_given_embeddings=True)
+    other = CredrankScorer(embedder="hashing", priors="none", use_given_embeddings=True)
     emb = counted(other)
     foreign = [Passage(text=t, metadata={}, score=s, embedding=v)
                for t, s, v in zip(TEXTS, SCORES, other_model(TEXTS), strict=True)]
@@ -302,7 +302,7 @@ def test_scorer_uses_embeddings_then_scores_then_embeds() -> None:
 
 
 def test_scorer_keeps_the_dimension_warning_of_use_given_embeddings() -> None:
-    scorer = CredrankScorer(embedder="hashing", priors=None, use_given_embeddings=True)
+    scorer = CredrankScorer(embedder="hashing", priors="none", use_given_embeddings=True)
     short = [Passage(text=t, metadata={}, score=s, embedding=[1.0, 0.0])
              for t, s in zip(TEXTS, SCORES, strict=True)]
     with pytest.warns(UserWarning, match="another dimension"):
@@ -330,7 +330,7 @@ def test_llamaindex_default_reuses_node_embeddings_and_the_query_bundle() -> Non
     assert embedded[0] != TEXTS[0]
     for n, v in zip(nodes, same_model(embedded), strict=True):
         n.node.embedding = v
-    post = CredibilityPostprocessor(embedder="hashing", priors=None)
+    post = CredibilityPostprocessor(embedder="hashing", priors="none")
     emb = counted(post._scorer)
     bundle = QueryBundle(QUERY, embedding=HASHING.embed([QUERY])[0].tolist())
     out = post.postprocess_nodes(nodes, query_bundle=bundle)
@@ -353,7 +353,7 @@ def test_haystack_default_uses_scores_and_query_embedding() -> None:
 
     from credrank.adapters.haystack import CredibilityRanker
 
-    ranker = CredibilityRanker(embedder="hashing", priors=None)
+    ranker = CredibilityRanker(embedder="hashing", priors="none")
     emb = counted(ranker._scorer)
     scored = [Document(id=f"h{i}", content=t, score=s) for i, (t, s) in
               enumerate(zip(TEXTS, SCORES, strict=True))]
@@ -382,7 +382,7 @@ def test_langchain_default_uses_metadata_scores() -> None:
 
     from credrank.adapters.langchain import CredibilityCompressor
 
-    compressor = CredibilityCompressor(embedder="hashing", priors=None)
+    compressor = CredibilityCompressor(embedder="hashing", priors="none")
     emb = counted(compressor._scorer)
     docs = [Document(page_content=t, metadata={"score": s}) for t, s in
             zip(TEXTS, SCORES, strict=True)]

@@ -58,7 +58,7 @@ def test_the_default_spec_is_the_default_search() -> None:
         10, 30, "dense", None)
     # SearchSettings(priors=None) was similarity only: priors="none", not None
     assert [s.name for s in Searcher.spec(priors="none").stages] == ["combine", "topk"]
-    with pytest.raises(ValueError, match="--priors: expected a preset"):
+    with pytest.raises(ValueError, match=r"^priors: expected a preset"):
         Searcher.spec(priors=None)
 
 
@@ -68,7 +68,7 @@ def test_resolved_fetch_k_of_the_spec() -> None:
     assert Searcher.spec(top_k=5, fetch_k=7).resolved_fetch_k == 7
     assert Searcher.spec(top_k=5, fetch_k=5).resolved_fetch_k == 5
     assert Searcher.spec(top_k=5).to_dict()["fetch_k"] == 15          # written out resolved
-    with pytest.raises(ValueError, match=r"^--fetch-k: expected an integer >= top_k \(10\), "
+    with pytest.raises(ValueError, match=r"^fetch_k: expected an integer >= top_k \(10\), "
                                          r"got 5$"):
         Searcher.spec(top_k=10, fetch_k=5)
     with pytest.raises(SpecError, match=r"fetch_k: expected an integer >= top_k"):

@@ -74,7 +74,7 @@ def test_health_ready_and_openapi(ro: ServerHandle) -> None:
     {"top_k": 5},
     {"top_k": 3, "fetch_k": 20, "priors": "aggressive", "mode": "linear"},
     {"top_k": 4, "priors": "none"},
-    {"top_k": 5, "select": "mmr", "params": {"diversity": 0.5}},
+    {"top_k": 5, "select": "mmr", "select_params": {"diversity": 0.5}},
 ])
 def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
                                    tmp_path: Path, options: dict[str, object]) -> None:
@@ -83,7 +83,7 @@ def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
         spec = Searcher.spec(
             top_k=options["top_k"], fetch_k=options.get("fetch_k"),
             priors=options.get("priors", "current"), mode=options.get("mode", "multiply"),
-            select=options.get("select"), select_params=options.get("params"))
+            select=options.get("select"), select_params=options.get("select_params"))
         expected = searcher.search_json(QUERY, spec)
     got = post(ro, "/search", {"query": QUERY, **options})
     assert got.status_code == 200, got.text
@@ -214,8 +214,8 @@ def test_rerank_errors_name_the_candidate(ro: ServerHandle) -> None:
     ({"query": "x" * 2001}, "query"),
     ({"query": "   "}, "query"),
     ({"query": QUERY, "priors": "priors.toml"}, "priors"),
-    ({"query": QUERY, "priors": "feedback"}, "priors"),
-    ({"query": QUERY, "select": "mmr", "params": {"nope": 1}}, "nope"),
+    ({"query": QUERY, "priors_store": "feedback"}, "priors"),
+    ({"query": QUERY, "select": "mmr", "select_params": {"nope": 1}}, "nope"),
     ({"query": QUERY, "select": "mmr", "fetch_k": 2000}, "fetch_k"),
     ({"query": QUERY, "topk": 3}, "topk"),
 ])
@@ -323,7 +323,7 @@ def test_feedback_priors_and_rollback(rw: ServerHandle) -> None:
     assert updated["version"] == start["current"] + 1
     assert updated["types"]["blog"] < start["types"]["blog"] and "cdc" in updated["sources"]
     assert httpx.get(rw.url + "/priors").json()["types"] == updated["types"]
-    used = post(rw, "/search", {"query": QUERY, "priors": "feedback"}).json()
+    used = post(rw, "/search", {"query": QUERY, "priors_store": "feedback"}).json()
     assert used["info"]["feedback_prior"]["version"] == updated["version"]
     back = post(rw, "/priors/rollback", {"version": start["current"]}, headers=key).json()
     assert back["restored_from"] == start["current"] and back["types"] == start["types"]
@@ -415,7 +415,7 @@ def test_a_client_leaving_mid_body_is_logged_as_a_disconnect(ro: ServerHandle) -
 def test_work_budget_and_strict_types_on_a_real_server(ro: ServerHandle) -> None:
     candidates = [{"id": f"c{i}", "text": f"vitamin d trial {i}"} for i in range(1000)]
     got = post(ro, "/rerank", {"query": QUERY, "candidates": candidates, "select": "coverage",
-                               "params": {"lambda_ilad": 0.5, "lambda_coverage": 0.5}})
+                               "select_params": {"lambda_ilad": 0.5, "lambda_coverage": 0.5}})
     assert got.status_code == 422 and got.json()["errors"][0]["field"] == "candidates"
     assert "--max-request-cost" in got.json()["detail"]
     got = post(ro, "/search", {"query": QUERY, "top_k": True})

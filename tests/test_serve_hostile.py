@@ -82,7 +82,7 @@ def test_coverage_over_a_large_pool_is_refused_before_any_work(app_factory: Any)
     async def scenario() -> None:
         async with asgi_client(app) as c:
             got = await c.post("/rerank", json={"query": QUERY, "candidates": candidates(1000),
-                                                "select": "coverage", "params": {
+                                                "select": "coverage", "select_params": {
                                                     "lambda_ilad": 0.5, "lambda_coverage": 0.5}})
             assert got.status_code == 422, got.text
             body = got.json()
@@ -93,12 +93,12 @@ def test_coverage_over_a_large_pool_is_refused_before_any_work(app_factory: Any)
             assert "select 'mmr'" in body["detail"] and "send vectors" not in body["detail"]
             assert body["cost"] == pytest.approx(24_975, abs=5) and body["budget"] == 2_000
             got = await c.post("/search", json={"query": QUERY, "top_k": 10, "fetch_k": 1000,
-                                                "select": "coverage", "params": {
+                                                "select": "coverage", "select_params": {
                                                     "lambda_ilad": 0.5, "lambda_coverage": 0.5}})
             assert got.status_code == 422 and got.json()["errors"][0]["field"] == "fetch_k"
             assert "a fetch_k of at most 283" in got.json()["detail"]
             small = await c.post("/rerank", json={"query": QUERY, "candidates": candidates(30),
-                                                  "select": "coverage", "params": {
+                                                  "select": "coverage", "select_params": {
                                                       "lambda_ilad": 0.5,
                                                       "lambda_coverage": 0.5}})
             assert small.status_code == 200, small.text
@@ -110,7 +110,7 @@ def test_coverage_over_a_large_pool_is_refused_before_any_work(app_factory: Any)
 
 def test_budget_is_configurable_and_zero_turns_it_off(app_factory: Any) -> None:
     body = {"query": QUERY, "candidates": candidates(1000), "select": "mmr",
-            "params": {"diversity": 0.5}}
+            "select_params": {"diversity": 0.5}}
 
     async def post(app: Any, payload: dict[str, Any]) -> Any:
         async with asgi_client(app) as c:
@@ -417,11 +417,11 @@ def test_params_without_select_are_refused(app_factory: Any) -> None:
     async def scenario() -> None:
         async with asgi_client(app) as c:
             for path, extra in (("/search", {}), ("/rerank", {"candidates": candidates(3)})):
-                got = await c.post(path, json={"query": QUERY, "params": {"diversity": 0.5},
-                                               **extra})
+                got = await c.post(path, json={"query": QUERY,
+                                               "select_params": {"diversity": 0.5}, **extra})
                 assert got.status_code == 422
-                assert got.json()["errors"][0]["field"] == "params"
-                assert got.json()["detail"].startswith("params: only with select")
+                assert got.json()["errors"][0]["field"] == "select_params"
+                assert got.json()["detail"].startswith("select_params: only with select")
 
     run(scenario())
 
@@ -433,8 +433,8 @@ def test_feedback_priors_are_echoed_with_the_store_version(app_factory: Any,
     async def scenario() -> None:
         async with asgi_client(app) as c:
             updated = await c.post("/feedback", json=FEEDBACK, headers=AUTH)
-            searched = await c.post("/search", json={"query": QUERY, "priors": "feedback"})
-            reranked = await c.post("/rerank", json={"query": QUERY, "priors": "feedback",
+            searched = await c.post("/search", json={"query": QUERY, "priors_store": "feedback"})
+            reranked = await c.post("/rerank", json={"query": QUERY, "priors_store": "feedback",
                                                      "candidates": candidates(3)})
             for got in (searched, reranked):
                 assert got.status_code == 200, got.text

@@ -46,7 +46,7 @@ def searcher(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
     {"query": QUERY, "top_k": 5},
     {"query": QUERY, "top_k": 3, "fetch_k": 20, "priors": "aggressive", "mode": "linear",
      "text": "full"},
-    {"query": QUERY, "top_k": 4, "select": "mmr", "params": {"diversity": 0.5},
+    {"query": QUERY, "top_k": 4, "select": "mmr", "select_params": {"diversity": 0.5},
      "text": "none"},
     {"query": QUERY, "pipeline": {"top_k": 4, "stages": [{"stage": "prior"},
                                                          {"stage": "combine"},
@@ -64,7 +64,7 @@ def test_search_answer_is_the_in_process_document(server: ServerHandle, searcher
             top_k=request_body["top_k"], fetch_k=request_body.get("fetch_k"),
             priors=request_body.get("priors", "current"),
             mode=request_body.get("mode", "multiply"), select=request_body.get("select"),
-            select_params=request_body.get("params"))
+            select_params=request_body.get("select_params"))
     expected = json.loads(json.dumps(searcher.search_json(QUERY, spec, text=text)))
     got = httpx.post(server.url + "/search", json=request_body, timeout=60)
     assert got.status_code == 200, got.text

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app as cli
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import HTTP_SEARCH, SHORTCUTS, WITH_PIPELINE, spec_from_options
 from credrank.pipeline.spec import PipelineSpec
 from credrank.searcher import Searcher
 from credrank.serve.config import ServeConfig
@@ -98,7 +98,7 @@ FIELDS_AND_SPECS = [
     ({"top_k": 5}, {"top_k": 5}),
     ({"top_k": 4, "fetch_k": 20, "priors": "aggressive", "mode": "linear"},
      {"top_k": 4, "fetch_k": 20, "priors": "aggressive", "mode": "linear"}),
-    ({"top_k": 5, "select": "mmr", "params": {"diversity": 0.5}, "consensus": True,
+    ({"top_k": 5, "select": "mmr", "select_params": {"diversity": 0.5}, "consensus": True,
       "consensus_params": {"threshold": 0.3}},
      {"top_k": 5, "select": "mmr", "select_params": {"diversity": 0.5}, "consensus": True,
       "consensus_params": {"threshold": 0.3}}),
@@ -144,7 +144,7 @@ def test_the_response_pipeline_replays_search_and_rerank(served: Any) -> None:
              "undated": "penalty:0.5"},
             "consensus", {"stage": "mmr", "diversity": 0.3}]}}),
         ("/search", {"query": QUERY, "top_k": 4, "select": "fair",
-                     "params": {"protected_column": "source_type", "p": 0.5,
+                     "select_params": {"protected_column": "source_type", "p": 0.5,
                                 "alpha": 0.1, "protected_value": "blog"}}),
         ("/rerank", {"query": QUERY, "candidates": pool, "pipeline": {"top_k": 3, "stages": [
             {"stage": "credibility", "model": "cred"}, "consensus"]}}),
@@ -190,7 +190,7 @@ def test_feedback_by_name_and_its_version_is_pinned_for_replay(served: Any) -> N
     app, _ = served
     feedback = {"items": [{"source_type": "blog", "relevant": False}] * 3, "reason": "t"}
     fields, spec, updated = post_all(
-        app, ("/search", {"query": QUERY, "priors": "feedback"}),
+        app, ("/search", {"query": QUERY, "priors_store": "feedback"}),
         ("/search", {"query": QUERY, "pipeline": {"stages": [
             {"stage": "feedback_prior", "store": "feedback"}]}}),
         ("/feedback", feedback))
@@ -202,7 +202,7 @@ def test_feedback_by_name_and_its_version_is_pinned_for_replay(served: Any) -> N
     assert updated.json()["version"] == used + 1  # the store moved on ...
     replay, current = post_all(
         app, ("/search", {"query": QUERY, "pipeline": fields.json()["pipeline"]}),
-        ("/search", {"query": QUERY, "priors": "feedback"}))
+        ("/search", {"query": QUERY, "priors_store": "feedback"}))
     assert ranked(replay.json()) == ranked(fields.json())  # ... the replay did not
     assert replay.json()["settings"]["priors"]["version"] == used
     assert current.json()["settings"]["priors"]["version"] == used + 1
@@ -255,21 +255,36 @@ def test_spec_errors_name_the_pipeline_path(served: Any, pipeline: dict[str, Any
     assert not any(str(p) in got.text for p in models.values())  # never a server path
 
 
-@pytest.mark.parametrize("field", ["top_k", "fetch_k", "lexical", "priors", "mode", "select",
-                                   "params", "consensus", "consensus_params"])
-def test_stage_fields_with_a_pipeline_are_refused(served: Any, field: str) -> None:
+@pytest.mark.parametrize("field", [s.name for s in HTTP_SEARCH.shortcuts()
+                                   if s.name not in WITH_PIPELINE])
+def test_shortcut_fields_with_a_pipeline_are_refused(served: Any, field: str) -> None:
     app, _ = served
-    value = {"top_k": 10, "fetch_k": 30, "lexical": False, "priors": "current",
-             "mode": "multiply", "select": "mmr", "params": {}, "consensus": False,
-             "consensus_params": {}}[field]  # even the default value, sent, is refused
-    body = {"query": QUERY, "pipeline": {"stages": ["prior"]}, field: value}
+    shortcut = SHORTCUTS[field]
+    # even the default value, sent, is refused
+    body = {"query": QUERY, "pipeline": {"stages": ["prior"]}, field: shortcut.default}
     requests = [("/search", body)]
-    if field not in ("fetch_k", "lexical"):
+    if not shortcut.retrieval:
         requests.append(("/rerank", {**body, "candidates": candidates(3)}))
     for got in post_all(app, *requests):
         assert got.status_code == 422, got.text
         assert got.json()["errors"][0]["field"] == field
-        assert got.json()["detail"].startswith(f"{field}: the pipeline comes from `pipeline`")
+        assert got.json()["detail"].startswith(f"{field}: not with pipeline (the pipeline "
+                                               "comes from it")
+
+
+def test_top_k_and_fetch_k_replace_the_pipelines(served: Any) -> None:
+    # as `credrank search --pipeline F --top-k N` and the adapters' top_k with pipeline=
+    app, _ = served
+    sent = {"top_k": 3, "fetch_k": 12, "stages": ["prior"]}
+    searched, reranked = post_all(
+        app, ("/search", {"query": QUERY, "pipeline": sent, "top_k": 2, "fetch_k": 9}),
+        ("/rerank", {"query": QUERY, "pipeline": sent, "top_k": 2,
+                     "candidates": candidates(5)}))
+    assert searched.status_code == 200, searched.text
+    assert (searched.json()["pipeline"]["top_k"], searched.json()["pipeline"]["fetch_k"]) == (2, 9)
+    assert len(searched.json()["hits"]) == 2
+    assert reranked.status_code == 200, reranked.text
+    assert reranked.json()["pipeline"]["top_k"] == 2 and len(reranked.json()["hits"]) == 2
 
 
 def test_rerank_spec_errors(served: Any) -> None:
@@ -297,11 +312,29 @@ def test_fields_errors_still_speak_the_fields(served: Any) -> None:
     threshold, floor = post_all(
         app, ("/search", {"query": QUERY, "consensus": True,
                           "consensus_params": {"threshold": 2}}),
-        ("/search", {"query": QUERY, "select": "fair", "params": {"p": 0.5}}))
+        ("/search", {"query": QUERY, "select": "fair", "select_params": {"p": 0.5}}))
     assert threshold.status_code == 422
     assert threshold.json()["detail"].startswith("consensus_params.threshold: expected")
     assert threshold.json()["errors"][0]["field"] == "consensus_params.threshold"
-    assert floor.status_code == 422 and floor.json()["detail"].startswith("params.")
+    assert floor.status_code == 422
+    assert floor.json()["detail"].startswith("select_params.protected_column: expected")
+
+
+def test_every_shortcut_of_the_cli_is_a_field(served: Any) -> None:
+    # the CLI's --freshness (once refused over HTTP) is a field, as text or as an object
+    app, _ = served
+    text, items, bad = post_all(
+        app, ("/search", {"query": QUERY, "freshness": "half_life=30d,undated=penalty:0.5"}),
+        ("/search", {"query": QUERY, "freshness": {"half_life": "30d",
+                                                   "undated": "penalty:0.5"}}),
+        ("/search", {"query": QUERY, "freshness": "half_life=0d"}))
+    assert text.status_code == 200 and items.status_code == 200, (text.text, items.text)
+    stage = next(s for s in text.json()["pipeline"]["stages"] if s["stage"] == "freshness")
+    assert stage["half_life"] == 30.0 and stage["undated"] == "penalty:0.5"
+    assert items.json()["pipeline"] == text.json()["pipeline"]
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["field"] == "freshness.half_life"
+    assert bad.json()["detail"].startswith("freshness.half_life: expected a positive duration")
 
 
 # -- budget, gate, time limit, lock --------------------------------------------------------------

@@ -42,7 +42,7 @@ from credrank.pipeline.compile import (
     context,
     decide_pushdown,
 )
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.pipeline.spec import SpecError
 from credrank.provenance import SourceTyper
 from credrank.signals.prior import preset

@@ -24,7 +24,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.pipeline.compile import compile_spec
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank_bench.experiments.bench import bench_corpus
 

@@ -62,8 +62,8 @@ from credrank.index import open_store
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.store import HIT_FIELDS, VectorStore
 from credrank.pipeline.compile import compile_spec
-from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.select.topk import TopK
 from credrank.signals.prior import preset
 from credrank.stages.prior import SourcePrior

@@ -59,7 +59,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.opener import open_store
 from credrank.pipeline.compile import compile_spec
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank.select.diversity import cosine_similarity, mmr
 from credrank.select.stages import CoverageSelect

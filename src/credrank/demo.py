@@ -21,7 +21,7 @@ from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import IndexReport
 from credrank.index.opener import open_store
-from credrank.pipeline.options import spec_from_options
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.pipeline.spec import PipelineSpec
 from credrank.searcher import Searcher
 

@@ -32,8 +32,8 @@ from credrank.index.store import VectorStore, generation
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
 from credrank.pipeline.document import search_document, text_settings
 from credrank.pipeline.hittext import with_hit_text
-from credrank.pipeline.options import spec_from_options
 from credrank.pipeline.pushdown import PushdownSearch
+from credrank.pipeline.shortcuts import spec_from_options
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.rerank import (
@@ -137,7 +137,7 @@ class Searcher:
     @staticmethod
     def spec(**options: Any) -> PipelineSpec:
         """The spec of the options of ``credrank search`` (``top_k=5, freshness="half_life=
-        30d"``, …: :func:`credrank.pipeline.options.spec_from_options`, errors in the options'
+        30d"``, …: :func:`credrank.pipeline.shortcuts.spec_from_options`, errors in the options'
         words) — a spec and nothing else."""
         return spec_from_options(**options)
 

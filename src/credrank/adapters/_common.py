@@ -15,10 +15,11 @@ a ``credrank search --pipeline`` file or the ``"pipeline"`` of a ``--json`` outp
   selectors …); a stage that needs an index (``freshness`` with ``lineage: cites``) is an error
   naming it. ``top_k`` given as well overrides the spec's (as ``credrank search --pipeline F
   --top-k N``); any other shortcut given with it is an error naming the shortcut;
-* or the shortcuts (:data:`SHORTCUTS`: ``priors``, ``mode``, ``top_k``, ``select``,
-  ``select_params``, ``domain_scores``, ``priors_store``, ``source_reliability``), translated by
-  :func:`credrank.pipeline.options.spec_from_options` with errors in the adapters' own words
-  (:data:`WORDS`: ``priors: 'x' is neither a preset …``, ``select_params.nope: …``).
+* or the shortcuts (``priors``, ``mode``, ``top_k``, ``select``, ``select_params``,
+  ``credibility_model``, ``freshness``, ``planted``, …: the one table of every front door,
+  :data:`credrank.pipeline.shortcuts.SHORTCUTS`, less what only a door that retrieves has),
+  translated by :func:`credrank.pipeline.shortcuts.spec_from_options` with errors in the
+  adapters' own words (``priors: 'x' is neither a preset …``, ``select_params.nope: …``).
 
 The stages are built once per ``top_k`` (model files read once) and run after
 :class:`~credrank.rerank.GivenCandidates` exactly as :func:`credrank.rerank.rerank` runs a spec,
@@ -81,7 +82,14 @@ from credrank.core.structured import read_structured
 from credrank.core.validation import check_bool, check_choice, check_int
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.pipeline.compile import build_stages, check_stages, context, reads
-from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.shortcuts import (
+    ADAPTER,
+    Shortcut,
+    check_not_with_pipeline,
+    in_words,
+    spec_from_options,
+    with_top,
+)
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.rerank import (
@@ -110,25 +118,25 @@ class Option:
     shortcut: bool = False
 
 
-#: every option of every adapter, declared once (module docstring); ``pipeline`` is
-#: :data:`PIPELINE`
+#: the Python type of each kind of shortcut value (:mod:`credrank.pipeline.shortcuts`)
+_TYPES: dict[str, Any] = {"int": int | None, "number": float | None, "bool": bool,
+                          "flag3": bool | None, "text": str | None, "path": str | Path | None,
+                          "map": dict[str, Any] | None, "items": str | dict[str, Any] | None}
+
+
+def _shortcut(s: Shortcut) -> Option:
+    """The adapter option of shortcut ``s``."""
+    kind = str if s.value == "text" and s.default is not None else _TYPES[s.value]
+    return Option(s.name, s.default, kind, s.help[0].upper() + s.help[1:] + ".", shortcut=True)
+
+
+#: every option of every adapter, declared once (module docstring): the adapters' own, then
+#: the pipeline shortcuts of :data:`credrank.pipeline.shortcuts.SHORTCUTS` (those of a door
+#: that scores candidates retrieved elsewhere); ``pipeline`` is :data:`PIPELINE`
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("embedder", "minilm", str,
            "'minilm' (the model `credrank index` uses by default) or 'hashing' (no model; "
            "tests)."),
-    Option("priors", "current", str | None,
-           "A prior preset or prior file; None: similarity only (shortcut of the 'prior' "
-           "stage).", shortcut=True),
-    Option("mode", "multiply", str,
-           "How the factors combine: multiply, linear or rrf (shortcut of 'combine').",
-           shortcut=True),
-    Option("top_k", None, int | None,
-           "Documents returned (default: the pipeline's, else 10); with pipeline= it "
-           "overrides the spec's top_k.", shortcut=True),
-    Option("select", None, str | None,
-           "A selector: mmr, coverage, exposure or fair (shortcut).", shortcut=True),
-    Option("select_params", None, dict[str, Any] | None,
-           "The selector's parameters (shortcut).", shortcut=True),
     Option("tables", (), list[str], "Domain-table CSV paths for the source typer."),
     Option("url_key", None, str | None,
            "Metadata key of the URL (default: the first of url, source, link)."),
@@ -143,29 +151,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "With retrieval 'cosine' or 'given': use the document's stored embedding when its "
            "dimension is the embedder's (only if the documents were embedded by the same "
            "model); under 'auto' the same-model check decides."),
-    Option("domain_scores", False, bool,
-           "Use the domain tables' scores (shortcut of prior.use_domain_scores).",
-           shortcut=True),
-    Option("priors_store", None, str | None,
-           "A feedback store directory (shortcut of 'feedback_prior').", shortcut=True),
-    Option("source_reliability", None, str | None,
-           "A reliability estimate file (shortcut of 'reliability_prior').", shortcut=True),
+    *(_shortcut(s) for s in ADAPTER.shortcuts()),
 )}
 #: the ``pipeline`` option: what the adapter runs (module docstring)
 PIPELINE = Option("pipeline", None, Any,
                   "The pipeline: a PipelineSpec, a spec dict or the path of a JSON/TOML/YAML "
                   "spec file; the shortcuts are then not given (top_k aside).")
-#: the options that are shortcuts of the pipeline
-SHORTCUTS = tuple(n for n, o in OPTIONS.items() if o.shortcut)
-#: the words of spec errors for the shortcuts: the adapters' parameter names
-WORDS: dict[tuple[str, str | None], str] = {
-    ("prior", None): "priors", ("prior", "use_domain_scores"): "domain_scores",
-    ("feedback_prior", None): "priors_store",
-    ("reliability_prior", None): "source_reliability",
-    ("combine", None): "mode",
-    ("select", None): "select_params.{param}", ("select", "stage"): "select",
-    ("top", "top_k"): "top_k", ("top", "fetch_k"): "fetch_k",
-}
 
 
 def options_doc() -> str:
@@ -197,24 +188,6 @@ def pydantic_fields(field: Callable[..., Any]) -> dict[str, tuple[Any, Any]]:
         else:
             out[o.name] = (o.annotation, field(default=o.default, description=o.help))
     return out
-
-
-def given_options(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of ``values`` that differ from their defaults (a shortcut at its default
-    is not given), adapter options always."""
-    out = {}
-    for name, o in OPTIONS.items():
-        if name not in values:
-            continue
-        value = values[name]
-        default = list(o.default) if isinstance(o.default, tuple) else o.default
-        if not o.shortcut or not _same(value, default):
-            out[name] = value
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
 
 
 def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:
@@ -277,7 +250,6 @@ class CredrankScorer:
         if unknown:
             raise TypeError(f"unexpected option(s) {', '.join(map(repr, unknown))}; expected "
                             f"pipeline or one of {', '.join(OPTIONS)}")
-        given = given_options(options)
         values: dict[str, Any] = {
             n: (list(o.default) if isinstance(o.default, tuple) else o.default)
             for n, o in OPTIONS.items()}
@@ -302,7 +274,7 @@ class CredrankScorer:
         #: how errors of a built stage name the pipeline (``None``: built from shortcuts)
         self._where = (None if pipeline is None else
                        f"pipeline {pipeline}" if isinstance(pipeline, str | Path) else "pipeline")
-        self.spec = self._spec(pipeline, given, values)
+        self.spec = self._spec(pipeline, values)
         self._stages: dict[int, list[Stage]] = {}
         self._embedder: Embedder | None = None
         #: ``retrieval="auto"``'s state for this instance: the same-model verdict per
@@ -312,29 +284,16 @@ class CredrankScorer:
 
     # -- the pipeline -----------------------------------------------------------------------
     @staticmethod
-    def _spec(pipeline: Any, given: Mapping[str, Any], values: Mapping[str, Any]
-              ) -> PipelineSpec:
-        top_k = values["top_k"]
-        if top_k is not None:
-            check_int("top_k", top_k, 1)
+    def _spec(pipeline: Any, values: Mapping[str, Any]) -> PipelineSpec:
         if pipeline is not None:
-            mixed = [n for n in SHORTCUTS if n in given and n != "top_k"]
-            if mixed:
-                raise ValueError(f"{mixed[0]}: not with pipeline= (the pipeline is the "
-                                 "configuration: set it in the spec's stages, or drop "
-                                 "pipeline=)")
+            check_not_with_pipeline(values, ADAPTER, "pipeline=")
             spec = read_pipeline(pipeline)
-            if top_k is not None and top_k != spec.top_k:
-                spec = spec.replace_top(top_k=top_k, fetch_k=_fetch_k(spec, top_k))
-            return spec
-        priors = values["priors"]
-        return spec_from_options(
-            top_k=10 if top_k is None else top_k,
-            priors="none" if priors is None else priors, mode=values["mode"],
-            domain_scores=values["domain_scores"],
-            priors_store=values["priors_store"], source_reliability=values["source_reliability"],
-            select=values["select"], select_params=dict(values["select_params"] or {}),
-            names=WORDS)
+            try:
+                return with_top(spec, values)
+            except SpecError as exc:
+                raise ValueError(f"top_k: {exc.detail}") from None
+        return spec_from_options(door=ADAPTER,
+                                 **{s.name: values[s.name] for s in ADAPTER.shortcuts()})
 
     def _error(self, exc: SpecError) -> ValueError:
         """A stage's build error, named as the user configured it: ``pipeline: stages[i]…``
@@ -342,7 +301,7 @@ class CredrankScorer:
         if self._where is not None:
             return SpecError(f"{self._where}: {exc.key_path}: {exc.detail}", exc.key_path,
                              exc.detail)
-        return ValueError(in_words(exc, self.spec.to_dict(), WORDS))
+        return ValueError(in_words(exc, self.spec.to_dict(), ADAPTER))
 
     def _validate(self) -> None:
         """Build the stages of the configured ``top_k`` now (a stance stage, which needs the
@@ -366,7 +325,7 @@ class CredrankScorer:
             return self.spec
         k = check_int("top_k", top_k, 1)
         try:
-            return self.spec.replace_top(top_k=k, fetch_k=_fetch_k(self.spec, k))
+            return with_top(self.spec, {"top_k": k})
         except SpecError as exc:
             raise ValueError(f"top_k: {exc.detail}") from None
 
@@ -488,12 +447,6 @@ class CredrankScorer:
                 value = getattr(self, name)
                 out[name] = list(value) if isinstance(value, list | tuple) else value
         return out
-
-
-def _fetch_k(spec: PipelineSpec, top_k: int) -> int | None:
-    """The spec's ``fetch_k`` kept for another ``top_k`` when still large enough, else the
-    default (``3 × top_k``)."""
-    return spec.fetch_k if spec.fetch_k is not None and spec.fetch_k >= top_k else None
 
 
 def _plain(value: Any) -> Any:

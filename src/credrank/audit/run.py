@@ -48,10 +48,11 @@ dimensions is measured (or why it is not), and the hard gates::
     reason = "a disqualifying exposure cannot be averaged away"
 
 ``[system]`` is one pipeline spec either way: the shortcut keys are translated by
-:func:`credrank.pipeline.options.spec_from_options` (defaults: ``priors = "current"``,
-``top_k = 5``, ``mode = "multiply"``), and ``pipeline`` cannot be given with them (an error
-naming the key). Any stage of the catalog can be audited (freshness, credibility, stance,
-consensus, citation lineage …): the queries run through
+:func:`credrank.pipeline.shortcuts.spec_from_options` (the shortcuts of every front door,
+``top_k = 5`` by default here), and ``pipeline`` cannot be given with them (an error naming
+the key), ``top_k`` and ``fetch_k`` aside: they replace the spec's. Any stage of the catalog
+can be audited (freshness, credibility, stance, consensus, citation lineage …): the queries
+run through
 :meth:`credrank.searcher.Searcher.search` with the spec, exactly as ``credrank search
 --pipeline`` runs it. A file a stage names (a prior file, a model) is looked for relative to
 the audit config first, then as given. The outputs record the spec that ran: ``"pipeline"`` in
@@ -127,7 +128,13 @@ from credrank.core.schema import (
 )
 from credrank.core.structured import read_structured
 from credrank.index.store import MAX_K
-from credrank.pipeline.options import in_words, spec_from_options
+from credrank.pipeline.shortcuts import (
+    AUDIT,
+    check_not_with_pipeline,
+    in_words,
+    spec_from_options,
+    with_top,
+)
 from credrank.pipeline.spec import PipelineSpec, SpecError
 
 #: measure name → the dimension it measures
@@ -140,33 +147,29 @@ MEASURES: dict[str, str] = {
     "traceability": "accountability",
 }
 
-#: a selector parameter of ``[system] select_params``: a scalar or a list of scalars (the
-#: selector checks names and ranges, :func:`credrank.select.stages.build_selector`)
+#: a stage parameter inside a map shortcut (``select_params``, …): a scalar or a list of
+#: scalars (the stage's spec checks names and ranges)
 _SCALAR = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True)))
 _PARAM = AnyOf((Flag(), Integer(), Number(), Text(allow_empty=True), ListOf(_SCALAR)))
+#: the TOML type of each kind of shortcut value (the spec checks the values)
+_VALUE: dict[str, Any] = {
+    "int": Integer(), "number": Number(), "bool": Flag(), "flag3": Flag(), "text": Text(),
+    "path": Text(what="a file path relative to the config"), "map": MapOf(_PARAM),
+    "items": AnyOf((Text(), MapOf(_PARAM))),
+}
+#: the audit's own default of a shortcut (a short audit by default)
+SYSTEM_DEFAULTS = {"top_k": 5}
 
-#: ``[system]``: the audited pipeline — the shortcut keys (defaults applied by
-#: :func:`system_spec`) or ``pipeline``, a spec table or the path of a spec file
+#: ``[system]``: the audited pipeline — the shortcut keys of the one table
+#: (:data:`credrank.pipeline.shortcuts.SHORTCUTS`) or ``pipeline``, a spec table or the path
+#: of a spec file
 SYSTEM_SCHEMA = Table({
-    "priors": Field(Text(), required=False),
-    "top_k": Field(Integer(1, MAX_K), required=False),
-    "fetch_k": Field(Integer(1, MAX_K), required=False),
-    "mode": Field(Text(), required=False),
-    "select": Field(Text(), required=False),
-    "select_params": Field(MapOf(_PARAM), required=False),
+    **{s.name: Field(_VALUE[s.value], required=False) for s in AUDIT.shortcuts()},
     "pipeline": Field(AnyOf((
         Text(what="the path of a pipeline spec file (JSON, TOML or YAML) relative to the "
                   "config"),
         MapOf(Anything()))), required=False),
 }, what="a [system] table")
-#: the ``[system]`` shortcut keys (everything but ``pipeline``)
-SYSTEM_SHORTCUTS = ("priors", "top_k", "fetch_k", "mode", "select", "select_params")
-#: the words of spec errors for the shortcut keys (:func:`credrank.pipeline.options.in_words`)
-SYSTEM_WORDS: dict[tuple[str, str | None], str] = {
-    ("prior", None): "system.priors", ("combine", None): "system.mode",
-    ("select", None): "system.select_params.{param}", ("select", "stage"): "system.select",
-    ("top", "top_k"): "system.top_k", ("top", "fetch_k"): "system.fetch_k",
-}
 
 #: ``[queries]``: paths relative to the config file, or ``demo:NAME``
 QUERIES_SCHEMA = Table({
@@ -241,7 +244,7 @@ class AuditConfig:
             return AuditInputError(f"{self.source}: "
                                    f"{_spec_message(self.spec_from, exc.key_path, exc.detail)}")
         return AuditInputError(f"{self.source}: "
-                               f"{in_words(exc, self.pipeline.to_dict(), SYSTEM_WORDS)}")
+                               f"{in_words(exc, self.pipeline.to_dict(), AUDIT)}")
 
 
 def shown(path: Path | str) -> str:
@@ -277,22 +280,16 @@ def system_spec(system: Mapping[str, Any], source: str, base: Path
     """The pipeline of ``[system]`` and how its errors name it (module docstring): ``pipeline``
     (a spec table, or a spec file relative to ``base``) or the shortcut keys, never both.
     Errors are :class:`AuditInputError` naming ``source`` and the key path."""
+    shortcuts = {k: v for k, v in system.items() if k != "pipeline"}
     if "pipeline" not in system:
-        select_params = dict(system.get("select_params", {}))
         try:
-            spec = spec_from_options(
-                top_k=int(system.get("top_k", 5)), fetch_k=system.get("fetch_k"),
-                priors=str(system.get("priors", "current")),
-                mode=str(system.get("mode", "multiply")), select=system.get("select"),
-                select_params=select_params, names=SYSTEM_WORDS)
+            return spec_from_options(door=AUDIT, **{**SYSTEM_DEFAULTS, **shortcuts}), ""
         except ValueError as exc:
             raise AuditInputError(f"{source}: {exc}") from None
-        return spec, ""
-    mixed = [k for k in SYSTEM_SHORTCUTS if k in system]
-    if mixed:
-        raise AuditInputError(f"{source}: system.{mixed[0]}: not with system.pipeline (the "
-                              "pipeline is the configuration: set it in the spec, or drop "
-                              "system.pipeline)")
+    try:
+        check_not_with_pipeline(shortcuts, AUDIT, "system.pipeline", present=True)
+    except ValueError as exc:
+        raise AuditInputError(f"{source}: {exc}") from None
     value = system["pipeline"]
     where = "system.pipeline"
     if isinstance(value, str):
@@ -305,7 +302,7 @@ def system_spec(system: Mapping[str, Any], source: str, base: Path
         if isinstance(value, dict) and "pipeline" in value and "stages" not in value:
             value = value["pipeline"]  # a whole credrank search --json output
     try:
-        return PipelineSpec.from_dict(value), where
+        return with_top(PipelineSpec.from_dict(value), shortcuts), where
     except SpecError as exc:
         raise AuditInputError(f"{source}: {_spec_message(where, exc.key_path, exc.detail)}"
                               ) from None

@@ -39,12 +39,15 @@ ALIASES = {"tables": "table"}
 #: commands the top-level keys do not apply to (only their own table): `demo --index` is
 #: where the demo writes its own corpus, never the user's index
 OWN_TABLE_ONLY = frozenset({"demo"})
-#: the options that build the pipeline when no --pipeline is given (the stage shortcuts)
-SHORTCUTS = frozenset({
-    "priors", "mode", "lexical", "pushdown", "domain_scores", "priors_store",
-    "source_reliability", "select", "select_param", "credibility_model", "credibility_floor",
-    "stance_model", "stance_param", "consensus", "consensus_param", "freshness", "planted",
-    "machine_text"})
+
+
+def shortcut_names() -> frozenset[str]:
+    """The options that build the pipeline when no --pipeline is given: the shortcuts of the
+    one table (:data:`credrank.pipeline.shortcuts.SHORTCUTS`) but ``top_k`` and ``fetch_k``,
+    which may come with a pipeline (imported when a file sets ``pipeline``)."""
+    from credrank.pipeline.shortcuts import SHORTCUTS, WITH_PIPELINE
+
+    return frozenset(SHORTCUTS) - frozenset(WITH_PIPELINE)
 
 
 class ConfigError(ValueError):
@@ -210,10 +213,11 @@ class _Defaults(Mapping[str, Any]):
         docstring: a pipeline and the stage shortcuts never meet)."""
         if "pipeline" not in self._options:
             return False
-        shortcuts = [n for n in SHORTCUTS if n in self._options]
+        names = shortcut_names()
+        shortcuts = [n for n in names if n in self._options]
         if name == "pipeline":
             return self._from_command_line(shortcuts)
-        if name in SHORTCUTS:
+        if name in names:
             return self._from_command_line(["pipeline"]) or (
                 self._file_has("pipeline") and not self._from_command_line(shortcuts))
         return False

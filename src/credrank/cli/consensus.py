@@ -10,12 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import console, fail
+from credrank.cli.shortcuts import shortcut_options
 from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
 from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.documents import Query, read_queries
 from credrank.index.store import StoreError
 from credrank.pipeline.compile import check_stages
-from credrank.pipeline.spec import SpecError
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.searcher import Searcher
 
 app = typer.Typer(help="Label-free answer consensus over the candidates of a query.",
@@ -39,21 +40,19 @@ def _gold(queries: list[Query], path: Path) -> list[list[str]]:
     return gold
 
 
+def _param(spec: PipelineSpec, stage: str, name: str, absent: Any) -> Any:
+    """Parameter ``name`` of ``spec``'s stage ``stage`` (``absent`` without that stage)."""
+    found = spec.stage(stage)
+    return absent if found is None else found.params[name]
+
+
 @app.command()
+@shortcut_options()
 def calibrate(
     queries: Annotated[Path, typer.Argument(
         help="development queries, JSONL: {id, query|text, answers}, answers a list of strings")],
     index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
-    top_k: Annotated[int | None, typer.Option(
-        "--top-k", min=1, help="results per query (default 10, or the --pipeline file's)")
-    ] = None,
-    fetch_k: Annotated[int | None, typer.Option(
-        "--fetch-k", min=1, help="candidate pool that votes (default 3 × top-k)")] = None,
-    priors: Annotated[str, typer.Option(
-        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
-    credibility_model: Annotated[Path | None, typer.Option(
-        "--credibility-model", help="a `credrank credibility fit` model file (vote weight)")
-    ] = None,
+    shortcuts: dict[str, Any] | None = None,
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
@@ -72,12 +71,7 @@ def calibrate(
     try:
         batch = read_queries(queries)
         gold = _gold(batch, queries)
-        if pipeline is not None and (priors != "current" or credibility_model is not None):
-            raise ValueError(f"--priors/--credibility-model: the pipeline comes from "
-                             f"--pipeline {pipeline}; set its values there or with -S "
-                             "STAGE.PARAM=VALUE")
-        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
-                       credibility_model=credibility_model)
+        spec = spec_of(pipeline, set_param, shortcuts)
         try:
             spec = spec.with_params("consensus", {"threshold": 0.0})
             check_stages(spec)  # the files the stages name, before the index is opened
@@ -101,8 +95,8 @@ def calibrate(
         fail(str(exc))
     report = {"credrank_consensus_calibration": 1, "queries": len(batch),
               "settings": {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,
-                           "priors": priors, "credibility_model": (
-                               None if credibility_model is None else str(credibility_model))},
+                           "priors": _param(spec, "prior", "priors", "none"),
+                           "credibility_model": _param(spec, "credibility", "model", None)},
               "pipeline": spec.to_dict(),
               "correct_rule": "a gold answer occurs in the top answer as whole tokens after "
                               "normalisation; answers read to score only",

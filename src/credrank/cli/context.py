@@ -14,24 +14,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from credrank.cli.common import err, fail
 from credrank.cli.index import check_index_option
+from credrank.cli.shortcuts import shortcut_options
 from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
 from credrank.context.build import build_context, check_context_spec, check_format, parse_now
 from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
-from credrank.index.store import MAX_K, StoreError
+from credrank.index.store import StoreError
 from credrank.pipeline.compile import check_stages
 from credrank.pipeline.spec import SpecError
 from credrank.searcher import Searcher
 
 
+@shortcut_options(defaults={"top_k": 5}, helps={"top_k": "passages in the context"})
 def context(
     query: Annotated[str, typer.Argument(help="the question")],
     index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
@@ -41,17 +43,7 @@ def context(
     granularity: Annotated[str, typer.Option(
         help="document | sentence (sentence tiers from each sentence's own similarity, "
              "capped by the document's source tier)")] = "document",
-    top_k: Annotated[int, typer.Option("--top-k", min=1, help="passages in the context")] = 5,
-    fetch_k: Annotated[int | None, typer.Option(
-        "--fetch-k", min=1, help="candidate pool (default 3 × top-k)")] = None,
-    priors: Annotated[str, typer.Option(
-        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
-    credibility_model: Annotated[Path | None, typer.Option(
-        "--credibility-model",
-        help="a `credrank credibility fit` model file: ranks with the factor credibility, "
-             "which then sets the source tier (--source-tier auto)")] = None,
-    source_reliability: Annotated[Path | None, typer.Option(
-        help="--json output of `credrank reliability estimate` as the prior")] = None,
+    shortcuts: dict[str, Any] | None = None,
     source_tier: Annotated[str, typer.Option(
         "--source-tier",
         help="auto (factor credibility if ranked with it, else the source type) | type | a "
@@ -79,8 +71,6 @@ def context(
         fail("query: expected non-empty text")
     if granularity not in GRANULARITIES:
         fail(f"--granularity: expected one of {', '.join(GRANULARITIES)}, got {granularity!r}")
-    if top_k > MAX_K or (fetch_k is not None and fetch_k > MAX_K):
-        fail(f"--top-k / --fetch-k: expected integers in [1, {MAX_K}]")
     try:
         check_format(fmt)
         check_text(text, "--text")
@@ -97,14 +87,8 @@ def context(
         fail("--text none: --granularity sentence tiers the sentences of the text; use "
              "--text full|snippet")
     check_index_option(index_dir)
-    if pipeline is not None and (priors != "current" or credibility_model is not None
-                                 or source_reliability is not None):
-        fail(f"--priors/--credibility-model/--source-reliability: the pipeline comes from "
-             f"--pipeline {pipeline}; set its values there or with -S STAGE.PARAM=VALUE")
     try:
-        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
-                       credibility_model=credibility_model,
-                       source_reliability=source_reliability)
+        spec = spec_of(pipeline, set_param, shortcuts)
         check_context_spec(spec)
         try:  # the files the stages name are read before the index is opened
             check_stages(spec)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, hit_cell, parse_params
+from credrank.cli.common import console, err, fail, hit_cell
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -19,9 +19,10 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
+from credrank.cli.shortcuts import shortcut_options
 from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
 from credrank.core.hittext import DEFAULT_TEXT, check_text
-from credrank.index.store import MAX_K, StoreError, read_manifest
+from credrank.index.store import StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
     from credrank.core.candidates import Candidates
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for
     from credrank.searcher import Searcher
 
 
+@shortcut_options()
 def search(
     query: Annotated[str | None, typer.Argument(
         help="the query text (or --queries FILE for a batch)")] = None,
@@ -42,79 +44,7 @@ def search(
         "--trec-run", help="with --queries: write a TREC run (qid Q0 doc rank score tag) to "
                            "this file instead of JSON lines")] = None,
     run_tag: Annotated[str, typer.Option(help="the tag column of --trec-run")] = "credrank",
-    top_k: Annotated[int | None, typer.Option(
-        "--top-k", min=1, help=f"results to return (default 10; at most {MAX_K:,})")] = None,
-    fetch_k: Annotated[int | None, typer.Option(
-        "--fetch-k", min=1, help=f"candidate pool (default 3 × top-k; at most {MAX_K:,})")
-    ] = None,
-    priors: Annotated[str, typer.Option(
-        help="compressed | current | aggressive | none | a TOML/YAML file")] = "current",
-    mode: Annotated[str, typer.Option(help="multiply | linear | rrf")] = "multiply",
-    lexical: Annotated[bool, typer.Option(help="BM25 instead of dense retrieval")] = False,
-    pushdown: Annotated[bool | None, typer.Option(
-        "--pushdown/--no-pushdown",
-        help="score inside the engine (formula query); default: whenever the options allow")
-    ] = None,
-    domain_scores: Annotated[bool, typer.Option(
-        help="use domain,score table scores as priors where matched")] = False,
-    priors_store: Annotated[Path | None, typer.Option(
-        help="use the current version of a feedback store (credrank priors) as priors")] = None,
-    source_reliability: Annotated[Path | None, typer.Option(
-        help="--json output of `credrank reliability estimate`: per-source reliability as the "
-             "prior, shrunk toward the type prior (m = 5)")] = None,
-    select: Annotated[str | None, typer.Option(
-        help="selection after scoring: mmr | coverage | exposure | fair (default top-k)")] = None,
-    select_param: Annotated[list[str] | None, typer.Option(
-        "--select-param", "-P",
-        help="selector parameter KEY=VALUE, repeatable; required (no default): mmr "
-             "diversity; coverage lambda_ilad, lambda_coverage; exposure group_column; fair "
-             "protected_column, p, alpha. E.g. mmr diversity=0.5; coverage lambda_ilad=0.3 "
-             "lambda_coverage=0.5 [n_clusters=4 intent_column=…]; exposure "
-             "group_column=source_type [rule=parity|proportional seed=0]; fair "
-             "protected_column=source_type p=0.5 alpha=0.1 [protected_value=blog]")] = None,
-    credibility_model: Annotated[Path | None, typer.Option(
-        "--credibility-model",
-        help="a model file of `credrank credibility fit`: adds the factor credibility = "
-             "floor + (1 − floor) · P(credible) from each candidate's text and URL")] = None,
-    credibility_floor: Annotated[float | None, typer.Option(
-        "--credibility-floor", min=0.0, max=1.0,
-        help="the floor of the credibility factor (default: the model file's, 0.3)")] = None,
-    stance_model: Annotated[Path | None, typer.Option(
-        "--stance-model",
-        help="a model file of `credrank stance fit`: adds the factor agreement (claim-style "
-             "queries: does X help Y?) from each candidate's stance and the weighted "
-             "consensus")] = None,
-    stance_param: Annotated[list[str] | None, typer.Option(
-        "--stance-param",
-        help="stance agreement parameter KEY=VALUE, repeatable: floor=0.1 sharpness=1 "
-             "mode=expected|absolute exclude_self=false voters=N weight_factor=prior")] = None,
-    consensus: Annotated[bool, typer.Option(
-        "--consensus",
-        help="label-free answer consensus (question-style queries): each candidate's answer "
-             "read offline, copies counted once, weighted vote; adds the factor consensus and "
-             "reports agreed | contested | no answers")] = False,
-    consensus_param: Annotated[list[str] | None, typer.Option(
-        "--consensus-param",
-        help="consensus parameter KEY=VALUE, repeatable: threshold=0.5 floor=0.1 "
-             "unanswered=1 on_contested=neutral|apply jaccard=0.5 shingle=3")] = None,
-    planted: Annotated[bool, typer.Option(
-        "--planted",
-        help="label-free planted-evidence defence over the fetched pool (passages written "
-             "for the query: abnormal query similarity, paraphrase clusters); adds the "
-             "factor planted; modes and parameters with -S planted.mode=outlier|grada|"
-             "ragdefender|trustrag (docs/results.md, Planted evidence)")] = False,
-    machine_text: Annotated[bool, typer.Option(
-        "--machine-text",
-        help="demote machine-written passages: the Fast-DetectGPT statistic stored at index "
-             "time (credrank score machine-text --index DIR) as the floored factor "
-             "machine_text; parameters with -S machine_text.floor=0.5 (center, scale, "
-             "missing=error|neutral|score)")] = False,
-    freshness: Annotated[str | None, typer.Option(
-        "--freshness",
-        help="half-life decay w = 2^(−(T−t)/τ) (chapter 35.7) on each candidate's evidence "
-             "date (observed > verified > published; never modified/retrieved): "
-             "half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude]"
-             "[,config=FILE]; durations Nd, Nw, Ny (365.25 d), Nh")] = None,
+    shortcuts: dict[str, Any] | None = None,
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
@@ -148,32 +78,13 @@ def search(
         fail(str(exc))
     if not run_tag.strip() or any(c.isspace() for c in run_tag):
         fail(f"--run-tag: expected one word without spaces, got {run_tag!r}")
-    for name, value in (("--top-k", top_k), ("--fetch-k", fetch_k)):
-        if value is not None and value > MAX_K:
-            fail(f"{name}: expected an integer in [1, {MAX_K}], got {value}")
-    if fetch_k is None and top_k is not None and 3 * top_k > MAX_K:
-        fail(f"--top-k {top_k}: the default --fetch-k (3 × top-k) would exceed {MAX_K}; give "
-             f"--fetch-k (at most {MAX_K})")
-    if pipeline is not None:
-        shortcuts = [flag for flag, given in (
-            ("--priors", priors != "current"), ("--mode", mode != "multiply"),
-            ("--lexical", lexical), ("--pushdown/--no-pushdown", pushdown is not None),
-            ("--domain-scores", domain_scores), ("--priors-store", priors_store is not None),
-            ("--source-reliability", source_reliability is not None),
-            ("--select", select is not None), ("--select-param", bool(select_param)),
-            ("--credibility-model", credibility_model is not None),
-            ("--credibility-floor", credibility_floor is not None),
-            ("--stance-model", stance_model is not None),
-            ("--stance-param", bool(stance_param)), ("--consensus", consensus),
-            ("--consensus-param", bool(consensus_param)), ("--freshness", freshness is not None),
-            ("--planted", planted), ("--machine-text", machine_text))
-            if given]
-        if shortcuts:
-            fail(f"{', '.join(shortcuts)}: the pipeline comes from --pipeline {pipeline}; set "
-                 "its values there or with -S STAGE.PARAM=VALUE")
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
-    check_index_option(index_dir)
     _prefetch_embedder(index_dir)  # the model loads while the search stack is imported
+    try:  # the options' errors before the index's
+        spec = spec_of(pipeline, set_param, shortcuts)
+    except ValueError as exc:
+        fail(str(exc))
+    check_index_option(index_dir)
     from credrank.documents import read_queries
     from credrank.index.embed import get_embedder
     from credrank.index.opener import open_store
@@ -182,17 +93,6 @@ def search(
     from credrank.searcher import Searcher
 
     try:
-        spec = spec_of(pipeline, set_param, top_k=top_k, fetch_k=fetch_k, priors=priors,
-                     mode=mode, lexical=lexical, pushdown=pushdown,
-                     domain_scores=domain_scores, priors_store=priors_store,
-                     source_reliability=source_reliability, select=select,
-                     select_params=parse_params(select_param),
-                     credibility_model=credibility_model,
-                     credibility_floor=credibility_floor, stance_model=stance_model,
-                     stance_params=parse_params(stance_param, "--stance-param"),
-                     consensus=consensus,
-                     consensus_params=parse_params(consensus_param, "--consensus-param"),
-                     freshness=freshness, planted=planted, machine_text=machine_text)
         try:  # the files the stages name are read before the index is opened
             check_stages(spec)
         except SpecError as exc:
@@ -222,10 +122,9 @@ def search(
 
     stage_names = {s.name for s in spec.stages}
     table = Table(title=f"{query}", show_lines=False)
-    extra = [name for name, stage in (("credibility", "credibility"),
-                                      ("agreement", "stance"), ("consensus", "consensus"),
-                                      ("freshness", "freshness"),
-                                      ("machine_text", "machine_text")) if stage in stage_names]
+    # a column per factor the stages wrote besides the prior (credibility, planted, …)
+    extra = [name for name in (doc["hits"][0]["score_breakdown"] if doc["hits"] else {})
+             if name not in ("retrieval_score", "prior", "final")]
     score = "bm25" if spec.retrieval == "bm25" else "sim"  # --lexical: a BM25 score
     for col in ("#", "doc", "source type", "host", score, "prior", *extra, "final"):
         table.add_column(col)

@@ -4,6 +4,7 @@ STAGE.PARAM=VALUE`` on top of (or instead of) the stage shortcuts (issue 24)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,24 +28,32 @@ SetOption = Annotated[list[str] | None, typer.Option(
                         "repeatable; adds the stage when absent")]
 
 
-def spec_of(pipeline: Path | None, sets: list[str] | None, **options: Any) -> PipelineSpec:
-    """The spec of the run: ``--pipeline FILE``, else the stage options; then each ``-S``."""
+def spec_of(pipeline: Path | None, sets: list[str] | None,
+            shortcuts: Mapping[str, Any] | None) -> PipelineSpec:
+    """The spec of the run: ``--pipeline FILE`` (with ``--top-k`` / ``--fetch-k`` at most),
+    else the shortcut options (:mod:`credrank.cli.shortcuts`); then each ``-S``."""
     from credrank.core.structured import read_structured
-    from credrank.pipeline.options import spec_from_options
+    from credrank.pipeline.shortcuts import (
+        CLI,
+        check_not_with_pipeline,
+        spec_from_options,
+        with_top,
+    )
     from credrank.pipeline.spec import PipelineSpec, SpecError
 
+    shortcuts = shortcuts or {}
     if pipeline is not None:
+        check_not_with_pipeline(shortcuts, CLI, f"--pipeline {pipeline}")
         data = read_structured(pipeline, what="pipeline spec")
         if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
             data = data["pipeline"]  # a whole --json output: its "pipeline" object
-        top = {k: v for k, v in (("top_k", options["top_k"]), ("fetch_k", options["fetch_k"]))
-               if v is not None}
-        if isinstance(data, dict) and top:
-            data = {**data, **top}
         spec = PipelineSpec.from_dict(data, where=f"--pipeline {pipeline}")
+        try:
+            spec = with_top(spec, shortcuts)
+        except SpecError as exc:
+            raise ValueError(f"--pipeline {pipeline}: {exc.key_path}: {exc.detail}") from None
     else:
-        options["top_k"] = options["top_k"] if options["top_k"] is not None else 10
-        spec = spec_from_options(**options)
+        spec = spec_from_options(door=CLI, **shortcuts)
     for item in sets or []:
         key, sep, raw = item.partition("=")
         stage, dot, param = key.strip().partition(".")
@@ -72,7 +81,7 @@ def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
     """A spec error found while building the stages, said as the user wrote the spec."""
     if pipeline is not None or sets:
         return f"{'--pipeline ' + str(pipeline) + ': ' if pipeline else ''}{exc}"
-    from credrank.pipeline.options import in_words
+    from credrank.pipeline.shortcuts import CLI, in_words
 
-    return in_words(exc, spec.to_dict())
+    return in_words(exc, spec.to_dict(), CLI)
 

@@ -89,8 +89,25 @@ def build_error(at: str, params: Mapping[str, Any], exc: BaseException) -> SpecE
 def check_stages(spec: PipelineSpec) -> None:
     """Build the stages of ``spec`` that need no index: the files they name are read and
     checked (a :class:`~credrank.pipeline.spec.SpecError` naming ``stages[i]``) before an
-    index is opened; stages that read the index are checked when it is."""
-    build_stages(spec, context(), skip_index_stages=True)
+    index is opened, and a ``pushdown: true`` they cannot honour is refused at the stage;
+    stages that read the index are checked when it is."""
+    stages = build_stages(spec, context(), skip_index_stages=True)
+    if spec.pushdown and len(stages) == len(spec.stages):
+        decide(spec, stages, None)
+
+
+def decide(spec: PipelineSpec, stages: Sequence[Stage], store: object | None) -> Pushdown:
+    """:func:`decide_pushdown` for the stages of ``spec`` (``store=None``: any store with the
+    formula capability); a ``pushdown: true`` the stages cannot honour is a :class:`SpecError`
+    at the stage."""
+    try:
+        return decide_pushdown(stages, retrieval=spec.retrieval, store=store,
+                               requested=spec.pushdown)
+    except PushdownError as exc:
+        at = exc.where if exc.where.startswith("stages[") else "pushdown"
+        reason = exc.reason if at == exc.where else f"{exc.where} {exc.reason}".strip()
+        raise SpecError(f"{at}: {reason}; pushdown: true cannot be honoured", at,
+                        f"{reason}; pushdown: true cannot be honoured") from None
 
 
 @dataclass(frozen=True)
@@ -246,14 +263,7 @@ def compile_spec(spec: PipelineSpec, index: VectorStore, embedder: Embedder, *,
     the stage."""
     ctx = context(embedder=embedder, store=index, resources=resources, allow_paths=allow_paths)
     stages = build_stages(spec, ctx)
-    try:
-        decision = decide_pushdown(stages, retrieval=spec.retrieval, store=index,
-                                   requested=spec.pushdown)
-    except PushdownError as exc:
-        at = exc.where if exc.where.startswith("stages[") else "pushdown"
-        reason = exc.reason if at == exc.where else f"{exc.where} {exc.reason}".strip()
-        raise SpecError(f"{at}: {reason}; pushdown: true cannot be honoured", at,
-                        f"{reason}; pushdown: true cannot be honoured") from None
+    decision = decide(spec, stages, index)
     pipeline = compile_search(stages, index, embedder, fetch_k=spec.resolved_fetch_k,
                               top_k=spec.top_k, retrieval=spec.retrieval, decision=decision,
                               **kwargs)
@@ -272,5 +282,5 @@ def compile_rerank(spec: PipelineSpec, given: Stage, embedder: Embedder, *,
 
 
 __all__ = ["Compiled", "Pushdown", "PushdownError", "build_error", "build_stages", "check_stages",
-           "compile_rerank", "compile_search", "compile_spec", "context", "decide_pushdown",
-           "reads"]
+           "compile_rerank", "compile_search", "compile_spec", "context", "decide",
+           "decide_pushdown", "reads"]

@@ -26,6 +26,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     WithJsonSchema,
+    create_model,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -34,6 +35,7 @@ from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_t
 from credrank.documents.fields import timezone_value
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
+from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, WITH_PIPELINE, Door, Shortcut
 from credrank.rerank import DEFAULT_RETRIEVAL, RETRIEVAL_SOURCES, check_retrieval
 from credrank.serve.config import (
     MAX_CANDIDATES,
@@ -45,9 +47,6 @@ from credrank.serve.config import (
     MAX_TOP_K,
 )
 
-PriorsName = Literal["compressed", "current", "aggressive", "none", "feedback"]
-Mode = Literal["multiply", "linear", "rrf"]
-Select = Literal["mmr", "coverage", "exposure", "fair"]
 SourceType = Literal[SOURCE_TYPES]  # type: ignore[valid-type]
 ParamValue = StrictBool | StrictInt | StrictFloat | StrictStr
 
@@ -87,42 +86,46 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
-class ScoringRequest(_Request):
+#: the JSON type of each kind of shortcut value (strict; the spec checks the values)
+_SHORTCUT_TYPES: dict[str, Any] = {
+    "int": StrictInt | None, "number": StrictFloat | StrictInt | None, "bool": StrictBool,
+    "flag3": StrictBool | None, "text": StrictStr | None, "path": StrictStr | None,
+    "map": dict[str, ParamValue | list[ParamValue]] | None,
+    "items": StrictStr | dict[str, ParamValue | list[ParamValue]] | None,
+}
+
+
+def _shortcut_field(s: Shortcut) -> Any:
+    kind = StrictStr if s.value == "text" and s.default is not None else _SHORTCUT_TYPES[s.value]
+    note = " (a name the server registered, never a path)" if s.value == "path" else ""
+    return (kind, Field(s.default, description=s.help + note + "; not with pipeline"
+                        + (" (where it replaces the spec's)" if s.name in WITH_PIPELINE
+                           else "")))
+
+
+def shortcut_model(name: str, door: Door, base: type[BaseModel]) -> Any:
+    """A request model with one field per shortcut of ``door`` (the one table,
+    :data:`credrank.pipeline.shortcuts.SHORTCUTS`)."""
+    fields = {s.name: _shortcut_field(s) for s in door.shortcuts()
+              if s.name not in base.model_fields}
+    return create_model(name, __base__=base, **fields)
+
+
+#: the fields every scoring request has: the shortcuts of a door without retrieval
+_ScoringShortcuts = shortcut_model("_ScoringShortcuts", HTTP_RERANK, _Request)
+
+
+class ScoringRequest(_ScoringShortcuts):  # type: ignore[misc,valid-type]
+    """What ``/search`` and ``/rerank`` share: the query, the pipeline (the ``pipeline`` spec,
+    or the shortcut fields of :mod:`credrank.pipeline.shortcuts`) and the hits' text."""
+
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
                        description=f"the query text (1 to {MAX_QUERY_CHARS:,} characters)")
-    top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="hits to return")
-    priors: PriorsName = Field(
-        "current", description="prior preset; 'none' = similarity only; 'feedback' = the "
-                               "current version of the server's --priors-store")
-    mode: Mode = Field("multiply", description="how similarity and credibility combine")
-    select: Select | None = Field(None, description="selection after scoring (default top-k)")
-    params: dict[str, ParamValue] = Field(
-        default_factory=dict, description="the selector's parameters, e.g. {\"diversity\": 0.5}"
-                                          " (as `credrank search -P KEY=VALUE`)")
-    consensus: bool = Field(
-        False, description="label-free answer consensus over the candidates (as `credrank "
-                           "search --consensus`): factor 'consensus' and info.consensus with "
-                           "status agreed | contested | no answers; candidates need text")
-    consensus_params: dict[str, ParamValue] = Field(
-        default_factory=dict, description="the consensus parameters, e.g. {\"threshold\": "
-                                          "0.5} (as `--consensus-param KEY=VALUE`)")
-    planted: bool = Field(
-        False, description="the label-free planted-evidence defence over the candidates (as "
-                           "`credrank search --planted`): factor 'planted' and info.planted; "
-                           "its mode and parameters through \"pipeline\" ({\"stage\": "
-                           "\"planted\", \"mode\": \"grada\"}); candidates need vectors and text")
-    machine_text: bool = Field(
-        False, description="demote machine-written passages (as `credrank search "
-                           "--machine-text`): factor 'machine_text' from the Fast-DetectGPT "
-                           "statistic stored at index time (`credrank score machine-text`); "
-                           "an unscored index is a 422 naming that command; parameters "
-                           "through \"pipeline\" ({\"stage\": \"machine_text\", \"floor\": 0.5})")
     pipeline: PipelineField | None = Field(
         None, description="the whole pipeline as a spec (the response's \"pipeline\", a "
-                          "`credrank search --json` output's \"pipeline\"); given, the stage "
-                          "fields (top_k, fetch_k, lexical, priors, mode, select, params, "
-                          "consensus, consensus_params, planted, machine_text) are not "
-                          "sent")
+                          "`credrank search --json` output's \"pipeline\"); given, the "
+                          "shortcut fields are not sent (top_k and fetch_k aside: they replace "
+                          "the spec's)")
     text: str = Field(DEFAULT_TEXT, description=TEXT_HELP + " (as `credrank search --text`)",
                       json_schema_extra={"enum": list(TEXT_CHOICES)})
 
@@ -143,12 +146,11 @@ class ScoringRequest(_Request):
                                       {"detail": str(exc).removeprefix("text: ")}) from None
 
 
-class SearchRequest(ScoringRequest):
-    """``POST /search``: the options of ``credrank search``, or the whole ``pipeline``."""
-
-    fetch_k: int | None = Field(None, ge=1, le=MAX_FETCH_K,
-                                description="candidate pool (default 3 × top_k); >= top_k")
-    lexical: bool = Field(False, description="BM25 instead of dense retrieval")
+#: ``POST /search``: the shortcuts of ``credrank search`` (retrieval's included), or the whole
+#: ``pipeline``
+SearchRequest = shortcut_model("SearchRequest", HTTP_SEARCH, ScoringRequest)
+SearchRequest.__doc__ = ("``POST /search``: the options of ``credrank search``, or the whole "
+                         "``pipeline``.")
 
 
 class Candidate(_Request):

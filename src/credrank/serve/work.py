@@ -8,8 +8,9 @@ with the same token and commit through it (:mod:`credrank.serve.limits` says wha
 reports), remembered by ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`).
 
 Pipelines: a request sends its ``pipeline`` (a :class:`~credrank.pipeline.spec.PipelineSpec`)
-or the stage fields that make one (:func:`~credrank.pipeline.options.spec_from_options`,
-errors in the fields' words, :data:`FIELD_OF`), never both. The spec is built in the worker
+or the shortcut fields that make one (the one table of every front door,
+:mod:`credrank.pipeline.shortcuts`, errors in the fields' words), never both (``top_k`` and
+``fetch_k`` aside: they replace the spec's). The spec is built in the worker
 with the registered files only (``resources``: ``--model NAME=PATH`` and ``feedback``;
 ``allow_paths=False``); a stage that cannot be built is a 422 naming
 ``pipeline.stages[i].param``. The budget and the selector's pool limit are read off the spec.
@@ -33,7 +34,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,15 @@ from credrank.index.ingest import prepare_documents, write_prepared
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
-from credrank.pipeline.options import OPTION_OF, in_words, spec_from_options
+from credrank.pipeline.shortcuts import (
+    HTTP_RERANK,
+    HTTP_SEARCH,
+    Door,
+    check_not_with_pipeline,
+    in_words,
+    spec_from_options,
+    with_top,
+)
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.rerank import AutoRetrieval, Fallback
 from credrank.searcher import Searcher
@@ -74,20 +83,6 @@ from credrank.signals.feedback import FeedbackPriors
 from credrank.stages.feedback_prior import FeedbackPrior
 
 T = TypeVar("T")
-#: the request field behind a spec path (errors speak JSON fields, not the CLI's flags;
-#: :data:`credrank.pipeline.options.OPTION_OF`)
-FIELD_OF: dict[tuple[str, str | None], str] = {
-    ("prior", None): "priors", ("prior", "use_domain_scores"): "priors",
-    ("feedback_prior", None): "priors", ("combine", None): "mode",
-    ("select", None): "params.{param}", ("select", "stage"): "select",
-    ("consensus", None): "consensus_params.{param}", ("consensus", "stage"): "consensus",
-    ("planted", None): "planted", ("machine_text", None): "machine_text",
-    ("top", "top_k"): "top_k", ("top", "fetch_k"): "fetch_k", ("top", "retrieval"): "lexical",
-    ("top", "pushdown"): "pushdown",
-}
-#: the request fields that set the pipeline: not sent with ``pipeline`` (it sets them all)
-STAGE_FIELDS = ("top_k", "fetch_k", "lexical", "priors", "mode", "select", "params",
-                "consensus", "consensus_params", "planted", "machine_text")
 #: a request field behind a spec path, as :func:`in_words` says it (a JSON field, not a flag)
 _FIELD_NAME = re.compile(r"[a-z_]+(\.[A-Za-z0-9_]+)?")
 #: a write's work: ``token → (answer, applied)``
@@ -226,72 +221,56 @@ class ServiceState:
 
     def plan(self, req: ScoringRequest, *, pool: int | None = None, pool_field: str = "fetch_k"
              ) -> Plan:
-        """The pipeline of ``req``: its ``pipeline`` spec, else the spec its stage fields
-        make (:func:`~credrank.pipeline.options.spec_from_options`, errors in the fields'
-        words). ``pool``: the candidates of a ``/rerank`` (default: the spec's ``fetch_k``).
-        Over :data:`MAX_SELECT_POOL` with a selector: 422 naming the pool's field."""
+        """The pipeline of ``req``: its ``pipeline`` spec, else the spec its shortcut fields
+        make (:func:`~credrank.pipeline.shortcuts.spec_from_options`, errors in the fields'
+        words); ``top_k`` / ``fetch_k`` replace a spec's. ``pool``: the candidates of a
+        ``/rerank`` (default: the spec's ``fetch_k``). Over the service's limits, or over
+        :data:`MAX_SELECT_POOL` with a selector: 422 naming the field."""
+        door = HTTP_SEARCH if "fetch_k" in type(req).model_fields else HTTP_RERANK
+        values = {s.name: getattr(req, s.name) for s in door.shortcuts()
+                  if s.name in req.model_fields_set}
+        where = None if req.pipeline is None else "pipeline"
         if req.pipeline is not None:
-            spec = self._sent_spec(req)
-            where = "pipeline"
-            if pool is None:
-                pool, pool_field = spec.resolved_fetch_k, "pipeline.fetch_k"
+            spec = self._sent_spec(req.pipeline, values, door)
         else:
-            if req.select is not None:  # the pool before the selector's parameters
-                fetch_k = getattr(req, "fetch_k", None)
-                _check_pool(req.select, pool if pool is not None else
-                            fetch_k if fetch_k is not None else 3 * req.top_k, pool_field)
-            spec = self._fields_spec(req)
-            where = None
-            if pool is None:
-                pool = spec.resolved_fetch_k
+            if values.get("select") is not None:  # the pool before the selector's parameters
+                top_k, fetch_k = values.get("top_k") or 10, values.get("fetch_k")
+                _check_pool(values["select"], pool if pool is not None else
+                            fetch_k if fetch_k is not None else 3 * top_k, pool_field)
+            spec = self._fields_spec(values, door)
+        for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
+                                 ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
+            if value > most:
+                field = key if key in values or where is None else f"pipeline.{key}"
+                raise LimitError(422, "invalid_request", f"{field}: expected at most "
+                                 f"{most:,} (this service's limit), got {value:,}",
+                                 field=field)
+        if pool is None:
+            pool = spec.resolved_fetch_k
+            if where is not None and "fetch_k" not in values:
+                pool_field = "pipeline.fetch_k"
         selector = next(s for s in spec.stages if entry(s.name).kind == "select")
         select = None if selector.name == "topk" else selector.name
         _check_pool(select, pool, pool_field)
         return Plan(spec, where, select, spec.stage("consensus") is not None, pool, pool_field)
 
-    def _sent_spec(self, req: ScoringRequest) -> PipelineSpec:
-        sent = [f for f in STAGE_FIELDS if f in type(req).model_fields
-                and f in req.model_fields_set]
-        if sent:
-            raise LimitError(422, "invalid_request", f"{sent[0]}: the pipeline comes from "
-                             "`pipeline`; set its values there (pipeline.top_k, "
-                             "pipeline.fetch_k, a stage's parameters) and send either "
-                             f"`pipeline` or the stage fields ({', '.join(sent)}), not both",
-                             field=sent[0])
+    def _sent_spec(self, data: Mapping[str, Any], values: Mapping[str, Any], door: Door
+                   ) -> PipelineSpec:
         try:
-            spec = PipelineSpec.from_dict(req.pipeline)
+            check_not_with_pipeline(values, door, "pipeline", present=True)
+        except ValueError as exc:
+            head = str(exc).split(":", 1)[0].split(",")[0]
+            raise LimitError(422, "invalid_request", str(exc), field=head) from None
+        try:
+            return with_top(PipelineSpec.from_dict(data), values)
         except SpecError as exc:
             raise self.spec_error(exc, None, "pipeline") from None
-        for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
-                                 ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
-            if value > most:
-                raise LimitError(422, "invalid_request", f"pipeline.{key}: expected at most "
-                                 f"{most:,} (this service's limit), got {value:,}",
-                                 field=f"pipeline.{key}")
-        return spec
 
-    def _fields_spec(self, req: ScoringRequest) -> PipelineSpec:
-        feedback = req.priors == FEEDBACK_NAME
-        if feedback and self.config.priors_store is None:
-            raise LimitError(422, "invalid_request", "priors: 'feedback' needs a feedback "
-                             "store; start `credrank serve` with --priors-store DIR",
-                             field="priors")
-        if req.params and req.select is None:
-            raise LimitError(422, "invalid_request", "params: only with select (they are the "
-                             "selector's parameters); got params without select",
-                             field="params")
+    def _fields_spec(self, values: Mapping[str, Any], door: Door) -> PipelineSpec:
         try:
-            return spec_from_options(
-                top_k=req.top_k, fetch_k=getattr(req, "fetch_k", None),
-                lexical=getattr(req, "lexical", False),
-                priors="current" if feedback else req.priors, mode=req.mode,
-                priors_store=FEEDBACK_NAME if feedback else None, select=req.select,
-                select_params=dict(req.params), consensus=req.consensus,
-                consensus_params=dict(req.consensus_params), planted=req.planted,
-                machine_text=req.machine_text,
-                names=FIELD_OF)
-        except (ValueError, TypeError) as exc:
-            detail = str(exc)
+            return spec_from_options(door=door, **values)
+        except ValueError as exc:
+            detail = self.unpath(str(exc))
             head = detail.split(":", 1)[0]
             raise LimitError(422, "invalid_request", detail,
                              field=head if _FIELD_NAME.fullmatch(head) else None) from None
@@ -301,17 +280,17 @@ class ServiceState:
         """A spec error as a 422: at ``pipeline.<key path>`` for a spec the request sent
         (``where="pipeline"``), else said with the request field behind it. Registered paths
         in the message are said by their names."""
+        hint = ""
+        if FEEDBACK_NAME not in self.resources and f"got {FEEDBACK_NAME!r}" in exc.detail:
+            hint = (f"; {FEEDBACK_NAME!r} is the feedback store of --priors-store, which this "
+                    "server was started without")
         if where is not None:
             path = _file_param(exc, spec, self.resources)
             field = f"{where}.{path}" if path else where
-            detail = exc.detail
-            if FEEDBACK_NAME not in self.resources and f"got {FEEDBACK_NAME!r}" in detail:
-                detail += (f"; {FEEDBACK_NAME!r} is the feedback store of --priors-store, "
-                           "which this server was started without")
-            detail = f"{field}: {self.unpath(detail)}"
+            detail = f"{field}: {self.unpath(exc.detail + hint)}"
             return LimitError(422, "invalid_request", detail, field=field)
         detail = self.unpath(in_words(exc, spec.to_dict() if spec else {"stages": []},
-                                      {**OPTION_OF, **FIELD_OF}))
+                                      HTTP_SEARCH)) + hint
         head = detail.split(":", 1)[0]
         return LimitError(422, "invalid_request", detail,
                           field=head if _FIELD_NAME.fullmatch(head) else None)
