@@ -127,6 +127,9 @@ def test_flags_and_their_spec_run_the_same(workdir: Path) -> None:
 
 @pytest.mark.parametrize("data,path,detail", [
     ({"stages": [{"stage": "nosuch"}]}, "stages[0].stage", "expected one of prior"),
+    # a stage name that is not text (once an uncaught TypeError: issue 37, N6)
+    ({"stages": [{"stage": ["prior"]}]}, "stages[0].stage", "got list"),
+    ({"stages": [{"stage": {"name": "prior"}}]}, "stages[0].stage", "got dict"),
     ({"stages": [{"stage": "consensus", "treshold": 0.5}]}, "stages[0].treshold",
      "unknown key 'treshold'"),
     ({"stages": [{"stage": "consensus", "threshold": 1.5}]}, "stages[0].threshold",

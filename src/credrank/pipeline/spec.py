@@ -189,7 +189,7 @@ def _stage(i: int, item: Any, fail: Any) -> StageSpec:
         raise fail(at, f"expected an object {{\"stage\": NAME, …parameters}} or a stage name, "
                        f"got {type(item).__name__}")
     name = item.get("stage")
-    if name not in CATALOG:
+    if not isinstance(name, str) or name not in CATALOG:
         shown = repr(name) if isinstance(name, str) else type(name).__name__
         raise fail(f"{at}.stage", f"expected one of {', '.join(CATALOG)}, got {shown}")
     try:
