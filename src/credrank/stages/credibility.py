@@ -224,16 +224,15 @@ class LearnedCredibilityPrior(Stage):
         :class:`StageError` when the engine scored a hit without a stored score of this model
         under a policy other than ``neutral`` (the index changed after the pipeline was
         built: a new search decides again)."""
-        if self.missing != "neutral":
-            _, unscored, _ = self._stored(batch)
-            if unscored:
-                raise StageError(
-                    f"credibility: {len(unscored)} hits hold no stored credibility score of "
-                    f"this model (e.g. {str(batch.doc_ids[unscored[0]])!r}): documents were "
-                    "added or changed after this search was compiled; search again (they are "
-                    "then scored at query time) or add the scores with "
-                    f"`{command(self.index, self.model_path)}`")
-        return self._factor(batch)
+        stored = self._stored(batch)  # read once: checked here, used by _factor
+        unscored = stored[1]
+        if self.missing != "neutral" and unscored:
+            raise StageError(
+                f"credibility: {len(unscored)} hits hold no stored credibility score of this "
+                f"model (e.g. {str(batch.doc_ids[unscored[0]])!r}): documents were added or "
+                "changed after this search was compiled; search again (they are then scored at "
+                f"query time) or add the scores with `{command(self.index, self.model_path)}`")
+        return self._factor(batch, stored)
 
     def transform(self, batch: Candidates) -> Candidates:
         lam, p, info = self._factor(batch)
@@ -242,13 +241,15 @@ class LearnedCredibilityPrior(Stage):
             out = out.with_meta("p_credible", list(p))
         return out.with_info(credibility_prior=info)
 
-    def _factor(self, batch: Candidates) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    def _factor(self, batch: Candidates,
+                stored: tuple[np.ndarray, list[int], list[str]] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """``λ = floor + (1 − floor) · p`` per candidate (``p`` stored, else by ``missing``),
-        ``p`` and the ``credibility_prior`` info."""
+        ``p`` and the ``credibility_prior`` info (``stored``: :meth:`_stored` already read)."""
         if len(batch) == 0:
             return np.zeros(0), np.zeros(0), {"floor": self.floor, "n": 0,
                                               "missing": self.missing}
-        p, unscored, others = self._stored(batch)
+        p, unscored, others = stored if stored is not None else self._stored(batch)
         stored = len(batch) - len(unscored)
         scored_now = neutral = 0
         notes: list[str] = []

@@ -381,8 +381,9 @@
     const base = {query: query, top_k: topK, fetch_k: null, mode: "multiply", text: "snippet"};
     const credPayload = Object.assign({}, base, {priors: presetSelect.value,
                                                  select: selection.select,
-                                                 params: selection.params});
-    const simPayload = Object.assign({}, base, {priors: "none", select: null, params: {}});
+                                                 select_params: selection.params});
+    const simPayload = Object.assign({}, base, {priors: "none", select: null,
+                                                select_params: {}});
     setStatus("Searching…", "busy");
     form.setAttribute("aria-busy", "true");
     credList.setAttribute("aria-busy", "true");
