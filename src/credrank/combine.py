@@ -18,8 +18,6 @@ prior λ(s_d), or λ × smoothing × freshness):
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from credrank.core.candidates import Candidates
