@@ -135,9 +135,17 @@ def construct(cls: type[T], params: Mapping[str, Any], /, **resolved: Any) -> T:
         raise TypeError(f"{cls.__qualname__} declares no parameters (@parameters)")
     obj = cls.__new__(cls)
     setattr(obj, GIVEN, {k: params[k] for k in found.names if k in params})
-    body = cls.__init__.__wrapped__  # type: ignore[misc]
-    body(obj, **{**params, **resolved})
+    body(cls)(obj, **{**params, **resolved})
     return obj
+
+
+def body(cls: type) -> Callable[..., None]:
+    """The body of ``cls``'s decorated constructor, which checks nothing: for a constructor
+    that hands values it already checked to its base class's (``AnswerAgreement``)."""
+    init = cls.__init__  # type: ignore[misc]
+    if getattr(init, DECLARED, None) is None:
+        raise TypeError(f"{cls.__qualname__} declares no parameters (@parameters)")
+    return init.__wrapped__  # type: ignore[no-any-return]
 
 
 def given(obj: object) -> dict[str, Any]:
@@ -145,4 +153,4 @@ def given(obj: object) -> dict[str, Any]:
     return dict(getattr(obj, GIVEN, {}))
 
 
-__all__ = ["Parameters", "construct", "declared", "given", "parameters"]
+__all__ = ["Parameters", "body", "construct", "declared", "given", "parameters"]
