@@ -142,10 +142,11 @@ def construct(cls: type[T], params: Mapping[str, Any], /, **resolved: Any) -> T:
 def body(cls: type) -> Callable[..., None]:
     """The body of ``cls``'s decorated constructor, which checks nothing: for a constructor
     that hands values it already checked to its base class's (``AnswerAgreement``)."""
-    init = cls.__init__  # type: ignore[misc]
+    init: Any = cls.__init__  # type: ignore[misc]
     if getattr(init, DECLARED, None) is None:
         raise TypeError(f"{cls.__qualname__} declares no parameters (@parameters)")
-    return init.__wrapped__  # type: ignore[no-any-return]
+    out: Callable[..., None] = init.__wrapped__
+    return out
 
 
 def given(obj: object) -> dict[str, Any]:
