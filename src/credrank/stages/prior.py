@@ -62,5 +62,9 @@ class SourcePrior(Stage):
         return batch.with_factor(self.name, values, low=0.0, high=1.0)
 
     def config(self) -> dict[str, Any]:
-        """The parameters as given and the resolved ``table``."""
-        return {**super().config(), "table": self.priors.as_dict()}
+        """The parameters as given (a table given in code: its name) and the resolved
+        ``table``."""
+        given = super().config()
+        if not isinstance(self.params().get("priors"), str):
+            given["priors"] = self.priors.name
+        return {**given, "table": self.priors.as_dict()}
