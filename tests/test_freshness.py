@@ -72,7 +72,7 @@ def test_hand_computed_weights():
     assert list(out.column("freshness_basis")) == ["published_at"] * 4
     assert np.allclose(out.column("age_days").astype(float), [0, 365, 730, 182.5])
     info = out.info["freshness"]
-    assert info["now"] == T.isoformat() and info["half_life_days"] == 365
+    assert info["now"] == T.isoformat() and info["half_life"] == 365
     assert info["counts"] == {"dated": 4, "undated": 0, "excluded": 0, "clamped": 0,
                               "no_decay": 0}
     assert "35.7" in info["formula"]
@@ -253,7 +253,7 @@ def test_config_precedence(tmp_path):
                     "x.example", "x.example"],
               claim_class=["statistic", None, None, None, "historical", None, None],
               persistent=[None, None, None, None, None, True, "true"])
-    out = FreshnessDecay(cfg, now=T)(b)
+    out = FreshnessDecay(config=cfg, now=T)(b)
     taus = list(out.column("freshness_half_life"))
     # class > host > source type > default; no-decay class and document opt-out: no decay
     assert taus == [364.0, 730.5, 30.0, 365.0, None, None, None]
@@ -269,7 +269,7 @@ def test_config_yaml_and_undated_persistent(tmp_path):
     path.write_text("half_life: 10d\nno_decay:\n  field: timeless\n")
     cfg = load_freshness_config(path)
     assert cfg.no_decay_field == "timeless"
-    out = FreshnessDecay(cfg, now=T, undated=UnknownAge("exclude"))(
+    out = FreshnessDecay(config=cfg, now=T, undated=UnknownAge("exclude"))(
         batch(published_at=[None, None], timeless=[True, False]))
     # a time-persistent claim has no decay whatever its age: kept, weight 1
     assert list(out.doc_ids) == ["d0"] and out.factors["freshness"][0] == 1.0
@@ -373,7 +373,7 @@ def test_spec_and_pushdown_rule():
 
 def test_store_and_freshness_agree_on_the_date_rule():
     assert STORE_FRESHNESS_FIELDS == FRESHNESS_FIELDS
-    with pytest.raises(ValueError, match="half_life_days"):
+    with pytest.raises(ValueError, match="half_life"):
         FreshnessFormula(T.isoformat(), 0, 0.5)
     with pytest.raises(ValueError, match="undated_weight"):
         FreshnessFormula(T.isoformat(), 1, 1.5)
@@ -511,7 +511,7 @@ def cli_json(index: Path, *args: str) -> dict:
 
 def test_cli_freshness_end_to_end(demo_index_hashing):
     doc = cli_json(demo_index_hashing, "--freshness", "half_life=365d,now=2026-01-01")
-    assert doc["settings"]["freshness"]["half_life_days"] == 365
+    assert doc["settings"]["freshness"]["half_life"] == 365
     assert doc["settings"]["pushdown"] is False  # neutral median: Python path
     info = doc["info"]["freshness"]
     assert info["counts"]["undated"] > 0 and info["unknown_age"]
@@ -557,5 +557,5 @@ def test_cli_table_and_errors(demo_index_hashing):
 
 def test_freshness_config_roundtrip_describe():
     cfg = FreshnessConfig(half_life=10, host={"a.org": 2})
-    stage = FreshnessDecay(cfg, now=T)
+    stage = FreshnessDecay(config=cfg, now=T)
     assert stage.describe()["half_lives"]["host"] == {"a.org": 2.0}

@@ -225,7 +225,7 @@ def test_a_lineage_spec_runs_as_its_stages_built_by_hand(workdir: Path) -> None:
     with pytest.raises(SpecError, match=r"stages\[1\]\.lineage: 'cites' reads citation chains"):
         build_stages(spec, context())
     with open_store(workdir / "idx") as store, Searcher(store) as searcher:
-        freshness = FreshnessDecay(365, lineage=True)
+        freshness = FreshnessDecay(365, lineage="cites")
         assert freshness.lineage and not isinstance(freshness.formula_term(), FormulaTerm)
         stages = [SourcePrior(load_priors("current")), InheritedDates(store), freshness,
                   Combine("multiply"), TopK(3)]

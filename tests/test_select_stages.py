@@ -229,7 +229,7 @@ def test_build_selector() -> None:
         build_selector("mmr", 5, diversity=0.3, **{"lambda": 1})
     with pytest.raises(ValueError, match=r"missing required parameter\(s\) \['diversity'\]"):
         build_selector("mmr", 5)
-    with pytest.raises(ValueError, match=r"diversity: expected a number in \[0, 1\], got 2"):
+    with pytest.raises(ValueError, match=r"diversity: expected a finite number in \[0, 1\], got 2"):
         build_selector("mmr", 5, diversity=2)
     with pytest.raises(ValueError, match="top_k"):
         build_selector("mmr", 0, diversity=0.5)

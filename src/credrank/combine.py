@@ -18,14 +18,12 @@ prior λ(s_d), or λ × smoothing × freshness):
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from credrank.core.candidates import Candidates
+from credrank.core.params import parameters
 from credrank.core.pipeline import FormulaTerm, Stage
-from credrank.core.schema import Field, Number, Table, Text
-from credrank.core.validation import check_choice, check_positive, check_probability
+from credrank.core.schema import Number, Text
 
 MODES = ("multiply", "linear", "rrf")
 
@@ -68,9 +66,6 @@ class Combine(Stage):
     """Compute ``score`` from ``retrieval_score`` and the factor ledger (see module docstring)."""
 
     name = "combine"
-    SPEC = Table({"mode": Field(Text(choices=MODES), default="multiply"),
-                  "alpha": Field(Number(0.0, 1.0), default=0.5),
-                  "rrf_k": Field(Number(0.0, open_low=True), default=60.0)})
 
     def formula_term(self) -> FormulaTerm | str:
         """``multiply`` is the engine's formula (``max(s, 0) × Π factors``); the rank-based
@@ -79,10 +74,10 @@ class Combine(Stage):
             return f"mode {self.mode!r} needs the Python path (the engine multiplies)"
         return FormulaTerm("multiply", self)
 
+    @parameters(mode=Text(choices=MODES), alpha=Number(0.0, 1.0),
+                rrf_k=Number(0.0, open_low=True))
     def __init__(self, mode: str = "multiply", *, alpha: float = 0.5, rrf_k: float = 60.0):
-        self.mode = check_choice("combine mode", mode, MODES)
-        self.alpha = check_probability("combine alpha", alpha)
-        self.rrf_k = check_positive("combine rrf_k", rrf_k)
+        self.mode, self.alpha, self.rrf_k = mode, alpha, rrf_k
 
     def transform(self, batch: Candidates) -> Candidates:
         sim, c = batch.retrieval_score, credibility(batch)
@@ -94,10 +89,3 @@ class Combine(Stage):
             score = combine_rrf(sim, c, self.rrf_k)
         return batch.with_score(score)
 
-    def config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"mode": self.mode}
-        if self.mode == "linear":
-            cfg["alpha"] = self.alpha
-        if self.mode == "rrf":
-            cfg["rrf_k"] = self.rrf_k
-        return cfg

@@ -168,7 +168,7 @@ def freshness_summary(info: dict[str, Any], shown: list[str] | None = None) -> s
     counts = info["counts"]
     undated = info["undated"]
     weight = "" if undated["weight"] is None else f" = {undated['weight']:.4g}"
-    lines = [f"freshness: now {info['now']}, half-life {info['half_life_days']:g} d"
+    lines = [f"freshness: now {info['now']}, half-life {info['half_life']:g} d"
              f"{' (per config)' if 'half_lives' in info else ''}; undated: "
              f"{undated['policy']}{weight}; {counts['dated']} dated, {counts['undated']} "
              f"undated, {counts['excluded']} excluded, {counts['clamped']} clamped"]

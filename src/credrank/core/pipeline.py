@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
+from credrank.core.params import construct, declared, given
 from credrank.core.schema import Table
 
 #: what a stage may read besides the batch's scores and metadata: each candidate's ``text``
@@ -98,21 +99,36 @@ class Stage(ABC):
     Besides :meth:`transform`, a stage says what it needs and what it is: :attr:`reads` (the
     candidate data the retriever must return for it), :meth:`formula_term` (whether the engine
     can score it, and if not why), and — for the stages of the catalog
-    (:mod:`credrank.pipeline.catalog`) — :attr:`SPEC` (its parameters, declared once, as a
-    pipeline spec writes them) and :meth:`from_spec`.
+    (:mod:`credrank.pipeline.catalog`) — :attr:`SPEC` (its parameters, declared once on its
+    constructor with :func:`~credrank.core.params.parameters`, as a pipeline spec writes them)
+    and :meth:`from_spec`.
     """
 
     #: short name used in reports and in ``score_breakdown`` keys
     name: str = "stage"
     #: what the stage reads of each candidate besides scores and metadata (:data:`READS`)
     reads: frozenset[str] = frozenset()
-    #: the parameters a pipeline spec gives this stage (declared once; checked by the spec)
+    #: the parameters a pipeline spec gives this stage: the table of its constructor's
+    #: declared parameters (:func:`~credrank.core.params.parameters`), set for each class
     SPEC: ClassVar[Table | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__ and "SPEC" not in cls.__dict__:
+            found = declared(cls)  # a constructor of its own: its declared parameters
+            cls.SPEC = None if found is None else found.table
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
-        """The stage of checked spec ``params`` (:attr:`SPEC`); default ``cls(**params)``."""
-        return cls(**params)
+        """The stage of spec ``params``, which the spec already checked against :attr:`SPEC`:
+        built without checking them again (:func:`~credrank.core.params.construct`). A stage
+        whose spec values name something ``ctx`` resolves (a file, the index's store)
+        overrides this, passing the resolved objects to :func:`construct`."""
+        return construct(cls, params)
+
+    def params(self) -> dict[str, Any]:
+        """The declared parameters this stage was built with, cleaned (``"30d"`` → 30.0)."""
+        return given(self)
 
     def formula_term(self) -> FormulaTerm | str:
         """The term the engine scores for this stage, or why it cannot (the default: the
@@ -127,8 +143,10 @@ class Stage(ABC):
         return self.transform(batch)
 
     def config(self) -> dict[str, Any]:
-        """JSON-serialisable parameters (shown in reports and ``--json`` output)."""
-        return {}
+        """JSON-serialisable parameters (shown in reports and ``--json`` output): the declared
+        parameters under the input's names and in its units (:meth:`params`); a stage adds
+        what it derived (a resolved table) under keys of its own."""
+        return {k: plain(v) for k, v in self.params().items()}
 
     def describe(self) -> dict[str, Any]:
         return {"stage": type(self).__name__, "name": self.name, **self.config()}
@@ -139,6 +157,26 @@ class Stage(ABC):
     def search(self, query: str) -> Candidates:
         """Run this stage (or pipeline) on ``query`` from an empty batch."""
         return self(Candidates.empty(query))
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON data: tuples as lists, a date as ISO 8601 text, a path as text, an
+    object with ``as_dict()`` as that, a function as its name; others unchanged."""
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    isoformat = getattr(value, "isoformat", None)
+    if callable(isoformat):
+        return isoformat()
+    as_dict = getattr(value, "as_dict", None)
+    if callable(as_dict):
+        return as_dict()
+    if callable(value):
+        return str(getattr(value, "__name__", type(value).__name__))
+    return value
 
 
 class Pipeline(Stage):

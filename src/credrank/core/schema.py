@@ -243,6 +243,39 @@ def _probe(path: str, expected: str, value: Any) -> Exception:
 
 
 @dataclass(frozen=True)
+class Instance(Spec):
+    """An object of ``kind`` (a class or a tuple of classes), as it came: what a constructor
+    takes besides the plain values of a spec (a prior table, a policy object); ``what`` says
+    it in messages."""
+
+    kind: type | tuple[type, ...]
+    what: str
+
+    def describe(self) -> str:
+        return self.what
+
+    def clean(self, value: Any, at: str, fail: Any) -> Any:
+        if not isinstance(value, self.kind):
+            raise fail(at, self.describe(), value)
+        return value
+
+
+@dataclass(frozen=True)
+class Function(Spec):
+    """A callable (a plain function, a model object with ``__call__``), as it came."""
+
+    what: str = "a function"
+
+    def describe(self) -> str:
+        return self.what
+
+    def clean(self, value: Any, at: str, fail: Any) -> Any:
+        if not callable(value):
+            raise fail(at, self.describe(), value)
+        return value
+
+
+@dataclass(frozen=True)
 class ListOf(Spec):
     """A list whose items ``item`` accepts; ``length`` or ``min_len``/``max_len`` bounds."""
 
@@ -394,5 +427,6 @@ def check(value: Any, spec: Spec, where: str = "", *, error: ErrorType = SchemaE
     return spec.check(value, where, error=error)
 
 
-__all__ = ["AnyOf", "Anything", "Field", "Flag", "Integer", "ListOf", "MapOf", "Nullable",
+__all__ = ["AnyOf", "Anything", "Field", "Flag", "Function", "Instance", "Integer", "ListOf",
+           "MapOf", "Nullable",
            "Number", "SchemaError", "Spec", "Table", "Text", "check", "got", "join"]

@@ -187,7 +187,7 @@ class FreshnessConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form (``--json`` settings, ``info``)."""
-        return {"half_life_days": self.half_life, "source_type": dict(self.source_type),
+        return {"half_life": self.half_life, "source_type": dict(self.source_type),
                 "host": dict(self.host), "claim_class": dict(self.claim_class),
                 "no_decay": {"claim_class": sorted(self.no_decay_classes),
                              "field": self.no_decay_field},

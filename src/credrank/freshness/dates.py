@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from credrank.core.schema import Spec
+
 #: the fields that may date a document's evidence, in order of preference
 FRESHNESS_FIELDS = ("observed_at", "verified_at", "published_at")
 #: fields that never date evidence (stated so the rule is visible in reports)
@@ -54,6 +56,25 @@ def parse_instant(value: Any, field: str = "date") -> datetime | None:
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise ValueError(f"{field}: expected an ISO 8601 date string or a datetime, got "
                      f"{type(value).__name__} ({value!r})")
+
+
+class Instant(Spec):
+    """A schema for an evaluation time: an ISO 8601 text (kept as given) or a ``datetime``
+    (as an aware UTC one), checked by :func:`parse_instant`."""
+
+    def describe(self) -> str:
+        return "an ISO 8601 date such as 2026-01-01"
+
+    def clean(self, value: Any, at: str, fail: Any) -> Any:
+        if not isinstance(value, str | datetime):
+            raise fail(at, self.describe(), value)
+        try:
+            parsed = parse_instant(value, at)
+        except ValueError:
+            raise fail(at, self.describe(), value) from None
+        if parsed is None:
+            raise fail(at, self.describe(), value)
+        return value if isinstance(value, str) else parsed
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Each backend translates the formula into its engine's expression language."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,18 @@ def formula_priors(priors: Mapping[str, float]) -> tuple[tuple[str, float], ...]
     return tuple(out)
 
 
+def _check_now(now: str) -> None:
+    """``ValueError`` unless ``now`` is an ISO 8601 date with a UTC offset."""
+    try:
+        when = datetime.fromisoformat(now.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        raise ValueError(f"freshness formula: now: expected an ISO 8601 date, "
+                         f"got {now!r}") from None
+    if when.tzinfo is None:
+        raise ValueError(f"freshness formula: now: expected a date with a UTC offset, "
+                         f"got {now!r}")
+
+
 @dataclass(frozen=True)
 class FreshnessFormula:
     """The freshness factor of :data:`FRESHNESS_FORMULA`, backend-neutral (chapter 35.7).
@@ -83,36 +96,38 @@ class FreshnessFormula:
     (decay 1, then multiplied by 0 through the emptiness conditions: an undated point weighs
     exactly ``undated_weight``).
 
-    ``now``: ``T`` as an ISO 8601 string with offset; ``half_life_days``: ``τ`` (> 0);
-    ``undated_weight`` in ``[0, 1]``.
+    ``now``: ``T`` as an ISO 8601 string with offset; ``half_life``: ``τ`` in days (> 0);
+    ``undated_weight`` in ``[0, 1]``. Built once when a search is compiled (all three
+    checked); each query sets its ``T`` with :meth:`at`, which checks ``T`` only.
     """
 
     now: str
-    half_life_days: float
+    half_life: float
     undated_weight: float
 
     def __post_init__(self) -> None:
-        try:
-            when = datetime.fromisoformat(self.now.replace("Z", "+00:00"))
-        except (AttributeError, ValueError):
-            raise ValueError(f"freshness formula: now: expected an ISO 8601 date, "
-                             f"got {self.now!r}") from None
-        if when.tzinfo is None:
-            raise ValueError(f"freshness formula: now: expected a date with a UTC offset, "
-                             f"got {self.now!r}")
-        tau = float(self.half_life_days)
+        _check_now(self.now)
+        tau = float(self.half_life)
         if not math.isfinite(tau) or tau <= 0:
-            raise ValueError(f"freshness formula: half_life_days: expected a positive finite "
-                             f"number, got {self.half_life_days!r}")
+            raise ValueError(f"freshness formula: half_life: expected a positive finite "
+                             f"number, got {self.half_life!r}")
         w = float(self.undated_weight)
         if not (0.0 <= w <= 1.0):
             raise ValueError(f"freshness formula: undated_weight: expected a number in [0, 1], "
                              f"got {self.undated_weight!r}")
 
+    def at(self, now: str) -> FreshnessFormula:
+        """This formula at the evaluation time ``now`` (checked); ``τ`` and the undated
+        weight, checked when this one was built, are not checked again."""
+        _check_now(now)
+        out = copy.copy(self)
+        object.__setattr__(out, "now", now)
+        return out
+
     @property
     def scale_seconds(self) -> float:
         """``τ`` in seconds (the engines measure datetimes in seconds)."""
-        return float(self.half_life_days) * 86_400.0
+        return float(self.half_life) * 86_400.0
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ stored at index time and the top-k cut in one query (the fusion
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,6 +71,15 @@ class PushdownSearch(Stage):
         self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
         self.freshness = freshness
+        #: the freshness term, built (τ and the undated weight checked) once here; each
+        #: query only sets its ``T`` (:meth:`FreshnessFormula.at`)
+        self.freshness_formula: FreshnessFormula | None = None
+        if freshness is not None:
+            fixed = freshness.now if isinstance(freshness.now, datetime) else None
+            value = freshness.undated.value
+            self.freshness_formula = FreshnessFormula(
+                (fixed or datetime.now(UTC)).isoformat(), freshness.half_life,
+                float(value) if value is not None else 0.0)
         self.hit_fields_only = bool(hit_fields_only)
         #: the payload fields asked of the engine (``None``: the store's default)
         self.fields: tuple[str, ...] | None = (
@@ -81,11 +91,9 @@ class PushdownSearch(Stage):
         qv = (batch.query_vector if batch.query_vector is not None
               else self.embedder.embed([batch.query])[0])
         spec, now = None, None
-        if self.freshness is not None:
+        if self.freshness is not None and self.freshness_formula is not None:
             now = self.freshness.resolve_now(batch)  # read once: the engine's and ours
-            value = self.freshness.undated.value
-            spec = FreshnessFormula(now.isoformat(), self.freshness.half_life,
-                                    float(value) if value is not None else 0.0)
+            spec = self.freshness_formula.at(now.isoformat())
         extra: dict[str, Any] = {} if self.fields is None else {"fields": self.fields}
         if self.credibility is not None:
             extra["credibility"] = self.credibility.formula

@@ -31,17 +31,10 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
-from credrank.core.schema import AnyOf, Field, Flag, Integer, ListOf, Nullable, Number, Table, Text
-from credrank.core.validation import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_probability,
-    check_str,
-)
+from credrank.core.schema import AnyOf, Flag, Integer, ListOf, Nullable, Number, Text
+from credrank.core.validation import check_choice, check_int
 from credrank.select.budget import pool_warnings
 from credrank.select.bvn import (
     ExposureMonitor,
@@ -68,6 +61,8 @@ from credrank.select.fair import failure_probability, fair_rerank
 from credrank.select.intents import Intents, has_labels, intents_from_clusters, intents_from_labels
 
 MISSING_GROUP = "(missing)"
+#: what a parameter naming a meta column expects
+COLUMN = "a meta column name"
 
 
 def utilities(batch: Candidates) -> np.ndarray:
@@ -84,10 +79,6 @@ def _vectors(batch: Candidates, stage: str, why: str) -> np.ndarray:
 
 def _doc_ids(batch: Candidates, rows: np.ndarray) -> list[str]:
     return [str(batch.doc_ids[i]) for i in rows]
-
-
-def _column_or_none(name: str, column: str | None) -> str | None:
-    return None if column is None else check_str(name, column, what="a meta column name")
 
 
 def _known_column(batch: Candidates, param: str, column: str) -> np.ndarray:
@@ -112,9 +103,12 @@ class Selector(Stage):
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
-        """The selector of the pipeline's ``top_k`` with checked ``params``."""
-        make: Callable[..., Stage] = cls  # each selector's own constructor: top_k, params
-        return make(ctx.top_k, **params)
+        """The selector of the pipeline's ``top_k`` with ``params`` the spec checked."""
+        return construct(cls, params, top_k=ctx.top_k)
+
+    def config(self) -> dict[str, Any]:
+        """``top_k`` (the pipeline's) and the declared parameters."""
+        return {"top_k": self.top_k, **super().config()}
 
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
@@ -141,15 +135,13 @@ class MMRSelect(Selector):
 
     name = "mmr"
     reads = frozenset({"vectors"})
-    SPEC = Table({"diversity": Field(Number(0.0, 1.0)),
-                  "intent_column": Field(Nullable(Text()), default=None)})
     #: the largest pool handled within the budget (``O(K·N·dim)``: K cosine rows)
     max_pool = 20_000
 
+    @parameters(diversity=Number(0.0, 1.0), intent_column=Nullable(Text(what=COLUMN)))
     def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        self.diversity = check_probability("diversity", diversity)
-        self.intent_column = _column_or_none("intent_column", intent_column)
+        self.diversity, self.intent_column = diversity, intent_column
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         notes = pool_warnings(self.name, len(batch), self.max_pool,
@@ -192,9 +184,6 @@ class MMRSelect(Selector):
                 info["intents"] = intents.as_info() | {"column": self.intent_column}
         return batch.take(chosen).with_info(select=info)
 
-    def config(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "diversity": self.diversity,
-                "intent_column": self.intent_column}
 
 
 def _ilad_of_picks(rows: np.ndarray, picks: np.ndarray, chosen: np.ndarray) -> float:
@@ -225,35 +214,24 @@ class CoverageSelect(Selector):
 
     name = "coverage"
     reads = frozenset({"vectors"})
-    SPEC = Table({"lambda_ilad": Field(Number(0.0)), "lambda_coverage": Field(Number(0.0)),
-                  "intent_column": Field(Nullable(Text()), default=None),
-                  "n_clusters": Field(Nullable(Integer(1)), default=None),
-                  "intent_set": Field(Nullable(ListOf(Text(), min_len=1)), default=None),
-                  "time_limit": Field(Number(0.0, open_low=True), default=10.0),
-                  "exact_pool": Field(Integer(1), default=EXACT_POOL)})
     #: the largest pool handled within the budget (intent clustering is O(N²))
     max_pool = 2_000
     #: the clock of the time limit (seconds; replaceable in tests)
     clock = staticmethod(time.perf_counter)
 
+    @parameters(lambda_ilad=Number(0.0), lambda_coverage=Number(0.0),
+                intent_column=Nullable(Text(what=COLUMN)), n_clusters=Nullable(Integer(1)),
+                intent_set=Nullable(ListOf(Text(what="an intent name"), min_len=1)),
+                time_limit=Number(0.0, open_low=True), exact_pool=Integer(1))
     def __init__(self, top_k: int, lambda_ilad: float, lambda_coverage: float,
                  intent_column: str | None = None, n_clusters: int | None = None,
                  intent_set: Sequence[str] | None = None, time_limit: float = 10.0,
                  exact_pool: int = EXACT_POOL):
         self.top_k = check_int("top_k", top_k, 1)
-        self.lambda_ilad = check_nonnegative("lambda_ilad", lambda_ilad)
-        self.lambda_coverage = check_nonnegative("lambda_coverage", lambda_coverage)
-        self.intent_column = _column_or_none("intent_column", intent_column)
-        self.n_clusters = None if n_clusters is None else check_int("n_clusters", n_clusters, 1)
-        if intent_set is not None and (
-                isinstance(intent_set, str) or not isinstance(intent_set, Sequence)
-                or not all(isinstance(s, str) and s.strip() for s in intent_set)):
-            raise ValueError(f"intent_set: expected a list of intent names, got {intent_set!r}")
+        self.lambda_ilad, self.lambda_coverage = lambda_ilad, lambda_coverage
+        self.intent_column, self.n_clusters = intent_column, n_clusters
         self.intent_set = None if intent_set is None else list(intent_set)
-        if self.intent_set is not None and not self.intent_set:
-            raise ValueError("intent_set: expected a non-empty list of intents, got []")
-        self.time_limit = check_positive("time_limit", time_limit)
-        self.exact_pool = check_int("exact_pool", exact_pool, 1)
+        self.time_limit, self.exact_pool = time_limit, exact_pool
 
     def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
         if self.intent_column is not None:
@@ -313,11 +291,6 @@ class CoverageSelect(Selector):
         }
         return batch.take(sel.indices).with_info(select=info)
 
-    def config(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "lambda_ilad": self.lambda_ilad,
-                "lambda_coverage": self.lambda_coverage, "intent_column": self.intent_column,
-                "n_clusters": self.n_clusters, "intent_set": self.intent_set,
-                "time_limit": self.time_limit, "exact_pool": self.exact_pool}
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,16 +307,13 @@ class ExposureSelect(Selector):
     """
 
     name = "exposure"
-    SPEC = Table({"group_column": Field(Text(what="a meta column name")),
-                  "rule": Field(Text(choices=("parity", "proportional")), default="parity"),
-                  "discounts": Field(Nullable(ListOf(Number(0.0), min_len=1)), default=None),
-                  "seed": Field(Nullable(Integer(0)), default=None)})
 
+    @parameters(group_column=Text(what=COLUMN), rule=Text(choices=("parity", "proportional")),
+                discounts=Nullable(ListOf(Number(0.0), min_len=1)), seed=Nullable(Integer(0)))
     def __init__(self, top_k: int, group_column: str, rule: str = "parity",
                  discounts: Sequence[float] | None = None, seed: int | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        self.group_column = check_str("group_column", group_column, what="a meta column name")
-        self.rule = check_choice("rule", rule, ("parity", "proportional"))
+        self.group_column, self.rule = group_column, rule
         if discounts is not None:
             v = check_discounts(discounts)
             if len(v) != self.top_k:
@@ -352,7 +322,7 @@ class ExposureSelect(Selector):
             self.discounts: np.ndarray | None = v
         else:
             self.discounts = None
-        self.seed = None if seed is None else check_int("seed", seed, 0)
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.monitor = ExposureMonitor()
         # the last solved policy, reused while utilities, groups and discounts are unchanged
@@ -392,11 +362,6 @@ class ExposureSelect(Selector):
         })
         return batch.take(ranking).with_info(select=info)
 
-    def config(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "group_column": self.group_column, "rule": self.rule,
-                "discounts": None if self.discounts is None else [float(x) for x in
-                                                                   self.discounts],
-                "seed": self.seed}
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,22 +402,16 @@ class FairSelect(Selector):
     """
 
     name = "fair"
-    SPEC = Table({"protected_column": Field(Text(what="a meta column name")),
-                  "p": Field(Number(0.0, 1.0, open_low=True, open_high=True)),
-                  "alpha": Field(Number(0.0, 1.0, open_low=True, open_high=True)),
-                  "adjust": Field(Flag(), default=True),
-                  "protected_value": Field(Nullable(AnyOf((Text(allow_empty=True), Integer(),
-                                                           Flag()))), default=None)})
 
+    @parameters(protected_column=Text(what=COLUMN),
+                p=Number(0.0, 1.0, open_low=True, open_high=True),
+                alpha=Number(0.0, 1.0, open_low=True, open_high=True), adjust=Flag(),
+                protected_value=Nullable(AnyOf((Text(allow_empty=True), Integer(), Flag()))))
     def __init__(self, top_k: int, protected_column: str, p: float, alpha: float,
                  adjust: bool = True, protected_value: Any | None = None):
         self.top_k = check_int("top_k", top_k, 1)
-        self.protected_column = check_str("protected_column", protected_column,
-                                          what="a meta column name")
-        self.p = check_probability("p", p, open_low=True, open_high=True)
-        self.alpha = check_probability("alpha", alpha, open_low=True, open_high=True)
-        self.adjust = check_bool("adjust", adjust)
-        self.protected_value = protected_value
+        self.protected_column, self.p, self.alpha = protected_column, p, alpha
+        self.adjust, self.protected_value = adjust, protected_value
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         flags, missing = _protected_flags(_known_column(batch, "protected_column",
@@ -475,10 +434,6 @@ class FairSelect(Selector):
         }
         return batch.take(order).with_info(select=info)
 
-    def config(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "protected_column": self.protected_column, "p": self.p,
-                "alpha": self.alpha, "adjust": self.adjust,
-                "protected_value": self.protected_value}
 
 
 # --------------------------------------------------------------------------------------------

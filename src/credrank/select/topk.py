@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from credrank.core.candidates import Candidates
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
-from credrank.core.schema import Table
 from credrank.core.validation import check_int
 
 
@@ -14,17 +14,17 @@ class TopK(Stage):
     """Sort by descending ``score`` (stable: ties keep retrieval order) and keep ``k`` rows."""
 
     name = "topk"
-    SPEC = Table({})
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> TopK:
-        """The pipeline's ``top_k`` best."""
-        return cls(ctx.top_k)
+        """The pipeline's ``top_k`` best (``top_k`` checked by the spec)."""
+        return construct(cls, params, k=ctx.top_k)
 
     def formula_term(self) -> FormulaTerm | str:
         """The engine cuts to the top ``k`` itself."""
         return FormulaTerm("cut", self)
 
+    @parameters()  # no spec parameter: the pipeline's top_k is its k
     def __init__(self, k: int = 10):
         self.k = check_int("top_k", k, 1)
 

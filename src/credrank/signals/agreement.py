@@ -47,16 +47,16 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import parameters
 from credrank.core.pipeline import Stage
+from credrank.core.schema import Flag, Integer, Nullable, Number, Text
 from credrank.core.validation import (
     as_unit_vector,
     as_vector,
     check_bool,
     check_choice,
-    check_int,
     check_probability,
     check_real,
-    check_str,
 )
 
 MODES = ("expected", "absolute")
@@ -141,6 +141,9 @@ class AnswerAgreement(Stage):
     its total weight and the policies go to ``info["agreement"]``.
     """
 
+    @parameters(weight_factor=Nullable(Text()), floor=Number(0.0, 1.0),
+                sharpness=Number(0.0), mode=Text(choices=MODES), exclude_self=Flag(),
+                voters=Nullable(Integer(1)))
     def __init__(self, stance: StanceFn, weight_factor: str | None = "prior", *,
                  floor: float = 0.1, sharpness: float = 1.0, mode: str = "expected",
                  exclude_self: bool = False, voters: int | None = None,
@@ -148,14 +151,9 @@ class AnswerAgreement(Stage):
         if not callable(stance):
             raise ValueError(f"stance: expected a callable (query, batch) -> p; got "
                              f"{type(stance).__name__}")
-        self.floor = check_probability("floor", floor)
-        self.sharpness = check_real("sharpness", sharpness, 0.0, math.inf)
-        self.mode = check_choice("mode", mode, MODES)
-        self.voters = None if voters is None else check_int("voters", voters, 1)
+        self.floor, self.sharpness, self.mode, self.voters = floor, sharpness, mode, voters
         self.stance = stance
-        self.weight_factor = None if weight_factor is None else check_str("weight_factor",
-                                                                          weight_factor)
-        self.exclude_self = check_bool("exclude_self", exclude_self)
+        self.weight_factor, self.exclude_self = weight_factor, exclude_self
         self.name = name
 
     def weights(self, batch: Candidates) -> tuple[np.ndarray, str]:

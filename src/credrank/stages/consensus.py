@@ -53,9 +53,9 @@ from credrank.consensus.duplicates import JACCARD, SHINGLE, duplicate_groups
 from credrank.consensus.readers import PassageReader, extractive_answers
 from credrank.consensus.vote import AGREED, NO_ANSWERS, consensus_factor, weighted_vote
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
-from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text
-from credrank.core.validation import check_choice, check_int, check_probability
+from credrank.core.schema import Integer, ListOf, Nullable, Number, Text
 from credrank.reliability.equivalence import AnswerEquivalence
 from credrank.select.budget import pool_warnings
 
@@ -117,18 +117,6 @@ class AnswerConsensus(Stage):
         name: the factor's name.
     """
 
-    SPEC = Table({
-        "threshold": Field(Number(0.0, 1.0), default=0.5),
-        "floor": Field(Number(0.0, 1.0), default=0.1),
-        "unanswered": Field(Number(0.0, 1.0), default=1.0),
-        "on_contested": Field(Text(choices=ON_CONTESTED), default="neutral"),
-        "jaccard": Field(Number(0.0, 1.0), default=JACCARD),
-        "shingle": Field(Integer(1, 64), default=SHINGLE),
-        "cosine": Field(Nullable(Number(0.0, 1.0)), default=None),
-        "weight_factors": Field(ListOf(Text()), default=list(WEIGHT_FACTORS)),
-        "max_read": Field(Nullable(Integer(1, 1_000_000)), default=MAX_READ),
-    })
-
     #: the largest pool handled within the budget: the reader is ``O(N)`` (one passage at a
     #: time), the copy test ``O(W log W)`` plus its candidate pairs (prefix filtering)
     max_pool = 5_000
@@ -141,7 +129,7 @@ class AnswerConsensus(Stage):
         """The stage of ``params``; over an index (``ctx.store``) it reads the text of the
         ``max_read`` candidates it reads from the index instead of having the retriever
         return every candidate's text."""
-        stage = cls(**params)
+        stage = construct(cls, params)
         if callable(getattr(ctx.store, "read_payloads", None)):
             stage.text_store = ctx.store
         return stage
@@ -155,6 +143,11 @@ class AnswerConsensus(Stage):
             out.add("text")
         return frozenset(out)
 
+    @parameters(threshold=Number(0.0, 1.0), floor=Number(0.0, 1.0),
+                unanswered=Number(0.0, 1.0), on_contested=Text(choices=ON_CONTESTED),
+                jaccard=Number(0.0, 1.0), shingle=Integer(1, 64),
+                cosine=Nullable(Number(0.0, 1.0)), weight_factors=ListOf(Text()),
+                max_read=Nullable(Integer(1, 1_000_000)))
     def __init__(self, reader: PassageReader | None = None,
                  equivalence: AnswerEquivalence | None = None, *,
                  weight_factors: Sequence[str] = WEIGHT_FACTORS, floor: float = 0.1,
@@ -167,15 +160,10 @@ class AnswerConsensus(Stage):
                              f"{type(reader).__name__}")
         self.reader = reader or extractive_answers
         self.equivalence = equivalence or AnswerEquivalence()
-        self.weight_factors = tuple(str(f) for f in weight_factors)
-        self.floor = check_probability("floor", floor)
-        self.unanswered = check_probability("unanswered", unanswered)
-        self.threshold = check_probability("threshold", threshold)
-        self.on_contested = check_choice("on_contested", on_contested, ON_CONTESTED)
-        self.jaccard = check_probability("jaccard", jaccard)
-        self.shingle = check_int("shingle", shingle, 1)
-        self.cosine = None if cosine is None else check_probability("cosine", cosine)
-        self.max_read = None if max_read is None else check_int("max_read", max_read, 1)
+        self.weight_factors = tuple(weight_factors)
+        self.floor, self.unanswered, self.threshold = floor, unanswered, threshold
+        self.on_contested, self.jaccard, self.shingle = on_contested, jaccard, shingle
+        self.cosine, self.max_read = cosine, max_read
         self.name = name
         #: a store the text of the candidates read comes from when the batch lacks it
         self.text_store: Any = None
@@ -276,8 +264,4 @@ class AnswerConsensus(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"reader": getattr(self.reader, "__name__", type(self.reader).__name__),
-                "equivalence": self.equivalence.config(),
-                "weight_factors": list(self.weight_factors), "floor": self.floor,
-                "unanswered": self.unanswered, "threshold": self.threshold,
-                "on_contested": self.on_contested, "jaccard": self.jaccard,
-                "shingle": self.shingle, "cosine": self.cosine, "max_read": self.max_read}
+                "equivalence": self.equivalence.config(), **super().config()}

@@ -41,9 +41,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
-from credrank.core.schema import Field, Nullable, Number, Table, Text
-from credrank.core.validation import check_probability
+from credrank.core.schema import AnyOf, Function, Nullable, Number, Text
 from credrank.credibility.indexed import FIELD, KEY_FIELD, command
 from credrank.credibility.model import CredibilityModel
 from credrank.index.formula import CredibilityFormula
@@ -52,6 +52,8 @@ from credrank.index.formula import CredibilityFormula
 MISSING = ("score", "neutral", "error")
 #: ``p`` of an unscored candidate under ``missing = neutral`` (the engine's formula default)
 NEUTRAL_P = 0.5
+#: the floor of a model that states none (a model built in code, a plain callable)
+DEFAULT_FLOOR = 0.3
 
 
 class UnscoredCredibilityWarning(UserWarning):
@@ -93,11 +95,6 @@ class LearnedCredibilityPrior(Stage):
     """
 
     reads = frozenset({"text"})
-    SPEC = Table({
-        "model": Field(Text(what="a model file of `credrank credibility fit`")),
-        "floor": Field(Nullable(Number(0.0, 1.0)), default=None),
-        "missing": Field(Text(choices=MISSING), default="score"),
-    })
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> LearnedCredibilityPrior:
@@ -109,7 +106,6 @@ class LearnedCredibilityPrior(Stage):
         from credrank.credibility.modelfile import load_model  # the model file's reader
 
         saved = load_model(ctx.path(params["model"], "model", "credibility model"))
-        floor = saved.floor if params["floor"] is None else params["floor"]
         found = None
         index = None
         if ctx.store is not None:
@@ -117,25 +113,29 @@ class LearnedCredibilityPrior(Stage):
             found = coverage(ctx.store, saved.key)
             path = getattr(ctx.store, "path", None)
             index = None if path is None else str(path)
-        return cls(saved, name="credibility", floor=floor, missing=params["missing"],
-                   coverage=found, index=index)
+        return construct(cls, params, model=saved, name="credibility", coverage=found,
+                         index=index)
 
-    def __init__(self, model_or_callable: CredibilityModel | CredibilityFn | Callable[..., Any],
-                 name: str = "prior", floor: float = 0.3, *, missing: str = "score",
+    @parameters(model=AnyOf((Text(what="a model file of `credrank credibility fit`"),
+                             Function(what="a CredibilityModel or a callable (texts, urls) -> "
+                                           "p"))),
+                floor=Nullable(Number(0.0, 1.0)), missing=Text(choices=MISSING))
+    def __init__(self, model: str | CredibilityModel | CredibilityFn | Callable[..., Any],
+                 name: str = "prior", floor: float | None = None, *, missing: str = "score",
                  key: str | None = None, coverage: tuple[int, int] | None = None,
                  index: str | None = None):
-        if not callable(model_or_callable):
-            raise ValueError("model_or_callable: expected a CredibilityModel or a callable "
-                             f"(texts, urls) -> p; got {type(model_or_callable).__name__}")
+        if isinstance(model, str):  # a model file
+            from credrank.credibility.modelfile import load_model  # the model file's reader
+
+            model = load_model(model)
         if not isinstance(name, str) or not name:
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
-        if missing not in MISSING:
-            raise ValueError(f"missing: expected one of {', '.join(MISSING)}, got {missing!r}")
-        self.model = model_or_callable
+        self.model = model
         self.name = name
-        self.floor = check_probability("floor", floor)
+        #: ``floor`` as used: as given, else the model file's, else :data:`DEFAULT_FLOOR`
+        self.floor = float(getattr(model, "floor", DEFAULT_FLOOR)) if floor is None else floor
         self.missing = missing
-        self.key = key if key is not None else getattr(model_or_callable, "key", None)
+        self.key = key if key is not None else getattr(model, "key", None)
         if self.key is not None and (not isinstance(self.key, str) or not self.key):
             raise ValueError(f"key: expected a non-empty string, got {self.key!r}")
         self.coverage = coverage
@@ -306,14 +306,18 @@ class LearnedCredibilityPrior(Stage):
         return p
 
     def config(self) -> dict[str, Any]:
-        """The floor, the missing policy, the stored-score coverage and, for a fitted model,
-        its configuration (a model file: its summary)."""
-        cfg: dict[str, Any] = {"floor": self.floor, "missing": self.missing}
+        """The parameters as given (``floor: null``: the model file's), the stored-score
+        coverage and, for a fitted model, its configuration (a model file: its summary, the
+        file under ``model`` as the input named it)."""
+        given = self.params()
+        cfg: dict[str, Any] = {"floor": given.get("floor"), "missing": self.missing}
         if self.coverage is not None:
             cfg["stored_scores"] = {"documents": self.coverage[1], "scored": self.coverage[0]}
         summary = getattr(self.model, "summary", None)
         if callable(summary):
             cfg.update(summary())
+            if isinstance(given.get("model"), str):
+                cfg["model"] = given["model"]
         elif isinstance(self.model, CredibilityModel):
             cfg["model"] = self.model.config.to_dict()
             cfg["excluded_topics"] = list(self.model.excluded)

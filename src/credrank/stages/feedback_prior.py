@@ -6,11 +6,13 @@ first, then its per-type prior, at the latest version unless one is pinned."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from credrank.core.candidates import Candidates
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
-from credrank.core.schema import Field, Integer, Nullable, Table, Text
+from credrank.core.schema import AnyOf, Instance, Integer, Nullable, Text
 from credrank.signals.feedback import STORE_FILE, FeedbackPriors
 
 
@@ -22,25 +24,22 @@ class FeedbackPrior(Stage):
     per-source prior.
     """
 
-    SPEC = Table({"store": Field(Text(what="a feedback store folder (credrank priors init)")),
-                  "version": Field(Nullable(Integer(0)), default=None)})
-
     def formula_term(self) -> str:
         return "needs the Python path (per-source priors of a feedback store)"
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> FeedbackPrior:
         """``store``: a feedback store folder (a registered name or a path)."""
-        where = ctx.path(params["store"], "store", "feedback store")
-        if not (where / STORE_FILE).is_file():
-            raise ValueError(f"store: {params['store']!r}: no feedback store here (create one "
-                             "with `credrank priors init DIR`)")
-        return cls(FeedbackPriors(where), version=params["version"])
+        return construct(cls, params, store=_open(ctx.path(params["store"], "store",
+                                                           "feedback store"), params["store"]))
 
-    def __init__(self, store: FeedbackPriors, *, name: str = "prior", version: int | None = None):
-        if not isinstance(store, FeedbackPriors):
-            raise ValueError(f"store: expected a FeedbackPriors, got {type(store).__name__}")
-        self.store, self.name, self.version = store, name, version
+    @parameters(store=AnyOf((Text(what="a feedback store folder (credrank priors init)"),
+                             Instance((FeedbackPriors, Path), what="a FeedbackPriors"))),
+                version=Nullable(Integer(0)))
+    def __init__(self, store: FeedbackPriors | str | Path, *, name: str = "prior",
+                 version: int | None = None):
+        self.store = store if isinstance(store, FeedbackPriors) else _open(Path(store), store)
+        self.name, self.version = name, version
 
     def transform(self, batch: Candidates) -> Candidates:
         if self.version is None:  # the latest version at the time of the call
@@ -57,4 +56,15 @@ class FeedbackPrior(Stage):
                 .with_info(feedback_prior={"version": record["version"], "source_hits": hits}))
 
     def config(self) -> dict[str, Any]:
-        return {"store": str(self.store.directory), "version": self.version}
+        """The store as given (a folder; a store object: its folder) and the version."""
+        store = self.params()["store"]
+        return {"store": store if isinstance(store, str) else str(self.store.directory),
+                "version": self.version}
+
+
+def _open(where: Path, named: object) -> FeedbackPriors:
+    """The feedback store in folder ``where`` (``named`` in the message when there is none)."""
+    if not (where / STORE_FILE).is_file():
+        raise ValueError(f"store: {str(named)!r}: no feedback store here (create one with "
+                         "`credrank priors init DIR`)")
+    return FeedbackPriors(where)

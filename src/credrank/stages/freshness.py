@@ -23,18 +23,20 @@ a hit's breakdown cannot hold: :meth:`Candidates.hits` shows factors only).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.errors import StageError
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, FormulaTerm, IndexNeeded, Stage
-from credrank.core.schema import Field, Nullable, Table, Text
+from credrank.core.schema import AnyOf, Function, Instance, Nullable, Text
 from credrank.freshness.config import (
     CLAIM_CLASS_FIELD,
     Duration,
@@ -43,14 +45,14 @@ from credrank.freshness.config import (
 )
 from credrank.freshness.dates import (
     FreshnessDate,
+    Instant,
     elapsed_days,
     freshness_date,
     parse_instant,
 )
-from credrank.freshness.decay import check_half_life
 from credrank.freshness.lineage import ProvenanceGraph, StoreSource, inherited_dates
 from credrank.freshness.options import freshness_items
-from credrank.freshness.policy import UnknownAge
+from credrank.freshness.policy import UnknownAge, parse_undated
 
 #: meta columns an :class:`~credrank.stages.freshness.InheritedDates` stage fills: the
 #: origin's evidence date (ISO string or ``None``) and its basis ``inherited:<origin id>``
@@ -62,68 +64,51 @@ OWN_EVIDENCE = ("observed_at", "verified_at")
 Now = datetime | Callable[[Candidates], datetime] | None
 
 
+def _half_life_or_config(params: dict[str, Any]) -> None:
+    """A half-life, a config file, or both."""
+    if params["half_life"] is None and params["config"] is None:
+        raise ValueError("half_life: expected a duration such as 365d (or a config file), "
+                         "got neither")
+
+
 class FreshnessDecay(Stage):
     """Factor ``freshness = 2^(−(T − t)/τ)`` (chapter 35.7) per candidate, in ``[0, 1]``.
 
     Args:
-        half_life: ``τ`` in days (a positive finite number), or a
-            :class:`~credrank.freshness.config.FreshnessConfig` (τ per claim class, host,
-            source type; no-decay opt-outs).
-        now: ``T`` — an aware (naive = UTC) ``datetime`` or ISO string; a callable
+        half_life: ``τ``: a duration (``365d``, ``52w``, ``1y``, ``12h``) or a number of days
+            (positive, finite); with ``config``, it replaces the file's default ``τ``.
+        now: ``T`` — an ISO 8601 date or an aware (naive = UTC) ``datetime``; a callable
             ``batch -> datetime`` for a per-query ``T`` (e.g. a bench's query date); ``None``
             reads the current UTC time once per :meth:`transform`.
-        undated: the unknown-age policy (default ``neutral``: median of the dated
-            candidates, 0.5 when none is dated).
+        undated: the unknown-age policy: ``neutral`` (default: median of the dated
+            candidates, 0.5 when none is dated), ``neutral:W``, ``penalty:W``, ``exclude``,
+            or an :class:`~credrank.freshness.policy.UnknownAge`.
+        config: a freshness config file or a
+            :class:`~credrank.freshness.config.FreshnessConfig` (τ per claim class, host,
+            source type; no-decay opt-outs).
+        lineage: ``cites``: wrappers take their origin's date (put
+            :class:`InheritedDates` before the stage; a spec does); ``off``.
         name: the factor's name.
 
-    Raises ``ValueError`` for a half-life of 0 or below, or a ``now`` that is not a date;
-    ``StageError`` when a candidate's date does not parse or ``now`` returns no date.
+    Raises ``ValueError`` for a half-life of 0 or below, neither a half-life nor a config, or
+    a ``now`` that is not a date; ``StageError`` when a candidate's date does not parse or
+    ``now`` returns no date.
     """
-
-    SPEC = Table({
-        "half_life": Field(Nullable(Duration()), default=None),
-        "now": Field(Nullable(Text(what="an ISO 8601 date such as 2026-01-01")), default=None),
-        "undated": Field(Text(what="neutral, neutral:W, penalty:W or exclude"),
-                         default="neutral"),
-        "config": Field(Nullable(Text(what="a freshness config file")), default=None),
-        "lineage": Field(Text(choices=("off", "cites")), default="off"),
-    })
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:
-        """The freshness factor of ``params`` (:meth:`from_params`; ``config`` a registered
-        name or a path); with ``lineage: cites`` the citation chains are read from
-        ``ctx.store`` first (:class:`InheritedDates`)."""
-        stage = cls.from_params(params, lambda v: ctx.path(v, "config", "freshness config"))
+        """The freshness factor of ``params`` (``config`` a registered name or a path); with
+        ``lineage: cites`` the citation chains are read from ``ctx.store`` first
+        (:class:`InheritedDates`)."""
+        config = params["config"]
+        stage = construct(cls, params, config=None if config is None else
+                          ctx.path(config, "config", "freshness config"))
         if not stage.lineage:
             return stage
         if ctx.store is None:
             raise IndexNeeded("lineage: 'cites' reads citation chains from an index; not "
                               "available for candidates retrieved elsewhere")
         return InheritedDates(ctx.store) >> stage
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any],
-                    path: Callable[[str], Any] = lambda v: v) -> FreshnessDecay:
-        """The stage of checked :attr:`SPEC` ``params`` (the keys of ``--freshness``,
-        :mod:`credrank.freshness.options`); ``path`` resolves ``config``."""
-        import dataclasses
-
-        from credrank.freshness.policy import parse_undated
-
-        half_life, config = params["half_life"], params["config"]
-        if half_life is None and config is None:
-            raise ValueError("half_life: expected a duration such as 365d (or a config file), "
-                             "got neither")
-        now = parse_instant(params["now"], "now") if params["now"] is not None else None
-        undated = parse_undated(params["undated"])
-        lineage = params["lineage"] == "cites"
-        if config is not None:
-            table = load_freshness_config(path(config))
-            if half_life is not None:
-                table = dataclasses.replace(table, half_life=half_life)
-            return cls(table, now=now, undated=undated, lineage=lineage)
-        return cls(half_life, now=now, undated=undated, lineage=lineage)
 
     def formula_term(self) -> FormulaTerm | str:
         """The engine scores one half-life with a fixed or current ``T`` and a stated weight
@@ -142,35 +127,40 @@ class FreshnessDecay(Stage):
             return "lineage=cites (citation chains read from the index) needs the Python path"
         return FormulaTerm("freshness", self)
 
-    def __init__(self, half_life: float | FreshnessConfig, *, now: Now | str = None,
-                 undated: UnknownAge | None = None, lineage: bool = False,
+    @parameters(half_life=Nullable(Duration()),
+                now=Nullable(AnyOf((Instant(), Function(what="a function of the batch")))),
+                undated=AnyOf((Text(what="neutral, neutral:W, penalty:W or exclude"),
+                               Instance(UnknownAge, what="an UnknownAge policy"))),
+                config=Nullable(AnyOf((Text(what="a freshness config file"),
+                                       Instance((FreshnessConfig, Path),
+                                                what="a FreshnessConfig")))),
+                lineage=Text(choices=("off", "cites")), together=_half_life_or_config)
+    def __init__(self, half_life: float | str | None = None, *, now: Now | str = None,
+                 undated: str | UnknownAge = "neutral",
+                 config: str | Path | FreshnessConfig | None = None, lineage: str = "off",
                  name: str = "freshness"):
-        if isinstance(half_life, FreshnessConfig):
-            self.config_ = half_life
-        else:
-            self.config_ = FreshnessConfig(half_life=check_half_life(half_life),
-                                           no_decay_field=None)
-        if isinstance(now, str):
-            now = parse_instant(now, "now")
-        if now is not None and not callable(now) and not isinstance(now, datetime):
-            raise ValueError(f"now: expected a datetime, an ISO date, a function of the batch "
-                             f"or None (the current time), got {now!r}")
-        self.now = parse_instant(now, "now") if isinstance(now, datetime) else now
-        self.undated = undated if undated is not None else UnknownAge()
-        if not isinstance(self.undated, UnknownAge):
-            raise ValueError(f"undated: expected an UnknownAge policy, got {undated!r}")
-        self.lineage = bool(lineage)
+        if isinstance(config, str | Path):
+            config = load_freshness_config(config)
+        if config is not None and half_life is not None:  # the file's default τ replaced
+            config = dataclasses.replace(config, half_life=float(half_life))
+        #: per-type/host/class half-lives and opt-outs (``None``: one ``τ`` for every one)
+        self.config_: FreshnessConfig | None = config
+        self._half_life = float(config.half_life if config is not None else
+                                cast(float, half_life))
+        self.now = parse_instant(now, "now") if isinstance(now, str | datetime) else now
+        self.undated = parse_undated(undated) if isinstance(undated, str) else undated
+        self.lineage = lineage == "cites"
         self.name = name
 
     @property
     def half_life(self) -> float:
         """The default half-life ``τ`` in days."""
-        return self.config_.half_life
+        return self._half_life
 
     @property
     def single(self) -> bool:
         """One ``τ`` for every candidate (no per-type/host/class table, no opt-out)."""
-        return self.config_.single
+        return self.config_ is None or self.config_.single
 
     def resolve_now(self, batch: Candidates) -> datetime:
         """``T`` for ``batch`` as an aware UTC datetime."""
@@ -211,10 +201,11 @@ class FreshnessDecay(Stage):
             bases.append(fd.basis)
             dates.append(fd.date)
             clamped[i] = fd.clamped
-        taus = self.config_.half_lives(
+        table = self.config_
+        taus = np.full(n, self.half_life) if table is None else table.half_lives(
             batch.column("source_type"), batch.column("host"),
             batch.column(CLAIM_CLASS_FIELD),
-            batch.column(self.config_.no_decay_field) if self.config_.no_decay_field
+            batch.column(table.no_decay_field) if table.no_decay_field
             else np.full(n, None, dtype=object))
         age = elapsed_days(now, dates)
         dated = ~np.isnan(age)
@@ -243,8 +234,9 @@ class FreshnessDecay(Stage):
         info = {
             "now": now.isoformat(),
             "formula": "w(T, t) = 2^(-(T - t)/tau) (chapter 35.7)",
-            "half_life_days": self.half_life,
-            **({} if self.single else {"half_lives": self.config_.as_dict()}),
+            "half_life": self.half_life,
+            **({} if self.config_ is None or self.single
+               else {"half_lives": self.config_.as_dict()}),
             "date_rule": "observed_at > verified_at > published_at > unknown (never "
                          "modified_at / retrieved_at); dates after now clamped to now",
             "undated": {"policy": self.undated.describe(),
@@ -269,11 +261,19 @@ class FreshnessDecay(Stage):
         return out.with_factor(self.name, w, 0.0, 1.0).with_info(**{self.name: info})
 
     def config(self) -> dict[str, Any]:
-        now = (self.now.isoformat() if isinstance(self.now, datetime)
-               else "per query" if callable(self.now) else "current time")
-        return {"half_life_days": self.half_life, "now": now,
-                "undated": self.undated.describe(), "lineage": self.lineage,
-                **({} if self.single else {"half_lives": self.config_.as_dict()})}
+        """The parameters as given (``now`` a function: ``"per query"``; a policy or config
+        object: its text or its file) and, with a config, the ``half_lives`` it resolves."""
+        given = self.params()
+        now, undated, config = given.get("now"), given.get("undated"), given.get("config")
+        table = self.config_
+        return {"half_life": given.get("half_life"),
+                "now": now.isoformat() if isinstance(now, datetime)
+                else "per query" if callable(now) else now,
+                "undated": undated if isinstance(undated, str) else self.undated.describe(),
+                "config": config if isinstance(config, str) or config is None
+                else table.path if table is not None else None,
+                "lineage": given.get("lineage", "cites" if self.lineage else "off"),
+                **({} if table is None or table.single else {"half_lives": table.as_dict()})}
 
 
 class InheritedDates(Stage):
@@ -326,14 +326,16 @@ class InheritedDates(Stage):
 
 def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
     """The :class:`~credrank.stages.freshness.FreshnessDecay` stage ``text`` describes (its
-    items checked by :attr:`FreshnessDecay.SPEC`, built by :meth:`FreshnessDecay.from_spec`;
+    items checked once by :attr:`FreshnessDecay.SPEC`, then built without a second check;
     errors say ``{option} KEY: …``)."""
     items = freshness_items(text, option)
     if "config" in items and not Path(items["config"]).exists():
         raise ValueError(f"{option} config: no such file {items['config']!r}")
     try:
+        assert FreshnessDecay.SPEC is not None
         params = FreshnessDecay.SPEC.check(items, "", error=ValueError)
-        stage = FreshnessDecay.from_params(params)
+        _half_life_or_config(params)
+        stage = construct(FreshnessDecay, params)
     except ValueError as exc:
         text_ = str(exc)
         if text_.startswith(("half_life:", "now:", "undated:", "lineage:", "config:")):

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
-from credrank.core.schema import Field, Number, Table, Text
+from credrank.core.schema import Number, Text
 from credrank.machine_text.factor import CENTER, FLOOR, SCALE, machine_text_factor
 
 #: the payload field of the statistic and of what computed it (``credrank.index.scoring``)
@@ -50,33 +51,19 @@ class MachineTextFactor(Stage):
     """
 
     name = "machine_text"
-    SPEC = Table({
-        "floor": Field(Number(0.0, 1.0), default=FLOOR),
-        "center": Field(Number(-1000.0, 1000.0), default=CENTER),
-        "scale": Field(Number(0.0, 1000.0), default=SCALE),
-        "missing": Field(Text(choices=MISSING), default="error"),
-    })
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> MachineTextFactor:
         """The stage of ``params``; the index's directory (``ctx.store``) names itself in
         the missing-score error."""
         path = getattr(ctx.store, "path", None)
-        return cls(**params, index=None if path is None else str(path))
+        return construct(cls, params, index=None if path is None else str(path))
 
+    # floor > 0: a machine-like passage is demoted, never removed
+    @parameters(floor=Number(0.0, 1.0, open_low=True), center=Number(-1000.0, 1000.0),
+                scale=Number(0.0, 1000.0, open_low=True), missing=Text(choices=MISSING))
     def __init__(self, floor: float = FLOOR, *, center: float = CENTER, scale: float = SCALE,
                  missing: str = "error", index: str | None = None) -> None:
-        floor = float(floor)
-        if not np.isfinite(floor) or not 0 < floor <= 1:
-            raise ValueError("floor: expected a number in (0, 1] (a machine-like passage is "
-                             f"demoted, never removed), got {floor!r}")
-        center, scale = float(center), float(scale)
-        if not np.isfinite(center):
-            raise ValueError(f"center: expected a finite number, got {center!r}")
-        if not np.isfinite(scale) or scale <= 0:
-            raise ValueError(f"scale: expected a finite number > 0, got {scale!r}")
-        if missing not in MISSING:
-            raise ValueError(f"missing: expected one of {', '.join(MISSING)}, got {missing!r}")
         self.floor, self.center, self.scale, self.missing = floor, center, scale, missing
         self.index = index
         #: the candidates' text is read only to score the unscored ones now
@@ -125,9 +112,6 @@ class MachineTextFactor(Stage):
                                                       for x in d])
                 .with_info(machine_text=info))
 
-    def config(self) -> dict[str, Any]:
-        return {"floor": self.floor, "center": self.center, "scale": self.scale,
-                "missing": self.missing}
 
 
 def _score_now(batch: Candidates, rows: list[int]) -> np.ndarray:

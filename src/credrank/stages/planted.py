@@ -70,9 +70,9 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.maths import cosine_matrix
+from credrank.core.params import parameters
 from credrank.core.pipeline import Stage
-from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text
-from credrank.core.validation import check_choice, check_int, check_probability
+from credrank.core.schema import Integer, ListOf, Number, Text
 from credrank.defences.planted import paraphrase_graph, trustrag_flags
 from credrank.defences.planted_math import (
     complete_link_groups,
@@ -94,11 +94,11 @@ LINKAGES = ("single", "complete")
 TRUSTED = ("peer_reviewed", "government", "established_news")
 
 
-def _check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
-    return value
+def _z_full_above_z(params: dict[str, Any]) -> None:
+    """``z_full > z``: the outlier ramp rises from ``z`` to full at ``z_full``."""
+    if params["z_full"] <= params["z"]:
+        raise ValueError(f"z_full: expected a number > z ({params['z']:g}), got "
+                         f"{params['z_full']!r}")
 
 
 class PlantedEvidence(Stage):
@@ -124,53 +124,28 @@ class PlantedEvidence(Stage):
 
     name = "planted"
     reads = frozenset({"vectors", "text"})
-    SPEC = Table({
-        "mode": Field(Text(choices=MODES), default="planted"),
-        "floor": Field(Number(0.0, 1.0), default=0.1),
-        "z": Field(Number(0.0, 100.0), default=2.0),
-        "z_full": Field(Number(0.0, 100.0), default=4.0),
-        "cluster_cosine": Field(Number(0.0, 1.0), default=0.85),
-        "min_cluster": Field(Integer(2, 100_000), default=3),
-        "linkage": Field(Text(choices=LINKAGES), default="single"),
-        "cluster_z": Field(Number(-100.0, 100.0), default=0.5),
-        "copy_jaccard": Field(Number(0.0, 1.0), default=0.5),
-        "alpha": Field(Number(0.0, 10.0), default=0.5),
-        "damping": Field(Number(0.0, 1.0), default=0.85),
-        "min_pool": Field(Integer(2, 100_000), default=4),
-        "trusted": Field(ListOf(Text(choices=SOURCE_TYPES), unique=True),
-                         default=list(TRUSTED)),
-    })
-
     def formula_term(self) -> str:
         return "needs the Python path (it compares the pool's passages with each other)"
 
+    # floor > 0: a planted passage is demoted, never removed
+    @parameters(mode=Text(choices=MODES), floor=Number(0.0, 1.0, open_low=True),
+                z=Number(0.0, 100.0), z_full=Number(0.0, 100.0),
+                cluster_cosine=Number(0.0, 1.0), min_cluster=Integer(2, 100_000),
+                linkage=Text(choices=LINKAGES), cluster_z=Number(-100.0, 100.0),
+                copy_jaccard=Number(0.0, 1.0), alpha=Number(0.0, 10.0),
+                damping=Number(0.0, 1.0), min_pool=Integer(2, 100_000),
+                trusted=ListOf(Text(choices=SOURCE_TYPES), unique=True),
+                together=_z_full_above_z)
     def __init__(self, mode: str = "planted", *, floor: float = 0.1, z: float = 2.0,
                  z_full: float = 4.0, cluster_cosine: float = 0.85, min_cluster: int = 3,
                  linkage: str = "single", cluster_z: float = 0.5, copy_jaccard: float = 0.5,
                  alpha: float = 0.5, damping: float = 0.85, min_pool: int = 4,
                  trusted: Sequence[str] = TRUSTED, name: str = "planted"):
-        self.mode = check_choice("mode", mode, MODES)
-        self.floor = check_probability("floor", floor)
-        if self.floor <= 0:
-            raise ValueError("floor: expected a number in (0, 1] (a planted passage is "
-                             f"demoted, never removed), got {floor!r}")
-        self.z = float(z)
-        self.z_full = _check_positive("z_full", z_full)
-        if self.z_full <= self.z:
-            raise ValueError(f"z_full: expected a number > z ({self.z:g}), got {z_full!r}")
-        self.cluster_cosine = check_probability("cluster_cosine", cluster_cosine)
-        self.min_cluster = check_int("min_cluster", min_cluster, 2)
-        self.linkage = check_choice("linkage", linkage, LINKAGES)
-        self.cluster_z = float(cluster_z)
-        if not np.isfinite(self.cluster_z):
-            raise ValueError(f"cluster_z: expected a finite number, got {cluster_z!r}")
-        self.copy_jaccard = check_probability("copy_jaccard", copy_jaccard)
-        self.alpha = float(alpha)
-        self.damping = check_probability("damping", damping)
-        self.min_pool = check_int("min_pool", min_pool, 2)
-        if isinstance(trusted, str):
-            raise ValueError(f"trusted: expected a list of source types, got {trusted!r}")
-        self.trusted = tuple(check_choice("trusted", t, SOURCE_TYPES) for t in trusted)
+        self.mode, self.floor, self.z, self.z_full = mode, floor, z, z_full
+        self.cluster_cosine, self.min_cluster, self.linkage = cluster_cosine, min_cluster, linkage
+        self.cluster_z, self.copy_jaccard = cluster_z, copy_jaccard
+        self.alpha, self.damping, self.min_pool = alpha, damping, min_pool
+        self.trusted = tuple(trusted)
         self.name = name
 
     # -- evidence ------------------------------------------------------------------------------
@@ -261,11 +236,3 @@ class PlantedEvidence(Stage):
         out = out.with_meta("planted_cluster", clusters)
         out = out.with_meta("planted_evidence", [float(x) for x in p])
         return out.with_info(planted=info)
-
-    def config(self) -> dict[str, Any]:
-        return {"mode": self.mode, "floor": self.floor, "z": self.z, "z_full": self.z_full,
-                "cluster_cosine": self.cluster_cosine, "min_cluster": self.min_cluster,
-                "linkage": self.linkage, "cluster_z": self.cluster_z,
-                "copy_jaccard": self.copy_jaccard,
-                "alpha": self.alpha, "damping": self.damping, "min_pool": self.min_pool,
-                "trusted": list(self.trusted)}

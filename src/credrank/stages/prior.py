@@ -12,14 +12,10 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, FormulaTerm, Stage
-from credrank.core.schema import Field, Flag, Number, Table, Text
-from credrank.core.validation import (
-    check_bool,
-    check_probability,
-    check_str,
-    is_number,
-)
+from credrank.core.schema import AnyOf, Flag, Instance, Number, Text
+from credrank.core.validation import check_str, is_number
 from credrank.signals.prior import PRESET_DISPERSION, PriorTable, load_priors
 
 
@@ -31,22 +27,15 @@ class SourcePrior(Stage):
     of its type prior.
     """
 
-    def __init__(self, priors: PriorTable | str = "current", *, use_domain_scores: bool = False,
-                 floor: float = 0.01, name: str = "prior"):
-        self.priors = load_priors(priors) if isinstance(priors, str | Path) else priors
-        if not isinstance(self.priors, PriorTable):
-            raise ValueError(f"priors: expected a PriorTable, a preset name or a prior file, "
-                             f"got {type(priors).__name__}")
-        self.use_domain_scores = check_bool("use_domain_scores", use_domain_scores)
-        self.floor = check_probability("floor", floor)
+    @parameters(priors=AnyOf((Text(what="a preset (compressed, current, aggressive) or a prior "
+                                        "file"),
+                              Instance((PriorTable, Path), what="a PriorTable"))),
+                use_domain_scores=Flag(), floor=Number(0.0, 1.0))
+    def __init__(self, priors: PriorTable | str | Path = "current", *,
+                 use_domain_scores: bool = False, floor: float = 0.01, name: str = "prior"):
+        self.priors = priors if isinstance(priors, PriorTable) else load_priors(priors)
+        self.use_domain_scores, self.floor = use_domain_scores, floor
         self.name = check_str("name", name)
-
-    SPEC = Table({
-        "priors": Field(Text(what="a preset (compressed, current, aggressive) or a prior file"),
-                        default="current"),
-        "use_domain_scores": Field(Flag(), default=False),
-        "floor": Field(Number(0.0, 1.0), default=0.01),
-    })
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> SourcePrior:
@@ -54,8 +43,7 @@ class SourcePrior(Stage):
         priors = params["priors"]
         if priors not in PRESET_DISPERSION:
             priors = ctx.path(priors, "priors", "prior file")
-        return cls(priors, use_domain_scores=params["use_domain_scores"],
-                   floor=params["floor"])
+        return construct(cls, params, priors=priors)
 
     def formula_term(self) -> FormulaTerm | str:
         """The engine scores the type prior (``λ_t × [source_type = t]``), not the per-host
@@ -74,4 +62,9 @@ class SourcePrior(Stage):
         return batch.with_factor(self.name, values, low=0.0, high=1.0)
 
     def config(self) -> dict[str, Any]:
-        return {"priors": self.priors.as_dict(), "use_domain_scores": self.use_domain_scores}
+        """The parameters as given (a table given in code: its name) and the resolved
+        ``table``."""
+        given = super().config()
+        if not isinstance(self.params().get("priors"), str):
+            given["priors"] = self.priors.name
+        return {**given, "table": self.priors.as_dict()}

@@ -9,16 +9,17 @@ The shrinkage ``λ_s = (n_s · r_s + m · λ_type(s)) / (n_s + m)``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from credrank.core.candidates import Candidates
+from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
-from credrank.core.schema import Field, Number, Table, Text
+from credrank.core.schema import AnyOf, Instance, Number, Text
 from credrank.core.validation import (
     check_int,
-    check_positive,
     check_probability,
     check_str,
 )
@@ -71,11 +72,24 @@ class ShrunkReliabilityPrior(Stage):
     :class:`credrank.stages.prior.SourcePrior` in a pipeline (same factor name by default).
     """
 
-    def __init__(self, estimates: Mapping[str, tuple[float, int]],
-                 type_prior: Mapping[str, float], *, m: float = 5.0,
+    @parameters(estimate=AnyOf((Text(what="the --json output of `credrank reliability "
+                                          "estimate`"),
+                                Instance((Mapping, Path), what="a table source → (r, n)"))),
+                type_priors=AnyOf((Text(what="a preset or a prior file"),
+                                   Instance(Mapping, what="a table source type → prior"))),
+                m=Number(0.0, open_low=True))
+    def __init__(self, estimate: str | Path | Mapping[str, tuple[float, int]],
+                 type_priors: str | Mapping[str, float] = "current", *, m: float = 5.0,
                  key_column: str = "source_id", name: str = "prior",
                  default: float = DEFAULT_TYPE_PRIOR) -> None:
-        self.m = check_positive("m", m)
+        estimates = estimate if isinstance(estimate, Mapping) else read_estimate(str(estimate))
+        if isinstance(type_priors, str):
+            from credrank.signals.prior import load_priors  # a preset or a prior file
+
+            type_prior: Mapping[str, float] = load_priors(type_priors).values
+        else:
+            type_prior = type_priors
+        self.m = m
         self.estimates = {}
         for key, (r, n) in estimates.items():
             n = check_int(f"estimates[{key!r}] answer count", n, 0)
@@ -87,12 +101,6 @@ class ShrunkReliabilityPrior(Stage):
         self.name = name
         self.default = check_probability("default", default)
 
-    SPEC = Table({
-        "estimate": Field(Text(what="the --json output of `credrank reliability estimate`")),
-        "type_priors": Field(Text(what="a preset or a prior file"), default="current"),
-        "m": Field(Number(0.0, open_low=True), default=5.0),
-    })
-
     def formula_term(self) -> str:
         return "needs the Python path (per-source reliability)"
 
@@ -101,9 +109,8 @@ class ShrunkReliabilityPrior(Stage):
         """``estimate``: a reliability estimate (a registered name or a path), shrunk toward
         the ``type_priors`` preset or file with weight ``m``."""
         path = ctx.path(params["estimate"], "estimate", "reliability estimate")
-        return cls.from_estimate_json(str(path), ctx.type_priors(params["type_priors"],
-                                                                 "type_priors"),
-                                      m=params["m"])
+        return construct(cls, params, estimate=read_estimate(str(path)),
+                         type_priors=ctx.type_priors(params["type_priors"], "type_priors"))
 
     @classmethod
     def from_estimate_json(cls, path: str, type_prior: Mapping[str, float],
@@ -124,4 +131,8 @@ class ShrunkReliabilityPrior(Stage):
         return batch.with_factor(self.name, shrink_reliability(r, n, lam, self.m), 0.0, 1.0)
 
     def config(self) -> dict[str, Any]:
-        return {"key_column": self.key_column, "n_sources": len(self.estimates), "m": self.m}
+        """The parameters as given (a table given in code: ``"in code"``), the key column and
+        the number of sources estimated."""
+        given = {k: v if isinstance(v, str | float) else "in code"
+                 for k, v in self.params().items()}
+        return {**given, "key_column": self.key_column, "n_sources": len(self.estimates)}

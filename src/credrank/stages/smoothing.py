@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.params import parameters
 from credrank.core.pipeline import Stage
-from credrank.core.schema import Field, Integer, Number, Table
-from credrank.core.validation import check_int, check_probability, check_str
+from credrank.core.schema import Integer, Number
+from credrank.core.validation import check_str
 from credrank.signals.smoothing import smooth_priors
 
 
@@ -33,15 +34,14 @@ class NeighbourSmoothing(Stage):
     """
 
     reads = frozenset({"vectors"})
-    SPEC = Table({"m": Field(Integer(1), default=5), "beta": Field(Number(0.0, 1.0), default=0.3)})
 
     def formula_term(self) -> str:
         return "needs the Python path (it reads the candidates' vectors)"
 
+    @parameters(m=Integer(1), beta=Number(0.0, 1.0))
     def __init__(self, m: int = 5, beta: float = 0.3, *, source_factor: str = "prior",
                  name: str = "prior"):
-        self.m = check_int("smoothing m", m, 1)
-        self.beta = check_probability("smoothing beta", beta)
+        self.m, self.beta = m, beta
         self.source_factor = check_str("smoothing source_factor", source_factor)
         self.name = check_str("smoothing name", name)
 
@@ -79,4 +79,4 @@ class NeighbourSmoothing(Stage):
         return self._replace_factor(batch, smoothed).with_info(smoothing=info)
 
     def config(self) -> dict[str, Any]:
-        return {"m": self.m, "beta": self.beta, "source_factor": self.source_factor}
+        return {**super().config(), "source_factor": self.source_factor}

@@ -17,8 +17,9 @@ import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
+from credrank.core.params import body, construct, parameters
 from credrank.core.pipeline import BuildContext, IndexNeeded, Stage
-from credrank.core.schema import Field, Flag, Integer, Nullable, Number, Table, Text
+from credrank.core.schema import AnyOf, Flag, Instance, Integer, Nullable, Number, Text
 from credrank.index.embed import get_embedder
 from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.stance import StanceModelFile, load_model
@@ -40,15 +41,6 @@ class StanceAgreement(AnswerAgreement):
     """
 
     reads = frozenset({"text"})
-    SPEC = Table({
-        "model": Field(Text(what="a model file of `credrank stance fit`")),
-        "weight_factor": Field(Nullable(Text()), default="prior"),
-        "floor": Field(Number(0.0, 1.0), default=0.1),
-        "sharpness": Field(Number(0.0), default=1.0),
-        "mode": Field(Text(choices=("expected", "absolute")), default="expected"),
-        "exclude_self": Field(Flag(), default=False),
-        "voters": Field(Nullable(Integer(1)), default=None),
-    })
 
     def formula_term(self) -> str:
         return "needs the Python path (it reads each candidate's text)"
@@ -61,20 +53,30 @@ class StanceAgreement(AnswerAgreement):
         if ctx.embedder is None:
             load_model(ctx.path(params["model"], "model", "stance model"))  # a readable file
             raise IndexNeeded("model: the stance stage needs the embedder of the index")
-        settings = {k: v for k, v in params.items() if k != "model"}
-        return stance_stage(ctx.path(params["model"], "model", "stance model"),
-                            ctx.embedder.name, embedder=ctx.embedder, **settings)
+        model, source = _bound(ctx.path(params["model"], "model", "stance model"),
+                               ctx.embedder.name, ctx.embedder)
+        return construct(cls, params, model=model, source=source)
 
-    def __init__(self, model: StanceModel, weight_factor: str | None = "prior", *,
+    @parameters(model=AnyOf((Text(what="a model file of `credrank stance fit`"),
+                             Instance(StanceModel, what="a fitted StanceModel"))),
+                weight_factor=Nullable(Text()), floor=Number(0.0, 1.0), sharpness=Number(0.0),
+                mode=Text(choices=("expected", "absolute")), exclude_self=Flag(),
+                voters=Nullable(Integer(1)))
+    def __init__(self, model: StanceModel | str, weight_factor: str | None = "prior", *,
                  floor: float = 0.1, sharpness: float = 1.0, mode: str = "expected",
                  exclude_self: bool = False, voters: int | None = None,
                  name: str = "agreement", source: Mapping[str, Any] | None = None):
-        if not isinstance(model, StanceModel) or model.model is None:
+        if isinstance(model, str):  # a model file, read with the embedder it was fitted with
+            loaded = load_model(model)
+            model, source = _bound(loaded, loaded.embedder_name, None)
+        if model.model is None:
             raise ValueError("model: expected a fitted StanceModel (fit() or load_model())")
         self.model = model
         self.source = dict(source or {})
-        super().__init__(self._stance, weight_factor, floor=floor, sharpness=sharpness,
-                         mode=mode, exclude_self=exclude_self, voters=voters, name=name)
+        # the values were checked above: the base class's body, not its checking constructor
+        body(AnswerAgreement)(self, self._stance, weight_factor, floor=floor,
+                              sharpness=sharpness, mode=mode, exclude_self=exclude_self,
+                              voters=voters, name=name)
 
     def _stance(self, query: str, batch: Candidates) -> np.ndarray:
         texts = batch.column("text")
@@ -90,8 +92,9 @@ class StanceAgreement(AnswerAgreement):
             raise StageError(f"stance model: {exc}") from exc
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "stance_model": {**self.source,
-                                                     **self.model.config.to_dict()}}
+        model = self.params().get("model")
+        return {**({"model": model} if isinstance(model, str) else {}), **super().config(),
+                "stance_model": {**self.source, **self.model.config.to_dict()}}
 
 
 def stance_stage(model_path: str | Path | StanceModelFile, embedder_name: str, *,
@@ -105,9 +108,17 @@ def stance_stage(model_path: str | Path | StanceModelFile, embedder_name: str, *
     if unknown:
         raise ValueError(f"stance_stage: unknown setting(s) {', '.join(unknown)}; expected "
                          f"some of {', '.join(STAGE_SETTINGS)}")
+    model, source = _bound(model_path, embedder_name, embedder)
+    return StanceAgreement(model, source=source, **settings)
+
+
+def _bound(model_path: str | Path | StanceModelFile, embedder_name: str,
+           embedder: Embedder | None) -> tuple[StanceModel, dict[str, Any]]:
+    """The model of the file at ``model_path`` bound to the embedder ``embedder_name`` (which
+    it must have been fitted with), and where it came from."""
     loaded = model_path if isinstance(model_path, StanceModelFile) else load_model(model_path)
     loaded.check_embedder(embedder_name)
     model = loaded.model(embedder if embedder is not None else get_embedder(embedder_name))
     source = {"path": loaded.path, "embedder": loaded.embedder_name,
               "training_sha256": loaded.document["training"]["sha256"]}
-    return StanceAgreement(model, source=source, **settings)
+    return model, source
