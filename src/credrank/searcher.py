@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -204,12 +203,14 @@ class Searcher:
         (dense retrieval, the engine's formula search) has it embedded before the lock is
         taken, so concurrent searches embed in parallel. ``check`` is called before each
         stage (``stage:NAME``), under the lock (``store``) and at the end (``done``)."""
-        batch = Candidates.empty(query)
+        embeds = bool(stages) and isinstance(stages[0], DenseRetriever | PushdownSearch)
+        if check is not None and embeds:
+            check(f"stage:{stages[0].name}")
+        batch = Candidates.empty(query, query_vector=self.embedder.embed([query])[0]
+                                 if embeds else None)
         for i, stage in enumerate(stages):
-            if check is not None:
+            if check is not None and not (i == 0 and embeds):
                 check(f"stage:{stage.name}")
-            if i == 0 and isinstance(stage, DenseRetriever | PushdownSearch):
-                batch = replace(batch, query_vector=self.embedder.embed([query])[0])
             if store and (i == 0 or "index" in stage.reads):
                 with self._lock:
                     if check is not None:

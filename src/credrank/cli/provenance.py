@@ -103,7 +103,7 @@ def summary_lines(report: dict[str, Any], candidates: Iterable[dict[str, Any]] |
     :meth:`AuditReport.iter_candidates` yields them; default ``report["candidates"]``). A ratio
     beyond the float range prints as ``2^x``."""
     c = report["counts"]
-    yield (f"T = {report['now']}, half-life {report['half_life_days']:g} days; "
+    yield (f"T = {report['now']}, half-life {report['half_life']:g} days; "
            f"{report['documents']} documents, {c['inherited']} inherit an origin's date "
            f"({c['inherited_unknown']} undated), {c['independent_remeasurements']} independent "
            f"re-measurements; {c['candidates']} laundering candidates")

@@ -106,11 +106,13 @@ class Candidates:
 
     # -- construction -----------------------------------------------------------------
     @classmethod
-    def empty(cls, query: str, dim: int | None = None) -> Candidates:
-        """A batch with no candidates (every stage must accept it)."""
+    def empty(cls, query: str, dim: int | None = None,
+              query_vector: np.ndarray | None = None) -> Candidates:
+        """A batch with no candidates (every stage must accept it); ``query_vector``: the
+        query's embedding when the caller has it."""
         vectors = None if dim is None else np.zeros((0, dim), dtype=np.float32)
         return cls(query=query, doc_ids=np.array([], dtype=object),
-                   retrieval_score=np.zeros(0), vectors=vectors)
+                   retrieval_score=np.zeros(0), vectors=vectors, query_vector=query_vector)
 
     @classmethod
     def from_records(

@@ -721,7 +721,7 @@ class AuditReport:
     listed from ``graph`` when written (at most ``max_hops_listed`` hops each)."""
 
     now: datetime
-    half_life_days: float
+    half_life: float
     documents: int
     max_hops_listed: int = MAX_HOPS_LISTED
     candidates: list[LaunderingCandidate] = field(default_factory=list)
@@ -751,7 +751,7 @@ class AuditReport:
         h = self.max_hops_listed
         return {
             "credrank_provenance_audit": 1,
-            "now": _iso(self.now), "half_life_days": self.half_life_days,
+            "now": _iso(self.now), "half_life": self.half_life,
             "documents": self.documents, "max_hops_listed": h,
             "counts": {"candidates": len(self.candidates), "inherited": self.inherited,
                        "inherited_unknown": self.inherited_unknown,
@@ -849,19 +849,19 @@ class _ChainExponents:
 
 
 def audit(graph: ProvenanceGraph, doc_ids: Iterable[str], now: datetime,
-          half_life_days: float, max_hops_listed: int = MAX_HOPS_LISTED) -> AuditReport:
+          half_life: float, max_hops_listed: int = MAX_HOPS_LISTED) -> AuditReport:
     """The laundering audit of ``doc_ids`` at evaluation time ``now`` (aware) with half-life
-    ``half_life_days`` (at least :data:`MIN_HALF_LIFE_DAYS`), listing at most
+    ``half_life`` (at least :data:`MIN_HALF_LIFE_DAYS`), listing at most
     ``max_hops_listed`` hops per wrapper (module docstring: 35.7's ratio
     ``2^((t_n − t_0)/τ)``, its bound ``2^((T − t_0)/τ)``, the range policy, bounded reports).
     Work: the subgraph the ids reach, ``O(N + E)``; the report keeps no chain."""
-    tau = check_audit_half_life(half_life_days, "half_life")
+    tau = check_audit_half_life(half_life, "half_life")
     cap = check_max_hops_listed(max_hops_listed, "max_hops_listed")
     if now.tzinfo is None:
         raise ValueError("now: expected an aware datetime (UTC), got a naive one")
     ids = list(dict.fromkeys(doc_ids))
     resolved = graph.resolve(ids)
-    report = AuditReport(now=now, half_life_days=tau, documents=len(resolved),
+    report = AuditReport(now=now, half_life=tau, documents=len(resolved),
                          max_hops_listed=cap, graph=graph)
     exponents = _ChainExponents(graph, now, tau)
     found: list[tuple[str, Evidence, datetime, datetime, float, float]] = []

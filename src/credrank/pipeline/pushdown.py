@@ -67,6 +67,8 @@ class PushdownSearch(Stage):
                 raise ValueError(f"pushdown: {term}; drop pushdown")
         self.index, self.embedder, self.priors = index, embedder, priors
         self.credibility: Any = credibility
+        #: the credibility term (the model's key and floor), built once
+        self.credibility_formula = None if credibility is None else credibility.formula
         self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.top_k = check_int("top_k", top_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
@@ -84,7 +86,7 @@ class PushdownSearch(Stage):
         #: the payload fields asked of the engine (``None``: the store's default)
         self.fields: tuple[str, ...] | None = (
             (*HIT_FIELDS, *(TEXT_FIELDS if with_text else ()),
-             *(() if credibility is None else credibility.formula.fields))
+             *(() if self.credibility_formula is None else self.credibility_formula.fields))
             if self.hit_fields_only else None)
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -96,7 +98,7 @@ class PushdownSearch(Stage):
             spec = self.freshness_formula.at(now.isoformat())
         extra: dict[str, Any] = {} if self.fields is None else {"fields": self.fields}
         if self.credibility is not None:
-            extra["credibility"] = self.credibility.formula
+            extra["credibility"] = self.credibility_formula
         out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
                                         self.priors.values, with_vectors=self.with_vectors,
                                         with_text=self.with_text, freshness=spec, **extra)

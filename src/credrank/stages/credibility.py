@@ -242,14 +242,14 @@ class LearnedCredibilityPrior(Stage):
         return out.with_info(credibility_prior=info)
 
     def _factor(self, batch: Candidates,
-                stored: tuple[np.ndarray, list[int], list[str]] | None = None
+                read: tuple[np.ndarray, list[int], list[str]] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """``λ = floor + (1 − floor) · p`` per candidate (``p`` stored, else by ``missing``),
-        ``p`` and the ``credibility_prior`` info (``stored``: :meth:`_stored` already read)."""
+        ``p`` and the ``credibility_prior`` info (``read``: :meth:`_stored` already read)."""
         if len(batch) == 0:
             return np.zeros(0), np.zeros(0), {"floor": self.floor, "n": 0,
                                               "missing": self.missing}
-        p, unscored, others = stored if stored is not None else self._stored(batch)
+        p, unscored, others = read if read is not None else self._stored(batch)
         stored = len(batch) - len(unscored)
         scored_now = neutral = 0
         notes: list[str] = []
