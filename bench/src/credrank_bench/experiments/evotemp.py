@@ -176,7 +176,8 @@ def context_prompts(evalset: EvalSet, pools: Mapping[str, Candidates], top_k: in
     times = evaluation_times(evalset)
     rerank = _ranked(PerQueryFreshness(POLICY_HALF_LIFE, times, parse_undated("neutral")),
                      top_k=top_k)
-    by_sim = _ranked(top_k=top_k)
+    by_sim = System.of_spec(PipelineSpec.of(top_k=top_k)).stage
+    assert by_sim is not None
     out: dict[str, dict[str, str]] = {"plain context": {}, "CAG-annotated context": {},
                                       "credibility-aware ranking + annotated context": {}}
     for qid, pool in pools.items():
