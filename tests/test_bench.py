@@ -203,3 +203,37 @@ def test_system_of_spec_is_the_hand_built_pipeline():
     a, b = system.stage(batch), with_priors(preset("compressed"), 4)(batch)
     assert list(a.doc_ids) == list(b.doc_ids)
     np.testing.assert_array_equal(a.score, b.score)
+
+
+def test_system_of_spec_runs_its_before_stages_first():
+    """``before`` stages (the bench's own: here types assigned by doc id) run on the pool
+    before the spec's stages; the system keeps its spec and says it reads labels."""
+    from credrank.core.candidates import Candidates
+    from credrank.core.pipeline import FunctionStage, Pipeline
+    from credrank.evaluate.experiment import System
+    from credrank.pipeline.spec import PipelineSpec
+    from credrank_bench.experiments.bench import assigned_type_stage
+
+    n = 6
+    batch = Candidates(query="q", doc_ids=np.array([f"d{i}" for i in range(n)], dtype=object),
+                       retrieval_score=np.linspace(0.9, 0.4, n))
+    types = {f"d{i}": ("ai_generated" if i < 3 else "established_news") for i in range(n)}
+    spec = PipelineSpec.of({"stage": "prior", "priors": "current"}, top_k=3, fetch_k=6)
+    seen: list[list[str]] = []
+
+    def spy(b: Candidates) -> Candidates:
+        seen.append(list(b.factors))
+        return b
+
+    system = System.of_spec(spec, before=[FunctionStage(spy, name="spy"),
+                                          assigned_type_stage(types)], reads_labels=True)
+    assert system.spec == spec and system.reads_labels is True
+    assert isinstance(system.stage, Pipeline)
+    assert [s.name for s in system.stage.stages[:2]] == ["spy", "assigned_types"]
+    out = system.stage(batch)
+    assert seen == [[]]  # the before stage saw the pool before any factor of the spec
+    # the prior reads the assigned types: the three established_news documents come first
+    assert list(out.doc_ids) == ["d3", "d4", "d5"]
+    plain = System.of_spec(spec)
+    assert plain.spec == spec and plain.reads_labels is False
+    assert [s.name for s in plain.stage.stages] == [s.name for s in system.stage.stages[2:]]

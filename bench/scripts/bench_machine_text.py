@@ -247,14 +247,14 @@ def run_corpus_auc(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
     """The ``transforms`` table (module docstring)."""
-    from credrank.combine import Combine
-    from credrank.core.pipeline import FunctionStage, Pipeline
+    from credrank.core.pipeline import FunctionStage
+    from credrank.evaluate.experiment import System
     from credrank.evaluate.metrics import evaluate, harmful_at_k, mean, run_from_batches
     from credrank.index.embed import CachedEmbedder, get_embedder
     from credrank.machine_text.scorer import FastDetectScorer
+    from credrank.pipeline.spec import PipelineSpec
     from credrank.provenance import SourceTyper
-    from credrank.select.topk import TopK
-    from credrank.stages.machine_text import FIELD, MachineTextFactor
+    from credrank.stages.machine_text import FIELD
     from credrank_bench.datasets import load_dataset
     from credrank_bench.experiments.bench import pools_for, prepare, without_bad
     from credrank_bench.experiments.machine_text_rows import add_machine_text
@@ -286,20 +286,28 @@ def run_transforms(args: argparse.Namespace) -> dict[str, Any]:
             return batch.with_factor("machine_text", f, 0.0, 1.0)
         return FunctionStage(apply, "machine_text")
 
-    systems: list[tuple[str, Any]] = [("similarity only", None)]
-    systems += [(f"fixed Φ, floor {fl}", lambda c, fl=fl: MachineTextFactor(fl))
-                for fl in (0.5, 0.3, 0.1)]
-    systems += [(f"corpus percentile, floor {fl}", lambda c, fl=fl: percentile(fl, c))
-                for fl in (0.5, 0.3)]
+    # each row: the machine_text stage's parameters in a spec, or (the corpus percentile, a
+    # research transform no spec names) a stage of the bench before the similarity-only spec
+    def machine_text(**params: Any) -> Any:
+        return lambda _corpus, top_k: System.of_spec(
+            PipelineSpec.of({"stage": "machine_text", **params}, top_k=top_k))
+
+    def before(fl: float) -> Any:
+        return lambda corpus, top_k: System.of_spec(PipelineSpec.of(top_k=top_k),
+                                                    before=[percentile(fl, corpus)])
+
+    systems: list[tuple[str, Any]] = [
+        ("similarity only", lambda _corpus, top_k: System.of_spec(PipelineSpec.of(top_k=top_k)))]
+    systems += [(f"fixed Φ, floor {fl}", machine_text(floor=fl)) for fl in (0.5, 0.3, 0.1)]
+    systems += [(f"corpus percentile, floor {fl}", before(fl)) for fl in (0.5, 0.3)]
     systems += [(f"fixed Φ, floor 0.5, center {c}, scale {s}",
-                 lambda _, c=c, s=s: MachineTextFactor(0.5, center=c, scale=s))
+                 machine_text(floor=0.5, center=c, scale=s))
                 for s in (0.5, 0.25) for c in (-0.5, 0.0, 0.5)]
     rows = []
     for system, make in systems:
         row: dict[str, Any] = {"system": system}
         for name, (ev, pools, top_k, corpus) in sets.items():
-            stages = [] if make is None else [make(corpus)]
-            pipe = Pipeline([*stages, Combine("multiply"), TopK(top_k)])
+            pipe = make(corpus, top_k).stage
             run = run_from_batches({q: pipe(b) for q, b in pools.items()})
             if not name.endswith("removed") and name != "trec2019-hm":
                 row[f"{name} harmful@1"] = round(mean(harmful_at_k(run, ev.bad, 1)), 3)

@@ -258,11 +258,9 @@ def variant_stage(evidence: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from credrank.combine import Combine
-    from credrank.core.pipeline import Pipeline
+    from credrank.evaluate.experiment import System
     from credrank.evaluate.metrics import run_from_batches
-    from credrank.select.topk import TopK
-    from credrank.stages.planted import PlantedEvidence
+    from credrank.pipeline.spec import PipelineSpec
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -291,10 +289,15 @@ def main(argv: list[str] | None = None) -> None:
     for name, params in grid:
         row: dict[str, Any] = {"system": name}
         for set_name, (pools, measure, top_k) in sets.items():
-            stages = [] if params is None else \
-                [variant_stage(params["variant"])] if "variant" in params else \
-                [PlantedEvidence(**params)]
-            pipe = Pipeline([*stages, Combine("multiply"), TopK(top_k)])
+            # a grid row is the planted stage in a spec; a variant (a research group
+            # definition no spec names) is a stage of the bench before the similarity-only spec
+            if params is not None and "variant" in params:
+                system = System.of_spec(PipelineSpec.of(top_k=top_k),
+                                        before=[variant_stage(params["variant"])])
+            else:
+                planted = [] if params is None else [{"stage": "planted", **params}]
+                system = System.of_spec(PipelineSpec.of(*planted, top_k=top_k))
+            pipe = system.stage
             run = run_from_batches({q: pipe(b) for q, b in pools.items()})
             row.update({f"{set_name}: {k}": round(v, 3) for k, v in measure(run).items()})
         rows.append(row)

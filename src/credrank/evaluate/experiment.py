@@ -13,9 +13,11 @@ A :class:`System` says, where it is defined, whether its stages read evaluation 
 search is described by its pipeline spec (:meth:`System.of_spec`): its stages are built from
 the spec by the one builder (:func:`credrank.pipeline.compile.build_stages`), so the bench
 measures exactly what ``credrank search --pipeline`` runs on the same pool, and the spec goes
-into the row (``"pipeline"`` of the bench JSON). Systems that are not pipelines (oracles,
-references that read labels, priors assigned by the experimenter, models fitted in memory)
-keep a hand-built stage.
+into the row (``"pipeline"`` of the bench JSON). A system with a research-only part (an
+oracle, a reference defence, types assigned by the experimenter) is that part as a ``before``
+stage followed by its spec (``System.of_spec(spec, before=[stage], reads_labels=…)``). Systems
+that no spec can hold (a model fitted in memory, a per-query evaluation time) keep a
+hand-built stage.
 """
 
 from __future__ import annotations
@@ -59,16 +61,22 @@ class System:
         check_bool("System.reads_labels", self.reads_labels)
 
     @classmethod
-    def of_spec(cls, spec: PipelineSpec | Mapping[str, Any], *, notes: Sequence[str] = (),
-                params: Mapping[str, Any] | None = None,
+    def of_spec(cls, spec: PipelineSpec | Mapping[str, Any], *, before: Sequence[Stage] = (),
+                notes: Sequence[str] = (), params: Mapping[str, Any] | None = None,
                 reads_labels: bool = False) -> System:
         """The system that is the pipeline ``spec`` (a :class:`PipelineSpec` or its dict):
         the spec's stages after retrieval (prior, signals, combine, selector), built as
-        ``credrank search`` builds them, applied to the bench's pool. A pipeline reads no
-        evaluation label (``reads_labels`` is for a pool whose columns were made from them)."""
+        ``credrank search`` builds them, applied to the bench's pool.
+
+        ``before``: the bench's own stages, run on the pool before the spec's — the part of
+        the system that is research, not product (source types assigned from the labels, a
+        reference re-implementation of a published defence, an oracle that drops labelled
+        documents, a score shipped with the data). The row's ``pipeline`` is the spec alone;
+        its ``stages`` describe both. A pipeline reads no evaluation label: ``reads_labels``
+        says whether the ``before`` stages (or the pool's columns) were made from them."""
         spec = spec if isinstance(spec, PipelineSpec) else PipelineSpec.from_dict(spec)
-        return cls(Pipeline(build_stages(spec, context())), reads_labels, tuple(notes),
-                   dict(params or {}), spec=spec)
+        stages = [*before, *build_stages(spec, context())]
+        return cls(Pipeline(stages), reads_labels, tuple(notes), dict(params or {}), spec=spec)
 
 
 @dataclass

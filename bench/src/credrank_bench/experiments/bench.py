@@ -43,9 +43,8 @@ from credrank.index.memory import InMemoryIndex
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.select.eligibility import EligibilityFilter
-from credrank.select.stages import CoverageSelect, MMRSelect
 from credrank.select.topk import TopK
-from credrank.signals.prior import CURRENT, PriorTable, disperse, preset
+from credrank.signals.prior import CURRENT, PriorTable, disperse
 from credrank.stages.prior import SourcePrior
 from credrank_bench.datasets import EvalSet, load_dataset, read_demo
 from credrank_bench.experiments.defences import defence_systems, ragdefender_note
@@ -128,7 +127,7 @@ def search_spec(top_k: int, fetch_k: int, *stages: Mapping[str, Any] | str) -> P
 
 
 def baseline_system(top_k: int, fetch_k: int) -> System:
-    """The baseline as a spec: cosine only, top ``top_k`` (:func:`similarity_only`)."""
+    """The baseline as a spec: cosine only, top ``top_k``."""
     return System.of_spec(search_spec(top_k, fetch_k))
 
 
@@ -138,11 +137,6 @@ def prior_system(priors: str, top_k: int, fetch_k: int, *signals: Mapping[str, A
     spec (:func:`with_priors`)."""
     prior = {"stage": "prior", "priors": priors, "use_domain_scores": use_domain_scores}
     return System.of_spec(search_spec(top_k, fetch_k, prior, *signals))
-
-
-def similarity_only(top_k: int) -> Stage:
-    """The baseline: cosine only, top ``top_k``."""
-    return Pipeline([Combine("multiply"), TopK(top_k)])
 
 
 def with_priors(priors: PriorTable, top_k: int, *extra: Stage,
@@ -157,6 +151,18 @@ def assigned_type_stage(types: dict[str, str]) -> Stage:
     def attach(batch: Candidates) -> Candidates:
         return batch.with_meta("source_type", [types[d] for d in batch.doc_ids])
     return FunctionStage(attach, name="assigned_types")
+
+
+def assigned_prior_system(types: dict[str, str], top_k: int, fetch_k: int,
+                          *stages: Mapping[str, Any], before: Sequence[Stage] = (),
+                          params: Mapping[str, Any] | None = None) -> System:
+    """The spec ``prior`` (current preset) then ``stages`` over source types assigned by the
+    experimenter (:func:`noisy_types`): the assignment is the bench's ``before`` stage (after
+    the other ``before`` stages), made from the evaluation labels, so the system reads them."""
+    prior = {"stage": "prior", "priors": "current"}
+    return System.of_spec(search_spec(top_k, fetch_k, prior, *stages),
+                          before=[*before, assigned_type_stage(types)], reads_labels=True,
+                          params=params)
 
 
 def noisy_types(evalset: EvalSet, rate: float, rng: np.random.Generator,
@@ -178,6 +184,18 @@ def signal_count(evalset: EvalSet, label: str) -> int:
     """How many documents carry a non-null ``doc_labels[doc][label]``."""
     return sum(1 for d in evalset.documents
                if evalset.doc_labels.get(d.id, {}).get(label) is not None)
+
+
+def gpt_prior_system(evalset: EvalSet, top_k: int, fetch_k: int) -> System:
+    """CrAM's per-passage GPT truthfulness score as a prior (:func:`label_prior_stage`, the
+    bench's ``before`` stage: a model's score shipped with the data, not the evaluation
+    label), then the similarity-only spec."""
+    return System.of_spec(
+        search_spec(top_k, fetch_k),
+        before=[label_prior_stage(evalset, GPT_TRUTH, 10.0, 0.05, "gpt_truth")],
+        reads_labels=False,
+        notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score shipped "
+               "with the data, not the is_misinformation label",))
 
 
 def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
@@ -224,9 +242,8 @@ def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     for rate in NOISE_RATES:
         types = noisy_types(evalset, rate, rng)
-        systems[f"x={rate:.0%}"] = System(
-            Pipeline([assigned_type_stage(types), with_priors(preset("current"), top_k)]),
-            reads_labels=True, params={"wrong_type_share": rate})
+        systems[f"x={rate:.0%}"] = assigned_prior_system(
+            types, top_k, fetch_k, params={"wrong_type_share": rate})
     return run_experiment(
         pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
         key="noisy_priors", title="Sweep: noisy priors", kind="sweep",
@@ -288,9 +305,8 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
         types = noisy_types(evalset, rate, rng)
         label = ("prior from labels, x=0% (upper bound, circular)" if rate == 0 else
                  f"prior with {rate:.0%} wrong types")
-        systems[label] = System(Pipeline([assigned_type_stage(types),
-                                          with_priors(preset("current"), top_k)]),
-                                reads_labels=True, params={"wrong_type_share": rate})
+        systems[label] = assigned_prior_system(types, top_k, fetch_k,
+                                               params={"wrong_type_share": rate})
     absent: list[AbsentSignal] = []
     notes = list(evalset.notes)
     if name in ("newspolluted", "cram-nq", "evotemp"):  # the label-free defences
@@ -313,11 +329,7 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
                 notes.append(f"{GPT_TRUTH} is null for {n_docs - have} of {n_docs} documents; "
                              "they get the neutral prior 0.5")
             # a model's score shipped with the data, not the evaluation label: see docs/json.md
-            systems[GPT_SYSTEM] = System(Pipeline([
-                label_prior_stage(evalset, GPT_TRUTH, 10.0, 0.05, "gpt_truth"),
-                Combine("multiply"), TopK(top_k)]), reads_labels=False,
-                notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
-                       "shipped with the data, not the is_misinformation label",))
+            systems[GPT_SYSTEM] = gpt_prior_system(evalset, top_k, fetch_k)
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
                           notes=_results_notes(),
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
@@ -420,27 +432,31 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
                   seed: int = 0, on_progress: OnProgress | None = None) -> BenchResult:
     """RAMDocs: misinformation@5 (= harmful@5, bad = misinfo documents) and gold-answer
     coverage@5 for similarity only, credibility-aware, MMR and the coverage optimum. Intents for
-    the coverage optimum come from clustering the candidate embeddings (no labels are used)."""
+    the coverage optimum come from clustering the candidate embeddings (no labels are used).
+
+    Every system is a spec; the bench's ``before`` stages are the types assigned with a 20%
+    error rate (from the labels) and the eligibility filter (``cos ≥ 0.75·max``, no label: a
+    library stage that is no catalog stage)."""
     evalset = require_usable(load_dataset("ramdocs", path), path)
     prepared = prepare(evalset, embedder, on_progress=on_progress)
     pools = pools_for(prepared, fetch_k, on_progress)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
-    prior = [assigned_type_stage(types), SourcePrior(preset("current"))]
-    eligible = EligibilityFilter(min_ratio=0.75, min_keep=top_k)
-    mmr = MMRSelect(top_k, diversity=0.5)
-    coverage = CoverageSelect(top_k, lambda_ilad=0.3, lambda_coverage=0.5, n_clusters=3)
+    eligible = [EligibilityFilter(min_ratio=0.75, min_keep=top_k)]
+    mmr = {"stage": "mmr", "diversity": 0.5}
+    coverage = {"stage": "coverage", "lambda_ilad": 0.3, "lambda_coverage": 0.5,
+                "n_clusters": 3}
     systems = {
         BASELINE: baseline_system(top_k, fetch_k),
-        "credibility-aware (prior, 20% wrong types)": System(
-            Pipeline([*prior, Combine(), TopK(top_k)]), reads_labels=True),
+        "credibility-aware (prior, 20% wrong types)": assigned_prior_system(types, top_k,
+                                                                            fetch_k),
         "MMR diversity=0.5 over the whole pool": System.of_spec(
-            search_spec(top_k, fetch_k, {"stage": "mmr", "diversity": 0.5})),
-        "eligible (cos ≥ 0.75·max) + MMR": System(Pipeline([eligible, Combine(), mmr]),
-                                                  reads_labels=False),
-        "credibility-aware + eligible + MMR": System(
-            Pipeline([eligible, *prior, Combine(), mmr]), reads_labels=True),
+            search_spec(top_k, fetch_k, mmr)),
+        "eligible (cos ≥ 0.75·max) + MMR": System.of_spec(search_spec(top_k, fetch_k, mmr),
+                                                          before=eligible),
+        "credibility-aware + eligible + MMR": assigned_prior_system(
+            types, top_k, fetch_k, mmr, before=eligible),
         "credibility-aware + eligible + coverage optimum (λ1=0.3, λ2=0.5, 3 clusters)":
-            System(Pipeline([eligible, *prior, Combine(), coverage]), reads_labels=True),
+            assigned_prior_system(types, top_k, fetch_k, coverage, before=eligible),
     }
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,

@@ -4,18 +4,16 @@ Each row is a pipeline spec with the ``planted`` stage in one of its modes
 (:mod:`credrank.stages.planted`), so a bench row is exactly what a user runs with
 ``credrank search --planted -S planted.mode=…`` (or ``{"stage": "planted", "mode": …}`` in a
 spec); nothing in them reads a label. The reference RAGDefender package joins as a further row
-when it imports (:mod:`credrank_bench.experiments.ragdefender_baseline`).
+when it imports (:mod:`credrank_bench.experiments.ragdefender_baseline`): the reference is the
+bench's ``before`` stage, followed by the similarity-only spec.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from credrank.combine import Combine
-from credrank.core.pipeline import Pipeline
 from credrank.evaluate.experiment import System
 from credrank.pipeline.spec import PipelineSpec
-from credrank.select.topk import TopK
 from credrank_bench.experiments.ragdefender_baseline import (
     RAGDefenderReference,
     ragdefender_available,
@@ -55,8 +53,8 @@ def defence_systems(top_k: int, fetch_k: int, only: tuple[str, ...] | None = Non
                                     params=dict(params))
                for name, params in DEFENCES.items() if only is None or params["mode"] in only}
     if only is None and ragdefender_available() is None:
-        systems[RAGDEFENDER_ROW] = System(
-            Pipeline([RAGDefenderReference(), Combine("multiply"), TopK(top_k)]),
+        systems[RAGDEFENDER_ROW] = System.of_spec(
+            PipelineSpec.of(top_k=top_k, fetch_k=fetch_k), before=[RAGDefenderReference()],
             reads_labels=False, params={"task_type": "single_hop"},
             notes=("the reference package's defend(): the passages it drops get the factor 0, "
                    "the rest keep their similarity order; its embedder is the bench's own "

@@ -140,12 +140,12 @@ def freshness_experiment(evalset: EvalSet, pools: Mapping[str, Candidates], top_
     for tau in HALF_LIVES:
         systems[f"freshness τ = {tau:g} d, undated neutral"] = System(
             _ranked(PerQueryFreshness(tau, times, parse_undated("neutral")), top_k=top_k),
-            reads_labels=False, params={"half_life_days": tau, "undated": "neutral"})
+            reads_labels=False, params={"half_life": tau, "undated": "neutral"})
     for policy in POLICIES[1:]:
         systems[f"freshness τ = {POLICY_HALF_LIFE:g} d, undated {policy}"] = System(
             _ranked(PerQueryFreshness(POLICY_HALF_LIFE, times, parse_undated(policy)),
                     top_k=top_k),
-            reads_labels=False, params={"half_life_days": POLICY_HALF_LIFE, "undated": policy})
+            reads_labels=False, params={"half_life": POLICY_HALF_LIFE, "undated": policy})
     no_t = sum(1 for t in times.values() if t is None)
     return run_experiment(
         with_query_ids(pools), systems, evalset.qrels, list(measures), bad=evalset.bad,
@@ -176,7 +176,8 @@ def context_prompts(evalset: EvalSet, pools: Mapping[str, Candidates], top_k: in
     times = evaluation_times(evalset)
     rerank = _ranked(PerQueryFreshness(POLICY_HALF_LIFE, times, parse_undated("neutral")),
                      top_k=top_k)
-    by_sim = _ranked(top_k=top_k)
+    by_sim = System.of_spec(PipelineSpec.of(top_k=top_k)).stage
+    assert by_sim is not None
     out: dict[str, dict[str, str]] = {"plain context": {}, "CAG-annotated context": {},
                                       "credibility-aware ranking + annotated context": {}}
     for qid, pool in pools.items():

@@ -181,6 +181,17 @@ def memoized(reader: PassageReader) -> PassageReader:
     return read
 
 
+def reading_with(reader: PassageReader, system: System) -> System:
+    """``system`` with its consensus stage reading through ``reader``: the spec's extractive
+    reader memoized across systems and conditions (a per-passage reader: the same answers,
+    each passage read once per question)."""
+    assert isinstance(system.stage, Pipeline)
+    for stage in system.stage.stages:
+        if isinstance(stage, AnswerConsensus):
+            stage.reader = reader
+    return system
+
+
 def _occurrences(padded_text: str, phrase: str) -> int:
     return padded_text.count(f" {phrase} ") if phrase else 0
 
@@ -482,9 +493,9 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         readers["choice reader"] = memoized(choice_reader(
             {t: evalset.query_labels[q]["choices"] for q, t in evalset.queries
              if isinstance(evalset.query_labels.get(q, {}).get("choices"), list)}))
-    # similarity only is a pipeline spec; the consensus systems are calibrated on the dev
-    # questions (one with a reader no spec names) and the credibility models fitted in
-    # memory: those stay stages
+    # similarity only and the extractive consensus are pipeline specs (τ and floor calibrated
+    # on the dev questions); the choice reader (no spec names it) and the credibility models
+    # fitted in memory stay stages
     systems = {BASELINE: System.of_spec(PipelineSpec.of(top_k=top_k, fetch_k=fetch_k))}
     consensus_rows: dict[str, tuple[list[Stage], AnswerConsensus]] = {}
 
@@ -493,14 +504,20 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         cal = calibrate_consensus(dev_pools, before, reader, evalset, top_k)
         stage = cal.stage(reader)
         consensus_rows[label] = (before, stage)
-        systems[label] = System(
-            ranked(*before, stage, top_k=top_k), reads_labels=False,
-            params={"threshold": cal.threshold, "floor": cal.floor, "reader": reader_name,
-                    "fitted_on": fitted},
-            notes=(f"consensus over the {fetch_k} fetched passages; τ = {cal.threshold:.3g} "
-                   f"by choose_threshold on the dev questions (dev utility "
-                   f"{cal.choice['utility']:.3f}), floor {cal.floor:g} of {list(FLOORS)} by "
-                   "dev harmful@1; on_contested = neutral",))
+        params = {"threshold": cal.threshold, "floor": cal.floor, "reader": reader_name,
+                  "fitted_on": fitted}
+        notes = (f"consensus over the {fetch_k} fetched passages; τ = {cal.threshold:.3g} "
+                 f"by choose_threshold on the dev questions (dev utility "
+                 f"{cal.choice['utility']:.3f}), floor {cal.floor:g} of {list(FLOORS)} by "
+                 "dev harmful@1; on_contested = neutral",)
+        if before or reader is not extractive:
+            systems[label] = System(ranked(*before, stage, top_k=top_k), reads_labels=False,
+                                    params=params, notes=notes)
+        else:
+            spec = PipelineSpec.of({"stage": "consensus", "threshold": cal.threshold,
+                                    "floor": cal.floor}, top_k=top_k, fetch_k=fetch_k)
+            systems[label] = reading_with(reader, System.of_spec(spec, params=params,
+                                                                 notes=notes))
         details.setdefault("consensus_choices", {})[label] = cal.choice
 
     for reader_name in readers:

@@ -133,7 +133,7 @@ def freshness_systems(q_dates: Mapping[str, datetime | None], top_k: int
                         f"failed ({exc})"]
         systems[f"freshness τ={tau:g} d (T = question date)"] = System(
             Pipeline([stage, Combine("multiply"), TopK(top_k)]),
-            reads_labels=False, params={"half_life_days": tau})
+            reads_labels=False, params={"half_life": tau})
     return systems, [f"freshness systems: sim × 2^(−(T − t)/τ), τ in {list(HALF_LIVES)} days, "
                      "t = publish_date, T = question_date (FreshnessDecay's default "
                      "unknown-age policy)"]

@@ -88,7 +88,7 @@ from credrank_bench.experiments.bench import (
     GPT_TRUTH,
     baseline_system,
     bench_settings,
-    label_prior_stage,
+    gpt_prior_system,
     prepare,
     require_usable,
     search_spec,
@@ -102,6 +102,7 @@ from credrank_bench.experiments.label_free import (
     fit_credibility,
     gold_answers,
     memoized,
+    reading_with,
     split_questions,
     wrong_answers,
 )
@@ -428,17 +429,18 @@ def contaminated_batch(index_search: Callable[[Sequence[str], int], Candidates],
 def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
                    fit_limit: int | None = None, fetch_k: int | None = None
                    ) -> tuple[dict[str, System], dict[str, Any], list[str]]:
-    """The compared systems, their fit details and notes (module docstring). Similarity only
-    and the consensus systems are pipeline specs (of ``fetch_k`` clean passages, default
-    3 × ``top_k``); the learned credibility model is fitted here, in memory, and the GPT prior
-    and the oracle read data no spec can name: those stay stages."""
+    """The compared systems, their fit details and notes (module docstring). Every system
+    but the learned credibility ones is a pipeline spec (of ``fetch_k`` clean passages,
+    default 3 × ``top_k``); the GPT prior and the oracle read data no spec can name: they are
+    the bench's ``before`` stage of a similarity-only spec (the oracle's reads the labels).
+    The learned credibility model is fitted here, in memory: those systems stay stages."""
     fetch_k = 3 * top_k if fetch_k is None else fetch_k
     reader = memoized(extractive_answers)
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     notes: list[str] = []
     details: dict[str, Any] = {}
     for name, (jaccard, cosine) in CONSENSUS_COLLAPSE.items():
-        systems[name] = _reading_with(reader, System.of_spec(
+        systems[name] = reading_with(reader, System.of_spec(
             search_spec(top_k, fetch_k, {"stage": "consensus", "jaccard": jaccard,
                                          "cosine": cosine}),
             params={"jaccard": jaccard, "cosine": cosine, "threshold": 0.5, "floor": 0.1},
@@ -472,33 +474,18 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
         details["learned_credibility"] = fitted.choice
     ev = data.evalset
     if ev.name == "cram-nq" and signal_count(ev, GPT_TRUTH):
-        systems[GPT_SYSTEM] = System(Pipeline([
-            label_prior_stage(ev, GPT_TRUTH, 10.0, 0.05, "gpt_truth"), Combine("multiply"),
-            TopK(top_k)]), reads_labels=False,
-            notes=("prior = GPT truthfulness / 10 (floor 0.05): a language model's score "
-                   "shipped with the data, not the is_misinformation label",))
+        systems[GPT_SYSTEM] = gpt_prior_system(ev, top_k, fetch_k)
     # the label-free defence, its default combination
     systems[DEFAULT_ROW] = defence_systems(top_k, fetch_k, only=("planted",))[DEFAULT_ROW]
     bad = {d for ids in data.contaminants.values() for d in ids}
 
     def drop(batch: Candidates) -> Candidates:
         return batch.take([i for i, d in enumerate(batch.doc_ids) if str(d) not in bad])
-    systems[ORACLE] = System(
-        Pipeline([FunctionStage(drop, name="drop_labelled_contaminants"), Combine("multiply"),
-                  TopK(top_k)]), reads_labels=True,
+    systems[ORACLE] = System.of_spec(
+        search_spec(top_k, fetch_k),
+        before=[FunctionStage(drop, name="drop_labelled_contaminants")], reads_labels=True,
         notes=("removes every labelled contaminant: the clean-pool reference, an upper bound",))
     return systems, details, notes
-
-
-def _reading_with(reader: Callable[..., Any], system: System) -> System:
-    """``system`` with its consensus stage reading through ``reader``: the spec's extractive
-    reader memoized across systems and conditions (a per-passage reader: the same answers,
-    each passage read once per question)."""
-    assert isinstance(system.stage, Pipeline)
-    for stage in system.stage.stages:
-        if isinstance(stage, AnswerConsensus):
-            stage.reader = reader
-    return system
 
 
 # -- the bench ----------------------------------------------------------------------------------
