@@ -43,12 +43,12 @@ from credrank.pipeline.compile import (
     context,
     decide_pushdown,
 )
-from credrank.pipeline.shortcuts import spec_from_options
+from credrank.pipeline.shortcuts import CLI, spec_from_options
 from credrank.pipeline.spec import SpecError
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
 from credrank.signals.prior import load_priors, preset
-from credrank.stages.freshness import FreshnessDecay, parse_freshness
+from credrank.stages.freshness import FreshnessDecay
 from credrank.stages.prior import SourcePrior
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
@@ -306,6 +306,14 @@ def test_config_other_errors(tmp_path):
 
 # -- the --freshness option ----------------------------------------------------------------------
 
+def parse_freshness(text: str) -> FreshnessDecay:
+    """The stage of ``--freshness TEXT``, as ``credrank search`` makes and builds it."""
+    spec = spec_from_options(door=CLI, priors="none", freshness=text)
+    stage = build_stages(spec, context())[0]
+    assert isinstance(stage, FreshnessDecay)
+    return stage
+
+
 def test_parse_freshness(tmp_path):
     stage = parse_freshness("half_life=365d,now=2026-01-01,undated=penalty:0.5")
     assert stage.half_life == 365 and stage.now == T
@@ -325,11 +333,12 @@ def test_parse_freshness(tmp_path):
     ("half_life=365d,now=yesterday", "now.*'yesterday'"),
     ("half_life=365d,undated=maybe", "undated"),
     ("half_life=365d,undated=penalty", "penalty needs a factor"),
-    ("now=2026-01-01", "give half_life"),
+    ("now=2026-01-01", r"^--freshness half_life: expected a duration such as 365d \(or a "
+                       r"config file\), got neither"),
     ("half_life", "KEY=VALUE"),
     ("half_life=1d,half_life=2d", "twice"),
-    ("config=/nonexistent/f.toml", "no such file"),
-    ("", "expected half_life"),
+    ("config=/nonexistent/f.toml", "the freshness config does not exist"),
+    ("", r"^--freshness: expected KEY=VALUE"),
 ])
 def test_parse_freshness_errors(text, match):
     with pytest.raises(ValueError, match=match):

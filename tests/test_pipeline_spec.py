@@ -127,6 +127,11 @@ def test_flags_and_their_spec_run_the_same(workdir: Path) -> None:
 
 @pytest.mark.parametrize("data,path,detail", [
     ({"stages": [{"stage": "nosuch"}]}, "stages[0].stage", "expected one of prior"),
+    # what the fields say together, checked by the spec as by the constructor
+    ({"stages": [{"stage": "planted", "z": 3, "z_full": 2}]}, "stages[0].z_full",
+     "expected a number > z (3), got 2.0"),
+    ({"stages": [{"stage": "freshness", "now": "2026-01-01"}]}, "stages[0].half_life",
+     "got neither"),
     # a stage name that is not text (once an uncaught TypeError: issue 37, N6)
     ({"stages": [{"stage": ["prior"]}]}, "stages[0].stage", "got list"),
     ({"stages": [{"stage": {"name": "prior"}}]}, "stages[0].stage", "got dict"),

@@ -10,8 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import console, fail
-from credrank.cli.shortcuts import shortcut_options
-from credrank.cli.specs import PipelineOption, SetOption, spec_of, spec_words
+from credrank.cli.specs import PipelineOption, SetOption, shortcut_options, spec_of, spec_words
 from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.documents import Query, read_queries
 from credrank.index.store import StoreError

@@ -20,8 +20,14 @@ import typer
 
 from credrank.cli.common import err, fail
 from credrank.cli.index import check_index_option
-from credrank.cli.shortcuts import shortcut_options
-from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
+from credrank.cli.specs import (
+    PipelineOption,
+    SetOption,
+    TextOption,
+    shortcut_options,
+    spec_of,
+    spec_words,
+)
 from credrank.context.build import build_context, check_context_spec, check_format, parse_now
 from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text

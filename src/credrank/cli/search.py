@@ -19,8 +19,14 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
-from credrank.cli.shortcuts import shortcut_options
-from credrank.cli.specs import PipelineOption, SetOption, TextOption, spec_of, spec_words
+from credrank.cli.specs import (
+    PipelineOption,
+    SetOption,
+    TextOption,
+    shortcut_options,
+    spec_of,
+    spec_words,
+)
 from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.index.store import StoreError, read_manifest
 

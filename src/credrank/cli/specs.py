@@ -1,16 +1,24 @@
-"""The pipeline options every ranking command shares: ``--pipeline FILE`` and ``-S
-STAGE.PARAM=VALUE`` on top of (or instead of) the stage shortcuts (issue 24)."""
+"""The pipeline options every ranking command shares (``credrank search``, ``context``,
+``consensus calibrate``): ``--pipeline FILE``, ``-S STAGE.PARAM=VALUE``, and the shortcut
+options, generated from the one table (:data:`credrank.pipeline.shortcuts.SHORTCUTS`) by
+:func:`shortcut_options`: a command declares a parameter ``shortcuts`` and is called with
+their values as one mapping (``--select-param KEY=VALUE`` items already read into a mapping).
+:func:`spec_of` makes the spec; no command lists the shortcuts itself."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from collections.abc import Mapping
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from credrank.core.hittext import TEXT_HELP
+from credrank.pipeline.shortcuts import CLI, SHORTCUTS, Shortcut
 
 if TYPE_CHECKING:
     from credrank.pipeline.spec import PipelineSpec
@@ -28,17 +36,75 @@ SetOption = Annotated[list[str] | None, typer.Option(
                         "repeatable; adds the stage when absent")]
 
 
+#: the Python type of each kind of value on the command line
+_TYPES: dict[str, Any] = {"int": int | None, "number": float | None, "bool": bool,
+                          "flag3": bool | None, "text": str | None, "path": Path | None,
+                          "map": list[str] | None, "items": str | None}
+
+
+def _option(s: Shortcut, default: Any, help_text: str | None) -> inspect.Parameter:
+    flag = CLI.say(s.name)
+    names = [f"{flag}/--no-{flag[2:]}"] if s.value in ("bool", "flag3") else [flag]
+    if s.alias:
+        names.append(s.alias)
+    text = help_text or s.help
+    if s.value == "map":
+        text += " (KEY=VALUE, repeatable)"
+    kind: Any = _TYPES[s.value]
+    if s.value == "text" and default is not None:
+        kind = str
+    return inspect.Parameter(s.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                             annotation=Annotated[kind, typer.Option(*names, help=text)])
+
+
+def shortcut_options(defaults: dict[str, Any] | None = None,
+                     helps: dict[str, str] | None = None
+                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command that takes ``shortcuts: dict[str, Any]``: its signature gets one
+    option per shortcut in that place (``defaults`` / ``helps``: the command's own default or
+    help of a shortcut, e.g. ``context``'s ``top_k`` 5)."""
+    defaults, helps = defaults or {}, helps or {}
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        signature = inspect.signature(command)
+        params: list[inspect.Parameter] = []
+        for p in signature.parameters.values():
+            if p.name != "shortcuts":
+                params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
+                continue
+            params += [_option(s, defaults.get(s.name, s.default), helps.get(s.name))
+                       for s in CLI.shortcuts()]
+        names = [s.name for s in CLI.shortcuts()]
+
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            from credrank.cli.common import fail, parse_params
+
+            values: dict[str, Any] = {}
+            for name in names:
+                value = kwargs.pop(name)
+                if SHORTCUTS[name].value == "map":
+                    try:
+                        value = parse_params(value, CLI.say(name))
+                    except ValueError as exc:
+                        fail(str(exc))
+                values[name] = value
+            return command(*args, shortcuts=values, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
+
+
 def spec_of(pipeline: Path | None, sets: list[str] | None,
             shortcuts: Mapping[str, Any] | None) -> PipelineSpec:
     """The spec of the run: ``--pipeline FILE`` (with ``--top-k`` / ``--fetch-k`` at most),
-    else the shortcut options (:mod:`credrank.cli.shortcuts`); then each ``-S``."""
+    else the shortcut options (:func:`shortcut_options`); then each ``-S``."""
     from credrank.core.structured import read_structured
-    from credrank.pipeline.shortcuts import (
-        CLI,
-        check_not_with_pipeline,
-        spec_from_options,
-        with_top,
-    )
+    from credrank.pipeline.shortcuts import check_not_with_pipeline, spec_from_options, with_top
     from credrank.pipeline.spec import PipelineSpec, SpecError
 
     shortcuts = shortcuts or {}
@@ -81,7 +147,7 @@ def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
     """A spec error found while building the stages, said as the user wrote the spec."""
     if pipeline is not None or sets:
         return f"{'--pipeline ' + str(pipeline) + ': ' if pipeline else ''}{exc}"
-    from credrank.pipeline.shortcuts import CLI, in_words
+    from credrank.pipeline.shortcuts import in_words
 
     return in_words(exc, spec.to_dict(), CLI)
 

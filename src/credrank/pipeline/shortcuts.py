@@ -6,7 +6,7 @@ A shortcut is a common stage or one parameter of one under a short name: ``prior
 declared once, in :data:`SHORTCUTS`; every front door is generated from it:
 
 * the CLI options of ``credrank search``, ``context`` and ``consensus calibrate``
-  (``--credibility-model``; :mod:`credrank.cli.shortcuts`),
+  (``--credibility-model``; :func:`credrank.cli.specs.shortcut_options`),
 * the fields of ``POST /search`` and ``/rerank`` (:mod:`credrank.serve.models`),
 * the keywords of the framework adapters (:mod:`credrank.adapters._common`),
 * the keys of an audit's ``[system]`` table (:mod:`credrank.audit.run`),
@@ -327,13 +327,23 @@ def _mapping(value: Any, word: str) -> dict[str, Any]:
 
 
 def _items(value: Any, word: str) -> dict[str, Any]:
-    """A ``KEY=VALUE,…`` text (:func:`credrank.freshness.options.freshness_items`) or a
-    mapping of the stage's parameters."""
+    """A mapping of the stage's parameters, or the same as ``KEY=VALUE,…`` text
+    (``half_life=365d,undated=penalty:0.5``): the syntax only — each key once; the keys and
+    values are the stage's to check (its ``SPEC``), as any spec's are."""
     if isinstance(value, Mapping):
         return _mapping(value, word)
-    from credrank.freshness.options import freshness_items  # the option's syntax
-
-    return dict(freshness_items(value, word))
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{word}: expected KEY=VALUE[,KEY=VALUE…], got {value!r}")
+    items: dict[str, Any] = {}
+    for part in value.split(","):
+        key, sep, item = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"{word}: expected KEY=VALUE, got {part.strip()!r}")
+        if key in items:
+            raise ValueError(f"{word}: key {key!r} given twice")
+        items[key] = item.strip()
+    return items
 
 
 def word_of(stage: str, param: str | None, door: Door) -> str:

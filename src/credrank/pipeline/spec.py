@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from credrank.core.params import declared
 from credrank.core.schema import AnyOf, Anything, Field, Flag, Integer, Nullable, Table, Text
 from credrank.index.retrieve import default_fetch_k
 from credrank.index.store import MAX_K
@@ -175,10 +176,15 @@ class PipelineSpec:
 
 
 def _params(name: str, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
-    spec = entry(name).cls.SPEC
-    if spec is None:  # pragma: no cover - every catalog class declares one
+    """The stage's parameters checked by its constructor's declaration (each field, then what
+    the fields say together: :class:`credrank.core.params.Parameters`)."""
+    cls = entry(name).cls
+    found = declared(cls)
+    if found is not None:
+        return found.check(dict(raw), "", error=SpecError, at=at)
+    if cls.SPEC is None:  # pragma: no cover - every catalog class declares one
         raise SpecError(f"{at}: stage {name!r} declares no parameters", at)
-    return spec.check(dict(raw), "", error=SpecError, at=at)
+    return dict(cls.SPEC.check(dict(raw), "", error=SpecError, at=at))
 
 
 def _stage(i: int, item: Any, fail: Any) -> StageSpec:

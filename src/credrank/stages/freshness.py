@@ -1,6 +1,8 @@
 """The freshness stages (chapter 35.7): the factor ``freshness = w(T, t) = 2^(−(T−t)/τ)``
-(:class:`FreshnessDecay`), the origin's date for wrappers (:class:`InheritedDates`) and the
-``--freshness`` option as a stage (:func:`parse_freshness`).
+(:class:`FreshnessDecay`) and the origin's date for wrappers (:class:`InheritedDates`). The
+``--freshness`` shortcut (:mod:`credrank.pipeline.shortcuts`) writes the stage's parameters as
+``half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude][,config=FILE]
+[,lineage=off|cites]``.
 
 ``t`` is each candidate's *freshness date* (:func:`~credrank.freshness.dates.freshness_date`:
 ``observed_at``, else ``verified_at``, else ``published_at``, else unknown — never
@@ -51,7 +53,6 @@ from credrank.freshness.dates import (
     parse_instant,
 )
 from credrank.freshness.lineage import ProvenanceGraph, StoreSource, inherited_dates
-from credrank.freshness.options import freshness_items
 from credrank.freshness.policy import UnknownAge, parse_undated
 
 #: meta columns an :class:`~credrank.stages.freshness.InheritedDates` stage fills: the
@@ -322,23 +323,3 @@ class InheritedDates(Stage):
 
     def config(self) -> dict[str, Any]:
         return {"rule": "cites chains (35.7)"}
-
-
-def parse_freshness(text: str, option: str = "--freshness") -> FreshnessDecay:
-    """The :class:`~credrank.stages.freshness.FreshnessDecay` stage ``text`` describes (its
-    items checked once by :attr:`FreshnessDecay.SPEC`, then built without a second check;
-    errors say ``{option} KEY: …``)."""
-    items = freshness_items(text, option)
-    if "config" in items and not Path(items["config"]).exists():
-        raise ValueError(f"{option} config: no such file {items['config']!r}")
-    try:
-        assert FreshnessDecay.SPEC is not None
-        params = FreshnessDecay.SPEC.check(items, "", error=ValueError)
-        _half_life_or_config(params)
-        stage = construct(FreshnessDecay, params)
-    except ValueError as exc:
-        text_ = str(exc)
-        if text_.startswith(("half_life:", "now:", "undated:", "lineage:", "config:")):
-            raise ValueError(f"{option} {text_}") from None
-        raise ValueError(text_ if text_.startswith(option) else f"{option}: {text_}") from None
-    return stage
