@@ -138,7 +138,7 @@ def advise(
     json: Annotated[bool, typer.Option("--json", help="print the advice as JSON")] = False,
 ) -> None:
     """Feasible credibility methods per content pool, their missing prerequisites and costs
-    (chapter 35.6) — never a ranking."""
+    — never a ranking."""
     if profile is not None and index_dir is not None:
         fail(f"PROFILE ({profile}) and --index ({index_dir}) exclude each other: give a "
              "profile file, or --index DIR to derive the profile from an index")
