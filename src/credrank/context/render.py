@@ -151,12 +151,19 @@ def citation(p: AnnotatedPassage) -> str:
 
 
 def _cited(p: AnnotatedPassage, text: str, cite: bool) -> str:
-    return f"{citation(p)} {text}" if cite else text
+    """``text`` with the passage's :func:`citation` in front, after a leading CAG label (the
+    label stays the passage's first words, as the CAG data put it; stripping the labels gives
+    the ``plain`` form's cited text)."""
+    if not cite:
+        return text
+    label = _LABEL_RE.match(text)
+    at = label.end() if label else 0
+    return f"{text[:at]}{citation(p)} {text[at:]}"
 
 
 def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool = False) -> str:
-    """The ``cag`` prompt (module docstring); ``cite``: each passage opens with its
-    :func:`citation` (before its label)."""
+    """The ``cag`` prompt (module docstring); ``cite``: each passage carries its
+    :func:`citation` right after its (first) label."""
     prompt = build_prompt(question, [_cited(p, cag_text(p), cite) for p in passages])
     head, sep, rest = prompt.partition("\n")
     if head != INSTRUCTION:  # build_prompt's layout changed: refuse rather than mis-render
@@ -167,7 +174,7 @@ def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool =
 def render_plain(question: str, passages: Sequence[AnnotatedPassage],
                  cite: bool = False) -> str:
     """The matched control: :func:`build_prompt` over the same passages, no tiers (``cite``:
-    each with its :func:`citation`, as in the ``cag`` prompt)."""
+    each opens with its :func:`citation`, as in the ``cag`` prompt)."""
     return build_prompt(question, [_cited(p, plain_text(p), cite) for p in passages])
 
 
