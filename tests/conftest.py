@@ -23,6 +23,11 @@ import pytest
 
 from credrank.core.candidates import Candidates
 
+# Progress in a log (stderr not a terminal, as in every test) prints a line every
+# $CREDRANK_PROGRESS_INTERVAL seconds: a day here, so that no test's stderr depends on how fast
+# the machine is; the tests of those lines set it to 0 (a line at every report).
+os.environ.setdefault("CREDRANK_PROGRESS_INTERVAL", "86400")
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 

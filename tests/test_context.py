@@ -366,9 +366,15 @@ def test_cli_formats(demo_index_hashing: Path) -> None:
     out = runner.invoke(app, [*base, "--format", "json"])
     assert out.exit_code == 0, out.output
     items = json.loads(out.output)
-    assert [i["text"] for i in items] == p_p
+    assert [p.split(") ", 1)[1] for p in p_p] == [i["text"] for i in items]
+    assert all(p.startswith("(source: ") for p in p_p)
     assert all(i["label"] in CAG_LABELS.values() for i in items)
-    assert [CAG_LABELS[i["tier"]] + ": " + i["text"] for i in items] == p_c
+    assert [strip_labels(p) for p in p_c] == p_p
+    # the default cites each passage (source, host, URL, date) after its label in both
+    # prompts; without the citations they are the json form's text (--no-cite)
+    bare = parse_prompt(runner.invoke(app, [*base, "--format", "cag", "--no-cite"]).output)[1]
+    assert [CAG_LABELS[i["tier"]] + ": " + i["text"] for i in items] == bare
+    assert all(p.split(": ", 1)[1].startswith("(source: ") for p in p_c)
     sent = runner.invoke(app, [*base, "--granularity", "sentence", "--json"])
     assert sent.exit_code == 0, sent.output
     data = json.loads(sent.output)

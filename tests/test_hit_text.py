@@ -252,11 +252,11 @@ def test_cli_search_json_text(cli_dir: Path) -> None:
     ids = [[h["doc_id"] for h in doc["hits"]] for doc in by_mode.values()]
     assert all(i == ids[0] for i in ids)
 
-    # the table: each hit's title and, under it, its snippet
+    # for people (a pipe here: a record per hit): each hit's title and, under it, its snippet
     proc = run_cli("search", QUERY, "--index", "idx", "--top-k", "2", cwd=cli_dir)
     assert proc.returncode == 0, proc.stderr
     top = by_mode["snippet"]["hits"][0]
-    assert top["title"][:20] in proc.stdout and "title · text" in proc.stdout
+    assert f"title: {top['title']}" in proc.stdout and "text: " in proc.stdout
     assert ELLIPSIS in proc.stdout or top["text"][:20] in proc.stdout
 
 

@@ -279,7 +279,7 @@ def test_config_knows_every_stage_shortcut_of_search() -> None:
 
     not_stages = {"index_dir", "queries", "trec_run", "run_tag", "top_k", "fetch_k",
                   "pipeline", "set_param", "as_json", "text", "engine", "qdrant_url",
-                  "api_key_env", "qdrant_path"}
+                  "api_key_env", "qdrant_path", "verbose"}
     options = {p.name for p in load_command("search").params
                if p.param_type_name == "option"}
     assert options - not_stages == set(SHORTCUTS) & options

@@ -72,18 +72,20 @@ def test_counted_one_step_step_and_counter() -> None:
     Counter(None, 3).add()
 
 
-def test_bars_are_shown_only_in_a_terminal_and_never_with_quiet() -> None:
-    from credrank.cli.common import Bars, show_progress
+def test_progress_is_shown_unless_quiet_bars_in_a_terminal_lines_elsewhere() -> None:
+    from rich.progress import Progress
 
-    assert show_progress(False, is_terminal=True) is True
-    assert show_progress(True, is_terminal=True) is False
-    assert show_progress(False, is_terminal=False) is False
-    assert show_progress(True, is_terminal=False) is False
-    assert show_progress(False) is False  # pytest's stderr is not a terminal
+    from credrank.cli.common import Bars, LogProgress, progress, show_progress
+
+    assert show_progress(False) is True
+    assert show_progress(True) is False
+    assert isinstance(progress(True, is_terminal=True), Progress)
+    assert isinstance(progress(True, is_terminal=False), LogProgress)
+    assert progress(False, is_terminal=False).disable  # --quiet: a bar that draws nothing
     with Bars(False) as bars:
         assert bars.steps() is None and bars.counter("fits") is None
         bars.update(1, 2, "ignored")  # a no-op
-    with Bars(True) as bars:  # drawn on the stderr console: one task per label
+    with Bars(True) as bars:  # pytest's stderr is not a terminal: the log's lines
         on_progress = bars.steps()
         assert on_progress is not None
         on_progress(0, 4, "a")
@@ -91,8 +93,8 @@ def test_bars_are_shown_only_in_a_terminal_and_never_with_quiet() -> None:
         fits = bars.counter("b")
         assert fits is not None
         fits(1, 3)
-        assert bars.bar is not None
-        tasks = {t.description: (t.completed, t.total) for t in bars.bar.tasks}
+        assert isinstance(bars.bar, LogProgress)
+        tasks = {t.description: (t.completed, t.total) for t in bars.bar.tasks.values()}
     assert tasks == {"a": (4, 4), "b": (1, 3)}
 
 

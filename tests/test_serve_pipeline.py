@@ -331,10 +331,18 @@ def test_every_shortcut_of_the_cli_is_a_field(served: Any) -> None:
     assert text.status_code == 200 and items.status_code == 200, (text.text, items.text)
     stage = next(s for s in text.json()["pipeline"]["stages"] if s["stage"] == "freshness")
     assert stage["half_life"] == 30.0 and stage["undated"] == "penalty:0.5"
-    assert items.json()["pipeline"] == text.json()["pipeline"]
+    # the same spec; each echo records the clock reading of its own answer (issue 36)
+    assert _clockless(items.json()["pipeline"]) == _clockless(text.json()["pipeline"])
+    assert stage["now"] == text.json()["info"]["freshness"]["now"]
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "freshness.half_life"
     assert bad.json()["detail"].startswith("freshness.half_life: expected a positive duration")
+
+
+def _clockless(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """An echoed spec with the freshness stages' resolved ``now`` taken out."""
+    return {**pipeline, "stages": [{**s, "now": None} if s["stage"] == "freshness" else s
+                                   for s in pipeline["stages"]]}
 
 
 # -- budget, gate, time limit, lock --------------------------------------------------------------

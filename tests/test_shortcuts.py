@@ -111,7 +111,13 @@ def test_the_cli_options_make_the_librarys_spec(demo_index_hashing: Path) -> Non
     got = runner.invoke(app, ["search", "vaccine", "--index", str(demo_index_hashing),
                               "--json", *_cli_args(values)])
     assert got.exit_code == 0, got.output
-    assert PipelineSpec.from_dict(json.loads(got.stdout)["pipeline"]).key == library.key
+    echoed = json.loads(got.stdout)["pipeline"]
+    fresh = next(s for s in echoed["stages"] if s["stage"] == "freshness")
+    # the echo records the evaluation time the answer read from the clock (issue 36): replaying
+    # it gives the same scores; with the clock's reading taken out it is the library's spec
+    assert fresh["now"] == json.loads(got.stdout)["info"]["freshness"]["now"]
+    fresh["now"] = None
+    assert PipelineSpec.from_dict(echoed).key == library.key
 
 
 @pytest.mark.parametrize("door,expected", [

@@ -59,7 +59,7 @@ DEFER = "prerequisites missing: obtain evidence, restrict scope or defer"
 
 #: printed with every candidate set (Figure 35.6)
 NOT_A_RANKING = ("feasibility is not a ranking: the candidates are listed in a fixed order, and "
-                 "a held-out, matched evaluation chooses among them (35.6, Figure 35.6)")
+                 "a held-out, matched evaluation chooses among them")
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ METHODS: tuple[Method, ...] = (
     Method("source_type_priors", "source-type priors", "seed 004; 35.2 operating rules",
            "credibility", (P("provenance"),),
            "credrank search --priors (credrank.signals.prior)",
-           "the prior values are domain assumptions (seed 004's are health-domain): validate "
+           "the prior values are domain assumptions (the packaged ones are for health): validate "
            "them on this pool's domain"),
     Method("learned_page_credibility", "learned page credibility", "35.2 operating rules",
            "credibility", (P("labelled_pages", 1),),
@@ -194,13 +194,13 @@ def _ra_rag_costs(pool: Pool) -> tuple[Cost, ...]:
     s, q = pool.sources, pool.calibration_questions
     return (Cost("calibration answers", f"sources × questions = {s:,} × {q:,}",
                  ra_rag_calibration_answers(s, q), "source-query answers",
-                 "up to; before scoring and vote-weight iteration (35.3, 35.6)"),)
+                 "up to; before scoring and vote-weight iteration"),)
 
 
 def _cram_costs(pool: Pool) -> tuple[Cost, ...]:
     n, heads, spp = pool.misinformation_examples, pool.heads, pool.seconds_per_pass
     omitted = ("validation, head-count search, scoring, setup and integration are not "
-               "counted (35.6)")
+               "counted")
     if heads is None:
         return (Cost("head-modified passes", "examples × heads", None, "passes",
                      "state 'heads' in the profile to compute"),)
@@ -239,7 +239,7 @@ def _costs(method: Method, pool: Pool) -> tuple[Cost, ...]:
     if method.id == "cag":
         return (Cost("annotation and training", "no count in the chapter", None, "",
                      "annotation, teacher generation, fine-tuning, validation and inference "
-                     "inputs (35.4, 35.6)"),)
+                     "inputs"),)
     return ()
 
 

@@ -55,7 +55,7 @@ CAVEATS: tuple[str, ...] = (
     "Axes in a fixed order (robustness, privacy, fairness, transparency, factuality, "
     "accountability); r is each value linearly rescaled from its declared scale, 1 = the "
     "better end. r is not a probability.",
-    "Area = ½·sin(2π/6)·Σ r_i·r_(i+1) with r_7 = r_1 (chapter 35.1). It changes with axis "
+    "Area = ½·sin(2π/6)·Σ r_i·r_(i+1) with r_7 = r_1. It changes with axis "
     "order and with the declared scales; it is not a probability or a certificate of a "
     "trustworthy model, and similar areas can hide different component risks.",
     "A dimension not measured is a gap in the polygon, not 0; the area of a polygon with a "
@@ -311,7 +311,7 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
                         color=style["color"], alpha=0.12, linewidth=0)
         if compare is not None:
             ax.legend(loc="upper left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False)
-        fig.suptitle("Trust profile (chapter 35.1): six dimensions, fixed axis order",
+        fig.suptitle("Trust profile: six dimensions, fixed axis order",
                      fontsize=11, y=0.985)
         text = [_area_line(s) for s in series]
         if compare is not None and all(s.area is not None for s in series):

@@ -89,7 +89,7 @@ COMMANDS: dict[str, Command] = {
     "advise": Command(
         "credrank.cli.advise", "advise",
         "Feasible credibility methods per content pool, their missing prerequisites and costs "
-        "(chapter 35.6) — never a ranking."),
+        "— never a ranking."),
     "reliability": Command(
         "credrank.cli.reliability", "app",
         "Source reliability from cross-source agreement (RA-RAG).", group=True),
@@ -112,7 +112,7 @@ COMMANDS: dict[str, Command] = {
         group=True),
     "audit": Command(
         "credrank.cli.audit", "app",
-        "Trust audit (chapter 35.1–35.2): profile, hard gates, radar, report.", group=True),
+        "Trust audit: profile, hard gates, radar, report.", group=True),
     "models": Command(
         "credrank.cli.models", "app",
         "Local model artifacts: the ONNX MiniLM of the torch-free query path.", group=True),

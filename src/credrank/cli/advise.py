@@ -80,7 +80,7 @@ def render_text(profile: Profile, advice: tuple[PoolAdvice, ...]) -> str:
             m = ma.method
             if not (ma.feasible and m.kind == "credibility"):
                 continue
-            lines.append(f"    {m.name} ({m.section}) — {m.credrank}")
+            lines.append(f"    {m.name} — {m.credrank}")
             lines.append(f"      validate: {m.validate}")
             for c in ma.costs:
                 if c.value is None:
@@ -96,13 +96,13 @@ def render_text(profile: Profile, advice: tuple[PoolAdvice, ...]) -> str:
             for ma in blocked:
                 parts = [f"{x.key} needs {x.needs}, has {_shown(x.has)}"
                          + ("" if x.stated else " (not stated)") for x in ma.missing]
-                lines.append(f"    {ma.method.name} ({ma.method.section}): {'; '.join(parts)}")
+                lines.append(f"    {ma.method.name}: {'; '.join(parts)}")
         for ma in pa.methods:
             if ma.method.kind != "separate":
                 continue
             state = ("feasible" if ma.feasible else "missing " + ", ".join(
                 x.key for x in ma.missing))
-            lines.append(f"  separate requirement: {ma.method.name} ({ma.method.section}): "
+            lines.append(f"  separate requirement: {ma.method.name}: "
                          f"{state}")
     return "\n".join(lines)
 
@@ -138,7 +138,7 @@ def advise(
     json: Annotated[bool, typer.Option("--json", help="print the advice as JSON")] = False,
 ) -> None:
     """Feasible credibility methods per content pool, their missing prerequisites and costs
-    (chapter 35.6) — never a ranking."""
+    — never a ranking."""
     if profile is not None and index_dir is not None:
         fail(f"PROFILE ({profile}) and --index ({index_dir}) exclude each other: give a "
              "profile file, or --index DIR to derive the profile from an index")

@@ -45,7 +45,7 @@ from credrank.core.extras import MissingExtraError, require_extra
 ROBUSTNESS_GROUP = "credrank.audit.robustness"
 
 app = typer.Typer(add_completion=False, invoke_without_command=True,
-                  help="Trust audit (chapter 35.1): profile gates and radar.")
+                  help="Trust audit: profile gates and radar.")
 
 _PROFILE_HELP = ("a trust profile (.toml or .json; see credrank.audit.profile), or a shipped "
                  f"example: {', '.join(EXAMPLE_PROFILES)}")

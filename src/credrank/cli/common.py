@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
+import math
+import os
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeAlias, cast
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
 # Console markup is off: what credrank prints holds user text (paths, ids, option values, source
 # types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
 # are given as rich Text styles (:func:`labelled`), never as markup in a string.
 console = Console(markup=False)
 err = Console(stderr=True, markup=False)
+
+
+#: the width of tables printed to a file or a pipe: a table takes only the width its cells need
+#: (rich tables do not expand), so no cell is cropped or wrapped below this
+PLAIN_TABLE_WIDTH = 1000
+
+
+def table_console() -> Console:
+    """Where a command prints its tables: :data:`console` in a terminal (its width); a file or
+    a pipe gets a plain console :data:`PLAIN_TABLE_WIDTH` columns wide, so that no word of a
+    cell is cut to fit 80 columns (a log keeps every word)."""
+    if console.is_terminal:
+        return console
+    return Console(markup=False, highlight=False, width=PLAIN_TABLE_WIDTH)
 
 
 def labelled(label: str, style: str, message: str) -> Text:
@@ -71,9 +89,135 @@ def hit_cell(hit: dict[str, Any], query: str) -> Text:
     return out
 
 
-def progress(show: bool = True) -> Progress:
-    """A rich progress display on stderr: description, bar, ``done/total``, time elapsed;
-    ``show=False`` (see :func:`show_progress`) draws nothing."""
+#: the environment variable that sets the seconds between two progress lines on a stderr that
+#: is not a terminal (default :data:`LOG_INTERVAL`; 0: a line at every report)
+INTERVAL_VARIABLE = "CREDRANK_PROGRESS_INTERVAL"
+#: the default seconds between two progress lines in a log
+LOG_INTERVAL = 30.0
+
+
+def log_interval() -> float:
+    """The seconds between two progress lines in a log: ``$CREDRANK_PROGRESS_INTERVAL`` or
+    :data:`LOG_INTERVAL`; a value that is not a number ≥ 0 exits 2 naming the variable."""
+    raw = os.environ.get(INTERVAL_VARIABLE, "").strip()
+    if not raw:
+        return LOG_INTERVAL
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        fail(f"${INTERVAL_VARIABLE}: expected seconds (a number >= 0), got {raw!r}")
+    return value
+
+
+def _clock_text(seconds: float) -> str:
+    """``seconds`` as ``H:MM:SS`` (``M:SS`` under an hour)."""
+    whole = round(max(0.0, seconds)) if math.isfinite(seconds) else 0
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+@dataclass
+class _LogTask:
+    description: str
+    total: float | None
+    completed: float = 0.0
+    started: float = 0.0
+    printed_at: float = 0.0
+    lines: int = 0
+    finished: bool = False
+
+
+class LogProgress:
+    """Progress for a stderr that is not a terminal (a log file, a pipe): no bar, no spinner,
+    no carriage return — one plain line per task every ``interval`` seconds (by ``clock``):
+    ``label: done/total (pct), rate/s, ETA h:mm:ss`` (``done, rate/s`` when the total is
+    unknown), and a last ``done`` line for a task that printed any. It takes the calls the
+    commands make of a rich ``Progress`` (``add_task``, ``advance``, ``update``)."""
+
+    def __init__(self, console: Console | None = None, interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console if console is not None else err
+        self.interval = log_interval() if interval is None else interval
+        self.clock = clock
+        self.tasks: dict[int, _LogTask] = {}
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:
+            return  # a failing command says why; no "done" line
+        for task in self.tasks.values():
+            if task.lines and not task.finished:
+                self._line(task, done=True)
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> TaskID:
+        now = self.clock()
+        key = len(self.tasks)
+        self.tasks[key] = _LogTask(description, total, started=now, printed_at=now)
+        return cast("TaskID", key)  # rich's id type (an int), so callers take either
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        task = self.tasks[task_id]
+        self.update(task_id, completed=task.completed + advance)
+
+    def update(self, task_id: int, *, completed: float | None = None,
+               total: float | None = None, description: str | None = None,
+               advance: float | None = None, **_: Any) -> None:
+        task = self.tasks[task_id]
+        if description is not None:
+            task.description = description
+        if total is not None:
+            task.total = total
+        if advance is not None:
+            task.completed += advance
+        if completed is not None:
+            task.completed = completed
+        if task.finished:
+            return
+        now = self.clock()
+        if task.total is not None and task.completed >= task.total and task.lines:
+            self._line(task, done=True)
+        elif now - task.printed_at >= self.interval:
+            self._line(task)
+
+    def _line(self, task: _LogTask, done: bool = False) -> None:
+        now = self.clock()
+        task.printed_at, task.lines = now, task.lines + 1
+        task.finished = done
+        elapsed = now - task.started
+        count = f"{task.completed:,.0f}"
+        if task.total:
+            count += f"/{task.total:,.0f} ({100 * task.completed / task.total:.0f}%)"
+        parts = [f"{task.description}: {count}"]
+        rate = task.completed / elapsed if elapsed > 0 else None
+        if rate is not None and task.completed:
+            parts.append(f"{rate:,.1f}/s")
+        if done:
+            parts.append(f"done in {_clock_text(elapsed)}")
+        else:
+            parts.append(f"elapsed {_clock_text(elapsed)}")
+            if task.total and rate:
+                left = max(task.total - task.completed, 0) / rate
+                parts.append(f"ETA {_clock_text(left)}")
+        self.console.print(", ".join(parts), soft_wrap=True, highlight=False)
+
+
+#: what :func:`progress` returns: bars in a terminal, lines in a log
+ProgressLike: TypeAlias = "Progress | LogProgress"
+
+
+def progress(show: bool = True, is_terminal: bool | None = None) -> ProgressLike:
+    """The progress of a command on stderr: in a terminal (``is_terminal``, default: the
+    stderr console's) a rich display (description, bar, ``done/total``, time elapsed);
+    elsewhere (a log, a pipe) periodic plain lines (:class:`LogProgress`); ``show=False``
+    (``--quiet``, see :func:`show_progress`) draws nothing."""
+    terminal = err.is_terminal if is_terminal is None else is_terminal
+    if show and not terminal:
+        return LogProgress()
     from rich.progress import (  # lazy: only the commands that show a bar import it
         BarColumn,
         MofNCompleteColumn,
@@ -89,14 +233,15 @@ def progress(show: bool = True) -> Progress:
 
 #: ``--quiet/-q`` of every long command
 QuietOption = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="no progress on stderr (it is shown only when stderr is a terminal)")]
+    "--quiet", "-q", help="no progress on stderr (a terminal shows bars; a log or a pipe gets "
+                          f"a plain line every {LOG_INTERVAL:g} s, ${INTERVAL_VARIABLE} sets "
+                          "the seconds)")]
 
 
-def show_progress(quiet: bool, is_terminal: bool | None = None) -> bool:
-    """Whether a command draws progress bars: never with ``--quiet``, and only when stderr
-    (``is_terminal``, default: the stderr console's) is a terminal — a file, a pipe or a test
-    runner gets nothing."""
-    return not quiet and (err.is_terminal if is_terminal is None else is_terminal)
+def show_progress(quiet: bool) -> bool:
+    """Whether a command reports progress: unless ``--quiet``. :func:`progress` draws bars in
+    a terminal and writes periodic plain lines elsewhere (never spinner frames in a file)."""
+    return not quiet
 
 
 class Bars:
@@ -110,7 +255,7 @@ class Bars:
     """
 
     def __init__(self, show: bool) -> None:
-        self.bar = progress() if show else None
+        self.bar: ProgressLike | None = progress() if show else None
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> Bars:

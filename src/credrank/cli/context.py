@@ -69,6 +69,10 @@ def context(
     as_json: Annotated[bool, typer.Option(
         "--json", help="the whole context document as JSON (policy, passages with their "
                        "inputs, excluded, the rendered prompt)")] = False,
+    cite: Annotated[bool, typer.Option(
+        "--cite/--no-cite", help="each passage of the cag and plain prompts opens with its "
+                                 "source type, host, URL and date where known, so that the "
+                                 "generator can cite it (json: always under inputs)")] = True,
 ) -> None:
     """Print what the generator would see: the top-k passages with credibility tiers."""
     if index_dir is None:
@@ -110,8 +114,8 @@ def context(
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps(doc.to_json(fmt), indent=2, ensure_ascii=False, default=str))
+        print(json.dumps(doc.to_json(fmt, cite), indent=2, ensure_ascii=False, default=str))
         return
-    print(doc.render(fmt))
+    print(doc.render(fmt, cite))
     for e in doc.excluded:
         err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)

@@ -25,7 +25,7 @@ from credrank.cli.common import Bars, QuietOption, err, fail, show_progress
 from credrank.cram.models import MODEL_NAMES, LoadedModel, load_cram_model
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="CrAM: credibility-aware attention on a white-box LM (chapter 35.5)")
+                  help="CrAM: credibility-aware attention on a white-box LM")
 
 #: the CrAM NQ file of ``../shared/data`` beside a source checkout (pass --data elsewhere)
 DEFAULT_DATA = Path("../shared/data/cram/cram_nq_1000_reconstructed.jsonl")

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from credrank.cli.common import QuietOption, console, fail, progress, show_progress
+from credrank.cli.common import QuietOption, console, fail, progress, show_progress, table_console
 from credrank.demo import MEASURES, run_demo
 from credrank.index.embed import get_embedder
 
@@ -33,9 +33,12 @@ def demo(
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return
-    console.print(f"demo corpus (synthetic test material): {result.report.summary()}")
+    out = table_console()  # a log or a pipe: tables as wide as their cells, nothing cropped
+    console.print(f"demo corpus (synthetic test material): {result.report.summary()}",
+                  soft_wrap=True)
     console.print(f"embedder {emb.name}, top_k {result.settings['top_k']}, fetch_k "
-                  f"{result.settings['fetch_k']}, combine = max(cos, 0) × λ(source type)")
+                  f"{result.settings['fetch_k']}, combine = max(cos, 0) × λ(source type)",
+                  soft_wrap=True)
     table = Table(title="similarity only vs credibility-aware (10 queries, means)")
     table.add_column("system")
     for m in MEASURES:
@@ -43,7 +46,7 @@ def demo(
                          justify="right")
     for system, values in result.means.items():
         table.add_row(system, *(f"{values[m]:.3f}" for m in MEASURES))
-    console.print(table)
+    out.print(table)
     ex = result.example
     for label, key in (("similarity only", "similarity_only"), ("current priors",
                                                                  "current_priors")):
@@ -52,7 +55,8 @@ def demo(
             t.add_column(col)
         for h in ex[key]:
             b = h["score_breakdown"]
-            t.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
+            t.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]),
+                      h["host"] if h["host"] else "—",
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
                       f"{b['final']:.4f}", "yes" if h["adversarial"] else "")
-        console.print(t)
+        out.print(t)

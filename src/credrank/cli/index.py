@@ -241,10 +241,11 @@ def index(
         if optimize:  # merge segments, build the HNSW graph where the corpus is large
             from credrank.cli.optimize import build_graph
 
-            build_graph(idx, corpus.name)
+            build_graph(idx, corpus.name, show_progress(quiet))
         size = len(idx)
         report.take_reading(documents)
         # still under the index's writer lock
+        kept = keep_earlier_rejects(rejects_path)
         write_rejects(report.rejects, rejects_path, report.dropped)
     for r in report.rejects[:10]:
         warn(r.message, label="rejected")
@@ -266,8 +267,9 @@ def index(
                                             strict),
                               ensure_ascii=False))
     else:
+        earlier = f" (the previous run's in {kept})" if kept is not None else ""
         console.print(f"{report.summary()}{zones}; index holds {size} documents; rejects in "
-                      f"{rejects_path}", soft_wrap=True)
+                      f"{rejects_path}{earlier}", soft_wrap=True)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")
@@ -305,6 +307,30 @@ class _Guarded:
             if self.count == 0:
                 raise
             self.error = exc
+
+
+def keep_earlier_rejects(path: Path) -> Path | None:
+    """Keep the rejects of an earlier run before this run writes ``path``: a non-empty
+    ``path`` is renamed ``<stem>.<its time, UTC>.<suffix>`` beside it (``-2``, ``-3``, … when
+    that name is taken) and the new name returned; an empty or absent one is left to be
+    overwritten (``None``). Every run's rejects and dropped fields are so kept, the newest
+    always at ``path``."""
+    from datetime import UTC, datetime
+
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    if stat.st_size == 0 or not path.is_file():
+        return None
+    stamp = datetime.fromtimestamp(stat.st_mtime, UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
+    path.rename(target)
+    return target
 
 
 def _unwritable(path: Path) -> str | None:

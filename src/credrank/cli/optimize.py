@@ -13,20 +13,26 @@ from typing import Annotated
 
 import typer
 
-from credrank.cli.common import console, err, fail
+from credrank.cli.common import (
+    ProgressLike,
+    QuietOption,
+    console,
+    err,
+    fail,
+    progress,
+    show_progress,
+)
 from credrank.index.opener import open_store
 from credrank.index.store import StoreError, VectorStore, no_index_error, read_manifest
 
 
-def build_graph(idx: VectorStore, label: str) -> tuple[bool, float]:
+def build_graph(idx: VectorStore, label: str, show: bool = True) -> tuple[bool, float]:
     """``idx.optimize()`` with a heartbeat on stderr (the engine's count of indexed vectors;
     Qdrant Edge may report the full count before its graph is done, so no percentage is
-    shown); ``(did anything, seconds)``."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    shown): a spinner in a terminal, a plain line now and then in a log (never spinner
+    frames in a file), nothing with ``show`` off; ``(did anything, seconds)``."""
     start = time.perf_counter()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}", style="bold", markup=False),
-                  TimeElapsedColumn(), console=err, transient=False) as bar:
+    with _heartbeat(show) as bar:
         task = bar.add_task(f"{label}: building the search graph")
 
         def beat(indexed: int, total: int) -> None:
@@ -37,8 +43,20 @@ def build_graph(idx: VectorStore, label: str) -> tuple[bool, float]:
     return did, time.perf_counter() - start
 
 
+def _heartbeat(show: bool) -> ProgressLike:
+    """A spinner with the time elapsed in a terminal; elsewhere :func:`progress`'s lines."""
+    if not (show and err.is_terminal):
+        return progress(show)
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}", style="bold",
+                                                markup=False),
+                    TimeElapsedColumn(), console=err, transient=False)
+
+
 def optimize(
     index_dir: Annotated[Path, typer.Option("--index", help="index directory")],
+    quiet: QuietOption = False,
 ) -> None:
     """Build the search graph of DIR (after `credrank index --no-optimize`)."""
     if not index_dir.is_dir():
@@ -55,7 +73,7 @@ def optimize(
     except (ValueError, StoreError) as exc:
         fail(str(exc))
     with idx:
-        did, seconds = build_graph(idx, index_dir.name)
+        did, seconds = build_graph(idx, index_dir.name, show_progress(quiet))
         size = len(idx)
     what = "optimised" if did else "the engine found nothing to optimise"
     console.print(f"{index_dir}: {what} in {seconds:.1f} s; index holds {size} documents",

@@ -61,7 +61,7 @@ _UNITS = {"h": 1 / 24, "d": 1.0, "w": 7.0, "y": DAYS_PER_YEAR}
 
 @app.callback()
 def _provenance() -> None:
-    """Trace citation chains (chapter 35.7): which pages repeat older evidence under a new
+    """Trace citation chains: which pages repeat older evidence under a new
     date."""
 
 

@@ -30,7 +30,7 @@ from credrank.reliability.estimate import (
 from credrank.reliability.parallel import detect_dependence_parallel
 from credrank.reliability.vote import majority_matrix
 
-app = typer.Typer(help="RA-RAG source reliability from cross-source agreement (chapter 35.3).",
+app = typer.Typer(help="RA-RAG source reliability from cross-source agreement.",
                   no_args_is_help=True, add_completion=False)
 
 #: the pairwise dependence test is skipped above this many sources: its work is O(S²) pairs

@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import QuietOption, console, fail, progress, show_progress
+from credrank.cli.common import ProgressLike, QuietOption, console, fail, progress, show_progress
 from credrank.index.store import StoreError, no_index_error, read_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from rich.progress import Progress
 
     from credrank.index.manifest import Manifest
     from credrank.index.scoring import ScoreReport
@@ -67,7 +65,7 @@ def check_scores(names: list[str] | None) -> list[str]:
     return out
 
 
-def score_machine_text(idx: Any, *, bar: Progress | None, label: str,
+def score_machine_text(idx: Any, *, bar: ProgressLike | None, label: str,
                        max_tokens: int | None = None, batch_size: int | None = None,
                        threads: int | None = None, precision: str = "auto") -> ScoreReport:
     """Score the passages of the open store ``idx`` not yet scored with these settings,
@@ -180,7 +178,7 @@ def check_credibility_model(model: Path, embedder: str | None = None) -> Any:
     return saved
 
 
-def score_credibility(idx: Any, model: Any, *, bar: Progress | None, label: str
+def score_credibility(idx: Any, model: Any, *, bar: ProgressLike | None, label: str
                       ) -> ScoreReport:
     """Store ``P(credible)`` of ``model`` (a loaded model file) for the documents of the open
     store ``idx`` not yet scored with its key, advancing a task of ``bar`` (``None``: no

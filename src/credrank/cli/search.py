@@ -31,6 +31,8 @@ from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.index.store import StoreError, read_manifest
 
 if TYPE_CHECKING:  # imported where used: a cold `credrank search` pays only for what it runs
+    from rich.table import Table
+
     from credrank.core.candidates import Candidates
     from credrank.documents import Query
     from credrank.pipeline.spec import PipelineSpec
@@ -55,6 +57,10 @@ def search(
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
     text: TextOption = DEFAULT_TEXT,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="under the hits, the details of each stage's footer (the competing "
+                          "answers of consensus, the undated or clamped ids of freshness)")
+    ] = False,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     api_key_env: ApiKeyEnvOption = None,
@@ -124,32 +130,147 @@ def search(
     if as_json:
         print(json.dumps(doc, indent=2, default=str))
         return
+    print_answer(doc, spec.retrieval, text, verbose=verbose)
+
+
+def print_answer(doc: dict[str, Any], retrieval: str = "dense", text: str = DEFAULT_TEXT, *,
+                 verbose: bool = False, terminal: bool | None = None) -> None:
+    """The answer ``doc`` for people: a table in a terminal (``terminal``, default: whether
+    stdout is one); elsewhere (a pipe, a log) a record per hit whose cells are never cropped
+    (:func:`hit_records`); then a footer line per stage that changed the ranking
+    (:func:`stage_footers`)."""
+    terminal = console.is_terminal if terminal is None else terminal
+    if terminal:
+        console.print(hit_table(doc, retrieval, text))
+    else:
+        console.print("\n".join(hit_records(doc, retrieval)), soft_wrap=True,
+                      highlight=False)
+    for line in stage_footers(doc, verbose=verbose):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _factor_names(doc: dict[str, Any]) -> list[str]:
+    """The factors the stages wrote besides the prior (credibility, planted, …)."""
+    return [name for name in (doc["hits"][0]["score_breakdown"] if doc["hits"] else {})
+            if name not in ("retrieval_score", "prior", "final")]
+
+
+def host_text(hit: dict[str, Any]) -> str:
+    """A hit's host as shown to people: ``—`` for a document without one (never ``None``)."""
+    host = hit.get("host")
+    return str(host) if host not in (None, "") else "—"
+
+
+def hit_table(doc: dict[str, Any], retrieval: str = "dense", text: str = DEFAULT_TEXT
+              ) -> Table:
+    """The terminal's table of ``doc``'s hits (no cell is cut to an ellipsis: long ids and
+    hosts fold)."""
     from rich.table import Table
 
-    stage_names = {s.name for s in spec.stages}
-    table = Table(title=f"{query}", show_lines=False)
-    # a column per factor the stages wrote besides the prior (credibility, planted, …)
-    extra = [name for name in (doc["hits"][0]["score_breakdown"] if doc["hits"] else {})
-             if name not in ("retrieval_score", "prior", "final")]
-    score = "bm25" if spec.retrieval == "bm25" else "sim"  # --lexical: a BM25 score
+    table = Table(title=f"{doc['query']}", show_lines=False)
+    extra = _factor_names(doc)
+    score = "bm25" if retrieval == "bm25" else "sim"  # --lexical: a BM25 score
     for col in ("#", "doc", "source type", "host", score, "prior", *extra, "final"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     table.add_column("title · text" if text != "none" else "title", ratio=1,
                      min_width=30, overflow="fold")
     for h in doc["hits"]:
         b = h["score_breakdown"]
-        table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), str(h["host"]),
+        table.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]), host_text(h),
                       f"{b['retrieval_score']:.4f}", f"{b.get('prior', 1.0):.2f}",
                       *(f"{b.get(name, 1.0):.2f}" for name in extra), f"{b['final']:.4f}",
                       hit_cell(h, doc["query"]))
-    console.print(table)
-    if "consensus" in stage_names:
-        console.print(consensus_summary(doc["info"]["consensus"]), highlight=False,
-                      soft_wrap=True)
-    if "freshness" in doc["info"]:
-        console.print(freshness_summary(doc["info"]["freshness"],
-                                        [h["doc_id"] for h in doc["hits"]]),
-                      highlight=False, soft_wrap=True)
+    return table
+
+
+def hit_records(doc: dict[str, Any], retrieval: str = "dense",
+                width: int | None = None) -> list[str]:
+    """``doc``'s hits for a pipe or a log: the query, then per hit a line of its cells
+    (``#rank doc_id · source type · host · scores``), its title and its text wrapped at
+    words to ``width`` (default ``$COLUMNS``, else 100): every word of every cell whole."""
+    import shutil
+    import textwrap
+
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    extra = _factor_names(doc)
+    score = "bm25" if retrieval == "bm25" else "sim"
+    lines = [f"query: {doc['query']}"]
+    if not doc["hits"]:
+        lines.append("(no hits)")
+    for h in doc["hits"]:
+        b = h["score_breakdown"]
+        cells = [f"source type {h['source_type'] if h['source_type'] is not None else '—'}",
+                 f"host {host_text(h)}", f"{score} {b['retrieval_score']:.4f}",
+                 f"prior {b.get('prior', 1.0):.2f}",
+                 *(f"{name} {b.get(name, 1.0):.2f}" for name in extra),
+                 f"final {b['final']:.4f}"]
+        lines.append(f"#{h['rank']} {h['doc_id']} · " + " · ".join(cells))
+        title = h.get("title")
+        if title:
+            lines.append(f"   title: {title}")
+        body = h.get("text")
+        if body:
+            lines.extend(textwrap.wrap(f"text: {body}", width=max(width, 40),
+                                       initial_indent="   ", subsequent_indent="      ",
+                                       break_long_words=False, break_on_hyphens=False))
+    return lines
+
+
+def stage_footers(doc: dict[str, Any], verbose: bool = False) -> list[str]:
+    """One line per stage that weighed the ranking (planted, machine-text, freshness,
+    consensus), saying what it did; ``verbose`` adds the details (the ids, every answer)."""
+    info = doc.get("info", {})
+    shown = [h["doc_id"] for h in doc["hits"]]
+    lines: list[str] = []
+    if "planted" in info:
+        lines.append(planted_summary(info["planted"], doc["hits"]))
+    if "machine_text" in info:
+        lines.append(machine_text_summary(info["machine_text"], doc["hits"]))
+    if "freshness" in info:
+        lines.extend(freshness_summary(info["freshness"], shown).split("\n")[:None if verbose
+                                                                             else 1])
+    if "consensus" in info:
+        lines.extend(consensus_summary(info["consensus"], verbose).split("\n"))
+    return lines
+
+
+def _demoted(hits: list[dict[str, Any]], factor: str) -> int:
+    """How many of ``hits`` the factor ``factor`` demoted (a factor below 1)."""
+    return sum(1 for h in hits if h["score_breakdown"].get(factor, 1.0) < 1.0)
+
+
+def planted_summary(info: dict[str, Any], hits: list[dict[str, Any]]) -> str:
+    """The planted-evidence footer line: how many pool candidates were flagged, how many of
+    the shown hits it demoted, and those it spared for their trusted source."""
+    if not info.get("applied", True):
+        return f"planted: not applied ({info.get('reason', 'no reason given')}); ranking unchanged"
+    flagged = int(info.get("flagged", 0))
+    floor = info.get("floor")
+    line = (f"planted: {flagged} of {info.get('pool', '?')} candidates flagged as planted "
+            f"for this query" + (f" (factor down to {floor:g})" if flagged and floor is not None
+                                 else ""))
+    line += f"; {_demoted(hits, 'planted')} of the {len(hits)} shown demoted"
+    if info.get("spared_trusted"):
+        line += f"; {info['spared_trusted']} spared (trusted source type)"
+    if info.get("planted_estimate") is not None:
+        line += f"; estimated planted: {info['planted_estimate']}"
+    return line if flagged else line + "; ranking unchanged"
+
+
+def machine_text_summary(info: dict[str, Any], hits: list[dict[str, Any]]) -> str:
+    """The machine-text footer line: how many candidates were weighed, the factors among the
+    shown hits, and the candidates without a score."""
+    factors = [h["score_breakdown"].get("machine_text", 1.0) for h in hits]
+    low = f"; factors of the shown {min(factors):.2f}–{max(factors):.2f}" if factors else ""
+    line = (f"machine-text: {info.get('n', len(hits))} candidates weighed by how machine-like "
+            f"their text reads{low}; {_demoted(hits, 'machine_text')} of the {len(hits)} shown "
+            "demoted")
+    for key, words in (("missing", "without a score (factor 1)"),
+                       ("unscorable", "too short to score (factor 1)"),
+                       ("scored_now", "scored now")):
+        if info.get(key):
+            line += f"; {info[key]} {words}"
+    return line
 
 
 def _prefetch_embedder(index_dir: Path) -> None:
@@ -187,18 +308,34 @@ def freshness_summary(info: dict[str, Any], shown: list[str] | None = None) -> s
     return "\n".join(lines)
 
 
-def consensus_summary(info: dict[str, Any]) -> str:
-    """The consensus lines under the table: status, the top answer or the competing ones."""
+def consensus_summary(info: dict[str, Any], verbose: bool = False) -> str:
+    """The consensus verdict under the table, one line: the status, the top share against the
+    threshold, the answer (agreed) or how many compete (contested); ``verbose`` adds a line
+    per answer (its share, voices and passages)."""
     status = info["status"]
     if status == "no answers":
         return "consensus: no answers (no candidate passage answers the query; ranking unchanged)"
-    lines = [f"consensus: {status} (top share {info['share']:.2f}, threshold "
-             f"{info['threshold']:.2f})" + (f": {info['answer']}" if info["answer"] else "")]
-    shown = info["answers"] if status == "contested" else info["answers"][:1]
-    for a in shown:
+    answers = info.get("answers", [])
+    line = (f"consensus: {status} (top share {info['share']:.2f}, threshold "
+            f"{info['threshold']:.2f})")
+    if status == "contested":
+        line += f"; {len(answers)} competing answer(s), none reaches the threshold"
+    elif info.get("answer"):
+        line += f": {_short(str(info['answer']))}"
+    if not verbose:
+        return line + ("; --verbose lists the answers" if len(answers) > 1 else "")
+    lines = [line]
+    for a in answers:
         lines.append(f"  {a['answer']!r}: share {a['share']:.2f}, {a['voices']} voice(s), "
                      f"passages {', '.join(a['doc_ids'])}")
     return "\n".join(lines)
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``text`` cut at a word before ``limit`` characters (``…`` where cut)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,

@@ -123,12 +123,14 @@ class ContextDocument:
     now: datetime
     settings: dict[str, Any] = field(default_factory=dict)
 
-    def render(self, fmt: str = "cag") -> str:
-        """The ``cag`` / ``plain`` prompt or the ``json`` list (:mod:`credrank.context.render`)."""
-        return render(self.query, self.passages, fmt)
+    def render(self, fmt: str = "cag", cite: bool = False) -> str:
+        """The ``cag`` / ``plain`` prompt or the ``json`` list (:mod:`credrank.context.render`);
+        ``cite``: each passage of a prompt with its source, URL and date."""
+        return render(self.query, self.passages, fmt, cite)
 
-    def to_json(self, fmt: str | None = None) -> dict[str, Any]:
-        """The ``credrank context --json`` document; with ``fmt``, the rendered ``prompt``."""
+    def to_json(self, fmt: str | None = None, cite: bool = False) -> dict[str, Any]:
+        """The ``credrank context --json`` document; with ``fmt``, the rendered ``prompt``
+        (``cite``: as :meth:`render`)."""
         out: dict[str, Any] = {
             "credrank_context": 1, "query": self.query, "granularity": self.granularity,
             "now": self.now.isoformat(), "policy": self.policy.describe(),
@@ -139,7 +141,7 @@ class ContextDocument:
         if fmt is not None:
             out["format"] = fmt
             out["prompt"] = (render_json(self.passages) if fmt == "json"
-                             else self.render(fmt))
+                             else self.render(fmt, cite))
         return out
 
 

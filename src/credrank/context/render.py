@@ -136,18 +136,46 @@ def strip_labels(text: str) -> str:
     return " ".join(_LABEL_RE.sub("", text).split())
 
 
-def render_cag(question: str, passages: Sequence[AnnotatedPassage]) -> str:
-    """The ``cag`` prompt (module docstring)."""
-    prompt = build_prompt(question, [cag_text(p) for p in passages])
+def citation(p: AnnotatedPassage) -> str:
+    """Where a passage comes from, for a generator to cite: ``(source: TYPE; host: HOST;
+    url: URL; date: YYYY-MM-DD)`` with what is known (``(source: unknown)`` when nothing is);
+    the date is the one freshness reads (observed, else verified, else published)."""
+    parts = [f"source: {p.source_type or 'unknown'}"]
+    if p.host:
+        parts.append(f"host: {p.host}")
+    if p.url:
+        parts.append(f"url: {p.url}")
+    if p.freshness_date:
+        parts.append(f"date: {p.freshness_date[:10]}")
+    return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"
+
+
+def _cited(p: AnnotatedPassage, text: str, cite: bool) -> str:
+    """``text`` with the passage's :func:`citation` in front, after a leading CAG label (the
+    label stays the passage's first words, as the CAG data put it; stripping the labels gives
+    the ``plain`` form's cited text)."""
+    if not cite:
+        return text
+    label = _LABEL_RE.match(text)
+    at = label.end() if label else 0
+    return f"{text[:at]}{citation(p)} {text[at:]}"
+
+
+def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool = False) -> str:
+    """The ``cag`` prompt (module docstring); ``cite``: each passage carries its
+    :func:`citation` right after its (first) label."""
+    prompt = build_prompt(question, [_cited(p, cag_text(p), cite) for p in passages])
     head, sep, rest = prompt.partition("\n")
     if head != INSTRUCTION:  # build_prompt's layout changed: refuse rather than mis-render
         raise RuntimeError("build_prompt: expected the instruction on the first line")
     return f"{INSTRUCTION} {CAG_INSTRUCTION}{sep}{rest}"
 
 
-def render_plain(question: str, passages: Sequence[AnnotatedPassage]) -> str:
-    """The matched control: :func:`build_prompt` over the same passages, no tiers."""
-    return build_prompt(question, [plain_text(p) for p in passages])
+def render_plain(question: str, passages: Sequence[AnnotatedPassage],
+                 cite: bool = False) -> str:
+    """The matched control: :func:`build_prompt` over the same passages, no tiers (``cite``:
+    each opens with its :func:`citation`, as in the ``cag`` prompt)."""
+    return build_prompt(question, [_cited(p, plain_text(p), cite) for p in passages])
 
 
 def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
@@ -185,13 +213,16 @@ def render_json(passages: Sequence[AnnotatedPassage]) -> list[dict[str, Any]]:
     return [passage_json(p) for p in passages]
 
 
-def render(question: str, passages: Sequence[AnnotatedPassage], fmt: str = "cag") -> str:
+def render(question: str, passages: Sequence[AnnotatedPassage], fmt: str = "cag",
+           cite: bool = False) -> str:
     """``fmt`` in :data:`FORMATS`: the ``cag`` or ``plain`` prompt, or the ``json`` list as
-    text (indent 2)."""
+    text (indent 2). ``cite``: each passage of a prompt opens with its source type, host, URL
+    and date (:func:`citation`; the ``json`` form always carries them under ``inputs.source``
+    and ``inputs.freshness``). Off by default: the measured prompts (bench) are without."""
     if fmt == "cag":
-        return render_cag(question, passages)
+        return render_cag(question, passages, cite)
     if fmt == "plain":
-        return render_plain(question, passages)
+        return render_plain(question, passages, cite)
     if fmt == "json":
         return json.dumps(render_json(passages), indent=2, ensure_ascii=False)
     raise ValueError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")

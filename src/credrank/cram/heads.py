@@ -361,8 +361,8 @@ def head_effects(model: Any, tokenizer: Any, examples: Sequence[CalibrationExamp
     examples = list(examples)
     if not examples:
         raise HeadSelectionError("head_effects: the calibration set is empty; CrAM head "
-                                 "selection needs labelled misinformation examples (chapter "
-                                 "35.5 uses 100 per dataset)")
+                                 "selection needs labelled misinformation examples (the CrAM "
+                                 "paper uses 100 per data set)")
     box = _white_box(model)
     n_layers, n_heads = box.num_layers, box.num_heads
     per_pass = _check_rows_per_pass(rows_per_pass, n_heads)
@@ -426,8 +426,8 @@ def head_attributions(model: Any, tokenizer: Any, examples: Sequence[Calibration
     examples = list(examples)
     if not examples:
         raise HeadSelectionError("head_attributions: the calibration set is empty; CrAM head "
-                                 "selection needs labelled misinformation examples (chapter "
-                                 "35.5 uses 100 per dataset)")
+                                 "selection needs labelled misinformation examples (the CrAM "
+                                 "paper uses 100 per data set)")
     torch = _torch()
     from credrank.cram.attention import attribution_patch
 

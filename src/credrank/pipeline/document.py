@@ -11,7 +11,7 @@ once per compiled pipeline (:attr:`credrank.pipeline.compile.Compiled.settings`)
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from credrank.core.candidates import Candidates
@@ -116,11 +116,40 @@ def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
     (:meth:`Candidates.hits`; ``settings.text`` records it)."""
     settings = {**settings, **text_settings(text)}
     pipeline = settings.pop("pipeline", None)
+    resolved = _resolved_now(result.info)
+    if resolved is not None:  # the clock's reading of this answer, not the cached settings'
+        if isinstance(settings.get("freshness"), dict) and settings["freshness"].get("now") \
+                is None:
+            settings["freshness"] = {**settings["freshness"], "now": resolved}
+        if pipeline is not None:
+            pipeline = with_now(pipeline, resolved)
     doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
            "hits": result.hits(text), "info": result.info}
     if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
         doc["pipeline"] = pipeline
     return doc
+
+
+def _resolved_now(info: Mapping[str, Any]) -> str | None:
+    """The evaluation time the freshness stage of an answer used (ISO 8601), if it ran."""
+    fresh = info.get("freshness")
+    now = fresh.get("now") if isinstance(fresh, dict) else None
+    return now if isinstance(now, str) else None
+
+
+def with_now(pipeline: dict[str, Any], now: str) -> dict[str, Any]:
+    """The echoed spec ``pipeline`` (:meth:`PipelineSpec.to_dict`) with ``now`` written into
+    each freshness stage that read the clock (``now: null``), so that replaying the echo
+    ranks as this answer did; a copy (the compiled pipeline's settings stay unchanged). With
+    more than one such stage the answer's one reading cannot be told apart: unchanged."""
+    stages = pipeline.get("stages", [])
+    clock = [i for i, s in enumerate(stages)
+             if isinstance(s, dict) and s.get("stage") == "freshness" and s.get("now") is None]
+    if len(clock) != 1:
+        return pipeline
+    out = dict(pipeline)
+    out["stages"] = [({**s, "now": now} if i == clock[0] else s) for i, s in enumerate(stages)]
+    return out
 
 
 __all__ = ["flat", "search_document", "settings_document", "stable_settings", "text_settings"]

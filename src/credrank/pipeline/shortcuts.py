@@ -118,7 +118,7 @@ SHORTCUTS: dict[str, Shortcut] = {s.name: s for s in (
              "as the prior, shrunk toward the type prior of priors (m = 5)",
              inherit=(("type_priors", "priors"),)),
     Shortcut("smoothing", "on", "smoothing", None, "bool", False,
-             "one-hop neighbour smoothing of the prior (seed 004): λ' = (1 − β)·λ + β·mean λ "
+             "one-hop neighbour smoothing of the prior: λ' = (1 − β)·λ + β·mean λ "
              "of the m most similar candidates; parameters through the pipeline "
              "(smoothing.m = 5, smoothing.beta = 0.3)", requires="priors"),
     Shortcut("mode", "param", "combine", "mode", "text", "multiply",
@@ -147,7 +147,7 @@ SHORTCUTS: dict[str, Shortcut] = {s.name: s for s in (
              "time (credrank score machine-text) as the floored factor machine_text; "
              "parameters through the pipeline (machine_text.floor = 0.5)"),
     Shortcut("freshness", "items", "freshness", None, "items", None,
-             "half-life decay w = 2^(−(T−t)/τ) (chapter 35.7) on each candidate's evidence date "
+             "half-life decay w = 2^(−(T−t)/τ) on each candidate's evidence date "
              "(observed > verified > published; never modified/retrieved): "
              "half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude]"
              "[,config=FILE]; durations Nd, Nw, Ny (365.25 d), Nh"),

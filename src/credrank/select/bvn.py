@@ -64,8 +64,8 @@ def check_doubly_stochastic(s: np.ndarray, *, tol: float = 1e-9) -> np.ndarray:
     """Validate a square, non-negative matrix whose rows and columns each sum to 1."""
     m = as_matrix("P", s)
     if m.shape[0] != m.shape[1]:
-        raise ValueError(f"P: expected a square matrix (complete a rectangular ranking first, "
-                         f"chapter 35.9), got shape {m.shape}")
+        raise ValueError(f"P: expected a square matrix (complete a rectangular ranking first), "
+                         f"got shape {m.shape}")
     if m.size and m.min() < -tol:
         raise ValueError(f"P: expected non-negative entries, got {m.min():.6g}")
     for axis, what in ((1, "row"), (0, "column")):

@@ -4,9 +4,9 @@
 
 (function () {
   const PRESETS = {
-    compressed: "compressed: the seed priors pulled toward each other (dispersion γ = 0.5) — " +
+    compressed: "compressed: the default priors pulled toward each other (dispersion γ = 0.5) — " +
       "a gentle nudge toward reliable sources.",
-    current: "current: the seed's health-domain priors (peer-reviewed 0.95, government 0.90, " +
+    current: "current: the default health-domain priors (peer-reviewed 0.95, government 0.90, " +
       "established news 0.80, blog 0.50, user-generated 0.40, AI-generated 0.30, unknown 0.50).",
     aggressive: "aggressive: the same ordering spread further apart (dispersion γ = 1.5) — " +
       "low-reliability sources drop faster.",
