@@ -40,7 +40,11 @@ try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.retrievers import BaseRetriever
-    from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+    from langchain_core.vectorstores import (
+        InMemoryVectorStore,
+        VectorStore,
+        VectorStoreRetriever,
+    )
     from pydantic import (
         ConfigDict,
         Field,
@@ -67,6 +71,10 @@ from credrank.pipeline.spec import PipelineSpec
 
 #: the metadata key of the final score (as LangChain's rerank compressors write it)
 SCORE_KEY = "relevance_score"
+#: the stores whose ``similarity_search_with_score`` is a similarity (higher is better; the
+#: cosine for ``InMemoryVectorStore``) though they have no relevance function: under
+#: ``retrieval="auto"`` :class:`CredibilityRetriever` takes their scores (nothing embedded)
+SIMILARITY_STORES: tuple[type[VectorStore], ...] = (InMemoryVectorStore,)
 #: ``VectorStoreRetriever.search_kwargs`` that size or shape its own search, not ours
 _POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
 
@@ -126,9 +134,12 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
         return self.rank(documents, query)
 
     def rank(self, documents: Sequence[Document], query: str,
-             scores: Sequence[float] | None = None) -> list[Document]:
+             scores: Sequence[float] | None = None, *,
+             similarities: bool = False) -> list[Document]:
         """As :meth:`compress_documents`; ``scores`` (one per document) are the retrieval
-        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``)."""
+        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``).
+        ``similarities``: the scores are known similarities (a store's cosine, negative ones
+        included), used under ``auto`` as ``given`` uses them."""
         if scores is not None and len(scores) != len(documents):
             raise ValueError(f"scores: expected {len(documents)} scores (one per document), "
                              f"got {len(scores)}")
@@ -136,8 +147,10 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
                             score=(scores[i] if scores is not None
                                    else doc.metadata.get(self.score_key)))
                     for i, doc in enumerate(documents)]
+        retrieval = "given" if similarities and scores is not None and \
+            self._scorer.retrieval == "auto" else None
         out = []
-        for r in self._scorer.rank(query, passages):
+        for r in self._scorer.rank(query, passages, retrieval=retrieval):
             doc = documents[r.index]
             out.append(doc.model_copy(update={"metadata": {
                 **doc.metadata, SCORE_KEY: r.score, BREAKDOWN_KEY: r.breakdown}}))
@@ -149,9 +162,12 @@ class CredibilityRetriever(BaseRetriever):
 
     The pool comes from ``vectorstore.similarity_search(query, k=fetch_k, **search_kwargs)``
     (with ``retrieval="given"`` or ``"auto"``, ``similarity_search_with_relevance_scores``,
-    in ``[0, 1]``; for a store without a relevance function, such as ``InMemoryVectorStore``,
-    ``given`` takes ``similarity_search_with_score`` — make sure it is a similarity, higher is
-    better — and ``auto``, which cannot know, takes the documents without scores). A
+    in ``[0, 1]``; for a store without a relevance function, ``similarity_search_with_score``
+    when it is known to be a similarity — :data:`SIMILARITY_STORES`: ``InMemoryVectorStore``'s
+    cosine, taken as ``given`` takes scores, negative ones included — or when ``given`` says
+    it is one (make sure: higher is better); ``auto`` cannot know it of another store and takes
+    its documents without scores, so credrank embeds them). Scores from the store: the fast
+    path, nothing embedded by credrank. A
     ``VectorStoreRetriever`` given as ``retriever`` is searched through its store the same way
     (its ``search_kwargs`` kept, except the ones that size its own search: ``k``, ``fetch_k``,
     ``lambda_mult``, ``score_threshold``); any other retriever is invoked as it is and its
@@ -197,14 +213,16 @@ class CredibilityRetriever(BaseRetriever):
         k = self.pool_size()
         retrieval = self.compressor.retrieval
         if retrieval != "cosine":
+            similarities = False
             try:
                 pairs = store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
             except NotImplementedError:  # a store without a relevance function: its raw score
-                if retrieval == "given":  # (a similarity or a distance: the user said)
-                    pairs = store.similarity_search_with_score(query, k=k, **kwargs)
+                similarities = isinstance(store, SIMILARITY_STORES)
+                if retrieval == "given" or similarities:  # a similarity (known, or the user
+                    pairs = store.similarity_search_with_score(query, k=k, **kwargs)  # said)
                 else:
                     pairs = None
             if pairs is not None:
                 return self.compressor.rank([d for d, _ in pairs], query,
-                                            [s for _, s in pairs])
+                                            [s for _, s in pairs], similarities=similarities)
         return self.compressor.rank(store.similarity_search(query, k=k, **kwargs), query)
