@@ -21,10 +21,12 @@ Each returned document is a new :class:`~langchain_core.documents.Document` (``m
 inputs are never modified) with ``metadata["relevance_score"]`` = credrank's final score (the
 key LangChain's rerankers use) and ``metadata["credrank"]`` = the breakdown (rank, score,
 source_type, host, rule, url, retrieval, embedder, ``score_breakdown``); every other metadata
-key is kept. The URL is read from ``metadata["url"]`` (else ``source`` — what web loaders set —
-then ``link``; or ``url_key``); a document without one (a file loader's ``source`` path) is
-typed ``unknown``. LangChain documents carry no embedding (``use_given_embeddings`` is
-accepted, as by every adapter, and changes nothing here), so the default ``retrieval="auto"``
+key is kept. The URL, the dates and the other fields the stages read come from
+``metadata`` (default keys — the URL under ``url``, else ``source``, what web loaders set, else
+``link`` — or ``fields=``, :mod:`credrank.adapters._common`); a document without a URL (a file
+loader's ``source`` path) is typed ``unknown``. LangChain documents carry no embedding
+(``use_given_embeddings`` is accepted, as by every adapter, and changes nothing here), so the
+default ``retrieval="auto"``
 (see :mod:`credrank.adapters._common`) takes the retriever's scores when every document has
 one ≥ 0 (``metadata[score_key]``, or the scores :class:`CredibilityRetriever` fetches with the
 pool), else credrank embeds the documents (a one-time warning says what it costs);
