@@ -171,10 +171,12 @@ def test_scorer_url_keys_and_unknown_without_url():
     assert got[0]["source_type"] == "government"
     assert got[1]["host"] == "medium.com"
     assert got[2]["source_type"] == "government"
-    assert got[3]["source_type"] == "unknown"  # a file path is no URL; the claim is not read
+    assert got[3]["source_type"] == "unknown"  # a file path is no URL; the claim is no type
+    assert "declared source_type 'peer_reviewed'" in got[3]["conflict"]
     assert got[3]["score_breakdown"]["prior"] == UNKNOWN_PRIOR
-    only = CredrankScorer(embedder="hashing", url_key="link")
-    assert only.url_of({"url": "https://www.cdc.gov/a"}) is None
+    only = CredrankScorer(embedder="hashing", top_k=4, fields={"url": "link"})
+    got = {r.index: r.breakdown for r in only.rank("vitamin d", passages[:3])}
+    assert [got[i]["url"] for i in range(3)] == [None, None, "https://www.nih.gov/b"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,7 +426,7 @@ def test_langchain_retriever_fetches_the_pool_itself(cases):
     store.add_documents([Document(id=d.id, page_content=embedding_text(d.title, d.text),
                                   metadata={"url": d.url, "doc_id": d.id})
                          for d in CORPUS.values()])
-    compressor = CredibilityCompressor(**DEMO_OPTIONS, title_key=None)
+    compressor = CredibilityCompressor(**DEMO_OPTIONS, fields={"title": None})
     direct = CredibilityRetriever(vectorstore=store, compressor=compressor)
     assert direct.pool_size() == 15
     wrapped = CredibilityRetriever(retriever=store.as_retriever(search_kwargs={"k": 2}),
@@ -435,7 +437,7 @@ def test_langchain_retriever_fetches_the_pool_itself(cases):
             check_same_ranking(case, [d.id for d in out],
                                [d.metadata["relevance_score"] for d in out])
     given = CredibilityRetriever(vectorstore=store, fetch_k=15, compressor=CredibilityCompressor(
-        **DEMO_OPTIONS, title_key=None, retrieval="given"))
+        **DEMO_OPTIONS, fields={"title": None}, retrieval="given"))
     for case in cases:
         out = given.invoke(case.query)  # the store's cosine as the retrieval score
         check_same_ranking(case, [d.id for d in out],
@@ -608,9 +610,11 @@ def test_every_adapter_takes_every_option_and_pipeline(framework):
     names = (set(inspect.signature(cls.__init__).parameters) if framework == "haystack"
              else set(cls.model_fields))
     assert {*OPTIONS, "pipeline"} <= names, {*OPTIONS, "pipeline"} - names
-    given = cls(embedder="hashing", use_given_embeddings=True, title_key=None)
+    given = cls(embedder="hashing", use_given_embeddings=True, fields={"title": None},
+                score_threshold=0.5)
     scorer = given._scorer
-    assert scorer.use_given_embeddings is True and scorer.title_key is None
+    assert scorer.use_given_embeddings is True and scorer.fields == {"title": None}
+    assert scorer.score_threshold == 0.5
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))

@@ -27,12 +27,27 @@ so a pool reranked here ranks as ``Searcher.rerank(query, records, spec)`` ranks
 serialised configuration (:meth:`CredrankScorer.init_parameters`) is the adapter options plus
 ``pipeline`` = ``spec.to_dict()``: loading it replays the same pipeline.
 
-Provenance. The source type comes from the passage's URL only (the metadata key ``url_key``,
-by default the first of ``url``, ``source``, ``link`` holding a string), typed by the same
+Metadata (``fields``). What the stages read of a document — its URL, title, ``source_id``,
+declared ``source_type``, the five dates (``observed_at``, ``verified_at``, ``published_at``,
+``modified_at``, ``retrieved_at``) and ``cites`` — is read from the framework document's
+metadata by :class:`~credrank.rerank.GivenCandidates`, as for every door
+(:mod:`credrank.rerank.fields`): by default each under its own name (the URL under ``url``, else
+``source``, else ``link``); ``fields={"published_at": "date", "title": None}`` names another key
+(``None``: not read). Values are checked as ``credrank index`` checks a record's (a date that
+cannot be read is an error naming ``candidates[i].published_at`` and the key). A key named in
+``fields`` that no document of a call carries is an error naming ``fields.<field>`` and the key
+(a misspelt key would make every document undated, silently); a document without it among
+others that have it is undated (``age: unknown``, as in an index).
+
+Provenance. The source type comes from the passage's URL only, typed by the same
 :class:`~credrank.provenance.SourceTyper` indexing uses, over the domain ``tables``. A passage
 without a URL (or whose ``source`` is a file path) is typed ``unknown`` and gets the
-``unknown`` prior — demoted, not dropped. A ``source_type`` in the metadata is a claim and is
-never read.
+``unknown`` prior — demoted, not dropped. A ``source_type`` in the metadata is a claim: as
+``credrank index`` treats a record's, it is never the type; one that differs from the URL's is
+a ``provenance_conflict`` (in the breakdown's ``conflict``).
+
+``score_threshold``: after ranking, documents whose final score is below it are dropped (as
+Haystack's rankers do); ``None`` (default) keeps the ``top_k``.
 
 Retrieval (``retrieval``, the option of :mod:`credrank.rerank`, one validator). The default
 ``auto`` reuses what the framework already has, per call: (a) the documents' stored embeddings
@@ -79,7 +94,7 @@ from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.structured import read_structured
-from credrank.core.validation import check_bool, check_choice, check_int
+from credrank.core.validation import check_bool, check_choice, check_int, check_real
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.pipeline.compile import build_stages, check_stages, context, reads
 from credrank.pipeline.shortcuts import (
@@ -98,9 +113,8 @@ from credrank.rerank import (
     GivenCandidates,
     check_retrieval,
 )
+from credrank.rerank.fields import DEFAULT_KEYS, EVIDENCE_FIELDS, MetadataFields, check_fields
 
-#: metadata keys tried, in order, for a passage's URL when ``url_key`` is not given
-DEFAULT_URL_KEYS = ("url", "source", "link")
 #: the metadata key every adapter writes the breakdown under
 BREAKDOWN_KEY = "credrank"
 
@@ -138,10 +152,15 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "'minilm' (the model `credrank index` uses by default) or 'hashing' (no model; "
            "tests)."),
     Option("tables", (), list[str], "Domain-table CSV paths for the source typer."),
-    Option("url_key", None, str | None,
-           "Metadata key of the URL (default: the first of url, source, link)."),
-    Option("title_key", "title", str | None,
-           "Metadata key of the title (embedded as title\\ntext); None: no title."),
+    Option("fields", None, dict[str, str | None] | None,
+           "The metadata key of each field the stages read, e.g. {'published_at': 'date'}; "
+           "None for a field: not read. Default: each field under its own name ("
+           + ", ".join(EVIDENCE_FIELDS) + "; the URL under "
+           + ", else ".join(DEFAULT_KEYS["url"]) + "). A key named here must be on at "
+           "least one document of each call."),
+    Option("score_threshold", None, float | None,
+           "Drop the documents whose final score is below it (after top_k); None: keep "
+           "every one of the top_k."),
     Option("retrieval", DEFAULT_RETRIEVAL, str,
            "'auto' (the documents' embeddings if checked to be the embedder's model, else "
            "the retriever's scores, else credrank embeds the documents, with a one-time "
@@ -214,10 +233,11 @@ def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:
 
 @dataclass(frozen=True)
 class Passage:
-    """One framework document as credrank sees it: its text, metadata (read for the URL and
-    title only), the framework's retrieval ``score`` and stored ``embedding`` (either may be
-    ``None``), and ``embedded_text``: the text the framework's embedding model saw when it is
-    not ``text`` (LlamaIndex embeds metadata with the text), tried by the same-model check."""
+    """One framework document as credrank sees it: its text, metadata (read for the fields
+    the stages read: module docstring), the framework's retrieval ``score`` and stored
+    ``embedding`` (either may be ``None``), and ``embedded_text``: the text the framework's
+    embedding model saw when it is not ``text`` (LlamaIndex embeds metadata with the text),
+    tried by the same-model check."""
 
     text: str | None
     metadata: Mapping[str, Any]
@@ -258,12 +278,12 @@ class CredrankScorer:
         self.retrieval: str = check_retrieval(values["retrieval"])
         self.use_given_embeddings = check_bool("use_given_embeddings",
                                                values["use_given_embeddings"])
-        for name in ("url_key", "title_key"):
-            value = values[name]
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{name}: expected a non-empty string or None, got {value!r}")
-        self.url_key: str | None = values["url_key"]
-        self.title_key: str | None = values["title_key"]
+        self.fields: dict[str, str | None] | None = (
+            None if values["fields"] is None else check_fields(values["fields"]))
+        self.metadata_fields = MetadataFields(self.fields or {})
+        threshold = values["score_threshold"]
+        self.score_threshold: float | None = (
+            None if threshold is None else check_real("score_threshold", threshold))
         tables = values["tables"]
         if isinstance(tables, str | Path):
             raise TypeError("tables: expected a list of paths, got a single path; wrap it in "
@@ -349,32 +369,22 @@ class CredrankScorer:
         return self._embedder
 
     # -- ranking ------------------------------------------------------------------------------
-    def url_of(self, metadata: Mapping[str, Any]) -> str | None:
-        """The passage's URL: ``metadata[url_key]``, else the first string among
-        :data:`DEFAULT_URL_KEYS`; ``None`` (typed ``unknown``) when there is none."""
-        keys = (self.url_key,) if self.url_key else DEFAULT_URL_KEYS
-        for key in keys:
-            value = metadata.get(key)
-            if isinstance(value, str) and value.strip():
-                return value
-        return None
-
-    def records(self, passages: Sequence[Passage]) -> list[dict[str, Any]]:
+    def records(self, passages: Sequence[Passage], retrieval: str | None = None
+                ) -> list[dict[str, Any]]:
         """The candidate records of :mod:`credrank.rerank` for ``passages`` (ids = positions):
-        the score with ``given`` and ``auto``, the embedding (of the embedder's dimension)
-        with ``auto`` or ``use_given_embeddings``."""
+        the text, the metadata (its fields are read by
+        :class:`~credrank.rerank.GivenCandidates` with :attr:`metadata_fields`), the score
+        with ``given`` and ``auto``, the embedding (of the embedder's dimension) with ``auto``
+        or ``use_given_embeddings``."""
+        retrieval = retrieval or self.retrieval
         dim = self.warm_up().dim
-        auto = self.retrieval == "auto"
-        scores = self.retrieval != "cosine"
+        auto = retrieval == "auto"
+        scores = retrieval != "cosine"
         vectors = auto or self.use_given_embeddings
         records: list[dict[str, Any]] = []
         mismatched: list[int] = []
         for i, p in enumerate(passages):
-            title = p.metadata.get(self.title_key) if self.title_key else None
-            record: dict[str, Any] = {
-                "id": str(i), "text": p.text, "url": self.url_of(p.metadata),
-                "title": title if isinstance(title, str) and title else None,
-            }
+            record: dict[str, Any] = {"id": str(i), "text": p.text, "metadata": p.metadata}
             if scores and p.score is not None:
                 score = p.score
                 is_real = isinstance(score, numbers.Real) and not isinstance(score, bool)
@@ -394,11 +404,15 @@ class CredrankScorer:
         return records
 
     def rank(self, query: str, passages: Sequence[Passage], top_k: int | None = None,
-             query_vector: Sequence[float] | None = None) -> list[Ranked]:
-        """Rerank ``passages`` for ``query``; the kept ones, best first. Raises ``ValueError``
+             query_vector: Sequence[float] | None = None, *,
+             retrieval: str | None = None) -> list[Ranked]:
+        """Rerank ``passages`` for ``query``; the kept ones, best first (those of at least
+        ``score_threshold``, when set). Raises ``ValueError``
         (:class:`credrank.rerank.CandidateError`) naming ``candidates[i]`` for a bad passage.
         ``query_vector``: the framework's embedding of the query, used under ``auto`` when the
         documents' embeddings passed the same-model check (and it has their dimension).
+        ``retrieval``: this call's, instead of the configured one (an adapter that knows its
+        scores are similarities — a store's cosine — passes ``given``).
 
         ``GivenCandidates(passages) >> the spec's stages``, as :func:`credrank.rerank.rerank`
         runs a spec (the stages built once, not per query)."""
@@ -407,24 +421,31 @@ class CredrankScorer:
         stages = self.stages(top_k)
         if not passages:
             return []
+        retrieval = self.retrieval if retrieval is None else check_retrieval(retrieval)
         embedder = self.warm_up()
-        auto = self.retrieval == "auto"
+        auto = retrieval == "auto"
         if not auto or query_vector is None or len(query_vector) != embedder.dim:
             query_vector = None
         given = GivenCandidates(
-            self.records(passages), embedder, self.typer, retrieval=self.retrieval,
+            self.records(passages, retrieval), embedder, self.typer, retrieval=retrieval,
             with_vectors="vectors" in reads(stages), query_vector=query_vector,
             auto=self.auto, declared=not auto,
-            embedded_texts=[p.embedded_text for p in passages] if auto else None)
-        return self.ranked(Pipeline([given, *stages]).search(query))
+            embedded_texts=[p.embedded_text for p in passages] if auto else None,
+            fields=self.metadata_fields)
+        ranked = self.ranked(Pipeline([given, *stages]).search(query))
+        if self.score_threshold is None:
+            return ranked
+        return [r for r in ranked if r.score >= self.score_threshold]
 
     def ranked(self, result: Candidates) -> list[Ranked]:
         """:class:`Ranked` rows of a rerank result (breakdown as the ``credrank search
         --json`` hits: ``score_breakdown`` with the retrieval score, each factor, final;
         ``retrieval``: what the retrieval score was, one of
-        :data:`~credrank.rerank.RESOLVED_SOURCES`)."""
+        :data:`~credrank.rerank.RESOLVED_SOURCES`; ``dates``: the five dates read, ISO 8601 or
+        ``None``; ``conflict``: only where a declared ``source_type`` differs from the URL's)."""
         out = []
         rules = result.column("provenance_rule")
+        conflicts = result.column("provenance_conflict")
         resolved = result.info["retrieval"]["resolved"]
         for i, hit in enumerate(result.hits("none")):  # the framework has the text
             breakdown = {
@@ -432,8 +453,11 @@ class CredrankScorer:
                 "source_type": hit["source_type"], "host": hit["host"],
                 "rule": _plain(rules[i]), "url": hit["url"],
                 "retrieval": resolved, "embedder": self.embedder,
+                "dates": hit["dates"],
                 "score_breakdown": hit["score_breakdown"],
             }
+            if conflicts[i]:
+                breakdown["conflict"] = conflicts[i]
             out.append(Ranked(index=int(hit["doc_id"]), score=hit["score"],
                               breakdown=breakdown))
         return out

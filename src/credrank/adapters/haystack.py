@@ -22,9 +22,9 @@ spec file, a spec dict or a :class:`~credrank.pipeline.spec.PipelineSpec`; the k
 Each returned document is a new :class:`~haystack.Document` (``dataclasses.replace`` of the
 input: the inputs are never modified) with ``score`` = credrank's final score and
 ``meta["credrank"]`` = its breakdown (rank, score, source_type, host, rule, url, retrieval,
-embedder, ``score_breakdown``); every other meta key is kept. The URL is read from
-``meta["url"]`` (else ``source``, ``link``; or ``url_key``); a document without one is typed
-``unknown``.
+embedder, ``score_breakdown``); every other meta key is kept. The URL, the dates and
+the other fields the stages read come from ``meta`` (default keys or ``fields=``,
+:mod:`credrank.adapters._common`); a document without a URL is typed ``unknown``.
 
 The default ``retrieval="auto"`` reuses what the retriever left (see
 :mod:`credrank.adapters._common`): the documents' ``embedding`` when they are of the embedder's

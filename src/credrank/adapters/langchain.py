@@ -21,10 +21,12 @@ Each returned document is a new :class:`~langchain_core.documents.Document` (``m
 inputs are never modified) with ``metadata["relevance_score"]`` = credrank's final score (the
 key LangChain's rerankers use) and ``metadata["credrank"]`` = the breakdown (rank, score,
 source_type, host, rule, url, retrieval, embedder, ``score_breakdown``); every other metadata
-key is kept. The URL is read from ``metadata["url"]`` (else ``source`` — what web loaders set —
-then ``link``; or ``url_key``); a document without one (a file loader's ``source`` path) is
-typed ``unknown``. LangChain documents carry no embedding (``use_given_embeddings`` is
-accepted, as by every adapter, and changes nothing here), so the default ``retrieval="auto"``
+key is kept. The URL, the dates and the other fields the stages read come from
+``metadata`` (default keys — the URL under ``url``, else ``source``, what web loaders set, else
+``link`` — or ``fields=``, :mod:`credrank.adapters._common`); a document without a URL (a file
+loader's ``source`` path) is typed ``unknown``. LangChain documents carry no embedding
+(``use_given_embeddings`` is accepted, as by every adapter, and changes nothing here), so the
+default ``retrieval="auto"``
 (see :mod:`credrank.adapters._common`) takes the retriever's scores when every document has
 one ≥ 0 (``metadata[score_key]``, or the scores :class:`CredibilityRetriever` fetches with the
 pool), else credrank embeds the documents (a one-time warning says what it costs);
@@ -40,7 +42,11 @@ try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.retrievers import BaseRetriever
-    from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+    from langchain_core.vectorstores import (
+        InMemoryVectorStore,
+        VectorStore,
+        VectorStoreRetriever,
+    )
     from pydantic import (
         ConfigDict,
         Field,
@@ -67,6 +73,10 @@ from credrank.pipeline.spec import PipelineSpec
 
 #: the metadata key of the final score (as LangChain's rerank compressors write it)
 SCORE_KEY = "relevance_score"
+#: the stores whose ``similarity_search_with_score`` is a similarity (higher is better; the
+#: cosine for ``InMemoryVectorStore``) though they have no relevance function: under
+#: ``retrieval="auto"`` :class:`CredibilityRetriever` takes their scores (nothing embedded)
+SIMILARITY_STORES: tuple[type[VectorStore], ...] = (InMemoryVectorStore,)
 #: ``VectorStoreRetriever.search_kwargs`` that size or shape its own search, not ours
 _POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
 
@@ -126,9 +136,12 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
         return self.rank(documents, query)
 
     def rank(self, documents: Sequence[Document], query: str,
-             scores: Sequence[float] | None = None) -> list[Document]:
+             scores: Sequence[float] | None = None, *,
+             similarities: bool = False) -> list[Document]:
         """As :meth:`compress_documents`; ``scores`` (one per document) are the retrieval
-        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``)."""
+        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``).
+        ``similarities``: the scores are known similarities (a store's cosine, negative ones
+        included), used under ``auto`` as ``given`` uses them."""
         if scores is not None and len(scores) != len(documents):
             raise ValueError(f"scores: expected {len(documents)} scores (one per document), "
                              f"got {len(scores)}")
@@ -136,8 +149,10 @@ class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
                             score=(scores[i] if scores is not None
                                    else doc.metadata.get(self.score_key)))
                     for i, doc in enumerate(documents)]
+        retrieval = "given" if similarities and scores is not None and \
+            self._scorer.retrieval == "auto" else None
         out = []
-        for r in self._scorer.rank(query, passages):
+        for r in self._scorer.rank(query, passages, retrieval=retrieval):
             doc = documents[r.index]
             out.append(doc.model_copy(update={"metadata": {
                 **doc.metadata, SCORE_KEY: r.score, BREAKDOWN_KEY: r.breakdown}}))
@@ -149,9 +164,12 @@ class CredibilityRetriever(BaseRetriever):
 
     The pool comes from ``vectorstore.similarity_search(query, k=fetch_k, **search_kwargs)``
     (with ``retrieval="given"`` or ``"auto"``, ``similarity_search_with_relevance_scores``,
-    in ``[0, 1]``; for a store without a relevance function, such as ``InMemoryVectorStore``,
-    ``given`` takes ``similarity_search_with_score`` — make sure it is a similarity, higher is
-    better — and ``auto``, which cannot know, takes the documents without scores). A
+    in ``[0, 1]``; for a store without a relevance function, ``similarity_search_with_score``
+    when it is known to be a similarity — :data:`SIMILARITY_STORES`: ``InMemoryVectorStore``'s
+    cosine, taken as ``given`` takes scores, negative ones included — or when ``given`` says
+    it is one (make sure: higher is better); ``auto`` cannot know it of another store and takes
+    its documents without scores, so credrank embeds them). Scores from the store: the fast
+    path, nothing embedded by credrank. A
     ``VectorStoreRetriever`` given as ``retriever`` is searched through its store the same way
     (its ``search_kwargs`` kept, except the ones that size its own search: ``k``, ``fetch_k``,
     ``lambda_mult``, ``score_threshold``); any other retriever is invoked as it is and its
@@ -197,14 +215,16 @@ class CredibilityRetriever(BaseRetriever):
         k = self.pool_size()
         retrieval = self.compressor.retrieval
         if retrieval != "cosine":
+            similarities = False
             try:
                 pairs = store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
             except NotImplementedError:  # a store without a relevance function: its raw score
-                if retrieval == "given":  # (a similarity or a distance: the user said)
-                    pairs = store.similarity_search_with_score(query, k=k, **kwargs)
+                similarities = isinstance(store, SIMILARITY_STORES)
+                if retrieval == "given" or similarities:  # a similarity (known, or the user
+                    pairs = store.similarity_search_with_score(query, k=k, **kwargs)  # said)
                 else:
                     pairs = None
             if pairs is not None:
                 return self.compressor.rank([d for d, _ in pairs], query,
-                                            [s for _, s in pairs])
+                                            [s for _, s in pairs], similarities=similarities)
         return self.compressor.rank(store.similarity_search(query, k=k, **kwargs), query)

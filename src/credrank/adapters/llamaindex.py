@@ -18,9 +18,9 @@ credrank's final score and ``metadata["credrank"]`` = the breakdown (rank, score
 host, rule, url, retrieval, embedder, ``score_breakdown``); every other metadata key is kept.
 The ``credrank`` key is added to the copy's ``excluded_embed_metadata_keys`` and
 ``excluded_llm_metadata_keys``: it never changes the text an embedding model or the LLM sees
-(remove it from ``excluded_llm_metadata_keys`` to show the source type to the LLM). The URL is
-read from ``metadata["url"]`` (else ``source``, ``link``; or ``url_key``); a node without one is
-typed ``unknown``.
+(remove it from ``excluded_llm_metadata_keys`` to show the source type to the LLM). The URL, the
+dates and the other fields the stages read come from ``node.metadata`` (default keys or
+``fields=``, :mod:`credrank.adapters._common`); a node without a URL is typed ``unknown``.
 
 The default ``retrieval="auto"`` reuses what the retriever left (see
 :mod:`credrank.adapters._common`): the nodes' ``embedding`` when they are of the embedder's

@@ -42,6 +42,7 @@ from credrank import __version__
 from credrank.index.store import StoreError
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import SpecError
+from credrank.rerank import CANDIDATE_FIELDS
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import WRITE_PATHS, ServeConfig
@@ -228,8 +229,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
         lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors)
         cost = state.budget(plan, embed_lengths=lengths)
-        records = [{"id": c.id, "text": c.text, "url": c.url, "title": c.title,
-                    "score": c.score, "vector": c.vector, "metadata": c.metadata}
+        records = [{name: getattr(c, name) for name in CANDIDATE_FIELDS}
                    for c in req.candidates]
         return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
                                    req.retrieval, req.query_vector, req.text))

@@ -25,6 +25,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     WithJsonSchema,
     create_model,
     field_validator,
@@ -37,6 +38,7 @@ from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, WITH_PIPELINE, Door, Shortcut
 from credrank.rerank import DEFAULT_RETRIEVAL, RETRIEVAL_SOURCES, check_retrieval
+from credrank.rerank.fields import EVIDENCE_FIELDS, field_value
 from credrank.serve.config import (
     MAX_CANDIDATES,
     MAX_DOCUMENTS,
@@ -153,13 +155,54 @@ SearchRequest.__doc__ = ("``POST /search``: the options of ``credrank search``, 
                          "``pipeline``.")
 
 
-class Candidate(_Request):
+#: what the date fields of a candidate take (checked by :func:`credrank.rerank.fields.field_value`,
+#: as ``credrank index`` reads a record's dates)
+_DATE_HELP = ("ISO 8601 (2023-05-01, 2023-05-01T12:00:00Z) or a written date read without "
+              "guessing (April 17, 2020), as `credrank index` reads a record's; a time without "
+              "a zone is UTC")
+
+
+def _evidence_fields() -> dict[str, Any]:
+    """The candidate fields stages read besides url and title (declared once,
+    :data:`credrank.rerank.fields.EVIDENCE_FIELDS`)."""
+    help_ = {
+        "source_id": "the source (publisher, account) for the reliability and feedback priors",
+        "source_type": "a declared type: a claim, never the type (the URL's is); one that "
+                       "differs is listed in info.provenance.conflicts, as `credrank index` "
+                       "reports it",
+        "observed_at": "when the measurement was made; dates freshness first. " + _DATE_HELP,
+        "verified_at": "when it was last checked against its source; dates freshness after "
+                       "observed_at. " + _DATE_HELP,
+        "published_at": "when it was published; dates freshness after observed_at and "
+                        "verified_at. " + _DATE_HELP,
+        "modified_at": "when it was edited (never dates freshness). " + _DATE_HELP,
+        "retrieved_at": "when it was fetched (never dates freshness). " + _DATE_HELP,
+        "cites": "the ids of the documents it cites",
+    }
+    out: dict[str, Any] = {}
+    for name in EVIDENCE_FIELDS:
+        if name in ("url", "title"):
+            continue
+        kind: Any = list[StrictStr] | None if name == "cites" else StrictStr | None
+        out[name] = (kind, Field(None, description=help_[name],
+                                 json_schema_extra={"enum": [*SOURCE_TYPES, None]}
+                                 if name == "source_type" else None))
+    return out
+
+
+class _CandidateBase(_Request):
     """A passage the client retrieved elsewhere."""
 
     id: StrictStr = Field(min_length=1, description="unique among the candidates")
     text: StrictStr | None = Field(None, description="needed unless a vector is given")
     url: StrictStr | None = Field(None, description="provenance: typed by the server's rules")
     title: StrictStr | None = None
+
+
+class Candidate(create_model(  # type: ignore[misc]  # fields as a dict of (type, Field)
+        "_CandidateFields", __base__=_CandidateBase, **_evidence_fields())):
+    """A passage the client retrieved elsewhere: its text, provenance, dates and score."""
+
     score: float | None = Field(None, description="the client's retrieval score, a similarity "
                                                   "(required for every candidate with "
                                                   "retrieval 'given'; with 'auto', used when "
@@ -177,6 +220,16 @@ class Candidate(_Request):
         if value is not None:
             check_json_value(value)
         return value
+
+    @field_validator(*[n for n in EVIDENCE_FIELDS if n not in ("url", "title")])
+    @classmethod
+    def _evidence(cls, value: Any, info: ValidationInfo) -> Any:
+        """The one check of these fields (:func:`credrank.rerank.fields.field_value`): the
+        value as the candidate will carry it (dates as ISO 8601 in UTC)."""
+        out, reason = field_value(str(info.field_name), value)
+        if reason is not None:
+            raise PydanticCustomError("candidate_field", "{detail}", {"detail": reason})
+        return out
 
 
 def check_json_value(value: Any, max_depth: int = MAX_METADATA_DEPTH) -> None:

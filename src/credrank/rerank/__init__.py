@@ -1,12 +1,17 @@
 """Rerank candidates retrieved elsewhere: the store-agnostic post-processor.
 
 A client (a framework adapter, ``POST /rerank``) hands over the passages its own retriever found,
-each ``{id, text, url?, title?, score?, vector?, metadata?}``. :class:`GivenCandidates` turns them
-into the columnar batch a retriever would have produced — provenance typed from the URL by the
-same :class:`~credrank.provenance.SourceTyper` that indexing uses, the retrieval score chosen by
-``retrieval`` (below) — and :func:`rerank_pipeline` runs the same scoring stages as ``credrank
-search`` after it. So a pool reranked here ranks exactly as the same pool does inside
-``credrank search``.
+each ``{id, text, url?, title?, source_id?, source_type?, observed_at?, verified_at?,
+published_at?, modified_at?, retrieved_at?, cites?, score?, vector?, metadata?}``.
+:class:`GivenCandidates` — the one place records become candidates, for every door (library,
+``POST /rerank``, the adapters) — turns them into the columnar batch a retriever would have
+produced: provenance typed from the URL by the same :class:`~credrank.provenance.SourceTyper`
+that indexing uses (a declared ``source_type`` is a claim, recorded as a conflict when it
+differs, never the type), the dates and the other fields checked as ``credrank index`` checks a
+record's (:mod:`credrank.rerank.fields`) so freshness reads them as it reads an index's, the
+retrieval score chosen by ``retrieval`` (below). :func:`rerank_pipeline` runs the same scoring
+stages as ``credrank search`` after it. So a pool reranked here ranks exactly as the same pool
+does inside ``credrank search``.
 
 Where the retrieval score comes from (``retrieval``, one option and one validator,
 :func:`check_retrieval`, in the library, the adapters and ``POST /rerank``):
@@ -41,8 +46,12 @@ better); a distance must be converted by the caller. What a call used is in the 
 ``cosine``, ``embedded`` the passages embedded).
 
 The client's ``metadata`` travels untouched in the meta column ``metadata`` and comes back on
-every hit; it is never read as evidence of source type (a ``source_type`` inside it is a claim,
-not provenance).
+every hit. It is read only where the caller says so: the adapters read the fields from their
+framework documents' metadata (``fields=``, :class:`~credrank.rerank.fields.MetadataFields`);
+``POST /rerank`` and :func:`rerank` take them as the candidates' own fields. A declared
+``source_type``, wherever it comes from, is a claim: passed to the source typer as
+``credrank index`` passes a record's, it never becomes the type; one that differs from the URL's
+is listed in the result's ``info["provenance"]["conflicts"]``.
 """
 
 from __future__ import annotations
@@ -73,9 +82,12 @@ from credrank.index.ingest import embedding_text, provenance_payload
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
+from credrank.rerank.fields import EVIDENCE_FIELDS, MetadataFields, field_value
 
-#: the keys a candidate record may carry
-CANDIDATE_FIELDS = ("id", "text", "url", "title", "score", "vector", "metadata")
+#: the keys a candidate record may carry: its id and text, what stages read of it
+#: (:data:`~credrank.rerank.fields.EVIDENCE_FIELDS`: provenance, the five dates, cites), the
+#: client's score and vector, and metadata returned untouched
+CANDIDATE_FIELDS = ("id", "text", *EVIDENCE_FIELDS, "score", "vector", "metadata")
 #: where the retrieval score comes from (module docstring; :func:`check_retrieval`)
 RETRIEVAL_SOURCES = ("auto", "cosine", "given")
 #: the default of ``retrieval`` everywhere (library, adapters, ``POST /rerank``)
@@ -152,7 +164,7 @@ def _warn(fallback: Fallback) -> None:
 def _caller_level() -> int:
     """The ``stacklevel`` of the first frame outside credrank (the caller's code, or the
     framework that called the adapter), counted from :func:`_warn`'s caller."""
-    package = str(Path(__file__).resolve().parent)
+    package = str(Path(__file__).resolve().parent.parent)  # credrank, not credrank.rerank
     frame: types.FrameType | None = sys._getframe(2)
     level = 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
@@ -258,16 +270,22 @@ class Resolution:
 
 
 def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = None,
-                     retrieval: str = DEFAULT_RETRIEVAL) -> list[dict[str, Any]]:
+                     retrieval: str = DEFAULT_RETRIEVAL,
+                     fields: MetadataFields | None = None) -> list[dict[str, Any]]:
     """Validate candidate records; return them as plain dicts (inputs are not modified).
 
     Each record needs a unique non-empty string ``id``; ``text`` (a string) is needed unless a
-    ``vector`` is given or ``retrieval="given"``; ``url`` and ``title`` are strings or absent;
-    ``score`` a finite number (required for every record when ``retrieval="given"``);
+    ``vector`` is given or ``retrieval="given"``; the fields stages read
+    (:data:`~credrank.rerank.fields.EVIDENCE_FIELDS`: ``url``, ``title``, ``source_id``, the
+    declared ``source_type``, the five dates, ``cites``) are checked as ``credrank index``
+    checks a record's (:func:`~credrank.rerank.fields.field_value`; dates stored as ISO 8601 in
+    UTC); ``score`` a finite number (required for every record when ``retrieval="given"``);
     ``vector`` ``dim`` finite numbers, as a list or as base64 of little-endian float32
-    (:func:`decode_vector`); ``metadata`` a JSON object. Unknown keys are refused (naming the
-    known ones) so a misspelled ``vectors`` never silently triggers re-embedding. Raises
-    :class:`CandidateError`.
+    (:func:`decode_vector`); ``metadata`` a JSON object. With ``fields`` (the adapters), a field
+    the record does not carry is read from its ``metadata``
+    (:class:`~credrank.rerank.fields.MetadataFields`; errors name the key too). Unknown keys are
+    refused (naming the known ones) so a misspelled ``vectors`` never silently triggers
+    re-embedding. Raises :class:`CandidateError`.
     """
     check_retrieval(retrieval)
     if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
@@ -291,11 +309,15 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
             raise CandidateError(f"{where}.id: {doc_id!r} repeats candidates[{seen[doc_id]}]; "
                                  "ids must be unique")
         seen[doc_id] = i
-        for name in ("text", "url", "title"):
-            value = record.get(name)
-            if value is not None and not isinstance(value, str):
-                raise CandidateError(f"{where}.{name}: expected a string, got "
-                                     f"{type(value).__name__}")
+        text = record.get("text")
+        if text is not None and not isinstance(text, str):
+            raise CandidateError(f"{where}.text: expected a string, got "
+                                 f"{type(text).__name__}")
+        metadata = record.get("metadata")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise CandidateError(f"{where}.metadata: expected an object, got "
+                                 f"{type(metadata).__name__}")
+        evidence = _evidence(record, where, fields)
         vector = record.get("vector")
         if isinstance(vector, list | tuple):
             numbers.append(i)
@@ -313,16 +335,39 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
         elif retrieval == "given":
             raise CandidateError(f"{where}.score: required with retrieval='given' (the "
                                  "client's retrieval score), got none")
-        metadata = record.get("metadata")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise CandidateError(f"{where}.metadata: expected an object, got "
-                                 f"{type(metadata).__name__}")
-        out.append({"id": doc_id, "text": record.get("text"), "url": record.get("url"),
-                    "title": record.get("title"), "score": score, "vector": vector,
-                    "metadata": metadata})
+        out.append({"id": doc_id, "text": text, **evidence, "score": score,
+                    "vector": vector, "metadata": metadata})
+    if fields is not None:
+        missing = fields.missing([r["metadata"] for r in out])
+        if missing is not None:
+            raise CandidateError(missing)
     if numbers:
         for i, row in zip(numbers, _check_vectors(out, numbers, dim), strict=True):
             out[i]["vector"] = row
+    return out
+
+
+def _evidence(record: Mapping[str, Any], where: str, fields: MetadataFields | None
+              ) -> dict[str, Any]:
+    """The record's :data:`~credrank.rerank.fields.EVIDENCE_FIELDS`, checked: its own, else
+    (with ``fields``) read from its ``metadata``."""
+    metadata = record.get("metadata")
+    found = fields.read(metadata) if fields is not None and metadata is not None else {}
+    out: dict[str, Any] = {}
+    for name in EVIDENCE_FIELDS:
+        raw, key = record.get(name), None
+        if raw is None and name in found:
+            key, raw = found[name]
+        value, reason = field_value(name, raw)
+        if reason is not None:
+            if key is None:
+                raise CandidateError(f"{where}.{name}: {reason}")
+            assert fields is not None
+            raise CandidateError(
+                f"{where}.{name} (metadata key {key!r}): {reason}; name the key that holds it "
+                f"with {fields.option}={{{name!r}: KEY}}, or {fields.option}={{{name!r}: None}} "
+                "not to read it")
+        out[name] = value
     return out
 
 
@@ -408,8 +453,10 @@ class GivenCandidates(Stage):
                  typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
                  with_vectors: bool = False, query_vector: Sequence[float] | None = None,
                  auto: AutoRetrieval | None = None, declared: bool = True,
-                 embedded_texts: Sequence[str | None] | None = None):
-        self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval)
+                 embedded_texts: Sequence[str | None] | None = None,
+                 fields: MetadataFields | None = None):
+        self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval,
+                                        fields=fields)
         self.embedder, self.retrieval = embedder, retrieval
         self.query_vector = (None if query_vector is None else
                              _check_vector("query_vector", query_vector, embedder.dim))
@@ -442,20 +489,27 @@ class GivenCandidates(Stage):
             None if plan.check is None else plan.check.same_model,
             None if plan.check is None else plan.check.cosine,
             None if plan.fallback is None else plan.fallback[1])
-        provs = _payloads(self.typer, [r["url"] for r in records])
+        provs = _payloads(self.typer, [(r["url"], r["source_type"]) for r in records])
         meta: dict[str, list[Any]] = {
-            "url": [r["url"] for r in records], "title": [r["title"] for r in records],
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
             "metadata": [r["metadata"] for r in records],
         }
+        for name in EVIDENCE_FIELDS:  # the declared source_type is in the provenance below
+            if name != "source_type":
+                meta[name] = [r[name] for r in records]
         for key in provs[0]:
             meta[key] = [p[key] for p in provs]
+        info: dict[str, Any] = {"retrieval": resolution.info()}
+        conflicts = [{"id": r["id"], "conflict": p["provenance_conflict"]}
+                     for r, p in zip(records, provs, strict=True) if p["provenance_conflict"]]
+        if conflicts:  # as `credrank index` reports them: the declared type is not used
+            info["provenance"] = {"conflicts": conflicts}
         return Candidates(
             query=batch.query, doc_ids=np.array([r["id"] for r in records], dtype=object),
             retrieval_score=scores,
             meta={k: _objects(v) for k, v in meta.items()},
             vectors=vectors if self.with_vectors else None, query_vector=query_vector,
-            info={"retrieval": resolution.info()})
+            info=info)
 
     # -- where the retrieval score comes from --------------------------------------------------
     def _plan(self, records: list[dict[str, Any]]) -> _Plan:
@@ -595,25 +649,28 @@ class _Plan:
 
 #: per source typer, the provenance payload of each URL it typed (a typer's rules and tables
 #: are fixed at construction; it caches its host lookups the same way)
-_PAYLOADS: weakref.WeakKeyDictionary[SourceTyper, dict[str | None, dict[str, Any]]] = \
+_PAYLOADS: weakref.WeakKeyDictionary[
+    SourceTyper, dict[tuple[str | None, str | None], dict[str, Any]]] = \
     weakref.WeakKeyDictionary()
 _PAYLOADS_MAX = 65_536
 _PAYLOADS_LOCK = threading.Lock()
 
 
-def _payloads(typer: SourceTyper, urls: list[str | None]) -> list[dict[str, Any]]:
-    """``provenance_payload(typer.classify(url))`` for each URL, each URL typed once per typer
-    (a framework adapter sees the same corpus's URLs query after query; typing a URL is most
-    of a 30-passage rerank's time otherwise). Read-only dicts, shared between calls."""
+def _payloads(typer: SourceTyper, sources: list[tuple[str | None, str | None]]
+              ) -> list[dict[str, Any]]:
+    """``provenance_payload(typer.classify(url, declared))`` for each ``(url, declared
+    source_type)``, each pair typed once per typer (a framework adapter sees the same corpus's
+    URLs query after query; typing a URL is most of a 30-passage rerank's time otherwise).
+    Read-only dicts, shared between calls."""
     with _PAYLOADS_LOCK:
         cache = _PAYLOADS.get(typer)
         if cache is None or len(cache) > _PAYLOADS_MAX:
             cache = _PAYLOADS[typer] = {}
-    new = [u for u in dict.fromkeys(urls) if u not in cache]
+    new = [s for s in dict.fromkeys(sources) if s not in cache]
     if new:
-        cache.update(zip(new, (provenance_payload(p) for p in typer.classify_many(new)),
-                         strict=True))
-    return [cache[u] for u in urls]
+        typed = typer.classify_many([u for u, _ in new], [d for _, d in new])
+        cache.update(zip(new, (provenance_payload(p) for p in typed), strict=True))
+    return [cache[s] for s in sources]
 
 
 def _cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
