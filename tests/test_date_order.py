@@ -249,10 +249,17 @@ def test_cli_date_order_with_strict_is_an_error(tmp_path) -> None:
 def test_credrank_toml_declares_the_order(tmp_path) -> None:
     corpus = tmp_path / "c.csv"
     corpus.write_text(CSV, encoding="utf-8")
-    (tmp_path / "credrank.toml").write_text('[index]\ndate-order = "dmy"\n', encoding="utf-8")
-    proc = run_index(str(corpus), "--index", "idx", "--json", cwd=tmp_path)
+    # at the top level (beside `index`, which allows no [index] table) and in [index]
+    (tmp_path / "credrank.toml").write_text('index = "top"\ndate-order = "dmy"\n',
+                                            encoding="utf-8")
+    proc = run_index(str(corpus), "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "credrank: defaults from" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["index"], doc["reading"]["date_order"]) == (str(tmp_path / "top"), "dmy")
+    (tmp_path / "credrank.toml").write_text('[index]\ndate_order = "dmy"\n', encoding="utf-8")
+    proc = run_index(str(corpus), "--index", "idx", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["reading"]["date_order"] == "dmy"
     # the command line wins over the file
     proc = run_index(str(corpus), "--index", "idx2", "--date-order", "mdy", "--json",
