@@ -78,7 +78,8 @@ def test_lenient_dates_read(value: str, expected: datetime, assumed: bool) -> No
 
 @pytest.mark.parametrize(("value", "reason"), [
     ("2/11/20", "expected a date that reads one way, got '2/11/20' (2020-02-11 month first "
-                "or 2020-11-02 day first; write it as ISO 8601)"),
+                "or 2020-11-02 day first; write it as ISO 8601 or declare the order: "
+                "date_order (--date-order) mdy or dmy)"),
     ("9/3/20 8:30", "reads one way"),
     ("15-May", "expected a full date (year, month and day), got '15-May' (year missing)"),
     ("May 2020", "(day missing)"),
@@ -169,7 +170,8 @@ def test_an_unreadable_optional_field_is_dropped_and_reported(write, tmp_path) -
     assert all(isinstance(d, DroppedField) for d in res.dropped)
     assert res.dropped[1].message == (
         f"{path}:2: field 'published_at' dropped: expected a date that reads one way, got "
-        "'2/11/20' (2020-02-11 month first or 2020-11-02 day first; write it as ISO 8601)")
+        "'2/11/20' (2020-02-11 month first or 2020-11-02 day first; write it as ISO 8601 "
+        "or declare the order: date_order (--date-order) mdy or dmy)")
     # the record without an id is rejected; its bad date is counted in its reason
     [rej] = res.rejects
     assert (rej.line, rej.field) == (4, "id") and "(and 1 more: 'published_at')" in rej.reason
@@ -336,7 +338,7 @@ def test_cli_lenient_run_reports_dropped_fields_and_the_assumed_zone(tmp_path) -
     assert doc["credrank_index"] == 1
     assert (doc["indexed"], doc["rejected"], doc["fields_dropped"]) == (4, 1, 1)
     assert doc["reading"] == {"strict": False, "assume_timezone": "Europe/Berlin",
-                              "zones_assumed": 1}
+                              "zones_assumed": 1, "date_order": None, "dates_ordered": 0}
     [dropped] = doc["dropped"]
     assert (dropped["id"], dropped["line"], dropped["field"]) == ("b", 2, "published_at")
     assert dropped["message"].startswith(f"{corpus}:2: field 'published_at' dropped: ")
@@ -479,7 +481,7 @@ def test_post_index_drops_reports_and_validates_the_reading(demo_index_hashing: 
     doc = lenient.json()
     assert (doc["indexed"], doc["rejected"], doc["fields_dropped"]) == (4, 1, 1)
     assert doc["reading"] == {"strict": False, "assume_timezone": "UTC+02:00",
-                              "zones_assumed": 1}
+                              "zones_assumed": 1, "date_order": None, "dates_ordered": 0}
     assert doc["dropped"] == [{
         "record": 2, "id": "l-2", "field": "published_at",
         "reason": doc["dropped"][0]["reason"],

@@ -302,7 +302,8 @@ def test_index_adds_documents_and_rejects_bad_ones(rw: ServerHandle) -> None:
     doc = got.json()
     # lenient reading (the default): new-3's date without a zone is read as UTC, and counted
     assert (doc["indexed"], doc["rejected"], doc["documents"]) == (2, 2, 122)
-    assert doc["reading"] == {"strict": False, "assume_timezone": "UTC", "zones_assumed": 1}
+    assert doc["reading"] == {"strict": False, "assume_timezone": "UTC", "zones_assumed": 1,
+                              "date_order": None, "dates_ordered": 0}
     rejects = {r["record"]: r for r in doc["rejects"]}
     assert rejects[2]["field"] == "text" and rejects[4]["field"] is None
     again = post(rw, "/index", {"documents": docs[:1]},

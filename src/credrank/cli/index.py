@@ -13,8 +13,8 @@ import typer
 from credrank.cli.common import QuietOption, console, err, fail, progress, show_progress, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
-from credrank.documents.fields import DEFAULT_TIMEZONE, timezone_value
-from credrank.documents.records import dropped_row, reject_row, zones_summary
+from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
+from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import ENGINES, StoreError
@@ -88,6 +88,13 @@ def index(
         help="the zone of dates written with a time but no zone: an IANA name "
              "(Europe/Berlin) or an offset (+02:00); default UTC (with --strict: such dates "
              "are rejected unless this is given)")] = None,
+    date_order: Annotated[str | None, typer.Option(
+        "--date-order", metavar="mdy|dmy",
+        help="the order of all-numeric day/month dates in this corpus: mdy (2/11/20 is 11 "
+             "February) or dmy (2 November); every such date is read that way and one that "
+             "cannot be (13/2/20 under mdy) is dropped and reported; ISO and written dates "
+             "read as without it; default: none, a date that reads two ways is dropped "
+             "(not with --strict)")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the run as JSON (docs/json.md): counts, rejects, dropped fields")
     ] = False,
@@ -162,8 +169,12 @@ def index(
     try:
         if assume_timezone is not None:
             timezone_value(assume_timezone, "--assume-timezone")
+        date_order_value(date_order, "--date-order")
     except ValueError as exc:
         fail(str(exc))
+    if strict and date_order is not None:
+        fail(f"--date-order {date_order}: expected no declared order with --strict (strict "
+             "reading takes ISO 8601 dates only); drop one of them")
     options = store_options(engine, qdrant_url, api_key_env, qdrant_path)
     check_index_option(index_dir)
     if score:  # the scores are checked (and the lm extra) before anything is indexed
@@ -186,7 +197,7 @@ def index(
 
     try:  # the format and the header are told (or refused) before the index folder is created
         documents = iter_documents(corpus, fields=fields or None, strict=strict,
-                                   assume_timezone=assume_timezone)
+                                   assume_timezone=assume_timezone, date_order=date_order)
     except ValueError as exc:
         fail(str(exc))
     try:
@@ -262,6 +273,9 @@ def index(
     zones = (f"; {zones_summary(report.zones_assumed, report.assume_timezone)} "
              f"(--assume-timezone{'' if assume_timezone else ', default ' + DEFAULT_TIMEZONE})"
              if report.zones_assumed else "")
+    if report.dates_ordered and report.date_order is not None:
+        zones += (f"; {ordered_summary(report.dates_ordered, report.date_order)} "
+                  f"(--date-order {report.date_order})")
     if as_json:
         typer.echo(json.dumps(_run_document(corpus, index_dir, rejects_path, report, size,
                                             strict),

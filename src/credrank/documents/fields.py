@@ -9,6 +9,7 @@ iterators are in :mod:`credrank.documents.formats`, the file helpers in
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import re
@@ -21,11 +22,13 @@ from credrank.core.structured import json_too_deep
 from credrank.core.validation import is_integer
 
 __all__ = [
+    "DATE_ORDERS",
     "EXCERPT",
     "MAX_EXTRA_BYTES",
     "MAX_FIELD_DEPTH",
     "SHOWN",
     "cites_value",
+    "date_order_value",
     "date_value",
     "excerpt",
     "got",
@@ -36,6 +39,7 @@ __all__ = [
     "lenient_date_value",
     "listing",
     "nonfinite",
+    "numeric_day_month",
     "strict_loads",
     "timezone_value",
     "unicode_problem",
@@ -312,10 +316,18 @@ def _written(text: str, **kw: Any) -> datetime:
     return parser.parse(text, tzinfos=_zone, **kw)
 
 
-def lenient_date_value(v: Any, zone: tzinfo) -> tuple[datetime | None, str | None, bool]:
+def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
+                       ) -> tuple[datetime | None, str | None, bool]:
     """``(datetime in UTC, None, zone_assumed)`` for a date credrank can read without
     guessing, else ``(None, reason, False)``; ``zone_assumed`` says the value had no time
     zone and was read in ``zone`` (``assume_timezone``).
+
+    ``order`` (``date_order``: ``mdy``, ``dmy`` or ``None``) is the declared order of an
+    all-numeric day/month date (:func:`numeric_day_month`: ``2/11/20``, ``02.11.2020 14:05``):
+    declared, every such date is read that way (``2/11/20`` is 11 February under ``mdy``,
+    2 November under ``dmy``), and one that cannot be (``13/2/20`` under ``mdy``: no month 13)
+    is refused, never swapped; ``None`` refuses those that read two ways, as below. ISO and
+    written dates read the same under any order.
 
     Read: ISO 8601 and written dates parsed by python-dateutil (``11-Apr-20``, ``April 17, 2020 at
     5:47 pm``, ``Tue, 3 Jun 2008 11:05:30 GMT``, ``Sun Aug 02 2020 15:53:51 GMT+0200 (CEST)``).
@@ -334,6 +346,11 @@ def lenient_date_value(v: Any, zone: tzinfo) -> tuple[datetime | None, str | Non
     if not isinstance(v, str):
         return None, f"expected {_WRITTEN} (ISO 8601 preferred), got {got(v)}", False
     s = " ".join(v.split())  # every run of white space (no-break spaces too) as one space
+    if order is not None and (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None:
+        day, why = _ordered(m, order, v)
+        if why is not None:
+            return None, why, False
+        s = f"{day}{m[5]}"  # ISO date, then the time (and zone) as written
     try:
         d = date.fromisoformat(s)
         return datetime(d.year, d.month, d.day, tzinfo=UTC), None, False
@@ -370,7 +387,8 @@ def lenient_date_value(v: Any, zone: tzinfo) -> tuple[datetime | None, str | Non
                       f"({' and '.join(missing)} missing)"), False
     if flipped is not None and flipped.date() != a.date():
         return None, (f"expected a date that reads one way, got {shown!r} ({a.date()} month "
-                      f"first or {flipped.date()} day first; write it as ISO 8601)"), False
+                      f"first or {flipped.date()} day first; write it as ISO 8601 or declare "
+                      f"the order: date_order (--date-order) mdy or dmy)"), False
     if a.hour != b.hour and a.tzinfo is None:  # a day without a time: midnight UTC, as ISO
         return datetime(a.year, a.month, a.day, tzinfo=UTC), None, False
     if a.tzinfo is None:
@@ -378,6 +396,56 @@ def lenient_date_value(v: Any, zone: tzinfo) -> tuple[datetime | None, str | Non
         return dt, err, err is None
     dt, err = _in_utc(a, repr(shown))
     return dt, err, False
+
+
+#: the orders an all-numeric day/month date may be declared in (``date_order``)
+DATE_ORDERS: tuple[str, ...] = ("mdy", "dmy")
+_ORDER_WORDS = {"mdy": "month-first", "dmy": "day-first"}
+#: an all-numeric day/month date: two numbers of one or two digits and a year of two or
+#: four, one separator (``/``, ``-`` or ``.``) throughout, then anything but a digit (a time)
+_NUMERIC_DMY_RE = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?!\d)(.*)")
+
+
+def date_order_value(value: Any, name: str = "date_order") -> str | None:
+    """The declared order of all-numeric day/month dates: the one validator of the reader
+    keyword ``date_order``, of ``credrank index --date-order`` (and its ``credrank.toml``
+    key) and of ``POST /index``'s ``date_order`` (``name`` is the word the message uses).
+
+    ``None`` (nothing declared: a date such as ``2/11/20`` that reads two ways is refused) or
+    one of :data:`DATE_ORDERS`; anything else raises ``ValueError`` naming ``name``, what was
+    expected and what came (``date_order: expected one of mdy, dmy, got 'ymd'``).
+    """
+    if value is None or (isinstance(value, str) and value in DATE_ORDERS):
+        return value
+    raise ValueError(f"{name}: expected one of {', '.join(DATE_ORDERS)}, got {got(value)}")
+
+
+def numeric_day_month(v: Any) -> bool:
+    """Whether ``v`` is an all-numeric day/month date (``2/11/20``, ``13.02.2020 8:30``),
+    the only kind of date a declared ``date_order`` reads differently."""
+    return isinstance(v, str) and _NUMERIC_DMY_RE.fullmatch(" ".join(v.split())) is not None
+
+
+def _ordered(m: re.Match[str], order: str, v: str) -> tuple[str | None, str | None]:
+    """The ISO day (``2020-02-11``) of a :data:`_NUMERIC_DMY_RE` match read in ``order``, or
+    the reason it cannot be read so (no month 13, no 30 February)."""
+    from dateutil import parser
+
+    first, second = int(m[1]), int(m[3])
+    month, day = (first, second) if order == "mdy" else (second, first)
+    # a two-digit year as every other written date reads it (dateutil's century window)
+    year = parser.parserinfo().convertyear(int(m[4]), len(m[4]) == 4)
+    shown = v if len(v) <= 60 else v[:57] + "..."
+    expected = (f"expected a {_ORDER_WORDS[order]} date (date_order {order}: "
+                f"{'month/day/year' if order == 'mdy' else 'day/month/year'})")
+    if not 1 <= month <= 12:
+        return None, f"{expected}, got {shown!r} (no month {month})"
+    if year < 1:
+        return None, f"{expected}, got {shown!r} (no year 0)"
+    if not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return None, (f"{expected}, got {shown!r} (no day {day} in "
+                      f"{calendar.month_name[month]} {year})")
+    return f"{year:04d}-{month:02d}-{day:02d}", None
 
 
 def cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] | None]:

@@ -28,7 +28,12 @@ Policies (chosen here, applied in every format):
   (python-dateutil: ``11-Apr-20``, ``April 17, 2020 at 5:47 pm``, RFC 2822) but never guesses:
   a date without year, month or day, a day/month order that reads two ways (``2/11/20``), a
   relative date or an unknown zone name is dropped
-  (:func:`~credrank.documents.fields.lenient_date_value`). A date-only value (``2023-05-01``,
+  (:func:`~credrank.documents.fields.lenient_date_value`). A user who knows the source may
+  declare the order of all-numeric day/month dates, ``date_order`` ``mdy`` or ``dmy``
+  (``credrank index --date-order``): every such date is then read that way (counted in
+  ``dates_ordered``), one that cannot be (``13/2/20`` under ``mdy``) is dropped naming the
+  order, and ISO or written dates read as without it. Strict reading takes no
+  ``date_order`` (ISO 8601 only). A date-only value (``2023-05-01``,
   or a Parquet ``date`` column) means midnight UTC of that day. A date and time *without*
   timezone takes ``assume_timezone`` (lenient default UTC, declared and counted in
   ``zones_assumed``; strict reading rejects it, "timezone missing", unless
@@ -95,6 +100,7 @@ from credrank.documents.fields import (
     MAX_EXTRA_BYTES,
     MAX_FIELD_DEPTH,
     cites_value,
+    date_order_value,
     date_value,
     excerpt,
     got,
@@ -102,6 +108,7 @@ from credrank.documents.fields import (
     json_size,
     lenient_date_value,
     nonfinite,
+    numeric_day_month,
     timezone_value,
     unicode_problem,
     zone_name,
@@ -147,25 +154,34 @@ _EXTENSIONS = {
 
 def iter_documents(path: str | Path, *, format: str | None = None,
                    fields: Mapping[str, str] | None = None, strict: bool = False,
-                   assume_timezone: str | tzinfo | None = None) -> DocumentStream:
+                   assume_timezone: str | tzinfo | None = None,
+                   date_order: str | None = None) -> DocumentStream:
     """Yield a :class:`Document` or a :class:`Reject` per record, in file order (streaming).
 
     ``format`` is one of ``jsonl, csv, tsv, parquet, beir`` (default: from the extension; a
     directory is a BEIR folder). ``fields`` renames the file's fields to schema names, e.g.
     ``{"doc_id": "id", "timestamp": "retrieved_at"}``; messages keep the file's names.
-    ``strict`` and ``assume_timezone`` choose the reading (module docstring: lenient by
-    default, an unreadable optional field dropped and listed in the stream's ``dropped``;
-    ``assume_timezone`` is checked by :func:`~credrank.documents.fields.timezone_value`).
+    ``strict``, ``assume_timezone`` and ``date_order`` choose the reading (module docstring:
+    lenient by default, an unreadable optional field dropped and listed in the stream's
+    ``dropped``; ``assume_timezone`` is checked by
+    :func:`~credrank.documents.fields.timezone_value`, ``date_order`` — ``mdy``, ``dmy`` or
+    ``None`` — by :func:`~credrank.documents.fields.date_order_value`; with ``strict`` it is
+    an error).
     A missing file, an unknown format, a bad option or an unusable header (no ``id`` or
     ``text`` column, repeated names) raises at once, not lazily: the first record is read
     here.
     """
     strict = check_bool("strict", strict)
+    order = date_order_value(date_order)
+    if strict and order is not None:
+        raise ValueError(f"date_order: expected no declared order with strict reading (it "
+                         f"takes ISO 8601 dates only), got {order!r}")
     zone = (timezone_value(assume_timezone) if assume_timezone is not None or not strict
             else None)
     p = Path(path)
     fmt = _format_of(p, format)
-    ctx = _Context(file=str(p), fields=dict(fields or {}), strict=strict, zone=zone)
+    ctx = _Context(file=str(p), fields=dict(fields or {}), strict=strict, zone=zone,
+                   order=order)
     if fmt == "beir":
         corpus = p / "corpus.jsonl"
         if not corpus.is_file():
@@ -186,8 +202,9 @@ def iter_documents(path: str | Path, *, format: str | None = None,
 class DocumentStream(Iterator[Document | Reject]):
     """The records of one corpus as :func:`iter_documents` reads them, with what the reading
     noted on the way: ``dropped`` (the optional fields left out of loaded documents, in file
-    order) and ``zones_assumed`` (dates without a time zone read in ``assume_timezone``).
-    Both are complete once the stream is exhausted."""
+    order), ``zones_assumed`` (dates without a time zone read in ``assume_timezone``) and
+    ``dates_ordered`` (all-numeric day/month dates read in the declared ``date_order``).
+    All are complete once the stream is exhausted."""
 
     def __init__(self, records: Iterator[Document | Reject], ctx: _Context) -> None:
         self._records = records
@@ -221,6 +238,16 @@ class DocumentStream(Iterator[Document | Reject]):
         return zone_name(self._ctx.zone) if self._ctx.zone is not None else None
 
     @property
+    def date_order(self) -> str | None:
+        """The declared order of all-numeric day/month dates (``mdy``, ``dmy``), ``None``
+        when none was (those that read two ways are dropped)."""
+        return self._ctx.order
+
+    @property
+    def dates_ordered(self) -> int:
+        return self._ctx.dates_ordered
+
+    @property
     def dropped(self) -> list[DroppedField]:
         return self._ctx.dropped
 
@@ -231,13 +258,14 @@ class DocumentStream(Iterator[Document | Reject]):
 
 def read_corpus(path: str | Path, *, format: str | None = None,
                 fields: Mapping[str, str] | None = None, strict: bool = False,
-                assume_timezone: str | tzinfo | None = None) -> LoadResult:
+                assume_timezone: str | tzinfo | None = None,
+                date_order: str | None = None) -> LoadResult:
     """Collect :func:`iter_documents` into a :class:`LoadResult` (with its ``dropped``
-    fields and ``zones_assumed``)."""
+    fields, ``zones_assumed`` and ``dates_ordered``)."""
     docs: list[Document] = []
     rejects: list[Reject] = []
     stream = iter_documents(path, format=format, fields=fields, strict=strict,
-                            assume_timezone=assume_timezone)
+                            assume_timezone=assume_timezone, date_order=date_order)
     for item in stream:
         if isinstance(item, Reject):
             rejects.append(item)
@@ -245,7 +273,8 @@ def read_corpus(path: str | Path, *, format: str | None = None,
             docs.append(item)
     return LoadResult(documents=docs, rejects=rejects, path=Path(path),
                       dropped=list(stream.dropped), zones_assumed=stream.zones_assumed,
-                      assume_timezone=stream.assume_timezone)
+                      assume_timezone=stream.assume_timezone,
+                      date_order=stream.date_order, dates_ordered=stream.dates_ordered)
 
 
 #: the columns a corpus cannot be indexed without
@@ -260,12 +289,14 @@ class _Context:
     fields: dict[str, str]
     strict: bool = False
     zone: tzinfo | None = None
+    order: str | None = None          # date_order: mdy, dmy or None
     beir: bool = False
     cells: bool = False               # CSV: every value is a string cell
     unit: str = "line"
     seen: dict[str, int] = field(default_factory=dict)
     dropped: list[DroppedField] = field(default_factory=list)
     zones_assumed: int = 0
+    dates_ordered: int = 0
 
     def schema_name(self, key: str) -> str:
         """The schema name a file's field is read as (``fields`` renames, ``_id`` → id)."""
@@ -453,7 +484,7 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
                                      f"got {v!r}", True))
         else:
             kwargs[name] = v
-    assumed = 0
+    assumed = ordered = 0
     for name in DATE_FIELDS:
         v = rec.pop(name, None)
         if v is None or v == "":
@@ -463,12 +494,13 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
             naive = err is None and _naive(v)
         else:
             assert ctx.zone is not None
-            dt, err, naive = lenient_date_value(v, ctx.zone)
+            dt, err, naive = lenient_date_value(v, ctx.zone, ctx.order)
         if err is not None:
             problems.append(_Problem(label(name), err, True))
         else:
             kwargs[name] = dt
             assumed += naive
+            ordered += ctx.order is not None and numeric_day_month(v)
     cites, cerr = cites_value(rec.pop("cites", None), ctx.cells)
     if cerr is not None:
         if ctx.strict or not cerr[0]:
@@ -505,6 +537,7 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
     ctx.dropped.extend(DroppedField(ctx.file, raw.line, p.field or "", p.reason, raw.excerpt,
                                     doc_id, ctx.unit) for p in problems)
     ctx.zones_assumed += assumed
+    ctx.dates_ordered += ordered
     return Document(id=doc_id, text=text, cites=cites, extra=rec, **kwargs)
 
 

@@ -87,7 +87,8 @@ class DroppedField:
 class LoadResult:
     """Documents and rejects of one corpus; ``n_records`` counts both. ``dropped`` lists the
     optional fields left out of loaded documents (lenient reading); ``zones_assumed`` counts
-    the dates without a time zone read in ``assume_timezone``."""
+    the dates without a time zone read in ``assume_timezone``, ``dates_ordered`` the
+    all-numeric day/month dates read in the declared ``date_order``."""
 
     documents: list[Document]
     rejects: list[Reject]
@@ -95,6 +96,8 @@ class LoadResult:
     dropped: list[DroppedField] = field(default_factory=list)
     zones_assumed: int = 0
     assume_timezone: str | None = None
+    date_order: str | None = None
+    dates_ordered: int = 0
 
     @property
     def n_records(self) -> int:
@@ -113,13 +116,16 @@ class LoadResult:
 
 def load_summary(result: LoadResult) -> str:
     """``read N records: accepted A, rejected M`` (then ``; K fields dropped in J records``,
-    ``; Z dates without a time zone read as UTC`` when there are any)."""
+    ``; Z dates without a time zone read as UTC``, ``; D numeric dates read month first``
+    when there are any)."""
     text = (f"read {result.n_records} records: accepted {len(result.documents)}, "
             f"rejected {len(result.rejects)}")
     if result.dropped:
         text += f"; {dropped_summary(result.dropped)}"
     if result.zones_assumed:
         text += f"; {zones_summary(result.zones_assumed, result.assume_timezone)}"
+    if result.dates_ordered and result.date_order is not None:
+        text += f"; {ordered_summary(result.dates_ordered, result.date_order)}"
     return text
 
 
@@ -134,6 +140,12 @@ def dropped_summary(dropped: Iterable[DroppedField]) -> str:
 def zones_summary(count: int, zone: str | None) -> str:
     """``Z dates without a time zone read as UTC``."""
     return f"{count} date{'s' if count != 1 else ''} without a time zone read as {zone}"
+
+
+def ordered_summary(count: int, order: str) -> str:
+    """``D numeric dates read month first`` (``date_order`` ``mdy``; ``dmy``: day first)."""
+    return (f"{count} numeric date{'s' if count != 1 else ''} read "
+            f"{'month' if order == 'mdy' else 'day'} first")
 
 
 def reject_row(r: Reject) -> dict[str, object]:

@@ -60,8 +60,10 @@ class IndexReport:
 
     ``dropped`` lists the optional fields left out of documents that were indexed (lenient
     reading, :class:`~credrank.documents.DroppedField`); ``zones_assumed`` counts the dates
-    without a time zone read in ``assume_timezone`` (``None``: strict reading rejected them).
-    Both are the reading's (:meth:`take_reading`)."""
+    without a time zone read in ``assume_timezone`` (``None``: strict reading rejected them),
+    ``dates_ordered`` the all-numeric day/month dates read in the declared ``date_order``
+    (``None``: none declared, those that read two ways were dropped). All are the reading's
+    (:meth:`take_reading`)."""
 
     indexed: int = 0
     unchanged: int = 0
@@ -70,16 +72,21 @@ class IndexReport:
     dropped: list[DroppedField] = field(default_factory=list)
     zones_assumed: int = 0
     assume_timezone: str | None = None
+    date_order: str | None = None
+    dates_ordered: int = 0
 
     @property
     def rejected(self) -> int:
         return len(self.rejects)
 
     def take_reading(self, stream: DocumentStream) -> None:
-        """Copy what the reading noted (dropped fields, assumed zones) from ``stream``."""
+        """Copy what the reading noted (dropped fields, assumed zones, ordered dates) from
+        ``stream``."""
         self.dropped = list(stream.dropped)
         self.zones_assumed = stream.zones_assumed
         self.assume_timezone = stream.assume_timezone
+        self.date_order = stream.date_order
+        self.dates_ordered = stream.dates_ordered
 
     def counts(self, reject_row: Callable[[Reject], Any],
                dropped_row: Callable[[DroppedField], Any], *, strict: bool
@@ -93,7 +100,9 @@ class IndexReport:
                 "dropped": [dropped_row(d) for d in self.dropped],
                 "reading": {"strict": strict,
                             "assume_timezone": self.assume_timezone,
-                            "zones_assumed": self.zones_assumed},
+                            "zones_assumed": self.zones_assumed,
+                            "date_order": self.date_order,
+                            "dates_ordered": self.dates_ordered},
                 "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts]}
 
     def summary(self) -> str:

@@ -264,7 +264,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         return await run_write("/index", idempotency_key, req,
                                lambda token: state.index(token, req.documents,
                                                          strict=req.strict,
-                                                         assume_timezone=req.assume_timezone))
+                                                         assume_timezone=req.assume_timezone,
+                                                         date_order=req.date_order))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
               responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])

@@ -33,7 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
-from credrank.documents.fields import timezone_value
+from credrank.documents.fields import DATE_ORDERS, date_order_value, timezone_value
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, WITH_PIPELINE, Door, Shortcut
@@ -297,11 +297,35 @@ class IndexRequest(_Request):
                           "--assume-timezone`): an IANA name or an offset such as +02:00; "
                           "default UTC (strict: such dates are rejected unless given)")
 
+    date_order: StrictStr | None = Field(
+        None, json_schema_extra={"enum": [*DATE_ORDERS, None]},
+        description="the order of all-numeric day/month dates (`credrank index "
+                    "--date-order`): 'mdy' (2/11/20 is 11 February) or 'dmy' (2 November); "
+                    "every such date is read that way, one that cannot be (13/2/20 under "
+                    "mdy) is dropped and listed in 'dropped'; default null: a date that reads "
+                    "two ways is dropped. Not with strict")
+
     @field_validator("assume_timezone")
     @classmethod
     def _zone(cls, value: str | None) -> str | None:
         if value is not None:
             timezone_value(value)
+        return value
+
+    @field_validator("date_order")
+    @classmethod
+    def _date_order(cls, value: str | None, info: ValidationInfo) -> str | None:
+        try:  # the one validator of the option (credrank.documents.fields)
+            date_order_value(value)
+        except ValueError as exc:
+            raise PydanticCustomError("date_order_choice", "{detail}",
+                                      {"detail": str(exc).removeprefix("date_order: ")}
+                                      ) from None
+        if value is not None and info.data.get("strict"):
+            raise PydanticCustomError(
+                "date_order_strict", "{detail}",
+                {"detail": f"expected no declared order with strict reading (it takes ISO "
+                           f"8601 dates only), got {value!r}"})
         return value
 
 
@@ -430,6 +454,10 @@ class IndexReading(_Document):
         description="the zone dates without one were read in; null: strict reading rejected "
                     "them")
     zones_assumed: int = Field(description="dates without a time zone read in it")
+    date_order: str | None = Field(
+        description="the declared order of all-numeric day/month dates (mdy, dmy); null: "
+                    "none, those that read two ways were dropped")
+    dates_ordered: int = Field(description="all-numeric day/month dates read in date_order")
 
 
 class IndexResponse(_Document):

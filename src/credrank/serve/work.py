@@ -426,10 +426,11 @@ class ServiceState:
         return check + missing
 
     def index(self, token: WorkToken, documents: list[Any], *, strict: bool = False,
-              assume_timezone: str | None = None) -> tuple[dict[str, Any], bool]:
+              assume_timezone: str | None = None, date_order: str | None = None
+              ) -> tuple[dict[str, Any], bool]:
         """Validate, type and embed ``documents`` without the store lock, then write them
-        under it (committing through ``token``); ``strict`` and ``assume_timezone`` choose the
-        reading, as in ``credrank index``."""
+        under it (committing through ``token``); ``strict``, ``assume_timezone`` and
+        ``date_order`` choose the reading, as in ``credrank index``."""
         searcher = self.searcher
         with tempfile.TemporaryDirectory(prefix="credrank-serve-") as tmp:
             path = Path(tmp) / "documents.jsonl"
@@ -438,7 +439,8 @@ class ServiceState:
                     out.write(json.dumps(record, ensure_ascii=True) + "\n")
             with self.embedder.working(token):
                 prepared = prepare_documents(
-                    iter_documents(path, strict=strict, assume_timezone=assume_timezone),
+                    iter_documents(path, strict=strict, assume_timezone=assume_timezone,
+                                   date_order=date_order),
                     searcher.store, self.embedder, searcher.typer,
                     check=lambda: token.check("embed"), read_lock=self.store_lock)
         with self.store_lock:
