@@ -62,6 +62,17 @@ class MiniLMEmbedder:
                                     convert_to_numpy=True)
         return normalise_rows(vectors)
 
+    @property
+    def window(self) -> int:
+        """The most tokens of a text the model reads (``max_seq_length``)."""
+        return int(self.model.max_seq_length or self.model.tokenizer.model_max_length)
+
+    def truncated(self, texts: Sequence[str]) -> list[bool]:
+        """Whether each text is longer than :attr:`window` (special tokens included): the model
+        embeds its first tokens only."""
+        ids = self.model.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+        return [len(i) > self.window for i in ids]
+
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

@@ -74,6 +74,10 @@ class IndexReport:
     assume_timezone: str | None = None
     date_order: str | None = None
     dates_ordered: int = 0
+    #: the documents written whose embedded text was longer than the embedder's ``window``
+    #: (tokens; ``None``: the embedder has none, e.g. hashing): embedded from their beginning
+    truncated: list[str] = field(default_factory=list)
+    window: int | None = None
 
     @property
     def rejected(self) -> int:
@@ -103,12 +107,54 @@ class IndexReport:
                             "zones_assumed": self.zones_assumed,
                             "date_order": self.date_order,
                             "dates_ordered": self.dates_ordered},
-                "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts]}
+                "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts],
+                "truncated": {"window_tokens": self.window, "count": len(self.truncated),
+                              "doc_ids": list(self.truncated)}}
 
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
         dropped = f"; {dropped_summary(self.dropped)}" if self.dropped else ""
-        return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}"
+        return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}" + (
+            f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "")
+
+    def note_truncated(self, embedder: Embedder, docs: Sequence[Document]) -> None:
+        """Record which of the written ``docs`` the embedder reads only in part
+        (:func:`overflowing`)."""
+        self.window = window_of(embedder)
+        over = overflowing(embedder)
+        if over is None or not docs:
+            return
+        flags = over([embedding_text(d.title, d.text) for d in docs])
+        self.truncated.extend(d.id for d, cut in zip(docs, flags, strict=True) if cut)
+
+
+def truncated_summary(ids: Sequence[str], window: int | None) -> str:
+    """The report's line on texts longer than the embedder's window."""
+    shown = ", ".join(repr(d) for d in ids[:3]) + (", …" if len(ids) > 3 else "")
+    return (f"{len(ids)} text(s) longer than the embedder's window of {window} tokens were "
+            f"embedded from their beginning only: the rest of their text is not searched "
+            f"({shown}; every id in --json under truncated; split long documents into "
+            "passages to search all of them)")
+
+
+def overflowing(embedder: Embedder) -> Callable[[Sequence[str]], list[bool]] | None:
+    """Which texts ``embedder`` reads only in part (longer than its window), or ``None`` for
+    an embedder without a window (hashing) or that cannot tell; a wrapper (``inner``) answers
+    as its inner embedder."""
+    found = getattr(embedder, "truncated", None)
+    if callable(found):
+        return lambda texts: [bool(x) for x in found(texts)]
+    inner = getattr(embedder, "inner", None)
+    return overflowing(inner) if inner is not None else None
+
+
+def window_of(embedder: Embedder) -> int | None:
+    """The embedder's window in tokens (``None``: none, or it cannot tell)."""
+    found = getattr(embedder, "window", None)
+    if isinstance(found, int):
+        return found
+    inner = getattr(embedder, "inner", None)
+    return window_of(inner) if inner is not None else None
 
 
 def text_lengths(embedder: Embedder) -> Callable[[Sequence[str]], list[int]]:
@@ -218,6 +264,7 @@ def index_documents(
             assert vectors is not None
             index.upsert([docs[i] for i in todo], [provs[i] for i in todo], vectors,
                          [hashes[i] for i in todo])
+            report.note_truncated(embedder, [docs[i] for i in todo])
         report.indexed += len(todo)
         report.unchanged += len(docs) - len(todo)
         if on_batch:
@@ -389,6 +436,7 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
                 report.conflicts.append((docs[i].id, payloads[i]["provenance_conflict"]))
         index.upsert([docs[i] for i in batch], [payloads[i] for i in batch],
                      np.stack([vectors[i] for i in batch]), [hashes[i] for i in batch])
+        report.note_truncated(embedder, [docs[i] for i in batch])
     report.indexed = len(todo)
     report.unchanged = len(docs) - len(todo)
     return report

@@ -176,6 +176,16 @@ class OnnxMiniLMEmbedder:
         """Unpadded encodings (truncated to ``max_seq_length``, special tokens included)."""
         return self.tokenizer.encode_batch([str(t) for t in texts])
 
+    @property
+    def window(self) -> int:
+        """The most tokens of a text the model reads (``max_seq_length``)."""
+        return self.max_seq_length
+
+    def truncated(self, texts: Sequence[str]) -> list[bool]:
+        """Whether each text is longer than :attr:`window`: the tokenizer cut it (the model
+        embeds its first tokens only)."""
+        return [bool(e.overflowing) for e in self._tokenize(texts)]
+
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in model tokens after truncation (what
         :func:`~credrank.index.ingest.embed_bucketed` sorts by)."""

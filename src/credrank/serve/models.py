@@ -460,6 +460,15 @@ class IndexReading(_Document):
     dates_ordered: int = Field(description="all-numeric day/month dates read in date_order")
 
 
+class IndexTruncated(_Document):
+    window_tokens: int | None = Field(
+        description="the most tokens of a text the index's embedder reads; null: no window "
+                    "(hashing)")
+    count: int = Field(description="documents written whose text is longer than the window")
+    doc_ids: list[str] = Field(description="their ids, every one: embedded from their "
+                                           "beginning only, the rest of their text not searched")
+
+
 class IndexResponse(_Document):
     credrank_index: int
     indexed: int
@@ -470,6 +479,7 @@ class IndexResponse(_Document):
     dropped: list[IndexDropped]
     reading: IndexReading
     conflicts: list[dict[str, str]]
+    truncated: IndexTruncated
     documents: int = Field(description="documents the index holds afterwards")
 
 
