@@ -103,3 +103,19 @@ def test_credrank_index_names_what_minilm_cuts(tmp_path: Path) -> None:
     assert said.returncode == 0, said.stderr
     assert ("2 text(s) longer than the embedder's window of 256 tokens were embedded from "
             "their beginning only" in " ".join(said.stdout.split()))
+
+
+def test_rerank_names_the_candidates_it_embedded_in_part() -> None:
+    # candidates retrieved elsewhere and embedded here (POST /rerank, the adapters, rerank())
+    from credrank.core.candidates import Candidates
+    from credrank.rerank import GivenCandidates
+
+    records = [{"id": "c1", "text": "short passage"}, {"id": "c2", "text": LONG},
+               {"id": "c3", "text": LONG, "vector": [0.1] * 32}]  # given: not embedded here
+    given = GivenCandidates(records, Windowed(50), retrieval="cosine")
+    info = given(Candidates.empty("q")).info["retrieval"]
+    assert info["embedded"] == 2 and info["truncated"] == ["c2"]
+    assert info["window_tokens"] == 50
+    plain = GivenCandidates(records, HashingEmbedder(dim=32), retrieval="cosine")
+    info = plain(Candidates.empty("q")).info["retrieval"]
+    assert info["truncated"] == [] and info["window_tokens"] is None

@@ -78,7 +78,7 @@ from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_choice
-from credrank.index.ingest import embedding_text, provenance_payload
+from credrank.index.ingest import embedding_text, overflowing, provenance_payload, window_of
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
@@ -252,8 +252,10 @@ class Resolution:
     ``cosine``, ``given``), ``resolved`` (:data:`RESOLVED_SOURCES`), ``embedded`` (passages
     embedded here for this call; the same-model check aside), ``query`` (``embedded``,
     ``given`` or ``None`` when no query vector was needed), ``same_model`` (the check's verdict
-    and ``same_model_cosine``; ``None``: not needed or not possible) and ``fallback`` (why
-    ``auto`` embedded, in words; ``None`` otherwise)."""
+    and ``same_model_cosine``; ``None``: not needed or not possible), ``fallback`` (why
+    ``auto`` embedded, in words; ``None`` otherwise) and ``truncated`` (the ids of the passages
+    embedded here whose text is longer than the embedder's window of ``window_tokens``: embedded
+    from their beginning only)."""
 
     requested: str
     resolved: str
@@ -262,11 +264,14 @@ class Resolution:
     same_model: bool | None = None
     same_model_cosine: float | None = None
     fallback: str | None = None
+    truncated: tuple[str, ...] = ()
+    window_tokens: int | None = None
 
     def info(self) -> dict[str, Any]:
         return {"requested": self.requested, "resolved": self.resolved,
                 "embedded": self.embedded, "query": self.query, "same_model": self.same_model,
-                "same_model_cosine": self.same_model_cosine, "fallback": self.fallback}
+                "same_model_cosine": self.same_model_cosine, "fallback": self.fallback,
+                "truncated": list(self.truncated), "window_tokens": self.window_tokens}
 
 
 def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = None,
@@ -472,7 +477,7 @@ class GivenCandidates(Stage):
             return Candidates.empty(batch.query, self.embedder.dim)
         plan = self._plan(records)
         records = plan.records
-        vectors, embedded, ms = self._vectors(records, plan.resolved)
+        vectors, embedded, ms, truncated = self._vectors(records, plan.resolved)
         if plan.fallback is not None and embedded:
             self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
         query_vector, query = None, None
@@ -488,7 +493,8 @@ class GivenCandidates(Stage):
             self.retrieval, plan.resolved, embedded, query,
             None if plan.check is None else plan.check.same_model,
             None if plan.check is None else plan.check.cosine,
-            None if plan.fallback is None else plan.fallback[1])
+            None if plan.fallback is None else plan.fallback[1], tuple(truncated),
+            window_of(self.embedder))
         provs = _payloads(self.typer, [(r["url"], r["source_type"]) for r in records])
         meta: dict[str, list[Any]] = {
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
@@ -609,24 +615,30 @@ class GivenCandidates(Stage):
         return key, words
 
     def _vectors(self, records: list[dict[str, Any]], resolved: str
-                 ) -> tuple[np.ndarray | None, int, float]:
+                 ) -> tuple[np.ndarray | None, int, float, list[str]]:
         """The passages' vectors (given, else embedded here; ``None`` when only the scores
-        are read), how many were embedded and in how many milliseconds."""
+        are read), how many were embedded, in how many milliseconds, and the ids of those
+        embedded whose text is longer than the embedder's window."""
         missing = [i for i, r in enumerate(records) if r["vector"] is None]
         if resolved == "given" and not self.with_vectors:
-            return None, 0, 0.0  # nothing downstream reads vectors: embed nothing
+            return None, 0, 0.0, []  # nothing downstream reads vectors: embed nothing
         out = np.zeros((len(records), self.embedder.dim), dtype=np.float32)
         for i, r in enumerate(records):
             if r["vector"] is not None:
                 out[i] = r["vector"]
         ms = 0.0
+        truncated: list[str] = []
         if missing:
             texts = [embedding_text(records[i]["title"], records[i]["text"] or "")
                      for i in missing]
             start = time.perf_counter()
             out[missing] = np.asarray(self.embedder.embed(texts), dtype=np.float32)
             ms = (time.perf_counter() - start) * 1e3
-        return out, len(missing), ms
+            over = overflowing(self.embedder)
+            if over is not None:
+                truncated = [str(records[i]["id"])
+                             for i, cut in zip(missing, over(texts), strict=True) if cut]
+        return out, len(missing), ms, truncated
 
     def config(self) -> dict[str, Any]:
         return {"candidates": len(self.records), "retrieval": self.retrieval,
