@@ -208,6 +208,14 @@ def test_template_never_writes_into_an_index(tmp_path: Path) -> None:
         assert_clean_error(proc, "--template", f"inside the credrank index {index}")
     assert manifest.read_bytes() == before
     assert sorted(p.name for p in index.iterdir()) == ["manifest.json", "shard"]
+    # a manifest.json that does not parse (a damaged index?) is never overwritten either
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text("{", encoding="utf-8")
+    proc = run_cli("provenance", "hosts", "--index", index, "--template",
+                   broken / "manifest.json", "--force", cwd=tmp_path, env=_env(tmp_path))
+    assert_clean_error(proc, "--template", "manifest.json")
+    assert (broken / "manifest.json").read_text(encoding="utf-8") == "{"
     # another program's manifest.json is not an index
     other = tmp_path / "web"
     other.mkdir()

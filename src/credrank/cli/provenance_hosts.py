@@ -47,6 +47,9 @@ def _check_template(path: Path, force: bool) -> None:
     if index is not None:
         fail(f"--template {path}: the path is inside the credrank index {index} "
              f"(it has {MANIFEST}); write the template outside the index")
+    if path.name == MANIFEST and path.exists():
+        fail(f"--template {path}: the file may be an index's {MANIFEST}; write the template "
+             "under another name")
     if path.exists() and not force:
         fail(f"--template {path}: the file exists (a filled-in table?); choose another path "
              "or pass --force to overwrite it")
