@@ -108,24 +108,23 @@ def test_rerank_is_callable_with_an_embedder_name() -> None:
 # -- credrank.toml ----------------------------------------------------------------------------
 
 def test_config_defaults_and_flags_win(index_dir: Path, tmp_path: Path) -> None:
-    """A real `credrank` process in a subfolder of the file: its defaults (a relative index
-    path, priors, a per-command top-k) are used and said; explicit flags win."""
+    """A real `credrank` process in the file's folder: its defaults (a relative index path,
+    priors, a per-command top-k) are used and said; explicit flags win."""
     shutil.copytree(index_dir, tmp_path / "idx", copy_function=sparse_copy)
     (tmp_path / "credrank.toml").write_text(
         'index = "idx"\npriors = "aggressive"\n\n[search]\ntop-k = 2\n', encoding="utf-8")
-    (tmp_path / "work").mkdir()
     script = Path(sys.executable).with_name("credrank")
     cli = [str(script)] if script.is_file() else [sys.executable, "-m", "credrank.cli"]
     query = ["search", "vitamin d covid", "--json", "--text", "none"]
     proc = subprocess.run([*cli, *query], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path / "work")
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["settings"]["top_k"] == 2 and len(doc["hits"]) == 2
     assert doc["settings"]["priors"]["name"] == "aggressive"
     assert f"credrank: defaults from {tmp_path / 'credrank.toml'}" in proc.stderr
     proc = subprocess.run([*cli, *query, "--top-k", "3", "--priors", "none"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path / "work")
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["settings"]["top_k"] == 3 and doc["settings"]["priors"] is None
@@ -160,7 +159,7 @@ def test_config_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
         capsys.readouterr().err
     config.write_text("[search\n", encoding="utf-8")
     assert run(["search", "x"]) == 2
-    assert f"{config}: not valid TOML" in capsys.readouterr().err
+    assert f"{config}: expected TOML" in capsys.readouterr().err
     # --config names another file; a pyproject.toml is read from [tool.credrank]
     other = tmp_path / "sub" / "pyproject.toml"
     other.parent.mkdir()

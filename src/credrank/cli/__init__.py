@@ -245,9 +245,10 @@ def all_commands() -> dict[str, Command]:
 DESCRIPTION = "Source credibility in the retrieval step of RAG."
 ROOT_OPTIONS: tuple[tuple[str, str], ...] = (
     ("--version", "Show the version and exit."),
-    ("--config FILE", "Defaults for the commands' options (default: the nearest credrank.toml "
-                      "or pyproject.toml [tool.credrank] from the current directory up; "
-                      "env CREDRANK_CONFIG)."),
+    ("--config FILE", "Defaults for the commands' options (default: credrank.toml or "
+                      "pyproject.toml [tool.credrank] in the current directory, else "
+                      "~/.config/credrank/credrank.toml; env CREDRANK_CONFIG; "
+                      "CREDRANK_NO_CONFIG=1: none)."),
     ("--help", "Show this message and exit."),
 )
 

@@ -1,8 +1,28 @@
 """``credrank.toml``: defaults for the options a user would otherwise repeat on every command.
 
-The file is the nearest ``credrank.toml`` from the current directory up (or a
-``pyproject.toml`` with a ``[tool.credrank]`` table, whichever comes first), or the one named
-by ``credrank --config FILE`` / ``CREDRANK_CONFIG``. Keys are the commands' long option names
+The file is the one named by ``credrank --config FILE`` / ``CREDRANK_CONFIG``, else the
+*discovered* one: ``credrank.toml`` in the current directory, else a ``pyproject.toml`` there
+with a ``[tool.credrank]`` table, else the user's ``$XDG_CONFIG_HOME/credrank/credrank.toml``
+(``~/.config/credrank/credrank.toml``); folders above the current one are never searched, and
+``CREDRANK_NO_CONFIG=1`` turns discovery off (issue 37, N4). Configuration is trusted only
+where the user put it:
+
+* a discovered file must be a regular file owned by the current user and writable by nobody
+  else (group or others); otherwise every command stops with ``error: PATH: refused: …``
+  (exit 2) saying why and how to fix it (``chmod go-w``, or ``--config PATH``);
+* a discovered file may not set where ``serve`` listens (``host``, ``port``), an engine URL
+  (``qdrant-url``), where an API key is read from (``api-key-env``, ``qdrant-api-key-env``),
+  nor a path a command writes (``rejects``, ``trec-run``, ``out``, ``template``, ``cache``,
+  ``report``, ``checkpoint``, ``dir``; the ``index`` of ``index``/``optimize``/``serve``/
+  ``demo``, ``qdrant-path`` of ``index``/``serve`` and ``priors-store`` of ``serve``) outside
+  its own folder: the command stops with an error naming the key and the flag to pass instead
+  (the flag given, the file's value is never consulted). A file named with ``--config`` is
+  the user's explicit choice and is taken whole;
+* every file is read by the hardened reader (:mod:`credrank.core.structured`): UTF-8 only,
+  at most :data:`MAX_CONFIG_BYTES`, nesting bounded; a malformed one is a one-line
+  ``error: PATH: …`` (exit 2), never a traceback (N10).
+
+Keys are the commands' long option names
 (``index``, ``priors``, ``table``, ``pipeline``, ``top-k`` or ``top_k``, ``embedder``, …;
 ``tables`` is ``table``); a key at the top level is a default for every command that has that
 option, a key in a ``[search]`` (or ``[priors.show]``) table for that command alone, and the
@@ -26,11 +46,13 @@ command's table that is no option of that command is an error naming the file an
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, get_args, get_origin
 
 CONFIG_NAME = "credrank.toml"
@@ -60,6 +82,7 @@ class Config:
 
     path: Path
     table: dict[str, Any]
+    discovered: bool = False
     said: bool = field(default=False, compare=False)
 
     @property
@@ -73,46 +96,139 @@ class Config:
             print(f"credrank: defaults from {self.path}", file=sys.stderr)
 
 
-def _read(path: Path) -> dict[str, Any]:
+#: the most bytes a defaults file may have
+MAX_CONFIG_BYTES = 1024 * 1024
+#: set (to anything but ``""`` or ``0``) to turn discovery off: only ``--config`` is read
+NO_CONFIG_ENV = "CREDRANK_NO_CONFIG"
+
+#: options a *discovered* file may never set (only a flag, or a file named with ``--config``):
+#: where a server listens, where an engine is, where a secret is read from
+NETWORK = frozenset({"host", "port"})
+ENGINE_URLS = frozenset({"qdrant_url"})
+KEY_SOURCES = frozenset({"api_key_env", "qdrant_api_key_env"})
+#: options that name a file or folder a command writes: a discovered file may set them only
+#: to a path inside its own folder
+OUTPUTS = frozenset({"rejects", "trec_run", "template", "out", "cache", "report",
+                     "checkpoint", "directory"})
+#: the same for options that a command writes but others only read (``--index`` of
+#: ``credrank index``)
+OUTPUTS_OF = {"index": frozenset({"index_dir", "qdrant_path"}), "demo": frozenset({"index_dir"}),
+              "optimize": frozenset({"index_dir"}),
+              "serve": frozenset({"index_dir", "qdrant_path", "priors_store"})}
+
+
+def _open_bytes(path: Path, discovered: bool) -> bytes:
+    """The bytes of ``path``. A discovered file must be a regular file that the current user
+    owns and nobody else may write (checked on the open file, so a swap after the check
+    changes nothing); a file named with ``--config`` is the user's choice and is not checked."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) * discovered  # a FIFO never blocks
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        fd = os.open(path, flags)
     except OSError as exc:
+        if os.path.isdir(path):
+            raise ConfigError(f"{path}: expected a file, got a directory") from None
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: expected a file, got a directory")
+    if discovered:
+        try:
+            _check_trusted(path, info)
+        except ConfigError:
+            os.close(fd)
+            raise
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: expected a file of at most {MAX_CONFIG_BYTES:,} bytes, "
+                          "got a larger one")
+    return data
 
 
-def load_config(path: Path) -> Config:
+def _check_trusted(path: Path, info: os.stat_result) -> None:
+    """Refuse a discovered file that is not a regular file, is owned by another user or is
+    writable by its group or by others (issue 37, N4)."""
+    hint = f"or name it with --config {path} to use it anyway"
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path}: refused: not a regular file; remove it, {hint}")
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None and info.st_uid != getuid():
+        raise ConfigError(f"{path}: refused: owned by another user (uid {info.st_uid}), so "
+                          f"anyone could have written it; {hint}")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "others" if info.st_mode & stat.S_IWOTH else "its group"
+        raise ConfigError(f"{path}: refused: writable by {who} (mode "
+                          f"{stat.S_IMODE(info.st_mode):04o}), so anyone could have written "
+                          f"it; run chmod go-w {path}, {hint}")
+
+
+def _read(path: Path, discovered: bool = False) -> dict[str, Any]:
+    """The TOML table of ``path`` through the hardened reader (:mod:`credrank.core.structured`):
+    UTF-8 only, nesting and size bounded; every failure a :class:`ConfigError` naming the file."""
+    from credrank.core.structured import decode_utf8, parse_text
+
+    data = _open_bytes(path, discovered)
+    text = decode_utf8(data, str(path), error=ConfigError)
+    table = parse_text(text, "toml", str(path), error=ConfigError)
+    if not isinstance(table, dict):  # tomllib always gives a table; kept for the type
+        raise ConfigError(f"{path}: expected a TOML table")
+    return table
+
+
+def load_config(path: Path, discovered: bool = False) -> Config:
     """The defaults of ``path``: a ``credrank.toml`` (the whole file) or a
-    ``pyproject.toml`` (its ``[tool.credrank]`` table, which must exist)."""
+    ``pyproject.toml`` (its ``[tool.credrank]`` table, which must exist). ``discovered``:
+    found rather than named (:func:`find_config`), so checked and restricted."""
     path = path.expanduser().resolve()
-    data = _read(path)
+    data = _read(path, discovered)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("credrank")
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: no [tool.credrank] table")
-        return Config(path, table)
-    return Config(path, data)
+        return Config(path, table, discovered=discovered)
+    return Config(path, data, discovered=discovered)
+
+
+def user_config_path() -> Path:
+    """``$XDG_CONFIG_HOME/credrank/credrank.toml`` (``~/.config/…`` when the variable is unset
+    or not an absolute path)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    folder = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return folder / "credrank" / CONFIG_NAME
+
+
+def discovery_off() -> bool:
+    return os.environ.get(NO_CONFIG_ENV, "").strip() not in ("", "0")
 
 
 def find_config(start: Path) -> Config | None:
-    """The nearest ``credrank.toml``, or ``pyproject.toml`` with ``[tool.credrank]``, in
-    ``start`` or a folder above it; ``None`` when there is none. A ``pyproject.toml``
-    without the table (or one that does not parse: it is not ours) is passed over."""
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        own = folder / CONFIG_NAME
-        if own.is_file():
-            return load_config(own)
-        project = folder / "pyproject.toml"
-        if project.is_file():
-            try:
-                table = _read(project).get("tool", {}).get("credrank")
-            except ConfigError:
-                continue
-            if isinstance(table, dict):
-                return Config(project.resolve(), table)
+    """The defaults file found for a command run in ``start`` (never a folder above it):
+    ``start/credrank.toml``, else ``start/pyproject.toml`` with a ``[tool.credrank]`` table,
+    else the user's :func:`user_config_path`; ``None`` when there is none or
+    ``CREDRANK_NO_CONFIG`` is set. A found file must be the user's own and writable by
+    nobody else (:func:`_check_trusted`). A ``pyproject.toml`` without the table (or one that
+    does not parse: it is not ours) is passed over."""
+    if discovery_off():
+        return None
+    start = Path(os.path.abspath(start))
+    own = start / CONFIG_NAME
+    if os.path.lexists(own):
+        return load_config(own, discovered=True)
+    project = start / "pyproject.toml"
+    if project.is_file():
+        try:
+            table = _read(project).get("tool", {}).get("credrank")
+        except ConfigError:
+            table = None
+        if isinstance(table, dict):
+            return load_config(project, discovered=True)
+    user = user_config_path()
+    if os.path.lexists(user):
+        return load_config(user, discovered=True)
     return None
 
 
@@ -130,6 +246,20 @@ def _keys(param: Any) -> list[str]:
 def _norm(key: str) -> str:
     key = key.replace("-", "_")
     return ALIASES.get(key, key)
+
+
+def _rendering_help() -> bool:
+    """Whether click (or typer's rich formatter) is asking for a default to show in a help
+    text: ``--help`` shows what the file sets, it never uses it."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(40):
+        if frame is None:
+            return False
+        if frame.f_code.co_name in ("get_help", "format_help", "get_help_record",
+                                    "format_options"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _is_path(param: Any) -> bool:
@@ -152,16 +282,17 @@ class _Defaults(Mapping[str, Any]):
             self._check_own_section()
 
     # -- the file's tables ------------------------------------------------------------------
-    def _section_chain(self) -> list[dict[str, Any]]:
-        """The tables that apply here, most specific first: ``[a.b]``, ``[a]``, top level."""
+    def _section_chain(self) -> list[tuple[str, dict[str, Any]]]:
+        """The tables that apply here, most specific first: ``[a.b]``, ``[a]``, top level
+        (each with its name as the file writes it, ``""`` for the top level)."""
         table = self.config.table
-        chain = [] if self.where[:1] and self.where[0] in OWN_TABLE_ONLY else [table]
-        for name in self.where:
+        chain = [] if self.where[:1] and self.where[0] in OWN_TABLE_ONLY else [("", table)]
+        for i, name in enumerate(self.where):
             sub = table.get(name)
             if not isinstance(sub, dict):
                 break
             table = sub
-            chain.append(table)
+            chain.append((".".join(self.where[:i + 1]), table))
         return chain[::-1]
 
     def _check_own_section(self) -> None:
@@ -180,12 +311,17 @@ class _Defaults(Mapping[str, Any]):
                 raise typer.Exit(2)
 
     def _lookup(self, param: Any) -> tuple[bool, Any]:
+        found = self._find(param)
+        return (False, None) if found is None else (True, found[2])
+
+    def _find(self, param: Any) -> tuple[str, str, Any] | None:
+        """``(table, key, value)`` of the file's value for ``param``, or ``None``."""
         wanted = {_norm(k) for k in _keys(param)}
-        for table in self._sections:
+        for label, table in self._sections:
             for key, value in table.items():
                 if not isinstance(value, dict) and _norm(key) in wanted:
-                    return True, value
-        return False, None
+                    return label, key, value
+        return None
 
     def _file_has(self, name: str) -> bool:
         param = self._options.get(name)
@@ -248,11 +384,58 @@ class _Defaults(Mapping[str, Any]):
         param = self._options.get(key)
         if param is None:
             return default
-        found, value = self._lookup(param)
-        if not found or self._withheld(key):
+        found = self._find(param)
+        if found is None or self._withheld(key):
             return default
+        value = self._value(param, found[2])
+        if self.config.discovered:
+            self._check_sensitive(param, found, value)
         self.config.note()
-        return self._value(param, value)
+        return value
+
+    # -- what a discovered file may not set -------------------------------------------------
+    def _check_sensitive(self, param: Any, found: tuple[str, str, Any], value: Any) -> None:
+        """Refuse (exit 2) a discovered file's value for a listen address, an engine URL, a
+        secret's source, or an output path outside the file's folder (issue 37, N4): those
+        come from a flag or a file named with ``--config``."""
+        name = param.name
+        what = None
+        if name in NETWORK:
+            what = "a network listen address"
+        elif name in ENGINE_URLS:
+            what = "an engine URL"
+        elif name in KEY_SOURCES:
+            what = "where an API key is read from"
+        elif (name in OUTPUTS or name in OUTPUTS_OF.get(self.where[0] if self.where else "",
+                                                         frozenset())) \
+                and self._outside(value):
+            what = "a path written outside the file's folder"
+        if what is None or _rendering_help():
+            return
+        label, key, _ = found
+        flag = next((o for o in param.opts if o.startswith("--")), f"--{name}")
+        place = f"[{label}] {key}" if label else key
+        print(f"error: {self.config.path}: {place}: {what} is not taken from a discovered "
+              f"defaults file; pass {flag} on the command line, or name the file with "
+              f"credrank --config {self.config.path}", file=sys.stderr)
+        import typer
+
+        raise typer.Exit(2)
+
+    def _outside(self, value: Any) -> bool:
+        """Whether a path value (or any of a list) lies outside the file's folder, symbolic
+        links followed."""
+        values = value if isinstance(value, list) else [value]
+        folder = self.config.folder.resolve()
+        for v in values:
+            if v is None or isinstance(v, bool) or not isinstance(v, (str, Path)):
+                continue
+            p = Path(v).expanduser()
+            if not p.is_absolute():
+                p = folder / p
+            if not p.resolve().is_relative_to(folder):
+                return True
+        return False
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,18 +23,63 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import err, fail, index_rows
+from credrank.index.manifest import MANIFEST
 from credrank.provenance import DomainTableError, RulesError, SourceTyper
 from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, template_text
 
 
 def _check_template(path: Path, force: bool) -> None:
+    """Refuse a ``--template`` path that is no place for a new table: a directory, anything
+    that exists and is not a regular file (a device, a FIFO, a socket, a symbolic link), a
+    file of a credrank index (a folder with ``manifest.json``), an existing file without
+    ``--force``, or a path whose folder does not exist (issue 37, N11)."""
+    if path.is_symlink():
+        fail(f"--template {path}: expected a regular file path, got a symbolic link; give "
+             "the path of the file itself")
     if path.is_dir():
         fail(f"--template {path}: expected a file path, got a directory")
+    if path.exists() and not path.is_file():
+        fail(f"--template {path}: expected a regular file path, got {_kind(path)}; "
+             "nothing was written")
+    if not path.parent.is_dir():
+        fail(f"--template {path}: the folder {path.parent} does not exist")
+    index = _index_around(path.parent.resolve())
+    if index is not None:
+        fail(f"--template {path}: the path is inside the credrank index {index} "
+             f"(it has {MANIFEST}); write the template outside the index")
+    if path.name == MANIFEST and path.exists():
+        fail(f"--template {path}: the file may be an index's {MANIFEST}; write the template "
+             "under another name")
     if path.exists() and not force:
         fail(f"--template {path}: the file exists (a filled-in table?); choose another path "
              "or pass --force to overwrite it")
-    if not path.parent.is_dir():
-        fail(f"--template {path}: the folder {path.parent} does not exist")
+
+
+def _index_around(folder: Path) -> Path | None:
+    """The credrank index ``folder`` is (or is a direct subfolder of, such as ``DIR/shard``):
+    a folder whose ``manifest.json`` is a JSON object naming an ``embedder``; ``None`` when
+    there is none (another program's ``manifest.json`` does not count)."""
+    for above in (folder, folder.parent):
+        manifest = above / MANIFEST
+        if not manifest.is_file():
+            continue
+        try:
+            with manifest.open("rb") as fh:
+                data = json.loads(fh.read(1_000_000))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and "embedder" in data:
+            return above
+    return None
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "something that is not a regular file"
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -41,6 +87,12 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+        try:  # checked again at the last moment: never replace what is no regular file
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is no longer a regular file")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

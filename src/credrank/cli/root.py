@@ -114,7 +114,8 @@ def _root(
     config: Annotated[Path | None, typer.Option(
         "--config", envvar="CREDRANK_CONFIG", metavar="FILE",
         help="defaults for the commands' options (a credrank.toml, or a pyproject.toml with "
-             "[tool.credrank]); default: the nearest one from the current directory up")
+             "[tool.credrank]); default: the one in the current directory, else "
+             "~/.config/credrank/credrank.toml (none with CREDRANK_NO_CONFIG=1)")
     ] = None,
 ) -> None:
     # The commands are LazyGroup's. The callback runs before the command's own options are
