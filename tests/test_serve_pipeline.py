@@ -564,3 +564,25 @@ def test_real_server_with_models_and_the_cli_replays_its_pipeline(
     assert [d for d, _ in ranked(cli_doc)] == [d for d, _ in ranked(first.json())]
     assert [s for _, s in ranked(cli_doc)] == pytest.approx(
         [s for _, s in ranked(first.json())], rel=1e-9)
+
+
+def test_half_life_and_rrf_k_have_sane_ranges_over_http(served: Any) -> None:
+    # issue 37 N14: half_life 1e-320 zeroed every score; rrf_k 1e308 gave scores of 2e-308
+    app, _ = served
+    tiny, huge, k, shortest = post_all(
+        app, ("/search", {"query": QUERY, "freshness": {"half_life": 1e-320}}),
+        ("/search", {"query": QUERY, "freshness": "half_life=1001y"}),
+        ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "combine", "mode": "rrf", "rrf_k": 1e308}]}}),
+        ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "freshness", "half_life": 1 / 86400, "now": "2026-01-01"}]}}))
+    for bad, field in ((tiny, "freshness.half_life"), (huge, "freshness.half_life"),
+                       (k, "pipeline.stages[0].rrf_k")):
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["errors"][0]["field"] == field
+    assert "between 1 second" in tiny.json()["detail"]
+    assert "(0, 1000000]" in k.json()["detail"]
+    # the shortest half-life is served; no score is NaN, infinite or denormal
+    assert shortest.status_code == 200, shortest.text
+    scores = [h["score"] for h in shortest.json()["hits"]]
+    assert all(s == 0.0 or 2.2250738585072014e-308 <= abs(s) < float("inf") for s in scores)
