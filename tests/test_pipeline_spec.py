@@ -272,3 +272,24 @@ def test_native_toml_and_yaml_dates_are_instants(workdir: Path) -> None:
     assert_clean_error(run_cli("pipeline", "check", "t.toml", cwd=workdir, timeout=600),
                        "t.toml: stages[0].now: expected an ISO 8601 date",
                        "got a time value 07:00:00")
+
+
+def test_every_door_reports_the_same_capped_fetch_k(workdir: Path) -> None:
+    # issue 37 N12: {"top_k": 10000000} passed `pipeline check` as "fetch_k 30000000" and
+    # `search` then refused a fetch_k the user never wrote
+    from credrank.index.store import MAX_K
+
+    (workdir / "big.json").write_text(json.dumps({"top_k": MAX_K}), encoding="utf-8")
+    assert PipelineSpec.from_dict({"top_k": MAX_K}).resolved_fetch_k == MAX_K
+    assert PipelineSpec.from_dict({"top_k": MAX_K}).to_dict()["fetch_k"] == MAX_K
+    said = run_cli("pipeline", "check", "big.json", cwd=workdir, timeout=600)
+    assert said.returncode == 0, said.stderr
+    assert f"top_k {MAX_K}, fetch_k {MAX_K}," in " ".join(said.stdout.split())
+    checked = run_cli("pipeline", "check", "big.json", "--json", cwd=workdir, timeout=600)
+    assert json.loads(checked.stdout)["fetch_k"] == MAX_K
+    for args in (("--pipeline", "big.json"), ("--top-k", str(MAX_K))):
+        searched = run_cli("search", QUERY, "--index", "idx", "--json", *args, cwd=workdir,
+                           timeout=600)
+        assert searched.returncode == 0, searched.stderr
+        doc = json.loads(searched.stdout)
+        assert doc["settings"]["fetch_k"] == doc["pipeline"]["fetch_k"] == MAX_K

@@ -586,3 +586,13 @@ def test_half_life_and_rrf_k_have_sane_ranges_over_http(served: Any) -> None:
     assert shortest.status_code == 200, shortest.text
     scores = [h["score"] for h in shortest.json()["hits"]]
     assert all(s == 0.0 or 2.2250738585072014e-308 <= abs(s) < float("inf") for s in scores)
+
+
+def test_a_huge_top_k_is_refused_by_its_own_name(served: Any) -> None:
+    # issue 37 N12: the service's limit names top_k, never a fetch_k nobody wrote
+    app, _ = served
+    spec, field = post_all(app, ("/search", {"query": QUERY, "pipeline": {"top_k": 10_000_000}}),
+                           ("/search", {"query": QUERY, "top_k": 10_000_000}))
+    assert spec.status_code == 422 and spec.json()["errors"][0]["field"] == "pipeline.top_k"
+    assert field.status_code == 422 and field.json()["errors"][0]["field"] == "top_k"
+    assert "fetch_k" not in spec.text + field.text

@@ -45,6 +45,7 @@ from fastapi import Response
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import prepare_documents, write_prepared
+from credrank.index.retrieve import default_fetch_k
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
@@ -236,7 +237,8 @@ class ServiceState:
             if values.get("select") is not None:  # the pool before the selector's parameters
                 top_k, fetch_k = values.get("top_k") or 10, values.get("fetch_k")
                 _check_pool(values["select"], pool if pool is not None else
-                            fetch_k if fetch_k is not None else 3 * top_k, pool_field)
+                            fetch_k if fetch_k is not None else default_fetch_k(top_k),
+                            pool_field)
             spec = self._fields_spec(values, door)
         for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
                                  ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
