@@ -293,3 +293,12 @@ def test_every_door_reports_the_same_capped_fetch_k(workdir: Path) -> None:
         assert searched.returncode == 0, searched.stderr
         doc = json.loads(searched.stdout)
         assert doc["settings"]["fetch_k"] == doc["pipeline"]["fetch_k"] == MAX_K
+
+
+def test_a_deeply_nested_set_value_names_the_flag(workdir: Path) -> None:
+    # issue 37 N17: -S 'mmr.diversity=[[[…' (3,000 deep) failed without naming -S
+    for raw in ("[" * 3000, "[" * 3000 + "]" * 3000):
+        assert_clean_error(run_cli("search", QUERY, "--index", "idx", "-S",
+                                   f"mmr.diversity={raw}", cwd=workdir, timeout=600),
+                           "error: -S mmr.diversity=[[[", "nested at most 32 levels deep",
+                           starts=True)

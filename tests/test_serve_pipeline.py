@@ -596,3 +596,29 @@ def test_a_huge_top_k_is_refused_by_its_own_name(served: Any) -> None:
     assert spec.status_code == 422 and spec.json()["errors"][0]["field"] == "pipeline.top_k"
     assert field.status_code == 422 and field.json()["errors"][0]["field"] == "top_k"
     assert "fetch_k" not in spec.text + field.text
+
+
+def test_get_priors_answers_the_source_table_in_pages(served: Any) -> None:
+    # issue 37 N17: GET /priors (public) answered the whole, ever-growing source table
+    app, _ = served
+    items = [{"source_type": "government", "source_id": f"src-{i:02d}", "relevant": True}
+             for i in range(5)]
+
+    async def scenario() -> list[httpx.Response]:
+        async with asgi_client(app) as c:
+            fed = await c.post("/feedback", json={"items": items}, headers=AUTH)
+            assert fed.status_code == 200, fed.text
+            return [await c.get("/priors", params=p) for p in (
+                {}, {"limit": 2}, {"offset": 4, "limit": 2}, {"limit": 1001}, {"offset": -1})]
+
+    whole, first, last, over, negative = run(scenario())
+    assert whole.status_code == 200, whole.text
+    names = sorted(whole.json()["sources"])
+    assert whole.json()["sources_total"] == len(names) >= 5
+    assert (whole.json()["offset"], whole.json()["limit"]) == (0, 1000)
+    assert list(first.json()["sources"]) == names[:2] and first.json()["limit"] == 2
+    assert list(last.json()["sources"]) == names[4:6]
+    assert first.json()["types"] == whole.json()["types"]
+    for bad, field in ((over, "limit"), (negative, "offset")):
+        assert bad.status_code == 422, bad.text
+        assert field in bad.json()["detail"]

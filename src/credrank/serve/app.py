@@ -63,7 +63,13 @@ from credrank.serve.models import (
     SearchResponse,
 )
 from credrank.serve.responses import JSON, Rendered, error
-from credrank.serve.work import Plan, ServiceState, WriteWork, priors_document
+from credrank.serve.work import (
+    MAX_PRIORS_PAGE,
+    Plan,
+    ServiceState,
+    WriteWork,
+    priors_document,
+)
 from credrank.signals.feedback import RequestIdReused
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -285,11 +291,16 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
              tags=["priors"])
-    async def priors(version: int | None = Query(None, ge=0, description="default: current")
-                     ) -> JSON:
-        """The priors of a version of the feedback store (per type and per source)."""
+    async def priors(version: int | None = Query(None, ge=0, description="default: current"),
+                     offset: int = Query(0, ge=0, description="the first source of the page "
+                                                              "(sources sorted by name)"),
+                     limit: int = Query(MAX_PRIORS_PAGE, ge=1, le=MAX_PRIORS_PAGE,
+                                        description="the most sources answered")) -> JSON:
+        """The priors of a version of the feedback store: per type, and one page of the
+        per-source table (``offset``, ``limit``; ``sources_total`` says how many)."""
         def work(token: Any) -> Rendered:
-            return Rendered.of(priors_document(state.priors_store(), version))
+            return Rendered.of(priors_document(state.priors_store(), version,
+                                               page=(offset, limit)))
 
         try:
             return JSON(await state.read(None, work))

@@ -523,11 +523,26 @@ def _dropped(d: DroppedField) -> dict[str, Any]:
             "message": message}
 
 
-def priors_document(store: FeedbackPriors, version: int | None = None) -> dict[str, Any]:
+#: the most sources one ``GET /priors`` answers (a page; ``offset`` pages on): the table grows
+#: with every feedback round, and a public read must not answer megabytes
+MAX_PRIORS_PAGE = 1000
+
+
+def priors_document(store: FeedbackPriors, version: int | None = None, *,
+                    page: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The priors of ``version`` (default: current); with ``page = (offset, limit)`` only
+    that page of the per-source table, sorted by source, and ``sources_total``."""
     record = store.record(version)
+    sources = dict(record["sources"])
+    paging: dict[str, Any] = {}
+    if page is not None:
+        offset, limit = page
+        names = sorted(sources)
+        paging = {"sources_total": len(names), "offset": offset, "limit": limit}
+        sources = {k: sources[k] for k in names[offset:offset + limit]}
     out = {"version": record["version"], "current": store.current, "base": store.base_name,
            "epsilon": store.epsilon, "max_change": store.max_change,
-           "types": dict(record["types"]), "sources": dict(record["sources"]),
+           "types": dict(record["types"]), "sources": sources, **paging,
            "event": record["event"], "timestamp": record["timestamp"]}
     if "restored_from" in record:
         out["restored_from"] = record["restored_from"]
