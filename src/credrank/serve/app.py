@@ -45,9 +45,9 @@ from credrank.pipeline.spec import SpecError
 from credrank.rerank import CANDIDATE_FIELDS
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
-from credrank.serve.config import WRITE_PATHS, ServeConfig
+from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
 from credrank.serve.idempotency import HEADER, PATTERN
-from credrank.serve.limits import BodyLimitMiddleware, LimitError
+from credrank.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
     ErrorBody,
@@ -335,6 +335,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     # added innermost first: the access log wraps everything
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
                        read_timeout_s=config.read_timeout_s)
+    app.add_middleware(ContentTypeMiddleware, paths=JSON_PATHS)
     app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, paths=WRITE_PATHS)
     app.add_middleware(AccessLogMiddleware)
     _document_body(app, RerankRequest)
