@@ -100,3 +100,17 @@ def test_txt_with_tabs_is_still_tsv(tmp_path):
     q = tmp_path / "q.txt"
     q.write_text("x1\tfirst\n", encoding="utf-8")
     assert [(x.id, x.text) for x in read_queries(q)] == [("x1", "first")]
+
+
+@pytest.mark.parametrize(("name", "text"), [("empty.txt", ""), ("blank.txt", "\n  \n\n"),
+                                            ("empty.jsonl", "")])
+def test_a_file_of_no_queries_is_an_error(demo_index_hashing, tmp_path, name, text):
+    # an empty --queries file made `credrank search` exit 0 silently
+    from cli_process import assert_clean_error, run_cli
+
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    proc = run_cli("search", "--index", demo_index_hashing, "--queries", name, "--json",
+                   cwd=tmp_path, timeout=600)
+    assert proc.stdout == ""
+    assert_clean_error(proc, f"error: --queries {name}: no queries: expected at least one",
+                       "got none", starts=True)

@@ -73,6 +73,9 @@ def test_bad_parameters_are_named():
         Combine("linear", alpha=True)  # a bool is not a number
     with pytest.raises(ValueError, match=r"^rrf_k: "):
         Combine("rrf", rrf_k=float("inf"))
+    with pytest.raises(ValueError, match=r"^rrf_k: expected a finite number in \(0, 1000000\]"):
+        Combine("rrf", rrf_k=1e308)  # issue 37 N14: scores of 2e-308
+    assert Combine("rrf", rrf_k=1e6).rrf_k == 1e6
     with pytest.raises(ValueError, match="top_k"):
         TopK(True)
 

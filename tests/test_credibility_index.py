@@ -412,3 +412,77 @@ def test_featurizer_document_source_uses_given_vectors_else_title_and_text():
     assert f.config()["embedding_source"] == "document"
     with pytest.raises(ValueError, match="embedding_source: expected one of head, document"):
         CredibilityFeaturizer(emb, embedding_source="page")
+
+
+#: ``credrank`` with each chunk of credibility scores held after it is written (16 documents a
+#: chunk) until stdin has a line: a marker on stderr says a chunk is written, so the test can
+#: interrupt the run there without a timing guess
+HELD_RUN = """
+import sys
+import credrank.credibility.indexed as indexed
+original = indexed.score_index
+def held(store, model, **kw):
+    inner = kw.pop("on_chunk")
+    def on_chunk(n):
+        inner(n)
+        print("CHUNK-WRITTEN", file=sys.stderr, flush=True)
+        sys.stdin.readline()
+    return original(store, model, **{**kw, "chunk": 16, "on_chunk": on_chunk})
+indexed.score_index = held
+from credrank.cli import main
+main()
+"""
+
+
+def test_an_interrupted_scoring_run_says_what_it_kept(demo_index_hashing, models, tmp_path):
+    # issue 37 N15: Ctrl-C during `credrank score credibility` exited with no message
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    where = copy_index(demo_index_hashing, tmp_path / "idx")
+    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_RUN, "score", "credibility", "--index", str(where),
+         "--model", str(models["a"]), "--quiet"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # until the first chunk is written, then interrupt it there
+        seen.append(line)
+        if line.strip() == "CHUNK-WRITTEN":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, (seen, out, err)
+    assert "Traceback" not in err, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"interrupted: {where}: 16 credibility scores written and kept "
+                               "(0 were already there, 120 documents); 104 left"), err
+    assert "re-run the same command" in lines[0]
+    # and re-running completes it: the 16 are skipped
+    done = run_cli("score", "credibility", "--index", where, "--model", models["a"], "--json",
+                   "--quiet", timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["already_scored"], doc["scored"]) == (16, 104)
+
+
+def test_an_interrupt_before_any_score_says_so(tmp_path):
+    from credrank.cli.score import Tally, interrupted
+
+    assert interrupted(Tally(), tmp_path, "machine-text").exit_code == 130
+    tally = Tally()
+    tally.start(10, 12)
+    tally.advance(4)
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        interrupted(tally, tmp_path, "machine-text")
+    assert err.getvalue() == (f"interrupted: {tmp_path}: 4 machine-text scores written and kept "
+                              "(2 were already there, 12 documents); 6 left; re-run the same "
+                              "command to score the rest (documents already scored are "
+                              "skipped)\n")

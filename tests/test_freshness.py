@@ -28,6 +28,7 @@ from credrank.freshness.config import (
     parse_duration,
 )
 from credrank.freshness.dates import FRESHNESS_FIELDS
+from credrank.freshness.decay import half_life_weight
 from credrank.freshness.policy import UnknownAge
 from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import index_documents
@@ -568,3 +569,42 @@ def test_freshness_config_roundtrip_describe():
     cfg = FreshnessConfig(half_life=10, host={"a.org": 2})
     stage = FreshnessDecay(config=cfg, now=T)
     assert stage.describe()["half_lives"]["host"] == {"a.org": 2.0}
+
+
+# -- declared ranges (issue 37 N14) ----------------------------------------------------------------
+
+def test_half_life_range_is_the_same_at_every_door(demo_index_hashing, tmp_path):
+    # a half-life of 1e-320 days zeroed every score (a numpy RuntimeWarning on the CLI)
+    for value in ("1e-320", "0.00001", "1001y", 1e-320, 365.25 * 1000 + 1):
+        with pytest.raises(ValueError, match=r"^half_life: expected .* between 1 second"):
+            FreshnessDecay(value)
+    assert FreshnessDecay(1 / 86400).half_life == pytest.approx(1 / 86400)
+    assert FreshnessDecay("1000y").half_life == 365250.0
+    with pytest.raises(ValueError, match="between 1 second"):
+        parse_duration("1e-320")
+    # a config file: the default and every table's half-lives
+    for text, where in (('half_life = 1e-320\n', "half_life"),
+                        ('half_life = "1y"\n[host]\n"a.org" = "2000y"\n', "host.a.org")):
+        path = tmp_path / "fresh.toml"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match=rf"fresh\.toml: {where}: expected .*1000 years"):
+            load_freshness_config(path)
+    with pytest.raises(ValueError, match="half_life: expected a half-life between 1 second"):
+        FreshnessConfig(half_life=1e-320)
+    # the CLI: exit 2 naming the flag's key, no warning, no traceback
+    res = runner.invoke(app, ["search", "vitamin D winter", "--index", str(demo_index_hashing),
+                              "--freshness", "half_life=1e-320"])
+    assert res.exit_code == 2, res.output
+    assert "half_life" in res.output and "between 1 second" in res.output
+    assert "Traceback" not in res.output and "RuntimeWarning" not in res.output
+
+
+def test_no_denormal_weight_or_score_leaves(demo_index_hashing):
+    # the shortest half-life over a year-old document: 2^-31557600 underflows to 0 exactly;
+    # a weight of 2^-1060 (a denormal) is 0 too
+    assert half_life_weight(np.array([1060.0, 1.0]), 1.0).tolist() == [0.0, 0.5]
+    doc = cli_json(demo_index_hashing, "--freshness", "half_life=0.0000115741,now=2026-01-01")
+    for hit in doc["hits"]:
+        assert hit["score"] == 0.0 or abs(hit["score"]) >= 2.2250738585072014e-308
+    batch = build_batch([0.9, 0.8])
+    assert batch.with_score(np.array([1e-310, 0.5])).score.tolist() == [0.0, 0.5]

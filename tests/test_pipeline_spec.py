@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import run_cli
+from cli_process import assert_clean_error, run_cli
 from credrank.core.pipeline import FormulaTerm
 from credrank.demo_corpus import demo_dir
 from credrank.index.opener import open_store
@@ -241,3 +241,64 @@ def test_a_lineage_spec_runs_as_its_stages_built_by_hand(workdir: Path) -> None:
     assert list(by_hand.doc_ids) == list(via_spec.doc_ids)
     assert by_hand.score.tolist() == pytest.approx(via_spec.score.tolist(), rel=1e-6)  # T: now
     assert "lineage" in via_spec.info and "lineage" in by_hand.info
+
+
+def test_native_toml_and_yaml_dates_are_instants(workdir: Path) -> None:
+    # issue 37 N13: `now = 2026-01-01` unquoted in TOML / YAML (a date or datetime value) was
+    # refused with a Python repr, or broke `pipeline check --json` with a traceback
+    files = {"dt.toml": 'top_k = 3\n[[stages]]\nstage = "freshness"\nhalf_life = "1y"\n'
+                        "now = 2026-01-01T00:00:00Z\n",
+             "d.toml": 'top_k = 3\n[[stages]]\nstage = "freshness"\nhalf_life = "1y"\n'
+                       "now = 2026-01-01\n",
+             "d.yaml": "top_k: 3\nstages:\n  - stage: freshness\n    half_life: 1y\n"
+                       "    now: 2026-01-01\n",
+             "t.toml": 'top_k = 3\n[[stages]]\nstage = "freshness"\nhalf_life = "1y"\n'
+                       "now = 07:00:00\n"}
+    for name, text in files.items():
+        (workdir / name).write_text(text, encoding="utf-8")
+    echoed = {}
+    for name in ("dt.toml", "d.toml", "d.yaml"):
+        checked = run_cli("pipeline", "check", name, "--json", cwd=workdir, timeout=600)
+        assert checked.returncode == 0, checked.stderr
+        echoed[name] = json.loads(checked.stdout)["stages"][0]["now"]
+    assert echoed == {"dt.toml": "2026-01-01T00:00:00+00:00", "d.toml": "2026-01-01",
+                      "d.yaml": "2026-01-01"}
+    searched = run_cli("search", QUERY, "--index", "idx", "--pipeline", "d.toml", "--json",
+                       cwd=workdir, timeout=600)
+    assert searched.returncode == 0, searched.stderr
+    doc = json.loads(searched.stdout)
+    assert doc["info"]["freshness"]["now"] == "2026-01-01T00:00:00+00:00"
+    # a time of day is no date: refused naming the key, what came in ISO text (no repr)
+    assert_clean_error(run_cli("pipeline", "check", "t.toml", cwd=workdir, timeout=600),
+                       "t.toml: stages[0].now: expected an ISO 8601 date",
+                       "got a time value 07:00:00")
+
+
+def test_every_door_reports_the_same_capped_fetch_k(workdir: Path) -> None:
+    # issue 37 N12: {"top_k": 10000000} passed `pipeline check` as "fetch_k 30000000" and
+    # `search` then refused a fetch_k the user never wrote
+    from credrank.index.store import MAX_K
+
+    (workdir / "big.json").write_text(json.dumps({"top_k": MAX_K}), encoding="utf-8")
+    assert PipelineSpec.from_dict({"top_k": MAX_K}).resolved_fetch_k == MAX_K
+    assert PipelineSpec.from_dict({"top_k": MAX_K}).to_dict()["fetch_k"] == MAX_K
+    said = run_cli("pipeline", "check", "big.json", cwd=workdir, timeout=600)
+    assert said.returncode == 0, said.stderr
+    assert f"top_k {MAX_K}, fetch_k {MAX_K}," in " ".join(said.stdout.split())
+    checked = run_cli("pipeline", "check", "big.json", "--json", cwd=workdir, timeout=600)
+    assert json.loads(checked.stdout)["fetch_k"] == MAX_K
+    for args in (("--pipeline", "big.json"), ("--top-k", str(MAX_K))):
+        searched = run_cli("search", QUERY, "--index", "idx", "--json", *args, cwd=workdir,
+                           timeout=600)
+        assert searched.returncode == 0, searched.stderr
+        doc = json.loads(searched.stdout)
+        assert doc["settings"]["fetch_k"] == doc["pipeline"]["fetch_k"] == MAX_K
+
+
+def test_a_deeply_nested_set_value_names_the_flag(workdir: Path) -> None:
+    # issue 37 N17: -S 'mmr.diversity=[[[…' (3,000 deep) failed without naming -S
+    for raw in ("[" * 3000, "[" * 3000 + "]" * 3000):
+        assert_clean_error(run_cli("search", QUERY, "--index", "idx", "-S",
+                                   f"mmr.diversity={raw}", cwd=workdir, timeout=600),
+                           "error: -S mmr.diversity=[[[", "nested at most 32 levels deep",
+                           starts=True)

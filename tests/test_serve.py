@@ -182,8 +182,27 @@ def test_rerank_with_query_vector_embeds_nothing(ro: ServerHandle) -> None:
     bad = post(ro, "/rerank", {"query": QUERY, "candidates": candidates,
                                "query_vector": [1.0]})
     assert bad.status_code == 422 and "query_vector" in bad.json()["detail"]
-    broken = post(ro, "/rerank", content=b'{"query": "x", "candidates": [')
+    broken = post(ro, "/rerank", content=b'{"query": "x", "candidates": [',
+                  headers={"Content-Type": "application/json"})
     assert broken.status_code == 422 and broken.json()["errors"][0]["field"] == "body"
+
+
+def test_a_json_body_must_say_it_is_json(ro: ServerHandle) -> None:
+    # issue 37 N18: a JSON body sent as text/plain was parsed; now 415 naming the type
+    body = json.dumps({"query": QUERY, "top_k": 1}).encode()
+    for path in ("/search", "/rerank"):
+        for headers in ({"Content-Type": "text/plain"},
+                        {"Content-Type": "application/x-www-form-urlencoded"}, {}):
+            got = httpx.post(ro.url + path, content=body, headers=headers, timeout=60)
+            assert got.status_code == 415, (path, headers, got.text)
+            assert got.headers["content-type"] == "application/json"
+            assert got.json()["error"] == "unsupported_media_type"
+            given = headers.get("Content-Type")
+            assert got.json()["detail"] == ("Content-Type: expected application/json, got "
+                                            + (repr(given) if given else "none"))
+    fine = httpx.post(ro.url + "/search", content=body, timeout=60,
+                      headers={"Content-Type": "application/json; charset=utf-8"})
+    assert fine.status_code == 200, fine.text
 
 
 def test_rerank_errors_name_the_candidate(ro: ServerHandle) -> None:

@@ -491,3 +491,29 @@ def test_a_slow_body_is_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert b'"request_timeout"' in answer and b"--read-timeout" in answer
         server.wait_for_line(lambda text: '"status": 408' in text)
+
+
+def test_incomplete_headers_are_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -> None:
+    # issue 37 N18: a request line and half its headers held a connection with no answer for
+    # over a minute (uvicorn has no header timeout); now the body's deadline applies
+    where = tmp_path / "index"
+    copy_index(demo_index_hashing, where)
+
+    def until_closed(s: socket.socket) -> bytes:
+        answer = b""
+        while chunk := s.recv(65536):  # the server answers, then closes
+            answer += chunk
+        return answer
+
+    with running_server(where, "--read-timeout", "0.5") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            answer = until_closed(s)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b'"request_timeout"' in answer and b"request headers" in answer
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            # a whole request is answered; the next one on the connection gets the deadline
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\n")
+            answer = until_closed(s)
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert answer.count(b"HTTP/1.1 408") == 1, answer

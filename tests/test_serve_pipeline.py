@@ -564,3 +564,61 @@ def test_real_server_with_models_and_the_cli_replays_its_pipeline(
     assert [d for d, _ in ranked(cli_doc)] == [d for d, _ in ranked(first.json())]
     assert [s for _, s in ranked(cli_doc)] == pytest.approx(
         [s for _, s in ranked(first.json())], rel=1e-9)
+
+
+def test_half_life_and_rrf_k_have_sane_ranges_over_http(served: Any) -> None:
+    # issue 37 N14: half_life 1e-320 zeroed every score; rrf_k 1e308 gave scores of 2e-308
+    app, _ = served
+    tiny, huge, k, shortest = post_all(
+        app, ("/search", {"query": QUERY, "freshness": {"half_life": 1e-320}}),
+        ("/search", {"query": QUERY, "freshness": "half_life=1001y"}),
+        ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "combine", "mode": "rrf", "rrf_k": 1e308}]}}),
+        ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "freshness", "half_life": 1 / 86400, "now": "2026-01-01"}]}}))
+    for bad, field in ((tiny, "freshness.half_life"), (huge, "freshness.half_life"),
+                       (k, "pipeline.stages[0].rrf_k")):
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["errors"][0]["field"] == field
+    assert "between 1 second" in tiny.json()["detail"]
+    assert "(0, 1000000]" in k.json()["detail"]
+    # the shortest half-life is served; no score is NaN, infinite or denormal
+    assert shortest.status_code == 200, shortest.text
+    scores = [h["score"] for h in shortest.json()["hits"]]
+    assert all(s == 0.0 or 2.2250738585072014e-308 <= abs(s) < float("inf") for s in scores)
+
+
+def test_a_huge_top_k_is_refused_by_its_own_name(served: Any) -> None:
+    # issue 37 N12: the service's limit names top_k, never a fetch_k nobody wrote
+    app, _ = served
+    spec, field = post_all(app, ("/search", {"query": QUERY, "pipeline": {"top_k": 10_000_000}}),
+                           ("/search", {"query": QUERY, "top_k": 10_000_000}))
+    assert spec.status_code == 422 and spec.json()["errors"][0]["field"] == "pipeline.top_k"
+    assert field.status_code == 422 and field.json()["errors"][0]["field"] == "top_k"
+    assert "fetch_k" not in spec.text + field.text
+
+
+def test_get_priors_answers_the_source_table_in_pages(served: Any) -> None:
+    # issue 37 N17: GET /priors (public) answered the whole, ever-growing source table
+    app, _ = served
+    items = [{"source_type": "government", "source_id": f"src-{i:02d}", "relevant": True}
+             for i in range(5)]
+
+    async def scenario() -> list[httpx.Response]:
+        async with asgi_client(app) as c:
+            fed = await c.post("/feedback", json={"items": items}, headers=AUTH)
+            assert fed.status_code == 200, fed.text
+            return [await c.get("/priors", params=p) for p in (
+                {}, {"limit": 2}, {"offset": 4, "limit": 2}, {"limit": 1001}, {"offset": -1})]
+
+    whole, first, last, over, negative = run(scenario())
+    assert whole.status_code == 200, whole.text
+    names = sorted(whole.json()["sources"])
+    assert whole.json()["sources_total"] == len(names) >= 5
+    assert (whole.json()["offset"], whole.json()["limit"]) == (0, 1000)
+    assert list(first.json()["sources"]) == names[:2] and first.json()["limit"] == 2
+    assert list(last.json()["sources"]) == names[4:6]
+    assert first.json()["types"] == whole.json()["types"]
+    for bad, field in ((over, "limit"), (negative, "offset")):
+        assert bad.status_code == 422, bad.text
+        assert field in bad.json()["detail"]

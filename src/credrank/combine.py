@@ -57,6 +57,10 @@ def _ranks(order_keys: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
     return ranks
 
 
+#: the largest ``rrf_k`` (a larger constant flattens every rank to ~``2/k``: scores of 1e-308)
+MAX_RRF_K = 1e6
+
+
 def combine_rrf(sim: np.ndarray, c: np.ndarray, k: float) -> np.ndarray:
     """``1/(k + rank_sim) + 1/(k + rank_c)`` (reciprocal rank fusion, Cormack et al. 2009)."""
     return 1.0 / (k + _ranks(sim, c)) + 1.0 / (k + _ranks(c, sim))
@@ -75,7 +79,7 @@ class Combine(Stage):
         return FormulaTerm("multiply", self)
 
     @parameters(mode=Text(choices=MODES), alpha=Number(0.0, 1.0),
-                rrf_k=Number(0.0, open_low=True))
+                rrf_k=Number(0.0, MAX_RRF_K, open_low=True))
     def __init__(self, mode: str = "multiply", *, alpha: float = 0.5, rrf_k: float = 60.0):
         self.mode, self.alpha, self.rrf_k = mode, alpha, rrf_k
 

@@ -16,6 +16,8 @@ run holds the index's writer lock, like ``credrank index``.
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -50,6 +52,37 @@ PrecisionOption = Annotated[str, typer.Option(
                         "or bfloat16; part of the stored key (docs/results.md)")]
 
 
+@dataclass
+class Tally:
+    """What a scoring run has done so far (for the message of an interrupted run): the
+    documents, those scored before it, and those it has written."""
+
+    total: int = 0
+    already: int = 0
+    written: int = 0
+    started: bool = False
+
+    def start(self, todo: int, total: int) -> None:
+        self.total, self.already, self.started = total, total - todo, True
+
+    def advance(self, n: int) -> None:
+        self.written += n
+
+
+def interrupted(tally: Tally, index_dir: Path, what: str) -> typer.Exit:
+    """Say on stderr what an interrupted (Ctrl-C) scoring run wrote and how to resume it; the
+    exit (130, as for SIGINT) to raise."""
+    if not tally.started:
+        done = "before any score was written"
+    else:
+        rest = tally.total - tally.already - tally.written
+        done = (f"{tally.written} {what} scores written and kept ({tally.already} were already "
+                f"there, {tally.total} documents); {rest} left")
+    print(f"interrupted: {index_dir}: {done}; re-run the same command to score the rest "
+          "(documents already scored are skipped)", file=sys.stderr)
+    return typer.Exit(130)
+
+
 def check_scores(names: list[str] | None) -> list[str]:
     """The ``--score`` names, checked (exit 2 for an unknown one or a missing lm extra)."""
     out = list(dict.fromkeys(names or []))
@@ -67,9 +100,10 @@ def check_scores(names: list[str] | None) -> list[str]:
 
 def score_machine_text(idx: Any, *, bar: ProgressLike | None, label: str,
                        max_tokens: int | None = None, batch_size: int | None = None,
-                       threads: int | None = None, precision: str = "auto") -> ScoreReport:
+                       threads: int | None = None, precision: str = "auto",
+                       tally: Tally | None = None) -> ScoreReport:
     """Score the passages of the open store ``idx`` not yet scored with these settings,
-    advancing a task of ``bar`` (``None``: no progress shown)."""
+    advancing a task of ``bar`` (``None``: no progress shown) and ``tally``."""
     from credrank.index.scoring import ScoreJob, score_store
     from credrank.machine_text.scorer import BATCH_SIZE, MAX_TOKENS, FastDetectScorer
 
@@ -79,6 +113,8 @@ def score_machine_text(idx: Any, *, bar: ProgressLike | None, label: str,
     task: list[Any] = []
 
     def start(todo: int, total: int) -> None:
+        if tally is not None:
+            tally.start(todo, total)
         if bar is not None:
             task.append(bar.add_task(f"{label}: machine-text scores ({total - todo} of {total} "
                                      "already)", total=todo))
@@ -86,6 +122,8 @@ def score_machine_text(idx: Any, *, bar: ProgressLike | None, label: str,
             scorer.load()
 
     def advance(n: int) -> None:
+        if tally is not None:
+            tally.advance(n)
         if bar is not None and task:
             bar.advance(task[0], n)
 
@@ -147,11 +185,14 @@ def machine_text(
         fail(f"--precision: {exc}")
     idx = open_writer(index_dir)
     show = show_progress(quiet)
+    tally = Tally()
     try:
         with idx, progress(show) as bar:
             report = score_machine_text(idx, bar=bar if show else None, label=index_dir.name,
                                         max_tokens=max_tokens, batch_size=batch_size,
-                                        threads=threads, precision=precision)
+                                        threads=threads, precision=precision, tally=tally)
+    except KeyboardInterrupt:
+        raise interrupted(tally, index_dir, "machine-text") from None
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")
@@ -178,21 +219,25 @@ def check_credibility_model(model: Path, embedder: str | None = None) -> Any:
     return saved
 
 
-def score_credibility(idx: Any, model: Any, *, bar: ProgressLike | None, label: str
-                      ) -> ScoreReport:
+def score_credibility(idx: Any, model: Any, *, bar: ProgressLike | None, label: str,
+                      tally: Tally | None = None) -> ScoreReport:
     """Store ``P(credible)`` of ``model`` (a loaded model file) for the documents of the open
     store ``idx`` not yet scored with its key, advancing a task of ``bar`` (``None``: no
-    progress shown)."""
+    progress shown) and ``tally``."""
     from credrank.credibility.indexed import score_index
 
     task: list[Any] = []
 
     def start(todo: int, total: int) -> None:
+        if tally is not None:
+            tally.start(todo, total)
         if bar is not None:
             task.append(bar.add_task(f"{label}: credibility scores ({total - todo} of {total} "
                                      "already)", total=todo))
 
     def advance(n: int) -> None:
+        if tally is not None:
+            tally.advance(n)
         if bar is not None and task:
             bar.advance(task[0], n)
 
@@ -242,10 +287,13 @@ def credibility(
 
     idx = open_writer(index_dir, same_embedder)
     show = show_progress(quiet)
+    tally = Tally()
     try:
         with idx, progress(show) as bar:
             report = score_credibility(idx, saved, bar=bar if show else None,
-                                       label=index_dir.name)
+                                       label=index_dir.name, tally=tally)
+    except KeyboardInterrupt:
+        raise interrupted(tally, index_dir, "credibility") from None
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")

@@ -58,8 +58,8 @@ def serve(
         min=0.001, help="seconds a request may take (longer: 504 saying what it did; a "
                         "read is cancelled at its next stage)")] = 30.0,
     read_timeout: Annotated[float, typer.Option(
-        min=0.001, help="seconds a request body may take to arrive (slower: 408, connection "
-                        "closed)")] = DEFAULT_READ_TIMEOUT_S,
+        min=0.001, help="seconds a request's headers, and then its body, may take to arrive "
+                        "(slower: 408, connection closed)")] = DEFAULT_READ_TIMEOUT_S,
     max_request_cost: Annotated[float, typer.Option(
         min=0.0, help="work budget of one /search or /rerank, in work units (≈ ms of CPU: "
                       "selection, consensus and embedding, priced before the work; over it: "
@@ -159,9 +159,15 @@ def serve(
     except BaseException:
         searcher.close()
         raise
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    from credrank.serve.deadline import with_header_deadline
+
     server = uvicorn.Server(uvicorn.Config(
         app, host=host, port=port, log_config=LOG_CONFIG, access_log=False,
-        timeout_graceful_shutdown=graceful_timeout, server_header=False, lifespan="on"))
+        timeout_graceful_shutdown=graceful_timeout, server_header=False, lifespan="on",
+        # the request's headers get the body's deadline (uvicorn has no such setting)
+        http=with_header_deadline(AutoHTTPProtocol, read_timeout)))
     # uvicorn re-raises the signal that stopped it once it has shut down; with these
     # handlers in place that ends the process normally (exit 0) instead of by the signal.
     stopped: list[int] = []

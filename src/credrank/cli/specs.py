@@ -125,7 +125,7 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
         stage, dot, param = key.strip().partition(".")
         if not sep or not stage or (dot and not param):
             raise ValueError(f"-S: expected STAGE.PARAM=VALUE or KEY=VALUE, got {item!r}")
-        value = spec_value(raw)
+        value = spec_value(raw, item)
         try:
             spec = (spec.with_params(stage, {param: value}) if dot
                     else spec.replace_top(**{stage: value}))
@@ -134,10 +134,23 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
     return spec
 
 
-def spec_value(raw: str) -> Any:
-    """A ``-S`` value: JSON where it parses (numbers, true/false, null, lists), else text."""
+def spec_value(raw: str, item: str | None = None) -> Any:
+    """A ``-S`` value: JSON where it parses (numbers, true/false, null, lists), else text;
+    JSON nested deeper than :data:`~credrank.core.structured.MAX_NESTING` levels is a
+    ``ValueError`` naming ``-S`` and the item (``item``, shortened), never a
+    ``RecursionError``."""
+    from credrank.core.structured import MAX_NESTING, json_too_deep
+
+    said = item if item is not None else raw
+    said = said if len(said) <= 60 else said[:57] + "…"
+    deep = ValueError(f"-S {said}: expected a value nested at most {MAX_NESTING} levels deep, "
+                      "got deeper")
+    if json_too_deep(raw, MAX_NESTING):
+        raise deep
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise deep from None
     except ValueError:
         return raw
 

@@ -39,6 +39,18 @@ META_COLUMNS = (
 DATE_COLUMNS = ("observed_at", "verified_at", "published_at", "modified_at", "retrieved_at")
 
 
+#: the smallest normal float64: a value below it in magnitude (a denormal) is stored as 0
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+def flush_denormal(arr: np.ndarray) -> np.ndarray:
+    """``arr`` with denormal values (``0 < |x| < 2.2e-308``, e.g. ``2^-1060`` of a weight that
+    all but underflowed) set to 0: no denormal score or factor leaves a stage (a copy only
+    when one is there)."""
+    small = (np.abs(arr) < _TINY) & (arr != 0)
+    return np.where(small, 0.0, arr) if small.any() else arr
+
+
 @dataclass(frozen=True)
 class Candidates:
     """One query's candidates, columnar.
@@ -150,6 +162,7 @@ class Candidates:
         arr = np.asarray(values, dtype=np.float64).reshape(-1)
         check_finite(f"factor {name!r}", arr, error=StageError)
         check_bounds(f"factor {name!r}", arr, low, high, error=StageError)
+        arr = flush_denormal(arr)
         if len(arr) != len(self):
             raise StageError(f"factor {name!r} has {len(arr)} rows; expected {len(self)}")
         factors = dict(self.factors)
@@ -161,7 +174,7 @@ class Candidates:
         if len(arr) != len(self):
             raise StageError(f"score has {len(arr)} rows; expected {len(self)}")
         check_finite("score", arr, error=StageError)
-        return self._derive(score=arr)
+        return self._derive(score=flush_denormal(arr))
 
     def with_info(self, **info: Any) -> Candidates:
         merged = dict(self.info)

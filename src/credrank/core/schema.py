@@ -29,6 +29,7 @@ spec for them; a list or a table where a string is expected is an error, never
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ def got(value: Any) -> str:
                 "a table with key(s) " + ", ".join(repr(str(k))[:40] for k in keys) + more)
     if isinstance(value, list | tuple):
         return f"a list of {len(value)} item(s)"
+    if isinstance(value, datetime.date | datetime.time):  # a TOML / YAML native date or time
+        return f"a {type(value).__name__} value {value.isoformat()}"
     if is_integer(value) and abs(int(value)) >= 10**20:
         return f"an integer of {len(str(abs(int(value))))} digits"
     text = repr(value)

@@ -24,9 +24,10 @@ A freshness config file (TOML, or YAML with the same keys)::
 **Precedence** (first that applies): document opt-out (``field`` true) > claim class in
 ``no_decay.claim_class`` > ``[claim_class]`` τ > ``[host]`` τ > ``[source_type]`` τ >
 ``half_life``. Durations: ``Nd`` days, ``Nw`` weeks (7 d), ``Ny`` years (**365.25 d**),
-``Nh`` hours (1/24 d), or a bare number of days; 0 or negative is refused
-(:func:`~credrank.freshness.decay.check_half_life`); a number beyond the float range is refused
-too.
+``Nh`` hours (1/24 d), or a bare number of days, **between one second (1/86400 d) and 1,000
+years** (:func:`check_half_life_days`; 0, a negative value, a denormal such as ``1e-320`` or a
+number beyond the float range is refused — the same range at every door: a spec, ``--freshness``,
+a config file, HTTP).
 
 A file is read by :func:`credrank.core.structured.read_structured` (YAML without aliases) and
 checked against the declared :data:`CONFIG_SCHEMA` (unknown keys refused); errors are
@@ -57,6 +58,12 @@ UNITS = {"h": 1.0 / 24.0, "d": 1.0, "w": 7.0, "y": 365.25}
 PERSISTENT_FIELD = "persistent"
 #: the meta column that names a document's claim class
 CLAIM_CLASS_FIELD = "claim_class"
+#: the shortest half-life in days: one second (a shorter one zeroes every dated weight)
+MIN_HALF_LIFE_DAYS = 1.0 / 86400.0
+#: the longest half-life in days: 1,000 years of 365.25 d (longer is "no decay": omit the stage)
+MAX_HALF_LIFE_DAYS = 1000.0 * 365.25
+#: how a half-life out of range is described (every door: spec, flag, file, HTTP)
+HALF_LIFE_RANGE = "between 1 second (1/86400 d) and 1000 years (365250 d)"
 #: the longest duration text read (a duration is a number and a unit; this bounds the match)
 MAX_DURATION_CHARS = 64
 _DURATION = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([hdwy]?)\s*$")
@@ -86,6 +93,17 @@ def _duration_days(value: Any) -> float | None:
     return float(match.group(1)) * UNITS[match.group(2) or "d"]
 
 
+def check_half_life_days(days: float, name: str = "half_life") -> float:
+    """A half-life in days, positive, finite and within [:data:`MIN_HALF_LIFE_DAYS`,
+    :data:`MAX_HALF_LIFE_DAYS`] (``ValueError`` naming ``name`` otherwise): shorter zeroes or
+    denormalises every weight, longer is no decay at all."""
+    value = check_half_life(days, name)
+    if not MIN_HALF_LIFE_DAYS <= value <= MAX_HALF_LIFE_DAYS:
+        raise ValueError(f"{name}: expected a half-life {HALF_LIFE_RANGE}, got {got(days)} "
+                         "days")
+    return value
+
+
 def parse_duration(value: Any, name: str = "half_life") -> float:
     """A half-life in days from ``365d`` / ``52w`` / ``1y`` (365.25 d) / ``12h`` / a number of
     days; ``ValueError`` naming ``name`` for anything else, 0, a negative value or one beyond
@@ -98,18 +116,20 @@ def parse_duration(value: Any, name: str = "half_life") -> float:
         raise ValueError(f"{name}: expected a positive, finite half-life, got {got(value)} (a "
                          "half-life of 0 or below has no meaning; omit freshness to switch "
                          "decay off)")
-    return check_half_life(days, name)
+    return check_half_life_days(days, name)
 
 
 class Duration(Spec):
     """A schema for a half-life (:func:`parse_duration`), cleaned to days."""
 
     def describe(self) -> str:
-        return "a positive duration such as 365d, 52w, 1y or 12h (or a number of days)"
+        return ("a positive duration such as 365d, 52w, 1y or 12h (or a number of days) "
+                f"{HALF_LIFE_RANGE}")
 
     def clean(self, value: Any, at: str, fail: Any) -> float:
         days = _duration_days(value)
-        if days is None or not math.isfinite(days) or days <= 0:
+        if (days is None or not math.isfinite(days)
+                or not MIN_HALF_LIFE_DAYS <= days <= MAX_HALF_LIFE_DAYS):
             raise fail(at, self.describe(), value)
         return days
 
@@ -147,10 +167,10 @@ class FreshnessConfig:
 
     def __post_init__(self) -> None:
         where = f"{self.path}: " if self.path else ""
-        object.__setattr__(self, "half_life", check_half_life(self.half_life,
-                                                              f"{where}half_life"))
+        object.__setattr__(self, "half_life", check_half_life_days(self.half_life,
+                                                                   f"{where}half_life"))
         for table in _TABLES:
-            checked = {str(k): check_half_life(v, f"{where}{table}.{k}")
+            checked = {str(k): check_half_life_days(v, f"{where}{table}.{k}")
                        for k, v in dict(getattr(self, table)).items()}
             object.__setattr__(self, table, checked)
         object.__setattr__(self, "no_decay_classes", frozenset(self.no_decay_classes))

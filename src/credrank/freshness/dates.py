@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import numpy as np
@@ -59,13 +59,18 @@ def parse_instant(value: Any, field: str = "date") -> datetime | None:
 
 
 class Instant(Spec):
-    """A schema for an evaluation time: an ISO 8601 text (kept as given) or a ``datetime``
-    (as an aware UTC one), checked by :func:`parse_instant`."""
+    """A schema for an evaluation time: an ISO 8601 text (kept as given), or a native
+    ``date`` / ``datetime`` — what a TOML or YAML file's unquoted ``2026-01-01`` or
+    ``2026-01-01T00:00:00Z`` is, and what Python code passes — cleaned to ISO 8601 text (a date
+    as ``2026-01-01``, a datetime as an aware one, naive taken as UTC), so that every echo of
+    a spec is JSON; checked by :func:`parse_instant`."""
 
     def describe(self) -> str:
         return "an ISO 8601 date such as 2026-01-01"
 
     def clean(self, value: Any, at: str, fail: Any) -> Any:
+        if isinstance(value, date) and not isinstance(value, datetime):
+            return value.isoformat()  # a calendar date: midnight UTC, as the text would be
         if not isinstance(value, str | datetime):
             raise fail(at, self.describe(), value)
         try:
@@ -74,7 +79,7 @@ class Instant(Spec):
             raise fail(at, self.describe(), value) from None
         if parsed is None:
             raise fail(at, self.describe(), value)
-        return value if isinstance(value, str) else parsed
+        return value if isinstance(value, str) else parsed.isoformat()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ meaning); elapsed times must be finite and ``≥ 0`` (a date after ``T`` is clam
 :mod:`credrank.freshness.dates`).
 
 **Range policy** (no ``OverflowError``, NaN or infinity leaves a function): a weight
-``2^(−x)`` that underflows is ``0.0`` (stated, finite). A ratio ``2^x`` can exceed the largest
+``2^(−x)`` that underflows — or would be a denormal below ``2.2e-308`` — is ``0.0`` (stated,
+finite). A ratio ``2^x`` can exceed the largest
 float (``x ≥ 1024``, e.g. ``t_n − t_0`` of 8,000 years with ``τ = 1`` year, or any gap with
 ``τ = 1e-10`` days): the exponents are given by :func:`log2_distortion_ratio`,
 :func:`log2_chain_ratio` and :func:`log2_distortion_bound` (finite whenever the inputs and
@@ -58,7 +59,8 @@ def half_life_weight(elapsed: float | np.ndarray, tau: float) -> np.ndarray:
     if not np.all(np.isfinite(e)) or np.any(e < 0):
         raise ValueError("elapsed: expected finite times >= 0 (clamp dates after T to T "
                          "first; unknown ages need the unknown-age policy)")
-    return np.exp2(-e / tau)
+    w = np.exp2(-e / tau)
+    return np.where(w < np.finfo(np.float64).tiny, 0.0, w)  # a denormal weight is 0
 
 
 def exp2_declared(x: float) -> float | None:

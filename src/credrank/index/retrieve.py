@@ -15,12 +15,13 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
-from credrank.index.store import VectorStore
+from credrank.index.store import MAX_K, VectorStore
 
 
 def default_fetch_k(top_k: int) -> int:
-    """Seed 004's expanded pool: ``3 × top_k``."""
-    return 3 * top_k
+    """Seed 004's expanded pool: ``3 × top_k``, at most :data:`~credrank.index.store.MAX_K`
+    (a ``top_k`` of 10,000,000 fetches 10,000,000, never a pool the user cannot give)."""
+    return min(3 * top_k, MAX_K)
 
 
 class DenseRetriever(Stage):

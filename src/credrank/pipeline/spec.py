@@ -130,7 +130,7 @@ class PipelineSpec:
     def resolved_fetch_k(self) -> int:
         """``fetch_k``, default ``3 × top_k`` (seed 004's expanded pool), capped at MAX_K."""
         return (self.fetch_k if self.fetch_k is not None
-                else min(default_fetch_k(self.top_k), MAX_K))
+                else default_fetch_k(self.top_k))
 
     def stage(self, name: str) -> StageSpec | None:
         """The stage called ``name``, or ``None``."""

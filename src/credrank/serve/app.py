@@ -45,9 +45,9 @@ from credrank.pipeline.spec import SpecError
 from credrank.rerank import CANDIDATE_FIELDS
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
-from credrank.serve.config import WRITE_PATHS, ServeConfig
+from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
 from credrank.serve.idempotency import HEADER, PATTERN
-from credrank.serve.limits import BodyLimitMiddleware, LimitError
+from credrank.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
     ErrorBody,
@@ -63,7 +63,13 @@ from credrank.serve.models import (
     SearchResponse,
 )
 from credrank.serve.responses import JSON, Rendered, error
-from credrank.serve.work import Plan, ServiceState, WriteWork, priors_document
+from credrank.serve.work import (
+    MAX_PRIORS_PAGE,
+    Plan,
+    ServiceState,
+    WriteWork,
+    priors_document,
+)
 from credrank.signals.feedback import RequestIdReused
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -285,11 +291,16 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
              tags=["priors"])
-    async def priors(version: int | None = Query(None, ge=0, description="default: current")
-                     ) -> JSON:
-        """The priors of a version of the feedback store (per type and per source)."""
+    async def priors(version: int | None = Query(None, ge=0, description="default: current"),
+                     offset: int = Query(0, ge=0, description="the first source of the page "
+                                                              "(sources sorted by name)"),
+                     limit: int = Query(MAX_PRIORS_PAGE, ge=1, le=MAX_PRIORS_PAGE,
+                                        description="the most sources answered")) -> JSON:
+        """The priors of a version of the feedback store: per type, and one page of the
+        per-source table (``offset``, ``limit``; ``sources_total`` says how many)."""
         def work(token: Any) -> Rendered:
-            return Rendered.of(priors_document(state.priors_store(), version))
+            return Rendered.of(priors_document(state.priors_store(), version,
+                                               page=(offset, limit)))
 
         try:
             return JSON(await state.read(None, work))
@@ -324,6 +335,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     # added innermost first: the access log wraps everything
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
                        read_timeout_s=config.read_timeout_s)
+    app.add_middleware(ContentTypeMiddleware, paths=JSON_PATHS)
     app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, paths=WRITE_PATHS)
     app.add_middleware(AccessLogMiddleware)
     _document_body(app, RerankRequest)

@@ -62,6 +62,37 @@ def too_slow(limit_s: float) -> str:
             "connection is closed")
 
 
+def json_media_type(value: bytes | None) -> bool:
+    """Whether a ``Content-Type`` header value is JSON (``application/json``, with or without
+    parameters such as ``; charset=utf-8``, or a ``+json`` type)."""
+    if value is None:
+        return False
+    media = value.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/")
+                                            and media.endswith(b"+json"))
+
+
+class ContentTypeMiddleware:
+    """415 for a ``POST`` to ``paths`` whose body is not declared JSON (``Content-Type:
+    application/json``): a JSON body sent as ``text/plain`` or a form is refused, not parsed;
+    decided from the headers, before the body is read."""
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str]) -> None:
+        self.app, self.paths = app, frozenset(p.rstrip("/") for p in paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] == "POST"
+                and (scope["path"].rstrip("/") or "/") in self.paths):
+            value = next((v for k, v in scope["headers"] if k == b"content-type"), None)
+            if not json_media_type(value):
+                given = ("none" if value is None
+                         else repr(value.decode("latin-1")[:80]))
+                await send_error(send, 415, "unsupported_media_type",
+                                 "Content-Type: expected application/json, got " + given)
+                return
+        await self.app(scope, receive, send)
+
+
 class BodyLimitMiddleware:
     """413 for request bodies over ``max_bytes``, 408 for bodies slower than
     ``read_timeout_s`` (see the module docstring)."""

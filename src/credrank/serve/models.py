@@ -490,7 +490,11 @@ class PriorsResponse(_Document):
     epsilon: float
     max_change: float
     types: dict[str, float]
-    sources: dict[str, float]
+    sources: dict[str, float] = Field(description="per-source priors; GET /priors: one page, "
+                                                  "sorted by source (offset, limit)")
+    sources_total: int | None = Field(None, description="GET /priors: sources in the version")
+    offset: int | None = Field(None, description="GET /priors: the first source of the page")
+    limit: int | None = Field(None, description="GET /priors: the most sources a page holds")
 
 
 class Health(_Document):

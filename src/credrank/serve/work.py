@@ -45,6 +45,7 @@ from fastapi import Response
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import prepare_documents, write_prepared
+from credrank.index.retrieve import default_fetch_k
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
@@ -236,7 +237,8 @@ class ServiceState:
             if values.get("select") is not None:  # the pool before the selector's parameters
                 top_k, fetch_k = values.get("top_k") or 10, values.get("fetch_k")
                 _check_pool(values["select"], pool if pool is not None else
-                            fetch_k if fetch_k is not None else 3 * top_k, pool_field)
+                            fetch_k if fetch_k is not None else default_fetch_k(top_k),
+                            pool_field)
             spec = self._fields_spec(values, door)
         for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
                                  ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
@@ -521,11 +523,26 @@ def _dropped(d: DroppedField) -> dict[str, Any]:
             "message": message}
 
 
-def priors_document(store: FeedbackPriors, version: int | None = None) -> dict[str, Any]:
+#: the most sources one ``GET /priors`` answers (a page; ``offset`` pages on): the table grows
+#: with every feedback round, and a public read must not answer megabytes
+MAX_PRIORS_PAGE = 1000
+
+
+def priors_document(store: FeedbackPriors, version: int | None = None, *,
+                    page: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The priors of ``version`` (default: current); with ``page = (offset, limit)`` only
+    that page of the per-source table, sorted by source, and ``sources_total``."""
     record = store.record(version)
+    sources = dict(record["sources"])
+    paging: dict[str, Any] = {}
+    if page is not None:
+        offset, limit = page
+        names = sorted(sources)
+        paging = {"sources_total": len(names), "offset": offset, "limit": limit}
+        sources = {k: sources[k] for k in names[offset:offset + limit]}
     out = {"version": record["version"], "current": store.current, "base": store.base_name,
            "epsilon": store.epsilon, "max_change": store.max_change,
-           "types": dict(record["types"]), "sources": dict(record["sources"]),
+           "types": dict(record["types"]), "sources": sources, **paging,
            "event": record["event"], "timestamp": record["timestamp"]}
     if "restored_from" in record:
         out["restored_from"] = record["restored_from"]
