@@ -28,12 +28,9 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
 
 from credrank.consensus.duplicates import duplicate_groups
 from credrank.consensus.readers import extractive_answers
@@ -45,23 +42,12 @@ from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank.stages.consensus import AnswerConsensus
-from credrank_bench.datasets import read_cram_nq
-
-DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"
-                / "cram_nq_1000_reconstructed.jsonl")
-
-
-def _ms(seconds: float) -> float:
-    return 1000.0 * seconds
-
-
-def _pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q))
+from credrank_bench.scripting import CRAM_NQ, cram_nq_or_exit, percentile_ms
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=CRAM_NQ)
     ap.add_argument("--embedder", default="hashing")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--fetch-k", type=int, default=30)
@@ -69,10 +55,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if not args.data.is_file():
-        sys.exit(f"{args.data}: CrAM NQ file not found (give --data; see "
-                 "../shared/data/SOURCES.md)")
-    evalset = read_cram_nq(args.data)
+    evalset = cram_nq_or_exit(args.data)
     emb = get_embedder(args.embedder)
     questions = evalset.queries[: args.queries]
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +110,7 @@ def main() -> None:
         parts["consensus stage"].append(t1 - t0)
         parts["reader"].append(t2 - t1)
         parts["near-duplicate test"].append(t3 - t2)
-    rows = [{"row": name, "p50_ms": _ms(_pct(v, 50)), "p95_ms": _ms(_pct(v, 95))}
+    rows = [{"row": name, "p50_ms": percentile_ms(v, 50), "p95_ms": percentile_ms(v, 95)}
             for name, v in [*per_query.items(), ("added by consensus", added),
                             *parts.items()]]
     report = {
@@ -136,7 +119,7 @@ def main() -> None:
         "fetch_k": args.fetch_k, "top_k": args.top_k, "rounds": args.rounds,
         "index_seconds": index_s, "statuses": statuses, "rows": rows,
         "goal": "consensus over 30 candidates adds < 50 ms per query (p50)",
-        "goal_met": _ms(_pct(added, 50)) < 50.0,
+        "goal_met": percentile_ms(added, 50) < 50.0,
         "machine": {"python": platform.python_version(), "cpus": _cpus(),
                     "platform": platform.platform()},
     }

@@ -32,12 +32,9 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
 
 from credrank.cli.specs import spec_value
 from credrank.index.embed import get_embedder
@@ -47,23 +44,12 @@ from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
 from credrank.stages.planted import MODES, PlantedEvidence
-from credrank_bench.datasets import read_cram_nq
-
-DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"
-                / "cram_nq_1000_reconstructed.jsonl")
-
-
-def _ms(seconds: float) -> float:
-    return 1000.0 * seconds
-
-
-def _pct(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q))
+from credrank_bench.scripting import CRAM_NQ, cram_nq_or_exit, percentile_ms
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=CRAM_NQ)
     ap.add_argument("--embedder", default="hashing")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--fetch-k", default="30,100,300")
@@ -84,11 +70,8 @@ def main() -> None:
         PlantedEvidence(args.mode, **params)  # checked before minutes of indexing
     except (TypeError, ValueError) as exc:
         ap.error(f"--param: {exc}")
-    if not args.data.is_file():
-        sys.exit(f"{args.data}: CrAM NQ file not found (give --data; see "
-                 "../shared/data/SOURCES.md)")
+    evalset = cram_nq_or_exit(args.data)
     sizes = [int(x) for x in args.fetch_k.split(",")]
-    evalset = read_cram_nq(args.data)
     emb = get_embedder(args.embedder)
     questions = [text for _q, text in evalset.queries[: args.queries]]
     rows = []
@@ -136,8 +119,8 @@ def main() -> None:
                 for name, values in [*per_query.items(), ("added by planted", added),
                                      ("planted stage alone", alone)]:
                     rows.append({"fetch_k": fetch_k, "row": name,
-                                 "p50_ms": _ms(_pct(values, 50)),
-                                 "p95_ms": _ms(_pct(values, 95))})
+                                 "p50_ms": percentile_ms(values, 50),
+                                 "p95_ms": percentile_ms(values, 95)})
     base = {r["row"]: r["p50_ms"] for r in rows if r["fetch_k"] == sizes[0]}
     for r in rows:
         r["x_first_fetch_k"] = r["p50_ms"] / base[r["row"]] if base.get(r["row"]) else None

@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -63,10 +62,8 @@ from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
 from credrank.select.diversity import cosine_similarity, mmr
 from credrank.select.stages import CoverageSelect
-from credrank_bench.datasets import read_cram_nq
+from credrank_bench.scripting import CRAM_NQ, cram_nq_or_exit, ms
 
-DEFAULT_DATA = (Path(__file__).resolve().parents[3] / "shared" / "data" / "cram"
-                / "cram_nq_1000_reconstructed.jsonl")
 SYSTEMS: dict[str, dict[str, Any]] = {
     "search alone": {},
     "python path": {"pushdown": False},
@@ -77,17 +74,13 @@ SYSTEMS: dict[str, dict[str, Any]] = {
 }
 
 
-def _ms(seconds: float) -> float:
-    return 1000.0 * seconds
-
-
 def _sizes(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=CRAM_NQ)
     ap.add_argument("--embedder", default="hashing")
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--fetch-k", type=_sizes, default=[30, 100, 300, 1000])
@@ -99,10 +92,7 @@ def main() -> None:
                          "serve` does; engine: every search reads it from the engine")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if not args.data.is_file():
-        sys.exit(f"{args.data}: CrAM NQ file not found (give --data; see "
-                 "../shared/data/SOURCES.md)")
-    evalset = read_cram_nq(args.data)
+    evalset = cram_nq_or_exit(args.data)
     emb = get_embedder(args.embedder)
     questions = [text for _qid, text in evalset.queries[: args.queries]]
     rng = np.random.default_rng(args.seed)
@@ -151,15 +141,15 @@ def main() -> None:
         for k in args.fetch_k:
             key, base = (name, k), (name, first)
             row = {"system": name, "fetch_k": k,
-                   "wall_ms": _ms(p50(key, 0)), "cpu_ms": _ms(p50(key, 1)),
-                   "retrieval_cpu_ms": _ms(p50(key, 2)), "stages_cpu_ms": _ms(p50(key, 3)),
+                   "wall_ms": ms(p50(key, 0)), "cpu_ms": ms(p50(key, 1)),
+                   "retrieval_cpu_ms": ms(p50(key, 2)), "stages_cpu_ms": ms(p50(key, 3)),
                    "x_first_cpu": p50(key, 1) / p50(base, 1),
                    "x_first_wall": p50(key, 0) / p50(base, 0),
                    "x_first_stages_cpu": p50(key, 3) / p50(base, 3),
                    "x_search_alone_cpu": p50(key, 1) / p50(("search alone", k), 1)}
             if name == "+ coverage":
                 sel = infos[key]
-                row.update({"max_wall_ms": _ms(max(s[0] for q in times[key] for s in q)),
+                row.update({"max_wall_ms": ms(max(s[0] for q in times[key] for s in q)),
                             "time_limit_s": sel[0]["time_limit"],
                             "optimal": sum(bool(s["optimal"]) for s in sel),
                             "time_limit_hit": sum(bool(s["time_limit_hit"]) for s in sel),
@@ -234,7 +224,7 @@ def stage_rows(fetch_ks: list[int], pools: dict[int, list[Candidates]],
             same["picks"] &= before.tolist() == now.tolist()
             t["mmr_before"].append(t_before)
             t["mmr_now"].append(t_now)
-        out.append({"fetch_k": k, **{f"{name}_ms": _ms(statistics.median(v))
+        out.append({"fetch_k": k, **{f"{name}_ms": ms(statistics.median(v))
                                      for name, v in t.items()},
                     **{f"same_{name}": flag for name, flag in same.items()}})
     return out
@@ -260,8 +250,8 @@ def coverage_quality(pools: list[Candidates], top_k: int) -> dict[str, Any]:
         anytime_s.append(t2 - t1)
     return {"fetch_k": 100, "queries": len(pools), "exact_proven": proven,
             "equal_objective": sum(g <= 1e-9 for g in gaps), "max_gap": max(gaps),
-            "exact_p50_ms": _ms(statistics.median(exact_s)),
-            "anytime_p50_ms": _ms(statistics.median(anytime_s))}
+            "exact_p50_ms": ms(statistics.median(exact_s)),
+            "anytime_p50_ms": ms(statistics.median(anytime_s))}
 
 
 def dense_groups(texts: list[str], t: float = 0.5) -> np.ndarray:
