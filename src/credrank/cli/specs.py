@@ -13,15 +13,21 @@ import json
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from credrank.core.hittext import TEXT_HELP
-from credrank.pipeline.shortcuts import CLI, SHORTCUTS, Shortcut
-
-if TYPE_CHECKING:
-    from credrank.pipeline.spec import PipelineSpec
+from credrank.pipeline.shortcuts import (
+    CLI,
+    SHORTCUTS,
+    Shortcut,
+    check_not_with_pipeline,
+    in_words,
+    spec_from_options,
+    with_top,
+)
+from credrank.pipeline.spec import PipelineSpec, SpecError
 
 PipelineOption = Annotated[Path | None, typer.Option(
     "--pipeline", help="the pipeline as a spec file (JSON, TOML or YAML; the \"pipeline\" "
@@ -104,8 +110,6 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
     """The spec of the run: ``--pipeline FILE`` (with ``--top-k`` / ``--fetch-k`` at most),
     else the shortcut options (:func:`shortcut_options`); then each ``-S``."""
     from credrank.core.structured import read_structured
-    from credrank.pipeline.shortcuts import check_not_with_pipeline, spec_from_options, with_top
-    from credrank.pipeline.spec import PipelineSpec, SpecError
 
     shortcuts = shortcuts or {}
     if pipeline is not None:
@@ -160,7 +164,5 @@ def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
     """A spec error found while building the stages, said as the user wrote the spec."""
     if pipeline is not None or sets:
         return f"{'--pipeline ' + str(pipeline) + ': ' if pipeline else ''}{exc}"
-    from credrank.pipeline.shortcuts import in_words
-
     return in_words(exc, spec.to_dict(), CLI)
 
