@@ -36,7 +36,7 @@ def test_a_new_edge_index_keys_points_by_u64(tmp_path: Path) -> None:
         assert set(hits.doc_ids) == {"a", "b"}
         assert store.existing_hashes(["a", "b", "c"]).keys() == {"a", "b"}
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["point_ids"] == "u64" and manifest["format"] == FORMAT_VERSION == 2
+    assert manifest["point_ids"] == "u64" and manifest["format"] == FORMAT_VERSION == 3
 
 
 def test_a_collision_is_refused_not_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -47,12 +47,12 @@ def test_a_collision_is_refused_not_merged(tmp_path: Path, monkeypatch: pytest.M
         index_documents(iter([Document(id="a", text="alpha")]), store, emb, SourceTyper([]))
         monkeypatch.setattr(store, "point_id", lambda doc_id: 7)  # every id collides
         with pytest.raises(StoreError, match=r"'x' and 'y' have the same point id"):
-            store._check_ids(["x", "y"])
+            store._check_ids([("x", "x"), ("y", "y")])
         monkeypatch.setattr(store, "point_id", lambda doc_id: point_id_u64("a"))
         with pytest.raises(StoreError, match=r"'z' has the point id of 'a', already in the "
                                              r"index"):
-            store._check_ids(["z"])
-        store._check_ids(["a"])  # the same document again: no collision
+            store._check_ids([("z", "z")])
+        store._check_ids([("a", "a")])  # the same document again: no collision
 
 
 def test_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:

@@ -91,15 +91,22 @@ def test_an_embedder_without_a_window_reports_none(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_credrank_index_names_what_minilm_cuts(tmp_path: Path) -> None:
-    # the default install (ONNX MiniLM, 256 word pieces), as a user runs it
+    # the default install (ONNX MiniLM, 256 word pieces), as a user runs it: the long text is
+    # split into passages; a title longer than the window still cuts its passages
     corpus = _corpus(tmp_path / "c.jsonl")
     proc = run_cli("index", str(corpus), "--index", str(tmp_path / "idx"), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["truncated"] == {"window_tokens": 256, "count": 2,
-                                "doc_ids": ["long", "long-title"]}
+    assert doc["truncated"] == {"window_tokens": 256, "count": 1, "doc_ids": ["long-title"]}
     assert doc["indexed"] == 3
-    said = run_cli("index", str(corpus), "--index", str(tmp_path / "idx2"))
+    # without splitting, both are cut and named
+    proc = run_cli("index", str(corpus), "--index", str(tmp_path / "idx0"), "--json",
+                   "--chunk-tokens", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["truncated"] == {"window_tokens": 256, "count": 2,
+                                                    "doc_ids": ["long", "long-title"]}
+    said = run_cli("index", str(corpus), "--index", str(tmp_path / "idx2"),
+                   "--chunk-tokens", "0")
     assert said.returncode == 0, said.stderr
     assert ("2 text(s) longer than the embedder's window of 256 tokens were embedded from "
             "their beginning only" in " ".join(said.stdout.split()))

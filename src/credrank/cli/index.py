@@ -16,7 +16,9 @@ from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
 from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
 from credrank.index.embed import get_embedder
+from credrank.index.manifest import reindex_hint
 from credrank.index.opener import open_store
+from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
 from credrank.index.store import ENGINES, StoreError
 
 # the engine options ``credrank index`` and ``credrank search`` share
@@ -95,6 +97,18 @@ def index(
              "cannot be (13/2/20 under mdy) is dropped and reported; ISO and written dates "
              "read as without it; default: none, a date that reads two ways is dropped "
              "(not with --strict)")] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(
+        "--chunk-tokens", metavar="N",
+        help="a new index splits a text longer than N tokens of the embedder (title "
+             "included) into passages of at most N tokens, on sentence boundaries where "
+             "possible; a search ranks passages and returns each document at its best one. "
+             f"Default: the embedder's window (MiniLM: 256); 0: no splitting (longer texts are "
+             f"embedded from their beginning and reported); at least {MIN_TOKENS}. An existing "
+             "index keeps its own (a different value is an error)")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(
+        "--chunk-overlap", metavar="N",
+        help=f"tokens shared by consecutive passages of a new index (default "
+             f"{DEFAULT_OVERLAP}, at most half a passage)")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the run as JSON (docs/json.md): counts, rejects, dropped fields")
     ] = False,
@@ -191,7 +205,7 @@ def index(
     if problem is not None:
         fail(f"--rejects {rejects_path}: {problem}; nothing was indexed")
     # imported here: `search` and `serve` import this module for its options only
-    from credrank.index.ingest import index_documents
+    from credrank.index.ingest import index_documents, window_of
     from credrank.index.parallel import TyperSettings, index_documents_parallel
     from credrank.provenance import SourceTyper
 
@@ -203,10 +217,17 @@ def index(
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
+        chunking = None
+        if chunk_tokens is not None or chunk_overlap is not None:
+            chunking = check_chunking(chunk_tokens, chunk_overlap, window_of(emb),
+                                      words=lambda name: "--" + name.replace("_", "-"))
         idx = open_store(index_dir, **options, collection=collection, embedder=emb.name,
-                         dim=emb.dim, create=True)
+                         dim=emb.dim, create=True, chunking=chunking)
     except (ValueError, StoreError, RuntimeError) as exc:
         fail(str(exc))
+    hint = reindex_hint(index_dir, idx.manifest)
+    if hint is not None:
+        warn(hint)
     total = _count_lines(corpus)
     with idx, progress(show_progress(quiet)) as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)

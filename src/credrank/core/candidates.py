@@ -215,7 +215,10 @@ class Candidates:
     def hits(self, text: str = DEFAULT_TEXT, snippet_chars: int = SNIPPET_CHARS
              ) -> list[dict[str, Any]]:
         """Ordered hits, each with its provenance, title, ``text``, ``dates`` (ISO strings,
-        ``None`` where unknown) and ``score_breakdown`` (retrieval score, each factor, final).
+        ``None`` where unknown), ``passage`` (for a document split into passages, the one it
+        scored by: ``{"number": 1-based, "of": count, "span": [start, end]}`` of its text;
+        ``None`` for a document of one passage) and ``score_breakdown`` (retrieval score,
+        each factor, final).
 
         ``text`` (:mod:`credrank.core.hittext`): ``snippet`` (default) — at most
         ``snippet_chars`` characters of the document around the query words, cut at word
@@ -227,6 +230,8 @@ class Candidates:
         out = []
         dates = {name: self.column(name) for name in DATE_COLUMNS}
         texts = self.column("text")
+        numbers, counts, spans = (self.column("passage"), self.column("passages"),
+                                  self.column("span"))
         for i in range(len(self)):
             breakdown = {"retrieval_score": float(self.retrieval_score[i])}
             breakdown.update({k: float(v[i]) for k, v in self.factors.items()})
@@ -243,9 +248,19 @@ class Candidates:
                 **({} if text == "none" else
                    {"text": hit_text(texts[i], self.query, text, snippet_chars)}),
                 "dates": {name: _plain(dates[name][i]) for name in DATE_COLUMNS},
+                "passage": _passage(numbers[i], counts[i], spans[i]),
                 "score_breakdown": breakdown,
             })
         return out
+
+
+def _passage(number: Any, count: Any, span: Any) -> dict[str, Any] | None:
+    """A hit's ``passage`` (:meth:`Candidates.hits`), ``None`` unless its document is split."""
+    if not (isinstance(count, int | np.integer) and count > 1 and isinstance(span, list)
+            and len(span) == 2):
+        return None
+    return {"number": int(number or 0) + 1, "of": int(count), "span": [int(span[0]),
+                                                                      int(span[1])]}
 
 
 def _plain(value: Any) -> Any:

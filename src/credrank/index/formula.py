@@ -30,6 +30,7 @@ __all__ = [
     "FreshnessFormula",
     "formula_fields",
     "formula_priors",
+    "formula_unavailable",
     "supports_formula",
 ]
 
@@ -226,6 +227,20 @@ def formula_fields(fields: Sequence[str] | None, with_text: bool) -> list[str]:
     return list(dict.fromkeys(["doc_id", *fields]))
 
 
+def formula_unavailable(store: object) -> str | None:
+    """Why ``store`` cannot score :data:`FORMULA` in its engine (pushdown), or ``None`` when it
+    can: a store without the capability, or one holding documents split into passages (the
+    engine's formula ranks passages, and a document's score is its best passage's — MaxP,
+    :mod:`credrank.index.passages` — computed on the Python path over the pool of documents)."""
+    if not (isinstance(store, FormulaScoring) and bool(store.formula_supported)):
+        return "cannot score formulas in its engine"
+    if bool(getattr(getattr(store, "manifest", None), "split", False)):
+        return ("holds documents split into passages (the engine's formula ranks passages; a "
+                "document's best passage is found on the Python path)")
+    return None
+
+
 def supports_formula(store: object) -> bool:
-    """Whether ``store`` can score :data:`FORMULA` in its engine (pushdown)."""
-    return isinstance(store, FormulaScoring) and bool(store.formula_supported)
+    """Whether ``store`` can score :data:`FORMULA` in its engine (pushdown):
+    :func:`formula_unavailable` has no objection."""
+    return formula_unavailable(store) is None

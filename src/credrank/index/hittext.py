@@ -23,7 +23,8 @@ FETCHED_FIELDS = ("doc_id", "text", "title")
 
 
 class FetchText(Stage):
-    """Fill the ``text`` (and a missing ``title``) of the batch's documents from ``store``.
+    """Fill the ``text`` (and a missing ``title``) of the batch's documents from ``store``:
+    of a document split into passages, the passage it scored by (its ``span``).
 
     Put it after the selector: it reads the documents of the final batch only, and none at
     all when every one already has its text (a pipeline whose stages read text retrieved it
@@ -46,12 +47,18 @@ class FetchText(Stage):
         stored = {str(p["doc_id"]): p for p in self.store.read_payloads(missing, FETCHED_FIELDS)}
         new_texts = np.array(texts, dtype=object)
         new_titles = np.array(titles, dtype=object)
+        spans, counts = batch.column("span"), batch.column("passages")
         for i, doc_id in enumerate(batch.doc_ids):
             payload = stored.get(str(doc_id))
             if payload is None:
                 continue
             if new_texts[i] is None:
-                new_texts[i] = payload.get("text")
+                text = payload.get("text")
+                span = spans[i]
+                if (isinstance(text, str) and isinstance(counts[i], int) and counts[i] > 1
+                        and isinstance(span, list) and len(span) == 2):
+                    text = text[span[0]:span[1]]  # the passage the hit scored by
+                new_texts[i] = text
             if new_titles[i] is None:
                 new_titles[i] = payload.get("title")
         return batch.with_meta("text", new_texts).with_meta("title", new_titles)

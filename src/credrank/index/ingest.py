@@ -21,6 +21,7 @@ from credrank.core.validation import check_int
 from credrank.documents import DocumentStream, DroppedField, Reject
 from credrank.documents.records import dropped_summary
 from credrank.documents.schema import Document
+from credrank.index.passages import Chunking, Span, chunk_texts
 from credrank.index.payload import content_hash
 from credrank.index.store import VectorStore
 from credrank.provenance import Provenance, SourceTyper
@@ -117,15 +118,22 @@ class IndexReport:
         return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}" + (
             f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "")
 
-    def note_truncated(self, embedder: Embedder, docs: Sequence[Document]) -> None:
+    def note_truncated(self, embedder: Embedder, docs: Sequence[Document],
+                       passages: Sequence[Sequence[Span]] | None = None) -> None:
         """Record which of the written ``docs`` the embedder reads only in part
-        (:func:`overflowing`)."""
+        (:func:`overflowing`): a document one of whose passages (``passages[i]``, default
+        its whole text) is longer than the window — with splitting on, only a title that
+        leaves no room does that."""
         self.window = window_of(embedder)
         over = overflowing(embedder)
         if over is None or not docs:
             return
-        flags = over([embedding_text(d.title, d.text) for d in docs])
-        self.truncated.extend(d.id for d, cut in zip(docs, flags, strict=True) if cut)
+        spans = passages if passages is not None else [[(0, len(d.text))] for d in docs]
+        owners = [i for i, sp in enumerate(spans) for _ in sp]
+        flags = over([embedding_text(d.title, d.text[a:b])
+                      for d, sp in zip(docs, spans, strict=True) for a, b in sp])
+        cut = {owners[j] for j, flag in enumerate(flags) if flag}
+        self.truncated.extend(docs[i].id for i in sorted(cut))
 
 
 def truncated_summary(ids: Sequence[str], window: int | None) -> str:
@@ -133,8 +141,8 @@ def truncated_summary(ids: Sequence[str], window: int | None) -> str:
     shown = ", ".join(repr(d) for d in ids[:3]) + (", …" if len(ids) > 3 else "")
     return (f"{len(ids)} text(s) longer than the embedder's window of {window} tokens were "
             f"embedded from their beginning only: the rest of their text is not searched "
-            f"({shown}; every id in --json under truncated; split long documents into "
-            "passages to search all of them)")
+            f"({shown}; every id in --json under truncated; an index splits long texts into "
+            "passages unless made with --chunk-tokens 0 or before passages existed)")
 
 
 def overflowing(embedder: Embedder) -> Callable[[Sequence[str]], list[bool]] | None:
@@ -219,6 +227,41 @@ def embed_bucketed(embedder: Embedder, texts: Sequence[str], embed_batch: int = 
     return out
 
 
+def embed_documents(embedder: Embedder, docs: Sequence[Document], chunking: Chunking, *,
+                    bucket: int = BUCKET, embed_batch: int = EMBED_BATCH
+                    ) -> list[tuple[list[Span], np.ndarray]]:
+    """Each document's passages (:func:`~credrank.index.passages.chunk_texts`: one span, its
+    whole text, when it fits or ``chunking`` is off) and their vectors (one row per passage:
+    ``title\npassage``, :func:`embedding_text`), embedded length-sorted
+    (:func:`embed_bucketed`) unless ``bucket`` is 0 (one call in order)."""
+    if not docs:
+        return []
+    spans = chunk_texts(embedder, chunking, [d.title for d in docs], [d.text for d in docs])
+    texts = [embedding_text(d.title, d.text[a:b])
+             for d, sp in zip(docs, spans, strict=True) for a, b in sp]
+    vectors = (embed_bucketed(embedder, texts, embed_batch) if bucket
+               else np.asarray(embedder.embed(texts)))
+    if len(vectors) != len(texts):
+        raise ValueError(f"embedder {embedder.name!r}: expected {len(texts)} vectors, got "
+                         f"{len(vectors)}")
+    out = []
+    row = 0
+    for sp in spans:
+        out.append((sp, vectors[row:row + len(sp)]))
+        row += len(sp)
+    return out
+
+
+def write_documents(index: VectorStore, docs: Sequence[Document],
+                    provs: Sequence[dict[str, Any]], hashes: Sequence[str],
+                    embedded: Sequence[tuple[list[Span], np.ndarray]]) -> None:
+    """One ``upsert`` of ``docs`` with their passages and vectors (:func:`embed_documents`)."""
+    if not docs:
+        return
+    index.upsert(list(docs), list(provs), np.vstack([v for _, v in embedded]), list(hashes),
+                 passages=[sp for sp, _ in embedded])
+
+
 def index_documents(
     records: Iterable[Document | Reject],
     index: VectorStore,
@@ -246,8 +289,13 @@ def index_documents(
     batch-by-batch embedding in file order stores (MiniLM: equal up to float noise from
     padding). Memory is bounded by one chunk. ``bucket=0`` turns sorting off: each write batch
     is embedded in one call in file order (the behaviour before length bucketing).
+
+    A text longer than the index's passage size is split into passages
+    (``index.manifest.chunking``, :mod:`credrank.index.passages`), each embedded and stored
+    as its own point; a document and its passages are always written in one ``upsert``.
     """
     check_int("batch_size", batch_size, 1)
+    chunking = index.manifest.chunking
     check_int("bucket", bucket, 0)
     check_int("embed_batch", embed_batch, 1)
     chunk_size = batch_size * max(1, round(bucket / batch_size)) if bucket else batch_size
@@ -255,26 +303,25 @@ def index_documents(
     chunk: list[Document] = []
 
     def write(docs: list[Document], provs: list[dict[str, Any]], hashes: list[str],
-              todo: list[int], vectors: np.ndarray | None) -> None:
-        """Write one batch: ``todo`` its positions to (re)index, ``vectors`` their rows."""
+              todo: list[int], vectors: Sequence[tuple[list[Span], np.ndarray]]) -> None:
+        """Write one batch: ``todo`` its positions to (re)index, ``vectors`` their passages
+        and vectors (:func:`embed_documents`)."""
         for i in todo:
             if provs[i]["provenance_conflict"]:
                 report.conflicts.append((docs[i].id, provs[i]["provenance_conflict"]))
         if todo:
-            assert vectors is not None
-            index.upsert([docs[i] for i in todo], [provs[i] for i in todo], vectors,
-                         [hashes[i] for i in todo])
-            report.note_truncated(embedder, [docs[i] for i in todo])
+            written = [docs[i] for i in todo]
+            write_documents(index, written, [provs[i] for i in todo],
+                            [hashes[i] for i in todo], vectors)
+            report.note_truncated(embedder, written, [sp for sp, _ in vectors])
         report.indexed += len(todo)
         report.unchanged += len(docs) - len(todo)
         if on_batch:
             on_batch(len(docs))
 
-    def embed(docs: Sequence[Document]) -> np.ndarray:
-        texts = [embedding_text(d.title, d.text) for d in docs]
-        if bucket:
-            return embed_bucketed(embedder, texts, embed_batch)
-        return np.asarray(embedder.embed(texts))
+    def embed(docs: Sequence[Document]) -> list[tuple[list[Span], np.ndarray]]:
+        return embed_documents(embedder, docs, chunking, bucket=bucket,
+                               embed_batch=embed_batch)
 
     def flush() -> None:
         if not chunk:
@@ -290,15 +337,15 @@ def index_documents(
                 present = index.existing_hashes([d.id for d in docs])
                 todo = [i for i, d in enumerate(docs) if present.get(d.id) != hashes[s + i]]
                 write(docs, provs[s:stop], hashes[s:stop], todo,
-                      embed([docs[i] for i in todo]) if todo else None)
+                      embed([docs[i] for i in todo]))
         else:  # every id once: the stored hashes cannot change while the chunk is written
             present = index.existing_hashes([d.id for d in chunk])
             todo = [i for i, d in enumerate(chunk) if present.get(d.id) != hashes[i]]
-            vectors = embed([chunk[i] for i in todo]) if todo else None
+            vectors = embed([chunk[i] for i in todo])
             row = 0
             for s in starts:
                 mine = [i - s for i in todo[row:] if i < s + batch_size]
-                rows = vectors[row:row + len(mine)] if vectors is not None else None
+                rows = vectors[row:row + len(mine)]
                 row += len(mine)
                 write(chunk[s:s + batch_size], provs[s:s + batch_size],
                       hashes[s:s + batch_size], mine, rows)
@@ -321,14 +368,15 @@ def index_documents(
 
 @dataclass
 class PreparedDocuments:
-    """Documents validated, typed and hashed, with the vectors of those that were new or
-    changed when :func:`prepare_documents` read the store (``vectors``: position → row)."""
+    """Documents validated, typed and hashed, with the passages and vectors of those that
+    were new or changed when :func:`prepare_documents` read the store (``vectors``: position
+    → (spans, one row per passage), :func:`embed_documents`)."""
 
     documents: list[Document]
     payloads: list[dict[str, Any]]
     hashes: list[str]
     rejects: list[Reject]
-    vectors: dict[int, np.ndarray]
+    vectors: dict[int, tuple[list[Span], np.ndarray]]
     reading: DocumentStream | None = None
 
 
@@ -346,18 +394,18 @@ def _to_write(docs: Sequence[Document], hashes: Sequence[str],
 
 
 def _embed_positions(docs: Sequence[Document], positions: Sequence[int], embedder: Embedder,
-                     bucket: int, embed_batch: int,
-                     check: Callable[[], None] | None) -> dict[int, np.ndarray]:
-    out: dict[int, np.ndarray] = {}
+                     chunking: Chunking, bucket: int, embed_batch: int,
+                     check: Callable[[], None] | None
+                     ) -> dict[int, tuple[list[Span], np.ndarray]]:
+    out: dict[int, tuple[list[Span], np.ndarray]] = {}
     step = bucket or WRITE_BATCH
     for start in range(0, len(positions), step):
         if check is not None:
             check()
         part = positions[start:start + step]
-        texts = [embedding_text(docs[i].title, docs[i].text) for i in part]
-        vectors = (embed_bucketed(embedder, texts, embed_batch) if bucket
-                   else np.asarray(embedder.embed(texts)))
-        out.update(zip(part, vectors, strict=True))
+        out.update(zip(part, embed_documents(embedder, [docs[i] for i in part], chunking,
+                                             bucket=bucket, embed_batch=embed_batch),
+                       strict=True))
     return out
 
 
@@ -393,7 +441,8 @@ def prepare_documents(
     with read_lock if read_lock is not None else contextlib.nullcontext():
         present = index.existing_hashes([d.id for d in docs]) if docs else {}
     todo = _to_write(docs, hashes, present)
-    vectors = _embed_positions(docs, todo, embedder, bucket, embed_batch, check)
+    vectors = _embed_positions(docs, todo, embedder, index.manifest.chunking, bucket,
+                               embed_batch, check)
     return PreparedDocuments(docs, payloads, hashes, rejects, vectors,
                              records if isinstance(records, DocumentStream) else None)
 
@@ -418,7 +467,8 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
     vectors = dict(prepared.vectors)
     missing = [i for i in todo if i not in vectors]
     if missing:
-        vectors.update(_embed_positions(docs, missing, embedder, BUCKET, embed_batch, None))
+        vectors.update(_embed_positions(docs, missing, embedder, index.manifest.chunking,
+                                        BUCKET, embed_batch, None))
     report = IndexReport(rejects=list(prepared.rejects))
     if prepared.reading is not None:
         report.take_reading(prepared.reading)
@@ -434,9 +484,10 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
         for i in batch:
             if payloads[i]["provenance_conflict"]:
                 report.conflicts.append((docs[i].id, payloads[i]["provenance_conflict"]))
-        index.upsert([docs[i] for i in batch], [payloads[i] for i in batch],
-                     np.stack([vectors[i] for i in batch]), [hashes[i] for i in batch])
-        report.note_truncated(embedder, [docs[i] for i in batch])
+        written = [docs[i] for i in batch]
+        write_documents(index, written, [payloads[i] for i in batch],
+                        [hashes[i] for i in batch], [vectors[i] for i in batch])
+        report.note_truncated(embedder, written, [vectors[i][0] for i in batch])
     report.indexed = len(todo)
     report.unchanged = len(docs) - len(todo)
     return report

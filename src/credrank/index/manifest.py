@@ -13,6 +13,7 @@ from typing import Any
 from credrank.core.schema import Field, Flag, Integer, Nullable, Table, Text
 from credrank.core.structured import read_structured
 from credrank.index.errors import StoreError
+from credrank.index.passages import Chunking
 
 __all__ = [
     "ENGINES",
@@ -25,12 +26,15 @@ __all__ = [
     "check_manifest",
     "no_index_error",
     "read_manifest",
+    "reindex_hint",
     "write_manifest",
 ]
 
 #: the newest index format this credrank reads and writes: 2 added ``point_ids`` (``u64``:
-#: Qdrant Edge points keyed by a 63-bit hash of the document id instead of its uuid5)
-FORMAT_VERSION = 2
+#: Qdrant Edge points keyed by a 63-bit hash of the document id instead of its uuid5); 3 added
+#: passages (``chunk_tokens``, ``chunk_overlap``, ``split``: long documents stored as several
+#: points, :mod:`credrank.index.passages`)
+FORMAT_VERSION = 3
 #: how a store derives a point id from a document id: ``uuid5`` (format 1, and every Qdrant
 #: server collection) or ``u64`` (:func:`credrank.index.payload.point_id_u64`)
 POINT_IDS = ("uuid5", "u64")
@@ -49,6 +53,11 @@ class Manifest:
     before the engine was recorded mean ``edge``. ``memory`` marks the non-persistent store.
     ``point_ids``: how point ids derive from document ids (:data:`POINT_IDS`); Qdrant Edge
     indexes created by this version use ``u64``, older ones (and Qdrant collections) ``uuid5``.
+    ``chunk_tokens`` / ``chunk_overlap``: how long texts are split into passages
+    (:class:`~credrank.index.passages.Chunking`; ``0``: not split); ``None`` for an index made
+    before passages (format < 3), whose long texts were embedded from their beginning only
+    (:meth:`chunking`, :meth:`before_passages`). ``split``: some document is stored as more
+    than one passage (a search then collapses passages to documents).
     """
 
     embedder: str
@@ -60,6 +69,20 @@ class Manifest:
     qdrant_mode: str | None = None
     qdrant_location: str | None = None
     point_ids: str = "uuid5"
+    chunk_tokens: int | None = None
+    chunk_overlap: int = 0
+    split: bool = False
+
+    @property
+    def chunking(self) -> Chunking:
+        """How this index splits long texts (none for an index made before passages)."""
+        return Chunking(self.chunk_tokens or 0, self.chunk_overlap if self.chunk_tokens else 0)
+
+    @property
+    def before_passages(self) -> bool:
+        """Made before long texts were split into passages (format < 3): such an index opens
+        and searches as before; its long texts were embedded from their beginning only."""
+        return self.chunk_tokens is None and self.engine != "memory"
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v is not None}
@@ -93,6 +116,9 @@ MANIFEST_SCHEMA = Table({
     "qdrant_mode": Field(Nullable(Text()), default=None),
     "qdrant_location": Field(Nullable(Text()), default=None),
     "point_ids": Field(Text(choices=POINT_IDS), default="uuid5"),
+    "chunk_tokens": Field(Nullable(Integer(0, 1_000_000)), default=None),
+    "chunk_overlap": Field(Integer(0, 1_000_000), default=0),
+    "split": Field(Flag(), default=False),
 }, what="a JSON object")
 
 
@@ -117,8 +143,10 @@ def write_manifest(index_dir: str | Path, manifest: Manifest) -> None:
 
 
 def check_manifest(index_dir: str | Path, manifest: Manifest, engine: str, *,
-                   embedder: str | None = None, dim: int | None = None) -> None:
-    """Raise ``StoreError`` when an existing index is of another engine, embedder or dimension."""
+                   embedder: str | None = None, dim: int | None = None,
+                   chunking: Chunking | None = None) -> None:
+    """Raise ``StoreError`` when an existing index is of another engine, embedder, dimension
+    or (``chunking`` given) passage sizes: an index splits every text one way."""
     if manifest.engine != engine:
         raise StoreError(f"{index_dir}: index was built with engine {manifest.engine!r}, not "
                          f"{engine!r}; open it with --engine {manifest.engine}")
@@ -127,6 +155,29 @@ def check_manifest(index_dir: str | Path, manifest: Manifest, engine: str, *,
                          f"{manifest.embedder!r}, not {embedder!r}")
     if dim and dim != manifest.dim:
         raise StoreError(f"{index_dir}: index dimension is {manifest.dim}, not {dim}")
+    if chunking is not None and chunking != manifest.chunking:
+        raise StoreError(f"{index_dir}: index was built with {_words(manifest.chunking)}, "
+                         f"not {_words(chunking)}; an index splits every text one way: index "
+                         "into a new directory to change it")
+
+
+def _words(chunking: Chunking) -> str:
+    if not chunking.on:
+        return "chunk_tokens 0 (long texts not split)"
+    return f"chunk_tokens {chunking.tokens} and chunk_overlap {chunking.overlap}"
+
+
+def reindex_hint(index_dir: str | Path, manifest: Manifest) -> str | None:
+    """What to tell the user of an index made before passages (``None`` for any other): its
+    long texts were embedded from their beginning only; re-indexing into a new directory
+    splits them."""
+    if not manifest.before_passages:
+        return None
+    return (f"{index_dir}: this index was made by an earlier credrank (format "
+            f"{manifest.format}), before long texts were split into passages: a text longer "
+            "than the embedder's window was embedded from its beginning only. It opens and "
+            "searches as before; to search whole texts, index the corpus again into a new "
+            "directory (`credrank index CORPUS --index NEWDIR`)")
 
 
 def no_index_error(index_dir: str | Path) -> StoreError:

@@ -29,6 +29,7 @@ from credrank.core.validation import check_int
 from credrank.documents.schema import Document
 from credrank.index.errors import StoreError
 from credrank.index.manifest import Manifest
+from credrank.index.passages import Span
 from credrank.index.payload import (
     READ_FIELDS,
     check_where,
@@ -61,7 +62,7 @@ class InMemoryIndex:
                                  f"got {len(column)}")
         self._row = {d: i for i, d in enumerate(self.doc_ids)}  # a repeated id: last row
         self._manifest = Manifest(embedder=embedder, dim=int(vectors.shape[1]), bm25=False,
-                                  engine="memory")
+                                  engine="memory", chunk_tokens=0)
 
     @classmethod
     def create(cls, embedder: str, dim: int) -> InMemoryIndex:
@@ -98,9 +99,17 @@ class InMemoryIndex:
                 for d in doc_ids if d in self._row}
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
-               vectors: np.ndarray, hashes: Sequence[str]) -> None:
+               vectors: np.ndarray, hashes: Sequence[str],
+               passages: Sequence[Sequence[Span]] | None = None) -> None:
         """Add or overwrite one batch (rows keyed by document id; the stored payload becomes
-        meta columns)."""
+        meta columns). One row per document: ``passages`` of more than one span are refused
+        (its manifest asks for no splitting, ``chunk_tokens`` 0)."""
+        if passages is not None:
+            for doc, spans in zip(documents, passages, strict=True):
+                if len(spans) != 1:
+                    raise StoreError(f"{doc.id}: the in-memory store holds one row per "
+                                     f"document, got {len(spans)} passages; use an engine "
+                                     "store (edge, qdrant) for split documents")
         bump_generation(self)
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape != (len(documents), self.manifest.dim):
@@ -190,9 +199,11 @@ class InMemoryIndex:
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
                      with_vectors: bool = False, with_text: bool = False, exact: bool = False,
-                     where: Mapping[str, Any] | None = None) -> Candidates:
+                     where: Mapping[str, Any] | None = None, unit: str = "document"
+                     ) -> Candidates:
         """The ``fetch_k`` nearest documents by cosine (always exact; ``exact`` is accepted
-        for the protocol), as the engine stores return them."""
+        for the protocol), as the engine stores return them (one row per document: ``unit``
+        changes nothing)."""
         fetch_k = check_int("fetch_k", fetch_k, 1)
         mask = np.ones(len(self), dtype=bool)
         for name, value in check_where(where).items():
@@ -211,8 +222,8 @@ class InMemoryIndex:
                              query_vector=query_vector, dim=self.manifest.dim)
 
     def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
-                    with_text: bool = False, where: Mapping[str, Any] | None = None
-                    ) -> Candidates:
+                    with_text: bool = False, where: Mapping[str, Any] | None = None,
+                    unit: str = "document") -> Candidates:
         """Not offered: the in-memory store holds no lexical index."""
         raise StoreError("BM25 is not supported by the in-memory store; use dense retrieval "
                          "or an engine store (edge, qdrant)")

@@ -160,6 +160,11 @@ class OnnxMiniLMEmbedder:
                                     strategy="longest_first", direction="right")
         tokenizer.no_padding()
         self.tokenizer = tokenizer
+        #: the same tokenizer without truncation: a whole text's tokens, for splitting it into
+        #: passages (:meth:`token_spans`)
+        self._whole = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self._whole.no_truncation()
+        self._whole.no_padding()
         self._pad_id = int(self.meta["pad_id"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -185,6 +190,13 @@ class OnnxMiniLMEmbedder:
         """Whether each text is longer than :attr:`window`: the tokenizer cut it (the model
         embeds its first tokens only)."""
         return [bool(e.overflowing) for e in self._tokenize(texts)]
+
+    def token_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Each whole text's tokens as character spans (no truncation, no special tokens):
+        what :func:`~credrank.index.passages.split_spans` cuts passages from."""
+        encodings = self._whole.encode_batch([str(t) for t in texts],
+                                             add_special_tokens=False)
+        return [list(e.offsets) for e in encodings]
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in model tokens after truncation (what

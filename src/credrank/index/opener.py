@@ -21,6 +21,7 @@ from pathlib import Path
 
 from credrank.index.errors import StoreError
 from credrank.index.manifest import ENGINES, check_index_dir, check_manifest, read_manifest
+from credrank.index.passages import Chunking
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.store import VectorStore
 
@@ -29,14 +30,16 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
                qdrant_url: str | None = None, api_key: str | None = None,
                qdrant_path: str | Path | None = None, collection: str | None = None,
                embedder: str | None = None, dim: int | None = None, create: bool = False,
-               bm25: bool = True) -> VectorStore:
+               bm25: bool = True, chunking: Chunking | None = None) -> VectorStore:
     """The store of ``index_dir``.
 
     ``engine``: ``edge`` or ``qdrant``; ``None`` takes the manifest's (``edge`` for a new
     index). For ``qdrant``: ``qdrant_url`` (+ ``api_key``) for a server or cluster, or
     ``qdrant_path`` for the client's local mode, and optionally ``collection``; an existing
     index reuses the recorded location and collection. ``embedder``/``dim`` are checked against
-    an existing index and needed to create one (``create=True``).
+    an existing index and needed to create one (``create=True``). ``chunking``: how a new
+    index splits long texts into passages (default: the embedder's window,
+    :func:`~credrank.index.passages.default_chunking`); checked against an existing index's.
 
     Raises ``ValueError`` for contradictory options and :class:`StoreError` for a missing
     index, an index of another engine (naming both), embedder or dimension, an engine that
@@ -64,7 +67,7 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
                      "a new index uses engine 'edge' unless engine 'qdrant' is asked for")
             raise ValueError(f"{', '.join(given)}: only for engine 'qdrant' ({whose})")
         return EdgeIndex.open(index_dir, embedder=embedder, dim=dim, create=create, bm25=bm25,
-                              lock=True)
+                              lock=True, chunking=chunking)
     if qdrant_url is not None and qdrant_path is not None:
         raise ValueError("qdrant_url/--qdrant-url and qdrant_path/--qdrant-path exclude each "
                          "other: a server, or the client's local mode in a folder")
@@ -77,4 +80,4 @@ def open_store(index_dir: str | Path, engine: str | None = None, *,
 
     return QdrantServerIndex.open(index_dir, url=qdrant_url, api_key=api_key, path=qdrant_path,
                                   collection=collection, embedder=embedder, dim=dim,
-                                  create=create, bm25=bm25)
+                                  create=create, bm25=bm25, chunking=chunking)

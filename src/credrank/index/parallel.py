@@ -51,10 +51,11 @@ from credrank.index.embed import get_embedder
 from credrank.index.ingest import (
     WRITE_BATCH,
     IndexReport,
-    embed_bucketed,
-    embedding_text,
+    embed_documents,
     provenance_payload,
+    write_documents,
 )
+from credrank.index.passages import Chunking, Span
 from credrank.index.payload import content_hash
 from credrank.index.store import VectorStore
 from credrank.provenance import SourceTyper
@@ -90,10 +91,6 @@ def _worker_typer(settings: TyperSettings) -> SourceTyper:
     return settings.build()
 
 
-def _text(d: Document) -> str:
-    return embedding_text(d.title, d.text)
-
-
 @dataclass
 class _Partition:
     """A worker's answer: per document its provenance payload and content hash, and per batch
@@ -103,27 +100,27 @@ class _Partition:
     provs: list[dict[str, Any]]
     hashes: list[str]
     embedded: list[int]
-    vectors: list[np.ndarray]
+    vectors: list[tuple[list[Span], np.ndarray]]
 
 
 def _process_partition(docs: list[Document], present: dict[str, str], embedder: str,
-                       settings: TyperSettings, batch_size: int) -> _Partition:
-    """On a worker: provenance, content hashes, and embeddings batch by batch (for the
-    documents whose hash differs from ``present``), each batch sorted by length as the
-    single-process path sorts its chunks (:func:`~credrank.index.ingest.embed_bucketed`)."""
+                       settings: TyperSettings, batch_size: int,
+                       chunking: Chunking) -> _Partition:
+    """On a worker: provenance, content hashes, and passages and embeddings batch by batch
+    (for the documents whose hash differs from ``present``), each batch sorted by length as
+    the single-process path sorts its chunks (:func:`~credrank.index.ingest.embed_documents`)."""
     typer = _worker_typer(settings)
     emb = get_embedder(embedder)
     provs = [provenance_payload(typer.classify(d.url, d.source_type)) for d in docs]
     hashes = [content_hash(d, p) for d, p in zip(docs, provs, strict=True)]
     embedded: list[int] = []
-    vectors: list[np.ndarray] = []
+    vectors: list[tuple[list[Span], np.ndarray]] = []
     for start in range(0, len(docs), batch_size):
         todo = [i for i in range(start, min(start + batch_size, len(docs)))
                 if present.get(docs[i].id) != hashes[i]]
         if todo:
-            out = embed_bucketed(emb, [_text(docs[i]) for i in todo])
+            vectors.extend(embed_documents(emb, [docs[i] for i in todo], chunking))
             embedded.extend(todo)
-            vectors.extend(out)
     return _Partition(provs, hashes, embedded, vectors)
 
 
@@ -173,7 +170,7 @@ def _run(records: Iterable[Document | Reject], index: VectorStore, embedder: str
         part.clear()
         present = index.existing_hashes([d.id for d in docs])
         future = client.submit(_process_partition, docs, present, embedder, settings,
-                               batch_size, pure=False)
+                               batch_size, index.manifest.chunking, pure=False)
         pending.append((future, docs))
 
     def write_oldest() -> None:
@@ -223,11 +220,13 @@ def _write(docs: list[Document], result: _Partition, index: VectorStore, embedde
             sent = [i for i in rows if i in vectors]
             if sent != todo:  # a stored hash changed since sending (the records repeat an id):
                 # embed here, the texts the single-process run embeds, in one call
-                fresh = np.asarray(get_embedder(embedder).embed([_text(docs[i]) for i in todo]))
+                fresh = embed_documents(get_embedder(embedder), [docs[i] for i in todo],
+                                        index.manifest.chunking, bucket=0)
                 vectors.update(zip(todo, fresh, strict=True))
-            index.upsert([docs[i] for i in todo], [result.provs[i] for i in todo],
-                         np.vstack([vectors[i] for i in todo]),
-                         [result.hashes[i] for i in todo])
+            write_documents(index, [docs[i] for i in todo], [result.provs[i] for i in todo],
+                            [result.hashes[i] for i in todo], [vectors[i] for i in todo])
+            report.note_truncated(get_embedder(embedder), [docs[i] for i in todo],
+                                  [vectors[i][0] for i in todo])
         report.indexed += len(todo)
         report.unchanged += len(batch) - len(todo)
         if on_batch:

@@ -16,6 +16,7 @@ import numpy as np
 from credrank.core.candidates import META_COLUMNS, Candidates
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.errors import StoreError
+from credrank.index.passages import Span, passage_fields, passage_key
 
 __all__ = [
     "COLUMN_FIELDS",
@@ -23,21 +24,26 @@ __all__ = [
     "EXTRA_COLUMNS",
     "HIT_FIELDS",
     "KEYWORD_FIELDS",
+    "PASSAGE_FIELDS",
     "RANKING_FIELDS",
     "READ_FIELDS",
     "READ_PAGE",
     "SCORE_FIELDS",
     "SPARSE",
     "TEXT_FIELDS",
+    "best_passages",
     "bm25_text",
     "check_where",
     "columns_to_candidates",
     "content_hash",
     "document_payload",
+    "document_points",
+    "passage_text",
     "point_id",
     "point_id_u64",
     "read_fields",
     "returned_fields",
+    "stale_passages",
     "to_candidates",
     "vector_matrix",
 ]
@@ -53,12 +59,17 @@ KEYWORD_FIELDS = ("doc_id", "source_type", "host", "registered_domain", "source_
 #: index-time scores (:mod:`credrank.index.scoring`): set on stored points after indexing,
 #: read back by every search as meta columns (a stage pays a column read, not a model)
 SCORE_FIELDS = ("machine_text", "machine_text_key", "credibility", "credibility_key")
+#: the payload fields that place a passage in its document
+#: (:func:`~credrank.index.passages.passage_fields`; absent on the points of an index made
+#: before passages, read as one passage)
+PASSAGE_FIELDS = ("passage", "passages", "span")
 #: payload fields a search returns by default: what ranking, explanations and selection use.
 #: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
 #: payload's conversion to Python is the largest cost of a search after the vector scan.
 RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
                   "registered_domain", "url_source_type", "declared_source_type",
-                  "provenance_rule", "domain_score", *DATE_FIELDS, *SCORE_FIELDS)
+                  "provenance_rule", "domain_score", *DATE_FIELDS, *SCORE_FIELDS,
+                  *PASSAGE_FIELDS)
 #: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
 TEXT_FIELDS = ("text", "cites")
 #: the fields :meth:`~credrank.index.store.VectorStore.read_payloads` returns by default
@@ -67,13 +78,14 @@ READ_FIELDS = ("doc_id", "url", "text")
 READ_PAGE = 1000
 #: provenance fields returned as meta columns besides ``META_COLUMNS``
 EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
-                 "provenance_rule", "domain_score", "cites", *SCORE_FIELDS)
+                 "provenance_rule", "domain_score", "cites", *SCORE_FIELDS, *PASSAGE_FIELDS)
 #: the payload fields a ranked hit needs (:meth:`Candidates.hits`: id, provenance, title, url,
 #: the five dates — also what the pushed-down freshness factor reads back): what a pushdown
 #: that is cut to ``top_k`` in the engine asks for (``fields=`` of
 #: :meth:`~credrank.index.formula.FormulaScoring.search_formula`), a subset of
 #: :data:`RANKING_FIELDS`
-HIT_FIELDS = ("doc_id", "source_id", "source_type", "host", "url", "title", *DATE_FIELDS)
+HIT_FIELDS = ("doc_id", "source_id", "source_type", "host", "url", "title", *DATE_FIELDS,
+              *PASSAGE_FIELDS)
 
 
 def point_id(doc_id: str) -> str:
@@ -105,23 +117,122 @@ def content_hash(doc: Document, provenance: Mapping[str, Any]) -> str:
     return h.hexdigest()
 
 
-def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str
-                     ) -> dict[str, Any]:
-    """The payload stored with a document's point: fields, provenance, content hash, ISO dates."""
+def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str,
+                     passage: tuple[int, int, Span] | None = None) -> dict[str, Any]:
+    """The payload stored with a document's point: fields, provenance, content hash, ISO dates.
+
+    ``passage``: ``(number, count, span)`` of one passage of a document split in ``count``
+    (:mod:`credrank.index.passages`): every passage carries the document's fields and
+    :func:`~credrank.index.passages.passage_fields`; the first one keeps the whole ``text``
+    (what :meth:`~credrank.index.store.VectorStore.read_payloads` returns for the document),
+    the others their own slice of it (what a search returns as the hit's text)."""
+    text = doc.text
+    if passage is not None and passage[0] > 0:
+        text = doc.text[passage[2][0]:passage[2][1]]
     payload = {
-        "doc_id": doc.id, "text": doc.text, "title": doc.title, "url": doc.url,
+        "doc_id": doc.id, "text": text, "title": doc.title, "url": doc.url,
         "source_id": doc.source_id, **provenance, "cites": list(doc.cites),
         "content_hash": digest, "extra": doc.extra,
     }
     for name in DATE_FIELDS:
         value = getattr(doc, name)
         payload[name] = value.isoformat() if value is not None else None
+    if passage is not None:
+        payload.update(passage_fields(*passage))
     return payload
 
 
-def bm25_text(doc: Document) -> str:
-    """The text a document's BM25 vector is computed from (title, then body)."""
-    return f"{doc.title or ''}\n{doc.text}"
+def bm25_text(doc: Document, span: Span | None = None) -> str:
+    """The text a document's (or its passage's, ``span`` of its text) BM25 vector is computed
+    from (title, then body)."""
+    body = doc.text if span is None else doc.text[span[0]:span[1]]
+    return f"{doc.title or ''}\n{body}"
+
+
+#: one point of a batch (:func:`document_points`): document position, point key, passage
+#: ``(number, count, span)`` or ``None``, vector
+PlannedPoint = tuple[int, str, tuple[int, int, Span] | None, np.ndarray]
+
+
+def document_points(documents: Sequence[Document], vectors: np.ndarray,
+                    passages: Sequence[Sequence[Span]] | None) -> list[PlannedPoint]:
+    """The points a batch of documents becomes: ``(document position, point key, passage,
+    vector)`` in order, one per passage (``passages[i]``: the spans of document ``i``, its
+    vectors consecutive rows of ``vectors``; ``None``: one point per document, passage
+    ``None``, as is a document of one passage). ``ValueError`` when the rows do not match the
+    passages."""
+    if passages is None:
+        if len(vectors) != len(documents):
+            raise ValueError(f"vectors: expected {len(documents)} rows, got {len(vectors)}")
+        return [(i, doc.id, None, vectors[i]) for i, doc in enumerate(documents)]
+    if len(passages) != len(documents):
+        raise ValueError(f"passages: expected {len(documents)} lists, got {len(passages)}")
+    total = sum(len(p) for p in passages)
+    if len(vectors) != total:
+        raise ValueError(f"vectors: expected {total} rows (one per passage), got {len(vectors)}")
+    out: list[PlannedPoint] = []
+    row = 0
+    for i, (doc, spans) in enumerate(zip(documents, passages, strict=True)):
+        if not spans:
+            raise ValueError(f"passages of {doc.id!r}: expected at least one span")
+        if len(spans) == 1:  # a document that fits is one point, as in an unsplit index
+            out.append((i, doc.id, None, vectors[row]))
+            row += 1
+            continue
+        for number, span in enumerate(spans):
+            out.append((i, passage_key(doc.id, number), (number, len(spans), span),
+                        vectors[row]))
+            row += 1
+    return out
+
+
+def stale_passages(counts: Mapping[str, int], stored: Mapping[str, Any]) -> list[str]:
+    """The point keys of passages a re-written document no longer has: for each ``doc_id``
+    written with ``counts[doc_id]`` passages, those numbered from there up to the count
+    ``stored`` for it before (a payload's ``passages``; one when absent)."""
+    out = []
+    for doc_id, count in counts.items():
+        before = stored.get(doc_id)
+        before = int(before) if isinstance(before, int) and before > 0 else 1
+        out += [passage_key(doc_id, n) for n in range(count, before)]
+    return out
+
+
+def best_passages(batch: Candidates, k: int) -> Candidates:
+    """MaxP (:mod:`credrank.index.passages`): the first ``k`` documents of a batch of passages
+    in rank order, each at its best (first) passage, whose score it keeps; a hit's ``text``
+    (when fetched) is that passage's (:func:`passage_text`). A batch of one passage per
+    document comes back as it is (cut to ``k``)."""
+    ids = batch.doc_ids
+    if len(ids) == 0:
+        return batch
+    _, first = np.unique(ids.astype(str), return_index=True)
+    if len(first) == len(ids):
+        keep = np.arange(min(k, len(ids)))
+    else:
+        keep = np.sort(first)[:k]
+    out = batch.take(keep) if len(keep) < len(ids) else batch
+    return passage_text(out)
+
+
+def passage_text(batch: Candidates) -> Candidates:
+    """``batch`` with the ``text`` of each first passage of a split document cut to its span
+    (that point stores the document's whole text; its hit shows the passage it scored)."""
+    text = batch.meta.get("text")
+    spans, numbers, counts = (batch.meta.get("span"), batch.meta.get("passage"),
+                              batch.meta.get("passages"))
+    if text is None or spans is None or numbers is None or counts is None:
+        return batch
+    cut = [i for i in range(len(batch))
+           if numbers[i] == 0 and isinstance(counts[i], int) and counts[i] > 1
+           and isinstance(text[i], str) and isinstance(spans[i], list) and len(spans[i]) == 2]
+    if not cut:
+        return batch
+    column = text.copy()
+    for i in cut:
+        start, end = spans[i]
+        column[i] = text[i][start:end]
+    return batch.with_meta("text", column)
 
 
 def returned_fields(with_text: bool) -> list[str]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ from credrank.index.manifest import (
     read_manifest,
     write_manifest,
 )
+from credrank.index.passages import Chunking, Span, default_chunking
 from credrank.index.payload import (
     COLUMN_FIELDS,
     DENSE,
@@ -82,13 +84,15 @@ from credrank.index.payload import (
     check_where,
     columns_to_candidates,
     document_payload,
+    document_points,
     point_id,
     point_id_u64,
     read_fields,
     returned_fields,
+    stale_passages,
     to_candidates,
 )
-from credrank.index.store import MAX_K, bump_generation
+from credrank.index.store import MAX_K, bump_generation, fetch_documents
 
 #: points written between two flushes of the segments (see the module docstring); by
 #: measurement a flush costs ~0.3–0.5 s, so flushing every 64-document batch spent most of the
@@ -178,7 +182,8 @@ class EdgeIndex:
     @classmethod
     def open(cls, path: str | Path, *, embedder: str | None = None, dim: int | None = None,
              create: bool = False, bm25: bool = True, lock: bool = False,
-             flush_every: int = FLUSH_EVERY, hnsw: Any = None) -> EdgeIndex:
+             flush_every: int = FLUSH_EVERY, hnsw: Any = None,
+             chunking: Chunking | None = None) -> EdgeIndex:
         """Open the index at ``path``; with ``create=True`` make it when absent.
 
         ``lock``: take the directory lock (exclusive with ``create=True``, else shared) and hold
@@ -186,6 +191,9 @@ class EdgeIndex:
         between flushes of the segments (:data:`FLUSH_EVERY`). ``hnsw``: the HNSW build
         parameters of a *new* index (:func:`hnsw_config`; default the measured
         :data:`HNSW_M` / :data:`HNSW_EF_CONSTRUCT`); an existing index keeps its own.
+        ``chunking``: how a *new* index splits long texts (default
+        :func:`~credrank.index.passages.default_chunking` of ``embedder``); an existing index
+        keeps its own, and one that differs is refused (:func:`check_manifest`).
 
         Raises :class:`StoreError` when the directory holds no index (and ``create`` is off) or
         an index of another engine, embedder or dimension, when ``path`` is a file, and when
@@ -196,13 +204,13 @@ class EdgeIndex:
         if not lock:
             check_index_dir(path)
             index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25,
-                              hnsw=hnsw)
+                              hnsw=hnsw, chunking=chunking)
             index.flush_every = flush_every
             return index
         held = IndexLock.writer(path) if create else IndexLock.reader(path)
         try:
             index = cls._open(path, embedder=embedder, dim=dim, create=create, bm25=bm25,
-                              hnsw=hnsw)
+                              hnsw=hnsw, chunking=chunking)
         except BaseException:
             held.release()
             raise
@@ -212,11 +220,12 @@ class EdgeIndex:
 
     @classmethod
     def _open(cls, path: Path, *, embedder: str | None, dim: int | None, create: bool,
-              bm25: bool, hnsw: Any = None) -> EdgeIndex:
+              bm25: bool, hnsw: Any = None, chunking: Chunking | None = None) -> EdgeIndex:
         shard_path = path / "shard"
         manifest = read_manifest(path)
         if manifest is not None:
-            check_manifest(path, manifest, "edge", embedder=embedder, dim=dim)
+            check_manifest(path, manifest, "edge", embedder=embedder, dim=dim,
+                           chunking=chunking)
             if not shard_path.is_dir():
                 raise StoreError(f"{path}: manifest present but shard folder missing")
             return cls(path, _load(shard_path), manifest)
@@ -224,8 +233,10 @@ class EdgeIndex:
             raise no_index_error(path)
         if not embedder or not dim:
             raise StoreError("creating an index needs the embedder name and dimension")
+        chunks = chunking if chunking is not None else default_chunking(embedder)
         manifest = Manifest(embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25,
-                            engine="edge", point_ids="u64")
+                            engine="edge", point_ids="u64", chunk_tokens=chunks.tokens,
+                            chunk_overlap=chunks.overlap)
         path.mkdir(parents=True, exist_ok=True)
         sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
         config = qe.EdgeConfig(
@@ -366,48 +377,83 @@ class EdgeIndex:
         return {pl["doc_id"]: pl.get("content_hash", "") for pl in payloads}
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
-               vectors: np.ndarray, hashes: Sequence[str]) -> None:
+               vectors: np.ndarray, hashes: Sequence[str],
+               passages: Sequence[Sequence[Span]] | None = None) -> None:
         """Write one batch (documents, their provenance dicts, dense vectors) through the
-        write-ahead log; the segments are flushed every ``flush_every`` points."""
+        write-ahead log; the segments are flushed every ``flush_every`` points. ``passages``:
+        each document's passages (:func:`~credrank.index.payload.document_points`, one point
+        each, its vectors consecutive rows); the passages a re-written document no longer has
+        are deleted in the same write."""
         bump_generation(self)
+        planned = document_points(documents, np.asarray(vectors), passages)
         points = []
-        for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
+        for i, key, passage, vec in planned:
+            doc = documents[i]
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
             if self._bm25 is not None:
-                named[SPARSE] = self._bm25.embed_document(bm25_text(doc))
-            points.append(qe.Point(self.point_id(doc.id), named,
-                                   document_payload(doc, prov, digest)))
+                named[SPARSE] = self._bm25.embed_document(
+                    bm25_text(doc, None if passage is None else passage[2]))
+            points.append(qe.Point(self.point_id(key), named,
+                                   document_payload(doc, provenance[i], hashes[i], passage)))
         if points and self._manifest.point_ids == "u64":
-            self._check_ids([doc.id for doc in documents])
-        if points:
-            self.shard.update(qe.UpdateOperation.upsert_points(points))
-            self._columns = None
-            self._dirty = True
-            self._unflushed += len(points)
-            if self._unflushed >= self.flush_every:
-                self.flush()
+            self._check_ids([(key, documents[i].id) for i, key, _, _ in planned])
+        if not points:
+            return
+        stale = self._stale(documents, passages)
+        if stale:
+            self.shard.update(qe.UpdateOperation.delete_points(
+                [self.point_id(k) for k in stale]))
+        self.shard.update(qe.UpdateOperation.upsert_points(points))
+        if passages is not None and not self._manifest.split and any(
+                len(p) > 1 for p in passages):
+            self._manifest = replace(self._manifest, split=True)
+            write_manifest(self.path, self._manifest)
+        self._columns = None
+        self._dirty = True
+        self._unflushed += len(points)
+        if self._unflushed >= self.flush_every:
+            self.flush()
 
-    def _check_ids(self, doc_ids: Sequence[str]) -> None:
-        """Refuse two document ids with one 63-bit point id (:func:`point_id_u64`), in the
-        batch or against the index: a collision would silently merge two documents."""
-        owner: dict[qe.PointId, str] = {}
-        for d in doc_ids:
-            other = owner.setdefault(self.point_id(d), d)
-            if other != d:
-                raise StoreError(f"document ids {other!r} and {d!r} have the same point id "
+    def _stale(self, documents: Sequence[Document],
+               passages: Sequence[Sequence[Span]] | None) -> list[str]:
+        """The keys of stored passages the batch's documents no longer have
+        (:func:`~credrank.index.payload.stale_passages`); only an index with split
+        documents can have any."""
+        if not self._manifest.split:
+            return []
+        counts = {d.id: (len(passages[i]) if passages is not None else 1)
+                  for i, d in enumerate(documents)}
+        stored = {str((r.payload or {}).get("doc_id")): (r.payload or {}).get("passages")
+                  for r in self.shard.retrieve([self.point_id(d) for d in counts],
+                                               qe.PayloadSelector.Include(["doc_id",
+                                                                           "passages"]),
+                                               False)}
+        return stale_passages(counts, stored)
+
+    def _check_ids(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Refuse two documents with one 63-bit point id (:func:`point_id_u64` of a passage's
+        key, :func:`~credrank.index.passages.passage_key`; ``keys``: ``(key, doc_id)``), in
+        the batch or against the index: a collision would silently merge two documents."""
+        owner: dict[qe.PointId, tuple[str, str]] = {}
+        for key, d in keys:
+            other = owner.setdefault(self.point_id(key), (key, d))
+            if other != (key, d):
+                raise StoreError(f"document ids {other[1]!r} and {d!r} have the same point id "
                                  "(a 63-bit hash collision); rename one of them")
         for r in self.shard.retrieve(list(owner), qe.PayloadSelector.Include(["doc_id"]),
                                      False):
             stored = (r.payload or {}).get("doc_id")
-            if stored is not None and stored != owner[r.id]:
-                raise StoreError(f"document id {owner[r.id]!r} has the point id of {stored!r}, "
-                                 "already in the index (a 63-bit hash collision); rename it")
+            if stored is not None and stored != owner[r.id][1]:
+                raise StoreError(f"document id {owner[r.id][1]!r} has the point id of "
+                                 f"{stored!r}, already in the index (a 63-bit hash "
+                                 "collision); rename it")
 
     # -- reading --------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
                       fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
         """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
-        scrolled in pages of ``READ_PAGE``); see :class:`~credrank.index.store.VectorStore`."""
+        scrolled in pages of ``READ_PAGE``), each document's from its first passage (its whole
+        text); see :class:`~credrank.index.store.VectorStore`."""
         selector = qe.PayloadSelector.Include(list(dict.fromkeys(["doc_id", *fields])))
         if doc_ids is not None:
             ids = list(dict.fromkeys(doc_ids))
@@ -418,10 +464,14 @@ class EdgeIndex:
                 out += [read_fields(r.payload, fields) for r in records]
             return out
         out, offset = [], None
+        if self._manifest.split:  # one row per document: its first passage
+            selector = qe.PayloadSelector.Include(list(dict.fromkeys(["doc_id", "passage",
+                                                                      *fields])))
         while True:
             points, offset = self.shard.scroll(qe.ScrollRequest(
                 offset=offset, limit=READ_PAGE, with_payload=selector, with_vector=False))
-            out += [read_fields(p.payload, fields) for p in points]
+            out += [read_fields(p.payload, fields) for p in points
+                    if not (p.payload or {}).get("passage")]
             if offset is None or not points:
                 return out
 
@@ -448,34 +498,41 @@ class EdgeIndex:
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
                      with_vectors: bool = False, with_text: bool = False, exact: bool = False,
-                     where: Mapping[str, Any] | None = None) -> Candidates:
-        """The ``fetch_k`` nearest documents by cosine similarity."""
-        limit = check_int("fetch_k", fetch_k, 1, MAX_K)
+                     where: Mapping[str, Any] | None = None, unit: str = "document"
+                     ) -> Candidates:
+        """The ``fetch_k`` nearest documents by cosine similarity, each at its best passage
+        (or the nearest passages, ``unit="passage"``; :func:`fetch_documents`)."""
+        k = check_int("fetch_k", fetch_k, 1, MAX_K)
+        vector = np.asarray(query_vector).tolist()
 
-        def request(payload: Any, vectors: bool) -> Any:
-            return qe.QueryRequest(
-                limit=limit,
-                query=qe.Query.Nearest(np.asarray(query_vector).tolist(), using=DENSE),
-                filter=_filter(where), with_payload=payload,
-                with_vector=[DENSE] if vectors else False,
-                params=qe.SearchParams(exact=exact))
-        return self._answer(query, request, with_vectors, with_text, query_vector)
+        def fetch(limit: int) -> Candidates:
+            def request(payload: Any, vectors: bool) -> Any:
+                return qe.QueryRequest(
+                    limit=limit, query=qe.Query.Nearest(vector, using=DENSE),
+                    filter=_filter(where), with_payload=payload,
+                    with_vector=[DENSE] if vectors else False,
+                    params=qe.SearchParams(exact=exact))
+            return self._answer(query, request, with_vectors, with_text, query_vector)
+        return fetch_documents(fetch, k, split=self._manifest.split, unit=unit)
 
     def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
-                    with_text: bool = False, where: Mapping[str, Any] | None = None
-                    ) -> Candidates:
-        """The ``fetch_k`` best documents by BM25 (Qdrant's sparse vectors with IDF)."""
+                    with_text: bool = False, where: Mapping[str, Any] | None = None,
+                    unit: str = "document") -> Candidates:
+        """The ``fetch_k`` best documents by BM25 (Qdrant's sparse vectors with IDF), each at
+        its best passage (or the best passages, ``unit="passage"``)."""
         if self._bm25 is None:
             raise StoreError(f"{self.path}: this index was built without BM25 vectors")
-        limit = check_int("fetch_k", fetch_k, 1, MAX_K)
+        k = check_int("fetch_k", fetch_k, 1, MAX_K)
         sparse = self._bm25.embed_query(query)
 
-        def request(payload: Any, vectors: bool) -> Any:
-            return qe.QueryRequest(
-                limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE),
-                filter=_filter(where), with_payload=payload,
-                with_vector=[DENSE] if vectors else False)
-        return self._answer(query, request, with_vectors, with_text)
+        def fetch(limit: int) -> Candidates:
+            def request(payload: Any, vectors: bool) -> Any:
+                return qe.QueryRequest(
+                    limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE),
+                    filter=_filter(where), with_payload=payload,
+                    with_vector=[DENSE] if vectors else False)
+            return self._answer(query, request, with_vectors, with_text)
+        return fetch_documents(fetch, k, split=self._manifest.split, unit=unit)
 
     def _answer(self, query: str, request: Callable[[Any, bool], Any], with_vectors: bool,
                 with_text: bool, query_vector: np.ndarray | None = None) -> Candidates:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -54,6 +55,7 @@ from credrank.index.manifest import (
     read_manifest,
     write_manifest,
 )
+from credrank.index.passages import Chunking, Span, default_chunking
 from credrank.index.payload import (
     DENSE,
     KEYWORD_FIELDS,
@@ -63,12 +65,14 @@ from credrank.index.payload import (
     bm25_text,
     check_where,
     document_payload,
+    document_points,
     point_id,
     read_fields,
     returned_fields,
+    stale_passages,
     to_candidates,
 )
-from credrank.index.store import bump_generation
+from credrank.index.store import bump_generation, fetch_documents
 
 _COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 #: points per upsert request (keeps requests far below a server's 32 MB default limit)
@@ -213,15 +217,17 @@ class QdrantServerIndex:
              api_key: str | None = None, path: str | Path | None = None,
              collection: str | None = None, embedder: str | None = None,
              dim: int | None = None, create: bool = False, bm25: bool = True,
-             shard_number: int | None = None, replication_factor: int | None = None
-             ) -> QdrantServerIndex:
+             shard_number: int | None = None, replication_factor: int | None = None,
+             chunking: Chunking | None = None) -> QdrantServerIndex:
         """Open the index described by ``index_dir/manifest.json``; with ``create=True`` make
         the manifest and the collection when absent.
 
         An existing index reuses its recorded collection and location unless ``url`` / ``path``
         override the location (same mode only). ``shard_number`` and ``replication_factor``
-        apply when the collection is created on a cluster. Raises :class:`StoreError` naming
-        the directory, the collection and the location.
+        apply when the collection is created on a cluster; ``chunking`` (default
+        :func:`~credrank.index.passages.default_chunking`) when the index is created, checked
+        against an existing one's. Raises :class:`StoreError` naming the directory, the
+        collection and the location.
         """
         index_dir = Path(index_dir)
         manifest = read_manifest(index_dir)
@@ -230,7 +236,8 @@ class QdrantServerIndex:
             raise ValueError(f"collection: expected 1-255 letters, digits, '_' or '-', "
                              f"got {collection!r}")
         if manifest is not None:
-            check_manifest(index_dir, manifest, "qdrant", embedder=embedder, dim=dim)
+            check_manifest(index_dir, manifest, "qdrant", embedder=embedder, dim=dim,
+                           chunking=chunking)
             mode = "url" if url is not None else "path" if path is not None else None
             if mode is not None and mode != manifest.qdrant_mode:
                 built = ("on a Qdrant server" if manifest.qdrant_mode == "url"
@@ -261,10 +268,12 @@ class QdrantServerIndex:
             else:
                 assert path is not None  # exactly one of url and path (checked above)
                 location = str(Path(path).resolve())
+            chunks = chunking if chunking is not None else default_chunking(embedder)
             manifest = Manifest(
                 embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25, engine="qdrant",
                 collection=collection or default_collection(index_dir),
-                qdrant_mode="url" if url is not None else "path", qdrant_location=location)
+                qdrant_mode="url" if url is not None else "path", qdrant_location=location,
+                chunk_tokens=chunks.tokens, chunk_overlap=chunks.overlap)
             collection = manifest.collection
         assert collection is not None
         where = public_url(url) if url is not None else f"local mode at {path}"
@@ -295,9 +304,11 @@ class QdrantServerIndex:
         """A new collection in qdrant-client's local mode held in memory (nothing persisted,
         no manifest): the same search code as a folder, without its per-point disk writes —
         for benchmarks and tests."""
+        chunks = default_chunking(embedder)
         manifest = Manifest(embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25,
                             engine="qdrant", collection=collection, qdrant_mode="path",
-                            qdrant_location=":memory:")
+                            qdrant_location=":memory:", chunk_tokens=chunks.tokens,
+                            chunk_overlap=chunks.overlap)
         store = cls(QdrantClient(location=":memory:"), collection, manifest, local=True,
                     where="Qdrant local mode in memory")
         store._create(None, None)
@@ -378,19 +389,45 @@ class QdrantServerIndex:
         return {r.payload["doc_id"]: r.payload.get("content_hash", "") for r in records}
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
-               vectors: np.ndarray, hashes: Sequence[str]) -> None:
-        """Write one batch, in requests of :data:`UPSERT_BATCH` points, each acknowledged."""
+               vectors: np.ndarray, hashes: Sequence[str],
+               passages: Sequence[Sequence[Span]] | None = None) -> None:
+        """Write one batch, in requests of :data:`UPSERT_BATCH` points, each acknowledged;
+        ``passages`` as :meth:`credrank.index.qdrant_edge.EdgeIndex.upsert` (the passages a
+        re-written document no longer has are deleted first)."""
         bump_generation(self)
+        planned = document_points(documents, np.asarray(vectors), passages)
         points = []
-        for doc, prov, vec, digest in zip(documents, provenance, vectors, hashes, strict=True):
+        for i, key, passage, vec in planned:
+            doc = documents[i]
             named: dict[str, Any] = {DENSE: np.asarray(vec, dtype=np.float32).tolist()}
             if self._bm25 is not None:
-                named[SPARSE] = _sparse(self._bm25.embed_document(bm25_text(doc)))
-            points.append(models.PointStruct(id=point_id(doc.id), vector=named,
-                                             payload=document_payload(doc, prov, digest)))
+                named[SPARSE] = _sparse(self._bm25.embed_document(
+                    bm25_text(doc, None if passage is None else passage[2])))
+            points.append(models.PointStruct(
+                id=point_id(key), vector=named,
+                payload=document_payload(doc, provenance[i], hashes[i], passage)))
+        if not points:
+            return
+        if self.manifest.split:
+            counts = {d.id: (len(passages[i]) if passages is not None else 1)
+                      for i, d in enumerate(documents)}
+            records = self._call("retrieve points", self.client.retrieve, self.collection,
+                                 ids=[point_id(d) for d in counts],
+                                 with_payload=["doc_id", "passages"], with_vectors=False)
+            stale = stale_passages(counts, {str((r.payload or {}).get("doc_id")):
+                                            (r.payload or {}).get("passages") for r in records})
+            if stale:
+                self._call("delete points", self.client.delete, self.collection,
+                           points_selector=models.PointIdsList(
+                               points=[point_id(k) for k in stale]), wait=True)
         for start in range(0, len(points), UPSERT_BATCH):
             self._call("upsert points", self.client.upsert, self.collection,
                        points=points[start:start + UPSERT_BATCH], wait=True)
+        if passages is not None and not self.manifest.split and any(
+                len(p) > 1 for p in passages):
+            self._manifest = replace(self._manifest, split=True)
+            if self.path is not None:
+                write_manifest(self.path, self._manifest)
 
     # -- reading ------------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
@@ -408,11 +445,14 @@ class QdrantServerIndex:
                 out += [read_fields(r.payload, fields) for r in records]
             return out
         out, offset = [], None
+        if self.manifest.split:  # one row per document: its first passage
+            wanted = list(dict.fromkeys([*wanted, "passage"]))
         while True:
             points, offset = self._call("scroll points", self.client.scroll, self.collection,
                                         limit=READ_PAGE, offset=offset, with_payload=wanted,
                                         with_vectors=False)
-            out += [read_fields(p.payload, fields) for p in points]
+            out += [read_fields(p.payload, fields) for p in points
+                    if not (p.payload or {}).get("passage")]
             if offset is None or not points:
                 return out
 
@@ -446,27 +486,34 @@ class QdrantServerIndex:
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
                      with_vectors: bool = False, with_text: bool = False, exact: bool = False,
-                     where: Mapping[str, Any] | None = None) -> Candidates:
-        """The ``fetch_k`` nearest documents by cosine similarity."""
-        return self._query(query, with_vectors, query_vector,
-                           query=np.asarray(query_vector, dtype=np.float32).tolist(),
-                           using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
-                           query_filter=_filter(where), search_params=self._params(exact),
-                           with_payload=returned_fields(with_text))
+                     where: Mapping[str, Any] | None = None, unit: str = "document"
+                     ) -> Candidates:
+        """The ``fetch_k`` nearest documents by cosine similarity, each at its best passage
+        (or the nearest passages, ``unit="passage"``; :func:`fetch_documents`)."""
+        vector = np.asarray(query_vector, dtype=np.float32).tolist()
+        return fetch_documents(
+            lambda limit: self._query(query, with_vectors, query_vector, query=vector,
+                                      using=DENSE, limit=limit, query_filter=_filter(where),
+                                      search_params=self._params(exact),
+                                      with_payload=returned_fields(with_text)),
+            check_int("fetch_k", fetch_k, 1), split=self.manifest.split, unit=unit)
 
     def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
-                    with_text: bool = False, where: Mapping[str, Any] | None = None
-                    ) -> Candidates:
-        """The ``fetch_k`` best documents by BM25 (sparse vectors, IDF applied by Qdrant)."""
+                    with_text: bool = False, where: Mapping[str, Any] | None = None,
+                    unit: str = "document") -> Candidates:
+        """The ``fetch_k`` best documents by BM25 (sparse vectors, IDF applied by Qdrant),
+        each at its best passage (or the best passages, ``unit="passage"``)."""
         fetch_k = check_int("fetch_k", fetch_k, 1)
         if self._bm25 is None:
             raise StoreError(f"{self.path}: this index was built without BM25 vectors")
         sparse = self._bm25.embed_query(query)
         if not list(sparse.indices):  # no token: nothing can match
             return Candidates.empty(query, self.manifest.dim if with_vectors else None)
-        return self._query(query, with_vectors, None, query=_sparse(sparse), using=SPARSE,
-                           limit=fetch_k, query_filter=_filter(where),
-                           with_payload=returned_fields(with_text))
+        return fetch_documents(
+            lambda limit: self._query(query, with_vectors, None, query=_sparse(sparse),
+                                      using=SPARSE, limit=limit, query_filter=_filter(where),
+                                      with_payload=returned_fields(with_text)),
+            fetch_k, split=self.manifest.split, unit=unit)
 
     def search_formula(self, query: str, query_vector: np.ndarray, fetch_k: int, top_k: int,
                        priors: Mapping[str, float], *, with_vectors: bool = False,

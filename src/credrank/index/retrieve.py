@@ -1,5 +1,9 @@
 """Retriever stages: fill an empty batch with ``fetch_k`` candidates from a store.
 
+``unit``: ``document`` (default) returns ``fetch_k`` documents, each at its best passage
+(MaxP, :func:`~credrank.index.store.fetch_documents`); ``passage`` the ``fetch_k`` best
+passages, several of one document apart (an index without split documents: the same).
+
 Any :class:`~credrank.index.store.VectorStore` serves (Qdrant Edge, a Qdrant server, memory).
 
 ``fetch_k`` is the expanded candidate pool of seed 004 (retrieve 3k, reweight, keep k): the
@@ -15,7 +19,14 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
-from credrank.index.store import MAX_K, VectorStore
+from credrank.index.store import MAX_K, UNITS, VectorStore
+
+
+def check_unit(unit: str) -> str:
+    """``unit`` when it is one of :data:`~credrank.index.store.UNITS`, else ``ValueError``."""
+    if unit not in UNITS:
+        raise ValueError(f"unit: expected one of {', '.join(UNITS)}, got {unit!r}")
+    return unit
 
 
 def default_fetch_k(top_k: int) -> int:
@@ -30,10 +41,11 @@ class DenseRetriever(Stage):
     name = "dense"
 
     def __init__(self, index: VectorStore, embedder: Embedder, fetch_k: int = 30, *,
-                 with_vectors: bool = False, with_text: bool = False):
+                 with_vectors: bool = False, with_text: bool = False, unit: str = "document"):
         self.index, self.embedder = index, embedder
         self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
+        self.unit = check_unit(unit)
 
     def transform(self, batch: Candidates) -> Candidates:
         """The ``fetch_k`` nearest; the query is embedded unless ``batch.query_vector`` holds
@@ -41,10 +53,11 @@ class DenseRetriever(Stage):
         qv = (batch.query_vector if batch.query_vector is not None
               else self.embedder.embed([batch.query])[0])
         return self.index.search_dense(batch.query, qv, self.fetch_k,
-                                       with_vectors=self.with_vectors, with_text=self.with_text)
+                                       with_vectors=self.with_vectors, with_text=self.with_text,
+                                       unit=self.unit)
 
     def config(self) -> dict[str, Any]:
-        return {"fetch_k": self.fetch_k, "embedder": self.embedder.name}
+        return {"fetch_k": self.fetch_k, "embedder": self.embedder.name, "unit": self.unit}
 
 
 class BM25Retriever(Stage):
@@ -53,17 +66,18 @@ class BM25Retriever(Stage):
     name = "bm25"
 
     def __init__(self, index: VectorStore, fetch_k: int = 30, *, with_vectors: bool = False,
-                 with_text: bool = False):
+                 with_text: bool = False, unit: str = "document"):
         self.index = index
         self.fetch_k = check_int("fetch_k", fetch_k, 1)
         self.with_vectors, self.with_text = with_vectors, with_text
+        self.unit = check_unit(unit)
 
     def transform(self, batch: Candidates) -> Candidates:
         return self.index.search_bm25(batch.query, self.fetch_k, with_vectors=self.with_vectors,
-                                      with_text=self.with_text)
+                                      with_text=self.with_text, unit=self.unit)
 
     def config(self) -> dict[str, Any]:
-        return {"fetch_k": self.fetch_k}
+        return {"fetch_k": self.fetch_k, "unit": self.unit}
 
 
 def source_passages(index: VectorStore, embedder: Embedder

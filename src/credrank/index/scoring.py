@@ -44,6 +44,7 @@ import numpy as np
 
 from credrank.core.validation import check_int
 from credrank.index.errors import StoreError
+from credrank.index.passages import passage_key
 from credrank.index.payload import READ_PAGE, point_id
 from credrank.index.store import bump_generation
 
@@ -113,12 +114,30 @@ class ScoreReport:
                 "passages_per_s": round(self.rate, 2)}
 
 
+def passage_keys(store: Any, doc_ids: Sequence[str]) -> dict[str, list[str]]:
+    """``doc_id -> the point keys of its passages`` (:func:`~credrank.index.passages.
+    passage_key`): the document id alone in an index without split documents, else one per
+    passage its first point records (``passages``)."""
+    manifest = getattr(store, "manifest", None)
+    if not bool(getattr(manifest, "split", False)):
+        return {d: [d] for d in doc_ids}
+    counts = {str(p["doc_id"]): p.get("passages")
+              for p in store.read_payloads(list(doc_ids), ("doc_id", "passages"))}
+    out = {}
+    for d in doc_ids:
+        n = counts.get(d)
+        out[d] = [passage_key(d, i) for i in range(n if isinstance(n, int) and n > 1 else 1)]
+    return out
+
+
 def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
-    """Merge ``updates[doc_id]`` (field → value) into the stored payload of each document,
-    leaving its vectors and other fields as they are. Documents not in the store are an
-    error. Backends: Qdrant Edge, a Qdrant server (or local mode), the in-memory store."""
+    """Merge ``updates[doc_id]`` (field → value) into the stored payload of each document
+    (every passage of a split one: :func:`passage_keys`), leaving its vectors and other fields
+    as they are. Documents not in the store are an error. Backends: Qdrant Edge, a Qdrant
+    server (or local mode), the in-memory store."""
     if not updates:
         return
+    keys = passage_keys(store, list(updates))
     bump_generation(store)
     invalidate = getattr(store, "invalidate_columns", None)  # a kept copy of the payload
     if callable(invalidate):
@@ -130,8 +149,8 @@ def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
         import qdrant_edge as qe
 
         for doc_id, values in updates.items():
-            store.shard.update(qe.UpdateOperation.set_payload([store.point_id(doc_id)],
-                                                              dict(values)))
+            store.shard.update(qe.UpdateOperation.set_payload(
+                [store.point_id(k) for k in keys[doc_id]], dict(values)))
         store.invalidate_columns()  # the columnar copy of the payload (if kept) is stale
         return
     if isinstance(store, InMemoryIndex):
@@ -150,7 +169,7 @@ def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
         from qdrant_client import models  # optional: the qdrant extra, present with the store
 
         ops = [models.SetPayloadOperation(set_payload=models.SetPayload(
-            payload=dict(values), points=[point_id(doc_id)]))
+            payload=dict(values), points=[point_id(k) for k in keys[doc_id]]))
             for doc_id, values in updates.items()]
         store._call("set payload", client.batch_update_points, collection, ops, wait=True)
         return
@@ -316,4 +335,5 @@ def _index_field(store: Any, field: str, kind: str) -> None:
 
 
 __all__ = ["CHUNK", "ScoreJob", "ScoreReport", "count_scored", "flush", "index_key_field",
-           "index_score_field", "key_field", "pending", "read_vectors", "score_store", "set_fields"]
+           "index_score_field", "key_field", "passage_keys", "pending", "read_vectors",
+           "score_store", "set_fields"]

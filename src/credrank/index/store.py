@@ -42,6 +42,7 @@ from credrank.index.formula import (
     FreshnessFormula,
     formula_fields,
     formula_priors,
+    formula_unavailable,
     supports_formula,
 )
 from credrank.index.lock import LOCK_FILE, IndexLock, is_lock_error
@@ -57,6 +58,7 @@ from credrank.index.manifest import (
     read_manifest,
     write_manifest,
 )
+from credrank.index.passages import Span
 from credrank.index.payload import (
     DENSE,
     EXTRA_COLUMNS,
@@ -67,10 +69,12 @@ from credrank.index.payload import (
     READ_PAGE,
     SPARSE,
     TEXT_FIELDS,
+    best_passages,
     bm25_text,
     check_where,
     content_hash,
     document_payload,
+    passage_text,
     point_id,
     read_fields,
     returned_fields,
@@ -96,6 +100,7 @@ __all__ = [
     "READ_PAGE",
     "SPARSE",
     "TEXT_FIELDS",
+    "UNITS",
     "FormulaScoring",
     "FreshnessFormula",
     "IndexLock",
@@ -109,8 +114,10 @@ __all__ = [
     "check_where",
     "content_hash",
     "document_payload",
+    "fetch_documents",
     "formula_fields",
     "formula_priors",
+    "formula_unavailable",
     "generation",
     "is_lock_error",
     "no_index_error",
@@ -126,6 +133,37 @@ __all__ = [
 #: the largest ``top_k`` / ``fetch_k`` a search accepts (the engines take up to 2^64 - 1, but
 #: a pool this size is already far beyond what fits in memory as candidates)
 MAX_K = 10_000_000
+
+
+#: the units a search can return: ``document`` (each document once, at its best passage:
+#: MaxP, the default) or ``passage`` (every passage that ranks, a document's several passages
+#: apart)
+UNITS = ("document", "passage")
+
+
+def fetch_documents(fetch: Callable[[int], Candidates], k: int, *, split: bool,
+                    unit: str = "document") -> Candidates:
+    """The ``k`` best documents (or passages, ``unit="passage"``) of an engine answer,
+    ``fetch(limit)`` returning ``limit`` points in rank order.
+
+    An index whose documents are each one point (``split`` false) is asked for ``k`` points.
+    Otherwise the ``k`` best documents are those of the best points until ``k`` distinct
+    documents are seen (MaxP, :func:`~credrank.index.payload.best_passages`): the engine is
+    asked for ``2k`` points, and for twice as many again while an answer came back full with
+    fewer than ``k`` documents (a document with more passages than the pool has rows costs a
+    few rounds; each round is one engine query). A first passage's whole-text payload is cut
+    to its span either way (:func:`~credrank.index.payload.passage_text`)."""
+    if unit not in UNITS:
+        raise ValueError(f"unit: expected one of {', '.join(UNITS)}, got {unit!r}")
+    if not split or unit == "passage":
+        return passage_text(fetch(k))
+    limit = min(2 * k, MAX_K)
+    while True:
+        batch = fetch(limit)
+        out = best_passages(batch, k)
+        if len(out) >= k or len(batch) < limit or limit >= MAX_K:
+            return out
+        limit = min(2 * limit, MAX_K)
 
 
 def generation(store: object) -> int:
@@ -159,8 +197,11 @@ class VectorStore(Protocol):
     def __len__(self) -> int: ...
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
-               vectors: np.ndarray, hashes: Sequence[str]) -> None:
-        """Write one batch: documents, their provenance dicts, dense vectors, content hashes."""
+               vectors: np.ndarray, hashes: Sequence[str],
+               passages: Sequence[Sequence[Span]] | None = None) -> None:
+        """Write one batch: documents, their provenance dicts, dense vectors, content hashes;
+        with ``passages``, each document's passages (character spans of its text), one point
+        and one vector row each (:func:`~credrank.index.payload.document_points`)."""
         ...
 
     def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
@@ -176,15 +217,17 @@ class VectorStore(Protocol):
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
                      with_vectors: bool = False, with_text: bool = False,
-                     exact: bool = False, where: Mapping[str, Any] | None = None
-                     ) -> Candidates:
-        """The ``fetch_k`` nearest documents by cosine similarity."""
+                     exact: bool = False, where: Mapping[str, Any] | None = None,
+                     unit: str = "document") -> Candidates:
+        """The ``fetch_k`` nearest documents by cosine similarity, each at its best passage
+        (``unit="passage"``: the nearest passages; :func:`fetch_documents`)."""
         ...
 
     def search_bm25(self, query: str, fetch_k: int, *, with_vectors: bool = False,
-                    with_text: bool = False, where: Mapping[str, Any] | None = None
-                    ) -> Candidates:
-        """The ``fetch_k`` best documents by BM25 (``StoreError`` where unsupported)."""
+                    with_text: bool = False, where: Mapping[str, Any] | None = None,
+                    unit: str = "document") -> Candidates:
+        """The ``fetch_k`` best documents by BM25 (``StoreError`` where unsupported), each at
+        its best passage (``unit="passage"``: the best passages)."""
         ...
 
     def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:

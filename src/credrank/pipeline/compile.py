@@ -30,7 +30,7 @@ from typing import Any, cast
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import BuildContext, FormulaTerm, IndexNeeded, Pipeline, Stage
 from credrank.index.retrieve import BM25Retriever, DenseRetriever
-from credrank.index.store import FormulaScoring, VectorStore, supports_formula
+from credrank.index.store import FormulaScoring, VectorStore, formula_unavailable
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.document import settings_document, stable_settings
 from credrank.pipeline.pushdown import PushdownSearch
@@ -135,8 +135,10 @@ def decide_pushdown(stages: Sequence[Stage], *, retrieval: str = "dense",
     capability."""
     names = list(where) if where is not None else [f"stages[{i}]" for i in range(len(stages))]
     found = _fusable(stages, retrieval, names)
-    if isinstance(found, Pushdown) and store is not None and not supports_formula(store):
-        found = ("cannot score formulas in its engine", f"the {_engine(store)} store")
+    if isinstance(found, Pushdown) and store is not None:
+        why = formula_unavailable(store)
+        if why is not None:
+            found = (why, f"the {_engine(store)} store")
     if isinstance(found, tuple):
         reason, at = found
         if requested:
@@ -191,10 +193,12 @@ def compile_search(stages: Sequence[Stage], index: VectorStore, embedder: Embedd
                    fetch_k: int, top_k: int, retrieval: str = "dense",
                    pushdown: bool | None = None, where: Sequence[str] | None = None,
                    with_vectors: bool = False, with_text: bool = False,
-                   decision: Pushdown | None = None) -> Pipeline:
+                   decision: Pushdown | None = None, unit: str = "document") -> Pipeline:
     """``retriever >> stages`` over ``index``, or the engine's formula search when
     :func:`decide_pushdown` fuses them (``decision``: already decided). ``with_vectors`` /
-    ``with_text`` ask for more than the stages read (a caller that shows them)."""
+    ``with_text`` ask for more than the stages read (a caller that shows them); ``unit``: the
+    retriever returns documents (at their best passage) or passages
+    (:func:`~credrank.index.store.fetch_documents`)."""
     read = reads(stages)
     vectors, text = with_vectors or "vectors" in read, with_text or "text" in read
     if decision is None:
@@ -209,10 +213,11 @@ def compile_search(stages: Sequence[Stage], index: VectorStore, embedder: Embedd
                                hit_fields_only=decision.cut,
                                credibility=cast(Any, decision.credibility))
         return Pipeline([fused] if decision.cut else [fused, stages[-1]])
-    retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=vectors, with_text=text)
+    retriever: Stage = (BM25Retriever(index, fetch_k, with_vectors=vectors, with_text=text,
+                                      unit=unit)
                         if retrieval == "bm25" else
                         DenseRetriever(index, embedder, fetch_k, with_vectors=vectors,
-                                       with_text=text))
+                                       with_text=text, unit=unit))
     return Pipeline([retriever, *stages])
 
 
@@ -266,7 +271,7 @@ def compile_spec(spec: PipelineSpec, index: VectorStore, embedder: Embedder, *,
     decision = decide(spec, stages, index)
     pipeline = compile_search(stages, index, embedder, fetch_k=spec.resolved_fetch_k,
                               top_k=spec.top_k, retrieval=spec.retrieval, decision=decision,
-                              **kwargs)
+                              unit=spec.unit, **kwargs)
     return Compiled(spec, pipeline, tuple(stages), decision, _engine(index))
 
 

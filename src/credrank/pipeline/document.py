@@ -52,6 +52,7 @@ def settings_document(compiled: Compiled) -> dict[str, Any]:
     spec = compiled.spec
     out: dict[str, Any] = {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,
                            "priors": None, "mode": "multiply", "retrieval": spec.retrieval,
+                           "unit": spec.unit,
                            "pushdown": compiled.pushdown.fused}
     for built in flat(compiled.stages):
         stage: Any = built  # each branch below knows the stage's class

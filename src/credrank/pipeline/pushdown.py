@@ -19,7 +19,7 @@ from credrank.index.store import (
     TEXT_FIELDS,
     FormulaScoring,
     FreshnessFormula,
-    supports_formula,
+    formula_unavailable,
 )
 
 if TYPE_CHECKING:  # a search without freshness does not import the freshness stage
@@ -54,9 +54,10 @@ class PushdownSearch(Stage):
                  with_text: bool = False, freshness: FreshnessDecay | None = None,
                  hit_fields_only: bool = False,
                  credibility: LearnedCredibilityPrior | None = None):
-        if not supports_formula(index):
-            raise ValueError(f"pushdown: the {_engine(index)} store cannot score formulas in "
-                             "its engine; search without --pushdown")
+        why = formula_unavailable(index)
+        if why is not None:
+            raise ValueError(f"pushdown: the {_engine(index)} store {why}; search without "
+                             "--pushdown")
         if freshness is not None:
             term = freshness.formula_term()
             if not isinstance(term, FormulaTerm):

@@ -101,6 +101,10 @@ SHORTCUTS: dict[str, Shortcut] = {s.name: s for s in (
              "replaces the spec's fetch_k", retrieval=True),
     Shortcut("lexical", "top", None, "retrieval", "bool", False,
              "BM25 instead of dense retrieval", retrieval=True),
+    Shortcut("unit", "top", None, "unit", "text", "document",
+             "what a hit is in an index with long texts split into passages: document (each "
+             "document once, scored by its best passage, shown as its text) or passage (every "
+             "passage that ranks)", retrieval=True),
     Shortcut("pushdown", "top", None, "pushdown", "flag3", None,
              "score inside the engine (formula query); default: whenever the pipeline allows",
              retrieval=True),

@@ -5,7 +5,7 @@ speaks (a ``--pipeline`` file, the ``pipeline`` field of ``POST /search`` and ``
 the adapters' ``pipeline=``, the audit's ``[system]``, a bench's systems)::
 
     {"credrank_pipeline": 1, "top_k": 10, "fetch_k": 30, "retrieval": "dense",
-     "pushdown": null,
+     "unit": "document", "pushdown": null,
      "stages": [{"stage": "prior", "priors": "current"},
                 {"stage": "freshness", "half_life": 365.0, "undated": "penalty:0.5"},
                 {"stage": "combine", "mode": "multiply"},
@@ -31,7 +31,7 @@ from typing import Any
 from credrank.core.params import declared
 from credrank.core.schema import AnyOf, Anything, Field, Flag, Integer, Nullable, Table, Text
 from credrank.index.retrieve import default_fetch_k
-from credrank.index.store import MAX_K
+from credrank.index.store import MAX_K, UNITS
 from credrank.pipeline.catalog import CATALOG, KINDS, entry
 
 SPEC_KEY = "credrank_pipeline"
@@ -53,9 +53,10 @@ _TOP = Table({
     "top_k": Field(Integer(1, MAX_K), default=10),
     "fetch_k": Field(Nullable(Integer(1, MAX_K)), default=None),
     "retrieval": Field(Text(choices=RETRIEVALS), default="dense"),
+    "unit": Field(Text(choices=UNITS), default="document"),
     "pushdown": Field(Nullable(Flag()), default=None),
     "stages": Field(AnyOf((Anything(),)), default=[]),
-}, what="a pipeline spec (an object with top_k, fetch_k, retrieval, pushdown, stages)")
+}, what="a pipeline spec (an object with top_k, fetch_k, retrieval, unit, pushdown, stages)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class PipelineSpec:
     retrieval: str = "dense"
     pushdown: bool | None = None
     stages: tuple[StageSpec, ...] = ()
+    #: what a search returns: ``document`` (each once, at its best passage) or ``passage``
+    #: (:data:`~credrank.index.store.UNITS`; an index without split documents: the same)
+    unit: str = "document"
 
     # -- reading -------------------------------------------------------------------------
     @classmethod
@@ -99,7 +103,7 @@ class PipelineSpec:
             raise fail("stages", f"expected a list of stages, got {type(raw).__name__}")
         stages = [_stage(i, item, fail) for i, item in enumerate(raw)]
         spec = cls(top_k=top["top_k"], fetch_k=top["fetch_k"], retrieval=top["retrieval"],
-                   pushdown=top["pushdown"], stages=tuple(stages))
+                   pushdown=top["pushdown"], stages=tuple(stages), unit=top["unit"])
         if spec.fetch_k is not None and spec.fetch_k < spec.top_k:
             raise fail("fetch_k", f"expected an integer >= top_k ({spec.top_k}), got "
                                   f"{spec.fetch_k}")
@@ -116,7 +120,7 @@ class PipelineSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON data, resolved (``fetch_k``, every stage's parameters)."""
         return {SPEC_KEY: FORMAT, "top_k": self.top_k, "fetch_k": self.resolved_fetch_k,
-                "retrieval": self.retrieval, "pushdown": self.pushdown,
+                "retrieval": self.retrieval, "unit": self.unit, "pushdown": self.pushdown,
                 "stages": [s.to_dict() for s in self.stages]}
 
     # -- derived -------------------------------------------------------------------------

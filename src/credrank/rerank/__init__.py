@@ -34,7 +34,9 @@ Where the retrieval score comes from (``retrieval``, one option and one validato
   product, a log-probability: not a similarity ``max(score, 0) × Π factors`` can use);
   ``retrieval="given"`` takes them as they are.
 * ``cosine``: ``cos(q, e_i)``, each passage's ``vector`` used as given (the embedder's, by this
-  API's contract), the others embedded (``title\\ntext``, as indexing embeds them).
+  API's contract), the others embedded (``title\\ntext``, as indexing embeds them); a text
+  longer than the embedder's window is split into chunks as ``credrank index`` splits it and
+  scored by its best chunk (MaxP), which becomes the hit's text (``passage`` on the hit).
 * ``given``: the client's ``score`` (required on every passage, any finite number).
 
 Scores (``given``, and ``auto`` (b)) are used as they come, never normalised here: a finite
@@ -79,6 +81,7 @@ from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_choice
 from credrank.index.ingest import embedding_text, overflowing, provenance_payload, window_of
+from credrank.index.passages import Span, check_chunking, chunk_texts
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
@@ -477,15 +480,17 @@ class GivenCandidates(Stage):
             return Candidates.empty(batch.query, self.embedder.dim)
         plan = self._plan(records)
         records = plan.records
-        vectors, embedded, ms, truncated = self._vectors(records, plan.resolved)
-        if plan.fallback is not None and embedded:
-            self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
         query_vector, query = None, None
         if plan.resolved != "given":
-            assert vectors is not None
             query_vector, query = (plan.query_vector, "given") if plan.query_vector is not None \
                 else (np.asarray(self.embedder.embed([batch.query])[0], dtype=np.float32),
                       "embedded")
+        vectors, embedded, ms, truncated, best = self._vectors(records, plan.resolved,
+                                                               query_vector)
+        if plan.fallback is not None and embedded:
+            self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
+        if plan.resolved != "given":
+            assert vectors is not None and query_vector is not None
             scores = _cosines(vectors, query_vector)
         else:
             scores = np.array([r["score"] for r in records], dtype=np.float64)
@@ -500,6 +505,13 @@ class GivenCandidates(Stage):
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
             "metadata": [r["metadata"] for r in records],
         }
+        if best:  # a long text scored by its best passage: that passage is the hit's text
+            meta["passage"] = [None] * len(records)
+            meta["passages"] = [None] * len(records)
+            meta["span"] = [None] * len(records)
+            for i, (number, count, (a, b)) in best.items():
+                meta["text"][i] = records[i]["text"][a:b]
+                meta["passage"][i], meta["passages"][i], meta["span"][i] = number, count, [a, b]
         for name in EVIDENCE_FIELDS:  # the declared source_type is in the provenance below
             if name != "source_type":
                 meta[name] = [r[name] for r in records]
@@ -614,31 +626,57 @@ class GivenCandidates(Stage):
                      "scores only as non-negative similarities)")
         return key, words
 
-    def _vectors(self, records: list[dict[str, Any]], resolved: str
-                 ) -> tuple[np.ndarray | None, int, float, list[str]]:
+    def _vectors(self, records: list[dict[str, Any]], resolved: str,
+                 query_vector: np.ndarray | None
+                 ) -> tuple[np.ndarray | None, int, float, list[str],
+                            dict[int, tuple[int, int, Span]]]:
         """The passages' vectors (given, else embedded here; ``None`` when only the scores
-        are read), how many were embedded, in how many milliseconds, and the ids of those
-        embedded whose text is longer than the embedder's window."""
+        are read), how many texts were embedded, in how many milliseconds, the ids of those
+        embedded whose text is longer than the embedder's window, and the long texts scored
+        by their best chunk.
+
+        A text longer than the embedder's window is split as ``credrank index`` splits it
+        (:func:`~credrank.index.passages.chunk_texts` at the embedder's window), each chunk
+        embedded, and the record takes the vector of the chunk nearest ``query_vector``
+        (MaxP; ``best[i]``: that chunk's ``(number, count, span)``). Without a query vector
+        (scores given, vectors wanted by a selector) a text is embedded whole."""
         missing = [i for i, r in enumerate(records) if r["vector"] is None]
         if resolved == "given" and not self.with_vectors:
-            return None, 0, 0.0, []  # nothing downstream reads vectors: embed nothing
+            return None, 0, 0.0, [], {}  # nothing downstream reads vectors: embed nothing
         out = np.zeros((len(records), self.embedder.dim), dtype=np.float32)
         for i, r in enumerate(records):
             if r["vector"] is not None:
                 out[i] = r["vector"]
         ms = 0.0
         truncated: list[str] = []
+        best: dict[int, tuple[int, int, Span]] = {}
         if missing:
-            texts = [embedding_text(records[i]["title"], records[i]["text"] or "")
-                     for i in missing]
+            window = window_of(self.embedder)
+            chunking = check_chunking(None, None, window if query_vector is not None else None)
+            titles = [records[i]["title"] for i in missing]
+            bodies = [records[i]["text"] or "" for i in missing]
             start = time.perf_counter()
-            out[missing] = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+            spans = chunk_texts(self.embedder, chunking, titles, bodies)
+            texts = [embedding_text(t, b[x:y])
+                     for t, b, sp in zip(titles, bodies, spans, strict=True) for x, y in sp]
+            vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
             ms = (time.perf_counter() - start) * 1e3
+            row = 0
+            for i, sp in zip(missing, spans, strict=True):
+                rows = vectors[row:row + len(sp)]
+                pick = 0
+                if len(sp) > 1:
+                    assert query_vector is not None
+                    pick = int(np.argmax(_cosines(rows, query_vector)))
+                    best[i] = (pick, len(sp), sp[pick])
+                out[i] = rows[pick]
+                row += len(sp)
             over = overflowing(self.embedder)
             if over is not None:
-                truncated = [str(records[i]["id"])
-                             for i, cut in zip(missing, over(texts), strict=True) if cut]
-        return out, len(missing), ms, truncated
+                owners = [i for i, sp in zip(missing, spans, strict=True) for _ in sp]
+                cut = {owners[j] for j, flag in enumerate(over(texts)) if flag}
+                truncated = [str(records[i]["id"]) for i in missing if i in cut]
+        return out, len(missing), ms, truncated, best
 
     def config(self) -> dict[str, Any]:
         return {"candidates": len(self.records), "retrieval": self.retrieval,
