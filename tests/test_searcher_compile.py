@@ -124,7 +124,7 @@ def test_search_json_of_a_spec_is_the_settings_answer(demo_index_hashing: Path,
         engine = searcher.store.manifest.engine
     # what describe(SearchSettings(...), store) said, and search_document added
     expected: dict[str, Any] = {"top_k": top_k, "fetch_k": fetch_k, "priors": priors.as_dict(),
-                                "mode": "multiply", "retrieval": "dense",
+                                "mode": "multiply", "retrieval": "dense", "unit": "document",
                                 "pushdown": pushdown, "engine": engine, "text": "snippet",
                                 "snippet_chars": SNIPPET_CHARS}
     if freshness is not None:

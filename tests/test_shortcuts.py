@@ -71,7 +71,7 @@ def test_every_cli_ranking_command_has_every_shortcut(command: str) -> None:
 
 def test_every_door_has_its_shortcuts_under_the_same_names() -> None:
     retrieval = {s.name for s in SHORTCUTS.values() if s.retrieval}
-    assert retrieval == {"fetch_k", "lexical", "pushdown"}
+    assert retrieval == {"fetch_k", "lexical", "pushdown", "unit"}
     everything = set(SHORTCUTS)
     assert set(SearchRequest.model_fields) >= everything
     assert set(RerankRequest.model_fields) >= everything - retrieval

@@ -19,7 +19,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.manifest import reindex_hint
 from credrank.index.opener import open_store
 from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
-from credrank.index.store import ENGINES, StoreError
+from credrank.index.store import ENGINES, StoreError, document_count
 
 # the engine options ``credrank index`` and ``credrank search`` share
 EngineOption = Annotated[str | None, typer.Option(
@@ -274,7 +274,8 @@ def index(
             from credrank.cli.optimize import build_graph
 
             build_graph(idx, corpus.name, show_progress(quiet))
-        size = len(idx)
+        size, points = document_count(idx), len(idx)
+        chunking = idx.manifest.chunking
         report.take_reading(documents)
         # still under the index's writer lock
         kept = keep_earlier_rejects(rejects_path)
@@ -298,13 +299,16 @@ def index(
         zones += (f"; {ordered_summary(report.dates_ordered, report.date_order)} "
                   f"(--date-order {report.date_order})")
     if as_json:
-        typer.echo(json.dumps(_run_document(corpus, index_dir, rejects_path, report, size,
-                                            strict),
-                              ensure_ascii=False))
+        run = _run_document(corpus, index_dir, rejects_path, report, size, strict)
+        run["passages"] = {"points": points, "chunk_tokens": chunking.tokens,
+                           "chunk_overlap": chunking.overlap}
+        typer.echo(json.dumps(run, ensure_ascii=False))
     else:
         earlier = f" (the previous run's in {kept})" if kept is not None else ""
-        console.print(f"{report.summary()}{zones}; index holds {size} documents; rejects in "
-                      f"{rejects_path}{earlier}", soft_wrap=True)
+        split = (f" ({points} passages: long texts split at {chunking.tokens} tokens)"
+                 if points != size else "")
+        console.print(f"{report.summary()}{zones}; index holds {size} documents{split}; "
+                      f"rejects in {rejects_path}{earlier}", soft_wrap=True)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")

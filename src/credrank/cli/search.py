@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, hit_cell
+from credrank.cli.common import console, err, fail, hit_cell, warn
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -99,6 +99,7 @@ def search(
     check_index_option(index_dir)
     from credrank.documents import read_queries
     from credrank.index.embed import get_embedder
+    from credrank.index.manifest import reindex_hint
     from credrank.index.opener import open_store
     from credrank.pipeline.compile import check_stages
     from credrank.pipeline.spec import SpecError
@@ -118,6 +119,9 @@ def search(
             _check_writable(trec_run)
         idx = open_store(index_dir, **options)
         with idx:
+            hint = reindex_hint(index_dir, idx.manifest)
+            if hint is not None:
+                warn(hint, label="note:")
             searcher = Searcher(idx, get_embedder(idx.manifest.embedder))
             try:
                 if batch is not None:

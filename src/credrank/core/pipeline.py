@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
@@ -108,6 +110,14 @@ class Stage(ABC):
     name: str = "stage"
     #: what the stage reads of each candidate besides scores and metadata (:data:`READS`)
     reads: frozenset[str] = frozenset()
+    #: what one of its verdicts is about when a batch holds several passages of one document
+    #: (``unit: passage`` on an index with split documents): ``False`` — each row on its own
+    #: (a per-row factor, a selector choosing passages); ``True`` — the stage counts
+    #: documents (votes, groups, neighbours: five passages of one page are not five voices),
+    #: so it runs on each document once, at its best passage, and what it adds is that
+    #: document's for all its passages (:func:`by_document`). A batch of one row per document
+    #: (the default unit) is the same either way.
+    counts_documents: ClassVar[bool] = False
     #: the parameters a pipeline spec gives this stage: the table of its constructor's
     #: declared parameters (:func:`~credrank.core.params.parameters`), set for each class
     SPEC: ClassVar[Table | None] = None
@@ -140,6 +150,8 @@ class Stage(ABC):
         """Return a new batch; never mutate ``batch``."""
 
     def __call__(self, batch: Candidates) -> Candidates:
+        if self.counts_documents:
+            return by_document(self.transform, batch)
         return self.transform(batch)
 
     def config(self) -> dict[str, Any]:
@@ -157,6 +169,33 @@ class Stage(ABC):
     def search(self, query: str) -> Candidates:
         """Run this stage (or pipeline) on ``query`` from an empty batch."""
         return self(Candidates.empty(query))
+
+
+def by_document(transform: Callable[[Candidates], Candidates], batch: Candidates
+                ) -> Candidates:
+    """``transform`` run on each document of ``batch`` once (its first row: in rank order,
+    its best passage), what it adds given back to every passage of the document: its factors,
+    meta columns and facts (``info``) by document, the rows of the documents it dropped
+    dropped, the batch's order kept. A batch whose documents are one row each is passed to
+    ``transform`` as it is."""
+    ids = batch.doc_ids.astype(str)
+    _, first = np.unique(ids, return_index=True)
+    if len(first) == len(ids):
+        return transform(batch)
+    reps = np.sort(first)
+    docs = batch.take(reps)
+    out = transform(docs)
+    row_of = {d: j for j, d in enumerate(out.doc_ids.astype(str))}
+    keep = np.array([i for i, d in enumerate(ids) if d in row_of], dtype=np.int64)
+    rows = np.array([row_of[d] for d in ids[keep]], dtype=np.int64)
+    kept = batch.take(keep)
+    # a factor it removed is removed; one it added or changed is the document's
+    factors = {k: v for k, v in kept.factors.items() if k in out.factors}
+    factors.update({k: v[rows] for k, v in out.factors.items()
+                    if k not in docs.factors or not np.array_equal(v, docs.factors[k])})
+    meta = dict(kept.meta)
+    meta.update({k: v[rows] for k, v in out.meta.items() if k not in kept.meta})
+    return replace(kept, factors=factors, meta=meta, info={**kept.info, **out.info})
 
 
 def plain(value: Any) -> Any:

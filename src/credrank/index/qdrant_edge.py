@@ -320,7 +320,16 @@ class EdgeIndex:
         self.close()
 
     def __len__(self) -> int:
+        """Points: one per document, one per passage of a split one (:meth:`documents`)."""
         return int(self.shard.info().points_count)
+
+    def documents(self) -> int:
+        """Documents: the points that are no document's second or later passage."""
+        if not self._manifest.split:
+            return len(self)
+        later = qe.FieldCondition(key="passage", range=qe.RangeFloat(gt=0))
+        return int(self.shard.count(qe.CountRequest(filter=qe.Filter(must_not=[later]),
+                                                    exact=True)))
 
     # -- the columnar copy of the ranking payload ------------------------------------------
     def keep_columns(self, keep: bool = True) -> bool:

@@ -378,6 +378,14 @@ class QdrantServerIndex:
         return int(self._call("count points", self.client.count, self.collection,
                               exact=True).count)
 
+    def documents(self) -> int:
+        """Documents: the points that are no document's second or later passage."""
+        if not self.manifest.split:
+            return len(self)
+        later = models.FieldCondition(key="passage", range=models.Range(gt=0))
+        return int(self._call("count points", self.client.count, self.collection,
+                              count_filter=models.Filter(must_not=[later]), exact=True).count)
+
     # -- writing ------------------------------------------------------------------------------
     def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """``doc_id -> content_hash`` for the given ids already in the collection."""

@@ -166,6 +166,13 @@ def fetch_documents(fetch: Callable[[int], Candidates], k: int, *, split: bool,
         limit = min(2 * limit, MAX_K)
 
 
+def document_count(store: VectorStore) -> int:
+    """How many documents ``store`` holds (its points, less the second and later passages of
+    split documents: a store's ``documents()`` where it has one)."""
+    counted = getattr(store, "documents", None)
+    return int(counted()) if callable(counted) else len(store)
+
+
 def generation(store: object) -> int:
     """How many writes this process made to ``store`` through its object (upserts, payload
     updates): what a long-lived reader of the same object compares to know that what it

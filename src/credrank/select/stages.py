@@ -133,6 +133,10 @@ class MMRSelect(Selector):
     :class:`~credrank.select.budget.PoolSizeWarning`.
     """
 
+    #: per row: with unit passage it selects passages, two of one page as redundant as their
+    #: vectors say
+    counts_documents = False
+
     name = "mmr"
     reads = frozenset({"vectors"})
     #: the largest pool handled within the budget (``O(K·N·dim)``: K cosine rows)
@@ -211,6 +215,9 @@ class CoverageSelect(Selector):
     :attr:`max_pool` (2,000: the intent clustering is ``O(N²)``) run with a
     :class:`~credrank.select.budget.PoolSizeWarning`. The chosen set is ordered by utility.
     """
+
+    #: per row: with unit passage it covers the intents with passages
+    counts_documents = False
 
     name = "coverage"
     reads = frozenset({"vectors"})

@@ -141,6 +141,9 @@ class AnswerAgreement(Stage):
     its total weight and the policies go to ``info["agreement"]``.
     """
 
+    #: agreement counts each document once (passages of one page are one voice)
+    counts_documents = True
+
     @parameters(weight_factor=Nullable(Text()), floor=Number(0.0, 1.0),
                 sharpness=Number(0.0), mode=Text(choices=MODES), exclude_self=Flag(),
                 voters=Nullable(Integer(1)))

@@ -117,6 +117,9 @@ class AnswerConsensus(Stage):
         name: the factor's name.
     """
 
+    #: a vote counts each document once (passages of one page are one voice)
+    counts_documents = True
+
     #: the largest pool handled within the budget: the reader is ``O(N)`` (one passage at a
     #: time), the copy test ``O(W log W)`` plus its candidate pairs (prefix filtering)
     max_pool = 5_000

@@ -94,6 +94,10 @@ class LearnedCredibilityPrior(Stage):
     ``info["credibility_prior"]``.
     """
 
+    #: per row: the stored P(credible) is the document's (on each of its passages, scored
+    #: from its first passage's vector); a query-time score reads the row's text and vector
+    counts_documents = False
+
     reads = frozenset({"text"})
 
     @classmethod

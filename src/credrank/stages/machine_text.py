@@ -50,6 +50,10 @@ class MachineTextFactor(Stage):
         index: the index directory, named in the missing-score error (optional).
     """
 
+    #: per row: the index-time score is the document's (stored on each of its passages); a
+    #: query-time score reads the row's text (with unit passage, the passage's)
+    counts_documents = False
+
     name = "machine_text"
 
     @classmethod

@@ -124,6 +124,8 @@ class PlantedEvidence(Stage):
 
     name = "planted"
     reads = frozenset({"vectors", "text"})
+    #: a planted group is of documents (the passages of one page are no group)
+    counts_documents = True
     def formula_term(self) -> str:
         return "needs the Python path (it compares the pool's passages with each other)"
 

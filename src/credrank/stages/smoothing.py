@@ -34,6 +34,8 @@ class NeighbourSmoothing(Stage):
     """
 
     reads = frozenset({"vectors"})
+    #: neighbours are other documents (a page's own passages are not its neighbours)
+    counts_documents = True
 
     def formula_term(self) -> str:
         return "needs the Python path (it reads the candidates' vectors)"
