@@ -6,6 +6,7 @@ adapter — and missed without splitting."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def test_passages_fit_cover_the_text_overlap_and_end_on_sentences() -> None:
     spans = split_spans(text, words, 40, 8)
     assert len(spans) > 5
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    for (a, b), (c, d) in zip(spans, spans[1:], strict=False):
+    for (a, b), (c, d) in itertools.pairwise(spans):
         assert a < c < b <= d  # each starts after the last one's start and overlaps it
     for a, b in spans:
         inside = [w for w in words if a <= w[0] and w[1] <= b]
@@ -64,7 +65,7 @@ def test_passages_fit_cover_the_text_overlap_and_end_on_sentences() -> None:
     assert all(text[b - 1] == "." for _, b in spans[:-1])
     # put together without their overlaps, the passages are the text
     rebuilt = text[:spans[0][1]] + "".join(text[max(prev[1], a):b]
-                                           for prev, (a, b) in zip(spans, spans[1:], strict=False))
+                                           for prev, (a, b) in itertools.pairwise(spans))
     assert rebuilt == text
 
 
@@ -217,7 +218,9 @@ class _Counter(Stage):
 
     name = "count"
     counts_documents = True
-    seen: list[int] = []
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
 
     def transform(self, batch: Candidates) -> Candidates:
         self.seen.append(len(batch))
@@ -381,3 +384,54 @@ def test_rerank_over_http_and_langchain_find_the_answer_past_the_window(
     cos = [float(np.dot(whole.embed([QUERY])[0], whole.embed([f"{r['title']}\n{r['text']}"])[0]))
            for r in rows]
     assert cos[0] < cos[1]  # embedded whole, the long page would have lost
+
+
+# -- every reader and POST /index -----------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_every_corpus_format_is_split(tmp_path: Path, fmt: str) -> None:
+    from credrank.documents import iter_documents
+
+    rows = [{"id": d.id, "text": d.text, "url": d.url, "title": d.title or ""} for d in _docs()]
+    path = tmp_path / f"c.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "csv":
+        import csv
+
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    emb = HashingEmbedder()
+    with open_store(tmp_path / "idx", embedder=emb.name, dim=emb.dim, create=True,
+                    chunking=Chunking(40, 8)) as store:
+        index_documents(iter_documents(path), store, emb, SourceTyper([]))
+        assert store.manifest.split and store.documents() == 12 and len(store) > 20
+
+
+def test_post_index_splits_what_it_writes(tmp_path: Path) -> None:
+    import httpx
+
+    from serving import running_server
+
+    emb = HashingEmbedder()
+    with open_store(tmp_path / "idx", embedder=emb.name, dim=emb.dim, create=True,
+                    chunking=Chunking(40, 8)):
+        pass
+    rows = [{"id": d.id, "text": d.text, "url": d.url, "title": d.title} for d in _docs()]
+    with running_server(tmp_path / "idx", "--api-key-env", "CREDRANK_TEST_KEY",
+                        env={"CREDRANK_TEST_KEY": "k" * 16}) as server:
+        wrote = httpx.post(f"{server.url}/index", json={"documents": rows},
+                           headers={"X-API-Key": "k" * 16}, timeout=120)
+        assert wrote.status_code == 200, wrote.text
+        assert wrote.json()["indexed"] == 12
+        found = httpx.post(f"{server.url}/search", json={"query": QUERY, "top_k": 3,
+                                                          "text": "full"}, timeout=60)
+    assert found.status_code == 200, found.text
+    hit = found.json()["hits"][0]
+    assert hit["doc_id"] == "long" and ANSWER in hit["text"] and hit["passage"]["of"] > 5

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import err, fail
+from credrank.cli.common import err, fail, warn
 from credrank.cli.index import (
     EngineOption,
     QdrantPathOption,
@@ -18,6 +18,7 @@ from credrank.cli.index import (
     check_index_option,
     store_options,
 )
+from credrank.index.manifest import reindex_hint
 
 # as credrank.serve.config (not imported here: the serve extra is imported lazily)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -145,6 +146,9 @@ def serve(
                                  create=api_key is not None, resources=resources,
                                  allow_paths=False, **options)
         searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
+        hint = reindex_hint(index_dir, searcher.store.manifest)
+        if hint is not None:
+            warn(hint, label="note:")
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
         fail(str(exc))
     try:
