@@ -435,3 +435,28 @@ def test_post_index_splits_what_it_writes(tmp_path: Path) -> None:
     assert found.status_code == 200, found.text
     hit = found.json()["hits"][0]
     assert hit["doc_id"] == "long" and ANSWER in hit["text"] and hit["passage"]["of"] > 5
+
+
+# -- a manifest that does not belong to its shard (issue 37, N5) ------------------------------
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("point_ids", "uuid5", "declares point_ids 'uuid5', but the shard's points are keyed "
+                           "otherwise (ids are 64-bit integers"),
+    ("format", 1, "declares point_ids 'uuid5'"),
+    ("dim", 128, "declares dim 128, but the shard's vectors have 256 dimensions"),
+])
+def test_a_manifest_that_disagrees_with_the_shard_is_refused(tmp_path: Path, key: str,
+                                                             value: Any, expected: str) -> None:
+    with _index(tmp_path, Chunking(0, 0)):
+        pass
+    path = tmp_path / "idx" / MANIFEST
+    data = json.loads(path.read_text())
+    data[key] = value
+    if key == "format":  # a format-1 manifest has no point_ids: uuid5
+        data.pop("point_ids")
+    path.write_text(json.dumps(data))
+    from credrank.index.errors import StoreError
+
+    with pytest.raises(StoreError, match=expected.replace("(", r"\(")):
+        open_store(tmp_path / "idx")
+    proc = run_cli("search", QUERY, "--index", tmp_path / "idx")
+    assert_clean_error(proc, "does not belong to this shard")

@@ -212,6 +212,31 @@ def test_a_timed_out_feedback_before_its_commit_is_not_applied(app_factory: Any,
     assert version(tmp_path) == start + 1
 
 
+def test_a_key_less_write_that_may_be_applied_says_what_the_client_can_do(
+        app_factory: Any, tmp_path: Path) -> None:
+    """Without an Idempotency-Key there is no request to ask about: the 504 says so, and
+    which write may be sent again (issue 37, N7)."""
+    app = app_factory()
+    state = app.state.service
+    hold, deadline = Hold("commit"), Deadline()
+    state.hook, state.sleep = hold, deadline
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/feedback", json=FEEDBACK, headers=AUTH))
+            await waited(hold.reached)
+            deadline.expire()
+            got = await sent
+            assert got.status_code == 504 and got.json()["outcome"] == MAY_BE_APPLIED
+            detail = got.json()["detail"]
+            assert "sent without an Idempotency-Key" in detail
+            assert "request id" not in detail and "POST /feedback may not" in detail
+            hold.release.set()
+            await waited(hold.ended)
+
+    run(scenario())
+
+
 def test_a_timed_out_feedback_retried_with_the_same_key_is_applied_once(
         app_factory: Any, tmp_path: Path) -> None:
     """The commit had begun when the limit passed: the 504 says it may still be applied;
@@ -231,7 +256,8 @@ def test_a_timed_out_feedback_retried_with_the_same_key_is_applied_once(
             got = await sent
             assert got.status_code == 504, got.text
             assert got.json()["outcome"] == MAY_BE_APPLIED
-            assert "retry with the same request id to learn the outcome" in got.json()["detail"]
+            assert ("retry with the same Idempotency-Key to learn the outcome"
+                    in got.json()["detail"])
             state.sleep = asyncio.sleep
             hold.release.set()
             retries = await asyncio.gather(*(c.post("/feedback", json=FEEDBACK, headers=headers)

@@ -71,7 +71,7 @@ from credrank.index.manifest import (
     read_manifest,
     write_manifest,
 )
-from credrank.index.passages import Chunking, Span, default_chunking
+from credrank.index.passages import Chunking, Span, default_chunking, passage_key
 from credrank.index.payload import (
     COLUMN_FIELDS,
     DENSE,
@@ -126,6 +126,42 @@ def _filter(where: Mapping[str, Any] | None) -> Any:
     conditions: list[qe.ConditionType] = [qe.FieldCondition(key=k, match=qe.MatchValue(v))
                                           for k, v in check_where(where).items()]
     return qe.Filter(must=conditions) if conditions else None
+
+
+def _check_shard(path: Path, shard: qe.EdgeShard, manifest: Manifest) -> None:
+    """``StoreError`` when the shard's points disagree with ``manifest`` (a manifest copied
+    from another index, or edited): one stored point's id must be the one ``point_ids``
+    derives from its ``doc_id`` (else a re-index would add every document again beside the
+    old points) and its vector must have ``dim`` dimensions (else the first write or search
+    fails inside the engine)."""
+    points, _ = shard.scroll(qe.ScrollRequest(
+        limit=1, with_payload=qe.PayloadSelector.Include(["doc_id", "passage"]),
+        with_vector=[DENSE]))
+    if not points:
+        return
+    point = points[0]
+    payload = point.payload or {}
+    doc_id = payload.get("doc_id")
+    where = path / "manifest.json"
+    if not isinstance(doc_id, str):
+        raise StoreError(f"{where}: the shard's point {point.id} has no doc_id in its payload "
+                         "(not written by credrank?)")
+    derive = point_id_u64 if manifest.point_ids == "u64" else point_id
+    number = payload.get("passage")
+    expected = derive(passage_key(doc_id, number if isinstance(number, int) else 0))
+    if str(point.id) != str(expected):
+        kind = "64-bit integers" if isinstance(point.id, int) else "uuids"
+        raise StoreError(f"{where}: declares point_ids {manifest.point_ids!r}, but the shard's "
+                         f"points are keyed otherwise (ids are {kind}; document {doc_id!r} is "
+                         f"point {point.id}, expected {expected}): this manifest does not "
+                         "belong to this shard, and writing would add every document a second "
+                         "time; restore the index's own manifest or index into a new "
+                         "directory")
+    dim = int(np.asarray(_dense(point.vector)).size)
+    if dim != manifest.dim:
+        raise StoreError(f"{where}: declares dim {manifest.dim}, but the shard's vectors have "
+                         f"{dim} dimensions: this manifest does not belong to this shard; "
+                         "restore the index's own manifest or index into a new directory")
 
 
 def _dense(vector: qe.Vector | None) -> qe.NamedVector:
@@ -228,7 +264,13 @@ class EdgeIndex:
                            chunking=chunking)
             if not shard_path.is_dir():
                 raise StoreError(f"{path}: manifest present but shard folder missing")
-            return cls(path, _load(shard_path), manifest)
+            shard = _load(shard_path)
+            try:
+                _check_shard(path, shard, manifest)
+            except BaseException:
+                shard.close()
+                raise
+            return cls(path, shard, manifest)
         if not create:
             raise no_index_error(path)
         if not embedder or not dim:

@@ -14,8 +14,9 @@ as it came.
 limit. The 504 says what happened (its ``outcome``): a read is *cancelled* (its work stops at
 its next check); a write that had not begun to commit is *not applied* (it never will be);
 one whose commit had begun is awaited ``grace_s`` more: *applied* (the body carries its
-``result``) or else *may still be applied; retry with the same request id to learn the
-outcome*.
+``result``) or else *may still be applied*: with an ``Idempotency-Key``, the retry with the
+same key answers the first request's outcome; without one the 504 says what the client can
+do instead (:func:`unknown_outcome`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,18 @@ T = TypeVar("T")
 CANCELLED = "cancelled"
 NOT_APPLIED = "not applied"
 APPLIED = "applied"
-MAY_BE_APPLIED = "may still be applied; retry with the same request id to learn the outcome"
+MAY_BE_APPLIED = "may still be applied"
+
+
+def unknown_outcome(keyed: bool) -> str:
+    """What a client can do about a write that *may still be applied*: retry with its
+    ``Idempotency-Key`` (``keyed``), or, without one, what each write guarantees."""
+    if keyed:
+        return "retry with the same Idempotency-Key to learn the outcome"
+    return ("it was sent without an Idempotency-Key, so its outcome cannot be asked for: "
+            "POST /index may be sent again as it was (documents already stored with the same "
+            "content are skipped), POST /feedback may not (it would count twice); send an "
+            "Idempotency-Key with a write to retry it safely")
 
 
 class LimitError(Exception):
@@ -183,14 +195,15 @@ async def _finished_within(future: asyncio.Future[Any], seconds: float,
 
 async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., T],
                       *args: Any, token: WorkToken | None = None, write: bool = False,
-                      grace_s: float = 5.0,
+                      grace_s: float = 5.0, keyed: bool = False,
                       on_done: Callable[[asyncio.Future[Any]], None] | None = None,
                       sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                       **kwargs: Any) -> T:
     """``func(*args, **kwargs)`` on ``executor``; :class:`LimitError` 504 after ``timeout_s``
     with the outcome of the module docstring (``write``: the work commits through
-    ``token``). ``on_done(future)`` runs in the event loop when the work ends, even after a
-    504. ``sleep`` measures the limits (tests pass one they control)."""
+    ``token``; ``keyed``: it came with an ``Idempotency-Key``). ``on_done(future)`` runs in
+    the event loop when the work ends, even after a 504. ``sleep`` measures the limits (tests
+    pass one they control)."""
     token = token or WorkToken()
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(executor, functools.partial(_checked, token, func, *args,
@@ -216,7 +229,8 @@ async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., 
     # the write had begun to commit: give it the grace period to finish
     if not await _finished_within(future, grace_s, sleep):
         raise LimitError(504, "timeout", f"{limit}; the write had begun to commit and "
-                         f"{MAY_BE_APPLIED}", extra={"outcome": MAY_BE_APPLIED})
+                         f"{MAY_BE_APPLIED}; {unknown_outcome(keyed)}",
+                         extra={"outcome": MAY_BE_APPLIED})
     result = future.result()  # a write that failed raises its own error
     raise LimitError(504, "timeout", f"{limit}; {APPLIED}: the write completed after the "
                      "limit (its result is in 'result')",

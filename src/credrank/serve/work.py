@@ -77,7 +77,7 @@ from credrank.serve.idempotency import (
     IdempotencyKeys,
     fingerprint,
 )
-from credrank.serve.limits import MAY_BE_APPLIED, LimitError, run_limited
+from credrank.serve.limits import MAY_BE_APPLIED, LimitError, run_limited, unknown_outcome
 from credrank.serve.models import ScoringRequest
 from credrank.serve.responses import JSON, dumps
 from credrank.signals.feedback import FeedbackPriors
@@ -187,7 +187,8 @@ class ServiceState:
                     await asyncio.wait_for(entry.done.wait(), self.config.timeout_s)
                 except TimeoutError:
                     raise LimitError(504, "timeout", "the first request with this "
-                                     f"Idempotency-Key is still running; it {MAY_BE_APPLIED}",
+                                     f"Idempotency-Key is still running; it {MAY_BE_APPLIED}; "
+                                     f"{unknown_outcome(True)}",
                                      extra={"outcome": MAY_BE_APPLIED}) from None
             if entry.body is not None:
                 return Response(entry.body, media_type="application/json",
@@ -207,7 +208,8 @@ class ServiceState:
         try:
             doc, applied = await run_limited(self.executor, self.config.timeout_s, work, token,
                                              token=token, write=True, sleep=self.sleep,
-                                             grace_s=self.config.commit_grace_s, on_done=done)
+                                             grace_s=self.config.commit_grace_s,
+                                             keyed=key is not None, on_done=done)
         except LimitError as exc:
             if "result" in exc.extra:
                 exc.extra["result"] = exc.extra["result"][0]
