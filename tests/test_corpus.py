@@ -604,3 +604,16 @@ def test_corrupt_gzip_header_raises_corpus_error(write) -> None:
     with pytest.raises(CorpusError, match=r"bad\.jsonl\.gz: expected a complete gzip stream.*"
                                           r"after 0 records"):
         read_corpus(path)
+
+
+def test_a_very_wide_csv_header_is_read_in_one_pass(tmp_path: Path) -> None:
+    # issue 37, N9: the repeated-column check was quadratic (205 s at 100,000 columns)
+    names = ["id", "text", *(f"c{i}" for i in range(100_000))]
+    path = tmp_path / "wide.csv"
+    path.write_text(",".join(names) + "\n" + ",".join(["a", "hello", *["x"] * 100_000]) + "\n")
+    docs = [d for d in iter_documents(path) if isinstance(d, Document)]
+    assert [d.id for d in docs] == ["a"] and len(docs[0].extra) == 100_000
+    path.write_text(",".join([*names, "c7"]) + "\n")
+    with pytest.raises(CorpusError, match=r"expected unique column names, got \['c7'\] "
+                                          "repeated"):
+        list(iter_documents(path))
