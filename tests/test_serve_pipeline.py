@@ -548,6 +548,12 @@ def test_real_server_with_models_and_the_cli_replays_its_pipeline(
         assert path.status_code == 422
         assert path.json()["errors"][0]["field"] == "pipeline.stages[0].model"
         assert "registered: cred, feedback, stance" in path.json()["detail"]
+        # a guessed path that is a registered file's is answered as any other path: no oracle
+        # (issue 37, N16)
+        other = httpx.post(server.url + "/search", timeout=60, json={"query": CLAIM, "pipeline": {
+            "stages": [{"stage": "credibility", "model": "/srv/not/registered.json"}]}})
+        assert other.status_code == 422 and other.json() == path.json()
+        assert "got a file path or other text" in path.json()["detail"]
     # the CLI replays the server's run from its "pipeline" (names → the same files, here
     # given as paths, which the CLI may read)
     spec = first.json()["pipeline"]

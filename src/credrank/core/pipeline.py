@@ -13,6 +13,7 @@ Every stage maps a :class:`~credrank.core.candidates.Candidates` batch to a new 
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -89,10 +90,18 @@ class BuildContext:
             return Path(self.resources[value])
         if not self.allow_paths:
             names = ", ".join(sorted(self.resources)) or "none"
+            # a name is echoed; anything else is not, so that a guessed path is answered like
+            # every other one (echoed, a registered path would come back as its name)
+            got = (repr(value) if _NAME.fullmatch(value)
+                   else "a file path or other text, which a service never reads")
             raise ValueError(f"{at}: expected the name of a {what} this service registered "
                              f"(credrank serve --model NAME=PATH; registered: {names}), got "
-                             f"{value!r}")
+                             f"{got}")
         return Path(value)
+
+
+#: what a registered name may look like when echoed in an error (``--model NAME=PATH``)
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class Stage(ABC):
