@@ -15,6 +15,7 @@ from credrank.core.cluster import ClusterError, check_cluster_options, require_d
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
 from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
+from credrank.index.diskspace import DiskFullError
 from credrank.index.embed import get_embedder
 from credrank.index.manifest import reindex_hint
 from credrank.index.opener import open_store
@@ -248,6 +249,10 @@ def index(
             fail(str(exc))
         except ValueError as exc:  # a file-level problem (header, format): nothing to index
             fail(str(exc))
+        except DiskFullError as exc:  # checked before each write: what was written is whole
+            fail(f"{exc}; {records.count} record(s) read, the index holds "
+                 f"{document_count(idx)} documents; free disk space and re-run the same "
+                 "command to complete the index")
         except StoreError as exc:  # the engine went away mid-run: re-running completes it
             fail(f"{exc}; re-run the same command to complete the index")
         if score:  # index-time scores (credrank score), still under the writer lock
@@ -273,7 +278,11 @@ def index(
         if optimize:  # merge segments, build the HNSW graph where the corpus is large
             from credrank.cli.optimize import build_graph
 
-            build_graph(idx, corpus.name, show_progress(quiet))
+            try:
+                build_graph(idx, corpus.name, show_progress(quiet))
+            except DiskFullError as exc:
+                fail(f"{exc}; the documents are indexed and searchable (exact search); free "
+                     f"disk space and run `credrank optimize --index {index_dir}`")
         size, points = document_count(idx), len(idx)
         chunking = idx.manifest.chunking
         report.take_reading(documents)

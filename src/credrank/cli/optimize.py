@@ -23,7 +23,13 @@ from credrank.cli.common import (
     show_progress,
 )
 from credrank.index.opener import open_store
-from credrank.index.store import StoreError, VectorStore, no_index_error, read_manifest
+from credrank.index.store import (
+    StoreError,
+    VectorStore,
+    document_count,
+    no_index_error,
+    read_manifest,
+)
 
 
 def build_graph(idx: VectorStore, label: str, show: bool = True) -> tuple[bool, float]:
@@ -73,8 +79,11 @@ def optimize(
     except (ValueError, StoreError) as exc:
         fail(str(exc))
     with idx:
-        did, seconds = build_graph(idx, index_dir.name, show_progress(quiet))
-        size = len(idx)
+        try:
+            did, seconds = build_graph(idx, index_dir.name, show_progress(quiet))
+        except StoreError as exc:  # a disk too full to merge segments: nothing was changed
+            fail(f"{exc}; the index is unchanged and searchable")
+        size = document_count(idx)
     what = "optimised" if did else "the engine found nothing to optimise"
     console.print(f"{index_dir}: {what} in {seconds:.1f} s; index holds {size} documents",
                   soft_wrap=True)

@@ -53,6 +53,13 @@ from credrank.core.candidates import Candidates
 from credrank.core.validation import check_int
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.columns import MAX_POINTS, MAX_VECTOR_BYTES, PayloadColumns
+from credrank.index.diskspace import (
+    OPEN_RESERVE,
+    WRITER_RESERVE,
+    folder_bytes,
+    require_free,
+    write_bytes,
+)
 from credrank.index.errors import StoreError
 from credrank.index.formula import (
     FRESHNESS_FIELDS,
@@ -264,6 +271,12 @@ class EdgeIndex:
                            chunking=chunking)
             if not shard_path.is_dir():
                 raise StoreError(f"{path}: manifest present but shard folder missing")
+            if create:
+                require_free(path, WRITER_RESERVE, "opening the index for writing (Qdrant "
+                                                   "Edge's write-ahead log reserves 64 MiB)")
+            else:
+                require_free(path, OPEN_RESERVE, "opening the index (Qdrant Edge's "
+                                                 "write-ahead log reserves 32 MiB)")
             shard = _load(shard_path)
             try:
                 _check_shard(path, shard, manifest)
@@ -275,6 +288,7 @@ class EdgeIndex:
             raise no_index_error(path)
         if not embedder or not dim:
             raise StoreError("creating an index needs the embedder name and dimension")
+        require_free(path, WRITER_RESERVE, "creating the index")
         chunks = chunking if chunking is not None else default_chunking(embedder)
         manifest = Manifest(embedder=embedder, dim=check_int("dim", dim, 1), bm25=bm25,
                             engine="edge", point_ids="u64", chunk_tokens=chunks.tokens,
@@ -318,6 +332,8 @@ class EdgeIndex:
         still being built (measured at 100k points), so treat the calls as a heartbeat, not a
         fraction done. Searches are exact until the build has finished. True when anything
         was optimised."""
+        require_free(self.path, OPEN_RESERVE + folder_bytes(self.path / "shard" / "segments"),
+                     "optimizing the index (a merge writes the merged segment first)")
         self.flush()
         self._dirty = True
         if on_progress is None:
@@ -450,6 +466,13 @@ class EdgeIndex:
             self._check_ids([(key, documents[i].id) for i, key, _, _ in planned])
         if not points:
             return
+        payload = sum(len(documents[i].text if passage is None else
+                          documents[i].text[passage[2][0]:passage[2][1]])
+                      + len(documents[i].title or "") + len(documents[i].url or "") + 512
+                      for i, _, passage, _ in planned)
+        require_free(self.path, OPEN_RESERVE + write_bytes(len(points), self.manifest.dim,
+                                                           payload),
+                     f"writing {len(points)} points")
         stale = self._stale(documents, passages)
         if stale:
             self.shard.update(qe.UpdateOperation.delete_points(

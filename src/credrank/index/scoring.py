@@ -148,6 +148,11 @@ def set_fields(store: Any, updates: Mapping[str, Mapping[str, Any]]) -> None:
     if isinstance(store, EdgeIndex):
         import qdrant_edge as qe
 
+        from credrank.index.diskspace import OPEN_RESERVE, require_free
+
+        require_free(store.path, OPEN_RESERVE + 4096 * len(updates),
+                     f"writing the scores of {len(updates)} documents")
+
         for doc_id, values in updates.items():
             store.shard.update(qe.UpdateOperation.set_payload(
                 [store.point_id(k) for k in keys[doc_id]], dict(values)))

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from credrank import __version__
+from credrank.index.diskspace import DiskFullError, is_disk_full
 from credrank.index.store import StoreError
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import SpecError
@@ -77,7 +78,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 _KINDS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 408: "request_timeout", 409: "conflict",
           413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
-          503: "unavailable", 504: "timeout"}
+          503: "unavailable", 504: "timeout", 507: "insufficient_storage"}
 
 #: pydantic's type errors, said as "expected …, got <the JSON that came>"
 _EXPECTED = {"int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",
@@ -173,6 +174,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSON:
+        if isinstance(exc, DiskFullError):  # a server fault, not the client's; reads go on
+            return error(507, "insufficient_storage", f"{exc}; the batches written before it "
+                         "are kept; free disk space and send the same request again "
+                         "(documents already stored unchanged are skipped)")
         return error(503, "unavailable", f"the index is not available: {exc}")
 
     # -- health ------------------------------------------------------------------------------
@@ -258,11 +263,16 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         except RequestIdReused as exc:
             raise LimitError(422, "invalid_request", f"Idempotency-Key: {exc}",
                              field="Idempotency-Key") from None
-        except (ValueError, OSError) as exc:
+        except OSError as exc:
+            if is_disk_full(exc):  # the server's disk, not the client's request
+                raise LimitError(507, "insufficient_storage", f"disk full: {exc}; nothing was "
+                                 "changed; free disk space and send it again") from None
+            raise LimitError(422, "invalid_request", str(exc)) from None
+        except ValueError as exc:
             raise LimitError(422, "invalid_request", str(exc)) from None
 
     @app.post("/index", response_model=IndexResponse, dependencies=write,
-              responses=_errors(401, 403, 408, 413, 422, 503, 504), tags=["write"])
+              responses=_errors(401, 403, 408, 413, 422, 503, 504, 507), tags=["write"])
     async def index(req: IndexRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """Index documents into the served index (validated and rejected as `credrank index`
         validates a JSONL file; record i is line i). Needs the API key. The documents are
@@ -274,7 +284,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                                          date_order=req.date_order))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 422, 504, 507), tags=["priors"])
     async def feedback(req: FeedbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
         logged, reversible). Needs the API key and --priors-store."""
@@ -308,7 +318,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise LimitError(422, "invalid_request", str(exc)) from None
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 422, 504), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 422, 504, 507), tags=["priors"])
     async def rollback(req: RollbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """Restore an earlier version of the priors, recorded as a new version."""
         def work(token: Any) -> tuple[dict[str, Any], bool]:
