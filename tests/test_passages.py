@@ -162,9 +162,13 @@ def test_the_same_documents_unsplit_miss_the_answer(tmp_path: Path) -> None:
         assert docs.doc_ids[0] != "long"  # the answer is diluted in the whole page
 
 
-def test_a_rewritten_document_loses_the_passages_it_no_longer_has(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["edge", "qdrant"])
+def test_a_rewritten_document_loses_the_passages_it_no_longer_has(tmp_path: Path,
+                                                                  engine: str) -> None:
+    if engine == "qdrant":
+        pytest.importorskip("qdrant_client")
     emb = HashingEmbedder()
-    with _index(tmp_path, Chunking(40, 8)) as store:
+    with _index(tmp_path, Chunking(40, 8), engine) as store:
         points = len(store)
         assert points > 20
         shorter = Document(id="long", text=ANSWER, url="https://www.nih.gov/a")

@@ -156,6 +156,10 @@ def check_manifest(index_dir: str | Path, manifest: Manifest, engine: str, *,
     if dim and dim != manifest.dim:
         raise StoreError(f"{index_dir}: index dimension is {manifest.dim}, not {dim}")
     if chunking is not None and chunking != manifest.chunking:
+        if manifest.before_passages:
+            raise StoreError(f"{index_dir}: index was made before long texts were split into "
+                             f"passages (format {manifest.format}): it keeps every text whole; "
+                             "index into a new directory to split them")
         raise StoreError(f"{index_dir}: index was built with {_words(manifest.chunking)}, "
                          f"not {_words(chunking)}; an index splits every text one way: index "
                          "into a new directory to change it")
