@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from credrank.cli.config import load_config
 from credrank.cli.priors import read_feedback
 from credrank.cram.headsfile import load_heads
 from credrank.credibility.labels import read_labels
@@ -188,8 +189,48 @@ def _all_formats() -> list[FuzzFormat]:
                      "--table", "{file}")),
         _csv_format("qrels", ".tsv", "query-id\tcorpus-id\tscore",
                     [["q1", "d1", "1"], ["q2", "d2", "0"]], read_qrels, delimiter="\t"),
+        # issue 37: the files a round-4 hostile test broke (stage shapes, manifests, configs)
+        _json_format("pipeline spec", PIPELINE_DOC, _load_pipeline,
+                     (*SEARCH, "--pipeline", "{file}")),
+        _json_format("index manifest", MANIFEST_DOC, _load_manifest, ()),
+        FuzzFormat("credrank.toml", ".toml", "toml",
+                   "[search]\ntop_k = $k\npriors = $p\nfreshness = $f\n"
+                   "[index]\nchunk_tokens = $c\ndate_order = $d\n",
+                   {"k": "5", "p": '"current"', "f": '"half_life=365d"', "c": "256",
+                    "d": '"mdy"'}, lambda path: load_config(path),
+                   (*SEARCH, "--config", "{file}")),
     ]
     return formats
+
+
+PIPELINE_DOC = {"credrank_pipeline": 1, "top_k": 5, "fetch_k": 15, "retrieval": "dense",
+                "unit": "document", "pushdown": None,
+                "stages": [{"stage": "prior", "priors": "current"},
+                           {"stage": "freshness", "half_life": 365.0},
+                           {"stage": "mmr", "diversity": 0.5}]}
+MANIFEST_DOC = {"embedder": "minilm", "dim": 384, "bm25": True, "format": 3, "engine": "edge",
+                "point_ids": "u64", "chunk_tokens": 256, "chunk_overlap": 32, "split": False}
+
+
+def _load_pipeline(path: Path) -> object:
+    from credrank.core.structured import read_structured
+    from credrank.pipeline.spec import PipelineSpec
+
+    return PipelineSpec.from_dict(read_structured(path, what="pipeline spec"), where=str(path))
+
+
+def _load_manifest(path: Path) -> object:
+    """The manifest reader's refusal (a ``StoreError``, which every command turns into exit
+    2) said as the ``ValueError`` the property expects; any other exception escapes."""
+    from credrank.core.structured import read_structured
+    from credrank.index.errors import StoreError
+    from credrank.index.manifest import Manifest
+
+    try:
+        data = read_structured(path, what="index manifest", fmt="json", error=StoreError)
+        return Manifest.from_dict(data, str(path))
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
 
 
 FORMATS = _all_formats()
