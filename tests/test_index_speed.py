@@ -26,6 +26,7 @@ from credrank.index.ingest import (
     index_documents,
     text_lengths,
 )
+from credrank.index.manifest import Manifest
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.index.store import DENSE
 from credrank.provenance import SourceTyper
@@ -68,12 +69,16 @@ class RecordingStore:
     def __init__(self) -> None:
         self.writes: list[tuple[list[str], list[dict[str, Any]], np.ndarray, list[str]]] = []
         self.hashes: dict[str, str] = {}
+        #: a store that keeps texts whole (what the hashing embedder's indexes do)
+        self.manifest = Manifest(embedder="hashing", dim=256, engine="memory", chunk_tokens=0)
 
     def existing_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         return {d: self.hashes[d] for d in doc_ids if d in self.hashes}
 
     def upsert(self, documents: Sequence[Document], provenance: Sequence[Mapping[str, Any]],
-               vectors: np.ndarray, hashes: Sequence[str]) -> None:
+               vectors: np.ndarray, hashes: Sequence[str],
+               passages: Sequence[Sequence[tuple[int, int]]] | None = None) -> None:
+        assert passages is None or all(len(p) == 1 for p in passages)
         assert len(documents) == len(provenance) == len(vectors) == len(hashes)
         self.writes.append(([d.id for d in documents], [dict(p) for p in provenance],
                             np.asarray(vectors).copy(), list(hashes)))

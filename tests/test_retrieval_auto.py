@@ -258,7 +258,9 @@ def test_partial_embeddings_embed_only_the_rest() -> None:
         result = run(recs, emb, AutoRetrieval())
     assert result.info["retrieval"]["resolved"] == "cosine"
     assert result.info["retrieval"]["embedded"] == 1
-    assert emb.calls == [[TEXTS[0]], [TEXTS[3]], [QUERY]]  # check, the one missing, query
+    # the same-model check, the query (a long text is scored by its chunk nearest the query),
+    # the one missing
+    assert emb.calls == [[TEXTS[0]], [QUERY], [TEXTS[3]]]
     assert "3 of 4 passages carry one" in fallbacks(caught)[0]
 
 

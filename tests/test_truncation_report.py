@@ -117,12 +117,18 @@ def test_rerank_names_the_candidates_it_embedded_in_part() -> None:
     from credrank.core.candidates import Candidates
     from credrank.rerank import GivenCandidates
 
+    # a long text is split and scored by its best chunk (nothing cut); only a title longer
+    # than the window still cuts every chunk
     records = [{"id": "c1", "text": "short passage"}, {"id": "c2", "text": LONG},
-               {"id": "c3", "text": LONG, "vector": [0.1] * 32}]  # given: not embedded here
+               {"id": "c3", "text": LONG, "vector": [0.1] * 32},  # given: not embedded here
+               {"id": "c4", "title": "word " * 60, "text": "short text"}]
     given = GivenCandidates(records, Windowed(50), retrieval="cosine")
-    info = given(Candidates.empty("q")).info["retrieval"]
-    assert info["embedded"] == 2 and info["truncated"] == ["c2"]
+    out = given(Candidates.empty("q"))
+    info = out.info["retrieval"]
+    assert info["embedded"] == 3 and info["truncated"] == ["c4"]
     assert info["window_tokens"] == 50
+    chunked = list(out.doc_ids).index("c2")
+    assert out.column("passages")[chunked] > 1 and len(out.column("text")[chunked]) < len(LONG)
     plain = GivenCandidates(records, HashingEmbedder(dim=32), retrieval="cosine")
     info = plain(Candidates.empty("q")).info["retrieval"]
     assert info["truncated"] == [] and info["window_tokens"] is None
