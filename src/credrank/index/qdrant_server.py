@@ -81,7 +81,8 @@ UPSERT_BATCH = 256
 #: the root ``limit + offset`` from which a collection of several shards asks each shard for
 #: fewer points (a Poisson estimate of its share) unless the request's own ``params`` are exact:
 #: ``SHARD_QUERY_SUBSAMPLING_LIMIT`` of Qdrant's ``lib/collection/src/collection/query.rs``
-#: (qdrant PRs #6019, #6056)
+#: (qdrant PRs #6019, #6056). The root ``params`` reach the shards whatever the root query
+#: (``try_into_shard_request`` in ``universal_query/collection_query.rs``)
 SHARD_SAMPLING_LIMIT = 128
 #: the root query that passes a prefetch's points through unchanged (``$score``): a request
 #: whose root is a rescoring of a prefetch can be marked exact, which turns the shard sampling
