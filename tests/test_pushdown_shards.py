@@ -283,3 +283,14 @@ def test_cram_local_mode_one_or_two_requests(cram_local, cram, global_pool):
             assert set(got.values()) <= {"same", "ties"}, (top_k, fetch_k, got)
     finally:
         cram_local.global_pool = False
+
+
+@pytest.mark.parametrize("top_k,fetch_k", [(5, 8), (10, None), (5, 130)])
+def test_emulated_cluster_ranks_like_local_mode(demo_cluster, demo_local, top_k, fetch_k):
+    """The emulation's translation of the server's requests (formula, filters, merge) gives
+    what qdrant-client's own local mode gives, on every shard count."""
+    store, _ = demo_cluster
+    on_cluster = pipelines(store, top_k, fetch_k)[0]
+    local = pipelines(demo_local, top_k, fetch_k)[0]
+    for q in DEMO_QUERIES:
+        assert compare_rankings(on_cluster.search(q), local.search(q)) in {"same", "ties"}, q
