@@ -195,6 +195,11 @@ class FormulaScoring(Protocol):
         :data:`FRESHNESS_FORMULA` with ``freshness``, × the learned-credibility factor
         :data:`CREDIBILITY_FORMULA` with ``credibility``), return the ``top_k``.
 
+        The pool is the index's global ``fetch_k`` nearest on every backend, however many
+        shards hold it — the pool the Python path reranks — so both rank alike (a sharded
+        backend must not rescore each shard's own nearest:
+        :meth:`credrank.index.qdrant_server.QdrantServerIndex.search_formula`).
+
         ``fields``: the payload fields returned (``doc_id`` always; e.g.
         :data:`~credrank.index.payload.HIT_FIELDS`); ``None`` returns
         :func:`~credrank.index.payload.returned_fields` of ``with_text``, which ``fields``

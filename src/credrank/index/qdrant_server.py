@@ -19,7 +19,8 @@ collection. Reach a server with ``url`` (+ ``api_key``) or run in-process on a f
 Formula pushdown uses ``FormulaQuery`` over a dense ``Prefetch`` (qdrant-client ≥ 1.14 and a
 server ≥ 1.14; older clients fall back to the Python path): ``max($score, 0)`` is written
 ``0.5·($score + |$score|)``, which is exact and needs no ``max`` expression (absent from
-qdrant-client 1.14 and 1.15).
+qdrant-client 1.14 and 1.15). On a server it is two requests, so that a collection of any number
+of shards ranks the same pool as the Python path (:meth:`QdrantServerIndex.search_formula`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,16 @@ from credrank.index.store import bump_generation, fetch_documents
 _COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 #: points per upsert request (keeps requests far below a server's 32 MB default limit)
 UPSERT_BATCH = 256
+#: the root ``limit + offset`` from which a collection of several shards asks each shard for
+#: fewer points (a Poisson estimate of its share) unless the request's own ``params`` are exact:
+#: ``SHARD_QUERY_SUBSAMPLING_LIMIT`` of Qdrant's ``lib/collection/src/collection/query.rs``
+#: (qdrant PRs #6019, #6056). The root ``params`` reach the shards whatever the root query
+#: (``try_into_shard_request`` in ``universal_query/collection_query.rs``)
+SHARD_SAMPLING_LIMIT = 128
+#: the root query that passes a prefetch's points through unchanged (``$score``): a request
+#: whose root is a rescoring of a prefetch can be marked exact, which turns the shard sampling
+#: off, while the prefetch keeps its own (HNSW) search parameters
+_PASS_THROUGH = models.FormulaQuery(formula="$score")
 
 
 def default_collection(index_dir: str | Path) -> str:
@@ -187,6 +198,9 @@ class QdrantServerIndex:
         self._manifest = manifest
         self.local, self.where, self.path = local, where, index_dir
         self._bm25 = qe.Bm25() if manifest.bm25 else None
+        #: the formula search ranks the collection's global top ``fetch_k`` (two requests,
+        #: :meth:`search_formula`); ``False`` (local mode: always one shard) asks one request
+        self.global_pool = not local
 
     @property
     def manifest(self) -> Manifest:
@@ -492,6 +506,22 @@ class QdrantServerIndex:
         # local mode is always exact, and warns when given search parameters
         return None if self.local else models.SearchParams(exact=exact)
 
+    def _nearest(self, query: Any, using: str, limit: int, query_filter: models.Filter | None,
+                 exact: bool) -> dict[str, Any]:
+        """The ``query_points`` arguments of the collection's ``limit`` nearest points.
+
+        From :data:`SHARD_SAMPLING_LIMIT` points on, a collection of several shards would ask
+        each shard for fewer than ``limit`` (sampling) and could drop some of the global
+        nearest: the search is then a prefetch of ``limit`` (searched with ``exact`` as asked)
+        under a pass-through root marked exact, so every shard answers ``limit`` points and
+        the merge keeps the global ``limit`` best. Local mode (one shard) asks plainly."""
+        if self.local or limit < SHARD_SAMPLING_LIMIT:
+            return {"query": query, "using": using, "limit": limit, "query_filter": query_filter,
+                    "search_params": self._params(exact)}
+        return {"prefetch": [models.Prefetch(query=query, using=using, limit=limit,
+                                             filter=query_filter, params=self._params(exact))],
+                "query": _PASS_THROUGH, "limit": limit, "search_params": self._params(True)}
+
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,
                      with_vectors: bool = False, with_text: bool = False, exact: bool = False,
                      where: Mapping[str, Any] | None = None, unit: str = "document"
@@ -500,9 +530,9 @@ class QdrantServerIndex:
         (or the nearest passages, ``unit="passage"``; :func:`fetch_documents`)."""
         vector = np.asarray(query_vector, dtype=np.float32).tolist()
         return fetch_documents(
-            lambda limit: self._query(query, with_vectors, query_vector, query=vector,
-                                      using=DENSE, limit=limit, query_filter=_filter(where),
-                                      search_params=self._params(exact),
+            lambda limit: self._query(query, with_vectors, query_vector,
+                                      **self._nearest(vector, DENSE, limit, _filter(where),
+                                                      exact),
                                       with_payload=returned_fields(with_text)),
             check_int("fetch_k", fetch_k, 1), split=self.manifest.split, unit=unit)
 
@@ -518,8 +548,9 @@ class QdrantServerIndex:
         if not list(sparse.indices):  # no token: nothing can match
             return Candidates.empty(query, self.manifest.dim if with_vectors else None)
         return fetch_documents(
-            lambda limit: self._query(query, with_vectors, None, query=_sparse(sparse),
-                                      using=SPARSE, limit=limit, query_filter=_filter(where),
+            lambda limit: self._query(query, with_vectors, None,
+                                      **self._nearest(_sparse(sparse), SPARSE, limit,
+                                                      _filter(where), False),
                                       with_payload=returned_fields(with_text)),
             fetch_k, split=self.manifest.split, unit=unit)
 
@@ -529,22 +560,56 @@ class QdrantServerIndex:
                        freshness: FreshnessFormula | None = None,
                        fields: Sequence[str] | None = None,
                        credibility: CredibilityFormula | None = None) -> Candidates:
-        """Credibility-aware search in the engine: a prefetch of ``fetch_k`` nearest
-        neighbours rescored by :func:`formula_query` (with the freshness factor when
-        ``freshness`` is given, the learned-credibility factor with ``credibility``), the
-        ``top_k`` best returned with the payload ``fields``
+        """Credibility-aware search in the engine: the pool of the collection's ``fetch_k``
+        nearest neighbours rescored by :func:`formula_query` (with the freshness factor when
+        ``freshness`` is given, chapter 35.7; the learned-credibility factor with
+        ``credibility``), the ``top_k`` best returned with the payload ``fields``
         (:func:`credrank.index.formula.formula_fields`; the same numbers as
-        :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`)."""
+        :meth:`credrank.index.qdrant_edge.EdgeIndex.search_formula`).
+
+        The pool is the **global** top ``fetch_k`` by cosine on any number of shards — the
+        pool the Python path reranks (``DenseRetriever`` → prior → ``TopK``), so both rank
+        alike. A cluster runs a query's prefetch and its formula on each shard and k-merges
+        the shards' lists: one request would rescore each shard's own ``fetch_k`` nearest, up
+        to ``shards × fetch_k`` points, and could rank a document outside the global pool. On
+        a server (:attr:`global_pool`) it is therefore two requests:
+
+        1. the ids of the ``fetch_k`` nearest (:meth:`_nearest`: no payload; from
+           :data:`SHARD_SAMPLING_LIMIT` points on, through an exact pass-through root so that
+           no shard is sampled; the dense search itself is exact only with ``exact``);
+        2. the formula over a prefetch of exactly those ids (a ``has_id`` filter, searched
+           exactly: a brute force over at most ``fetch_k`` points), under a root marked exact
+           (so a ``top_k`` ≥ 128 is not sampled either). Each shard scores its part of the
+           pool; the merge of the shards' ``top_k`` best holds the pool's ``top_k`` best.
+
+        No fusion is nested under the formula. Local mode (always one shard) sends one
+        request, a prefetch of ``fetch_k`` under the formula. The second request costs a round
+        trip: measured in qdrant-client's local mode in ``docs/operations.md``."""
         if not self.formula_supported:
             raise StoreError("formula queries need qdrant-client >= 1.14; upgrade it or search "
                              "without --pushdown")
-        prefetch = models.Prefetch(query=np.asarray(query_vector, dtype=np.float32).tolist(),
-                                   using=DENSE, limit=check_int("fetch_k", fetch_k, 1),
-                                   params=self._params(exact))
+        fetch_k = check_int("fetch_k", fetch_k, 1)
+        top_k = check_int("top_k", top_k, 1)
+        vector = np.asarray(query_vector, dtype=np.float32).tolist()
+        formula = _formula_query(formula_priors(priors), freshness, credibility)
+        payload = formula_fields(fields, with_text)
+        if not self.global_pool:
+            prefetch = models.Prefetch(query=vector, using=DENSE, limit=fetch_k,
+                                       params=self._params(exact))
+            return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
+                               query=formula, limit=top_k, with_payload=payload)
+        pool = self._call("query points", self.client.query_points, self.collection,
+                          **self._nearest(vector, DENSE, fetch_k, None, exact),
+                          with_payload=False, with_vectors=False).points
+        if not pool:
+            return Candidates.empty(query, self.manifest.dim if with_vectors else None)
+        ids = [p.id for p in pool]
+        prefetch = models.Prefetch(
+            query=vector, using=DENSE, limit=len(ids), params=self._params(True),
+            filter=models.Filter(must=[models.HasIdCondition(has_id=ids)]))
         return self._query(query, with_vectors, query_vector, prefetch=[prefetch],
-                           query=_formula_query(formula_priors(priors), freshness, credibility),
-                           limit=check_int("top_k", top_k, 1),
-                           with_payload=formula_fields(fields, with_text))
+                           query=formula, limit=top_k, search_params=self._params(True),
+                           with_payload=payload)
 
     def search_source(self, query_vector: np.ndarray, source_id: str, k: int) -> Candidates:
         """The ``k`` nearest documents of one source (``source_id`` payload filter)."""
