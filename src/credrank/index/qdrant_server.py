@@ -87,7 +87,10 @@ SHARD_SAMPLING_LIMIT = 128
 #: the root query that passes a prefetch's points through unchanged (``$score``): a request
 #: whose root is a rescoring of a prefetch can be marked exact, which turns the shard sampling
 #: off, while the prefetch keeps its own (HNSW) search parameters
-_PASS_THROUGH = models.FormulaQuery(formula="$score")
+#: (``None`` with a qdrant-client older than 1.14, which has no formula queries: such a client
+#: searches plainly, and a sharded collection may then sample a large answer)
+_PASS_THROUGH = (models.FormulaQuery(formula="$score") if hasattr(models, "FormulaQuery")
+                 else None)
 
 
 def default_collection(index_dir: str | Path) -> str:
@@ -515,7 +518,7 @@ class QdrantServerIndex:
         nearest: the search is then a prefetch of ``limit`` (searched with ``exact`` as asked)
         under a pass-through root marked exact, so every shard answers ``limit`` points and
         the merge keeps the global ``limit`` best. Local mode (one shard) asks plainly."""
-        if self.local or limit < SHARD_SAMPLING_LIMIT:
+        if self.local or limit < SHARD_SAMPLING_LIMIT or _PASS_THROUGH is None:
             return {"query": query, "using": using, "limit": limit, "query_filter": query_filter,
                     "search_params": self._params(exact)}
         return {"prefetch": [models.Prefetch(query=query, using=using, limit=limit,
