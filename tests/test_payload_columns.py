@@ -144,3 +144,40 @@ def test_the_searcher_keeps_the_copy_for_the_library(demo_index_hashing: Path) -
         assert [h["doc_id"] for h in before["hits"]] == [h["doc_id"] for h in after["hits"]]
     finally:
         searcher.close()
+
+
+def test_compact_columns_give_the_payload_values_back_exactly() -> None:
+    """Every kind (strings, floats, ints, [start, end] pairs, missing, mixed) comes back as
+    the same Python values, with the same types, ``None`` where a payload lacks the field;
+    integer point ids are searched, an unknown one answers ``None``."""
+    payloads = [
+        {"doc_id": "a", "source_type": "blog", "domain_score": 0.5, "passage": 0,
+         "passages": 3, "span": [0, 10], "mixed": 1, "odd": ["x"]},
+        {"doc_id": "b", "source_type": "blog", "passage": 2, "span": None, "mixed": 1.5},
+        {"doc_id": "c", "domain_score": 1.0, "passages": 1, "span": [5, 2 ** 40],
+         "mixed": "s"},
+        {"doc_id": "d"},
+    ]
+    fields = ("doc_id", "source_type", "domain_score", "passage", "passages", "span",
+              "mixed", "odd", "absent")
+    ids = [17, 3, 2 ** 62, 99]
+    copy = PayloadColumns(fields, list(zip(ids, payloads, strict=True)))
+    kinds = copy.kinds()
+    assert kinds["doc_id"] == "str" and kinds["domain_score"] == "float"
+    assert kinds["passage"] == "int" and kinds["span"] == "pair"
+    assert kinds["mixed"] == "object" and kinds["absent"] == "none"
+    order = [2 ** 62, 99, 17, 3]
+    rows = copy.rows(order)
+    assert rows is not None
+    taken = copy.take(rows)
+    for i, pid in enumerate(order):
+        payload = payloads[ids.index(pid)]
+        for name in fields:
+            got, want = taken[name][i], payload.get(name)
+            assert got == want and type(got) is type(want), (name, got, want)
+    assert copy.rows([5]) is None and copy.rows(["17"]) is None
+    assert copy.nbytes() > 0
+    assert copy.attach_vectors([(pid, [float(pid % 7), 1.0]) for pid in ids], 2)
+    assert copy.vectors is not None
+    np.testing.assert_array_equal(copy.vectors[rows][:, 0], [2 ** 62 % 7, 99 % 7, 3, 3])
+    assert not copy.attach_vectors([(17, [1.0, 1.0])], 2) and copy.no_vectors
