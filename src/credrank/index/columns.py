@@ -34,12 +34,14 @@ row of the matrix costs nothing) — a service that never asks never pays their 
 
 **Cost.** Building it reads every payload once: ``O(N)`` (≈ 1 s per 100,000 documents, page
 by page: the Python payloads of one page at a time), and memory ``O(N · fields)`` at a few
-bytes a cell plus the distinct strings (:meth:`PayloadColumns.nbytes`; measured ≈ 0.5 kB per
-document of the demo corpus, docs/results.md). Taking ``k`` rows costs ``O(k · fields)`` in
-numpy, plus ``O(k)`` Python lists for ``span``. It pays off in a process that answers many
-queries (``credrank serve``, a :class:`~credrank.searcher.Searcher` kept open), not in one
-``credrank search``, so a store builds it only when asked (``EdgeIndex.keep_columns``) and
-only up to :data:`MAX_POINTS` documents.
+bytes a cell plus the distinct strings (:meth:`PayloadColumns.nbytes`; measured ≈ 0.15 kB
+per document of the demo corpus against ≈ 0.7 kB of the object table it replaces, and ≈ 11 kB
+a document at build time when the vectors were copied as Python lists; docs/results.md).
+Taking ``k`` rows costs ``O(k · fields)`` in numpy, plus ``O(k)`` Python lists for ``span``.
+It pays off in a process that answers many queries (``credrank serve``, a
+:class:`~credrank.searcher.Searcher` kept open), not in one ``credrank search``, so a store
+builds it only when asked (``EdgeIndex.keep_columns``) and only up to :data:`MAX_POINTS`
+documents.
 
 **Consistency.** Any write through the store (an upsert, a payload change of an index-time
 score) drops the copy; the next search rebuilds it. A point the copy does not know (written
@@ -55,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-#: the largest index a store keeps the columnar copy for (memory: ≈ 0.5 kB per document
+#: the largest index a store keeps the columnar copy for (memory: ≈ 0.15 kB per document
 #: of the demo corpus, the distinct strings most of it; docs/results.md)
 MAX_POINTS = 500_000
 #: the largest copy of the dense vectors kept beside it (bytes; above: vectors come from the
