@@ -12,7 +12,10 @@ torch). The typer app itself lives in :mod:`credrank.cli.root` and is imported o
 
 Adding a command is one :class:`Command` line here (its module and the function or Typer app
 in it, and its one-line help); ``tests/test_cli_startup.py`` checks that the line says what
-the command's own help says.
+the command's own help says. Each command's own ``--help`` is printed from
+:mod:`credrank.cli.helptext` where no ``credrank.toml`` may change it (:func:`static_help`);
+after changing a command's options or help, regenerate it with ``python -m
+credrank.cli.helpgen`` (the same test file fails until then).
 
 Other distributions add commands through the entry-point group :data:`COMMAND_GROUP`, each
 entry naming a :class:`Command` (the bench distribution, ``bench/``, adds ``credrank bench``:
