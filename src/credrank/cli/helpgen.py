@@ -6,7 +6,7 @@ of the engine and the pipeline that building its typer command needs; the static
 the interpreter's start). ``tests/test_cli_startup.py`` renders the help again and compares,
 so a command whose options change fails the suite until the text is regenerated::
 
-    python -m credrank.cli.helpgen          # rewrite src/credrank/cli/helptext.py
+    python -m credrank.cli.helpgen          # rewrite src/credrank/cli/helptext.py (make help-text)
     python -m credrank.cli.helpgen --check  # exit 1 when it is out of date
 
 Rendering imports every command module (seconds); it runs in a fresh interpreter with
