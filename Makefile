@@ -27,7 +27,7 @@ ALL_STAMP := $(VENV)/.installed-all
 ONNX_MINILM := $(VENV)/share/credrank/onnx/all-minilm-l6-v2/meta.json
 ONNX_EXPORT := test -f $(ONNX_MINILM) || $(BIN)/python -m credrank.index.onnx_export
 
-.PHONY: demo test test-fast install install-demo install-lm lint typecheck bench \
+.PHONY: demo test test-fast install install-demo install-lm lint typecheck help-text bench \
 	bench-baselines audit-demo
 
 $(BIN)/python:
@@ -70,6 +70,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+
+# the static --help text of every command (credrank.cli.helptext), after changing a command
+help-text: install
+	$(BIN)/python -m credrank.cli.helpgen
 
 # the type hints of the product package (src/credrank), with [tool.mypy] of pyproject.toml
 typecheck: install

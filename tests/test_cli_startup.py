@@ -152,3 +152,68 @@ def test_cold_search_imports_no_stage_it_does_not_run(tmp_path: Path) -> None:
                         "--select", "mmr", "-P", "diversity=0.3"])
     assert result["codes"] == [0]
     assert loaded(result["modules"], STAGES) == ["credrank.select.stages"]
+
+
+def test_static_command_help_is_typers_help() -> None:
+    """credrank.cli.helptext is what typer renders now (regenerate: python -m
+    credrank.cli.helpgen), and covers every built-in command."""
+    from credrank.cli import COMMANDS
+    from credrank.cli.helpgen import render
+    from credrank.cli.helptext import HELP
+
+    rendered = render()
+    assert set(HELP) == set(rendered), "run python -m credrank.cli.helpgen"
+    for key, text in rendered.items():
+        assert HELP[key] == text, f"{key}: run python -m credrank.cli.helpgen"
+    assert set(COMMANDS) <= set(HELP)
+
+
+def test_command_help_imports_no_command_where_no_config_applies(tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "80"}
+    saved = {k: os.environ.get(k) for k in (*env, "CREDRANK_CONFIG", "TERMINAL_WIDTH")}
+    os.environ.update(env)
+    for k in ("CREDRANK_CONFIG", "TERMINAL_WIDTH"):
+        os.environ.pop(k, None)
+    try:
+        (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+        result = run_fresh(["search", "--help"], ["score", "machine-text", "--help"],
+                           cwd=tmp_path)
+        assert result["codes"] == [0, 0]
+        assert loaded(result["modules"], HEAVY) == []
+        assert [m for m in result["modules"] if m.startswith("credrank.cli.")] == [
+            "credrank.cli.helptext"]
+        from credrank.cli.helptext import HELP
+
+        assert result["out"] == HELP["search"] + HELP["score machine-text"]
+        # a pyproject.toml that may configure credrank: typer answers (the file's defaults)
+        (tmp_path / "pyproject.toml").write_text("[tool.credrank]\ntop-k = 3\n",
+                                                 encoding="utf-8")
+        result = run_fresh(["search", "--help"], cwd=tmp_path)
+        assert result["codes"] == [0]
+        assert "credrank.cli.search" in result["modules"]
+        assert "[default: 3]" in result["out"]  # the file's default, as typer shows it
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_static_help_is_not_used_where_typer_must_answer(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    from credrank.cli import static_help
+
+    monkeypatch.setenv("CREDRANK_NO_CONFIG", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("TERMINAL_WIDTH", raising=False)
+    monkeypatch.delenv("CREDRANK_CONFIG", raising=False)
+    assert static_help(["search", "--help"]) is not None
+    assert static_help(["search", "--json", "--help"]) is None  # an option first
+    assert static_help(["bench", "--help"]) is None  # a plugin's
+    assert static_help(["search"]) is None
+    monkeypatch.setenv("CREDRANK_CONFIG", "x.toml")
+    assert static_help(["search", "--help"]) is None
+    monkeypatch.delenv("CREDRANK_CONFIG")
+    monkeypatch.setenv("COLUMNS", "60")  # narrower than the text
+    assert static_help(["search", "--help"]) is None

@@ -329,3 +329,27 @@ def test_http_rerank_and_schema(server) -> None:
     schema = httpx.get(server.url + "/openapi.json").json()["components"]["schemas"]
     field = schema["SearchRequest"]["properties"]["text"]
     assert field["enum"] == list(TEXT_CHOICES) and field["default"] == DEFAULT_TEXT
+
+
+def test_ascii_matching_compiles_nothing_and_agrees_with_the_pattern() -> None:
+    """On ASCII text and query words the matches come from ``str.find`` (no pattern compiled
+    per query) and are exactly the regular expression's: same starts, ends and credited
+    words, over random texts and queries (prefixes, repeats, case, digits, underscores)."""
+    import random
+
+    from credrank.core import hittext
+
+    rng = random.Random(38)
+    alphabet = "abAB_1 .-,"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        query = " ".join("".join(rng.choice("abAB_1") for _ in range(rng.randint(1, 4)))
+                         for _ in range(rng.randint(1, 4)))
+        words, pattern = hittext._word_matcher(query)
+        expected = [] if pattern is None else [
+            (m.start(), m.end(), words[m.lastindex - 1]) for m in pattern.finditer(text)]
+        assert hittext._matches(text, query) == expected, (text, query)
+    before = hittext._word_matcher.cache_info().misses
+    for i in range(50):
+        snippet("word " * 100 + f"vitamin{i} trial", f"vitamin{i} trial q{i}")
+    assert hittext._word_matcher.cache_info().misses == before

@@ -144,3 +144,75 @@ def test_the_searcher_keeps_the_copy_for_the_library(demo_index_hashing: Path) -
         assert [h["doc_id"] for h in before["hits"]] == [h["doc_id"] for h in after["hits"]]
     finally:
         searcher.close()
+
+
+def test_compact_columns_give_the_payload_values_back_exactly() -> None:
+    """Every kind (strings, floats, ints, [start, end] pairs, missing, mixed) comes back as
+    the same Python values, with the same types, ``None`` where a payload lacks the field;
+    integer point ids are searched, an unknown one answers ``None``."""
+    payloads = [
+        {"doc_id": "a", "source_type": "blog", "domain_score": 0.5, "passage": 0,
+         "passages": 3, "span": [0, 10], "mixed": 1, "odd": ["x"]},
+        {"doc_id": "b", "source_type": "blog", "passage": 2, "span": None, "mixed": 1.5},
+        {"doc_id": "c", "domain_score": 1.0, "passages": 1, "span": [5, 2 ** 40],
+         "mixed": "s"},
+        {"doc_id": "d"},
+    ]
+    fields = ("doc_id", "source_type", "domain_score", "passage", "passages", "span",
+              "mixed", "odd", "absent")
+    ids = [17, 3, 2 ** 62, 99]
+    copy = PayloadColumns(fields, list(zip(ids, payloads, strict=True)))
+    kinds = copy.kinds()
+    assert kinds["doc_id"] == "str" and kinds["domain_score"] == "float"
+    assert kinds["passage"] == "int" and kinds["span"] == "pair"
+    assert kinds["mixed"] == "object" and kinds["absent"] == "none"
+    order = [2 ** 62, 99, 17, 3]
+    rows = copy.rows(order)
+    assert rows is not None
+    taken = copy.take(rows)
+    for i, pid in enumerate(order):
+        payload = payloads[ids.index(pid)]
+        for name in fields:
+            got, want = taken[name][i], payload.get(name)
+            assert got == want and type(got) is type(want), (name, got, want)
+    assert copy.rows([5]) is None and copy.rows(["17"]) is None
+    assert copy.nbytes() > 0
+    assert copy.attach_vectors([(pid, [float(pid % 7), 1.0]) for pid in ids], 2)
+    assert copy.vectors is not None
+    np.testing.assert_array_equal(copy.vectors[rows][:, 0], [2 ** 62 % 7, 99 % 7, 3, 3])
+    assert not copy.attach_vectors([(17, [1.0, 1.0])], 2) and copy.no_vectors
+
+
+def test_the_copy_keeps_the_passage_fields_of_a_split_index(tmp_path: Path) -> None:
+    """On an index of split documents the copy's passage, passages and span columns (an int
+    pair stored as two int64 columns) come out as the engine's payload gives them, per
+    passage and per document, with the passage text cut the same way."""
+    from credrank.documents.schema import Document
+    from credrank.index.ingest import index_documents
+    from credrank.index.passages import Chunking
+    from credrank.provenance import SourceTyper
+
+    emb = get_embedder("hashing")
+    filler = " ".join(f"Sentence {i} says nothing about the question at all." for i in range(60))
+    docs = [Document(id="long", text=filler + " Zorbula is the capital of Freedonia.",
+                     url="https://www.nih.gov/a", title="Annual report")]
+    docs += [Document(id=f"d{i}", text=f"Weather news number {i} of the week.",
+                      url=f"https://site{i}.example.org/x") for i in range(8)]
+    with open_store(tmp_path / "idx", "edge", embedder=emb.name, dim=emb.dim, create=True,
+                    chunking=Chunking(40, 8)) as store:
+        index_documents(iter(docs), store, emb, SourceTyper([]))
+        qv = emb.embed(["capital of Freedonia"])[0]
+        for unit in ("passage", "document"):
+            for with_text in (False, True):
+                store.keep_columns(False)
+                plain = store.search_dense("capital of Freedonia", qv, 30, unit=unit,
+                                           with_text=with_text)
+                assert store.keep_columns(True)
+                assert store._columns is not None
+                assert store._columns.kinds()["span"] == "pair"
+                kept = store.search_dense("capital of Freedonia", qv, 30, unit=unit,
+                                          with_text=with_text)
+                same(plain, kept)
+                if with_text:
+                    assert list(plain.column("text")) == list(kept.column("text"))
+        assert any(isinstance(c, int) and c > 1 for c in kept.column("passages"))

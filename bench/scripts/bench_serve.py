@@ -115,7 +115,7 @@ def in_process(index: Path, records: list[dict[str, Any]], n: int) -> dict[str, 
     """p50/p99 of the pipeline in this process: search, rerank (cosine), rerank (given)."""
     out: dict[str, float] = {}
     with Searcher.open(index, tables=[demo_dir() / "domains.csv"]) as searcher:
-        settings = searcher.settings(top_k=10)
+        settings = Searcher.spec(top_k=10)
         for name, run in (
                 ("search", lambda: searcher.search_json(QUERY, settings)),
                 ("rerank", lambda: searcher.rerank_json(QUERY, records, settings)),
@@ -496,7 +496,7 @@ def overhead(args: argparse.Namespace) -> None:
                                    ignore=shutil.ignore_patterns(".credrank.lock"))
             with Searcher.open(mine, tables=[demo_dir() / "domains.csv"]) as searcher:
                 documents = len(searcher.store)
-                settings = searcher.settings(top_k=10)
+                settings = Searcher.spec(top_k=10)
                 app = create_app(searcher)
                 asgi = AsgiCall(app, "/search", raw)
                 http = HttpCall(server.url, "/search", raw)

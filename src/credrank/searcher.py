@@ -118,8 +118,10 @@ class Searcher:
         :meth:`~credrank.index.qdrant_edge.EdgeIndex.keep_columns`), so searches over large
         pools (``fetch_k`` in the hundreds, selectors, consensus) read no payload from the
         engine — what ``credrank serve`` does. Costs ≈ 1 s per 100,000 documents now and after
-        each write, and ≈ 0.4 kB a document (plus the vectors, up to 256 MB). Returns whether
-        the store keeps it (other stores: ``False``, nothing to do)."""
+        each write, and ≈ 0.15 kB a document of typed columns (:mod:`credrank.index.columns`;
+        measured in docs/results.md), plus ``4 · dim`` bytes a document for the vectors, read
+        only when a search first asks for them (up to 256 MB). Returns whether the store keeps
+        it (other stores: ``False``, nothing to do)."""
         keep_columns = getattr(self.store, "keep_columns", None)
         if not callable(keep_columns):
             return False

@@ -227,30 +227,40 @@ class Candidates:
         return it (:class:`credrank.index.hittext.FetchText` reads it for the final hits;
         :class:`credrank.searcher.Searcher` does that itself)."""
         text = check_text(text)
+        # one pass: every column read once, as Python lists (no numpy scalar per cell)
         out = []
-        dates = {name: self.column(name) for name in DATE_COLUMNS}
-        texts = self.column("text")
-        numbers, counts, spans = (self.column("passage"), self.column("passages"),
-                                  self.column("span"))
+        dates = [(name, self.column(name).tolist()) for name in DATE_COLUMNS]
+        texts = self.column("text").tolist() if text != "none" else None
+        numbers, counts, spans = (self.column("passage").tolist(),
+                                  self.column("passages").tolist(),
+                                  self.column("span").tolist())
+        plain = {name: [_plain(v) for v in self.column(name).tolist()]
+                 for name in ("source_id", "source_type", "host", "url", "title")}
+        retrieval = self.retrieval_score.tolist()
+        factors = [(k, np.asarray(v, dtype=np.float64).tolist())
+                   for k, v in self.factors.items()]
+        scores = np.asarray(self.score, dtype=np.float64).tolist()
+        doc_ids = self.doc_ids.tolist()
         for i in range(len(self)):
-            breakdown = {"retrieval_score": float(self.retrieval_score[i])}
-            breakdown.update({k: float(v[i]) for k, v in self.factors.items()})
-            breakdown["final"] = float(self.score[i])
-            out.append({
+            breakdown = {"retrieval_score": float(retrieval[i])}
+            breakdown.update({k: float(v[i]) for k, v in factors})
+            breakdown["final"] = float(scores[i])
+            hit = {
                 "rank": i + 1,
-                "doc_id": str(self.doc_ids[i]),
-                "score": float(self.score[i]),
-                "source_id": _plain(self.column("source_id")[i]),
-                "source_type": _plain(self.column("source_type")[i]),
-                "host": _plain(self.column("host")[i]),
-                "url": _plain(self.column("url")[i]),
-                "title": _plain(self.column("title")[i]),
-                **({} if text == "none" else
-                   {"text": hit_text(texts[i], self.query, text, snippet_chars)}),
-                "dates": {name: _plain(dates[name][i]) for name in DATE_COLUMNS},
-                "passage": _passage(numbers[i], counts[i], spans[i]),
-                "score_breakdown": breakdown,
-            })
+                "doc_id": str(doc_ids[i]),
+                "score": float(scores[i]),
+                "source_id": plain["source_id"][i],
+                "source_type": plain["source_type"][i],
+                "host": plain["host"][i],
+                "url": plain["url"][i],
+                "title": plain["title"][i],
+            }
+            if texts is not None:
+                hit["text"] = hit_text(texts[i], self.query, text, snippet_chars)
+            hit["dates"] = {name: _plain(column[i]) for name, column in dates}
+            hit["passage"] = _passage(numbers[i], counts[i], spans[i])
+            hit["score_breakdown"] = breakdown
+            out.append(hit)
         return out
 
 

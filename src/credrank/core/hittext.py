@@ -101,9 +101,51 @@ def _word_matcher(query: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
     return words, re.compile(rf"(?<!\w)(?:{alternatives})\w*", re.IGNORECASE)
 
 
+@lru_cache(maxsize=4096)
+def _ascii_words(query: str) -> tuple[str, ...] | None:
+    """The query's words when every one is ASCII (then case folding is ``str.lower``),
+    else ``None``. Cached per query: a tuple, no compiled pattern."""
+    words = tuple(query_words(query))
+    return words if all(w.isascii() for w in words) else None
+
+
+_WORD_END = re.compile(r"\w*")
+
+
+def _ascii_matches(text: str, words: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """:func:`_matches` of an ASCII ``text`` and ASCII query ``words`` without compiling a
+    pattern per query: each word's occurrences in the lower-cased text (``str.find``), kept
+    where a word of the text starts, credited to the first query word in the query's order
+    that starts it; ``O(len(text) · words)`` in C plus ``O(matches)`` in Python. The same
+    answer as the pattern: on ASCII, Python's case-insensitive matching is ``str.lower``."""
+    low = text.lower()
+    found: dict[int, str] = {}
+    for word in words:
+        at = low.find(word)
+        while at != -1:
+            if (at == 0 or not _is_word(low[at - 1])) and at not in found:
+                found[at] = word
+            at = low.find(word, at + 1)
+    out = []
+    for at in sorted(found):
+        word_end = _WORD_END.match(text, at)
+        assert word_end is not None  # ``\w*`` matches everywhere
+        out.append((at, word_end.end(), found[at]))
+    return out
+
+
+def _is_word(char: str) -> bool:
+    """Whether an ASCII character is a ``\\w`` character."""
+    return char.isalnum() or char == "_"
+
+
 def _matches(text: str, query: str) -> list[tuple[int, int, str]]:
     """``(start, end, query word)`` of every word of ``text`` that a query word starts (one
-    regular-expression scan of ``text``)."""
+    regular-expression scan of ``text``; for ASCII text and query words, :func:`_ascii_matches`,
+    which compiles nothing per query)."""
+    ascii_words = _ascii_words(query)
+    if ascii_words is not None and text.isascii():
+        return _ascii_matches(text, ascii_words) if ascii_words else []
     words, pattern = _word_matcher(query)
     if pattern is None:
         return []

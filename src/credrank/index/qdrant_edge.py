@@ -413,15 +413,24 @@ class EdgeIndex:
             if len(self) > MAX_POINTS:
                 self._keep_columns = False
                 return None
-            dim = self.manifest.dim
-            vectors = len(self) * dim * 4 <= MAX_VECTOR_BYTES
-            self._columns = PayloadColumns(COLUMN_FIELDS, self._scroll(COLUMN_FIELDS, vectors),
-                                           dim if vectors else None)
+            self._columns = PayloadColumns(COLUMN_FIELDS, self._scroll(COLUMN_FIELDS, False))
         return self._columns
+
+    def _copy_vectors(self, copy: PayloadColumns) -> bool:
+        """Whether ``copy`` holds the dense vectors: read once, at the first search that
+        asks for vectors, up to :data:`~credrank.index.columns.MAX_VECTOR_BYTES` (a
+        service that never asks never holds them)."""
+        if copy.vectors is not None:
+            return True
+        dim = self.manifest.dim
+        if len(copy) * dim * 4 > MAX_VECTOR_BYTES or copy.no_vectors:
+            return False
+        return copy.attach_vectors(((pid, vector) for pid, _, vector
+                                    in self._scroll((), True)), dim)
 
     def _scroll(self, fields: Sequence[str], vectors: bool
                 ) -> Iterable[tuple[Any, dict[str, Any], Any]]:
-        selector = qe.PayloadSelector.Include(list(fields))
+        selector = qe.PayloadSelector.Include(list(fields)) if fields else False
         offset = None
         while True:
             points, offset = self.shard.scroll(qe.ScrollRequest(
@@ -616,7 +625,7 @@ class EdgeIndex:
         else with the payload."""
         copy = self._copy()
         if copy is not None:
-            from_engine = with_vectors and copy.vectors is None
+            from_engine = with_vectors and not self._copy_vectors(copy)
             points = self.shard.query(request(_selector(TEXT_FIELDS) if with_text else False,
                                               from_engine))
             if not points:
