@@ -7,11 +7,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from credrank.consensus.duplicates import jaccard_pairs
 from credrank.defences.planted_math import (
     mean_offdiagonal,
+    robust_z,
     two_means,
 )
 
@@ -65,3 +68,51 @@ def trustrag_flags(sims: np.ndarray, vectors: np.ndarray, threshold: float) -> n
     if tight[best] >= threshold:
         out[labels == best] = 1.0
     return out
+
+
+def dense_evidence(stage: Any, batch: Any) -> dict[str, np.ndarray]:
+    """The planted stage's evidence computed the way it was before issue 37 (the pool's full
+    ``N × N`` cosine matrix, dense GRADA weights and PageRank, the dense paraphrase mask,
+    complete linkage over the whole pool): the reference that tests/test_planted.py and
+    bench/scripts/bench_planted.py compare the block-wise path
+    (:mod:`credrank.defences.planted_graph`) with. ``stage``: a
+    :class:`~credrank.stages.planted.PlantedEvidence`; returns ``graph`` (PageRank scaled to
+    its max), ``components``, ``p`` (before the trusted exemption) and ``copies``."""
+    from credrank.core.maths import cosine_matrix
+    from credrank.defences.planted_math import (
+        complete_link_groups,
+        frequency_scores,
+        grada_weights,
+        outlier_ramp,
+        pagerank,
+        paraphrase_components,
+        planted_clusters,
+        ragdefender_count,
+    )
+
+    n = len(batch)
+    words = [str(t) for t in batch.column("text")]
+    sims = cosine_matrix(batch.vectors)
+    qs = stage._query_sims(batch)
+    z = robust_z(qs)
+    graph = pagerank(grada_weights(sims, qs, stage.alpha), damping=stage.damping)
+    graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
+    paraphrase, copies = paraphrase_graph(sims, words, stage.cluster_cosine, stage.copy_jaccard)
+    comps = complete_link_groups(sims, paraphrase) if stage.linkage == "complete" \
+        else paraphrase_components(paraphrase)
+    if stage.mode == "grada":
+        p = 1.0 - graph
+    elif stage.mode == "ragdefender":
+        p = np.zeros(n)
+        estimate = ragdefender_count(batch.vectors, words)
+        if 0 < estimate < n:
+            f = frequency_scores(sims, estimate)
+            p[np.lexsort((np.arange(n), -f))[:estimate]] = 1.0
+    elif stage.mode == "trustrag":
+        p = trustrag_flags(sims, batch.vectors, stage.cluster_cosine)
+    elif stage.mode == "outlier":
+        p = outlier_ramp(z, stage.z, stage.z_full)
+    else:
+        p = planted_clusters(comps, z, min_size=stage.min_cluster, cluster_z=stage.cluster_z)
+    return {"graph": graph, "components": comps, "p": np.clip(p, 0.0, 1.0),
+            "copies": np.array(copies)}
