@@ -608,3 +608,30 @@ def test_rerank_auto_prices_vectors_that_fail_the_same_model_check_as_embedded(
         again = client.post("/rerank", json=body(fake))  # a kept positive verdict is by dim:
         assert again.status_code == 200, again.text  # priced cheap, and used as declared
         assert again.json()["info"]["retrieval"]["embedded"] == 0
+
+
+def test_a_timed_out_search_is_cancelled_inside_the_planted_stage(app_factory: Any) -> None:
+    """The planted stage checks the request's cancellation inside its loops (``within:
+    planted``, once per block of the pool's graph and every 20 PageRank steps): a 504 stops
+    its work there, not after the whole stage."""
+    app = app_factory()
+    hold, deadline = Hold("within:planted", until_cancelled=True), Deadline()
+    app.state.service.hook, app.state.service.sleep = hold, deadline
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/search", json={"query": QUERY, "pipeline": {
+                "fetch_k": 100, "stages": ["prior", {"stage": "planted", "mode": "grada"}]}}))
+            await waited(hold.reached)
+            deadline.expire()  # the time limit passes inside the planted stage
+            got = await sent
+            assert got.status_code == 504, got.text
+            assert got.json()["outcome"] == CANCELLED
+            await waited(hold.ended)
+
+    run(scenario())
+    points = [p for p, _ in hold.points]
+    held = points.index("within:planted")
+    assert points[held - 1] == "stage:planted"  # the stage had started
+    assert points[held + 1:] == ["end"] and hold.points[-1][1] == "cancelled"
+    assert not any(p.startswith("stage:combine") for p in points)

@@ -37,6 +37,7 @@ def test_super_linear_stages_are_priced_and_capped() -> None:
     rag = planted.units(1_000, 10, {"mode": "ragdefender"})
     assert rag > planted.units(1_000, 10, {"mode": "planted"})
     assert pool_caps([("planted", {"mode": "planted"})]) == [("planted", 5_000)]
+    assert pool_caps([("planted", {"mode": "grada"})]) == [("planted", 3_000)]
     assert pool_caps([("planted", {"mode": "ragdefender"})]) == [("planted", 2_000)]
     smoothing = CATALOG["smoothing"].cost
     assert smoothing.units(1_000, 10, {"m": 10**6}) == pytest.approx(

@@ -52,9 +52,11 @@ def copy_pairs(words: list[str], ii: np.ndarray, jj: np.ndarray, threshold: floa
     local = {int(d): k for k, d in enumerate(involved)}
     heads = [" ".join(words[int(d)].split()[:COPY_WORDS]) for d in involved]
     ci, cj, _ = jaccard_pairs(heads, threshold)
-    found = {(int(involved[a]), int(involved[b])) for a, b in zip(ci, cj, strict=True)}
+    n = int(involved.max()) + 1
+    a, b = involved[np.asarray(ci, dtype=np.int64)], involved[np.asarray(cj, dtype=np.int64)]
+    found = np.minimum(a, b) * n + np.maximum(a, b)  # a pair as one integer key, i < j
     assert all(int(i) in local for i in ii)
-    return np.array([(int(i), int(j)) in found for i, j in zip(ii, jj, strict=True)])
+    return np.isin(np.minimum(ii, jj) * n + np.maximum(ii, jj), found)
 
 
 def trustrag_flags(sims: np.ndarray, vectors: np.ndarray, threshold: float) -> np.ndarray:

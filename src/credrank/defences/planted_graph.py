@@ -62,22 +62,27 @@ def paraphrase_pairs(vectors: np.ndarray, cluster_cosine: float, *, block: int =
     u = unit_rows(vectors)
     u32 = u.astype(np.float32)
     n = len(u)
-    ii, jj = [], []
+    ii, jj, ss = [], [], []
     screen = cluster_cosine - SCREEN_MARGIN
     for start in range(0, n - 1, block):
         checkpoint(stage)
         stop = min(start + block, n)
         s = u32[start:stop] @ u32[start + 1:].T  # columns j > start
         bi, bj = np.nonzero(s >= screen)
-        bj = bj + start + 1
-        keep = bj > bi + start
-        ii.append(bi[keep] + start)
-        jj.append(bj[keep])
-    ci = np.concatenate(ii) if ii else np.zeros(0, dtype=np.int64)
-    cj = np.concatenate(jj) if jj else np.zeros(0, dtype=np.int64)
-    exact = np.clip(np.einsum("ij,ij->i", u[ci], u[cj]), -1.0, 1.0)
-    keep = exact >= cluster_cosine
-    return ci[keep].astype(np.int64), cj[keep].astype(np.int64), exact[keep]
+        keep = bj + 1 > bi
+        bi, bj = bi[keep], bj[keep]
+        if len(bi) > 4 * block:  # many close pairs: the block's float64 cosines at once
+            exact = np.clip(u[start:stop] @ u[start + 1:].T, -1.0, 1.0)[bi, bj]
+        else:
+            exact = np.clip(np.einsum("ij,ij->i", u[bi + start], u[bj + start + 1]),
+                            -1.0, 1.0)
+        sure = exact >= cluster_cosine
+        ii.append((bi[sure] + start).astype(np.int64))
+        jj.append((bj[sure] + start + 1).astype(np.int64))
+        ss.append(exact[sure])
+    if not ii:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    return np.concatenate(ii), np.concatenate(jj), np.concatenate(ss)
 
 
 def grada_graph(vectors: np.ndarray, query_sims: np.ndarray, alpha: float, *,
