@@ -475,3 +475,19 @@ def test_blockwise_graph_equals_the_dense_path(seed: int, params: dict[str, Any]
     want = [sorted(d for d in groups[int(c)] if d != f"d{i}")
             for i, c in enumerate(old["components"])]
     assert [sorted(x) for x in new.column("planted_cluster")] == want
+
+
+def test_a_pool_over_max_pool_runs_with_the_pool_size_warning() -> None:
+    from credrank.select.budget import PoolSizeWarning
+
+    rng = np.random.default_rng(4)
+    q, vectors, texts = attacked_pool(rng)
+    stage = PlantedEvidence()
+    assert stage.max_pool == 2_000
+    stage.max_pool = 10  # the 15-passage pool is over it
+    with pytest.warns(PoolSizeWarning, match="planted: 15 candidates exceed the 10"):
+        out = stage.transform(batch_of(q, vectors, texts))
+    assert out.info["planted"]["warnings"][0].startswith("planted: 15 candidates exceed")
+    assert out.info["planted"]["flagged"] == 5  # it still runs
+    assert "warnings" not in PlantedEvidence().transform(batch_of(q, vectors, texts)).info[
+        "planted"]

@@ -50,7 +50,8 @@ def copy_pairs(words: list[str], ii: np.ndarray, jj: np.ndarray, threshold: floa
         return np.ones(len(ii), dtype=bool)
     involved = np.unique(np.concatenate([ii, jj]))
     local = {int(d): k for k, d in enumerate(involved)}
-    heads = [" ".join(words[int(d)].split()[:COPY_WORDS]) for d in involved]
+    heads = [" ".join(words[int(d)].split(maxsplit=COPY_WORDS)[:COPY_WORDS])
+             for d in involved]
     ci, cj, _ = jaccard_pairs(heads, threshold)
     n = int(involved.max()) + 1
     a, b = involved[np.asarray(ci, dtype=np.int64)], involved[np.asarray(cj, dtype=np.int64)]

@@ -92,19 +92,33 @@ class Cost:
     def formula(self, params: Mapping[str, Any] | None = None) -> str:
         """The formula as shown in a refusal, e.g. ``"0.05·N(N−1)/2"``."""
         c = self.resolved(params or {})
-        parts = [f"{c.n:g}·N" if c.n else "", f"{c.pairs:g}·N(N−1)/2" if c.pairs else "",
-                 f"{c.n2:g}·N²" if c.n2 else "", f"{c.nk:g}·N·k" if c.nk else "",
-                 f"{c.nk2:g}·N·k²" if c.nk2 else "",
-                 f"{c.embeds:g}·N·embed" if c.embeds else "",
-                 f"{c.per_param:g}·N·min({c.param}, N)" if c.per_param else ""]
+        parts = [f"{_num(c.n)}·N" if c.n else "",
+                 f"{_num(c.pairs)}·N(N−1)/2" if c.pairs else "",
+                 f"{_num(c.n2)}·N²" if c.n2 else "", f"{_num(c.nk)}·N·k" if c.nk else "",
+                 f"{_num(c.nk2)}·N·k²" if c.nk2 else "",
+                 f"{_num(c.embeds)}·N·embed" if c.embeds else "",
+                 f"{_num(c.per_param)}·N·min({c.param}, N)" if c.per_param else ""]
         return " + ".join(p for p in parts if p)
+
+
+def _num(x: float) -> str:
+    """A coefficient as written in the docs: ``0.05``, ``0.001``, ``1e-4``, ``5e-5``."""
+    if x >= 1e-3:
+        return f"{x:g}"
+    mantissa, exponent = f"{x:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 #: the price of a stage whose work is a few vectorised operations per candidate
 LINEAR = Cost(n=1e-4)
-#: a stage that may embed one passage per candidate (a stance model's snippets, a learned
-#: credibility head over candidates without stored vectors): priced as if it does
+#: a stage that may embed one passage per candidate (a stance model's snippets, on a cold
+#: embedding cache): priced as if it does
 EMBEDS_EACH = Cost(n=1e-3, embeds=1.0)
+#: learned credibility: a column read where the index stores the model's scores (``credrank
+#: score credibility``), the model's features otherwise; a ``head`` model over candidates
+#: without stored scores also embeds their openings, which this price does not count (it
+#: cannot see the model file; declared in the issue 37 report)
+CREDIBILITY = Cost(n=1e-3)
 #: neighbour smoothing: the N × N cosine matrix and its partition (≈ 7e-5·N² ms measured, 5
 #: N × N arrays: 3,000 candidates ≈ 360 MB); ``m`` ≤ N bounds the neighbour mask
 SMOOTHING = Cost(n2=1e-4, param="m", param_default=5, per_param=1e-5, max_pool=3_000)
@@ -157,7 +171,7 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
     Entry("smoothing", "credrank.stages.smoothing:NeighbourSmoothing", "signal", 15,
           "one-hop neighbour smoothing of the prior", SMOOTHING),
     Entry("credibility", "credrank.stages.credibility:LearnedCredibilityPrior", "signal", 20,
-          "learned page credibility: floor + (1 − floor) · P(credible)", EMBEDS_EACH),
+          "learned page credibility: floor + (1 − floor) · P(credible)", CREDIBILITY),
     Entry("planted", "credrank.stages.planted:PlantedEvidence", "signal", 22,
           "label-free planted-evidence defence over the pool (GRADA, RAGDefender, TrustRAG)",
           PLANTED),

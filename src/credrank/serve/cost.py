@@ -105,7 +105,9 @@ def estimate(*, pool: int, top_k: int, stages: Sequence[tuple[str, dict[str, Any
     for name, params in stages:
         cost = entry(name).cost
         units = cost.units(pool, top_k, params, passage=passage)
-        parts[f"{name} ({cost.formula(params)}, N={pool:,}, k={k:,})"] = units
+        uses_k = bool(cost.resolved(params).nk or cost.resolved(params).nk2)
+        parts[f"{name} ({cost.formula(params)}, N={pool:,}"
+              + (f", k={k:,})" if uses_k else ")")] = units
         if units > most:
             best, most = name, units
     if embed_lengths:

@@ -13,7 +13,8 @@ or the shortcut fields that make one (the one table of every front door,
 ``fetch_k`` aside: they replace the spec's). The spec is built in the worker
 with the registered files only (``resources``: ``--model NAME=PATH`` and ``feedback``;
 ``allow_paths=False``); a stage that cannot be built is a 422 naming
-``pipeline.stages[i].param``. The budget and the selector's pool limit are read off the spec.
+``pipeline.stages[i].param``. The budget (every stage's price) and the pool caps are read
+off the spec.
 
 Store access: a search holds the searcher's lock for retrieval and for the stages that read
 the index (citation chains), not for embedding the query (done before it is taken) nor for
@@ -505,8 +506,9 @@ class ServiceState:
 class Plan:
     """A request's pipeline and what it costs: the ``spec``; ``where`` (``"pipeline"`` when the
     request sent the spec, so its errors name ``pipeline.…``; ``None`` when its stage fields
-    made it); the selector ``select`` (``None``: top-k) and ``consensus`` the budget prices, over a
-    ``pool`` of candidates set by ``pool_field``."""
+    made it); the selector ``select`` (``None``: top-k) and whether it has ``consensus``; the
+    budget prices every stage of ``spec`` over a ``pool`` of candidates set by
+    ``pool_field``."""
 
     spec: PipelineSpec
     where: str | None

@@ -221,11 +221,13 @@ class PlantedEvidence(Stage):
         pi, pj, ps = ii[~copy], jj[~copy], s_pairs[~copy]
         components = complete_groups(n, pi, pj, ps) if self.linkage == "complete" \
             else graph_components(n, pi, pj)
+        ids = [str(d) for d in batch.doc_ids]
+        labels = components.tolist()
         members: dict[int, list[str]] = {}
-        for i, c in enumerate(components):
-            members.setdefault(int(c), []).append(str(batch.doc_ids[i]))
-        clusters = [[d for d in members[int(components[i])] if d != str(batch.doc_ids[i])]
-                    for i in range(n)]
+        for i, c in enumerate(labels):
+            members.setdefault(c, []).append(ids[i])
+        clusters = [[d for d in members[c] if d != ids[i]] if len(members[c]) > 1 else []
+                    for i, c in enumerate(labels)]
         estimate = ragdefender_count(batch.vectors, words) if self.mode == "ragdefender" \
             else None
         if self.mode == "grada":
