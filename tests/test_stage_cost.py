@@ -38,7 +38,7 @@ def test_super_linear_stages_are_priced_and_capped() -> None:
     assert rag > planted.units(1_000, 10, {"mode": "planted"})
     assert pool_caps([("planted", {"mode": "planted"})]) == [("planted", 5_000)]
     assert pool_caps([("planted", {"mode": "grada"})]) == [("planted", 3_000)]
-    assert pool_caps([("planted", {"mode": "ragdefender"})]) == [("planted", 2_000)]
+    assert pool_caps([("planted", {"mode": "ragdefender"})]) == [("planted", 1_000)]
     smoothing = CATALOG["smoothing"].cost
     assert smoothing.units(1_000, 10, {"m": 10**6}) == pytest.approx(
         1e-4 * 1_000**2 + 1e-5 * 1_000 * 1_000)  # m beyond the pool costs as m = N

@@ -128,9 +128,10 @@ SMOOTHING = Cost(n2=1e-4, param="m", param_default=5, per_param=1e-5, max_pool=3
 #: a pool of near-copies (≈ 1–4 s at N = 1,000, /rerank's most): priced between the two.
 #: ``grada`` weighs all pairs (sparse PageRank over up to N² edges), ``linkage: complete``
 #: clusters each paraphrase component (one component of N near-copies: ≈ 2.5 s at 1,000),
-#: ``ragdefender`` clusters with Ward linkage over all pairs and a TF-IDF matrix
+#: ``ragdefender`` clusters with Ward linkage over all pairs and a dense TF-IDF matrix (two
+#: at once at N = 1,560 took 6.3 s and 1.6 GB on a real server: priced and capped harder)
 PLANTED = Cost(n=0.01, n2=3e-4, max_pool=5_000, variants=(
-    ("mode", "ragdefender", Cost(n=0.5, n2=5e-4, max_pool=2_000)),
+    ("mode", "ragdefender", Cost(n=0.5, n2=1.5e-3, max_pool=1_000)),
     ("mode", "grada", Cost(n=0.01, n2=1e-3, max_pool=3_000)),
     ("mode", "trustrag", Cost(n=0.2, n2=3e-4, max_pool=5_000)),
     ("linkage", "complete", Cost(n=0.01, n2=1e-3, max_pool=3_000)),
