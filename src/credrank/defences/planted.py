@@ -12,8 +12,17 @@ from typing import Any
 import numpy as np
 
 from credrank.consensus.duplicates import jaccard_pairs
+from credrank.core.maths import cosine_matrix
 from credrank.defences.planted_math import (
+    complete_link_groups,
+    frequency_scores,
+    grada_weights,
     mean_offdiagonal,
+    outlier_ramp,
+    pagerank,
+    paraphrase_components,
+    planted_clusters,
+    ragdefender_count,
     robust_z,
     two_means,
 )
@@ -81,18 +90,6 @@ def dense_evidence(stage: Any, batch: Any) -> dict[str, np.ndarray]:
     (:mod:`credrank.defences.planted_graph`) with. ``stage``: a
     :class:`~credrank.stages.planted.PlantedEvidence`; returns ``graph`` (PageRank scaled to
     its max), ``components``, ``p`` (before the trusted exemption) and ``copies``."""
-    from credrank.core.maths import cosine_matrix
-    from credrank.defences.planted_math import (
-        complete_link_groups,
-        frequency_scores,
-        grada_weights,
-        outlier_ramp,
-        pagerank,
-        paraphrase_components,
-        planted_clusters,
-        ragdefender_count,
-    )
-
     n = len(batch)
     words = [str(t) for t in batch.column("text")]
     sims = cosine_matrix(batch.vectors)

@@ -135,7 +135,7 @@ def sparse_pagerank(weights: sparse.csr_matrix, *, damping: float = 0.85, tol: f
 def components(n: int, ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
     """Connected-component labels of the graph of edges ``(ii, jj)`` on ``n`` nodes, numbered
     in order of first member (as :func:`~credrank.defences.planted_math.paraphrase_components`)."""
-    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse.csgraph import connected_components  # scipy's graph module: on use
 
     if n == 0:
         return np.zeros(0, dtype=np.int64)
@@ -151,6 +151,7 @@ def complete_groups(n: int, ii: np.ndarray, jj: np.ndarray, s_pairs: np.ndarray
     at a time (module docstring): ``D_ij = 1 − s_ij`` on paraphrase pairs, 2 elsewhere,
     complete linkage cut at the largest paraphrase distance of the pool. Memory: the largest
     component's square."""
+    # scipy's clustering modules, imported on use (complete linkage only), as planted_math does
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
 
