@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,7 +192,9 @@ def test_the_evidence_is_reported_per_hit():
     assert list(clusters[0]) == []
     z = np.array(out.column("planted_z"), dtype=float)
     assert np.all(z[10:] > z[:10].max())
-    graph = np.array(out.column("planted_graph"), dtype=float)
+    assert list(out.column("planted_graph")) == [None] * 15  # grada mode only
+    grada = PlantedEvidence("grada").transform(batch_of(q, vectors, texts))
+    graph = np.array(grada.column("planted_graph"), dtype=float)
     assert graph.max() == pytest.approx(1.0)
     assert out.info["planted"]["planted_estimate"] is None  # ragdefender mode only
     assert PlantedEvidence("ragdefender").transform(batch_of(q, vectors, texts)).info[
@@ -425,3 +428,66 @@ def test_http_search_with_planted(demo_index_hashing, tmp_path):
         both = httpx.post(server.url + "/search", json={"query": "q", "planted": True,
                                                          "pipeline": {"top_k": 3}}, timeout=60)
         assert both.status_code == 422 and "planted" in both.text
+
+
+# -- the block-wise graph gives the dense path's numbers (issue 37, N1) ------------------------
+
+def random_pool(seed: int, n: int, dim: int = 24) -> Candidates:
+    """A pool with topic clusters, planted paraphrases, word copies and a zero vector."""
+    rng = np.random.default_rng(seed)
+    q = unit(rng.normal(size=(1, dim)))[0]
+    centres = unit(rng.normal(size=(4, dim)) + q * rng.uniform(0, 1.5, size=(4, 1)))
+    rows = unit(centres[rng.integers(0, 4, n)] + rng.normal(size=(n, dim))
+                * rng.uniform(0.05, 0.6, size=(n, 1)))
+    rows[rng.integers(0, n)] = 0.0
+    vocab = [f"w{i}" for i in range(60)]
+    texts = [" ".join(rng.choice(vocab, 15)) for _ in range(n)]
+    for a in rng.integers(0, n, size=n // 8):  # word copies of close passages
+        texts[(int(a) + 1) % n] = texts[int(a)]
+    return batch_of(q, rows.astype(np.float32), texts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("params", [
+    {"mode": "planted"}, {"mode": "planted", "linkage": "complete"},
+    {"mode": "planted", "linkage": "complete", "cluster_cosine": 0.7, "min_cluster": 4},
+    {"mode": "grada"}, {"mode": "trustrag"}, {"mode": "outlier"}, {"mode": "ragdefender"},
+    {"mode": "planted", "cluster_cosine": 0.6, "copy_jaccard": 0.3}])
+def test_blockwise_graph_equals_the_dense_path(seed: int, params: dict[str, Any]) -> None:
+    from credrank.defences.planted import dense_evidence
+
+    batch = random_pool(seed, n=[7, 40, 130, 300, 61, 257][seed])
+    stage = PlantedEvidence(trusted=[], **params)
+    old = dense_evidence(stage, batch)
+    new = stage.transform(batch)
+    if stage.mode == "grada":
+        np.testing.assert_allclose(new.column("planted_graph").astype(float), old["graph"],
+                                   rtol=0, atol=1e-12)
+    else:  # GRADA's all-pairs graph is computed in its mode only
+        assert list(new.column("planted_graph")) == [None] * len(batch)
+    p = new.column("planted_evidence").astype(float)
+    np.testing.assert_allclose(p, old["p"], rtol=0, atol=1e-12)  # grada: 1 − PageRank
+    assert ((p > 0.5) == (old["p"] > 0.5)).all()  # the same passages flagged
+    assert new.info["planted"]["copies_joined"] == int(old["copies"])
+    groups = {}
+    for i, c in enumerate(old["components"]):
+        groups.setdefault(int(c), []).append(f"d{i}")
+    want = [sorted(d for d in groups[int(c)] if d != f"d{i}")
+            for i, c in enumerate(old["components"])]
+    assert [sorted(x) for x in new.column("planted_cluster")] == want
+
+
+def test_a_pool_over_max_pool_runs_with_the_pool_size_warning() -> None:
+    from credrank.select.budget import PoolSizeWarning
+
+    rng = np.random.default_rng(4)
+    q, vectors, texts = attacked_pool(rng)
+    stage = PlantedEvidence()
+    assert stage.max_pool == 2_000
+    stage.max_pool = 10  # the 15-passage pool is over it
+    with pytest.warns(PoolSizeWarning, match="planted: 15 candidates exceed the 10"):
+        out = stage.transform(batch_of(q, vectors, texts))
+    assert out.info["planted"]["warnings"][0].startswith("planted: 15 candidates exceed")
+    assert out.info["planted"]["flagged"] == 5  # it still runs
+    assert "warnings" not in PlantedEvidence().transform(batch_of(q, vectors, texts)).info[
+        "planted"]

@@ -119,14 +119,16 @@ def test_budget_is_configurable_and_zero_turns_it_off(app_factory: Any) -> None:
     tight = app_factory(max_request_cost=50)
     got = run(post(tight, body))  # mmr over 1,000: 100 units
     assert got.status_code == 422 and "budget of 50" in got.json()["detail"]
-    assert "send at most 692 candidates" in got.json()["detail"]  # embedding included
+    assert "send at most 691 candidates" in got.json()["detail"]  # embedding included
+    assert "most: the stage mmr" in got.json()["detail"]
     long_texts = {"query": QUERY, "candidates": candidates(200, "x" * 5000)}
-    got = run(post(tight, long_texts))  # hashing: 0.1 units per 1,000 characters, capped
-    assert got.status_code == 200, got.text
-    tight.state.service.config = replace(tight.state.service.config, max_request_cost=10)
-    got = run(post(tight, long_texts))  # 200 passages × 1,000 characters: 20 units
+    got = run(post(tight, long_texts))  # every chunk priced: 200 × 5,503 characters read
     assert got.status_code == 422 and "send vectors" in got.json()["detail"]
-    assert "embedding 200 passages with hashing" in got.json()["detail"]
+    assert "embedding 200 passages with hashing: 110" in got.json()["detail"]
+    assert got.json()["stage"] is None  # embedding costs most
+    tight.state.service.config = replace(tight.state.service.config, max_request_cost=111)
+    got = run(post(tight, long_texts))  # 0.1 units per 1,000 characters, chunks uncapped
+    assert got.status_code == 200, got.text
     tight.state.service.config = replace(tight.state.service.config, max_request_cost=0)
     assert run(post(tight, body)).status_code == 200
 
@@ -543,3 +545,119 @@ def test_incomplete_headers_are_cut_with_408(demo_index_hashing: Path, tmp_path:
             answer = until_closed(s)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
         assert answer.count(b"HTTP/1.1 408") == 1, answer
+
+
+# -- every stage priced (issue 37, N1) and /rerank's embedding priced before the check (N3) --
+
+def test_expensive_stages_are_refused_naming_the_stage_and_the_pool_that_fits(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    """The N1 requests over a real server: ``planted`` at fetch_k 10,000 (16–37 s and up to
+    8 GB before it had a price), smoothing with m = 10⁶: refused before any work; the
+    largest pool the refusal names runs."""
+    import httpx
+
+    where = tmp_path / "index"
+    copy_index(demo_index_hashing, where)
+    with running_server(where) as server, httpx.Client(base_url=server.url,
+                                                       timeout=120) as client:
+        for mode in ("planted", "grada", "ragdefender", "trustrag", "outlier"):
+            spec = {"fetch_k": 10_000, "stages": ["prior", {"stage": "planted", "mode": mode}]}
+            got = client.post("/search", json={"query": QUERY, "pipeline": spec})
+            assert got.status_code == 422, got.text
+            body = got.json()
+            assert body["errors"][0]["field"] == "pipeline.fetch_k"
+            assert body["stage"] == "planted" and "the stage planted" in body["detail"]
+            assert f"a fetch_k of at most {body['largest_pool']:,}" in body["detail"]
+            assert 30 <= body["largest_pool"] < 10_000
+            fits = {**spec, "fetch_k": body["largest_pool"]}
+            ok = client.post("/search", json={"query": QUERY, "pipeline": fits})
+            assert ok.status_code == 200, ok.text
+            assert ok.json()["info"]["planted"]["mode"] == mode
+        complete = {"fetch_k": 5_000, "stages": [
+            "prior", {"stage": "planted", "linkage": "complete"}]}
+        got = client.post("/search", json={"query": QUERY, "pipeline": complete})
+        assert got.status_code == 422 and got.json()["stage"] == "planted", got.text
+        got = client.post("/search", json={"query": QUERY, "pipeline": {
+            "fetch_k": 100, "stages": ["prior", {"stage": "smoothing", "m": 10**6}]}})
+        assert got.status_code == 422, got.text
+        assert got.json()["errors"][0]["field"] == "pipeline.stages[1].m"
+        assert "expected" in got.json()["detail"] and "10000" in got.json()["detail"]
+        got = client.post("/search", json={"query": QUERY, "pipeline": {
+            "fetch_k": 10_000, "stages": ["prior", {"stage": "smoothing", "m": 10_000}]}})
+        assert got.status_code == 422 and got.json()["stage"] == "smoothing", got.text
+        assert "expected at most 3,000 with the stage smoothing" in got.json()["detail"]
+        assert got.json()["largest_pool"] == 3_000  # the cap: within it the budget fits
+        ok = client.post("/search", json={"query": QUERY, "pipeline": {
+            "fetch_k": 3_000, "stages": ["prior", {"stage": "smoothing", "m": 10_000}]}})
+        assert ok.status_code == 200, ok.text[:300]  # ≈ 1,000 units: within the budget
+        assert ok.json()["info"]["smoothing"]["m_effective"] < 3_000
+
+
+def test_rerank_auto_prices_vectors_that_fail_the_same_model_check_as_embedded(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    """N3: texts with random vectors were priced as cheap, failed the check and were embedded
+    anyway. Now they are priced as embedded until the check (run before pricing, one
+    passage) says the vectors are the index model's."""
+    import httpx
+    import numpy as np
+
+    from credrank.index.embed import get_embedder
+
+    where = tmp_path / "index"
+    copy_index(demo_index_hashing, where)
+    texts = [f"vitamin d trial in adults, passage {i} " + "word " * 40 for i in range(1_000)]
+    embedder = get_embedder("hashing")
+    rng = np.random.default_rng(7)
+    fake = rng.normal(size=(len(texts), embedder.dim))
+    real = np.asarray(embedder.embed(texts))
+
+    def body(vectors: Any) -> dict[str, Any]:
+        return {"query": QUERY, "retrieval": "auto", "candidates": [
+            {"id": f"c{i}", "text": t, "vector": [float(x) for x in v]}
+            for i, (t, v) in enumerate(zip(texts, vectors, strict=True))]}
+
+    # 1,000 passages of ≈ 240 characters: ≈ 24 units to embed with hashing; budget 15
+    with running_server(where, "--max-request-cost", "15") as server, \
+            httpx.Client(base_url=server.url, timeout=120) as client:
+        got = client.post("/rerank", json=body(fake))
+        assert got.status_code == 422, got.text
+        assert "embedding 1,000 passages with hashing" in got.json()["detail"]
+        assert got.json()["errors"][0]["field"] == "candidates"
+        bare = client.post("/rerank", json={"query": QUERY, "candidates": [
+            {"id": f"c{i}", "text": t} for i, t in enumerate(texts)]})
+        assert bare.status_code == 422  # the same texts without vectors: the same price
+        assert bare.json()["cost"] == pytest.approx(got.json()["cost"])
+        ok = client.post("/rerank", json=body(real))  # the check passes: the vectors are used
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["info"]["retrieval"]["resolved"] == "embeddings"
+        assert ok.json()["info"]["retrieval"]["embedded"] == 0
+        again = client.post("/rerank", json=body(fake))  # a kept positive verdict is by dim:
+        assert again.status_code == 200, again.text  # priced cheap, and used as declared
+        assert again.json()["info"]["retrieval"]["embedded"] == 0
+
+
+def test_a_timed_out_search_is_cancelled_inside_the_planted_stage(app_factory: Any) -> None:
+    """The planted stage checks the request's cancellation inside its loops (``within:
+    planted``, once per block of the pool's graph and every 20 PageRank steps): a 504 stops
+    its work there, not after the whole stage."""
+    app = app_factory()
+    hold, deadline = Hold("within:planted", until_cancelled=True), Deadline()
+    app.state.service.hook, app.state.service.sleep = hold, deadline
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            sent = asyncio.create_task(c.post("/search", json={"query": QUERY, "pipeline": {
+                "fetch_k": 100, "stages": ["prior", {"stage": "planted", "mode": "grada"}]}}))
+            await waited(hold.reached)
+            deadline.expire()  # the time limit passes inside the planted stage
+            got = await sent
+            assert got.status_code == 504, got.text
+            assert got.json()["outcome"] == CANCELLED
+            await waited(hold.ended)
+
+    run(scenario())
+    points = [p for p, _ in hold.points]
+    held = points.index("within:planted")
+    assert points[held - 1] == "stage:planted"  # the stage had started
+    assert points[held + 1:] == ["end"] and hold.points[-1][1] == "cancelled"
+    assert not any(p.startswith("stage:combine") for p in points)

@@ -55,6 +55,7 @@ import numpy as np
 from bench_serve import QUERY, Server
 from credrank.demo_corpus import build_demo_index, demo_dir
 from credrank.documents import read_corpus
+from credrank.pipeline.shortcuts import HTTP_RERANK, spec_from_options
 from credrank.serve.config import DEFAULT_MAX_REQUEST_COST
 from credrank.serve.cost import largest_pool
 from credrank.signals import feedback
@@ -160,8 +161,11 @@ def section_attack(index: Path, n: int, concurrency: int, timeout: float
     records = attack_candidates(n)
     body = json.dumps({"query": QUERY, "top_k": 10, "candidates": records,
                        "select": "coverage", "params": COVERAGE}).encode()
-    fits = largest_pool(DEFAULT_MAX_REQUEST_COST, pool=n, top_k=10, select="coverage",
-                        consensus=False, embedder="hashing",
+    spec = spec_from_options(door=HTTP_RERANK, top_k=10, select="coverage",
+                             select_params=COVERAGE)
+    fits = largest_pool(DEFAULT_MAX_REQUEST_COST, pool=n, top_k=10,
+                        stages=[(s.name, dict(s.params)) for s in spec.stages],
+                        embedder="hashing",
                         embed_lengths=[len(r["text"]) + 1 for r in records])
     allowed = attack_candidates(fits)
     allowed_body = json.dumps({"query": QUERY, "top_k": 10, "candidates": allowed,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from credrank.core.candidates import Candidates
+from credrank.core.checkpoint import checking
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
@@ -204,7 +205,13 @@ class Searcher:
         stages that read the index, not for the rest; a first stage that embeds the query
         (dense retrieval, the engine's formula search) has it embedded before the lock is
         taken, so concurrent searches embed in parallel. ``check`` is called before each
-        stage (``stage:NAME``), under the lock (``store``) and at the end (``done``)."""
+        stage (``stage:NAME``), under the lock (``store``), at the end (``done``) and inside
+        the loops of long stages (``within:NAME``, :mod:`credrank.core.checkpoint`)."""
+        with checking(check):  # long stages check inside their loops too (within:NAME)
+            return self._run(stages, query, store=store, check=check)
+
+    def _run(self, stages: Sequence[Stage], query: str, *, store: bool,
+             check: Check | None) -> Candidates:
         embeds = bool(stages) and isinstance(stages[0], DenseRetriever | PushdownSearch)
         if check is not None and embeds:
             check(f"stage:{stages[0].name}")

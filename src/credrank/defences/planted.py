@@ -7,11 +7,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from credrank.consensus.duplicates import jaccard_pairs
+from credrank.core.maths import cosine_matrix
 from credrank.defences.planted_math import (
+    complete_link_groups,
+    frequency_scores,
+    grada_weights,
     mean_offdiagonal,
+    outlier_ramp,
+    pagerank,
+    paraphrase_components,
+    planted_clusters,
+    ragdefender_count,
+    robust_z,
     two_means,
 )
 
@@ -47,11 +59,14 @@ def copy_pairs(words: list[str], ii: np.ndarray, jj: np.ndarray, threshold: floa
         return np.ones(len(ii), dtype=bool)
     involved = np.unique(np.concatenate([ii, jj]))
     local = {int(d): k for k, d in enumerate(involved)}
-    heads = [" ".join(words[int(d)].split()[:COPY_WORDS]) for d in involved]
+    heads = [" ".join(words[int(d)].split(maxsplit=COPY_WORDS)[:COPY_WORDS])
+             for d in involved]
     ci, cj, _ = jaccard_pairs(heads, threshold)
-    found = {(int(involved[a]), int(involved[b])) for a, b in zip(ci, cj, strict=True)}
+    n = int(involved.max()) + 1
+    a, b = involved[np.asarray(ci, dtype=np.int64)], involved[np.asarray(cj, dtype=np.int64)]
+    found = np.minimum(a, b) * n + np.maximum(a, b)  # a pair as one integer key, i < j
     assert all(int(i) in local for i in ii)
-    return np.array([(int(i), int(j)) in found for i, j in zip(ii, jj, strict=True)])
+    return np.isin(np.minimum(ii, jj) * n + np.maximum(ii, jj), found)
 
 
 def trustrag_flags(sims: np.ndarray, vectors: np.ndarray, threshold: float) -> np.ndarray:
@@ -65,3 +80,39 @@ def trustrag_flags(sims: np.ndarray, vectors: np.ndarray, threshold: float) -> n
     if tight[best] >= threshold:
         out[labels == best] = 1.0
     return out
+
+
+def dense_evidence(stage: Any, batch: Any) -> dict[str, np.ndarray]:
+    """The planted stage's evidence computed the way it was before issue 37 (the pool's full
+    ``N × N`` cosine matrix, dense GRADA weights and PageRank, the dense paraphrase mask,
+    complete linkage over the whole pool): the reference that tests/test_planted.py and
+    bench/scripts/bench_planted.py compare the block-wise path
+    (:mod:`credrank.defences.planted_graph`) with. ``stage``: a
+    :class:`~credrank.stages.planted.PlantedEvidence`; returns ``graph`` (PageRank scaled to
+    its max), ``components``, ``p`` (before the trusted exemption) and ``copies``."""
+    n = len(batch)
+    words = [str(t) for t in batch.column("text")]
+    sims = cosine_matrix(batch.vectors)
+    qs = stage._query_sims(batch)
+    z = robust_z(qs)
+    graph = pagerank(grada_weights(sims, qs, stage.alpha), damping=stage.damping)
+    graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
+    paraphrase, copies = paraphrase_graph(sims, words, stage.cluster_cosine, stage.copy_jaccard)
+    comps = complete_link_groups(sims, paraphrase) if stage.linkage == "complete" \
+        else paraphrase_components(paraphrase)
+    if stage.mode == "grada":
+        p = 1.0 - graph
+    elif stage.mode == "ragdefender":
+        p = np.zeros(n)
+        estimate = ragdefender_count(batch.vectors, words)
+        if 0 < estimate < n:
+            f = frequency_scores(sims, estimate)
+            p[np.lexsort((np.arange(n), -f))[:estimate]] = 1.0
+    elif stage.mode == "trustrag":
+        p = trustrag_flags(sims, batch.vectors, stage.cluster_cosine)
+    elif stage.mode == "outlier":
+        p = outlier_ramp(z, stage.z, stage.z_full)
+    else:
+        p = planted_clusters(comps, z, min_size=stage.min_cluster, cluster_z=stage.cluster_z)
+    return {"graph": graph, "components": comps, "p": np.clip(p, 0.0, 1.0),
+            "copies": np.array(copies)}

@@ -297,9 +297,10 @@ def planted_clusters(labels: np.ndarray, z: np.ndarray, *, min_size: int,
     labels = np.asarray(labels, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
     p = np.zeros(len(labels))
-    for g in np.unique(labels):
-        members = labels == g
-        if members.sum() >= min_size and float(np.median(z[members])) >= cluster_z:
+    _, inverse, sizes = np.unique(labels, return_inverse=True, return_counts=True)
+    for g in np.flatnonzero(sizes >= min_size):  # only groups large enough: O(N) overall
+        members = inverse == g
+        if float(np.median(z[members])) >= cluster_z:
             p[members] = 1.0
     return p
 

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from credrank.core.checkpoint import checkpoint
 from credrank.core.validation import (
     as_matrix,
     check_int,
@@ -110,6 +111,7 @@ class _Problem:
         spread = np.zeros(n)
         free = np.ones(n, dtype=bool)
         for _ in range(self.k):
+            checkpoint("coverage")
             gain = self.u + self.pair_w * spread
             if self.m is not None:
                 gain = gain + self.cov_w * (self.m & ~covered).sum(axis=1)
@@ -252,6 +254,7 @@ def _anytime(problem: _Problem, clock: Callable[[], float], deadline: float,
     def swaps(chosen: np.ndarray, value: float) -> tuple[np.ndarray, float, bool]:
         rounds = 0
         while rounds < MAX_SWAP_ROUNDS:
+            checkpoint("coverage")  # a cancelled request stops between swap rounds
             if clock() >= deadline:
                 steps.append(f"swaps: {rounds} (time limit)")
                 return chosen, value, True
@@ -274,6 +277,7 @@ def _anytime(problem: _Problem, clock: Callable[[], float], deadline: float,
         elif exact_pool <= problem.k:
             steps.append("shortlist milp: skipped (exact_pool <= K: nothing to choose)")
         else:
+            checkpoint("coverage")
             rows = problem.shortlist(best, exact_pool)
             shortlist_size = len(rows)
             sel = problem.solver(problem.u[rows], problem.k,

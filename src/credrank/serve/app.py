@@ -239,7 +239,16 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         # neighbour smoothing); priced conservatively for every selector
         vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
         lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors)
-        cost = state.budget(plan, embed_lengths=lengths)
+        try:
+            cost = state.budget(plan, embed_lengths=lengths)
+        except LimitError:
+            # priced as if the vectors fail the same-model check: check them first (one
+            # passage embedded, under the time limit), then price what will really be embedded
+            if not state.unchecked_vectors(req.candidates, req.retrieval):
+                raise
+            same = await state.read(None, state.same_model, req.candidates)
+            lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors, same)
+            cost = state.budget(plan, embed_lengths=lengths)
         records = [{name: getattr(c, name) for name in CANDIDATE_FIELDS}
                    for c in req.candidates]
         return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,

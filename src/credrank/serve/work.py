@@ -13,7 +13,8 @@ or the shortcut fields that make one (the one table of every front door,
 ``fetch_k`` aside: they replace the spec's). The spec is built in the worker
 with the registered files only (``resources``: ``--model NAME=PATH`` and ``feedback``;
 ``allow_paths=False``); a stage that cannot be built is a 422 naming
-``pipeline.stages[i].param``. The budget and the selector's pool limit are read off the spec.
+``pipeline.stages[i].param``. The budget (every stage's price) and the pool caps are read
+off the spec.
 
 Store access: a search holds the searcher's lock for retrieval and for the stages that read
 the index (citation chains), not for embedding the query (done before it is taken) nor for
@@ -40,11 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import Response
 
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.documents import DroppedField, Reject, iter_documents
-from credrank.index.ingest import prepare_documents, write_prepared
+from credrank.index.ingest import embedding_text, prepare_documents, write_prepared
 from credrank.index.retrieve import default_fetch_k
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
@@ -70,7 +72,7 @@ from credrank.serve.config import (
     MAX_TOP_K,
     ServeConfig,
 )
-from credrank.serve.cost import Estimate, estimate, largest_pool
+from credrank.serve.cost import Estimate, estimate, largest_pool, pool_caps
 from credrank.serve.gate import HeavyGate
 from credrank.serve.idempotency import (
     REPLAYED_HEADER,
@@ -342,24 +344,40 @@ class ServiceState:
         """The request's estimated cost; 422 naming the plan's pool field when over the
         budget."""
         pool, pool_field = plan.pool, plan.pool_field
-        options: dict[str, Any] = {"top_k": plan.spec.top_k, "select": plan.select,
-                   "consensus": plan.consensus, "embedder": self.searcher.embedder.name}
+        options: dict[str, Any] = {"top_k": plan.spec.top_k, "stages": _priced(plan.spec),
+                                   "embedder": self.searcher.embedder.name}
         cost = estimate(pool=pool, embed_lengths=embed_lengths, **options)
         budget = self.config.max_request_cost
+        for name, cap in pool_caps(options["stages"]):
+            if pool > cap:
+                fits = min(cap, largest_pool(budget, pool=pool, embed_lengths=embed_lengths,
+                                             **options)) if budget else cap
+                what = (f"at most {fits:,} candidates" if pool_field == "candidates"
+                        else f"a fetch_k of at most {fits:,}")
+                raise LimitError(
+                    422, "invalid_request",
+                    f"{pool_field}: expected at most {cap:,} with the stage {name} (its "
+                    f"declared pool cap: its work grows faster than the pool), got {pool:,}; "
+                    f"send {what}", field=pool_field,
+                    extra={"cost": round(cost.total, 1), "budget": budget, "stage": name,
+                           "largest_pool": fits})
         if budget and cost.total > budget:
             fits = largest_pool(budget, pool=pool, embed_lengths=embed_lengths, **options)
             what = (f"at most {fits:,} candidates" if pool_field == "candidates"
                     else f"a fetch_k of at most {fits:,}")
             embedding = sum(v for k, v in cost.parts.items() if k.startswith("embedding"))
+            costliest = ("embedding" if cost.costliest is None
+                         else f"the stage {cost.costliest}")
             raise LimitError(
                 422, "invalid_request",
                 f"{pool_field}: this request is estimated at {cost.total:,.0f} work units "
-                f"({cost.describe()}), over the budget of {budget:,.0f} per request "
-                f"(--max-request-cost; 1 unit ≈ 1 ms of CPU): send {what}"
+                f"({cost.describe()}; most: {costliest}), over the budget of {budget:,.0f} "
+                f"per request (--max-request-cost; 1 unit ≈ 1 ms of CPU): send {what}"
                 + ("" if plan.select in (None, "mmr", "fair") else
                    ", or use select 'mmr' or 'fair'")
                 + (", or send vectors" if embedding * 2 >= cost.total else ""),
-                field=pool_field, extra={"cost": round(cost.total, 1), "budget": budget})
+                field=pool_field, extra={"cost": round(cost.total, 1), "budget": budget,
+                                         "stage": cost.costliest, "largest_pool": fits})
         return cost
 
     # -- the blocking work -------------------------------------------------------------------
@@ -421,15 +439,16 @@ class ServiceState:
         return doc
 
     def rerank_embeds(self, candidates: Sequence[Any], retrieval: str,
-                      reads_vectors: bool) -> list[int]:
-        """The lengths (``title\ntext``) of the passages a ``/rerank`` embeds, for its price:
+                      reads_vectors: bool, same_model: bool | None = None) -> list[int]:
+        """The lengths (``title\ntext``) of the passages a ``/rerank`` may embed, for its price:
         none with ``given`` (unless a stage reads vectors); else those without a vector, and
         with ``auto`` none when every candidate has a non-negative score (and no stage reads
-        vectors), plus the passage the same-model check embeds while the server keeps no
-        verdict. Vectors are priced as the API declares them (the index embedder's): a request
-        whose vectors fail the check embeds their texts beyond this price, bounded by
-        ``--timeout`` (pricing them all would refuse, forever, the large requests of an honest
-        client whose first request never ran to make the verdict)."""
+        vectors). With ``auto``, vectors are trusted only on a positive same-model verdict —
+        the one the server keeps, or ``same_model`` (a check made for this request,
+        :meth:`same_model`): otherwise their texts are priced as embedded too (vectors that
+        fail the check are dropped and their texts embedded), plus the passage the check
+        embeds. (Before, vectors were priced as declared, so 1,000 texts with random vectors
+        were priced as cheap and embedded anyway.)"""
         def length(c: Any) -> int:
             return len(c.title or "") + 1 + len(c.text or "")
 
@@ -439,11 +458,34 @@ class ServiceState:
         if retrieval != "auto":
             return missing
         vectors = [c for c in candidates if c.vector is not None]
-        check = ([length(vectors[0])] if vectors and
-                 self.auto.verdict(self.searcher.embedder.dim) is None else [])
+        kept = self.auto.verdict(self.searcher.embedder.dim)
+        trusted = (kept is not None and kept.same_model) or bool(same_model)
+        check = [length(vectors[0])] if vectors and kept is None and same_model is None else []
         if not reads_vectors and all(c.score is not None and c.score >= 0 for c in candidates):
             return check if len(vectors) == len(candidates) else []
-        return check + missing
+        if trusted:
+            return check + missing
+        return check + [length(c) for c in candidates]
+
+    def unchecked_vectors(self, candidates: Sequence[Any], retrieval: str) -> bool:
+        """Whether an ``auto`` request's vectors have no kept verdict yet (so its price
+        assumes they fail the check, :meth:`rerank_embeds`)."""
+        return (retrieval == "auto" and self.auto.verdict(self.searcher.embedder.dim) is None
+                and any(c.vector is not None and (c.text or "").strip() for c in candidates))
+
+    def same_model(self, token: WorkToken, candidates: Sequence[Any]) -> bool | None:
+        """The same-model check of ``auto`` on the first candidate with a vector and a text
+        (:meth:`AutoRetrieval.check <credrank.rerank.AutoRetrieval.check>`: one passage
+        embedded, a positive verdict kept), run before pricing so the price knows whether
+        the texts will be embedded; ``None`` when no candidate has both."""
+        with self.embedder.working(token):
+            token.check("same_model")
+            for i, c in enumerate(candidates):
+                if c.vector is not None and (c.text or "").strip():
+                    texts = [embedding_text(c.title, c.text), c.text]
+                    return self.auto.check(self.embedder, np.asarray(c.vector, dtype=np.float32),
+                                           texts, i).same_model
+        return None
 
     def index(self, token: WorkToken, documents: list[Any], *, strict: bool = False,
               assume_timezone: str | None = None, date_order: str | None = None
@@ -482,8 +524,9 @@ class ServiceState:
 class Plan:
     """A request's pipeline and what it costs: the ``spec``; ``where`` (``"pipeline"`` when the
     request sent the spec, so its errors name ``pipeline.…``; ``None`` when its stage fields
-    made it); the selector ``select`` (``None``: top-k) and ``consensus`` the budget prices, over a
-    ``pool`` of candidates set by ``pool_field``."""
+    made it); the selector ``select`` (``None``: top-k) and whether it has ``consensus``; the
+    budget prices every stage of ``spec`` over a ``pool`` of candidates set by
+    ``pool_field``."""
 
     spec: PipelineSpec
     where: str | None
@@ -502,6 +545,11 @@ def _log_fallback(fallback: Fallback) -> None:
             "message": fallback.message}})
 
 
+
+
+def _priced(spec: PipelineSpec) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(name, params)`` of each stage of ``spec``, as the budget prices them."""
+    return [(s.name, dict(s.params)) for s in spec.stages]
 
 
 def _check_pool(select: str | None, pool: int, pool_field: str) -> None:

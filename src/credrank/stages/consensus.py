@@ -53,6 +53,7 @@ from credrank.consensus.duplicates import JACCARD, SHINGLE, duplicate_groups
 from credrank.consensus.readers import PassageReader, extractive_answers
 from credrank.consensus.vote import AGREED, NO_ANSWERS, consensus_factor, weighted_vote
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.checkpoint import checkpoint
 from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import Integer, ListOf, Nullable, Number, Text
@@ -201,6 +202,7 @@ class AnswerConsensus(Stage):
                               "one reader call per passage, then the copy test")
         read_texts = [str(texts[i]) for i in read]
         answers_read = list(self.reader(batch.query, read_texts))
+        checkpoint("consensus")  # a cancelled request stops before the pairwise tests
         if len(answers_read) != len(read):
             raise StageError(f"consensus reader: returned {len(answers_read)} answers; "
                              f"expected {len(read)} (one per candidate read)")
@@ -208,6 +210,7 @@ class AnswerConsensus(Stage):
         for i, a in zip(read.tolist(), answers_read, strict=True):
             answers[i] = a if isinstance(a, str) else None
         labels, classes = self.equivalence.classes(answers)
+        checkpoint("consensus")
         if self.cosine is not None and batch.vectors is None:
             raise StageError("consensus: cosine near-duplicate test needs the candidates' "
                              "vectors; retrieve with vectors or drop cosine")

@@ -12,9 +12,11 @@ adds one factor, ``planted``::
 so a flagged passage is demoted, never removed (``floor`` > 0: it can still win when nothing
 else answers). Per hit it reports its evidence in the meta columns ``planted_z`` (the robust
 z-score of its query similarity), ``planted_graph`` (its GRADA PageRank, scaled so the pool's
-best is 1), ``planted_cluster`` (the ids of the other members of its paraphrase component) and
-``planted_evidence`` (``p_d``); ``batch.info["planted"]`` holds the estimate of how many pool
-members are planted and the policy that applied.
+best is 1; in ``grada`` mode only, ``null`` in the others: GRADA's graph weighs all pairs of
+the pool, the others need only the close ones), ``planted_cluster`` (the ids of the other
+members of its paraphrase component) and ``planted_evidence`` (``p_d``);
+``batch.info["planted"]`` holds the estimate of how many pool members are planted and the
+policy that applied.
 
 Modes (each with its formula and source in :mod:`credrank.defences.planted_math`):
 
@@ -53,6 +55,15 @@ are common). The threat these defences address is texts injected into the corpus
 CrAM's fakes: passages without a source or from sources no rule rates); a writer who can
 publish on an established outlet is outside it, and ``trusted: []`` turns the exemption off.
 
+**Cost.** The pool is compared block by block (:mod:`credrank.defences.planted_graph`), never
+as an ``N × N`` matrix: the paraphrase pairs are screened in float32 and confirmed in float64,
+word copies tested on those pairs only, complete linkage run per paraphrase component, GRADA's
+graph built as a sparse matrix of its positive weights (``grada`` mode). The ``N²·dim``
+multiply-adds of the comparison remain; pools over :attr:`max_pool` run with a
+:class:`~credrank.select.budget.PoolSizeWarning` (``info.planted.warnings``), and the service
+prices the stage per mode (:data:`credrank.pipeline.catalog.PLANTED`). A request's
+cancellation is checked after every block.
+
 **Declared policies.** A pool of fewer than ``min_pool`` candidates (default 4: no robust
 centre exists) is left unchanged, the factor 1, ``info.planted.applied = false`` with the
 reason. A batch without vectors, text or a query vector (lexical retrieval) is a
@@ -73,19 +84,26 @@ from credrank.core.maths import cosine_matrix
 from credrank.core.params import parameters
 from credrank.core.pipeline import Stage
 from credrank.core.schema import Integer, ListOf, Number, Text
-from credrank.defences.planted import paraphrase_graph, trustrag_flags
+from credrank.defences.planted import copy_pairs
+from credrank.defences.planted_graph import (
+    complete_groups,
+    grada_graph,
+    paraphrase_pairs,
+    sparse_pagerank,
+    trustrag_flags_sparse,
+    unit_rows,
+)
+from credrank.defences.planted_graph import components as graph_components
 from credrank.defences.planted_math import (
-    complete_link_groups,
     frequency_scores,
-    grada_weights,
     outlier_ramp,
-    pagerank,
-    paraphrase_components,
     planted_clusters,
     ragdefender_count,
     robust_z,
+    two_means,
 )
 from credrank.documents.schema import SOURCE_TYPES
+from credrank.select.budget import pool_warnings
 
 MODES = ("planted", "grada", "ragdefender", "trustrag", "outlier")
 #: how the ``planted`` mode forms its groups from paraphrase pairs (module docstring)
@@ -126,6 +144,10 @@ class PlantedEvidence(Stage):
     reads = frozenset({"vectors", "text"})
     #: a planted group is of documents (the passages of one page are no group)
     counts_documents = True
+    #: the largest pool handled within the budget (≈ 0.2 s at 2,000 in the default mode;
+    #: bench/scripts/bench_planted.py --synthetic); larger pools run with a PoolSizeWarning
+    max_pool = 2_000
+
     def formula_term(self) -> str:
         return "needs the Python path (it compares the pool's passages with each other)"
 
@@ -170,8 +192,9 @@ class PlantedEvidence(Stage):
             info.update(applied=False, planted_estimate=0,
                         reason=f"pool of {n} < min_pool {self.min_pool}: no robust centre; "
                                "factor 1")
-            return self._out(batch, np.ones(n), np.zeros(n), np.ones(n), [[] for _ in range(n)],
-                             np.zeros(n), info)
+            return self._out(batch, np.ones(n), np.zeros(n),
+                             np.ones(n) if self.mode == "grada" else None,
+                             [[] for _ in range(n)], np.zeros(n), info)
         if batch.vectors is None:
             raise StageError("planted: the batch has no embedding vectors; retrieve with "
                              "vectors (the stage compares the pool's passages)")
@@ -181,32 +204,44 @@ class PlantedEvidence(Stage):
             raise StageError(f"planted: {len(missing)} candidate(s) without text (first: "
                              f"{missing[0]!r}); retrieve with text")
         words = [str(t) for t in texts]
-        sims = cosine_matrix(batch.vectors)
         qs = self._query_sims(batch)
         z = robust_z(qs)
-        graph = pagerank(grada_weights(sims, qs, self.alpha), damping=self.damping)
-        graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
-        paraphrase, copies = paraphrase_graph(sims, words, self.cluster_cosine,
-                                              self.copy_jaccard)
-        components = complete_link_groups(sims, paraphrase) if self.linkage == "complete" \
-            else paraphrase_components(paraphrase)
+        notes = pool_warnings(self.name, n, self.max_pool, "the pool's neighbour graph: "
+                              "N²·dim multiply-adds and its edges")
+        # block by block, never an N × N matrix (credrank.defences.planted_graph): the
+        # paraphrase pairs; GRADA's graph in its mode only (all pairs: O(N²) edges)
+        ii, jj, s_pairs = paraphrase_pairs(batch.vectors, self.cluster_cosine)
+        graph: np.ndarray | None = None
+        if self.mode == "grada":
+            graph = sparse_pagerank(grada_graph(batch.vectors, qs, self.alpha),
+                                    damping=self.damping)
+            graph = graph / graph.max() if graph.max() > 0 else np.ones(n)
+        copy = copy_pairs(words, ii, jj, self.copy_jaccard)
+        copies = int(copy.sum())
+        pi, pj, ps = ii[~copy], jj[~copy], s_pairs[~copy]
+        components = complete_groups(n, pi, pj, ps) if self.linkage == "complete" \
+            else graph_components(n, pi, pj)
+        ids = [str(d) for d in batch.doc_ids]
+        labels = components.tolist()
         members: dict[int, list[str]] = {}
-        for i, c in enumerate(components):
-            members.setdefault(int(c), []).append(str(batch.doc_ids[i]))
-        clusters = [[d for d in members[int(components[i])] if d != str(batch.doc_ids[i])]
-                    for i in range(n)]
+        for i, c in enumerate(labels):
+            members.setdefault(c, []).append(ids[i])
+        clusters = [[d for d in members[c] if d != ids[i]] if len(members[c]) > 1 else []
+                    for i, c in enumerate(labels)]
         estimate = ragdefender_count(batch.vectors, words) if self.mode == "ragdefender" \
             else None
         if self.mode == "grada":
+            assert graph is not None
             p = 1.0 - graph
         elif self.mode == "ragdefender":
             p = np.zeros(n)
             assert estimate is not None
-            if 0 < estimate < n:
-                f = frequency_scores(sims, estimate)
+            if 0 < estimate < n:  # its top pairs are over all pairs (priced as such)
+                f = frequency_scores(cosine_matrix(batch.vectors), estimate)
                 p[np.lexsort((np.arange(n), -f))[:estimate]] = 1.0
         elif self.mode == "trustrag":
-            p = trustrag_flags(sims, batch.vectors, self.cluster_cosine)
+            p = trustrag_flags_sparse(unit_rows(batch.vectors), two_means(batch.vectors),
+                                      self.cluster_cosine)
         elif self.mode == "outlier":
             p = outlier_ramp(z, self.z, self.z_full)
         else:
@@ -219,6 +254,8 @@ class PlantedEvidence(Stage):
         info.update(applied=True, planted_estimate=estimate,
                     flagged=int(np.count_nonzero(p > 0)), copies_joined=copies,
                     spared_trusted=int(spared.sum()))
+        if notes:
+            info["warnings"] = notes
         return self._out(batch, f, z, graph, clusters, p, info)
 
     def trusted_rows(self, batch: Candidates) -> np.ndarray:
@@ -230,11 +267,12 @@ class PlantedEvidence(Stage):
         types = batch.column("source_type")
         return np.array([types[i] in self.trusted for i in range(n)], dtype=bool)
 
-    def _out(self, batch: Candidates, f: np.ndarray, z: np.ndarray, graph: np.ndarray,
+    def _out(self, batch: Candidates, f: np.ndarray, z: np.ndarray, graph: np.ndarray | None,
              clusters: list[list[str]], p: np.ndarray, info: dict[str, Any]) -> Candidates:
         out = batch.with_factor(self.name, f, 0.0, 1.0)
         out = out.with_meta("planted_z", [float(x) for x in z])
-        out = out.with_meta("planted_graph", [float(x) for x in graph])
+        out = out.with_meta("planted_graph", [None] * len(batch) if graph is None
+                            else [float(x) for x in graph])
         out = out.with_meta("planted_cluster", clusters)
         out = out.with_meta("planted_evidence", [float(x) for x in p])
         return out.with_info(planted=info)

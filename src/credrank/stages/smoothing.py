@@ -18,6 +18,10 @@ from credrank.core.schema import Integer, Number
 from credrank.core.validation import check_str
 from credrank.signals.smoothing import smooth_priors
 
+#: the most neighbours ``m`` a spec may ask for: the largest pool any door fetches (the
+#: service's ``MAX_FETCH_K``); the work is ``O(N²)`` whatever ``m`` (the N × N cosine matrix)
+MAX_M = 10_000
+
 
 class NeighbourSmoothing(Stage):
     """Replace the factor ``source_factor`` by its one-hop smoothed value under ``name``.
@@ -40,7 +44,8 @@ class NeighbourSmoothing(Stage):
     def formula_term(self) -> str:
         return "needs the Python path (it reads the candidates' vectors)"
 
-    @parameters(m=Integer(1), beta=Number(0.0, 1.0))
+    # m is bounded by the largest pool (MAX_M): more neighbours than candidates is n − 1
+    @parameters(m=Integer(1, MAX_M), beta=Number(0.0, 1.0))
     def __init__(self, m: int = 5, beta: float = 0.3, *, source_factor: str = "prior",
                  name: str = "prior"):
         self.m, self.beta = m, beta
