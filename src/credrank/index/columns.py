@@ -22,10 +22,11 @@ fancy-indexing per column.
 * a field no point has: nothing; anything else (a field whose values mix types): an object
   column, as before.
 
-Point ids that are integers (``u64``, index format 2 and later) are a sorted ``int64`` array searched with
-``searchsorted`` (plus the permutation to rows); uuids (format 1) a dict. A batch's columns
-come out as the very Python values the engine's payload gives (``str``, ``float``, ``int``,
-``list``, ``None``) — :func:`credrank.index.payload.columns_to_candidates` is unchanged.
+Point ids that are integers (``u64``, index format 2 and later) are a sorted ``int64`` array
+searched with ``searchsorted`` (plus the permutation to rows); uuids (format 1) a dict. A
+batch's columns come out as the very Python values the engine's payload gives (``str``,
+``float``, ``int``, ``list``, ``None``) — :func:`credrank.index.payload.columns_to_candidates`
+is unchanged.
 
 The dense vectors are a separate, optional float32 matrix (:meth:`PayloadColumns.
 attach_vectors`): a store reads them only when a search asks for vectors (MMR, pluralism),
