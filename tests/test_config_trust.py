@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import CREDRANK, assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
+from cli_process import CREDRANK
 
 pytestmark = pytest.mark.skipif(not CREDRANK.is_file(), reason="credrank script not installed")
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.core.candidates import StageError
 from credrank.core.ties import compare_rankings
 from credrank.credibility import Config, fit_from_labels, load_model, save_model

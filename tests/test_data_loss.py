@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.documents import Reject, iter_documents
 from serving import asgi_client, in_process
 from sparse_copy import copy_index

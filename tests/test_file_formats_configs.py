@@ -21,7 +21,7 @@ from string import Template
 
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
 from credrank.advise.pools import ProfileError
 from credrank.advise.pools import load_profile as load_advise_profile
 from credrank.audit.profile import AuditInputError

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli_process import CREDRANK, run_cli
+from cli_inprocess import run_cli
+from cli_process import CREDRANK
 from credrank.core.hittext import (
     DEFAULT_TEXT,
     ELLIPSIS,

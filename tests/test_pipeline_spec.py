@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
 from credrank.core.pipeline import FormulaTerm
 from credrank.demo_corpus import demo_dir
 from credrank.index.opener import open_store

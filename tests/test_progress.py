@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.core.progress import Counter, counted, one_step, step
 
 
