@@ -67,12 +67,19 @@ install-lm:
 demo: install-demo
 	$(BIN)/credrank demo
 
+# the suite on the machine's cores, at most $(TEST_WORKERS_MAX) workers (each loads its own
+# models and imports); the tests marked slow run on one worker (tests/conftest.py), so each
+# model loads once. `make test TEST_WORKERS=0` runs it in this process alone.
+TEST_WORKERS ?= auto
+TEST_WORKERS_MAX ?= 4
+PYTEST_XDIST = -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadgroup
+
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_XDIST)
 
 # everything but the tests marked slow (MiniLM model loads, the real-data reference runs)
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .
