@@ -9,9 +9,9 @@ or a parsed table is then loaded once per test session instead of once per call 
 as a process pays 1-3 s of interpreter start, imports and the MiniLM load every time).
 
 What only a process shows — the entry point, native aborts, signals, a closed pipe, the
-service as a server — stays with :mod:`cli_process` (``tests/test_cli_process.py`` and the other
-tests that import it). Everything a command reads from its process is set for the call and put
-back after it, so that calls stay independent of each other and of the test order:
+service as a server — stays with :mod:`cli_process` (its docstring lists those tests).
+Everything a command reads from its process is set for the call and put back after it, so that
+calls stay independent of each other and of the test order:
 
 * ``os.environ`` (replaced as a whole: the config discovery and every variable a command reads
   at call time see the call's environment) and the working directory;
