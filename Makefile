@@ -33,6 +33,7 @@ ONNX_EXPORT := test -f $(ONNX_MINILM) || { echo "make: exporting MiniLM to ONNX 
 	bench-baselines audit-demo
 
 $(BIN)/python:
+	@echo "make: creating the virtual environment $(VENV) with $(PY) (first use)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
