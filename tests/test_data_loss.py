@@ -1,5 +1,5 @@
 """The data-loss reproductions of issue 23: every valid record is indexed and the bad one is
-rejected with its reason — through ``credrank index`` (a real process) and ``POST /index``.
+rejected with its reason — through ``credrank index`` (in process) and ``POST /index``.
 
 Before, a date pushed out of range by its zone made ``credrank index`` exit 1 with an
 ``OverflowError`` (none of the chunk's valid records indexed, no rejects file) and ``POST
