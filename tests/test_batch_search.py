@@ -106,7 +106,7 @@ def test_txt_with_tabs_is_still_tsv(tmp_path):
                                             ("empty.jsonl", "")])
 def test_a_file_of_no_queries_is_an_error(demo_index_hashing, tmp_path, name, text):
     # an empty --queries file made `credrank search` exit 0 silently
-    from cli_process import assert_clean_error, run_cli
+    from cli_inprocess import assert_clean_error, run_cli
 
     (tmp_path / name).write_text(text, encoding="utf-8")
     proc = run_cli("search", "--index", demo_index_hashing, "--queries", name, "--json",

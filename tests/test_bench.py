@@ -122,13 +122,21 @@ def test_unknown_bench_name_lists_choices():
         run_bench("newspolluted", BenchOptions())
 
 
+#: the questions of NewsPolluted (480) that the bench smoke check runs; the whole file is
+#: `credrank bench newspolluted` (bench/)
+NEWS_QUESTIONS = 120
+
+
 def test_cli_bench_newspolluted_with_noisy_prior_curve(shared_data, tmp_path):
-    path = shared_data / "cag" / "NewsPolluted.json"
+    whole = json.loads((shared_data / "cag" / "NewsPolluted.json").read_text(encoding="utf-8"))
+    assert len(whole) > 400
+    path = tmp_path / "NewsPolluted.json"
+    path.write_text(json.dumps(whole[:NEWS_QUESTIONS]), encoding="utf-8")
     res = CliRunner().invoke(app, ["bench", "newspolluted", "--path", str(path), "--embedder",
                                    "hashing", "--json", "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output[res.output.index("{"):])
-    assert out["credrank_bench"] == 2 and out["data"]["queries"] > 400
+    assert out["credrank_bench"] == 2 and out["data"]["queries"] == NEWS_QUESTIONS
     curve = out["tables"]["noisy_priors"]
     assert curve["kind"] == "sweep" and curve["parameter"] == "wrong_type_share"
     base = next(r for r in curve["rows"] if r["system"] == curve["baseline"])

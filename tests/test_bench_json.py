@@ -89,6 +89,12 @@ def _slice_json_list(src: Path, dst: Path, n: int) -> Path:
     return dst
 
 
+def _slice_json_dict(src: Path, dst: Path, n: int) -> Path:
+    items = list(json.loads(src.read_text(encoding="utf-8")).items())[:n]
+    dst.write_text(json.dumps(dict(items)), encoding="utf-8")
+    return dst
+
+
 def _slice_jsonl(src: Path, dst: Path, n: int) -> Path:
     with src.open(encoding="utf-8") as f:
         lines = [next(f) for _ in range(n)]
@@ -156,7 +162,8 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
         return BenchOptions(path=_needs(
             data / "goldengaze" / "goldengaze_trec2021_host_stances.csv.gz"))
     if name == "poisonedrag":
-        return BenchOptions(path=_needs(data / "poisonedrag" / "nq.json"),
+        return BenchOptions(path=_slice_json_dict(_needs(data / "poisonedrag" / "nq.json"),
+                                                  tmp / "nq.json", 12),
                             corpus=_needs(data / "cram" / "cram_nq_1000_reconstructed.jsonl"),
                             **hashing)
     if name == "realtimeqa":

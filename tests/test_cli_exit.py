@@ -1,11 +1,18 @@
-"""Every error path of every command, as a user meets it: the real ``credrank`` console script
-as a subprocess, on the default install (ONNX MiniLM embedder, Qdrant Edge index).
+"""Every error path of every command, as a user meets it, on the default install (ONNX MiniLM
+embedder, Qdrant Edge index).
 
 Each bad invocation must end with exit 2, an ``error:`` line on stderr naming what was wrong,
 and neither a Python traceback nor a native abort (``terminate called …``, exit 134): issue 23
 found ``credrank search --priors nosuch`` aborting in 8 of 10 runs after the ONNX model had
-started loading. The abort was a race, so the reproductions run several times each; the fuzz
-report (``bench/scripts/fuzz_report.py --cli-repeats 20``) counts 20 runs of each.
+started loading. The abort was a race at the exit of the process, so the reproductions run
+several times each as the real ``credrank`` console script in a subprocess; the fuzz report
+(``bench/scripts/fuzz_report.py --cli-repeats 20``) counts 20 runs of each.
+
+The whole matrix runs in process (:mod:`cli_inprocess`: the same ``credrank.cli.run``, exit code
+and stderr; the model loaded once), and again as a real process for one case of each way a
+command refuses (:data:`PROCESS_CASES`: click's usage errors, ``fail()`` of a command, an
+option checked after the model load started, a group command, the bench plugin), where the
+exit code comes from the console script and a native abort at the exit could show.
 """
 
 from __future__ import annotations
@@ -16,13 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import CREDRANK, assert_clean_error, run_cli
+import cli_process
+from cli_inprocess import assert_clean_error, run_cli
+from cli_process import CREDRANK
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "src" / "credrank" / "data" / "demo"
 
-pytestmark = pytest.mark.skipif(not CREDRANK.exists(),
-                                reason="the credrank console script is not installed")
+needs_script = pytest.mark.skipif(not CREDRANK.exists(),
+                                  reason="the credrank console script is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -172,20 +181,41 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
 ]
 
 
-@pytest.mark.slow
+#: the cases run as a real process too: one of each way a command refuses (the three issue-23
+#: reproductions run there repeatedly, below)
+PROCESS_CASES = ("search-no-index", "search-missing-index", "search-top-k-zero",
+                 "index-missing-corpus", "index-embedder-mismatch", "serve-key-env-unset",
+                 "reliability-unterminated-quote", "audit-check-binary", "bench-unknown")
+
+
 @pytest.mark.parametrize("name,args,expected", CASES, ids=[c[0] for c in CASES])
 def test_error_path_exits_2_cleanly(workdir: Path, name: str, args: tuple[str, ...],
                                     expected: str) -> None:
     assert_clean_error(run_cli(*args, cwd=workdir), expected)
 
 
+@needs_script
+@pytest.mark.slow
+@pytest.mark.parametrize("name,args,expected", [c for c in CASES if c[0] in PROCESS_CASES],
+                         ids=[c[0] for c in CASES if c[0] in PROCESS_CASES])
+def test_error_path_exits_2_cleanly_as_a_process(workdir: Path, name: str,
+                                                 args: tuple[str, ...], expected: str) -> None:
+    assert_clean_error(cli_process.run_cli(*args, cwd=workdir), expected)
+
+
+def test_the_process_cases_are_in_the_matrix() -> None:
+    assert set(PROCESS_CASES) <= {c[0] for c in CASES}
+
+
+@needs_script
 @pytest.mark.slow
 @pytest.mark.parametrize("name,args,expected", CASES[:3], ids=[c[0] for c in CASES[:3]])
 def test_reproductions_exit_2_every_time(workdir: Path, name: str, args: tuple[str, ...],
                                          expected: str) -> None:
-    """The race of issue 23 (a model load overtaken by the error) in repeated runs."""
+    """The race of issue 23 (a model load overtaken by the error) in repeated runs of the
+    console script."""
     for _ in range(4):
-        assert_clean_error(run_cli(*args, cwd=workdir), expected)
+        assert_clean_error(cli_process.run_cli(*args, cwd=workdir), expected)
 
 
 def test_help_lists_every_command_the_matrix_covers() -> None:

@@ -1,6 +1,7 @@
 """Issue 37 (N4, N10, N11): a ``credrank.toml`` is trusted only where the user put it, a
 malformed one is a one-line error, and ``provenance hosts --template`` writes only a regular
-file outside any index. Every case runs ``credrank`` as a real process."""
+file outside any index. Every case runs the ``credrank`` command (in process,
+:mod:`cli_inprocess`: its own environment, working directory and streams)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import CREDRANK, assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
+from cli_process import CREDRANK
 
 pytestmark = pytest.mark.skipif(not CREDRANK.is_file(), reason="credrank script not installed")
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.core.candidates import StageError
 from credrank.core.ties import compare_rankings
 from credrank.credibility import Config, fit_from_labels, load_model, save_model
@@ -418,7 +418,11 @@ def test_featurizer_document_source_uses_given_vectors_else_title_and_text():
 #: chunk) until stdin has a line: a marker on stderr says a chunk is written, so the test can
 #: interrupt the run there without a timing guess
 HELD_RUN = """
+import signal
 import sys
+# Ctrl-C semantics whatever the disposition this process inherited (a background job of a
+# shell without job control starts with SIGINT ignored; see INDEXER_SCRIPT in conftest.py)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import credrank.credibility.indexed as indexed
 original = indexed.score_index
 def held(store, model, **kw):

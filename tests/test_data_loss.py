@@ -1,5 +1,5 @@
 """The data-loss reproductions of issue 23: every valid record is indexed and the bad one is
-rejected with its reason — through ``credrank index`` (a real process) and ``POST /index``.
+rejected with its reason — through ``credrank index`` (in process) and ``POST /index``.
 
 Before, a date pushed out of range by its zone made ``credrank index`` exit 1 with an
 ``OverflowError`` (none of the chunk's valid records indexed, no rejects file) and ``POST
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.documents import Reject, iter_documents
 from serving import asgi_client, in_process
 from sparse_copy import copy_index

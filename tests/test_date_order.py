@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from cli_process import CREDRANK, assert_clean_error
+from cli_inprocess import assert_clean_error
+from cli_process import CREDRANK
 from credrank.documents import iter_documents, read_corpus
 from credrank.documents.fields import (
     DATE_ORDERS,

@@ -6,8 +6,8 @@ Each reader goes through :mod:`credrank.core.structured` and a declared schema, 
 file is the reader's own ``ValueError`` subclass whose message starts with the file path (and
 names the key path where there is one) — never an ``OverflowError``, ``TypeError``,
 ``RecursionError``, ``UnicodeDecodeError`` or ``MemoryError`` (``pytest.raises`` lets any
-other exception through, failing the test). The last tests run the real console script and
-check exit 2 with ``error:`` and no traceback.
+other exception through, failing the test). The last tests run the ``credrank`` command (in
+process) and check exit 2 with ``error:`` and no traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from string import Template
 
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
 from credrank.advise.pools import ProfileError
 from credrank.advise.pools import load_profile as load_advise_profile
 from credrank.audit.profile import AuditInputError
@@ -478,12 +478,12 @@ def test_robustness_sources_match_the_stress_bench() -> None:
     assert SOURCES == stress.SOURCES and POSITIONS == stress.POSITIONS
 
 
-# ---------------------------------------------------------------- the real console script
+# ---------------------------------------------------------------- the credrank command
 
 
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Five demo documents indexed with the hashing embedder by the real console script."""
+    """Five demo documents indexed with the hashing embedder by ``credrank index``."""
     folder = tmp_path_factory.mktemp("configs-index")
     corpus = folder / "corpus.jsonl"
     corpus.write_text("".join(DEMO_CORPUS.read_text(encoding="utf-8").splitlines(True)[:5]),

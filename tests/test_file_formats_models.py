@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
 from credrank.core.errors import FileFormatError
 from credrank.cram.headsfile import HeadsFile, HeadsFileError, ModelInfo, load_heads
 from credrank.credibility.features import CUE_NAMES, URL_NAMES, cue_patterns_hash

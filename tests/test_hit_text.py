@@ -1,5 +1,5 @@
 """Every hit carries its text (issue 27): the snippet rule, ``Candidates.hits(text=…)``, the
-library (``Searcher``), ``credrank search --text … --json`` as a real subprocess, ``POST
+library (``Searcher``), ``credrank search --text … --json`` (in process), ``POST
 /search`` and ``/rerank`` on a real server — one vocabulary (``full | snippet | none``, default
 ``snippet`` of at most 240 characters) and one validator (:mod:`credrank.core.hittext`)."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cli_process import CREDRANK, run_cli
+from cli_inprocess import run_cli
+from cli_process import CREDRANK
 from credrank.core.hittext import (
     DEFAULT_TEXT,
     ELLIPSIS,

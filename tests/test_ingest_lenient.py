@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cli_process import CREDRANK, FORBIDDEN, run_cli
+from cli_inprocess import FORBIDDEN, run_cli
+from cli_process import CREDRANK
 from credrank.documents import (
     CorpusError,
     DroppedField,

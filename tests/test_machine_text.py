@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_process import CREDRANK, run_cli
+from cli_inprocess import run_cli
+from cli_process import CREDRANK
 from credrank.core.candidates import StageError
 from credrank.documents.schema import Document
 from credrank.index.embed import get_embedder

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_process import CREDRANK, assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
+from cli_process import CREDRANK
 from credrank.index.embed import get_embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.machine_text.scorer import FastDetectScorer, check_precision, resolve_precision

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli_process import CREDRANK, run_cli
+from cli_inprocess import run_cli
+from cli_process import CREDRANK
 from credrank.cli import app
 
 runner = CliRunner()

@@ -1,7 +1,7 @@
 """The pipeline spec (issue 24): one declarative spec, one validator, one builder.
 
 * every catalog stage in one spec runs the same through the library, ``credrank search
-  --pipeline`` (a real process), ``POST /search`` (a real server) and each adapter over the
+  --pipeline`` (the command, in process), ``POST /search`` (a real server) and each adapter over the
   same pool; the ``--json`` output's ``"pipeline"`` fed back reproduces the run;
 * bad specs are errors naming the spec path, in the caller's vocabulary;
 * pushdown is decided by the stages themselves (a spec the engine can score is pushed down,
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import assert_clean_error, run_cli
 from credrank.core.pipeline import FormulaTerm
 from credrank.demo_corpus import demo_dir
 from credrank.index.opener import open_store

@@ -371,36 +371,26 @@ def test_library_search_with_planted(demo_index_hashing):
 
 def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    credrank = Path(sys.executable).with_name("credrank")
-    if not credrank.exists():
-        pytest.skip("the credrank console script is not installed")
+    from cli_inprocess import run_cli
+
     index = tmp_path / "idx"
     copy_index(demo_index_hashing, index)
-    proc = subprocess.run([str(credrank), "search", "does vitamin c prevent colds", "--index",
-                           str(index), "--planted", "--json"], capture_output=True, text=True,
-                          timeout=300)
+    proc = run_cli("search", "does vitamin c prevent colds", "--index", index, "--planted",
+                   "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [s["stage"] for s in doc["pipeline"]["stages"]].count("planted") == 1
     assert doc["info"]["planted"]["applied"] is True
-    bad = subprocess.run([str(credrank), "search", "q", "--index", str(index), "--planted",
-                          "--pipeline", "nosuch.toml"], capture_output=True, text=True,
-                         timeout=300)
+    bad = run_cli("search", "q", "--index", index, "--planted", "--pipeline", "nosuch.toml")
     assert bad.returncode == 2 and "--planted" in bad.stderr and "Traceback" not in bad.stderr
-    complete = subprocess.run([str(credrank), "search", "does vitamin c prevent colds",
-                               "--index", str(index), "--planted", "-S",
-                               "planted.linkage=complete", "--json"], capture_output=True,
-                              text=True, timeout=300)
+    complete = run_cli("search", "does vitamin c prevent colds", "--index", index, "--planted",
+                       "-S", "planted.linkage=complete", "--json")
     assert complete.returncode == 0, complete.stderr
     stages = json.loads(complete.stdout)["pipeline"]["stages"]
     assert [s.get("linkage") for s in stages if s["stage"] == "planted"] == ["complete"]
-    wrong = subprocess.run([str(credrank), "search", "q", "--index", str(index), "--planted",
-                            "-S", "planted.linkage=average"], capture_output=True, text=True,
-                           timeout=300)
+    wrong = run_cli("search", "q", "--index", index, "--planted", "-S",
+                    "planted.linkage=average")
     assert wrong.returncode == 2 and "linkage" in wrong.stderr
     assert "Traceback" not in wrong.stderr
 

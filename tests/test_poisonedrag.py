@@ -314,7 +314,12 @@ def test_wilson_interval_matches_the_closed_form() -> None:
 # ---------------------------------------------------------------- real data
 
 
-def test_real_poisonedrag_bench_with_hashing(shared_data: Path) -> None:
+#: the targets of the real file that the bench smoke check runs (the whole file: `credrank
+#: bench poisonedrag`, bench/; the reader is checked on all of them)
+SMOKE_TARGETS = 12
+
+
+def test_real_poisonedrag_bench_with_hashing(shared_data: Path, tmp_path: Path) -> None:
     path = shared_data / "poisonedrag" / "nq.json"
     corpus = shared_data / "cram" / "cram_nq_1000_reconstructed.jsonl"
     for p in (path, corpus):
@@ -322,14 +327,19 @@ def test_real_poisonedrag_bench_with_hashing(shared_data: Path) -> None:
             pytest.skip(f"real data not available: expected {p} (see shared/data/SOURCES.md)")
     targets = read_poisonedrag(path)
     assert len(targets) == 100 and {len(t.adv_texts) for t in targets.targets} == {5}
-    result = bench_poisonedrag(path, corpus, get_embedder("hashing"))
-    assert result.summary["queries"] == 100 and result.summary["bad"] == 500
-    assert result.summary["clean_passages"] + 500 == result.summary["documents"]
+    # the bench on the first targets of the file, with the whole clean corpus
+    first = dict(list(json.loads(path.read_text(encoding="utf-8")).items())[:SMOKE_TARGETS])
+    sliced = tmp_path / "nq.json"
+    sliced.write_text(json.dumps(first), encoding="utf-8")
+    n, bad = SMOKE_TARGETS, 5 * SMOKE_TARGETS
+    result = bench_poisonedrag(sliced, corpus, get_embedder("hashing"))
+    assert result.summary["queries"] == n and result.summary["bad"] == bad
+    assert result.summary["clean_passages"] + bad == result.summary["documents"]
     table = result.table("results")
     for measure in ("attack-success@1", "attack-success@5", "reader-attack-success",
                     "reader-correct"):
         cell = table.row(BASELINE).metrics[measure]
-        assert cell.n == 100 and cell.mean is not None and 0.0 <= cell.mean <= 1.0
+        assert cell.n == n and cell.mean is not None and 0.0 <= cell.mean <= 1.0
     # more injected texts never lower the baseline's poisons in the top 5 on average
     sweep = result.table("inject_sweep")
     means = [sweep.mean(f"{BASELINE} · n_inject={n}", "poisons@5") for n in (0, 1, 3, 5)]

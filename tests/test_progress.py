@@ -2,8 +2,8 @@
 bars, ``--quiet`` on every long command and ``credrank bench``'s tables and ``--report``.
 
 No test needs a terminal: the library callbacks are checked directly, the rule that decides
-whether bars are drawn is a pure function, and the commands run as real processes (stderr a
-pipe: no bar may appear)."""
+whether bars are drawn is a pure function, and the commands run in process with stderr no
+terminal, as a pipe (:mod:`cli_inprocess`; no bar may appear)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.core.progress import Counter, counted, one_step, step
 
 

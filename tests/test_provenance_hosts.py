@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.provenance import DomainTableError, SourceTyper, load_domain_table
 from credrank.provenance.inventory import host_counts, rule_kind, template_text
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_process import run_cli
+from cli_inprocess import run_cli
 from credrank.documents import iter_documents
 from credrank.index.embed import HashingEmbedder
 from credrank.index.ingest import (

@@ -1,0 +1,40 @@
+"""What only a process shows of the ``credrank`` console script: its exit status through the
+entry point (``credrank.cli:main`` leaves with ``os._exit``) and a reader of stdout that went
+away. The other process tests are listed in :mod:`cli_process`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from cli_process import CREDRANK, FORBIDDEN, run_cli
+
+pytestmark = pytest.mark.skipif(not CREDRANK.is_file(), reason="credrank script not installed")
+
+
+def test_the_entry_point_exits_with_the_commands_code() -> None:
+    version = run_cli("--version")
+    assert (version.returncode, version.stderr) == (0, "")
+    assert version.stdout.startswith("credrank ")
+    # no command: the root help on stdout, then usage exit 2 (as typer's no_args_is_help)
+    bare = run_cli()
+    assert bare.returncode == 2 and "Usage: credrank" in bare.stdout and bare.stderr == ""
+
+
+def test_a_reader_that_went_away_is_exit_141_without_a_traceback() -> None:
+    """stdout a pipe whose read end is closed before the command starts: the first write
+    fails (EPIPE, no race), and credrank stops quietly as a shell reports SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+        proc = subprocess.run([str(CREDRANK), "--version"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300,
+                              check=False)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    for bad in (*FORBIDDEN, "BrokenPipeError"):
+        assert bad not in proc.stderr
