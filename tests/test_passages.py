@@ -2,7 +2,8 @@
 (issue 36, item 1): the split itself, MaxP in every store, re-writes, index-time scores on
 every passage, ``unit: passage``, stages that count documents, and the answer past the
 embedder's window found at rank 1 through ``credrank search``, ``POST /rerank`` and an
-adapter — and missed without splitting."""
+adapter — and missed without splitting. The CLI runs in process (``cli_inprocess``): what
+these tests check is output, not process behaviour."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_process import assert_clean_error, run_cli
+from cli_inprocess import run_cli
+from cli_process import assert_clean_error
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage, by_document
 from credrank.documents import Document
