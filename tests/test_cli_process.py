@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -23,14 +24,20 @@ def test_the_entry_point_exits_with_the_commands_code() -> None:
     assert bare.returncode == 2 and "Usage: credrank" in bare.stdout and bare.stderr == ""
 
 
-def test_a_reader_that_went_away_is_exit_141_without_a_traceback() -> None:
+@pytest.mark.parametrize("command", ["version", "search"])
+def test_a_reader_that_went_away_is_exit_141_without_a_traceback(
+        command: str, demo_index_hashing: Path) -> None:
     """stdout a pipe whose read end is closed before the command starts: the first write
-    fails (EPIPE, no race), and credrank stops quietly as a shell reports SIGPIPE."""
+    fails (EPIPE, no race), and credrank stops quietly as a shell reports SIGPIPE — the fast
+    path (``--version``) and a command that prints through rich (``search``; rich's own
+    answer was exit 1 with an empty stderr)."""
+    args = (["--version"] if command == "version" else
+            ["search", "vitamin d", "--index", str(demo_index_hashing)])
     read, write = os.pipe()
     os.close(read)
     try:
         env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
-        proc = subprocess.run([str(CREDRANK), "--version"], stdout=write,
+        proc = subprocess.run([str(CREDRANK), *args], stdout=write,
                               stderr=subprocess.PIPE, text=True, env=env, timeout=300,
                               check=False)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,22 @@ if TYPE_CHECKING:
 # Console markup is off: what credrank prints holds user text (paths, ids, option values, source
 # types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
 # are given as rich Text styles (:func:`labelled`), never as markup in a string.
-console = Console(markup=False)
-err = Console(stderr=True, markup=False)
+class PipeConsole(Console):
+    """A rich console that ends a command whose reader went away (``credrank search … | head``)
+    as a shell reports SIGPIPE: exit 141, nothing on stderr (rich's own answer is exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        try:  # what is still buffered for stdout goes nowhere instead of failing again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout without a file descriptor (in process)
+            pass
+        raise SystemExit(141)
+
+
+console = PipeConsole(markup=False)
+err = PipeConsole(stderr=True, markup=False)
 
 
 #: the width of tables printed to a file or a pipe: a table takes only the width its cells need
@@ -35,7 +50,7 @@ def table_console() -> Console:
     cell is cut to fit 80 columns (a log keeps every word)."""
     if console.is_terminal:
         return console
-    return Console(markup=False, highlight=False, width=PLAIN_TABLE_WIDTH)
+    return PipeConsole(markup=False, highlight=False, width=PLAIN_TABLE_WIDTH)
 
 
 def labelled(label: str, style: str, message: str) -> Text:
