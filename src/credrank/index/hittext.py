@@ -16,6 +16,7 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
+from credrank.index.passages import split_span
 from credrank.index.store import VectorStore
 
 #: the payload fields :class:`FetchText` reads
@@ -54,9 +55,8 @@ class FetchText(Stage):
                 continue
             if new_texts[i] is None:
                 text = payload.get("text")
-                span = spans[i]
-                if (isinstance(text, str) and isinstance(counts[i], int) and counts[i] > 1
-                        and isinstance(span, list) and len(span) == 2):
+                span = split_span(counts[i], spans[i])
+                if isinstance(text, str) and span is not None:
                     text = text[span[0]:span[1]]  # the passage the hit scored by
                 new_texts[i] = text
             if new_titles[i] is None:

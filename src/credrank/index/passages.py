@@ -25,6 +25,7 @@ embedded from their beginning and reported, :class:`~credrank.index.ingest.Index
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "default_chunking",
     "passage_fields",
     "passage_key",
+    "split_span",
     "split_spans",
     "token_spans",
     "window_budget",
@@ -176,11 +178,11 @@ def split_spans(text: str, tokens: Sequence[Span], budget: int, overlap: int) ->
         last = start_tok + budget - 1  # the last token that fits
         cut = _sentence_cut(tokens, ends, start_tok + budget // 2, last)
         if cut is None:
-            cut = _word_cut(text, tokens, start_tok + max(1, budget // 2), last)
+            cut = _word_cut(tokens, start_tok + max(1, budget // 2), last)
         begin = tokens[start_tok][0] if spans else 0
         spans.append((begin, tokens[cut][1]))
         nxt = max(start_tok + 1, cut + 1 - overlap)
-        while nxt <= cut and nxt > start_tok + 1 and not _word_start(text, tokens, nxt):
+        while nxt <= cut and nxt > start_tok + 1 and not _word_start(tokens, nxt):
             nxt += 1
         start_tok = nxt
 
@@ -188,8 +190,6 @@ def split_spans(text: str, tokens: Sequence[Span], budget: int, overlap: int) ->
 def _sentence_cut(tokens: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> int | None:
     """The last token index in ``[lo, hi]`` that ends a sentence (its end is a sentence end),
     or ``None``."""
-    import bisect
-
     for t in range(hi, lo - 1, -1):
         end = tokens[t][1]
         i = bisect.bisect_left(ends, end)
@@ -200,7 +200,7 @@ def _sentence_cut(tokens: Sequence[Span], ends: Sequence[int], lo: int, hi: int)
     return None
 
 
-def _word_cut(text: str, tokens: Sequence[Span], lo: int, hi: int) -> int:
+def _word_cut(tokens: Sequence[Span], lo: int, hi: int) -> int:
     """The last token index in ``[lo, hi]`` followed by white space (a word's end), else
     ``hi``."""
     for t in range(hi, lo - 1, -1):
@@ -209,7 +209,7 @@ def _word_cut(text: str, tokens: Sequence[Span], lo: int, hi: int) -> int:
     return hi
 
 
-def _word_start(text: str, tokens: Sequence[Span], t: int) -> bool:
+def _word_start(tokens: Sequence[Span], t: int) -> bool:
     """Whether token ``t`` starts a word (white space, or the text's start, before it)."""
     return t == 0 or tokens[t][0] > tokens[t - 1][1]
 
@@ -233,6 +233,16 @@ def chunk_texts(embedder: Embedder, chunking: Chunking, titles: Sequence[str | N
         budget = window_budget(chunking, title_tokens.get(i, 0))
         out.append(split_spans(text, toks, budget, min(chunking.overlap, budget // 2)))
     return out
+
+
+def split_span(count: Any, span: Any) -> Span | None:
+    """The ``span`` of a point of a document split into ``count`` passages (its payload's
+    ``passages`` and ``span``), or ``None`` for a document stored whole (or a payload written
+    before passages)."""
+    if (isinstance(count, int) and count > 1 and isinstance(span, list | tuple)
+            and len(span) == 2):
+        return int(span[0]), int(span[1])
+    return None
 
 
 def passage_fields(number: int, count: int, span: Span) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import numpy as np
 from credrank.core.candidates import META_COLUMNS, Candidates
 from credrank.documents.schema import DATE_FIELDS, Document
 from credrank.index.errors import StoreError
-from credrank.index.passages import Span, passage_fields, passage_key
+from credrank.index.passages import Span, passage_fields, passage_key, split_span
 
 __all__ = [
     "COLUMN_FIELDS",
@@ -38,6 +38,7 @@ __all__ = [
     "content_hash",
     "document_payload",
     "document_points",
+    "passage_counts",
     "passage_text",
     "point_id",
     "point_id_u64",
@@ -186,6 +187,14 @@ def document_points(documents: Sequence[Document], vectors: np.ndarray,
     return out
 
 
+def passage_counts(documents: Sequence[Document],
+                   passages: Sequence[Sequence[Span]] | None) -> dict[str, int]:
+    """``doc_id -> how many passages`` a batch writes (one each without ``passages``): what
+    :func:`stale_passages` compares with the stored counts, and whether a write splits."""
+    return {d.id: (len(passages[i]) if passages is not None else 1)
+            for i, d in enumerate(documents)}
+
+
 def stale_passages(counts: Mapping[str, int], stored: Mapping[str, Any]) -> list[str]:
     """The point keys of passages a re-written document no longer has: for each ``doc_id``
     written with ``counts[doc_id]`` passages, those numbered from there up to the count
@@ -223,14 +232,13 @@ def passage_text(batch: Candidates) -> Candidates:
                               batch.meta.get("passages"))
     if text is None or spans is None or numbers is None or counts is None:
         return batch
-    cut = [i for i in range(len(batch))
-           if numbers[i] == 0 and isinstance(counts[i], int) and counts[i] > 1
-           and isinstance(text[i], str) and isinstance(spans[i], list) and len(spans[i]) == 2]
+    cut = {i: span for i in range(len(batch))
+           if numbers[i] == 0 and isinstance(text[i], str)
+           and (span := split_span(counts[i], spans[i])) is not None}
     if not cut:
         return batch
     column = text.copy()
-    for i in cut:
-        start, end = spans[i]
+    for i, (start, end) in cut.items():
         column[i] = text[i][start:end]
     return batch.with_meta("text", column)
 

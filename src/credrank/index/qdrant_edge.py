@@ -92,6 +92,7 @@ from credrank.index.payload import (
     columns_to_candidates,
     document_payload,
     document_points,
+    passage_counts,
     point_id,
     point_id_u64,
     read_fields,
@@ -482,13 +483,13 @@ class EdgeIndex:
         require_free(self.path, OPEN_RESERVE + write_bytes(len(points), self.manifest.dim,
                                                            payload),
                      f"writing {len(points)} points")
-        stale = self._stale(documents, passages)
+        counts = passage_counts(documents, passages)
+        stale = self._stale(counts)
         if stale:
             self.shard.update(qe.UpdateOperation.delete_points(
                 [self.point_id(k) for k in stale]))
         self.shard.update(qe.UpdateOperation.upsert_points(points))
-        if passages is not None and not self._manifest.split and any(
-                len(p) > 1 for p in passages):
+        if not self._manifest.split and max(counts.values()) > 1:
             self._manifest = replace(self._manifest, split=True)
             write_manifest(self.path, self._manifest)
         self._columns = None
@@ -497,15 +498,13 @@ class EdgeIndex:
         if self._unflushed >= self.flush_every:
             self.flush()
 
-    def _stale(self, documents: Sequence[Document],
-               passages: Sequence[Sequence[Span]] | None) -> list[str]:
-        """The keys of stored passages the batch's documents no longer have
-        (:func:`~credrank.index.payload.stale_passages`); only an index with split
-        documents can have any."""
+    def _stale(self, counts: dict[str, int]) -> list[str]:
+        """The keys of stored passages the batch's documents (``doc_id -> passages written``,
+        :func:`~credrank.index.payload.passage_counts`) no longer have
+        (:func:`~credrank.index.payload.stale_passages`); only an index with split documents
+        can have any."""
         if not self._manifest.split:
             return []
-        counts = {d.id: (len(passages[i]) if passages is not None else 1)
-                  for i, d in enumerate(documents)}
         stored = {str((r.payload or {}).get("doc_id")): (r.payload or {}).get("passages")
                   for r in self.shard.retrieve([self.point_id(d) for d in counts],
                                                qe.PayloadSelector.Include(["doc_id",

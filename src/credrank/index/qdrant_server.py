@@ -67,6 +67,7 @@ from credrank.index.payload import (
     check_where,
     document_payload,
     document_points,
+    passage_counts,
     point_id,
     read_fields,
     returned_fields,
@@ -433,9 +434,8 @@ class QdrantServerIndex:
                 payload=document_payload(doc, provenance[i], hashes[i], passage)))
         if not points:
             return
+        counts = passage_counts(documents, passages)
         if self.manifest.split:
-            counts = {d.id: (len(passages[i]) if passages is not None else 1)
-                      for i, d in enumerate(documents)}
             records = self._call("retrieve points", self.client.retrieve, self.collection,
                                  ids=[point_id(d) for d in counts],
                                  with_payload=["doc_id", "passages"], with_vectors=False)
@@ -448,8 +448,7 @@ class QdrantServerIndex:
         for start in range(0, len(points), UPSERT_BATCH):
             self._call("upsert points", self.client.upsert, self.collection,
                        points=points[start:start + UPSERT_BATCH], wait=True)
-        if passages is not None and not self.manifest.split and any(
-                len(p) > 1 for p in passages):
+        if not self.manifest.split and max(counts.values()) > 1:
             self._manifest = replace(self._manifest, split=True)
             if self.path is not None:
                 write_manifest(self.path, self._manifest)

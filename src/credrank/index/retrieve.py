@@ -19,14 +19,7 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Stage
 from credrank.core.validation import check_int
-from credrank.index.store import MAX_K, UNITS, VectorStore
-
-
-def check_unit(unit: str) -> str:
-    """``unit`` when it is one of :data:`~credrank.index.store.UNITS`, else ``ValueError``."""
-    if unit not in UNITS:
-        raise ValueError(f"unit: expected one of {', '.join(UNITS)}, got {unit!r}")
-    return unit
+from credrank.index.store import MAX_K, VectorStore, check_unit
 
 
 def default_fetch_k(top_k: int) -> int:

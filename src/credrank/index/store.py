@@ -111,6 +111,7 @@ __all__ = [
     "bump_generation",
     "check_index_dir",
     "check_manifest",
+    "check_unit",
     "check_where",
     "content_hash",
     "document_payload",
@@ -141,6 +142,13 @@ MAX_K = 10_000_000
 UNITS = ("document", "passage")
 
 
+def check_unit(unit: str) -> str:
+    """``unit`` when it is one of :data:`UNITS`, else ``ValueError`` naming it."""
+    if unit not in UNITS:
+        raise ValueError(f"unit: expected one of {', '.join(UNITS)}, got {unit!r}")
+    return unit
+
+
 def fetch_documents(fetch: Callable[[int], Candidates], k: int, *, split: bool,
                     unit: str = "document") -> Candidates:
     """The ``k`` best documents (or passages, ``unit="passage"``) of an engine answer,
@@ -151,11 +159,12 @@ def fetch_documents(fetch: Callable[[int], Candidates], k: int, *, split: bool,
     documents are seen (MaxP, :func:`~credrank.index.payload.best_passages`): the engine is
     asked for ``2k`` points, and for twice as many again while an answer came back full with
     fewer than ``k`` documents (a document with more passages than the pool has rows costs a
-    few rounds; each round is one engine query). A first passage's whole-text payload is cut
-    to its span either way (:func:`~credrank.index.payload.passage_text`)."""
-    if unit not in UNITS:
-        raise ValueError(f"unit: expected one of {', '.join(UNITS)}, got {unit!r}")
-    if not split or unit == "passage":
+    few rounds; each round is one engine query). Where documents are split, a first passage's
+    whole-text payload is cut to its span (:func:`~credrank.index.payload.passage_text`)."""
+    check_unit(unit)
+    if not split:  # every document one point: nothing to collapse, no passage to cut
+        return fetch(k)
+    if unit == "passage":
         return passage_text(fetch(k))
     limit = min(2 * k, MAX_K)
     while True:
