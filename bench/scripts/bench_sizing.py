@@ -202,14 +202,20 @@ with Searcher.open(Path(index), tables=[Path(table)]) as s:
 """
 
 
-def per_query(index: Path, qs: list[str], env: dict[str, str]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", _PER_QUERY, str(index),
+def _child(script: str, index: Path, qs: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter over ``index`` and the queries ``qs``; its
+    ``@@``-marked JSON line (the process's output ends the run when it has none)."""
+    proc = subprocess.run([sys.executable, "-c", script, str(index),
                            str(demo_dir() / "domains.csv"), json.dumps(qs)],
                           capture_output=True, text=True, env=env, timeout=1800)
     marker = [x for x in proc.stdout.splitlines() if x.startswith("@@")]
     if not marker:
         raise SystemExit(proc.stdout + proc.stderr)
     return dict(json.loads(marker[-1][2:]))
+
+
+def per_query(index: Path, qs: list[str], env: dict[str, str]) -> dict[str, Any]:
+    return _child(_PER_QUERY, index, qs, env)
 
 
 _SHAPES = r"""
@@ -238,13 +244,7 @@ print("@@" + json.dumps(out))
 def shapes(index: Path, qs: list[str], env: dict[str, str]) -> dict[str, float]:
     """With the copy kept: ``search_json`` p50 (ms) of the pushdown and of the Python path at
     fetch_k 30 / 300 / 1,000 (top 10), interleaved."""
-    proc = subprocess.run([sys.executable, "-c", _SHAPES, str(index),
-                           str(demo_dir() / "domains.csv"), json.dumps(qs)],
-                          capture_output=True, text=True, env=env, timeout=1800)
-    marker = [x for x in proc.stdout.splitlines() if x.startswith("@@")]
-    if not marker:
-        raise SystemExit(proc.stdout + proc.stderr)
-    return dict(json.loads(marker[-1][2:]))
+    return _child(_SHAPES, index, qs, env)
 
 
 def cold_cli(index: Path, env: dict[str, str]) -> dict[str, float]:
