@@ -121,13 +121,7 @@ s.close()
 
 def in_process(index: Path, qs: list[str], env: dict[str, str]) -> dict[str, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _IN_PROCESS, str(index),
-                           str(demo_dir() / "domains.csv"), json.dumps(qs)],
-                          capture_output=True, text=True, env=env, timeout=1800)
-    marker = [x for x in proc.stdout.splitlines() if x.startswith("@@")]
-    if not marker:
-        raise SystemExit(proc.stdout + proc.stderr)
-    out = json.loads(marker[-1][2:])
+    out = _child(_IN_PROCESS, index, qs, env)
     out["wall_s"] = time.perf_counter() - t0
     return out
 
