@@ -189,7 +189,7 @@ def bench_options(name: str, tmp: Path, request: pytest.FixtureRequest) -> Bench
                                               tmp / source, 40), **hashing)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once even when xdist interleaves modules
 def trec_doc(shared_data: Path) -> dict[str, Any]:
     """``credrank bench trec2019-hm --embedder hashing --json`` on the real dev file."""
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
