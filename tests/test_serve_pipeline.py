@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from credrank.pipeline.shortcuts import HTTP_SEARCH, SHORTCUTS, WITH_PIPELINE, s
 from credrank.pipeline.spec import PipelineSpec
 from credrank.searcher import Searcher
 from credrank.serve.config import ServeConfig
+from credrank.serve.models import SearchRequest
 from credrank.signals.feedback import FeedbackPriors
 from serving import Hold, asgi_client, in_process, running_server
 from sparse_copy import copy_index
@@ -459,6 +461,89 @@ def test_the_query_is_embedded_before_the_store_lock(served: Any) -> None:
     run(scenario())
     embeds = [p for p, _ in hold.points if p == "embed"]
     assert len(embeds) == 2  # one query embedding per search, none under the lock
+
+
+def _searches_by_thread(state: Any, entered: threading.Event | None = None) -> list[str]:
+    """The thread names that run the service's searches from now on (the endpoint looks
+    ``state.search`` up per request); ``entered`` is set as each starts."""
+    names: list[str] = []
+    search = state.search
+
+    def spy(token: Any, *args: Any) -> Any:
+        names.append(threading.current_thread().name)
+        if entered is not None:
+            entered.set()
+        return search(token, *args)
+
+    state.search = spy
+    return names
+
+
+def test_a_cheap_search_runs_on_the_event_loop_and_a_priced_one_in_a_worker(served: Any
+                                                                             ) -> None:
+    """The default search of the hashing index is priced under INLINE_UNITS with its query:
+    it runs where the app runs, with no hop to a worker thread; one priced over it (MMR over
+    a pool of 300: 1e-4·N² = 9 units) goes to a worker; both answer as before."""
+    app, _ = served
+    state = app.state.service
+    names = _searches_by_thread(state)
+    here = threading.current_thread().name
+    cheap, priced = post_all(app, ("/search", {"query": QUERY, "top_k": 5}),
+                             ("/search", {"query": QUERY, "top_k": 5, "fetch_k": 300,
+                                          "select": "mmr", "select_params": {
+                                              "diversity": 0.5}}))
+    assert cheap.status_code == 200 and priced.status_code == 200, (cheap.text, priced.text)
+    assert names[0] == here and names[1].startswith("credrank-serve"), names
+    state.hook = lambda point, token: None  # a test's hook: never inline
+    threaded, = post_all(app, ("/search", {"query": QUERY, "top_k": 5}))
+    assert names[2].startswith("credrank-serve"), names
+    assert threaded.status_code == 200 and ranked(threaded.json()) == ranked(cheap.json())
+
+
+def test_a_model_query_embedding_is_never_inline(served: Any) -> None:
+    """Embedding a query with a model is priced at 50 units per 1,000 characters: a search
+    with a model embedder goes to a worker even with the cheapest pipeline."""
+    app, _ = served
+    state = app.state.service
+    cost = state.budget(state.plan(SearchRequest(query=QUERY)))
+    assert state._cheap(cost, len(QUERY))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(state.searcher.embedder, "name", "all-minilm-l6-v2")
+        assert not state._cheap(cost, len(QUERY))
+        assert state._cheap(cost, 0)  # a rerank that sends its query_vector embeds nothing
+
+
+def test_a_cheap_search_waits_for_a_write_in_a_worker_and_the_loop_keeps_answering(
+        served: Any) -> None:
+    """While a write holds the store, a cheap search is not run on the event loop (that would
+    stop every request until the write ends): it waits in a worker thread, /healthz answers
+    meanwhile, and the search answers once the store is free."""
+    app, _ = served
+    state = app.state.service
+    entered, held, release = threading.Event(), threading.Event(), threading.Event()
+    names = _searches_by_thread(state, entered)
+
+    def writer() -> None:
+        with state.store_lock:
+            held.set()
+            release.wait(60)
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            thread = threading.Thread(target=writer)
+            thread.start()
+            assert await asyncio.to_thread(held.wait, 60)
+            search = asyncio.create_task(c.post("/search", json={"query": QUERY}))
+            # it has started (in a worker: the store is held) and waits there for the store
+            assert await asyncio.to_thread(entered.wait, 60)
+            health = await c.get("/healthz")
+            assert health.status_code == 200 and not search.done()
+            release.set()
+            assert (await search).status_code == 200
+            await asyncio.to_thread(thread.join, 60)
+
+    run(scenario())
+    assert len(names) == 1 and names[0].startswith("credrank-serve"), names
 
 
 # -- registration ------------------------------------------------------------------------------

@@ -94,7 +94,7 @@ class Searcher:
         #: the state of ``retrieval="auto"`` for :meth:`rerank` (positive same-model verdicts
         #: only: a searcher may serve many callers, :class:`~credrank.rerank.AutoRetrieval`)
         self.auto = AutoRetrieval(cache_negative=False)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: the service may hold it around a search
         self._compiled: dict[tuple[str, str], Any] = {}
         self._generation = generation(store)
         self._compiled_lock = threading.Lock()
@@ -130,9 +130,10 @@ class Searcher:
             return bool(keep_columns(keep))
 
     @property
-    def lock(self) -> threading.Lock:
+    def lock(self) -> threading.RLock:
         """The lock searches hold on the store; a writer to the same store (``POST /index``)
-        takes it too."""
+        takes it too. Re-entrant: the service holds it around a cheap search it runs on its
+        event loop (:meth:`credrank.serve.work.ServiceState.read`), which takes it again."""
         return self._lock
 
     # -- pipelines ---------------------------------------------------------------------------

@@ -19,7 +19,9 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 Middleware, outermost first: the access log (one JSON line per request), the API key of the
 write paths, the body size and read-time limits; the endpoint then runs its blocking work in a
 worker thread under the per-request time limit, cancelled when it passes
-(:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`).
+(:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`), or — a search or rerank priced
+under a millisecond, query embedding included, while the store is free — on the event loop
+(:meth:`credrank.serve.work.ServiceState.read`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Header, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -200,21 +202,22 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     # -- search and rerank ---------------------------------------------------------------------
     @app.post("/search", response_model=SearchResponse,
-              responses=_errors(408, 413, 422, 503, 504), tags=["search"])
-    async def search(req: SearchRequest) -> JSON:
+              responses=_errors(408, 413, 422, 503, 504), tags=["search"],
+              openapi_extra=_body_schema(SearchRequest))
+    async def search(request: Request) -> JSON:
         """Credibility-aware search over the served index (as `credrank search --json`),
         with the pipeline of the stage fields or of `pipeline` (a spec: not both). Priced
         before it runs (over --max-request-cost: 422 naming fetch_k); heavy requests beyond
         --max-heavy-requests: 503 with Retry-After; over --timeout: 504 (cancelled)."""
+        req = await _parsed(request, SearchRequest)
         plan = state.plan(req)
         cost = state.budget(plan)
-        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec, req.text))
+        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec, req.text,
+                                   embeds=len(req.query)))
 
     @app.post("/rerank", response_model=RerankResponse,
               responses=_errors(408, 413, 422, 503, 504),
-              tags=["search"], openapi_extra={"requestBody": {
-                  "required": True, "content": {"application/json": {
-                      "schema": {"$ref": "#/components/schemas/RerankRequest"}}}}})
+              tags=["search"], openapi_extra=_body_schema(RerankRequest))
     async def rerank(request: Request) -> JSON:
         """Rerank candidates retrieved elsewhere: provenance typed from their URLs, retrieval
         score per `retrieval` (default `auto`: their vectors if of the index's model, else
@@ -222,14 +225,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         which; with `query_vector` the query is not embedded); each hit returns the
         candidate's metadata untouched. Priced before it runs, embedding included (over
         --max-request-cost: 422 naming candidates)."""
-        # parsed and validated in one pass by pydantic-core (json.loads + validation of 30
-        # candidates with 384-float vectors costs ~4× more); the schema is RerankRequest's
-        try:
-            req = RerankRequest.model_validate_json(await request.body())
-        except ValidationError as exc:
-            raise RequestValidationError(
-                [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-            ) from None
+        req = await _parsed(request, RerankRequest)
         plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
         if plan.spec.pushdown:
             raise LimitError(422, "invalid_request", "pipeline.pushdown: candidates retrieved "
@@ -252,14 +248,16 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         records = [{name: getattr(c, name) for name in CANDIDATE_FIELDS}
                    for c in req.candidates]
         return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
-                                   req.retrieval, req.query_vector, req.text))
+                                   req.retrieval, req.query_vector, req.text,
+                                   embeds=0 if req.query_vector is not None else len(req.query)))
 
-    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any) -> Rendered:
-        """``work`` through :meth:`ServiceState.read`, its document serialised in the worker
-        (:class:`Rendered`: built once, serialised once, off the event loop); a spec that
-        cannot be built and a pipeline that cannot run on the request's data answer 422."""
+    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any, embeds: int) -> Rendered:
+        """``work`` through :meth:`ServiceState.read` (``embeds``: the characters of the query
+        it embeds), its document serialised by the same thread (:class:`Rendered`: built once,
+        serialised once); a spec that cannot be built and a pipeline that cannot run on the
+        request's data answer 422."""
         try:
-            return await state.read(cost, _rendering(work), *args)
+            return await state.read(cost, _rendering(work), *args, embeds=embeds)
         except SpecError as exc:
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
@@ -357,8 +355,32 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     app.add_middleware(ContentTypeMiddleware, paths=JSON_PATHS)
     app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, paths=WRITE_PATHS)
     app.add_middleware(AccessLogMiddleware)
-    _document_body(app, RerankRequest)
+    _document_bodies(app, (SearchRequest, RerankRequest))
     return app
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parsed(request: Request, model: type[Body]) -> Body:
+    """The request's body as ``model``, parsed and validated in one pass by pydantic-core
+    from the bytes (FastAPI's own path, ``json.loads`` then validation of the Python objects
+    and its dependency machinery, costs ≈ 4× more on a ``/rerank`` of 30 candidates with
+    384-float vectors, and ≈ 0.1 ms of a cheap ``/search``); its errors are FastAPI's 422,
+    located under ``body`` (:func:`field_path`)."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        ) from None
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI ``requestBody`` of an endpoint that parses ``model`` itself
+    (:func:`_parsed`); :func:`_document_bodies` puts the schema into the components."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
 def _rendering(work: Callable[..., dict[str, Any]]) -> Callable[..., Rendered]:
@@ -369,19 +391,20 @@ def _rendering(work: Callable[..., dict[str, Any]]) -> Callable[..., Rendered]:
     return run
 
 
-def _document_body(app: FastAPI, model: type[BaseModel]) -> None:
-    """Put ``model`` (a body an endpoint parses itself) into the OpenAPI components, where the
-    endpoint's ``openapi_extra`` points."""
+def _document_bodies(app: FastAPI, models: Sequence[type[BaseModel]]) -> None:
+    """Put ``models`` (bodies endpoints parse themselves, :func:`_parsed`) into the OpenAPI
+    components, where the endpoints' ``openapi_extra`` points."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = generate()
-            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for name, sub in body.pop("$defs", {}).items():
-                components.setdefault(name, sub)
-            components[model.__name__] = body
+            for model in models:
+                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, sub in body.pop("$defs", {}).items():
+                    components.setdefault(name, sub)
+                components[model.__name__] = body
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -3,7 +3,9 @@
 Every ``/search`` and ``/rerank`` is validated, then priced (:mod:`credrank.serve.cost`) and
 refused over the budget, then — if heavy — admitted by the concurrency gate
 (:mod:`credrank.serve.gate`), and only then run in a worker thread under the time limit with
-a :class:`~credrank.serve.cancel.WorkToken` its pipeline checks between stages. Writes run
+a :class:`~credrank.serve.cancel.WorkToken` its pipeline checks between stages — or, priced
+under :data:`INLINE_UNITS` with its query's embedding, on the event loop while the store is
+free (no thread hop; :meth:`ServiceState._inline`). Writes run
 with the same token and commit through it (:mod:`credrank.serve.limits` says what a 504
 reports), remembered by ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`).
 
@@ -72,7 +74,7 @@ from credrank.serve.config import (
     MAX_TOP_K,
     ServeConfig,
 )
-from credrank.serve.cost import Estimate, estimate, largest_pool, pool_caps
+from credrank.serve.cost import Estimate, embed_units, estimate, largest_pool, pool_caps
 from credrank.serve.gate import HeavyGate
 from credrank.serve.idempotency import (
     REPLAYED_HEADER,
@@ -121,8 +123,13 @@ def _then_release(func: Callable[..., T]) -> Callable[..., T]:
     return run
 
 
-#: request shapes whose spec :class:`ServiceState` keeps (:meth:`ServiceState._fields_spec`)
-MAX_CACHED_SPECS = 256
+#: request shapes whose plan :class:`ServiceState` keeps (:meth:`ServiceState.plan`)
+MAX_CACHED_PLANS = 256
+#: a search or rerank priced under this many work units (≈ 1 ms of CPU, :mod:`.cost`), its
+#: query's embedding included, runs on the event loop (:meth:`ServiceState._inline`): with
+#: the hashing embedder, the default pipeline at a fetch_k of a few hundred; never a model's
+#: query embedding (MiniLM: 50 units per 1,000 characters)
+INLINE_UNITS = 1.0
 
 
 class ServiceState:
@@ -138,13 +145,13 @@ class ServiceState:
         searcher.forget_compiled()  # built with the plain embedder or other files, if any
         self.executor = ThreadPoolExecutor(thread_name_prefix="credrank-serve")
         # index writes take the lock searches take (Searcher serialises store access on it)
-        self.store_lock: threading.Lock = searcher.lock
+        self.store_lock: threading.RLock = searcher.lock
         self.gate = HeavyGate(config.max_heavy_requests)
         self.keys = IdempotencyKeys(config.idempotency_keys)
-        #: the specs the shortcut fields of recent requests made, by the fields' repr
-        #: (:meth:`_fields_spec`; a spec is immutable): a repeated request shape skips
-        #: building and validating it again (≈ 0.1–0.2 ms of a cheap search)
-        self._specs: dict[str, PipelineSpec] = {}
+        #: the plans of recent request shapes (:meth:`plan`) and the estimates of those
+        #: plans (:meth:`budget`), by the shape's key
+        self._plans: dict[str, Plan] = {}
+        self._estimates: dict[int, tuple[Plan, Estimate]] = {}
         #: tests only: observes (and may hold) the work at its checkpoints
         self.hook: Hook | None = None
         #: measures the time limits (tests replace it by one they control)
@@ -168,10 +175,19 @@ class ServiceState:
             self.searcher.close()
 
     # -- running work ------------------------------------------------------------------------
-    async def read(self, cost: Estimate | None, func: Callable[..., T], *args: Any) -> T:
+    async def read(self, cost: Estimate | None, func: Callable[..., T], *args: Any,
+                   embeds: int | None = None) -> T:
         """``func(token, *args)`` in a worker: the gate if ``cost`` is heavy, the time
         limit, cancelled at its next check when the limit passes. After heavy work, freed
-        memory is given back to the operating system (:data:`release_memory`)."""
+        memory is given back to the operating system (:data:`release_memory`).
+
+        A read priced under :data:`INLINE_UNITS` with its query embedding (``embeds``: the
+        characters of the query it embeds; ``None`` for work that may never run inline) runs
+        on the event loop instead, when the store is free (:meth:`_inline`)."""
+        if embeds is not None and self._cheap(cost, embeds):
+            ran, result = self._inline(func, *args)
+            if ran:
+                return result  # type: ignore[return-value]
         heavy = cost is not None and cost.total >= self.config.heavy_cost
         if heavy:
             self.gate.enter()
@@ -180,6 +196,30 @@ class ServiceState:
                                  _then_release(func) if heavy else func, token, *args,
                                  token=token, sleep=self.sleep,
                                  on_done=(lambda _: self.gate.leave()) if heavy else None)
+
+    def _cheap(self, cost: Estimate | None, embeds: int) -> bool:
+        """Whether work priced ``cost``, embedding a query of ``embeds`` characters, is under
+        :data:`INLINE_UNITS` (never with a test's hook: it may hold the work)."""
+        return (self.hook is None and cost is not None
+                and cost.total + embed_units(self.searcher.embedder.name, [embeds])
+                < INLINE_UNITS)
+
+    def _inline(self, func: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
+        """``(True, func(token, *args))`` run here, on the event loop, holding the store lock
+        (re-entrant: the search takes it again for retrieval) so that no write can make the
+        loop wait; ``(False, None)`` without running when the lock is taken (a write, or
+        another search's retrieval): the work then goes to a worker thread.
+
+        Why: the hop to a worker thread and back costs ≈ 0.1 ms, a seventh of a cheap search
+        (``bench_serve.py --section overhead``). The time limit cannot interrupt inline work;
+        its price (under a millisecond of CPU) makes that moot, and the engine's retrieval,
+        which the price does not count, is what the store lock guards."""
+        if not self.store_lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, func(WorkToken(), *args)
+        finally:
+            self.store_lock.release()
 
     async def write(self, route: str, key: str | None, body: str, work: WriteWork) -> Response:
         """Run a write once per ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`)."""
@@ -238,10 +278,28 @@ class ServiceState:
         make (:func:`~credrank.pipeline.shortcuts.spec_from_options`, errors in the fields'
         words); ``top_k`` / ``fetch_k`` replace a spec's. ``pool``: the candidates of a
         ``/rerank`` (default: the spec's ``fetch_k``). Over the service's limits, or over
-        :data:`MAX_SELECT_POOL` with a selector: 422 naming the field."""
+        :data:`MAX_SELECT_POOL` with a selector: 422 naming the field.
+
+        The plan of a request without ``pipeline`` is kept per request shape (its fields but
+        ``query`` and ``text``; :data:`MAX_CACHED_PLANS` shapes; a plan is immutable), so a
+        repeated shape skips building and validating its spec (≈ 0.1–0.2 ms of a cheap
+        search)."""
         door = HTTP_SEARCH if "fetch_k" in type(req).model_fields else HTTP_RERANK
-        values = {s.name: getattr(req, s.name) for s in door.shortcuts()
-                  if s.name in req.model_fields_set}
+        sent = req.model_fields_set
+        values = {name: getattr(req, name) for name in _door_fields(door) if name in sent}
+        if req.pipeline is not None:
+            return self._plan(req, values, door, pool, pool_field)
+        key = f"{door.name}\0{pool}\0{pool_field}\0{sorted(values.items())!r}"
+        cached = self._plans.get(key)
+        if cached is None:
+            cached = self._plan(req, values, door, pool, pool_field)  # raises: not kept
+            if len(self._plans) >= MAX_CACHED_PLANS:  # the oldest shape goes
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = cached
+        return cached
+
+    def _plan(self, req: ScoringRequest, values: dict[str, Any], door: Door, pool: int | None,
+              pool_field: str) -> Plan:
         where = None if req.pipeline is None else "pipeline"
         if req.pipeline is not None:
             spec = self._sent_spec(req.pipeline, values, door)
@@ -281,16 +339,8 @@ class ServiceState:
             raise self.spec_error(exc, None, "pipeline") from None
 
     def _fields_spec(self, values: Mapping[str, Any], door: Door) -> PipelineSpec:
-        key = f"{door.name}\0{sorted(values.items())!r}"
-        cached = self._specs.get(key)
-        if cached is not None:
-            return cached
         try:
-            spec = spec_from_options(door=door, **values)
-            if len(self._specs) >= MAX_CACHED_SPECS:  # the oldest shape goes
-                self._specs.pop(next(iter(self._specs)))
-            self._specs[key] = spec
-            return spec
+            return spec_from_options(door=door, **values)
         except ValueError as exc:
             detail = self.unpath(str(exc))
             head = detail.split(":", 1)[0]
@@ -344,6 +394,10 @@ class ServiceState:
         """The request's estimated cost; 422 naming the plan's pool field when over the
         budget."""
         pool, pool_field = plan.pool, plan.pool_field
+        if embed_lengths is None:  # the estimate of a kept plan is kept beside it
+            known = self._estimates.get(id(plan))
+            if known is not None and known[0] is plan:
+                return known[1]
         options: dict[str, Any] = {"top_k": plan.spec.top_k, "stages": _priced(plan.spec),
                                    "embedder": self.searcher.embedder.name}
         cost = estimate(pool=pool, embed_lengths=embed_lengths, **options)
@@ -378,6 +432,10 @@ class ServiceState:
                 + (", or send vectors" if embedding * 2 >= cost.total else ""),
                 field=pool_field, extra={"cost": round(cost.total, 1), "budget": budget,
                                          "stage": cost.costliest, "largest_pool": fits})
+        if embed_lengths is None and plan.where is None:  # a kept plan (:meth:`plan`)
+            if len(self._estimates) >= MAX_CACHED_PLANS:
+                self._estimates.pop(next(iter(self._estimates)))
+            self._estimates[id(plan)] = (plan, cost)
         return cost
 
     # -- the blocking work -------------------------------------------------------------------
@@ -534,6 +592,18 @@ class Plan:
     consensus: bool
     pool: int
     pool_field: str
+
+
+_DOOR_FIELDS: dict[tuple[str, bool], tuple[str, ...]] = {}
+
+
+def _door_fields(door: Door) -> tuple[str, ...]:
+    """The names of ``door``'s shortcut fields in table order (computed once per door)."""
+    key = (door.name, door.retrieves)
+    names = _DOOR_FIELDS.get(key)
+    if names is None:
+        names = _DOOR_FIELDS[key] = tuple(s.name for s in door.shortcuts())
+    return names
 
 
 def _log_fallback(fallback: Fallback) -> None:
