@@ -68,12 +68,12 @@ install-lm:
 demo: install-demo
 	$(BIN)/credrank demo
 
-# the suite on the machine's cores, at most $(TEST_WORKERS_MAX) workers (each loads its own
-# models and imports); the tests marked slow run on one worker (tests/conftest.py), so each
-# model loads once. `make test TEST_WORKERS=0` runs it in this process alone.
+# the suite on the machine's cores, at most $(TEST_WORKERS_MAX) workers; each test file runs
+# whole on one worker (--dist loadfile), so its module fixtures, models and imports are built
+# once, not once per worker. `make test TEST_WORKERS=0` runs it in this process alone.
 TEST_WORKERS ?= auto
 TEST_WORKERS_MAX ?= 4
-PYTEST_XDIST = -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadgroup
+PYTEST_XDIST = -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadfile
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_XDIST)

@@ -37,16 +37,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2``, ``make test``) with ``--dist loadgroup``, the tests marked
-    ``slow`` (the real MiniLM through torch, SmolLM2, the large indexes) form one group and run
-    on one worker, so that each of those models loads once per session (a model is cached per
-    process); the other tests go to whichever worker is free."""
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(pytest.mark.xdist_group("slow"))
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Path to ``../shared/data``; skips the test when the folder is absent."""
