@@ -28,10 +28,12 @@ from credrank.core.candidates import Candidates
 # the machine is; the tests of those lines set it to 0 (a line at every report).
 os.environ.setdefault("CREDRANK_PROGRESS_INTERVAL", "86400")
 # One compute thread per process: `make test` runs one pytest-xdist worker per core, and torch's
-# OpenMP pool (one thread per core in each worker, and in each `credrank` child) on top of that
-# oversubscribes the cores, where its spin-waiting barriers burn CPU time for nothing (measured
-# on 2 cores: the model-loading test files took 18 % less CPU and 25 % less wall time with one
-# thread, even run serially). Set before any test module imports torch; the children inherit it.
+# OpenMP pool and onnxruntime's (one thread per core in each worker, and in each `credrank`
+# child) on top of that oversubscribe the cores, where their spin-waiting burns CPU time for
+# nothing (measured on 2 cores: the model-loading test files took 18 % less CPU and 25 % less
+# wall time with one thread, even run serially). Both read OMP_NUM_THREADS (onnxruntime through
+# credrank.index.onnx_embed.threads_from_env); set before any test module imports torch; the
+# children inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -329,3 +329,22 @@ def test_every_command_is_listed_without_importing_it():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.stdout.strip() == "[] ['index', 'search']", proc.stderr
+
+
+# -- threads ---------------------------------------------------------------------------------
+
+def test_threads_follow_omp_num_threads_as_torch_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from credrank.index.onnx_embed import OnnxMiniLMEmbedder, threads_from_env
+
+    assert threads_from_env({}) == 0 and threads_from_env({"OMP_NUM_THREADS": " "}) == 0
+    assert threads_from_env({"OMP_NUM_THREADS": "3"}) == 3
+    assert threads_from_env({"OMP_NUM_THREADS": "4,2"}) == 4  # OpenMP's nested list
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(ValueError, match=r"OMP_NUM_THREADS: expected a positive integer"):
+            threads_from_env({"OMP_NUM_THREADS": bad})
+    folder = _artifact_or_skip()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert OnnxMiniLMEmbedder(folder).threads == 1
+    assert OnnxMiniLMEmbedder(folder, threads=2).threads == 2  # an explicit count wins
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert OnnxMiniLMEmbedder(folder).threads == 0  # onnxruntime's default
