@@ -75,7 +75,7 @@ def demo_cases(index, embedder: str = "hashing") -> list[Case]:
     return cases
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def cases(demo_index_hashing) -> list[Case]:
     return demo_cases(demo_index_hashing)
 
@@ -472,7 +472,7 @@ def test_langchain_metadata_kept_inputs_unchanged(cases):
 # --------------------------------------------------------------------------------------------
 # pipeline=: any spec, as Searcher.rerank runs it (every framework)
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def credibility_model(demo_index_hashing, tmp_path_factory) -> Path:
     """A tiny credibility model file fitted on the demo index (hashing embedder, URL cues):
     credible iff the page's top-level domain is gov/org/int/uk (as tests/test_credibility)."""

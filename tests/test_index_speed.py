@@ -139,7 +139,7 @@ def assert_same_result(a, b, *, atol: float = 0.0) -> None:
     assert sum(progress_a) == sum(progress_b)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def records(tmp_path_factory) -> list[Document | Reject]:
     path = write_corpus(tmp_path_factory.mktemp("speed") / "c.jsonl", corpus_lines(2500))
     return list(iter_documents(path))
@@ -152,7 +152,7 @@ def test_corpus_has_what_the_tests_need(records):
     assert lengths != sorted(lengths, reverse=True)  # file order is not length order
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def old_path(records):
     """The old path's result over ``records`` (HashingEmbedder(64)), computed once for every
     option set compared with it: it depends on neither, and the comparisons only read it."""
