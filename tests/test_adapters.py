@@ -550,16 +550,24 @@ def searcher_rerank(index: Path, spec: PipelineSpec, case: Case) -> tuple[list[s
     return [case.pool[int(i)] for i in result.doc_ids], result
 
 
+@pytest.fixture(scope="session")
+def full_spec_reranks(cases, credibility_model, demo_index_hashing
+                      ) -> list[tuple[list[str], Any]]:
+    """:func:`searcher_rerank` of :func:`full_spec` on the first four cases: what every
+    framework and form of the spec must give, computed once for the twelve of them (it
+    depends on neither; the tests only read it)."""
+    spec = PipelineSpec.from_dict(full_spec(credibility_model))
+    return [searcher_rerank(demo_index_hashing, spec, case) for case in cases[:4]]
+
+
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 @pytest.mark.parametrize("form", ["dict", "json", "yaml", "spec"])
 def test_pipeline_spec_ranks_as_searcher_rerank(framework, form, cases, credibility_model,
-                                                demo_index_hashing, tmp_path):
+                                                full_spec_reranks, tmp_path):
     need(framework)
     data = full_spec(credibility_model)
-    spec = PipelineSpec.from_dict(data)
     pipeline = as_form(form, data, tmp_path)
-    for case in cases[:4]:
-        expected, result = searcher_rerank(demo_index_hashing, spec, case)
+    for case, (expected, result) in zip(cases[:4], full_spec_reranks, strict=True):
         ids, scores, breakdowns = rerank_docs(framework, case.pool, case.query,
                                               pipeline=pipeline, embedder="hashing",
                                               tables=[TABLE])
