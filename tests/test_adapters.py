@@ -75,7 +75,7 @@ def demo_cases(index, embedder: str = "hashing") -> list[Case]:
     return cases
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def cases(demo_index_hashing) -> list[Case]:
     return demo_cases(demo_index_hashing)
 
@@ -472,7 +472,7 @@ def test_langchain_metadata_kept_inputs_unchanged(cases):
 # --------------------------------------------------------------------------------------------
 # pipeline=: any spec, as Searcher.rerank runs it (every framework)
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def credibility_model(demo_index_hashing, tmp_path_factory) -> Path:
     """A tiny credibility model file fitted on the demo index (hashing embedder, URL cues):
     credible iff the page's top-level domain is gov/org/int/uk (as tests/test_credibility)."""
@@ -550,16 +550,24 @@ def searcher_rerank(index: Path, spec: PipelineSpec, case: Case) -> tuple[list[s
     return [case.pool[int(i)] for i in result.doc_ids], result
 
 
+@pytest.fixture(scope="session")
+def full_spec_reranks(cases, credibility_model, demo_index_hashing
+                      ) -> list[tuple[list[str], Any]]:
+    """:func:`searcher_rerank` of :func:`full_spec` on the first four cases: what every
+    framework and form of the spec must give, computed once for the twelve of them (it
+    depends on neither; the tests only read it)."""
+    spec = PipelineSpec.from_dict(full_spec(credibility_model))
+    return [searcher_rerank(demo_index_hashing, spec, case) for case in cases[:4]]
+
+
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 @pytest.mark.parametrize("form", ["dict", "json", "yaml", "spec"])
 def test_pipeline_spec_ranks_as_searcher_rerank(framework, form, cases, credibility_model,
-                                                demo_index_hashing, tmp_path):
+                                                full_spec_reranks, tmp_path):
     need(framework)
     data = full_spec(credibility_model)
-    spec = PipelineSpec.from_dict(data)
     pipeline = as_form(form, data, tmp_path)
-    for case in cases[:4]:
-        expected, result = searcher_rerank(demo_index_hashing, spec, case)
+    for case, (expected, result) in zip(cases[:4], full_spec_reranks, strict=True):
         ids, scores, breakdowns = rerank_docs(framework, case.pool, case.query,
                                               pipeline=pipeline, embedder="hashing",
                                               tables=[TABLE])
@@ -689,8 +697,28 @@ def test_langchain_retriever_pool_is_the_spec_fetch_k():
 # --------------------------------------------------------------------------------------------
 # MiniLM (the default embedder): one pass over all three frameworks
 # --------------------------------------------------------------------------------------------
+def memoise_embed(embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``embedder.embed`` answer a batch it has embedded before from memory (a copy of
+    the same array). The three adapters embed the same 15-passage pools and the same queries
+    (which the searches of :func:`demo_cases` embed three times each); the model's output for
+    a batch is fixed, so running it once per batch instead of once per caller changes no
+    score the test checks, and each adapter still goes its own way to the embedder
+    (retrieval='auto')."""
+    inner = embedder.embed
+    memo: dict[tuple[str, ...], np.ndarray] = {}
+
+    def embed(texts):
+        key = tuple(texts)
+        if key not in memo:
+            memo[key] = np.asarray(inner(texts))
+        return memo[key].copy()
+
+    monkeypatch.setattr(embedder, "embed", embed)
+
+
 @pytest.mark.slow
-def test_adapters_same_ranking_with_minilm(demo_index_minilm):
+def test_adapters_same_ranking_with_minilm(demo_index_minilm, monkeypatch):
+    memoise_embed(get_embedder("minilm"), monkeypatch)  # also the 3 searches of each query
     minilm_cases = demo_cases(demo_index_minilm, "minilm")
     options = {**DEMO_OPTIONS, "embedder": "minilm"}
     ran = []

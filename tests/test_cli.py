@@ -27,6 +27,37 @@ def write_corpus(path):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.fixture(scope="session")
+def small_index(tmp_path_factory):
+    """The index of :func:`write_corpus`, built once per session for the tests that only
+    search it or expect a usage error (exit 2) before anything is written."""
+    root = tmp_path_factory.mktemp("cli-small")
+    corpus, idx = root / "c.jsonl", root / "idx"
+    write_corpus(corpus)
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                              "hashing"])
+    assert res.exit_code == 0, res.output
+    return idx
+
+
+@pytest.fixture(scope="session")
+def selector_index(tmp_path_factory):
+    """24 documents of four source types, indexed once per session for the selector tests
+    (which only search it)."""
+    root = tmp_path_factory.mktemp("cli-selectors")
+    corpus, idx = root / "c.jsonl", root / "idx"
+    hosts = ["https://www.nejm.org/a{i}", "https://www.cdc.gov/p{i}",
+             "https://x{i}.blogspot.com/p", "https://www.reddit.com/r/h/{i}"]
+    words = "vitamin vaccine dose trial fever cold antibiotic sleep heart risk".split()
+    corpus.write_text("\n".join(json.dumps(
+        {"id": f"d{i}", "text": " ".join(words[(i + j) % 10] for j in range(5)),
+         "url": hosts[i % 4].format(i=i)}) for i in range(24)) + "\n")
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                              "hashing"])
+    assert res.exit_code == 0, res.output
+    return idx
+
+
 def test_index_search_json_and_strict(tmp_path):
     corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
     write_corpus(corpus)
@@ -58,10 +89,8 @@ def test_index_search_json_and_strict(tmp_path):
     assert res.exit_code == 1 and "indexed 0, rejected 2" in res.output
 
 
-def test_search_pushdown_and_modes(tmp_path):
-    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
-    write_corpus(corpus)
-    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+def test_search_pushdown_and_modes(small_index):
+    idx = small_index
     outs = {}
     for extra in ([], ["--pushdown"], ["--no-pushdown"], ["--mode", "rrf"], ["--mode", "linear"],
                   ["--lexical"], ["--priors", "none"]):
@@ -79,10 +108,8 @@ def test_search_pushdown_and_modes(tmp_path):
     (["search", "q", "--index", "IDX", "--top-k", "10", "--fetch-k", "5"], "--fetch-k"),
     (["index", "missing.jsonl", "--index", "IDX"], "no such file"),
 ])
-def test_errors_are_clear(tmp_path, args, message):
-    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
-    write_corpus(corpus)
-    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+def test_errors_are_clear(tmp_path, small_index, args, message):
+    idx = small_index
     args = [str(idx) if a == "IDX" else str(tmp_path / a) if a.endswith(".jsonl") else a
             for a in args]
     res = runner.invoke(app, args)
@@ -112,15 +139,8 @@ def test_demo_json_with_minilm():
     ("fair", ["protected_column=source_type", "protected_value=blog", "p=0.3", "alpha=0.1"],
      "mtable"),
 ])
-def test_search_with_selectors_reports_selection(tmp_path, select, params, key):
-    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
-    hosts = ["https://www.nejm.org/a{i}", "https://www.cdc.gov/p{i}",
-             "https://x{i}.blogspot.com/p", "https://www.reddit.com/r/h/{i}"]
-    words = "vitamin vaccine dose trial fever cold antibiotic sleep heart risk".split()
-    corpus.write_text("\n".join(json.dumps(
-        {"id": f"d{i}", "text": " ".join(words[(i + j) % 10] for j in range(5)),
-         "url": hosts[i % 4].format(i=i)}) for i in range(24)) + "\n")
-    runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder", "hashing"])
+def test_search_with_selectors_reports_selection(selector_index, select, params, key):
+    idx = selector_index
     args = ["search", "vitamin trial", "--index", str(idx), "--top-k", "5", "--json",
             "--select", select]
     for p in params:

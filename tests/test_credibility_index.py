@@ -62,7 +62,7 @@ def words(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Each judged demo page, credible iff its TLD is one of :data:`CREDIBLE_TLDS`."""
     docs = {d["id"]: d for d in map(json.loads, (demo_dir() / "corpus.jsonl").read_text(
@@ -87,7 +87,7 @@ def fit(index: Path, labels: Path, out: Path, l2: float, source: str = "document
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def models(demo_index_hashing: Path, labels: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> dict[str, Path]:
     """A model (stored-vector embedding), its refit (another L2: new weights, a new key) and

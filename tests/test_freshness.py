@@ -448,9 +448,11 @@ def stores(tmp_path):
     return emb, {"edge": edge, "qdrant-local": local}
 
 
-@pytest.fixture
-def dated_stores(tmp_path):
-    emb, out = stores(tmp_path)
+@pytest.fixture(scope="session")
+def dated_stores(tmp_path_factory):
+    """Built once per session: every test of it only searches (and compiles pipelines), so
+    the eight parametrizations and the breakdown test share the two stores."""
+    emb, out = stores(tmp_path_factory.mktemp("dated"))
     yield emb, out
     for store in out.values():
         store.close()

@@ -139,7 +139,7 @@ def assert_same_result(a, b, *, atol: float = 0.0) -> None:
     assert sum(progress_a) == sum(progress_b)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
 def records(tmp_path_factory) -> list[Document | Reject]:
     path = write_corpus(tmp_path_factory.mktemp("speed") / "c.jsonl", corpus_lines(2500))
     return list(iter_documents(path))
@@ -152,15 +152,20 @@ def test_corpus_has_what_the_tests_need(records):
     assert lengths != sorted(lengths, reverse=True)  # file order is not length order
 
 
+@pytest.fixture(scope="session")  # read-only: once per xdist worker
+def old_path(records):
+    """The old path's result over ``records`` (HashingEmbedder(64)), computed once for every
+    option set compared with it: it depends on neither, and the comparisons only read it."""
+    return run(records, HashingEmbedder(64), batch_size=64, bucket=0)
+
+
 @pytest.mark.parametrize("options", [
     {}, {"batch_size": 64}, {"batch_size": 256}, {"batch_size": 1000, "bucket": 4096},
     {"batch_size": 7, "bucket": 50, "embed_batch": 5}, {"batch_size": 3000},
 ])
-def test_bucketed_hashing_equals_the_old_path(records, options):
+def test_bucketed_hashing_equals_the_old_path(records, old_path, options):
     """Old path: write batches of 64 in file order, one embedder call per batch (bucket=0)."""
-    emb = HashingEmbedder(64)
-    old = run(records, emb, batch_size=64, bucket=0)
-    assert_same_result(run(records, emb, **options), old)
+    assert_same_result(run(records, HashingEmbedder(64), **options), old_path)
 
 
 def test_every_vector_is_the_one_computed_for_its_document(records):

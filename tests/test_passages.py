@@ -36,6 +36,7 @@ from credrank.index.scoring import set_fields
 from credrank.pipeline.compile import decide_pushdown
 from credrank.provenance import SourceTyper
 from credrank.searcher import Searcher
+from sparse_copy import copy_index
 
 FILLER = " ".join(f"The committee met on day {i} and adjourned without a vote." for i in range(60))
 ANSWER = "The capital of Freedonia is Zorbula, a city of bridges on the river Vell."
@@ -128,14 +129,35 @@ def _index(path: Path, chunking: Chunking, engine: str = "edge") -> Any:
     return store
 
 
+# The Qdrant Edge indexes of _docs() split (Chunking(40, 8)) and whole (Chunking(0, 0)), each
+# built once per session: the tests that only read open them, the tests that write (or edit
+# the manifest) take a copy (sparse_copy.copy_index), so each still starts from the index
+# _index builds, without building it again.
+@pytest.fixture(scope="session")
+def split_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("passages-split")
+    with _index(root, Chunking(40, 8)):
+        pass
+    return root / "idx"
+
+
+@pytest.fixture(scope="session")
+def whole_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("passages-whole")
+    with _index(root, Chunking(0, 0)):
+        pass
+    return root / "idx"
+
+
 @pytest.mark.parametrize("engine", ["edge", "qdrant"])
-def test_maxp_returns_each_document_once_at_its_best_passage(tmp_path: Path,
-                                                             engine: str) -> None:
+def test_maxp_returns_each_document_once_at_its_best_passage(tmp_path: Path, engine: str,
+                                                             request) -> None:
     if engine == "qdrant":
         pytest.importorskip("qdrant_client")
     emb = HashingEmbedder()
     qv = emb.embed([QUERY])[0]
-    with _index(tmp_path, Chunking(40, 8), engine) as store:
+    with (_index(tmp_path, Chunking(40, 8), engine) if engine == "qdrant"
+          else open_store(request.getfixturevalue("split_edge"))) as store:
         assert store.manifest.split and store.manifest.chunking == Chunking(40, 8)
         passages = store.search_dense(QUERY, qv, 50, with_text=True, unit="passage")
         ids = list(passages.doc_ids)
@@ -156,9 +178,9 @@ def test_maxp_returns_each_document_once_at_its_best_passage(tmp_path: Path,
         assert lexical.doc_ids[0] == "long" and "Zorbula" in lexical.column("text")[0]
 
 
-def test_the_same_documents_unsplit_miss_the_answer(tmp_path: Path) -> None:
+def test_the_same_documents_unsplit_miss_the_answer(whole_edge: Path) -> None:
     emb = HashingEmbedder()
-    with _index(tmp_path, Chunking(0, 0)) as store:
+    with open_store(whole_edge) as store:
         assert not store.manifest.split and len(store) == 12
         docs = store.search_dense(QUERY, emb.embed([QUERY])[0], 1)
         assert docs.doc_ids[0] != "long"  # the answer is diluted in the whole page
@@ -166,11 +188,14 @@ def test_the_same_documents_unsplit_miss_the_answer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["edge", "qdrant"])
 def test_a_rewritten_document_loses_the_passages_it_no_longer_has(tmp_path: Path,
-                                                                  engine: str) -> None:
+                                                                  engine: str,
+                                                                  request) -> None:
     if engine == "qdrant":
         pytest.importorskip("qdrant_client")
     emb = HashingEmbedder()
-    with _index(tmp_path, Chunking(40, 8), engine) as store:
+    with (_index(tmp_path, Chunking(40, 8), engine) if engine == "qdrant"
+          else open_store(copy_index(request.getfixturevalue("split_edge"),
+                                     tmp_path / "idx"))) as store:
         points = len(store)
         assert points > 20
         shorter = Document(id="long", text=ANSWER, url="https://www.nih.gov/a")
@@ -184,9 +209,9 @@ def test_a_rewritten_document_loses_the_passages_it_no_longer_has(tmp_path: Path
         assert len(store) == points
 
 
-def test_index_time_scores_reach_every_passage(tmp_path: Path) -> None:
+def test_index_time_scores_reach_every_passage(tmp_path: Path, split_edge: Path) -> None:
     emb = HashingEmbedder()
-    with _index(tmp_path, Chunking(40, 8)) as store:
+    with open_store(copy_index(split_edge, tmp_path / "idx")) as store:
         set_fields(store, {"long": {"credibility": 0.25, "credibility_key": "k"}})
         hits = store.search_dense(QUERY, emb.embed([QUERY])[0], 100, unit="passage")
         mine = [c for d, c in zip(hits.doc_ids, hits.column("credibility"), strict=True)
@@ -194,21 +219,22 @@ def test_index_time_scores_reach_every_passage(tmp_path: Path) -> None:
         assert len(mine) > 5 and set(mine) == {0.25}
 
 
-def test_pushdown_takes_the_python_path_on_split_documents(tmp_path: Path) -> None:
+def test_pushdown_takes_the_python_path_on_split_documents(split_edge: Path,
+                                                           whole_edge: Path) -> None:
     from credrank.stages.prior import SourcePrior
 
-    with _index(tmp_path, Chunking(40, 8)) as store:
+    with open_store(split_edge) as store:
         decision = decide_pushdown([SourcePrior()], store=store)
         assert not decision.fused and "split into passages" in (decision.reason or "")
         with pytest.raises(Exception, match="split into passages"):
             decide_pushdown([SourcePrior()], store=store, requested=True)
-    with _index(tmp_path / "unsplit", Chunking(0, 0)) as store:
+    with open_store(whole_edge) as store:
         assert decide_pushdown([SourcePrior()], store=store).fused
 
 
-def test_searcher_unit_document_and_passage(tmp_path: Path) -> None:
+def test_searcher_unit_document_and_passage(split_edge: Path) -> None:
     emb = HashingEmbedder()
-    with _index(tmp_path, Chunking(40, 8)) as store:
+    with open_store(split_edge) as store:
         searcher = Searcher(store, emb)
         docs = searcher.search(QUERY, searcher.spec(top_k=3))
         hits = docs.hits(text="full")
@@ -291,9 +317,9 @@ def test_five_passages_of_one_page_are_not_a_planted_group() -> None:
 
 
 # -- an index made before passages ----------------------------------------------------------
-def test_an_index_made_before_passages_opens_and_says_how_to_reindex(tmp_path: Path) -> None:
-    with _index(tmp_path, Chunking(0, 0)):
-        pass
+def test_an_index_made_before_passages_opens_and_says_how_to_reindex(tmp_path: Path,
+                                                                     whole_edge: Path) -> None:
+    copy_index(whole_edge, tmp_path / "idx")
     path = tmp_path / "idx" / MANIFEST
     data = json.loads(path.read_text())
     for key in ("chunk_tokens", "chunk_overlap", "split"):
@@ -315,9 +341,12 @@ def _long_corpus(path: Path) -> Path:
              "text": FILLER + " " + ANSWER},
             {"id": "short-other", "url": "https://example.com/b", "title": "Travel notes",
              "text": "Freedonia is a small country. Its people like bridges and rivers."}]
+    # four distractors: embedded whole, the long page scores 0, below every one of them
+    # ('missed' needs three above it), and split it ranks first; the 20 there were took five
+    # times the model's work and tested nothing more
     rows += [{"id": f"d{i}", "url": f"https://site{i}.com/x",
               "text": f"Document {i} about weather and sports and news number {i}."}
-             for i in range(20)]
+             for i in range(4)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -451,9 +480,9 @@ def test_post_index_splits_what_it_writes(tmp_path: Path) -> None:
     ("dim", 128, "declares dim 128, but the shard's vectors have 256 dimensions"),
 ])
 def test_a_manifest_that_disagrees_with_the_shard_is_refused(tmp_path: Path, key: str,
-                                                             value: Any, expected: str) -> None:
-    with _index(tmp_path, Chunking(0, 0)):
-        pass
+                                                             value: Any, expected: str,
+                                                             whole_edge: Path) -> None:
+    copy_index(whole_edge, tmp_path / "idx")
     path = tmp_path / "idx" / MANIFEST
     data = json.loads(path.read_text())
     data[key] = value

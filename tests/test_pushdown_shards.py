@@ -11,10 +11,12 @@ Shown on the demo corpus and on CrAM NQ (skipped when ``../shared/data`` lacks i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import qdrant_edge as qe
 
@@ -34,9 +36,32 @@ pytest.importorskip("qdrant_client")
 from credrank.index.qdrant_server import SHARD_SAMPLING_LIMIT, QdrantServerIndex
 from qdrant_cluster import EmulatedCluster, cluster_index, sampled_limit
 
-pytestmark = pytest.mark.filterwarnings("ignore:Failed to obtain server version")
+pytestmark = [pytest.mark.filterwarnings("ignore:Failed to obtain server version"),
+              # one xdist worker runs the whole file (``--dist loadgroup``), so each index
+              # below is built once per run, not once on each worker that gets some of its tests
+              pytest.mark.xdist_group("pushdown_shards")]
 
-EMB = HashingEmbedder(64)
+
+class MemoHashingEmbedder(HashingEmbedder):
+    """:class:`HashingEmbedder` remembering each text's vector: the same 5,000 CrAM passages
+    (and 120 demo documents) are indexed into a store per shard count and a local-mode one,
+    and the hashing vector of a text depends on that text alone (each row hashed and
+    normalised by itself), so embedding it once gives every store the very vectors it had."""
+
+    def __init__(self, dim: int):
+        super().__init__(dim)
+        self._memo: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            self._memo.update(zip(missing, super().embed(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts])
+
+
+EMB = MemoHashingEmbedder(64)
 DATA = demo_dir()
 DEMO_QUERIES = ("vitamin c cold", "vaccine autism", "statin muscle pain", "sunscreen cancer",
                 "fluoride water children", "melatonin sleep", "antibiotics virus",

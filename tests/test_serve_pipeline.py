@@ -67,6 +67,22 @@ def served(demo_index_hashing: Path, tmp_path: Path) -> Iterator[tuple[Any, dict
         yield app, models
 
 
+@pytest.fixture(scope="session")
+def served_to_read(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[tuple[Any, dict[str, Path]]]:
+    """:func:`served` built once per session, for the parametrized tests that only search
+    and rerank (or are refused with 422): none of them writes to the index, the feedback
+    store or the app's state, so each still sees the app :func:`served` gives (opening a
+    copy of the index and the app per test was most of this file's time)."""
+    root = tmp_path_factory.mktemp("served")
+    where = copy_index(demo_index_hashing, root / "index")
+    models = write_models(root / "models")
+    FeedbackPriors(root / "priors", "current")
+    with in_process(where, tables=(TABLE,), api_key=KEY, priors_store=root / "priors",
+                    models=models) as app:
+        yield app, models
+
+
 def run(scenario: Any) -> Any:
     return asyncio.run(scenario)
 
@@ -110,13 +126,14 @@ FIELDS_AND_SPECS = [
 
 
 @pytest.mark.parametrize(("fields", "options"), FIELDS_AND_SPECS)
-def test_pipeline_equals_the_fields_and_the_cli_path(served: Any, demo_index_hashing: Path,
+def test_pipeline_equals_the_fields_and_the_cli_path(served_to_read: Any,
+                                                     demo_index_hashing: Path,
                                                      tmp_path: Path, fields: dict[str, Any],
                                                      options: dict[str, Any]) -> None:
     """The spec the CLI options make, sent as ``pipeline``, answers what the request fields
     of the same options answer, and what ``Searcher.search_json(spec)`` (``credrank search
     --json``) answers in process; each response's ``pipeline`` is that spec."""
-    app, _ = served
+    app, _ = served_to_read
     spec = spec_from_options(**options)
     by_fields, by_spec = post_all(app, ("/search", {"query": QUERY, **fields}),
                                   ("/search", {"query": QUERY, "pipeline": spec.to_dict()}))
@@ -245,9 +262,9 @@ SPEC_ERRORS = [
 
 
 @pytest.mark.parametrize(("pipeline", "field", "needle"), SPEC_ERRORS)
-def test_spec_errors_name_the_pipeline_path(served: Any, pipeline: dict[str, Any], field: str,
-                                            needle: str) -> None:
-    app, models = served
+def test_spec_errors_name_the_pipeline_path(served_to_read: Any, pipeline: dict[str, Any],
+                                            field: str, needle: str) -> None:
+    app, models = served_to_read
     got, = post_all(app, ("/search", {"query": QUERY, "pipeline": pipeline}))
     assert got.status_code == 422, got.text
     body = got.json()
@@ -259,8 +276,8 @@ def test_spec_errors_name_the_pipeline_path(served: Any, pipeline: dict[str, Any
 
 @pytest.mark.parametrize("field", [s.name for s in HTTP_SEARCH.shortcuts()
                                    if s.name not in WITH_PIPELINE])
-def test_shortcut_fields_with_a_pipeline_are_refused(served: Any, field: str) -> None:
-    app, _ = served
+def test_shortcut_fields_with_a_pipeline_are_refused(served_to_read: Any, field: str) -> None:
+    app, _ = served_to_read
     shortcut = SHORTCUTS[field]
     # even the default value, sent, is refused
     body = {"query": QUERY, "pipeline": {"stages": ["prior"]}, field: shortcut.default}
