@@ -36,10 +36,9 @@ pytest.importorskip("qdrant_client")
 from credrank.index.qdrant_server import SHARD_SAMPLING_LIMIT, QdrantServerIndex
 from qdrant_cluster import EmulatedCluster, cluster_index, sampled_limit
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Failed to obtain server version"),
-              # one xdist worker runs the whole file (``--dist loadgroup``), so each index
-              # below is built once per run, not once on each worker that gets some of its tests
-              pytest.mark.xdist_group("pushdown_shards")]
+# `make test` runs the whole file on one xdist worker (--dist loadfile), so each index below
+# is built once per run
+pytestmark = [pytest.mark.filterwarnings("ignore:Failed to obtain server version")]
 
 
 class MemoHashingEmbedder(HashingEmbedder):
