@@ -149,6 +149,7 @@ def test_piped_search_keeps_every_word_of_every_cell(tmp_path: Path) -> None:
 
 
 @needs_script
+@pytest.mark.slow  # MiniLM: the demo run and the session's MiniLM demo index (slow group)
 def test_demo_to_a_file_keeps_every_word(tmp_path: Path, demo_index_minilm: Path) -> None:
     """`make demo > log` (the default install): every host of the example tables whole."""
     from credrank.demo import _example
