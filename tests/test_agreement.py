@@ -392,13 +392,19 @@ def test_fit_loto_models_excludes_held_out_and_outer_topic():
 
 
 @pytest.mark.slow  # the TREC stance experiment on the real file
-def test_real_trec_file_with_hashing_embedder(shared_data: Path):
+def test_real_trec_file_with_hashing_embedder(shared_data: Path, tmp_path: Path):
+    """On the first topics of the real file (every topic kind: see ``TREC_TOPICS``)."""
     from credrank_bench.experiments.trec_hm import run_trec_hm
+    from test_bench_json import TREC_TOPICS, _slice_csv_topics
 
     path = shared_data / "trec2019_hm" / "trec2019_hm_dev.csv"
     if not path.is_file():
         pytest.skip(f"TREC 2019 HM file not found at {path}")
+    path = _slice_csv_topics(path, tmp_path / "trec2019_hm.csv", TREC_TOPICS)
+    with path.open(encoding="utf-8", newline="") as f:
+        judged = list(csv.DictReader(f))
     result = run_trec_hm(path, embedder=HashingEmbedder(128), sharpness=2.0, floor=0.1)
-    assert len(result["choices"]) == 15
-    assert result["stance"]["n"] == 156
+    # one choice per topic, one stance example per judged page (the whole file: 15 and 156)
+    assert len(result["choices"]) == len({r["topic_id"] for r in judged}) == TREC_TOPICS
+    assert result["stance"]["n"] == len(judged)
     assert 0.0 < result["experiment"].mean("similarity", "harmful@5") < 1.0

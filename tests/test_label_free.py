@@ -31,7 +31,7 @@ from credrank_bench.experiments.label_free import (
     supported_choice,
 )
 from credrank_bench.experiments.poisoning import CONSENSUS_COLLAPSE, bench_poisonedrag
-from test_bench_json import _slice_json_list, cram_file
+from test_bench_json import _slice_json_dict, _slice_json_list, cram_file
 
 
 def numbers(value: Any) -> list[float]:
@@ -177,12 +177,19 @@ def test_newspolluted_section_uses_the_choice_reader(shared_data: Path, tmp_path
 # ---------------------------------------------------------------- PoisonedRAG copy collapse
 
 
-def test_poisonedrag_consensus_systems_and_copy_counts(shared_data: Path) -> None:
+#: the PoisonedRAG targets (of nq.json's 100) the copy-collapse test runs: each target is one
+#: question with its own 10 poisoned passages, so a slice has every case of the whole file
+POISON_TARGETS = 20
+
+
+def test_poisonedrag_consensus_systems_and_copy_counts(shared_data: Path,
+                                                       tmp_path: Path) -> None:
     path = shared_data / "poisonedrag" / "nq.json"
     corpus = shared_data / "cram" / "cram_nq_1000_reconstructed.jsonl"
     for p in (path, corpus):
         if not p.is_file():
             pytest.skip(f"real data not available: expected {p}")
+    path = _slice_json_dict(path, tmp_path / "nq.json", POISON_TARGETS)
     result = bench_poisonedrag(path, corpus, get_embedder("hashing"), sweep=())
     main = result.main
     assert main is not None
@@ -191,9 +198,9 @@ def test_poisonedrag_consensus_systems_and_copy_counts(shared_data: Path) -> Non
         assert row.reads_labels is False
         assert 0.0 <= main.table.mean(name, "attack-success@1") <= 1.0  # type: ignore
     copies = result.details["poison_copies"]
-    assert copies["targets"] == 100
+    assert copies["targets"] == POISON_TARGETS  # the whole file: 100
     text, both = copies["text"], copies["text_or_cosine_0.9"]
-    assert text["pairs"] == both["pairs"] == 100 * 10
+    assert text["pairs"] == both["pairs"] == POISON_TARGETS * 10
     assert 1.0 <= both["mean_groups_per_target"] <= text["mean_groups_per_target"] <= 5.0
     json.dumps(result.to_json(), allow_nan=False)
 

@@ -316,7 +316,7 @@ def test_wilson_interval_matches_the_closed_form() -> None:
 
 #: the targets of the real file that the bench smoke check runs (the whole file: `credrank
 #: bench poisonedrag`, bench/; the reader is checked on all of them)
-SMOKE_TARGETS = 12
+SMOKE_TARGETS = 6
 
 
 def test_real_poisonedrag_bench_with_hashing(shared_data: Path, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ runs, the same final scores to the six decimals stored).
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,14 +17,12 @@ import pytest
 
 from credrank.demo import SYSTEMS
 from credrank.demo_corpus import demo_dir
-from credrank.documents import iter_documents, read_queries
+from credrank.documents import read_queries
 from credrank.evaluate.metrics import ranked_docs
 from credrank.index.embed import get_embedder
-from credrank.index.ingest import index_documents
 from credrank.index.qdrant_edge import EdgeIndex
 from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.shortcuts import spec_from_options
-from credrank.provenance import SourceTyper
 from credrank_bench.experiments.bench import bench_corpus
 
 STORED = Path(__file__).parent / "data" / "stored_runs"
@@ -41,15 +38,16 @@ def read_run(path: Path) -> dict[str, list[tuple[str, float]]]:
     return {q: [(d, s) for _, d, s in sorted(r)] for q, r in rows.items()}
 
 
-def demo_runs(embedder_name: str) -> Iterator[tuple[str, dict[str, list[tuple[str, float]]]]]:
-    """Today's demo rankings, one run per stored file name (as ``make_demo_runs.py`` does)."""
+def demo_runs(embedder_name: str, index_path: Path
+              ) -> Iterator[tuple[str, dict[str, list[tuple[str, float]]]]]:
+    """Today's demo rankings, one run per stored file name (as ``make_demo_runs.py`` does),
+    searched in ``index_path``: the demo corpus indexed by today's code with its domain table
+    (:func:`credrank.demo_corpus.build_demo_index`, the session fixtures
+    ``demo_index_hashing`` / ``demo_index_minilm``: the same indexing ``make_demo_runs.py``
+    does, built once per session for every test that searches the demo)."""
     emb = get_embedder(embedder_name)
-    data = demo_dir()
-    queries = read_queries(data / "queries.jsonl")
-    with tempfile.TemporaryDirectory() as tmp, EdgeIndex.open(
-            Path(tmp) / "idx", embedder=emb.name, dim=emb.dim, create=True) as index:
-        index_documents(iter_documents(data / "corpus.jsonl"), index, emb,
-                        SourceTyper([data / "domains.csv"]))
+    queries = read_queries(demo_dir() / "queries.jsonl")
+    with EdgeIndex.open(index_path, embedder=emb.name, dim=emb.dim) as index:
         for system, priors in SYSTEMS.items():
             for pushdown in ((None,) if priors is None else (True, False)):
                 spec = spec_from_options(top_k=TOP_K, priors="none" if priors is None else priors,
@@ -61,10 +59,10 @@ def demo_runs(embedder_name: str) -> Iterator[tuple[str, dict[str, list[tuple[st
                                    for h in pipeline.search(q.text).hits()] for q in queries}
 
 
-def check_demo(embedder_name: str) -> None:
+def check_demo(embedder_name: str, index_path: Path) -> None:
     folder = STORED / f"demo-edge-{embedder_name}"
     seen = 0
-    for tag, run in demo_runs(embedder_name):
+    for tag, run in demo_runs(embedder_name, index_path):
         stored = read_run(folder / f"{tag}.run")
         assert set(run) == set(stored), tag
         for qid, hits in run.items():
@@ -76,15 +74,15 @@ def check_demo(embedder_name: str) -> None:
     assert seen == len(list(folder.glob("*.run")))
 
 
-def test_demo_rankings_through_the_engine_are_unchanged() -> None:
-    check_demo("hashing")
+def test_demo_rankings_through_the_engine_are_unchanged(demo_index_hashing: Path) -> None:
+    check_demo("hashing", demo_index_hashing)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="MiniLM needs the 'embed' extra")
-def test_demo_rankings_with_minilm_are_unchanged() -> None:
-    check_demo("minilm")
+def test_demo_rankings_with_minilm_are_unchanged(demo_index_minilm: Path) -> None:
+    check_demo("minilm", demo_index_minilm)
 
 
 def check_bench(name: str, folder: str, path: Path | None, embedder: str) -> None:

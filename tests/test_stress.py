@@ -237,8 +237,12 @@ def _real(shared_data: Path, *parts: str) -> Path:
     return p
 
 
-def test_real_stress_cram_with_hashing(shared_data: Path) -> None:
-    path = _real(shared_data, "cram", "cram_nq_1000_reconstructed.jsonl")
+def test_real_stress_cram_with_hashing(shared_data: Path, tmp_path: Path) -> None:
+    from test_bench_json import _slice_jsonl
+
+    # 30 of the file's 1000 questions: enough that --limit 10 finds 10 it can evaluate
+    path = _slice_jsonl(_real(shared_data, "cram", "cram_nq_1000_reconstructed.jsonl"),
+                        tmp_path / "cram_nq.jsonl", 30)
     result = run_bench("stress-cram", BenchOptions(path, "hashing", limit=10))
     assert result.summary["evaluated_questions"] == 10
     assert result.settings["counts"] == [1]
