@@ -262,7 +262,7 @@ def test_every_bench_json_holds_tables_as_data(name: str, tmp_path: Path,
     assert_no_markdown(doc)
 
 
-@pytest.mark.slow  # runs the TREC bench with its experiments on 6 topics
+@pytest.mark.slow  # runs the TREC bench with its experiments on TREC_TOPICS topics
 def test_trec_json_has_no_markdown_and_the_common_shape(
         trec_doc: tuple[dict[str, Any], Path]) -> None:
     trec_doc, _ = trec_doc
@@ -272,7 +272,7 @@ def test_trec_json_has_no_markdown_and_the_common_shape(
                                         "correctness_signal"]
 
 
-@pytest.mark.slow  # runs the TREC bench with its experiments on 6 topics
+@pytest.mark.slow  # runs the TREC bench with its experiments on TREC_TOPICS topics
 def test_trec_json_exposes_every_correctness_signal_system(
         trec_doc: tuple[dict[str, Any], Path]) -> None:
     trec_doc, sliced = trec_doc
