@@ -103,7 +103,7 @@ def test_onnx_equals_sentence_transformers_on_varied_texts():
     from credrank.index.onnx_embed import OnnxMiniLMEmbedder
 
     texts = varied_texts()
-    onnx = OnnxMiniLMEmbedder(folder, threads=1)  # one thread, as torch has here (conftest)
+    onnx = OnnxMiniLMEmbedder(folder)
     # every kind is there: "" ([CLS] [SEP]), short and demo-length texts, and several cut at
     # the 256-piece limit (the test once asserted only a count, >= 300 texts)
     lengths = onnx.token_lengths(texts)
@@ -160,7 +160,7 @@ def test_onnx_token_lengths_drive_bucketed_indexing():
     from credrank.index.ingest import embed_bucketed, text_lengths
     from credrank.index.onnx_embed import OnnxMiniLMEmbedder
 
-    emb = OnnxMiniLMEmbedder(folder, batch_size=4, threads=1)
+    emb = OnnxMiniLMEmbedder(folder, batch_size=4)
     texts = varied_texts()[-40:]
     lengths = emb.token_lengths(texts)
     assert lengths == [sum(emb.tokenizer.encode(t).attention_mask) for t in texts]
