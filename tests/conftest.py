@@ -12,6 +12,7 @@ and metadata columns (the one factory tests use instead of building batches by h
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -167,18 +168,47 @@ class PausedIndexer:
         self.stdout.close()
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               build: Callable[[Path], Any]) -> Path:
+    """``build(folder)``'s index, built once per test run and shared by the pytest-xdist
+    workers: the first worker to get here builds it into the run's common temporary folder
+    under a file lock (a build that did not finish is built again), the others wait; each
+    worker gets its own sparse copy (:func:`sparse_copy.copy_index`), since the engine opens an
+    index in one process at a time. Without xdist: built in this session's folder."""
+    from filelock import FileLock
+
+    from sparse_copy import copy_index
+
+    mine = tmp_path_factory.mktemp(name) / "index"
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        build(mine)
+        return mine
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "built").is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            build(shared / "index")
+            (shared / "built").touch()
+    copy_index(shared / "index", mine)
+    return mine
+
+
 @pytest.fixture(scope="session")
 def demo_index_hashing(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo corpus indexed with the hashing embedder (no model), built once per session.
-    Tests open it read-only (a writer would lock out the others)."""
+    """The demo corpus indexed with the hashing embedder (no model), built once per run
+    (:func:`built_once`). Tests open it read-only (a writer would lock out the others)."""
     from credrank.demo_corpus import build_demo_index
 
-    return build_demo_index(tmp_path_factory.mktemp("demo-hashing") / "index", "hashing")
+    return built_once(tmp_path_factory, "demo-hashing",
+                      lambda where: build_demo_index(where, "hashing"))
 
 
 @pytest.fixture(scope="session")
 def demo_index_minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo corpus indexed with MiniLM (loads the model), built once per session."""
+    """The demo corpus indexed with MiniLM (loads the model), built once per run
+    (:func:`built_once`)."""
     from credrank.demo_corpus import build_demo_index
 
-    return build_demo_index(tmp_path_factory.mktemp("demo-minilm") / "index", "minilm")
+    return built_once(tmp_path_factory, "demo-minilm",
+                      lambda where: build_demo_index(where, "minilm"))
