@@ -127,30 +127,32 @@ class BodyLimitMiddleware:
                     await send_error(send, 413, "too_large", too_large(self.max_bytes),
                                      {"Connection": "close"})
                     return
-        loop = asyncio.get_running_loop()
-        deadline = None if self.read_timeout_s is None else loop.time() + self.read_timeout_s
+        # one deadline for the whole body: a timer of the loop that cancels this task, not a
+        # task per receive() (asyncio.wait_for makes one: ≈ 0.03 ms of a cheap search)
+        deadline = (None if self.read_timeout_s is None
+                    else asyncio.get_running_loop().time() + self.read_timeout_s)
         chunks: list[bytes] = []
         size = 0
-        while True:
-            try:
-                message = await (receive() if deadline is None else asyncio.wait_for(
-                    receive(), max(deadline - loop.time(), 0.0)))
-            except TimeoutError:
-                assert self.read_timeout_s is not None
-                await send_error(send, 408, "request_timeout", too_slow(self.read_timeout_s),
-                                 {"Connection": "close"})
-                return
-            if message["type"] != "http.request":  # the client went away: nothing to answer
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await send_error(send, 413, "too_large", too_large(self.max_bytes),
-                                 {"Connection": "close"})
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout_at(deadline):
+                while size <= self.max_bytes:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client went away
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            assert self.read_timeout_s is not None
+            await send_error(send, 408, "request_timeout", too_slow(self.read_timeout_s),
+                             {"Connection": "close"})
+            return
+        if size > self.max_bytes:
+            await send_error(send, 413, "too_large", too_large(self.max_bytes),
+                             {"Connection": "close"})
+            return
         body = b"".join(chunks)
         replayed = False
 
