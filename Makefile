@@ -33,8 +33,9 @@ ONNX_EXPORT := test -f $(ONNX_MINILM) || { echo "make: exporting MiniLM to ONNX 
 SMOLLM2_PREPARED := $(VENV)/share/credrank/smollm2/smollm2-135m-instruct-q4_1/meta.json
 SMOLLM2_PREPARE := test -f $(SMOLLM2_PREPARED) || { echo "make: preparing SmolLM2 once (about" \
 	"30 s, 540 MB) into $(dir $(SMOLLM2_PREPARED)) so that it loads in 3 s, not 20"; \
-	start=$$(date +%s); $(BIN)/python -m credrank.generate.prepare && \
-	echo "make: SmolLM2 prepared in $$(( $$(date +%s) - start )) s"; }
+	start=$$(date +%s); if $(BIN)/python -m credrank.generate.prepare; then \
+	echo "make: SmolLM2 prepared in $$(( $$(date +%s) - start )) s"; else echo "make: SmolLM2" \
+	"not prepared (the error above); it loads from its GGUF, about 20 s a process"; fi; }
 
 .PHONY: demo test test-fast install install-demo install-lm lint typecheck help-text bench \
 	bench-baselines audit-demo

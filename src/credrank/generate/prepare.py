@@ -152,6 +152,10 @@ def prepare(directory: str | Path | None = None, *, force: bool = False,
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
+    except OSError as exc:  # a full disk, a folder that cannot be written
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"cannot write the prepared SmolLM2 ({exc}); nothing installed"
+                           ) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
