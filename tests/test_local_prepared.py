@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from credrank.core.files import file_sha256
 from credrank.generate import local
 from credrank.generate.local import (
     PREPARED_FORMAT,
     PREPARED_META,
-    file_sha256,
     lm_available,
     load_local_model,
     prepared_problem,

@@ -94,8 +94,9 @@ def calibrate(
 
     Progress (head-effect rows, then validation rows) is shown on stderr when it is a
     terminal (never with --quiet or when stderr is a file or a pipe)."""
+    from credrank.core.files import file_sha256
     from credrank.cram.generate import model_info
-    from credrank.cram.headsfile import HeadsFile, save_heads, sha256_file
+    from credrank.cram.headsfile import HeadsFile, save_heads
     from credrank.cram.multipliers import CramInputError
     from credrank.cram.prompt import render_prompt
     from credrank.cram.questions import CramDataError, ideal_scores, read_cram_questions
@@ -182,7 +183,7 @@ def calibrate(
         validation_curve=[{"n_heads": int(n), "mean_p_wrong": float(v)}
                           for n, v in sorted(dict(curve).items())],
         n_calib=len(calib), n_valid=len(valid), data=str(data),
-        data_sha256=sha256_file(data), floor=float(floor), seed=seed,
+        data_sha256=file_sha256(data), floor=float(floor), seed=seed,
         calibration_ids=tuple(usable[p].qid for p in calib_pos),
         validation_ids=tuple(usable[p].qid for p in valid_pos),
         extra={"grid": sizes, "method": method,

@@ -1,12 +1,15 @@
-"""Crash-safe file replacement: a reader sees the old file or the new one, never half."""
+"""Crash-safe file and folder replacement (a reader sees the old one or the new one, never
+half) and file fingerprints."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +56,37 @@ def save_json(path: str | Path, document: Mapping[str, Any], *, what: str = "fil
     if not path.parent.is_dir():
         raise ValueError(f"{path}: the folder {path.parent} does not exist")
     atomic_write_text(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+
+
+def file_sha256(path: str | Path) -> str:
+    """The hex SHA-256 of the bytes of the file at ``path`` (read a MiB at a time)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path, what: str, hint: str) -> Iterator[Path]:
+    """A new private folder beside ``target`` for the block to build ``what`` in; when the
+    block ends without an error the folder is made readable by every user (0o755) and
+    replaces ``target`` (removed first when there), else it is removed and ``target`` is left
+    as it was. :class:`RuntimeError` naming ``what`` and ``hint`` (where else it may go) when
+    the folder cannot be made."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as exc:
+        raise RuntimeError(f"cannot write {what} under {target.parent} ({exc}); choose "
+                           f"another folder with {hint}") from exc
+    try:
+        yield tmp
+        tmp.chmod(0o755)  # mkdtemp made it private; what it holds is for every user
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+

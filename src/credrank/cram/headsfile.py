@@ -26,7 +26,6 @@ meaningful with the prompt template they were calibrated with; a mismatch is ref
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -107,15 +106,6 @@ def plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     raise HeadsFileError(f"heads file: cannot write a {type(value).__name__} ({value!r:.60})")
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes (the calibration data's fingerprint)."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 _MATRIX = ListOf(ListOf(Nullable(Number())))

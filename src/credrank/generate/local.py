@@ -25,7 +25,6 @@ needs them.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -35,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from credrank.core.files import file_sha256
 from credrank.core.validation import check_int
 from credrank.generate.llm import Generation, GeneratorError
 
@@ -83,15 +83,6 @@ def prepared_dir() -> Path:
     ``python -m credrank.generate.prepare`` (run by ``make install`` / ``make install-lm``)
     keeps the prepared copy of the model, inside the environment that holds the GGUF."""
     return Path(sys.prefix) / "share" / "credrank" / "smollm2" / PREPARED_NAME
-
-
-def file_sha256(path: Path) -> str:
-    """The hex SHA-256 of the file at ``path`` (0.2 s for the 98 MB GGUF, page cache warm)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def prepared_problem(directory: Path, gguf: Path) -> str | None:

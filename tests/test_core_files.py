@@ -1,0 +1,55 @@
+"""credrank.core.files: the file fingerprint and the staged folder replacement that the ONNX
+export and the SmolLM2 preparation share."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from credrank.core.files import file_sha256, staged_folder
+
+
+def test_file_sha256_is_the_digest_of_the_bytes(tmp_path: Path) -> None:
+    data = os.urandom(3 << 20) + b"tail"  # several read blocks and a partial one
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    assert file_sha256(path) == hashlib.sha256(data).hexdigest()
+    assert file_sha256(str(path)) == file_sha256(path)
+
+
+def test_a_finished_folder_replaces_the_target_readable_by_all(tmp_path: Path) -> None:
+    target = tmp_path / "share" / "artifact"
+    target.mkdir(parents=True)
+    (target / "old.txt").write_text("old")
+    with staged_folder(target, "the artifact", "--dir") as tmp:
+        assert tmp.parent == target.parent and tmp != target
+        (tmp / "new.txt").write_text("new")
+        assert (target / "old.txt").is_file()  # the old one stands until the block ends
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert [p.name for p in target.parent.iterdir()] == ["artifact"]  # no temporary left
+
+
+def test_a_failed_folder_is_removed_and_the_target_left_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "artifact"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(ValueError, match="half built"):
+        with staged_folder(target, "the artifact", "--dir") as tmp:
+            (tmp / "new.txt").write_text("new")
+            raise ValueError("half built")
+    assert sorted(p.name for p in target.iterdir()) == ["old.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["artifact"]
+
+
+def test_a_folder_that_cannot_be_made_names_what_and_where_else(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(RuntimeError, match=r"cannot write the artifact under .*file.*"
+                                           r"choose another folder with --dir"):
+        with staged_folder(blocker / "artifact", "the artifact", "--dir"):
+            pass
