@@ -62,6 +62,13 @@ def test_health_ready_and_openapi(ro: ServerHandle) -> None:
             "/healthz", "/readyz"} <= set(spec["paths"])
     assert "hits" in spec["components"]["schemas"]["SearchResponse"]["properties"]
     assert spec["paths"]["/index"]["post"]["security"]  # the key schemes are declared
+    for path, model in (("/search", "SearchRequest"), ("/rerank", "RerankRequest")):
+        # the endpoints parse their own body (SelfParsedRoute): documented all the same
+        body = spec["paths"][path]["post"]["requestBody"]
+        assert body["required"] is True
+        ref = body["content"]["application/json"]["schema"]["$ref"]
+        assert ref == f"#/components/schemas/{model}"
+        assert "query" in spec["components"]["schemas"][model]["properties"]
     page = httpx.get(ro.url + "/")
     assert page.status_code in (200, 404)  # the page is another component's file
     if page.status_code == 404:
