@@ -87,6 +87,19 @@ def varied_texts() -> list[str]:
     return texts
 
 
+SINGLES = 40  # how many of the last varied texts are embedded one at a time
+
+
+@pytest.fixture(scope="module")
+def onnx_singles() -> np.ndarray:
+    """The last :data:`SINGLES` varied texts embedded by ONNX one text at a time (no padding),
+    once for the tests that compare batched vectors with them."""
+    from credrank.index.onnx_embed import OnnxMiniLMEmbedder
+
+    emb = OnnxMiniLMEmbedder(_artifact_or_skip())
+    return np.vstack([emb.embed([t]) for t in varied_texts()[-SINGLES:]])
+
+
 def _max_cos_distance(a: np.ndarray, b: np.ndarray) -> float:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     cos = (a64 * b64).sum(1) / (np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1))
@@ -96,28 +109,31 @@ def _max_cos_distance(a: np.ndarray, b: np.ndarray) -> float:
 # -- equivalence ----------------------------------------------------------------------------
 
 @pytest.mark.slow  # loads torch and sentence-transformers beside onnxruntime
-def test_onnx_equals_sentence_transformers_on_varied_texts():
+def test_onnx_equals_sentence_transformers_on_varied_texts(onnx_singles):
     folder = _artifact_or_skip()
     pytest.importorskip("sentence_transformers", reason="the embed extra is not installed")
     from credrank.index.embed import MiniLMEmbedder
     from credrank.index.onnx_embed import OnnxMiniLMEmbedder
 
     texts = varied_texts()
-    onnx = OnnxMiniLMEmbedder(folder)
+    # batches of 16, not the default 64, on both sides: both sort a call by length and pad a
+    # batch to its longest text, so one batch of all the texts padded every one to 256 pieces
+    # (≈ 4 times the compute, measured) while checking nothing more; every batch of 16 still
+    # mixes lengths (padding masked), and several batches check that the order is restored
+    onnx = OnnxMiniLMEmbedder(folder, batch_size=16)
     # every kind is there: "" ([CLS] [SEP]), short and demo-length texts, and several cut at
     # the 256-piece limit (the test once asserted only a count, >= 300 texts)
     lengths = onnx.token_lengths(texts)
     assert min(lengths) == 2 and max(lengths) == 256 and lengths.count(256) >= 5
     assert len({n for n in lengths if 16 <= n < 256}) >= 10
-    torch_emb = MiniLMEmbedder()
+    torch_emb = MiniLMEmbedder(batch_size=16)
     assert onnx.max_seq_length == torch_emb.model.max_seq_length == 256
     got, expected = onnx.embed(texts), torch_emb.embed(texts)
     assert got.shape == expected.shape == (len(texts), 384)
     assert got.dtype == np.float32
     assert _max_cos_distance(got, expected) <= TOLERANCE
     # batch composition does not matter (padding is masked): one text at a time agrees too
-    singles = np.vstack([onnx.embed([t]) for t in texts[-25:]])
-    assert _max_cos_distance(singles, expected[-25:]) <= TOLERANCE
+    assert _max_cos_distance(onnx_singles[-25:], expected[-25:]) <= TOLERANCE
 
 
 def test_onnx_truncates_at_max_seq_length():
@@ -152,7 +168,7 @@ def test_onnx_embedder_contract():
     assert copy.directory == folder and np.array_equal(copy.embed(texts), vectors)
 
 
-def test_onnx_token_lengths_drive_bucketed_indexing():
+def test_onnx_token_lengths_drive_bucketed_indexing(onnx_singles):
     """``token_lengths`` counts word pieces after truncation ([CLS] and [SEP] included), the
     same count the tokenizer's own padded encoding marks in its attention mask; index
     bucketing (``text_lengths``) measures an ONNX embedder with it, not in characters."""
@@ -161,7 +177,7 @@ def test_onnx_token_lengths_drive_bucketed_indexing():
     from credrank.index.onnx_embed import OnnxMiniLMEmbedder
 
     emb = OnnxMiniLMEmbedder(folder, batch_size=4)
-    texts = varied_texts()[-40:]
+    texts = varied_texts()[-SINGLES:]
     lengths = emb.token_lengths(texts)
     assert lengths == [sum(emb.tokenizer.encode(t).attention_mask) for t in texts]
     assert max(lengths) == 256 and min(lengths) == 2  # truncated; "" is [CLS] [SEP]
@@ -169,9 +185,8 @@ def test_onnx_token_lengths_drive_bucketed_indexing():
     # characters are not tokens: a 3,500-character text and a 256-piece one weigh the same
     assert lengths[texts.index("word " * 700)] == 256
     # batching by tokens and padding per batch gives the vectors of one text at a time
-    singles = np.vstack([emb.embed([t]) for t in texts])
-    assert np.allclose(embed_bucketed(emb, texts, embed_batch=8), singles, atol=1e-5)
-    assert np.allclose(emb.embed(texts), singles, atol=1e-5)
+    assert np.allclose(embed_bucketed(emb, texts, embed_batch=8), onnx_singles, atol=1e-5)
+    assert np.allclose(emb.embed(texts), onnx_singles, atol=1e-5)
 
 
 def test_mean_pool_is_masked_mean():

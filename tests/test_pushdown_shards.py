@@ -87,13 +87,34 @@ def pipelines(store: Any, top_k: int, fetch_k: int | None, priors: str = "curren
     return pushed, python
 
 
+#: ``(top_k, fetch_k, priors, query) -> ranking``: what a pipeline gave on a store
+Memo = dict[tuple[int, int | None, str, str], Any]
+
+
+def memoised(pipeline: Any, query: str, memo: Memo | None, key: tuple[Any, ...]) -> Any:
+    """``pipeline.search(query)``, kept in ``memo`` under ``key`` (``None``: not kept)."""
+    if memo is None:
+        return pipeline.search(query)
+    if key not in memo:
+        memo[key] = pipeline.search(query)
+    return memo[key]
+
+
 def verdicts(store: Any, queries: tuple[str, ...] | list[str], top_k: int,
-             fetch_k: int | None, priors: str = "current") -> dict[str, str]:
-    """``query -> same | ties | real`` (:func:`credrank.core.ties.compare_rankings`)."""
+             fetch_k: int | None, priors: str = "current", python_memo: Memo | None = None,
+             pushed_memo: Memo | None = None) -> dict[str, str]:
+    """``query -> same | ties | real`` (:func:`credrank.core.ties.compare_rankings`).
+
+    ``python_memo``: the Python path's rankings on ``store``, kept across calls (a
+    module-scoped store's fixture): that path reads nothing of ``store.global_pool``, which
+    only the pushdown's ``search_formula`` reads, so the tests that compare one request and two
+    with it rank it once per case instead of once per request mode. ``pushed_memo``: the same
+    for the pushdown's rankings, for one value of ``store.global_pool``."""
     pushed, python = pipelines(store, top_k, fetch_k, priors)
     out = {}
     for q in queries:
-        a, b = pushed.search(q), python.search(q)
+        a = memoised(pushed, q, pushed_memo, (top_k, fetch_k, priors, q))
+        b = memoised(python, q, python_memo, (top_k, fetch_k, priors, q))
         assert len(a) == len(b)
         out[q] = compare_rankings(a, b)
     return out
@@ -219,13 +240,28 @@ def demo_local(tmp_path_factory):
         yield store
 
 
+@pytest.fixture(scope="module")
+def demo_local_python() -> Memo:
+    """The Python path's rankings on :func:`demo_local` (see :func:`verdicts`)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def demo_local_pushed() -> Memo:
+    """The pushdown's rankings on :func:`demo_local` in its own mode (one request), the same
+    for every emulated cluster it is compared with."""
+    return {}
+
+
 @pytest.mark.parametrize("global_pool", [False, True], ids=["one-request", "two-requests"])
 @pytest.mark.parametrize("top_k,fetch_k", DEMO_CASES)
-def test_demo_local_mode_one_or_two_requests(demo_local, global_pool, top_k, fetch_k):
+def test_demo_local_mode_one_or_two_requests(demo_local, demo_local_python, demo_local_pushed,
+                                             global_pool, top_k, fetch_k):
     assert demo_local.global_pool is False  # local mode: one shard, one request
     demo_local.global_pool = global_pool
     try:
-        got = verdicts(demo_local, DEMO_QUERIES, top_k, fetch_k)
+        got = verdicts(demo_local, DEMO_QUERIES, top_k, fetch_k, python_memo=demo_local_python,
+                       pushed_memo=None if global_pool else demo_local_pushed)
     finally:
         demo_local.global_pool = False
     assert set(got.values()) <= {"same", "ties"}, got
@@ -298,23 +334,34 @@ def cram_local(cram):
         yield store
 
 
+@pytest.fixture(scope="module")
+def cram_local_python() -> Memo:
+    """The Python path's rankings on :func:`cram_local` (see :func:`verdicts`)."""
+    return {}
+
+
 @pytest.mark.parametrize("global_pool", [False, True], ids=["one-request", "two-requests"])
-def test_cram_local_mode_one_or_two_requests(cram_local, cram, global_pool):
+def test_cram_local_mode_one_or_two_requests(cram_local, cram, cram_local_python, global_pool):
     cram_local.global_pool = global_pool
     try:
         for top_k, fetch_k in CRAM_CASES:
-            got = verdicts(cram_local, cram[1][:10], top_k, fetch_k)
+            got = verdicts(cram_local, cram[1][:10], top_k, fetch_k,
+                           python_memo=cram_local_python)
             assert set(got.values()) <= {"same", "ties"}, (top_k, fetch_k, got)
     finally:
         cram_local.global_pool = False
 
 
 @pytest.mark.parametrize("top_k,fetch_k", [(5, 8), (10, None), (5, 130)])
-def test_emulated_cluster_ranks_like_local_mode(demo_cluster, demo_local, top_k, fetch_k):
+def test_emulated_cluster_ranks_like_local_mode(demo_cluster, demo_local, demo_local_pushed,
+                                                top_k, fetch_k):
     """The emulation's translation of the server's requests (formula, filters, merge) gives
-    what qdrant-client's own local mode gives, on every shard count."""
+    what qdrant-client's own local mode gives, on every shard count (local mode's rankings
+    ranked once, not once per shard count)."""
     store, _ = demo_cluster
     on_cluster = pipelines(store, top_k, fetch_k)[0]
     local = pipelines(demo_local, top_k, fetch_k)[0]
+    assert demo_local.global_pool is False  # its own mode: one request
     for q in DEMO_QUERIES:
-        assert compare_rankings(on_cluster.search(q), local.search(q)) in {"same", "ties"}, q
+        ranked = memoised(local, q, demo_local_pushed, (top_k, fetch_k, "current", q))
+        assert compare_rankings(on_cluster.search(q), ranked) in {"same", "ties"}, q

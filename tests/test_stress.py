@@ -250,8 +250,13 @@ def test_real_stress_cram_with_hashing(shared_data: Path, tmp_path: Path) -> Non
         r.system for r in result.table("first_n1").rows]
 
 
-def test_real_stress_news_correlated_fakes(shared_data: Path) -> None:
-    path = _real(shared_data, "cag", "NewsPolluted.json")
+def test_real_stress_news_correlated_fakes(shared_data: Path, tmp_path: Path) -> None:
+    from test_bench_json import _slice_json_list
+
+    # the first 40 of the 480 questions (8 evaluated): the whole file was read and embedded
+    # for nothing the test checks; every question has its 3 contaminants either way
+    path = _slice_json_list(_real(shared_data, "cag", "NewsPolluted.json"),
+                            tmp_path / "NewsPolluted.json", 40)
     result = run_bench("stress-news", BenchOptions(path, "hashing", limit=8,
                                                    positions="first", counts="1,3"))
     assert [t.key for t in result.tables] == ["first_n1", "first_n3", "flips"]
@@ -260,15 +265,26 @@ def test_real_stress_news_correlated_fakes(shared_data: Path) -> None:
         run_bench("stress-news", BenchOptions(path, "hashing", limit=2, counts="4"))
 
 
-def test_real_stress_poisonedrag(shared_data: Path) -> None:
-    path = _real(shared_data, "poisonedrag", "nq.json")
-    _real(shared_data, "cram", "cram_nq_1000_reconstructed.jsonl")
+def test_real_stress_poisonedrag(shared_data: Path, tmp_path: Path) -> None:
+    from test_bench_json import _slice_json_dict, _slice_jsonl
+
+    # 12 of the 100 targets (the test evaluates 5) and the passages of the first 100 of CrAM
+    # NQ's 1000 questions, laid out as in shared/data so that the bench finds the corpus
+    # beside the targets itself (poisoning.default_corpus): the same tables, a quarter of
+    # the cost
+    (tmp_path / "poisonedrag").mkdir()
+    (tmp_path / "cram").mkdir()
+    path = _slice_json_dict(_real(shared_data, "poisonedrag", "nq.json"),
+                            tmp_path / "poisonedrag" / "nq.json", 12)
+    _slice_jsonl(_real(shared_data, "cram", "cram_nq_1000_reconstructed.jsonl"),
+                 tmp_path / "cram" / "cram_nq_1000_reconstructed.jsonl", 100)
     result = run_bench("stress-poisonedrag", BenchOptions(path, "hashing", limit=5,
                                                           positions="natural,first",
                                                           counts="1,5"))
     assert [t.key for t in result.tables] == ["natural_n1", "natural_n5", "first_n1",
                                               "first_n5", "flips"]
     assert result.details["poison_copies"]["texts_per_target"] == 5
+    assert result.summary["evaluated_questions"] == 5  # the slice holds the 5 it evaluates
     assert result.table("first_n5").rows[0].metrics["adversarial-hit@5"].mean == 1.0
 
 
