@@ -34,13 +34,13 @@ ONNX_EXPORT := test -f $(ONNX_MINILM) || { echo "make: exporting MiniLM to ONNX 
 	"30 s) into $(dir $(ONNX_MINILM)) for the torch-free query path"; \
 	$(BIN)/python -m credrank.index.onnx_export; }
 # SmolLM2 saved once from its GGUF as float32 safetensors (about 30 s, 540 MB): each later load
-# takes about 3 s of CPU instead of about 20 s (credrank.generate.prepare); only when missing
+# takes about 3 s of CPU instead of about 8 s (credrank.generate.prepare); only when missing
 SMOLLM2_PREPARED := $(VENV)/share/credrank/smollm2/smollm2-135m-instruct-q4_1/meta.json
 SMOLLM2_PREPARE := test -f $(SMOLLM2_PREPARED) || { echo "make: preparing SmolLM2 once (about" \
-	"30 s, 540 MB) into $(dir $(SMOLLM2_PREPARED)) so that it loads in 3 s, not 20"; \
+	"30 s, 540 MB) into $(dir $(SMOLLM2_PREPARED)) so that it loads in 3 s, not 8"; \
 	start=$$(date +%s); if $(BIN)/python -m credrank.generate.prepare; then \
 	echo "make: SmolLM2 prepared in $$(( $$(date +%s) - start )) s"; else echo "make: SmolLM2" \
-	"not prepared (the error above); it loads from its GGUF, about 20 s a process"; fi; }
+	"not prepared (the error above); it loads from its GGUF, about 8 s a process"; fi; }
 
 .PHONY: demo test test-fast install install-demo install-lm lint typecheck help-text bench \
 	bench-baselines audit-demo
