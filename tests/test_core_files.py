@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from credrank.core.files import file_sha256, staged_folder
+from credrank.core.files import file_sha256, folder_step_main, staged_folder
 
 
 def test_file_sha256_is_the_digest_of_the_bytes(tmp_path: Path) -> None:
@@ -53,3 +53,26 @@ def test_a_folder_that_cannot_be_made_names_what_and_where_else(tmp_path: Path) 
                                            r"choose another folder with --dir"):
         with staged_folder(blocker / "artifact", "the artifact", "--dir"):
             pass
+
+
+def test_folder_step_main_passes_dir_and_force_and_says_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[tuple[Path | None, bool]] = []
+
+    def build(directory: Path | None, *, force: bool) -> None:
+        calls.append((directory, force))
+        if force:
+            raise RuntimeError("disk full; nothing installed")
+
+    def main(argv: list[str]) -> int:
+        return folder_step_main(argv, prog="step", description="a step", dir_help="where",
+                                force_help="again", build=build)
+
+    assert main(["--dir", str(tmp_path)]) == 0
+    assert main([]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["--force"]) == 2
+    assert capsys.readouterr().err == "error: disk full; nothing installed\n"
+    assert calls == [(tmp_path, False), (None, False), (None, True)]
+    with pytest.raises(SystemExit):  # argparse's own refusal of an unknown option
+        main(["--bogus"])

@@ -3,13 +3,15 @@ half) and file fingerprints."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,20 @@ def staged_folder(target: Path, what: str, hint: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
+
+def folder_step_main(argv: Sequence[str] | None, *, prog: str, description: str,
+                     dir_help: str, force_help: str, build: Callable[..., Any]) -> int:
+    """The command line of a one-time step that builds a folder in :func:`staged_folder`
+    (``python -m credrank.index.onnx_export``, ``python -m credrank.generate.prepare``):
+    ``--dir`` and ``--force`` passed to ``build(directory, force=…)``; the
+    :class:`RuntimeError` it raises is said on stderr as ``error: …`` and ends it with exit 2."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--dir", type=Path, default=None, help=dir_help)
+    parser.add_argument("--force", action="store_true", help=force_help)
+    args = parser.parse_args(argv)
+    try:
+        build(args.dir, force=args.force)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

