@@ -133,20 +133,22 @@ def _index(path: Path, chunking: Chunking, engine: str = "edge") -> Any:
 # built once per session: the tests that only read open them, the tests that write (or edit
 # the manifest) take a copy (sparse_copy.copy_index), so each still starts from the index
 # _index builds, without building it again.
-@pytest.fixture(scope="session")
-def split_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("passages-split")
-    with _index(root, Chunking(40, 8)):
+def _built(factory: pytest.TempPathFactory, name: str, chunking: Chunking) -> Path:
+    """The Qdrant Edge index of :func:`_docs` with ``chunking``, built and closed."""
+    root = factory.mktemp(name)
+    with _index(root, chunking):
         pass
     return root / "idx"
+
+
+@pytest.fixture(scope="session")
+def split_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built(tmp_path_factory, "passages-split", Chunking(40, 8))
 
 
 @pytest.fixture(scope="session")
 def whole_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("passages-whole")
-    with _index(root, Chunking(0, 0)):
-        pass
-    return root / "idx"
+    return _built(tmp_path_factory, "passages-whole", Chunking(0, 0))
 
 
 @pytest.mark.parametrize("engine", ["edge", "qdrant"])

@@ -14,6 +14,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +56,23 @@ def write_models(where: Path) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture
-def served(demo_index_hashing: Path, tmp_path: Path) -> Iterator[tuple[Any, dict[str, Path]]]:
-    """An in-process app on a copy of the demo index with the models registered, a key and
-    a feedback store; yields ``(app, models)``."""
-    where = copy_index(demo_index_hashing, tmp_path / "index")
-    models = write_models(tmp_path / "models")
-    FeedbackPriors(tmp_path / "priors", "current")
-    with in_process(where, tables=(TABLE,), api_key=KEY, priors_store=tmp_path / "priors",
+@contextmanager
+def _app_in(root: Path, index: Path) -> Iterator[tuple[Any, dict[str, Path]]]:
+    """An in-process app on a copy of ``index`` under ``root`` with the models registered, a
+    key and a feedback store; yields ``(app, models)``."""
+    where = copy_index(index, root / "index")
+    models = write_models(root / "models")
+    FeedbackPriors(root / "priors", "current")
+    with in_process(where, tables=(TABLE,), api_key=KEY, priors_store=root / "priors",
                     models=models) as app:
         yield app, models
+
+
+@pytest.fixture
+def served(demo_index_hashing: Path, tmp_path: Path) -> Iterator[tuple[Any, dict[str, Path]]]:
+    """:func:`_app_in` the test's folder, on the demo index."""
+    with _app_in(tmp_path, demo_index_hashing) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")
@@ -74,13 +82,8 @@ def served_to_read(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFa
     and rerank (or are refused with 422): none of them writes to the index, the feedback
     store or the app's state, so each still sees the app :func:`served` gives (opening a
     copy of the index and the app per test was most of this file's time)."""
-    root = tmp_path_factory.mktemp("served")
-    where = copy_index(demo_index_hashing, root / "index")
-    models = write_models(root / "models")
-    FeedbackPriors(root / "priors", "current")
-    with in_process(where, tables=(TABLE,), api_key=KEY, priors_store=root / "priors",
-                    models=models) as app:
-        yield app, models
+    with _app_in(tmp_path_factory.mktemp("served"), demo_index_hashing) as served:
+        yield served
 
 
 def run(scenario: Any) -> Any:
