@@ -38,6 +38,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def log_record(line: str) -> dict[str, Any] | None:
+    """``line`` as a structured log record (a JSON object), else ``None``."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 @dataclass
 class ServerHandle:
     """A running server: ``url`` (``http://127.0.0.1:PORT``), ``port``, ``proc``."""
@@ -56,15 +65,19 @@ class ServerHandle:
 
     def log_records(self) -> list[dict[str, Any]]:
         """The output lines that are JSON objects (the structured log)."""
-        out = []
-        for line in self.stderr_lines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-        return out
+        return [record for line in self.stderr_lines()
+                if (record := log_record(line)) is not None]
+
+    def wait_for_record(self, predicate: Callable[[dict[str, Any]], bool],
+                        deadline_s: float = 60) -> dict[str, Any]:
+        """The first structured log record satisfying ``predicate`` (matched as data, never
+        as text: the JSON's spacing is the formatter's), waiting up to ``deadline_s``."""
+        line = self.wait_for_line(
+            lambda text: (record := log_record(text)) is not None and predicate(record),
+            deadline_s)
+        record = log_record(line)
+        assert record is not None
+        return record
 
     def wait_for_line(self, predicate: Callable[[str], bool], deadline_s: float = 60) -> str:
         """The first output line satisfying ``predicate``, waiting up to ``deadline_s``."""

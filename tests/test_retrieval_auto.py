@@ -435,7 +435,7 @@ def test_rerank_embeds_with_one_log_line_and_says_so(server: ServerHandle) -> No
         assert got.status_code == 200, got.text
         info = got.json()["info"]["retrieval"]
         assert info["resolved"] == "cosine" and info["embedded"] == len(TEXTS)
-    server.wait_for_line(lambda line: '"event": "rerank_embeds"' in line)
+    server.wait_for_record(lambda record: record.get("event") == "rerank_embeds")
     lines = [r for r in server.log_records() if r.get("event") == "rerank_embeds"]
     assert len(lines) == 1
     assert lines[0]["embedded"] == len(TEXTS) and lines[0]["embedder"] == "hashing"

@@ -518,7 +518,7 @@ def test_a_slow_body_is_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert b'"request_timeout"' in answer and b"--read-timeout" in answer
-        server.wait_for_line(lambda text: '"status": 408' in text)
+        server.wait_for_record(lambda record: record.get("status") == 408)
 
 
 def test_incomplete_headers_are_cut_with_408(demo_index_hashing: Path, tmp_path: Path) -> None:

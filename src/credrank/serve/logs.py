@@ -12,7 +12,6 @@ too, and turns its text access log off.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from datetime import UTC, datetime
@@ -20,12 +19,16 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from credrank.serve.responses import dumps
+
 ACCESS_LOGGER = "credrank.serve.access"
 
 
 class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "message", …fields}``: ``fields`` is the ``extra``
-    mapping a record carries under the key ``fields``."""
+    mapping a record carries under the key ``fields``. Serialised as the answers are
+    (:func:`credrank.serve.responses.dumps`: compact, never ``NaN``), ≈ 4 µs less a line
+    than ``json.dumps``: the access log writes one line per request."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -40,7 +43,7 @@ class JsonFormatter(logging.Formatter):
             line["message"] = record.getMessage()
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return dumps(line).decode("utf-8")
 
 
 LOG_CONFIG: dict[str, Any] = {
