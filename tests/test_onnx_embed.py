@@ -376,4 +376,8 @@ def test_threads_follow_omp_num_threads_as_torch_does(monkeypatch: pytest.Monkey
     assert OnnxMiniLMEmbedder(folder).threads == 1
     assert OnnxMiniLMEmbedder(folder, threads=2).threads == 2  # an explicit count wins
     monkeypatch.delenv("OMP_NUM_THREADS")
-    assert OnnxMiniLMEmbedder(folder).threads == 0  # onnxruntime's default
+    default = OnnxMiniLMEmbedder(folder)
+    assert default.threads == 0  # onnxruntime's default
+    # the pool spins only while a run is active, never on after it
+    options = default.session.get_session_options()
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"

@@ -172,12 +172,16 @@ def test_builtin_rules(typer: SourceTyper, url: str, expected: str, rule: str) -
     assert prov.url_error is None and prov.conflict is None and prov.domain_score is None
 
 
-def test_bundled_rules_are_valid_and_ai_list_exists() -> None:
+def test_bundled_rules_are_valid_and_ai_list_exists(tmp_path: Path) -> None:
     rules = load_rules()
     types = {*rules.hosts.values(), *rules.domains.values(), *rules.first_labels.values()}
     assert types <= set(SOURCE_TYPES) - {"unknown"}
     text = (Path(provenance.__file__).parent / "source_types.toml").read_text()
     assert "[ai_generated]" in text
+    # what loading checks in any other rules file: no domain rule is a public suffix
+    assert rules.domains
+    assert all(provenance_url.registered_domain(d) is not None for d in rules.domains)
+    assert load_rules(write(tmp_path / "same.toml", text)).domains == rules.domains
 
 
 @pytest.mark.parametrize(
