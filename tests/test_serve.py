@@ -433,7 +433,7 @@ def test_a_client_leaving_mid_body_is_logged_as_a_disconnect(ro: ServerHandle) -
     with socket.create_connection(("127.0.0.1", ro.port), timeout=60) as s:
         s.sendall(b"POST /rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 1000\r\n\r\n{\"query\": ")
-    record = ro.wait_for_record(lambda record: record.get("event") == "disconnect")
+    record = ro.wait_for_record(lambda r: r.get("event") == "disconnect")
     assert record["status"] is None and record["method"] == "POST"
     assert not any(record.get("status") == 500 for record in ro.log_records())
 
