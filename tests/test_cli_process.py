@@ -45,3 +45,30 @@ def test_a_reader_that_went_away_is_exit_141_without_a_traceback(
     assert proc.returncode == 141, proc.stderr
     for bad in (*FORBIDDEN, "BrokenPipeError"):
         assert bad not in proc.stderr
+
+
+def test_the_console_script_puts_idle_blas_threads_to_sleep(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` (the entry point) sets ``OPENBLAS_THREAD_TIMEOUT`` before the command runs,
+    unless the user set it; ``run`` called from Python leaves the environment alone."""
+    import credrank.cli as cli
+
+    seen: list[str | None] = []
+
+    def command(args: list[str] | None = None) -> int:
+        seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+        return 3
+
+    def leave(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli, "run", command)
+    monkeypatch.setattr(cli, "exit_process", leave)
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "")  # restored as it was after the test
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
+    with pytest.raises(SystemExit) as first:
+        cli.main()
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert first.value.code == 3 and seen == [cli.IDLE_BLAS_SPIN, "20"]
