@@ -53,6 +53,7 @@ def test_the_console_script_puts_idle_blas_threads_to_sleep(
     unless the user set it; ``run`` called from Python leaves the environment alone."""
     import credrank.cli as cli
 
+    real_run = cli.run
     seen: list[str | None] = []
 
     def command(args: list[str] | None = None) -> int:
@@ -72,3 +73,5 @@ def test_the_console_script_puts_idle_blas_threads_to_sleep(
     with pytest.raises(SystemExit):
         cli.main()
     assert first.value.code == 3 and seen == [cli.IDLE_BLAS_SPIN, "20"]
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
+    assert real_run(["--version"]) == 0 and "OPENBLAS_THREAD_TIMEOUT" not in os.environ
