@@ -112,6 +112,29 @@ def prepared_problem(directory: Path, gguf: Path) -> str | None:
     return None
 
 
+def offline_transformers() -> Any:
+    """The ``transformers`` module, imported with ``HF_HUB_OFFLINE=1`` set (nothing is fetched
+    from a hub) and its warnings and progress bars off."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers  # lazy: the lm extra
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def load_prepared(directory: Path) -> tuple[Any, Any]:
+    """``(tokenizer, model)`` read from the prepared copy in ``directory`` (float32), as
+    loaded: no padding setup, not cached; the loader's own exceptions."""
+    import torch
+
+    transformers = offline_transformers()
+    tok = transformers.AutoTokenizer.from_pretrained(str(directory))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(directory),
+                                                              dtype=torch.float32)
+    return tok, model
+
+
 def load_gguf(path: Path) -> tuple[Any, Any]:
     """``(tokenizer, model)`` read from the GGUF at ``path`` by transformers (weights
     de-quantised to float32, tokenizer converted from the file), as loaded: no padding setup,
@@ -203,19 +226,11 @@ def load_local_model(path: Path) -> tuple[Any, Any]:
         missing = lm_available()
         if missing is not None:
             raise GeneratorError(f"SmolLM2: {missing}")
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        import transformers  # lazy: the lm extra
-
-        transformers.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
+        offline_transformers()
         prepared = prepared_dir()
         if prepared_problem(prepared, path) is None:
-            import torch
-
             try:
-                tok = transformers.AutoTokenizer.from_pretrained(str(prepared))
-                model = transformers.AutoModelForCausalLM.from_pretrained(
-                    str(prepared), dtype=torch.float32)
+                tok, model = load_prepared(prepared)
             except Exception as exc:  # any loader failure is reported the same way
                 raise GeneratorError(f"SmolLM2: loading the prepared copy {prepared} of "
                                      f"{path} failed: {type(exc).__name__}: {exc} (remove "

@@ -19,7 +19,6 @@ no ``meta.json`` under the target's name and is never used. Needs the ``lm`` ext
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +31,9 @@ from credrank.generate.local import (
     PREPARED_META,
     lm_available,
     load_gguf,
+    load_prepared,
     model_path,
+    offline_transformers,
     prepared_dir,
     prepared_problem,
 )
@@ -48,11 +49,9 @@ def _check(tok: Any, model: Any, directory: Path) -> None:
     """Load the copy in ``directory`` back and compare it with the GGUF-loaded ``tok`` and
     ``model``: the same token ids and bit-identical logits on :data:`CHECK_TEXTS`."""
     import torch
-    import transformers
 
-    tok2 = transformers.AutoTokenizer.from_pretrained(str(directory))
-    model2 = transformers.AutoModelForCausalLM.from_pretrained(str(directory),
-                                                               dtype=torch.float32).eval()
+    tok2, model2 = load_prepared(directory)
+    model2.eval()
     model.eval()
     for text in CHECK_TEXTS:
         chat = [{"role": "user", "content": text}]
@@ -114,11 +113,7 @@ def prepare(directory: str | Path | None = None, *, force: bool = False,
         return target
     try:
         with staged_folder(target, "the prepared SmolLM2", "--dir") as tmp:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            import transformers
-
-            transformers.logging.set_verbosity_error()
-            transformers.utils.logging.disable_progress_bar()
+            transformers = offline_transformers()
             say(f"preparing SmolLM2 from {gguf} (de-quantised to float32) …")
             try:
                 tok, model = load_gguf(gguf)
