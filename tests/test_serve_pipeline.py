@@ -520,6 +520,35 @@ def test_a_cheap_search_runs_on_the_event_loop_and_a_priced_one_in_a_worker(serv
     assert threaded.status_code == 200 and ranked(threaded.json()) == ranked(cheap.json())
 
 
+def test_a_request_shape_keeps_its_plan_and_its_estimate(served: Any) -> None:
+    """A request without ``pipeline`` is planned and priced once per shape (its fields but the
+    query and text): the same plan and estimate again, for another query too; another shape
+    gets its own; a request that sends its ``pipeline`` is planned anew every time; a rerank's
+    estimate, which counts the passages it embeds, is never kept."""
+    from credrank.serve.models import RerankRequest
+    from credrank.serve.work import MAX_CACHED_PLANS
+
+    app, _ = served
+    state = app.state.service
+    first = state.plan(SearchRequest(query=QUERY, top_k=5))
+    again = state.plan(SearchRequest(query="another query", top_k=5, text="none"))
+    assert again is first and first.shape is not None
+    assert state.budget(again) is state.budget(first)
+    other = state.plan(SearchRequest(query=QUERY, top_k=6))
+    assert other is not first and other.spec.top_k == 6
+    assert state.budget(other).total != state.budget(first).total
+    sent = {"query": QUERY, "pipeline": {"top_k": 5, "stages": []}}
+    one, two = (state.plan(SearchRequest.model_validate(sent)) for _ in range(2))
+    assert one is not two and one.shape is None and one.spec == two.spec
+    rerank = RerankRequest.model_validate({"query": QUERY, "candidates": [{"id": "a",
+                                                                            "text": "x"}]})
+    plan = state.plan(rerank, pool=1, pool_field="candidates")
+    assert state.budget(plan, embed_lengths=[1]) is not state.budget(plan, embed_lengths=[1])
+    for top_k in range(1, MAX_CACHED_PLANS + 2):  # the oldest shapes go
+        state.plan(SearchRequest(query=QUERY, top_k=top_k))
+    assert state.plan(SearchRequest(query=QUERY, top_k=5)) is not first
+
+
 def test_a_model_query_embedding_is_never_inline(served: Any) -> None:
     """Embedding a query with a model is priced at 50 units per 1,000 characters: a search
     with a model embedder goes to a worker even with the cheapest pipeline."""

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -148,10 +148,9 @@ class ServiceState:
         self.store_lock: threading.RLock = searcher.lock
         self.gate = HeavyGate(config.max_heavy_requests)
         self.keys = IdempotencyKeys(config.idempotency_keys)
-        #: the plans of recent request shapes (:meth:`plan`) and the estimates of those
-        #: plans (:meth:`budget`), by the shape's key
-        self._plans: dict[str, Plan] = {}
-        self._estimates: dict[int, tuple[Plan, Estimate]] = {}
+        #: the plans of recent request shapes (:meth:`plan`), each with its estimate once
+        #: priced (:meth:`budget`), by the shape (:attr:`Plan.shape`)
+        self._kept: dict[str, _Kept] = {}
         #: tests only: observes (and may hold) the work at its checkpoints
         self.hook: Hook | None = None
         #: measures the time limits (tests replace it by one they control)
@@ -289,14 +288,14 @@ class ServiceState:
         values = {name: getattr(req, name) for name in _door_fields(door) if name in sent}
         if req.pipeline is not None:
             return self._plan(req, values, door, pool, pool_field)
-        key = f"{door.name}\0{pool}\0{pool_field}\0{sorted(values.items())!r}"
-        cached = self._plans.get(key)
-        if cached is None:
-            cached = self._plan(req, values, door, pool, pool_field)  # raises: not kept
-            if len(self._plans) >= MAX_CACHED_PLANS:  # the oldest shape goes
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = cached
-        return cached
+        shape = f"{door.name}\0{pool}\0{pool_field}\0{sorted(values.items())!r}"
+        kept = self._kept.get(shape)
+        if kept is None:
+            plan = self._plan(req, values, door, pool, pool_field)  # raises: not kept
+            if len(self._kept) >= MAX_CACHED_PLANS:  # the oldest shape goes
+                self._kept.pop(next(iter(self._kept)))
+            kept = self._kept[shape] = _Kept(replace(plan, shape=shape))
+        return kept.plan
 
     def _plan(self, req: ScoringRequest, values: dict[str, Any], door: Door, pool: int | None,
               pool_field: str) -> Plan:
@@ -394,10 +393,10 @@ class ServiceState:
         """The request's estimated cost; 422 naming the plan's pool field when over the
         budget."""
         pool, pool_field = plan.pool, plan.pool_field
-        if embed_lengths is None:  # the estimate of a kept plan is kept beside it
-            known = self._estimates.get(id(plan))
-            if known is not None and known[0] is plan:
-                return known[1]
+        kept = (self._kept.get(plan.shape)
+                if plan.shape is not None and embed_lengths is None else None)
+        if kept is not None and kept.estimate is not None:
+            return kept.estimate
         options: dict[str, Any] = {"top_k": plan.spec.top_k, "stages": _priced(plan.spec),
                                    "embedder": self.searcher.embedder.name}
         cost = estimate(pool=pool, embed_lengths=embed_lengths, **options)
@@ -432,10 +431,8 @@ class ServiceState:
                 + (", or send vectors" if embedding * 2 >= cost.total else ""),
                 field=pool_field, extra={"cost": round(cost.total, 1), "budget": budget,
                                          "stage": cost.costliest, "largest_pool": fits})
-        if embed_lengths is None and plan.where is None:  # a kept plan (:meth:`plan`)
-            if len(self._estimates) >= MAX_CACHED_PLANS:
-                self._estimates.pop(next(iter(self._estimates)))
-            self._estimates[id(plan)] = (plan, cost)
+        if kept is not None:
+            kept.estimate = cost
         return cost
 
     # -- the blocking work -------------------------------------------------------------------
@@ -584,7 +581,8 @@ class Plan:
     request sent the spec, so its errors name ``pipeline.…``; ``None`` when its stage fields
     made it); the selector ``select`` (``None``: top-k) and whether it has ``consensus``; the
     budget prices every stage of ``spec`` over a ``pool`` of candidates set by
-    ``pool_field``."""
+    ``pool_field``; ``shape``: the request shape it is kept under (:meth:`ServiceState.plan`),
+    ``None`` for a plan not kept (a request that sent its ``pipeline``)."""
 
     spec: PipelineSpec
     where: str | None
@@ -592,6 +590,17 @@ class Plan:
     consensus: bool
     pool: int
     pool_field: str
+    shape: str | None = None
+
+
+@dataclass
+class _Kept:
+    """A kept :class:`Plan` and, once :meth:`ServiceState.budget` priced it without embedding
+    lengths, its :class:`~credrank.serve.cost.Estimate` (the same for every request of the
+    shape)."""
+
+    plan: Plan
+    estimate: Estimate | None = None
 
 
 _DOOR_FIELDS: dict[tuple[str, bool], tuple[str, ...]] = {}
