@@ -11,6 +11,7 @@ and metadata columns (the one factory tests use instead of building batches by h
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -36,6 +37,12 @@ os.environ.setdefault("CREDRANK_PROGRESS_INTERVAL", "86400")
 # credrank.index.onnx_embed.threads_from_env); set before any test module imports torch; the
 # children inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The collector's first generation at 10,000 allocations instead of 700, in the test processes
+# only: a worker holds every test module, torch and the session's fixtures, so each full
+# collection walks millions of objects (≈ 0.35 s; 17–19 a worker). Measured over `make test`:
+# 13.9 s of collections in the two workers at the default, 6.1 s at 10,000 (docs/results.md,
+# "The collector"). Nothing is left uncollected: the same objects are freed, less often.
+gc.set_threshold(10_000, 10, 10)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
