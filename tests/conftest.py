@@ -41,7 +41,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # only: a worker holds every test module, torch and the session's fixtures, so each full
 # collection walks millions of objects (≈ 0.35 s; 17–19 a worker). Measured over `make test`:
 # 13.9 s of collections in the two workers at the default, 6.1 s at 10,000 (docs/results.md,
-# "The collector"). Nothing is left uncollected: the same objects are freed, less often.
+# the test suite's "Later still"). Nothing is left uncollected: the same objects are freed,
+# less often.
 gc.set_threshold(10_000, 10, 10)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

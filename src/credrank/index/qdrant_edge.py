@@ -20,14 +20,14 @@ a content hash (:func:`credrank.index.payload.document_payload`).
 
 Payload indexes: every index has a keyword index on ``source_type`` (the pushed-down priors
 read each candidate's source type through it: without it the default search took 1.8 ms
-instead of 0.8 at 120 and at 1,000 documents). The others (keyword on ``doc_id``, ``host``,
+instead of 0.8–1.0 at 120 and at 1,000 documents). The others (keyword on ``doc_id``, ``host``,
 ``registered_domain`` and ``source_id``, datetime on the five date fields) are made once the
 index holds :data:`PAYLOAD_INDEX_POINTS` points, when a write ends (:meth:`EdgeIndex.close`
 after a write, and :meth:`EdgeIndex.optimize` before the graph is built). Each index costs
 every open of the shard ≈ 4.5 ms of CPU (the engine maps and reads its pages again at every
 load) and its creation ≈ 8 ms; without them a filter on those fields reads the stored payload
 of every point (≈ 4 µs a point), and pushed-down freshness reads each candidate's dates from
-it (+1.3–1.5 ms a search below the floor). The answers are the same either way
+it (+1.1–1.3 ms a search below the floor). The answers are the same either way
 (``bench/scripts/bench_payload_indexes.py``; docs/results.md "Payload indexes by size").
 
 Interrupted indexing: documents are upserted in batches. Every upsert goes through the shard's
@@ -399,8 +399,8 @@ class EdgeIndex:
     def close(self) -> None:
         """After a write since opening: make the payload indexes the index lacks
         (:func:`index_payload`: all of them from :data:`PAYLOAD_INDEX_POINTS` points) and
-        flush (a read-only search pays neither). Then close the shard and release the directory lock
-        (if held)."""
+        flush (a read-only search pays neither). Then close the shard and release the
+        directory lock (if held)."""
         try:
             if self._dirty:
                 try:
