@@ -47,11 +47,15 @@ def add(path: Path, start: int, stop: int) -> None:
     assert report.indexed == stop - start
 
 
-def test_the_floor_is_what_the_docs_measured() -> None:
-    assert qdrant_edge.PAYLOAD_INDEX_POINTS == 1_000
+def test_the_manual_states_the_floor() -> None:
+    root = Path(__file__).resolve().parents[1]
+    floor = f"{qdrant_edge.PAYLOAD_INDEX_POINTS:,} points"
+    for page in ("usage.md", "operations.md"):
+        text = " ".join((root / "docs" / page).read_text(encoding="utf-8").split())
+        assert floor in text, page
 
 
-def test_a_small_index_has_none_and_a_write_past_the_floor_makes_all(tmp_path, monkeypatch):
+def test_a_small_index_has_one_and_a_write_past_the_floor_makes_all(tmp_path, monkeypatch):
     monkeypatch.setattr(qdrant_edge, "PAYLOAD_INDEX_POINTS", 60)
     path = tmp_path / "index"
     add(path, 0, 50)
