@@ -1,8 +1,9 @@
 """Payload indexes by size (:func:`credrank.index.qdrant_edge.index_payload`).
 
 Every Edge index has the keyword index on ``source_type`` (the pushed-down priors read it); it
-gets the others once it holds ``PAYLOAD_INDEX_POINTS`` points, when a write ends (close after
-a write, or ``optimize`` before the graph); a read never adds them. The answers are the same
+gets the others once it holds ``PAYLOAD_INDEX_POINTS`` points, at a flush of a write (every
+``flush_every`` points of a load, before ``optimize``'s graph, when a written index closes); a
+read never adds them. The answers are the same
 with and without them: pushed-down priors and freshness, the Python path, BM25, filters and
 ``doc_id`` reads.
 """
@@ -64,6 +65,17 @@ def test_a_small_index_has_one_and_a_write_past_the_floor_makes_all(tmp_path, mo
     assert indexed_fields(path) == ALL
     add(path, 70, 80)  # idempotent
     assert indexed_fields(path) == ALL
+
+
+def test_a_load_makes_them_at_its_first_flush_past_the_floor(tmp_path, monkeypatch):
+    """A large load keeps them up to date as it goes, not built over the corpus at the end."""
+    monkeypatch.setattr(qdrant_edge, "PAYLOAD_INDEX_POINTS", 60)
+    docs = itertools.islice(iter_documents(DATA / "corpus.jsonl"), 100)
+    with EdgeIndex.open(tmp_path / "index", embedder=EMB.name, dim=EMB.dim, create=True,
+                        flush_every=64) as index:
+        index_documents(docs, index, EMB, SourceTyper([DATA / "domains.csv"]))
+        assert len(index) == 100
+        assert set(index.shard.info().payload_schema) == ALL  # before the close
 
 
 def test_a_read_adds_none(tmp_path, monkeypatch):

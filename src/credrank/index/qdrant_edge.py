@@ -22,8 +22,10 @@ Payload indexes: every index has a keyword index on ``source_type`` (the pushed-
 read each candidate's source type through it: without it the default search took 1.8 ms
 instead of 0.8–1.0 at 120 and at 1,000 documents). The others (keyword on ``doc_id``, ``host``,
 ``registered_domain`` and ``source_id``, datetime on the five date fields) are made once the
-index holds :data:`PAYLOAD_INDEX_POINTS` points, when a write ends (:meth:`EdgeIndex.close`
-after a write, and :meth:`EdgeIndex.optimize` before the graph is built). Each index costs
+index holds :data:`PAYLOAD_INDEX_POINTS` points, at a flush of a write (:meth:`EdgeIndex.flush`:
+every ``flush_every`` points of a load, before :meth:`EdgeIndex.optimize` builds the graph, and
+when a written index closes), so a large load makes them early and keeps them up to date
+as it goes instead of building them over the whole corpus at the end. Each index costs
 every open of the shard ≈ 4.5 ms of CPU (the engine maps and reads its pages again at every
 load) and its creation ≈ 8 ms; without them a filter on those fields reads the stored payload
 of every point (≈ 4 µs a point), and pushed-down freshness reads each candidate's dates from
@@ -350,15 +352,20 @@ class EdgeIndex:
         return cls(path, shard, manifest)
 
     def flush(self) -> None:
-        """Write the segments to disk (the write-ahead log already holds every upsert)."""
-        self.shard.flush()
+        """Make the payload indexes the index lacks (:func:`index_payload`: all of them from
+        :data:`PAYLOAD_INDEX_POINTS` points), then write the segments to disk (the write-ahead
+        log already holds every upsert; they are written even when making an index fails)."""
+        try:
+            index_payload(self.shard)
+        finally:
+            self.shard.flush()
         self._unflushed = 0
 
     def optimize(self, on_progress: Callable[[int, int], None] | None = None,
                  poll_s: float = 1.0) -> bool:
         """Let the engine merge segments and build its HNSW graph (once, after bulk indexing),
-        after making the payload indexes it lacks (:func:`index_payload`: all of them from
-        :data:`PAYLOAD_INDEX_POINTS` points).
+        after a :meth:`flush` (which makes the payload indexes the index lacks: the engine
+        links the graph per indexed value).
 
         Blocking, like the engine's ``optimize``. ``on_progress(indexed, total)``, when given,
         is called about every ``poll_s`` seconds while it runs (and once at the end) with the
@@ -369,7 +376,6 @@ class EdgeIndex:
         was optimised."""
         require_free(self.path, OPEN_RESERVE + folder_bytes(self.path / "shard" / "segments"),
                      "optimizing the index (a merge writes the merged segment first)")
-        index_payload(self.shard)  # before the graph: the engine links it per indexed value
         self.flush()
         self._dirty = True
         if on_progress is None:
@@ -397,16 +403,12 @@ class EdgeIndex:
         return bool(outcome["done"])
 
     def close(self) -> None:
-        """After a write since opening: make the payload indexes the index lacks
-        (:func:`index_payload`: all of them from :data:`PAYLOAD_INDEX_POINTS` points) and
-        flush (a read-only search pays neither). Then close the shard and release the
-        directory lock (if held)."""
+        """:meth:`flush` when anything was written since opening (a read-only search pays no
+        flush and makes no payload index), then close the shard and release the directory
+        lock (if held)."""
         try:
             if self._dirty:
-                try:
-                    index_payload(self.shard)
-                finally:
-                    self.shard.flush()
+                self.flush()
             self.shard.close()
         finally:
             if self._lock is not None:
