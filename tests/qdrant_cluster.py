@@ -155,7 +155,7 @@ class EmulatedCluster:
         self.root, self.n = Path(root), shards
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-            payload_memory=qe.Memory.Cached)
+            payload_memory=qe.Memory.Cached, max_search_threads=1)  # as credrank opens Edge
         self.shards = []
         for i in range(shards):
             shard = qe.EdgeShard.create(str(self.root / f"shard{i}"), config)

@@ -32,6 +32,16 @@ of every point (≈ 4 µs a point), and pushed-down freshness reads each candida
 it (+1.1–1.3 ms a search below the floor). The answers are the same either way
 (``bench/scripts/bench_payload_indexes.py``; docs/results.md "Payload indexes by size").
 
+Search threads: every open sets the engine's search pool to :data:`SEARCH_THREADS` (one),
+with which the engine runs a search on the calling thread. Left unset, a shard starts the
+pool the engine derives from the machine (8 threads on 2 cores), hands every search to it and
+persists the setting in the shard, so one opener's choice would bind the next; credrank passes
+it at every load (:func:`edge_config`; the engine writes it into the shard's configuration
+with a rename). Measured (``bench/scripts/bench_search_threads.py``, docs/results.md "The
+engine's search threads"): the same answers, a search 12–24 % faster at the median and
+43–50 % less CPU a query at 120, 20,000 and 100,000 documents (2 segments), where the pool's
+threads cost more to wake than the segments' work they share.
+
 Interrupted indexing: documents are upserted in batches. Every upsert goes through the shard's
 write-ahead log before :meth:`EdgeIndex.upsert` returns, so a run killed at any point (SIGKILL
 included) leaves a shard that loads (replaying the log) and answers; re-running skips the
@@ -125,6 +135,9 @@ HNSW_EF_CONSTRUCT = 100
 HNSW_THREADS = 0
 #: vectors below which a segment is searched exactly (KB, as Qdrant counts it)
 HNSW_FULL_SCAN_THRESHOLD = 10_000
+#: threads of the engine's search pool, set at every open (module docstring, "Search
+#: threads"): 1 runs each search on the calling thread, without the engine's pool
+SEARCH_THREADS = 1
 #: points from which an index gets all its payload indexes (module docstring): below it a
 #: filter on an unindexed field reads at most ≈ 4 ms of payload, and the nine cost ≈ 40 ms
 #: at every open
@@ -223,14 +236,41 @@ def _in_use(shard_path: Path, exc: BaseException) -> StoreError:
                       f"Edge shard is locked: {exc}); retry when it has finished")
 
 
-def _load(shard_path: Path) -> qe.EdgeShard:
-    """Load a shard; the engine's errors as :class:`StoreError` (a lock error says so)."""
+def edge_config(dim: int, bm25: bool, **settings: Any) -> qe.EdgeConfig:
+    """The engine's configuration of a credrank shard: the dense vectors (cosine, ``dim``), the
+    BM25 sparse vectors when ``bm25``, :data:`SEARCH_THREADS`, and ``settings`` (the
+    creation's: payload memory, HNSW). At a load the engine checks the vectors against the
+    shard's and keeps its persisted value of every setting left out."""
+    sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
+    return qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        sparse_vectors=sparse, max_search_threads=SEARCH_THREADS, **settings)
+
+
+def _load(shard_path: Path, dim: int, bm25: bool,
+          explain: Callable[[qe.EdgeShard], None] | None = None) -> qe.EdgeShard:
+    """Load a shard with :func:`edge_config` (the engine writes the search threads into the
+    shard's configuration, so every open sets its own and none is inherited from the last);
+    the engine's errors as :class:`StoreError` (a lock error says so). When the engine refuses
+    the configuration, ``explain`` gets the shard loaded as it is, to raise a clearer error
+    (a manifest that does not describe the shard) before the engine's."""
     try:
-        return qe.EdgeShard.load(str(shard_path))
+        return qe.EdgeShard.load(str(shard_path), edge_config(dim, bm25))
     except Exception as exc:  # the engine raises its own types
         if is_lock_error(exc):
             raise _in_use(shard_path, exc) from exc
-        raise StoreError(f"{shard_path}: the Qdrant Edge shard does not load: {exc}") from exc
+        cause = exc
+    refused = StoreError(f"{shard_path}: the Qdrant Edge shard does not load: {cause}")
+    if explain is not None:
+        try:
+            shard = qe.EdgeShard.load(str(shard_path))
+        except Exception:  # the engine raises its own types
+            raise refused from cause
+        try:
+            explain(shard)
+        finally:
+            shard.close()
+    raise refused from cause
 
 
 class EdgeIndex:
@@ -315,7 +355,8 @@ class EdgeIndex:
             else:
                 require_free(path, OPEN_RESERVE, "opening the index (Qdrant Edge's "
                                                  "write-ahead log reserves 32 MiB)")
-            shard = _load(shard_path)
+            shard = _load(shard_path, manifest.dim, manifest.bm25,
+                          explain=functools.partial(_check_shard, path, manifest=manifest))
             try:
                 _check_shard(path, shard, manifest)
             except BaseException:
@@ -332,13 +373,11 @@ class EdgeIndex:
                             engine="edge", point_ids="u64", chunk_tokens=chunks.tokens,
                             chunk_overlap=chunks.overlap)
         path.mkdir(parents=True, exist_ok=True)
-        sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=manifest.dim, distance=qe.Distance.Cosine)},
-            sparse_vectors=sparse, payload_memory=qe.Memory.Cached,
-            hnsw_config=hnsw if hnsw is not None else hnsw_config())
+        config = edge_config(manifest.dim, bm25, payload_memory=qe.Memory.Cached,
+                             hnsw_config=hnsw if hnsw is not None else hnsw_config())
         if shard_path.exists() and any(shard_path.iterdir()):
-            shard = _load(shard_path)  # a creation interrupted before the manifest
+            # a creation interrupted before the manifest
+            shard = _load(shard_path, manifest.dim, bm25)
         else:
             try:
                 shard = qe.EdgeShard.create(str(shard_path), config)

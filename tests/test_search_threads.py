@@ -1,0 +1,140 @@
+"""The engine's search threads (:data:`credrank.index.qdrant_edge.SEARCH_THREADS`).
+
+Qdrant Edge starts a pool of search threads per shard (8 on a 2-core machine) unless its
+configuration says otherwise, and persists that setting in the shard. credrank sets one at
+every open (with one, the engine runs a search on the calling thread: measured in
+docs/results.md), whatever the last opener (or an older credrank) wrote, and the answers are
+the same as with a pool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import qdrant_edge as qe
+
+from credrank.demo_corpus import demo_dir
+from credrank.documents import read_queries
+from credrank.index import qdrant_edge
+from credrank.index.embed import get_embedder
+from credrank.index.errors import StoreError
+from credrank.index.qdrant_edge import EdgeIndex
+from credrank.pipeline.compile import compile_spec
+from credrank.pipeline.shortcuts import spec_from_options
+from sparse_copy import copy_index
+
+EMB = get_embedder("hashing")
+
+needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="counts the engine's threads in /proc/self/task")
+
+
+COUNT_POOL = """
+import os, sys
+def pool():  # threads of this process that the engine names as its search pool's
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            names.append(open(f"/proc/self/task/{task}/comm").read())
+        except OSError:  # a thread that ended while listed
+            pass
+    return sum(name.startswith("edge-search") for name in names)
+"""
+
+
+def pool_threads_while_open(opening: str, path: Path) -> list[int]:
+    """``[before, while open, after a search]``: the engine's search threads in a fresh
+    process (threads of a closed shard end asynchronously, so a process that opened nothing
+    else counts only the shard's) that opens ``path`` with the statement ``opening``."""
+    code = COUNT_POOL + f"""
+from contextlib import closing
+import qdrant_edge as qe
+from credrank.index.qdrant_edge import EdgeIndex
+counts = [pool()]
+with {opening} as shard:
+    counts.append(pool())
+    {"shard.search_bm25('vitamin d covid', 3)" if "EdgeIndex" in opening else "pass"}
+    counts.append(pool())
+print(counts)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def persisted_threads(index: Path) -> int | None:
+    return json.loads((index / "shard" / "edge_config.json").read_text())\
+        .get("max_search_threads")
+
+
+@pytest.fixture
+def pooled_index(demo_index_hashing: Path, tmp_path: Path) -> Path:
+    """A copy of the demo index whose shard persists a pool of 4 search threads, as one
+    written by another opener would."""
+    path = tmp_path / "index"
+    copy_index(demo_index_hashing, path)
+    qe.EdgeShard.load(str(path / "shard"), qe.EdgeConfig(
+        vectors={"dense": qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)},
+        sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        max_search_threads=4)).close()
+    assert persisted_threads(path) == 4
+    return path
+
+
+@needs_proc
+def test_the_engine_alone_starts_the_persisted_pool(pooled_index: Path) -> None:
+    # the control: what the check below would count if credrank did not set the threads
+    counts = pool_threads_while_open("closing(qe.EdgeShard.load(sys.argv[1] + '/shard'))",
+                                     pooled_index)
+    assert counts == [0, 4, 4]
+
+
+@needs_proc
+def test_an_open_index_has_the_search_threads_it_sets(pooled_index: Path) -> None:
+    counts = pool_threads_while_open("EdgeIndex.open(sys.argv[1])", pooled_index)
+    assert counts == [0, qdrant_edge.SEARCH_THREADS, qdrant_edge.SEARCH_THREADS] == [0, 1, 1]
+    assert persisted_threads(pooled_index) == 1
+
+
+def test_a_new_index_is_created_with_the_search_threads(tmp_path: Path) -> None:
+    with EdgeIndex.open(tmp_path / "new", embedder=EMB.name, dim=EMB.dim, create=True):
+        pass
+    assert persisted_threads(tmp_path / "new") == 1
+
+
+def test_same_answers_with_the_engine_pool(demo_index_hashing: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    queries = [q.text for q in read_queries(demo_dir() / "queries.jsonl")]
+    answers = []
+    for threads in (1, 4):
+        monkeypatch.setattr(qdrant_edge, "SEARCH_THREADS", threads)
+        path = tmp_path / f"t{threads}"
+        copy_index(demo_index_hashing, path)
+        run = []
+        with EdgeIndex.open(path) as index:
+            for options in ({}, {"pushdown": False}, {"lexical": True}, {"fetch_k": 60}):
+                pipeline = compile_spec(spec_from_options(top_k=10, **options), index,
+                                        EMB).pipeline
+                run += [[(h["doc_id"], h["score"]) for h in pipeline.search(q).hits()]
+                        for q in queries]
+        assert persisted_threads(path) == threads
+        answers.append(run)
+    assert answers[0] == answers[1]
+
+
+def test_an_empty_shard_the_manifest_does_not_describe_is_refused(tmp_path: Path) -> None:
+    # every open states the vectors the manifest declares (the engine checks them): with no
+    # point to compare (what names the manifest for a shard with points, test_passages.py),
+    # the engine's reason is the error
+    path = tmp_path / "index"
+    with EdgeIndex.open(path, embedder=EMB.name, dim=EMB.dim, create=True):
+        pass
+    manifest = path / "manifest.json"
+    manifest.write_text(manifest.read_text().replace(f'"dim": {EMB.dim}', '"dim": 128'))
+    with pytest.raises(StoreError, match=r"does not load: .*vector size 128, but got 256"):
+        EdgeIndex.open(path)
