@@ -3,9 +3,10 @@
 Every Edge index has the keyword index on ``source_type`` (the pushed-down priors read it); it
 gets the others once it holds ``PAYLOAD_INDEX_POINTS`` points, at a flush of a write (every
 ``flush_every`` points of a load, before ``optimize``'s graph, when a written index closes); a
-read never adds them. The answers are the same
-with and without them: pushed-down priors and freshness, the Python path, BM25, filters and
-``doc_id`` reads.
+read never adds them. Each is kept mapped from its files (``Memory.Cached``), a stored score's
+index too. The answers are the same with and without them, and with the engine's default
+placement: pushed-down priors and freshness, the Python path, BM25, filters and ``doc_id``
+reads.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import itertools
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+import qdrant_edge as qe
 
 from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
@@ -24,6 +27,7 @@ from credrank.index.embed import get_embedder
 from credrank.index.ingest import index_documents
 from credrank.index.payload import KEYWORD_FIELDS
 from credrank.index.qdrant_edge import EdgeIndex, index_payload
+from credrank.index.scoring import index_score_field
 from credrank.pipeline.compile import compile_spec
 from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
@@ -109,8 +113,36 @@ def test_index_payload_checks_its_floor(tmp_path):
         assert index_payload(index.shard, 0) == []  # made already
 
 
-def test_the_same_answers_with_and_without_them(tmp_path, demo_index_hashing):
+def placements(path: Path) -> dict[str, Any]:
+    """Each payload index's memory placement (``None``: the engine's default, in its own
+    memory)."""
+    with EdgeIndex.open(path) as index:
+        return {name: None if info.params is None else info.params.memory
+                for name, info in index.shard.info().payload_schema.items()}
+
+
+def test_they_are_kept_mapped_and_cached(tmp_path, monkeypatch):
+    path = tmp_path / "index"
+    add(path, 0, 5)
+    with EdgeIndex.open(path, create=True) as index:
+        index_payload(index.shard, 0)
+        index_score_field(index, "cred_score")  # a stored score's, made the same way
+    assert qdrant_edge.PAYLOAD_INDEX_MEMORY == qe.Memory.Cached
+    assert placements(path) == dict.fromkeys([*ALL, "cred_score"], qe.Memory.Cached)
+    monkeypatch.setattr(qdrant_edge, "PAYLOAD_INDEX_MEMORY", None)  # the engine's default
+    other = tmp_path / "other"
+    add(other, 0, 5)
+    with EdgeIndex.open(other, create=True) as index:
+        index_payload(index.shard, 0)
+    assert placements(other) == dict.fromkeys(ALL, None)
+
+
+@pytest.mark.parametrize("memory", ["cached", "engine default"])
+def test_the_same_answers_with_and_without_them(tmp_path, demo_index_hashing, memory,
+                                                 monkeypatch):
     assert indexed_fields(demo_index_hashing) == RANKING  # 120 points: under the floor
+    if memory != "cached":
+        monkeypatch.setattr(qdrant_edge, "PAYLOAD_INDEX_MEMORY", None)
     with_them = tmp_path / "indexed"
     shutil.copytree(demo_index_hashing, with_them)
     with EdgeIndex.open(with_them, create=True) as index:

@@ -169,7 +169,10 @@ def test_engine_returns_only_the_fields_asked_for(demo_store):
     full = demo_store.search_formula("q", qv, 30, 10, values, exact=True)
     slim = demo_store.search_formula("q", qv, 30, 10, values, exact=True, fields=HIT_FIELDS)
     assert list(slim.doc_ids) == list(full.doc_ids)
-    assert np.array_equal(slim.retrieval_score, full.retrieval_score)
+    # the same scores up to float32 rounding: qdrant-client's local mode (the [qdrant] case)
+    # can differ in the last bit between two identical requests (run alone, this test's first
+    # search of the session: 0.16713157 against 0.16713156)
+    np.testing.assert_allclose(slim.retrieval_score, full.retrieval_score, rtol=0, atol=1e-6)
     for name in HIT_FIELDS[1:]:
         assert list(slim.column(name)) == list(full.column(name)), name
     assert any(v is not None for v in full.column("provenance_rule"))

@@ -324,9 +324,10 @@ def _index_field(store: Any, field: str, kind: str) -> None:
     if isinstance(store, EdgeIndex):
         import qdrant_edge as qe
 
-        schema = {"keyword": qe.PayloadSchemaType.Keyword,
-                  "float": qe.PayloadSchemaType.Float}[kind]
-        store.shard.update(qe.UpdateOperation.create_field_index(field, schema))
+        from credrank.index.qdrant_edge import create_field_index
+
+        create_field_index(store.shard, field, {"keyword": qe.PayloadSchemaType.Keyword,
+                                                "float": qe.PayloadSchemaType.Float}[kind])
         return
     client = getattr(store, "client", None)
     collection = getattr(store, "collection", None)
