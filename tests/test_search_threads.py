@@ -30,41 +30,28 @@ from sparse_copy import copy_index
 EMB = get_embedder("hashing")
 
 needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="counts the engine's threads in /proc/self/task")
+                                reason="counts the process's threads in /proc/self/task")
 
 
-COUNT_POOL = """
+def threads_an_open_starts(opening: str, path: Path) -> int:
+    """The threads a fresh process gains when it opens ``path`` with the expression
+    ``opening`` (the engine's search pool is the only thread pool a load starts). Counted as
+    tasks in ``/proc/self/task``, which the pool's threads are once the load returns (they
+    are created before it returns; their names come later, from each thread itself), and in a
+    fresh process since the threads of a closed shard end asynchronously."""
+    code = f"""
 import os, sys
-def pool():  # threads of this process that the engine names as its search pool's
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            names.append(open(f"/proc/self/task/{task}/comm").read())
-        except OSError:  # a thread that ended while listed
-            pass
-    return sum(name.startswith("edge-search") for name in names)
-"""
-
-
-def pool_threads_while_open(opening: str, path: Path) -> list[int]:
-    """``[before, while open, after a search]``: the engine's search threads in a fresh
-    process (threads of a closed shard end asynchronously, so a process that opened nothing
-    else counts only the shard's) that opens ``path`` with the statement ``opening``."""
-    code = COUNT_POOL + f"""
 from contextlib import closing
 import qdrant_edge as qe
 from credrank.index.qdrant_edge import EdgeIndex
-counts = [pool()]
-with {opening} as shard:
-    counts.append(pool())
-    {"shard.search_bm25('vitamin d covid', 3)" if "EdgeIndex" in opening else "pass"}
-    counts.append(pool())
-print(counts)
+before = len(os.listdir("/proc/self/task"))
+with {opening} as opened:
+    print(len(os.listdir("/proc/self/task")) - before)
 """
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return int(done.stdout)
 
 
 def persisted_threads(index: Path) -> int | None:
@@ -89,15 +76,14 @@ def pooled_index(demo_index_hashing: Path, tmp_path: Path) -> Path:
 @needs_proc
 def test_the_engine_alone_starts_the_persisted_pool(pooled_index: Path) -> None:
     # the control: what the check below would count if credrank did not set the threads
-    counts = pool_threads_while_open("closing(qe.EdgeShard.load(sys.argv[1] + '/shard'))",
-                                     pooled_index)
-    assert counts == [0, 4, 4]
+    assert threads_an_open_starts("closing(qe.EdgeShard.load(sys.argv[1] + '/shard'))",
+                                  pooled_index) == 4
 
 
 @needs_proc
 def test_an_open_index_has_the_search_threads_it_sets(pooled_index: Path) -> None:
-    counts = pool_threads_while_open("EdgeIndex.open(sys.argv[1])", pooled_index)
-    assert counts == [0, qdrant_edge.SEARCH_THREADS, qdrant_edge.SEARCH_THREADS] == [0, 1, 1]
+    assert threads_an_open_starts("EdgeIndex.open(sys.argv[1])", pooled_index) \
+        == qdrant_edge.SEARCH_THREADS == 1
     assert persisted_threads(pooled_index) == 1
 
 
