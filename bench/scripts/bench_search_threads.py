@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import statistics
 import tempfile
@@ -37,18 +36,9 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from bench_serve import build_scaled_index
+from bench_sizing import index_at, queries
 from credrank.index import qdrant_edge
 from credrank.searcher import Searcher
-
-WORDS = ("vitamin covid masks flu measles vaccine outbreak heart diet sugar cancer smoking "
-         "sleep water exercise virus fever child school trial dose risk study").split()
-
-
-def queries(n: int, seed: int = 11) -> list[str]:
-    """``n`` distinct queries of three demo words and a unique token."""
-    rng = random.Random(seed)
-    return [" ".join(rng.sample(WORDS, 3)) + f" t{i}" for i in range(n)]
 
 
 def cpu_s() -> float:
@@ -57,34 +47,18 @@ def cpu_s() -> float:
 
 
 def engine_pool() -> int:
-    """The search threads the engine starts for a shard that does not set them."""
-    def pool() -> int:
-        count = 0
-        for task in os.listdir("/proc/self/task"):
-            try:
-                count += Path(f"/proc/self/task/{task}/comm").read_text().startswith(
-                    "edge-search")
-            except OSError:
-                pass
-        return count
-
+    """The search threads the engine starts for a shard that does not set them: the threads
+    this process gains while such a shard opens, counted as tasks of ``/proc/self/task`` (the
+    pool's are made before the load returns and named later, by each thread itself). Call it
+    before this process opens any other shard: a closed shard's threads end asynchronously."""
     with tempfile.TemporaryDirectory() as tmp:
-        before = pool()
+        before = len(os.listdir("/proc/self/task"))
         shard = qe.EdgeShard.create(tmp, qe.EdgeConfig(
             vectors={"dense": qe.EdgeVectorParams(size=4, distance=qe.Distance.Cosine)}))
         try:
-            return pool() - before
+            return len(os.listdir("/proc/self/task")) - before
         finally:
             shard.close()
-
-
-def index_at(cache: Path, n: int) -> Path:
-    path = cache / f"serve-hashing-{n}"
-    if not (path / "manifest.json").is_file():
-        building = path.with_name(path.name + ".building")
-        build_scaled_index(building, n)
-        building.rename(path)
-    return path
 
 
 def measure(index: Path, qs: list[str]) -> dict[str, float]:
@@ -132,9 +106,10 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=None,
                     help="the pool to compare with (default: what the engine starts here)")
     args = ap.parse_args()
-    pool = args.pool or engine_pool()
+    own = engine_pool()
+    pool = args.pool or own
     qs = queries(args.queries)
-    print(f"engine's own pool on this machine: {engine_pool()} threads "
+    print(f"engine's own pool on this machine: {own} threads "
           f"({os.cpu_count()} CPUs); compared: 1 and {pool}")
     print(f"load average before: {os.getloadavg()}\n")
     print("| documents | search threads | open ms | p50 ms | p95 ms | CPU ms a query | "
