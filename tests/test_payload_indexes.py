@@ -39,9 +39,16 @@ RANKING = {"source_type"}
 FRESH = "half_life=365,now=2025-06-01T00:00:00+00:00,undated=penalty:0.5"
 
 
-def indexed_fields(path: Path) -> set[str]:
+def placements(path: Path) -> dict[str, Any]:
+    """Each payload index's memory placement (``None``: the engine's default, in its own
+    memory)."""
     with EdgeIndex.open(path) as index:
-        return set(index.shard.info().payload_schema)
+        return {name: None if info.params is None else info.params.memory
+                for name, info in index.shard.info().payload_schema.items()}
+
+
+def indexed_fields(path: Path) -> set[str]:
+    return set(placements(path))
 
 
 def add(path: Path, start: int, stop: int) -> None:
@@ -111,14 +118,6 @@ def test_index_payload_checks_its_floor(tmp_path):
             index_payload(index.shard, -1)
         assert set(index_payload(index.shard, 5)) == ALL - RANKING
         assert index_payload(index.shard, 0) == []  # made already
-
-
-def placements(path: Path) -> dict[str, Any]:
-    """Each payload index's memory placement (``None``: the engine's default, in its own
-    memory)."""
-    with EdgeIndex.open(path) as index:
-        return {name: None if info.params is None else info.params.memory
-                for name, info in index.shard.info().payload_schema.items()}
 
 
 def test_they_are_kept_mapped_and_cached(tmp_path, monkeypatch):
