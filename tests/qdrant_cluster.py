@@ -35,6 +35,7 @@ from scipy.stats import poisson
 from credrank.index.manifest import Manifest
 from credrank.index.passages import default_chunking
 from credrank.index.payload import DENSE, KEYWORD_FIELDS
+from credrank.index.qdrant_edge import SMALL_STORAGE_MEMORY, edge_config
 from credrank.index.qdrant_server import QdrantServerIndex
 
 SAMPLING_LIMIT = 128  # SHARD_QUERY_SUBSAMPLING_LIMIT
@@ -153,9 +154,7 @@ class EmulatedCluster:
 
     def __init__(self, root: Path, shards: int, dim: int):
         self.root, self.n = Path(root), shards
-        config = qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-            payload_memory=qe.Memory.Cached, max_search_threads=1)  # as credrank opens Edge
+        config = edge_config(dim, False, SMALL_STORAGE_MEMORY)  # as credrank creates an index
         self.shards = []
         for i in range(shards):
             shard = qe.EdgeShard.create(str(self.root / f"shard{i}"), config)

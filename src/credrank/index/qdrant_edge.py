@@ -45,6 +45,21 @@ engine's search threads"): the same answers, a search 12–24 % faster at the me
 43–50 % less CPU a query at 120, 20,000 and 100,000 documents (2 segments), where the pool's
 threads cost more to wake than the segments' work they share.
 
+Storage placement: where the engine keeps an index's dense vectors and stored payload
+(:func:`storage_memory`). A new index maps them from its files and reads a page when a search
+first needs it (``Memory.Cold``): the engine preallocates a segment's vector chunk and payload
+page at 32 MiB each, and with ``Memory.Cached`` every open read both whole, holes included
+(≈ 14 ms of CPU and 64 MiB of mapped memory an open of the 120-document demo index, most of
+its open). :meth:`EdgeIndex.optimize` states the placement the index's size calls for:
+``Cached`` (read into memory at every open) from :data:`CACHED_STORAGE_POINTS` points, where
+a served search over ``Cold`` storage stays slower (it reads the pages through the engine's
+on-disk path), else ``Cold``. The engine applies a stated placement to the segments it writes
+from then on and its optimiser rebuilds those stored otherwise, so an index that grows past
+the threshold, or one made before, is placed at its next optimisation; a load that states
+none leaves the segments as they are (an index loaded with ``--no-optimize`` keeps ``Cold``
+storage until ``credrank optimize``). Measured in ``bench/scripts/bench_storage_memory.py``
+(docs/results.md "Storage placement by size").
+
 Interrupted indexing: documents are upserted in batches. Every upsert goes through the shard's
 write-ahead log before :meth:`EdgeIndex.upsert` returns, so a run killed at any point (SIGKILL
 included) leaves a shard that loads (replaying the log) and answers; re-running skips the
@@ -154,6 +169,18 @@ SIZED_INDEXES: tuple[tuple[str, Any], ...] = (
 #: ``Cached``, mapped from its files and read into the page cache at an open, instead of the
 #: engine's default of rebuilding it in its own memory at every open; ``None``: the default
 PAYLOAD_INDEX_MEMORY: Any = qe.Memory.Cached
+#: where an index keeps its dense vectors and its stored payload (module docstring, "Storage
+#: placement"): ``Cold`` when it is made (mapped from the files, a page read when a search
+#: first needs it), ``Cached`` from :meth:`EdgeIndex.optimize` of an index of
+#: :data:`CACHED_STORAGE_POINTS` points or more (read into memory at every open)
+SMALL_STORAGE_MEMORY: Any = qe.Memory.Cold
+LARGE_STORAGE_MEMORY: Any = qe.Memory.Cached
+#: points from which :meth:`EdgeIndex.optimize` places the storage ``Cached``: by measurement
+#: (``bench/scripts/bench_storage_memory.py``) a served search over ``Cold`` storage stayed
+#: 2 % slower at 500 documents, 5 % at 1,000 and 31 % at 5,000, while an open of a ``Cold``
+#: index took 11–17 ms less CPU at every size; the same size as :data:`PAYLOAD_INDEX_POINTS`,
+#: from which an index is taken to serve many searches per open
+CACHED_STORAGE_POINTS = 1_000
 _INDEX_PARAMS = {qe.PayloadSchemaType.Keyword: qe.KeywordIndexParams,
                  qe.PayloadSchemaType.Datetime: qe.DatetimeIndexParams,
                  qe.PayloadSchemaType.Float: qe.FloatIndexParams}
@@ -167,6 +194,14 @@ def hnsw_config(m: int = HNSW_M, ef_construct: int = HNSW_EF_CONSTRUCT,
                               ef_construct=check_int("hnsw ef_construct", ef_construct, 4),
                               full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD,
                               max_indexing_threads=check_int("hnsw threads", threads, 0))
+
+
+def storage_memory(points: int) -> Any:
+    """The placement of the dense vectors and the stored payload of an index of ``points``
+    points (module docstring, "Storage placement"): :data:`LARGE_STORAGE_MEMORY` from
+    :data:`CACHED_STORAGE_POINTS`, else :data:`SMALL_STORAGE_MEMORY`."""
+    return (LARGE_STORAGE_MEMORY if check_int("points", points, 0) >= CACHED_STORAGE_POINTS
+            else SMALL_STORAGE_MEMORY)
 
 
 def payload_selector(with_text: bool) -> Any:
@@ -254,26 +289,35 @@ def _in_use(shard_path: Path, exc: BaseException) -> StoreError:
                       f"Edge shard is locked: {exc}); retry when it has finished")
 
 
-def edge_config(dim: int, bm25: bool, **settings: Any) -> qe.EdgeConfig:
+def edge_config(dim: int, bm25: bool, memory: Any = None, **settings: Any) -> qe.EdgeConfig:
     """The engine's configuration of a credrank shard: the dense vectors (cosine, ``dim``), the
-    BM25 sparse vectors when ``bm25``, :data:`SEARCH_THREADS`, and ``settings`` (the
-    creation's: payload memory, HNSW). At a load the engine checks the vectors against the
-    shard's and keeps its persisted value of every setting left out."""
+    BM25 sparse vectors when ``bm25``, :data:`SEARCH_THREADS`, ``memory`` (the placement of
+    the dense vectors and the stored payload, :func:`storage_memory`) and ``settings`` (the
+    creation's HNSW). At a load the engine checks the vectors against the shard's and keeps
+    its persisted value of the other settings left out; the segments already written keep
+    their placement whatever a load states, a placement it is given applies to the segments
+    written from then on, and its optimizer rebuilds the segments stored otherwise (a load
+    with ``memory`` ``None`` leaves the vectors' placement to the engine's default for the
+    segments it writes later: :meth:`EdgeIndex.optimize` states one)."""
     sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-        sparse_vectors=sparse, max_search_threads=SEARCH_THREADS, **settings)
+        vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
+                                            memory=memory)},
+        sparse_vectors=sparse, payload_memory=memory, max_search_threads=SEARCH_THREADS,
+        **settings)
 
 
 def _load(shard_path: Path, dim: int, bm25: bool,
-          explain: Callable[[qe.EdgeShard], None] | None = None) -> qe.EdgeShard:
+          explain: Callable[[qe.EdgeShard], None] | None = None,
+          memory: Any = None) -> qe.EdgeShard:
     """Load a shard with :func:`edge_config` (the engine writes the search threads into the
-    shard's configuration, so every open sets its own and none is inherited from the last);
-    the engine's errors as :class:`StoreError` (a lock error says so). When the engine refuses
-    the configuration, ``explain`` gets the shard loaded as it is, to raise a clearer error
-    (a manifest that does not describe the shard) before the engine's."""
+    shard's configuration, so every open sets its own and none is inherited from the last;
+    ``memory``: the storage placement to state, ``None`` to keep the shard's); the engine's
+    errors as :class:`StoreError` (a lock error says so). When the engine refuses the
+    configuration, ``explain`` gets the shard loaded as it is, to raise a clearer error (a
+    manifest that does not describe the shard) before the engine's."""
     try:
-        return qe.EdgeShard.load(str(shard_path), edge_config(dim, bm25))
+        return qe.EdgeShard.load(str(shard_path), edge_config(dim, bm25, memory))
     except Exception as exc:  # the engine raises its own types
         if is_lock_error(exc):
             raise _in_use(shard_path, exc) from exc
@@ -391,7 +435,7 @@ class EdgeIndex:
                             engine="edge", point_ids="u64", chunk_tokens=chunks.tokens,
                             chunk_overlap=chunks.overlap)
         path.mkdir(parents=True, exist_ok=True)
-        config = edge_config(manifest.dim, bm25, payload_memory=qe.Memory.Cached,
+        config = edge_config(manifest.dim, bm25, SMALL_STORAGE_MEMORY,
                              hnsw_config=hnsw if hnsw is not None else hnsw_config())
         if shard_path.exists() and any(shard_path.iterdir()):
             # a creation interrupted before the manifest
@@ -422,7 +466,9 @@ class EdgeIndex:
                  poll_s: float = 1.0) -> bool:
         """Let the engine merge segments and build its HNSW graph (once, after bulk indexing),
         after a :meth:`flush` (which makes the payload indexes the index lacks: the engine
-        links the graph per indexed value).
+        links the graph per indexed value), with the storage placement the index's size calls
+        for (:func:`storage_memory`: the shard is re-opened stating it, and the engine rebuilds
+        the segments stored otherwise).
 
         Blocking, like the engine's ``optimize``. ``on_progress(indexed, total)``, when given,
         is called about every ``poll_s`` seconds while it runs (and once at the end) with the
@@ -435,6 +481,10 @@ class EdgeIndex:
                      "optimizing the index (a merge writes the merged segment first)")
         self.flush()
         self._dirty = True
+        # the placement its size calls for, stated to the engine (the loads before stated
+        # none, which leaves the vectors' to the engine's default): the optimizer below
+        # writes its segments so and rebuilds the ones stored otherwise
+        self._reload(storage_memory(int(self.shard.info().points_count)))
         if on_progress is None:
             return bool(self.shard.optimize())
         kinds = 2 if self._bm25 is not None else 1
@@ -458,6 +508,13 @@ class EdgeIndex:
         info = self.shard.info()
         on_progress(int(info.indexed_vectors_count), kinds * int(info.points_count))
         return bool(outcome["done"])
+
+    def _reload(self, memory: Any) -> None:
+        """Close the shard and load it again stating ``memory`` as its storage placement
+        (:func:`edge_config`; the directory lock stays held)."""
+        self.shard.close()
+        self.shard = _load(self.path / "shard", self._manifest.dim, self._manifest.bm25,
+                           memory=memory)
 
     def close(self) -> None:
         """:meth:`flush` when anything was written since opening (a read-only search pays no
