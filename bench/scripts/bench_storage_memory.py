@@ -4,8 +4,8 @@ side by side at each ``--n`` (``credrank.index.qdrant_edge.storage_memory``, doc
 "Storage placement by size").
 
 For each size, the demo corpus repeated (distinct texts, embedder ``hashing``, 256 dimensions)
-is indexed and optimised twice, once per placement, and then, alternating the two indexes
-``--rounds`` times:
+is indexed and optimised twice, once per placement (credrank's choice by its own code, the
+other forced), and then, alternating the two indexes ``--rounds`` times:
 
 * **index + optimise** — the build's wall time (once per placement);
 * **open** — ``Searcher.open``, one search, close, in this process: wall and CPU (median);
@@ -49,7 +49,10 @@ STATES = {"Cold": qe.Memory.Cold, "Cached": qe.Memory.Cached}
 
 
 def build(path: Path, n: int, memory: Any) -> Path:
-    """The ``n``-document index at ``path`` with ``memory`` as its placement at every size."""
+    """The ``n``-document index at ``path`` placed as ``memory`` says: by credrank's own code
+    where that is its choice, else with ``memory`` as its placement at every size."""
+    if memory is qdrant_edge.storage_memory(n):
+        return build_scaled_index(path, n)
     kept = qdrant_edge.SMALL_STORAGE_MEMORY, qdrant_edge.LARGE_STORAGE_MEMORY
     qdrant_edge.SMALL_STORAGE_MEMORY = qdrant_edge.LARGE_STORAGE_MEMORY = memory
     try:

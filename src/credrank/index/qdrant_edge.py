@@ -49,13 +49,14 @@ Storage placement: where the engine keeps an index's dense vectors and stored pa
 (:func:`storage_memory`). A new index maps them from its files and reads a page when a search
 first needs it (``Memory.Cold``): the engine preallocates a segment's vector chunk and payload
 page at 32 MiB each, and with ``Memory.Cached`` every open read both whole, holes included
-(≈ 14 ms of CPU and 64 MiB of mapped memory an open of the 120-document demo index, most of
+(≈ 15 ms of CPU and 64 MiB of mapped memory an open of the 120-document demo index, most of
 its open). :meth:`EdgeIndex.optimize` states the placement the index's size calls for:
 ``Cached`` (read into memory at every open) from :data:`CACHED_STORAGE_POINTS` points, where
 a served search over ``Cold`` storage stays slower (it reads the pages through the engine's
 on-disk path), else ``Cold``. The engine applies a stated placement to the segments it writes
 from then on and its optimiser rebuilds those stored otherwise, so an index that grows past
-the threshold, or one made before, is placed at its next optimisation; a load that states
+the threshold, or one made before, is placed at its next optimisation (rewriting a segment:
+0.5–1.0 s more at 1,000 to 5,000 documents); a load that states
 none leaves the segments as they are (an index loaded with ``--no-optimize`` keeps ``Cold``
 storage until ``credrank optimize``). Measured in ``bench/scripts/bench_storage_memory.py``
 (docs/results.md "Storage placement by size").
@@ -177,8 +178,8 @@ SMALL_STORAGE_MEMORY: Any = qe.Memory.Cold
 LARGE_STORAGE_MEMORY: Any = qe.Memory.Cached
 #: points from which :meth:`EdgeIndex.optimize` places the storage ``Cached``: by measurement
 #: (``bench/scripts/bench_storage_memory.py``) a served search over ``Cold`` storage stayed
-#: 2 % slower at 500 documents, 5 % at 1,000 and 31 % at 5,000, while an open of a ``Cold``
-#: index took 11–17 ms less CPU at every size; the same size as :data:`PAYLOAD_INDEX_POINTS`,
+#: 2 % slower at 500 documents, 2–5 % at 1,000 and 30 % at 5,000, while an open of a ``Cold``
+#: index took 12–20 ms less CPU at every size; the same size as :data:`PAYLOAD_INDEX_POINTS`,
 #: from which an index is taken to serve many searches per open
 CACHED_STORAGE_POINTS = 1_000
 _INDEX_PARAMS = {qe.PayloadSchemaType.Keyword: qe.KeywordIndexParams,
