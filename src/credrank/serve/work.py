@@ -142,6 +142,11 @@ class ServiceState:
         searcher.embedder = self.embedder  # the same name and dim, its calls checked
         # a client names files by the names the server registered, never by path
         searcher.resources, searcher.allow_paths = dict(config.resources), False
+        #: each registered path (as given and resolved) with its name, longest first
+        #: (:meth:`unpath`; resolved once: a resolve reads the file system)
+        self._path_names = sorted({(str(form), n) for n, p in config.resources.items()
+                                   for form in (p, p.resolve())},
+                                  key=lambda pair: -len(pair[0]))
         searcher.forget_compiled()  # built with the plain embedder or other files, if any
         self.executor = ThreadPoolExecutor(thread_name_prefix="credrank-serve")
         # index writes take the lock searches take (Searcher serialises store access on it)
@@ -369,8 +374,7 @@ class ServiceState:
     def unpath(self, value: Any) -> Any:
         """``value`` (text, or JSON data) with every registered path said by its name: a
         client names files by the names the server registered and never learns its paths."""
-        pairs = sorted({(str(form), n) for n, p in self.resources.items()
-                        for form in (p, p.resolve())}, key=lambda pair: -len(pair[0]))
+        pairs = self._path_names
         if not pairs:
             return value
 
