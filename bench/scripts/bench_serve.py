@@ -46,8 +46,13 @@ embedder ``hashing``; built once into ``--cache DIR`` and reused, or into a temp
 connection, sequential: ``http.client``, and a raw socket client as wrk measures), ``GET
 /healthz`` with the raw client (the floor: HTTP, routing, middleware, access log, no work),
 and the in-process search without the hits' text (``text="none"``: what the default snippets
-cost), in rounds that alternate the six; p50, p95 and the ratios to the in-process search
-(goal, issue 38: HTTP p50 ≤ 1.5×, judged on the raw client). Then the client's cost
+cost). Two rows say where the rest of the HTTP time goes: ``GET /`` of a bare ASGI app
+(:func:`bare_app`: two messages, no framework) on uvicorn with the server's settings (the
+floor of the HTTP stack itself, no credrank), and the in-process search timed after an idle
+wait of ``IDLE_GAP_S`` in the kernel (a server's core waits so for each request; the caches it
+finds are colder than a loop of searches finds them). Rounds alternate the eight; p50, p95 and
+the ratios to the in-process search (goal, issue 38: HTTP p50 ≤ 1.5×, judged on the raw
+client). Then the client's cost
 of encoding one ``/rerank`` body (30 demo passages + query, 384-float32 vectors from numpy) as
 JSON numbers vs base64, with ``json.dumps`` and with orjson::
 
@@ -63,6 +68,7 @@ import base64
 import json
 import os
 import platform
+import select
 import shutil
 import signal
 import socket
@@ -348,6 +354,73 @@ def scaled_index(args: argparse.Namespace, tmp: Path) -> Path:
     return path
 
 
+async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The least an ASGI app answers (``{"status":"ok"}``, no framework, no middleware): served
+    by uvicorn, the floor of the HTTP stack the overhead section compares with."""
+    if scope["type"] != "http":
+        return
+    body = b'{"status":"ok"}'
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BareServer:
+    """uvicorn serving :func:`bare_app` in a child process, with ``credrank serve``'s HTTP
+    settings (uvloop and httptools when installed, no access log, no server header)."""
+
+    def __init__(self, deadline_s: float = 60) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "bench_serve:bare_app", "--app-dir",
+             str(Path(__file__).resolve().parent), "--port", str(self.port), "--no-access-log",
+             "--no-server-header", "--log-level", "warning", "--lifespan", "off"],
+            stdin=subprocess.DEVNULL)
+        end = time.monotonic() + deadline_s
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"uvicorn exited with {self.proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > end:
+                    self.stop()
+                    raise SystemExit(f"uvicorn not listening after {deadline_s} s") from None
+                time.sleep(0.1)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+#: the idle wait before each search of the "after an idle wait" row: about a loopback round
+#: trip's, what a server's core waits between a client's sequential requests
+IDLE_GAP_S = 50e-6
+
+
+class AfterIdle:
+    """``run()`` timed after blocking ``IDLE_GAP_S`` in the kernel (``select`` on a socket
+    that never becomes readable), the wait itself not timed."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.quiet, self.other = socket.socketpair()
+
+    def __call__(self) -> float:
+        select.select([self.quiet], [], [], IDLE_GAP_S)
+        start = time.perf_counter()
+        self.run()
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.quiet.close()
+        self.other.close()
+
+
 class AsgiCall:
     """``POST path`` straight into the ASGI app in this process (no socket, no HTTP parsing):
     what the app itself adds — routing, middleware, validation, response building."""
@@ -473,6 +546,13 @@ def timed(run: Any, n: int) -> list[float]:
     return out
 
 
+def self_timed(run: AfterIdle, n: int) -> list[float]:
+    """The seconds each of ``n`` calls of ``run`` reports (after 10 unmeasured ones)."""
+    for _ in range(10):
+        run()
+    return [run() for _ in range(n)]
+
+
 def encode_costs(n: int, dim: int = 384, candidates_n: int = 30) -> list[dict[str, Any]]:
     """The client's cost of encoding one ``/rerank`` body of ``candidates_n`` demo passages
     with ``dim``-float32 vectors (numpy, as an embedder returns them) and a query vector: as
@@ -528,6 +608,8 @@ def overhead(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     samples: dict[str, list[float]] = {"in-process": [], "asgi": [], "http": [],
                                        "http, raw client": [], "healthz, raw client": [],
+                                       "bare app, raw client": [],
+                                       "in-process, after an idle wait": [],
                                        "in-process, no text": []}
     try:
         t0 = time.perf_counter()
@@ -535,6 +617,7 @@ def overhead(args: argparse.Namespace) -> None:
         ready_s = time.perf_counter() - t0
         embedder = json.loads((index / "manifest.json").read_text())["embedder"]
         server = Server(index)
+        bare = BareServer()
         try:
             from credrank.serve.app import create_app
 
@@ -549,6 +632,8 @@ def overhead(args: argparse.Namespace) -> None:
                 http = HttpCall(server.url, "/search", raw)
                 raw_http = RawCall(server.url, "POST", "/search", raw)
                 healthz = RawCall(server.url, "GET", "/healthz")
+                bare_call = RawCall(bare.url, "GET", "/")
+                idle = AfterIdle(lambda: searcher.search_json(QUERY, settings))
                 # the three answer hits of the same scores (checked before timing; copies of
                 # one demo passage tie within float noise, so ids may swap among them)
                 expected = [h["score"] for h in searcher.search_json(QUERY, settings)["hits"]]
@@ -565,6 +650,10 @@ def overhead(args: argparse.Namespace) -> None:
                         "asgi": asgi, "http": http, "http, raw client": raw_http,
                         # the floor: HTTP, routing, middleware and the access log, no work
                         "healthz, raw client": healthz,
+                        # the HTTP stack alone: uvicorn and a bare app, no credrank
+                        "bare app, raw client": bare_call,
+                        # the search as a server's core finds its caches, after a wait
+                        "in-process, after an idle wait": idle,
                         # what the hits' snippets cost (the default text) in the same run
                         "in-process, no text":
                             lambda: searcher.search_json(QUERY, settings, text="none")}
@@ -572,15 +661,19 @@ def overhead(args: argparse.Namespace) -> None:
                 # each alike
                 for round_ in range(args.rounds):
                     for name, run in runs.items():
-                        samples[name] += timed(run, args.requests)
+                        samples[name] += (self_timed(run, args.requests)
+                                          if isinstance(run, AfterIdle)
+                                          else timed(run, args.requests))
                     if not args.json:
                         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
                             f"{k} p50 {ms(v[-args.requests:], 50):.2f} ms"
                             for k, v in samples.items()), file=sys.stderr)
-                for call in (asgi, http, raw_http, healthz):
+                for call in (asgi, http, raw_http, healthz, bare_call):
                     call.close()
+                idle.close()
         finally:
             exit_code = server.stop()
+            bare.stop()
         encoding = encode_costs(args.requests)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -592,6 +685,10 @@ def overhead(args: argparse.Namespace) -> None:
                                   "keep-alive, as wrk measures)",
               "healthz, raw client": "GET /healthz over HTTP (raw socket client): the floor, "
                                      "no work",
+              "bare app, raw client": "GET / of a bare ASGI app on uvicorn (raw socket client): "
+                                      "the HTTP stack's own floor, no credrank",
+              "in-process, after an idle wait": "Searcher.search_json after a 50 µs idle wait "
+                                                "(in process; the wait not timed)",
               "in-process, no text": "Searcher.search_json, text none (no snippets: their cost)"}
     rows = [{"path": labels[k], "samples": len(v), "p50_ms": round(ms(v, 50), 3),
              "p95_ms": round(ms(v, 95), 3), "p50_ratio": round(ms(v, 50) / base50, 2),
@@ -599,6 +696,8 @@ def overhead(args: argparse.Namespace) -> None:
     http_ratio = rows[list(samples).index("http")]["p50_ratio"]
     raw_ratio = rows[list(samples).index("http, raw client")]["p50_ratio"]
     floor_ms = ms(samples["healthz, raw client"], 50)
+    bare_ms = ms(samples["bare app, raw client"], 50)
+    idle_ms = ms(samples["in-process, after an idle wait"], 50)
     settings_out = {"body": body, "documents": documents, "embedder": embedder,
                     "index": str(index), "index_ready_s": round(ready_s, 1),
                     "response_bytes": response_bytes, "rounds": args.rounds,
@@ -614,6 +713,11 @@ def overhead(args: argparse.Namespace) -> None:
               # the best ratio any server could reach over this HTTP stack: the floor's time
               # added to the in-process search
               "floor_over_in_process_p50": round((base50 + floor_ms) / base50, 2),
+              # where the rest goes: the HTTP stack's own floor and the idle-wait search, both
+              # added to the in-process search, and the credrank service's remainder
+              "bare_floor_p50_ms": round(bare_ms, 3),
+              "idle_wait_search_p50_ms": round(idle_ms, 3),
+              "stack_floor_over_in_process_p50": round((idle_ms + bare_ms) / base50, 2),
               "goal": "POST /search p50 <= 1.5x Searcher.search_json (issue 38), judged on "
                       "the raw client",
               "goal_met": raw_ratio <= 1.5, "rerank_encoding": encoding,
@@ -634,7 +738,9 @@ def overhead(args: argparse.Namespace) -> None:
           f"with http.client (goal ≤ 1.5×, judged on the raw client: "
           f"{'met' if result['goal_met'] else 'not met'}); the floor (GET /healthz, no work) "
           f"added to the in-process search: {result['floor_over_in_process_p50']:.2f}×; "
-          f"server exit code {exit_code}\n")
+          f"the HTTP stack's own floor (a bare app on uvicorn, {bare_ms:.2f} ms) added to the "
+          f"search after an idle wait ({idle_ms:.2f} ms): "
+          f"{result['stack_floor_over_in_process_p50']:.2f}×; server exit code {exit_code}\n")
     print("Client cost of one /rerank body: 30 demo passages + query, 384-float32 vectors "
           f"from numpy ({args.requests} encodings each)\n")
     print("| encoding | body bytes | p50 ms | p95 ms | p50 × base64 (json.dumps) |")
