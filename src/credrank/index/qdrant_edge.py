@@ -56,9 +56,9 @@ a served search over ``Cold`` storage stays slower (it reads the pages through t
 on-disk path), else ``Cold``. The engine applies a stated placement to the segments it writes
 from then on and its optimiser rebuilds those stored otherwise, so an index that grows past
 the threshold, or one made before, is placed at its next optimisation (rewriting a segment:
-0.5–1.0 s more at 1,000 to 5,000 documents); a load that states
-none leaves the segments as they are (an index loaded with ``--no-optimize`` keeps ``Cold``
-storage until ``credrank optimize``). Measured in ``bench/scripts/bench_storage_memory.py``
+0.5–1.0 s more at 1,000 to 5,000 documents); a load that states none leaves the segments as
+they are (an index loaded with ``--no-optimize`` keeps ``Cold`` storage until ``credrank
+optimize``). Measured in ``bench/scripts/bench_storage_memory.py``
 (docs/results.md "Storage placement by size").
 
 Interrupted indexing: documents are upserted in batches. Every upsert goes through the shard's
