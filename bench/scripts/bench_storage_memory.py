@@ -15,12 +15,13 @@ other forced), and then, alternating the two indexes ``--rounds`` times:
   ``--first`` after the open, and of the ``--queries`` after them.
 
 The row credrank chooses at each size is marked. The files are in the page cache in both
-states (just written; the machine's caches cannot be dropped here): a ``Cold`` index read
-from disk after a reboot pays for each page's read at its first search instead. Not a test:
-the machine is shared; the load average is printed.
+states (just written), unless ``--drop-caches`` (root only) empties the kernel's page cache
+before each one-shot CLI search, as after a reboot: every file that search reads comes from
+the disk then, the libraries' as well as the index's. Not a test: the machine is shared; the
+load average is printed.
 
     python bench/scripts/bench_storage_memory.py [--n 120,500,1000,2000,5000,20000] [--rounds 3]
-        [--json]
+        [--drop-caches] [--json]
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ def build(path: Path, n: int, memory: Any) -> Path:
         qdrant_edge.SMALL_STORAGE_MEMORY, qdrant_edge.LARGE_STORAGE_MEMORY = kept
 
 
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_caches() -> None:
+    """Write dirty pages out and empty the kernel's page cache (Linux, root)."""
+    os.sync()
+    try:
+        DROP_CACHES.write_text("3\n")
+    except OSError as exc:
+        raise SystemExit(f"--drop-caches: cannot write {DROP_CACHES} ({exc}); it needs root "
+                         "on Linux") from None
+
+
 def open_once(index: Path, query: str) -> tuple[float, float]:
     """Wall and CPU ms of open, one search, close."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -92,6 +106,8 @@ def main() -> None:
     ap.add_argument("--opens", type=int, default=10, help="opens per round and placement")
     ap.add_argument("--first", type=int, default=20, help="queries timed just after an open")
     ap.add_argument("--queries", type=int, default=300, help="queries timed after those")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="empty the page cache before each one-shot CLI search (root)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(x) for x in args.n.split(",")]
@@ -115,6 +131,8 @@ def main() -> None:
                         wall, cpu = open_once(path, qs[i])
                         got[name]["open"].append(wall)
                         got[name]["open_cpu"].append(cpu)
+                    if args.drop_caches:
+                        drop_caches()
                     cli = cold_cli(path, env)
                     got[name]["cli"].append(cli["wall_s"] * 1e3)
                     got[name]["cli_mb"].append(cli["peak_mb"])
@@ -131,6 +149,7 @@ def main() -> None:
                 shutil.rmtree(path, ignore_errors=True)
     settings = {"sizes": sizes, "rounds": args.rounds, "opens": args.opens,
                 "first": args.first, "queries": args.queries, "embedder": "hashing",
+                "drop_caches": args.drop_caches,
                 "cached_from_points": qdrant_edge.CACHED_STORAGE_POINTS,
                 "load_average": os.getloadavg(), "cpus": os.cpu_count(),
                 "seconds": round(time.time() - started)}
@@ -139,7 +158,8 @@ def main() -> None:
                          indent=2))
         return
     print(f"Storage placement, demo corpus repeated (hashing, {DIM} dimensions), optimised; "
-          f"{args.rounds} rounds alternating the placements; load average "
+          f"{args.rounds} rounds alternating the placements; page cache "
+          f"{'emptied before each CLI search' if args.drop_caches else 'warm'}; load average "
           f"{settings['load_average'][0]:.2f}, {settings['cpus']} cores; credrank's choice "
           f"marked * (Cached from {qdrant_edge.CACHED_STORAGE_POINTS:,} points)\n")
     print("| documents | placement | index + optimise, s | open + search + close, ms (CPU ms) "
