@@ -17,14 +17,11 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from credrank.demo_corpus import demo_dir
-from credrank.documents import read_queries
 from credrank.index import qdrant_edge
 from credrank.index.embed import get_embedder
 from credrank.index.errors import StoreError
 from credrank.index.qdrant_edge import EdgeIndex
-from credrank.pipeline.compile import compile_spec
-from credrank.pipeline.shortcuts import spec_from_options
+from demo_answers import demo_answers
 from sparse_copy import copy_index
 
 EMB = get_embedder("hashing")
@@ -95,21 +92,14 @@ def test_a_new_index_is_created_with_the_search_threads(tmp_path: Path) -> None:
 
 def test_same_answers_with_the_engine_pool(demo_index_hashing: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    queries = [q.text for q in read_queries(demo_dir() / "queries.jsonl")]
     answers = []
     for threads in (1, 4):
         monkeypatch.setattr(qdrant_edge, "SEARCH_THREADS", threads)
         path = tmp_path / f"t{threads}"
         copy_index(demo_index_hashing, path)
-        run = []
         with EdgeIndex.open(path) as index:
-            for options in ({}, {"pushdown": False}, {"lexical": True}, {"fetch_k": 60}):
-                pipeline = compile_spec(spec_from_options(top_k=10, **options), index,
-                                        EMB).pipeline
-                run += [[(h["doc_id"], h["score"]) for h in pipeline.search(q).hits()]
-                        for q in queries]
+            answers.append(demo_answers(index))
         assert persisted_threads(path) == threads
-        answers.append(run)
     assert answers[0] == answers[1]
 
 

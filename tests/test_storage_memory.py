@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from credrank.demo_corpus import build_demo_index, demo_dir
-from credrank.documents import read_queries
+from credrank.demo_corpus import build_demo_index
 from credrank.index import qdrant_edge
-from credrank.index.embed import get_embedder
 from credrank.index.qdrant_edge import (
     CACHED_STORAGE_POINTS,
     LARGE_STORAGE_MEMORY,
@@ -29,11 +27,9 @@ from credrank.index.qdrant_edge import (
     EdgeIndex,
     storage_memory,
 )
-from credrank.pipeline.compile import compile_spec
-from credrank.pipeline.shortcuts import spec_from_options
+from demo_answers import demo_answers
 from sparse_copy import copy_index
 
-EMB = get_embedder("hashing")
 MIB = 1 << 20
 #: a segment's preallocated vector chunk and payload page, each read whole by a Cached open
 SEGMENT_PAGES = 2 * 32 * MIB
@@ -57,18 +53,10 @@ def mapped_bytes(folder: Path) -> int:
 
 
 def answers(path: Path) -> tuple[int, list[list[tuple[str, float]]]]:
-    """The bytes of ``path``'s shard an open maps, and the demo queries' answers of four
-    pipelines (pushdown, the Python path, BM25, a larger pool)."""
-    queries = [q.text for q in read_queries(demo_dir() / "queries.jsonl")]
+    """The bytes of ``path``'s shard an open maps, and the demo queries' answers
+    (:func:`demo_answers.demo_answers`)."""
     with EdgeIndex.open(path) as index:
-        mapped = mapped_bytes(path / "shard")
-        run = []
-        for options in ({}, {"pushdown": False}, {"lexical": True}, {"fetch_k": 60}):
-            pipeline = compile_spec(spec_from_options(top_k=10, **options), index,
-                                    EMB).pipeline
-            run += [[(h["doc_id"], h["score"]) for h in pipeline.search(q).hits()]
-                    for q in queries]
-    return mapped, run
+        return mapped_bytes(path / "shard"), demo_answers(index)
 
 
 def same(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float]]]) -> bool:
