@@ -39,6 +39,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from bench_payload_indexes import timed
 from bench_serve import build_scaled_index
 from bench_sizing import cold_cli, queries
 from credrank.demo_corpus import demo_dir
@@ -77,10 +78,11 @@ def drop_caches() -> None:
 
 def open_once(index: Path, query: str) -> tuple[float, float]:
     """Wall and CPU ms of open, one search, close."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    with Searcher.open(index, tables=[demo_dir() / "domains.csv"]) as searcher:
-        searcher.search_json(query, Searcher.spec(top_k=10))
-    return (time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3
+    def once() -> None:
+        with Searcher.open(index, tables=[demo_dir() / "domains.csv"]) as searcher:
+            searcher.search_json(query, Searcher.spec(top_k=10))
+
+    return timed(once)
 
 
 def served(index: Path, first: list[str], later: list[str]) -> tuple[float, float]:
