@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import tempfile
 import threading
@@ -39,11 +38,6 @@ import qdrant_edge as qe
 from bench_sizing import index_at, queries
 from credrank.index import qdrant_edge
 from credrank.searcher import Searcher
-
-
-def cpu_s() -> float:
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    return used.ru_utime + used.ru_stime
 
 
 def engine_pool() -> int:
@@ -72,12 +66,12 @@ def measure(index: Path, qs: list[str]) -> dict[str, float]:
         for q in qs[:20]:
             searcher.search_json(q)
         lat = []
-        used = cpu_s()
+        used = time.process_time()
         for q in qs:
             start = time.perf_counter()
             searcher.search_json(q)
             lat.append(time.perf_counter() - start)
-        one_cpu = (cpu_s() - used) / len(qs)
+        one_cpu = (time.process_time() - used) / len(qs)
         parts = [qs[0::2], qs[1::2]]
 
         def run(part: list[str]) -> None:
@@ -85,12 +79,13 @@ def measure(index: Path, qs: list[str]) -> dict[str, float]:
                 searcher.search_json(q)
 
         callers = [threading.Thread(target=run, args=(p,)) for p in parts]
-        used, start = cpu_s(), time.perf_counter()
+        used, start = time.process_time(), time.perf_counter()
         for t in callers:
             t.start()
         for t in callers:
             t.join()
-        two_wall, two_cpu = (time.perf_counter() - start) / len(qs), (cpu_s() - used) / len(qs)
+        two_wall = (time.perf_counter() - start) / len(qs)
+        two_cpu = (time.process_time() - used) / len(qs)
     lat.sort()
     return {"open": statistics.median(opens) * 1e3, "p50": lat[len(lat) // 2] * 1e3,
             "p95": lat[int(len(lat) * 0.95)] * 1e3, "cpu": one_cpu * 1e3,
