@@ -128,6 +128,7 @@ bench: install
 	$(BIN)/python bench/scripts/bench_dask.py
 	$(BIN)/python bench/scripts/bench_cold_start.py
 	$(BIN)/python bench/scripts/bench_index.py
+	$(BIN)/python bench/scripts/bench_embed_batches.py
 	$(BIN)/python bench/scripts/bench_cram_heads.py
 
 # The exposure benchmark against the GPL-3 / unmaintained baselines, in their own environment

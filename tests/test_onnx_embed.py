@@ -31,6 +31,7 @@ from credrank.index.onnx_embed import (
     artifact_dir,
     artifact_problem,
     mean_pool,
+    token_batches,
 )
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
@@ -187,6 +188,57 @@ def test_onnx_token_lengths_drive_bucketed_indexing(onnx_singles):
     # batching by tokens and padding per batch gives the vectors of one text at a time
     assert np.allclose(embed_bucketed(emb, texts, embed_batch=8), onnx_singles, atol=1e-5)
     assert np.allclose(emb.embed(texts), onnx_singles, atol=1e-5)
+
+
+def test_token_batches_cap_rows_and_padded_pieces():
+    lengths = [2, 5, 5, 7, 40, 90, 100, 256, 256, 256, 300]
+    batches = token_batches(lengths, rows=3, tokens=256)
+    # consecutive, covering every text once, in order
+    assert [a for a, _ in batches] == [0, *[b for _, b in batches[:-1]]]
+    assert batches[-1][1] == len(lengths)
+    for start, end in batches:
+        assert end > start
+        size = end - start
+        # within both caps once padded to the batch's longest (its last) text; a text over
+        # the token cap alone, never dropped or cut
+        assert size <= 3 and (size * lengths[end - 1] <= 256 or size == 1)
+    assert batches == [(0, 3), (3, 5), (5, 7), (7, 8), (8, 9), (9, 10), (10, 11)]
+    # each batch is as long as the caps allow (none could take its next text)
+    for start, end in batches[:-1]:
+        assert end - start == 3 or (end + 1 - start) * lengths[end] > 256, (start, end)
+    assert token_batches([], rows=64, tokens=1024) == []
+    assert token_batches([10] * 200, rows=64, tokens=10**6) == [(0, 64), (64, 128), (128, 192),
+                                                               (192, 200)]
+
+
+def test_onnx_batches_stay_within_the_token_cap(onnx_singles, monkeypatch):
+    """A call's batches carry at most ``batch_tokens`` padded pieces (one longer text alone),
+    and the vectors are those of one text at a time whatever the cap."""
+    folder = _artifact_or_skip()
+    from credrank.index.onnx_embed import BATCH_TOKENS, OnnxMiniLMEmbedder
+
+    emb = OnnxMiniLMEmbedder(folder)
+    assert emb.batch_tokens == BATCH_TOKENS and emb.batch_size == 64
+    texts = varied_texts()[-SINGLES:]
+    shapes: list[tuple[int, int]] = []
+    encode = emb._encode
+
+    def spy(encodings):
+        shapes.append((len(encodings), max(len(e.ids) for e in encodings)))
+        return encode(encodings)
+
+    monkeypatch.setattr(emb, "_encode", spy)
+    for cap in (BATCH_TOKENS, 300):
+        emb.batch_tokens, shapes[:] = cap, []
+        assert np.allclose(emb.embed(texts), onnx_singles, atol=1e-5)
+        assert sum(rows for rows, _ in shapes) == len(texts)
+        assert all(rows * width <= cap or rows == 1 for rows, width in shapes), shapes
+        assert any(rows > 1 for rows, _ in shapes)  # short texts still share a batch
+    copy = pickle.loads(pickle.dumps(OnnxMiniLMEmbedder(folder, batch_tokens=300)))
+    assert copy.batch_tokens == 300
+    for bad in ({"batch_tokens": 0}, {"batch_size": 0}):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))}: expected"):
+            OnnxMiniLMEmbedder(folder, **bad)
 
 
 def test_mean_pool_is_masked_mean():
