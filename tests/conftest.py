@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,61 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 gc.set_threshold(10_000, 10, 10)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+#: where the tests' files go when nothing else is said: a RAM-backed file system of at least
+#: :data:`MEMORY_TMP_FREE` free bytes (``/dev/shm`` on Linux), else the system's temporary folder
+MEMORY_TMP = Path("/dev/shm")
+MEMORY_TMP_FREE = 2 << 30  # a full run held ≤ 1 GB there at once (docs/development.md)
+#: the environment variable that says where instead (``--basetemp`` does too)
+TEST_TMP_ENV = "CREDRANK_TEST_TMP"
+
+
+def memory_tmp(where: Path = MEMORY_TMP, need: int = MEMORY_TMP_FREE) -> Path | None:
+    """``where`` if it is a writable tmpfs with ``need`` bytes free, else ``None``."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8").splitlines()
+        stat = os.statvfs(where)
+    except OSError:
+        return None
+    tmpfs = any(f.split()[1:3] == [str(where), "tmpfs"] for f in mounts if f.strip())
+    free = stat.f_bavail * stat.f_frsize
+    return where if tmpfs and free >= need and os.access(where, os.W_OK) else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's temporary files in memory (:func:`memory_tmp`) unless ``--basetemp`` or
+    ``$CREDRANK_TEST_TMP`` says where: the engine syncs every index it writes (``fsync``,
+    ``msync``), and on a disk that was a third of the suite's system time (docs/development.md,
+    "Where the tests write"). A fresh folder per run (pytest-xdist's workers get theirs under
+    it), removed at the end of a run that passed (:func:`pytest_sessionfinish`)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None or config.option.basetemp:
+        return
+    chosen = os.environ.get(TEST_TMP_ENV)
+    parent = Path(chosen) if chosen else memory_tmp()
+    if parent is None:
+        return  # the system's temporary folder, as pytest chooses it
+    parent.mkdir(parents=True, exist_ok=True)
+    config.option.basetemp = tempfile.mkdtemp(prefix="credrank-tests-", dir=parent)
+    config.stash[_MADE_BASETEMP] = Path(config.option.basetemp)
+
+
+_MADE_BASETEMP = pytest.StashKey[Path]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The folder :func:`pytest_configure` made: removed after a run that passed, else kept
+    for a look at the failed tests' files, and said so."""
+    made = session.config.stash.get(_MADE_BASETEMP, None)
+    if made is None:
+        return
+    if exitstatus == 0:
+        shutil.rmtree(made, ignore_errors=True)
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        memory = " (in memory: remove it when done)" if made.parent == MEMORY_TMP else ""
+        reporter.write_line(f"the tests' files are kept in {made}{memory}")
 
 
 @pytest.fixture(scope="session")
