@@ -72,8 +72,8 @@ def memory_tmp(where: Path = MEMORY_TMP, need: int = MEMORY_TMP_FREE) -> Path | 
 def pytest_configure(config: pytest.Config) -> None:
     """The session's temporary files in memory (:func:`memory_tmp`) unless ``--basetemp`` or
     ``$CREDRANK_TEST_TMP`` says where: the engine syncs every index it writes (``fsync``,
-    ``msync``), and on a disk that was a third of the suite's system time (docs/development.md,
-    "Where the tests write"). A fresh folder per run (pytest-xdist's workers get theirs under
+    ``msync``), and on a disk that was 13–15 s of the suite's 43–44 s of system time
+    (docs/development.md, "Where the tests write"). A fresh folder per run (pytest-xdist's workers get theirs under
     it), removed at the end of a run that passed (:func:`pytest_sessionfinish`)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is not None or config.option.basetemp:
         return
