@@ -73,8 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """The session's temporary files in memory (:func:`memory_tmp`) unless ``--basetemp`` or
     ``$CREDRANK_TEST_TMP`` says where: the engine syncs every index it writes (``fsync``,
     ``msync``), and on a disk that was 13–15 s of the suite's 43–44 s of system time
-    (docs/development.md, "Where the tests write"). A fresh folder per run (pytest-xdist's workers get theirs under
-    it), removed at the end of a run that passed (:func:`pytest_sessionfinish`)."""
+    (docs/development.md, "Where the tests write"). A fresh folder per run (pytest-xdist's
+    workers get theirs under it), removed at the end of a run that passed
+    (:func:`pytest_sessionfinish`)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is not None or config.option.basetemp:
         return
     chosen = os.environ.get(TEST_TMP_ENV)
