@@ -51,7 +51,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 #: where the tests' files go when nothing else is said: a RAM-backed file system of at least
 #: :data:`MEMORY_TMP_FREE` free bytes (``/dev/shm`` on Linux), else the system's temporary folder
 MEMORY_TMP = Path("/dev/shm")
-MEMORY_TMP_FREE = 2 << 30  # a full run held ≤ 1 GB there at once (docs/development.md)
+MEMORY_TMP_FREE = 2 << 30  # a full run held about 1 GB there at its peak (docs/development.md)
 #: the environment variable that says where instead (``--basetemp`` does too)
 TEST_TMP_ENV = "CREDRANK_TEST_TMP"
 
