@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from credrank.core.candidates import Candidates
+from credrank.index.diskspace import free_bytes
 
 # Progress in a log (stderr not a terminal, as in every test) prints a line every
 # $CREDRANK_PROGRESS_INTERVAL seconds: a day here, so that no test's stderr depends on how fast
@@ -60,12 +61,11 @@ def memory_tmp(where: Path = MEMORY_TMP, need: int = MEMORY_TMP_FREE) -> Path | 
     """``where`` if it is a writable tmpfs with ``need`` bytes free, else ``None``."""
     try:
         mounts = Path("/proc/self/mounts").read_text(encoding="utf-8").splitlines()
-        stat = os.statvfs(where)
-    except OSError:
+    except OSError:  # not Linux
         return None
-    tmpfs = any(f.split()[1:3] == [str(where), "tmpfs"] for f in mounts if f.strip())
-    free = stat.f_bavail * stat.f_frsize
-    return where if tmpfs and free >= need and os.access(where, os.W_OK) else None
+    if not any(f.split()[1:3] == [str(where), "tmpfs"] for f in mounts if f.strip()):
+        return None
+    return where if free_bytes(where) >= need and os.access(where, os.W_OK) else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp

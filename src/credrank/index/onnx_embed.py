@@ -269,11 +269,12 @@ class OnnxMiniLMEmbedder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self._tokenize(texts)
+        lengths = [len(e.ids) for e in encodings]
         # batches of similar token counts (least padding), each within batch_size rows and
         # batch_tokens pieces; the order is restored below
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start, end in token_batches([len(encodings[i].ids) for i in order],
+        for start, end in token_batches([lengths[i] for i in order],
                                         self.batch_size, self.batch_tokens):
             rows = order[start:end]
             out[rows] = self._encode([encodings[i] for i in rows])
