@@ -12,8 +12,8 @@ embedder's 64-row cap and a ``batch_tokens`` cap on rows × the batch's longest 
 ``--threads``: onnxruntime's intra-op threads (``0``: one per core, the default of a process
 alone; ``1``: what a pytest-xdist worker or a process per core runs). Per row: the median wall
 and CPU time of ``--rounds`` runs (configurations interleaved), the peak RSS of the process
-(``VmHWM``), and the largest difference of any vector component from the baseline's. Not a
-test: the machine is shared; the load average is printed.
+(``VmHWM``, MB of 10⁶ bytes), and the largest difference of any vector component from the
+baseline's. Not a test: the machine is shared; the load average is printed.
 
     python bench/scripts/bench_embed_batches.py [--tokens 16384,512,1024,2048,4096]
         [--threads 1,0] [--rounds 3] [--repeat 3] [--json]
@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from bench_sizing import status_mb
 from credrank_bench.scripting import SHARED_DATA
 
 BASELINE = 16384  # 64 rows × 256 pieces: the token cap never binds
@@ -64,11 +65,8 @@ def child(name: str, tokens: int, threads: int, repeat: int, out: str) -> None:
     vectors = emb.embed(texts)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     np.save(out, vectors)
-    status = Path("/proc/self/status").read_text()
-    hwm = next(int(line.split()[1]) for line in status.splitlines()
-               if line.startswith("VmHWM:"))
     print(json.dumps({"texts": len(texts), "wall_s": wall, "cpu_s": cpu,
-                      "peak_rss_mb": hwm / 1024}))
+                      "peak_rss_mb": status_mb(os.getpid())["VmHWM"]}))
 
 
 def run_row(name: str, tokens: int, threads: int, repeat: int, out: Path

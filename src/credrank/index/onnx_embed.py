@@ -58,7 +58,7 @@ longest text; :func:`token_batches`), beside the 64-row cap. Measured on 2 cores
 (``bench/scripts/bench_embed_batches.py``, docs/results.md "MiniLM batches by tokens"), against
 batches of 64 texts whatever their length, the same vectors bit for bit: 156 TREC 2019 HM pages
 (most cut at 256 pieces) took 23 % less CPU on one thread and 18 % on two, and peaked at 0.3 GB
-instead of 1.9 GB (the activations of 64 × 256 pieces leave the caches); 360 demo passages of
+instead of 2.0 GB (the activations of 64 × 256 pieces leave the caches); 360 demo passages of
 ≈ 95 pieces, 19–20 % less. 1,024 measured close to it, 2,048 and 4,096 kept less of the gain."""
 
 
