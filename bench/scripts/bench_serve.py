@@ -52,7 +52,13 @@ floor of the HTTP stack itself, no credrank), and the in-process search timed af
 wait of ``IDLE_GAP_S`` in the kernel (a server's core waits so for each request; the caches it
 finds are colder than a loop of searches finds them). Rounds alternate the eight; p50, p95 and
 the ratios to the in-process search (goal, issue 38: HTTP p50 ≤ 1.5×, judged on the raw
-client). Then the client's cost
+client). Each row also says the CPU a call cost (user + system): this process's for the
+in-process rows, the server process's for the rows served by ``credrank serve``
+(:func:`process_cpu_s`, Linux ``/proc``; the ten warm-up calls of each batch included, at
+10 ms ticks): under one sequential client the server's CPU a request is its whole latency
+(its work after an answer, the access log line among it, overlaps the client reading that
+answer and is still in progress when the next request comes), a figure far less noisy on a
+shared machine than wall time. Then the client's cost
 of encoding one ``/rerank`` body (30 demo passages + query, 384-float32 vectors from numpy) as
 JSON numbers vs base64, with ``json.dumps`` and with orjson::
 
@@ -534,6 +540,16 @@ class RawCall:
         self.sock.close()
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) process ``pid`` has used so far, from Linux's
+    ``/proc/PID/stat`` (10 ms ticks); ``None`` where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(run: Any, n: int) -> list[float]:
     """Seconds of each of ``n`` calls of ``run`` (after 10 unmeasured ones)."""
     for _ in range(10):
@@ -611,6 +627,10 @@ def overhead(args: argparse.Namespace) -> None:
                                        "bare app, raw client": [],
                                        "in-process, after an idle wait": [],
                                        "in-process, no text": []}
+    # CPU seconds of each row's calls, warm-ups included (:func:`process_cpu_s` for the
+    # server's rows, this process's otherwise); the bare app's server is not credrank's: not
+    # counted
+    cpu_s: dict[str, float | None] = {}
     try:
         t0 = time.perf_counter()
         index = scaled_index(args, tmp)
@@ -657,13 +677,27 @@ def overhead(args: argparse.Namespace) -> None:
                         # what the hits' snippets cost (the default text) in the same run
                         "in-process, no text":
                             lambda: searcher.search_json(QUERY, settings, text="none")}
+                # the process whose CPU a row's calls cost: the server for the rows it serves
+                served = {"http", "http, raw client", "healthz, raw client"}
                 # rounds alternate the paths: load drifting on a shared machine weighs on
                 # each alike
                 for round_ in range(args.rounds):
                     for name, run in runs.items():
+                        if name in served:
+                            before = process_cpu_s(server.proc.pid)
+                        elif name != "bare app, raw client":
+                            before = time.process_time()
                         samples[name] += (self_timed(run, args.requests)
                                           if isinstance(run, AfterIdle)
                                           else timed(run, args.requests))
+                        if name in served:
+                            after = process_cpu_s(server.proc.pid)
+                            if before is None or after is None:
+                                cpu_s[name] = None
+                            elif cpu_s.get(name, 0.0) is not None:
+                                cpu_s[name] = cpu_s.get(name, 0.0) + after - before
+                        elif name != "bare app, raw client":
+                            cpu_s[name] = cpu_s.get(name, 0.0) + time.process_time() - before
                     if not args.json:
                         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
                             f"{k} p50 {ms(v[-args.requests:], 50):.2f} ms"
@@ -690,9 +724,18 @@ def overhead(args: argparse.Namespace) -> None:
               "in-process, after an idle wait": "Searcher.search_json after a 50 µs idle wait "
                                                 "(in process; the wait not timed)",
               "in-process, no text": "Searcher.search_json, text none (no snippets: their cost)"}
+    calls = args.rounds * (args.requests + 10)  # the warm-up calls of each batch included
+
+    def cpu_ms(name: str) -> float | None:
+        seconds = cpu_s.get(name)
+        return None if seconds is None else round(seconds / calls * 1e3, 3)
+
     rows = [{"path": labels[k], "samples": len(v), "p50_ms": round(ms(v, 50), 3),
              "p95_ms": round(ms(v, 95), 3), "p50_ratio": round(ms(v, 50) / base50, 2),
-             "p95_ratio": round(ms(v, 95) / base95, 2)} for k, v in samples.items()]
+             "p95_ratio": round(ms(v, 95) / base95, 2), "cpu_ms_per_call": cpu_ms(k),
+             "cpu_of": ("server" if k in ("http", "http, raw client", "healthz, raw client")
+                        else None if cpu_ms(k) is None else "this process")}
+            for k, v in samples.items()]
     http_ratio = rows[list(samples).index("http")]["p50_ratio"]
     raw_ratio = rows[list(samples).index("http, raw client")]["p50_ratio"]
     floor_ms = ms(samples["healthz, raw client"], 50)
@@ -720,7 +763,12 @@ def overhead(args: argparse.Namespace) -> None:
               "stack_floor_over_in_process_p50": round((idle_ms + bare_ms) / base50, 2),
               "goal": "POST /search p50 <= 1.5x Searcher.search_json (issue 38), judged on "
                       "the raw client",
-              "goal_met": raw_ratio <= 1.5, "rerank_encoding": encoding,
+              "goal_met": raw_ratio <= 1.5,
+              # the server's CPU a POST /search (raw client) over this process's a search_json
+              "server_cpu_over_in_process_cpu": (
+                  None if cpu_ms("http, raw client") is None or not cpu_ms("in-process")
+                  else round(cpu_ms("http, raw client") / cpu_ms("in-process"), 2)),
+              "rerank_encoding": encoding,
               "server_exit_code": exit_code}
     if args.json:
         print(json.dumps(result, indent=2))
@@ -729,18 +777,25 @@ def overhead(args: argparse.Namespace) -> None:
           f"(demo corpus repeated), embedder {embedder}; {args.rounds} rounds alternating the "
           f"paths, {args.requests} calls each; answer {response_bytes:,} bytes; service JSON: "
           f"{settings_out['json_library']}; {settings_out['machine']}\n")
-    print("| path | calls | p50 ms | p95 ms | p50 × in-process | p95 × in-process |")
-    print("|---|---|---|---|---|---|")
+    print("| path | calls | p50 ms | p95 ms | p50 × in-process | p95 × in-process | "
+          "CPU ms a call (whose) |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
+        cpu = ("—" if r["cpu_ms_per_call"] is None
+               else f"{r['cpu_ms_per_call']:.3f} ({r['cpu_of']})")
         print(f"| {r['path']} | {r['samples']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
-              f"{r['p50_ratio']:.2f}× | {r['p95_ratio']:.2f}× |")
+              f"{r['p50_ratio']:.2f}× | {r['p95_ratio']:.2f}× | {cpu} |")
     print(f"\nHTTP / in-process p50: {raw_ratio:.2f}× with the raw client, {http_ratio:.2f}× "
           f"with http.client (goal ≤ 1.5×, judged on the raw client: "
           f"{'met' if result['goal_met'] else 'not met'}); the floor (GET /healthz, no work) "
           f"added to the in-process search: {result['floor_over_in_process_p50']:.2f}×; "
           f"the HTTP stack's own floor (a bare app on uvicorn, {bare_ms:.2f} ms) added to the "
           f"search after an idle wait ({idle_ms:.2f} ms): "
-          f"{result['stack_floor_over_in_process_p50']:.2f}×; server exit code {exit_code}\n")
+          f"{result['stack_floor_over_in_process_p50']:.2f}×; the server's CPU a POST /search "
+          f"over this process's a search_json: "
+          + ("—" if result["server_cpu_over_in_process_cpu"] is None
+             else f"{result['server_cpu_over_in_process_cpu']:.2f}×")
+          + f"; server exit code {exit_code}\n")
     print("Client cost of one /rerank body: 30 demo passages + query, 384-float32 vectors "
           f"from numpy ({args.requests} encodings each)\n")
     print("| encoding | body bytes | p50 ms | p95 ms | p50 × base64 (json.dumps) |")
