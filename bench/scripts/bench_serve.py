@@ -627,9 +627,10 @@ def overhead(args: argparse.Namespace) -> None:
                                        "bare app, raw client": [],
                                        "in-process, after an idle wait": [],
                                        "in-process, no text": []}
-    # CPU seconds of each row's calls, warm-ups included (:func:`process_cpu_s` for the
-    # server's rows, this process's otherwise); the bare app's server is not credrank's: not
-    # counted
+    # CPU seconds of each row's calls, warm-ups included: the server process's
+    # (:func:`process_cpu_s`) for the rows it answers, this process's otherwise; not counted
+    # for the bare app, whose server is not credrank's
+    served, uncounted = ("http", "http, raw client", "healthz, raw client"), "bare app, raw client"
     cpu_s: dict[str, float | None] = {}
     try:
         t0 = time.perf_counter()
@@ -677,15 +678,13 @@ def overhead(args: argparse.Namespace) -> None:
                         # what the hits' snippets cost (the default text) in the same run
                         "in-process, no text":
                             lambda: searcher.search_json(QUERY, settings, text="none")}
-                # the process whose CPU a row's calls cost: the server for the rows it serves
-                served = {"http", "http, raw client", "healthz, raw client"}
                 # rounds alternate the paths: load drifting on a shared machine weighs on
                 # each alike
                 for round_ in range(args.rounds):
                     for name, run in runs.items():
                         if name in served:
                             before = process_cpu_s(server.proc.pid)
-                        elif name != "bare app, raw client":
+                        elif name != uncounted:
                             before = time.process_time()
                         samples[name] += (self_timed(run, args.requests)
                                           if isinstance(run, AfterIdle)
@@ -696,7 +695,7 @@ def overhead(args: argparse.Namespace) -> None:
                                 cpu_s[name] = None
                             elif cpu_s.get(name, 0.0) is not None:
                                 cpu_s[name] = cpu_s.get(name, 0.0) + after - before
-                        elif name != "bare app, raw client":
+                        elif name != uncounted:
                             cpu_s[name] = cpu_s.get(name, 0.0) + time.process_time() - before
                     if not args.json:
                         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
@@ -733,7 +732,7 @@ def overhead(args: argparse.Namespace) -> None:
     rows = [{"path": labels[k], "samples": len(v), "p50_ms": round(ms(v, 50), 3),
              "p95_ms": round(ms(v, 95), 3), "p50_ratio": round(ms(v, 50) / base50, 2),
              "p95_ratio": round(ms(v, 95) / base95, 2), "cpu_ms_per_call": cpu_ms(k),
-             "cpu_of": ("server" if k in ("http", "http, raw client", "healthz, raw client")
+             "cpu_of": ("server" if k in served
                         else None if cpu_ms(k) is None else "this process")}
             for k, v in samples.items()]
     http_ratio = rows[list(samples).index("http")]["p50_ratio"]

@@ -290,7 +290,8 @@ def wilcoxon_test(differences: Values) -> PairedTest:
         return PairedTest(0.0, 1.0, "wilcoxon", n, True,
                           "all differences are ties: no evidence of a difference, p = 1.0")
     # imported here: scipy.stats takes ≈ 0.5 s to import, and every process that imports this
-    # module (`credrank audit`, `credrank evaluate`) paid it before it needed a test
+    # module (`credrank audit`, the experiments of `credrank bench`) paid it before it needed a
+    # test
     from scipy.stats import wilcoxon
 
     res = wilcoxon(nonzero, zero_method="wilcox", alternative="two-sided")
