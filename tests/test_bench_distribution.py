@@ -60,7 +60,7 @@ def test_bench_without_the_distribution_says_how_to_install(
         err = capsys.readouterr().err
         assert err.startswith("error: credrank bench: ") and "pip install -e ./bench" in err
     assert run(["--help"]) == 0
-    assert "│ bench " not in capsys.readouterr().out
+    assert "\n  bench " not in capsys.readouterr().out
     assert run(["no-such-command"]) == 2  # an unknown command stays click's usage error
     assert "No such command" in capsys.readouterr().err
 

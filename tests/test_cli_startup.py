@@ -67,8 +67,8 @@ def test_root_help_and_version_import_no_command_and_no_typer() -> None:
     out = result["out"]
     assert out.count("Usage: credrank [OPTIONS] COMMAND [ARGS]...") == 2
     for name in all_commands():  # the bench distribution's `bench` too (make install has it)
-        assert f"│ {name} " in out
-    assert "│ bench " in out
+        assert f"\n  {name} " in out
+    assert "\n  bench " in out
     # a plugin's command is listed from its entry point and a module that imports nothing
     assert [m for m in result["modules"] if m.startswith("credrank_bench")] == [
         "credrank_bench", "credrank_bench.commands"]
@@ -166,6 +166,56 @@ def test_static_command_help_is_typers_help() -> None:
     for key, text in rendered.items():
         assert HELP[key] == text, f"{key}: run python -m credrank.cli.helpgen"
     assert set(COMMANDS) <= set(HELP)
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_no_help_text_cuts_an_option_or_a_description() -> None:
+    """Every option name of every command appears whole in its help, every subcommand's first
+    paragraph whole in its group's help, every command's whole in the root's; no line is wider
+    than click's 78 columns at 80 (rich's panels cut names to fit: "--trust-declar…")."""
+    import click
+
+    from credrank.cli import load_command, root_help
+    from credrank.cli.helptext import HELP
+
+    def walk(path: tuple[str, ...], command: click.Command):
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk((*path, name), sub)
+
+    checked = 0
+    for name in HELP:
+        if " " in name:
+            continue
+        for path, command in walk((name,), load_command(name)):
+            if getattr(command, "hidden", False):
+                continue
+            text = HELP[" ".join(path)]
+            assert max(len(line) for line in text.splitlines()) <= 78, path
+            for param in command.params:
+                for opt in (*param.opts, *param.secondary_opts):
+                    if opt.startswith("-"):
+                        assert opt in text, (path, opt)
+                        checked += 1
+            for sub_name, sub in getattr(command, "commands", {}).items():
+                first = (sub.help or "").split("\n\n")[0]
+                assert words(f"{sub_name} {first}") in words(text), (path, sub_name)
+    assert checked > 100
+    root = root_help(80)
+    assert max(len(line) for line in root.splitlines()) <= 78
+    for name, command in all_commands().items():
+        assert words(f"{name} {command.short}") in words(root), name
+
+
+def test_root_help_wraps_to_a_narrow_terminal_without_cutting() -> None:
+    from credrank.cli import root_help
+
+    narrow = root_help(60)
+    assert max(len(line) for line in narrow.splitlines()) <= 58
+    assert words(narrow) == words(root_help(80))  # the same words, wrapped differently
 
 
 def test_command_help_imports_no_command_where_no_config_applies(tmp_path: Path) -> None:

@@ -264,7 +264,7 @@ def version_line() -> str:
 
 
 def help_width() -> int:
-    """The width typer's rich help would use: ``TERMINAL_WIDTH``, else the terminal's (or
+    """The terminal's width as the help sees it: ``TERMINAL_WIDTH``, else the terminal's (or
     ``COLUMNS``), else 80."""
     for name in ("TERMINAL_WIDTH", "COLUMNS"):
         given = os.environ.get(name, "")
@@ -279,52 +279,55 @@ def help_width() -> int:
         return 80
 
 
+def text_width(width: int | None = None) -> int:
+    """The columns a help text fills on a terminal ``width`` wide (default
+    :func:`help_width`): click's rule, which every command's help follows — the terminal's
+    width up to :data:`HELP_WIDTH`, less 2, at least 50."""
+    return max(min(width or help_width(), HELP_WIDTH) - 2, 50)
+
+
 def root_help(width: int | None = None) -> str:
     """The text of ``credrank --help``, from :data:`COMMANDS` alone (no import), laid out as
-    typer's rich help lays it out: usage, description, an Options and a Commands panel."""
-    width = max(40, width or help_width())
-    lines = ["", " Usage: credrank [OPTIONS] COMMAND [ARGS]...", "", f" {DESCRIPTION}", ""]
-    lines += _panel("Options", ROOT_OPTIONS, width)
-    lines += _panel("Commands", [(name, c.short) for name, c in all_commands().items()],
-                    width)
+    click lays out every command's help (usage, description, the options, the commands; each
+    description wrapped, never cut)."""
+    fill = text_width(width)
+    lines = ["Usage: credrank [OPTIONS] COMMAND [ARGS]...", ""]
+    lines += [*_wrap(DESCRIPTION, fill, "  "), ""]
+    lines += ["Options:", *_definitions(ROOT_OPTIONS, fill), ""]
+    lines += ["Commands:",
+              *_definitions([(name, c.short) for name, c in all_commands().items()], fill)]
     return "\n".join(lines) + "\n"
 
 
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` characters, broken at spaces only."""
+def _wrap(text: str, width: int, indent: str) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, each starting with ``indent``, broken
+    at spaces only."""
     lines: list[str] = []
     line = ""
     for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
+        if line and len(indent) + len(line) + 1 + len(word) > width:
+            lines.append(indent + line)
             line = word
         else:
             line = f"{line} {word}" if line else word
-    return [*lines, line]
+    return [*lines, indent + line]
 
 
-def _panel(title: str, rows: Any, width: int) -> list[str]:
-    tl, h, tr, v, bl, br = _box()
-    inner = width - 4  # "│ " and " │"
-    left = max(len(name) for name, _ in rows) + 2
-    out = [f"{tl}{h} {title} " + h * max(0, width - len(title) - 5) + tr]
-    for name, text in rows:
-        for i, piece in enumerate(_wrap(text, max(10, inner - left))):
-            cell = f"{name if i == 0 else '':<{left}}{piece}"
-            out.append(f"{v} {cell:<{inner}} {v}")
-    out.append(bl + h * (width - 2) + br)
+def _definitions(rows: Any, width: int) -> list[str]:
+    """``rows`` of (term, text) as click writes a definition list: terms indented by 2, the
+    texts in one column after the longest term (at most 30 characters, a longer term on its
+    own line), wrapped."""
+    column = min(max(len(term) for term, _ in rows), 30) + 4
+    out: list[str] = []
+    for term, text in rows:
+        body = _wrap(text, width, " " * column)
+        head = f"  {term}"
+        if len(head) + 2 <= column:
+            out.append(head.ljust(column) + body[0][column:])
+            out += body[1:]
+        else:
+            out += [head, *body]
     return out
-
-
-def _box() -> tuple[str, str, str, str, str, str]:
-    """The panel's corners and rules; ASCII where stdout cannot encode the box characters
-    (as rich falls back on a legacy terminal)."""
-    box = "╭─╮│╰╯"
-    try:
-        box.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
-    except (LookupError, UnicodeEncodeError):
-        box = "+-+|++"
-    return box[0], box[1], box[2], box[3], box[4], box[5]
 
 
 #: the width the commands' static help is laid out for (:mod:`credrank.cli.helptext`)
@@ -337,7 +340,7 @@ def static_help(argv: list[str]) -> str | None:
     without importing typer or the command; ``None`` where typer must answer: an option
     before ``--help``, a command the table lacks (a plugin's), a terminal narrower than
     :data:`HELP_WIDTH` (on a wider one the text keeps its width, as the root's is not
-    stretched past the terminal either), a stdout that cannot write the box characters, or a
+    stretched past the terminal either), a stdout that cannot encode the text, or a
     ``credrank.toml`` that may be in force (``CREDRANK_CONFIG``, or a ``credrank.toml`` /
     ``pyproject.toml`` in the current folder or the user's file: its defaults and its checks
     are typer's). Cost: a few ``stat`` calls and the import of one generated module."""
@@ -354,13 +357,15 @@ def static_help(argv: list[str]) -> str | None:
         if os.path.lexists("credrank.toml") or os.path.lexists(user) \
                 or _may_configure("pyproject.toml"):
             return None
-    try:
-        "╭─╮│╰╯".encode(getattr(sys.stdout, "encoding", None) or "utf-8")
-    except (LookupError, UnicodeEncodeError):
-        return None
     from credrank.cli.helptext import HELP
 
-    return HELP.get(" ".join(argv[:-1]))
+    text = HELP.get(" ".join(argv[:-1]))
+    try:
+        if text is not None:
+            text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (LookupError, UnicodeEncodeError):
+        return None  # click writes what the terminal cannot show as it does
+    return text
 
 
 def _may_configure(pyproject: str) -> bool:

@@ -7,6 +7,7 @@ defaults for the commands' options)."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
@@ -35,12 +36,33 @@ def load_command(name: str) -> Any:
     if command is None:
         raise KeyError(name)
     target: Any = getattr(importlib.import_module(command.module), command.attribute)
-    holder = typer.Typer(add_completion=False)
+    holder = typer.Typer(add_completion=False, rich_markup_mode=HELP_MARKUP)
     if command.group:
         holder.add_typer(target, name=name, help=command.short)
     else:
         holder.command(name=name)(target)
-    return typer.main.get_group(holder).commands[name]
+    built = typer.main.get_group(holder).commands[name]
+    _whole_short_help(built)
+    return built
+
+
+#: how typer lays out the help: click's plain layout (``None``), not rich's panels. Rich's
+#: option table squeezed the option names to fit 80 columns and cut them ("--trust-declar…",
+#: 64 lines of the commands' help), and kept the docstrings' line breaks, made for the source's
+#: width; click wraps each paragraph to the terminal and gives an option's text a line of its
+#: own when its names are long
+HELP_MARKUP = None
+
+
+def _whole_short_help(command: Any) -> None:
+    """Give every subcommand of ``command`` (a group, at any depth) its help's first paragraph
+    as its short help, where it has none: a group's help lists its subcommands with it, and
+    click cuts a short help it derives itself to one line ("...")."""
+    for sub in getattr(command, "commands", {}).values():
+        if not sub.short_help and sub.help:
+            first = inspect.cleandoc(sub.help).partition("\f")[0].split("\n\n")[0]
+            sub.short_help = " ".join(first.split())
+        _whole_short_help(sub)
 
 
 class _LazyCommands(MutableMapping[str, Any]):
@@ -102,7 +124,8 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, help=DESCRIPTION)
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True,
+                  rich_markup_mode=HELP_MARKUP, help=DESCRIPTION)
 
 
 @app.callback()
@@ -160,7 +183,7 @@ def _click_error(exc: Exception) -> int:
     ctx = getattr(exc, "ctx", None)
     code = int(getattr(exc, "exit_code", 2))
     if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-        text = ctx.get_help()  # typer's rich help prints itself and returns ""
+        text = ctx.get_help()  # click's layout (HELP_MARKUP): the text, printed here
         if text:
             print(text)
         return code
