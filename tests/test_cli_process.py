@@ -24,15 +24,17 @@ def test_the_entry_point_exits_with_the_commands_code() -> None:
     assert bare.returncode == 2 and "Usage: credrank" in bare.stdout and bare.stderr == ""
 
 
-@pytest.mark.parametrize("command", ["version", "search"])
+@pytest.mark.parametrize("command", ["version", "search", "search --json"])
 def test_a_reader_that_went_away_is_exit_141_without_a_traceback(
         command: str, demo_index_hashing: Path) -> None:
     """stdout a pipe whose read end is closed before the command starts: the first write
     fails (EPIPE, no race), and credrank stops quietly as a shell reports SIGPIPE — the fast
-    path (``--version``) and a command that prints through rich (``search``; rich's own
-    answer was exit 1 with an empty stderr)."""
+    path (``--version``), a command that prints through rich (``search``; rich's own
+    answer was exit 1 with an empty stderr) and one that prints with ``print`` (``search
+    --json``; click's answer was exit 1 with an empty stderr)."""
     args = (["--version"] if command == "version" else
-            ["search", "vitamin d", "--index", str(demo_index_hashing)])
+            ["search", "vitamin d", "--index", str(demo_index_hashing),
+             *(["--json"] if command.endswith("--json") else [])])
     read, write = os.pipe()
     os.close(read)
     try:

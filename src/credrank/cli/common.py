@@ -21,18 +21,51 @@ if TYPE_CHECKING:
 # Console markup is off: what credrank prints holds user text (paths, ids, option values, source
 # types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
 # are given as rich Text styles (:func:`labelled`), never as markup in a string.
+def reader_gone() -> NoReturn:
+    """End a command whose reader of stdout went away (``credrank search … | head``) as a shell
+    reports SIGPIPE: exit 141, nothing on stderr. What is still buffered for stdout goes to
+    the null device instead of failing again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
+        pass
+    raise SystemExit(141)
+
+
 class PipeConsole(Console):
-    """A rich console that ends a command whose reader went away (``credrank search … | head``)
-    as a shell reports SIGPIPE: exit 141, nothing on stderr (rich's own answer is exit 1)."""
+    """A rich console that ends a command whose reader went away as :func:`reader_gone` does
+    (rich's own answer is exit 1)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        try:  # what is still buffered for stdout goes nowhere instead of failing again
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):  # a stdout without a file descriptor (in process)
-            pass
-        raise SystemExit(141)
+        reader_gone()
+
+
+class PipeStdout:
+    """``sys.stdout`` while a command runs (:func:`credrank.cli.root.run_app`): a write or a
+    flush whose reader went away ends the command as :func:`reader_gone` does, at the write,
+    before any handler of the command can take the ``BrokenPipeError`` for another ``OSError``
+    and before click turns it into exit 1 with nothing said (``credrank search --json | head``
+    did). Everything else is the wrapped stream's."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self.wrapped.write(text))
+        except BrokenPipeError:
+            reader_gone()
+
+    def flush(self) -> None:
+        try:
+            self.wrapped.flush()
+        except BrokenPipeError:
+            reader_gone()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
 
 
 console = PipeConsole(markup=False)

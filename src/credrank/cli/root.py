@@ -157,7 +157,21 @@ def _root(
 
 
 def run_app(args: list[str]) -> int:
-    """:func:`credrank.cli.run` past its fast path: the typer app, its errors as exit codes."""
+    """:func:`credrank.cli.run` past its fast path: the typer app, its errors as exit codes;
+    stdout guarded by :class:`~credrank.cli.common.PipeStdout` while it runs (a reader that
+    went away: exit 141)."""
+    from credrank.cli.common import PipeStdout
+
+    stdout = sys.stdout
+    sys.stdout = PipeStdout(stdout)
+    try:
+        return _run_app(args)
+    finally:
+        if isinstance(sys.stdout, PipeStdout):  # click may have replaced it (EPIPE)
+            sys.stdout = stdout
+
+
+def _run_app(args: list[str]) -> int:
     try:
         result = app(args=args, prog_name="credrank", standalone_mode=False)
     except typer.Abort:
