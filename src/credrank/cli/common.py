@@ -18,9 +18,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-# Console markup is off: what credrank prints holds user text (paths, ids, option values, source
-# types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
-# are given as rich Text styles (:func:`labelled`), never as markup in a string.
+
 def reader_gone() -> NoReturn:
     """End a command whose reader of stdout went away (``credrank search … | head``) as a shell
     reports SIGPIPE: exit 141, nothing on stderr. What is still buffered for stdout goes to
@@ -52,11 +50,15 @@ class PipeStdout:
     def __init__(self, wrapped: Any) -> None:
         self.wrapped = wrapped
 
-    def write(self, text: str) -> int:
+    def write(self, text: str) -> Any:
         try:
-            return int(self.wrapped.write(text))
+            return self.wrapped.write(text)
         except BrokenPipeError:
             reader_gone()
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         try:
@@ -68,6 +70,9 @@ class PipeStdout:
         return getattr(self.wrapped, name)
 
 
+# Console markup is off: what credrank prints holds user text (paths, ids, option values, source
+# types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
+# are given as rich Text styles (:func:`labelled`), never as markup in a string.
 console = PipeConsole(markup=False)
 err = PipeConsole(stderr=True, markup=False)
 
