@@ -179,6 +179,66 @@ def test_demo_to_a_file_keeps_every_word(tmp_path: Path, demo_index_hashing: Pat
     assert "…" not in text and not SPINNER.search(proc.stderr) and "\r" not in text
 
 
+def test_stage_catalog_keeps_every_word_piped_and_folds_in_a_terminal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`credrank pipeline stages`: piped, every parameter whole ("use_domain_scores=False"
+    was cut to "use_domain_scores=Fa…" at 80 columns); in an 80-column terminal a long word
+    folds onto the next line, never cut to an ellipsis."""
+    import io
+
+    from rich.console import Console
+
+    import credrank.cli.common as common
+    from credrank.cli.pipeline import catalog_document
+
+    piped = run_cli("pipeline", "stages", env={"COLUMNS": "80"})
+    assert piped.returncode == 0, piped.stderr
+    for stage in catalog_document()["stages"]:  # piped, a row is one line: every cell whole
+        assert f" {stage['stage']} " in piped.stdout
+        for param in stage["params"]:
+            shown = param["name"] + ("" if param["required"] else f"={param.get('default')}")
+            assert shown in piped.stdout, shown
+    assert "…" not in piped.stdout
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "console", Console(file=screen, width=80, force_terminal=True,
+                                                   color_system=None, markup=False))
+    assert runner.invoke(app, ["pipeline", "stages"]).exit_code == 0
+    drawn = screen.getvalue()
+    assert "use_domain_scores=Fal" in drawn and "…" not in drawn
+    assert max(len(line) for line in drawn.splitlines()) <= 80
+
+
+def test_reliability_table_keeps_a_long_source_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`credrank reliability estimate`'s table: a long source id whole in a pipe, folded (never
+    cut to an ellipsis) in an 80-column terminal."""
+    import io
+
+    from rich.console import Console
+
+    import credrank.cli.common as common
+    from credrank.cli.reliability import _print
+
+    source = "www.a-very-long-regional-health-news-source-name.example.org/section/daily"
+    doc = {"n_sources": 1, "n_questions": 3, "n_iter": 4, "converged": True, "clip": 0.95,
+           "collapse_copies": False, "clusters": [], "dependence_note": None,
+           "diagnostics": {"trustworthy": True, "warnings": [], "too_few_sources": False},
+           "sources": [{"source_id": source, "reliability": 0.8125, "weight": 1.2,
+                        "coverage": 3, "answered": 3, "cluster": None}]}
+    for terminal in (False, True):
+        screen = io.StringIO()
+        monkeypatch.setattr(common, "console", Console(
+            file=screen, width=80, force_terminal=terminal, color_system=None, markup=False))
+        if not terminal:  # a pipe: table_console() draws as wide as the cells, on its stdout
+            monkeypatch.setattr(common.sys, "stdout", screen)
+        _print(doc)
+        drawn = screen.getvalue()
+        assert "…" not in drawn and "0.812" in drawn, drawn
+        if terminal:
+            assert max(len(line) for line in drawn.splitlines()) <= 80
+        else:
+            assert source in drawn
+
+
 def test_records_and_table_helpers() -> None:
     from credrank.cli.search import hit_records, host_text
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, fail
+from credrank.cli.common import console, fail, table_console
 
 app = typer.Typer(help="Pipeline specs: the stage catalog, and checking a spec file.",
                   no_args_is_help=True, add_completion=False)
@@ -43,12 +43,12 @@ def stages(as_json: Annotated[bool, typer.Option("--json", help="the catalog as 
 
     table = Table(title="pipeline stages (kinds run prior → signal → combine → select)")
     for col in ("stage", "kind", "parameters", "what it does"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a long word folds, never cut to "…"
     for s in doc["stages"]:
         params = ", ".join(p["name"] + ("" if p["required"] else f"={p.get('default')}")
                            for p in s["params"]) or "–"
         table.add_row(s["stage"], s["kind"], params, s["summary"])
-    console.print(table)
+    table_console().print(table)  # a pipe or a file: as wide as the cells
 
 
 @app.command("check")

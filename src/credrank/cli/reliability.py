@@ -14,7 +14,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from credrank.cli.common import console, fail, labelled, warn
+from credrank.cli.common import console, fail, labelled, table_console, warn
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.core.errors import FileFormatError
 from credrank.core.schema import ListOf, MapOf, Text, got
@@ -240,10 +240,11 @@ def _print(doc: dict[str, Any]) -> None:
     with_truth = "truth" in doc
     table = Table(title=f"Source reliability from agreement ({doc['n_sources']} sources, "
                         f"{doc['n_questions']} questions)")
+    # a long source id folds, never cut to "…"
     for col in ("source", "r", "v", "coverage |J_s|", "answered", "cluster"):
-        table.add_column(col, justify="left" if col == "source" else "right")
+        table.add_column(col, justify="left" if col == "source" else "right", overflow="fold")
     if with_truth:
-        table.add_column("truth acc.", justify="right")
+        table.add_column("truth acc.", justify="right", overflow="fold")
     for s in doc["sources"]:
         row = [s["source_id"],
                "unknown" if s["reliability"] is None else f"{s['reliability']:.3f}",
@@ -253,7 +254,7 @@ def _print(doc: dict[str, Any]) -> None:
         if with_truth:
             row.append("—" if s["truth_accuracy"] is None else f"{s['truth_accuracy']:.3f}")
         table.add_row(*row)
-    console.print(table)
+    table_console().print(table)  # a pipe or a file: as wide as the cells
     console.print(f"IWMV: {doc['n_iter']} rounds, converged={doc['converged']}, "
                   f"clip={doc['clip']}, collapse_copies={doc['collapse_copies']}")
     if doc["clusters"]:
