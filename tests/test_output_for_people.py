@@ -239,6 +239,39 @@ def test_reliability_table_keeps_a_long_source_id(monkeypatch: pytest.MonkeyPatc
             assert source in drawn
 
 
+def test_search_in_a_narrow_terminal_prints_records_not_a_cropped_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`credrank search` in a terminal: the table where it fits; in one narrower than the
+    table's least width (80 columns), a record per hit wrapped to it. rich crops the lines of
+    a table wider than the terminal: at 80 columns the titles and texts were cut after a
+    dozen characters, the right border gone."""
+    import io
+
+    from rich.console import Console
+
+    import credrank.cli.search as search
+
+    doc = {"query": "vitamin d", "info": {}, "hits": [
+        {"rank": i, "doc_id": f"d{i}", "source_type": "government", "host": LONG_HOST,
+         "title": "Vitamin D and respiratory infection", "text": LONG_TEXT,
+         "score_breakdown": {"retrieval_score": 0.5, "prior": 0.9, "final": 0.45}}
+        for i in (1, 2)]}
+    drawn = {}
+    for width in (80, 200):
+        screen = io.StringIO()
+        monkeypatch.setattr(search, "console", Console(
+            file=screen, width=width, force_terminal=True, color_system=None, markup=False))
+        search.print_answer(doc, terminal=True)
+        drawn[width] = screen.getvalue()
+        assert max(len(line) for line in drawn[width].splitlines()) <= width
+    narrow, wide = drawn[80], drawn[200]
+    assert "┃" not in narrow and "#1 d1 · source type government" in narrow
+    assert set(_words(LONG_TEXT)) <= set(_words(narrow)), narrow  # every word whole
+    assert LONG_HOST in narrow and "…" not in narrow
+    table_rows = [line for line in wide.splitlines() if line.startswith("│")]
+    assert "┃" in wide and table_rows and all(line.endswith("│") for line in table_rows)
+
+
 def test_records_and_table_helpers() -> None:
     from credrank.cli.search import hit_records, host_text
 

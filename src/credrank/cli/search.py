@@ -144,15 +144,24 @@ def search(
 def print_answer(doc: dict[str, Any], retrieval: str = "dense", text: str = DEFAULT_TEXT, *,
                  verbose: bool = False, terminal: bool | None = None) -> None:
     """The answer ``doc`` for people: a table in a terminal (``terminal``, default: whether
-    stdout is one); elsewhere (a pipe, a log) a record per hit whose cells are never cropped
-    (:func:`hit_records`); then a footer line per stage that changed the ranking
+    stdout is one) wide enough for it; elsewhere (a pipe, a log, a terminal narrower than the
+    table's least width: ≈ 100 columns with the default text) a record per hit whose cells
+    are never cropped (:func:`hit_records`, wrapped to the terminal) — rich crops the lines
+    of a table wider than the terminal, and at 80 columns the titles and texts were cut
+    after a dozen characters; then a footer line per stage that changed the ranking
     (:func:`stage_footers`)."""
     terminal = console.is_terminal if terminal is None else terminal
-    if terminal:
-        console.print(hit_table(doc, retrieval, text))
+    table = hit_table(doc, retrieval, text) if terminal else None
+    # the table's least width, measured unconstrained (a measure at the terminal's width is
+    # clamped to it)
+    if table is not None and console.measure(
+            table, options=console.options.update_width(10_000)).minimum <= console.width:
+        console.print(table)
     else:
-        console.print("\n".join(hit_records(doc, retrieval)), soft_wrap=True,
-                      highlight=False)
+        # a terminal wraps the long lines (a title) at words; a pipe keeps each line whole
+        console.print("\n".join(hit_records(doc, retrieval,
+                                             width=console.width if terminal else None)),
+                      soft_wrap=not terminal, highlight=False)
     for line in stage_footers(doc, verbose=verbose):
         console.print(line, highlight=False, soft_wrap=True)
 
