@@ -272,6 +272,29 @@ def test_search_in_a_narrow_terminal_prints_records_not_a_cropped_table(
     assert "┃" in wide and table_rows and all(line.endswith("│") for line in table_rows)
 
 
+def test_demo_tables_in_an_80_column_terminal_fold_hosts(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`credrank demo` in an 80-column terminal: the example tables fold a long host
+    ("dailyhealthtruths.example") onto a second line instead of cutting it to
+    "dailyhealthtru…"."""
+    import io
+
+    from rich.console import Console
+
+    import credrank.cli.common as common
+
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "console", Console(file=screen, width=80, force_terminal=True,
+                                                   color_system=None, markup=False))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["demo", "--embedder", "hashing", "--index",
+                                 str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    drawn = screen.getvalue()
+    assert "┃ host" in drawn and "…" not in drawn
+    assert max(len(line) for line in drawn.splitlines()) <= 80
+
+
 def test_records_and_table_helpers() -> None:
     from credrank.cli.search import hit_records, host_text
 

@@ -52,7 +52,7 @@ def demo(
                                                                  "current_priors")):
         t = Table(title=f"{ex['query_id']}: {ex['query']} — {label}")
         for col in ("#", "doc", "source type", "host", "sim", "prior", "final", "adv."):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")  # a long host folds, never cut to "…"
         for h in ex[key]:
             b = h["score_breakdown"]
             t.add_row(str(h["rank"]), h["doc_id"], str(h["source_type"]),
