@@ -6,12 +6,15 @@ by ``$CREDRANK_PROGRESS_INTERVAL=0`` (a line at every report), never by sleeping
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from cli_inprocess import run_cli
@@ -53,12 +56,10 @@ def _words(text: str) -> list[str]:
 
 
 def test_log_progress_prints_periodic_lines_with_rate_and_eta_by_its_clock() -> None:
-    from rich.console import Console
-
     from credrank.cli.common import LogProgress
 
     now = [0.0]
-    console = Console(file=(out := __import__("io").StringIO()), width=80, markup=False)
+    console = Console(file=(out := io.StringIO()), width=80, markup=False)
     with LogProgress(console, interval=10, clock=lambda: now[0]) as bar:
         task = bar.add_task("indexing x.jsonl", total=100)
         now[0] = 5.0
@@ -77,10 +78,6 @@ def test_log_progress_prints_periodic_lines_with_rate_and_eta_by_its_clock() -> 
 
 
 def test_log_progress_is_silent_for_a_short_run_and_counts_without_a_total() -> None:
-    import io
-
-    from rich.console import Console
-
     from credrank.cli.common import LogProgress
 
     now = [0.0]
@@ -179,15 +176,24 @@ def test_demo_to_a_file_keeps_every_word(tmp_path: Path, demo_index_hashing: Pat
     assert "…" not in text and not SPINNER.search(proc.stderr) and "\r" not in text
 
 
+def _screen(monkeypatch: pytest.MonkeyPatch, module: object, width: int = 80,
+            terminal: bool = True) -> io.StringIO:
+    """``module.console`` replaced by a console ``width`` columns wide drawing into the
+    returned buffer: a terminal (no colour), or a pipe (``terminal=False``, ``sys.stdout`` the
+    buffer too: :func:`credrank.cli.common.table_console` draws on it)."""
+    screen = io.StringIO()
+    monkeypatch.setattr(module, "console", Console(
+        file=screen, width=width, force_terminal=terminal, color_system=None, markup=False))
+    if not terminal:
+        monkeypatch.setattr(sys, "stdout", screen)
+    return screen
+
+
 def test_stage_catalog_keeps_every_word_piped_and_folds_in_a_terminal(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`credrank pipeline stages`: piped, every parameter whole ("use_domain_scores=False"
     was cut to "use_domain_scores=Fa…" at 80 columns); in an 80-column terminal a long word
     folds onto the next line, never cut to an ellipsis."""
-    import io
-
-    from rich.console import Console
-
     import credrank.cli.common as common
     from credrank.cli.pipeline import catalog_document
 
@@ -199,9 +205,7 @@ def test_stage_catalog_keeps_every_word_piped_and_folds_in_a_terminal(
             shown = param["name"] + ("" if param["required"] else f"={param.get('default')}")
             assert shown in piped.stdout, shown
     assert "…" not in piped.stdout
-    screen = io.StringIO()
-    monkeypatch.setattr(common, "console", Console(file=screen, width=80, force_terminal=True,
-                                                   color_system=None, markup=False))
+    screen = _screen(monkeypatch, common)
     assert runner.invoke(app, ["pipeline", "stages"]).exit_code == 0
     drawn = screen.getvalue()
     assert "use_domain_scores=Fal" in drawn and "…" not in drawn
@@ -211,10 +215,6 @@ def test_stage_catalog_keeps_every_word_piped_and_folds_in_a_terminal(
 def test_reliability_table_keeps_a_long_source_id(monkeypatch: pytest.MonkeyPatch) -> None:
     """`credrank reliability estimate`'s table: a long source id whole in a pipe, folded (never
     cut to an ellipsis) in an 80-column terminal."""
-    import io
-
-    from rich.console import Console
-
     import credrank.cli.common as common
     from credrank.cli.reliability import _print
 
@@ -225,11 +225,8 @@ def test_reliability_table_keeps_a_long_source_id(monkeypatch: pytest.MonkeyPatc
            "sources": [{"source_id": source, "reliability": 0.8125, "weight": 1.2,
                         "coverage": 3, "answered": 3, "cluster": None}]}
     for terminal in (False, True):
-        screen = io.StringIO()
-        monkeypatch.setattr(common, "console", Console(
-            file=screen, width=80, force_terminal=terminal, color_system=None, markup=False))
-        if not terminal:  # a pipe: table_console() draws as wide as the cells, on its stdout
-            monkeypatch.setattr(common.sys, "stdout", screen)
+        # a pipe: table_console() draws as wide as the cells, on its stdout
+        screen = _screen(monkeypatch, common, terminal=terminal)
         _print(doc)
         drawn = screen.getvalue()
         assert "…" not in drawn and "0.812" in drawn, drawn
@@ -245,10 +242,6 @@ def test_search_in_a_narrow_terminal_prints_records_not_a_cropped_table(
     table's least width (80 columns), a record per hit wrapped to it. rich crops the lines of
     a table wider than the terminal: at 80 columns the titles and texts were cut after a
     dozen characters, the right border gone."""
-    import io
-
-    from rich.console import Console
-
     import credrank.cli.search as search
 
     doc = {"query": "vitamin d", "info": {}, "hits": [
@@ -258,9 +251,7 @@ def test_search_in_a_narrow_terminal_prints_records_not_a_cropped_table(
         for i in (1, 2)]}
     drawn = {}
     for width in (80, 200):
-        screen = io.StringIO()
-        monkeypatch.setattr(search, "console", Console(
-            file=screen, width=width, force_terminal=True, color_system=None, markup=False))
+        screen = _screen(monkeypatch, search, width)
         search.print_answer(doc, terminal=True)
         drawn[width] = screen.getvalue()
         assert max(len(line) for line in drawn[width].splitlines()) <= width
@@ -277,15 +268,9 @@ def test_demo_tables_in_an_80_column_terminal_fold_hosts(
     """`credrank demo` in an 80-column terminal: the example tables fold a long host
     ("dailyhealthtruths.example") onto a second line instead of cutting it to
     "dailyhealthtru…"."""
-    import io
-
-    from rich.console import Console
-
     import credrank.cli.common as common
 
-    screen = io.StringIO()
-    monkeypatch.setattr(common, "console", Console(file=screen, width=80, force_terminal=True,
-                                                   color_system=None, markup=False))
+    screen = _screen(monkeypatch, common)
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["demo", "--embedder", "hashing", "--index",
                                  str(tmp_path / "idx")])
