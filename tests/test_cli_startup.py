@@ -102,8 +102,8 @@ def test_search_help_imports_only_its_own_command() -> None:
     result = run_fresh(["search", "--help"])
     assert result["codes"] == [0]
     commands = {m.split(".")[2] for m in result["modules"] if m.startswith("credrank.cli.")}
-    # search shares the engine options of index; common/specs/root/config are not commands
-    assert commands - {"common", "specs", "root", "config"} == {"search", "index"}
+    # search shares the engine options of index; common/pipe/specs/root/config: not commands
+    assert commands - {"common", "pipe", "specs", "root", "config"} == {"search", "index"}
     assert loaded(result["modules"], STAGES) == []
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,59 +14,19 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from credrank.cli.pipe import reader_gone
+
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
-def reader_gone() -> NoReturn:
-    """End a command whose reader of stdout went away (``credrank search … | head``) as a shell
-    reports SIGPIPE: exit 141, nothing on stderr. What is still buffered for stdout goes to
-    the null device instead of failing again at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
-        pass
-    raise SystemExit(141)
-
-
 class PipeConsole(Console):
-    """A rich console that ends a command whose reader went away as :func:`reader_gone` does
-    (rich's own answer is exit 1)."""
+    """A rich console that ends a command whose reader went away as
+    :func:`credrank.cli.pipe.reader_gone` does (rich's own answer is exit 1)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
         reader_gone()
-
-
-class PipeStdout:
-    """``sys.stdout`` while a command runs (:func:`credrank.cli.root.run_app`): a write or a
-    flush whose reader went away ends the command as :func:`reader_gone` does, at the write,
-    before any handler of the command can take the ``BrokenPipeError`` for another ``OSError``
-    and before click turns it into exit 1 with nothing said (``credrank search --json | head``
-    did). Everything else is the wrapped stream's."""
-
-    def __init__(self, wrapped: Any) -> None:
-        self.wrapped = wrapped
-
-    def write(self, text: str) -> Any:
-        try:
-            return self.wrapped.write(text)
-        except BrokenPipeError:
-            reader_gone()
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        try:
-            self.wrapped.flush()
-        except BrokenPipeError:
-            reader_gone()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.wrapped, name)
 
 
 # Console markup is off: what credrank prints holds user text (paths, ids, option values, source

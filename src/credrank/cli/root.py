@@ -158,9 +158,9 @@ def _root(
 
 def run_app(args: list[str]) -> int:
     """:func:`credrank.cli.run` past its fast path: the typer app, its errors as exit codes;
-    stdout guarded by :class:`~credrank.cli.common.PipeStdout` while it runs (a reader that
+    stdout guarded by :class:`~credrank.cli.pipe.PipeStdout` while it runs (a reader that
     went away: exit 141)."""
-    from credrank.cli.common import PipeStdout
+    from credrank.cli.pipe import PipeStdout
 
     stdout = sys.stdout
     sys.stdout = PipeStdout(stdout)
