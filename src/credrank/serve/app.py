@@ -16,12 +16,14 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
   and the server is not shutting down; it lists the registered names a spec may use and the
   stage catalog), ``GET /openapi.json``, ``GET /`` (the web page) and ``/static``.
 
-Middleware, outermost first: the access log (one JSON line per request), the API key of the
-write paths, the body size and read-time limits; the endpoint then runs its blocking work in a
-worker thread under the per-request time limit, cancelled when it passes
-(:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`), or — a search or rerank priced
-under a millisecond, query embedding included, while the store is free — on the event loop
-(:meth:`credrank.serve.work.ServiceState.read`).
+The request path, outermost first (:class:`ServiceApp`): the access log (one JSON line per
+request), the API key of the write paths, the JSON content type of the bodies, the body size
+and read-time limits; then ``POST /search`` and ``POST /rerank`` go straight to their endpoint
+(:mod:`credrank.serve.dispatch`), every other request through FastAPI's own middleware and
+router. The endpoint then runs its blocking work in a worker thread under the per-request time
+limit, cancelled when it passes (:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`),
+or — a search or rerank priced under a millisecond, query embedding included, while the store
+is free — on the event loop (:meth:`credrank.serve.work.ServiceState.read`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from credrank import __version__
 from credrank.index.diskspace import DiskFullError, is_disk_full
@@ -51,6 +53,7 @@ from credrank.rerank import CANDIDATE_FIELDS
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
+from credrank.serve.dispatch import DirectRoutes
 from credrank.serve.idempotency import HEADER, PATTERN
 from credrank.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
@@ -144,8 +147,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             # timed-out work still running, then close the index (releases its lock)
             await asyncio.get_running_loop().run_in_executor(None, state.close)
 
-    app = FastAPI(
-        title="credrank", version=__version__, lifespan=lifespan, default_response_class=JSON,
+    app = ServiceApp(
+        _guarded(config), title="credrank", version=__version__, lifespan=lifespan,
+        default_response_class=JSON,
         description="Credibility-aware retrieval: score = similarity × source-reliability "
                     "prior. The JSON documents are those of docs/json.md.")
     app.state.service = state
@@ -349,14 +353,37 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
-    # added innermost first: the access log wraps everything
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
-                       read_timeout_s=config.read_timeout_s)
-    app.add_middleware(ContentTypeMiddleware, paths=JSON_PATHS)
-    app.add_middleware(ApiKeyMiddleware, api_key=config.api_key, paths=WRITE_PATHS)
-    app.add_middleware(AccessLogMiddleware)
     _document_bodies(app, (SearchRequest, RerankRequest))
     return app
+
+
+def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
+    """The request guards of ``config`` around an app, the access log outermost."""
+    def guard(app: ASGIApp) -> ASGIApp:
+        app = BodyLimitMiddleware(app, max_bytes=config.max_body_bytes,
+                                  read_timeout_s=config.read_timeout_s)
+        app = ContentTypeMiddleware(app, paths=JSON_PATHS)
+        app = ApiKeyMiddleware(app, api_key=config.api_key, paths=WRITE_PATHS)
+        return AccessLogMiddleware(app)
+
+    return guard
+
+
+class ServiceApp(FastAPI):
+    """FastAPI with the service's request path (module docstring): ``guard`` (the request
+    guards) outermost, then :class:`~credrank.serve.dispatch.DirectRoutes` sending ``POST``
+    to a :class:`SelfParsedRoute` straight to its endpoint, then FastAPI's own stack (its
+    middleware, the router) for every other request."""
+
+    def __init__(self, guard: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.guard = guard
+
+    def build_middleware_stack(self) -> ASGIApp:
+        direct = {route.path: route for route in self.router.routes
+                  if isinstance(route, SelfParsedRoute)}
+        return self.guard(DirectRoutes(direct, self.exception_handlers,
+                                       super().build_middleware_stack()))
 
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -380,20 +407,10 @@ async def _parsed(request: Request, model: type[Body]) -> Body:
 class SelfParsedRoute(APIRoute):
     """The route of an endpoint that takes the request and answers the response itself
     (``async def endpoint(request) -> Response``, its body parsed by :func:`_parsed`):
-    documented as any route (its ``requestBody`` by :func:`_self_parsed`), but called
-    without FastAPI's per-request machinery, which such an endpoint does not use (solving
-    its dependencies, two exit stacks, the route's own exception wrapper: ≈ 0.03–0.04 ms of
-    a cheap search, ``bench_serve.py --section overhead``). Its exceptions reach the app's
-    handlers through Starlette's ``ExceptionMiddleware``, as any route's do."""
-
-    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        super().__init__(path, endpoint, **kwargs)
-
-        async def app(scope: Scope, receive: Receive, send: Send) -> None:
-            response = await endpoint(Request(scope, receive, send))
-            await response(scope, receive, send)
-
-        self.app = app
+    documented as any route (its ``requestBody`` by :func:`_self_parsed`), and served by
+    :class:`ServiceApp` straight from the request guards
+    (:class:`~credrank.serve.dispatch.DirectRoutes`), without FastAPI's per-request machinery,
+    which such an endpoint does not use."""
 
 
 def _self_parsed(app: FastAPI, path: str, body: type[BaseModel], **kwargs: Any

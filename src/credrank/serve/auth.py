@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from credrank.serve.config import route_path
 from credrank.serve.responses import send_error
 
 API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False,
@@ -68,7 +69,7 @@ class ApiKeyMiddleware:
         self.paths = frozenset(p.rstrip("/") for p in paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (scope["path"].rstrip("/") or "/") in self.paths:
+        if scope["type"] == "http" and (route_path(scope).rstrip("/") or "/") in self.paths:
             refusal = check_key(self.expected, presented_key(scope["headers"]))
             if refusal is not None:
                 status, kind, detail = refusal

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: the most characters a query may have (``/search``, ``/rerank``)
 MAX_QUERY_CHARS = 2_000
@@ -44,6 +45,19 @@ DEFAULT_IDEMPOTENCY_KEYS = 1_000
 WRITE_PATHS = frozenset({"/index", "/feedback", "/priors/rollback"})
 #: the POST endpoints whose body is JSON: anything else is 415 (``Content-Type``)
 JSON_PATHS = WRITE_PATHS | {"/search", "/rerank"}
+
+
+def route_path(scope: Mapping[str, Any]) -> str:
+    """The path of an HTTP ``scope`` as the app's routes see it: ``path`` without the
+    ``root_path`` in front of it (the prefix an enclosing app mounts this one under), as
+    Starlette's router matches it. The guards match their paths on it (with or without a
+    trailing slash): on the raw ``path``, an app mounted under ``/api`` took ``/api/index``
+    for no write path and let it through without the API key."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] in ("/", ""):
+        return path[len(root):] or "/"
+    return path
 
 #: the registered name of the feedback store (``--priors-store``) in pipeline specs
 FEEDBACK_NAME = "feedback"

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from credrank.serve.cancel import WorkToken
+from credrank.serve.config import route_path
 from credrank.serve.responses import send_error
 
 T = TypeVar("T")
@@ -94,7 +95,7 @@ class ContentTypeMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] == "http" and scope["method"] == "POST"
-                and (scope["path"].rstrip("/") or "/") in self.paths):
+                and (route_path(scope).rstrip("/") or "/") in self.paths):
             value = next((v for k, v in scope["headers"] if k == b"content-type"), None)
             if not json_media_type(value):
                 given = ("none" if value is None

@@ -1,0 +1,128 @@
+"""The service's request path (credrank.serve.dispatch): ``POST /search`` and ``POST /rerank``
+straight from the guards to their endpoint, everything else through FastAPI's stack; the same
+answers, errors and log lines either way. In process (tests/serving.py ``in_process``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import Mount
+
+from credrank.serve.dispatch import DirectRoutes, find_handler
+from credrank.serve.logs import ACCESS_LOGGER
+from serving import asgi_client, in_process
+from sparse_copy import copy_index
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "credrank" / "data" / "demo"
+QUERY = "does vitamin d prevent covid"
+
+
+@pytest.fixture
+def where(demo_index_hashing: Path, tmp_path: Path) -> Path:
+    return copy_index(demo_index_hashing, tmp_path / "index")
+
+
+def access_records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [r.fields for r in caplog.records  # type: ignore[attr-defined]
+            if r.name == ACCESS_LOGGER]
+
+
+def test_find_handler_takes_a_status_code_first_then_the_classes_in_order() -> None:
+    by_status, by_http, by_value, by_lookup = object(), object(), object(), object()
+    handlers = {404: by_status, HTTPException: by_http, ValueError: by_value,
+                LookupError: by_lookup}
+    assert find_handler(handlers, HTTPException(404)) is by_status
+    assert find_handler(handlers, HTTPException(409)) is by_http
+    assert find_handler(handlers, KeyError("k")) is by_lookup  # KeyError → LookupError
+    assert find_handler(handlers, UnicodeDecodeError("utf-8", b"", 0, 1, "x")) is by_value
+    assert find_handler(handlers, RuntimeError("x")) is None
+
+
+def test_the_direct_path_is_taken_and_answers_as_the_router_would(
+        where: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The app's request path holds DirectRoutes; /search and /rerank answer through it, their
+    errors by the app's handlers (422 in FastAPI's shape), other paths through the router
+    (405 for a GET /search, 404 elsewhere); every request logs its route template."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with in_process(where, tables=(DEMO / "domains.csv",)) as app:
+        async def scenario() -> None:
+            async with asgi_client(app) as c:
+                ok = await c.post("/search", json={"query": QUERY, "top_k": 3})
+                assert ok.status_code == 200 and len(ok.json()["hits"]) == 3
+                reranked = await c.post("/rerank", json={"query": QUERY, "candidates": [
+                    {"id": "a", "text": "vitamin d and covid", "url": "https://nih.gov/a"}]})
+                assert reranked.status_code == 200, reranked.text
+                bad = await c.post("/search", json={"query": QUERY, "top_k": "many"})
+                assert bad.status_code == 422
+                assert bad.json()["errors"][0]["field"] == "top_k"
+                assert bad.json()["errors"][0]["msg"] == 'expected an integer, got "many"'
+                limit = await c.post("/search", json={"query": QUERY, "top_k": 10_000})
+                assert limit.status_code == 422 and "this service's limit" in limit.text
+                assert (await c.get("/search")).status_code == 405
+                slash = await c.post("/search/", json={"query": QUERY})
+                assert slash.status_code == 307 and slash.headers["location"].endswith("/search")
+                assert (await c.post("/nowhere", json={})).status_code == 404
+
+        asyncio.run(scenario())
+        stack = app.middleware_stack
+        while stack is not None and not isinstance(stack, DirectRoutes):
+            stack = getattr(stack, "app", None)
+        assert isinstance(stack, DirectRoutes) and set(stack.routes) == {"/search", "/rerank"}
+    records = access_records(caplog)
+    assert [(r["route"], r["status"]) for r in records] == [
+        ("/search", 200), ("/rerank", 200), ("/search", 422), ("/search", 422),
+        ("/search", 405), ("/search/", 307), (None, 404)]
+
+
+def test_an_unexpected_error_of_a_direct_route_is_a_500_and_logged_as_one(
+        where: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with in_process(where, tables=(DEMO / "domains.csv",)) as app:
+        def broken(*_: Any, **__: Any) -> dict[str, Any]:
+            raise RuntimeError("a bug in the search")
+
+        app.state.service.search = broken
+
+        async def scenario() -> httpx.Response:
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as c:
+                return await c.post("/search", json={"query": QUERY})
+
+        got = asyncio.run(scenario())
+    assert got.status_code == 500
+    assert [(r["route"], r["status"]) for r in access_records(caplog)] == [("/search", 500)]
+
+
+def test_mounted_under_a_prefix_the_same_routes_and_guards_apply(where: Path) -> None:
+    """Mounted under a prefix (a root_path), the direct routes, their handlers and every
+    guard apply to the paths under it. Before, the guards matched the raw path: a write to
+    /api/index went through without the API key, and a text/plain body was parsed."""
+    with in_process(where, tables=(DEMO / "domains.csv",), api_key="k3y") as app:
+        outer = Starlette(routes=[Mount("/api", app=app)])
+
+        async def scenario() -> None:
+            async with asgi_client(outer) as c:
+                direct = await c.post("/api/search", json={"query": QUERY, "top_k": 3})
+                assert direct.status_code == 200, direct.text
+                assert len(direct.json()["hits"]) == 3
+                bad = await c.post("/api/search", json={"query": QUERY, "top_k": "many"})
+                assert bad.status_code == 422
+                assert bad.json()["errors"][0]["field"] == "top_k"
+                typed = await c.post("/api/search", content=b'{"query": "x"}',
+                                     headers={"content-type": "text/plain"})
+                assert typed.status_code == 415
+                write = {"documents": [{"id": "m1", "text": "a text", "url": "https://a.org/m"}]}
+                refused = await c.post("/api/index", json=write)
+                assert refused.status_code == 401, refused.text
+                assert (await c.post("/api/index/", json=write)).status_code == 401
+                done = await c.post("/api/index", json=write, headers={"x-api-key": "k3y"})
+                assert done.status_code == 200 and done.json()["indexed"] == 1
+
+        asyncio.run(scenario())
