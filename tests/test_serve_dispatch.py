@@ -13,6 +13,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount
 
 from credrank.serve.dispatch import DirectRoutes, find_handler
@@ -124,5 +125,27 @@ def test_mounted_under_a_prefix_the_same_routes_and_guards_apply(where: Path) ->
                 assert (await c.post("/api/index/", json=write)).status_code == 401
                 done = await c.post("/api/index", json=write, headers={"x-api-key": "k3y"})
                 assert done.status_code == 200 and done.json()["indexed"] == 1
+
+        asyncio.run(scenario())
+
+
+def test_middleware_an_application_adds_applies_to_the_direct_routes_too(where: Path) -> None:
+    """An application that embeds the service and adds CORS gets it on /search as on every
+    other route (the direct path runs inside the added middleware)."""
+    with in_process(where, tables=(DEMO / "domains.csv",)) as app:
+        app.add_middleware(CORSMiddleware, allow_origins=["https://example.org"],
+                           allow_methods=["GET", "POST"])
+
+        async def scenario() -> None:
+            async with asgi_client(app) as c:
+                origin = {"origin": "https://example.org"}
+                searched = await c.post("/search", json={"query": QUERY}, headers=origin)
+                health = await c.get("/healthz", headers=origin)
+                for got in (searched, health):
+                    assert got.status_code == 200
+                    assert got.headers["access-control-allow-origin"] == "https://example.org"
+                preflight = await c.options("/search", headers={
+                    **origin, "access-control-request-method": "POST"})
+                assert preflight.status_code == 200
 
         asyncio.run(scenario())

@@ -371,8 +371,10 @@ def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
 
 class ServiceApp(FastAPI):
     """FastAPI with the service's request path (module docstring): ``guard`` (the request
-    guards) outermost, then :class:`~credrank.serve.dispatch.DirectRoutes` sending ``POST``
-    to a :class:`SelfParsedRoute` straight to its endpoint, then FastAPI's own stack (its
+    guards) outermost, then the middleware added with ``add_middleware`` (none by credrank;
+    an application embedding the service may add its own, CORS for one, and it applies to
+    every route), then :class:`~credrank.serve.dispatch.DirectRoutes` sending ``POST`` to a
+    :class:`SelfParsedRoute` straight to its endpoint, then FastAPI's own stack (its
     middleware, the router) for every other request."""
 
     def __init__(self, guard: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
@@ -382,8 +384,15 @@ class ServiceApp(FastAPI):
     def build_middleware_stack(self) -> ASGIApp:
         direct = {route.path: route for route in self.router.routes
                   if isinstance(route, SelfParsedRoute)}
-        return self.guard(DirectRoutes(direct, self.exception_handlers,
-                                       super().build_middleware_stack()))
+        added, self.user_middleware = self.user_middleware, []
+        try:
+            app: ASGIApp = DirectRoutes(direct, self.exception_handlers,
+                                        super().build_middleware_stack())
+        finally:
+            self.user_middleware = added
+        for cls, args, kwargs in reversed(added):
+            app = cls(app, *args, **kwargs)
+        return self.guard(app)
 
 
 Body = TypeVar("Body", bound=BaseModel)

@@ -59,6 +59,7 @@ def route_path(scope: Mapping[str, Any]) -> str:
         return path[len(root):] or "/"
     return path
 
+
 #: the registered name of the feedback store (``--priors-store``) in pipeline specs
 FEEDBACK_NAME = "feedback"
 #: names a ``--model`` may not take: the feedback store's, and the prior presets (a spec's

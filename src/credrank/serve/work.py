@@ -219,7 +219,7 @@ class ServiceState:
         its price (under a millisecond of CPU) makes that moot, and the engine's retrieval,
         which the price does not count, is what the store lock guards. Nothing can cancel
         inline work before it ends (the timer that would runs on this same loop), so it gets
-        no :class:`WorkToken` and checks none (≈ 0.01 ms less a cheap search)."""
+        no :class:`WorkToken` and checks none."""
         if not self.store_lock.acquire(blocking=False):
             return False, None
         try:
