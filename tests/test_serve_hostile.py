@@ -424,6 +424,10 @@ def test_a_timed_out_index_is_not_applied_and_its_retry_indexes_once(app_factory
     ("/feedback", {"items": [], "step": "0.1"}, "step", 'expected a number, got "0.1"'),
     ("/priors/rollback", {"version": "0"}, "version", 'expected an integer, got "0"'),
     ("/priors/rollback", {"version": False}, "version", "expected an integer, got false"),
+    # lengths: what came is said too (its length where the text is long)
+    ("/search", {"query": "q" * 2_001}, "query", "expected at most 2,000 characters, got 2,001"),
+    ("/search", {"query": ""}, "query", 'expected at least 1 character, got ""'),
+    ("/feedback", {"items": [], "author": ""}, "author", 'expected at least 1 character, got ""'),
 ])
 def test_strict_json_types(app_factory: Any, path: str, body: dict[str, Any], field: str,
                            message: str) -> None:

@@ -120,6 +120,13 @@ def field_path(loc: Sequence[Any]) -> str:
 
 def _message(e: dict[str, Any]) -> str:
     kind = str(e.get("type", ""))
+    given, ctx = e.get("input"), e.get("ctx") or {}
+    if kind == "string_too_long" and isinstance(given, str) and "max_length" in ctx:
+        return f"expected at most {ctx['max_length']:,} characters, got {len(given):,}"
+    if kind == "string_too_short" and isinstance(given, str) and "min_length" in ctx:
+        least = ctx["min_length"]
+        return (f"expected at least {least:,} character{'s' if least != 1 else ''}, "
+                f"got {json.dumps(given, ensure_ascii=False)}")
     if kind in _EXPECTED and "input" in e:
         try:
             got = json.dumps(e["input"], ensure_ascii=False, allow_nan=False)
