@@ -101,10 +101,13 @@ def test_an_unexpected_error_of_a_direct_route_is_a_500_and_logged_as_one(
     assert [(r["route"], r["status"]) for r in access_records(caplog)] == [("/search", 500)]
 
 
-def test_mounted_under_a_prefix_the_same_routes_and_guards_apply(where: Path) -> None:
+def test_mounted_under_a_prefix_the_same_routes_and_guards_apply(
+        where: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Mounted under a prefix (a root_path), the direct routes, their handlers and every
     guard apply to the paths under it. Before, the guards matched the raw path: a write to
-    /api/index went through without the API key, and a text/plain body was parsed."""
+    /api/index went through without the API key, and a text/plain body was parsed. A request
+    a guard refuses is logged with the path it was sent to (before: no route)."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     with in_process(where, tables=(DEMO / "domains.csv",), api_key="k3y") as app:
         outer = Starlette(routes=[Mount("/api", app=app)])
 
@@ -127,6 +130,9 @@ def test_mounted_under_a_prefix_the_same_routes_and_guards_apply(where: Path) ->
                 assert done.status_code == 200 and done.json()["indexed"] == 1
 
         asyncio.run(scenario())
+    assert [(r["route"], r["status"]) for r in access_records(caplog)] == [
+        ("/search", 200), ("/search", 422), ("/search", 415), ("/index", 401),
+        ("/index", 401), ("/index", 200)]
 
 
 def test_middleware_an_application_adds_applies_to_the_direct_routes_too(where: Path) -> None:

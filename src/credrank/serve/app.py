@@ -371,7 +371,7 @@ def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
                                   read_timeout_s=config.read_timeout_s)
         app = ContentTypeMiddleware(app, paths=JSON_PATHS)
         app = ApiKeyMiddleware(app, api_key=config.api_key, paths=WRITE_PATHS)
-        return AccessLogMiddleware(app)
+        return AccessLogMiddleware(app, guarded=JSON_PATHS)
 
     return guard
 

@@ -1,12 +1,13 @@
 """Structured logs: one JSON object per line on stderr.
 
 :class:`AccessLogMiddleware` writes one line per request — ``ts``, ``level``, ``event``
-(``request``), ``method``, ``route`` (the matched route's template, e.g. ``/search``; ``null``
-when none matched), ``status``, ``latency_ms``, ``request_bytes``, ``response_bytes`` — and
-never the query string, a header value, the body or any document text. A client that went
-away before an answer was sent is logged as ``event: "disconnect"`` with ``status: null``
-(nothing was answered; not a server error). :data:`LOG_CONFIG`
-(for ``uvicorn``) formats uvicorn's own messages (start-up, shutdown, errors) as JSON lines
+(``request``), ``method``, ``route`` (the matched route's template, e.g. ``/search``; for a
+request a guard refused before any route was matched, a 401 or a 415, the guarded path it was
+sent to; ``null`` when none matched), ``status``, ``latency_ms``, ``request_bytes``,
+``response_bytes`` — and never the query string, a header value, the body or any document
+text. A client that went away before an answer was sent is logged as ``event: "disconnect"``
+with ``status: null`` (nothing was answered; not a server error). :data:`LOG_CONFIG` (for
+``uvicorn``) formats uvicorn's own messages (start-up, shutdown, errors) as JSON lines
 too, and turns its text access log off.
 """
 
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from credrank.serve.config import route_path
 from credrank.serve.responses import dumps
 
 ACCESS_LOGGER = "credrank.serve.access"
@@ -76,15 +79,19 @@ def lean_records() -> None:
 class AccessLogMiddleware:
     """One JSON log line per HTTP request (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
+    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None,
+                 guarded: Iterable[str] = ()) -> None:
         self.app = app
         self.logger = logger or logging.getLogger(ACCESS_LOGGER)
+        #: the paths the guards answer for: named even when a guard refused the request
+        self.guarded = frozenset(p.rstrip("/") or "/" for p in guarded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        outer = scope.get("route")  # an enclosing app's route (a mount): not one of ours
         status: int | None = None
         sent, received, disconnected = 0, 0, False
 
@@ -110,9 +117,13 @@ class AccessLogMiddleware:
         finally:
             if status is None and not disconnected:
                 status = 500  # the app ended without an answer: the server's fault
-            route = getattr(scope.get("route"), "path", None)
+            found = scope.get("route")
+            route = None if found is outer else getattr(found, "path", None)
             if route is None and status is not None and status < 400:
-                route = scope["path"]  # a built-in page (/openapi.json): a real path
+                route = route_path(scope)  # a built-in page (/openapi.json): a real path
+            elif route is None:
+                path = route_path(scope).rstrip("/") or "/"
+                route = path if path in self.guarded else None
             self.logger.info("request", extra={"fields": {
                 "event": "disconnect" if status is None else "request",
                 "method": scope["method"], "route": route, "status": status,
