@@ -98,6 +98,22 @@ def test_compile_is_memoised_per_equal_spec(demo_index_hashing: Path) -> None:
         assert again.settings == compiled.settings and again.spec == compiled.spec
 
 
+@pytest.mark.parametrize("query", ["", "   ", "\n\t", None, 5])
+def test_a_blank_query_is_refused_by_every_library_entry(demo_index_hashing: Path,
+                                                        query: Any) -> None:
+    """As on the command line and over HTTP (before, the library searched an empty query and
+    answered hits all scored 0.0)."""
+    with Searcher.open(demo_index_hashing) as searcher:
+        records = [{"id": "a", "text": "vitamin d", "url": "https://nih.gov/a", "score": 0.5}]
+        for call in (lambda: searcher.search(query), lambda: searcher.search_json(query),
+                     lambda: list(searcher.search_many([("q1", query)])),
+                     lambda: searcher.rerank(query, records),
+                     lambda: searcher.rerank_json(query, records)):
+            with pytest.raises(ValueError, match=r"^query: expected non-empty text, got "):
+                call()
+        assert searcher.search("vitamin d").hits()  # a real query still searches
+
+
 @pytest.mark.parametrize("options,pushdown", [
     ({"top_k": 5}, True),
     ({"top_k": 4, "freshness": FRESHNESS}, True),

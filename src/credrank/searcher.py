@@ -25,6 +25,7 @@ from credrank.core.checkpoint import checking
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
+from credrank.core.validation import check_str
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
@@ -207,7 +208,10 @@ class Searcher:
         (dense retrieval, the engine's formula search) has it embedded before the lock is
         taken, so concurrent searches embed in parallel. ``check`` is called before each
         stage (``stage:NAME``), under the lock (``store``), at the end (``done``) and inside
-        the loops of long stages (``within:NAME``, :mod:`credrank.core.checkpoint`)."""
+        the loops of long stages (``within:NAME``, :mod:`credrank.core.checkpoint`). A blank
+        ``query`` is a ``ValueError``, as on the command line and over HTTP: its similarities
+        would mean nothing."""
+        check_str("query", query, what="non-empty text")
         with checking(check):  # long stages check inside their loops too (within:NAME)
             return self._run(stages, query, store=store, check=check)
 
