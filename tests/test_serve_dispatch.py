@@ -46,15 +46,34 @@ def test_find_handler_takes_a_status_code_first_then_the_classes_in_order() -> N
     assert find_handler(handlers, RuntimeError("x")) is None
 
 
+def direct_routes(app: Any) -> DirectRoutes:
+    """The DirectRoutes layer of ``app``'s request path (built by a first request)."""
+    stack = app.middleware_stack
+    while stack is not None and not isinstance(stack, DirectRoutes):
+        stack = getattr(stack, "app", None)
+    assert isinstance(stack, DirectRoutes)
+    return stack
+
+
 def test_the_direct_path_is_taken_and_answers_as_the_router_would(
         where: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The app's request path holds DirectRoutes; /search and /rerank answer through it, their
-    errors by the app's handlers (422 in FastAPI's shape), other paths through the router
-    (405 for a GET /search, 404 elsewhere); every request logs its route template."""
+    """/search and /rerank answer without FastAPI's stack, their errors by the app's handlers
+    (422 in FastAPI's shape); other requests go through it (405 for a GET /search, a redirect
+    for /search/, 404 elsewhere); every request logs its route template."""
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     with in_process(where, tables=(DEMO / "domains.csv",)) as app:
         async def scenario() -> None:
             async with asgi_client(app) as c:
+                assert (await c.get("/healthz")).status_code == 200  # builds the stack
+                direct = direct_routes(app)
+                assert set(direct.routes) == {"/search", "/rerank"}
+                fallback, seen = direct.fallback, []
+
+                async def counted(scope: Any, receive: Any, send: Any) -> None:
+                    seen.append((scope["method"], scope["path"]))
+                    await fallback(scope, receive, send)
+
+                direct.fallback = counted
                 ok = await c.post("/search", json={"query": QUERY, "top_k": 3})
                 assert ok.status_code == 200 and len(ok.json()["hits"]) == 3
                 reranked = await c.post("/rerank", json={"query": QUERY, "candidates": [
@@ -66,20 +85,18 @@ def test_the_direct_path_is_taken_and_answers_as_the_router_would(
                 assert bad.json()["errors"][0]["msg"] == 'expected an integer, got "many"'
                 limit = await c.post("/search", json={"query": QUERY, "top_k": 10_000})
                 assert limit.status_code == 422 and "this service's limit" in limit.text
+                assert seen == []  # none of them through FastAPI's stack
                 assert (await c.get("/search")).status_code == 405
                 slash = await c.post("/search/", json={"query": QUERY})
                 assert slash.status_code == 307 and slash.headers["location"].endswith("/search")
                 assert (await c.post("/nowhere", json={})).status_code == 404
+                assert seen == [("GET", "/search"), ("POST", "/search/"), ("POST", "/nowhere")]
 
         asyncio.run(scenario())
-        stack = app.middleware_stack
-        while stack is not None and not isinstance(stack, DirectRoutes):
-            stack = getattr(stack, "app", None)
-        assert isinstance(stack, DirectRoutes) and set(stack.routes) == {"/search", "/rerank"}
     records = access_records(caplog)
     assert [(r["route"], r["status"]) for r in records] == [
-        ("/search", 200), ("/rerank", 200), ("/search", 422), ("/search", 422),
-        ("/search", 405), ("/search/", 307), (None, 404)]
+        ("/healthz", 200), ("/search", 200), ("/rerank", 200), ("/search", 422),
+        ("/search", 422), ("/search", 405), ("/search/", 307), (None, 404)]
 
 
 def test_an_unexpected_error_of_a_direct_route_is_a_500_and_logged_as_one(
