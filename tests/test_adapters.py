@@ -160,6 +160,17 @@ def test_scorer_refuses_bad_names():
         CredrankScorer(prior="current")
 
 
+@pytest.mark.parametrize("query", ["", "  \n"])
+def test_a_blank_query_is_refused_as_searcher_rerank_refuses_it(query):
+    # every adapter ranks through CredrankScorer.rank; before, a blank query was ranked
+    passages = [Passage("vitamin d covid", {"url": "https://www.cdc.gov/a", "score": 0.5})]
+    scorer = CredrankScorer(embedder="hashing")
+    with pytest.raises(ValueError, match=r"^query: expected non-empty text, got "):
+        scorer.rank(query, passages)
+    with pytest.raises(TypeError, match="query: expected a string, got int"):
+        scorer.rank(5, passages)  # type: ignore[arg-type]
+
+
 def test_scorer_url_keys_and_unknown_without_url():
     scorer = CredrankScorer(embedder="hashing", top_k=4)
     passages = [Passage("vitamin d covid", {"url": "https://www.cdc.gov/a"}),

@@ -40,6 +40,12 @@ def test_same_ranking_as_search_on_the_demo_corpus(demo_index_hashing):
                 assert list(got.column("source_type")) == list(expected.column("source_type"))
 
 
+def test_a_blank_query_is_refused():
+    records = [{"id": "a", "text": "vitamin d", "url": "https://nih.gov/a", "score": 0.5}]
+    with pytest.raises(ValueError, match=r"^query: expected non-empty text, got ' '"):
+        rerank(" ", records, "hashing")
+
+
 def test_metadata_returned_untouched_and_inputs_not_modified():
     records = _records()
     before = copy.deepcopy(records)

@@ -26,6 +26,7 @@ from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.params import construct, declared, given
 from credrank.core.schema import Table
+from credrank.core.validation import check_str
 
 #: what a stage may read besides the batch's scores and metadata: each candidate's ``text``
 #: or ``vectors`` (the retriever must return them), or the ``index`` itself (a stage that
@@ -176,7 +177,10 @@ class Stage(ABC):
         return Pipeline([self]) >> other
 
     def search(self, query: str) -> Candidates:
-        """Run this stage (or pipeline) on ``query`` from an empty batch."""
+        """Run this stage (or pipeline) on ``query`` from an empty batch; a blank ``query``
+        is a ``ValueError`` (as :meth:`credrank.searcher.Searcher.run` refuses it: the
+        library's reranking, the adapters and the experiments start here)."""
+        check_str("query", query, what="non-empty text")
         return self(Candidates.empty(query))
 
 
