@@ -64,6 +64,12 @@ JSON numbers vs base64, with ``json.dumps`` and with orjson::
 
     python bench/scripts/bench_serve.py --section overhead [--n 100000] [--cache DIR]
                                      [--requests 300] [--rounds 3] [--json]
+
+With ``--base-src DIR`` (another checkout's ``src``, e.g. ``git archive REF src | tar -x -C
+DIR``: the code before a change) the overhead section serves a copy of the same index with
+that code too and alternates three rows only, the in-process search and ``POST /search`` to
+each server (raw client), so a change to the service is measured against the code before it
+in one run, under the same load.
 """
 
 from __future__ import annotations
@@ -154,17 +160,17 @@ def free_port() -> int:
 
 class Server:
     """``credrank serve`` in a child process on a free loopback port (``extra``: more
-    options of ``credrank serve``)."""
+    options of ``credrank serve``; ``env``: its environment, default this process's)."""
 
-    def __init__(self, index: Path, deadline_s: float = 300, extra: Sequence[str] = ()
-                 ) -> None:
+    def __init__(self, index: Path, deadline_s: float = 300, extra: Sequence[str] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "credrank.cli", "serve", "--index", str(index), "--port",
              str(self.port), "--table", str(demo_dir() / "domains.csv"), *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         end = time.monotonic() + deadline_s
         while True:
             if self.proc.poll() is not None:
@@ -630,7 +636,11 @@ def overhead(args: argparse.Namespace) -> None:
     # CPU seconds of each row's calls, warm-ups included: the server process's
     # (:func:`process_cpu_s`) for the rows it answers, this process's otherwise; not counted
     # for the bare app, whose server is not credrank's
-    served, uncounted = ("http", "http, raw client", "healthz, raw client"), "bare app, raw client"
+    served: tuple[str, ...] = ("http", "http, raw client", "healthz, raw client")
+    uncounted = "bare app, raw client"
+    if args.base_src is not None:  # the same request to a server of another checkout's code
+        samples = {"in-process": [], "http, raw client": [], "base, raw client": []}
+        served = ("http, raw client", "base, raw client")
     cpu_s: dict[str, float | None] = {}
     try:
         t0 = time.perf_counter()
@@ -639,6 +649,17 @@ def overhead(args: argparse.Namespace) -> None:
         embedder = json.loads((index / "manifest.json").read_text())["embedder"]
         server = Server(index)
         bare = BareServer()
+        base = None
+        if args.base_src is not None:
+            base = Server(shutil.copytree(index, tmp / "base",
+                                          ignore=shutil.ignore_patterns(".credrank.lock")),
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(args.base_src.resolve()),
+                               *filter(None, os.environ.get("PYTHONPATH", "").split(
+                                   os.pathsep))])})
+        pids = {name: server.proc.pid for name in served}
+        if base is not None:
+            pids["base, raw client"] = base.proc.pid
         try:
             from credrank.serve.app import create_app
 
@@ -655,10 +676,14 @@ def overhead(args: argparse.Namespace) -> None:
                 healthz = RawCall(server.url, "GET", "/healthz")
                 bare_call = RawCall(bare.url, "GET", "/")
                 idle = AfterIdle(lambda: searcher.search_json(QUERY, settings))
+                base_http = None if base is None else RawCall(base.url, "POST", "/search", raw)
                 # the three answer hits of the same scores (checked before timing; copies of
                 # one demo passage tie within float noise, so ids may swap among them)
                 expected = [h["score"] for h in searcher.search_json(QUERY, settings)["hits"]]
-                for call in (asgi, http, raw_http):
+                answering: list[Any] = [asgi, http, raw_http]
+                if base_http is not None:
+                    answering.append(base_http)
+                for call in answering:
                     call()
                     if call.status != 200:
                         raise SystemExit(f"POST /search answered {call.status}: "
@@ -677,20 +702,23 @@ def overhead(args: argparse.Namespace) -> None:
                         "in-process, after an idle wait": idle,
                         # what the hits' snippets cost (the default text) in the same run
                         "in-process, no text":
-                            lambda: searcher.search_json(QUERY, settings, text="none")}
+                            lambda: searcher.search_json(QUERY, settings, text="none"),
+                        # --base-src: the same request to the other checkout's server
+                        "base, raw client": base_http}
+                runs = {name: run for name, run in runs.items() if name in samples}
                 # rounds alternate the paths: load drifting on a shared machine weighs on
                 # each alike
                 for round_ in range(args.rounds):
                     for name, run in runs.items():
                         if name in served:
-                            before = process_cpu_s(server.proc.pid)
+                            before = process_cpu_s(pids[name])
                         elif name != uncounted:
                             before = time.process_time()
                         samples[name] += (self_timed(run, args.requests)
                                           if isinstance(run, AfterIdle)
                                           else timed(run, args.requests))
                         if name in served:
-                            after = process_cpu_s(server.proc.pid)
+                            after = process_cpu_s(pids[name])
                             if before is None or after is None:
                                 cpu_s[name] = None
                             elif cpu_s.get(name, 0.0) is not None:
@@ -701,13 +729,15 @@ def overhead(args: argparse.Namespace) -> None:
                         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
                             f"{k} p50 {ms(v[-args.requests:], 50):.2f} ms"
                             for k, v in samples.items()), file=sys.stderr)
-                for call in (asgi, http, raw_http, healthz, bare_call):
+                for call in (*answering, healthz, bare_call):
                     call.close()
                 idle.close()
         finally:
             exit_code = server.stop()
             bare.stop()
-        encoding = encode_costs(args.requests)
+            if base is not None:
+                base.stop()
+        encoding = encode_costs(args.requests) if args.base_src is None else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base50, base95 = ms(samples["in-process"], 50), ms(samples["in-process"], 95)
@@ -722,7 +752,12 @@ def overhead(args: argparse.Namespace) -> None:
                                       "the HTTP stack's own floor, no credrank",
               "in-process, after an idle wait": "Searcher.search_json after a 50 µs idle wait "
                                                 "(in process; the wait not timed)",
-              "in-process, no text": "Searcher.search_json, text none (no snippets: their cost)"}
+              "in-process, no text": "Searcher.search_json, text none (no snippets: their cost)",
+              "base, raw client": f"POST /search over HTTP, the code of --base-src "
+                                  f"{args.base_src} (raw socket client)"}
+    if args.base_src is not None:
+        labels["http, raw client"] = ("POST /search over HTTP, this checkout's code (raw socket "
+                                      "client)")
     calls = args.rounds * (args.requests + 10)  # the warm-up calls of each batch included
 
     def cpu_ms(name: str) -> float | None:
@@ -735,6 +770,9 @@ def overhead(args: argparse.Namespace) -> None:
              "cpu_of": ("server" if k in served
                         else None if cpu_ms(k) is None else "this process")}
             for k, v in samples.items()]
+    if args.base_src is not None:
+        _report_against_base(args, rows, samples, documents, response_bytes, exit_code)
+        return
     http_ratio = rows[list(samples).index("http")]["p50_ratio"]
     raw_ratio = rows[list(samples).index("http, raw client")]["p50_ratio"]
     floor_ms = ms(samples["healthz, raw client"], 50)
@@ -804,6 +842,48 @@ def overhead(args: argparse.Namespace) -> None:
               f"{r['vs_base64']}× |")
 
 
+def _report_against_base(args: argparse.Namespace, rows: list[dict[str, Any]],
+                         samples: dict[str, list[float]], documents: int, response_bytes: int,
+                         exit_code: int) -> None:
+    """The overhead section with ``--base-src``: this checkout's server and the other's, side by
+    side with the in-process search (the same rounds, the same request)."""
+    new50, old50 = ms(samples["http, raw client"], 50), ms(samples["base, raw client"], 50)
+    by_name = dict(zip(samples, rows, strict=True))
+    result = {"bench": "serve-overhead-against-base",
+              "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "settings": {"documents": documents, "base_src": str(args.base_src),
+                           "rounds": args.rounds, "requests_per_round": args.requests,
+                           "response_bytes": response_bytes,
+                           "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                                      f"{platform.python_version()}"},
+              "rows": rows,
+              "raw_http_over_in_process_p50": by_name["http, raw client"]["p50_ratio"],
+              "base_raw_http_over_in_process_p50": by_name["base, raw client"]["p50_ratio"],
+              "p50_ms_less_than_base": round(old50 - new50, 3),
+              "goal": "POST /search p50 <= 1.5x Searcher.search_json (issue 38), judged on "
+                      "the raw client",
+              "goal_met": by_name["http, raw client"]["p50_ratio"] <= 1.5,
+              "server_exit_code": exit_code}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"POST /search vs Searcher.search_json, {documents:,} documents, this checkout's "
+          f"server and --base-src {args.base_src}'s; {args.rounds} rounds alternating the "
+          f"three, {args.requests} calls each; answer {response_bytes:,} bytes\n")
+    print("| path | calls | p50 ms | p95 ms | p50 × in-process | CPU ms a call (whose) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        cpu = ("—" if r["cpu_ms_per_call"] is None
+               else f"{r['cpu_ms_per_call']:.3f} ({r['cpu_of']})")
+        print(f"| {r['path']} | {r['samples']} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
+              f"{r['p50_ratio']:.2f}× | {cpu} |")
+    print(f"\nthis checkout: {result['raw_http_over_in_process_p50']:.2f}× the in-process "
+          f"p50, --base-src: {result['base_raw_http_over_in_process_p50']:.2f}×; p50 of "
+          f"--base-src less this checkout's: {result['p50_ms_less_than_base'] * 1e3:+.0f} µs "
+          f"(goal ≤ 1.5×: {'met' if result['goal_met'] else 'not met'}); server exit code "
+          f"{exit_code}")
+
+
 def _json_library() -> str:
     """What the service serialises its answers with."""
     try:
@@ -836,8 +916,14 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None,
                     help="the overhead section: keep its index in CACHE/serve-hashing-N and "
                          "reuse it (default: build in a temporary folder)")
+    ap.add_argument("--base-src", type=Path, default=None,
+                    help="the overhead section: also serve the same index with another "
+                         "checkout's src (PYTHONPATH), the code before a change, and time "
+                         "both servers and the in-process search, alternating")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
+    if args.base_src is not None and args.section != "overhead":
+        ap.error("--base-src: only with --section overhead")
     if args.section == "overhead":
         args.requests = args.requests or 300
         args.rounds = args.rounds or 3
