@@ -650,17 +650,17 @@ def overhead(args: argparse.Namespace) -> None:
         server = Server(index)
         bare = BareServer()
         base = None
-        if args.base_src is not None:
-            base = Server(shutil.copytree(index, tmp / "base",
-                                          ignore=shutil.ignore_patterns(".credrank.lock")),
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              [str(args.base_src.resolve()),
-                               *filter(None, os.environ.get("PYTHONPATH", "").split(
-                                   os.pathsep))])})
-        pids = {name: server.proc.pid for name in served}
-        if base is not None:
-            pids["base, raw client"] = base.proc.pid
         try:
+            if args.base_src is not None:  # a copy: one process opens a shard at a time
+                base = Server(shutil.copytree(index, tmp / "base",
+                                              ignore=shutil.ignore_patterns(".credrank.lock")),
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  [str(args.base_src.resolve()),
+                                   *filter(None, os.environ.get("PYTHONPATH", "").split(
+                                       os.pathsep))])})
+            pids = {name: server.proc.pid for name in served}
+            if base is not None:
+                pids["base, raw client"] = base.proc.pid
             from credrank.serve.app import create_app
 
             # the engine opens a shard in one process at a time: this process reads a copy
@@ -924,6 +924,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.base_src is not None and args.section != "overhead":
         ap.error("--base-src: only with --section overhead")
+    if args.base_src is not None and not (args.base_src / "credrank" / "__init__.py").is_file():
+        ap.error(f"--base-src {args.base_src}: expected another checkout's src folder (one "
+                 "that holds credrank/__init__.py)")
     if args.section == "overhead":
         args.requests = args.requests or 300
         args.rounds = args.rounds or 3
