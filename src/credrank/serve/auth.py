@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from fastapi.security import APIKeyHeader, HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from credrank.serve.config import route_path
+from credrank.serve.config import guard_path, guarded_path
 from credrank.serve.responses import send_error
 
 API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False,
@@ -66,10 +66,10 @@ class ApiKeyMiddleware:
     def __init__(self, app: ASGIApp, api_key: str | None, paths: Iterable[str]) -> None:
         self.app = app
         self.expected = api_key.encode("utf-8") if api_key is not None else None
-        self.paths = frozenset(p.rstrip("/") for p in paths)
+        self.paths = frozenset(guard_path(p) for p in paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (route_path(scope).rstrip("/") or "/") in self.paths:
+        if scope["type"] == "http" and guarded_path(scope) in self.paths:
             refusal = check_key(self.expected, presented_key(scope["headers"]))
             if refusal is not None:
                 status, kind, detail = refusal

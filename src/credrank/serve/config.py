@@ -50,14 +50,25 @@ JSON_PATHS = WRITE_PATHS | {"/search", "/rerank"}
 def route_path(scope: Mapping[str, Any]) -> str:
     """The path of an HTTP ``scope`` as the app's routes see it: ``path`` without the
     ``root_path`` in front of it (the prefix an enclosing app mounts this one under), as
-    Starlette's router matches it. The guards match their paths on it (with or without a
-    trailing slash): on the raw ``path``, an app mounted under ``/api`` took ``/api/index``
+    Starlette's router matches it. The guards match their paths on it (:func:`guarded_path`):
+    on the raw ``path``, an app mounted under ``/api`` took ``/api/index``
     for no write path and let it through without the API key."""
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
     if root and path.startswith(root) and path[len(root):len(root) + 1] in ("/", ""):
         return path[len(root):] or "/"
     return path
+
+
+def guard_path(path: str) -> str:
+    """``path`` as the guards compare it: without a trailing slash (``/`` stays ``/``), so
+    ``/index/`` is guarded as ``/index``."""
+    return path.rstrip("/") or "/"
+
+
+def guarded_path(scope: Mapping[str, Any]) -> str:
+    """The :func:`route_path` of ``scope`` as the guards compare it (:func:`guard_path`)."""
+    return guard_path(route_path(scope))
 
 
 #: the registered name of the feedback store (``--priors-store``) in pipeline specs

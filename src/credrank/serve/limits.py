@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from credrank.serve.cancel import WorkToken
-from credrank.serve.config import route_path
+from credrank.serve.config import guard_path, guarded_path
 from credrank.serve.responses import send_error
 
 T = TypeVar("T")
@@ -91,11 +91,11 @@ class ContentTypeMiddleware:
     decided from the headers, before the body is read."""
 
     def __init__(self, app: ASGIApp, paths: frozenset[str]) -> None:
-        self.app, self.paths = app, frozenset(p.rstrip("/") for p in paths)
+        self.app, self.paths = app, frozenset(guard_path(p) for p in paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (scope["type"] == "http" and scope["method"] == "POST"
-                and (route_path(scope).rstrip("/") or "/") in self.paths):
+                and guarded_path(scope) in self.paths):
             value = next((v for k, v in scope["headers"] if k == b"content-type"), None)
             if not json_media_type(value):
                 given = ("none" if value is None

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from credrank.serve.config import route_path
+from credrank.serve.config import guard_path, guarded_path, route_path
 from credrank.serve.responses import dumps
 
 ACCESS_LOGGER = "credrank.serve.access"
@@ -84,7 +84,7 @@ class AccessLogMiddleware:
         self.app = app
         self.logger = logger or logging.getLogger(ACCESS_LOGGER)
         #: the paths the guards answer for: named even when a guard refused the request
-        self.guarded = frozenset(p.rstrip("/") or "/" for p in guarded)
+        self.guarded = frozenset(guard_path(p) for p in guarded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -122,7 +122,7 @@ class AccessLogMiddleware:
             if route is None and status is not None and status < 400:
                 route = route_path(scope)  # a built-in page (/openapi.json): a real path
             elif route is None:
-                path = route_path(scope).rstrip("/") or "/"
+                path = guarded_path(scope)
                 route = path if path in self.guarded else None
             self.logger.info("request", extra={"fields": {
                 "event": "disconnect" if status is None else "request",
