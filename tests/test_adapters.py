@@ -171,6 +171,19 @@ def test_a_blank_query_is_refused_as_searcher_rerank_refuses_it(query):
         scorer.rank(5, passages)  # type: ignore[arg-type]
 
 
+def test_a_larger_top_k_per_call_resizes_the_default_pool():
+    # CredibilityRanker(top_k=3).run(top_k=10) was refused ("fetch_k: expected an integer >=
+    # top_k (10), got 9"): the pool of the configured top_k was frozen into the spec
+    passages = [Passage(f"vitamin d {i}", {"url": f"https://www.cdc.gov/{i}", "score": 0.1 * i})
+                for i in range(12)]
+    scorer = CredrankScorer(embedder="hashing", top_k=3)
+    assert len(scorer.rank("vitamin d", passages, top_k=10)) == 10
+    assert scorer.spec_for(10).resolved_fetch_k == 30
+    spec = CredrankScorer(embedder="hashing", pipeline={"top_k": 5, "stages": ["prior"]},
+                          top_k=16).spec
+    assert spec.top_k == 16 and spec.resolved_fetch_k == 48
+
+
 def test_scorer_url_keys_and_unknown_without_url():
     scorer = CredrankScorer(embedder="hashing", top_k=4)
     passages = [Passage("vitamin d covid", {"url": "https://www.cdc.gov/a"}),

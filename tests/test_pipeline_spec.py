@@ -302,3 +302,31 @@ def test_a_deeply_nested_set_value_names_the_flag(workdir: Path) -> None:
                                    f"mmr.diversity={raw}", cwd=workdir, timeout=600),
                            "error: -S mmr.diversity=[[[", "nested at most 32 levels deep",
                            starts=True)
+
+
+def test_a_default_pool_follows_a_new_top_k() -> None:
+    # a spec that states no fetch_k has the default pool, 3 × top_k, at any top_k: a new
+    # top_k (replace_top, -S top_k=, the shortcuts over a spec) resizes it; it was frozen at
+    # the old top_k's (a larger top_k was refused: "fetch_k: expected an integer >= top_k
+    # (20), got 15"; a smaller one kept the old pool)
+    spec = PipelineSpec.from_dict({"top_k": 5, "stages": ["prior"]})
+    assert spec.replace_top(top_k=20).resolved_fetch_k == 60
+    assert spec.replace_top(top_k=8).to_dict()["fetch_k"] == 24
+    assert spec.with_params("mmr", {"diversity": 0.5}).replace_top(top_k=20).fetch_k is None
+    # a stated pool stays stated, and a top_k over it is refused as before
+    stated = PipelineSpec.from_dict({"top_k": 5, "fetch_k": 15, "stages": ["prior"]})
+    assert stated.replace_top(top_k=8).resolved_fetch_k == 15
+    with pytest.raises(SpecError, match=r"fetch_k: expected an integer >= top_k \(20\), got 15"):
+        stated.replace_top(top_k=20)
+
+
+def test_top_k_over_a_spec_without_fetch_k_resizes_the_pool(workdir: Path) -> None:
+    (workdir / "s5.json").write_text(json.dumps({"top_k": 5, "stages": ["prior"]}),
+                                     encoding="utf-8")
+    for args, pool in ((("--top-k", "20"), 60), (("--top-k", "8"), 24),
+                       (("-S", "top_k=20"), 60)):
+        searched = run_cli("search", QUERY, "--index", "idx", "--json", "--pipeline", "s5.json",
+                           *args, cwd=workdir, timeout=600)
+        assert searched.returncode == 0, searched.stderr
+        doc = json.loads(searched.stdout)
+        assert doc["settings"]["fetch_k"] == doc["pipeline"]["fetch_k"] == pool, args

@@ -119,7 +119,13 @@ class PipelineSpec:
     # -- writing -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON data, resolved (``fetch_k``, every stage's parameters)."""
-        return {SPEC_KEY: FORMAT, "top_k": self.top_k, "fetch_k": self.resolved_fetch_k,
+        return {**self._stated(), "fetch_k": self.resolved_fetch_k}
+
+    def _stated(self) -> dict[str, Any]:
+        """:meth:`to_dict` with ``fetch_k`` as stated: ``None`` for the default pool, which
+        a new ``top_k`` then resizes (what :meth:`replace_top` and :meth:`with_params` build
+        from)."""
+        return {SPEC_KEY: FORMAT, "top_k": self.top_k, "fetch_k": self.fetch_k,
                 "retrieval": self.retrieval, "unit": self.unit, "pushdown": self.pushdown,
                 "stages": [s.to_dict() for s in self.stages]}
 
@@ -160,7 +166,7 @@ class PipelineSpec:
         """This spec with ``params`` set on stage ``name`` (added at its rank when absent,
         replacing the prior, combine or selector already there when it is one), validated
         again: what ``credrank search -S name.param=value`` does."""
-        data = self.to_dict()
+        data = self._stated()
         for item in data["stages"]:
             if item["stage"] == name:
                 item.update(params)
@@ -175,8 +181,10 @@ class PipelineSpec:
         return PipelineSpec.from_dict(data)
 
     def replace_top(self, **top: Any) -> PipelineSpec:
-        """This spec with other top-level values (``top_k``, ``fetch_k``, …), validated."""
-        return PipelineSpec.from_dict({**self.to_dict(), **top})
+        """This spec with other top-level values (``top_k``, ``fetch_k``, …), validated. A
+        ``fetch_k`` left at its default stays the default: ``3 × top_k`` of the new
+        ``top_k``."""
+        return PipelineSpec.from_dict({**self._stated(), **top})
 
 
 def _params(name: str, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
