@@ -119,6 +119,14 @@ def test_retrieval_given_uses_client_scores():
     (lambda rs: rs[0].update(vector=[float("nan")] * 256), r"finite numbers"),
     (lambda rs: rs[1].update(score=float("inf")), r"candidates\[1\]\.score: expected a finite"),
     (lambda rs: rs[1].update(score=True), r"candidates\[1\]\.score"),
+    # finite as float64, infinite in the float32 vectors are kept in (was NaN deep inside)
+    (lambda rs: rs[2].update(vector=[0.1] * 255 + [1e39]),
+     r"candidates\[2\]\.vector: expected finite float32 numbers \(magnitude at most "
+     r"3\.403e\+38\), got 1e\+39 at \[255\]"),
+    (lambda rs: rs[1].update(score=10**400),
+     r"candidates\[1\]\.score: expected a finite number, got an integer of about 401 digits"),
+    (lambda rs: rs[1].update(score="0.5"), r"candidates\[1\]\.score: expected a finite number, "
+                                           r"got '0\.5'"),
     (lambda rs: rs[0].update(text=None), r"candidates\[0\]: expected a non-empty text or a "
                                           r"vector"),
     (lambda rs: rs[0].update(url=5), r"candidates\[0\]\.url: expected a string"),
@@ -130,6 +138,18 @@ def test_bad_candidates_named(mutate, message):
     mutate(records)
     with pytest.raises(CandidateError, match=message):
         check_candidates(records, dim=EMB.dim)
+
+
+def test_numpy_scores_are_numbers_and_a_huge_query_vector_is_named():
+    # a numpy score was refused as "expected a finite number, got np.float32(0.7)"
+    records = _records(3)
+    for r, s in zip(records, (np.float32(0.25), np.int64(2), np.float64(0.5)), strict=True):
+        r["score"] = s
+    result = rerank("q", records, EMB, Searcher.spec(top_k=3, priors="none"),
+                    retrieval="given")
+    assert list(result.retrieval_score) == [2.0, 0.5, 0.25]
+    with pytest.raises(CandidateError, match=r"^query_vector: expected finite float32 numbers"):
+        rerank("q", _records(), EMB, query_vector=[1e300] * EMB.dim)
 
 
 def test_candidates_must_be_a_list():

@@ -61,6 +61,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import numbers as _numbers
 import sys
 import threading
 import time
@@ -336,10 +337,7 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
                                  "got neither")
         score = record.get("score")
         if score is not None:
-            if isinstance(score, bool) or not isinstance(score, (int, float)) \
-                    or not math.isfinite(float(score)):
-                raise CandidateError(f"{where}.score: expected a finite number, got {score!r}")
-            score = float(score)
+            score = _check_score(f"{where}.score", score)
         elif retrieval == "given":
             raise CandidateError(f"{where}.score: required with retrieval='given' (the "
                                  "client's retrieval score), got none")
@@ -353,6 +351,22 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
         for i, row in zip(numbers, _check_vectors(out, numbers, dim), strict=True):
             out[i]["vector"] = row
     return out
+
+
+def _check_score(where: str, score: Any) -> float:
+    """A retrieval score as a float: any real number (a numpy one too) that is finite as a
+    float; ``bool`` is no score."""
+    if isinstance(score, bool) or not isinstance(score, _numbers.Real):
+        raise CandidateError(f"{where}: expected a finite number, got {score!r}")
+    try:
+        value = float(score)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        shown = (f"an integer of about {int(score.bit_length() * math.log10(2)) + 1:,} "
+                 "digits" if isinstance(score, int) else repr(score))
+        raise CandidateError(f"{where}: expected a finite number, got {shown}")
+    return value
 
 
 def _evidence(record: Mapping[str, Any], where: str, fields: MetadataFields | None
@@ -389,9 +403,13 @@ def _check_vectors(out: list[dict[str, Any]], rows: list[int], dim: int | None
     except (TypeError, ValueError):
         stack = None
     if stack is None or stack.ndim != 2 or (dim is not None and stack.shape[1] != dim) \
-            or not np.isfinite(stack).all():
+            or not np.isfinite(stack).all() or (stack.size and np.abs(stack).max() > _F32_MAX):
         return [_check_vector(f"candidates[{i}].vector", out[i]["vector"], dim) for i in rows]
     return list(stack.astype(np.float32))
+
+
+#: the largest float32: a vector is kept in float32, where a larger number is infinite
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def decode_vector(text: str) -> np.ndarray:
@@ -429,6 +447,10 @@ def _check_vector(where: str, vector: Any, dim: int | None) -> np.ndarray:
                              f"embedder's dimension), got {got}")
     if not np.all(np.isfinite(arr)):
         raise CandidateError(f"{where}: expected finite numbers, got NaN or infinity")
+    over = np.flatnonzero(np.abs(arr) > _F32_MAX)
+    if over.size:  # finite as float64, infinite as the float32 the vectors are kept in
+        raise CandidateError(f"{where}: expected finite float32 numbers (magnitude at most "
+                             f"{_F32_MAX:.4g}), got {arr[over[0]]:.4g} at [{over[0]}]")
     return arr.astype(np.float32)
 
 
