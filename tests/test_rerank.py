@@ -68,6 +68,10 @@ def test_the_spec_is_the_fourth_parameter():
     assert list(by_position.doc_ids) == list(by_name.doc_ids) == list(as_data.doc_ids)
     with pytest.raises(TypeError, match="settings"):  # the keyword of the removed settings
         rerank("vitamin d covid", records, EMB, settings=Searcher.spec(top_k=3))
+    # a spec passed third was "AttributeError: 'dict' object has no attribute 'dim'"
+    with pytest.raises(TypeError, match=r"^embedder: expected an embedder name .* got dict; "
+                                        r"the spec is the fourth argument"):
+        rerank("vitamin d covid", records, {"top_k": 3})
 
 
 def test_source_type_from_url_never_from_metadata_claims():

@@ -114,6 +114,25 @@ def test_a_blank_query_is_refused_by_every_library_entry(demo_index_hashing: Pat
         assert searcher.search("vitamin d").hits()  # a real query still searches
 
 
+def test_search_many_refuses_what_is_not_pairs_and_a_closed_searcher_says_so(
+        demo_index_hashing: Path) -> None:
+    # a dict was iterated by its keys: {"q1": text} searched the query "1" as id "q"
+    searcher = Searcher.open(demo_index_hashing)
+    with pytest.raises(TypeError, match=r"^queries: expected an iterable of \(query id, "
+                                        r"text\) pairs, got dict \(pass its \.items\(\)\)"):
+        searcher.search_many({"q1": "vitamin d"})
+    with pytest.raises(TypeError, match=r"^queries\[0\]: expected a \(query id, text\) pair, "
+                                        r"got 'ab'"):
+        list(searcher.search_many(["ab"]))
+    assert [qid for qid, _ in searcher.search_many([("q1", "vitamin d")])] == ["q1"]
+    searcher.close()
+    searcher.close()  # idempotent
+    # before: "Exception: Service runtime error: Shard is not initialized" from the engine
+    for call in (lambda: searcher.search("vitamin d"), lambda: searcher.search_json("x")):
+        with pytest.raises(ValueError, match=r"^this Searcher is closed"):
+            call()
+
+
 @pytest.mark.parametrize("options,pushdown", [
     ({"top_k": 5}, True),
     ({"top_k": 4, "freshness": FRESHNESS}, True),

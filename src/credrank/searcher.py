@@ -55,6 +55,9 @@ Check = Callable[[str], None]
 T = TypeVar("T")
 #: compiled pipelines kept per searcher (least recently used dropped beyond it)
 MAX_COMPILED = 64
+#: what a search of a closed :class:`Searcher` raises
+CLOSED = ("this Searcher is closed (close() or the end of its with block): open the index "
+          "again with Searcher.open")
 
 
 class Searcher:
@@ -96,6 +99,7 @@ class Searcher:
         #: only: a searcher may serve many callers, :class:`~credrank.rerank.AutoRetrieval`)
         self.auto = AutoRetrieval(cache_negative=False)
         self._lock = threading.RLock()  # re-entrant: the service may hold it around a search
+        self._closed = False
         self._compiled: dict[tuple[str, str], Any] = {}
         self._generation = generation(store)
         self._compiled_lock = threading.Lock()
@@ -227,6 +231,8 @@ class Searcher:
                 check(f"stage:{stage.name}")
             if store and (i == 0 or "index" in stage.reads):
                 with self._lock:
+                    if self._closed:
+                        raise ValueError(CLOSED)
                     if check is not None:
                         check("store")
                     batch = stage(batch)
@@ -254,9 +260,23 @@ class Searcher:
     def search_many(self, queries: Iterable[tuple[str, str]], spec: SpecLike = None, *,
                     text: str = DEFAULT_TEXT) -> Iterator[tuple[str, Candidates]]:
         """``(query id, result)`` for each ``(query id, text)``, in order, one pipeline
-        (``text``: as :meth:`search`; ``none`` where no hit text is wanted, a TREC run)."""
-        stages = self.pipeline(spec, text).stages
-        for qid, query in queries:
+        (``text``: as :meth:`search`; ``none`` where no hit text is wanted, a TREC run). A
+        mapping or a string is a ``TypeError`` (iterating one yields keys or characters, not
+        pairs), and so is an item that is not a pair."""
+        if isinstance(queries, str | bytes | Mapping):
+            hint = " (pass its .items())" if isinstance(queries, Mapping) else ""
+            raise TypeError(f"queries: expected an iterable of (query id, text) pairs, got "
+                            f"{type(queries).__name__}{hint}")
+        return self._search_many(self.pipeline(spec, text).stages, queries)
+
+    def _search_many(self, stages: Sequence[Stage], queries: Iterable[Any]
+                     ) -> Iterator[tuple[str, Candidates]]:
+        for i, item in enumerate(queries):
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                shown = repr(item)
+                raise TypeError(f"queries[{i}]: expected a (query id, text) pair, got "
+                                f"{shown if len(shown) <= 60 else shown[:57] + '...'}")
+            qid, query = item
             yield qid, self.run(stages, query)
 
     # -- candidates retrieved elsewhere ----------------------------------------------------
@@ -302,7 +322,10 @@ class Searcher:
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
+        """Close the index (idempotent); a search after it is a ``ValueError``
+        (:data:`CLOSED`), as a closed file's read is."""
         with self._lock:
+            self._closed = True
             self.store.close()
 
     def __enter__(self) -> Searcher:

@@ -803,7 +803,7 @@ def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
 
 
 def rerank(query: str, records: Sequence[Mapping[str, Any]],
-           embedder: Embedder | str = "minilm",
+           embedder: Embedder | str | None = "minilm",
            spec: PipelineSpec | Mapping[str, Any] | None = None,
            typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
            query_vector: Sequence[float] | None = None, auto: AutoRetrieval | None = None,
@@ -814,11 +814,20 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
     ``cosine`` or ``given`` (module docstring); ``auto`` keeps its state in ``auto``
     (default: the process's for the embedder, :func:`shared_auto`). What was used is in the
     result's ``info["retrieval"]``. ``from credrank import rerank`` is this module, and
-    calling it calls this function."""
+    calling it calls this function. ``embedder=None`` is the default (``minilm``); anything
+    else that is neither a name nor an :class:`~credrank.core.embedder.Embedder` is a
+    ``TypeError`` naming it (a spec passed third, for one)."""
+    if embedder is None:
+        embedder = "minilm"
     if isinstance(embedder, str):
         from credrank.index.embed import get_embedder
 
         embedder = get_embedder(embedder)
+    elif not isinstance(embedder, Embedder):
+        raise TypeError(f"embedder: expected an embedder name ('minilm', 'hashing', …) or an "
+                        f"Embedder, got {type(embedder).__name__}"
+                        + ("; the spec is the fourth argument (or spec=)"
+                           if isinstance(embedder, Mapping | PipelineSpec) else ""))
     return rerank_pipeline(records, embedder, spec, typer, retrieval=retrieval,
                            query_vector=query_vector, auto=auto, **spec_files).search(query)
 
