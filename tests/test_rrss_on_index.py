@@ -99,5 +99,10 @@ def test_cli_estimate_then_search_with_learned_priors(tmp_path):
     res = runner.invoke(app, ["search", "capital of Australia", "--index", str(idx), "--json",
                               "--source-reliability", str(estimate)])
     assert res.exit_code == 0, res.output
-    priors = {h["doc_id"]: h["score_breakdown"]["prior"] for h in json.loads(res.output)["hits"]}
+    doc = json.loads(res.output)
+    priors = {h["doc_id"]: h["score_breakdown"]["prior"] for h in doc["hits"]}
     assert priors["s_good1"] > preset("current")["blog"] > priors["s_bad"]
+    # the settings say the prior ranked with (it said null: "similarity only" in json.md)
+    said = doc["settings"]["priors"]
+    assert said["name"] == "reliability" and said["sources"] == 3 and said["m"] == 5.0
+    assert said["type_priors"] == {"name": "current", "values": dict(preset("current").values)}

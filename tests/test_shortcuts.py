@@ -156,6 +156,12 @@ def test_value_errors_are_said_in_each_doors_words(tmp_path: Path,
 def test_excludes_and_not_with_a_pipeline() -> None:
     with pytest.raises(ValueError, match=r"^--priors-store: not with --source-reliability"):
         spec_from_options(door=CLI, priors_store="s", source_reliability="r")
+    # the type prior the reliability estimates shrink toward: 'none' was replaced by
+    # 'current' without a word
+    with pytest.raises(ValueError, match=r"^--priors: expected a preset or a prior file with "
+                                         r"--source-reliability \(it sets its type_priors\), "
+                                         r"got 'none'"):
+        spec_from_options(door=CLI, priors="none", source_reliability="r")
     with pytest.raises(ValueError, match=r"^domain_scores: only with priors other than 'none'"):
         spec_from_options(priors="none", domain_scores=True)
     # top_k and fetch_k may come with a pipeline; nothing else, not even at its default when

@@ -60,6 +60,12 @@ def settings_document(compiled: Compiled) -> dict[str, Any]:
             out["priors"] = stage.priors.as_dict()
         elif _is(stage, "credrank.stages.feedback_prior:FeedbackPrior"):
             out["priors"] = _feedback_priors(stage)
+        elif _is(stage, "credrank.stages.reliability_prior:ShrunkReliabilityPrior"):
+            params = next(x.params for x in spec.stages if x.name == "reliability_prior")
+            out["priors"] = {"name": "reliability", "estimate": params["estimate"],
+                             "sources": len(stage.estimates), "m": stage.m,
+                             "type_priors": {"name": params["type_priors"],
+                                             "values": dict(stage.type_prior)}}
         elif _is(stage, "credrank.combine:Combine"):
             out["mode"] = stage.mode
         elif _is(stage, "credrank.stages.credibility:LearnedCredibilityPrior"):

@@ -300,6 +300,10 @@ def spec_from_options(*, door: Door = LIBRARY, **values: Any) -> PipelineSpec:
         for param, source in s.inherit:
             if _on(source, values):
                 params[param] = values.get(source, SHORTCUTS[source].default)
+            elif source in given:  # given at its off value: nothing to set the parameter to
+                raise ValueError(f"{door.say(source)}: expected a preset or a prior file with "
+                                 f"{door.say(s.name)} (it sets its {param}), got "
+                                 f"{values[source]!r}")
     # one stage per kind: a prior shortcut given replaces the default prior
     priors = [n for n in stages if CATALOG[n].kind == "prior"]
     if len(priors) > 1:
