@@ -246,6 +246,46 @@ def test_stage_prefers_source_then_type(tmp_path):
     np.testing.assert_allclose(pinned.factors["prior"], [0.5, 0.5, 0.5, 0.9])
 
 
+def test_an_echoed_pipeline_replays_the_store_version_it_ranked_with(tmp_path):
+    # the echo said {"stage": "feedback_prior", "version": null}: replayed after more
+    # feedback, it ranked with the newer priors (the search and the rerank documents alike)
+    from typer.testing import CliRunner
+
+    from credrank.cli import app
+    from credrank.searcher import Searcher
+
+    runner = CliRunner()
+    corpus, idx, priors = tmp_path / "c.jsonl", tmp_path / "idx", tmp_path / "store"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"vitamin d report {i}",
+                                          "url": url}) + "\n"
+                              for i, url in (("g", "https://www.cdc.gov/a"),
+                                             ("b", "https://x.blogspot.com/b"))))
+    assert runner.invoke(app, ["index", str(corpus), "--index", str(idx),
+                               "--embedder", "hashing"]).exit_code == 0
+    s = store(tmp_path)
+    s.update([("government", None, False)], step=0.5)
+    first = runner.invoke(app, ["search", "vitamin d report", "--index", str(idx), "--json",
+                                "--priors-store", str(priors)])
+    assert first.exit_code == 0, first.output
+    echo = json.loads(first.stdout)
+    assert echo["pipeline"]["stages"][0] == {"stage": "feedback_prior",
+                                             "store": str(priors), "version": 1}
+    s.update([("government", None, False)], step=0.5)  # version 2: the government prior moves
+    spec = tmp_path / "run.json"
+    spec.write_text(first.stdout, encoding="utf-8")
+    again = runner.invoke(app, ["search", "vitamin d report", "--index", str(idx), "--json",
+                                "--pipeline", str(spec)])
+    assert again.exit_code == 0, again.output
+    scores = [[(h["doc_id"], h["score"]) for h in json.loads(doc)["hits"]]
+              for doc in (first.stdout, again.stdout)]
+    assert scores[0] == scores[1]
+    with Searcher.open(idx) as searcher:
+        records = [{"id": "g", "text": "vitamin d", "url": "https://www.cdc.gov/a", "score": 1}]
+        doc = searcher.rerank_json("vitamin d", records,
+                                   {"stages": [{"stage": "feedback_prior", "store": str(priors)}]})
+    assert doc["pipeline"]["stages"][0]["version"] == 2
+
+
 # -- oracle simulation ------------------------------------------------------------------------
 
 def test_oracle_feedback_changes_later_rankings(tmp_path):

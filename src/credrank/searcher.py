@@ -31,7 +31,12 @@ from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore, generation
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
-from credrank.pipeline.document import search_document, text_settings
+from credrank.pipeline.document import (
+    replayable,
+    search_document,
+    settings_as_run,
+    text_settings,
+)
 from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.shortcuts import spec_from_options
@@ -316,8 +321,9 @@ class Searcher:
                      "fetch_k": len(records), "embedder": self.embedder.name,
                      "query_vector": _query_vector(result, query_vector),
                      **text_settings(text)}
-        pipeline = described.pop("pipeline")
-        return {"credrank_rerank": 1, "query": query, "settings": described,
+        pipeline = replayable(described.pop("pipeline"), result.info)
+        return {"credrank_rerank": 1, "query": query,
+                "settings": settings_as_run(described, result.info),
                 "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
 
     # -- lifetime --------------------------------------------------------------------------

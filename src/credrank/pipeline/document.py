@@ -123,13 +123,9 @@ def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
     (:meth:`Candidates.hits`; ``settings.text`` records it)."""
     settings = {**settings, **text_settings(text)}
     pipeline = settings.pop("pipeline", None)
-    resolved = _resolved_now(result.info)
-    if resolved is not None:  # the clock's reading of this answer, not the cached settings'
-        if isinstance(settings.get("freshness"), dict) and settings["freshness"].get("now") \
-                is None:
-            settings["freshness"] = {**settings["freshness"], "now": resolved}
-        if pipeline is not None:
-            pipeline = with_now(pipeline, resolved)
+    settings = settings_as_run(settings, result.info)
+    if pipeline is not None:
+        pipeline = replayable(pipeline, result.info)
     doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
            "hits": result.hits(text), "info": result.info}
     if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
@@ -142,6 +138,43 @@ def _resolved_now(info: Mapping[str, Any]) -> str | None:
     fresh = info.get("freshness")
     now = fresh.get("now") if isinstance(fresh, dict) else None
     return now if isinstance(now, str) else None
+
+
+def settings_as_run(settings: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the clock's reading of this answer (``info``) as the freshness
+    stage's ``now`` where it read the clock, not the cached settings' ``null``; a copy where
+    anything is written."""
+    resolved = _resolved_now(info)
+    fresh = settings.get("freshness")
+    if resolved is not None and isinstance(fresh, dict) and fresh.get("now") is None:
+        return {**settings, "freshness": {**fresh, "now": resolved}}
+    return settings
+
+
+def replayable(pipeline: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """The echoed spec ``pipeline`` with what this answer read at run time written in
+    (:func:`with_now`: the clock of a freshness stage; :func:`with_version`: the store
+    version of a feedback prior), from the answer's ``info``: replaying it ranks as this
+    answer did. A copy where anything is written."""
+    resolved = _resolved_now(info)
+    if resolved is not None:
+        pipeline = with_now(pipeline, resolved)
+    used = info.get("feedback_prior")
+    if isinstance(used, dict):
+        pipeline = with_version(pipeline, int(used["version"]))
+    return pipeline
+
+
+def with_version(pipeline: dict[str, Any], version: int) -> dict[str, Any]:
+    """The echoed spec ``pipeline`` with ``version`` written into its feedback prior stage
+    when that stage ranked with the store's latest version (``version: null``), so that
+    replaying the echo ranks with the same priors after later feedback; a copy."""
+    stages = pipeline.get("stages", [])
+    out = dict(pipeline)
+    out["stages"] = [({**s, "version": version}
+                      if isinstance(s, dict) and s.get("stage") == "feedback_prior"
+                      and s.get("version") is None else s) for s in stages]
+    return out
 
 
 def with_now(pipeline: dict[str, Any], now: str) -> dict[str, Any]:

@@ -450,17 +450,14 @@ class ServiceState:
 
     def _echo(self, doc: dict[str, Any], compiled: Compiled) -> dict[str, Any]:
         """The document as answered: ``priors: "feedback"`` said as the store version the
-        run used (pinned in ``pipeline`` too, so it replays exactly), registered paths said
-        by their names."""
+        run used (pinned in ``pipeline`` by :func:`~credrank.pipeline.document.search_document`,
+        so it replays exactly), registered paths said by their names."""
         stage = next((s for s in flat(compiled.stages) if isinstance(s, FeedbackPrior)), None)
         used = doc["info"].get("feedback_prior")
         if stage is not None and isinstance(used, dict):
             version = int(used["version"])
             doc["settings"]["priors"] = {"name": FEEDBACK_NAME, "version": version,
                                          "values": dict(stage.store.record(version)["types"])}
-            for item in doc["pipeline"]["stages"]:
-                if item["stage"] == "feedback_prior" and item.get("version") is None:
-                    item["version"] = version
         doc["settings"], doc["info"] = self.unpath(doc["settings"]), self.unpath(doc["info"])
         return doc
 
