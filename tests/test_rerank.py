@@ -213,3 +213,15 @@ def test_base64_float32_vectors_equal_number_lists():
         np.full(EMB.dim, np.nan, dtype="<f4").tobytes()).decode()}]
     with pytest.raises(CandidateError, match="finite"):
         rerank("x", nan, EMB)
+
+
+def test_rerank_json_echo_pins_the_clock_it_read(demo_index_hashing):
+    # the rerank document echoed "now": null for a freshness stage that read the clock, so a
+    # replay later ranked with another "now" (search's echo pinned it; rerank's did not)
+    records = [{"id": "a", "text": "vitamin d", "url": "https://www.cdc.gov/a", "score": 1.0,
+                "published_at": "2020-01-01"}]
+    with Searcher.open(demo_index_hashing) as searcher:
+        doc = searcher.rerank_json("vitamin d", records, Searcher.spec(freshness="half_life=1y"))
+    stage = next(s for s in doc["pipeline"]["stages"] if s["stage"] == "freshness")
+    assert stage["now"] is not None
+    assert doc["settings"]["freshness"]["now"] == stage["now"] == doc["info"]["freshness"]["now"]
