@@ -122,6 +122,30 @@ def test_naive_times_take_the_assumed_zone_and_days_stay_midnight_utc() -> None:
     assert lenient_date_value(date(2020, 1, 1), minus5) == (utc(2020, 1, 1), None, False)
 
 
+@pytest.mark.parametrize(("value", "reason"), [
+    # the hour repeated when the clocks went back: two instants (summer time was picked)
+    ("2020-10-25T02:30:00", "expected a time that occurs once in Europe/Berlin, got "
+                            "'2020-10-25T02:30:00' (it occurs twice there, at +02:00 and at "
+                            "+01:00, as the clocks went back: write its offset)"),
+    (datetime(2020, 10, 25, 2, 30), "occurs twice there"),
+    ("Oct 25, 2020 2:30 am", "occurs twice there"),
+    # the hour skipped when they went forward (it was read as 01:30Z)
+    ("2020-03-29T02:30:00", "expected a time that exists in Europe/Berlin, got "
+                            "'2020-03-29T02:30:00' (the clocks skipped it"),
+    # a signed (expanded) ISO year: the minus sign was dropped (read as 2020-01-01)
+    ("-2020-01-01", "expected a date within years 1–9999, got '-2020-01-01' (a signed year)"),
+])
+def test_a_wall_time_the_zone_makes_ambiguous_is_refused_not_guessed(value: Any,
+                                                                     reason: str) -> None:
+    berlin = timezone_value("Europe/Berlin")
+    dt, err, assumed = lenient_date_value(value, berlin)
+    assert dt is None and not assumed
+    assert err is not None and reason in err, err
+    # with its offset written, the same time reads
+    assert lenient_date_value("2020-10-25T02:30:00+01:00", berlin)[0] == utc(2020, 10, 25, 1,
+                                                                              30)
+
+
 @pytest.mark.parametrize(("value", "offset"), [
     (None, timedelta(0)), ("UTC", timedelta(0)), ("z", timedelta(0)),
     ("+02:00", timedelta(hours=2)), ("-0530", -timedelta(hours=5, minutes=30)),

@@ -195,6 +195,38 @@ def _in_utc(dt: datetime, shown: str) -> tuple[datetime | None, str | None]:
                       "(out of range once its time zone is applied)")
 
 
+def _in_zone(dt: datetime, zone: tzinfo, shown: str) -> tuple[datetime | None, str | None]:
+    """A wall time without an offset (``dt`` naive) read in ``zone``, in UTC; refused, never
+    guessed, where the zone's clocks make it ambiguous (a time of the hour repeated when the
+    clocks went back: two instants) or absent (the hour skipped when they went forward)."""
+    early, late = dt.replace(tzinfo=zone, fold=0), dt.replace(tzinfo=zone, fold=1)
+    try:
+        offsets = early.utcoffset(), late.utcoffset()
+    except (OverflowError, ValueError):
+        return _in_utc(early, shown)
+    if offsets[0] != offsets[1]:
+        name = zone_name(zone)
+        try:
+            exists = early.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == dt
+        except (OverflowError, ValueError):
+            exists = True
+        said = [_offset_text(o) for o in offsets]
+        if exists:
+            return None, (f"expected a time that occurs once in {name}, got {shown} (it occurs "
+                          f"twice there, at {said[0]} and at {said[1]}, as the clocks went "
+                          "back: write its offset)")
+        return None, (f"expected a time that exists in {name}, got {shown} (the clocks "
+                      "skipped it, going forward: write its offset)")
+    return _in_utc(early, shown)
+
+
+def _offset_text(offset: Any) -> str:
+    """A UTC offset as ISO 8601 writes it (``+02:00``)."""
+    minutes = int(offset.total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
 def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, str | None]:
     """``(datetime in UTC, None)`` for an ISO 8601 date with timezone (a date-only value is
     midnight UTC), else ``(None, reason)``. A date and time without timezone is refused
@@ -203,7 +235,7 @@ def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, s
     if isinstance(v, datetime):
         if v.tzinfo is None or v.utcoffset() is None:
             if assume is not None:
-                return _in_utc(v.replace(tzinfo=assume), repr(v.isoformat()))
+                return _in_zone(v.replace(tzinfo=None), assume, repr(v.isoformat()))
             return None, f"{expected}, got {v.isoformat()!r} (timezone missing)"
         return _in_utc(v, repr(v.isoformat()))
     if isinstance(v, date):
@@ -222,7 +254,7 @@ def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, s
         return None, f"{expected}, got {v!r}"
     if dt.tzinfo is None:
         if assume is not None:
-            return _in_utc(dt.replace(tzinfo=assume), repr(v))
+            return _in_zone(dt, assume, repr(v))
         return None, f"{expected}, got {v!r} (timezone missing)"
     return _in_utc(dt, repr(v))
 
@@ -346,6 +378,10 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
     if not isinstance(v, str):
         return None, f"expected {_WRITTEN} (ISO 8601 preferred), got {got(v)}", False
     s = " ".join(v.split())  # every run of white space (no-break spaces too) as one space
+    if s[:1] in "+-" and s[1:2].isdigit():  # ISO 8601's signed (expanded) years: no sign lost
+        shown = v if len(v) <= 60 else v[:57] + "..."
+        return None, (f"expected a date within years 1–9999, got {shown!r} (a signed year)"
+                      ), False
     if order is not None and (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None:
         day, why = _ordered(m, order, v)
         if why is not None:
@@ -392,7 +428,7 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
     if a.hour != b.hour and a.tzinfo is None:  # a day without a time: midnight UTC, as ISO
         return datetime(a.year, a.month, a.day, tzinfo=UTC), None, False
     if a.tzinfo is None:
-        dt, err = _in_utc(a.replace(tzinfo=zone), repr(shown))
+        dt, err = _in_zone(a, zone, repr(shown))
         return dt, err, err is None
     dt, err = _in_utc(a, repr(shown))
     return dt, err, False
