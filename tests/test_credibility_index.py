@@ -253,6 +253,21 @@ def test_unscored_index_scores_now_with_the_stored_vectors(demo_index_hashing: P
     assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in scored_now["hits"]]
 
 
+def test_the_cli_says_the_unscored_warning_as_its_own_warning_line(demo_index_hashing: Path,
+                                                                   models, tmp_path: Path):
+    # it printed Python's "…/core/pipeline.py:165: UnscoredCredibilityWarning: …" and the
+    # source line "return self.transform(batch)"
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    got = run_cli("search", "vitamin c cold", "--index", where, "--credibility-model",
+                  models["a"], "--json")
+    assert got.returncode == 0, got.stderr
+    lines = got.stderr.splitlines()
+    said = [line for line in lines if "credrank score credibility" in line]
+    assert said and said[0].startswith("warning: "), got.stderr
+    assert "UnscoredCredibilityWarning" not in got.stderr
+    assert "transform(batch)" not in got.stderr
+
+
 def test_missing_scores_error_names_the_command(demo_index_hashing: Path, scored: Path,
                                                 models):
     with open_store(demo_index_hashing) as idx, pytest.raises(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import warnings
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -165,10 +166,29 @@ def run_app(args: list[str]) -> int:
     stdout = sys.stdout
     sys.stdout = PipeStdout(stdout)
     try:
-        return _run_app(args)
+        with warnings.catch_warnings():  # restores the hook below (a run in a test process)
+            warnings.showwarning = _warning_line(warnings.showwarning)
+            return _run_app(args)
     finally:
         if isinstance(sys.stdout, PipeStdout):  # click may have replaced it (EPIPE)
             sys.stdout = stdout
+
+
+def _warning_line(default: Any) -> Any:
+    """``warnings.showwarning`` that says a warning of credrank's own (a library warning such
+    as a credibility model's unscored candidates) as the CLI's other warnings, ``warning:
+    MESSAGE`` on stderr, not as Python's ``FILE:LINE: Category: message`` with a source line;
+    any other package's warning as ``default`` shows it."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if category.__module__.partition(".")[0] != "credrank":
+            default(message, category, filename, lineno, file, line)
+            return
+        from credrank.cli.common import warn
+
+        warn(str(message))
+
+    return show
 
 
 def _run_app(args: list[str]) -> int:
