@@ -116,6 +116,10 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
      "batch-size"),
     ("index-field-no-equals", ("index", "small.jsonl", "--index", "new6", "--field", "x"),
      "--field"),
+    # the later one silently won (every record then rejected for a missing id)
+    ("index-field-twice", ("index", "small.jsonl", "--index", "new6", "--field", "body=text",
+                           "--field", "body=title"),
+     "--field: expected one name for column 'body', got body=text and body=title"),
     ("index-table-missing", ("index", "small.jsonl", "--index", "new7", "--table", "no.csv"),
      "no.csv"),
     ("index-table-binary", ("index", "small.jsonl", "--index", "new8", "--table",

@@ -174,6 +174,9 @@ def index(
         old, sep, new = item.partition("=")
         if not sep or not new:  # FILE_NAME may be empty: an unnamed column (a pandas index)
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
+        if fields.get(old, new) != new:  # the later one silently won
+            fail(f"--field: expected one name for column {old!r}, got {old}={fields[old]} and "
+                 f"{item}")
         fields[old] = new
     try:
         check_cluster_options(workers, scheduler)
