@@ -76,8 +76,8 @@ def _remake_consoles() -> None:
     common = sys.modules.get("credrank.cli.common")
     if common is None:  # not imported yet: its first import makes them from the current state
         return
-    common.console.__init__(markup=False)
-    common.err.__init__(stderr=True, markup=False)
+    common.console.__init__(**common.CONSOLE_OPTIONS)
+    common.err.__init__(**common.ERR_OPTIONS)
 
 
 def _clear_embedders() -> None:

@@ -123,6 +123,20 @@ def test_redirected_index_log_has_progress_lines_and_no_spinner_frames(tmp_path:
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
+def test_a_long_stderr_message_is_one_line_in_a_log(tmp_path: Path) -> None:
+    # "3 declared source types conflict with the URL …" was cut at 80 columns in a log
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": f"vitamin d {i}",
+                                          "url": f"https://{LONG_HOST}/{i}",
+                                          "source_type": "peer_reviewed"}) + "\n"
+                              for i in range(3)), encoding="utf-8")
+    proc = run_cli("index", corpus, "--index", tmp_path / "idx", "--embedder", "hashing",
+                   env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    said = [x for x in proc.stderr.splitlines() if "declared source types conflict" in x]
+    assert said and len(said[0]) > 80 and said[0].rstrip().endswith("not trusted)"), proc.stderr
+
+
 # ------------------------------------------------------------------ tables without a terminal
 
 

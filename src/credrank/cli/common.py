@@ -32,8 +32,13 @@ class PipeConsole(Console):
 # Console markup is off: what credrank prints holds user text (paths, ids, option values, source
 # types) in which "[/x]" or "[red]" must appear as written, never be taken as a style tag. Styles
 # are given as rich Text styles (:func:`labelled`), never as markup in a string.
-console = PipeConsole(markup=False)
-err = PipeConsole(stderr=True, markup=False)
+#: how :data:`console` and :data:`err` are made (a test that runs the CLI in its own process
+#: makes them again from these). stderr: a message is one line however long (a terminal wraps
+#: it itself; a log or a pipe keeps it whole, never cut at 80 columns)
+CONSOLE_OPTIONS: dict[str, Any] = {"markup": False}
+ERR_OPTIONS: dict[str, Any] = {"stderr": True, "markup": False, "soft_wrap": True}
+console = PipeConsole(**CONSOLE_OPTIONS)
+err = PipeConsole(**ERR_OPTIONS)
 
 
 #: the width of tables printed to a file or a pipe: a table takes only the width its cells need

@@ -169,7 +169,7 @@ def index(
 
     if not corpus.exists():
         fail(f"{corpus}: no such file or folder")
-    fields = {}
+    fields: dict[str, str] = {}
     for item in field or []:
         old, sep, new = item.partition("=")
         if not sep or not new:  # FILE_NAME may be empty: an unnamed column (a pandas index)
