@@ -339,3 +339,13 @@ def test_cli_calibrate(demo_index_hashing: Path, tmp_path: Path):
     res = runner.invoke(app, ["consensus", "calibrate", str(missing), "--index",
                               str(demo_index_hashing)])
     assert res.exit_code != 0 and "field 'answers'" in " ".join(res.output.split())
+    # an empty file said "choose_threshold: no development queries" (a function's name);
+    # a folder "no such queries file"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    for path, said in ((empty, "empty.jsonl: expected at least one query with its answers, "
+                               "got none"),
+                       (tmp_path, "expected a queries file, got a directory")):
+        res = runner.invoke(app, ["consensus", "calibrate", str(path), "--index",
+                                  str(demo_index_hashing)])
+        assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output

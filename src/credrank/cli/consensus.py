@@ -65,10 +65,15 @@ def calibrate(
     recorded; the threshold is what this command chooses)."""
     if index_dir is None:
         fail("--index: required (the index directory to search)")
+    if queries.is_dir():
+        fail(f"{queries}: expected a queries file, got a directory")
     if not queries.is_file():
         fail(f"{queries}: no such queries file")
     try:
         batch = read_queries(queries)
+        if not batch:
+            raise ValueError(f"{queries}: expected at least one query with its answers, got "
+                             "none")
         gold = _gold(batch, queries)
         spec = spec_of(pipeline, set_param, shortcuts)
         try:
