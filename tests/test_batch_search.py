@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from credrank.cli import app
 from credrank.documents import read_queries
+from credrank.documents.records import CorpusError
 
 runner = CliRunner()
 
@@ -114,3 +115,34 @@ def test_a_file_of_no_queries_is_an_error(demo_index_hashing, tmp_path, name, te
     assert proc.stdout == ""
     assert_clean_error(proc, f"error: --queries {name}: no queries: expected at least one",
                        "got none", starts=True)
+
+
+@pytest.mark.parametrize("header", ["id\tquery", "ID\tQuery", " id \t QUERY "])
+def test_tsv_documented_header_is_skipped(tmp_path, header):
+    # the documented header `id<TAB>query` ran as a query: id "id", text "query"
+    q = tmp_path / "q.tsv"
+    q.write_text(f"{header}\nq1\tvitamin d covid\nq2\tfasting diabetes\n", encoding="utf-8")
+    assert [(x.id, x.text) for x in read_queries(q)] == [("q1", "vitamin d covid"),
+                                                         ("q2", "fasting diabetes")]
+
+
+def test_tsv_header_only_on_the_first_line(tmp_path):
+    q = tmp_path / "q.tsv"
+    q.write_text("q1\tvitamin d covid\nid\tquery\n", encoding="utf-8")
+    assert [(x.id, x.text) for x in read_queries(q)] == [("q1", "vitamin d covid"),
+                                                         ("id", "query")]
+
+
+def test_tsv_extra_fields_are_an_error_naming_file_and_line(demo_index_hashing, tmp_path):
+    # a third field was glued into the query: q3 searched 'fasting diabetes\tEXTRA'
+    q = tmp_path / "qs.tsv"
+    q.write_text("id\tquery\nq1\tvitamin d covid\nq3\tfasting diabetes\tEXTRA\n",
+                 encoding="utf-8")
+    with pytest.raises(CorpusError) as info:
+        read_queries(q)
+    assert (f"{q}:3: expected two tab-separated fields 'id<TAB>query', got 3"
+            in str(info.value))
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), "--queries", str(q)])
+    assert res.exit_code == 2 and res.stdout == ""
+    out = " ".join(res.output.split())
+    assert "qs.tsv:3: expected two tab-separated fields" in out and "got 3" in out

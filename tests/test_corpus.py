@@ -394,6 +394,114 @@ def test_parquet_naive_and_nanosecond_timestamps(tmp_path) -> None:
     assert doc.retrieved_at == datetime.fromtimestamp(1_683_000_000.123456, tz=UTC) == expected
 
 
+def _index_parquet(tmp_path: Path, table: pa.Table, **reading):
+    """Index ``table`` as a Parquet corpus (hashing embedder, Qdrant Edge) and return the
+    report and the stored ``doc_id -> extra``."""
+    from credrank.index.embed import HashingEmbedder
+    from credrank.index.ingest import index_documents
+    from credrank.index.opener import open_store
+    from credrank.provenance import SourceTyper
+
+    path = tmp_path / "c.parquet"
+    pq.write_table(table, path)
+    emb = HashingEmbedder()
+    with open_store(tmp_path / "idx", embedder=emb.name, dim=emb.dim, create=True) as store:
+        report = index_documents(iter_documents(path, **reading), store, emb, SourceTyper([]))
+        rows = store.read_payloads(None, ("doc_id", "extra"))
+    return report, {r["doc_id"]: r["extra"] for r in rows}
+
+
+def test_parquet_extra_columns_of_arrow_types_are_indexed_as_json(tmp_path) -> None:
+    from decimal import Decimal
+
+    berlin = datetime(2020, 1, 1, 12, 30, tzinfo=timezone(timedelta(hours=1)))
+    table = pa.table({
+        "id": ["a", "b"], "text": ["vitamin d", "zinc"],
+        "zoned": pa.array([berlin, None], pa.timestamp("us", tz="Europe/Berlin")),
+        "naive": pa.array([datetime(2020, 1, 1), datetime(2021, 5, 5, 8, 0, 0, 250_000)],
+                          pa.timestamp("ms")),
+        "nanos": pa.array([1_577_836_800_123_456_789, 0], pa.timestamp("ns", tz="UTC")),
+        "day": pa.array([date(2020, 2, 29), date(1, 1, 1)], pa.date32()),
+        "at": pa.array([13 * 3600 * 10**6 + 5 * 10**6 + 7, 0], pa.time64("us")),
+        "took": pa.array([timedelta(minutes=1, microseconds=500), timedelta(0)],
+                         pa.duration("us")),
+        "price": pa.array([Decimal("19.90"), Decimal("-0.01")], pa.decimal128(6, 2)),
+        "exact": pa.array([Decimal("12345678901234567890.12345678901234567"), None],
+                          pa.decimal128(38, 17)),
+        "blob": pa.array([b"\x00\xffcred", b""], pa.binary()),
+        "meta": pa.array([{"when": 1_577_836_800_000_000_001, "tags": ["x"]}, None],
+                         pa.struct([("when", pa.timestamp("ns", tz="UTC")),
+                                    ("tags", pa.list_(pa.string()))])),
+        "days": pa.array([[("first", date(2020, 1, 2))], []],
+                         pa.map_(pa.string(), pa.date32())),
+    })
+    report, extra = _index_parquet(tmp_path, table)
+    assert (report.indexed, report.rejected, report.dropped) == (2, 0, [])
+    assert extra["a"] == {
+        "zoned": "2020-01-01T11:30:00+00:00", "naive": "2020-01-01T00:00:00",
+        "nanos": "2020-01-01T00:00:00.123456+00:00", "day": "2020-02-29",
+        "at": "13:00:05.000007", "took": 60.0005, "price": "19.90",
+        "exact": "12345678901234567890.12345678901234567", "blob": "AP9jcmVk",
+        "meta": {"when": "2020-01-01T00:00:00+00:00", "tags": ["x"]},
+        "days": {"first": "2020-01-02"}}
+    assert extra["b"] == {
+        "zoned": None, "naive": "2021-05-05T08:00:00.250000", "nanos": "1970-01-01T00:00:00+00:00",
+        "day": "0001-01-01", "at": "00:00:00", "took": 0.0, "price": "-0.01", "exact": None,
+        "blob": "", "meta": None, "days": {}}
+
+
+def test_parquet_value_that_cannot_be_json_names_row_and_column(tmp_path) -> None:
+    table = pa.table({
+        "id": ["a", "b", "c"], "text": ["x", "y", "z"],
+        # 10**15 ms after 1970 is in year 33658: no Python datetime holds it
+        "seen": pa.array([0, 10**15, 0], pa.timestamp("ms")),
+        "codes": pa.array([[], [], [(7, "seven")]], pa.map_(pa.int64(), pa.string())),
+    })
+    path = tmp_path / "u.parquet"
+    pq.write_table(table, path)
+    strict = read_corpus(path, strict=True)
+    assert [d.id for d in strict.documents] == ["a"]
+    assert [(r.line, r.field, r.unit) for r in strict.rejects] == [
+        (2, "seen", "row"), (3, "codes", "row")]
+    assert strict.rejects[0].message.startswith(
+        f"{path}:row 2: field 'seen': expected a timestamp[ms] value Python can represent")
+    assert strict.rejects[1].reason == "expected an object with text keys, got the key integer 7"
+    # lenient reading (the default): indexed without the field, which is reported as dropped
+    report, extra = _index_parquet(tmp_path, table)
+    assert (report.indexed, report.rejected) == (3, 0)
+    assert [(d.line, d.field, d.doc_id) for d in report.dropped] == [
+        (2, "seen", "b"), (3, "codes", "c")]
+    assert extra == {"a": {"seen": "1970-01-01T00:00:00", "codes": {}}, "b": {"codes": {}},
+                     "c": {"seen": "1970-01-01T00:00:00"}}
+
+
+def test_parquet_cell_out_of_range_in_a_known_column(tmp_path) -> None:
+    table = pa.table({
+        "id": ["a", "b"], "text": ["x", "y"],
+        "published_at": pa.array([10**15, 0], pa.timestamp("ms", tz="UTC")),
+    })
+    path = tmp_path / "k.parquet"
+    pq.write_table(table, path)
+    lenient = read_corpus(path)
+    assert [d.id for d in lenient.documents] == ["a", "b"]
+    assert [(d.line, d.field) for d in lenient.dropped] == [(1, "published_at")]
+    [rej] = read_corpus(path, strict=True).rejects
+    assert (rej.line, rej.field) == (1, "published_at")
+    assert "out of its range" in rej.reason
+
+
+def test_document_payload_reports_extra_that_is_not_json() -> None:
+    from credrank.index.payload import document_payload
+
+    doc = Document(id="d1", text="x", extra={"ok": [1, {"k": "v"}],
+                                              "meta": {"when": datetime(2020, 1, 1)}})
+    with pytest.raises(ValueError, match=r"document 'd1': extra field 'meta'\['when'\]: "
+                                         r"expected JSON data .* got datetime"):
+        document_payload(doc, {}, "h")
+    assert document_payload(Document(id="d2", text="x", extra={"ok": [1, None]}), {},
+                            "h")["extra"] == {"ok": [1, None]}
+
+
 # ------------------------------------------------------------------------------------ BEIR
 
 def _beir_line(doc: Document) -> str:
@@ -467,8 +575,14 @@ def test_read_queries_errors_name_file_and_line(write) -> None:
 
 
 def test_read_queries_tsv(write) -> None:
-    path = write("q.tsv", "id\ttext\nq1\tfirst query\n\n7\tsecond\twith tab\n")
-    assert read_queries(path) == [Query("q1", "first query"), Query("7", "second\twith tab")]
+    path = write("q.tsv", "id\ttext\nq1\tfirst query\n\n7\tsecond\n")
+    assert read_queries(path) == [Query("q1", "first query"), Query("7", "second")]
+    # a third field is an error naming the line, never glued into the query text (it was:
+    # '7<TAB>second<TAB>with tab' searched 'second<TAB>with tab')
+    glued = write("g.tsv", "id\ttext\nq1\tfirst query\n\n7\tsecond\twith tab\n")
+    with pytest.raises(CorpusError, match=r"g\.tsv:4: expected two tab-separated fields "
+                                          r"'id<TAB>query', got 3"):
+        read_queries(glued)
 
 
 def test_read_qrels_trec_without_header(write) -> None:

@@ -29,9 +29,10 @@ class Query:
 
 
 def read_queries(path: str | Path) -> list[Query]:
-    """Read queries from JSONL (``_id``/``id``, ``text`` or ``query``), TSV (``id<TAB>text``)
-    or plain text (a ``.txt`` file with no tab at all: one query per line, its id the line
-    number).
+    """Read queries from JSONL (``_id``/``id``, ``text`` or ``query``), TSV (``id<TAB>query``:
+    exactly two tab-separated fields per line; a first line ``id<TAB>query`` — any case, or
+    another of :data:`TSV_QUERY_HEADERS` — is a header and skipped) or plain text (a ``.txt``
+    file with no tab at all: one query per line, its id the line number).
 
     A directory means its ``queries.jsonl``. Integer ids become strings; other fields go to
     ``Query.extra``. Any bad record raises :class:`CorpusError` naming ``file:line``.
@@ -221,7 +222,15 @@ def _query_rows_plain(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str
             yield n, {"id": str(n), "text": line.strip()}, None
 
 
+#: a first line that names the two columns instead of being a query (any case): skipped
+TSV_QUERY_HEADERS = (["id", "query"], ["id", "text"], ["_id", "text"], ["query-id", "text"],
+                     ["qid", "query"])
+
+
 def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """``id<TAB>query`` per non-blank line: exactly two tab-separated fields (a third is an
+    error, never glued into the query). A first line that is a header
+    (:data:`TSV_QUERY_HEADERS`, such as the documented ``id<TAB>query``) is skipped."""
     first = True
     for n, line, err in _text_lines(p):
         if err is not None or line is None:
@@ -229,13 +238,13 @@ def _query_rows_tsv(p: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
             continue
         if not line.strip():
             continue
-        parts = line.split("\t", 1)
-        if first and [x.strip().lower() for x in parts] in (
-                ["id", "text"], ["_id", "text"], ["query-id", "text"], ["qid", "query"]):
+        parts = line.split("\t")
+        if first and [x.strip().lower() for x in parts] in TSV_QUERY_HEADERS:
             first = False
             continue
         first = False
         if len(parts) != 2:
-            yield n, None, f"expected 'id<TAB>text', got {excerpt(line)!r}"
+            yield n, None, (f"expected two tab-separated fields 'id<TAB>query', got "
+                            f"{len(parts)}: {excerpt(line)!r}")
             continue
         yield n, {"id": parts[0].strip(), "text": parts[1]}, None

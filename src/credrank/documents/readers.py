@@ -38,13 +38,23 @@ Policies (chosen here, applied in every format):
   timezone takes ``assume_timezone`` (lenient default UTC, declared and counted in
   ``zones_assumed``; strict reading rejects it, "timezone missing", unless
   ``assume_timezone`` is given): guessing a zone silently shifts ages, which feed freshness
-  (chapter 35.7). Parquet nanosecond timestamps are truncated to microseconds.
+  (chapter 35.7). Parquet nanosecond timestamps (and times and durations, at any depth) are
+  truncated to microseconds, Python's resolution.
 * **required columns**: a CSV/TSV header or Parquet schema that names no ``id`` or no
   ``text`` column (after ``fields`` renames; ``_id`` counts as ``id``) raises
   :class:`CorpusError` once, naming the file and the header found, before any record.
 * **cites**: a list of ids (strings; integers converted as for ``id``). In CSV the cell holds a
   JSON list (``["a", "b"]``) or a ``|``-separated string (``a|b``).
-* **unknown fields** go to ``Document.extra`` (payload, never evidence of source type).
+* **unknown fields** go to ``Document.extra`` (payload, never evidence of source type), as
+  JSON data. A Parquet column of another Arrow type is converted by
+  :func:`~credrank.documents.formats.parquet.json_value`: a timestamp with a zone → ISO 8601
+  text in UTC, one without → ISO 8601 text without a zone (none is assumed), a date →
+  ``YYYY-MM-DD``, a time → ``HH:MM:SS[.ffffff]``, a duration → seconds (a number), a decimal
+  → its exact text, binary → base64 text, structs, maps and lists recursively. A value it
+  cannot convert (an object with non-text keys) is an unreadable optional field: dropped
+  (strict reading: rejected) naming the row and the column, as is a Parquet cell Python
+  cannot hold at all (a date beyond year 9999, a map with a repeated key) in any optional
+  column; in ``id`` or ``text`` it rejects the record.
 * **duplicates**: among *accepted* documents, the later occurrence of an id is rejected and the
   message names the line of the first.
 * **encoding**: input must be UTF-8 (a leading BOM is ignored). JSONL is checked per line, CSV per
@@ -116,7 +126,7 @@ from credrank.documents.fields import (
 from credrank.documents.files import format_suffix
 from credrank.documents.formats.csv import csv_records
 from credrank.documents.formats.jsonl import jsonl_records
-from credrank.documents.formats.parquet import parquet_records
+from credrank.documents.formats.parquet import Unreadable, json_value, parquet_records
 from credrank.documents.records import (
     CorpusError,
     DroppedField,
@@ -194,7 +204,7 @@ def iter_documents(path: str | Path, *, format: str | None = None,
         ctx.cells = True
         raws = csv_records(p, "\t" if fmt == "tsv" else ",", ctx.check_header)
     else:
-        ctx.unit = "row"
+        ctx.unit, ctx.arrow = "row", True
         raws = parquet_records(p, ctx.check_header)
     return DocumentStream((_converted(raw, ctx) for raw in raws), ctx)
 
@@ -292,6 +302,7 @@ class _Context:
     order: str | None = None          # date_order: mdy, dmy or None
     beir: bool = False
     cells: bool = False               # CSV: every value is a string cell
+    arrow: bool = False               # Parquet: values of Arrow types, extra ones made JSON
     unit: str = "line"
     seen: dict[str, int] = field(default_factory=dict)
     dropped: list[DroppedField] = field(default_factory=list)
@@ -454,6 +465,10 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
     def label(name: str) -> str:
         return origin.get(name, name)
 
+    # Parquet cells Python cannot hold: their field's problem (droppable unless id or text)
+    bad = {k: rec.pop(k).reason for k in list(rec) if isinstance(rec[k], Unreadable)}
+    problems.extend(_Problem(label(k), why, k not in REQUIRED) for k, why in bad.items())
+
     def absent(name: str) -> str:
         kind = "field" if ctx.unit == "line" and not ctx.cells else "column"
         hint = (f" (map a column to it: fields={{'COLUMN': '{name}'}}, on the command line "
@@ -462,12 +477,14 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
 
     has_id, has_text = "id" in rec, "text" in rec
     doc_id, err = id_value(rec.pop("id", None))
-    if err is not None:
+    if err is not None and "id" not in bad:
         if not has_id:
             err = f"expected a non-empty id (string or integer), got {absent('id')}"
         problems.append(_Problem(label("id"), err))
     text = rec.pop("text", None)
-    if not isinstance(text, str) and text is not None:
+    if "text" in bad:
+        pass
+    elif not isinstance(text, str) and text is not None:
         problems.append(_Problem(label("text"), f"expected a string, got {got(text)}"))
     elif text is None or not text.strip():
         came = absent("text") if not has_text else "nothing" if text is None else repr(text)
@@ -509,7 +526,14 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
             problems.append(_Problem(label("cites"), f"{cerr[1]} (at {label('cites')}"
                                      f"{cerr[0]})", True))
     unreadable: list[str] = []
-    for k, v in rec.items():
+    for k, v in list(rec.items()):
+        if ctx.arrow:  # Parquet: the value as JSON data (json_value), or the field's problem
+            v, why = json_value(v, label(k))
+            if why is not None:
+                problems.append(_Problem(label(k), why, True))
+                unreadable.append(k)
+                continue
+            rec[k] = v
         if (r := nonfinite(v)) is not None:
             problems.append(_Problem(label(k), r, True))
             unreadable.append(k)

@@ -33,6 +33,7 @@ __all__ = [
     "TEXT_FIELDS",
     "best_passages",
     "bm25_text",
+    "check_extra",
     "check_where",
     "columns_to_candidates",
     "content_hash",
@@ -126,7 +127,11 @@ def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str,
     (:mod:`credrank.index.passages`): every passage carries the document's fields and
     :func:`~credrank.index.passages.passage_fields`; the first one keeps the whole ``text``
     (what :meth:`~credrank.index.store.VectorStore.read_payloads` returns for the document),
-    the others their own slice of it (what a search returns as the hit's text)."""
+    the others their own slice of it (what a search returns as the hit's text).
+
+    ``ValueError`` (:func:`check_extra`) when ``doc.extra`` is not JSON data."""
+    if passage is None or passage[0] == 0:  # once a document, before any of its points
+        check_extra(doc)
     text = doc.text
     if passage is not None and passage[0] > 0:
         text = doc.text[passage[2][0]:passage[2][1]]
@@ -141,6 +146,31 @@ def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str,
     if passage is not None:
         payload.update(passage_fields(*passage))
     return payload
+
+
+def check_extra(doc: Document) -> None:
+    """``ValueError`` naming the document, the field and the value when ``doc.extra`` is not
+    JSON data (text, numbers, booleans, null, lists, objects with text keys), which the
+    engines would refuse or store differently. The corpus readers only make JSON data
+    (Parquet values are converted: :func:`credrank.documents.formats.parquet.json_value`);
+    a :class:`Document` built by hand must be too: the value is reported, never
+    stringified. Iterative: no recursion limit."""
+    stack: list[tuple[str, Any]] = [(repr(k), v) for k, v in doc.extra.items()]
+    while stack:
+        at, value = stack.pop()
+        if value is None or isinstance(value, str | bool | int | float):
+            continue
+        if isinstance(value, list | tuple):
+            stack.extend((f"{at}[{i}]", x) for i, x in enumerate(value))
+        elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            stack.extend((f"{at}[{k!r}]", x) for k, x in value.items())
+        else:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            what = ("an object with non-text keys" if isinstance(value, dict)
+                    else f"{type(value).__name__} {shown}")
+            raise ValueError(f"document {doc.id!r}: extra field {at}: expected JSON data "
+                             f"(text, number, boolean, null, list, object with text keys), "
+                             f"got {what}; convert it before indexing")
 
 
 def bm25_text(doc: Document, span: Span | None = None) -> str:
