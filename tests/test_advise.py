@@ -336,3 +336,32 @@ def test_advise_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert "torch" not in done.stdout and "transformers" not in done.stdout
+
+
+def test_cli_overflowing_cost_is_null_in_json_and_said_plainly_in_text(tmp_path: Path) -> None:
+    """``seconds_per_pass = 1e308`` (accepted: finite, > 0) times 3,072 passes overflows: the
+    JSON said ``"value": Infinity`` (not JSON) and the text ``= inf s (inf min …)``."""
+    path = _write(tmp_path, '[[pool]]\nname = "p"\ndocument_scorer = true\n'
+                            'misinformation_examples = 3\nvalidation_examples = 2\n'
+                            'attention_access = true\nheads = 1024\nselected_heads = [1, 2]\n'
+                            'seconds_per_pass = 1e308\n')
+
+    def no_constant(name: str) -> None:
+        raise AssertionError(f"not JSON: {name}")
+
+    result = CliRunner().invoke(_app(), ["advise", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "Infinity" not in result.output and "NaN" not in result.output
+    doc = json.loads(result.output, parse_constant=no_constant)
+    cram = next(m for m in doc["pools"][0]["methods"] if m["id"] == "cram")
+    serial = [c for c in cram["costs"] if c["name"].startswith("serial time")]
+    assert len(serial) == 2
+    for cost in serial:
+        assert cost["value"] is None and cost["unit"] == "s"
+        assert cost["note"].startswith("more than 1.798e+308 s: the product exceeds")
+    passes = next(c for c in cram["costs"] if c["unit"] == "passes")
+    assert passes["value"] == 3 * 1024  # the finite costs are as they were
+    text = CliRunner().invoke(_app(), ["advise", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "inf s" not in text.output and "inf min" not in text.output
+    assert "3,072 × 1e+308 s  (more than 1.798e+308 s: the product exceeds" in text.output

@@ -18,6 +18,9 @@ def test_update_show_rollback(tmp_path):
     res = runner.invoke(app, ["priors", "update", str(store), str(fb), "--step", "0.3"])
     assert res.exit_code == 0 and "version 1" in res.output
     shown = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
+    # the marker first, as every credrank JSON document (docs/json.md); it had none
+    assert list(shown) == ["credrank_priors_show", "version", "types", "sources"]
+    assert shown["credrank_priors_show"] == 1
     # two non-relevant items: blog moves toward 0 by at most max_change (0.05) from 0.50
     assert shown["types"]["blog"] == pytest.approx(0.45)
     assert shown["types"]["peer_reviewed"] == 0.95 and "b1" in shown["sources"]
@@ -25,8 +28,10 @@ def test_update_show_rollback(tmp_path):
     again = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
     assert again["types"]["blog"] == 0.5 and again["version"] == 2
     history = runner.invoke(app, ["priors", "show", str(store), "--history"]).output
-    assert [json.loads(x)["event"] for x in history.splitlines()] == ["init", "update",
-                                                                       "rollback"]
+    entries = [json.loads(x) for x in history.splitlines()]
+    assert [e["event"] for e in entries] == ["init", "update", "rollback"]
+    assert all(next(iter(e)) == "credrank_priors_history" and e["credrank_priors_history"] == 1
+               for e in entries)
 
 
 @pytest.mark.parametrize("line,field", [('{"source_type": "blog"}', "relevant"),

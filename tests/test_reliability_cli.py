@@ -39,6 +39,9 @@ def test_json_document(answers_csv, truth_csv):
     res = runner.invoke(app, ["estimate", str(answers_csv), "--json", "--truth", str(truth_csv)])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
+    # the marker first, as every credrank JSON document (docs/json.md); it had none
+    assert list(doc)[:2] == ["credrank_reliability_estimate", "answers"]
+    assert doc["credrank_reliability_estimate"] == 1
     by_id = {s["source_id"]: s for s in doc["sources"]}
     assert [s["source_id"] for s in doc["sources"]] == list(ROWS)
     # S = 6 sources here, so v = 6 r − 1
@@ -133,3 +136,26 @@ def test_several_sources_print_no_source_count_warning(answers_csv):
     res = runner.invoke(app, ["estimate", str(answers_csv), "--json"])
     assert json.loads(res.stdout)["diagnostics"]["too_few_sources"] is False
     assert "need >= 3" not in res.stderr
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path, answers_csv):
+    # it said "error: DIR: no such file"
+    res = runner.invoke(app, ["estimate", str(tmp_path)])
+    assert res.exit_code == 2
+    assert f"error: {tmp_path}: expected a file, got a directory" in " ".join(res.output.split())
+    truth = runner.invoke(app, ["estimate", str(answers_csv), "--truth", str(tmp_path)])
+    assert truth.exit_code == 2 and "expected a file, got a directory" in truth.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tol", "0"], "error: --tol: expected a finite number > 0, got 0.0"),
+    (["--tol", "nan"], "error: --tol: expected a finite number > 0, got nan"),
+    (["--max-iter", "0"], "error: --max-iter: expected an integer >= 1, got 0"),
+    (["--start", "first"], "error: --start: expected one of majority, plurality, all, got"),
+])
+def test_bad_options_are_named_as_options(answers_csv, args, message):
+    # they were named as the estimator's parameters: "error: tol: …", "max_iter:", "start:"
+    res = runner.invoke(app, ["estimate", str(answers_csv), "--json", *args])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert message in " ".join(res.output.split())

@@ -5,7 +5,10 @@ guard :func:`credrank.cli.root.run_app` puts on ``sys.stdout`` costs no import o
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
+import select
 import sys
 from typing import Any, NoReturn
 
@@ -27,16 +30,43 @@ class PipeStdout:
     flush whose reader went away ends the command as :func:`reader_gone` does, at the write,
     before any handler of the command can take the ``BrokenPipeError`` for another ``OSError``
     and before click turns it into exit 1 with nothing said (``credrank search --json | head``
-    did). Everything else is the wrapped stream's."""
+    did). Everything else is the wrapped stream's.
+
+    An unbuffered stdout (``python -u``, ``PYTHONUNBUFFERED=1``: a text stream written through
+    to the raw file) is written here, every byte of it (:func:`_raw_file`): the text stream
+    does not look at what the raw file took, so a write larger than the pipe holds, whose
+    reader went away in the middle of it, lost the rest without an error and the command
+    ended 0 (``credrank provenance hosts --json | head -1``, ``credrank reliability estimate
+    … --json | head -1``)."""
 
     def __init__(self, wrapped: Any) -> None:
         self.wrapped = wrapped
+        self._raw = _raw_file(wrapped)
+        self._encoder: codecs.IncrementalEncoder | None = None
+        if self._raw is not None:
+            self._encoder = codecs.getincrementalencoder(wrapped.encoding)(
+                wrapped.errors or "strict")
 
     def write(self, text: str) -> Any:
         try:
-            return self.wrapped.write(text)
+            if self._raw is None or not isinstance(text, str):
+                return self.wrapped.write(text)
+            return self._write_all(text)
         except BrokenPipeError:
             reader_gone()
+
+    def _write_all(self, text: str) -> int:
+        """Write ``text`` to the raw file until it took every byte (or failed)."""
+        assert self._raw is not None and self._encoder is not None
+        self.wrapped.flush()  # whatever the text stream holds goes first (nothing, written through)
+        data = memoryview(self._encoder.encode(text))
+        while data:
+            n = self._raw.write(data)
+            if n is None:  # a non-blocking stdout that is full: wait until it takes more
+                select.select([], [self._raw], [])
+                continue
+            data = data[n:]
+        return len(text)
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -50,3 +80,20 @@ class PipeStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.wrapped, name)
+
+
+def _raw_file(stream: Any) -> io.RawIOBase | None:
+    """The raw binary file under ``stream`` when ``stream`` is a text stream written through
+    to it unbuffered (what ``python -u`` and ``PYTHONUNBUFFERED`` make of ``sys.stdout``), with
+    no newline translation to do (``os.linesep`` is ``\\n``); else ``None`` (the stream's own
+    buffered writer writes every byte or raises)."""
+    if not isinstance(stream, io.TextIOWrapper) or not stream.write_through or os.linesep != "\n":
+        return None
+    raw = stream.buffer
+    if not isinstance(raw, io.RawIOBase):
+        return None
+    try:
+        codecs.getincrementalencoder(stream.encoding)
+    except LookupError:
+        return None
+    return raw

@@ -98,13 +98,13 @@ def show(store: Annotated[Path, typer.Argument(help="store folder")],
          version: Annotated[int | None, typer.Option(help="default: current")] = None,
          history: Annotated[bool, typer.Option(help="print the audit log instead")] = False
          ) -> None:
-    """Print a version's priors as JSON (or the audit log)."""
+    """Print a version's priors as JSON (or the audit log, one JSON line per entry)."""
     fp = _open(store)
     if history:
         for entry in _run(fp.audit):
-            typer.echo(json.dumps(entry, default=str))
+            typer.echo(json.dumps({"credrank_priors_history": 1, **entry}, default=str))
         return
     record = _run(lambda: fp.record(version))
-    typer.echo(json.dumps({"version": record["version"],
+    typer.echo(json.dumps({"credrank_priors_show": 1, "version": record["version"],
                            "types": dict(fp.table(record["version"]).values),
                            "sources": dict(record["sources"])}, indent=2))

@@ -19,6 +19,7 @@ from credrank.core.cluster import ClusterError, check_cluster_options, require_d
 from credrank.core.errors import FileFormatError
 from credrank.core.schema import ListOf, MapOf, Text, got
 from credrank.core.structured import read_structured
+from credrank.core.validation import check_choice, check_int, check_positive
 from credrank.reliability.answers import AnswersFileError, load_answers, load_truth
 from credrank.reliability.dependence import DependenceReport, collapse, detect_dependence
 from credrank.reliability.equivalence import AnswerEquivalence
@@ -28,7 +29,7 @@ from credrank.reliability.estimate import (
     encode_answers,
 )
 from credrank.reliability.parallel import detect_dependence_parallel
-from credrank.reliability.vote import majority_matrix
+from credrank.reliability.vote import START_RULES, majority_matrix
 
 app = typer.Typer(help="RA-RAG source reliability from cross-source agreement.",
                   no_args_is_help=True, add_completion=False)
@@ -120,6 +121,7 @@ def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False
             "coverage": int(est.coverage_[b]), "answered": int((enc.classes[i] >= 0).sum()),
             "cluster": cluster_of.get(sid)})
     doc: dict[str, Any] = {
+        "credrank_reliability_estimate": 1,
         "answers": str(answers), "n_sources": n_sources, "n_questions": len(enc.question_ids),
         "n_ballots": len(groups), "clip": clip, "collapse_copies": collapse_copies,
         "start": start, "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "tol": tol,
@@ -189,9 +191,10 @@ def estimate(
     Agreement is not verified truth: read the diagnostics and the dependence clusters.
 
     ``--json`` prints one object with these keys (stable):
-    ``answers``, ``n_sources``, ``n_questions``, ``n_ballots`` (sources after collapsing),
-    ``clip``, ``collapse_copies``, ``start``, ``n_iter``, ``converged``, ``tol``, ``max_iter``,
-    ``equivalence`` (the rule's settings); ``sources``: a list in file order of
+    ``credrank_reliability_estimate`` (the format version, 1), ``answers``, ``n_sources``,
+    ``n_questions``, ``n_ballots`` (sources after collapsing), ``clip``, ``collapse_copies``,
+    ``start``, ``n_iter``, ``converged``, ``tol``, ``max_iter``, ``equivalence`` (the rule's
+    settings); ``sources``: a list in file order of
     ``{source_id, known, reliability (null if unknown), weight (null if unknown), coverage
     (|J_s|), answered, cluster (index into clusters or null)}`` plus, with ``--truth``,
     ``truth_accuracy`` (null without answers) and ``truth_answers``; ``clusters``: lists of
@@ -208,6 +211,12 @@ def estimate(
     ``--workers N`` / ``--scheduler ADDRESS`` run the pairwise dependence test in blocks on
     Dask workers; the output is identical to a run without them.
     """
+    try:  # the options by their names (the estimator says tol:, max_iter:, start:)
+        check_positive("--tol", tol)
+        check_int("--max-iter", max_iter, 1)
+        check_choice("--start", start, START_RULES)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         check_cluster_options(workers, scheduler)
         if wants_cluster(workers, scheduler):

@@ -124,7 +124,7 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
     """``(line number, record)`` for each data row, checking that ``fields`` are present."""
     path = Path(path)
     if not path.is_file():
-        raise AnswersFileError(f"{path}: no such file")
+        raise AnswersFileError(_not_a_file(path))
     kind = _format(path)
     try:
         with _open_text(path) as fh:
@@ -146,6 +146,16 @@ def _rows(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, 
     except (EOFError, OSError, zlib.error) as exc:
         raise AnswersFileError(f"{path}: expected a complete gzip stream (or a readable "
                                f"file), got {type(exc).__name__}: {exc}") from None
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` (not a regular file) cannot be read: a directory, something else that
+    is not a regular file, or nothing at all."""
+    if path.is_dir():
+        return f"{path}: expected a file, got a directory"
+    if path.exists():
+        return f"{path}: expected a regular file, got something else (a device, FIFO or socket)"
+    return f"{path}: no such file"
 
 
 def _csv_rows(path: Path, fh: Iterable[str],
