@@ -5,6 +5,9 @@ The query is ranked by the same pipeline as ``credrank search``; the top-k passa
 the CAG prompt (``--format cag``), the JSON list for tool-calling generators (``json``) or the
 untiered matched control (``plain``). stdout holds exactly what the generator gets; passages
 left out by ``--undated exclude`` are listed on stderr (and under ``excluded`` with ``--json``).
+``--json`` is shaped as ``credrank search --json`` where they share keys: ``settings``, the
+ranking's ``info`` and the spec under the top-level ``pipeline`` (``--pipeline`` replays it;
+``--top-k`` defaults to :data:`TOP_K` only without a ``--pipeline`` spec).
 ``--text`` is the option of every hit (:mod:`credrank.core.hittext`, declared once in
 :mod:`credrank.cli.specs`): here ``full`` by default — the generator reads whole passages —
 or ``snippet``, or ``none`` (the ``json`` form without the passages' text).
@@ -38,8 +41,12 @@ from credrank.pipeline.compile import check_stages
 from credrank.pipeline.spec import SpecError
 from credrank.searcher import Searcher
 
+#: the passages in the context when neither ``--top-k`` nor a ``--pipeline`` spec says
+TOP_K = 5
 
-@shortcut_options(defaults={"top_k": 5}, helps={"top_k": "passages in the context"})
+
+@shortcut_options(helps={"top_k": f"passages in the context (default {TOP_K}); with a "
+                                   "pipeline it replaces the spec's top_k"})
 def context(
     query: Annotated[str, typer.Argument(help="the question")],
     index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
@@ -68,7 +75,8 @@ def context(
     set_param: SetOption = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="the whole context document as JSON (policy, passages with their "
-                       "inputs, excluded, the rendered prompt)")] = False,
+                       "inputs, excluded, the ranking's info, the rendered prompt, the spec "
+                       "under pipeline)")] = False,
     cite: Annotated[bool, typer.Option(
         "--cite/--no-cite", help="each passage of the cag and plain prompts opens with its "
                                  "source type, host, URL and date where known, so that the "
@@ -97,6 +105,9 @@ def context(
         fail("--text none: --granularity sentence tiers the sentences of the text; use "
              "--text full|snippet")
     check_index_option(index_dir)
+    if pipeline is None and (shortcuts or {}).get("top_k") is None:
+        # context's own default; a --pipeline spec keeps its top_k unless --top-k is given
+        shortcuts = {**(shortcuts or {}), "top_k": TOP_K}
     try:
         spec = spec_of(pipeline, set_param, shortcuts)
         check_context_spec(spec)
@@ -105,10 +116,13 @@ def context(
             searcher = Searcher.open(index_dir)
             with searcher:
                 ranked = searcher.search(query, spec, text=text)
-                doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
-                                    half_life=tau, undated=policy, granularity=granularity,
-                                    source=source_tier, text=text,
-                                    describe=searcher.compile(spec).settings)
+                try:
+                    doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
+                                        half_life=tau, undated=policy,
+                                        granularity=granularity, source=source_tier,
+                                        text=text, describe=searcher.compile(spec).settings)
+                except ValueError as exc:  # the tier policy's words, said as the option
+                    raise ValueError(_option_words(str(exc))) from None
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
@@ -119,3 +133,10 @@ def context(
     print(doc.render(fmt, cite))
     for e in doc.excluded:
         err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)
+
+
+def _option_words(message: str) -> str:
+    """``message`` of :func:`build_context` with the policy's ``source:`` said as the option
+    that set it, ``--source-tier:``."""
+    return "--source-tier:" + message[len("source:"):] if message.startswith("source:") \
+        else message

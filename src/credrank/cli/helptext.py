@@ -229,7 +229,8 @@ HELP: dict[str, str] = {
         "                                  each sentence's own similarity, capped by\n"
         "                                  the document's source tier)  [default:\n"
         '                                  document]\n'
-        '  --top-k <int>                   passages in the context  [default: 5]\n'
+        '  --top-k <int>                   passages in the context (default 5); with a\n'
+        "                                  pipeline it replaces the spec's top_k\n"
         '  --fetch-k <int>                 candidate pool (default 3 × top_k; at most\n'
         '                                  10,000,000); with a pipeline it replaces the\n'
         "                                  spec's fetch_k\n"
@@ -342,7 +343,8 @@ HELP: dict[str, str] = {
         '                                  stage when absent\n'
         '  --json                          the whole context document as JSON (policy,\n'
         '                                  passages with their inputs, excluded, the\n'
-        '                                  rendered prompt)\n'
+        "                                  ranking's info, the rendered prompt, the\n"
+        '                                  spec under pipeline)\n'
         '  --cite / --no-cite              each passage of the cag and plain prompts\n'
         '                                  opens with its source type, host, URL and\n'
         '                                  date where known, so that the generator can\n'
@@ -718,7 +720,8 @@ HELP: dict[str, str] = {
         '            opened if it matches).\n'
         '  update    Apply one round of relevance feedback as a new version.\n'
         '  rollback  Restore an earlier version (recorded as a new version).\n'
-        "  show      Print a version's priors as JSON (or the audit log).\n"
+        "  show      Print a version's priors as JSON (or the audit log, one JSON line\n"
+        '            per entry).\n'
     ),
     'priors init': (
         'Usage: credrank priors init [OPTIONS] {store}\n'
@@ -753,7 +756,8 @@ HELP: dict[str, str] = {
     'priors show': (
         'Usage: credrank priors show [OPTIONS] {store}\n'
         '\n'
-        "  Print a version's priors as JSON (or the audit log).\n"
+        "  Print a version's priors as JSON (or the audit log, one JSON line per\n"
+        '  entry).\n'
         '\n'
         'Arguments:\n'
         '  store <path>  store folder  [required]\n'
@@ -873,7 +877,8 @@ HELP: dict[str, str] = {
         '  Agreement is not verified truth: read the diagnostics and the dependence\n'
         '  clusters.\n'
         '\n'
-        '  ``--json`` prints one object with these keys (stable): ``answers``,\n'
+        '  ``--json`` prints one object with these keys (stable):\n'
+        '  ``credrank_reliability_estimate`` (the format version, 1), ``answers``,\n'
         '  ``n_sources``, ``n_questions``, ``n_ballots`` (sources after collapsing),\n'
         '  ``clip``, ``collapse_copies``, ``start``, ``n_iter``, ``converged``,\n'
         "  ``tol``, ``max_iter``, ``equivalence`` (the rule's settings); ``sources``: a\n"

@@ -113,7 +113,7 @@ def search(
         batch = read_queries(queries) if queries is not None else None
         if queries is not None and not batch:
             raise ValueError(f"--queries {queries}: no queries: expected at least one (.txt: "
-                             "one a line; .tsv: id<TAB>text; .jsonl: objects with id and "
+                             "one a line; .tsv: id<TAB>query; .jsonl: objects with id and "
                              "text), got none (an empty file, or blank lines only)")
         if trec_run is not None:
             _check_writable(trec_run)

@@ -58,6 +58,7 @@ from credrank.core.hittext import check_text, hit_text
 from credrank.freshness.dates import SECONDS_PER_DAY, freshness_date, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
+from credrank.pipeline.document import search_document
 from credrank.pipeline.spec import PipelineSpec
 
 
@@ -113,7 +114,11 @@ class TierPolicy:
 @dataclass(frozen=True)
 class ContextDocument:
     """What :func:`build_context` / :func:`annotate` produce: the annotated passages in rank
-    order, those left out, the policy and the evaluation time."""
+    order, those left out, the policy and the evaluation time; ``info``: what the ranking's
+    stages reported (the batch's ``info``, as ``credrank search --json`` has it: a consensus
+    verdict, the documents freshness excluded, …); ``settings`` and ``pipeline``: what it ran
+    with and the spec it ran (as ``credrank search --json``'s; ``pipeline`` ``None`` when
+    not known)."""
 
     query: str
     passages: list[AnnotatedPassage]
@@ -122,6 +127,8 @@ class ContextDocument:
     granularity: str
     now: datetime
     settings: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    pipeline: dict[str, Any] | None = None
 
     def render(self, fmt: str = "cag", cite: bool = False) -> str:
         """The ``cag`` / ``plain`` prompt or the ``json`` list (:mod:`credrank.context.render`);
@@ -129,19 +136,25 @@ class ContextDocument:
         return render(self.query, self.passages, fmt, cite)
 
     def to_json(self, fmt: str | None = None, cite: bool = False) -> dict[str, Any]:
-        """The ``credrank context --json`` document; with ``fmt``, the rendered ``prompt``
-        (``cite``: as :meth:`render`)."""
+        """The ``credrank context --json`` document (docs/json.md); with ``fmt``, the
+        ``format``, ``cite`` and the rendered ``prompt`` (``cite``: as :meth:`render`); the
+        spec under the top-level ``pipeline`` (as ``credrank search --json``: feeding it, or
+        the whole document, back with ``--pipeline`` reproduces the ranking)."""
         out: dict[str, Any] = {
-            "credrank_context": 1, "query": self.query, "granularity": self.granularity,
+            "credrank_context": 2, "query": self.query, "granularity": self.granularity,
             "now": self.now.isoformat(), "policy": self.policy.describe(),
             "settings": self.settings, "passages": render_json(self.passages),
             "excluded": [{"rank": e.rank, "doc_id": e.doc_id, "reason": e.reason}
                          for e in self.excluded],
+            "info": self.info,
         }
         if fmt is not None:
             out["format"] = fmt
+            out["cite"] = cite
             out["prompt"] = (render_json(self.passages) if fmt == "json"
                              else self.render(fmt, cite))
+        if self.pipeline is not None:
+            out["pipeline"] = self.pipeline
         return out
 
 
@@ -216,6 +229,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
         raise ValueError("text none: sentence granularity tiers the sentences of the text; "
                          "use text full or snippet")
     texts = batch.column("text")
+    parts = [h["passage"] for h in batch.hits("none")]  # which passage each row is
     if text == "snippet":
         texts = np.array([hit_text(t, batch.query, text) for t in texts], dtype=object)
     sentences: dict[int, tuple[SentenceTier, ...]] = {}
@@ -238,8 +252,9 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
             elapsed_days=None if math.isnan(elapsed[i]) else float(elapsed[i]),
             retrieval_score=float(batch.retrieval_score[i]), score=float(batch.score[i]),
             factors={name: float(v[i]) for name, v in batch.factors.items()},
-            sentences=sentences.get(i)))
-    return ContextDocument(batch.query, passages, excluded, policy, granularity, t_now)
+            sentences=sentences.get(i), passage=parts[i]))
+    return ContextDocument(batch.query, passages, excluded, policy, granularity, t_now,
+                           info=dict(batch.info))
 
 
 def check_context_spec(spec: PipelineSpec) -> PipelineSpec:
@@ -263,7 +278,11 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     :meth:`credrank.searcher.Searcher.search` under a spec :func:`check_context_spec`
     accepts, with the hits' text unless ``text`` is ``none``; ``text``: ``full`` |
     ``snippet`` | ``none``, as there). ``embedder``: the index's, for sentence tiers.
-    ``describe``: the settings as JSON to record in the document."""
+    ``describe``: the settings as JSON (:attr:`credrank.pipeline.compile.Compiled.settings`,
+    with the spec under ``pipeline``), recorded as ``credrank search --json`` records them
+    (:func:`credrank.pipeline.document.search_document`): ``settings`` with the hits'
+    ``text``, the spec as the document's ``pipeline`` (with the evaluation time the freshness
+    stage read, so that replaying it ranks the same)."""
     if not isinstance(ranked.query, str) or not ranked.query.strip():
         raise ValueError("query: expected non-empty text")
     if granularity not in GRANULARITIES:
@@ -273,8 +292,13 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     doc = annotate(ranked, now=now, half_life=half_life, undated=undated,
                    granularity=granularity, embedder=embedder, source=source,
                    relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text)
+    settings: dict[str, Any] = {}
+    pipeline: dict[str, Any] | None = None
+    if describe is not None:
+        answer = search_document(ranked.query, dict(describe), ranked, text=text)
+        settings, pipeline = answer["settings"], answer.get("pipeline")
     return ContextDocument(doc.query, doc.passages, doc.excluded, doc.policy, doc.granularity,
-                           doc.now, dict(describe or {}))
+                           doc.now, settings, doc.info, pipeline)
 
 
 def check_format(fmt: str) -> str:

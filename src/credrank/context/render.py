@@ -8,9 +8,12 @@
   occurs there, so its spelling follows the CAG authors' own prompt code (``Middle credibility
   of text``), with the capitalised ``High`` of the same code.
 * ``json`` — a list of objects for tool-calling generators: rank, doc_id, tier, level, label,
-  text and the credibility inputs with their provenance (:func:`passage_json`).
+  text, passage and the credibility inputs with their provenance (:func:`passage_json`).
 * ``plain`` — the matched control: the same passages, same order, same instruction, no tiers
   (:func:`credrank.generate.llm.build_prompt` exactly).
+
+With ``cite``, each passage of a prompt is credrank's label (``cag``), then its
+:func:`citation`, then the document's text verbatim: the text is never read for a label.
 
 The ``cag`` prompt keeps :func:`~credrank.generate.llm.build_prompt`'s layout (instruction,
 ``Passages:``, one ``[n]`` line per passage, ``Question:``, ``Answer:``) with one added
@@ -68,7 +71,9 @@ class AnnotatedPassage:
     ranking used); ``relevance_tier``, ``source_tier`` (with ``source_basis``), ``downgrade``
     and ``tier`` are the policy's (:mod:`credrank.context.tiers`). ``sentences`` is set at
     sentence granularity. ``text`` is ``None`` when the passages carry no text (``text
-    none``): only the JSON form renders them then."""
+    none``): only the JSON form renders them then. ``passage`` says which passage of a
+    document split into passages this is (``{"number": 1-based, "of": count, "span": [start,
+    end]}``, as a search hit's; ``None`` for a document stored whole)."""
 
     rank: int
     doc_id: str
@@ -92,6 +97,7 @@ class AnnotatedPassage:
     score: float = 0.0
     factors: dict[str, float] = field(default_factory=dict)
     sentences: tuple[SentenceTier, ...] | None = None
+    passage: dict[str, Any] | None = None
 
     @property
     def level(self) -> str:
@@ -116,12 +122,23 @@ def _text_of(passage: AnnotatedPassage, fmt: str) -> str:
     return passage.text
 
 
+def _cag_parts(passage: AnnotatedPassage) -> tuple[str, str]:
+    """The ``cag`` text of ``passage`` in two parts: credrank's own label that opens it (the
+    passage's, or its first sentence's at sentence granularity) and the rest. Built from the
+    tiers, never read back out of the text: a document whose own text opens with ``High
+    credibility of text:`` keeps those words in the rest, where they are the document's."""
+    if passage.sentences:
+        first, *rest = passage.sentences
+        return cag_label(first.tier), " ".join([first.text,
+                                                *(cag_label(s.tier) + s.text for s in rest)])
+    return cag_label(passage.tier), " ".join(_text_of(passage, "cag").split())
+
+
 def cag_text(passage: AnnotatedPassage) -> str:
     """The passage with its CAG prefix, or each sentence with its own at sentence
     granularity (sentences joined by a space, as :func:`build_prompt` flattens lines)."""
-    if passage.sentences:
-        return " ".join(cag_label(s.tier) + s.text for s in passage.sentences)
-    return cag_label(passage.tier) + " ".join(_text_of(passage, "cag").split())
+    label, rest = _cag_parts(passage)
+    return label + rest
 
 
 def plain_text(passage: AnnotatedPassage) -> str:
@@ -150,21 +167,20 @@ def citation(p: AnnotatedPassage) -> str:
     return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"
 
 
-def _cited(p: AnnotatedPassage, text: str, cite: bool) -> str:
-    """``text`` with the passage's :func:`citation` in front, after a leading CAG label (the
-    label stays the passage's first words, as the CAG data put it; stripping the labels gives
-    the ``plain`` form's cited text)."""
+def _cited(p: AnnotatedPassage, label: str, text: str, cite: bool) -> str:
+    """credrank's ``label`` (``""`` in the ``plain`` form), then the passage's
+    :func:`citation` (``cite``), then ``text`` as it is: the label stays the passage's first
+    words, as the CAG data put it. ``text`` is never parsed for a label: words a document
+    writes about its own credibility stay after the citation, inside its text."""
     if not cite:
-        return text
-    label = _LABEL_RE.match(text)
-    at = label.end() if label else 0
-    return f"{text[:at]}{citation(p)} {text[at:]}"
+        return label + text
+    return f"{label}{citation(p)} {text}"
 
 
 def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool = False) -> str:
     """The ``cag`` prompt (module docstring); ``cite``: each passage carries its
     :func:`citation` right after its (first) label."""
-    prompt = build_prompt(question, [_cited(p, cag_text(p), cite) for p in passages])
+    prompt = build_prompt(question, [_cited(p, *_cag_parts(p), cite) for p in passages])
     head, sep, rest = prompt.partition("\n")
     if head != INSTRUCTION:  # build_prompt's layout changed: refuse rather than mis-render
         raise RuntimeError("build_prompt: expected the instruction on the first line")
@@ -175,15 +191,17 @@ def render_plain(question: str, passages: Sequence[AnnotatedPassage],
                  cite: bool = False) -> str:
     """The matched control: :func:`build_prompt` over the same passages, no tiers (``cite``:
     each opens with its :func:`citation`, as in the ``cag`` prompt)."""
-    return build_prompt(question, [_cited(p, plain_text(p), cite) for p in passages])
+    return build_prompt(question, [_cited(p, "", plain_text(p), cite) for p in passages])
 
 
 def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
     """One passage of the ``json`` form, with the credibility inputs and their provenance
-    (no ``text`` key when the passage carries none)."""
+    (no ``text`` key when the passage carries none) and ``passage``: which passage of its
+    document it is (``None`` for a document stored whole)."""
     out: dict[str, Any] = {
         "rank": p.rank, "doc_id": p.doc_id, "tier": p.tier, "level": p.level,
         "label": p.label, "text": None if p.text is None else plain_text(p),
+        "passage": None if p.passage is None else dict(p.passage),
         "inputs": {
             "similarity": {"value": p.similarity, "source": p.similarity_source,
                            "relevance_tier": p.relevance_tier},
