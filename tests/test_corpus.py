@@ -330,6 +330,13 @@ def test_field_mapping_conflict_is_rejected(write) -> None:
     assert [d.id for d in res.documents] == ["a"]
     [rej] = res.rejects
     assert (rej.line, rej.field) == (3, "id") and "'id'" in rej.reason and "'doc_id'" in rej.reason
+    # the renamed column first: the message named it twice ("both 'doc_id' … and 'doc_id'")
+    first = write("f.csv", "doc_id,id,text\nb,c,differ\n")
+    [rej] = read_corpus(first, fields={"doc_id": "id"}).rejects
+    assert "got both 'doc_id' ('b') and 'id' ('c') mapped to 'id'" in rej.reason, rej.reason
+    alias = write("a.jsonl", '{"_id": "b2", "id": "b3", "text": "z"}\n')
+    [rej] = read_corpus(alias).rejects
+    assert "got both '_id' ('b2') and 'id' ('b3')" in rej.reason, rej.reason
 
 
 def test_tsv_and_gzip_and_explicit_format(write) -> None:

@@ -36,6 +36,9 @@ def test_update_show_rollback(tmp_path):
 
 @pytest.mark.parametrize("line,field", [('{"source_type": "blog"}', "relevant"),
                                         ('{"source_type": 3, "relevant": true}', "source_type"),
+                                        # said "feedback[1] source_type", no file or line
+                                        ('{"source_type": "nonsense", "relevant": true}',
+                                         "source_type: expected one of peer_reviewed"),
                                         ("not json", "expected JSON")])
 def test_bad_feedback_lines_are_named(tmp_path, line, field):
     store, fb = tmp_path / "store", tmp_path / "fb.jsonl"

@@ -12,6 +12,7 @@ import typer
 
 from credrank.core.schema import Field, Flag, Nullable, Table, Text
 from credrank.core.structured import parse_json, read_text
+from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.feedback import FeedbackPriors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
@@ -35,7 +36,7 @@ def _open(store: Path, base: str | None = None, **kw: Any) -> FeedbackPriors:
 
 #: one line of a feedback file
 FEEDBACK_LINE = Table({
-    "source_type": Field(Text()),
+    "source_type": Field(Text(choices=SOURCE_TYPES)),
     "source_id": Field(Nullable(Text()), default=None),
     "relevant": Field(Flag()),
 }, what="a JSON object {source_type, source_id, relevant}")

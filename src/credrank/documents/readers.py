@@ -365,7 +365,7 @@ def _prepare(raw: RawRecord, ctx: _Context, data: dict[str, Any],
              problems: list[_Problem]) -> tuple[dict[str, Any], dict[str, str]]:
     """Merge BEIR metadata, apply the rename map and the ``_id`` alias; note conflicts."""
     rec = dict(data)
-    origin: dict[str, str] = {}
+    from_metadata: dict[str, str] = {}  # a key of the record → "metadata.KEY" when it came so
     if ctx.beir and "metadata" in rec:
         md = rec.pop("metadata")
         if isinstance(md, dict):
@@ -376,14 +376,15 @@ def _prepare(raw: RawRecord, ctx: _Context, data: dict[str, Any],
                         f"({got(rec[k])}), got {got(v)}"))
                 elif k not in rec:
                     rec[k] = v
-                    origin[k] = f"metadata.{k}"
+                    from_metadata[k] = f"metadata.{k}"
         elif md is not None:
             problems.append(_Problem("metadata", f"expected an object, got {got(md)}"))
     rename = {"_id": "id", **ctx.fields}
     out: dict[str, Any] = {}
+    origin: dict[str, str] = {}  # a field of the document → the key of the file it came from
     for k, v in rec.items():
         name = rename.get(k, k)
-        src = origin.get(k, k)
+        src = from_metadata.get(k, k)
         if name in out and out[name] != v:
             problems.append(_Problem(
                 name, f"expected one value, got both '{origin.get(name, name)}' "
