@@ -106,7 +106,11 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("search-qdrant-without-url", (*SEARCH, "--engine", "qdrant"), "qdrant"),
     # index
     ("index-missing-corpus", ("index", "nope.jsonl", "--index", "new1"), "nope.jsonl"),
-    ("index-unknown-suffix", ("index", "notes.txt", "--index", "new2"), "notes.txt"),
+    ("index-unknown-suffix", ("index", "notes.txt", "--index", "new2"),
+     "notes.txt: cannot tell the corpus format from the extension '.txt'; expected one of "),
+    ("index-unknown-suffix-hint", ("index", "notes.txt", "--index", "new2"), "or pass --format"),
+    ("index-format-bad", ("index", "small.jsonl", "--index", "new2", "--format", "xml"),
+     "--format: expected one of jsonl, csv, tsv, parquet, beir, got 'xml'"),
     ("index-empty-csv", ("index", "empty.csv", "--index", "new3"), "empty.csv"),
     ("index-embedder-nosuch", ("index", "small.jsonl", "--index", "new4", "--embedder", "x"),
      "embedder"),

@@ -738,3 +738,16 @@ def test_a_very_wide_csv_header_is_read_in_one_pass(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match=r"expected unique column names, got \['c7'\] "
                                           "repeated"):
         list(iter_documents(path))
+
+
+def test_cli_index_format_reads_a_file_whose_extension_says_none(tmp_path) -> None:
+    # the library's format= had no CLI door: its error said "or pass format=" to a user of
+    # credrank index, which had no such option
+    from cli_inprocess import run_cli
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text(GOOD_A + "\n" + GOOD_C + "\n", encoding="utf-8")
+    proc = run_cli("index", notes, "--index", tmp_path / "idx", "--embedder", "hashing",
+                   "--format", "jsonl", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["indexed"] == 2

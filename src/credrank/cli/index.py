@@ -14,6 +14,7 @@ from credrank.cli.common import QuietOption, console, err, fail, progress, show_
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
+from credrank.documents.readers import FORMATS
 from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
 from credrank.index.diskspace import DiskFullError
 from credrank.index.embed import get_embedder
@@ -120,6 +121,11 @@ def index(
         "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text (=id: an "
                         "unnamed column, such as a pandas index); repeatable")
     ] = None,
+    corpus_format: Annotated[str | None, typer.Option(
+        "--format", metavar="FORMAT",
+        help=f"the corpus format ({', '.join(FORMATS)}; default: told from the extension, "
+             "or a BEIR folder): for a file whose extension says none, e.g. notes.txt "
+             "holding JSON lines")] = None,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     api_key_env: ApiKeyEnvOption = None,
@@ -215,9 +221,11 @@ def index(
 
     try:  # the format and the header are told (or refused) before the index folder is created
         documents = iter_documents(corpus, fields=fields or None, strict=strict,
-                                   assume_timezone=assume_timezone, date_order=date_order)
-    except ValueError as exc:
-        fail(str(exc))
+                                   assume_timezone=assume_timezone, date_order=date_order,
+                                   format=corpus_format)
+    except ValueError as exc:  # the library's format= is this command's --format
+        fail(str(exc).replace("pass format=", "pass --format").replace(
+            "format: expected one of", "--format: expected one of"))
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
         emb = get_embedder(embedder)
