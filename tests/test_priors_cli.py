@@ -197,3 +197,16 @@ def test_rollback_to_unknown_version_is_an_error(tmp_path):
     res = runner.invoke(app, ["priors", "rollback", str(store), "7"])
     _no_traceback(res)
     assert "version" in res.output
+
+
+def test_init_over_an_existing_store_speaks_the_options(tmp_path):
+    # it said "open it without base=" and "epsilon=0.02 differs", the library's keywords
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["priors", "init", str(store)]).exit_code == 0
+    for args, said in ((["--base", "aggressive"], "open it without --base to load it"),
+                       (["--epsilon", "0.02"], "--epsilon 0.02 differs from the stored value "
+                                               "0.01; it is fixed at creation"),
+                       (["--max-change", "0.1"], "--max-change 0.1 differs from the stored "
+                                                 "value 0.05")):
+        res = runner.invoke(app, ["priors", "init", str(store), *args])
+        assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output

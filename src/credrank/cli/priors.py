@@ -4,6 +4,7 @@ update, made bounded, logged and reversible)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -31,7 +32,22 @@ def _run(action: Callable[[], T]) -> T:
 
 
 def _open(store: Path, base: str | None = None, **kw: Any) -> FeedbackPriors:
-    return _run(lambda: FeedbackPriors(store, base, **kw))
+    def opened() -> FeedbackPriors:
+        try:
+            return FeedbackPriors(store, base, **kw)
+        except ValueError as exc:  # the library's keywords, said as this command's options
+            raise ValueError(_option_words(str(exc))) from None
+
+    return _run(opened)
+
+
+def _option_words(message: str) -> str:
+    """A store's message with its keyword arguments said as ``priors init``'s options."""
+    message = message.replace("without base=", "without --base")
+    message = re.sub(r"the stored (?:epsilon|max_change)=", "the stored value ", message)
+    for keyword, option in (("max_change=", "--max-change "), ("epsilon=", "--epsilon ")):
+        message = message.replace(keyword, option)
+    return message
 
 
 #: one line of a feedback file
