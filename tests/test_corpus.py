@@ -751,3 +751,18 @@ def test_cli_index_format_reads_a_file_whose_extension_says_none(tmp_path) -> No
                    "--format", "jsonl", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["indexed"] == 2
+
+
+def test_utf16_and_a_joined_files_byte_order_mark_are_said_as_such(write) -> None:
+    # a UTF-16 file gave one reject per line with unrelated reasons; a second file's UTF-8
+    # byte-order mark mid-file was "malformed JSON (Expecting value at column 1)"
+    u16 = write("u16.jsonl", (GOOD_A + "\n" + GOOD_C + "\n").encode("utf-16"))
+    with pytest.raises(CorpusError, match=r"u16\.jsonl: expected UTF-8 text, got UTF-16 \(it "
+                                          r"opens with the byte-order mark FF FE\)"):
+        read_corpus(u16)
+    joined = write("joined.jsonl", (GOOD_A + "\n").encode() + b"\xef\xbb\xbf"
+                   + (GOOD_C + "\n").encode())
+    res = read_corpus(joined)
+    assert [d.id for d in res.documents] == ["a"]
+    [rej] = res.rejects
+    assert rej.line == 2 and "a UTF-8 byte-order mark (EF BB BF) before it" in rej.reason

@@ -16,7 +16,7 @@ from credrank.documents.fields import (
     strict_loads,
 )
 from credrank.documents.files import BOM, READ_ERRORS, open_binary, read_error
-from credrank.documents.records import RawRecord
+from credrank.documents.records import CorpusError, RawRecord
 
 __all__ = ["jsonl_records"]
 
@@ -59,6 +59,10 @@ def _universal_lines(fh: IO[bytes]) -> Iterator[bytes]:
             yield line
 
 
+#: the byte-order marks of UTF-16 (little- and big-endian), which a JSONL file must not be in
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def jsonl_records(p: Path) -> Iterator[RawRecord]:
     """One :class:`RawRecord` per non-blank line, in file order (BOM, line endings and the
     nesting bound handled here; a damaged ``.gz`` raises :class:`CorpusError`)."""
@@ -75,6 +79,10 @@ def jsonl_records(p: Path) -> Iterator[RawRecord]:
                 raise read_error(p, records, n + 1, e) from e
             n += 1
             records += bool(raw.strip())
+            if n == 1 and raw.startswith(UTF16_BOMS):  # every line would be rejected as noise
+                raise CorpusError(f"{p}: expected UTF-8 text, got UTF-16 (it opens with the "
+                                  f"byte-order mark {raw[:2].hex(' ').upper()}); convert the "
+                                  "file to UTF-8")
             if n == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM):]
             if not raw.strip():
@@ -105,6 +113,10 @@ def jsonl_records(p: Path) -> Iterator[RawRecord]:
                 if bad is not None:
                     msg = (f"expected UTF-8 text, got invalid byte 0x{bad[1]:02x} at byte "
                            f"{bad[0] + 1} of the line")
+                elif raw.startswith(BOM):  # files joined: the second one's mark mid-file
+                    msg = ("expected a JSON object, got a UTF-8 byte-order mark (EF BB BF) "
+                           "before it: the start of another file joined to this one? remove "
+                           "the mark")
                 elif isinstance(e, json.JSONDecodeError):
                     msg = (f"expected a JSON object, got malformed JSON "
                            f"({e.msg} at column {e.colno})")
