@@ -240,6 +240,10 @@ def _write(tmp_path: Path, text: str) -> Path:
      ["pool[0].selected_heads", "at most heads = 64"]),
     ('[[pool]]\nname = "a"\nheads = 64\nselected_heads = [30, 10]\n',
      ["pool[0].selected_heads", "low ≤ high"]),
+    # the item is named (it said "expected an integer >= 0 or a list of 1 to 2 item(s), got a
+    # list of 1 item(s)", hiding the -1)
+    ('[[pool]]\nname = "a"\nheads = 4\nselected_heads = [-1]\n',
+     ["pool[0].selected_heads[0]: expected an integer >= 0, got -1"]),
     ('[[pool]]\nname = "a"\n[[pool]]\nname = "a"\n', ["pool[1].name", "repeated",
                                                        "already pool[0]"]),
     ('name = "x"\n', ["pool: expected a list of at least 1 item(s)", "the key is missing"]),

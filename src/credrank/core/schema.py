@@ -221,7 +221,10 @@ class Nullable(Spec):
 
 @dataclass(frozen=True)
 class AnyOf(Spec):
-    """The first of ``specs`` that accepts the value (its cleaned form)."""
+    """The first of ``specs`` that accepts the value (its cleaned form). When none does and
+    exactly one of them took the value's shape and failed inside it (an item of a list, a key
+    of a table), the error is that one's, naming the item (``selected_heads[0]: expected an
+    integer >= 0, got -1``), not the list of alternatives."""
 
     specs: tuple[Spec, ...]
 
@@ -229,11 +232,15 @@ class AnyOf(Spec):
         return " or ".join(s.describe() for s in self.specs)
 
     def clean(self, value: Any, at: str, fail: Any) -> Any:
+        inside: list[Spec] = []
         for spec in self.specs:
             try:
                 return spec.clean(value, at, _probe)
-            except _ProbeFailed:
-                continue
+            except _ProbeFailed as probe:
+                if probe.args and probe.args[0] != at:
+                    inside.append(spec)
+        if len(inside) == 1:
+            inside[0].clean(value, at, fail)  # raises, naming the item inside
         raise fail(at, self.describe(), value)
 
 
