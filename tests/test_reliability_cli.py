@@ -144,7 +144,12 @@ def test_a_directory_is_not_reported_as_missing(tmp_path, answers_csv):
     assert res.exit_code == 2
     assert f"error: {tmp_path}: expected a file, got a directory" in " ".join(res.output.split())
     truth = runner.invoke(app, ["estimate", str(answers_csv), "--truth", str(tmp_path)])
-    assert truth.exit_code == 2 and "expected a file, got a directory" in truth.output
+    said = " ".join(truth.output.split())
+    assert truth.exit_code == 2 and f"--truth {tmp_path}: expected a file, got a directory" in said
+    (tmp_path / "t.csv").write_text("x\n", encoding="utf-8")
+    header = runner.invoke(app, ["estimate", str(answers_csv), "--truth", str(tmp_path / "t.csv")])
+    assert header.exit_code == 2 and f"--truth {tmp_path / 't.csv'}:1: header" in " ".join(
+        header.output.split())
 
 
 @pytest.mark.parametrize(("args", "message"), [

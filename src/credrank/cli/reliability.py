@@ -224,12 +224,19 @@ def estimate(
     except (ValueError, ClusterError) as exc:
         _fail(str(exc))
     alias_map = _load_aliases(aliases) if aliases is not None else None
+    if truth is not None and truth.is_dir():
+        _fail(f"--truth {truth}: expected a file, got a directory")
+    if truth is not None and not truth.exists():
+        _fail(f"--truth {truth}: no such file")
     try:
         doc = run_estimate(answers, truth=truth, clip=clip, collapse_copies=collapse_copies,
                            tol=tol, max_iter=max_iter, aliases=alias_map, start=start,
                            workers=workers, scheduler=scheduler)
     except (AnswersFileError, ValueError) as exc:
-        _fail(str(exc))
+        message = str(exc)
+        if truth is not None and message.startswith(f"{truth}:"):  # the option that named it
+            message = f"--truth {message}"
+        _fail(message)
         return
     except ClusterError as exc:
         _fail(str(exc))
