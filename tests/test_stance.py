@@ -398,6 +398,8 @@ def test_cli_reads_texts_from_an_index(write, tmp_path):
     clash = CliRunner().invoke(app, ["fit", str(pairs), "--out", str(out), "--index",
                                      str(where), "--embedder", "minilm"])
     assert clash.exit_code == 2 and "'minilm'" in clash.output and "'hashing'" in clash.output
+    # the error was followed by a second one, "error: 2" (the exit caught as a RuntimeError)
+    assert clash.output.count("error:") == 1, clash.output
 
 
 # ---------------------------------------------------------------- real data

@@ -96,6 +96,8 @@ def calibrate(
                              "correct": ok})
         choice = choose_threshold(shares, correct)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     report = {"credrank_consensus_calibration": 1, "queries": len(batch),
               "settings": {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,

@@ -126,6 +126,8 @@ def context(
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     if as_json:
         print(json.dumps(doc.to_json(fmt, cite), indent=2, ensure_ascii=False, default=str))

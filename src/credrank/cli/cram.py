@@ -39,6 +39,8 @@ def _model(name: str) -> LoadedModel:
     try:
         return load_cram_model(name)
     except (ValueError, WhiteBoxError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
 
 
@@ -281,6 +283,8 @@ def answer(
                                      max_new_tokens=max_new_tokens,
                                      add_special_tokens=rendered.add_special_tokens)
     except (ValueError, CramInputError, RuntimeError, OSError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     mult = report.documents.values if report.documents else [1.0] * len(texts)
     passages: list[dict[str, Any]] = [

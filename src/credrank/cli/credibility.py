@@ -135,6 +135,8 @@ def fit(
                     on_transfer=bars.counter("leave-one-set-out fits"))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     report = {**result.report, "model": str(out)}
     if as_json:

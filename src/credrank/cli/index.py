@@ -236,6 +236,8 @@ def index(
         idx = open_store(index_dir, **options, collection=collection, embedder=emb.name,
                          dim=emb.dim, create=True, chunking=chunking)
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     hint = reindex_hint(index_dir, idx.manifest)
     if hint is not None:
@@ -272,6 +274,8 @@ def index(
             try:
                 scored = score_machine_text(idx, bar=bar, label=corpus.name)
             except (ValueError, StoreError, RuntimeError) as exc:
+                if isinstance(exc, typer.Exit):  # a fail() inside: already said
+                    raise
                 fail(f"{exc}; the documents are indexed, the scores written so far kept: "
                      f"complete them with `credrank score machine-text --index {index_dir}`")
             err.print(summary(scored, index_dir), soft_wrap=True, highlight=False)
@@ -281,6 +285,8 @@ def index(
             try:
                 done = score_credibility(idx, credibility, bar=bar, label=corpus.name)
             except (ValueError, StoreError, RuntimeError) as exc:
+                if isinstance(exc, typer.Exit):  # a fail() inside: already said
+                    raise
                 fail(f"{exc}; the documents are indexed, the scores written so far kept: "
                      f"complete them with `credrank score credibility --index {index_dir} "
                      f"--model {credibility_model}`")

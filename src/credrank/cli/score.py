@@ -194,6 +194,8 @@ def machine_text(
     except KeyboardInterrupt:
         raise interrupted(tally, index_dir, "machine-text") from None
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")
     if as_json:
@@ -295,6 +297,8 @@ def credibility(
     except KeyboardInterrupt:
         raise interrupted(tally, index_dir, "credibility") from None
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(f"{exc}; the scores written so far are kept: re-run the same command to "
              "complete them")
     if as_json:

@@ -132,6 +132,8 @@ def search(
             except SpecError as exc:
                 raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     except OSError as exc:  # a file named by an option that cannot be read
         fail(f"{exc.filename or 'file'}: cannot read: {exc.strerror or exc}")

@@ -150,6 +150,8 @@ def serve(
         if hint is not None:
             warn(hint, label="note:")
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     try:
         config = ServeConfig(api_key=api_key, priors_store=priors_store,

@@ -113,6 +113,8 @@ def fit(
                                on_progress=bars.counter("grouped CV fits"))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
+        if isinstance(exc, typer.Exit):  # a fail() inside: already said
+            raise
         fail(str(exc))
     report = {"credrank_stance_fit": 1, **result.report, "model": str(out)}
     if as_json:
