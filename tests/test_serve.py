@@ -458,3 +458,32 @@ def test_feedback_is_applied_once_per_idempotency_key(rw: ServerHandle) -> None:
     assert first.status_code == 200 and again.status_code == 200
     assert again.headers["idempotent-replayed"] == "true" and again.json() == first.json()
     assert httpx.get(rw.url + "/priors").json()["current"] == first.json()["version"]
+
+
+def test_a_python_warning_is_a_json_log_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # a numpy RuntimeWarning in a stage printed two non-JSON lines among the JSON ones
+    import logging
+    import logging.config
+    import warnings
+
+    from credrank.serve.logs import LOG_CONFIG, captured_warnings
+
+    # the loggers the configuration touches, restored after (a test process goes on)
+    loggers = [logging.getLogger(name) for name in LOG_CONFIG["loggers"]]
+    saved = [(lg.handlers[:], lg.propagate, lg.level, lg.disabled) for lg in loggers]
+    logging.config.dictConfig(LOG_CONFIG)
+    captured_warnings()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("overflow encountered in reduce", RuntimeWarning, stacklevel=1)
+    finally:
+        logging.captureWarnings(False)
+        for lg, (handlers, propagate, level, disabled) in zip(loggers, saved, strict=True):
+            lg.handlers[:], lg.propagate, lg.disabled = handlers, propagate, disabled
+            lg.setLevel(level)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines, "nothing logged"
+    record = json.loads(lines[-1])
+    assert record["logger"] == "py.warnings" and record["level"] == "warning"
+    assert "RuntimeWarning: overflow encountered in reduce" in record["message"]

@@ -120,7 +120,7 @@ def serve(
     from credrank.searcher import Searcher
     from credrank.serve.app import create_app
     from credrank.serve.config import ServeConfig
-    from credrank.serve.logs import LOG_CONFIG, lean_records
+    from credrank.serve.logs import LOG_CONFIG, captured_warnings, lean_records
     from credrank.signals.feedback import FeedbackPriors
 
     api_key = _secret("--api-key-env", api_key_env, "the service's API key")
@@ -170,6 +170,7 @@ def serve(
     from credrank.serve.deadline import with_header_deadline
 
     lean_records()
+    captured_warnings()
     server = uvicorn.Server(uvicorn.Config(
         app, host=host, port=port, log_config=LOG_CONFIG, access_log=False,
         timeout_graceful_shutdown=graceful_timeout, server_header=False, lifespan="on",

@@ -60,6 +60,8 @@ LOG_CONFIG: dict[str, Any] = {
         "uvicorn.error": {"level": "INFO"},
         "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
         "credrank.serve": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        # Python warnings (a library's RuntimeWarning), as JSON lines too (captured_warnings)
+        "py.warnings": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
     },
 }
 
@@ -74,6 +76,13 @@ def lean_records() -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     logging._srcfile = None
+
+
+def captured_warnings() -> None:
+    """Route Python warnings (a numpy ``RuntimeWarning`` in a stage, a library's deprecation)
+    through :mod:`logging`, whose ``py.warnings`` logger :data:`LOG_CONFIG` writes as a JSON
+    line: stderr of ``credrank serve`` holds one JSON object a line, a warning included."""
+    logging.captureWarnings(True)
 
 
 class AccessLogMiddleware:
