@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,23 @@ def test_radar_json_and_gap(tmp_path: Path) -> None:
     assert doc["series"][1]["area"] == pytest.approx(1.097687199, abs=1e-9)
     assert doc["relative_area_difference"] is None
     assert doc["files"]["png"].endswith("radar.png")
+
+
+def test_radar_compare_with_a_zero_area_baseline(tmp_path: Path) -> None:
+    # a valid profile whose area is 0 (every value at the worse end) was a traceback:
+    # "relative area difference: expected finite areas with a baseline > 0"
+    text = profile_to_toml(load_profile(example_profile_path("model_a")))
+    zero = tmp_path / "zero.toml"
+    zero.write_text(re.sub(r"(?m)^value = .*$", "value = 0.0", text), encoding="utf-8")
+    doc = _invoke("radar", "model_a", "--compare", str(zero), "--out", str(tmp_path / "z"),
+                  "--json")
+    assert doc.exit_code == 0, doc.output
+    parsed = json.loads(doc.stdout)
+    assert parsed["series"][1]["area"] == 0.0  # every other axis at r = 0
+    assert parsed["relative_area_difference"] is None
+    human = _invoke("radar", "model_a", "--compare", str(zero), "--out", str(tmp_path / "h"))
+    assert human.exit_code == 0 and "relative area difference" in human.output
+    assert "not defined" in human.output
 
 
 def test_radar_bad_compare_exit_2(tmp_path: Path) -> None:

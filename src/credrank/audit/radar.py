@@ -317,8 +317,10 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
         if compare is not None and all(s.area is not None for s in series):
             a, b = series[0].area, series[1].area
             assert a is not None and b is not None
+            shown = (f"{100 * relative_area_difference(a, b):.6f}%" if b > 0
+                     else f"not defined ({series[1].label}'s area is 0)")
             text.append(f"relative area difference {series[0].label} vs {series[1].label}: "
-                        f"{100 * relative_area_difference(a, b):.6f}%")
+                        f"{shown}")
         text += [f"• {c}" for c in caveats]
         wrapped = "\n".join(textwrap.fill(t, 110, subsequent_indent="  ") for t in text)
         fig.text(0.04, 0.285, wrapped, fontsize=7.5, va="top", ha="left", linespacing=1.3)
@@ -329,7 +331,8 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
 
 
 def radar_document(figure: RadarFigure) -> dict[str, Any]:
-    """The radar as plain data for ``--json`` (areas ``None`` = not defined)."""
+    """The radar as plain data for ``--json`` (areas ``None`` = not defined; the relative
+    area difference ``None`` too where an area is not defined or the baseline's is 0)."""
     doc: dict[str, Any] = {
         "axes": list(DIMENSIONS),
         "series": [{"label": s.label, "values": list(s.values),
@@ -343,6 +346,6 @@ def radar_document(figure: RadarFigure) -> dict[str, Any]:
     }
     if len(figure.series) == 2:
         a, b = figure.series[0].area, figure.series[1].area
-        if a is not None and b is not None:
+        if a is not None and b is not None and b > 0:  # a baseline of area 0: not defined
             doc["relative_area_difference"] = relative_area_difference(a, b)
     return doc
