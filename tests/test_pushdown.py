@@ -27,6 +27,7 @@ from credrank.pipeline.compile import compile_search, compile_spec
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.shortcuts import spec_from_options
 from credrank.provenance import SourceTyper
+from credrank.searcher import Searcher
 from credrank.select.topk import TopK
 from credrank.signals.prior import load_priors
 from credrank.stages.prior import SourcePrior
@@ -138,7 +139,7 @@ def test_pushdown_asks_the_engine_for_top_k_and_the_hit_fields(demo_store, monke
     out = pipeline(demo_store, top_k=7, fetch_k=25).search("flu")
     assert len(out) == 7
     [(fetch_k, top_k, kw)] = calls
-    assert (fetch_k, top_k) == (25, 7)
+    assert (fetch_k, top_k) == (25, 8)  # top_k + 1: whether a tie crosses the cut
     assert tuple(kw["fields"]) == HIT_FIELDS and not kw["with_text"]
     # the reduced set: what a hit reads, none of the provenance-only ranking fields
     assert set(HIT_FIELDS) < set(RANKING_FIELDS)
@@ -153,7 +154,7 @@ def test_pushdown_asks_the_engine_for_top_k_and_the_hit_fields(demo_store, monke
     out = compile_search(stages, demo_store, EMB, fetch_k=9, top_k=3,
                          with_text=True).search("flu")
     [(_, top_k, kw)] = calls
-    assert top_k == 3 and tuple(kw["fields"]) == (*HIT_FIELDS, *TEXT_FIELDS)
+    assert top_k == 4 and tuple(kw["fields"]) == (*HIT_FIELDS, *TEXT_FIELDS)
     assert all(isinstance(t, str) and t for t in out.column("text"))
 
     calls.clear()  # a selector chooses from the whole pool, with every ranking field
@@ -161,6 +162,36 @@ def test_pushdown_asks_the_engine_for_top_k_and_the_hit_fields(demo_store, monke
                    select_params={"diversity": 0.5}).search("flu")
     [(fetch_k, top_k, kw)] = calls
     assert (fetch_k, top_k) == (12, 12) and "fields" not in kw and len(out) == 3
+
+
+def test_equal_scores_are_ranked_by_id_every_time(tmp_path, monkeypatch):
+    # the engine returns equal formula scores in no fixed order: the same search answered
+    # t1,t0 / t6,t3 / t4,t7 … on 8 copies of one page (pushdown, the default)
+    corpus = tmp_path / "tie.jsonl"
+    corpus.write_text("".join(
+        [json.dumps({"id": f"t{i}", "text": "vitamin d and covid: what the trials say",
+                     "url": f"https://www.nih.gov/p{i}"}) + "\n" for i in range(8)]
+        + [json.dumps({"id": f"o{i}", "text": f"gardening tomatoes {i}",
+                       "url": f"https://www.bbc.com/o{i}"}) + "\n" for i in range(20)]),
+        encoding="utf-8")
+    with open_store(tmp_path / "idx", "edge", embedder=EMB.name, dim=EMB.dim,
+                    create=True) as store:
+        index_documents(iter_documents(corpus), store, EMB, SourceTyper())
+        limits: list[int] = []
+        real = store.search_formula
+
+        def spy(query, qv, fetch_k, top_k, priors, **kw):
+            limits.append(top_k)
+            return real(query, qv, fetch_k, top_k, priors, **kw)
+
+        monkeypatch.setattr(store, "search_formula", spy)
+        searcher = Searcher(store, EMB)
+        answers = {tuple(searcher.search("vitamin d covid", Searcher.spec(top_k=2)).doc_ids)
+                   for _ in range(30)}
+        [answer] = answers  # one answer, its equal scores in id order
+        assert list(answer) == sorted(answer) and all(d.startswith("t") for d in answer)
+        # the tie crosses the cut: the whole pool (fetch_k 6) was asked for once more
+        assert limits[:2] == [3, 6]
 
 
 def test_engine_returns_only_the_fields_asked_for(demo_store):

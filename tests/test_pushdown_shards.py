@@ -212,8 +212,9 @@ def test_requests_sent_to_a_cluster(demo_cluster):
     first, second = cluster.log
     assert (first.limit, first.exact, first.per_shard, first.prefetch_limits) == (
         130, True, 130, [130])
+    # top_k + 1: the first hit cut tells whether a tie crosses the cut (PushdownSearch)
     assert (second.limit, second.exact, second.per_shard, second.prefetch_limits) == (
-        5, True, 5, [120])  # the pool: the whole 120-document corpus
+        6, True, 6, [120])  # the pool: the whole 120-document corpus
     cluster.log.clear()
     python.search("vaccine autism")
     (dense,) = cluster.log
@@ -224,7 +225,7 @@ def test_requests_sent_to_a_cluster(demo_cluster):
     pipelines(store, 5, 20)[0].search("vaccine autism")
     first, second = cluster.log
     assert (first.limit, first.exact, first.prefetch_limits) == (20, False, [])
-    assert (second.limit, second.exact, second.prefetch_limits) == (5, True, [20])
+    assert (second.limit, second.exact, second.prefetch_limits) == (6, True, [20])
     assert SHARD_SAMPLING_LIMIT == 128
 
 

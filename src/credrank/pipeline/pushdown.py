@@ -45,6 +45,12 @@ class PushdownSearch(Stage):
     :func:`~credrank.pipeline.compile.compile_search` asks when nothing after this stage but
     the top-k cut reads the batch (the other meta columns are then ``None``). Payload
     transfer and conversion cost about as much as the engine search itself (issue 15).
+
+    Equal scores are ordered by document id, so that a search answers the same hits every
+    time (the engine returns equal formula scores in no fixed order). The engine is asked for
+    ``top_k + 1`` hits; only when the last one kept and the first one cut have the same score
+    is it asked again for the whole pool (``fetch_k``), so that the cut falls by id too
+    (:func:`_tie_ordered`).
     """
 
     name = "pushdown"
@@ -100,9 +106,18 @@ class PushdownSearch(Stage):
         extra: dict[str, Any] = {} if self.fields is None else {"fields": self.fields}
         if self.credibility is not None:
             extra["credibility"] = self.credibility_formula
-        out = self.index.search_formula(batch.query, qv, self.fetch_k, self.top_k,
-                                        self.priors.values, with_vectors=self.with_vectors,
-                                        with_text=self.with_text, freshness=spec, **extra)
+        def search(limit: int) -> Candidates:
+            return _tie_ordered(self.index.search_formula(
+                batch.query, qv, self.fetch_k, limit, self.priors.values,
+                with_vectors=self.with_vectors, with_text=self.with_text, freshness=spec,
+                **extra))
+
+        k = self.top_k
+        out = search(min(k + 1, self.fetch_k))
+        if len(out) > k:
+            if out.score[k - 1] == out.score[k]:  # a tie across the cut: rank the whole pool
+                out = search(self.fetch_k)
+            out = out.take(range(k))
         engine_score = out.retrieval_score
         prior = self.priors.lookup(out.column("source_type"))
         weight = prior
@@ -147,3 +162,10 @@ def _engine(store: object) -> str:
 
 
 __all__ = ["PushdownSearch"]
+
+
+def _tie_ordered(out: Candidates) -> Candidates:
+    """``out`` by descending score, equal scores by document id (a fixed order: the engine's
+    is none)."""
+    order = sorted(range(len(out)), key=lambda i: (-float(out.score[i]), str(out.doc_ids[i])))
+    return out if order == list(range(len(out))) else out.take(order)
