@@ -762,3 +762,14 @@ def test_get_priors_answers_the_source_table_in_pages(served: Any) -> None:
     for bad, field in ((over, "limit"), (negative, "offset")):
         assert bad.status_code == 422, bad.text
         assert field in bad.json()["detail"]
+
+
+def test_an_error_never_shows_the_index_folder(served_to_read: Any) -> None:
+    # a stage's hint named the server's index path: "add the scores with `credrank score
+    # machine-text --index /srv/…/index`"
+    app, _ = served_to_read
+    [got] = post_all(app, ("/search", {"query": QUERY, "top_k": 3, "machine_text": True}))
+    assert got.status_code == 422, got.text
+    detail = got.json()["detail"]
+    assert "credrank score machine-text --index '<the served index>'" in detail, detail
+    assert "/index" not in detail.replace("--index", "")

@@ -132,6 +132,10 @@ MAX_CACHED_PLANS = 256
 INLINE_UNITS = 1.0
 
 
+#: how a message says the served index's folder (never its path: :meth:`ServiceState.unpath`)
+SERVED_INDEX = "<the served index>"
+
+
 class ServiceState:
     """The searcher, the configuration, the worker threads and the request policies."""
 
@@ -144,9 +148,12 @@ class ServiceState:
         searcher.resources, searcher.allow_paths = dict(config.resources), False
         #: each registered path (as given and resolved) with its name, longest first
         #: (:meth:`unpath`; resolved once: a resolve reads the file system)
-        self._path_names = sorted({(str(form), n) for n, p in config.resources.items()
-                                   for form in (p, p.resolve())},
-                                  key=lambda pair: -len(pair[0]))
+        self._path_names = _said_by_name(config.resources)
+        #: the same with the index's folder, for messages (an error's hint may name it; an
+        #: answer's settings and info never do, and are spared the look)
+        index_dir = getattr(searcher.store, "path", None)
+        self._message_names = (self._path_names if not isinstance(index_dir, Path) else
+                               _said_by_name({**config.resources, SERVED_INDEX: index_dir}))
         searcher.forget_compiled()  # built with the plain embedder or other files, if any
         self.executor = ThreadPoolExecutor(thread_name_prefix="credrank-serve")
         # index writes take the lock searches take (Searcher serialises store access on it)
@@ -373,10 +380,12 @@ class ServiceState:
         return LimitError(422, "invalid_request", detail,
                           field=head if _FIELD_NAME.fullmatch(head) else None)
 
-    def unpath(self, value: Any) -> Any:
-        """``value`` (text, or JSON data) with every registered path said by its name: a
-        client names files by the names the server registered and never learns its paths."""
-        pairs = self._path_names
+    def unpath(self, value: Any, *, answer: bool = False) -> Any:
+        """``value`` (text, or JSON data) with every registered path said by its name, and,
+        in a message (not an ``answer``'s settings or info), the index's folder as
+        :data:`SERVED_INDEX`: a client names files by the names the server registered and
+        never learns its paths."""
+        pairs = self._path_names if answer else self._message_names
         if not pairs:
             return value
 
@@ -458,7 +467,8 @@ class ServiceState:
             version = int(used["version"])
             doc["settings"]["priors"] = {"name": FEEDBACK_NAME, "version": version,
                                          "values": dict(stage.store.record(version)["types"])}
-        doc["settings"], doc["info"] = self.unpath(doc["settings"]), self.unpath(doc["info"])
+        doc["settings"] = self.unpath(doc["settings"], answer=True)
+        doc["info"] = self.unpath(doc["info"], answer=True)
         return doc
 
     def search(self, token: WorkToken | None, query: str, spec: PipelineSpec,
@@ -578,6 +588,13 @@ class ServiceState:
                                                "--priors-store DIR to enable /feedback and "
                                                "/priors")
         return FeedbackPriors(self.config.priors_store)
+
+
+def _said_by_name(named: Mapping[str, Path]) -> list[tuple[str, str]]:
+    """Each path of ``named`` (as given and resolved: a resolve reads the file system, done
+    once) with its name, longest first (:meth:`ServiceState.unpath`)."""
+    return sorted({(str(form), n) for n, p in named.items() for form in (p, p.resolve())},
+                  key=lambda pair: -len(pair[0]))
 
 
 @dataclass(frozen=True)
