@@ -773,3 +773,18 @@ def test_an_error_never_shows_the_index_folder(served_to_read: Any) -> None:
     detail = got.json()["detail"]
     assert "credrank score machine-text --index '<the served index>'" in detail, detail
     assert "/index" not in detail.replace("--index", "")
+
+
+def test_candidate_errors_name_their_field(served_to_read: Any) -> None:
+    # a 422 of /rerank's candidate checks had no "errors" (json.md: one {"field"} a problem)
+    app, _ = served_to_read
+    twice, vector, qv = post_all(
+        app, ("/rerank", {"query": "q", "candidates": [{"id": "a", "text": "x"},
+                                                       {"id": "a", "text": "y"}]}),
+        ("/rerank", {"query": "q", "candidates": [{"id": "a", "text": "x", "vector": "x"}]}),
+        ("/rerank", {"query": "q", "candidates": [{"id": "a", "text": "x"}],
+                     "query_vector": [1e300] * 256}))
+    for got, field in ((twice, "candidates[1].id"), (vector, "candidates[0].vector"),
+                       (qv, "query_vector")):
+        assert got.status_code == 422, got.text
+        assert got.json()["errors"][0]["field"] == field, got.json()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -116,6 +117,18 @@ def field_path(loc: Sequence[Any]) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "body"
+
+
+#: the request path a ``/rerank`` candidate error opens with (``candidates[3].vector: …``)
+_CANDIDATE_PATH = re.compile(r"(?:candidates(?:\[\d+\])?(?:\.[a-z_]+)?|query_vector)")
+
+
+def candidate_field(detail: str) -> str | None:
+    """The field a candidate error names at its head (:class:`~credrank.rerank.CandidateError`:
+    ``candidates[1].id: 'a' repeats candidates[0]`` → ``candidates[1].id``), for the 422's
+    ``errors``; ``None`` for a message that names no field of the request."""
+    head = detail.split(":", 1)[0].split(" (", 1)[0]
+    return head if _CANDIDATE_PATH.fullmatch(head) else None
 
 
 def _message(e: dict[str, Any]) -> str:
@@ -272,7 +285,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         except SpecError as exc:
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
-            raise LimitError(422, "invalid_request", state.unpath(str(exc))) from None
+            detail = state.unpath(str(exc))
+            raise LimitError(422, "invalid_request", detail,
+                             field=candidate_field(detail)) from None
 
     # -- writes --------------------------------------------------------------------------------
     async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:
