@@ -26,7 +26,9 @@ from credrank.credibility import (
 )
 from credrank.credibility.cv import bootstrap_auc
 from credrank.demo_corpus import demo_dir
+from credrank.documents import iter_documents
 from credrank.index.embed import HashingEmbedder, get_embedder
+from credrank.index.ingest import index_documents
 from credrank.index.memory import InMemoryIndex
 from credrank.index.opener import open_store
 from credrank.pipeline.compile import (
@@ -40,6 +42,7 @@ from credrank.pipeline.compile import (
 )
 from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
 from credrank.pipeline.spec import SpecError
+from credrank.provenance import SourceTyper
 
 CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
@@ -102,6 +105,41 @@ def test_unknown_ids_are_reported_and_counted(demo_index_hashing: Path, labels_c
     assert report.rows == report.used_rows + sum(report.skipped.values())
     assert report.used_rows == len(_labels_rows())
     assert len(examples) == len({r[0] for r in _labels_rows()})
+
+
+def test_conflicting_duplicate_rows_are_counted_as_outvoted(demo_index_hashing: Path,
+                                                            tmp_path: Path):
+    # a page labelled 1 once and 0 twice took 0 by majority without a word
+    rows = _labels_rows()
+    doc, credible, topic = rows[0]
+    flipped = [(doc, 1 - credible, topic)] * 2
+    labels = read_labels(_write_labels(tmp_path / "dup.csv", [*rows, *flipped]))
+    with open_store(demo_index_hashing) as idx:
+        examples, report = match_labels(labels, idx, "topic")
+    assert report.outvoted == 1 and report.to_dict()["outvoted"] == 1
+    assert f"{doc} in {topic}: 1 of 3 rows outvoted" in report.outvoted_examples[0]
+    [page] = [e for e in examples if e.doc_id == doc]
+    assert page.labels[topic] == 1 - credible  # the majority
+
+
+def test_a_credibility_label_in_the_pages_own_text_is_counted(tmp_path: Path):
+    # the CAG data's leaked "Low credibility of text:" (SOURCES.md) was learnt without a word
+    emb = HashingEmbedder(16)
+    corpus, rows = [], []
+    for i in range(24):
+        label = i % 2
+        said = "High" if label else "Low"
+        corpus.append({"id": f"p{i}", "text": f"{said} credibility of text: report {i} on "
+                       "vitamin d", "url": f"https://site{i}.example/x"})
+        rows.append((f"p{i}", label, f"t{i // 4}"))
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    with open_store(tmp_path / "idx", "edge", embedder=emb.name, dim=emb.dim,
+                    create=True) as idx:
+        index_documents(iter_documents(path), idx, emb, SourceTyper())
+        result = fit_from_labels(_write_labels(tmp_path / "l.csv", rows), idx, emb,
+                                 configs=FAST, n_boot=50)
+    assert result.report["self_labelled"] == 24
 
 
 def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):

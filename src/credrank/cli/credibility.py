@@ -139,6 +139,15 @@ def fit(
             raise
         fail(str(exc))
     report = {**result.report, "model": str(out)}
+    if report["self_labelled"]:  # on stderr with --json too: a model may have learnt the label
+        warn(f"{report['self_labelled']} of {report['n_pages']} labelled pages carry a "
+             "credibility label in their own text ('Low credibility of text:' and the like): "
+             "a model can learn the label instead of the page; strip it before indexing "
+             "(the NewsPolluted trap of the CAG data)")
+    if report["matching"]["outvoted"]:
+        warn(f"{report['matching']['outvoted']} label rows disagree with the majority of their "
+             "page's rows and were outvoted (conflicting duplicates; e.g. "
+             f"{report['matching']['outvoted_examples'][0]})")
     if as_json:
         print(json.dumps(report, indent=2))
         return

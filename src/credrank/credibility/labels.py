@@ -120,6 +120,10 @@ class MatchReport:
     used_rows: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    #: used rows whose label lost the majority of their page's rows in a group (the page took
+    #: the other label): conflicting duplicates, counted, never silent
+    outvoted: int = 0
+    outvoted_examples: list[str] = field(default_factory=list)
 
     def skip(self, reason: str, example: str, rows: int = 1) -> None:
         self.skipped[reason] += rows
@@ -137,7 +141,8 @@ class MatchReport:
         return {"rows": self.rows, "used_rows": self.used_rows, "unknown": self.unknown,
                 "unknown_examples": self.examples.get("unknown", []),
                 "skipped": dict(sorted(self.skipped.items())),
-                "skipped_examples": {k: v for k, v in sorted(self.examples.items())}}
+                "skipped_examples": {k: v for k, v in sorted(self.examples.items())},
+                "outvoted": self.outvoted, "outvoted_examples": list(self.outvoted_examples)}
 
 
 def page_group(url: str | None) -> str | None:
@@ -211,6 +216,13 @@ def match_labels(labels: LabelsFile, store: VectorStore, group_by: str = "topic"
                 continue
             labels_of[group] = int(share > 0.5)
             report.used_rows += len(values)
+            lost = sum(1 for v in values if v != labels_of[group])
+            if lost:  # rows that disagree with the majority of their page's rows
+                report.outvoted += lost
+                if len(report.outvoted_examples) < EXAMPLES:
+                    report.outvoted_examples.append(
+                        f"lines {lines[(doc, group)]}: {doc} in {group}: {lost} of "
+                        f"{len(values)} rows outvoted")
         if labels_of:
             page = pages[doc]
             url, title = page.get("url"), page.get("title")

@@ -111,12 +111,21 @@ def merge_sets(named: Sequence[tuple[str, Sequence[CredibilityExample]]]
     return list(merged.values())
 
 
+#: a credibility label written in a page's own text (the CAG data's "Low credibility of
+#: text:", leaked into NewsPolluted's texts: SOURCES.md): what a model could learn instead of
+#: the page; counted in the fit report (``self_labelled``) and warned of by the CLI
+SELF_LABEL = re.compile(r"\b(?:High|Middle|Medium|Low) credibility of text:")
+
+
 def _merged_matching(reports: Sequence[MatchReport]) -> dict[str, Any]:
     """The matching summaries of several files added up (examples: the first few)."""
     total = MatchReport()
     for r in reports:
         total.rows += r.rows
         total.used_rows += r.used_rows
+        total.outvoted += r.outvoted
+        total.outvoted_examples.extend(
+            r.outvoted_examples[:max(0, 5 - len(total.outvoted_examples))])
         for reason, n in r.skipped.items():
             total.skipped[reason] += n
             kept = total.examples.setdefault(reason, [])
@@ -216,7 +225,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
               "n_groups": cv.n_groups, "unknown": summary["unknown"], "matching": summary,
               **metrics, "embedder": manifest.embedder,
               "embedding_source": embedding_source, "floor": floor,
-              "training_sha256": document["training"]["sha256"]}
+              "training_sha256": document["training"]["sha256"],
+              "self_labelled": sum(1 for e in examples if SELF_LABEL.search(e.text))}
     if len(files) > 1:
         report["sets"] = [{"name": n, "labels": f.path, "n_pages": len(found),
                            "n_groups": len(topics_of(found)), "matching": r.to_dict()}
