@@ -301,6 +301,12 @@ def test_the_defences_are_rows_of_the_bench_and_prefix_is_checked(write: Write) 
         run_bench("poisonedrag", BenchOptions(path, embedder="hashing", prefix="answer"))
     with pytest.raises(ValueError, match="--prefix is only used by poisonedrag"):
         run_bench("cram-nq", BenchOptions(path, embedder="hashing", prefix="question"))
+    # options a bench does not use are refused, never checked and then dropped (demo --path
+    # reported the other file as its data)
+    with pytest.raises(ValueError, match=r"bench demo: --path is not used by this bench"):
+        run_bench("demo", BenchOptions(path, embedder="hashing"))
+    with pytest.raises(ValueError, match=r"bench poisonedrag: --generator is only used by "):
+        run_bench("poisonedrag", BenchOptions(path, embedder="hashing", generator="smollm2"))
 
 
 def test_wilson_interval_matches_the_closed_form() -> None:

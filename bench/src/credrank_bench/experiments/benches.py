@@ -324,8 +324,15 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
     if bench is None:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "
                          f"{', '.join(BENCHES)}")
+    if not bench.needs_path and options.path is not None:  # it was checked, then dropped
+        raise ValueError(f"bench {name}: --path is not used by this bench ({bench.help}); "
+                         f"got --path {options.path}")
     path = check_path(name, options.path, required=bench.needs_path)
     stress = name in STRESS_NAMES.values()
+    generating = ("evotemp", "realtimeqa", *STRESS_NAMES.values())
+    if name not in generating and options.generator != BenchOptions.generator:
+        raise ValueError(f"bench {name}: --generator is only used by {', '.join(generating)}; "
+                         f"got --generator {options.generator}")
     if not stress and (options.positions, options.counts) != (None, None):
         raise ValueError(f"bench {name}: --positions and --counts are only used by "
                          f"{', '.join(STRESS_NAMES.values())}")

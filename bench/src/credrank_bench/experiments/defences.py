@@ -33,7 +33,7 @@ DEFENCES: dict[str, dict[str, Any]] = {
     "similarity × planted (outlier mode: query-similarity z-score, opt-in)": {"mode": "outlier"},
 }
 #: the reference package's row (when it imports)
-RAGDEFENDER_ROW = "RAGDefender 0.2.0 reference package (on the bench's MiniLM vectors)"
+RAGDEFENDER_ROW = "RAGDefender 0.2.0 reference package (on the bench's own vectors)"
 
 
 def ragdefender_note() -> str | None:
@@ -58,5 +58,5 @@ def defence_systems(top_k: int, fetch_k: int, only: tuple[str, ...] | None = Non
             reads_labels=False, params={"task_type": "single_hop"},
             notes=("the reference package's defend(): the passages it drops get the factor 0, "
                    "the rest keep their similarity order; its embedder is the bench's own "
-                   "MiniLM vectors (no model download)",))
+                   "vectors, those of --embedder (no model download)",))
     return systems
