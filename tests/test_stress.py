@@ -224,6 +224,8 @@ def test_run_bench_registers_the_stress_benches_and_their_options(write: Write) 
         run_bench("stress-cram", BenchOptions(path, "hashing", generator="nope"))
     result = run_bench("stress-cram", BenchOptions(path, "hashing", positions="last", limit=3))
     assert result.summary["evaluated_questions"] == 3
+    # the notes said the whole split's sizes as if this run's ("the 500 test questions")
+    assert result.notes[0].startswith("--limit 3: this run evaluates 3 question(s)")
     assert [t.key for t in result.tables] == ["last_n1", "flips"]
 
 

@@ -606,7 +606,8 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
         {**ev.summary(), "evaluated_questions": len(evaluated),
          "contaminants_per_question_min": available,
          "skipped_without_gold_or_contaminant": dropped},
-        [*data.notes, *fit_notes], qrels={q: dict(ev.qrels.get(q, {})) for q in evaluated})
+        [*_limit_note(limit, len(evaluated)), *data.notes, *fit_notes],
+        qrels={q: dict(ev.qrels.get(q, {})) for q in evaluated})
     flip_rows: list[Row] = []
     flip_details: dict[str, dict[str, Any]] = {}
 
@@ -712,3 +713,13 @@ def _condition_note(position: str, count: int, top_k: int, fetch_k: int, n: int)
             f"contaminant(s) of the question, {where}; every system reranks it and the "
             f"generator reads its top {top_k} in rank order")
 
+
+def _limit_note(limit: int | None, evaluated: int) -> list[str]:
+    """With ``--limit``, the note that says this run's counts before the notes that describe
+    the whole split (whose sizes are the split's, not the run's)."""
+    if limit is None:
+        return []
+    return [f"--limit {limit}: this run evaluates {evaluated} question(s), the first of the "
+            f"split's test questions, and fits the learned credibility model on at most {limit} "
+            "development question(s); the sizes in the notes below are the whole split's, not "
+            "this run's"]
