@@ -281,6 +281,8 @@ def test_run_trec_hm_adds_the_learned_prior_systems(write):
     for name in (LEARNED, LEARNED_AGREEMENT):
         row = table.row(name)
         assert row.reads_labels is False
+        # label-free for the evaluated topic, not for the data set: the row says so
+        assert any("not label-free for TREC 2019 HM" in n for n in row.notes), row.notes
         assert all(math.isfinite(c.mean) for c in row.metrics.values() if c.mean is not None)
     cred = result["credibility"]
     assert cred["n"] == 13  # 12 pages + the shared page judged twice

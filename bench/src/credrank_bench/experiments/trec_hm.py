@@ -422,8 +422,21 @@ def run_trec_hm(path: str | Path, *, embedder: Embedder | None = None, fetch_k: 
         runs[name] = run_from_batches({q: ranked[q] for q in qids})
         per_query[name] = _evaluate_run(evalset, runs[name], qids)
         per_query[name][DECIDED] = {q: per_query[name]["harmful@5"][q] for q in decided}
+    fitted = {  # rows whose models saw labels of this data set (other topics only)
+        LEARNED: "its credibility model is fitted on the NIST credibility labels of this data "
+                 "set's other topics (leave-one-topic-out): never on the evaluated topic, but "
+                 "not label-free for TREC 2019 HM",
+        LEARNED_AGREEMENT: "its credibility and stance models are fitted on labels of this "
+                           "data set's other topics (leave-one-topic-out): never on the "
+                           "evaluated topic, but not label-free for TREC 2019 HM",
+        "agreement": "its stance model is fitted on stance labels of this data set's other "
+                     "topics (leave-one-topic-out): not label-free for TREC 2019 HM",
+        "prior+agreement": "its stance model is fitted on stance labels of this data set's "
+                           "other topics (leave-one-topic-out): not label-free for TREC 2019 HM",
+    }
     systems = {name: System(None, reads, notes=(
-        "reads labels of the evaluated topic: a reference line, not a result",) if reads else ())
+        ("reads labels of the evaluated topic: a reference line, not a result",) if reads
+        else (fitted[name],) if name in fitted else ()))
         for name, (_, reads) in system_stages.items()}
     experiment = compare_systems(
         per_query, systems, [*(Column.of(m) for m in MEASURES), Column(DECIDED, "harmful@5")],
