@@ -19,7 +19,7 @@ from credrank.audit.measures import (
     privacy_leaks,
     traceability,
 )
-from credrank.audit.profile import AuditInputError
+from credrank.audit.profile import DIMENSIONS, AuditInputError
 from credrank.audit.run import fill_profile, measure_dimensions, parse_config
 from credrank.core.candidates import Candidates
 
@@ -142,7 +142,7 @@ def test_unmeasured_dimension_fails_its_gate(tmp_path):
     ms, reasons = measure_dimensions(cfg, results, results, {"a": "clean"}, {"a": "h"})
     assert set(ms) == {"privacy"} and reasons["fairness"] == "no groups"
     assert reasons["robustness"] == "not configured in the audit config"
-    profile = fill_profile(cfg, ms, reasons, {}, {}, "s")
+    profile = fill_profile(cfg, ms, reasons, {}, {}, {d: "s" for d in DIMENSIONS})
     assert profile.entry("fairness").value is None and not profile.entry("fairness").measured
     from credrank.audit.profile import check_gates
 

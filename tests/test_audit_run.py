@@ -130,6 +130,12 @@ def test_audit_robustness_from_the_stress_test(index, tmp_path):
     assert entry["dimension"] == "robustness" and 0.0 <= entry["value"] <= 1.0
     assert entry["denominator"] == "8 questions"
     assert "stress-cram" in entry["command"] and "--limit 8" in entry["command"]
+    # the command reproduces the value: the embedder it ran with (the bench's default is
+    # MiniLM; the command left it out)
+    assert entry["command"].endswith("--embedder hashing")
+    # its settings are the stress bench's (its own corpus, its row), not the audited pipeline's
+    assert entry["settings"].startswith("the stress bench's row 'similarity only': ")
+    assert "embedder=hashing" in entry["settings"] and "pipeline=" not in entry["settings"]
 
 
 def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):

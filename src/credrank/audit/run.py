@@ -438,9 +438,10 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
 
 def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | None],
                  reasons: Mapping[str, str], commands: Mapping[str, str],
-                 data: Mapping[str, str], settings: str) -> TrustProfile:
-    """The trust profile of the audit: measured entries, the rest ``not measured`` with the
-    reason, and the config's gates (validated by :func:`parse_profile`)."""
+                 data: Mapping[str, str], settings: Mapping[str, str]) -> TrustProfile:
+    """The trust profile of the audit: measured entries (``settings``: what each dimension
+    was measured with), the rest ``not measured`` with the reason, and the config's gates
+    (validated by :func:`parse_profile`)."""
     entries = []
     for dim in DIMENSIONS:
         m = measurements.get(dim)
@@ -448,7 +449,8 @@ def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | N
             entries.append({"dimension": dim, "status": NOT_MEASURED,
                              "reason": reasons.get(dim, "not measured")})
         else:
-            entries.append(_entry(m, commands.get(dim, ""), data.get(dim, ""), settings))
+            entries.append(_entry(m, commands.get(dim, ""), data.get(dim, ""),
+                                  settings.get(dim, "")))
     doc = {"name": config.name, "description": config.description, "entry": entries,
            "gate": config.gates}
     return parse_profile(doc, config.source)
@@ -560,10 +562,18 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         data["fairness"] += f"; qrels {shown(config.qrels)}"
     rob = config.dimensions.get("robustness", {})
     robust = measurements.get("robustness")
+    settings = {dim: described for dim in DIMENSIONS}
     if robust is not None:
         data["robustness"] = shown(config.base / str(rob.get("path", "")))
         commands["robustness"] = str(robust.details.get("command", command))
-    profile = fill_profile(config, measurements, reasons, commands, data, described)
+        # the stress bench's own settings and row, not the audited pipeline's (it searches
+        # its own corpus, not the index)
+        bench = robust.details.get("bench_settings") or {}
+        said = ", ".join(f"{k}={v}" for k, v in bench.items()
+                         if isinstance(v, str | int | float) and not isinstance(v, bool))
+        settings["robustness"] = (f"the stress bench's row {robust.details.get('system')!r}"
+                                  + (f": {said}" if said else ""))
+    profile = fill_profile(config, measurements, reasons, commands, data, settings)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
                     pipeline=spec.to_dict())
 

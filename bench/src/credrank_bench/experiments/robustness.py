@@ -63,10 +63,16 @@ def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None
     interval = None if cell.ci_low is None or cell.ci_high is None else \
         (float(cell.ci_low), float(cell.ci_high))
     flips = result.details.get("flips", {}).get(f"{system} · {position} · n={count}", {})
+    from credrank_bench.experiments.benches import STRESS_NAMES  # the bench's CLI name
+
     limit_opt = f" --limit {int(limit)}" if limit is not None else ""
-    command = (f"credrank bench stress-{source} --path {os.path.normpath(os.path.relpath(path))} "
-               f"--positions {position} "
-               f"--counts {count}{limit_opt}")
+    corpus_opt = ("" if corpus_path is None
+                  else f" --corpus {os.path.normpath(os.path.relpath(corpus_path))}")
+    # every option the measurement ran with, so that the command reproduces its value
+    command = (f"credrank bench {STRESS_NAMES[source]} --path "
+               f"{os.path.normpath(os.path.relpath(path))}{corpus_opt} "
+               f"--positions {position} --counts {count}{limit_opt} "
+               f"--embedder {embedder.name}")
     return Measurement(
         "robustness", f"{metric} under {count} injected contaminant(s) at position {position} "
         f"(stress-{source}, row {system!r}, offline extractive reader)", float(cell.mean),
