@@ -269,6 +269,14 @@ def test_model_file_round_trip_and_validation(demo_index_hashing, labels_csv, tm
     assert doc["provenance"]["group_by"] == "topic" and doc["provenance"]["n_folds"] == 10
     assert doc["training"]["n_groups"] == 10 and doc["embedder"]["name"] == "hashing"
     assert len(doc["training"]["sha256"]) == 64
+    # what data it saw: the labels file and the index (a model fitted on labels of a data
+    # set is not label-free for it; the file did not say which)
+    assert doc["training"]["labels"] == [str(labels_csv)]
+    assert doc["training"]["index"] == str(demo_index_hashing)
+    older = json.loads(path.read_text())
+    del older["training"]["labels"], older["training"]["index"]  # a file made before them
+    (tmp_path / "older.json").write_text(json.dumps(older), encoding="utf-8")
+    load_model(tmp_path / "older.json")
 
     def broken(name: str, change) -> Path:
         data = json.loads(path.read_text())

@@ -40,7 +40,7 @@ import numpy as np
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.logistic import LogisticModel
-from credrank.core.schema import Field, Integer, ListOf, Number, Table, Text, got
+from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text, got
 from credrank.credibility.features import (
     CUE_NAMES,
     EMBEDDING_SOURCES,
@@ -70,8 +70,12 @@ DEFAULT_FLOOR = 0.3
 def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim: int,
                    training_sha256: str, n_pages: int, n_groups: int, group_by: str,
                    metrics: Mapping[str, Any], provenance: Mapping[str, Any],
-                   floor: float = DEFAULT_FLOOR) -> dict[str, Any]:
-    """The JSON document of a fitted ``model`` (module docstring), in the current format."""
+                   floor: float = DEFAULT_FLOOR, labels: Sequence[str] = (),
+                   index: str | None = None) -> dict[str, Any]:
+    """The JSON document of a fitted ``model`` (module docstring), in the current format;
+    ``labels`` (the labels files, as given) and ``index`` (the index folder its pages came
+    from) say what data the model saw: a model fitted on labels of a data set is not
+    label-free for it."""
     if model.model is None:
         raise ValueError("model: not fitted; call fit() first")
     feat = model.featurizer
@@ -85,7 +89,8 @@ def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim:
         "logistic": logistic_document(model.model),
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pages": int(n_pages),
-                     "n_groups": int(n_groups), "group_by": group_by},
+                     "n_groups": int(n_groups), "group_by": group_by,
+                     "labels": [str(x) for x in labels], "index": index},
         "metrics": dict(metrics),
         "floor": float(floor),
     }, provenance)
@@ -125,6 +130,9 @@ MODEL_SCHEMA_V1 = Table({
         "n_pages": Field(Integer(1)),
         "n_groups": Field(Integer(1)),
         "group_by": Field(Text(choices=GROUP_BY)),
+        # what data the model saw (files written before these keys: unknown, [] and null)
+        "labels": Field(ListOf(Text()), required=False),
+        "index": Field(Nullable(Text()), required=False),
     })),
     "metrics": Field(Table(extra=True)),
     "floor": Field(Number(0, 1)),

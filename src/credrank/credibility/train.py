@@ -117,6 +117,12 @@ def merge_sets(named: Sequence[tuple[str, Sequence[CredibilityExample]]]
 SELF_LABEL = re.compile(r"\b(?:High|Middle|Medium|Low) credibility of text:")
 
 
+def _folder(store: VectorStore) -> str | None:
+    """The folder of ``store`` (an index directory), ``None`` for a store without one."""
+    path = getattr(store, "path", None)
+    return None if path is None else str(path)
+
+
 def _merged_matching(reports: Sequence[MatchReport]) -> dict[str, Any]:
     """The matching summaries of several files added up (examples: the first few)."""
     total = MatchReport()
@@ -217,7 +223,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
                               training_sha256=training_hash(examples),
                               n_pages=cv.n_train_pages, n_groups=cv.n_groups,
                               group_by=group_by, metrics=metrics,
-                              provenance=cv.provenance(group_by), floor=floor)
+                              provenance=cv.provenance(group_by), floor=floor,
+                              labels=[f.path for f in files], index=_folder(store))
     report = {"credrank_credibility_fit": 1,
               "labels": where if len(files) == 1 else [f.path for f in files],
               "group_by": group_by, "seed": seed, "n_pages": cv.n_pages,
