@@ -788,3 +788,21 @@ def test_candidate_errors_name_their_field(served_to_read: Any) -> None:
                        (qv, "query_vector")):
         assert got.status_code == 422, got.text
         assert got.json()["errors"][0]["field"] == field, got.json()
+
+
+def test_a_registered_prior_file_is_said_by_its_registered_name(demo_index_hashing: Path,
+                                                                 tmp_path: Path) -> None:
+    # settings.priors.name said the file's stem ("internal_q3_secret"), part of its path,
+    # while the echoed pipeline said the registered name
+    secret = tmp_path / "internal_q3_secret.toml"
+    secret.write_text("peer_reviewed = 0.9\ngovernment = 0.9\nestablished_news = 0.7\n"
+                      "blog = 0.2\nuser_generated = 0.2\nai_generated = 0.1\nunknown = 0.3\n",
+                      encoding="utf-8")
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with in_process(where, tables=(TABLE,), models={"mypri": secret}) as app:
+        [got] = post_all(app, ("/search", {"query": QUERY, "top_k": 2, "priors": "mypri"}))
+    assert got.status_code == 200, got.text
+    doc = got.json()
+    assert doc["settings"]["priors"]["name"] == "mypri"
+    assert doc["pipeline"]["stages"][0]["priors"] == "mypri"
+    assert "internal_q3_secret" not in got.text

@@ -467,6 +467,13 @@ class ServiceState:
             version = int(used["version"])
             doc["settings"]["priors"] = {"name": FEEDBACK_NAME, "version": version,
                                          "values": dict(stage.store.record(version)["types"])}
+        said = doc["settings"].get("priors")
+        prior = compiled.spec.stage("prior")
+        if (prior is not None and isinstance(said, dict)
+                and prior.params.get("priors") in self.resources):  # a registered prior file
+            # by its registered name, as the request and the echoed pipeline say it: the
+            # file's own name (its stem) is part of its path
+            doc["settings"]["priors"] = {**said, "name": prior.params["priors"]}
         doc["settings"] = self.unpath(doc["settings"], answer=True)
         doc["info"] = self.unpath(doc["info"], answer=True)
         return doc
