@@ -80,6 +80,11 @@ def test_coverage_select_needs_labels_or_vectors() -> None:
         CoverageSelect(5, 0.0, 1.0)(b)
     with pytest.raises(StageError, match=r"batch\.vectors is None"):
         CoverageSelect(5, 0.3, 0.0)(b)
+    # a weight the solver cannot hold was accepted and failed inside SciPy ("`c` must be a
+    # one-dimensional array of finite numbers")
+    with pytest.raises(ValueError, match=r"lambda_ilad: expected a finite number in \[0, "
+                                         r"1000000000\], got 1e\+308"):
+        CoverageSelect(5, 1e308, 0.3)
 
 
 @pytest.mark.parametrize("stage", [

@@ -226,7 +226,12 @@ class CoverageSelect(Selector):
     #: the clock of the time limit (seconds; replaceable in tests)
     clock = staticmethod(time.perf_counter)
 
-    @parameters(lambda_ilad=Number(0.0), lambda_coverage=Number(0.0),
+    #: the largest weight λ1, λ2 (declared): the objective's terms are in [0, 1], so a larger
+    #: weight only drowns the utility, and 1e308 overflowed the solver's coefficients (a
+    #: SciPy error answered to the client)
+    max_weight = 1e9
+
+    @parameters(lambda_ilad=Number(0.0, max_weight), lambda_coverage=Number(0.0, max_weight),
                 intent_column=Nullable(Text(what=COLUMN)), n_clusters=Nullable(Integer(1)),
                 intent_set=Nullable(ListOf(Text(what="an intent name"), min_len=1)),
                 time_limit=Number(0.0, open_low=True), exact_pool=Integer(1))
