@@ -82,6 +82,9 @@ def test_normalise_linear_and_flipped_when_lower_is_better() -> None:
     assert normalise(12.0, (0.0, 20.0), True) == pytest.approx(0.6)
     assert normalise(12.0, (0.0, 20.0), False) == pytest.approx(0.4)
     assert normalise(0.0, (0.0, 20.0), False) == 1.0
+    # a scale whose span overflows: r was 0 (hi − lo = inf)
+    assert normalise(0.8, (-1.7e308, 1.7e308), False) == pytest.approx(0.5)
+    assert normalise(1.7e308, (-1.7e308, 1.7e308), True) == 1.0
     profile = parse_profile(_data(robustness=_measured(
         "robustness", 0.02, scale=[0.0, 0.1], higher_is_better=False,
         interval=[0.01, 0.05])))

@@ -151,6 +151,8 @@ def normalise(value: float, scale: tuple[float, float], higher_is_better: bool) 
     if not (math.isfinite(value) and lo <= value <= hi):
         raise ValueError(f"value: expected a finite number in the scale [{lo}, {hi}], got "
                          f"{value}")
+    if not math.isfinite(hi - lo):  # a scale as wide as [−1.7e308, 1.7e308]: its span
+        lo, hi, value = lo / 2, hi / 2, value / 2  # overflows (r came out 0); halves do not
     r = (value - lo) / (hi - lo) if higher_is_better else (hi - value) / (hi - lo)
     return min(1.0, max(0.0, r))
 
