@@ -107,6 +107,18 @@ def test_audit_bad_input(index, tmp_path):
     assert res.exit_code == 2 and "bad.toml" in res.stderr and "honesty" in res.stderr
     res = runner.invoke(app, ["audit", "--index", str(index)])
     assert res.exit_code == 2 and "--config, --out" in res.stderr
+    # said before any measurement (they failed after all of it, as OS errors)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x", encoding="utf-8")
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(write(tmp_path)),
+                              "--out", str(a_file)])
+    assert res.exit_code == 2 and f"--out {a_file}: expected a folder" in res.stderr
+    gone = write(tmp_path)
+    gone.write_text(gone.read_text(encoding="utf-8").replace("demo:queries.jsonl", "nope.jsonl"),
+                    encoding="utf-8")
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(gone), "--out",
+                              str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "queries: expected an existing queries file" in res.stderr
     res = runner.invoke(app, ["audit", "--index", str(index), "check", "model_a"])
     assert res.exit_code == 2 and "without the 'check'" in res.stderr
     assert runner.invoke(app, ["audit"]).exit_code == 0  # help
@@ -170,6 +182,9 @@ def test_robustness_options_are_declared_and_checked_when_read(tmp_path):
         ('measure = "stress"\npath = "x.jsonl"\nlimt = 8\n',
          "dimensions.robustness.limt: expected one of the known keys"),
         ('measure = "stress"\n', "dimensions.robustness.path: expected the stress-test data"),
+        # it failed after the audited queries ran, naming neither the file nor the key
+        ('measure = "stress"\npath = "x.jsonl"\nembedder = "bogus"\n',
+         "dimensions.robustness.embedder: expected one of minilm, hashing, got 'bogus'"),
     ]:
         path = write(tmp_path, robustness=spec)
         with pytest.raises(AuditInputError) as info:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from credrank.audit.profile import NOT_MEASURED
 from credrank.core.schema import Field, Integer, Table, Text
+from credrank.index.embed import EMBEDDERS
 
 #: the stress bench's sources and positions (``credrank_bench.experiments.stress.SOURCES`` /
 #: ``POSITIONS``, not imported here: the product never imports the benches; a test keeps them
@@ -52,7 +53,7 @@ ROBUSTNESS_OPTIONS: dict[str, Field] = {
     "system": Field(Text(), required=False),
     "metric": Field(Text(), required=False),
     "limit": Field(Integer(1), required=False),
-    "embedder": Field(Text(), required=False),
+    "embedder": Field(Text(choices=EMBEDDERS), required=False),
 }
 #: the whole ``[dimensions.robustness]`` table
 ROBUSTNESS_SCHEMA = Table({

@@ -185,6 +185,12 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
         cfg = load_config(config)
     except (AuditInputError, MissingExtraError) as exc:
         fail(str(exc))
+    # what would fail only after every measurement: said before any
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: expected a folder (for the profile, radar and report), got a file")
+    if not Path(cfg.queries).exists():
+        fail(f"{config}: queries: expected an existing queries file (or a folder holding "
+             f"queries.jsonl), got {cfg.queries}: no such file")
     try:
         with Bars(show_progress(quiet)) as bars:
             run = audit_index(index, cfg, robustness=stress_runner(),
