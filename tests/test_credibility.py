@@ -381,13 +381,16 @@ def test_settings_document_names_the_model(demo_index_hashing, labels_csv, tmp_p
     assert decide_pushdown(stages, retrieval=spec.retrieval,
                            requested=spec.pushdown).fused is False
     out = compile_rerank(spec, FunctionStage(lambda batch: batch, name="given"), emb).settings
-    assert out["credibility"]["floor"] is None and out["pushdown"] is False  # the file's
+    # the floor applied, the model file's (it said null, the spec's "not given")
+    floor = result.document["floor"]
+    assert out["credibility"]["floor"] == floor and out["pushdown"] is False
+    assert out["pipeline"]["stages"][1]["floor"] is None  # the spec keeps "the file's"
     assert "engine" not in out
     # over the index (which holds no index-time scores of this model): the same
     with open_store(demo_index_hashing) as idx:
         compiled = compile_spec(spec, idx, emb)
         out = compiled.settings
-    assert out["credibility"]["floor"] is None and out["pushdown"] is False  # the file's
+    assert out["credibility"]["floor"] == floor and out["pushdown"] is False  # the file's
     assert out["engine"] and "text" in reads(compiled.stages)
 
 

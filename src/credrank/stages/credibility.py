@@ -310,11 +310,12 @@ class LearnedCredibilityPrior(Stage):
         return p
 
     def config(self) -> dict[str, Any]:
-        """The parameters as given (``floor: null``: the model file's), the stored-score
-        coverage and, for a fitted model, its configuration (a model file: its summary, the
-        file under ``model`` as the input named it)."""
+        """The floor applied (the model file's where none was given: the pipeline's spec
+        keeps ``floor: null``), the stored-score coverage and, for a fitted model, its
+        configuration (a model file: its summary, the file under ``model`` as the input named
+        it)."""
         given = self.params()
-        cfg: dict[str, Any] = {"floor": given.get("floor"), "missing": self.missing}
+        cfg: dict[str, Any] = {"floor": self.floor, "missing": self.missing}
         if self.coverage is not None:
             cfg["stored_scores"] = {"documents": self.coverage[1], "scored": self.coverage[0]}
         summary = getattr(self.model, "summary", None)
