@@ -180,6 +180,11 @@ def test_one_class_only_and_too_few_groups_are_errors(demo_index_hashing, tmp_pa
             fit_from_labels(one, idx, emb, configs=FAST, n_boot=50)
         with pytest.raises(ValueError, match="at least 3 groups"):
             fit_from_labels(two, idx, emb, configs=FAST, n_boot=50)
+        # no row matched: said as such (it said "one class only (none)")
+        unknown = _write_labels(tmp_path / "unknown.csv", [("x1", 1, "q01"), ("x2", 0, "q02")])
+        with pytest.raises(ValueError, match=r"unknown\.csv: none of the 2 label rows matched "
+                                             r"a usable page of the index \(skipped: unknown 2"):
+            fit_from_labels(unknown, idx, emb, configs=FAST, n_boot=50)
 
 
 # ---------------------------------------------------------------- grouped CV

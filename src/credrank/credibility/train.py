@@ -190,6 +190,11 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     else:
         examples = merge_sets(per_file)
         summary = _merged_matching(reports)
+    if not examples:  # said as such: "one class only (none)" hid why
+        reasons = ", ".join(f"{k} {v}" for k, v in summary["skipped"].items()) or "none"
+        raise ValueError(f"{where}: none of the {summary['rows']} label rows matched a usable "
+                         f"page of the index (skipped: {reasons}; e.g. "
+                         f"{next(iter(summary['skipped_examples'].values()), ['-'])[0]})")
     classes = {y for e in examples for y in e.labels.values()}
     if len(classes) < 2:
         only = "none" if not classes else ("credible" if 1 in classes else "not credible")
