@@ -806,3 +806,24 @@ def test_a_registered_prior_file_is_said_by_its_registered_name(demo_index_hashi
     assert doc["settings"]["priors"]["name"] == "mypri"
     assert doc["pipeline"]["stages"][0]["priors"] == "mypri"
     assert "internal_q3_secret" not in got.text
+
+
+def test_a_union_field_refusing_nan_is_one_error_at_its_path(served_to_read: Any) -> None:
+    # five errors at select_params.diversity.bool, .int, .float, .str, .list[union[…]]
+    app, _ = served_to_read
+
+    async def scenario() -> list[httpx.Response]:
+        async with asgi_client(app) as c:
+            return [await c.post(path, content=body, headers={
+                        **AUTH, "content-type": "application/json"})
+                    for path, body in (
+                        ("/search", b'{"query":"v","select":"mmr",'
+                                    b'"select_params":{"diversity":NaN}}'),
+                        ("/rerank", b'{"query":"q","candidates":[{"id":"a","text":"x",'
+                                    b'"vector":[NaN]}]}'))]
+
+    search, rerank = run(scenario())
+    for got, field in ((search, "select_params.diversity"), (rerank, "candidates[0].vector")):
+        assert got.status_code == 422, got.text
+        [error] = got.json()["errors"]
+        assert error["field"] == field and error["msg"] == "expected a finite number, got NaN"

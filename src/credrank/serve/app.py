@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -131,6 +132,45 @@ def candidate_field(detail: str) -> str | None:
     return head if _CANDIDATE_PATH.fullmatch(head) else None
 
 
+#: the parts pydantic adds to an error's location for the member of a union it tried
+_MEMBER_TAGS = frozenset({"bool", "int", "float", "str", "none", "dict", "list"})
+
+
+def _is_member_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in _MEMBER_TAGS or "[" in part
+                                      or part.startswith("function-"))
+
+
+def merged_unions(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """pydantic's errors with those of one union-typed field merged into one at the field's
+    own path: a value that fits no member was said once per member, each at a path with the
+    member's type in it (``select_params.diversity.bool``, ``….int``, ``….float``, …). The
+    merged error says the members' expectations, or, where one member refused a non-finite
+    number, ``expected a finite number, got NaN``."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        cut = next((i for i, part in enumerate(loc) if _is_member_tag(part)), len(loc))
+        groups.setdefault(loc[:cut], []).append(e)
+    out: list[dict[str, Any]] = []
+    for loc, group in groups.items():
+        if len(group) == 1 and tuple(group[0].get("loc", ())) == loc:
+            out.append(group[0])
+            continue
+        finite = next((e for e in group if e.get("type") == "finite_number"), None)
+        if finite is not None:
+            value = finite.get("input")
+            shown = (("NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity")
+                     if isinstance(value, float) and not math.isfinite(value) else repr(value))
+            msg = f"expected a finite number, got {shown}"
+        else:
+            said = dict.fromkeys(_EXPECTED.get(str(e.get("type")), str(e.get("msg")))
+                                 for e in group)
+            msg = "expected " + " or ".join(said)
+        out.append({"loc": loc, "type": "union", "msg": msg, "input": group[0].get("input")})
+    return out
+
+
 def _message(e: dict[str, Any]) -> str:
     kind = str(e.get("type", ""))
     given, ctx = e.get("input"), e.get("ctx") or {}
@@ -179,7 +219,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     async def _invalid(_: Request, exc: RequestValidationError) -> JSON:
         errors = [{"field": field_path(e.get("loc", ())), "loc": list(e.get("loc", ())),
                    "msg": _message(e), "type": str(e.get("type", ""))}
-                  for e in exc.errors()]
+                  for e in merged_unions(exc.errors())]
         for e in errors:
             if e["type"] == "json_invalid":
                 e["field"] = "body"
