@@ -827,3 +827,17 @@ def test_a_union_field_refusing_nan_is_one_error_at_its_path(served_to_read: Any
         assert got.status_code == 422, got.text
         [error] = got.json()["errors"]
         assert error["field"] == field and error["msg"] == "expected a finite number, got NaN"
+
+
+def test_a_stage_parameter_refused_at_run_time_names_its_field(served_to_read: Any) -> None:
+    # "version: expected an integer in [0, 0], got 999" had no errors / field
+    app, _ = served_to_read
+    version, group = post_all(
+        app, ("/search", {"query": QUERY, "pipeline": {"stages": [
+            {"stage": "feedback_prior", "store": "feedback", "version": 999}]}}),
+        ("/search", {"query": QUERY, "select": "exposure",
+                     "select_params": {"group_column": "bogus"}}))
+    assert version.status_code == 422, version.text
+    assert version.json()["errors"][0]["field"] == "pipeline.stages[0].version"
+    assert group.status_code == 422, group.text
+    assert group.json()["errors"][0]["field"] == "select_params.group_column"

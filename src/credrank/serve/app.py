@@ -171,6 +171,21 @@ def merged_unions(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def stage_field(detail: str, plan: Plan) -> str | None:
+    """The request field of a stage's parameter that a run-time error names at its head
+    (``version: expected an integer in [0, 0], got 999`` of a feedback prior): in a sent
+    spec, ``pipeline.stages[i].version``; of the selector the fields made,
+    ``select_params.NAME``; ``None`` unless exactly one stage has that parameter."""
+    head = detail.split(":", 1)[0]
+    having = [(i, s) for i, s in enumerate(plan.spec.stages) if head in s.params]
+    if len(having) != 1:  # none, or several stages with a parameter of that name: unsaid
+        return None
+    i, stage = having[0]
+    if plan.where == "pipeline":
+        return f"pipeline.stages[{i}].{head}"
+    return f"select_params.{head}" if stage.name == plan.select else None
+
+
 def _message(e: dict[str, Any]) -> str:
     kind = str(e.get("type", ""))
     given, ctx = e.get("input"), e.get("ctx") or {}
@@ -326,8 +341,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
             detail = state.unpath(str(exc))
-            raise LimitError(422, "invalid_request", detail,
-                             field=candidate_field(detail)) from None
+            field = candidate_field(detail) or stage_field(detail, plan)
+            raise LimitError(422, "invalid_request", detail, field=field) from None
 
     # -- writes --------------------------------------------------------------------------------
     async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:
