@@ -345,6 +345,9 @@ def test_cli_fit_end_to_end(write, tmp_path):
     assert report["cv_accuracy"] == 1.0 and report["cv_auc"] == 1.0
     assert report["pairs"]["rejected"] == 0 and report["model"] == str(out)
     assert load_model(out).document["metrics"]["cv_auc"] == 1.0
+    # the model file names the pairs file it saw (a model fitted on a data set's labels is
+    # not label-free for it; the file did not say which)
+    assert load_model(out).document["training"]["rows"]["file"] == str(pairs)
     parallel = CliRunner().invoke(app, ["fit", str(pairs), "--out", str(out), "--embedder",
                                         "hashing", "--seed", "1", "--json", "--jobs", "2"])
     assert parallel.exit_code == 0, parallel.output

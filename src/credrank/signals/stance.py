@@ -481,7 +481,8 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
     doc = model_document(cv.model, embedder_name=name, embedder_dim=dim, training_sha256=sha,
                          n_pairs=len(pairs.examples), n_topics=cv.n_topics, metrics=metrics,
                          provenance=cv.provenance(), rows={k: v for k, v in pairs.report().items()
-                               if k in ("rows", "used", "rejected", "rejected_by_reason")})
+                               if k in ("file", "rows", "used", "rejected", "rejected_by_reason",
+                                        "text_from_index")})
     report = {**metrics, "pairs": pairs.report(), "embedder": {"name": name, "dim": dim},
               "features": doc["features"], "training_sha256": sha,
               "stance_counts": {str(k): v for k, v in sorted(stances.items())}}
