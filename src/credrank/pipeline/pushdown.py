@@ -161,11 +161,11 @@ def _engine(store: object) -> str:
     return str(getattr(manifest, "engine", type(store).__name__))
 
 
-__all__ = ["PushdownSearch"]
-
-
 def _tie_ordered(out: Candidates) -> Candidates:
     """``out`` by descending score, equal scores by document id (a fixed order: the engine's
     is none)."""
     order = sorted(range(len(out)), key=lambda i: (-float(out.score[i]), str(out.doc_ids[i])))
     return out if order == list(range(len(out))) else out.take(order)
+
+
+__all__ = ["PushdownSearch"]
