@@ -90,6 +90,11 @@ def test_lenient_dates_read(value: str, expected: datetime, assumed: bool) -> No
     ("", "got ''"),
     ("yesterday", "got 'yesterday'"),
     ("0001-01-01T00:00:00+14:00", "years 1–9999 in UTC"),
+    # epoch seconds and milliseconds were read as a day of 1583 (ISO's YYYYMMDDHH)
+    ("1583020800", "got '1583020800' (a bare number: epoch seconds or milliseconds?"),
+    ("1583020800000", "(a bare number: epoch seconds or milliseconds?"),
+    # the year is the last number: 99/12/31 was read year first
+    ("99/12/31", "expected a date whose last number is its year, got '99/12/31'"),
 ])
 def test_lenient_dates_refused_never_guessed(value: str, reason: str) -> None:
     dt, err, assumed = lenient_date_value(value, UTC)

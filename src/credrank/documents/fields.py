@@ -382,6 +382,10 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
         shown = v if len(v) <= 60 else v[:57] + "..."
         return None, (f"expected a date within years 1–9999, got {shown!r} (a signed year)"
                       ), False
+    if s.isdigit() and len(s) > 8:  # epoch seconds read as ISO's YYYYMMDDHH: a day of 1583
+        shown = v if len(v) <= 60 else v[:57] + "..."
+        return None, (f"expected {_WRITTEN}, got {shown!r} (a bare number: epoch seconds or "
+                      "milliseconds? write the date as ISO 8601)"), False
     if order is not None and (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None:
         day, why = _ordered(m, order, v)
         if why is not None:
@@ -425,6 +429,10 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
         return None, (f"expected a date that reads one way, got {shown!r} ({a.date()} month "
                       f"first or {flipped.date()} day first; write it as ISO 8601 or declare "
                       f"the order: date_order (--date-order) mdy or dmy)"), False
+    if (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None and a.year % 100 != int(m[4]) % 100:
+        # the year is the last number: dateutil read 99/12/31 as 1999-12-31, year first
+        return None, (f"expected a date whose last number is its year, got {shown!r} (read "
+                      f"{a.date()} only with the year first; write it as ISO 8601)"), False
     if a.hour != b.hour and a.tzinfo is None:  # a day without a time: midnight UTC, as ISO
         return datetime(a.year, a.month, a.day, tzinfo=UTC), None, False
     if a.tzinfo is None:
