@@ -243,6 +243,8 @@ def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, s
     if not isinstance(v, str):
         return None, f"{expected}, got {got(v)}"
     s = v.strip()
+    if s.isdigit() and len(s) > 8:  # epoch seconds, not ISO's YYYYMMDDHH (a day of 1583)
+        return None, f"{expected}, got {v!r} (a bare number: epoch seconds or milliseconds?)"
     try:
         d = date.fromisoformat(s)
         return datetime(d.year, d.month, d.day, tzinfo=UTC), None
