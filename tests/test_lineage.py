@@ -425,3 +425,30 @@ def test_decay_never_overflows_or_divides_zero_by_zero():
     assert chain_ratio([0.0, 50.0, 100.0], 1e5, 1.0) == 2.0 ** 100
     with pytest.raises(ValueError, match="log2_ratio"):
         log2_distortion_ratio(1e300, -1e300, 1e-300)
+
+
+def test_an_origin_newer_than_the_wrapper_never_makes_it_fresher():
+    """An origin dated after the document that cites it is an anachronism (a data error), not
+    older evidence: the document keeps its own date (it weighed as the newer origin, twice
+    as fresh; a future origin even gave it 1.0)."""
+    from datetime import UTC, datetime
+
+    from conftest import build_batch
+    from credrank.stages.freshness import FreshnessDecay
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = build_batch(
+        [0.5, 0.5, 0.5], ids=["older", "anach", "future"],
+        published_at=["2024-01-01T00:00:00+00:00", "2019-01-01T00:00:00+00:00",
+                      "2025-06-01T00:00:00+00:00"],
+        inherited_at=["2020-01-01T00:00:00+00:00", "2020-01-02T00:00:00+00:00",
+                      "2031-01-01T00:00:00+00:00"],
+        inherited_basis=["inherited:o1", "inherited:o2", "inherited:o3"])
+    w, _ = FreshnessDecay("365d", now=now, lineage="cites").weights(batch, now)
+    own = FreshnessDecay("365d", now=now).weights(
+        build_batch([0.5, 0.5], ids=["anach", "future"],
+                    published_at=["2019-01-01T00:00:00+00:00", "2025-06-01T00:00:00+00:00"]),
+        now)[0]
+    origin_age = (now - datetime(2020, 1, 1, tzinfo=UTC)).days
+    assert w[0] == pytest.approx(2 ** (-origin_age / 365))  # older evidence: the origin's date
+    assert list(w[1:]) == pytest.approx(list(own))  # their own dates stand

@@ -194,11 +194,14 @@ class FreshnessDecay(Stage):
                 raise StageError(f"{self.name}: {exc}") from None
             if fd.basis not in OWN_EVIDENCE and inherited_basis[i]:
                 # a wrapper repeating older evidence: the origin's date (35.7), or unknown
-                # when every origin it reaches is undated (never its own publication date)
+                # when every origin it reaches is undated (never its own publication date).
+                # An origin newer than the document itself is no older evidence (an
+                # anachronism, a data error): its own date stands, never a boost.
                 origin = parse_instant(inherited_at[i], f"document {batch.doc_ids[i]!r}: "
                                                         f"field {INHERITED_AT!r}")
-                late = origin is not None and origin > now
-                fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late)
+                if origin is None or fd.date is None or origin <= fd.date:
+                    late = origin is not None and origin > now
+                    fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late)
             bases.append(fd.basis)
             dates.append(fd.date)
             clamped[i] = fd.clamped
