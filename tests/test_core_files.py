@@ -24,14 +24,36 @@ def test_file_sha256_is_the_digest_of_the_bytes(tmp_path: Path) -> None:
 def test_a_finished_folder_replaces_the_target_readable_by_all(tmp_path: Path) -> None:
     target = tmp_path / "share" / "artifact"
     target.mkdir(parents=True)
-    (target / "old.txt").write_text("old")
+    (target / "model.bin").write_text("old")  # an earlier build: the names a build writes
     with staged_folder(target, "the artifact", "--dir") as tmp:
         assert tmp.parent == target.parent and tmp != target
-        (tmp / "new.txt").write_text("new")
-        assert (target / "old.txt").is_file()  # the old one stands until the block ends
-    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+        (tmp / "model.bin").write_text("new")
+        (tmp / "meta.json").write_text("{}")
+        assert (target / "model.bin").read_text() == "old"  # it stands until the block ends
+    assert sorted(p.name for p in target.iterdir()) == ["meta.json", "model.bin"]
+    assert (target / "model.bin").read_text() == "new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o755
     assert [p.name for p in target.parent.iterdir()] == ["artifact"]  # no temporary left
+
+
+def test_a_folder_of_the_users_is_never_removed(tmp_path: Path) -> None:
+    # `credrank models export-onnx --dir DIR` deleted whatever DIR held
+    mine = tmp_path / "mydocs"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "precious.txt").write_text("keep")
+    with pytest.raises(RuntimeError, match=r"mydocs: expected an empty folder or one holding "
+                                           r"the artifact, got a folder holding 'precious\.txt' "
+                                           r"and 1 more; nothing was removed"):
+        with staged_folder(mine, "the artifact", "--dir") as tmp:
+            (tmp / "model.bin").write_text("new")
+    assert sorted(p.name for p in mine.iterdir()) == ["precious.txt", "sub"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mydocs"]  # the build discarded
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    with pytest.raises(RuntimeError, match=r"afile: expected a folder for the artifact, got a "
+                                           r"file"):
+        with staged_folder(a_file, "the artifact", "--dir"):
+            pass
 
 
 def test_a_failed_folder_is_removed_and_the_target_left_as_it_was(tmp_path: Path) -> None:

@@ -75,7 +75,12 @@ def staged_folder(target: Path, what: str, hint: str) -> Iterator[Path]:
     block ends without an error the folder is made readable by every user (0o755) and
     replaces ``target`` (removed first when there), else it is removed and ``target`` is left
     as it was. :class:`RuntimeError` naming ``what`` and ``hint`` (where else it may go) when
-    the folder cannot be made."""
+    the folder cannot be made, when ``target`` is a file, and when it holds anything a build
+    of ``what`` does not write (a folder of the user's: it is never removed; the build is
+    then discarded)."""
+    if target.exists() and not target.is_dir():
+        raise RuntimeError(f"{target}: expected a folder for {what}, got a file; choose "
+                           f"another folder with {hint}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -86,6 +91,13 @@ def staged_folder(target: Path, what: str, hint: str) -> Iterator[Path]:
         yield tmp
         tmp.chmod(0o755)  # mkdtemp made it private; what it holds is for every user
         if target.exists():
+            foreign = sorted(set(os.listdir(target)) - set(os.listdir(tmp)))
+            if foreign:  # not an earlier build of the same thing: never removed
+                raise RuntimeError(
+                    f"{target}: expected an empty folder or one holding {what}, got a folder "
+                    f"holding {foreign[0]!r}" + (f" and {len(foreign) - 1} more"
+                                                 if len(foreign) > 1 else "")
+                    + f"; nothing was removed; choose another folder with {hint}")
             shutil.rmtree(target)
         os.replace(tmp, target)
     except BaseException:
