@@ -330,3 +330,19 @@ def test_top_k_over_a_spec_without_fetch_k_resizes_the_pool(workdir: Path) -> No
         assert searched.returncode == 0, searched.stderr
         doc = json.loads(searched.stdout)
         assert doc["settings"]["fetch_k"] == doc["pipeline"]["fetch_k"] == pool, args
+
+
+def test_an_exposure_answer_replays_by_its_pinned_draw(workdir: Path) -> None:
+    # the echoed exposure stage said "seed": null and the replay drew another list
+    first = run_cli("search", QUERY, "--index", "idx", "--json", "--select", "exposure",
+                    "-P", "group_column=source_type", cwd=workdir, timeout=600)
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    stage = next(s for s in doc["pipeline"]["stages"] if s["stage"] == "exposure")
+    assert stage["draw"] == doc["info"]["select"]["draw"] is not None
+    (workdir / "ex.json").write_text(first.stdout, encoding="utf-8")
+    again = run_cli("search", QUERY, "--index", "idx", "--json", "--pipeline", "ex.json",
+                    cwd=workdir, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert [h["doc_id"] for h in json.loads(again.stdout)["hits"]] == [
+        h["doc_id"] for h in doc["hits"]]

@@ -164,6 +164,19 @@ def test_exposure_select_is_reproducible_by_seed() -> None:
         assert list(a(twelve_batch()).doc_ids) == list(b(twelve_batch()).doc_ids)
 
 
+def test_each_exposure_list_is_replayed_by_its_draw() -> None:
+    # the echoed spec said "seed": null: a replay drew another list of the lottery
+    stage = ExposureSelect(6, "source_type", rule="proportional")
+    lists = {}
+    for _ in range(40):
+        out = stage(twelve_batch())
+        lists[out.info["select"]["draw"]] = list(out.doc_ids)
+    assert len(set(map(tuple, lists.values()))) > 1  # the lottery varies across requests
+    for draw, chosen in lists.items():
+        again = ExposureSelect(6, "source_type", rule="proportional", draw=draw)
+        assert list(again(twelve_batch()).doc_ids) == chosen
+
+
 def test_exposure_select_errors() -> None:
     zero = Candidates.from_records("q", ["a", "b"], [0.0, 0.5],
                                    metadata=[{"source_type": "x"}, {"source_type": "y"}])

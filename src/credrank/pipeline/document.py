@@ -154,15 +154,27 @@ def settings_as_run(settings: dict[str, Any], info: Mapping[str, Any]) -> dict[s
 def replayable(pipeline: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     """The echoed spec ``pipeline`` with what this answer read at run time written in
     (:func:`with_now`: the clock of a freshness stage; :func:`with_version`: the store
-    version of a feedback prior), from the answer's ``info``: replaying it ranks as this
-    answer did. A copy where anything is written."""
+    version of a feedback prior; the exposure lottery's ``draw``), from the answer's
+    ``info``: replaying it ranks as this answer did. A copy where anything is written."""
     resolved = _resolved_now(info)
     if resolved is not None:
         pipeline = with_now(pipeline, resolved)
     used = info.get("feedback_prior")
     if isinstance(used, dict):
         pipeline = with_version(pipeline, int(used["version"]))
+    select = info.get("select")
+    if isinstance(select, dict) and isinstance(select.get("draw"), int):
+        pipeline = _with_param(pipeline, "exposure", "draw", select["draw"])
     return pipeline
+
+
+def _with_param(pipeline: dict[str, Any], stage: str, param: str, value: Any) -> dict[str, Any]:
+    """The echoed spec with ``param`` of stage ``stage`` set to ``value`` where it is
+    ``null`` (what this answer drew: the exposure lottery's ``draw``); a copy."""
+    out = dict(pipeline)
+    out["stages"] = [({**s, param: value} if isinstance(s, dict) and s.get("stage") == stage
+                      and s.get(param) is None else s) for s in pipeline.get("stages", [])]
+    return out
 
 
 def with_version(pipeline: dict[str, Any], version: int) -> dict[str, Any]:

@@ -312,18 +312,24 @@ class ExposureSelect(Selector):
     Solves the exposure LP over all candidates with ``rule`` (``"parity"`` or
     ``"proportional"``) on the groups in meta column ``group_column`` (``None`` values form
     the group ``"(missing)"``), decomposes the policy (Birkhoff–von Neumann) and samples one
-    list with a ``numpy`` generator seeded by ``seed``. ``discounts`` default to
-    ``1/log2(1+k)``. The proportional rule needs every utility > 0 (scores ≤ 0 raise).
-    The last solved policy is reused while the utilities, groups and discounts of a request
-    are identical to the previous one (``info["select"]["policy_reused"]``).
+    list per request: its ``draw`` (a number the stage's generator, seeded by ``seed``, gives
+    each request; ``info["select"]["draw"]``) seeds the one sample, so that a request's list
+    is replayed with ``draw`` set to it — what an answer's echoed pipeline carries (the
+    lottery still varies across requests: a fixed ``draw`` gives every request the same
+    list). ``discounts`` default to ``1/log2(1+k)``. The proportional rule needs every utility
+    > 0 (scores ≤ 0 raise). The last solved policy is reused while the utilities, groups and
+    discounts of a request are identical to the previous one
+    (``info["select"]["policy_reused"]``).
     """
 
     name = "exposure"
 
     @parameters(group_column=Text(what=COLUMN), rule=Text(choices=("parity", "proportional")),
-                discounts=Nullable(ListOf(Number(0.0), min_len=1)), seed=Nullable(Integer(0)))
+                discounts=Nullable(ListOf(Number(0.0), min_len=1)), seed=Nullable(Integer(0)),
+                draw=Nullable(Integer(0)))
     def __init__(self, top_k: int, group_column: str, rule: str = "parity",
-                 discounts: Sequence[float] | None = None, seed: int | None = None):
+                 discounts: Sequence[float] | None = None, seed: int | None = None,
+                 draw: int | None = None):
         self.top_k = check_int("top_k", top_k, 1)
         self.group_column, self.rule = group_column, rule
         if discounts is not None:
@@ -334,7 +340,7 @@ class ExposureSelect(Selector):
             self.discounts: np.ndarray | None = v
         else:
             self.discounts = None
-        self.seed = seed
+        self.seed, self.draw = seed, draw
         self.rng = np.random.default_rng(seed)
         self.monitor = ExposureMonitor()
         # the last solved policy, reused while utilities, groups and discounts are unchanged
@@ -355,7 +361,8 @@ class ExposureSelect(Selector):
                 raise _wrap("ExposureSelect", exc) from exc
             dec = decompose_ranking(policy.P)
             self._cache = (key, policy, dec)
-        ranking = sample_ranking(dec, self.rng)
+        draw = self.draw if self.draw is not None else int(self.rng.integers(0, 2**63 - 1))
+        ranking = sample_ranking(dec, np.random.default_rng(draw))
         realised = realised_exposure(ranking, len(batch), v)
         realised_groups = group_means(realised, policy.codes, len(policy.group_names))
         self.monitor.record(ranking, groups, v, policy.targets)
@@ -369,7 +376,7 @@ class ExposureSelect(Selector):
             "realised_utility": float(u @ realised),
             "bvn_terms": dec.n_terms, "bvn_residual": dec.residual,
             "policy_reused": cached,
-            "seed": self.seed, "monitor": self.monitor.summary(),
+            "seed": self.seed, "draw": draw, "monitor": self.monitor.summary(),
             "chosen": _doc_ids(batch, ranking),
         })
         return batch.take(ranking).with_info(select=info)
