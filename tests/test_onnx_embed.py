@@ -400,6 +400,7 @@ def test_models_info_reports_a_missing_artifact(tmp_path, monkeypatch):
     doc = json.loads(result.output)
     assert doc["ready"] is False and doc["minilm_backend"] == "torch"
     assert doc["artifact"] == str(tmp_path / "none")
+    assert next(iter(doc)) == "credrank_models_info"  # the marker every document carries
 
 
 def test_every_command_is_listed_without_importing_it():

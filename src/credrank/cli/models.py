@@ -61,7 +61,8 @@ def info(
         fail(str(exc))
     uses = ("torch" if backend == "torch" or (backend == "auto" and problem is not None)
             else "onnx")
-    doc = {"artifact": str(folder), "ready": problem is None, "problem": problem,
+    doc = {"credrank_models_info": 1, "artifact": str(folder), "ready": problem is None,
+           "problem": problem,
            "backend_setting": backend, "minilm_backend": uses if problem is None or
            backend != "onnx" else "error",
            "meta": read_meta(folder) if problem is None else None}
