@@ -346,3 +346,19 @@ def test_an_exposure_answer_replays_by_its_pinned_draw(workdir: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert [h["doc_id"] for h in json.loads(again.stdout)["hits"]] == [
         h["doc_id"] for h in doc["hits"]]
+
+
+def test_an_option_written_at_its_default_is_refused_beside_a_pipeline(workdir: Path) -> None:
+    # "--priors current" (the default) beside --pipeline was silently ignored; a value other
+    # than the default was refused
+    (workdir / "compressed.json").write_text(json.dumps(
+        {"top_k": 3, "stages": [{"stage": "prior", "priors": "compressed"}]}), encoding="utf-8")
+    got = run_cli("search", QUERY, "--index", "idx", "--pipeline", "compressed.json",
+                  "--priors", "current", "--mode", "multiply", cwd=workdir, timeout=600,
+                  env={"CREDRANK_NO_CONFIG": "1"})
+    assert_clean_error(got, "--priors, --mode: not with --pipeline compressed.json")
+    fine = run_cli("search", QUERY, "--index", "idx", "--pipeline", "compressed.json",
+                   "--top-k", "2", "--json", cwd=workdir, timeout=600,
+                   env={"CREDRANK_NO_CONFIG": "1"})
+    assert fine.returncode == 0, fine.stderr
+    assert len(json.loads(fine.stdout)["hits"]) == 2

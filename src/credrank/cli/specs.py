@@ -81,13 +81,17 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
                 continue
             params += [_option(s, defaults.get(s.name, s.default), helps.get(s.name))
                        for s in CLI.shortcuts()]
+        # typer passes the click context here: which options the command line wrote
+        params.append(inspect.Parameter(CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY,
+                                        annotation=typer.Context))
         names = [s.name for s in CLI.shortcuts()]
 
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> Any:
             from credrank.cli.common import fail, parse_params
 
-            values: dict[str, Any] = {}
+            ctx = kwargs.pop(CONTEXT_PARAM, None)
+            values = Shortcuts()
             for name in names:
                 value = kwargs.pop(name)
                 if SHORTCUTS[name].value == "map":
@@ -96,6 +100,7 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
                     except ValueError as exc:
                         fail(str(exc))
                 values[name] = value
+            values.written = _written(ctx, names)
             return command(*args, shortcuts=values, **kwargs)
 
         run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -103,6 +108,28 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
         return run
 
     return decorate
+
+
+class Shortcuts(dict[str, Any]):
+    """The shortcut options' values, and ``written``: those the command line (or its
+    environment) set, even to their default (``None``: not known, a call from code)."""
+
+    written: frozenset[str] | None = None
+
+
+#: the hidden parameter of a :func:`shortcut_options` command that receives click's context
+CONTEXT_PARAM = "shortcut_context"
+
+
+def _written(ctx: Any, names: list[str]) -> frozenset[str] | None:
+    """The options of ``names`` the command line or the environment gave this invocation
+    (click's parameter source), not their defaults nor a configuration file's; ``None``
+    without a context (a call from code)."""
+    source = getattr(ctx, "get_parameter_source", None)  # click's (typer vendors its own)
+    if not callable(source):
+        return None
+    given = ("COMMANDLINE", "ENVIRONMENT")
+    return frozenset(n for n in names if getattr(source(n), "name", None) in given)
 
 
 def spec_of(pipeline: Path | None, sets: list[str] | None,
@@ -113,7 +140,12 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
 
     shortcuts = shortcuts or {}
     if pipeline is not None:
-        check_not_with_pipeline(shortcuts, CLI, f"--pipeline {pipeline}")
+        written = getattr(shortcuts, "written", None)
+        if written is None:
+            check_not_with_pipeline(shortcuts, CLI, f"--pipeline {pipeline}")
+        else:  # an option written at its default says something too ("--priors current")
+            check_not_with_pipeline({n: shortcuts[n] for n in written}, CLI,
+                                    f"--pipeline {pipeline}", present=True)
         data = read_structured(pipeline, what="pipeline spec")
         if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
             data = data["pipeline"]  # a whole --json output: its "pipeline" object
