@@ -362,3 +362,20 @@ def test_an_option_written_at_its_default_is_refused_beside_a_pipeline(workdir: 
                    env={"CREDRANK_NO_CONFIG": "1"})
     assert fine.returncode == 0, fine.stderr
     assert len(json.loads(fine.stdout)["hits"]) == 2
+
+
+def test_set_adds_a_stage_with_two_required_parameters(workdir: Path) -> None:
+    # "-S coverage.lambda_ilad=0.1 -S coverage.lambda_coverage=0.1" was refused after the
+    # first: "stages[2].lambda_coverage: … got nothing (the key is missing)"
+    for order in ((0, 1), (1, 0)):
+        items = ["coverage.lambda_ilad=0.1", "coverage.lambda_coverage=0.2"]
+        args = [a for i in order for a in ("-S", items[i])]
+        got = run_cli("search", QUERY, "--index", "idx", "--json", *args, cwd=workdir,
+                      timeout=600)
+        assert got.returncode == 0, got.stderr
+        stage = json.loads(got.stdout)["pipeline"]["stages"][-1]
+        assert (stage["stage"], stage["lambda_ilad"], stage["lambda_coverage"]) == (
+            "coverage", 0.1, 0.2)
+    bad = run_cli("search", QUERY, "--index", "idx", "-S", "coverage.lambda_ilad=0.1",
+                  cwd=workdir, timeout=600)
+    assert_clean_error(bad, "-S coverage.lambda_ilad=0.1: stages[2].lambda_coverage:")

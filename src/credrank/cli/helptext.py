@@ -206,7 +206,9 @@ HELP: dict[str, str] = {
         '  -S, --set <list[str]>           a spec value STAGE.PARAM=VALUE (e.g.\n'
         '                                  consensus.threshold=0.4,\n'
         '                                  freshness.half_life=1y) or a top-level\n'
-        '                                  KEY=VALUE (top_k=5); repeatable; adds the\n'
+        "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
+        '                                  are set together, so a stage with two\n'
+        '                                  required parameters takes two -S); adds the\n'
         '                                  stage when absent\n'
         '  --json                          stable JSON output\n'
         '  --help                          Show this message and exit.\n'
@@ -339,7 +341,9 @@ HELP: dict[str, str] = {
         '  -S, --set <list[str]>           a spec value STAGE.PARAM=VALUE (e.g.\n'
         '                                  consensus.threshold=0.4,\n'
         '                                  freshness.half_life=1y) or a top-level\n'
-        '                                  KEY=VALUE (top_k=5); repeatable; adds the\n'
+        "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
+        '                                  are set together, so a stage with two\n'
+        '                                  required parameters takes two -S); adds the\n'
         '                                  stage when absent\n'
         '  --json                          the whole context document as JSON (policy,\n'
         '                                  passages with their inputs, excluded, the\n'
@@ -1115,7 +1119,9 @@ HELP: dict[str, str] = {
         '  -S, --set <list[str]>           a spec value STAGE.PARAM=VALUE (e.g.\n'
         '                                  consensus.threshold=0.4,\n'
         '                                  freshness.half_life=1y) or a top-level\n'
-        '                                  KEY=VALUE (top_k=5); repeatable; adds the\n'
+        "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
+        '                                  are set together, so a stage with two\n'
+        '                                  required parameters takes two -S); adds the\n'
         '                                  stage when absent\n'
         '  --json                          stable JSON output\n'
         '  --text <str>                    the text each hit carries: full (as indexed)\n'

@@ -39,7 +39,9 @@ TextOption = Annotated[str, typer.Option("--text", help=TEXT_HELP)]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", "-S", help="a spec value STAGE.PARAM=VALUE (e.g. consensus.threshold=0.4, "
                         "freshness.half_life=1y) or a top-level KEY=VALUE (top_k=5); "
-                        "repeatable; adds the stage when absent")]
+                        "repeatable (one stage's are set together, so a stage with "
+                        "two required parameters takes two -S); adds the stage when "
+                        "absent")]
 
 
 #: the Python type of each kind of value on the command line
@@ -156,18 +158,41 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
             raise ValueError(f"--pipeline {pipeline}: {exc.key_path}: {exc.detail}") from None
     else:
         spec = spec_from_options(door=CLI, **shortcuts)
+    # every -S of one stage set at once (a stage added with two required parameters, given
+    # in two -S, was refused after the first: "…lambda_coverage: got nothing"), the later of
+    # two for one parameter winning; the top-level keys at once, after the stages
+    by_stage: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    top: dict[str, Any] = {}
+    top_items: list[str] = []
     for item in sets or []:
         key, sep, raw = item.partition("=")
         stage, dot, param = key.strip().partition(".")
         if not sep or not stage or (dot and not param):
             raise ValueError(f"-S: expected STAGE.PARAM=VALUE or KEY=VALUE, got {item!r}")
         value = spec_value(raw, item)
+        if dot:
+            params, items = by_stage.setdefault(stage, ({}, []))
+            params[param] = value
+            items.append(item)
+        else:
+            top[stage] = value
+            top_items.append(item)
+    for stage, (params, items) in by_stage.items():
         try:
-            spec = (spec.with_params(stage, {param: value}) if dot
-                    else spec.replace_top(**{stage: value}))
+            spec = spec.with_params(stage, params)
         except SpecError as exc:
-            raise ValueError(f"-S {item}: {exc.key_path}: {exc.detail}") from None
+            raise ValueError(f"{_said(items)}: {exc.key_path}: {exc.detail}") from None
+    if top:
+        try:
+            spec = spec.replace_top(**top)
+        except SpecError as exc:
+            raise ValueError(f"{_said(top_items)}: {exc.key_path}: {exc.detail}") from None
     return spec
+
+
+def _said(items: list[str]) -> str:
+    """The ``-S`` items an error is about, as written: ``-S a.x=1 -S a.y=2``."""
+    return " ".join(f"-S {item}" for item in items)
 
 
 def spec_value(raw: str, item: str | None = None) -> Any:
