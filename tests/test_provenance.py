@@ -122,6 +122,10 @@ def test_parse_url_rejects_non_strings() -> None:
          "host:pmc.ncbi.nlm.nih.gov"),
         ("https://www.ncbi.nlm.nih.gov/books/NBK1/", "government", "domain:nih.gov"),
         ("https://www.ncbi.nlm.nih.gov/pmcx", "government", "domain:nih.gov"),  # segment bound
+        # dot segments resolved as the server does (it was typed by the written path)
+        ("https://www.ncbi.nlm.nih.gov/x/../pmc/articles/PMC1", "peer_reviewed",
+         "path:ncbi.nlm.nih.gov/pmc"),
+        ("https://www.ncbi.nlm.nih.gov/pmc/../books/x", "government", "domain:nih.gov"),
         ("https://www.cdc.gov/flu/", "government", "domain:cdc.gov"),
         ("https://www.fbi.gov/news", "government", "suffix:gov"),
         ("https://www.army.mil/", "government", "suffix:mil"),
@@ -303,6 +307,14 @@ def test_type_table_overrides_builtin(tmp_path: Path) -> None:
     assert typer.classify("https://patient.info/forums/discuss/x").source_type == (
         "user_generated")
     assert typer.classify("https://patient.info/health/x").source_type == "unknown"
+    # the path as the server resolves it: a forum page reached through a dot segment, an
+    # escaped letter or a doubled slash was not a forum page; a path row of a domain covers
+    # its subdomains, as its host row does (m.patient.info/forums was not one)
+    for url in ("https://patient.info/doctor/../forums/discuss/y",
+                "https://patient.info//forums/x", "https://patient.info/./forums/x",
+                "https://patient.info/%66orums/x", "https://m.patient.info/forums/discuss/x"):
+        assert typer.classify(url).source_type == "user_generated", url
+    assert typer.classify("https://patient.info/forums/../doctor/z").source_type == "unknown"
     assert typer.classify("https://www.example.org/").source_type == "government"  # exact host
     assert typer.classify("https://example.org/").source_type == "unknown"
     # a table match wins even over the most specific built-in rule

@@ -216,6 +216,31 @@ def is_ip(host: str) -> bool:
     return True
 
 
+#: RFC 3986's unreserved characters: percent-encoded, they mean the same path
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def normal_path(path: str) -> str:
+    """``path`` as the server resolves it, lower-cased, for the path rules: percent-encoded
+    unreserved characters decoded (``/%70mc`` is ``/pmc``), empty and ``.`` segments dropped
+    (``//pmc``, ``/./pmc``), ``..`` removing the segment before it (RFC 3986 §5.2.4:
+    ``/x/../pmc`` is ``/pmc``); a trailing slash dropped. Before, ``/doctor/../forums`` was
+    matched as a ``/doctor`` page."""
+    decoded = _PERCENT.sub(lambda m: chr(int(m[1], 16)) if chr(int(m[1], 16)) in _UNRESERVED
+                           else m[0], path)
+    segments: list[str] = []
+    for segment in decoded.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if segments:
+                segments.pop()
+            continue
+        segments.append(segment)
+    return ("/" + "/".join(segments)).lower()
+
+
 def path_match(path: str, prefix: str) -> bool:
     """Whether ``path`` is ``prefix`` or lies under it (``/pmc`` matches ``/pmc/x``, not
     ``/pmcx``)."""

@@ -9,7 +9,14 @@ from typing import NamedTuple
 
 from credrank.core.validation import check_bool, check_choice, check_int, check_str
 from credrank.documents.schema import SOURCE_TYPES, Document
-from credrank.provenance.hosts import bare_host, is_ip, parent_domains, parse_url, path_match
+from credrank.provenance.hosts import (
+    bare_host,
+    is_ip,
+    normal_path,
+    parent_domains,
+    parse_url,
+    path_match,
+)
 from credrank.provenance.rules import SourceRules, load_rules, suffix_match
 from credrank.provenance.tables import DomainTable, load_domain_table
 
@@ -183,8 +190,10 @@ class SourceTyper:
         if parsed is not None and parsed.host is not None:
             info = self._host_info(parsed.host, parsed.registered_domain)
             bare = bare_host(parsed.host, parsed.registered_domain)
-            path = parsed.path.lower()
-            found = self._types.by_path((parsed.host, bare), path) or info.table_type
+            path = normal_path(parsed.path)
+            # a path row of a domain covers every host under it, as its host row does
+            hosts = (parsed.host, *parent_domains(bare, parsed.registered_domain))
+            found = self._types.by_path(hosts, path) or info.table_type
             if found is None:
                 for prefix, stype in self.rules.paths.get(bare, ()):
                     if path_match(path, prefix):
@@ -193,7 +202,7 @@ class SourceTyper:
             found = found or info.builtin
             if found is not None:
                 url_type, url_rule = str(found[0]), found[1]
-            scored = self._scores.by_path((parsed.host, bare), path) or info.score
+            scored = self._scores.by_path(hosts, path) or info.score
             if scored is not None:
                 score, score_rule = float(scored[0]), scored[1]  # type: ignore[arg-type]
 
