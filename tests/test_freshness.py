@@ -265,6 +265,24 @@ def test_config_precedence(tmp_path):
     assert "precedence" in out.info["freshness"]["half_lives"]
 
 
+def test_config_host_keys_are_hosts_and_cover_the_hosts_under_them():
+    # "WWW.CDC.GOV" matched nothing, and "cdc.gov" (as `provenance hosts` prints it) did not
+    # match www.cdc.gov, silently
+    from credrank.freshness.config import FreshnessConfigError, config_from_dict
+
+    cfg = config_from_dict({"half_life": "1y", "host": {"WWW.CDC.GOV.": "1d", "nih.gov": "2d",
+                                                         "bücher.example": "3d"}})
+    assert dict(cfg.host) == {"www.cdc.gov": 1.0, "nih.gov": 2.0, "xn--bcher-kva.example": 3.0}
+    taus = cfg.half_lives(["government"] * 4, ["www.cdc.gov", "pubmed.ncbi.nlm.nih.gov",
+                                               "xn--bcher-kva.example", "other.org"],
+                          [None] * 4, [None] * 4)
+    assert list(taus) == [1.0, 2.0, 3.0, 365.25]
+    with pytest.raises(FreshnessConfigError, match=r"host\.CDC\.gov: names the host 'cdc\.gov'"):
+        config_from_dict({"half_life": "1y", "host": {"cdc.gov": "1d", "CDC.gov": "2d"}})
+    with pytest.raises(FreshnessConfigError, match=r"host\.cdc\.gov/x: expected a host name"):
+        config_from_dict({"half_life": "1y", "host": {"cdc.gov/x": "1d"}})
+
+
 def test_config_yaml_and_undated_persistent(tmp_path):
     path = tmp_path / "fresh.yaml"
     path.write_text("half_life: 10d\nno_decay:\n  field: timeless\n")

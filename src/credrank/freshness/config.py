@@ -10,7 +10,7 @@ A freshness config file (TOML, or YAML with the same keys)::
     established_news = "30d"
     peer_reviewed = "5y"
 
-    [host]                             # τ per host (exact host, as in the ``host`` column)
+    [host]                             # τ per host and the hosts under it (cdc.gov: www.cdc.gov)
     "www.cdc.gov" = "2y"
 
     [claim_class]                      # τ per claim class (meta column ``claim_class``)
@@ -181,6 +181,16 @@ class FreshnessConfig:
         return not (self.source_type or self.host or self.claim_class
                     or self.no_decay_classes or self.no_decay_field)
 
+    def _host_half_life(self, host: str) -> float | None:
+        """The ``[host]`` τ of ``host`` or of the nearest domain above it (``cdc.gov``
+        covers ``www.cdc.gov``, as a domain table's row does); ``None`` when none is set."""
+        while True:
+            if host in self.host:
+                return self.host[host]
+            if "." not in host:
+                return None
+            host = host.split(".", 1)[1]
+
     def half_lives(self, source_types: Sequence[Any] | np.ndarray,
                    hosts: Sequence[Any] | np.ndarray, claim_classes: Sequence[Any] | np.ndarray,
                    persistent: Sequence[Any] | np.ndarray) -> np.ndarray:
@@ -199,8 +209,8 @@ class FreshnessConfig:
                 out[i] = math.inf
             elif cls is not None and str(cls) in self.claim_class:
                 out[i] = self.claim_class[str(cls)]
-            elif host is not None and str(host) in self.host:
-                out[i] = self.host[str(host)]
+            elif host is not None and (tau := self._host_half_life(str(host))) is not None:
+                out[i] = tau
             elif stype is not None and str(stype) in self.source_type:
                 out[i] = self.source_type[str(stype)]
         return out
@@ -236,6 +246,27 @@ def load_freshness_config(path: str | Path) -> FreshnessConfig:
     return config_from_dict(data, str(path))
 
 
+def _host_keys(hosts: Mapping[str, float], where: str) -> dict[str, float]:
+    """``[host]`` keys as the ``host`` column writes hosts (lower case, IDN as punycode, no
+    trailing dot: ``WWW.CDC.GOV`` is ``www.cdc.gov``), so that a key matches; a key that is
+    no host name, or two keys of one host, is a :class:`FreshnessConfigError` naming it
+    (``WWW.CDC.GOV`` matched nothing, silently)."""
+    from credrank.provenance.hosts import parse_url
+
+    out: dict[str, float] = {}
+    for key, tau in hosts.items():
+        parsed = parse_url(f"https://{key}/") if "/" not in key else None
+        host = None if parsed is None else parsed.host
+        if not host:
+            raise FreshnessConfigError(f"{where}: host.{key}: expected a host name such as "
+                                       f"www.cdc.gov, got {key!r}")
+        if host in out:
+            raise FreshnessConfigError(f"{where}: host.{key}: names the host {host!r} of "
+                                       "another key again")
+        out[host] = tau
+    return out
+
+
 def config_from_dict(data: Any, where: str = "freshness config") -> FreshnessConfig:
     """The mapping of a config file (see the module docstring) as a :class:`FreshnessConfig`,
     checked against :data:`CONFIG_SCHEMA`; :class:`FreshnessConfigError` naming ``where`` and
@@ -243,7 +274,8 @@ def config_from_dict(data: Any, where: str = "freshness config") -> FreshnessCon
     doc = CONFIG_SCHEMA.check(data, where, error=FreshnessConfigError)
     no_decay = doc["no_decay"] or {"claim_class": [], "field": PERSISTENT_FIELD}
     return FreshnessConfig(half_life=doc["half_life"],
-                           source_type=doc["source_type"] or {}, host=doc["host"] or {},
+                           source_type=doc["source_type"] or {},
+                           host=_host_keys(doc["host"] or {}, where),
                            claim_class=doc["claim_class"] or {},
                            no_decay_classes=frozenset(no_decay["claim_class"]),
                            no_decay_field=no_decay["field"],
