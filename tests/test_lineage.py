@@ -452,3 +452,27 @@ def test_an_origin_newer_than_the_wrapper_never_makes_it_fresher():
     origin_age = (now - datetime(2020, 1, 1, tzinfo=UTC)).days
     assert w[0] == pytest.approx(2 ** (-origin_age / 365))  # older evidence: the origin's date
     assert list(w[1:]) == pytest.approx(list(own))  # their own dates stand
+
+
+def test_an_undirected_copy_pair_is_counted_once(tmp_path):
+    # two copies of one text on one date: no direction, no edge; the pair was counted from
+    # both ends (8 reported for 4 pairs)
+    from credrank.documents import iter_documents
+    from credrank.index import open_store
+    from credrank.index.embed import get_embedder
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    text = "households in the region spent more on fuel this winter, the survey found"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in (
+        {"id": "a", "text": text, "published_at": "2024-01-01"},
+        {"id": "b", "text": text, "published_at": "2024-01-01"},
+        {"id": "c", "text": "an unrelated page on gardening tomatoes", "published_at":
+         "2024-01-01"})), encoding="utf-8")
+    emb = get_embedder("hashing")
+    with open_store(tmp_path / "idx", "edge", embedder=emb.name, dim=emb.dim,
+                    create=True) as store:
+        index_documents(iter_documents(corpus), store, emb, SourceTyper())
+    data, _ = _run(tmp_path / "idx", "--copies", "text")
+    assert data["copies"]["undirected"] == 1

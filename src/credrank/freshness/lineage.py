@@ -244,19 +244,20 @@ def _appeared(payload: Mapping[str, Any], now: datetime | None) -> datetime | No
 
 def copy_parents(doc: Mapping[str, Any], neighbours: Sequence[Mapping[str, Any]],
                  copies: CopyTest, vectors: np.ndarray | None = None,
-                 now: datetime | None = None) -> tuple[list[str], int]:
-    """``(ids doc copies, undirected count)``: run ``copies`` on ``[doc, *neighbours]`` (texts
-    from ``text``; ``vectors`` one row each, or ``None``) and keep the neighbours in ``doc``'s
-    group that appeared strictly earlier. Same-group neighbours with equal or unknown dates give
-    no edge and are counted as undirected."""
+                 now: datetime | None = None) -> tuple[list[str], list[str]]:
+    """``(ids doc copies, ids of undirected copies)``: run ``copies`` on ``[doc,
+    *neighbours]`` (texts from ``text``; ``vectors`` one row each, or ``None``) and keep the
+    neighbours in ``doc``'s group that appeared strictly earlier. Same-group neighbours with
+    equal or unknown dates give no edge and are listed as undirected."""
     rows = [doc, *[n for n in neighbours if n.get("doc_id") != doc.get("doc_id")]]
     if len(rows) < 2:
-        return [], 0
+        return [], []
     if vectors is not None and len(vectors) != len(rows):
         raise ValueError(f"vectors: expected {len(rows)} rows, got {len(vectors)}")
     groups = np.asarray(copies([str(r.get("text") or "") for r in rows], vectors))
     mine = _appeared(doc, now)
-    out, undirected = [], 0
+    out: list[str] = []
+    undirected: list[str] = []
     for row, g in zip(rows[1:], groups[1:], strict=True):
         if g != groups[0]:
             continue
@@ -264,7 +265,7 @@ def copy_parents(doc: Mapping[str, Any], neighbours: Sequence[Mapping[str, Any]]
         if mine is not None and theirs is not None and theirs < mine:
             out.append(str(row["doc_id"]))
         elif mine is None or theirs is None or theirs == mine:
-            undirected += 1
+            undirected.append(str(row["doc_id"]))
     return out, undirected
 
 
@@ -276,6 +277,12 @@ class StoreSource:
     passes the stored neighbour vectors (and the document's embedding) to ``copies``.
     ``on_progress(records)``: the number of records built so far, after each fetch (with
     copy detection, after each record: one search each); it never prints."""
+
+    @property
+    def undirected_copies(self) -> int:
+        """Pairs of copies whose direction cannot be told (equal or unknown dates), each
+        counted once."""
+        return len(self._undirected)
 
     def __init__(self, store: Any, now: datetime | None = None, *,
                  copies: CopyTest | None = None,
@@ -289,7 +296,9 @@ class StoreSource:
             raise ValueError(f"neighbours: expected an integer >= 1, got {neighbours!r}")
         self.store, self.now, self.copies, self.embed = store, now, copies, embed
         self.neighbours, self.with_vectors = int(neighbours), with_vectors
-        self.undirected_copies = 0
+        #: the pairs of copies whose direction cannot be told, each once (found from both
+        #: ends, it was counted twice)
+        self._undirected: set[frozenset[str]] = set()
         self.searches = 0
         self.records = 0
         self.on_progress = on_progress
@@ -322,7 +331,7 @@ class StoreSource:
                 keep = [i for i in range(len(found)) if str(found.doc_ids[i]) != p["doc_id"]]
                 vectors = np.vstack([v[None, :], found.vectors[keep]])
             parents, undirected = copy_parents(p, rows, self.copies, vectors, self.now)
-            self.undirected_copies += undirected
+            self._undirected.update(frozenset((str(p["doc_id"]), o)) for o in undirected)
             out.append(record_from_payload(p, self.now, parents))
             self._built(1)
         return out
