@@ -487,6 +487,9 @@ def test_openapi_declares_the_idempotency_key_and_new_answers(app_factory: Any) 
         assert "504" in spec["paths"][path]["post"]["responses"]
     for path in ("/search", "/rerank"):
         assert {"408", "503", "504"} <= set(spec["paths"][path]["post"]["responses"])
+    # every POST can answer 415 (a body not declared JSON): the schema did not list it
+    for path in ("/search", "/rerank", "/index", "/feedback", "/priors/rollback"):
+        assert "415" in spec["paths"][path]["post"]["responses"], path
     json.dumps(spec)
 
 

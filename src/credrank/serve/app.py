@@ -283,7 +283,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     # -- search and rerank ---------------------------------------------------------------------
     @_self_parsed(app, "/search", SearchRequest, response_model=SearchResponse,
-                  responses=_errors(408, 413, 422, 503, 504), tags=["search"])
+                  responses=_errors(408, 413, 415, 422, 503, 504), tags=["search"])
     async def search(request: Request) -> JSON:
         """Credibility-aware search over the served index (as `credrank search --json`),
         with the pipeline of the stage fields or of `pipeline` (a spec: not both). Priced
@@ -296,7 +296,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                    embeds=len(req.query)))
 
     @_self_parsed(app, "/rerank", RerankRequest, response_model=RerankResponse,
-                  responses=_errors(408, 413, 422, 503, 504), tags=["search"])
+                  responses=_errors(408, 413, 415, 422, 503, 504), tags=["search"])
     async def rerank(request: Request) -> JSON:
         """Rerank candidates retrieved elsewhere: provenance typed from their URLs, retrieval
         score per `retrieval` (default `auto`: their vectors if of the index's model, else
@@ -360,7 +360,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise LimitError(422, "invalid_request", str(exc)) from None
 
     @app.post("/index", response_model=IndexResponse, dependencies=write,
-              responses=_errors(401, 403, 408, 413, 422, 503, 504, 507), tags=["write"])
+              responses=_errors(401, 403, 408, 413, 415, 422, 503, 504, 507), tags=["write"])
     async def index(req: IndexRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """Index documents into the served index (validated and rejected as `credrank index`
         validates a JSONL file; record i is line i). Needs the API key. The documents are
@@ -372,7 +372,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                                          date_order=req.date_order))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 422, 504, 507), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
     async def feedback(req: FeedbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
         logged, reversible). Needs the API key and --priors-store."""
@@ -406,7 +406,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise LimitError(422, "invalid_request", str(exc)) from None
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 422, 504, 507), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
     async def rollback(req: RollbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
         """Restore an earlier version of the priors, recorded as a new version."""
         def work(token: Any) -> tuple[dict[str, Any], bool]:
