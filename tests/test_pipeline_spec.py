@@ -379,3 +379,13 @@ def test_set_adds_a_stage_with_two_required_parameters(workdir: Path) -> None:
     bad = run_cli("search", QUERY, "--index", "idx", "-S", "coverage.lambda_ilad=0.1",
                   cwd=workdir, timeout=600)
     assert_clean_error(bad, "-S coverage.lambda_ilad=0.1: stages[2].lambda_coverage:")
+
+
+def test_a_stage_build_error_names_the_set_item(workdir: Path) -> None:
+    # it said "stages[0].priors: …", a path the user never wrote
+    assert_clean_error(run_cli("search", QUERY, "--index", "idx", "-S", "prior.priors=bogus",
+                               cwd=workdir, timeout=600),
+                       "error: -S prior.priors=bogus: 'bogus' is neither a preset", starts=True)
+    assert_clean_error(run_cli("search", QUERY, "--index", "idx", "-S",
+                               "credibility.model=no.json", cwd=workdir, timeout=600),
+                       "error: -S credibility.model=no.json: no.json:", starts=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import re
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -218,8 +219,24 @@ def spec_value(raw: str, item: str | None = None) -> Any:
 
 def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
                 sets: list[str] | None) -> str:
-    """A spec error found while building the stages, said as the user wrote the spec."""
-    if pipeline is not None or sets:
-        return f"{'--pipeline ' + str(pipeline) + ': ' if pipeline else ''}{exc}"
+    """A spec error found while building the stages, said as the user wrote the spec: the
+    ``-S`` item that set the parameter (``-S prior.priors=bogus: …``; it said
+    ``stages[0].priors``, a path the user never wrote), else the ``--pipeline`` file's path,
+    else the options' words."""
+    said = _set_item(exc, spec, sets)
+    if said is not None:
+        return f"-S {said}: {getattr(exc, 'detail', exc)}"
+    if pipeline is not None:
+        return f"--pipeline {pipeline}: {exc}"
     return in_words(exc, spec.to_dict(), CLI)
+
+
+def _set_item(exc: Any, spec: PipelineSpec, sets: list[str] | None) -> str | None:
+    """The ``-S`` item that set the stage parameter ``exc`` is about, if one did."""
+    match = re.fullmatch(r"stages\[(\d+)\]\.(\w+)", str(getattr(exc, "key_path", "")))
+    if not sets or match is None or int(match[1]) >= len(spec.stages):
+        return None
+    key = f"{spec.stages[int(match[1])].name}.{match[2]}"
+    return next((item for item in reversed(sets)
+                 if item.partition("=")[0].strip() == key), None)
 
