@@ -160,6 +160,14 @@ def test_config_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
     config.write_text("[search\n", encoding="utf-8")
     assert run(["search", "x"]) == 2
     assert f"{config}: expected TOML" in capsys.readouterr().err
+    # a value of another type than the option's is refused naming the key (top-k = true
+    # became 1, lexical = 1 turned BM25 on, priors = 5 was the text "5")
+    for line, said in (("top-k = true", "'top-k': expected an integer, got bool True"),
+                       ("lexical = 1", "'lexical': expected true or false, got int 1"),
+                       ("priors = 5", "'priors': expected text, got int 5")):
+        config.write_text(f"[search]\n{line}\n", encoding="utf-8")
+        assert run(["search", "x", "--index", "idx"]) == 2
+        assert f"{config}: [search] {said}" in capsys.readouterr().err
     # --config names another file; a pyproject.toml is read from [tool.credrank]
     other = tmp_path / "sub" / "pyproject.toml"
     other.parent.mkdir()

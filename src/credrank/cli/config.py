@@ -49,6 +49,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import types
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,6 +271,19 @@ def _is_path(param: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, Path)
 
 
+def _value_type(param: Any) -> Any:
+    """The Python type of one value of option ``param`` (``int``, ``float``, ``bool``,
+    ``str``, ``Path``; ``None`` unless plain): its annotation without ``None`` or ``list``."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0] if len(args) == 1 else None
+    if typing.get_origin(annotation) is list:
+        items = typing.get_args(annotation)
+        annotation = items[0] if len(items) == 1 else None
+    return annotation if annotation in (int, float, bool, str, Path) else None
+
+
 class _Defaults(Mapping[str, Any]):
     """click's ``default_map`` for one command (or group) at ``where`` (its name path): a
     subcommand's map for a subcommand name, else the file's value for a parameter name."""
@@ -387,11 +402,41 @@ class _Defaults(Mapping[str, Any]):
         found = self._find(param)
         if found is None or self._withheld(key):
             return default
+        self._check_type(param, found)
         value = self._value(param, found[2])
         if self.config.discovered:
             self._check_sensitive(param, found, value)
         self.config.note()
         return value
+
+    def _check_type(self, param: Any, found: tuple[str, str, Any]) -> None:
+        """Refuse (exit 2, naming the file and the key) a value whose TOML type is not the
+        option's: ``top-k = true`` became 1, ``lexical = 1`` turned BM25 on, ``priors = 5``
+        was read as the text "5"; the command line's validator then checks the value."""
+        label, key, value = found
+        kind = _value_type(param)
+        values = value if isinstance(value, list) and getattr(param, "multiple", False) \
+            else [value]
+        if getattr(param, "is_flag", False) or kind is bool:
+            want, fits = "true or false", lambda v: isinstance(v, bool)
+        elif kind is int:
+            want, fits = "an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
+        elif kind is float:
+            want = "a number"
+            fits = lambda v: isinstance(v, int | float) and not isinstance(v, bool)  # noqa: E731
+        elif kind in (str, Path):
+            want, fits = "text", lambda v: isinstance(v, str)
+        else:
+            return
+        bad = next((v for v in values if not fits(v)), None)
+        if bad is None:
+            return
+        where = f"[{label}] " if label else ""
+        print(f"error: {self.config.path}: {where}{key!r}: expected {want}, got "
+              f"{type(bad).__name__} {bad!r}", file=sys.stderr)
+        import typer
+
+        raise typer.Exit(2)
 
     # -- what a discovered file may not set -------------------------------------------------
     def _check_sensitive(self, param: Any, found: tuple[str, str, Any], value: Any) -> None:
