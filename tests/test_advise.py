@@ -369,3 +369,10 @@ def test_cli_overflowing_cost_is_null_in_json_and_said_plainly_in_text(tmp_path:
     assert text.exit_code == 0, text.output
     assert "inf s" not in text.output and "inf min" not in text.output
     assert "3,072 × 1e+308 s  (more than 1.798e+308 s: the product exceeds" in text.output
+    # the library's advice too: no front door is handed an infinity to clean up
+    from credrank.advise.methods import advise_profile
+    from credrank.advise.pools import load_profile
+
+    costs = [c for pa in advise_profile(load_profile(path)) for m in pa.methods
+             for c in m.costs if c.name.startswith("serial time")]
+    assert costs and all(c.value is None for c in costs)

@@ -27,6 +27,8 @@ Declared policies:
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -217,6 +219,12 @@ def _cram_costs(pool: Pool) -> tuple[Cost, ...]:
                               "state 'seconds_per_pass' in the profile to compute"))
         else:
             seconds = cram_calibration_seconds(passes, spp)
+            if not math.isfinite(seconds):  # a stated 1e308 s a pass: no number to give
+                costs.append(Cost(
+                    f"serial time ({label})", f"{passes:,} × {spp:g} s", None, "s",
+                    f"more than {sys.float_info.max:.4g} s: the product exceeds the largest "
+                    "64-bit float, so it is not computed; state smaller numbers in the profile"))
+                continue
             costs.append(Cost(f"serial time ({label})", f"{passes:,} × {spp:g} s", seconds, "s",
                               f"{seconds / 60:.6f} min of serial single-example service time; "
                               "not a hardware benchmark"))

@@ -14,11 +14,8 @@ measurement, and which it cannot derive; a profile file and ``--index`` exclude 
 from __future__ import annotations
 
 import json as jsonlib
-import math
-import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -33,7 +30,6 @@ from credrank.advise.from_index import (
 from credrank.advise.methods import (
     NOT_A_RANKING,
     Cost,
-    MethodAdvice,
     PoolAdvice,
     advice_document,
     advise_profile,
@@ -46,40 +42,6 @@ from credrank.advise.pools import (
     load_profile,
 )
 from credrank.cli.common import fail, index_rows
-
-
-def _finite_cost(cost: Cost) -> Cost:
-    """``cost``, or, when its value overflowed (not a finite number: ``seconds_per_pass =
-    1e308`` times thousands of passes is infinity, which JSON cannot hold), the cost without a
-    value whose note says so plainly: ``value`` null in the JSON, ``more than 1.798e+308 s``
-    in both outputs, never ``inf``."""
-    if isinstance(cost.value, float) and not math.isfinite(cost.value):
-        unit = f" {cost.unit}" if cost.unit else ""
-        return replace(cost, value=None, note=(
-            f"more than {sys.float_info.max:.4g}{unit}: the product exceeds the largest "
-            "64-bit float, so it is not computed; state smaller numbers in the profile"))
-    return cost
-
-
-def _finite_advice(advice: tuple[PoolAdvice, ...]) -> tuple[PoolAdvice, ...]:
-    """``advice`` with every overflowed cost made :func:`_finite_cost`."""
-    def method(ma: MethodAdvice) -> MethodAdvice:
-        costs = tuple(_finite_cost(c) for c in ma.costs)
-        return ma if costs == ma.costs else replace(ma, costs=costs)
-
-    return tuple(replace(pa, methods=tuple(method(ma) for ma in pa.methods)) for pa in advice)
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by ``None`` (docs/json.md: JSON output
-    has no NaN or infinity)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _value(cost: Cost) -> str:
@@ -196,7 +158,7 @@ def advise(
             loaded = load_profile(path)
         except ProfileError as exc:
             fail(str(exc))
-    advice = _finite_advice(advise_profile(loaded))
+    advice = advise_profile(loaded)
     if json:
         doc = advice_document(loaded, advice)
         if derived is not None:
@@ -205,7 +167,7 @@ def advise(
                               "min_share": MIN_SHARE, "fields": [d.to_dict() for d in how],
                               "not_derived": [{"key": k, "why": v}
                                               for k, v in NOT_DERIVED.items()]}
-        typer.echo(jsonlib.dumps(_finite(doc), indent=2, ensure_ascii=False, allow_nan=False))
+        typer.echo(jsonlib.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         text = render_text(loaded, advice)
         if derived is not None:
