@@ -227,6 +227,17 @@ def _offset_text(offset: Any) -> str:
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
+#: why a run of more than 8 digits is no date (:func:`_bare_number`)
+BARE_NUMBER = "a bare number: epoch seconds or milliseconds?"
+
+
+def _bare_number(s: str) -> bool:
+    """Whether ``s`` is a run of more than 8 digits: epoch seconds or milliseconds, which
+    Python's ISO reader takes as ``YYYYMMDDHH…`` (``1583020800`` a day of 1583); eight digits
+    stay ISO's basic ``YYYYMMDD``. Refused by strict and lenient reading alike."""
+    return s.isdigit() and len(s) > 8
+
+
 def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, str | None]:
     """``(datetime in UTC, None)`` for an ISO 8601 date with timezone (a date-only value is
     midnight UTC), else ``(None, reason)``. A date and time without timezone is refused
@@ -243,8 +254,8 @@ def date_value(v: Any, assume: tzinfo | None = None) -> tuple[datetime | None, s
     if not isinstance(v, str):
         return None, f"{expected}, got {got(v)}"
     s = v.strip()
-    if s.isdigit() and len(s) > 8:  # epoch seconds, not ISO's YYYYMMDDHH (a day of 1583)
-        return None, f"{expected}, got {v!r} (a bare number: epoch seconds or milliseconds?)"
+    if _bare_number(s):
+        return None, f"{expected}, got {v!r} ({BARE_NUMBER})"
     try:
         d = date.fromisoformat(s)
         return datetime(d.year, d.month, d.day, tzinfo=UTC), None
@@ -384,10 +395,10 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
         shown = v if len(v) <= 60 else v[:57] + "..."
         return None, (f"expected a date within years 1–9999, got {shown!r} (a signed year)"
                       ), False
-    if s.isdigit() and len(s) > 8:  # epoch seconds read as ISO's YYYYMMDDHH: a day of 1583
+    if _bare_number(s):
         shown = v if len(v) <= 60 else v[:57] + "..."
-        return None, (f"expected {_WRITTEN}, got {shown!r} (a bare number: epoch seconds or "
-                      "milliseconds? write the date as ISO 8601)"), False
+        return None, (f"expected {_WRITTEN}, got {shown!r} ({BARE_NUMBER} write the date as "
+                      "ISO 8601)"), False
     if order is not None and (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None:
         day, why = _ordered(m, order, v)
         if why is not None:
