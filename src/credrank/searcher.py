@@ -31,12 +31,7 @@ from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore, generation
 from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
-from credrank.pipeline.document import (
-    replayable,
-    search_document,
-    settings_as_run,
-    text_settings,
-)
+from credrank.pipeline.document import answered, search_document
 from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.shortcuts import spec_from_options
@@ -317,13 +312,11 @@ class Searcher:
         check_retrieval(retrieval)
         compiled = self.compile_rerank(spec)
         result = self._rerank(compiled, query, records, retrieval, query_vector, check)
-        described = {**compiled.settings, "retrieval": retrieval, "pushdown": False,
-                     "fetch_k": len(records), "embedder": self.embedder.name,
-                     "query_vector": _query_vector(result, query_vector),
-                     **text_settings(text)}
-        pipeline = replayable(described.pop("pipeline"), result.info)
-        return {"credrank_rerank": 1, "query": query,
-                "settings": settings_as_run(described, result.info),
+        settings, pipeline = answered(
+            {**compiled.settings, "retrieval": retrieval, "pushdown": False,
+             "fetch_k": len(records), "embedder": self.embedder.name,
+             "query_vector": _query_vector(result, query_vector)}, result.info, text)
+        return {"credrank_rerank": 1, "query": query, "settings": settings,
                 "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
 
     # -- lifetime --------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from credrank.core.hittext import check_text, hit_text
 from credrank.freshness.dates import SECONDS_PER_DAY, freshness_date, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
-from credrank.pipeline.document import search_document
+from credrank.pipeline.document import answered
 from credrank.pipeline.spec import PipelineSpec
 
 
@@ -280,7 +280,7 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     ``snippet`` | ``none``, as there). ``embedder``: the index's, for sentence tiers.
     ``describe``: the settings as JSON (:attr:`credrank.pipeline.compile.Compiled.settings`,
     with the spec under ``pipeline``), recorded as ``credrank search --json`` records them
-    (:func:`credrank.pipeline.document.search_document`): ``settings`` with the hits'
+    (:func:`credrank.pipeline.document.answered`): ``settings`` with the hits'
     ``text``, the spec as the document's ``pipeline`` (with the evaluation time the freshness
     stage read, so that replaying it ranks the same)."""
     if not isinstance(ranked.query, str) or not ranked.query.strip():
@@ -295,8 +295,7 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     settings: dict[str, Any] = {}
     pipeline: dict[str, Any] | None = None
     if describe is not None:
-        answer = search_document(ranked.query, dict(describe), ranked, text=text)
-        settings, pipeline = answer["settings"], answer.get("pipeline")
+        settings, pipeline = answered(describe, ranked.info, text)
     return ContextDocument(doc.query, doc.passages, doc.excluded, doc.policy, doc.granularity,
                            doc.now, settings, doc.info, pipeline)
 

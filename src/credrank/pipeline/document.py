@@ -115,17 +115,25 @@ def text_settings(text: str) -> dict[str, Any]:
     return {"text": text, **({"snippet_chars": SNIPPET_CHARS} if text == "snippet" else {})}
 
 
+def answered(settings: Mapping[str, Any], info: Mapping[str, Any], text: str
+             ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``(settings, pipeline)`` of an answer: ``settings`` (:func:`settings_document`, left
+    unchanged) with the hits' ``text`` and what the run read (:func:`settings_as_run`), and
+    the spec under its ``"pipeline"`` key made :func:`replayable` (``None`` when absent) —
+    what ``credrank search --json`` and ``credrank context --json`` both write."""
+    out = {**settings, **text_settings(text)}
+    pipeline = out.pop("pipeline", None)
+    return (settings_as_run(out, info),
+            None if pipeline is None else replayable(pipeline, info))
+
+
 def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
                     text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
     """The ``credrank search --json`` document (docs/json.md) for one query under
     ``settings`` (:func:`settings_document`; left unchanged); ``extra`` keys (a batch's
     ``query_id``) are added at the top level. Each hit carries ``text`` as ``text`` says
     (:meth:`Candidates.hits`; ``settings.text`` records it)."""
-    settings = {**settings, **text_settings(text)}
-    pipeline = settings.pop("pipeline", None)
-    settings = settings_as_run(settings, result.info)
-    if pipeline is not None:
-        pipeline = replayable(pipeline, result.info)
+    settings, pipeline = answered(settings, result.info, text)
     doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
            "hits": result.hits(text), "info": result.info}
     if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
