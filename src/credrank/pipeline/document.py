@@ -160,40 +160,29 @@ def settings_as_run(settings: dict[str, Any], info: Mapping[str, Any]) -> dict[s
 
 
 def replayable(pipeline: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
-    """The echoed spec ``pipeline`` with what this answer read at run time written in
-    (:func:`with_now`: the clock of a freshness stage; :func:`with_version`: the store
-    version of a feedback prior; the exposure lottery's ``draw``), from the answer's
-    ``info``: replaying it ranks as this answer did. A copy where anything is written."""
+    """The echoed spec ``pipeline`` with what this answer read at run time written in, from
+    the answer's ``info``: the clock of a freshness stage (:func:`with_now`), the store
+    version a feedback prior ranked with (its latest: ``version: null``), the exposure
+    lottery's ``draw`` (:func:`pinned`): replaying it ranks as this answer did, also after
+    later feedback. A copy where anything is written."""
     resolved = _resolved_now(info)
     if resolved is not None:
         pipeline = with_now(pipeline, resolved)
     used = info.get("feedback_prior")
     if isinstance(used, dict):
-        pipeline = with_version(pipeline, int(used["version"]))
+        pipeline = pinned(pipeline, "feedback_prior", "version", int(used["version"]))
     select = info.get("select")
     if isinstance(select, dict) and isinstance(select.get("draw"), int):
-        pipeline = _with_param(pipeline, "exposure", "draw", select["draw"])
+        pipeline = pinned(pipeline, "exposure", "draw", select["draw"])
     return pipeline
 
 
-def _with_param(pipeline: dict[str, Any], stage: str, param: str, value: Any) -> dict[str, Any]:
-    """The echoed spec with ``param`` of stage ``stage`` set to ``value`` where it is
-    ``null`` (what this answer drew: the exposure lottery's ``draw``); a copy."""
+def pinned(pipeline: dict[str, Any], stage: str, param: str, value: Any) -> dict[str, Any]:
+    """The echoed spec with ``param`` of each ``stage`` set to ``value`` where it is
+    ``null`` (what the run resolved it to); a copy."""
     out = dict(pipeline)
     out["stages"] = [({**s, param: value} if isinstance(s, dict) and s.get("stage") == stage
                       and s.get(param) is None else s) for s in pipeline.get("stages", [])]
-    return out
-
-
-def with_version(pipeline: dict[str, Any], version: int) -> dict[str, Any]:
-    """The echoed spec ``pipeline`` with ``version`` written into its feedback prior stage
-    when that stage ranked with the store's latest version (``version: null``), so that
-    replaying the echo ranks with the same priors after later feedback; a copy."""
-    stages = pipeline.get("stages", [])
-    out = dict(pipeline)
-    out["stages"] = [({**s, "version": version}
-                      if isinstance(s, dict) and s.get("stage") == "feedback_prior"
-                      and s.get("version") is None else s) for s in stages]
     return out
 
 
