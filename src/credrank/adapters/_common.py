@@ -80,7 +80,6 @@ need not be unique (two retrievers may return the same document); an error names
 from __future__ import annotations
 
 import inspect
-import numbers
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -385,10 +384,8 @@ class CredrankScorer:
         mismatched: list[int] = []
         for i, p in enumerate(passages):
             record: dict[str, Any] = {"id": str(i), "text": p.text, "metadata": p.metadata}
-            if scores and p.score is not None:
-                score = p.score
-                is_real = isinstance(score, numbers.Real) and not isinstance(score, bool)
-                record["score"] = float(score) if is_real else score  # numpy floats too
+            if scores and p.score is not None:  # any real, numpy's too (check_candidates)
+                record["score"] = p.score
             if vectors and p.embedding is not None:
                 if len(p.embedding) == dim:
                     record["vector"] = p.embedding
