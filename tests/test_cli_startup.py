@@ -156,16 +156,22 @@ def test_cold_search_imports_no_stage_it_does_not_run(tmp_path: Path) -> None:
 
 def test_static_command_help_is_typers_help() -> None:
     """credrank.cli.helptext is what typer renders now (regenerate: python -m
-    credrank.cli.helpgen), and covers every built-in command."""
+    credrank.cli.helpgen), help and option names, and covers every built-in command."""
     from credrank.cli import COMMANDS
     from credrank.cli.helpgen import render
-    from credrank.cli.helptext import HELP
+    from credrank.cli.helptext import HELP, OPTIONS
 
     rendered = render()
-    assert set(HELP) == set(rendered), "run python -m credrank.cli.helpgen"
-    for key, text in rendered.items():
+    assert set(HELP) == set(rendered.help), "run python -m credrank.cli.helpgen"
+    for key, text in rendered.help.items():
         assert HELP[key] == text, f"{key}: run python -m credrank.cli.helpgen"
     assert set(COMMANDS) <= set(HELP)
+    # the option names a credrank.toml may set (credrank.cli.config.check_keys)
+    assert {k: sorted(v) for k, v in OPTIONS.items()} == rendered.options, \
+        "run python -m credrank.cli.helpgen"
+    assert set(HELP) <= set(OPTIONS)
+    assert {"top_k", "index_dir", "index", "priors"} <= OPTIONS["search"]
+    assert "table" in OPTIONS["serve"]
 
 
 def words(text: str) -> str:

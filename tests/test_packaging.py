@@ -179,6 +179,74 @@ def test_config_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 # -- terminal polish ---------------------------------------------------------------------------
 
+
+@pytest.mark.parametrize(("content", "said"), [
+    ("top_kk = 5", "'top_kk': no option of any credrank command has this name (did you "
+                   "mean 'top_k'?)"),
+    ("[serch]\ntop-k = 5", "[serch]: no credrank command 'serch' (did you mean 'search'?)"),
+    ("[priors.shw]\nversion = 1", "[priors.shw]: no command credrank priors shw (did you "
+                                  "mean 'show'?)"),
+    ("[priors]\nstore = 'x'", "[priors] 'store': no such option of credrank priors or of its "
+                              "subcommands"),
+    # another command's table is checked too, whatever command runs
+    ("[serve]\nprot = 8080", "[serve] 'prot': no such option of credrank serve (did you mean "
+                             "'port'?)"),
+    ("top-k = 5\ntop_k = 6", "'top-k' and 'top_k' set the same option; keep one"),
+    ("tables = ['a.csv']\ntable = ['b.csv']", "'tables' and 'table' set the same option"),
+    ("[search]\ntop-k = {value = 5}", "[search] 'top-k': expected a value (text, a number, "
+                                      "true or false, or an array of them), got a table"),
+    ("top-k = {value = 5}", "'top-k': expected a value"),
+])
+def test_what_no_command_reads_is_refused(content: str, said: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A key, table or spelling of a credrank.toml that no command reads was ignored; it is an
+    error naming the file, the table and the key (with the closest name), for any command."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "credrank.toml"
+    config.write_text(content + "\n", encoding="utf-8")
+    assert run(["search", "x", "--index", "idx"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {config}: {said}" in err, err
+    assert "defaults from" not in err  # refused before any value was used
+
+
+def test_a_file_of_keys_some_command_reads_is_taken(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Top-level keys of other commands' options (``table`` is serve's and index's, not
+    search's), group tables of subcommands' options, and nested subcommand tables are taken."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "credrank.toml").write_text(
+        'table = ["domains.csv"]\ntop-k = 3\n[priors]\nversion = 1\n[priors.show]\n'
+        'history = true\n[serve]\nmax-body-bytes = 1000\n', encoding="utf-8")
+    assert run(["search", "x", "--index", "idx"]) == 2
+    err = capsys.readouterr().err
+    assert "no credrank index here" in err and "credrank.toml" not in err.split("\n")[-2]
+
+
+def test_a_plugins_table_is_left_to_the_plugin() -> None:
+    """A table of a plugin's command is checked when that command runs (its options are known
+    only once it is loaded); a top-level key is taken when a plugin's command has it."""
+    from credrank.cli.config import Config, ConfigError, check_keys
+
+    options = {"search": frozenset({"top_k"})}
+    plugins = {"extra": frozenset({"depth"}), "extra sub": frozenset({"width"})}
+
+    def check(table: dict[str, object]) -> None:
+        check_keys(Config(Path("/x/credrank.toml"), table), options, lambda: plugins)
+
+    check({"extra": {"anything": 1}, "depth": 2, "width": 3, "top_k": 4})
+    with pytest.raises(ConfigError, match="'height': no option of any credrank command"):
+        check({"height": 1})
+    with pytest.raises(ConfigError, match=r"\[extar\]: no credrank command 'extar' \(did you "
+                                          r"mean 'extra'\?\)"):
+        check({"extar": {}})
+    asked = []
+    check_keys(Config(Path("/x/credrank.toml"), {"top_k": 1, "search": {"top-k": 2}}),
+               options, lambda: asked.append(1) or plugins)
+    assert asked == []  # the plugins are loaded only for a name no built-in has
+
 def test_lexical_table_says_bm25(index_dir: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "160")

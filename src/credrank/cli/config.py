@@ -40,18 +40,22 @@ Explicit flags always win (the file only supplies click's ``default_map``). Rela
 relative to the file's folder. A ``pipeline`` from the file is left out when the command line
 gives a stage option (``--priors``, ``--select``, …), and the file's stage options are left
 out when a pipeline is in use, so a flag never collides with the file's other half. The first
-time the file supplies a value, ``credrank: defaults from PATH`` is said on stderr. A key of a
-command's table that is no option of that command is an error naming the file and the key.
+time the file supplies a value, ``credrank: defaults from PATH`` is said on stderr. What no
+command reads is an error naming the file, the table and the key, whatever command runs
+(:func:`check_keys`): a key that is no option (of any command at the top level, of the
+table's command in a table), a table that is no command, a table where a value belongs, and
+one option written twice in two spellings.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 import sys
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -184,15 +188,19 @@ def _read(path: Path, discovered: bool = False) -> dict[str, Any]:
 def load_config(path: Path, discovered: bool = False) -> Config:
     """The defaults of ``path``: a ``credrank.toml`` (the whole file) or a
     ``pyproject.toml`` (its ``[tool.credrank]`` table, which must exist). ``discovered``:
-    found rather than named (:func:`find_config`), so checked and restricted."""
+    found rather than named (:func:`find_config`), so checked and restricted. A key no command
+    reads is refused (:func:`check_keys`)."""
     path = path.expanduser().resolve()
     data = _read(path, discovered)
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("credrank")
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: no [tool.credrank] table")
-        return Config(path, table, discovered=discovered)
-    return Config(path, data, discovered=discovered)
+        config = Config(path, table, discovered=discovered)
+    else:
+        config = Config(path, data, discovered=discovered)
+    check_keys(config)
+    return config
 
 
 def user_config_path() -> Path:
@@ -248,6 +256,119 @@ def _keys(param: Any) -> list[str]:
 def _norm(key: str) -> str:
     key = key.replace("-", "_")
     return ALIASES.get(key, key)
+
+
+def option_keys(command: Any) -> frozenset[str]:
+    """The names a file may set the options of click command ``command`` by (:func:`_keys`,
+    normalised: ``top_k`` for ``--top-k``)."""
+    return frozenset(_norm(k) for p in getattr(command, "params", ())
+                     if getattr(p, "param_type_name", "") == "option" and p.name
+                     for k in _keys(p))
+
+
+def _no_option(path: Path, where: tuple[str, ...], key: str, group: bool = False) -> str:
+    """The message for a key of the ``[where]`` table that no option of its command (or of
+    the group's subcommands, ``group``) has."""
+    return (f"{path}: [{'.'.join(where)}] {key!r}: no such option of credrank "
+            f"{' '.join(where)}{' or of its subcommands' if group else ''}")
+
+
+def _suggestion(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(_norm(name), sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = None,
+               plugins: Callable[[], Mapping[str, frozenset[str]]] | None = None) -> None:
+    """Refuse (:class:`ConfigError` naming the file, the table and the key) a file that sets
+    what no command reads, instead of ignoring it: a top-level key that is no option of any
+    command, a table that is no command (``[serch]``), a key of a command's table that is no
+    option of that command or of one of its subcommands (a group's table, ``[priors]``, gives
+    defaults to its subcommands), a table where a value belongs (``top-k = {…}``), and one
+    option set twice in one table by two spellings (``top-k`` and ``top_k``; ``tables`` and
+    ``table``). ``options``: the built-in command paths' option names (default
+    :data:`credrank.cli.helptext.OPTIONS`, generated); ``plugins``: those of the installed
+    plugins' commands (:func:`plugin_options`), asked for only when a name is not a
+    built-in's. A plugin command's table is checked when that command runs
+    (:class:`_Defaults`), as its options are known only once it is loaded."""
+    if options is None:
+        from credrank.cli.helptext import OPTIONS
+
+        options = OPTIONS
+    found_plugins: dict[str, frozenset[str]] | None = None
+
+    def plugin_paths() -> Mapping[str, frozenset[str]]:
+        nonlocal found_plugins
+        if found_plugins is None:
+            found_plugins = dict(plugins() if plugins is not None else plugin_options())
+        return found_plugins
+
+    def under(where: tuple[str, ...], table: Mapping[str, frozenset[str]]) -> set[str]:
+        """The option names of the command at ``where`` and of its subcommands (all commands'
+        at the top level)."""
+        prefix = " ".join(where)
+        return {n for path, names in table.items()
+                if not where or path == prefix or path.startswith(prefix + " ") for n in names}
+
+    def refuse(message: str) -> None:
+        raise ConfigError(f"{config.path}: {message}")
+
+    def walk(table: dict[str, Any], where: tuple[str, ...]) -> None:
+        label = f"[{'.'.join(where)}] " if where else ""
+        spelled: dict[str, str] = {}
+        for key in table:
+            name = _norm(key)
+            if name in spelled:
+                refuse(f"{label}{spelled[name]!r} and {key!r} set the same option; keep one")
+            spelled[name] = key
+        known = under(where, options)
+        for key, value in table.items():
+            path = (*where, key)
+            if isinstance(value, dict):
+                if " ".join(path) in options:
+                    walk(value, path)
+                elif not where and key in plugin_paths():
+                    continue  # checked when the plugin's command runs
+                elif _norm(key) in known:
+                    refuse(f"{label}{key!r}: expected a value (text, a number, true or false, "
+                           "or an array of them), got a table")
+                else:
+                    commands = {p.split(" ")[len(where)] for p in options
+                                if p.split(" ")[:len(where)] == list(where)
+                                and len(p.split(" ")) > len(where)}
+                    if not where:
+                        commands |= set(plugin_paths())
+                    what = (f"no credrank command {key!r}" if not where else
+                            f"no command credrank {' '.join(path)}")
+                    refuse(f"[{'.'.join(path)}]: {what}{_suggestion(key, commands)}")
+            elif _norm(key) not in known:
+                if not where and _norm(key) in under((), plugin_paths()):
+                    continue
+                if where:
+                    group = any(p.startswith(" ".join(where) + " ") for p in options)
+                    raise ConfigError(_no_option(config.path, where, key, group)
+                                      + _suggestion(key, known))
+                refuse(f"{key!r}: no option of any credrank command has this name"
+                       + _suggestion(key, known))
+
+    walk(config.table, ())
+
+
+def plugin_options() -> dict[str, frozenset[str]]:
+    """The option names of the installed plugins' command paths (:func:`option_keys`), their
+    commands loaded (a plugin's options are known only so)."""
+    from credrank.cli import plugin_commands
+    from credrank.cli.root import load_command
+
+    found: dict[str, frozenset[str]] = {}
+    for name in plugin_commands():
+        stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name))]
+        while stack:
+            path, command = stack.pop()
+            found[" ".join(path)] = option_keys(command)
+            stack += [((*path, sub), child)
+                      for sub, child in getattr(command, "commands", {}).items()]
+    return found
 
 
 def _rendering_help() -> bool:
@@ -311,16 +432,22 @@ class _Defaults(Mapping[str, Any]):
         return chain[::-1]
 
     def _check_own_section(self) -> None:
+        """A plugin command's own table against its options (a built-in's tables were checked
+        when the file was read, :func:`check_keys`)."""
+        from credrank.cli.helptext import OPTIONS
+
+        if " ".join(self.where) in OPTIONS:
+            return
         own: Any = self.config.table
         for name in self.where:
             own = own.get(name) if isinstance(own, dict) else None
         if not isinstance(own, dict):  # no table of its own
             return
-        known = {_norm(k) for p in self._options.values() for k in _keys(p)}
+        known = option_keys(self.command)
         for key, value in own.items():
             if not isinstance(value, dict) and _norm(key) not in known:
-                print(f"error: {self.config.path}: [{'.'.join(self.where)}] {key!r}: no such "
-                      f"option of credrank {' '.join(self.where)}", file=sys.stderr)
+                print(f"error: {_no_option(self.config.path, self.where, key)}",
+                      file=sys.stderr)
                 import typer
 
                 raise typer.Exit(2)
@@ -495,5 +622,5 @@ class _Defaults(Mapping[str, Any]):
         return len(self._options)
 
 
-__all__ = ["CONFIG_NAME", "Config", "ConfigError", "command_defaults", "find_config",
-           "load_config"]
+__all__ = ["CONFIG_NAME", "Config", "ConfigError", "check_keys", "command_defaults",
+           "find_config", "load_config", "option_keys"]
