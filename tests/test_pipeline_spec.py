@@ -389,3 +389,31 @@ def test_a_stage_build_error_names_the_set_item(workdir: Path) -> None:
     assert_clean_error(run_cli("search", QUERY, "--index", "idx", "-S",
                                "credibility.model=no.json", cwd=workdir, timeout=600),
                        "error: -S credibility.model=no.json: no.json:", starts=True)
+
+
+def test_pipeline_check_refuses_what_a_search_would(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``pipeline check`` builds the stages as a search does before opening an index: a file a
+    stage names that does not exist, and a ``pushdown: true`` the stages cannot honour, were
+    "a valid pipeline" there and refused by every search."""
+    from credrank.cli import run
+
+    cases = {
+        "pushdown.json": ({"pushdown": True, "stages": [
+            "prior", {"stage": "freshness", "half_life": 30, "undated": "neutral"}]},
+            "stages[1]: undated=neutral (median of the dated candidates) needs the Python "
+            "path; give neutral:W or penalty:W to score in the engine; pushdown: true cannot "
+            "be honoured"),
+        "file.json": ({"stages": [{"stage": "prior", "priors": str(tmp_path / "none.toml")}]},
+                      "stages[0].priors: "),
+    }
+    for name, (spec, said) in cases.items():
+        (tmp_path / name).write_text(json.dumps(spec), encoding="utf-8")
+        assert run(["pipeline", "check", str(tmp_path / name)]) == 2
+        assert f"error: {tmp_path / name}: {said}" in capsys.readouterr().err
+    # a stage that reads the index is checked when there is one, not refused here
+    (tmp_path / "lineage.json").write_text(json.dumps({"stages": [
+        "prior", {"stage": "freshness", "half_life": 30, "lineage": "cites"}]}),
+        encoding="utf-8")
+    assert run(["pipeline", "check", str(tmp_path / "lineage.json")]) == 0
+    assert "a valid pipeline" in capsys.readouterr().out

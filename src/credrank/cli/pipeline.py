@@ -56,16 +56,22 @@ def check(spec_file: Annotated[Path, typer.Argument(help="a spec file (JSON, TOM
                                                         "a --json output with a pipeline")],
           as_json: Annotated[bool, typer.Option(
               "--json", help="print the spec with every default filled in")] = False) -> None:
-    """Validate a spec (no index is opened: files a stage names are read when it is built)
-    and print it with its defaults written out."""
+    """Validate a spec as a search checks it before opening an index: its stages are built
+    (the files they name are read), and a ``pushdown: true`` they cannot honour is refused;
+    the stages that read an index are checked when there is one. Print it with its defaults
+    written out."""
     from credrank.core.structured import read_structured
-    from credrank.pipeline.spec import PipelineSpec
+    from credrank.pipeline.compile import check_stages
+    from credrank.pipeline.spec import PipelineSpec, SpecError
 
     try:
         data = read_structured(spec_file, what="pipeline spec")
         if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
             data = data["pipeline"]
         spec = PipelineSpec.from_dict(data, where=str(spec_file))
+        check_stages(spec)
+    except SpecError as exc:
+        fail(f"{spec_file}: {exc}")
     except ValueError as exc:
         fail(str(exc))
     if as_json:
