@@ -123,6 +123,25 @@ def test_unknown_source_type_lists_every_allowed_type(write) -> None:
     assert all(t in rej.reason for t in SOURCE_TYPES)
 
 
+def test_a_url_holding_credentials_is_rejected_without_repeating_them(write) -> None:
+    """A user name or password in a URL is a credential the index would store and every
+    answer return: the record is rejected (strict or lenient), the message masks it; an @ in
+    the query, the fragment or a mailto: URL is no credential."""
+    path = write("u.jsonl", "\n".join(json.dumps(r) for r in (
+        {"id": "a", "text": "t", "url": "https://bob:hunter2@www.cdc.gov/x"},
+        {"id": "b", "text": "t", "url": "https://TOKEN@github.com/o/r"},
+        {"id": "c", "text": "t", "url": "https://www.cdc.gov/y?email=a@b.c#me@x"},
+        {"id": "d", "text": "t", "url": "mailto:a@b.c"})))
+    for strict in (True, False):
+        result = read_corpus(path, strict=strict)
+        assert [d.id for d in result.documents] == ["c", "d"]
+        assert [(r.field, r.line) for r in result.rejects] == [("url", 1), ("url", 2)]
+        first = result.rejects[0].reason
+        assert first.startswith("expected a URL without a user name or password")
+        assert "'https://***@www.cdc.gov/x'" in first and "hunter2" not in first
+        assert "TOKEN" not in result.rejects[1].reason
+
+
 def test_several_problems_report_the_first_and_count_the_rest(write) -> None:
     path = write("m.jsonl", json.dumps({"text": 3, "title": 1, "published_at": "x"}))
     [rej] = read_corpus(path).rejects

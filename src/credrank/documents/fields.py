@@ -171,6 +171,19 @@ def got(v: Any) -> str:
     return f"{kind}{text}"
 
 
+def url_credentials(url: str) -> str | None:
+    """Why ``url`` may not be stored, or ``None``: a user name or password in it
+    (``https://user:secret@host/…``) is a credential, which the index would store and every
+    answer return (``hits[].url``). The message shows the URL with them masked."""
+    head, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0] if sep else ""
+    if "@" not in authority:
+        return None
+    masked = f"{head}://***@{rest.split('@', 1)[1]}"
+    return (f"expected a URL without a user name or password (a credential, stored and "
+            f"returned with every hit), got {got(masked)}; remove them from the URL")
+
+
 def id_value(v: Any) -> tuple[str | None, str | None]:
     """``(id, None)`` for a non-empty string or an integer (as its decimal string; a boolean
     is not an id), else ``(None, reason)``."""

@@ -121,6 +121,7 @@ from credrank.documents.fields import (
     numeric_day_month,
     timezone_value,
     unicode_problem,
+    url_credentials,
     zone_name,
 )
 from credrank.documents.files import format_suffix
@@ -500,6 +501,8 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
         elif name == "source_type" and v not in SOURCE_TYPES:
             problems.append(_Problem(label(name), f"expected one of {', '.join(SOURCE_TYPES)}, "
                                      f"got {v!r}", True))
+        elif name == "url" and (secret := url_credentials(v)) is not None:
+            problems.append(_Problem(label(name), secret))  # never dropped: the record goes
         else:
             kwargs[name] = v
     assumed = ordered = 0
