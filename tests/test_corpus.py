@@ -131,10 +131,11 @@ def test_a_url_holding_credentials_is_rejected_without_repeating_them(write) -> 
         {"id": "a", "text": "t", "url": "https://bob:hunter2@www.cdc.gov/x"},
         {"id": "b", "text": "t", "url": "https://TOKEN@github.com/o/r"},
         {"id": "c", "text": "t", "url": "https://www.cdc.gov/y?email=a@b.c#me@x"},
-        {"id": "d", "text": "t", "url": "mailto:a@b.c"})))
+        {"id": "d", "text": "t", "url": "mailto:a@b.c"},
+        {"id": "e", "text": "t", "url": "https://example.com\\@evil.com/"})))
     for strict in (True, False):
         result = read_corpus(path, strict=strict)
-        assert [d.id for d in result.documents] == ["c", "d"]
+        assert [d.id for d in result.documents] == ["c", "d", "e"]
         assert [(r.field, r.line) for r in result.rejects] == [("url", 1), ("url", 2)]
         first = result.rejects[0].reason
         assert first.startswith("expected a URL without a user name or password")

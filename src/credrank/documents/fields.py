@@ -176,10 +176,12 @@ def url_credentials(url: str) -> str | None:
     (``https://user:secret@host/…``) is a credential, which the index would store and every
     answer return (``hits[].url``). The message shows the URL with them masked."""
     head, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0] if sep else ""
+    # the authority ends at the path, query or fragment (a backslash is a slash, as for
+    # browsers and :mod:`credrank.provenance`: ``https://a.org\\@b.org/`` is a.org's path)
+    authority = re.split(r"[/\\?#]", rest, maxsplit=1)[0] if sep else ""
     if "@" not in authority:
         return None
-    masked = f"{head}://***@{rest.split('@', 1)[1]}"
+    masked = f"{head}://***@{rest[authority.rindex('@') + 1:]}"  # all of the user info
     return (f"expected a URL without a user name or password (a credential, stored and "
             f"returned with every hit), got {got(masked)}; remove them from the URL")
 
