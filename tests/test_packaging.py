@@ -225,6 +225,27 @@ def test_a_file_of_keys_some_command_reads_is_taken(tmp_path: Path,
     assert "no credrank index here" in err and "credrank.toml" not in err.split("\n")[-2]
 
 
+def test_a_bad_value_from_the_file_says_where_it_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A value the command's validator refuses named only the flag (``--top-k: expected …``),
+    which the user never typed: it also names the file, the table and the key; the same value
+    given as the flag is said as before."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "credrank.toml"
+    for content, said in (
+            ("top-k = 0", "--top-k: expected an integer in [1, 10000000], got 0 "
+                          f"(from {config}: top-k)"),
+            ("[search]\npriors = 'nonexistent'", "(from " + str(config) + ": [search] priors)"),
+            ("freshness = 'half_life=0d'", f"got '0d' (from {config}: freshness)")):
+        config.write_text(content + "\n", encoding="utf-8")
+        assert run(["search", "x", "--index", "idx"]) == 2
+        assert said in capsys.readouterr().err
+    config.write_text("top-k = 0\n", encoding="utf-8")
+    assert run(["search", "x", "--index", "idx", "--top-k", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("got 0")
+
+
 def test_a_plugins_table_is_left_to_the_plugin() -> None:
     """A table of a plugin's command is checked when that command runs (its options are known
     only once it is loaded); a top-level key is taken when a plugin's command has it."""

@@ -63,8 +63,12 @@ def labelled(label: str, style: str, message: str) -> Text:
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code``. The message is never
     broken into lines by the console width (``soft_wrap``): a path or a quoted value stays
-    whole for the reader and for tools that search the output."""
-    err.print(labelled("error:", "red", message), soft_wrap=True)
+    whole for the reader and for tools that search the output. A message about an option
+    whose value came from a ``credrank.toml`` says where it is written
+    (:func:`credrank.cli.config.value_origin`)."""
+    from credrank.cli.config import value_origin
+
+    err.print(labelled("error:", "red", message + value_origin(message)), soft_wrap=True)
     raise typer.Exit(code)
 
 

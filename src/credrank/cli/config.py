@@ -354,6 +354,44 @@ def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = No
     walk(config.table, ())
 
 
+def _click_context() -> tuple[Any, Any]:
+    """``(click's core module, the current context or None)``: click's, or the copy typer
+    vendors (whichever ``typer.Context`` derives from)."""
+    import importlib
+
+    import typer
+
+    base = next(c for c in typer.Context.__mro__
+                if c.__name__ == "Context" and c.__module__.endswith(".core"))
+    core = sys.modules[base.__module__]
+    here = importlib.import_module(f"{core.__package__}.globals")
+    return core, here.get_current_context(silent=True)
+
+
+def value_origin(message: str) -> str:
+    """`` (from FILE: [table] key)`` when ``message`` opens with an option (``--top-k: …``)
+    whose value the running command took from a defaults file, else ``""``: an error about a
+    value the user wrote in a file names where it is written, not only the flag it stands
+    for."""
+    flag = message.split(":", 1)[0].split(" ", 1)[0]
+    if not flag.startswith("--") or "typer" not in sys.modules:
+        return ""
+    core, ctx = _click_context()
+    defaults = None if ctx is None else ctx.default_map
+    if not isinstance(defaults, _Defaults):
+        return ""
+    for param in ctx.command.params:
+        if flag in getattr(param, "opts", ()) and param.name:
+            if ctx.get_parameter_source(param.name) != core.ParameterSource.DEFAULT_MAP:
+                return ""
+            found = defaults._find(param)
+            if found is None:
+                return ""
+            label, key, _ = found
+            return f" (from {defaults.config.path}: {f'[{label}] ' if label else ''}{key})"
+    return ""
+
+
 def plugin_options() -> dict[str, frozenset[str]]:
     """The option names of the installed plugins' command paths (:func:`option_keys`), their
     commands loaded (a plugin's options are known only so)."""
@@ -471,16 +509,7 @@ class _Defaults(Mapping[str, Any]):
 
     # -- precedence -------------------------------------------------------------------------
     def _from_command_line(self, names: Any) -> bool:
-        import importlib
-
-        import typer
-
-        # click's, or the copy typer vendors (whichever typer.Context derives from)
-        base = next(c for c in typer.Context.__mro__
-                    if c.__name__ == "Context" and c.__module__.endswith(".core"))
-        core = sys.modules[base.__module__]
-        here = importlib.import_module(f"{core.__package__}.globals")
-        ctx = here.get_current_context(silent=True)
+        core, ctx = _click_context()
         if ctx is None or ctx.command is not self.command:
             return False
         commandline = core.ParameterSource.COMMANDLINE
@@ -623,4 +652,4 @@ class _Defaults(Mapping[str, Any]):
 
 
 __all__ = ["CONFIG_NAME", "Config", "ConfigError", "check_keys", "command_defaults",
-           "find_config", "load_config", "option_keys"]
+           "find_config", "load_config", "option_keys", "value_origin"]
