@@ -246,6 +246,24 @@ def test_a_bad_value_from_the_file_says_where_it_is_written(
     assert capsys.readouterr().err.strip().endswith("got 0")
 
 
+def test_a_text_value_is_a_path_only_where_it_names_a_file(tmp_path: Path) -> None:
+    """A text option's value is read relative to the file's folder when it names a file
+    there (``priors = "mine.toml"``); a folder of the preset's name beside the file made
+    ``priors = "current"`` a path to that folder."""
+    from credrank.cli.config import Config, _Defaults
+
+    (tmp_path / "current").mkdir()
+    (tmp_path / "mine.toml").write_text("", encoding="utf-8")
+
+    class Option:
+        name, opts, param_type_name, multiple = "priors", ["--priors"], "option", False
+
+    for written, read in (("current", "current"), ("mine.toml", str(tmp_path / "mine.toml")),
+                          ("absent.toml", "absent.toml")):
+        config = Config(tmp_path / "credrank.toml", {"priors": written})
+        assert _Defaults(config, (), object())._path(Option(), written) == read
+
+
 def test_a_plugins_table_is_left_to_the_plugin() -> None:
     """A table of a plugin's command is checked when that command runs (its options are known
     only once it is loaded); a top-level key is taken when a plugin's command has it."""

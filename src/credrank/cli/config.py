@@ -539,11 +539,13 @@ class _Defaults(Mapping[str, Any]):
 
     def _path(self, param: Any, value: Any) -> Any:
         """A relative path is relative to the file's folder (a path option, or a text option
-        whose value names a file there, such as ``priors = "priors.toml"``)."""
+        whose value names a file there, such as ``priors = "priors.toml"``; a folder of the
+        value's name is no file: ``priors = "current"`` stays the preset beside a folder
+        ``current/``)."""
         if not isinstance(value, str) or not value or Path(value).is_absolute():
             return value
         candidate = self.config.folder / Path(value).expanduser()
-        if _is_path(param) or candidate.exists():
+        if _is_path(param) or candidate.is_file():
             return str(candidate)
         return value
 
