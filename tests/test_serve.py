@@ -210,6 +210,16 @@ def test_a_json_body_must_say_it_is_json(ro: ServerHandle) -> None:
     fine = httpx.post(ro.url + "/search", content=body, timeout=60,
                       headers={"Content-Type": "application/json; charset=utf-8"})
     assert fine.status_code == 200, fine.text
+    # a query string was ignored (POST /search?top_k=5 answered the body's top_k): a 422
+    # naming the parameter, for every JSON route, before the body is read
+    for path in ("/search?top_k=5", "/rerank?top%5Fk=5&x=1"):
+        got = httpx.post(ro.url + path, content=body, timeout=60,
+                         headers={"Content-Type": "application/json"})
+        assert got.status_code == 422, (path, got.text)
+        route = path.split("?")[0]
+        assert got.json()["detail"] == (f"top_k: POST {route} reads no query parameters; send "
+                                        "the request's fields in its JSON body")
+        assert got.json()["errors"][0]["field"] == "top_k"
 
 
 def test_rerank_errors_name_the_candidate(ro: ServerHandle) -> None:

@@ -749,9 +749,17 @@ def test_get_priors_answers_the_source_table_in_pages(served: Any) -> None:
             fed = await c.post("/feedback", json={"items": items}, headers=AUTH)
             assert fed.status_code == 200, fed.text
             return [await c.get("/priors", params=p) for p in (
-                {}, {"limit": 2}, {"offset": 4, "limit": 2}, {"limit": 1001}, {"offset": -1})]
+                {}, {"limit": 2}, {"offset": 4, "limit": 2}, {"limit": 1001}, {"offset": -1},
+                {"verison": 0}, [("limit", 1), ("limit", 2)])]
 
-    whole, first, last, over, negative = run(scenario())
+    whole, first, last, over, negative, misspelt, twice = run(scenario())
+    # a query parameter the route does not read, or one given twice, was ignored (the
+    # current version, the last limit): now a 422 naming it
+    assert misspelt.status_code == 422 and misspelt.json()["errors"][0]["field"] == "verison"
+    assert misspelt.json()["detail"] == ("verison: no such query parameter of GET /priors "
+                                         "(expected version, offset, limit)")
+    assert twice.status_code == 422
+    assert twice.json()["detail"] == "limit: given 2 times; give it once"
     assert whole.status_code == 200, whole.text
     names = sorted(whole.json()["sources"])
     assert whole.json()["sources_total"] == len(names) >= 5

@@ -17,13 +17,14 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
   stage catalog), ``GET /openapi.json``, ``GET /`` (the web page) and ``/static``.
 
 The request path, outermost first (:class:`ServiceApp`): the access log (one JSON line per
-request), the API key of the write paths, the JSON content type of the bodies, the body size
-and read-time limits; then ``POST /search`` and ``POST /rerank`` go straight to their endpoint
-(:mod:`credrank.serve.dispatch`), every other request through FastAPI's own middleware and
-router. The endpoint then runs its blocking work in a worker thread under the per-request time
-limit, cancelled when it passes (:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`),
-or — a search or rerank priced under a millisecond, query embedding included, while the store
-is free — on the event loop (:meth:`credrank.serve.work.ServiceState.read`).
+request), the API key of the write paths, the JSON request (its content type; no query
+string), the body size and read-time limits; then ``POST /search`` and ``POST /rerank`` go
+straight to their endpoint (:mod:`credrank.serve.dispatch`), every other request through
+FastAPI's own middleware and router. The endpoint then runs its blocking work in a worker
+thread under the per-request time limit, cancelled when it passes
+(:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`), or — a search or rerank priced
+under a millisecond, query embedding included, while the store is free — on the event loop
+(:meth:`credrank.serve.work.ServiceState.read`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
 from credrank.serve.dispatch import DirectRoutes
 from credrank.serve.idempotency import HEADER, PATTERN
-from credrank.serve.limits import BodyLimitMiddleware, ContentTypeMiddleware, LimitError
+from credrank.serve.limits import BodyLimitMiddleware, JsonRequestMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
     ErrorBody,
@@ -389,13 +390,17 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
              tags=["priors"])
-    async def priors(version: int | None = Query(None, ge=0, description="default: current"),
+    async def priors(request: Request,
+                     version: int | None = Query(None, ge=0, description="default: current"),
                      offset: int = Query(0, ge=0, description="the first source of the page "
                                                               "(sources sorted by name)"),
                      limit: int = Query(MAX_PRIORS_PAGE, ge=1, le=MAX_PRIORS_PAGE,
                                         description="the most sources answered")) -> JSON:
         """The priors of a version of the feedback store: per type, and one page of the
-        per-source table (``offset``, ``limit``; ``sources_total`` says how many)."""
+        per-source table (``offset``, ``limit``; ``sources_total`` says how many). Another
+        query parameter, or one given twice, is a 422 naming it."""
+        _only_query(request, ("version", "offset", "limit"))
+
         def work(token: Any) -> Rendered:
             return Rendered.of(priors_document(state.priors_store(), version,
                                                page=(offset, limit)))
@@ -439,7 +444,7 @@ def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
     def guard(app: ASGIApp) -> ASGIApp:
         app = BodyLimitMiddleware(app, max_bytes=config.max_body_bytes,
                                   read_timeout_s=config.read_timeout_s)
-        app = ContentTypeMiddleware(app, paths=JSON_PATHS)
+        app = JsonRequestMiddleware(app, paths=JSON_PATHS)
         app = ApiKeyMiddleware(app, api_key=config.api_key, paths=WRITE_PATHS)
         return AccessLogMiddleware(app, guarded=JSON_PATHS)
 
@@ -470,6 +475,23 @@ class ServiceApp(FastAPI):
         for cls, args, kwargs in reversed(added):
             app = cls(app, *args, **kwargs)
         return self.guard(app)
+
+
+def _only_query(request: Request, names: Sequence[str]) -> None:
+    """422 naming a query parameter of ``request`` that is none of ``names`` (it would be
+    ignored: ``?verison=2`` answered the current version), or one given twice (``?version=1
+    &version=2`` answered the last)."""
+    sent = request.query_params
+    for name in sent:
+        if name not in names:
+            raise LimitError(422, "invalid_request",
+                             f"{name[:80]}: no such query parameter of {request.method} "
+                             f"{request.url.path} (expected {', '.join(names)})",
+                             field=name[:80])
+        if len(sent.getlist(name)) > 1:
+            raise LimitError(422, "invalid_request",
+                             f"{name}: given {len(sent.getlist(name))} times; give it once",
+                             field=name)
 
 
 Body = TypeVar("Body", bound=BaseModel)

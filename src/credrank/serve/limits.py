@@ -26,6 +26,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
+from urllib.parse import unquote_plus
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -85,10 +86,12 @@ def json_media_type(value: bytes | None) -> bool:
                                             and media.endswith(b"+json"))
 
 
-class ContentTypeMiddleware:
-    """415 for a ``POST`` to ``paths`` whose body is not declared JSON (``Content-Type:
-    application/json``): a JSON body sent as ``text/plain`` or a form is refused, not parsed;
-    decided from the headers, before the body is read."""
+class JsonRequestMiddleware:
+    """For a ``POST`` to ``paths``, whose request is its JSON body: 415 for a body not
+    declared JSON (``Content-Type: application/json``; a JSON body sent as ``text/plain`` or a
+    form is refused, not parsed), and 422 naming the parameter for a query string (``POST
+    /search?top_k=5`` read nothing of it: the body's fields are the request). Decided from
+    the request line and the headers, before the body is read."""
 
     def __init__(self, app: ASGIApp, paths: frozenset[str]) -> None:
         self.app, self.paths = app, frozenset(guard_path(p) for p in paths)
@@ -102,6 +105,14 @@ class ContentTypeMiddleware:
                          else repr(value.decode("latin-1")[:80]))
                 await send_error(send, 415, "unsupported_media_type",
                                  "Content-Type: expected application/json, got " + given)
+                return
+            if scope.get("query_string"):
+                raw = scope["query_string"].decode("latin-1")
+                name = unquote_plus(raw.split("&", 1)[0].split("=", 1)[0])[:80] or "query"
+                await send_error(send, 422, "invalid_request",
+                                 f"{name}: POST {guarded_path(scope)} reads no query "
+                                 "parameters; send the request's fields in its JSON body",
+                                 field=name)
                 return
         await self.app(scope, receive, send)
 

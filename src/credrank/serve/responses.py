@@ -102,9 +102,14 @@ def error(status: int, kind: str, detail: str, *, errors: list[dict[str, Any]] |
 
 
 async def send_error(send: Send, status: int, kind: str, detail: str,
-                     headers: dict[str, str] | None = None) -> None:
-    """Send an error response from a middleware (before the app has answered)."""
-    body = dumps({"error": kind, "detail": detail})
+                     headers: dict[str, str] | None = None, *, field: str | None = None
+                     ) -> None:
+    """Send an error response from a middleware (before the app has answered); ``field``: the
+    request field it names, in ``errors`` as the app's 422s name theirs."""
+    content: dict[str, Any] = {"error": kind, "detail": detail}
+    if field is not None:
+        content["errors"] = [{"field": field, "loc": [field], "msg": detail, "type": kind}]
+    body = dumps(content)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
