@@ -417,3 +417,18 @@ def test_pipeline_check_refuses_what_a_search_would(tmp_path: Path,
         encoding="utf-8")
     assert run(["pipeline", "check", str(tmp_path / "lineage.json")]) == 0
     assert "a valid pipeline" in capsys.readouterr().out
+
+
+def test_a_build_error_is_placed_at_the_parameter_that_named_the_file() -> None:
+    """A file's error is placed at the parameter naming the file, not at one whose value
+    merely occurs in the message (the stance stage's ``mode: "expected"`` took a wrong-kind
+    model file's "expected a stance model file" for its own)."""
+    from credrank.pipeline.compile import build_error
+
+    params = {"mode": "expected", "model": "/x/m.json"}
+    for text, at in (("/x/m.json: expected a stance model file, got a credibility model",
+                      "stages[2].model"),
+                     ("cannot read '/x/m.json': no such file", "stages[2].model"),
+                     ("the embedder was expected to be bound", "stages[2]"),
+                     ("mode: expected one of expected, absolute", "stages[2].mode")):
+        assert build_error("stages[2]", params, ValueError(text)).key_path == at, text

@@ -80,8 +80,11 @@ def build_error(at: str, params: Mapping[str, Any], exc: BaseException) -> SpecE
     key = text.split(":", 1)[0] if ":" in text else ""
     if key and key in params:
         path, detail = f"{at}.{key}", text[len(key) + 1:].strip()
-    else:  # a file's error names the file: the parameter that named it
-        named = [k for k, v in params.items() if isinstance(v, str) and len(v) > 2 and v in text]
+    else:  # a file's error names the file (``FILE: …`` or ``'FILE'``): the parameter that
+        # named it; a value merely occurring in the text is no match (the stance stage's
+        # ``mode: "expected"`` in "…: expected a stance model file …")
+        named = [k for k, v in params.items() if isinstance(v, str) and len(v) > 2
+                 and (text.startswith(f"{v}:") or f" {v}:" in text or repr(v) in text)]
         path, detail = (f"{at}.{named[0]}" if named else at), text
     return SpecError(f"{path}: {detail}", path, detail)
 
