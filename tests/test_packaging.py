@@ -196,6 +196,17 @@ def test_config_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ("[search]\ntop-k = {value = 5}", "[search] 'top-k': expected a value (text, a number, "
                                       "true or false, or an array of them), got a table"),
     ("top-k = {value = 5}", "'top-k': expected a value"),
+    # an option's Python name was a second, undocumented key: the first of the two won
+    ("[search]\nindex = 'a'\nindex_dir = 'b'", "[search] 'index_dir': no such option of "
+                                              "credrank search (did you mean 'index'?)"),
+    ("no_lexical = true", "'no_lexical': a flag's --no- form is its false: write lexical = "
+                          "false"),
+    ("top-kk = 1", "'top-kk': no option of any credrank command has this name (did you mean "
+                   "'top-k'?)"),
+    ("[[search]]\ntop-k = 1", "'search': expected a table ([search]) of credrank search's "
+                              "options, got an array of tables"),
+    ("search = 5", "'search': expected a table ([search]) of credrank search's options, got "
+                   "an integer"),
 ])
 def test_what_no_command_reads_is_refused(content: str, said: str, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch,
@@ -264,6 +275,51 @@ def test_a_text_value_is_a_path_only_where_it_names_a_file(tmp_path: Path) -> No
         assert _Defaults(config, (), object())._path(Option(), written) == read
 
 
+def test_a_pyproject_says_its_tables_as_it_writes_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """In a pyproject.toml the tables are ``[tool.credrank…]``; one that names credrank and
+    does not parse, or whose ``tool.credrank`` is no table, is an error (it was passed over
+    and the user's own file used instead)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    project = tmp_path / "pyproject.toml"
+    for content, said in (
+            ("[tool.credrank.serch]\nx = 1", "[tool.credrank.serch]: no credrank command "
+                                             "'serch'"),
+            ("[tool.credrank]\ntop_kk = 1", "[tool.credrank] 'top_kk': no option"),
+            ("[tool.credrank.search]\ntop-k = 0", "got 0 (from " + str(project)
+             + ": [tool.credrank.search] top-k)"),
+            ("[tool.credrank.search]\na = 1\n[tool.credrank.search]\nb = 2", "expected TOML"),
+            ("[tool]\ncredrank = 5", "tool.credrank: expected a table ([tool.credrank]), got "
+                                     "int 5")):
+        project.write_text(content + "\n", encoding="utf-8")
+        assert run(["search", "x", "--index", "idx"]) == 2
+        assert said in capsys.readouterr().err
+    project.write_text("[tool.black]\nx = [\n", encoding="utf-8")  # not ours: passed over
+    assert run(["search", "x", "--index", "idx"]) == 2
+    assert "no credrank index here" in capsys.readouterr().err
+
+
+def test_the_help_is_shown_despite_a_wrong_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``credrank COMMAND --help`` (what a user reads to mend the file) was refused with the
+    file's error; it is shown without the file's defaults, with a warning. A run is still
+    refused."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "credrank.toml"
+    for content, said in (("[serch]\nx = 1", "[serch]: no credrank command 'serch'"),
+                          ("[search]\ntop-k = true", "[search] 'top-k': expected an integer, "
+                                                     "got bool True")):
+        config.write_text(content + "\n", encoding="utf-8")
+        assert run(["search", "--help"]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith("Usage: credrank search") and f"warning: {config}: {said}" in err
+        assert run(["search", "x", "--index", "idx"]) == 2
+        assert f"error: {config}: {said}" in capsys.readouterr().err
+
+
 def test_a_plugins_table_is_left_to_the_plugin() -> None:
     """A table of a plugin's command is checked when that command runs (its options are known
     only once it is loaded); a top-level key is taken when a plugin's command has it."""
@@ -285,6 +341,23 @@ def test_a_plugins_table_is_left_to_the_plugin() -> None:
     check_keys(Config(Path("/x/credrank.toml"), {"top_k": 1, "search": {"top-k": 2}}),
                options, lambda: asked.append(1) or plugins)
     assert asked == []  # the plugins are loaded only for a name no built-in has
+    # the plugin's own table, once its options are known (when it runs), as a built-in's
+    from credrank.cli.config import _check_table
+
+    config = Config(Path("/x/credrank.toml"), {})
+    for table, said in (({"dep-th": 1, "dep_th": 2}, "'dep-th' and 'dep_th' set the same"),
+                        ({"depth": {"a": 1}}, "'depth': expected a value"),
+                        ({"sub": {"width": 1}}, None),
+                        ({"sbu": {"x": 1}}, "[extra.sbu]: no command credrank extra sbu (did "
+                                            "you mean 'sub'?)"),
+                        ({"dpeth": 1}, "'dpeth': no such option of credrank extra or of its "
+                                       "subcommands (did you mean 'depth'?)")):
+        if said is None:
+            _check_table(config, table, ("extra",), plugins, dict)
+        else:
+            with pytest.raises(ConfigError, match=re.escape(said)):
+                _check_table(config, table, ("extra",), {**plugins, "extra": frozenset(
+                    {"depth", "dep_th"})}, dict)
 
 def test_lexical_table_says_bm25(index_dir: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:

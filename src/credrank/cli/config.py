@@ -55,11 +55,11 @@ import stat
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, get_args, get_origin
+from typing import Any, NoReturn, get_args, get_origin
 
 CONFIG_NAME = "credrank.toml"
 #: other spellings a user may write for an option
@@ -90,10 +90,20 @@ class Config:
     table: dict[str, Any]
     discovered: bool = False
     said: bool = field(default=False, compare=False)
+    #: a help has said that it shows no default from a wrong value of the file
+    warned: bool = field(default=False, compare=False)
+    #: where the table is in its file: ``tool.credrank`` in a ``pyproject.toml``
+    prefix: str = ""
 
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+    def label(self, where: Sequence[str]) -> str:
+        """The table ``where`` as the file writes it, with a space: ``[search] ``,
+        ``[tool.credrank.search] ``; ``""`` for a credrank.toml's top level."""
+        name = ".".join([*([self.prefix] if self.prefix else []), *where])
+        return f"[{name}] " if name else ""
 
     def note(self) -> None:
         """Say once on stderr which file supplied defaults."""
@@ -193,14 +203,29 @@ def load_config(path: Path, discovered: bool = False) -> Config:
     path = path.expanduser().resolve()
     data = _read(path, discovered)
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("credrank")
-        if not isinstance(table, dict):
+        table = _tool_table(path, data)
+        if table is None:
             raise ConfigError(f"{path}: no [tool.credrank] table")
-        config = Config(path, table, discovered=discovered)
+        config = Config(path, table, discovered=discovered, prefix="tool.credrank")
     else:
         config = Config(path, data, discovered=discovered)
     check_keys(config)
     return config
+
+
+def _tool_table(path: Path, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A pyproject's ``[tool.credrank]`` table, ``None`` when it has none; a ``tool`` or a
+    ``tool.credrank`` that is no table is a :class:`ConfigError`."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: tool: expected a table, got {type(tool).__name__}")
+    table = tool.get("credrank")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: tool.credrank: expected a table ([tool.credrank]), got "
+                          f"{type(table).__name__} {table!r}")
+    return table
 
 
 def user_config_path() -> Path:
@@ -220,8 +245,10 @@ def find_config(start: Path) -> Config | None:
     ``start/credrank.toml``, else ``start/pyproject.toml`` with a ``[tool.credrank]`` table,
     else the user's :func:`user_config_path`; ``None`` when there is none or
     ``CREDRANK_NO_CONFIG`` is set. A found file must be the user's own and writable by
-    nobody else (:func:`_check_trusted`). A ``pyproject.toml`` without the table (or one that
-    does not parse: it is not ours) is passed over."""
+    nobody else (:func:`_check_trusted`). A ``pyproject.toml`` without the table is passed
+    over, and so is one that does not parse and never names credrank (it is not ours); one
+    that names credrank and does not parse, or whose ``tool.credrank`` is no table, is an
+    error (it was passed over, and the user's file used instead)."""
     if discovery_off():
         return None
     start = Path(os.path.abspath(start))
@@ -231,10 +258,16 @@ def find_config(start: Path) -> Config | None:
     project = start / "pyproject.toml"
     if project.is_file():
         try:
-            table = _read(project).get("tool", {}).get("credrank")
+            table = _tool_table(project, _read(project))
         except ConfigError:
+            try:
+                ours = b"credrank" in project.read_bytes()
+            except OSError:
+                ours = True
+            if ours:
+                raise
             table = None
-        if isinstance(table, dict):
+        if table is not None:
             return load_config(project, discovered=True)
     user = user_config_path()
     if os.path.lexists(user):
@@ -248,9 +281,11 @@ def command_defaults(config: Config, group: Any) -> _Defaults:
 
 
 def _keys(param: Any) -> list[str]:
-    """The names a file may give ``param`` by: its long options and its Python name."""
+    """The names a file may give ``param`` by: its long option (``top-k`` or ``top_k`` for
+    ``--top-k``). Its Python name (``index_dir`` for ``--index``) is not one: a second name
+    made one option settable twice in one table, the first winning."""
     names = [o[2:].replace("-", "_") for o in param.opts if o.startswith("--")]
-    return [*names, param.name]
+    return names or [param.name]
 
 
 def _norm(key: str) -> str:
@@ -266,16 +301,19 @@ def option_keys(command: Any) -> frozenset[str]:
                      for k in _keys(p))
 
 
-def _no_option(path: Path, where: tuple[str, ...], key: str, group: bool = False) -> str:
-    """The message for a key of the ``[where]`` table that no option of its command (or of
-    the group's subcommands, ``group``) has."""
-    return (f"{path}: [{'.'.join(where)}] {key!r}: no such option of credrank "
-            f"{' '.join(where)}{' or of its subcommands' if group else ''}")
-
-
 def _suggestion(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'top-k'?)``, in the spelling ``name`` uses (dashes or underscores)."""
     close = difflib.get_close_matches(_norm(name), sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    if not close:
+        return ""
+    return f" (did you mean {close[0].replace('_', '-') if '-' in name else close[0]!r}?)"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return "an array of tables"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "text",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
 
 
 def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = None,
@@ -284,74 +322,90 @@ def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = No
     what no command reads, instead of ignoring it: a top-level key that is no option of any
     command, a table that is no command (``[serch]``), a key of a command's table that is no
     option of that command or of one of its subcommands (a group's table, ``[priors]``, gives
-    defaults to its subcommands), a table where a value belongs (``top-k = {…}``), and one
-    option set twice in one table by two spellings (``top-k`` and ``top_k``; ``tables`` and
-    ``table``). ``options``: the built-in command paths' option names (default
-    :data:`credrank.cli.helptext.OPTIONS`, generated); ``plugins``: those of the installed
-    plugins' commands (:func:`plugin_options`), asked for only when a name is not a
-    built-in's. A plugin command's table is checked when that command runs
-    (:class:`_Defaults`), as its options are known only once it is loaded."""
+    defaults to its subcommands), a table where a value belongs (``top-k = {…}``) and a value
+    where a command's table belongs (``search = 5``, ``[[search]]``), a flag's ``--no-`` form
+    (``no-lexical = true``: ``lexical = false``), and one option set twice in one table by
+    two spellings (``top-k`` and ``top_k``; ``tables`` and ``table``). ``options``: the
+    built-in command paths' option names (default :data:`credrank.cli.helptext.OPTIONS`,
+    generated); ``plugins``: those of the installed plugins' commands
+    (:func:`plugin_options`), asked for only when a name is not a built-in's. A plugin
+    command's table is checked when that command runs (:meth:`_Defaults._check_own_section`),
+    as its options are known only once it is loaded."""
     if options is None:
         from credrank.cli.helptext import OPTIONS
 
         options = OPTIONS
-    found_plugins: dict[str, frozenset[str]] | None = None
+    found: dict[str, frozenset[str]] | None = None
 
     def plugin_paths() -> Mapping[str, frozenset[str]]:
-        nonlocal found_plugins
-        if found_plugins is None:
-            found_plugins = dict(plugins() if plugins is not None else plugin_options())
-        return found_plugins
+        nonlocal found
+        if found is None:
+            found = dict(plugins() if plugins is not None else plugin_options())
+        return found
 
-    def under(where: tuple[str, ...], table: Mapping[str, frozenset[str]]) -> set[str]:
-        """The option names of the command at ``where`` and of its subcommands (all commands'
-        at the top level)."""
+    _check_table(config, config.table, (), options, plugin_paths)
+
+
+def _check_table(config: Config, table: dict[str, Any], where: tuple[str, ...],
+                 options: Mapping[str, frozenset[str]],
+                 plugin_paths: Callable[[], Mapping[str, frozenset[str]]]) -> None:
+    """:func:`check_keys` of ``table``, the table of the command path ``where`` (``()``: the
+    file's top level), against ``options`` (command path → option names)."""
+    label = config.label(where)
+
+    def refuse(message: str) -> NoReturn:
+        raise ConfigError(f"{config.path}: {message}")
+
+    def under(table: Mapping[str, frozenset[str]]) -> set[str]:
+        """The option names of the command at ``where`` and of its subcommands (all
+        commands' at the top level)."""
         prefix = " ".join(where)
         return {n for path, names in table.items()
                 if not where or path == prefix or path.startswith(prefix + " ") for n in names}
 
-    def refuse(message: str) -> None:
-        raise ConfigError(f"{config.path}: {message}")
-
-    def walk(table: dict[str, Any], where: tuple[str, ...]) -> None:
-        label = f"[{'.'.join(where)}] " if where else ""
-        spelled: dict[str, str] = {}
-        for key in table:
-            name = _norm(key)
-            if name in spelled:
-                refuse(f"{label}{spelled[name]!r} and {key!r} set the same option; keep one")
-            spelled[name] = key
-        known = under(where, options)
-        for key, value in table.items():
-            path = (*where, key)
-            if isinstance(value, dict):
-                if " ".join(path) in options:
-                    walk(value, path)
-                elif not where and key in plugin_paths():
-                    continue  # checked when the plugin's command runs
-                elif _norm(key) in known:
-                    refuse(f"{label}{key!r}: expected a value (text, a number, true or false, "
-                           "or an array of them), got a table")
-                else:
-                    commands = {p.split(" ")[len(where)] for p in options
-                                if p.split(" ")[:len(where)] == list(where)
-                                and len(p.split(" ")) > len(where)}
-                    if not where:
-                        commands |= set(plugin_paths())
-                    what = (f"no credrank command {key!r}" if not where else
-                            f"no command credrank {' '.join(path)}")
-                    refuse(f"[{'.'.join(path)}]: {what}{_suggestion(key, commands)}")
-            elif _norm(key) not in known:
-                if not where and _norm(key) in under((), plugin_paths()):
-                    continue
-                if where:
-                    group = any(p.startswith(" ".join(where) + " ") for p in options)
-                    raise ConfigError(_no_option(config.path, where, key, group)
-                                      + _suggestion(key, known))
-                refuse(f"{key!r}: no option of any credrank command has this name"
-                       + _suggestion(key, known))
-
-    walk(config.table, ())
+    spelled: dict[str, str] = {}
+    for key in table:
+        name = _norm(key)
+        if name in spelled:
+            refuse(f"{label}{spelled[name]!r} and {key!r} set the same option; keep one")
+        spelled[name] = key
+    known = under(options)
+    subcommands = {p.split(" ")[len(where)] for p in options
+                   if p.split(" ")[:len(where)] == list(where) and len(p.split(" ")) > len(where)}
+    for key, value in table.items():
+        path = (*where, key)
+        command = " ".join(path) in options or key in subcommands
+        if isinstance(value, dict):
+            if " ".join(path) in options:
+                _check_table(config, value, path, options, plugin_paths)
+            elif not where and key in plugin_paths():
+                continue  # checked when the plugin's command runs
+            elif _norm(key) in known:
+                refuse(f"{label}{key!r}: expected a value (text, a number, true or false, or "
+                       f"an array of them), got a table")
+            else:
+                commands = subcommands | (set(plugin_paths()) if not where else set())
+                what = (f"no credrank command {key!r}" if not where else
+                        f"no command credrank {' '.join(path)}")
+                refuse(f"{config.label(path).strip()}: {what}{_suggestion(key, commands)}")
+        elif _norm(key) in known:  # an option's value (``index``: an option and a command)
+            continue
+        elif command or (not where and key in plugin_paths()):
+            refuse(f"{label}{key!r}: expected a table ({config.label(path).strip()}) of "
+                   f"credrank {' '.join(path)}'s options, got {_kind(value)}")
+        else:
+            if not where and _norm(key) in under(plugin_paths()):
+                continue
+            flag = _norm(key)[3:] if _norm(key).startswith("no_") else ""
+            if flag in known:
+                refuse(f"{label}{key!r}: a flag's --no- form is its false: write "
+                       f"{flag.replace('_', '-') if '-' in key else flag} = false")
+            if where:
+                group = bool(subcommands)
+                refuse(f"{label}{key!r}: no such option of credrank {' '.join(where)}"
+                       f"{' or of its subcommands' if group else ''}{_suggestion(key, known)}")
+            refuse(f"{label}{key!r}: no option of any credrank command has this name"
+                   + _suggestion(key, known))
 
 
 def _click_context() -> tuple[Any, Any]:
@@ -388,7 +442,8 @@ def value_origin(message: str) -> str:
             if found is None:
                 return ""
             label, key, _ = found
-            return f" (from {defaults.config.path}: {f'[{label}] ' if label else ''}{key})"
+            where = tuple(label.split(".")) if label else ()
+            return f" (from {defaults.config.path}: {defaults.config.label(where)}{key})"
     return ""
 
 
@@ -470,8 +525,8 @@ class _Defaults(Mapping[str, Any]):
         return chain[::-1]
 
     def _check_own_section(self) -> None:
-        """A plugin command's own table against its options (a built-in's tables were checked
-        when the file was read, :func:`check_keys`)."""
+        """A plugin command's own table against its options, as :func:`check_keys` checks a
+        built-in's when the file is read (a plugin's options are known once it is loaded)."""
         from credrank.cli.helptext import OPTIONS
 
         if " ".join(self.where) in OPTIONS:
@@ -481,14 +536,20 @@ class _Defaults(Mapping[str, Any]):
             own = own.get(name) if isinstance(own, dict) else None
         if not isinstance(own, dict):  # no table of its own
             return
-        known = option_keys(self.command)
-        for key, value in own.items():
-            if not isinstance(value, dict) and _norm(key) not in known:
-                print(f"error: {_no_option(self.config.path, self.where, key)}",
-                      file=sys.stderr)
-                import typer
+        options: dict[str, frozenset[str]] = {}
+        stack: list[tuple[tuple[str, ...], Any]] = [(self.where, self.command)]
+        while stack:
+            path, command = stack.pop()
+            options[" ".join(path)] = option_keys(command)
+            stack += [((*path, sub), child)
+                      for sub, child in getattr(command, "commands", {}).items()]
+        try:
+            _check_table(self.config, own, self.where, options, dict)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            import typer
 
-                raise typer.Exit(2)
+            raise typer.Exit(2) from None
 
     def _lookup(self, param: Any) -> tuple[bool, Any]:
         found = self._find(param)
@@ -560,17 +621,29 @@ class _Defaults(Mapping[str, Any]):
         found = self._find(param)
         if found is None or self._withheld(key):
             return default
-        self._check_type(param, found)
+        wrong = self._wrong_type(param, found)
+        if wrong is not None:
+            if _rendering_help():  # the help a user reads to mend the file: without it
+                if not self.config.warned:
+                    self.config.warned = True
+                    print(f"warning: {wrong} (the help shows no default from it)",
+                          file=sys.stderr)
+                return default
+            print(f"error: {wrong}", file=sys.stderr)
+            import typer
+
+            raise typer.Exit(2)
         value = self._value(param, found[2])
         if self.config.discovered:
             self._check_sensitive(param, found, value)
         self.config.note()
         return value
 
-    def _check_type(self, param: Any, found: tuple[str, str, Any]) -> None:
-        """Refuse (exit 2, naming the file and the key) a value whose TOML type is not the
-        option's: ``top-k = true`` became 1, ``lexical = 1`` turned BM25 on, ``priors = 5``
-        was read as the text "5"; the command line's validator then checks the value."""
+    def _wrong_type(self, param: Any, found: tuple[str, str, Any]) -> str | None:
+        """What is wrong (the file, the table and the key) with a value whose TOML type is not
+        the option's, or ``None``: ``top-k = true`` became 1, ``lexical = 1`` turned BM25 on,
+        ``priors = 5`` was read as the text "5"; a run is refused (exit 2), a help shows no
+        default from it. The command line's validator then checks the value."""
         label, key, value = found
         kind = _value_type(param)
         values = value if isinstance(value, list) and getattr(param, "multiple", False) \
@@ -585,16 +658,13 @@ class _Defaults(Mapping[str, Any]):
         elif kind in (str, Path):
             want, fits = "text", lambda v: isinstance(v, str)
         else:
-            return
+            return None
         bad = next((v for v in values if not fits(v)), None)
         if bad is None:
-            return
-        where = f"[{label}] " if label else ""
-        print(f"error: {self.config.path}: {where}{key!r}: expected {want}, got "
-              f"{type(bad).__name__} {bad!r}", file=sys.stderr)
-        import typer
-
-        raise typer.Exit(2)
+            return None
+        where = self.config.label(tuple(label.split(".")) if label else ())
+        return (f"{self.config.path}: {where}{key!r}: expected {want}, got "
+                f"{type(bad).__name__} {bad!r}")
 
     # -- what a discovered file may not set -------------------------------------------------
     def _check_sensitive(self, param: Any, found: tuple[str, str, Any], value: Any) -> None:

@@ -11,6 +11,7 @@ import inspect
 import sys
 import warnings
 from collections.abc import Iterator, MutableMapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -149,12 +150,29 @@ def _root(
     try:
         found = load_config(config) if config is not None else find_config(Path.cwd())
     except ConfigError as exc:
+        if _asks_help():
+            # the help a user reads to mend the file: without the file's defaults
+            print(f"warning: {exc} (the help below shows no defaults from it)",
+                  file=sys.stderr)
+            return
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     if found is not None:
         # click declares default_map a MutableMapping but only reads it (.get, [key]); ours
         # is a read-only Mapping over the file's tables
         ctx.default_map = command_defaults(found, ctx.command)  # type: ignore[assignment]
+
+
+def _asks_help() -> bool:
+    """Whether the command line being run asks for a command's help (``--help`` before any
+    ``--``): click has taken the words after the root's options out of the context when the
+    root's callback runs, so they are read from what :func:`run_app` was given."""
+    words = _ARGS.get()
+    return "--help" in (words[:words.index("--")] if "--" in words else words)
+
+
+#: the command line :func:`run_app` runs (for :func:`_asks_help`)
+_ARGS: ContextVar[tuple[str, ...]] = ContextVar("credrank_args", default=())
 
 
 def run_app(args: list[str]) -> int:
@@ -192,6 +210,7 @@ def _warning_line(default: Any) -> Any:
 
 
 def _run_app(args: list[str]) -> int:
+    _ARGS.set(tuple(args))
     try:
         result = app(args=args, prog_name="credrank", standalone_mode=False)
     except typer.Abort:
