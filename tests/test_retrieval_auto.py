@@ -452,3 +452,13 @@ def test_rerank_same_model_vectors_are_used(server: ServerHandle) -> None:
     assert doc["info"]["retrieval"]["resolved"] == "embeddings"
     assert doc["info"]["retrieval"]["same_model"] is True
     assert doc["settings"]["query_vector"] == "given"
+    # vectors of another model of the same size, after those passed: checked again, not
+    # trusted on the earlier request's verdict (nor said to have its cosine)
+    rng = np.random.default_rng(3)
+    foreign = [{**c, "vector": rng.normal(size=HASHING.dim).tolist()} for c in candidates]
+    got = post(server, {"query": QUERY, "candidates": foreign,
+                        "query_vector": HASHING.embed([QUERY])[0].tolist()})
+    assert got.status_code == 200, got.text
+    retrieval = got.json()["info"]["retrieval"]
+    assert retrieval["same_model"] is False and retrieval["resolved"] == "cosine"
+    assert retrieval["same_model_cosine"] < SAME_MODEL_COSINE

@@ -187,19 +187,21 @@ class AutoRetrieval:
     dimension, credrank embeds the first passage that carries one (its ``title\\ntext``, its
     text, and the text the framework embedded when the adapter knows it) and compares:
     cosine ≥ :data:`SAME_MODEL_COSINE` → the vectors are the embedder's model's. The verdict is
-    kept for that dimension (``cache_negative=False`` keeps only a positive one: a server
-    serves many clients, and one client's vectors of another model must not demote everyone's
-    — a negative verdict is then made again on each request that needs it). One instance is
-    assumed to see one retriever's vectors; a later switch of model at the same dimension is
-    not noticed.
+    kept for that dimension (``cache_negative=False`` keeps only a positive one: one caller's
+    vectors of another model must not demote the next's — a negative verdict is then made
+    again on each call that needs it; ``keep=False`` keeps none: each call is checked, what a
+    server of many clients needs, where one client's vectors passing the check made another
+    client's vectors of another model of the same size trusted unchecked). An instance that
+    keeps verdicts is assumed to see one retriever's vectors; a later switch of model at the
+    same dimension is not noticed.
 
     ``report`` receives each :class:`Fallback` once per cause (default: an
     :class:`EmbeddingFallbackWarning`). Thread-safe.
     """
 
-    def __init__(self, *, cache_negative: bool = True,
+    def __init__(self, *, cache_negative: bool = True, keep: bool = True,
                  report: Callable[[Fallback], None] | None = None) -> None:
-        self.cache_negative = cache_negative
+        self.cache_negative, self.keep = cache_negative, keep
         self._report = report or _warn
         self._verdicts: dict[int, ModelCheck] = {}
         self._reported: set[str] = set()
@@ -221,7 +223,7 @@ class AutoRetrieval:
         got = np.asarray(embedder.embed(probes), dtype=np.float32)
         best = float(np.max(_cosines(got, np.asarray(vector, dtype=np.float32))))
         result = ModelCheck(best >= SAME_MODEL_COSINE, round(best, 6), candidate)
-        if result.same_model or self.cache_negative:
+        if self.keep and (result.same_model or self.cache_negative):
             with self._lock:
                 result = self._verdicts.setdefault(len(vector), result)
         return result

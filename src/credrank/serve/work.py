@@ -170,10 +170,12 @@ class ServiceState:
         self.ready = False
         self._closed = False
         self._close_lock = threading.Lock()
-        #: ``/rerank``'s ``retrieval: "auto"`` state: positive same-model verdicts only (one
-        #: client's vectors of another model must not demote every client's), each fallback
-        #: to embedding logged once (:func:`_log_fallback`); the searcher's, which runs it
-        self.auto = searcher.auto = AutoRetrieval(cache_negative=False, report=_log_fallback)
+        #: ``/rerank``'s ``retrieval: "auto"`` state: no same-model verdict kept (each
+        #: request's vectors are checked: a verdict kept from one client's vectors made another
+        #: client's vectors of another model of the same size trusted unchecked, the answer
+        #: saying a cosine never measured for them), each fallback to embedding logged once
+        #: (:func:`_log_fallback`); the searcher's, which runs it
+        self.auto = searcher.auto = AutoRetrieval(keep=False, report=_log_fallback)
 
     def close(self) -> None:
         """Wait for running work, then close the index (idempotent)."""
@@ -521,11 +523,11 @@ class ServiceState:
         none with ``given`` (unless a stage reads vectors); else those without a vector, and
         with ``auto`` none when every candidate has a non-negative score (and no stage reads
         vectors). With ``auto``, vectors are trusted only on a positive same-model verdict —
-        the one the server keeps, or ``same_model`` (a check made for this request,
-        :meth:`same_model`): otherwise their texts are priced as embedded too (vectors that
-        fail the check are dropped and their texts embedded), plus the passage the check
-        embeds. (Before, vectors were priced as declared, so 1,000 texts with random vectors
-        were priced as cheap and embedded anyway.)"""
+        a kept one (none in the server: each request is checked), or ``same_model`` (a check
+        made for this request, :meth:`same_model`): otherwise their texts are priced as
+        embedded too (vectors that fail the check are dropped and their texts embedded), plus
+        the passage the check embeds. (Before, vectors were priced as declared, so 1,000 texts
+        with random vectors were priced as cheap and embedded anyway.)"""
         def length(c: Any) -> int:
             return len(c.title or "") + 1 + len(c.text or "")
 
@@ -545,16 +547,16 @@ class ServiceState:
         return check + [length(c) for c in candidates]
 
     def unchecked_vectors(self, candidates: Sequence[Any], retrieval: str) -> bool:
-        """Whether an ``auto`` request's vectors have no kept verdict yet (so its price
-        assumes they fail the check, :meth:`rerank_embeds`)."""
+        """Whether an ``auto`` request's vectors have no kept verdict (in the server, never
+        one: so its price assumes they fail the check, :meth:`rerank_embeds`)."""
         return (retrieval == "auto" and self.auto.verdict(self.searcher.embedder.dim) is None
                 and any(c.vector is not None and (c.text or "").strip() for c in candidates))
 
     def same_model(self, token: WorkToken, candidates: Sequence[Any]) -> bool | None:
         """The same-model check of ``auto`` on the first candidate with a vector and a text
         (:meth:`AutoRetrieval.check <credrank.rerank.AutoRetrieval.check>`: one passage
-        embedded, a positive verdict kept), run before pricing so the price knows whether
-        the texts will be embedded; ``None`` when no candidate has both."""
+        embedded), run before pricing so the price knows whether the texts will be embedded;
+        ``None`` when no candidate has both."""
         with self.embedder.working(token):
             token.check("same_model")
             for i, c in enumerate(candidates):
