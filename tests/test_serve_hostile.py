@@ -670,3 +670,36 @@ def test_a_timed_out_search_is_cancelled_inside_the_planted_stage(app_factory: A
     assert points[held - 1] == "stage:planted"  # the stage had started
     assert points[held + 1:] == ["end"] and hold.points[-1][1] == "cancelled"
     assert not any(p.startswith("stage:combine") for p in points)
+
+
+def test_index_keys_replay_reordered_bodies_and_a_surrogate_is_one_reject(
+        app_factory: Any) -> None:
+    """A retry whose serialiser orders an object's keys otherwise was refused as "a different
+    request" (the fingerprint was the body as pydantic wrote it); a lone surrogate in one
+    record failed the whole POST /index while fingerprinting (a 422 without ``errors``), where
+    ``credrank index`` rejects that record alone."""
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            headers = {**AUTH, "Idempotency-Key": "ix-1"}
+            first = await c.post("/index", headers=headers, json={"documents": [
+                {"id": "k1", "text": "idempotent document one", "url": "https://a.org/1"}]})
+            assert first.status_code == 200, first.text
+            again = await c.post("/index", headers=headers, json={"documents": [
+                {"url": "https://a.org/1", "text": "idempotent document one", "id": "k1"}]})
+            assert again.status_code == 200, again.text
+            assert again.headers.get("idempotent-replayed") == "true"
+            other = await c.post("/index", headers=headers, json={"documents": [
+                {"id": "k1", "text": "another text", "url": "https://a.org/1"}]})
+            assert other.status_code == 422
+            body = ('{"documents": [{"id": "s1", "text": "broken \\ud83d here"}, '
+                    '{"id": "s2", "text": "a fine document"}]}')
+            for head in (AUTH, {**AUTH, "Idempotency-Key": "ix-2"}):
+                got = await c.post("/index", content=body.encode(),
+                                   headers={**head, "Content-Type": "application/json"})
+                assert got.status_code == 200, got.text
+                doc = got.json()
+                assert doc["rejected"] == 1 and "surrogate" in json.dumps(doc)
+
+    run(scenario())

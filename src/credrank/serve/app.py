@@ -57,7 +57,7 @@ from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
 from credrank.serve.dispatch import DirectRoutes
-from credrank.serve.idempotency import HEADER, PATTERN
+from credrank.serve.idempotency import HEADER, PATTERN, canonical
 from credrank.serve.limits import BodyLimitMiddleware, JsonRequestMiddleware, LimitError
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
@@ -347,8 +347,12 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     # -- writes --------------------------------------------------------------------------------
     async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:
+        """``work`` once per ``Idempotency-Key``: the body is fingerprinted (canonical JSON,
+        :func:`~credrank.serve.idempotency.canonical`) only when a key came. It was serialised
+        for every write, and a lone surrogate in one record failed the whole request there."""
+        body = "" if key is None else canonical(req.model_dump(mode="json"))
         try:
-            return await state.write(route, key, req.model_dump_json(), work)
+            return await state.write(route, key, body, work)
         except RequestIdReused as exc:
             raise LimitError(422, "invalid_request", f"Idempotency-Key: {exc}",
                              field="Idempotency-Key") from None

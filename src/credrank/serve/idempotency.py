@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 #: the header a write's key comes in, and the one a replayed answer carries
 HEADER = "Idempotency-Key"
@@ -37,8 +39,15 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 PATTERN = r"^[!-~]{1,200}$"
 
 
+def canonical(content: Any) -> str:
+    """A request body as canonical JSON text: keys sorted at every level (a retry whose
+    serialiser orders an object's keys otherwise is the same request), ASCII with escapes (a
+    lone surrogate in a text is written, not an error: the record is the reader's to refuse)."""
+    return json.dumps(content, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+
+
 def fingerprint(body: str) -> str:
-    """The digest a key's first request is remembered by (of its canonical JSON body)."""
+    """The digest a key's first request is remembered by (of its :func:`canonical` body)."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 

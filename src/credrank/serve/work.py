@@ -237,8 +237,9 @@ class ServiceState:
             self.store_lock.release()
 
     async def write(self, route: str, key: str | None, body: str, work: WriteWork) -> Response:
-        """Run a write once per ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`)."""
-        digest = fingerprint(body)
+        """Run a write once per ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`;
+        ``body``: the request's canonical JSON, read only with a key)."""
+        digest = fingerprint(body) if key is not None else ""
         while key is not None:
             entry = self.keys.get(route, key)
             if entry is None:
