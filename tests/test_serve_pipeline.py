@@ -849,3 +849,28 @@ def test_a_stage_parameter_refused_at_run_time_names_its_field(served_to_read: A
     assert version.json()["errors"][0]["field"] == "pipeline.stages[0].version"
     assert group.status_code == 422, group.text
     assert group.json()["errors"][0]["field"] == "select_params.group_column"
+
+
+def test_a_stage_error_names_the_stage_as_the_request_wrote_it(served_to_read: Any) -> None:
+    """A spec of a selector alone holds the implied ``combine`` before it: an error at the
+    selector named ``pipeline.stages[1]`` (``[2]`` after a prior), a stage the request never
+    had; it names the index the request wrote."""
+    app, _ = served_to_read
+    bad = {"stage": "mmr", "diversity": 0.5, "intent_column": "nope"}
+    alone, after = post_all(app, ("/search", {"query": QUERY, "pipeline": {"stages": [bad]}}),
+                            ("/search", {"query": QUERY, "pipeline": {
+                                "stages": ["prior", bad], "top_k": 3}}))
+    for got, at in ((alone, 0), (after, 1)):
+        assert got.status_code == 422, got.text
+        assert got.json()["errors"][0]["field"] == f"pipeline.stages[{at}].intent_column"
+        assert "expected one of the candidates' columns (" in got.json()["detail"]
+
+
+def test_written_indexes_survive_the_implied_stages_and_a_new_top_k() -> None:
+    spec = PipelineSpec.from_dict({"stages": ["prior", {"stage": "mmr", "diversity": 0.5}]})
+    assert [s.name for s in spec.stages] == ["prior", "combine", "mmr"]
+    assert [spec.written(i) for i in range(3)] == ["stages[0]", "the combine stage",
+                                                   "stages[1]"]
+    assert spec.param_path("diversity: expected …") == "stages[1].diversity"
+    assert spec.param_path("mode: …") is None  # the implied combine's: not written
+    assert spec.replace_top(top_k=3).written(2) == "stages[1]"

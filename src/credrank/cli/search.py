@@ -97,6 +97,7 @@ def search(
     except ValueError as exc:
         fail(str(exc))
     check_index_option(index_dir)
+    from credrank.core.errors import StageError
     from credrank.documents import read_queries
     from credrank.index.embed import get_embedder
     from credrank.index.manifest import reindex_hint
@@ -131,6 +132,12 @@ def search(
                 doc = searcher.search_json(query, spec, text=text)
             except SpecError as exc:
                 raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
+            except StageError as exc:  # a stage's parameter that the data refuse
+                where = spec.param_path(str(exc)) if pipeline is not None else None
+                if where is None:
+                    raise
+                raise ValueError(f"--pipeline {pipeline}: {where}:"
+                                 f"{str(exc).split(':', 1)[1]}") from None
     except (ValueError, StoreError, RuntimeError) as exc:
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise

@@ -59,7 +59,7 @@ def build_stages(spec: PipelineSpec, ctx: BuildContext, *,
     ctx.top_k = spec.top_k
     out = []
     for i, s in enumerate(spec.stages):
-        at = f"stages[{i}]"
+        at = spec.written(i)
         try:
             out.append(entry(s.name).cls.from_spec(dict(s.params), ctx))
         except SpecError:
@@ -105,7 +105,8 @@ def decide(spec: PipelineSpec, stages: Sequence[Stage], store: object | None) ->
     at the stage."""
     try:
         return decide_pushdown(stages, retrieval=spec.retrieval, store=store,
-                               requested=spec.pushdown)
+                               requested=spec.pushdown,
+                               where=[spec.written(i) for i in range(len(stages))])
     except PushdownError as exc:
         at = exc.where if exc.where.startswith("stages[") else "pushdown"
         reason = exc.reason if at == exc.where else f"{exc.where} {exc.reason}".strip()

@@ -66,6 +66,9 @@ class StageSpec:
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: its index in the spec as written (``None``: a stage the spec implies, the ``combine``
+    #: or ``topk`` :meth:`PipelineSpec.completed` adds); what errors name it by
+    given: int | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.name, **self.params}
@@ -146,6 +149,23 @@ class PipelineSpec:
         """The stage called ``name``, or ``None``."""
         return next((s for s in self.stages if s.name == name), None)
 
+    def written(self, i: int) -> str:
+        """Stage ``i`` as an error names it: ``stages[j]``, its index in the spec as written
+        (a spec of ``mmr`` alone holds ``combine`` before it: its ``stages[1]`` is the
+        writer's ``stages[0]``), or the stage the spec implies."""
+        given = self.stages[i].given
+        return f"stages[{given}]" if given is not None else f"the {self.stages[i].name} stage"
+
+    def param_path(self, message: str) -> str | None:
+        """Where a run-time error that opens with a stage's parameter (``intent_column: …``)
+        is in the spec as written (``stages[0].intent_column``): ``None`` unless exactly one
+        written stage has that parameter."""
+        head = message.split(":", 1)[0]
+        having = [i for i, s in enumerate(self.stages) if head in s.params]
+        if len(having) != 1 or self.stages[having[0]].given is None:
+            return None
+        return f"{self.written(having[0])}.{head}"
+
     def index_of(self, name: str) -> int:
         """The position of stage ``name`` (``-1`` when absent)."""
         return next((i for i, s in enumerate(self.stages) if s.name == name), -1)
@@ -183,8 +203,10 @@ class PipelineSpec:
     def replace_top(self, **top: Any) -> PipelineSpec:
         """This spec with other top-level values (``top_k``, ``fetch_k``, …), validated. A
         ``fetch_k`` left at its default stays the default: ``3 × top_k`` of the new
-        ``top_k``."""
-        return PipelineSpec.from_dict({**self._stated(), **top})
+        ``top_k``. The stages keep the indexes they were written at (:meth:`written`)."""
+        new = PipelineSpec.from_dict({**self._stated(), **top})
+        return replace(new, stages=tuple(replace(n, given=o.given) for n, o in
+                                         zip(new.stages, self.stages, strict=True)))
 
 
 def _params(name: str, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
@@ -214,7 +236,7 @@ def _stage(i: int, item: Any, fail: Any) -> StageSpec:
         params = _params(name, {k: v for k, v in item.items() if k != "stage"}, at)
     except SpecError as exc:
         raise fail(getattr(exc, "key_path", at), getattr(exc, "detail", str(exc))) from None
-    return StageSpec(name, params)
+    return StageSpec(name, params, i)
 
 
 def _check_order(stages: Sequence[StageSpec], fail: Any) -> None:

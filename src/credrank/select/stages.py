@@ -85,7 +85,8 @@ def _known_column(batch: Candidates, param: str, column: str) -> np.ndarray:
     """Meta column ``column`` of ``batch``; a name the batch does not have is a misspelling,
     not a column of missing values (those are ``None`` rows of a present column)."""
     if column not in batch.meta:
-        raise StageError(f"{param}: expected one of {sorted(batch.meta)}, got {column!r}")
+        raise StageError(f"{param}: expected one of the candidates' columns "
+                         f"({', '.join(sorted(batch.meta))}), got {column!r}")
     return batch.column(column)
 
 

@@ -177,14 +177,14 @@ def stage_field(detail: str, plan: Plan) -> str | None:
     (``version: expected an integer in [0, 0], got 999`` of a feedback prior): in a sent
     spec, ``pipeline.stages[i].version``; of the selector the fields made,
     ``select_params.NAME``; ``None`` unless exactly one stage has that parameter."""
+    if plan.where == "pipeline":
+        path = plan.spec.param_path(detail)
+        return None if path is None else f"pipeline.{path}"
     head = detail.split(":", 1)[0]
-    having = [(i, s) for i, s in enumerate(plan.spec.stages) if head in s.params]
+    having = [s for s in plan.spec.stages if head in s.params]
     if len(having) != 1:  # none, or several stages with a parameter of that name: unsaid
         return None
-    i, stage = having[0]
-    if plan.where == "pipeline":
-        return f"pipeline.stages[{i}].{head}"
-    return f"select_params.{head}" if stage.name == plan.select else None
+    return f"select_params.{head}" if having[0].name == plan.select else None
 
 
 def _message(e: dict[str, Any]) -> str:
