@@ -98,8 +98,8 @@ def test_a_misspelled_selector_column_is_an_error_not_missing_values(stage: Stag
     # nothing protected / clusters) and the selection ran on silently
     param = {"exposure": "group_column", "fair": "protected_column"}.get(stage.name,
                                                                           "intent_column")
-    with pytest.raises(ValueError, match=rf"{param}: expected one of \[.*'source_type'.*\], "
-                       r"got 'sourcetype'"):
+    with pytest.raises(ValueError, match=rf"{param}: expected one of the candidates' columns "
+                       r"\(.*source_type.*\), got 'sourcetype'"):
         stage(jordan_batch())
 
 
