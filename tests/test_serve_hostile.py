@@ -703,3 +703,24 @@ def test_index_keys_replay_reordered_bodies_and_a_surrogate_is_one_reject(
                 assert doc["rejected"] == 1 and "surrogate" in json.dumps(doc)
 
     run(scenario())
+
+
+def test_write_and_priors_errors_name_the_request_field(app_factory: Any) -> None:
+    """A version the store does not hold (``POST /priors/rollback``, ``GET /priors``) was a
+    422 without ``errors``; a blank ``source_id`` was said as the library's ``feedback[0]
+    source_id``, after the request had been taken. Each names the request's field."""
+    app = app_factory()
+
+    async def scenario() -> list[Any]:
+        async with asgi_client(app) as c:
+            return [await c.post("/priors/rollback", json={"version": 99}, headers=AUTH),
+                    await c.get("/priors", params={"version": 99}),
+                    await c.post("/feedback", headers=AUTH, json={"items": [
+                        {"source_type": "blog", "source_id": "   ", "relevant": True}]})]
+
+    rollback, priors, feedback = run(scenario())
+    for got, field in ((rollback, "version"), (priors, "version"),
+                       (feedback, "items[0].source_id")):
+        assert got.status_code == 422, got.text
+        assert got.json()["errors"][0]["field"] == field, got.text
+    assert feedback.json()["errors"][0]["msg"] == "expected a source id or null, got '   '"

@@ -362,7 +362,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                  "changed; free disk space and send it again") from None
             raise LimitError(422, "invalid_request", str(exc)) from None
         except ValueError as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
+            detail = str(exc)
+            head = detail.split(":", 1)[0]  # a field of the body the work refused (version)
+            raise LimitError(422, "invalid_request", detail,
+                             field=head if head in type(req).model_fields else None) from None
 
     @app.post("/index", response_model=IndexResponse, dependencies=write,
               responses=_errors(401, 403, 408, 413, 415, 422, 503, 504, 507), tags=["write"])
@@ -412,7 +415,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         try:
             return JSON(await state.read(None, work))
         except (ValueError, OSError) as exc:
-            raise LimitError(422, "invalid_request", str(exc)) from None
+            head = str(exc).split(":", 1)[0]  # a query parameter the store refused (version)
+            raise LimitError(422, "invalid_request", str(exc),
+                             field=head if head in ("version", "offset", "limit") else None
+                             ) from None
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
               responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])

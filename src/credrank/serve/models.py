@@ -334,6 +334,15 @@ class FeedbackItem(_Request):
     source_id: StrictStr | None = Field(None, min_length=1)
     relevant: StrictBool
 
+    @field_validator("source_id")
+    @classmethod
+    def _a_source(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # said at items[i].source_id, not at the
+            # library's feedback[i] after the request was taken
+            raise PydanticCustomError("blank", "expected a source id or null, got {given}",
+                                      {"given": repr(value)})
+        return value
+
 
 class FeedbackRequest(_Request):
     """``POST /feedback``: one round of relevance feedback (``credrank priors update``)."""
