@@ -874,3 +874,19 @@ def test_written_indexes_survive_the_implied_stages_and_a_new_top_k() -> None:
     assert spec.param_path("diversity: expected …") == "stages[1].diversity"
     assert spec.param_path("mode: …") is None  # the implied combine's: not written
     assert spec.replace_top(top_k=3).written(2) == "stages[1]"
+
+
+def test_a_selectors_default_pool_over_the_limit_names_top_k(served_to_read: Any) -> None:
+    """A request that sent no fetch_k was refused naming ``fetch_k`` ("at most 1,000 with
+    select (mmr), got 1,200"): its pool is the default 3 × top_k, so it names ``top_k`` and
+    the largest that fits; a sent fetch_k is still named as sent."""
+    app, _ = served_to_read
+    mmr = {"query": QUERY, "select": "mmr", "select_params": {"diversity": 0.5}}
+    default, sent = post_all(app, ("/search", {**mmr, "top_k": 400}),
+                             ("/search", {**mmr, "top_k": 10, "fetch_k": 1_200}))
+    assert default.status_code == 422 and default.json()["errors"][0]["field"] == "top_k"
+    assert default.json()["detail"] == (
+        "top_k: with select (mmr) the pool is at most 1,000 candidates, and the default "
+        "fetch_k (3 × top_k) of this top_k is 1,200: send a top_k of at most 333, or a fetch_k "
+        "of at most 1,000")
+    assert sent.status_code == 422 and sent.json()["errors"][0]["field"] == "fetch_k"

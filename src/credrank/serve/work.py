@@ -322,6 +322,8 @@ class ServiceState:
         else:
             if values.get("select") is not None:  # the pool before the selector's parameters
                 top_k, fetch_k = values.get("top_k") or 10, values.get("fetch_k")
+                if pool is None and fetch_k is None:  # the default pool: top_k set it
+                    _check_default_pool(values["select"], top_k)
                 _check_pool(values["select"], pool if pool is not None else
                             fetch_k if fetch_k is not None else default_fetch_k(top_k),
                             pool_field)
@@ -663,6 +665,19 @@ def _priced(spec: PipelineSpec) -> list[tuple[str, dict[str, Any]]]:
     return [(s.name, dict(s.params)) for s in spec.stages]
 
 
+def _check_default_pool(select: str, top_k: int) -> None:
+    """:func:`_check_pool` of a request that sent no ``fetch_k``: its pool is the default,
+    ``3 × top_k``, so the 422 names ``top_k`` (it named ``fetch_k``, a field never sent)."""
+    pool = default_fetch_k(top_k)
+    if pool > MAX_SELECT_POOL:
+        most = max(k for k in range(1, MAX_SELECT_POOL + 1)
+                   if default_fetch_k(k) <= MAX_SELECT_POOL)
+        raise LimitError(422, "invalid_request", f"top_k: with select ({select}) the pool is "
+                         f"at most {MAX_SELECT_POOL:,} candidates, and the default fetch_k (3 × "
+                         f"top_k) of this top_k is {pool:,}: send a top_k of at most {most:,}, "
+                         f"or a fetch_k of at most {MAX_SELECT_POOL:,}", field="top_k")
+
+
 def _check_pool(select: str | None, pool: int, pool_field: str) -> None:
     """A selector works on at most :data:`MAX_SELECT_POOL` candidates (422 naming the field
     that sets the pool)."""
@@ -677,9 +692,12 @@ def _file_param(exc: SpecError, spec: PipelineSpec | None, resources: dict[str, 
     fit the index): the message then names the file, not the parameter."""
     path = exc.key_path
     match = re.fullmatch(r"stages\[(\d+)\]", path)
-    if spec is None or match is None or int(match[1]) >= len(spec.stages):
+    # the index as the spec was written (PipelineSpec.written)
+    stage = None if spec is None or match is None else next(
+        (s for s in spec.stages if s.given == int(match[1])), None)
+    if stage is None:
         return path
-    for key, value in spec.stages[int(match[1])].params.items():
+    for key, value in stage.params.items():
         if isinstance(value, str) and value in resources:
             file = resources[value]
             if str(file) in exc.detail or str(file.resolve()) in exc.detail:
