@@ -162,7 +162,12 @@ def test_candidates_must_be_a_list():
 
 
 def test_empty_pool_gives_empty_result():
-    assert len(rerank("q", [], EMB)) == 0
+    result = rerank("q", [], EMB)
+    assert len(result) == 0
+    # info.retrieval is said for every call (it was missing: `info: {}`)
+    assert result.info["retrieval"]["resolved"] == "none"
+    assert result.info["retrieval"]["requested"] == "auto"
+    assert result.info["retrieval"]["embedded"] == 0
 
 
 def test_domain_tables_type_hosts_like_indexing():

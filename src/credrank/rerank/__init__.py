@@ -69,7 +69,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,7 @@ DEFAULT_RETRIEVAL = "auto"
 #: what a call resolved to (``info["retrieval"]["resolved"]``): ``embeddings`` — the cosine
 #: with the passages' own vectors, none embedded here; ``given`` — the client's scores;
 #: ``cosine`` — the cosine with at least one passage embedded here
-RESOLVED_SOURCES = ("embeddings", "given", "cosine")
+RESOLVED_SOURCES = ("embeddings", "given", "cosine", "none")
 #: the same-model check of ``auto``: the cosine between credrank's embedding of a passage and
 #: the vector it came with is at least this for vectors of the embedder's model (the ONNX and
 #: torch MiniLM agree within 1e-5; two different 384-dimension models land far below)
@@ -500,8 +500,10 @@ class GivenCandidates(Stage):
 
     def transform(self, batch: Candidates) -> Candidates:
         records = self.records
-        if not records:
-            return Candidates.empty(batch.query, self.embedder.dim)
+        if not records:  # nothing to retrieve from: said, as every call's retrieval is
+            empty = Candidates.empty(batch.query, self.embedder.dim)
+            return replace(empty, info={**empty.info, "retrieval": Resolution(
+                self.retrieval, "none", 0, None).info()})
         plan = self._plan(records)
         records = plan.records
         query_vector, query = None, None
