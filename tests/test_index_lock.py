@@ -112,7 +112,7 @@ def test_lock_modes(tmp_path):
 
 def test_engine_lock_error_becomes_a_store_error(tmp_path):
     with EdgeIndex.open(tmp_path / "i", embedder="hashing", dim=8, create=True):
-        with pytest.raises(StoreError, match="in use by another process"):
+        with pytest.raises(StoreError, match="in use, by another process or by a store"):
             EdgeIndex.open(tmp_path / "i")  # no directory lock: the engine's own refuses
 
 

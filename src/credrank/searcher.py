@@ -112,8 +112,9 @@ class Searcher:
         """Open ``index_dir`` for reading (``store_options``: see
         :func:`credrank.index.open_store`) with a typer over the domain ``tables``."""
         store = open_store(index_dir, **store_options)
-        try:
-            return cls(store, typer=SourceTyper(list(tables), trust_declared=trust_declared),
+        try:  # a single path is refused by the typer (list() read a string's characters)
+            given = tables if isinstance(tables, str | Path) else list(tables)
+            return cls(store, typer=SourceTyper(given, trust_declared=trust_declared),
                        resources=resources, allow_paths=allow_paths)
         except BaseException:
             store.close()
@@ -129,10 +130,10 @@ class Searcher:
         only when a search first asks for them (up to 256 MB). Returns whether the store keeps
         it (other stores: ``False``, nothing to do)."""
         keep_columns = getattr(self.store, "keep_columns", None)
-        if not callable(keep_columns):
-            return False
         with self._lock:
-            return bool(keep_columns(keep))
+            if self._closed:  # the engine's own error said "Shard is not initialized"
+                raise ValueError(CLOSED)
+            return bool(keep_columns(keep)) if callable(keep_columns) else False
 
     @property
     def lock(self) -> threading.RLock:
@@ -250,12 +251,14 @@ class Searcher:
         return self.run(self.pipeline(spec, text).stages, query, check=check)
 
     def search_json(self, query: str, spec: SpecLike = None, *, text: str = DEFAULT_TEXT,
-                    check: Check | None = None, **extra: Any) -> dict[str, Any]:
+                    check: Check | None = None) -> dict[str, Any]:
         """The ``credrank search --json`` document of one query (with ``pipeline``: the spec
-        it ran, which feeds back as it is); each hit with ``text`` as ``text`` says."""
+        it ran, which feeds back as it is); each hit with ``text`` as ``text`` says. Options
+        go in ``spec`` (``Searcher.spec(top_k=3)``): a keyword such as ``top_k=3`` is a
+        ``TypeError`` (it was taken as a key of the document, and the search ran as before)."""
         spec = as_spec(spec)
         result = self.run(self.pipeline(spec, text).stages, query, check=check)
-        return search_document(query, self.compile(spec).settings, result, text=text, **extra)
+        return search_document(query, self.compile(spec).settings, result, text=text)
 
     def search_many(self, queries: Iterable[tuple[str, str]], spec: SpecLike = None, *,
                     text: str = DEFAULT_TEXT) -> Iterator[tuple[str, Candidates]]:

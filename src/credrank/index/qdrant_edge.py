@@ -286,8 +286,9 @@ def create_field_index(shard: qe.EdgeShard, name: str, schema: Any) -> None:
 
 
 def _in_use(shard_path: Path, exc: BaseException) -> StoreError:
-    return StoreError(f"index {shard_path.parent} is in use by another process (its Qdrant "
-                      f"Edge shard is locked: {exc}); retry when it has finished")
+    return StoreError(f"index {shard_path.parent} is in use, by another process or by a store "
+                      f"this process opened and has not closed (its Qdrant Edge shard is "
+                      f"locked: {exc}); retry when it has finished, or close the other")
 
 
 def edge_config(dim: int, bm25: bool, memory: Any = None, **settings: Any) -> qe.EdgeConfig:

@@ -1,0 +1,46 @@
+"""The library door (:class:`credrank.Searcher`): what a Python caller gives it that is not
+what it takes is refused naming the argument, never run on silently or raised as an engine's
+error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from credrank import Searcher
+from credrank.index.store import StoreError
+from sparse_copy import copy_index
+
+QUERY = "does vitamin d prevent covid"
+
+
+@pytest.fixture()
+def index(demo_index_hashing: Path, tmp_path: Path) -> Path:
+    return copy_index(demo_index_hashing, tmp_path / "index")
+
+
+def test_search_json_takes_no_stray_keyword(index: Path) -> None:
+    """``search_json(q, top_k=3)`` answered 10 hits in a document that said ``"top_k": 3``
+    (any keyword became a key of the document)."""
+    with Searcher.open(index) as searcher:
+        with pytest.raises(TypeError, match="top_k"):
+            searcher.search_json(QUERY, top_k=3)  # type: ignore[call-arg]
+        assert len(searcher.search_json(QUERY, Searcher.spec(top_k=3))["hits"]) == 3
+
+
+def test_tables_as_one_path_is_refused(index: Path) -> None:
+    """``tables="domains.csv"`` was read as its characters (``/: expected a domain table, got
+    a directory``); the index it opened is closed again."""
+    with pytest.raises(TypeError, match="got a single path; wrap it in a list"):
+        Searcher.open(index, tables="/nope.csv")  # type: ignore[arg-type]
+    Searcher.open(index).close()  # not left locked by the refused call
+
+
+def test_keep_columns_after_close_and_a_second_open_say_what_happened(index: Path) -> None:
+    searcher = Searcher.open(index)
+    with pytest.raises(StoreError, match="by a store this process opened and has not closed"):
+        Searcher.open(index)
+    searcher.close()
+    with pytest.raises(ValueError, match="closed"):  # was the engine's "Shard is not
+        searcher.keep_columns()  # initialized"
