@@ -44,3 +44,19 @@ def test_keep_columns_after_close_and_a_second_open_say_what_happened(index: Pat
     searcher.close()
     with pytest.raises(ValueError, match="closed"):  # was the engine's "Shard is not
         searcher.keep_columns()  # initialized"
+
+
+def test_planted_reranks_candidates_that_came_with_scores(index: Path) -> None:
+    """The planted stage compares each passage with the query: candidates with retriever
+    scores (``auto`` resolving to ``given``) left the batch without a query vector, and the
+    stage refused ("no query vector (lexical retrieval?)") at every door."""
+    with Searcher.open(index) as searcher:
+        pool = searcher.search(QUERY, Searcher.spec(top_k=20), text="full").hits()
+        records = [{"id": h["doc_id"], "text": h["text"], "url": h["url"],
+                    "score": h["score_breakdown"]["retrieval_score"]} for h in pool]
+        for retrieval in ("auto", "given"):
+            doc = searcher.rerank_json(QUERY, records, Searcher.spec(planted=True),
+                                       retrieval=retrieval)
+            assert doc["info"]["retrieval"]["resolved"] == "given"
+            assert doc["info"]["retrieval"]["query"] == "embedded"
+            assert doc["hits"] and "planted" in doc["hits"][0]["score_breakdown"]

@@ -507,12 +507,15 @@ class GivenCandidates(Stage):
         plan = self._plan(records)
         records = plan.records
         query_vector, query = None, None
-        if plan.resolved != "given":
+        # the retrieval scores need the query's vector unless they are the candidates' own;
+        # a stage that reads vectors (planted compares each passage with the query) needs it
+        # whatever scores the candidates came with
+        if plan.resolved != "given" or self.with_vectors:
             query_vector, query = (plan.query_vector, "given") if plan.query_vector is not None \
                 else (np.asarray(self.embedder.embed([batch.query])[0], dtype=np.float32),
                       "embedded")
-        vectors, embedded, ms, truncated, best = self._vectors(records, plan.resolved,
-                                                               query_vector)
+        vectors, embedded, ms, truncated, best = self._vectors(
+            records, plan.resolved, query_vector if plan.resolved != "given" else None)
         if plan.fallback is not None and embedded:
             self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
         if plan.resolved != "given":
