@@ -650,6 +650,18 @@ def test_every_adapter_takes_every_option_and_pipeline(framework):
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_flags_and_integers_are_taken_as_every_door_takes_them(framework):
+    """LlamaIndex's and LangChain's pydantic read ``consensus=0`` and ``smoothing="false"``
+    as false and ``top_k=True`` as 1; Haystack (and the library) turned a truthy value on.
+    Every adapter refuses them."""
+    need(framework)
+    cls = adapter_classes()[framework]
+    for options in ({"consensus": 0}, {"smoothing": "false"}, {"top_k": True}):
+        with pytest.raises((ValueError, TypeError)):
+            cls(embedder="hashing", **options)
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_pipeline_errors_name_the_adapter_parameter(framework, tmp_path):
     need(framework)
     cls = adapter_classes()[framework]

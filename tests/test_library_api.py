@@ -60,3 +60,19 @@ def test_planted_reranks_candidates_that_came_with_scores(index: Path) -> None:
             assert doc["info"]["retrieval"]["resolved"] == "given"
             assert doc["info"]["retrieval"]["query"] == "embedded"
             assert doc["hits"] and "planted" in doc["hits"][0]["score_breakdown"]
+
+
+@pytest.mark.parametrize("options", [{"lexical": "no"}, {"consensus": 0},
+                                     {"smoothing": "false"}, {"planted": "no"},
+                                     {"domain_scores": "no"}])
+def test_a_flag_is_true_or_false_at_the_library_door(options: dict[str, object]) -> None:
+    """``lexical="no"`` turned BM25 on and ``consensus=0`` the stage (truthy values), where
+    the CLI, HTTP and the adapters refuse them."""
+    name, value = next(iter(options.items()))
+    with pytest.raises(ValueError, match=f"^{name}: expected true or false, got {value!r}$"):
+        Searcher.spec(**options)
+
+
+def test_searcher_spec_has_no_door_keyword() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'door'"):
+        Searcher.spec(door=None)

@@ -148,6 +148,8 @@ class Searcher:
         """The spec of the options of ``credrank search`` (``top_k=5, freshness="half_life=
         30d"``, …: :func:`credrank.pipeline.shortcuts.spec_from_options`, errors in the options'
         words) — a spec and nothing else."""
+        if "door" in options:  # spec_from_options's own parameter, not an option
+            raise TypeError("Searcher.spec() got an unexpected keyword argument 'door'")
         return spec_from_options(**options)
 
     def compile(self, spec: SpecLike = None) -> Compiled:

@@ -204,8 +204,16 @@ def pydantic_fields(field: Callable[..., Any]) -> dict[str, tuple[Any, Any]]:
         if isinstance(o.default, tuple):
             out[o.name] = (o.annotation, field(default_factory=list, description=o.help))
         else:
-            out[o.name] = (o.annotation, field(default=o.default, description=o.help))
+            # true/false and integers as every other door takes them: pydantic's lax mode read
+            # "no" and 0 as false, and top_k=True as 1
+            strict = {"strict": True} if o.annotation in _STRICT else {}
+            out[o.name] = (o.annotation, field(default=o.default, description=o.help,
+                                               **strict))
     return out
+
+
+#: the option annotations validated strictly (:func:`pydantic_fields`)
+_STRICT = (bool, int, int | None, float | None)
 
 
 def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:

@@ -256,6 +256,9 @@ def spec_from_options(*, door: Door = LIBRARY, **values: Any) -> PipelineSpec:
     if unknown:
         raise ValueError(f"{unknown[0]}: unknown option; expected some of "
                          f"{', '.join(sorted(known))}")
+    for name, value in values.items():  # "no" or 0 turned BM25 or a stage on (truthy)
+        if SHORTCUTS[name].value == "bool" and value is not None and not isinstance(value, bool):
+            raise ValueError(f"{door.say(name)}: expected true or false, got {value!r}")
     given = set(given_shortcuts(values, door))
     for name in sorted(given, key=list(SHORTCUTS).index):
         s = SHORTCUTS[name]
