@@ -76,3 +76,22 @@ def test_a_flag_is_true_or_false_at_the_library_door(options: dict[str, object])
 def test_searcher_spec_has_no_door_keyword() -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'door'"):
         Searcher.spec(door=None)
+
+
+def test_a_spec_its_constructor_made_is_validated_before_it_runs(index: Path) -> None:
+    """``PipelineSpec`` is exported and its constructor does not validate: an unknown stage
+    was a ``KeyError``, ``retrieval="sparse"`` ran dense retrieval, ``top_k=3`` without a
+    selector answered 9 hits, ``top_k=-1`` named ``fetch_k``. Such a spec is validated (and
+    completed) when it is used, as ``PipelineSpec.from_dict`` validates."""
+    from credrank import PipelineSpec, SpecError
+    from credrank.pipeline.spec import StageSpec
+
+    with Searcher.open(index) as searcher:
+        assert len(searcher.search(QUERY, PipelineSpec(top_k=3))) == 3
+        for spec, said in ((PipelineSpec(stages=(StageSpec("foo", {}),)), r"stages\[0\]\.stage"),
+                           (PipelineSpec(retrieval="sparse"), "retrieval: expected one of"),
+                           (PipelineSpec(top_k=-1), r"top_k: expected an integer in \[1")):
+            with pytest.raises(SpecError, match=said):
+                searcher.search(QUERY, spec)
+        made = PipelineSpec.from_dict({"top_k": 3, "stages": ["prior"]})
+        assert made.checked is made  # validated when made: not again

@@ -5,8 +5,11 @@ One import for the library's front door::
     from credrank import Searcher, PipelineSpec
 
     with Searcher.open("./idx") as searcher:
-        doc = searcher.search_json("does vitamin d prevent covid",
-                                   PipelineSpec.from_dict({"top_k": 5}))
+        # the options of `credrank search --top-k 5` (the source prior, multiply, top-k)
+        doc = searcher.search_json("does vitamin d prevent covid", Searcher.spec(top_k=5))
+        # a whole spec: its stages are what runs (none: similarity only)
+        spec = PipelineSpec.from_dict({"top_k": 5, "stages": ["prior"]})
+        doc = searcher.search_json("does vitamin d prevent covid", spec)
 
 Every name below is imported on first use (PEP 562), so ``import credrank`` costs no numpy,
 engine or model import; ``credrank --help`` and ``credrank --version`` stay instant.

@@ -111,7 +111,7 @@ class PipelineSpec:
             raise fail("fetch_k", f"expected an integer >= top_k ({spec.top_k}), got "
                                   f"{spec.fetch_k}")
         _check_order(spec.stages, fail)
-        return spec.completed()
+        return spec.completed()._validated()
 
     @classmethod
     def of(cls, *stages: Mapping[str, Any] | str, **top: Any) -> PipelineSpec:
@@ -131,6 +131,19 @@ class PipelineSpec:
         return {SPEC_KEY: FORMAT, "top_k": self.top_k, "fetch_k": self.fetch_k,
                 "retrieval": self.retrieval, "unit": self.unit, "pushdown": self.pushdown,
                 "stages": [s.to_dict() for s in self.stages]}
+
+    # -- validation ----------------------------------------------------------------------
+    @cached_property
+    def checked(self) -> PipelineSpec:
+        """This spec validated: itself when :meth:`from_dict` (or a method built on it) made
+        it, else :meth:`from_dict` of its data, once. A spec made by the constructor is not
+        validated, and ran as it was: an unknown stage was a ``KeyError``, ``retrieval=
+        "sparse"`` ran dense retrieval (:func:`~credrank.rerank.as_spec` takes this)."""
+        return PipelineSpec.from_dict(self._stated())
+
+    def _validated(self) -> PipelineSpec:
+        self.__dict__["checked"] = self  # the cached_property's value: validated as it is
+        return self
 
     # -- derived -------------------------------------------------------------------------
     @cached_property
@@ -206,7 +219,7 @@ class PipelineSpec:
         ``top_k``. The stages keep the indexes they were written at (:meth:`written`)."""
         new = PipelineSpec.from_dict({**self._stated(), **top})
         return replace(new, stages=tuple(replace(n, given=o.given) for n, o in
-                                         zip(new.stages, self.stages, strict=True)))
+                                         zip(new.stages, self.stages, strict=True)))._validated()
 
 
 def _params(name: str, raw: Mapping[str, Any], at: str) -> dict[str, Any]:

@@ -775,12 +775,13 @@ def default_spec() -> PipelineSpec:
 
 
 def as_spec(spec: PipelineSpec | Mapping[str, Any] | None) -> PipelineSpec:
-    """``spec`` as a :class:`~credrank.pipeline.spec.PipelineSpec`: its plain data checked
-    (:meth:`PipelineSpec.from_dict`), ``None`` the :func:`default_spec`."""
+    """``spec`` as a validated :class:`~credrank.pipeline.spec.PipelineSpec`: its plain data
+    checked (:meth:`PipelineSpec.from_dict`), a spec as it is when validated, else checked
+    (:attr:`PipelineSpec.checked`), ``None`` the :func:`default_spec`."""
     if spec is None:
         return default_spec()
     if isinstance(spec, PipelineSpec):
-        return spec
+        return spec.checked  # one its constructor made is validated now (once)
     if isinstance(spec, Mapping):
         return PipelineSpec.from_dict(dict(spec))
     raise TypeError(f"pipeline: expected a PipelineSpec, a dict or None, got "
