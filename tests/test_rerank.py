@@ -230,3 +230,13 @@ def test_rerank_json_echo_pins_the_clock_it_read(demo_index_hashing):
     stage = next(s for s in doc["pipeline"]["stages"] if s["stage"] == "freshness")
     assert stage["now"] is not None
     assert doc["settings"]["freshness"]["now"] == stage["now"] == doc["info"]["freshness"]["now"]
+
+
+def test_a_score_beyond_1e100_is_refused_naming_the_candidate():
+    """Scores near the largest float passed the check, and the stages' sums of them were
+    infinite (a coverage objective of inf, a utility loss of NaN)."""
+    records = [{"id": "a", "text": "vitamin d", "score": 1.7e308}]
+    with pytest.raises(CandidateError, match=r"candidates\[0\]\.score: expected a number of "
+                                             r"magnitude at most 1e\+100"):
+        check_candidates(records)
+    assert check_candidates([{"id": "a", "text": "x", "score": -1e100}])[0]["score"] == -1e100

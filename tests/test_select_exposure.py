@@ -187,3 +187,19 @@ def test_lp_solutions_satisfy_the_constraints(case: tuple) -> None:
     assert pol.expected_utility <= pol.hard_utility + 1e-7
     if rule in ("parity", None):
         assert pol.expected_utility >= float(u.sum() * v.sum() / len(u)) - 1e-7
+
+
+@pytest.mark.parametrize("rule", ["parity", "proportional"])
+def test_the_exposure_lp_answers_the_same_policy_at_any_scale_of_utility(rule: str) -> None:
+    """Utilities of 1e100 (candidates' scores near the largest float the validator took) left
+    HiGHS without an optimum ("model_status is Unknown"): the program is solved on utilities
+    scaled to at most 1, the same policy, its expected utility in the utilities' own scale."""
+    rng = np.random.default_rng(1)
+    u = rng.random(12)
+    groups = ["a", "b"] * 6
+    v = log_discounts(5)
+    base = exposure_lp(u, groups, v, rule=rule)
+    for scale in (1e100, 1e-100):
+        got = exposure_lp(u * scale, groups, v, rule=rule)
+        assert np.allclose(got.P, base.P, atol=1e-7)
+        assert got.expected_utility == pytest.approx(base.expected_utility * scale, rel=1e-9)

@@ -355,9 +355,15 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
     return out
 
 
+#: the largest magnitude of a candidate's ``score``: the stages add, square and weigh
+#: scores, and scores near the largest float made their sums infinite (a coverage
+#: objective of inf, a utility loss of NaN, the exposure solver's failure)
+MAX_SCORE = 1e100
+
+
 def _check_score(where: str, score: Any) -> float:
     """A retrieval score as a float: any real number (a numpy one too) that is finite as a
-    float; ``bool`` is no score."""
+    float and at most :data:`MAX_SCORE` in magnitude; ``bool`` is no score."""
     if isinstance(score, bool) or not isinstance(score, _numbers.Real):
         raise CandidateError(f"{where}: expected a finite number, got {score!r}")
     try:
@@ -368,6 +374,9 @@ def _check_score(where: str, score: Any) -> float:
         shown = (f"an integer of about {int(score.bit_length() * math.log10(2)) + 1:,} "
                  "digits" if isinstance(score, int) else repr(score))
         raise CandidateError(f"{where}: expected a finite number, got {shown}")
+    if abs(value) > MAX_SCORE:
+        raise CandidateError(f"{where}: expected a number of magnitude at most {MAX_SCORE:g} "
+                             f"(the stages add and square scores), got {value:g}")
     return value
 
 

@@ -339,7 +339,12 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
                                      + " | ".join(report.problems))
 
     keep = _candidate_rows(u, codes, k) if reduce else np.arange(n)
-    uk, ck = u[keep], codes[keep]
+    # the program on utilities scaled to at most 1 in magnitude: its optimum is the same
+    # policy (the objective is linear in u, the proportional rule's weights scale alike), and
+    # HiGHS finds it whatever their scale (utilities of 1e100 left it "Unknown")
+    scale = float(np.max(np.abs(u)))
+    un = u / scale if scale > 0 else u
+    uk, ck = un[keep], codes[keep]
     nr = len(keep)
     nv = nr * k
     cost = -np.outer(uk, v).ravel()  # variable r*K + k for kept row r
@@ -353,7 +358,7 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
         if rule == "parity":
             w = 1.0 / sizes
         else:
-            w = 1.0 / (sizes * group_means(u, codes, n_groups))
+            w = 1.0 / (sizes * group_means(un, codes, n_groups))
         ref = ck == 0
         rows, cols, vals = [], [], []
         for g in range(1, n_groups):
