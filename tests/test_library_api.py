@@ -4,6 +4,7 @@ error."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,16 @@ def test_a_spec_its_constructor_made_is_validated_before_it_runs(index: Path) ->
                 searcher.search(QUERY, spec)
         made = PipelineSpec.from_dict({"top_k": 3, "stages": ["prior"]})
         assert made.checked is made  # validated when made: not again
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"priors": "nope"}, "priors: 'nope' is neither a preset"),
+    ({"credibility_model": "/nope.json"}, "credibility_model: /nope.json: "),
+    ({"stance_model": "/nope.json"}, "stance_model: /nope.json: "),
+])
+def test_a_file_option_is_checked_by_searcher_spec_in_its_words(options: dict[str, str],
+                                                                said: str) -> None:
+    """``Searcher.spec(priors="nope")`` was accepted and the search said ``stages[0].priors``
+    (``stages[1].model`` for the models): the CLI and the adapters name the option."""
+    with pytest.raises(ValueError, match="^" + re.escape(said)):
+        Searcher.spec(**options)

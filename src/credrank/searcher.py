@@ -30,12 +30,12 @@ from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore, generation
-from credrank.pipeline.compile import Compiled, compile_rerank, compile_spec, reads
+from credrank.pipeline.compile import Compiled, check_stages, compile_rerank, compile_spec, reads
 from credrank.pipeline.document import answered, search_document
 from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
-from credrank.pipeline.shortcuts import spec_from_options
-from credrank.pipeline.spec import PipelineSpec
+from credrank.pipeline.shortcuts import LIBRARY, in_words, spec_from_options
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.rerank import (
     DEFAULT_RETRIEVAL,
@@ -146,11 +146,19 @@ class Searcher:
     @staticmethod
     def spec(**options: Any) -> PipelineSpec:
         """The spec of the options of ``credrank search`` (``top_k=5, freshness="half_life=
-        30d"``, …: :func:`credrank.pipeline.shortcuts.spec_from_options`, errors in the options'
-        words) — a spec and nothing else."""
+        30d"``, …: :func:`credrank.pipeline.shortcuts.spec_from_options`), its stages built as
+        a search builds them before it opens an index (the files the options name are read:
+        :func:`~credrank.pipeline.compile.check_stages`), every error in the options' words
+        (``priors: 'nope' is neither a preset …``; it was accepted, and the search said
+        ``stages[0].priors``)."""
         if "door" in options:  # spec_from_options's own parameter, not an option
             raise TypeError("Searcher.spec() got an unexpected keyword argument 'door'")
-        return spec_from_options(**options)
+        spec = spec_from_options(**options)
+        try:
+            check_stages(spec)
+        except SpecError as exc:
+            raise ValueError(in_words(exc, spec, LIBRARY)) from None
+        return spec
 
     def compile(self, spec: SpecLike = None) -> Compiled:
         """``spec`` built over this index (:func:`credrank.pipeline.compile.compile_spec`),

@@ -328,7 +328,7 @@ class CredrankScorer:
         if self._where is not None:
             return SpecError(f"{self._where}: {exc.key_path}: {exc.detail}", exc.key_path,
                              exc.detail)
-        return ValueError(in_words(exc, self.spec.to_dict(), ADAPTER))
+        return ValueError(in_words(exc, self.spec, ADAPTER))
 
     def _validate(self) -> None:
         """Build the stages of the configured ``top_k`` now (a stance stage, which needs the

@@ -244,7 +244,7 @@ class AuditConfig:
             return AuditInputError(f"{self.source}: "
                                    f"{_spec_message(self.spec_from, exc.key_path, exc.detail)}")
         return AuditInputError(f"{self.source}: "
-                               f"{in_words(exc, self.pipeline.to_dict(), AUDIT)}")
+                               f"{in_words(exc, self.pipeline, AUDIT)}")
 
 
 def shown(path: Path | str) -> str:

@@ -228,7 +228,7 @@ def spec_words(exc: Any, spec: PipelineSpec, pipeline: Path | None,
         return f"-S {said}: {getattr(exc, 'detail', exc)}"
     if pipeline is not None:
         return f"--pipeline {pipeline}: {exc}"
-    return in_words(exc, spec.to_dict(), CLI)
+    return in_words(exc, spec, CLI)
 
 
 def _set_item(exc: Any, spec: PipelineSpec, sets: list[str] | None) -> str | None:

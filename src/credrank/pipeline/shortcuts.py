@@ -377,17 +377,22 @@ def word_of(stage: str, param: str | None, door: Door) -> str:
     return stage if param in (None, "stage") else f"{stage}.{param}"
 
 
-def in_words(exc: SpecError, data: Mapping[str, Any], door: Door) -> str:
-    """``exc`` (a path into the spec ``data``) said with the door's word behind it."""
+def in_words(exc: SpecError, data: Mapping[str, Any] | PipelineSpec, door: Door) -> str:
+    """``exc`` (a path into the spec ``data``: its plain data, or the spec, whose stages an
+    error names by their written index, :meth:`PipelineSpec.written`) said with the door's
+    word behind it."""
     path, detail = exc.key_path, exc.detail
     head, _, rest = path.partition(".")
     if not head.startswith("stages["):
         tops = {s.param: s.name for s in door.shortcuts() if s.kind == "top"}
         return f"{door.say(tops[head]) if head in tops else head}: {detail}"
     i = int(head[len("stages["):-1])
-    stages = data.get("stages") or []
-    item = stages[i] if i < len(stages) else {}
-    stage = item.get("stage", "?") if isinstance(item, Mapping) else "?"
+    if isinstance(data, PipelineSpec):
+        stage = next((s.name for s in data.stages if s.given == i), "?")
+    else:
+        stages = data.get("stages") or []
+        item = stages[i] if i < len(stages) else {}
+        stage = item.get("stage", "?") if isinstance(item, Mapping) else "?"
     param = rest.split(".")[0].split("[")[0] or None
     return f"{word_of(str(stage), param, door)}: {detail}"
 

@@ -379,7 +379,7 @@ class ServiceState:
             field = f"{where}.{path}" if path else where
             detail = f"{field}: {self.unpath(exc.detail + hint)}"
             return LimitError(422, "invalid_request", detail, field=field)
-        detail = self.unpath(in_words(exc, spec.to_dict() if spec else {"stages": []},
+        detail = self.unpath(in_words(exc, spec if spec else {"stages": []},
                                       HTTP_SEARCH)) + hint
         head = detail.split(":", 1)[0]
         return LimitError(422, "invalid_request", detail,
