@@ -468,3 +468,27 @@ def test_end_to_end_index_score_search(tmp_path: Path) -> None:
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)["hits"]
     assert hits and all(0.5 < h["score_breakdown"]["machine_text"] <= 1 for h in hits)
+
+
+def test_the_shortcut_is_refused_where_candidates_come_from_elsewhere(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    """``machine_text: true`` on /rerank (and the adapters) failed every call, after the
+    candidates were read, with a message naming a command of the index: candidates from
+    elsewhere never carry an index-time score. It is refused up front, naming the field and
+    the pipeline stage that scores them."""
+    from credrank.pipeline.shortcuts import ADAPTER, spec_from_options
+    from serving import asgi_client, in_process
+    from sparse_copy import copy_index
+
+    with pytest.raises(ValueError, match=r'"missing": "score"'):
+        spec_from_options(door=ADAPTER, machine_text=True)
+
+    async def post(app):
+        async with asgi_client(app) as c:
+            return await c.post("/rerank", json={"query": "fever", "machine_text": True,
+                                                 "candidates": [{"id": "a", "text": "fever"}]})
+
+    with in_process(copy_index(demo_index_hashing, tmp_path / "index")) as app:
+        got = asyncio.run(post(app))
+    assert got.status_code == 422, got.text
+    assert got.json()["errors"][0]["field"] == "machine_text"

@@ -259,6 +259,12 @@ def spec_from_options(*, door: Door = LIBRARY, **values: Any) -> PipelineSpec:
     for name, value in values.items():  # "no" or 0 turned BM25 or a stage on (truthy)
         if SHORTCUTS[name].value == "bool" and value is not None and not isinstance(value, bool):
             raise ValueError(f"{door.say(name)}: expected true or false, got {value!r}")
+    if not door.retrieves and values.get("machine_text") is True:  # it failed every call
+        raise ValueError(f"{door.say('machine_text')}: candidates retrieved elsewhere carry no "
+                         "machine-text score stored at index time; send the stage in a "
+                         "pipeline with its missing scores said: {\"stage\": \"machine_text\", "
+                         "\"missing\": \"score\"} (a language model reads each candidate now: "
+                         "slow) or \"neutral\" (factor 1)")
     given = set(given_shortcuts(values, door))
     for name in sorted(given, key=list(SHORTCUTS).index):
         s = SHORTCUTS[name]
