@@ -97,8 +97,12 @@ def test_the_same_values_make_the_same_spec_at_every_door(
     assert library == spec_from_options(door=LIBRARY, **VALUES)
     # HTTP (the fields a request sent)
     assert state.plan(SearchRequest(query="q", **VALUES)).spec == library
-    # the adapters
-    assert CredrankScorer(embedder="hashing", **VALUES).spec == library
+    # the adapters (candidates from elsewhere: machine_text, a score stored at index time,
+    # is refused there, naming the pipeline stage that scores them)
+    others = {k: v for k, v in VALUES.items() if k != "machine_text"}
+    assert CredrankScorer(embedder="hashing", **others).spec == Searcher.spec(**others)
+    with pytest.raises(ValueError, match="machine_text: candidates retrieved elsewhere"):
+        CredrankScorer(embedder="hashing", **VALUES)
     # an audit's [system]
     assert system_spec(VALUES, "audit.toml", tmp_path)[0] == library
 
