@@ -255,3 +255,15 @@ def test_build_selector() -> None:
         build_selector("fair", 5, protected_column="p", p=0.3, alpha=1.5)
     for stage in (build_selector("mmr", 5, diversity=0.3), cov):
         json.dumps(stage.describe())
+
+
+def test_a_zero_vector_is_an_error_naming_the_candidate() -> None:
+    """A candidate sent with a vector of zeros (retrieval accepts it: its cosine is 0) made
+    the selectors fail naming a row of the pool ("vectors: expected nonzero rows … at row
+    0"); the error names the candidate."""
+    vectors = np.eye(3)
+    vectors[1] = 0.0
+    batch = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7], vectors=vectors)
+    for stage in (MMRSelect(2, 0.5), CoverageSelect(2, lambda_ilad=0.5, lambda_coverage=0.5)):
+        with pytest.raises(ValueError, match=r"the candidate 'b' has a vector of zeros"):
+            stage(batch)

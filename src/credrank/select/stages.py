@@ -71,10 +71,20 @@ def utilities(batch: Candidates) -> np.ndarray:
 
 
 def _vectors(batch: Candidates, stage: str, why: str) -> np.ndarray:
+    """The candidates' vectors; a zero one (a candidate sent with a vector of zeros) is an
+    error naming that candidate: the selectors compare directions, and it has none (the
+    error named a row of the pool)."""
     if batch.vectors is None:
         raise StageError(f"{stage}: batch.vectors is None; {why} needs the candidate embeddings "
                          "(let the retriever return vectors)")
-    return np.asarray(batch.vectors, dtype=np.float64)
+    x = np.asarray(batch.vectors, dtype=np.float64)
+    zero = np.flatnonzero(~np.any(x != 0, axis=1)) if x.ndim == 2 else np.zeros(0, dtype=int)
+    if zero.size:
+        raise StageError(f"{stage}: the candidate {str(batch.doc_ids[zero[0]])!r} has a vector "
+                         f"of zeros, which has no direction to compare ({why} compares the "
+                         "candidates' directions); send its text without a vector, or a "
+                         "nonzero vector")
+    return x
 
 
 def _doc_ids(batch: Candidates, rows: np.ndarray) -> list[str]:
@@ -151,13 +161,14 @@ class MMRSelect(Selector):
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         notes = pool_warnings(self.name, len(batch), self.max_pool,
                               "K cosine rows over the pool's embeddings")
+        vectors = (None if self.diversity == 0.0 and batch.vectors is None
+                   else _vectors(batch, "MMRSelect", "MMR"))
         try:
-            if self.diversity == 0.0 and batch.vectors is None:
+            if vectors is None:
                 picks = np.argsort(-u, kind="stable")[:k]
                 rows = None
             else:  # K cosine rows, never the N × N matrix (mmr_picks)
-                picks, rows = mmr_picks(u, k, self.diversity,
-                                        vectors=_vectors(batch, "MMRSelect", "MMR"))
+                picks, rows = mmr_picks(u, k, self.diversity, vectors=vectors)
         except ValueError as exc:
             raise _wrap("MMRSelect", exc) from exc
         # the novelty term at pick time: max cos to the earlier picks (0 for the first)
