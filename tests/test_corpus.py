@@ -601,6 +601,21 @@ def test_read_queries_errors_name_file_and_line(write) -> None:
     assert f"{path}:4: field 'id'" in msg
 
 
+def test_a_tsv_is_read_as_written_without_quoting(write) -> None:
+    """TSV has no quoting: a statement that opens with a quotation (LIAR's ``"John wasn't …"
+    when he ran``) was refused as malformed CSV, and a whole quoted one lost its quotation
+    marks, unreported."""
+    path = write("q.tsv", 'id\ttext\n'
+                          'a\t"John wasn\'t this raging populist" when he ran.\n'
+                          'b\t"Gov. Romney\'s own plan"\n'
+                          'c\ta "quoted" word\n')
+    result = read_corpus(path, strict=True)
+    assert not result.rejects
+    assert [d.text for d in result.documents] == [
+        '"John wasn\'t this raging populist" when he ran.', '"Gov. Romney\'s own plan"',
+        'a "quoted" word']
+
+
 def test_read_queries_tsv(write) -> None:
     path = write("q.tsv", "id\ttext\nq1\tfirst query\n\n7\tsecond\n")
     assert read_queries(path) == [Query("q1", "first query"), Query("7", "second")]
