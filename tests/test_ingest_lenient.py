@@ -526,3 +526,27 @@ def test_post_index_drops_reports_and_validates_the_reading(demo_index_hashing: 
         assert resp.status_code == 422, resp.text
     assert "assume_timezone" in bad.text and "Mars/Olympus" in bad.text
     assert "strict" in not_bool.text
+
+
+def test_an_indexing_run_says_which_urls_name_no_host(tmp_path: Path) -> None:
+    """A URL that names no web host (``javascript:``, ``http://``) was stored and typed
+    ``unknown`` without a word at index time (a later ``provenance hosts`` counted it); a
+    declared type on a record without a URL went unused unsaid. Both are in the run's JSON
+    and its summary line."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in (
+        {"id": "a", "text": "x", "url": "javascript:alert(1)"},
+        {"id": "b", "text": "y", "url": "http://"},
+        {"id": "c", "text": "z", "url": "https://www.cdc.gov/x"},
+        {"id": "d", "text": "w", "source_type": "peer_reviewed"})) + "\n", encoding="utf-8")
+    got = run_cli("index", str(corpus), "--index", str(tmp_path / "idx"), "--embedder",
+                  "hashing", "--json", timeout=600)
+    assert got.returncode == 0, got.stderr
+    doc = json.loads(got.stdout)
+    assert doc["indexed"] == 4
+    assert [e["doc_id"] for e in doc["url_errors"]] == ["a", "b"]
+    assert "not http(s)" in doc["url_errors"][0]["url_error"]
+    assert [c["doc_id"] for c in doc["conflicts"]] == ["d"]
+    text = run_cli("index", str(corpus), "--index", str(tmp_path / "idx2"), "--embedder",
+                   "hashing", timeout=600)
+    assert "2 URL(s) name no host, typed unknown (e.g. 'a': " in text.stdout + text.stderr

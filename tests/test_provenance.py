@@ -273,7 +273,8 @@ def test_declared_without_url() -> None:
     untrusted = SourceTyper().classify(None, "government")
     assert (untrusted.source_type, untrusted.declared_source_type, untrusted.rule) == (
         "unknown", "government", "none")
-    assert untrusted.conflict is None and untrusted.host is None and untrusted.url_error is None
+    assert untrusted.host is None and untrusted.url_error is None
+    assert "'government' not used: the document has no URL" in str(untrusted.conflict)
     trusted = SourceTyper(trust_declared=True).classify(None, "government")
     assert (trusted.source_type, trusted.rule) == ("government", "declared")
 
@@ -569,11 +570,16 @@ def test_every_disagreeing_declared_type_is_a_conflict(typer: SourceTyper) -> No
 
 
 @pytest.mark.parametrize("url", [None, "", "   "])
-def test_no_url_means_no_conflict(url: str | None) -> None:
-    # documented choice: without a URL there is nothing for the declared type to conflict with
+def test_no_url_says_the_declared_type_went_unused(url: str | None) -> None:
+    # without a URL the type is unknown unless the declared one is trusted; an untrusted one is
+    # said to go unused (it was dropped without a word)
     prov = SourceTyper().classify(url, "blog")
-    assert prov.conflict is None and prov.source_type == "unknown"
-    assert SourceTyper(trust_declared=True).classify(url, "blog").source_type == "blog"
+    assert prov.source_type == "unknown"
+    assert prov.conflict is not None and prov.conflict.startswith(
+        "declared source_type 'blog' not used: the document has no URL")
+    trusted = SourceTyper(trust_declared=True).classify(url, "blog")
+    assert trusted.source_type == "blog" and trusted.conflict is None
+    assert SourceTyper().classify(url, "unknown").conflict is None  # no claim
 
 
 _SCHEMES = st.from_regex(r"[a-zA-Z][a-zA-Z0-9+.\-]{0,12}", fullmatch=True).filter(

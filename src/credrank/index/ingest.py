@@ -10,7 +10,7 @@ lock, writes — so searches never wait for the embedding.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,8 @@ def provenance_payload(prov: Provenance) -> dict[str, Any]:
         "provenance_rule": prov.rule,
         "provenance_conflict": prov.conflict,
         "domain_score": prov.domain_score,
+        # why a URL that was given names no host (typed unknown): reported by the indexing run
+        "url_error": prov.url_error,
     }
 
 
@@ -70,6 +72,10 @@ class IndexReport:
     unchanged: int = 0
     rejects: list[Reject] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
+    #: the documents written whose URL names no host (``javascript:…``, ``http://``): typed
+    #: ``unknown``, their URL kept as given, and said here rather than only by a later
+    #: ``credrank provenance hosts``
+    url_errors: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[DroppedField] = field(default_factory=list)
     zones_assumed: int = 0
     assume_timezone: str | None = None
@@ -109,14 +115,27 @@ class IndexReport:
                             "date_order": self.date_order,
                             "dates_ordered": self.dates_ordered},
                 "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts],
+                "url_errors": [{"doc_id": d, "url_error": e} for d, e in self.url_errors],
                 "truncated": {"window_tokens": self.window, "count": len(self.truncated),
                               "doc_ids": list(self.truncated)}}
 
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
         dropped = f"; {dropped_summary(self.dropped)}" if self.dropped else ""
-        return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}" + (
+        hostless = ""
+        if self.url_errors:
+            doc_id, why = self.url_errors[0]
+            hostless = (f"; {len(self.url_errors)} URL(s) name no host, typed unknown (e.g. "
+                        f"{doc_id!r}: {why})")
+        return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}{hostless}" + (
             f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "")
+
+    def note_provenance(self, doc_id: str, payload: Mapping[str, Any]) -> None:
+        """Record the written document's provenance conflict and URL error, if any."""
+        if payload["provenance_conflict"]:
+            self.conflicts.append((doc_id, payload["provenance_conflict"]))
+        if payload.get("url_error"):
+            self.url_errors.append((doc_id, payload["url_error"]))
 
     def note_truncated(self, embedder: Embedder, docs: Sequence[Document],
                        passages: Sequence[Sequence[Span]] | None = None) -> None:
@@ -307,8 +326,7 @@ def index_documents(
         """Write one batch: ``todo`` its positions to (re)index, ``vectors`` their passages
         and vectors (:func:`embed_documents`)."""
         for i in todo:
-            if provs[i]["provenance_conflict"]:
-                report.conflicts.append((docs[i].id, provs[i]["provenance_conflict"]))
+            report.note_provenance(docs[i].id, provs[i])
         if todo:
             written = [docs[i] for i in todo]
             write_documents(index, written, [provs[i] for i in todo],
@@ -482,8 +500,7 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
         ids.add(docs[i].id)
     for batch in batches:
         for i in batch:
-            if payloads[i]["provenance_conflict"]:
-                report.conflicts.append((docs[i].id, payloads[i]["provenance_conflict"]))
+            report.note_provenance(docs[i].id, payloads[i])
         written = [docs[i] for i in batch]
         write_documents(index, written, [payloads[i] for i in batch],
                         [hashes[i] for i in batch], [vectors[i] for i in batch])

@@ -214,8 +214,7 @@ def _write(docs: list[Document], result: _Partition, index: VectorStore, embedde
         present = index.existing_hashes([d.id for d in batch])
         todo = [i for i in rows if present.get(docs[i].id) != result.hashes[i]]
         for i in todo:
-            if result.provs[i]["provenance_conflict"]:
-                report.conflicts.append((docs[i].id, result.provs[i]["provenance_conflict"]))
+            report.note_provenance(docs[i].id, result.provs[i])
         if todo:
             sent = [i for i in rows if i in vectors]
             if sent != todo:  # a stored hash changed since sending (the records repeat an id):

@@ -7,7 +7,9 @@ posted on a blog host stays a ``blog``. A record's *declared* ``source_type`` is
 be spoofed; it is used only when the configuration trusts it (``trust_declared=True``), and a
 disagreement with the URL is recorded as a ``conflict`` either way -- also when the URL gives
 ``unknown`` (no rule matched, or the URL is invalid or not http(s)). A record with no URL at
-all (``None`` or blank) has nothing to conflict with: no conflict is recorded for it.
+all (``None`` or blank) is ``unknown`` unless its declared type is trusted, and an untrusted
+declared type is recorded as a ``conflict`` saying it went unused (it was dropped without a
+word).
 
 **What ``government`` means.** The seed taxonomy has no institutional type, so ``government``
 covers public, academic and health authorities: government and military hosts (``gov``,

@@ -67,8 +67,9 @@ class Provenance:
     (``path:…``, ``host:…``, ``label:…``, ``domain:…``, ``suffix:…``, ``table:<file>``,
     ``declared`` or ``none``). ``conflict`` is set when a declared type other than ``unknown``
     differs from the URL type, including a URL type of ``unknown`` (no rule matched, or an
-    invalid / non-http(s) URL); with no URL at all (``None`` or blank) there is nothing to
-    conflict with and ``conflict`` stays ``None``. ``url_error`` says why ``host`` is ``None``
+    invalid / non-http(s) URL), and when such a type is declared by a document with no URL
+    (``None`` or blank) and not trusted: it is ``unknown`` then, and the declared type that
+    went unused is said (it was dropped without a word). ``url_error`` says why ``host`` is ``None``
     for a URL that was given; ``score_rule`` names the table that gave ``domain_score``.
     """
 
@@ -220,6 +221,10 @@ class SourceTyper:
                 why = "no rule matched"
             conflict = (f"declared source_type {declared!r} differs from {url_type!r} given by "
                         f"the URL ({why}); {used}")
+        elif not has_url and declared not in (None, "unknown") and not use_declared:
+            conflict = (f"declared source_type {declared!r} not used: the document has no URL "
+                        "to give its type, so it is 'unknown' (declared metadata not trusted; "
+                        "trust_declared=True uses it)")
         return Provenance(
             url=url,
             host=parsed.host if parsed else None,

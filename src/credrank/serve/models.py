@@ -488,6 +488,8 @@ class IndexResponse(_Document):
     dropped: list[IndexDropped]
     reading: IndexReading
     conflicts: list[dict[str, str]]
+    url_errors: list[dict[str, str]] = Field(
+        description="documents indexed whose URL names no host (typed unknown), with why")
     truncated: IndexTruncated
     documents: int = Field(description="documents the index holds afterwards")
 
