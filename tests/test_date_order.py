@@ -368,3 +368,19 @@ def test_coaid_cli_date_order_mdy(shared_data, tmp_path) -> None:
     assert (doc["indexed"], doc["rejected"], doc["fields_dropped"]) == (987, 140, 0)
     assert (doc["reading"]["date_order"], doc["reading"]["dates_ordered"]) == ("mdy", 290)
     assert not any(r["kind"] == "dropped" for r in rejects_file(tmp_path / "mdy"))
+
+
+def test_a_weekday_the_date_does_not_fall_on_is_refused() -> None:
+    """dateutil reads past a weekday: ``Wednesday, March 5, 2020`` (a Thursday) was read as
+    5 March, one of the two facts silently dropped."""
+    from datetime import UTC
+
+    from credrank.documents.fields import lenient_date_value
+
+    dt, why, _ = lenient_date_value("Wednesday, March 5, 2020", UTC)
+    assert dt is None and why == ("expected a date that falls on the weekday it names, got "
+                                  "'Wednesday, March 5, 2020' (2020-03-05 is a Thursday, not a "
+                                  "Wednesday)")
+    for agreeing in ("Thursday, March 5, 2020", "Thu, 5 Mar 2020 10:00:00 GMT",
+                     "Sun Aug 02 2020 15:53:51 GMT+0200 (CEST)"):
+        assert lenient_date_value(agreeing, UTC)[1] is None, agreeing

@@ -350,6 +350,10 @@ _NAMED_OFFSET_RE = re.compile(r"\b(?:GMT|UTC)\s*(?=[+-]\d)", re.IGNORECASE)
 _AT_RE = re.compile(r"(?<=\d)\s*,?\s+at\s+(?=\d)", re.IGNORECASE)
 _COMMENT_RE = re.compile(r"\s*\([^()]*\)\s*$")
 _YEAR_FIRST_RE = re.compile(r"\d{4}\D")
+#: a weekday a written date names (``Wednesday, March 5, 2020``): it must be the date's
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY_RE = re.compile(r"\b(mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(day|nesday|rsday|"
+                         r"urday|sday)?\b\.?", re.IGNORECASE)
 
 
 class _UnknownZone(Exception):
@@ -393,7 +397,8 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
     5:47 pm``, ``Tue, 3 Jun 2008 11:05:30 GMT``, ``Sun Aug 02 2020 15:53:51 GMT+0200 (CEST)``).
     Refused, never guessed: a value without year, month or day (``15-May``, ``May 2020``), a numeric
     day/month order that reads two ways (``2/11/20``: 11 February or 2 November), relative dates
-    (``3 months ago``), numbers (epoch seconds or milliseconds?) and zone names outside
+    (``3 months ago``), a weekday the date does not fall on (``Wednesday, March 5, 2020``: a
+    Thursday), numbers (epoch seconds or milliseconds?) and zone names outside
     :data:`ZONE_ABBREVIATIONS`. ``GMT+0200`` means two hours east of UTC (as JavaScript writes
     it), not the POSIX reading. A two-digit year is the last number of the date. A day
     without a time (``2020-04-11``, ``11-Apr-20``) is midnight UTC, as in strict reading; only
@@ -457,6 +462,12 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
         return None, (f"expected a date that reads one way, got {shown!r} ({a.date()} month "
                       f"first or {flipped.date()} day first; write it as ISO 8601 or declare "
                       f"the order: date_order (--date-order) mdy or dmy)"), False
+    named = _WEEKDAY_RE.search(text)
+    if named is not None and not _WEEKDAYS[a.weekday()].startswith(named[1].lower()[:3]):
+        # dateutil reads past a weekday: a date and its weekday that disagree say one is wrong
+        return None, (f"expected a date that falls on the weekday it names, got {shown!r} "
+                      f"({a.date()} is a {_WEEKDAYS[a.weekday()].title()}, not a "
+                      f"{named[0].rstrip('.')})"), False
     if (m := _NUMERIC_DMY_RE.fullmatch(s)) is not None and a.year % 100 != int(m[4]) % 100:
         # the year is the last number: dateutil read 99/12/31 as 1999-12-31, year first
         return None, (f"expected a date whose last number is its year, got {shown!r} (read "
