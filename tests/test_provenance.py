@@ -617,3 +617,26 @@ def test_property_classify_never_raises(url: str | None, declared: str | None,
     prov = SourceTyper(trust_declared=trust).classify(url, declared)
     assert prov.source_type in SOURCE_TYPES and prov.url_source_type in SOURCE_TYPES
     assert (prov.host is None) or prov.url_error is None
+
+
+@pytest.mark.parametrize(("url", "stype", "rule"), [
+    # Blogger's country domains: one platform, one type (they were unknown)
+    ("https://x.blogspot.co.uk/a", "blog", "suffix:blogspot.co.<cc>"),
+    ("https://x.blogspot.com.au/a", "blog", "suffix:blogspot.com.<cc>"),
+    ("https://x.blogspot.it/", "blog", "suffix:blogspot.<cc>"),
+    # another front end of the same site gets the site's rules (only www. was taken off)
+    ("https://m.abcnews.go.com/x", "established_news", "host:abcnews.go.com"),
+    ("https://m.ncbi.nlm.nih.gov/pmc/articles/PMC1/", "peer_reviewed", "path:ncbi.nlm.nih.gov/pmc"),
+    ("https://www2.blog.example.com/", "blog", "label:blog"),
+    ("https://mobile.forum.example.com/", "user_generated", "label:forum"),
+    # a page an AMP cache serves is the publisher's
+    ("https://www.google.com/amp/s/www.nytimes.com/2020/x.amp.html", "established_news",
+     "domain:nytimes.com"),
+    ("https://www-nytimes-com.cdn.ampproject.org/c/s/www.nytimes.com/x.html",
+     "established_news", "domain:nytimes.com"),
+    ("https://www.google.com/search?q=nytimes", "unknown", "none"),
+])
+def test_the_same_site_is_typed_the_same_whatever_the_link(url: str, stype: str,
+                                                            rule: str) -> None:
+    prov = SourceTyper().classify(url, None)
+    assert (prov.source_type, prov.rule) == (stype, rule)

@@ -177,7 +177,25 @@ def parse_url(url: str) -> ParsedURL:
     host, registered, error = _resolve_host(raw_host)
     if error is not None:
         return _invalid(error)
+    wrapped = _amp_wrapped(host, registered, parts.path)
+    if wrapped is not None:  # the publisher's page, served from an AMP cache
+        return parse_url(wrapped)
     return ParsedURL(host, registered, parts.path, None)
+
+
+def _amp_wrapped(host: str, registered: str | None, path: str) -> str | None:
+    """The publisher's URL of a page an AMP cache serves, or ``None``: Google's
+    ``www.google.com/amp/s/PUBLISHER/PATH`` and the AMP Project's
+    ``….cdn.ampproject.org/c/s/PUBLISHER/PATH`` name the page they serve in their path (its
+    provenance is the publisher's: it was typed by the cache's host, unknown)."""
+    if registered is not None and registered.split(".")[0] == "google" \
+            and path.startswith("/amp/s/"):
+        rest = path[len("/amp/s/"):]
+    elif host.endswith(".cdn.ampproject.org") and path[:5] in ("/c/s/", "/v/s/"):
+        rest = path[5:]
+    else:
+        return None
+    return "https://" + rest if rest and not rest.startswith("/") else None
 
 
 def parse_host(url: str) -> tuple[str | None, str | None]:
@@ -191,10 +209,19 @@ def parse_host(url: str) -> tuple[str | None, str | None]:
     return parsed.host, parsed.registered_domain
 
 
+#: the first labels that name another front end of the same site, not another site:
+#: ``www``, ``www2``…, the mobile ``m`` and ``mobile``, and ``amp`` (Google's AMP pages)
+FRONT_ENDS = re.compile(r"(?:www\d*|m|mobile|amp)\.")
+
+
 def bare_host(host: str, registered: str | None) -> str:
-    """Host without a leading ``www.`` label when that label is a subdomain."""
-    if registered is not None and host.startswith("www.") and len(host) > len(registered):
-        return host[4:]
+    """Host without a leading front-end label (:data:`FRONT_ENDS`: ``www.``, ``www2.``,
+    ``m.``, ``mobile.``, ``amp.``) when that label is a subdomain: ``m.abcnews.go.com`` is
+    ``abcnews.go.com``'s site and gets its rules (only ``www.`` was taken off, and the mobile
+    and numbered hosts lost the more specific rules)."""
+    front = FRONT_ENDS.match(host)
+    if registered is not None and front is not None and len(host) > len(registered):
+        return host[front.end():]
     return host
 
 
