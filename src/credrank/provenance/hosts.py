@@ -177,7 +177,7 @@ def parse_url(url: str) -> ParsedURL:
     host, registered, error = _resolve_host(raw_host)
     if error is not None:
         return _invalid(error)
-    wrapped = _amp_wrapped(host, registered, parts.path)
+    wrapped = None if host is None else _amp_wrapped(host, registered, parts.path)
     if wrapped is not None:  # the publisher's page, served from an AMP cache
         return parse_url(wrapped)
     return ParsedURL(host, registered, parts.path, None)
