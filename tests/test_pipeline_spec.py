@@ -432,3 +432,15 @@ def test_a_build_error_is_placed_at_the_parameter_that_named_the_file() -> None:
                      ("the embedder was expected to be bound", "stages[2]"),
                      ("mode: expected one of expected, absolute", "stages[2].mode")):
         assert build_error("stages[2]", params, ValueError(text)).key_path == at, text
+
+
+def test_pipeline_check_names_the_file_once(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from credrank.cli import run
+
+    spec = tmp_path / "bad.json"
+    spec.write_text(json.dumps({"stages": [{"stage": "consensus", "threshold": 1.5}]}),
+                    encoding="utf-8")
+    assert run(["pipeline", "check", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {spec}: stages[0].threshold: expected" in err and err.count(str(spec)) == 1

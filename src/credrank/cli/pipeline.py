@@ -68,12 +68,13 @@ def check(spec_file: Annotated[Path, typer.Argument(help="a spec file (JSON, TOM
         data = read_structured(spec_file, what="pipeline spec")
         if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
             data = data["pipeline"]
-        spec = PipelineSpec.from_dict(data, where=str(spec_file))
-        check_stages(spec)
-    except SpecError as exc:
-        fail(f"{spec_file}: {exc}")
+        spec = PipelineSpec.from_dict(data, where=str(spec_file))  # its errors name the file
     except ValueError as exc:
         fail(str(exc))
+    try:
+        check_stages(spec)
+    except SpecError as exc:  # a stage's build error: a path in the spec, said with the file
+        fail(f"{spec_file}: {exc}")
     if as_json:
         print(json.dumps(spec.to_dict(), indent=2))
         return
