@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import err, fail, index_rows
+from credrank.core.files import replacing_mode
 from credrank.index.manifest import MANIFEST
 from credrank.provenance import DomainTableError, RulesError, SourceTyper
 from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, template_text
@@ -83,10 +84,12 @@ def _kind(path: Path) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    mode = replacing_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+            os.fchmod(f.fileno(), mode)
         try:  # checked again at the last moment: never replace what is no regular file
             mode = os.lstat(path).st_mode
         except FileNotFoundError:

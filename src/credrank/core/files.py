@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,16 +31,44 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (``/proc``), else
+    by setting it back at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def replacing_mode(path: Path) -> int:
+    """The permission bits a file written in place of ``path`` gets: those of the file it
+    replaces, else what ``open()`` gives a new file (``0o666`` less the umask). A temporary
+    file (``mkstemp``) is private, ``0o600``: renamed into place as it was, a model file
+    written for a service running as another user was unreadable to it."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Replace ``path`` by ``text``: a unique temporary file in the same folder, flushed and
-    fsynced, then ``os.replace`` and an fsync of the folder. On any error the temporary file
-    is removed and the old file is left as it was."""
+    fsynced, given the permissions of the file it replaces (:func:`replacing_mode`), then
+    ``os.replace`` and an fsync of the folder. On any error the temporary file is removed and
+    the old file is left as it was."""
     path = Path(path)
+    mode = replacing_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
+            os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:

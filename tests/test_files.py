@@ -1,0 +1,32 @@
+"""Crash-safe file replacement (:mod:`credrank.core.files`): what a replaced or new file is
+readable by."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from credrank.core.files import atomic_write_text, save_json
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_written_file_is_readable_as_a_file_open_makes_it(tmp_path: Path) -> None:
+    """A temporary file (mkstemp) is 0600: renamed into place as it was, a model file for a
+    service running as another user was unreadable to it, and replacing a 0644 file made it
+    0600. A new file gets 0666 less the umask; a replaced one keeps its permissions."""
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.txt", "x")
+        save_json(tmp_path / "model.json", {"a": 1})
+        assert _mode(tmp_path / "new.txt") == 0o644 and _mode(tmp_path / "model.json") == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_text("{}", encoding="utf-8")
+        kept.chmod(0o640)
+        save_json(kept, {"b": 2})
+        assert _mode(kept) == 0o640 and kept.read_text(encoding="utf-8").startswith("{")
+    finally:
+        os.umask(old)
