@@ -109,3 +109,32 @@ def test_a_file_option_is_checked_by_searcher_spec_in_its_words(options: dict[st
     (``stages[1].model`` for the models): the CLI and the adapters name the option."""
     with pytest.raises(ValueError, match="^" + re.escape(said)):
         Searcher.spec(**options)
+
+
+def test_demo_refuses_a_users_index_and_bad_folders(index: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``credrank demo --index DIR`` added the demo's 120 documents to a user's index (and
+    measured the mix), and another embedder's index, a file or a read-only folder was a
+    traceback with exit 1."""
+    import json
+
+    from credrank.cli import run
+
+    corpus = tmp_path / "mine.jsonl"
+    corpus.write_text(json.dumps({"id": "mine-1", "text": "my own document"}) + "\n",
+                      encoding="utf-8")
+    assert run(["index", str(corpus), "--index", str(tmp_path / "mine"), "--embedder",
+                "hashing", "-q"]) == 0
+    capsys.readouterr()
+    assert run(["demo", "--index", str(tmp_path / "mine"), "--embedder", "hashing", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "holds an index of which 1 of 1 documents are not the demo corpus's" in err
+    (tmp_path / "file.json").write_text("{}", encoding="utf-8")
+    assert run(["demo", "--index", str(tmp_path / "file.json"), "--embedder", "hashing",
+                "-q"]) == 2
+    assert "expected an index directory, got a file" in capsys.readouterr().err
+    # the demo's own index is taken again
+    for _ in range(2):
+        assert run(["demo", "--index", str(tmp_path / "demo"), "--embedder", "hashing", "-q",
+                    "--json"]) == 0
+        capsys.readouterr()

@@ -16,7 +16,7 @@ from typing import Any
 
 from credrank.core.embedder import Embedder
 from credrank.demo_corpus import demo_dir, index_demo, read_adversarial
-from credrank.documents import read_qrels, read_queries
+from credrank.documents import read_corpus, read_qrels, read_queries
 from credrank.evaluate.metrics import evaluate, mean, run_from_batches
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import IndexReport
@@ -57,6 +57,23 @@ class DemoResult:
         }
 
 
+def _only_the_demos(index: Any, path: Path) -> None:
+    """Refuse (``ValueError`` naming the folder) an index that holds documents other than the
+    demo corpus's: the demo writes its corpus there and measures the whole index, so a user's
+    index given as ``--index`` got the demo's 120 documents added and its metrics mixed."""
+    count = getattr(index, "documents", None)
+    held = count() if callable(count) else len(index)
+    if held == 0:
+        return
+    ids = [d.id for d in read_corpus(demo_dir() / "corpus.jsonl").documents]
+    present = len(index.existing_hashes(ids))
+    if held > present:
+        raise ValueError(f"{path}: holds an index of which {held - present:,} of {held:,} "
+                         "documents are not the demo corpus's; the demo writes its corpus "
+                         "into this folder and measures the whole index: give an empty or new "
+                         "folder, or the demo's own index")
+
+
 def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
              top_k: int = 5, on_progress: Callable[[int], None] | None = None) -> DemoResult:
     """Index the demo corpus (into ``index_dir`` or a temporary folder) and evaluate."""
@@ -70,6 +87,7 @@ def run_demo(index_dir: Path | None = None, *, embedder: Embedder | None = None,
         path = Path(index_dir) if index_dir else Path(tmp) / "index"
         with open_store(path, "edge", embedder=embedder.name, dim=embedder.dim,
                         create=True) as index:
+            _only_the_demos(index, path)
             report = index_demo(index, embedder, on_batch=on_progress)
             searcher = Searcher(index, embedder)  # closed with the index
             means: dict[str, dict[str, float]] = {}

@@ -27,9 +27,18 @@ def demo(
         emb = get_embedder(embedder)
     except ValueError as exc:
         fail(str(exc).replace("embedder:", "--embedder:", 1))
-    with progress(show_progress(quiet)) as bar:
-        task = bar.add_task("indexing demo corpus", total=None)
-        result = run_demo(index_dir, embedder=emb, on_progress=lambda n: bar.advance(task, n))
+    from credrank.index.store import StoreError
+
+    try:
+        with progress(show_progress(quiet)) as bar:
+            task = bar.add_task("indexing demo corpus", total=None)
+            result = run_demo(index_dir, embedder=emb,
+                              on_progress=lambda n: bar.advance(task, n))
+    except (ValueError, StoreError) as exc:  # the --index given: another embedder's, a
+        # file, a read-only folder, a user's own index (it was a traceback, exit 1)
+        message = str(exc)
+        fail(message if index_dir is None or message.startswith(str(index_dir))
+             else f"--index {index_dir}: {message}")
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return
