@@ -801,3 +801,14 @@ def test_utf16_and_a_joined_files_byte_order_mark_are_said_as_such(write) -> Non
     assert [d.id for d in res.documents] == ["a"]
     [rej] = res.rejects
     assert rej.line == 2 and "a UTF-8 byte-order mark (EF BB BF) before it" in rej.reason
+
+
+def test_a_field_mapping_of_a_column_the_header_lacks_is_refused(write) -> None:
+    """``--field lnk=url`` on a file whose column is ``link`` was never used: the documents
+    were indexed without their URLs and dates, unreported."""
+    path = write("m.csv", "doc,body,link\nd1,hello world,https://www.cdc.gov/a\n")
+    with pytest.raises(CorpusError, match=r"m\.csv: expected a header \(line 1\) with the "
+                                          r"column 'lnk' that --field lnk=url"):
+        read_corpus(path, fields={"doc": "id", "body": "text", "lnk": "url"})
+    [doc] = read_corpus(path, fields={"doc": "id", "body": "text", "link": "url"}).documents
+    assert doc.url == "https://www.cdc.gov/a"

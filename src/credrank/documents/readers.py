@@ -315,15 +315,24 @@ class _Context:
         return self.fields.get(key, "id" if key == "_id" else key)
 
     def check_header(self, line: int | None, names: list[str]) -> None:
-        """Raise :class:`CorpusError` when the header names no ``id`` or ``text`` column."""
+        """Raise :class:`CorpusError` when the header names no ``id`` or ``text`` column, or
+        lacks a column ``fields`` maps (a misspelt ``--field lnk=url`` was never used: no URL
+        was read, unreported)."""
         mapped = {self.schema_name(n) for n in names}
         missing = [n for n in REQUIRED if n not in mapped]
-        if not missing:
-            return
         shown = ", ".join(repr(excerpt(n)) for n in names[:_HEADER_SHOWN])
         if len(names) > _HEADER_SHOWN:
             shown += f" … and {len(names) - _HEADER_SHOWN} more"
         what = "header" if line is None else f"header (line {line})"
+        absent = [k for k in self.fields if k not in names]
+        if absent:
+            key = absent[0]
+            raise CorpusError(
+                f"{self.file}: expected a {what} with the column {key!r} that --field "
+                f"{key}={self.fields[key]} (fields={{{key!r}: {self.fields[key]!r}}}) maps, got "
+                f"{len(names)} columns: {shown}; nothing was read")
+        if not missing:
+            return
         name = missing[0]
         raise CorpusError(
             f"{self.file}: expected a {what} naming the columns "
