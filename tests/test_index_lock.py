@@ -145,3 +145,27 @@ def test_k_upper_bound(tmp_path, args, message):
 def test_empty_query(tmp_path, query):
     res = runner.invoke(app, ["search", query, "--index", str(tmp_path)])
     assert res.exit_code == 2 and "error: query: expected non-empty text" in said(res)
+
+
+def test_a_full_disk_at_the_lock_is_an_error_and_leaves_no_folder(tmp_path, monkeypatch):
+    """On a disk with no byte free the lock's info could not be written: a traceback (exit
+    1), and the new folder left holding a lock file."""
+    import errno
+    import os
+
+    from credrank.index.diskspace import DiskFullError
+    from credrank.index.lock import IndexLock
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(DiskFullError, match=r"cannot write the index lock file: No space left "
+                                            r"on device \(disk full\); nothing was written"):
+        IndexLock.writer(tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(DiskFullError):
+        IndexLock.writer(tmp_path / "mine")
+    assert (tmp_path / "mine" / "keep.txt").exists()  # a folder that was there stays

@@ -195,11 +195,13 @@ def _read(path: Path, discovered: bool = False) -> dict[str, Any]:
     return table
 
 
-def load_config(path: Path, discovered: bool = False) -> Config:
+def load_config(path: Path, discovered: bool = False,
+                plugins: Callable[[], Mapping[str, frozenset[str]]] | None = None) -> Config:
     """The defaults of ``path``: a ``credrank.toml`` (the whole file) or a
     ``pyproject.toml`` (its ``[tool.credrank]`` table, which must exist). ``discovered``:
     found rather than named (:func:`find_config`), so checked and restricted. A key no command
-    reads is refused (:func:`check_keys`)."""
+    reads is refused (:func:`check_keys`; ``plugins``: the installed plugins' options,
+    :func:`credrank.cli.root.plugin_options`)."""
     path = path.expanduser().resolve()
     data = _read(path, discovered)
     if path.name == "pyproject.toml":
@@ -209,7 +211,7 @@ def load_config(path: Path, discovered: bool = False) -> Config:
         config = Config(path, table, discovered=discovered, prefix="tool.credrank")
     else:
         config = Config(path, data, discovered=discovered)
-    check_keys(config)
+    check_keys(config, plugins=plugins)
     return config
 
 
@@ -240,7 +242,8 @@ def discovery_off() -> bool:
     return os.environ.get(NO_CONFIG_ENV, "").strip() not in ("", "0")
 
 
-def find_config(start: Path) -> Config | None:
+def find_config(start: Path, plugins: Callable[[], Mapping[str, frozenset[str]]] | None = None
+                ) -> Config | None:
     """The defaults file found for a command run in ``start`` (never a folder above it):
     ``start/credrank.toml``, else ``start/pyproject.toml`` with a ``[tool.credrank]`` table,
     else the user's :func:`user_config_path`; ``None`` when there is none or
@@ -254,7 +257,7 @@ def find_config(start: Path) -> Config | None:
     start = Path(os.path.abspath(start))
     own = start / CONFIG_NAME
     if os.path.lexists(own):
-        return load_config(own, discovered=True)
+        return load_config(own, discovered=True, plugins=plugins)
     project = start / "pyproject.toml"
     if project.is_file():
         try:
@@ -268,10 +271,10 @@ def find_config(start: Path) -> Config | None:
                 raise
             table = None
         if table is not None:
-            return load_config(project, discovered=True)
+            return load_config(project, discovered=True, plugins=plugins)
     user = user_config_path()
     if os.path.lexists(user):
-        return load_config(user, discovered=True)
+        return load_config(user, discovered=True, plugins=plugins)
     return None
 
 
@@ -328,7 +331,8 @@ def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = No
     two spellings (``top-k`` and ``top_k``; ``tables`` and ``table``). ``options``: the
     built-in command paths' option names (default :data:`credrank.cli.helptext.OPTIONS`,
     generated); ``plugins``: those of the installed plugins' commands
-    (:func:`plugin_options`), asked for only when a name is not a built-in's. A plugin
+    (:func:`credrank.cli.root.plugin_options`; ``None``: none), asked for only when a name is
+    not a built-in's. A plugin
     command's table is checked when that command runs (:meth:`_Defaults._check_own_section`),
     as its options are known only once it is loaded."""
     if options is None:
@@ -340,7 +344,7 @@ def check_keys(config: Config, options: Mapping[str, frozenset[str]] | None = No
     def plugin_paths() -> Mapping[str, frozenset[str]]:
         nonlocal found
         if found is None:
-            found = dict(plugins() if plugins is not None else plugin_options())
+            found = dict(plugins() if plugins is not None else {})
         return found
 
     _check_table(config, config.table, (), options, plugin_paths)
@@ -445,23 +449,6 @@ def value_origin(message: str) -> str:
             where = tuple(label.split(".")) if label else ()
             return f" (from {defaults.config.path}: {defaults.config.label(where)}{key})"
     return ""
-
-
-def plugin_options() -> dict[str, frozenset[str]]:
-    """The option names of the installed plugins' command paths (:func:`option_keys`), their
-    commands loaded (a plugin's options are known only so)."""
-    from credrank.cli import plugin_commands
-    from credrank.cli.root import load_command
-
-    found: dict[str, frozenset[str]] = {}
-    for name in plugin_commands():
-        stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name))]
-        while stack:
-            path, command = stack.pop()
-            found[" ".join(path)] = option_keys(command)
-            stack += [((*path, sub), child)
-                      for sub, child in getattr(command, "commands", {}).items()]
-    return found
 
 
 def _rendering_help() -> bool:

@@ -148,7 +148,8 @@ def _root(
     from credrank.cli.config import ConfigError, command_defaults, find_config, load_config
 
     try:
-        found = load_config(config) if config is not None else find_config(Path.cwd())
+        found = (load_config(config, plugins=plugin_options) if config is not None
+                 else find_config(Path.cwd(), plugins=plugin_options))
     except ConfigError as exc:
         if _asks_help():
             # the help a user reads to mend the file: without the file's defaults
@@ -173,6 +174,24 @@ def _asks_help() -> bool:
 
 #: the command line :func:`run_app` runs (for :func:`_asks_help`)
 _ARGS: ContextVar[tuple[str, ...]] = ContextVar("credrank_args", default=())
+
+
+def plugin_options() -> dict[str, frozenset[str]]:
+    """The option names of the installed plugins' command paths
+    (:func:`credrank.cli.config.option_keys`), their commands loaded (a plugin's options are
+    known only so): what a ``credrank.toml`` may set for them
+    (:func:`credrank.cli.config.check_keys`)."""
+    from credrank.cli.config import option_keys
+
+    found: dict[str, frozenset[str]] = {}
+    for name in plugin_commands():
+        stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name))]
+        while stack:
+            path, command = stack.pop()
+            found[" ".join(path)] = option_keys(command)
+            stack += [((*path, sub), child)
+                      for sub, child in getattr(command, "commands", {}).items()]
+    return found
 
 
 def run_app(args: list[str]) -> int:

@@ -43,12 +43,14 @@ class IndexLock:
         """Take the exclusive lock of ``index_dir`` (created, with its parents, if missing)."""
         check_index_dir(index_dir)
         directory = Path(index_dir)
+        created = not directory.exists()
         try:
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreError(f"{index_dir}: cannot create the index lock file: "
-                             f"{exc.strerror or exc}") from exc
+            if created:
+                _remove_new(directory)
+            raise _lock_error(index_dir, "cannot create the index lock file", exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -67,8 +69,14 @@ class IndexLock:
                              "(or stop it) and re-run") from None
         info = {"pid": os.getpid(), "since": datetime.now(UTC).isoformat(timespec="seconds"),
                 "command": command if command is not None else _command()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode("utf-8") + b"\n", 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode("utf-8") + b"\n", 0)
+        except OSError as exc:  # a full disk: said, and a folder made here taken away again
+            os.close(fd)
+            if created:
+                _remove_new(directory)
+            raise _lock_error(index_dir, "cannot write the index lock file", exc) from exc
         return cls(directory / LOCK_FILE, fd)
 
     @classmethod
@@ -109,6 +117,27 @@ class IndexLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _lock_error(index_dir: str | Path, what: str, exc: OSError) -> StoreError:
+    """The lock's failure as a :class:`StoreError` (a :class:`~credrank.index.diskspace.
+    DiskFullError` for a full disk: an error with a message, exit 2, never a traceback)."""
+    from credrank.index.diskspace import DiskFullError, is_disk_full
+
+    message = f"{index_dir}: {what}: {exc.strerror or exc}"
+    if is_disk_full(exc):
+        return DiskFullError(f"{message} (disk full); nothing was written")
+    return StoreError(message)
+
+
+def _remove_new(directory: Path) -> None:
+    """Take away ``directory``, made by the failed lock, when it holds no more than its lock
+    file (never a folder holding anything else)."""
+    try:
+        (directory / LOCK_FILE).unlink(missing_ok=True)
+        directory.rmdir()
+    except OSError:
+        pass
 
 
 def _try_shared(fd: int) -> bool:
