@@ -266,3 +266,18 @@ def test_optimize_bad_index(tmp_path):
     res = runner.invoke(app, ["optimize", "--index", str(tmp_path / "empty")])
     assert res.exit_code == 2 and "empty" in res.output
     assert not (tmp_path / "empty" / "manifest.json").exists()
+
+
+def test_an_index_in_a_folder_that_cannot_be_written_names_index(tmp_path):
+    """Without --rejects, the rejects file is the index's: its problem named --rejects, an
+    option the user never wrote."""
+    corpus = tmp_path / "c.jsonl"
+    write_corpus(corpus)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file")
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(blocker / "idx"),
+                              "--embedder", "hashing"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"error: --index {blocker / 'idx'}: its rejects file" in out
+    assert "--rejects" not in out

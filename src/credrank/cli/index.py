@@ -212,8 +212,10 @@ def index(
         credibility = check_credibility_model(credibility_model, embedder)
     rejects_path = rejects or index_dir / "rejects.jsonl"
     problem = _unwritable(rejects_path)
-    if problem is not None:
-        fail(f"--rejects {rejects_path}: {problem}; nothing was indexed")
+    if problem is not None:  # the option that named the path: --rejects, else --index
+        fail(f"--rejects {rejects_path}: {problem}; nothing was indexed" if rejects is not None
+             else f"--index {index_dir}: its rejects file {rejects_path}: {problem}; nothing "
+                  "was indexed")
     # imported here: `search` and `serve` import this module for its options only
     from credrank.index.ingest import index_documents, window_of
     from credrank.index.parallel import TyperSettings, index_documents_parallel
