@@ -281,3 +281,26 @@ def test_an_index_in_a_folder_that_cannot_be_written_names_index(tmp_path):
     assert res.exit_code == 2, res.output
     assert f"error: --index {blocker / 'idx'}: its rejects file" in out
     assert "--rejects" not in out
+
+
+def test_priors_errors_speak_the_commands_options(tmp_path):
+    """The store's messages named library keywords: ``pass base= (a PriorTable …)``, ``feedback
+    step:``, ``epsilon:``, ``version:``."""
+    store = tmp_path / "ps"
+    feedback = tmp_path / "fb.jsonl"
+    feedback.write_text('{"source_type": "blog", "relevant": true}\n', encoding="utf-8")
+    cases = [
+        (["priors", "show", str(tmp_path / "none")],
+         "no feedback store here; create one with `credrank priors init DIR`"),
+        (["priors", "init", str(tmp_path / "p2"), "--epsilon", "0"], "error: --epsilon: "),
+        (["priors", "init", str(store)], None),
+        (["priors", "update", str(store), str(feedback), "--step", "0"], "error: --step: "),
+        (["priors", "show", str(store), "--version", "5"], "error: --version: "),
+        (["priors", "rollback", str(store), "9"], "error: VERSION: "),
+    ]
+    for args, said in cases:
+        res = runner.invoke(app, args)
+        if said is None:
+            assert res.exit_code == 0, res.output
+            continue
+        assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output

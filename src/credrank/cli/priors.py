@@ -21,13 +21,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True)
 T = TypeVar("T")
 
 
-def _run(action: Callable[[], T]) -> T:
+def _run(action: Callable[[], T], words: dict[str, str] | None = None) -> T:
     """Run ``action``; a bad input or an unreadable/unwritable store is ``error: …``, exit 2
-    (``FeedbackStoreError`` is a ``ValueError``; ``OSError`` messages name the file)."""
+    (``FeedbackStoreError`` is a ``ValueError``; ``OSError`` messages name the file). A
+    message opening with a library keyword of ``words`` (``feedback step:``) says the
+    command's option instead (``--step:``)."""
     try:
         return action()
     except (ValueError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        message = str(exc)
+        for keyword, option in (words or {}).items():
+            if message.startswith(keyword + ":"):
+                message = option + message[len(keyword):]
+                break
+        typer.echo(f"error: {message}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -38,12 +45,16 @@ def _open(store: Path, base: str | None = None, **kw: Any) -> FeedbackPriors:
         except ValueError as exc:  # the library's keywords, said as this command's options
             raise ValueError(_option_words(str(exc))) from None
 
-    return _run(opened)
+    return _run(opened, {"epsilon": "--epsilon", "max_change": "--max-change", "base": "--base",
+                         "priors": "--base"})
 
 
 def _option_words(message: str) -> str:
-    """A store's message with its keyword arguments said as ``priors init``'s options."""
+    """A store's message with its keyword arguments said as ``priors init``'s options (and
+    the command that creates a store, where the library says ``base=``)."""
     message = message.replace("without base=", "without --base")
+    message = message.replace("pass base= (a PriorTable or preset name) to create one",
+                              "create one with `credrank priors init DIR`")
     message = re.sub(r"the stored (?:epsilon|max_change)=", "the stored value ", message)
     for keyword, option in (("max_change=", "--max-change "), ("epsilon=", "--epsilon ")):
         message = message.replace(keyword, option)
@@ -95,7 +106,8 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
     """Apply one round of relevance feedback as a new version."""
     items = _run(lambda: read_feedback(feedback))
     fp = _open(store)
-    version = _run(lambda: fp.update(items, step, author=author, reason=reason))
+    version = _run(lambda: fp.update(items, step, author=author, reason=reason),
+                   {"feedback step": "--step"})
     typer.echo(f"store {store}: version {version}")
 
 
@@ -106,7 +118,8 @@ def rollback(store: Annotated[Path, typer.Argument(help="store folder")],
              reason: Annotated[str, typer.Option()] = "") -> None:
     """Restore an earlier version (recorded as a new version)."""
     fp = _open(store)
-    new = _run(lambda: fp.rollback(version, author=author, reason=reason))
+    new = _run(lambda: fp.rollback(version, author=author, reason=reason),
+               {"version": "VERSION"})
     typer.echo(f"store {store}: version {new} (= version {version})")
 
 
@@ -121,7 +134,7 @@ def show(store: Annotated[Path, typer.Argument(help="store folder")],
         for entry in _run(fp.audit):
             typer.echo(json.dumps({"credrank_priors_history": 1, **entry}, default=str))
         return
-    record = _run(lambda: fp.record(version))
+    record = _run(lambda: fp.record(version), {"version": "--version"})
     typer.echo(json.dumps({"credrank_priors_show": 1, "version": record["version"],
                            "types": dict(fp.table(record["version"]).values),
                            "sources": dict(record["sources"])}, indent=2))
