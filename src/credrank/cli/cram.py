@@ -80,7 +80,8 @@ def calibrate(
     n_valid: Annotated[int, typer.Option(help="validation questions (choose the number "
                                                "of heads)")] = 100,
     out: Annotated[Path, typer.Option(help="the heads file to write")] = Path("heads.json"),
-    seed: Annotated[int, typer.Option(help="seed of the calibration/validation split")] = 0,
+    seed: Annotated[int, typer.Option(
+        min=0, help="seed of the calibration/validation split")] = 0,
     floor: Annotated[float, typer.Option(help="multiplier floor ε of the least credible "
                                                "passage")] = 0.1,
     grid: Annotated[str, typer.Option(help="numbers of heads tried on validation")

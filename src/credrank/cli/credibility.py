@@ -85,7 +85,7 @@ def fit(
     group_by: Annotated[str, typer.Option(
         "--group-by", help="cross-validation groups: topic (the topic column) or host (the "
                            "site of each page's URL)")] = "topic",
-    seed: Annotated[int, typer.Option(
+    seed: Annotated[int, typer.Option(min=0,
         help="seed of the fold assignment (over 20 groups) and of the bootstrap")] = 0,
     jobs: Annotated[int, typer.Option(
         "--jobs", min=0, help="processes for the cross-validation fits (0: one per CPU core, "

@@ -74,7 +74,7 @@ def fit(
     query_column: Annotated[str | None, typer.Option(
         "--query-column", help="column holding the query (default: query, else description)")
     ] = None,
-    seed: Annotated[int, typer.Option(
+    seed: Annotated[int, typer.Option(min=0,
         help="seed of the fold assignment (over 20 topics) and of the bootstrap")] = 0,
     jobs: Annotated[int, typer.Option(
         "--jobs", min=1, help="processes for the cross-validation fits (the same numbers for "
