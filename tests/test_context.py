@@ -606,3 +606,15 @@ def test_cli_json_tells_passages_apart(passage_index: Path) -> None:
     assert all(p["passage"]["of"] > 1 for p in doc["passages"])
     whole = _context_json(passage_index, "--top-k", "2", "--format", "json")
     assert all("passage" in p for p in whole["prompt"])
+
+
+def test_a_date_after_now_is_cited_as_the_document_gives_it(make_batch) -> None:
+    """A date after the evaluation time is clamped to it for scoring; the citation cited the
+    evaluation time as the document's date (``date: 2020-01-01`` for a page of 2025-12-01)."""
+    doc = annotate(_batch(make_batch), now="2020-06-01", half_life=YEAR)
+    first = next(p for p in doc.passages if p.doc_id == "d0")
+    assert first.freshness_clamped and first.freshness_date.startswith("2020-06-01")
+    assert first.document_date.startswith("2025-12-01")
+    assert "date: 2025-12-01" in doc.render("cag", cite=True)
+    item = next(i for i in json.loads(doc.render("json")) if i["doc_id"] == "d0")
+    assert item["inputs"]["freshness"]["document_date"].startswith("2025-12-01")

@@ -92,6 +92,9 @@ class AnnotatedPassage:
     freshness_date: str | None = None
     freshness_basis: str = "unknown"
     freshness_clamped: bool = False
+    #: the document's own date (``freshness_date`` unless that was clamped to the evaluation
+    #: time: a citation says the document's, not the scoring's)
+    document_date: str | None = None
     elapsed_days: float | None = None
     retrieval_score: float = 0.0
     score: float = 0.0
@@ -156,14 +159,17 @@ def strip_labels(text: str) -> str:
 def citation(p: AnnotatedPassage) -> str:
     """Where a passage comes from, for a generator to cite: ``(source: TYPE; host: HOST;
     url: URL; date: YYYY-MM-DD)`` with what is known (``(source: unknown)`` when nothing is);
-    the date is the one freshness reads (observed, else verified, else published)."""
+    the date is the document's that freshness reads (observed, else verified, else
+    published), as the document gives it even where freshness clamped it to the evaluation
+    time (it cited the evaluation time as the document's date)."""
     parts = [f"source: {p.source_type or 'unknown'}"]
     if p.host:
         parts.append(f"host: {p.host}")
     if p.url:
         parts.append(f"url: {p.url}")
-    if p.freshness_date:
-        parts.append(f"date: {p.freshness_date[:10]}")
+    dated = p.document_date or p.freshness_date
+    if dated:
+        parts.append(f"date: {dated[:10]}")
     return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"
 
 
@@ -208,7 +214,9 @@ def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
             "source": {"source_type": p.source_type, "host": p.host, "url": p.url,
                        "tier": p.source_tier, "basis": p.source_basis},
             "freshness": {"date": p.freshness_date, "basis": p.freshness_basis,
-                          "clamped": p.freshness_clamped, "elapsed_days": p.elapsed_days,
+                          "clamped": p.freshness_clamped,
+                          "document_date": p.document_date or p.freshness_date,
+                          "elapsed_days": p.elapsed_days,
                           "downgrade": p.downgrade},
             "ranking": {"retrieval_score": p.retrieval_score, **p.factors,
                         "final": p.score},

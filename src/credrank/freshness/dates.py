@@ -88,11 +88,14 @@ class FreshnessDate:
 
     ``date`` is ``None`` (unknown) or aware UTC; ``basis`` is the field it came from
     (``observed_at``, ``verified_at``, ``published_at``, ``inherited:<doc_id>`` when a citation
-    chain supplied it) or ``unknown``; ``clamped`` says it was after ``T`` and set to ``T``."""
+    chain supplied it) or ``unknown``; ``clamped`` says it was after ``T`` and set to ``T``,
+    ``written`` the document's own date then (what a citation of the document says: the
+    clamped one is the scoring's, not the document's)."""
 
     date: datetime | None
     basis: str
     clamped: bool = False
+    written: datetime | None = None
 
 
 def freshness_date(dates: Mapping[str, Any], now: datetime | None = None,
@@ -104,7 +107,7 @@ def freshness_date(dates: Mapping[str, Any], now: datetime | None = None,
         value = parse_instant(dates.get(name), f"{where}: field {name!r}")
         if value is not None:
             if now is not None and value > now:
-                return FreshnessDate(now, name, clamped=True)
+                return FreshnessDate(now, name, clamped=True, written=value)
             return FreshnessDate(value, name)
     return FreshnessDate(None, "unknown")
 
