@@ -98,6 +98,9 @@ def context(
     except ValueError as exc:
         fail(str(exc).replace("format:", "--format:", 1).replace("now:", "--now:", 1)
              .replace("undated:", "--undated:", 1))
+    if tau is None and undated != "neutral":  # it was accepted and did nothing
+        fail(f"--undated {undated}: only with --half-life (the unknown-age policy of the time "
+             "downgrade, which is off without it)")
     if text == "none" and fmt != "json":
         fail(f"--text none: --format {fmt} prints the passages' text; use --format json (the "
              "passages' tiers and inputs without their text) or --text full|snippet")
