@@ -623,7 +623,7 @@ def test_a_date_after_now_is_cited_as_the_document_gives_it(make_batch) -> None:
 def test_the_undated_policy_without_a_half_life_is_refused(demo_index_hashing: Path) -> None:
     """``--undated exclude`` without ``--half-life`` was accepted and did nothing (the undated
     passage stayed at rank 1)."""
-    got = runner.invoke(app, ["context", "intermittent fasting cures diabetes", "--index",
-                              str(demo_index_hashing), "--undated", "exclude"])
+    got = runner.invoke(_app(), ["intermittent fasting cures diabetes", "--index",
+                                 str(demo_index_hashing), "--undated", "exclude"])
     assert got.exit_code == 2
     assert "--undated exclude: only with --half-life" in " ".join(got.output.split())
