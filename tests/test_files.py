@@ -30,3 +30,28 @@ def test_a_written_file_is_readable_as_a_file_open_makes_it(tmp_path: Path) -> N
         assert _mode(kept) == 0o640 and kept.read_text(encoding="utf-8").startswith("{")
     finally:
         os.umask(old)
+
+
+def test_a_failed_write_leaves_the_old_file_and_names_the_path(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """On a full disk the audit's radar.svg was left truncated and the error said only
+    ``[Errno 28] No space left on device``."""
+    import errno
+
+    from credrank.core import files
+
+    target = tmp_path / "radar.svg"
+    target.write_text("<svg>old</svg>", encoding="utf-8")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    try:
+        files.atomic_write_bytes(target, b"<svg>new, cut short")
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC and exc.filename == str(target)
+    else:
+        raise AssertionError("expected the full disk's OSError")
+    assert target.read_text(encoding="utf-8") == "<svg>old</svg>"
+    assert [p.name for p in tmp_path.iterdir()] == ["radar.svg"]  # no temporary file left

@@ -70,6 +70,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from credrank.core.files import atomic_write_text
 from credrank.core.schema import Field, Flag, ListOf, Number, Table, Text, got
 from credrank.core.structured import read_structured
 
@@ -546,7 +547,7 @@ def write_profile(profile: TrustProfile, path: Path | str) -> Path:
     """Write the profile as JSON (name ends in ``.json``) or TOML; returns the path."""
     out = Path(path)
     text = profile_to_json(profile) if out.suffix.lower() == ".json" else profile_to_toml(profile)
-    out.write_text(text, encoding="utf-8")
+    atomic_write_text(out, text)
     return out
 
 

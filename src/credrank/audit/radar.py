@@ -24,6 +24,7 @@ rerun: no dates or software stamps in the metadata and a fixed SVG hash salt.
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from typing import Any
 
 from credrank.audit.profile import DIMENSIONS, TrustProfile
 from credrank.core.extras import missing_extra
+from credrank.core.files import atomic_write_bytes
 
 __all__ = [
     "CAVEATS",
@@ -325,8 +327,10 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
         wrapped = "\n".join(textwrap.fill(t, 110, subsequent_indent="  ") for t in text)
         fig.text(0.04, 0.285, wrapped, fontsize=7.5, va="top", ha="left", linespacing=1.3)
         png, svg = out / f"{stem}.png", out / f"{stem}.svg"
-        fig.savefig(png, format="png", metadata={"Software": None})
-        fig.savefig(svg, format="svg", metadata={"Date": None})
+        for path, fmt, meta in ((png, "png", {"Software": None}), (svg, "svg", {"Date": None})):
+            drawn = io.BytesIO()  # drawn whole, then written in place of the old one: a full
+            fig.savefig(drawn, format=fmt, metadata=meta)  # disk left a truncated svg
+            atomic_write_bytes(path, drawn.getvalue())
     return RadarFigure(png=png, svg=svg, series=series, caveats=tuple(caveats))
 
 

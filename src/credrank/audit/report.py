@@ -19,6 +19,7 @@ from pathlib import Path
 
 from credrank.audit.profile import Entry, GateResult, TrustProfile, audit_passed, check_gates
 from credrank.audit.radar import CAVEATS, RadarSeries, radar_series
+from credrank.core.files import atomic_write_text
 
 __all__ = ["render_html", "render_markdown", "write_report"]
 
@@ -187,6 +188,6 @@ def write_report(profile: TrustProfile, out_dir: Path | str,
     results = check_gates(profile) if results is None else list(results)
     relative = [os.path.relpath(Path(p).resolve(), out.resolve()) for p in images]
     md, page = out / f"{stem}.md", out / f"{stem}.html"
-    md.write_text(render_markdown(profile, results, relative), encoding="utf-8")
-    page.write_text(render_html(profile, results, images), encoding="utf-8")
+    atomic_write_text(md, render_markdown(profile, results, relative))
+    atomic_write_text(page, render_html(profile, results, images))
     return md, page

@@ -113,6 +113,7 @@ from credrank.audit.profile import (
 )
 from credrank.audit.robustness import ROBUSTNESS_SCHEMA
 from credrank.core.errors import FileFormatError
+from credrank.core.files import atomic_write_text
 from credrank.core.progress import OnProgress, counted
 from credrank.core.schema import (
     AnyOf,
@@ -464,10 +465,9 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"profile_toml": write_profile(run.profile, out / "profile.toml")}
-    (out / "profile.json").write_text(profile_to_json(run.profile), encoding="utf-8")
+    atomic_write_text(out / "profile.json", profile_to_json(run.profile))
     paths["profile_json"] = out / "profile.json"
-    (out / "gates.json").write_text(json.dumps(gate_document(run.gates), indent=2) + "\n",
-                                    encoding="utf-8")
+    atomic_write_text(out / "gates.json", json.dumps(gate_document(run.gates), indent=2) + "\n")
     paths["gates"] = out / "gates.json"
     doc: dict[str, Any] = {}
     for dim in DIMENSIONS:
@@ -478,8 +478,8 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
             "details": m.details}
     doc["not_measured"] = run.skipped
     doc["pipeline"] = run.pipeline
-    (out / "measurements.json").write_text(json.dumps(doc, indent=2, default=_plain) + "\n",
-                                           encoding="utf-8")
+    atomic_write_text(out / "measurements.json",
+                      json.dumps(doc, indent=2, default=_plain) + "\n")
     paths["measurements"] = out / "measurements.json"
     figure = draw_radar(run.profile, out)
     paths["radar_png"], paths["radar_svg"] = figure.png, figure.svg

@@ -57,23 +57,31 @@ def replacing_mode(path: Path) -> int:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Replace ``path`` by ``text``: a unique temporary file in the same folder, flushed and
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: a unique temporary file in the same folder, flushed and
     fsynced, given the permissions of the file it replaces (:func:`replacing_mode`), then
     ``os.replace`` and an fsync of the folder. On any error the temporary file is removed and
-    the old file is left as it was."""
+    the old file is left as it was (a full disk left a truncated file), and an ``OSError``
+    names ``path``."""
     path = Path(path)
     mode = replacing_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
             out.flush()
             os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write names no file
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
     fsync_dir(path.parent)
 
