@@ -36,8 +36,9 @@ EMBED_BATCH = 64
 
 
 def provenance_payload(prov: Provenance) -> dict[str, Any]:
-    """The provenance fields stored with each point (and returned as meta columns)."""
-    return {
+    """The provenance fields stored with each point (and returned as meta columns); with
+    ``url_error`` only where a given URL names no host."""
+    payload = {
         "host": prov.host,
         "registered_domain": prov.registered_domain,
         "source_type": prov.source_type,
@@ -46,9 +47,10 @@ def provenance_payload(prov: Provenance) -> dict[str, Any]:
         "provenance_rule": prov.rule,
         "provenance_conflict": prov.conflict,
         "domain_score": prov.domain_score,
-        # why a URL that was given names no host (typed unknown): reported by the indexing run
-        "url_error": prov.url_error,
     }
+    if prov.url_error is not None:  # why a given URL names no host: the run reports it
+        payload["url_error"] = prov.url_error
+    return payload
 
 
 def embedding_text(title: str | None, text: str) -> str:
