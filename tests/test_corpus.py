@@ -812,3 +812,14 @@ def test_a_field_mapping_of_a_column_the_header_lacks_is_refused(write) -> None:
         read_corpus(path, fields={"doc": "id", "body": "text", "lnk": "url"})
     [doc] = read_corpus(path, fields={"doc": "id", "body": "text", "link": "url"}).documents
     assert doc.url == "https://www.cdc.gov/a"
+
+
+def test_a_jsonl_field_mapping_no_record_uses_is_reported(write) -> None:
+    """A JSONL file has no header to check a mapping by: ``--field lnk=url`` where the
+    records say ``link`` was never used, unreported. The reading says which mappings no
+    record used."""
+    path = write("m.jsonl", json.dumps({"doc": "d1", "body": "hi", "link": "https://a.org/"}))
+    result = read_corpus(path, fields={"doc": "id", "body": "text", "lnk": "url"})
+    assert [d.id for d in result.documents] == ["d1"] and result.documents[0].url is None
+    assert result.unused_fields == {"lnk": "url"}
+    assert read_corpus(path, fields={"doc": "id", "body": "text"}).unused_fields == {}

@@ -213,9 +213,10 @@ def iter_documents(path: str | Path, *, format: str | None = None,
 class DocumentStream(Iterator[Document | Reject]):
     """The records of one corpus as :func:`iter_documents` reads them, with what the reading
     noted on the way: ``dropped`` (the optional fields left out of loaded documents, in file
-    order), ``zones_assumed`` (dates without a time zone read in ``assume_timezone``) and
-    ``dates_ordered`` (all-numeric day/month dates read in the declared ``date_order``).
-    All are complete once the stream is exhausted."""
+    order), ``zones_assumed`` (dates without a time zone read in ``assume_timezone``),
+    ``dates_ordered`` (all-numeric day/month dates read in the declared ``date_order``) and
+    ``unused_fields`` (the mappings no record used). All are complete once the stream is
+    exhausted."""
 
     def __init__(self, records: Iterator[Document | Reject], ctx: _Context) -> None:
         self._records = records
@@ -266,13 +267,20 @@ class DocumentStream(Iterator[Document | Reject]):
     def zones_assumed(self) -> int:
         return self._ctx.zones_assumed
 
+    @property
+    def unused_fields(self) -> dict[str, str]:
+        """The mappings of ``fields`` whose key no record had (``{"lnk": "url"}``): a
+        misspelt ``--field`` of a JSONL file was never used, unreported (a header format
+        refuses it at its header)."""
+        return {k: v for k, v in self._ctx.fields.items() if k not in self._ctx.mapped_seen}
+
 
 def read_corpus(path: str | Path, *, format: str | None = None,
                 fields: Mapping[str, str] | None = None, strict: bool = False,
                 assume_timezone: str | tzinfo | None = None,
                 date_order: str | None = None) -> LoadResult:
     """Collect :func:`iter_documents` into a :class:`LoadResult` (with its ``dropped``
-    fields, ``zones_assumed`` and ``dates_ordered``)."""
+    fields, ``zones_assumed``, ``dates_ordered`` and ``unused_fields``)."""
     docs: list[Document] = []
     rejects: list[Reject] = []
     stream = iter_documents(path, format=format, fields=fields, strict=strict,
@@ -285,7 +293,8 @@ def read_corpus(path: str | Path, *, format: str | None = None,
     return LoadResult(documents=docs, rejects=rejects, path=Path(path),
                       dropped=list(stream.dropped), zones_assumed=stream.zones_assumed,
                       assume_timezone=stream.assume_timezone,
-                      date_order=stream.date_order, dates_ordered=stream.dates_ordered)
+                      date_order=stream.date_order, dates_ordered=stream.dates_ordered,
+                      unused_fields=stream.unused_fields)
 
 
 #: the columns a corpus cannot be indexed without
@@ -307,6 +316,8 @@ class _Context:
     unit: str = "line"
     seen: dict[str, int] = field(default_factory=dict)
     dropped: list[DroppedField] = field(default_factory=list)
+    #: the keys of ``fields`` some record had (a JSONL file has no header to check them by)
+    mapped_seen: set[str] = field(default_factory=set)
     zones_assumed: int = 0
     dates_ordered: int = 0
 
@@ -394,6 +405,8 @@ def _prepare(raw: RawRecord, ctx: _Context, data: dict[str, Any],
     origin: dict[str, str] = {}  # a field of the document → the key of the file it came from
     for k, v in rec.items():
         name = rename.get(k, k)
+        if k in ctx.fields:
+            ctx.mapped_seen.add(k)
         src = from_metadata.get(k, k)
         if name in out and out[name] != v:
             problems.append(_Problem(

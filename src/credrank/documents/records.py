@@ -88,7 +88,8 @@ class LoadResult:
     """Documents and rejects of one corpus; ``n_records`` counts both. ``dropped`` lists the
     optional fields left out of loaded documents (lenient reading); ``zones_assumed`` counts
     the dates without a time zone read in ``assume_timezone``, ``dates_ordered`` the
-    all-numeric day/month dates read in the declared ``date_order``."""
+    all-numeric day/month dates read in the declared ``date_order``; ``unused_fields`` the
+    ``fields`` mappings no record used."""
 
     documents: list[Document]
     rejects: list[Reject]
@@ -98,6 +99,7 @@ class LoadResult:
     assume_timezone: str | None = None
     date_order: str | None = None
     dates_ordered: int = 0
+    unused_fields: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_records(self) -> int:

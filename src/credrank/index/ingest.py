@@ -79,6 +79,8 @@ class IndexReport:
     #: ``credrank provenance hosts``
     url_errors: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[DroppedField] = field(default_factory=list)
+    #: the ``fields`` mappings (``--field``) no record used: ``{"lnk": "url"}``
+    unused_fields: dict[str, str] = field(default_factory=dict)
     zones_assumed: int = 0
     assume_timezone: str | None = None
     date_order: str | None = None
@@ -96,6 +98,7 @@ class IndexReport:
         """Copy what the reading noted (dropped fields, assumed zones, ordered dates) from
         ``stream``."""
         self.dropped = list(stream.dropped)
+        self.unused_fields = dict(stream.unused_fields)
         self.zones_assumed = stream.zones_assumed
         self.assume_timezone = stream.assume_timezone
         self.date_order = stream.date_order
@@ -118,17 +121,20 @@ class IndexReport:
                             "dates_ordered": self.dates_ordered},
                 "conflicts": [{"doc_id": d, "conflict": c} for d, c in self.conflicts],
                 "url_errors": [{"doc_id": d, "url_error": e} for d, e in self.url_errors],
+                "unused_fields": [{"column": k, "field": v}
+                                  for k, v in self.unused_fields.items()],
                 "truncated": {"window_tokens": self.window, "count": len(self.truncated),
                               "doc_ids": list(self.truncated)}}
 
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
         dropped = f"; {dropped_summary(self.dropped)}" if self.dropped else ""
-        hostless = ""
+        hostless = "".join(f"; --field {k}={v}: no record has the field {k!r} (not used)"
+                           for k, v in self.unused_fields.items())
         if self.url_errors:
             doc_id, why = self.url_errors[0]
-            hostless = (f"; {len(self.url_errors)} URL(s) name no host, typed unknown (e.g. "
-                        f"{doc_id!r}: {why})")
+            hostless += (f"; {len(self.url_errors)} URL(s) name no host, typed unknown (e.g. "
+                         f"{doc_id!r}: {why})")
         return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}{hostless}" + (
             f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "")
 

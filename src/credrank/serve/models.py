@@ -490,6 +490,8 @@ class IndexResponse(_Document):
     conflicts: list[dict[str, str]]
     url_errors: list[dict[str, str]] = Field(
         description="documents indexed whose URL names no host (typed unknown), with why")
+    unused_fields: list[dict[str, str]] = Field(
+        default_factory=list, description="field mappings no record used (none over HTTP)")
     truncated: IndexTruncated
     documents: int = Field(description="documents the index holds afterwards")
 
