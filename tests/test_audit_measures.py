@@ -148,3 +148,18 @@ def test_unmeasured_dimension_fails_its_gate(tmp_path):
 
     outcomes = {g.gate.name: g.outcome for g in check_gates(profile)}
     assert outcomes == {"no-pii": "pass", "fair": "not measured"}
+
+
+def test_a_labels_file_the_config_names_must_exist(tmp_path):
+    """A misspelt ``[queries] qrels`` made fairness "not measured: data not found" and the
+    audit exit 0; the config names the file, so it is an error naming the key."""
+    dims = {"dimensions": {"privacy": {"measure": "pii"}}}
+    for key in ("qrels", "harmful"):
+        with pytest.raises(AuditInputError, match=rf"a\.toml: queries\.{key}: expected an "
+                                                  r"existing file, got 'nope\.tsv'"):
+            parse_config({"queries": {"path": "q.jsonl", key: "nope.tsv"}, **dims}, "a.toml",
+                         tmp_path)
+    (tmp_path / "qrels.tsv").write_text("q1\t0\td1\t1\n", encoding="utf-8")
+    cfg = parse_config({"queries": {"path": "q.jsonl", "qrels": "qrels.tsv"}, **dims},
+                       "a.toml", tmp_path)
+    assert cfg.qrels == tmp_path / "qrels.tsv"

@@ -325,6 +325,12 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
     _check_semantics(doc, source)
     spec, spec_from = system_spec(doc["system"], source, base)
     queries = doc["queries"]
+    for key in ("qrels", "harmful"):  # a file the config names is there: a misspelt
+        # qrels path made a dimension "not measured: data not found", exit 0
+        if key in queries and not _resolve(queries[key], base).is_file():
+            raise AuditInputError(f"{source}: queries.{key}: expected an existing file, got "
+                                  f"{queries[key]!r} ({_resolve(queries[key], base)} is "
+                                  "not one)")
     return AuditConfig(
         name=doc["name"], description=doc["description"], system=dict(doc["system"]),
         queries=_resolve(queries["path"], base),
