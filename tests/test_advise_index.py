@@ -80,9 +80,11 @@ def test_identity_is_source_id_when_carried_else_host() -> None:
 
 
 def test_scores_are_counted_not_mapped() -> None:
-    rows = [{**_doc(0), "machine_text": 0.3, "domain_score": 0.8}, _doc(1)]
+    rows = [{**_doc(0), "machine_text": 0.3, "domain_score": 0.8},
+            {**_doc(1), "credibility": 0.7}]
     facts = index_facts(rows)
     assert (facts.with_machine_text, facts.with_domain_score) == (1, 1)
+    assert facts.with_credibility == 1  # stored learned scores were not counted
     pool, _ = derive_pool(facts)
     assert pool.document_scorer is False and "document_scorer" not in pool.stated
     assert "document_scorer" in NOT_DERIVED and "labelled_pages" in NOT_DERIVED

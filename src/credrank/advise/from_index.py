@@ -24,8 +24,9 @@ Declared rules (a capability holds when at least :data:`MIN_SHARE` of the docume
 
 Not derived, left unstated (so absent, and the advice says "not stated"):
 :data:`NOT_DERIVED` gives the reason for each key. In particular ``document_scorer``: stored
-index-time scores (``machine_text``) and table scores (``domain_score``) are counted, but
-whether one is a *validated* document-credibility scorer cannot be read from an index.
+index-time scores (``machine_text``, ``credibility``) and table scores (``domain_score``) are
+counted, but whether one is a *validated* document-credibility scorer cannot be read from an
+index.
 Labels are never read (an index's ``extra`` payload may hold a data set's labels).
 """
 
@@ -57,7 +58,7 @@ MIN_SHARE = 0.5
 EVIDENCE_DATES: tuple[str, ...] = ("observed_at", "verified_at", "published_at")
 #: the payload fields :func:`index_facts` reads (never ``extra`` or ``text``)
 INDEX_FIELDS: tuple[str, ...] = ("doc_id", "url", "host", "source_type", "source_id",
-                                 *DATE_FIELDS, "machine_text", "domain_score")
+                                 *DATE_FIELDS, "machine_text", "credibility", "domain_score")
 #: profile keys an index cannot show, with the reason
 NOT_DERIVED: dict[str, str] = {
     "calibration_questions": "questions the sources answered are not in an index (RA-RAG "
@@ -67,7 +68,8 @@ NOT_DERIVED: dict[str, str] = {
     "inference_annotations": "whether each passage gets a credibility annotation at inference "
                              "is a deployment fact (domain_score coverage is reported)",
     "training_resources": "fine-tuning data, compute and access are not in an index",
-    "document_scorer": "stored scores are counted (machine_text, domain_score), but whether "
+    "document_scorer": "stored scores are counted (machine_text, credibility, domain_score), "
+                       "but whether "
                        "one is a validated credibility scorer cannot be read from an index",
     "misinformation_examples": "labelled calibration examples are not in an index",
     "validation_examples": "a validation set is not in an index",
@@ -97,6 +99,8 @@ class IndexFacts:
     documents_per_identity_max: int
     with_machine_text: int
     with_domain_score: int
+    #: documents with a stored learned-credibility score (``credrank score credibility``)
+    with_credibility: int = 0
 
     @property
     def typed(self) -> int:
@@ -127,6 +131,7 @@ class IndexFacts:
                                                 if self.identities else 0.0),
                 "documents_per_identity_max": self.documents_per_identity_max,
                 "with_machine_text": self.with_machine_text,
+                "with_credibility": self.with_credibility,
                 "with_domain_score": self.with_domain_score}
 
     @property
@@ -157,7 +162,7 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
     """Count what payload ``rows`` (dicts with the fields :data:`INDEX_FIELDS`; a missing
     field counts as absent) carry. Pure: no index, no labels."""
     documents = with_url = with_host = with_evidence = with_sid = 0
-    with_mt = with_ds = 0
+    with_mt = with_ds = with_cred = 0
     types: Counter[str] = Counter()
     dated: Counter[str] = Counter()
     sids: Counter[str] = Counter()
@@ -179,6 +184,7 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
             with_sid += 1
             sids[str(sid)] += 1
         with_mt += _present(row.get("machine_text"))
+        with_cred += _present(row.get("credibility"))
         with_ds += _present(row.get("domain_score"))
     use_sid = documents > 0 and with_sid >= MIN_SHARE * documents
     counts = sids if use_sid else hosts
@@ -191,7 +197,7 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
         identities=len(counts),
         in_repeated_identity=sum(n for n in counts.values() if n >= 2),
         documents_per_identity_max=max(counts.values(), default=0),
-        with_machine_text=with_mt, with_domain_score=with_ds)
+        with_machine_text=with_mt, with_domain_score=with_ds, with_credibility=with_cred)
 
 
 def _pct(facts: IndexFacts, count: int) -> str:

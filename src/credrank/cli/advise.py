@@ -115,8 +115,8 @@ def render_derived(facts: IndexFacts, derived: tuple[Derivation, ...]) -> str:
         lines.append(f"  {d.key} = {_shown(d.value)}: {d.measured}")
         lines.append(f"      rule: {d.rule}")
     lines.append(f"  stored scores (no profile key): machine_text on "
-                 f"{facts.with_machine_text:,}, domain_score on {facts.with_domain_score:,} "
-                 "documents")
+                 f"{facts.with_machine_text:,}, credibility on {facts.with_credibility:,}, "
+                 f"domain_score on {facts.with_domain_score:,} documents")
     lines.append("not derived (state them in a profile file to use them):")
     for key, why in NOT_DERIVED.items():
         lines.append(f"  {key}: {why}")
