@@ -69,8 +69,8 @@ NOT_DERIVED: dict[str, str] = {
                              "is a deployment fact (domain_score coverage is reported)",
     "training_resources": "fine-tuning data, compute and access are not in an index",
     "document_scorer": "stored scores are counted (machine_text, credibility, domain_score), "
-                       "but whether "
-                       "one is a validated credibility scorer cannot be read from an index",
+                       "but whether one is a validated credibility scorer cannot be read from "
+                       "an index",
     "misinformation_examples": "labelled calibration examples are not in an index",
     "validation_examples": "a validation set is not in an index",
     "attention_access": "access to the generator's attention is a deployment fact",
