@@ -204,3 +204,18 @@ def test_schema_missing_key_and_own_error() -> None:
 def test_check_real_refuses_integers_beyond_float_range() -> None:
     with pytest.raises(ValueError, match="x: expected a finite number, got an integer of 401"):
         check_real("x", 10**400)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"stages":[', "column 12: expected JSON (a value), got the end of the text (cut short?)"),
+    ('{"a" 1}', "column 6: expected JSON (':' after the key), got '1}'"),
+    ("{'a': 1}", "column 2: expected JSON (a key in double quotes), got \"'a': 1}\""),
+    ('{"a": 1} x', "column 10: expected JSON (nothing after the value), got 'x'"),
+])
+def test_a_json_error_says_what_was_expected_and_what_came(text: str, said: str) -> None:
+    """The decoder's own words came after ours: "expected JSON, got expecting value"."""
+    from credrank.core.structured import parse_json
+
+    with pytest.raises(ValueError) as info:
+        parse_json(text, "spec.json")
+    assert str(info.value) == f"spec.json: {said}"

@@ -186,6 +186,32 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: what the decoder's messages mean, said as what was expected (it said "expected JSON, got
+#: expecting value": its own words after ours)
+_JSON_EXPECTED = {
+    "Expecting value": "a value",
+    "Expecting property name enclosed in double quotes": "a key in double quotes",
+    "Expecting ':' delimiter": "':' after the key",
+    "Expecting ',' delimiter": "',' or the closing bracket",
+    "Unterminated string starting at": "the string's closing quote",
+    "Extra data": "nothing after the value",
+}
+
+
+def _json_problem(exc: json.JSONDecodeError, text: str) -> str:
+    """``expected JSON (…), got …`` for a decoding error: what the decoder wanted, and what it
+    found at the position (the end of the text, or the next characters)."""
+    wanted = _JSON_EXPECTED.get(exc.msg)
+    if wanted is None:
+        return f"expected JSON, got a problem: {exc.msg.lower()}"
+    rest = "" if exc.msg.startswith("Unterminated") else text[exc.pos:].lstrip()
+    if not rest:
+        found = "the end of the text (cut short?)"
+    else:
+        found = repr(rest[:20] + ("…" if len(rest) > 20 else ""))
+    return f"expected JSON ({wanted}), got {found}"
+
+
 def parse_json(text: str, where: str, *, error: ErrorType = FileFormatError,
                max_nesting: int = MAX_NESTING) -> Any:
     """One JSON value from ``text`` (see the module docstring for the bounds)."""
@@ -196,7 +222,7 @@ def parse_json(text: str, where: str, *, error: ErrorType = FileFormatError,
     except json.JSONDecodeError as exc:
         at = (f"line {exc.lineno}, column {exc.colno}" if "\n" in text.rstrip("\r\n")
               else f"column {exc.colno}")
-        raise error(f"{where}: {at}: expected JSON, got {exc.msg.lower()}") from None
+        raise error(f"{where}: {at}: {_json_problem(exc, text)}") from None
     except RecursionError:
         raise error(f"{where}: expected nesting at most {max_nesting} levels deep, got "
                     "deeper") from None
