@@ -210,3 +210,13 @@ def test_init_over_an_existing_store_speaks_the_options(tmp_path):
                                                  "value 0.05")):
         res = runner.invoke(app, ["priors", "init", str(store), *args])
         assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
+
+
+def test_init_refuses_an_index_folder(tmp_path):
+    """``priors init`` wrote a store's files into an index's folder."""
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "manifest.json").write_text("{}", encoding="utf-8")
+    res = runner.invoke(app, ["priors", "init", str(tmp_path / "idx")])
+    _no_traceback(res)
+    assert "holds a credrank index; a feedback store goes in a folder of its own" in res.output
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["manifest.json"]

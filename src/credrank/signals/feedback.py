@@ -315,6 +315,11 @@ class FeedbackPriors:
         if base is None:
             raise FeedbackStoreError(f"{path}: no feedback store here; pass base= (a PriorTable "
                                      "or preset name) to create one")
+        from credrank.index.manifest import MANIFEST
+
+        if (self.directory / MANIFEST).is_file():  # a store's files among an index's
+            raise FeedbackStoreError(f"{self.directory}: holds a credrank index; a feedback "
+                                     "store goes in a folder of its own")
         table = load_priors(base) if isinstance(base, str) else base
         if not isinstance(table, PriorTable):
             raise ValueError(f"base: expected a PriorTable or preset name, got {base!r}")
