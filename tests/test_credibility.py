@@ -176,8 +176,10 @@ def test_one_class_only_and_too_few_groups_are_errors(demo_index_hashing, tmp_pa
                         [r for r in _labels_rows() if r[2] in ("q01", "q02")])
     with open_store(demo_index_hashing) as idx:
         emb = get_embedder(idx.manifest.embedder)
-        with pytest.raises(ValueError, match="one class only"):
+        with pytest.raises(ValueError, match="one class only") as info:
             fit_from_labels(one, idx, emb, configs=FAST, n_boot=50)
+        assert "{" not in str(info.value)  # counts in words, not a Python dict
+        assert "label rows; skipped: " in str(info.value)
         with pytest.raises(ValueError, match="at least 3 groups"):
             fit_from_labels(two, idx, emb, configs=FAST, n_boot=50)
         # no row matched: said as such (it said "one class only (none)")

@@ -198,9 +198,11 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     classes = {y for e in examples for y in e.labels.values()}
     if len(classes) < 2:
         only = "none" if not classes else ("credible" if 1 in classes else "not credible")
+        skipped = ", ".join(f"{k} {v}" for k, v in summary["skipped"].items()) or "none"
         raise ValueError(f"{where}: after matching {len(examples)} pages to the index, "
                          f"the labels hold one class only ({only}); a credibility model needs "
-                         f"credible and non-credible pages (rows: {summary})")
+                         f"credible and non-credible pages (of {summary['rows']} label rows; "
+                         f"skipped: {skipped})")
     groups = topics_of(examples)
     if len(groups) < 3:
         raise ValueError(f"{where}: grouped cross-validation needs at least 3 groups "
