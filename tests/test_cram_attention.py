@@ -240,7 +240,9 @@ def test_min_max_with_floor_and_zero_range_policy():
     for scores in ([0.3, 0.3, 0.3], [5.0]):
         same = scores_to_multipliers(scores)
         assert same.zero_range and set(same.values) == {1.0} and same.policy == ZERO_RANGE_POLICY
-    for bad, kw in (([], {}), ([0.1, float("nan")], {}), ([0.1, 0.2], {"floor": 0.0}),
+    # the paper's plain min-max (35.5): scores 0.8 and 0.1 map to one and zero
+    assert scores_to_multipliers([0.8, 0.1], floor=0.0).values == (1.0, 0.0)
+    for bad, kw in (([], {}), ([0.1, float("nan")], {}), ([0.1, 0.2], {"floor": -0.1}),
                     ([0.1, 0.2], {"floor": 1.5})):
         with pytest.raises(CramInputError):
             scores_to_multipliers(bad, **kw)

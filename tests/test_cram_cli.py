@@ -137,7 +137,7 @@ def test_heads_file_round_trip_and_refusals(tmp_path: Path) -> None:
     del doc["floor"]
     path.write_text(json.dumps(doc))
     with pytest.raises(HeadsFileError, match=r"h\.json: floor: expected a finite number in "
-                                              r"\(0, 1\], got nothing \(the key is missing\)"):
+                                              r"\[0, 1\], got nothing \(the key is missing\)"):
         load_heads(path)
     doc["floor"] = 0.1
     doc["heads"] = [[5, 0]]

@@ -108,8 +108,8 @@ def calibrate(
         fail(f"--out {out}: exists; give --force to overwrite")
     if model not in MODEL_NAMES:
         fail(f"--model: unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
-    if not 0 < floor <= 1:
-        fail(f"--floor: expected a number in (0, 1], got {floor}")
+    if not 0 <= floor <= 1:  # 0: the paper's plain min-max (35.5)
+        fail(f"--floor: expected a number in [0, 1], got {floor}")
     if method not in ("exact", "attribution"):
         fail(f"--method: expected exact or attribution, got {method!r}")
     sizes = _grid(grid)

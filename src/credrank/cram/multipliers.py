@@ -7,8 +7,9 @@
     c_d = ε + (1 − ε) · (s_d − s_min) / (s_max − s_min)        (s_max > s_min)
 
 so the most credible passage keeps ``c = 1`` and the least credible one is down-weighted to
-``ε``, not erased (``0 < ε ≤ 1``; CrAM's paper uses the plain min-max, i.e. ``ε = 0``, which
-removes the least credible passage entirely). Declared policy for equal scores (zero range,
+``ε``, not erased (:data:`DEFAULT_FLOOR`). CrAM's paper uses the plain min-max, ``ε = 0``,
+which removes the least credible passage entirely: ``floor=0`` gives it (35.5: scores
+``0.8`` and ``0.1`` map to ``1`` and ``0``). Declared policy for equal scores (zero range,
 including a single document): every multiplier is ``1`` — nothing is reweighted — and the
 result says so (``zero_range=True``).
 
@@ -72,12 +73,14 @@ class PromptMultipliers:
 
 def scores_to_multipliers(scores: Sequence[float], *, floor: float = DEFAULT_FLOOR
                           ) -> DocumentMultipliers:
-    """Min-max normalise one query's document scores to multipliers in ``[ε, 1]``.
+    """Min-max normalise one query's document scores to multipliers in ``[ε, 1]`` (chapter
+    35.5).
 
     ``c_d = ε + (1 − ε)(s_d − s_min)/(s_max − s_min)``; equal scores → all ``1`` (reported).
+    ``floor = 0`` is the paper's plain min-max (the least credible passage's multiplier is 0).
     Scores must be finite; there must be at least one.
     """
-    eps = check_real("floor", floor, 0.0, 1.0, open_low=True, error=CramInputError)
+    eps = check_real("floor", floor, 0.0, 1.0, error=CramInputError)
     arr = np.asarray(list(scores), dtype=np.float64) if not isinstance(scores, np.ndarray) \
         else scores.astype(np.float64, copy=False)
     if arr.ndim != 1 or arr.size == 0:
