@@ -154,7 +154,8 @@ def source_tier_from_type(source_types: np.ndarray | Sequence[object],
 
 def interval_downgrades(elapsed_days: np.ndarray | Sequence[float],
                         interval_days: float) -> np.ndarray:
-    """``⌊(T − t)/τ⌋`` (int64) per elapsed time in days (finite, ``≥ 0``; ``τ > 0``)."""
+    """The tiers lost to age of chapter 35.4, ``⌊(T − t)/τ⌋`` (int64) per elapsed time in days
+    (finite, ``≥ 0``; ``τ > 0``)."""
     tau = check_half_life(interval_days, "interval (half_life)")
     e = np.asarray(elapsed_days, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(e)) or np.any(e < 0):
@@ -222,8 +223,8 @@ def combine_tiers(relevance: np.ndarray | Sequence[int], source: np.ndarray | Se
 
 def tier(relevance: int, source: int, elapsed_days: float | None = None,
          interval_days: float | None = None, policy: UnknownAge | None = None) -> int | None:
-    """One passage's tier (``None`` when ``policy`` excludes an undated passage); a scalar
-    convenience over :func:`downgrades` and :func:`combine_tiers`."""
+    """One passage's tier of chapter 35.4 (``None`` when ``policy`` excludes an undated
+    passage); a scalar convenience over :func:`downgrades` and :func:`combine_tiers`."""
     e = np.array([np.nan if elapsed_days is None else float(elapsed_days)])
     k, excluded = downgrades(e, interval_days, policy or UnknownAge())
     if excluded[0]:
@@ -265,13 +266,14 @@ def sentence_similarities(sentences: Sequence[str], query_vector: np.ndarray,
 # -- CAG arithmetic (section 35.4) ----------------------------------------------------------
 
 def points(a: float, b: float) -> float:
-    """Absolute gain in percentage points, ``100 · (a − b)`` (0.509 vs 0.280 → 22.9)."""
+    """Absolute gain in percentage points, ``100 · (a − b)`` (chapter 35.4: 0.509 vs 0.280 →
+    22.9)."""
     a, b = _finite("a", a), _finite("b", b)
     return 100.0 * (a - b)
 
 
 def relative(a: float, b: float) -> float:
-    """Relative gain ``(a − b)/b`` (0.509 vs 0.280 → 0.81785714…).
+    """Relative gain ``(a − b)/b`` (chapter 35.4: 0.509 vs 0.280 → 0.81785714…).
 
     Declared policy for ``b = 0``: ``ValueError`` (a relative gain over a zero baseline is
     undefined; report :func:`points` instead) — never ``inf`` or ``NaN``."""

@@ -52,8 +52,8 @@ def check_half_life(tau: float, name: str = "half_life") -> float:
 
 
 def half_life_weight(elapsed: float | np.ndarray, tau: float) -> np.ndarray:
-    """``w = 2^(−elapsed/τ)`` element-wise, in ``(0, 1]`` (``ValueError`` for a negative or
-    non-finite elapsed time)."""
+    """The half-life weight of chapter 35.7, ``w = 2^(−elapsed/τ)`` element-wise, in
+    ``(0, 1]`` (``ValueError`` for a negative or non-finite elapsed time)."""
     tau = check_half_life(tau)
     e = np.asarray(elapsed, dtype=np.float64)
     if not np.all(np.isfinite(e)) or np.any(e < 0):

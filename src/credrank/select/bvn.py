@@ -248,7 +248,8 @@ def sample_ranking(decomposition: RankingDecomposition | BvNDecomposition,
 
 
 def realised_exposure(ranking: np.ndarray, n_docs: int, discounts: np.ndarray) -> np.ndarray:
-    """Exposure each document received from one displayed list: ``v(k)`` at position ``k``."""
+    """Exposure each document received from one displayed list (chapter 35.9): ``v(k)`` at
+    position ``k``."""
     v = check_discounts(discounts)
     r = np.asarray(ranking, dtype=np.int64)
     if len(r) > len(v):

@@ -93,13 +93,15 @@ def exposures(p: np.ndarray, discounts: np.ndarray) -> np.ndarray:
 
 
 def group_means(values: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
-    """``|G|⁻¹ Σ_{d∈G} values[d]`` per group (every group non-empty by construction)."""
+    """A group's mean of chapter 35.9, ``|G|⁻¹ Σ_{d∈G} values[d]`` per group (every group
+    non-empty by construction)."""
     sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
     return np.bincount(codes, weights=values, minlength=n_groups) / sizes
 
 
 def hard_ranking(utilities: np.ndarray, k: int) -> np.ndarray:
-    """The deterministic top-K ranking as an ``N × K`` 0/1 matrix (ties by row order)."""
+    """The deterministic top-K ranking of chapter 35.9 as an ``N × K`` 0/1 matrix (ties by row
+    order): the policy the exposure LP is compared with."""
     u = as_vector("utilities", utilities)
     k = check_int("k", k, 1)
     if k > len(u):
