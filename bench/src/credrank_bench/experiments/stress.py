@@ -264,9 +264,8 @@ class Flips:
 def paired_flips(clean_correct: Sequence[bool] | Mapping[str, bool],
                  contaminated_correct: Sequence[bool] | Mapping[str, bool]) -> Flips:
     """Count correct→incorrect and incorrect→correct flips between paired outcomes (chapter
-    35.2; two
-    sequences in the same question order, or two mappings with the same keys); values are
-    bools or 0/1. ``ValueError`` when they are not paired or not 0/1."""
+    35.2; two sequences in the same question order, or two mappings with the same keys);
+    values are bools or 0/1. ``ValueError`` when they are not paired or not 0/1."""
     if isinstance(clean_correct, Mapping) or isinstance(contaminated_correct, Mapping):
         if not (isinstance(clean_correct, Mapping) and isinstance(contaminated_correct, Mapping)):
             raise ValueError("paired_flips: expected two sequences or two mappings")
