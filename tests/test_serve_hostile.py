@@ -724,3 +724,28 @@ def test_write_and_priors_errors_name_the_request_field(app_factory: Any) -> Non
         assert got.status_code == 422, got.text
         assert got.json()["errors"][0]["field"] == field, got.text
     assert feedback.json()["errors"][0]["msg"] == "expected a source id or null, got '   '"
+
+
+def test_a_port_in_use_and_a_bad_priors_store_say_the_option(demo_index_hashing: Path,
+                                                              tmp_path: Path) -> None:
+    """A port in use ended with uvicorn's exit 3 and no ``error:`` line (its own message and
+    exit were never reached); a --priors-store that cannot be a store said a bare
+    ``[Errno 17] File exists``, and a store was made before a failed start."""
+    import subprocess
+    import sys
+
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        got = subprocess.run([sys.executable, "-m", "credrank.cli", "serve", "--index",
+                              str(where), "--port", str(port)], capture_output=True, text=True,
+                             timeout=300, stdin=subprocess.DEVNULL)
+    assert got.returncode == 1, got.stderr
+    assert f"error: --host 127.0.0.1 --port {port}: the server did not start" in got.stderr
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    got = subprocess.run([sys.executable, "-m", "credrank.cli", "serve", "--index", str(where),
+                          "--port", str(port), "--priors-store", str(tmp_path / "a-file")],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert got.returncode == 2 and f"error: --priors-store {tmp_path / 'a-file'}: " in got.stderr

@@ -136,9 +136,6 @@ def serve(
     try:
         if read_manifest(index_dir) is None:
             raise no_index_error(index_dir)
-        if priors_store is not None:
-            FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
-                           else "current")
         resources: dict[str, Path] = dict(models)
         if priors_store is not None:
             resources["feedback"] = priors_store.resolve()
@@ -153,6 +150,13 @@ def serve(
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise
         fail(str(exc))
+    if priors_store is not None:  # made once the index is open: a failed start leaves none
+        try:
+            FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
+                           else "current")
+        except (ValueError, OSError) as exc:
+            searcher.close()
+            fail(f"--priors-store {priors_store}: {exc}")
     try:
         config = ServeConfig(api_key=api_key, priors_store=priors_store,
                              max_body_bytes=max_body_bytes, timeout_s=timeout,
@@ -183,10 +187,14 @@ def serve(
     signal.signal(signal.SIGINT, lambda signum, frame: stopped.append(signum))
     try:
         server.run()
+    except SystemExit:  # uvicorn's start-up failure: sys.exit(3) (a port in use, a host that
+        if server.started:  # does not resolve), which skipped the error line below
+            raise
     finally:
         app.state.service.close()  # idempotent: the lifespan shutdown has normally done it
     if not server.started:
-        err.print(f"error: the server did not start on {host}:{port} (see the log above)")
+        err.print(f"error: --host {host} --port {port}: the server did not start (the log "
+                  "above says why: a port in use, a host that does not resolve)")
         raise typer.Exit(1)
 
 
