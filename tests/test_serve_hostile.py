@@ -749,3 +749,18 @@ def test_a_port_in_use_and_a_bad_priors_store_say_the_option(demo_index_hashing:
                           "--port", str(port), "--priors-store", str(tmp_path / "a-file")],
                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert got.returncode == 2 and f"error: --priors-store {tmp_path / 'a-file'}: " in got.stderr
+
+
+def test_openapi_says_the_services_pool_bounds() -> None:
+    """The schema said the library's bound ("at most 10,000,000") and no minimum or maximum,
+    where the service refuses top_k over 1,000 and fetch_k over 10,000; its descriptions
+    contradicted themselves ("not with pipeline (where it replaces the spec's)")."""
+    from credrank.serve.config import MAX_FETCH_K, MAX_TOP_K
+    from credrank.serve.models import SearchRequest
+
+    props = SearchRequest.model_json_schema()["properties"]
+    for name, most in (("top_k", MAX_TOP_K), ("fetch_k", MAX_FETCH_K)):
+        assert (props[name]["minimum"], props[name]["maximum"]) == (1, most)
+        assert f"at most {most:,} on this service" in props[name]["description"]
+        assert "not with pipeline" not in props[name]["description"]
+    assert "JSON object" in props["select_params"]["description"]

@@ -36,7 +36,7 @@ from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_t
 from credrank.documents.fields import DATE_ORDERS, date_order_value, timezone_value
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.pipeline.catalog import CATALOG
-from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, WITH_PIPELINE, Door, Shortcut
+from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, Door, Shortcut
 from credrank.rerank import DEFAULT_RETRIEVAL, RETRIEVAL_SOURCES, check_retrieval
 from credrank.rerank.fields import EVIDENCE_FIELDS, field_value
 from credrank.serve.config import (
@@ -97,12 +97,25 @@ _SHORTCUT_TYPES: dict[str, Any] = {
 }
 
 
+#: the pool fields as this service says them: its bounds (checked by the plan, which names
+#: the limit; the shortcut table's help says the library's) in words and in the schema
+_POOL_FIELDS = {
+    "top_k": (MAX_TOP_K, "results to return (default 10)"),
+    "fetch_k": (MAX_FETCH_K, "candidate pool (default 3 × top_k)"),
+}
+
+
 def _shortcut_field(s: Shortcut) -> Any:
     kind = StrictStr if s.value == "text" and s.default is not None else _SHORTCUT_TYPES[s.value]
     note = " (a name the server registered, never a path)" if s.value == "path" else ""
-    return (kind, Field(s.default, description=s.help + note + "; not with pipeline"
-                        + (" (where it replaces the spec's)" if s.name in WITH_PIPELINE
-                           else "")))
+    if s.value == "map":  # the CLI's KEY=VALUE pairs are a JSON object here
+        note = ' (here a JSON object of name: value, e.g. {"diversity": 0.5})'
+    if s.name in _POOL_FIELDS:
+        most, what = _POOL_FIELDS[s.name]
+        return (kind, Field(s.default, description=f"{what}, at most {most:,} on this service; "
+                            f"with pipeline it replaces the spec's {s.name}",
+                            json_schema_extra={"minimum": 1, "maximum": most}))
+    return (kind, Field(s.default, description=s.help + note + "; not with pipeline"))
 
 
 def shortcut_model(name: str, door: Door, base: type[BaseModel]) -> Any:
