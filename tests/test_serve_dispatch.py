@@ -172,3 +172,17 @@ def test_middleware_an_application_adds_applies_to_the_direct_routes_too(where: 
                 assert preflight.status_code == 200
 
         asyncio.run(scenario())
+
+
+def test_a_static_file_is_logged_under_its_path(where: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """The /static mount extends the scope's root_path on its way: GET /static/app.js was
+    logged as /app.js, a route that does not exist."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with in_process(where, tables=(DEMO / "domains.csv",)) as app:
+        async def scenario() -> None:
+            async with asgi_client(app) as c:
+                assert (await c.get("/static/app.js")).status_code == 200
+
+        asyncio.run(scenario())
+    assert [r["route"] for r in access_records(caplog)] == ["/static/app.js"]

@@ -101,6 +101,10 @@ class AccessLogMiddleware:
             return
         start = time.perf_counter()
         outer = scope.get("route")  # an enclosing app's route (a mount): not one of ours
+        # the path as this app's routes see it, taken now: a mount inside the app
+        # (/static) extends the scope's root_path on its way, and /static/app.js was logged
+        # as /app.js
+        path_here = route_path(scope)
         status: int | None = None
         sent, received, disconnected = 0, 0, False
 
@@ -129,7 +133,7 @@ class AccessLogMiddleware:
             found = scope.get("route")
             route = None if found is outer else getattr(found, "path", None)
             if route is None and status is not None and status < 400:
-                route = route_path(scope)  # a built-in page (/openapi.json): a real path
+                route = path_here  # a built-in page (/openapi.json), a static file: its path
             elif route is None:
                 path = guarded_path(scope)
                 route = path if path in self.guarded else None
