@@ -890,3 +890,11 @@ def test_a_selectors_default_pool_over_the_limit_names_top_k(served_to_read: Any
         "fetch_k (3 × top_k) of this top_k is 1,200: send a top_k of at most 333, or a fetch_k "
         "of at most 1,000")
     assert sent.status_code == 422 and sent.json()["errors"][0]["field"] == "fetch_k"
+    # a sent pipeline's default pool: its top_k (the spec's, else the request's field)
+    spec = {"top_k": 400, "stages": [{"stage": "mmr", "diversity": 0.5}]}
+    in_spec, beside = post_all(app, ("/search", {"query": QUERY, "pipeline": spec}),
+                               ("/search", {"query": QUERY, "top_k": 400, "pipeline": {
+                                   "stages": [{"stage": "mmr", "diversity": 0.5}]}}))
+    assert in_spec.status_code == 422, in_spec.text
+    assert in_spec.json()["errors"][0]["field"] == "pipeline.top_k"
+    assert beside.status_code == 422 and beside.json()["errors"][0]["field"] == "top_k"

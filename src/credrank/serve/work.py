@@ -335,12 +335,16 @@ class ServiceState:
                 raise LimitError(422, "invalid_request", f"{field}: expected at most "
                                  f"{most:,} (this service's limit), got {value:,}",
                                  field=field)
+        selector = next(s for s in spec.stages if entry(s.name).kind == "select")
+        select = None if selector.name == "topk" else selector.name
         if pool is None:
             pool = spec.resolved_fetch_k
             if where is not None and "fetch_k" not in values:
                 pool_field = "pipeline.fetch_k"
-        selector = next(s for s in spec.stages if entry(s.name).kind == "select")
-        select = None if selector.name == "topk" else selector.name
+                if spec.fetch_k is None and select is not None:  # the default pool: its
+                    # top_k set it (the request's field, else the spec's)
+                    _check_default_pool(select, spec.top_k, "top_k" if "top_k" in values
+                                        else "pipeline.top_k")
         _check_pool(select, pool, pool_field)
         return Plan(spec, where, select, spec.stage("consensus") is not None, pool, pool_field)
 
@@ -665,17 +669,18 @@ def _priced(spec: PipelineSpec) -> list[tuple[str, dict[str, Any]]]:
     return [(s.name, dict(s.params)) for s in spec.stages]
 
 
-def _check_default_pool(select: str, top_k: int) -> None:
+def _check_default_pool(select: str, top_k: int, field: str = "top_k") -> None:
     """:func:`_check_pool` of a request that sent no ``fetch_k``: its pool is the default,
-    ``3 × top_k``, so the 422 names ``top_k`` (it named ``fetch_k``, a field never sent)."""
+    ``3 × top_k``, so the 422 names ``field``, the ``top_k`` that set it (it named
+    ``fetch_k``, a field never sent)."""
     pool = default_fetch_k(top_k)
     if pool > MAX_SELECT_POOL:
         most = max(k for k in range(1, MAX_SELECT_POOL + 1)
                    if default_fetch_k(k) <= MAX_SELECT_POOL)
-        raise LimitError(422, "invalid_request", f"top_k: with select ({select}) the pool is "
-                         f"at most {MAX_SELECT_POOL:,} candidates, and the default fetch_k (3 × "
-                         f"top_k) of this top_k is {pool:,}: send a top_k of at most {most:,}, "
-                         f"or a fetch_k of at most {MAX_SELECT_POOL:,}", field="top_k")
+        raise LimitError(422, "invalid_request", f"{field}: with select ({select}) the pool "
+                         f"is at most {MAX_SELECT_POOL:,} candidates, and the default fetch_k "
+                         f"(3 × top_k) of this top_k is {pool:,}: send a top_k of at most "
+                         f"{most:,}, or a fetch_k of at most {MAX_SELECT_POOL:,}", field=field)
 
 
 def _check_pool(select: str | None, pool: int, pool_field: str) -> None:
