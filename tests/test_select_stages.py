@@ -267,3 +267,15 @@ def test_a_zero_vector_is_an_error_naming_the_candidate() -> None:
     for stage in (MMRSelect(2, 0.5), CoverageSelect(2, lambda_ilad=0.5, lambda_coverage=0.5)):
         with pytest.raises(ValueError, match=r"the candidate 'b' has a vector of zeros"):
             stage(batch)
+
+
+def test_a_protected_column_of_no_flags_is_said_at_the_parameter() -> None:
+    """A column of texts given as the protected column was said as ``FairSelect: column
+    'text' row 0 is <the whole text>``: no door could place it at its field, and the value
+    was printed whole. It opens with the parameter, the value cut short."""
+    batch = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
+                                    metadata=[{"note": "x" * 200}, {"note": "y"}, {"note": "z"}])
+    with pytest.raises(ValueError, match=r"^protected_column: the column 'note' holds "
+                                         r"'x{56}\.\.\. \(row 0\)") as info:
+        FairSelect(2, "note", p=0.5, alpha=0.1)(batch)
+    assert "x" * 100 not in str(info.value)

@@ -418,9 +418,12 @@ def _protected_flags(values: np.ndarray, column: str,
         elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             flags[i] = value.strip().lower() in _TRUE
         else:
-            raise StageError(f"FairSelect: column {column!r} row {i} is {value!r}; expected a "
-                             "boolean flag (True/False, 1/0, 'true'/'false') or pass "
-                             "protected_value=<the value that marks the protected group>")
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            # named by the parameter, which a door says as its field (select_params.…)
+            raise StageError(f"protected_column: the column {column!r} holds {shown} (row "
+                             f"{i}); expected a boolean flag (True/False, 1/0, 'true'/'false') "
+                             "or protected_value=<the value that marks the protected group>")
     return flags, missing
 
 
