@@ -73,7 +73,7 @@ from credrank.serve.models import (
     SearchRequest,
     SearchResponse,
 )
-from credrank.serve.responses import JSON, Rendered, error
+from credrank.serve.responses import JSON, Rendered, error, field_errors
 from credrank.serve.work import (
     MAX_PRIORS_PAGE,
     Plan,
@@ -251,8 +251,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.exception_handler(LimitError)
     async def _limit(_: Request, exc: LimitError) -> JSON:
-        errors = None if exc.field is None else [
-            {"field": exc.field, "loc": [exc.field], "msg": exc.detail, "type": exc.kind}]
+        errors = None if exc.field is None else field_errors(exc.field, exc.detail, exc.kind)
         return error(exc.status, exc.kind, exc.detail, errors=errors, headers=exc.headers,
                      extra=exc.extra)
 

@@ -101,6 +101,11 @@ def error(status: int, kind: str, detail: str, *, errors: list[dict[str, Any]] |
     return JSON(body, status_code=status, headers=headers)
 
 
+def field_errors(field: str, detail: str, kind: str) -> list[dict[str, Any]]:
+    """The ``errors`` of an error about one request field, as every 422 names its field."""
+    return [{"field": field, "loc": [field], "msg": detail, "type": kind}]
+
+
 async def send_error(send: Send, status: int, kind: str, detail: str,
                      headers: dict[str, str] | None = None, *, field: str | None = None
                      ) -> None:
@@ -108,7 +113,7 @@ async def send_error(send: Send, status: int, kind: str, detail: str,
     request field it names, in ``errors`` as the app's 422s name theirs."""
     content: dict[str, Any] = {"error": kind, "detail": detail}
     if field is not None:
-        content["errors"] = [{"field": field, "loc": [field], "msg": detail, "type": kind}]
+        content["errors"] = field_errors(field, detail, kind)
     body = dumps(content)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
