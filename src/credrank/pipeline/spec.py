@@ -169,15 +169,21 @@ class PipelineSpec:
         given = self.stages[i].given
         return f"stages[{given}]" if given is not None else f"the {self.stages[i].name} stage"
 
+    def param_stage(self, message: str) -> tuple[int, str] | None:
+        """``(stage index, parameter)`` of a run-time error that opens with a stage's
+        parameter (``intent_column: …``), ``None`` unless exactly one stage has it."""
+        head = message.split(":", 1)[0]
+        having = [i for i, s in enumerate(self.stages) if head in s.params]
+        return (having[0], head) if len(having) == 1 else None
+
     def param_path(self, message: str) -> str | None:
         """Where a run-time error that opens with a stage's parameter (``intent_column: …``)
         is in the spec as written (``stages[0].intent_column``): ``None`` unless exactly one
-        written stage has that parameter."""
-        head = message.split(":", 1)[0]
-        having = [i for i, s in enumerate(self.stages) if head in s.params]
-        if len(having) != 1 or self.stages[having[0]].given is None:
+        written stage has that parameter (:meth:`param_stage`)."""
+        found = self.param_stage(message)
+        if found is None or self.stages[found[0]].given is None:
             return None
-        return f"{self.written(having[0])}.{head}"
+        return f"{self.written(found[0])}.{found[1]}"
 
     def index_of(self, name: str) -> int:
         """The position of stage ``name`` (``-1`` when absent)."""

@@ -180,11 +180,11 @@ def stage_field(detail: str, plan: Plan) -> str | None:
     if plan.where == "pipeline":
         path = plan.spec.param_path(detail)
         return None if path is None else f"pipeline.{path}"
-    head = detail.split(":", 1)[0]
-    having = [s for s in plan.spec.stages if head in s.params]
-    if len(having) != 1:  # none, or several stages with a parameter of that name: unsaid
+    found = plan.spec.param_stage(detail)
+    if found is None:  # none, or several stages with a parameter of that name: unsaid
         return None
-    return f"select_params.{head}" if having[0].name == plan.select else None
+    i, head = found
+    return f"select_params.{head}" if plan.spec.stages[i].name == plan.select else None
 
 
 def _message(e: dict[str, Any]) -> str:
