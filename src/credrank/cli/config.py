@@ -304,6 +304,18 @@ def option_keys(command: Any) -> frozenset[str]:
                      for k in _keys(p))
 
 
+def command_options(where: tuple[str, ...], command: Any) -> dict[str, frozenset[str]]:
+    """``"command [subcommand]"`` → :func:`option_keys` for the click command ``command`` at
+    the path ``where`` and each of its subcommands, at any depth."""
+    found: dict[str, frozenset[str]] = {}
+    stack: list[tuple[tuple[str, ...], Any]] = [(where, command)]
+    while stack:
+        path, here = stack.pop()
+        found[" ".join(path)] = option_keys(here)
+        stack += [((*path, sub), child) for sub, child in getattr(here, "commands", {}).items()]
+    return found
+
+
 def _suggestion(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'top-k'?)``, in the spelling ``name`` uses (dashes or underscores)."""
     close = difflib.get_close_matches(_norm(name), sorted(known), n=1)
@@ -378,9 +390,9 @@ def _check_table(config: Config, table: dict[str, Any], where: tuple[str, ...],
                    if p.split(" ")[:len(where)] == list(where) and len(p.split(" ")) > len(where)}
     for key, value in table.items():
         path = (*where, key)
-        command = " ".join(path) in options or key in subcommands
+        command = key in subcommands  # the path of a command: its table may be here
         if isinstance(value, dict):
-            if " ".join(path) in options:
+            if command:
                 _check_table(config, value, path, options, plugin_paths)
             elif not where and key in plugin_paths():
                 continue  # checked when the plugin's command runs
@@ -523,15 +535,9 @@ class _Defaults(Mapping[str, Any]):
             own = own.get(name) if isinstance(own, dict) else None
         if not isinstance(own, dict):  # no table of its own
             return
-        options: dict[str, frozenset[str]] = {}
-        stack: list[tuple[tuple[str, ...], Any]] = [(self.where, self.command)]
-        while stack:
-            path, command = stack.pop()
-            options[" ".join(path)] = option_keys(command)
-            stack += [((*path, sub), child)
-                      for sub, child in getattr(command, "commands", {}).items()]
         try:
-            _check_table(self.config, own, self.where, options, dict)
+            _check_table(self.config, own, self.where,
+                         command_options(self.where, self.command), dict)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             import typer
@@ -711,4 +717,4 @@ class _Defaults(Mapping[str, Any]):
 
 
 __all__ = ["CONFIG_NAME", "Config", "ConfigError", "check_keys", "command_defaults",
-           "find_config", "load_config", "option_keys", "value_origin"]
+           "command_options", "find_config", "load_config", "option_keys", "value_origin"]

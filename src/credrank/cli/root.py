@@ -178,19 +178,14 @@ _ARGS: ContextVar[tuple[str, ...]] = ContextVar("credrank_args", default=())
 
 def plugin_options() -> dict[str, frozenset[str]]:
     """The option names of the installed plugins' command paths
-    (:func:`credrank.cli.config.option_keys`), their commands loaded (a plugin's options are
+    (:func:`credrank.cli.config.command_options`), their commands loaded (a plugin's options are
     known only so): what a ``credrank.toml`` may set for them
     (:func:`credrank.cli.config.check_keys`)."""
-    from credrank.cli.config import option_keys
+    from credrank.cli.config import command_options
 
     found: dict[str, frozenset[str]] = {}
     for name in plugin_commands():
-        stack: list[tuple[tuple[str, ...], Any]] = [((name,), load_command(name))]
-        while stack:
-            path, command = stack.pop()
-            found[" ".join(path)] = option_keys(command)
-            stack += [((*path, sub), child)
-                      for sub, child in getattr(command, "commands", {}).items()]
+        found.update(command_options((name,), load_command(name)))
     return found
 
 
