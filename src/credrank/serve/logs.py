@@ -101,10 +101,9 @@ class AccessLogMiddleware:
             return
         start = time.perf_counter()
         outer = scope.get("route")  # an enclosing app's route (a mount): not one of ours
-        # the path as this app's routes see it, taken now: a mount inside the app
-        # (/static) extends the scope's root_path on its way, and /static/app.js was logged
-        # as /app.js
-        path_here = route_path(scope)
+        # the prefix this app is mounted under, taken now: a mount inside the app (/static)
+        # extends the scope's root_path on its way, and /static/app.js was logged as /app.js
+        root_here = scope.get("root_path", "")
         status: int | None = None
         sent, received, disconnected = 0, 0, False
 
@@ -132,11 +131,13 @@ class AccessLogMiddleware:
                 status = 500  # the app ended without an answer: the server's fault
             found = scope.get("route")
             route = None if found is outer else getattr(found, "path", None)
-            if route is None and status is not None and status < 400:
-                route = path_here  # a built-in page (/openapi.json), a static file: its path
-            elif route is None:
-                path = guarded_path(scope)
-                route = path if path in self.guarded else None
+            if route is None:  # the path as this app's routes see it (as it arrived)
+                here = {"path": scope["path"], "root_path": root_here}
+                if status is not None and status < 400:
+                    route = route_path(here)  # a built-in page (/openapi.json), a static file
+                else:
+                    path = guarded_path(here)
+                    route = path if path in self.guarded else None
             self.logger.info("request", extra={"fields": {
                 "event": "disconnect" if status is None else "request",
                 "method": scope["method"], "route": route, "status": status,
