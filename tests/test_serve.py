@@ -412,6 +412,33 @@ def test_sigterm_lets_the_request_in_flight_finish(demo_index_hashing: Path,
         pass
 
 
+def test_a_request_cut_short_at_shutdown_answers_json_503(demo_index_hashing: Path,
+                                                          tmp_path: Path) -> None:
+    """Past --graceful-timeout uvicorn cancels the request still in flight: the client gets
+    a JSON 503 saying so (it got uvicorn's plain-text 500, and the log a traceback), the
+    access log has its line, and the process exits 0."""
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    with running_server(where, "--graceful-timeout", "0") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Expect: 100-continue\r\nContent-Length: 40\r\n\r\n")
+            assert _read_until(s, b"\r\n\r\n").startswith(b"HTTP/1.1 100")  # in flight
+            server.proc.send_signal(signal.SIGTERM)
+            answer = _read_response(s)  # the body never comes: the server cuts it short
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503"), answer[:300]
+        assert b"connection: close" in head.lower()
+        doc = json.loads(body)
+        assert doc["error"] == "unavailable" and "shutting down" in doc["detail"]
+        assert "cancelled and changed nothing" in doc["detail"]
+        assert server.proc.wait(timeout=120) == 0
+        records = server.log_records()
+        assert any(r.get("event") == "request" and r.get("route") == "/search"
+                   and r.get("status") == 503 for r in records), records
+        assert not any("Exception in ASGI application" in str(r.get("message"))
+                       for r in records), records
+
+
 def _read_until(s: socket.socket, marker: bytes) -> bytes:
     data = b""
     while marker not in data:
@@ -497,3 +524,27 @@ def test_a_python_warning_is_a_json_log_line(capsys: pytest.CaptureFixture[str])
     record = json.loads(lines[-1])
     assert record["logger"] == "py.warnings" and record["level"] == "warning"
     assert "RuntimeWarning: overflow encountered in reduce" in record["message"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_while_loading_says_so_and_releases_the_index(
+        demo_index_hashing: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        signum: signal.Signals) -> None:
+    """SIGTERM while the index loaded ended the process by the signal with no word (Ctrl-C
+    with a traceback): now one line, exit 128 + the signal, the index closed."""
+    import os
+
+    from cli_inprocess import run_cli
+
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+
+    def signalled(self: Searcher) -> None:  # the signal comes while the index is open
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(Searcher, "keep_columns", signalled)
+    got = run_cli("serve", "--index", where, "--port", "1")
+    assert got.returncode == 128 + signum, got.stderr
+    assert f"stopped by {signum.name} while loading the index" in got.stderr
+    assert "Traceback" not in got.stderr and got.stdout == ""
+    with open_store(where, create=True):  # the exclusive lock: the index was closed
+        pass

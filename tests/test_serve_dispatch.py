@@ -5,6 +5,7 @@ answers, errors and log lines either way. In process (tests/serving.py ``in_proc
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,45 @@ def test_a_static_file_is_logged_under_its_path(where: Path,
 
         asyncio.run(scenario())
     assert [r["route"] for r in access_records(caplog)] == ["/static/app.js"]
+
+
+def _call(app: Any, path: str, headers: list[tuple[bytes, bytes]] | None = None
+          ) -> list[dict[str, Any]]:
+    """The messages ``app`` sends for ``POST path``."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": path, "root_path": "",
+             "headers": headers or [], "query_string": b""}
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_a_request_cancelled_before_its_answer_gets_a_json_503_saying_what_it_did() -> None:
+    from credrank.serve.limits import CutShortMiddleware
+
+    async def cancelled(scope: Any, receive: Any, send: Any) -> None:
+        raise asyncio.CancelledError("timeout graceful shutdown exceeded")
+
+    app = CutShortMiddleware(cancelled, write_paths=frozenset({"/feedback"}))
+    for path, headers, says in (
+            ("/search", None, "it was cancelled and changed nothing"),
+            ("/feedback", [(b"idempotency-key", b"k1")],
+             "may still be applied: retry with the same Idempotency-Key"),
+            ("/feedback", None, "sent without an Idempotency-Key")):
+        start, body = _call(app, path, headers)
+        assert start["status"] == 503 and (b"connection", b"close") in start["headers"]
+        doc = json.loads(body["body"])
+        assert doc["error"] == "unavailable" and says in doc["detail"], doc
+
+    async def half(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):  # part of an answer went out: no second one
+        _call(CutShortMiddleware(half, write_paths=frozenset()), "/search")

@@ -183,6 +183,54 @@ def test_a_timed_out_read_is_cancelled_between_stages(app_factory: Any) -> None:
     assert "done" not in points and not any(p.startswith("stage:combine") for p in points)
 
 
+def test_a_read_whose_client_leaves_is_cancelled_and_answers_nothing(
+        app_factory: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A client that left while its read ran in a worker: the work ran on to its end and
+    was logged as answered 200 with the bytes nobody got; now it is cancelled at its next
+    stage, nothing is sent, and the access log says ``disconnect``."""
+    from credrank.serve.logs import ACCESS_LOGGER
+
+    app = app_factory()
+    hold = Hold("stage:given", until_cancelled=True)
+    app.state.service.hook = hold
+    body = json.dumps({"query": QUERY, "candidates": candidates(20)}).encode()
+    sent: list[dict[str, Any]] = []
+
+    async def scenario() -> None:
+        left = asyncio.Event()
+        first = True
+
+        async def receive() -> dict[str, Any]:
+            nonlocal first
+            if first:
+                first = False
+                return {"type": "http.request", "body": body, "more_body": False}
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/rerank", "root_path": "",
+                 "query_string": b"", "headers": [(b"content-type", b"application/json"),
+                                                  (b"content-length", str(len(body)).encode())]}
+        call = asyncio.create_task(app(scope, receive, send))
+        await waited(hold.reached)  # the work runs in a worker, held at a stage
+        left.set()  # the client goes away
+        await call
+        await waited(hold.ended)
+
+    with caplog.at_level("INFO", logger=ACCESS_LOGGER):
+        run(scenario())
+    assert sent == []  # nobody to answer
+    points = [p for p, _ in hold.points]
+    assert points[points.index("stage:given") + 1:] == ["end"]
+    assert hold.points[-1][1] == "cancelled"  # stopped at its next check
+    records = [r.fields for r in caplog.records if r.name == ACCESS_LOGGER]
+    assert [(r["event"], r["route"], r["status"]) for r in records] == [
+        ("disconnect", "/rerank", None)]
+
+
 def test_a_timed_out_feedback_before_its_commit_is_not_applied(app_factory: Any,
                                                                tmp_path: Path) -> None:
     app = app_factory()
@@ -546,12 +594,21 @@ def test_incomplete_headers_are_cut_with_408(demo_index_hashing: Path, tmp_path:
             answer = until_closed(s)
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert b'"request_timeout"' in answer and b"request headers" in answer
+        # the cut request has its access log line (it had none); the headers never came
+        record = server.wait_for_record(lambda r: r.get("status") == 408)
+        assert record["event"] == "request" and record["method"] is None
+        assert record["route"] is None and record["response_bytes"] > 0
         with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
             # a whole request is answered; the next one on the connection gets the deadline
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\n")
             answer = until_closed(s)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
         assert answer.count(b"HTTP/1.1 408") == 1, answer
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+            assert until_closed(s).startswith(b"HTTP/1.1 408")  # connected, sent nothing
+    # (the process has stopped and its output is read to the end)
+    # every 408 sent is logged: two requests cut, a connection that sent nothing
+    assert sum(r.get("status") == 408 for r in server.log_records()) == 3
 
 
 # -- every stage priced (issue 37, N1) and /rerank's embedding priced before the check (N3) --

@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +21,9 @@ from credrank.cli.index import (
     store_options,
 )
 from credrank.index.manifest import reindex_hint
+
+if TYPE_CHECKING:
+    from credrank.searcher import Searcher
 
 # as credrank.serve.config (not imported here: the serve extra is imported lazily)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -96,7 +101,9 @@ def serve(
     the embedded engine lets one process use an index at a time: `credrank index` or
     `credrank search` on the same directory exits 2 while the server runs. SIGTERM (or
     Ctrl-C) stops accepting connections, lets in-flight requests finish (up to
-    --graceful-timeout), closes the index and exits 0.
+    --graceful-timeout; a request still running then is cut short with a 503 saying what it
+    did), closes the index and exits 0. A stop signal while the index loads: a message, exit
+    128 + the signal.
 
     Pipelines: /search and /rerank take the stage fields or a whole pipeline spec
     ("pipeline", as `credrank search --json` writes it). Files are named by the names
@@ -133,41 +140,48 @@ def serve(
                                      "the Qdrant API key")
     models = _models(model or [])
     check_index_option(index_dir)
+    searcher: Searcher | None = None
     try:
-        if read_manifest(index_dir) is None:
-            raise no_index_error(index_dir)
-        resources: dict[str, Path] = dict(models)
-        if priors_store is not None:
-            resources["feedback"] = priors_store.resolve()
-        searcher = Searcher.open(index_dir, tables=table or [], trust_declared=trust_declared,
-                                 create=api_key is not None, resources=resources,
-                                 allow_paths=False, **options)
-        searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
-        hint = reindex_hint(index_dir, searcher.store.manifest)
-        if hint is not None:
-            warn(hint, label="note:")
-    except (ValueError, StoreError, RuntimeError, OSError) as exc:
-        if isinstance(exc, typer.Exit):  # a fail() inside: already said
-            raise
-        fail(str(exc))
-    if priors_store is not None:  # made once the index is open: a failed start leaves none
-        try:
-            FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
-                           else "current")
-        except (ValueError, OSError) as exc:
+        with _stopped_by_signals():  # SIGTERM or Ctrl-C while loading: a message, not a trace
+            try:
+                if read_manifest(index_dir) is None:
+                    raise no_index_error(index_dir)
+                resources: dict[str, Path] = dict(models)
+                if priors_store is not None:
+                    resources["feedback"] = priors_store.resolve()
+                searcher = Searcher.open(index_dir, tables=table or [],
+                                         trust_declared=trust_declared,
+                                         create=api_key is not None, resources=resources,
+                                         allow_paths=False, **options)
+                searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
+                hint = reindex_hint(index_dir, searcher.store.manifest)
+                if hint is not None:
+                    warn(hint, label="note:")
+            except (ValueError, StoreError, RuntimeError, OSError) as exc:
+                if isinstance(exc, typer.Exit):  # a fail() inside: already said
+                    raise
+                fail(str(exc))
+            if priors_store is not None:  # made once the index is open: a failed start
+                try:  # leaves none
+                    FeedbackPriors(priors_store, None if (priors_store / "priors.json").exists()
+                                   else "current")
+                except (ValueError, OSError) as exc:
+                    fail(f"--priors-store {priors_store}: {exc}")
+            config = ServeConfig(api_key=api_key, priors_store=priors_store,
+                                 max_body_bytes=max_body_bytes, timeout_s=timeout,
+                                 index_dir=index_dir, read_timeout_s=read_timeout,
+                                 max_request_cost=max_request_cost,
+                                 max_heavy_requests=max_heavy_requests, heavy_cost=heavy_cost,
+                                 commit_grace_s=commit_grace,
+                                 idempotency_keys=idempotency_keys, models=models)
+            app = create_app(searcher, config)
+    except BaseException as exc:
+        if searcher is not None:
             searcher.close()
-            fail(f"--priors-store {priors_store}: {exc}")
-    try:
-        config = ServeConfig(api_key=api_key, priors_store=priors_store,
-                             max_body_bytes=max_body_bytes, timeout_s=timeout,
-                             index_dir=index_dir, read_timeout_s=read_timeout,
-                             max_request_cost=max_request_cost,
-                             max_heavy_requests=max_heavy_requests, heavy_cost=heavy_cost,
-                             commit_grace_s=commit_grace, idempotency_keys=idempotency_keys,
-                             models=models)
-        app = create_app(searcher, config)
-    except BaseException:
-        searcher.close()
+        if isinstance(exc, StoppedLoading):
+            err.print(f"error: stopped by {exc.name} while loading the index; nothing was "
+                      "served")
+            raise typer.Exit(128 + exc.signum) from None
         raise
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
@@ -196,6 +210,31 @@ def serve(
         err.print(f"error: --host {host} --port {port}: the server did not start (the log "
                   "above says why: a port in use, a host that does not resolve)")
         raise typer.Exit(1)
+
+
+class StoppedLoading(BaseException):
+    """A stop signal came while ``credrank serve`` loaded the index (a ``BaseException``, as
+    ``KeyboardInterrupt`` is: no ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum, self.name = signum, signal.Signals(signum).name
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`StoppedLoading` inside the block (the process said so
+    and exits 128 + the signal's number, as a process ended by it; SIGTERM ended it with no
+    word, Ctrl-C with a traceback); the handlers before it are restored after."""
+    def stop(signum: int, frame: Any) -> None:
+        raise StoppedLoading(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _models(items: list[str]) -> dict[str, Path]:

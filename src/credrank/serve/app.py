@@ -13,11 +13,12 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
   ``Idempotency-Key`` header (:mod:`credrank.serve.idempotency`).
 * ``GET /priors`` — public (it reads the feedback store).
 * ``GET /healthz`` (the process answers), ``GET /readyz`` (the index and the model are loaded
-  and the server is not shutting down; it lists the registered names a spec may use and the
+  and the app's lifespan is running; it lists the registered names a spec may use and the
   stage catalog), ``GET /openapi.json``, ``GET /`` (the web page) and ``/static``.
 
 The request path, outermost first (:class:`ServiceApp`): the access log (one JSON line per
-request), the API key of the write paths, the JSON request (its content type; no query
+request), the JSON 503 of a request the server cuts short as it stops, the API key of the
+write paths, the JSON request (its content type; no query
 string), the body size and read-time limits; then ``POST /search`` and ``POST /rerank`` go
 straight to their endpoint (:mod:`credrank.serve.dispatch`), every other request through
 FastAPI's own middleware and router. The endpoint then runs its blocking work in a worker
@@ -58,7 +59,12 @@ from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
 from credrank.serve.dispatch import DirectRoutes
 from credrank.serve.idempotency import HEADER, PATTERN, canonical
-from credrank.serve.limits import BodyLimitMiddleware, JsonRequestMiddleware, LimitError
+from credrank.serve.limits import (
+    BodyLimitMiddleware,
+    CutShortMiddleware,
+    JsonRequestMiddleware,
+    LimitError,
+)
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
     ErrorBody,
@@ -271,9 +277,12 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.get("/readyz", response_model=Health, responses=_errors(503), tags=["health"])
     async def readyz() -> JSON:
-        """Readiness: the index and the embedder are loaded and the server is not stopping.
-        Lists what a pipeline spec may name: the registered files (`models`: their names,
-        never their paths) and the stages of the catalog (`stages`)."""
+        """Readiness: the index and the embedder are loaded and the app's lifespan is running
+        (503 before it starts and after it ends, where an application embeds the service;
+        `credrank serve` listens only once loaded and stops listening before it stops, so a
+        load balancer sees a refused connection then). Lists what a pipeline spec may name:
+        the registered files (`models`: their names, never their paths) and the stages of the
+        catalog (`stages`)."""
         if not state.ready:
             return error(503, "unavailable", "not ready: starting or shutting down")
         return JSON({"status": "ready", "engine": searcher.store.manifest.engine,
@@ -292,8 +301,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         req = await _parsed(request, SearchRequest)
         plan = state.plan(req)
         cost = state.budget(plan)
-        return JSON(await run_read(plan, cost, state.search, req.query, plan.spec, req.text,
-                                   embeds=len(req.query)))
+        return JSON(await run_read(request, plan, cost, state.search, req.query, plan.spec,
+                                   req.text, embeds=len(req.query)))
 
     @_self_parsed(app, "/rerank", RerankRequest, response_model=RerankResponse,
                   responses=_errors(408, 413, 415, 422, 503, 504), tags=["search"])
@@ -321,22 +330,26 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             # passage embedded, under the time limit), then price what will really be embedded
             if not state.unchecked_vectors(req.candidates, req.retrieval):
                 raise
-            same = await state.read(None, state.same_model, req.candidates)
+            same = await state.read(None, state.same_model, req.candidates,
+                                    receive=request.receive)
             lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors, same)
             cost = state.budget(plan, embed_lengths=lengths)
         records = [{name: getattr(c, name) for name in CANDIDATE_FIELDS}
                    for c in req.candidates]
-        return JSON(await run_read(plan, cost, state.rerank, req.query, records, plan.spec,
-                                   req.retrieval, req.query_vector, req.text,
+        return JSON(await run_read(request, plan, cost, state.rerank, req.query, records,
+                                   plan.spec, req.retrieval, req.query_vector, req.text,
                                    embeds=0 if req.query_vector is not None else len(req.query)))
 
-    async def run_read(plan: Plan, cost: Any, work: Any, *args: Any, embeds: int) -> Rendered:
+    async def run_read(request: Request, plan: Plan, cost: Any, work: Any, *args: Any,
+                       embeds: int) -> Rendered:
         """``work`` through :meth:`ServiceState.read` (``embeds``: the characters of the query
-        it embeds), its document serialised by the same thread (:class:`Rendered`: built once,
-        serialised once); a spec that cannot be built and a pipeline that cannot run on the
-        request's data answer 422."""
+        it embeds; cancelled if the client of ``request`` leaves while it runs in a worker),
+        its document serialised by the same thread (:class:`Rendered`: built once, serialised
+        once); a spec that cannot be built and a pipeline that cannot run on the request's
+        data answer 422."""
         try:
-            return await state.read(cost, _rendering(work), *args, embeds=embeds)
+            return await state.read(cost, _rendering(work), *args, embeds=embeds,
+                                    receive=request.receive)
         except SpecError as exc:
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
@@ -455,6 +468,7 @@ def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
                                   read_timeout_s=config.read_timeout_s)
         app = JsonRequestMiddleware(app, paths=JSON_PATHS)
         app = ApiKeyMiddleware(app, api_key=config.api_key, paths=WRITE_PATHS)
+        app = CutShortMiddleware(app, write_paths=WRITE_PATHS)
         return AccessLogMiddleware(app, guarded=JSON_PATHS)
 
     return guard

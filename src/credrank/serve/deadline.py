@@ -9,7 +9,11 @@ the moment a connection opens, or a response completes, the next request's heade
 within ``seconds`` (``credrank serve --read-timeout``, the deadline its body already has:
 :class:`~credrank.serve.limits.BodyLimitMiddleware`), else the connection answers 408 with a
 JSON error body and is closed. A request whose headers are in is never touched (its body has
-the body deadline, its work ``--timeout``).
+the body deadline, its work ``--timeout``). Each 408 sent so gets its access log line
+(:mod:`credrank.serve.logs`: ``status`` 408, ``method`` and ``route`` null, as no headers came),
+also where nothing of a request had come: a connection opened and left silent, or one idle
+after an answer for longer than ``--read-timeout`` (uvicorn closes an idle connection silently
+after its keep-alive of 5 s, so only a ``--read-timeout`` shorter than that sees this).
 
 It reads the protocol's ``cycle`` (the request being answered; a new one once the headers of
 a request are parsed), ``loop``, ``transport`` and ``on_response_complete``, which both of
@@ -19,25 +23,29 @@ uvicorn's HTTP/1.1 implementations (h11, httptools) have.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from credrank.serve.logs import ACCESS_LOGGER
 from credrank.serve.responses import dumps
 
 
-def _timeout_response(seconds: float) -> bytes:
+def _timeout_response(seconds: float) -> tuple[bytes, bytes]:
+    """The 408's head and body."""
     body = dumps({"error": "request_timeout",
                   "detail": f"the request headers did not arrive within {seconds:g} s "
                             "(--read-timeout); the connection is closed"})
     head = ("HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
-    return head.encode("latin-1") + body
+    return head.encode("latin-1"), body
 
 
 def with_header_deadline(base: type[asyncio.Protocol], seconds: float
                          ) -> type[asyncio.Protocol]:
     """``base`` (a uvicorn HTTP protocol class) with the header deadline of the module
     docstring."""
-    timeout_response = _timeout_response(seconds)
+    head, body = _timeout_response(seconds)
+    access = logging.getLogger(ACCESS_LOGGER)
 
     class HeaderDeadline(base):  # type: ignore[valid-type,misc]
         _deadline: asyncio.TimerHandle | None = None
@@ -60,8 +68,12 @@ def with_header_deadline(base: type[asyncio.Protocol], seconds: float
         def _expire(self) -> None:
             self._deadline = None
             if self._waiting() and not self.transport.is_closing():
-                self.transport.write(timeout_response)
+                self.transport.write(head + body)
                 self.transport.close()
+                access.info("request", extra={"fields": {
+                    "event": "request", "method": None, "route": None, "status": 408,
+                    "latency_ms": round(seconds * 1e3, 3), "request_bytes": 0,
+                    "response_bytes": len(body)}})
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)

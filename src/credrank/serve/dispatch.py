@@ -10,7 +10,8 @@ first) and FastAPI's own handling of a route (solving its dependencies, two exit
 :class:`DirectRoutes` calls such an endpoint straight from the request guards and answers its
 exceptions with the app's own handlers, found as Starlette's ``ExceptionMiddleware`` finds
 them (:func:`find_handler`); an exception no handler takes goes on to the server, which
-answers 500.
+answers 500. An endpoint whose client left while its work ran in a worker
+(:class:`~credrank.serve.limits.ClientGone`: the work was cancelled) answers nothing.
 
 A path is matched exactly, as the router matches it, under the prefix an enclosing app may
 mount this one under (:func:`~credrank.serve.config.route_path`). Every other request goes
@@ -30,6 +31,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from credrank.serve.config import route_path
+from credrank.serve.limits import ClientGone
 
 #: an exception handler of the app (all of the service's are coroutines)
 Handler = Callable[[Request, Any], Awaitable[Response]]
@@ -72,6 +74,8 @@ class DirectRoutes:
         request = Request(scope, receive, send)
         try:
             response = await route.endpoint(request)
+        except ClientGone:
+            return  # its work was cancelled; nobody to answer (the access log: disconnect)
         except Exception as exc:
             handler = find_handler(self.handlers, exc)
             if handler is None:

@@ -17,6 +17,10 @@ one whose commit had begun is awaited ``grace_s`` more: *applied* (the body carr
 ``result``) or else *may still be applied*: with an ``Idempotency-Key``, the retry with the
 same key answers the first request's outcome; without one the 504 says what the client can
 do instead (:func:`unknown_outcome`).
+
+:class:`CutShortMiddleware` answers a request the server cancels before it answered — uvicorn
+cancels the requests still running when ``--graceful-timeout`` passes after SIGTERM — with a
+JSON 503 saying so, where uvicorn would answer a plain-text 500 and log a traceback.
 """
 
 from __future__ import annotations
@@ -178,6 +182,41 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
+class CutShortMiddleware:
+    """503 ``unavailable`` for a request cancelled before anything was answered (see the
+    module docstring): a read was cancelled; a write (``write_paths``) may have been applied,
+    and the detail says how to learn it (:func:`unknown_outcome`). The connection is closed.
+    The cancellation ends here: the request's task is over either way, and what it answered
+    is in the access log."""
+
+    def __init__(self, app: ASGIApp, write_paths: frozenset[str]) -> None:
+        self.app, self.write_paths = app, frozenset(guard_path(p) for p in write_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched_send)
+        except asyncio.CancelledError:
+            if started:
+                raise  # part of an answer went out: the server closes the connection
+            detail = "the server is shutting down and cut this request short"
+            if guarded_path(scope) in self.write_paths:
+                keyed = any(k == b"idempotency-key" for k, _ in scope["headers"])
+                detail += (f"; the write {MAY_BE_APPLIED}: {unknown_outcome(keyed)}")
+            else:
+                detail += "; it was cancelled and changed nothing: send it again"
+            await send_error(send, 503, "unavailable", detail, {"Connection": "close"})
+
+
 def _retrieve(future: asyncio.Future[Any]) -> None:
     """Read a finished future's exception, so work that failed after its 504 logs nothing."""
     if not future.cancelled():
@@ -193,15 +232,29 @@ def _checked(token: WorkToken, func: Callable[..., T], *args: Any, **kwargs: Any
             token.hook("end", token)
 
 
+class ClientGone(Exception):
+    """The client of a read went away while its work ran: the work was cancelled and nothing
+    is answered (the access log says ``disconnect``)."""
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return when ``receive`` (a request's, its body already read) says the client left."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _finished_within(future: asyncio.Future[Any], seconds: float,
-                           sleep: Callable[[float], Awaitable[Any]]) -> bool:
-    """Whether ``future`` is done when ``sleep(seconds)`` ends (or before)."""
+                           sleep: Callable[[float], Awaitable[Any]],
+                           gone: asyncio.Future[Any] | None = None) -> bool:
+    """Whether ``future`` is done when ``sleep(seconds)`` ends, or ``gone`` (if given) is
+    done, or before."""
+    waited = {future} if gone is None else {future, gone}
     if sleep is asyncio.sleep:  # the real clock: a timer handle of the loop, not a task
-        await asyncio.wait({future}, timeout=seconds)
+        await asyncio.wait(waited, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         return future.done()
     timer = asyncio.ensure_future(sleep(seconds))
     try:
-        await asyncio.wait({future, timer}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({*waited, timer}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         timer.cancel()
     return future.done()
@@ -212,12 +265,16 @@ async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., 
                       grace_s: float = 5.0, keyed: bool = False,
                       on_done: Callable[[asyncio.Future[Any]], None] | None = None,
                       sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                      **kwargs: Any) -> T:
+                      receive: Receive | None = None, **kwargs: Any) -> T:
     """``func(*args, **kwargs)`` on ``executor``; :class:`LimitError` 504 after ``timeout_s``
     with the outcome of the module docstring (``write``: the work commits through
     ``token``; ``keyed``: it came with an ``Idempotency-Key``). ``on_done(future)`` runs in
     the event loop when the work ends, even after a 504. ``sleep`` measures the limits (tests
-    pass one they control)."""
+    pass one they control).
+
+    ``receive``: the request's (its body read), for a read only: when the client leaves before
+    the work ends, the work is cancelled (it stops at its next check, as after a 504) and
+    :class:`ClientGone` is raised. A write runs to its end whoever waits for it."""
     token = token or WorkToken()
     loop = asyncio.get_running_loop()
     future = loop.run_in_executor(executor, functools.partial(_checked, token, func, *args,
@@ -225,12 +282,24 @@ async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., 
     future.add_done_callback(_retrieve)
     if on_done is not None:
         future.add_done_callback(on_done)
+    gone = None if receive is None or write else asyncio.ensure_future(_disconnected(receive))
+    deadline = loop.time() + timeout_s
     try:
-        if await _finished_within(future, timeout_s, sleep):
+        finished = await _finished_within(future, timeout_s, sleep, gone)
+        if not finished and gone is not None and gone.done():
+            if not gone.cancelled() and gone.exception() is None:
+                token.cancel()
+                raise ClientGone("the client went away: its work was cancelled")
+            # the watch itself failed (a server's receive raised): wait out the limit
+            finished = await _finished_within(future, max(0.0, deadline - loop.time()), sleep)
+        if finished:
             return future.result()  # the answer, or the work's own error
     except asyncio.CancelledError:  # the request itself was cancelled: so is its work
         token.cancel()
         raise
+    finally:
+        if gone is not None:
+            gone.cancel()
     limit = (f"the request took longer than the limit of {timeout_s:g} s per request "
              "(--timeout)")
     if token.cancel():

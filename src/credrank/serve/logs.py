@@ -4,9 +4,12 @@
 (``request``), ``method``, ``route`` (the matched route's template, e.g. ``/search``; for a
 request a guard refused before any route was matched, a 401 or a 415, the guarded path it was
 sent to; ``null`` when none matched), ``status``, ``latency_ms``, ``request_bytes``,
-``response_bytes`` — and never the query string, a header value, the body or any document
-text. A client that went away before an answer was sent is logged as ``event: "disconnect"``
-with ``status: null`` (nothing was answered; not a server error). :data:`LOG_CONFIG` (for
+``response_bytes`` (of the bodies) — and never the query string, a header value, the body or
+any document text. A request whose line and headers did not arrive within ``--read-timeout``
+is logged by :mod:`credrank.serve.deadline` the same way, ``status`` 408 with ``method`` and
+``route`` null. A client that went away before an answer was sent is logged as ``event:
+"disconnect"`` with ``status: null`` (nothing was answered; not a server error); a search or
+rerank running in a worker then is cancelled at its next stage. :data:`LOG_CONFIG` (for
 ``uvicorn``) formats uvicorn's own messages (start-up, shutdown, errors) as JSON lines
 too, and turns its text access log off.
 """

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from fastapi import Response
@@ -82,6 +82,9 @@ from credrank.serve.idempotency import (
     fingerprint,
 )
 from credrank.serve.limits import MAY_BE_APPLIED, LimitError, run_limited, unknown_outcome
+
+if TYPE_CHECKING:
+    from starlette.types import Receive
 from credrank.serve.models import ScoringRequest
 from credrank.serve.responses import JSON, dumps
 from credrank.signals.feedback import FeedbackPriors
@@ -189,10 +192,12 @@ class ServiceState:
 
     # -- running work ------------------------------------------------------------------------
     async def read(self, cost: Estimate | None, func: Callable[..., T], *args: Any,
-                   embeds: int | None = None) -> T:
+                   embeds: int | None = None, receive: Receive | None = None) -> T:
         """``func(token, *args)`` in a worker: the gate if ``cost`` is heavy, the time
-        limit, cancelled at its next check when the limit passes. After heavy work, freed
-        memory is given back to the operating system (:data:`release_memory`).
+        limit, cancelled at its next check when the limit passes, or when the client leaves
+        (``receive``: the request's, its body read; :func:`~credrank.serve.limits.run_limited`
+        raises :class:`~credrank.serve.limits.ClientGone`). After heavy work, freed memory is
+        given back to the operating system (:data:`release_memory`).
 
         A read priced under :data:`INLINE_UNITS` with its query embedding (``embeds``: the
         characters of the query it embeds; ``None`` for work that may never run inline) runs
@@ -207,7 +212,7 @@ class ServiceState:
         token = WorkToken(self.hook)
         return await run_limited(self.executor, self.config.timeout_s,
                                  _then_release(func) if heavy else func, token, *args,
-                                 token=token, sleep=self.sleep,
+                                 token=token, sleep=self.sleep, receive=receive,
                                  on_done=(lambda _: self.gate.leave()) if heavy else None)
 
     def _cheap(self, cost: Estimate | None, embeds: int) -> bool:
