@@ -68,6 +68,13 @@ def test_identity_is_source_id_when_carried_else_host() -> None:
     facts = index_facts(by_host)
     assert facts.identity == "host" and facts.identities == 2  # www. is the same host
     assert facts.in_repeated_identity == 2
+    # one site, as provenance types it: its front ends (m., amp., www2.) are that site (only
+    # www. was taken off); another subdomain is another host
+    fronts = [_doc(0, host="news.b.co.uk", registered_domain="b.co.uk"),
+              _doc(1, host="m.news.b.co.uk"), _doc(2, host="amp.news.b.co.uk"),
+              _doc(3, host="www2.news.b.co.uk"), _doc(4, host="blog.b.co.uk")]
+    facts = index_facts(fronts)
+    assert facts.identities == 2 and facts.documents_per_identity_max == 4
     assert _values(by_host) == {"provenance": False, "dates": False, "sources": 2,
                                 "stable_source_ids": True}
     by_sid = [_doc(i, source_id=f"s{i % 2}") for i in range(4)] + [_doc(4), _doc(5)]

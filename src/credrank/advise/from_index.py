@@ -16,11 +16,14 @@ Declared rules (a capability holds when at least :data:`MIN_SHARE` of the docume
   ``verified_at`` or ``published_at``). ``modified_at`` and ``retrieved_at`` (a crawl time)
   do not date the evidence (35.7) and are only reported;
 * ``sources`` / ``stable_source_ids`` -- the identity of a document is its ``source_id`` when
-  at least half the documents carry one, else its host (the key ``credrank reliability``
-  priors also accept). ``sources`` counts the distinct identities; ``stable_source_ids`` holds
-  when at least half the documents carry an identity *and* at least half belong to an
-  identity with two or more documents (an identity seen once cannot be compared with
-  others). Whether identities are stable over time cannot be seen in one index.
+  at least half the documents carry one, else its site: its host without a front-end label
+  (``www.``, ``m.``, ``amp.``…: :func:`~credrank.provenance.hosts.bare_host`, as provenance
+  types it and the provenance inventory counts it; only ``www.`` was taken off). A
+  reliability prior keyed by ``host`` matches the stored host as it is. ``sources`` counts
+  the distinct identities; ``stable_source_ids`` holds when at least half the documents carry
+  an identity *and* at least half belong to an identity with two or more documents (an
+  identity seen once cannot be compared with others). Whether identities are stable over
+  time cannot be seen in one index.
 
 Not derived, left unstated (so absent, and the advice says "not stated"):
 :data:`NOT_DERIVED` gives the reason for each key. In particular ``document_scorer``: stored
@@ -39,6 +42,7 @@ from typing import Any
 
 from credrank.advise.pools import Pool, Profile
 from credrank.documents.schema import DATE_FIELDS
+from credrank.provenance.hosts import bare_host, registered_domain
 
 __all__ = [
     "EVIDENCE_DATES",
@@ -57,8 +61,9 @@ MIN_SHARE = 0.5
 #: the date fields that date the evidence (35.7); the others are counted, not used
 EVIDENCE_DATES: tuple[str, ...] = ("observed_at", "verified_at", "published_at")
 #: the payload fields :func:`index_facts` reads (never ``extra`` or ``text``)
-INDEX_FIELDS: tuple[str, ...] = ("doc_id", "url", "host", "source_type", "source_id",
-                                 *DATE_FIELDS, "machine_text", "credibility", "domain_score")
+INDEX_FIELDS: tuple[str, ...] = ("doc_id", "url", "host", "registered_domain", "source_type",
+                                 "source_id", *DATE_FIELDS, "machine_text", "credibility",
+                                 "domain_score")
 #: profile keys an index cannot show, with the reason
 NOT_DERIVED: dict[str, str] = {
     "calibration_questions": "questions the sources answered are not in an index (RA-RAG "
@@ -158,6 +163,12 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip())
 
 
+def _site(host: str, registered: Any) -> str:
+    """The site of ``host`` (:func:`~credrank.provenance.hosts.bare_host`) under its stored
+    registered domain, else the one the public-suffix list gives."""
+    return bare_host(host, str(registered) if _present(registered) else registered_domain(host))
+
+
 def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
     """Count what payload ``rows`` (dicts with the fields :data:`INDEX_FIELDS`; a missing
     field counts as absent) carry. Pure: no index, no labels."""
@@ -173,7 +184,7 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
         host = row.get("host")
         if _present(host):
             with_host += 1
-            hosts[str(host).removeprefix("www.")] += 1
+            hosts[_site(str(host), row.get("registered_domain"))] += 1
         stype = row.get("source_type")
         types[str(stype) if _present(stype) else "unknown"] += 1
         for name in DATE_FIELDS:
