@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.errors import CandidateVectorError
 from credrank.core.pipeline import FunctionStage, Stage
 from credrank.select import (
     CoverageSelect,
@@ -264,9 +265,12 @@ def test_a_zero_vector_is_an_error_naming_the_candidate() -> None:
     vectors = np.eye(3)
     vectors[1] = 0.0
     batch = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7], vectors=vectors)
-    for stage in (MMRSelect(2, 0.5), CoverageSelect(2, lambda_ilad=0.5, lambda_coverage=0.5)):
-        with pytest.raises(ValueError, match=r"the candidate 'b' has a vector of zeros"):
+    for name, stage in (("mmr", MMRSelect(2, 0.5)),
+                        ("coverage", CoverageSelect(2, lambda_ilad=0.5, lambda_coverage=0.5))):
+        with pytest.raises(CandidateVectorError,
+                           match=rf"^{name}: the candidate 'b' has a vector of zeros") as got:
             stage(batch)
+        assert got.value.doc_id == "b"  # a door names the candidate's vector field by it
 
 
 def test_a_protected_column_of_no_flags_is_said_at_the_parameter() -> None:

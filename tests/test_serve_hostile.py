@@ -821,3 +821,25 @@ def test_openapi_says_the_services_pool_bounds() -> None:
         assert f"at most {most:,} on this service" in props[name]["description"]
         assert "not with pipeline" not in props[name]["description"]
     assert "JSON object" in props["select_params"]["description"]
+
+
+def test_a_zero_vector_a_selector_cannot_use_is_named_at_its_field(app_factory: Any) -> None:
+    """A selector's refusal of a candidate's vector of zeros had no ``errors`` entry (and
+    named the stage by its class): it is said at ``candidates[i].vector``."""
+    from credrank.index.embed import get_embedder
+
+    app = app_factory()
+    v = get_embedder("hashing").embed(["vitamin d"])[0].tolist()
+    cands = [{"id": "a", "text": "vitamin d", "vector": v},
+             {"id": "b", "text": "zero", "vector": [0.0] * len(v)}]
+
+    async def scenario() -> Any:
+        async with asgi_client(app) as c:
+            return await c.post("/rerank", json={"query": "vitamin d", "candidates": cands,
+                                                 "query_vector": v, "select": "mmr",
+                                                 "select_params": {"diversity": 0.5}})
+
+    got = run(scenario())
+    assert got.status_code == 422, got.text
+    assert got.json()["errors"][0]["field"] == "candidates[1].vector"
+    assert got.json()["detail"].startswith("mmr: the candidate 'b' has a vector of zeros")

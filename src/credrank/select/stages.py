@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.errors import CandidateVectorError
 from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import AnyOf, Flag, Integer, ListOf, Nullable, Number, Text
@@ -80,10 +81,11 @@ def _vectors(batch: Candidates, stage: str, why: str) -> np.ndarray:
     x = np.asarray(batch.vectors, dtype=np.float64)
     zero = np.flatnonzero(~np.any(x != 0, axis=1)) if x.ndim == 2 else np.zeros(0, dtype=int)
     if zero.size:
-        raise StageError(f"{stage}: the candidate {str(batch.doc_ids[zero[0]])!r} has a vector "
-                         f"of zeros, which has no direction to compare ({why} compares the "
-                         "candidates' directions); send its text without a vector, or a "
-                         "nonzero vector")
+        doc_id = str(batch.doc_ids[zero[0]])
+        raise CandidateVectorError(
+            f"{stage}: the candidate {doc_id!r} has a vector of zeros, which has no direction "
+            f"to compare ({why} compares the candidates' directions); send its text without a "
+            "vector, or a nonzero vector", doc_id)
     return x
 
 
@@ -162,7 +164,7 @@ class MMRSelect(Selector):
         notes = pool_warnings(self.name, len(batch), self.max_pool,
                               "K cosine rows over the pool's embeddings")
         vectors = (None if self.diversity == 0.0 and batch.vectors is None
-                   else _vectors(batch, "MMRSelect", "MMR"))
+                   else _vectors(batch, "mmr", "MMR"))
         try:
             if vectors is None:
                 picks = np.argsort(-u, kind="stable")[:k]
@@ -273,7 +275,7 @@ class CoverageSelect(Selector):
         n_clusters = self.n_clusters or min(k, len(batch))
         why = ("clusters" if self.intent_column is None
                else f"clusters (column {self.intent_column!r} has no labels)")
-        return intents_from_clusters(_vectors(batch, "CoverageSelect", "clustering"),
+        return intents_from_clusters(_vectors(batch, "coverage", "clustering"),
                                      n_clusters), why
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
@@ -284,7 +286,7 @@ class CoverageSelect(Selector):
             intents, source = self._intents(batch, k)
             vectors: np.ndarray | None
             if self.lambda_ilad > 0:
-                vectors = _vectors(batch, "CoverageSelect", "ILAD")
+                vectors = _vectors(batch, "coverage", "ILAD")
             else:
                 vectors = (None if batch.vectors is None
                            else np.asarray(batch.vectors, dtype=np.float64))

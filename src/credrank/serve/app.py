@@ -49,6 +49,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
 from credrank import __version__
+from credrank.core.errors import CandidateVectorError
 from credrank.index.diskspace import DiskFullError, is_disk_full
 from credrank.index.store import StoreError
 from credrank.pipeline.catalog import CATALOG
@@ -338,15 +339,17 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                    for c in req.candidates]
         return JSON(await run_read(request, plan, cost, state.rerank, req.query, records,
                                    plan.spec, req.retrieval, req.query_vector, req.text,
-                                   embeds=0 if req.query_vector is not None else len(req.query)))
+                                   embeds=0 if req.query_vector is not None else len(req.query),
+                                   ids=[c.id for c in req.candidates]))
 
     async def run_read(request: Request, plan: Plan, cost: Any, work: Any, *args: Any,
-                       embeds: int) -> Rendered:
+                       embeds: int, ids: Sequence[str] = ()) -> Rendered:
         """``work`` through :meth:`ServiceState.read` (``embeds``: the characters of the query
         it embeds; cancelled if the client of ``request`` leaves while it runs in a worker),
         its document serialised by the same thread (:class:`Rendered`: built once, serialised
         once); a spec that cannot be built and a pipeline that cannot run on the request's
-        data answer 422."""
+        data answer 422, a candidate's vector a stage cannot use at ``candidates[i].vector``
+        (``ids``: the candidates' ids, in the request's order)."""
         try:
             return await state.read(cost, _rendering(work), *args, embeds=embeds,
                                     receive=request.receive)
@@ -354,7 +357,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:  # CandidateError included
             detail = state.unpath(str(exc))
-            field = candidate_field(detail) or stage_field(detail, plan)
+            field = (f"candidates[{list(ids).index(exc.doc_id)}].vector"
+                     if isinstance(exc, CandidateVectorError) and exc.doc_id in ids
+                     else candidate_field(detail) or stage_field(detail, plan))
             raise LimitError(422, "invalid_request", detail, field=field) from None
 
     # -- writes --------------------------------------------------------------------------------
