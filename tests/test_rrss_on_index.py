@@ -8,6 +8,7 @@ import json
 import pytest
 
 from credrank.combine import Combine
+from credrank.core.candidates import Candidates
 from credrank.documents.schema import Document
 from credrank.generate.llm import ExtractiveReader
 from credrank.index.embed import HashingEmbedder
@@ -67,6 +68,16 @@ def test_learned_source_prior_shrinks_toward_the_type(index, tmp_path):
     assert prior["s_good1-0"] == pytest.approx((45 * 1.0 + 5 * blog) / 50)
     assert prior["s_bad-0"] == pytest.approx((5 * 0.0 + 5 * blog) / 10)
     assert prior["s_good2-0"] == pytest.approx(blog)  # unknown source: the type prior
+    # what it could use is said: two sources estimated (2 documents each), one from no answers
+    assert out.info["reliability_prior"] == {"key_column": "source_id", "estimated": 4,
+                                             "unknown_source": 2, "no_key": 0}
+    by_host = ShrunkReliabilityPrior({"s_good1.blogspot.com": (1.0, 45)}, "current",
+                                     key_column="host")
+    out = (DenseRetriever(idx, emb, 6) >> by_host >> Combine() >> TopK(6)).search("capital")
+    assert out.info["reliability_prior"]["estimated"] == 2
+    no_ids = Candidates.from_records("q", ["a", "b"], [0.9, 0.8])  # no source ids at all
+    assert stage(no_ids).info["reliability_prior"] == {
+        "key_column": "source_id", "estimated": 0, "unknown_source": 0, "no_key": 2}
 
 
 def test_bad_estimate_file_is_named(tmp_path):

@@ -120,15 +120,27 @@ class ShrunkReliabilityPrior(Stage):
         return cls(read_estimate(path), type_prior, **kwargs)
 
     def transform(self, batch: Candidates) -> Candidates:
+        """The factor of the class docstring; ``info.reliability_prior`` counts the candidates
+        it could use: ``estimated`` (their source has answers in the estimate),
+        ``unknown_source`` (a key the estimate lacks or estimated from no answers: the type
+        prior alone) and ``no_key`` (no value in ``key_column``: an index without source ids
+        falls back to the type prior for every candidate, which it says here)."""
         keys, types = batch.column(self.key_column), batch.column("source_type")
         lam = np.array([self.type_prior.get(str(t), self.default) if t is not None
                         else self.default for t in types], dtype=np.float64)
         r = np.zeros(len(batch))
         n = np.zeros(len(batch))
+        no_key = 0
         for i, key in enumerate(keys):
-            if key is not None and str(key) in self.estimates:
+            if key is None:
+                no_key += 1
+            elif str(key) in self.estimates:
                 r[i], n[i] = self.estimates[str(key)]
-        return batch.with_factor(self.name, shrink_reliability(r, n, lam, self.m), 0.0, 1.0)
+        estimated = int(np.count_nonzero(n))
+        info = {"key_column": self.key_column, "estimated": estimated,
+                "unknown_source": len(batch) - estimated - no_key, "no_key": no_key}
+        return (batch.with_factor(self.name, shrink_reliability(r, n, lam, self.m), 0.0, 1.0)
+                .with_info(reliability_prior=info))
 
     def config(self) -> dict[str, Any]:
         """The parameters as given (a table given in code: ``"in code"``), the key column and
