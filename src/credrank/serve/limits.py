@@ -237,10 +237,11 @@ class ClientGone(Exception):
     is answered (the access log says ``disconnect``)."""
 
 
-async def _disconnected(receive: Receive) -> None:
-    """Return when ``receive`` (a request's, its body already read) says the client left."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+async def _disconnected(receive: Receive) -> bool:
+    """Whether the next message of ``receive`` (a request's, its body already read: an ASGI
+    server answers it when the client leaves) says the client left; ``False`` for another
+    message, after which the client is no longer watched."""
+    return bool((await receive())["type"] == "http.disconnect")
 
 
 async def _finished_within(future: asyncio.Future[Any], seconds: float,
@@ -287,10 +288,11 @@ async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., 
     try:
         finished = await _finished_within(future, timeout_s, sleep, gone)
         if not finished and gone is not None and gone.done():
-            if not gone.cancelled() and gone.exception() is None:
+            if not gone.cancelled() and gone.exception() is None and gone.result():
                 token.cancel()
                 raise ClientGone("the client went away: its work was cancelled")
-            # the watch itself failed (a server's receive raised): wait out the limit
+            # the watch ended otherwise (a server's receive raised, or answered another
+            # message): wait out the limit unwatched
             finished = await _finished_within(future, max(0.0, deadline - loop.time()), sleep)
         if finished:
             return future.result()  # the answer, or the work's own error
