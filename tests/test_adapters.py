@@ -782,3 +782,48 @@ def test_adapters_same_ranking_with_minilm(demo_index_minilm, monkeypatch):
         ran.append("langchain")
     if not ran:
         pytest.skip("no framework extra installed (pip install 'credrank[haystack]' …)")
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_pydantic_adapters_refuse_unknown_options_and_follow_assignments(framework):
+    """LlamaIndex's and LangChain's adapters ignored a misspelt option (``tpo_k=3`` ran with
+    top_k 10, ``freshnes=…`` without freshness), and an option assigned after construction
+    changed the attribute but neither what ran nor what was saved."""
+    need(framework)
+    cls = adapter_classes()[framework]
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) 'freshnes', 'tpo_k'"):
+        cls(embedder="hashing", tpo_k=3, freshnes="half_life=30d")
+    adapter = cls(embedder="hashing", top_k=3)
+    adapter.top_k = 1
+    adapter.priors = "aggressive"
+    assert adapter.spec.top_k == 1 and adapter._scorer.spec.top_k == 1
+    assert adapter.spec.to_dict()["stages"][0]["priors"] == "aggressive"
+    saved = adapter.to_dict() if framework == "llamaindex" else adapter.model_dump()
+    again = (cls.from_dict(saved) if framework == "llamaindex" else cls(**saved))
+    assert again.spec.top_k == 1  # what is saved follows too
+    with pytest.raises(ValueError, match=r"^top_k: expected an integer in \[1, 10000000\], "
+                                         r"got 0"):
+        adapter.top_k = 0
+    assert adapter.top_k == 1 and adapter.spec.top_k == 1  # refused: nothing changed
+    copy = adapter.model_copy(update={"top_k": 2})
+    assert copy.spec.top_k == 2 and adapter.spec.top_k == 1
+    with pytest.raises(TypeError, match="unexpected field"):
+        adapter.model_copy(update={"tpo_k": 2})
+    # the library's words, not pydantic's, for a value of the wrong type
+    assert "top_k: expected an integer in [1, 10000000], got 2.5" in _message(
+        lambda: cls(embedder="hashing", top_k=2.5))
+
+
+def test_langchain_retriever_refuses_unknown_fields_and_a_text_fetch_k():
+    need("langchain")
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    compressor = CredibilityCompressor(embedder="hashing")
+    with pytest.raises(ValueError, match="fetchk"):
+        CredibilityRetriever(vectorstore=store, compressor=compressor, fetchk=50)
+    with pytest.raises(ValueError, match=r"fetch_k: expected an integer >= 10, got '40'"):
+        CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k="40")

@@ -198,22 +198,61 @@ def signature() -> inspect.Signature:
 def pydantic_fields(field: Callable[..., Any]) -> dict[str, tuple[Any, Any]]:
     """``name -> (annotation, field(...))`` for ``pydantic.create_model``: the options and
     ``pipeline`` as the fields of a LlamaIndex or LangChain component (``field`` is that
-    framework's ``Field``)."""
+    framework's ``Field``). Each is typed ``Any``: :class:`CredrankScorer` validates the
+    values, with the library's validators and words (``top_k: expected an integer in [1,
+    10000000], got 2.5``), as every other door does; pydantic's own types coerced some
+    (``"no"`` and ``0`` as false, ``top_k=True`` as 1) and said the rest in its words."""
     out: dict[str, tuple[Any, Any]] = {}
     for o in (PIPELINE, *OPTIONS.values()):
-        if isinstance(o.default, tuple):
-            out[o.name] = (o.annotation, field(default_factory=list, description=o.help))
-        else:
-            # true/false and integers as every other door takes them: pydantic's lax mode read
-            # "no" and 0 as false, and top_k=True as 1
-            strict = {"strict": True} if o.annotation in _STRICT else {}
-            out[o.name] = (o.annotation, field(default=o.default, description=o.help,
-                                               **strict))
+        default = ({"default_factory": list} if isinstance(o.default, tuple)
+                   else {"default": o.default})
+        out[o.name] = (Any, field(description=o.help, **default))
     return out
 
 
-#: the option annotations validated strictly (:func:`pydantic_fields`)
-_STRICT = (bool, int, int | None, float | None)
+class ScorerFields:
+    """Mixed into a pydantic adapter model whose fields are :data:`OPTIONS` and ``pipeline``
+    and which runs them as ``self._scorer`` (a :class:`CredrankScorer`): an option assigned
+    after construction (``p.top_k = 1``), or changed by ``model_copy(update=…)``, is
+    validated and rebuilds the scorer, so that what runs and what is saved follow it (the
+    attribute changed, and the old configuration ran and was saved). A value the scorer
+    refuses raises, and the attribute keeps its value. The model also forbids unknown
+    fields (``model_config = ConfigDict(extra="forbid")``: a misspelt option was ignored)."""
+
+    _scorer: CredrankScorer
+
+    def __init__(self, /, **data: Any) -> None:
+        fields = type(self).model_fields  # type: ignore[attr-defined]
+        unknown = sorted(set(data) - set(fields))
+        if unknown:  # in the words of CredrankScorer (and the Haystack component)
+            raise TypeError(f"unexpected option(s) {', '.join(map(repr, unknown))}; expected "
+                            f"one of {', '.join(fields)}")
+        super().__init__(**data)
+
+    def _scorer_with(self, **changes: Any) -> CredrankScorer:
+        values = {n: changes[n] if n in changes else getattr(self, n) for n in OPTIONS}
+        pipeline = changes["pipeline"] if "pipeline" in changes else self.pipeline  # type: ignore[attr-defined]
+        return CredrankScorer(pipeline, **values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "pipeline" or name in OPTIONS:
+            scorer = self._scorer_with(**{name: value})  # raises before anything changes
+            super().__setattr__(name, value)
+            super().__setattr__("_scorer", scorer)
+        else:
+            super().__setattr__(name, value)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> Any:
+        fields = type(self).model_fields  # type: ignore[attr-defined]
+        unknown = sorted(set(update or ()) - set(fields))
+        if unknown:
+            raise TypeError(f"unexpected field(s) {', '.join(map(repr, unknown))}; expected "
+                            f"one of {', '.join(fields)}")
+        copy = super().model_copy(update=update, deep=deep)  # type: ignore[misc]
+        if update:
+            copy._scorer = copy._scorer_with()
+        return copy
 
 
 def read_pipeline(value: Any, where: str = "pipeline") -> PipelineSpec:

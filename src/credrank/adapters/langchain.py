@@ -66,6 +66,7 @@ from credrank.adapters._common import (
     OPTIONS,
     CredrankScorer,
     Passage,
+    ScorerFields,
     pydantic_fields,
 )
 from credrank.core.validation import check_int
@@ -88,20 +89,22 @@ _Fields = create_model(  # type: ignore[call-overload]  # fields as a dict of (t
     **pydantic_fields(Field))
 
 
-class CredibilityCompressor(_Fields):  # type: ignore[misc,valid-type]
+class CredibilityCompressor(ScorerFields, _Fields):  # type: ignore[misc,valid-type]
     """Rerank documents with a credrank pipeline (by default similarity × source-reliability
     prior), as ``credrank search`` ranks them.
 
     Fields: ``pipeline`` (a spec) and the options every adapter takes
     (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
     or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
-    ``ValueError``); ``score_key``: the metadata key of the retrieval score for
-    ``retrieval="given"`` and ``"auto"`` (:class:`CredibilityRetriever` passes the store's
+    ``ValueError``; an unknown option is a ``TypeError`` naming it; an option assigned later is
+    validated and takes effect: :class:`~credrank.adapters._common.ScorerFields`);
+    ``score_key``: the metadata key of the retrieval score for ``retrieval="given"`` and
+    ``"auto"`` (:class:`CredibilityRetriever` passes the store's
     relevance scores itself). ``model_dump()`` is the adapter options, ``score_key`` and
     ``pipeline`` as a spec (``CredibilityCompressor(**dump)`` reads it back).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     score_key: str = "score"
     _scorer: CredrankScorer = PrivateAttr()
@@ -177,10 +180,12 @@ class CredibilityRetriever(BaseRetriever):
     the compressor's pipeline's (3 × its ``top_k`` unless the spec says otherwise).
     """
 
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
     vectorstore: VectorStore | None = None
     retriever: BaseRetriever | None = None
     compressor: CredibilityCompressor = Field(default_factory=CredibilityCompressor)
-    fetch_k: int | None = None
+    fetch_k: Any = None  # checked by _check, in the library's words
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -37,6 +37,7 @@ from typing import Any
 
 try:
     from llama_index.core.bridge.pydantic import (
+        ConfigDict,
         Field,
         PrivateAttr,
         SerializationInfo,
@@ -55,6 +56,7 @@ from credrank.adapters._common import (
     OPTIONS,
     CredrankScorer,
     Passage,
+    ScorerFields,
     pydantic_fields,
 )
 from credrank.pipeline.spec import PipelineSpec
@@ -66,17 +68,21 @@ _Fields = create_model(  # type: ignore[call-overload]  # fields as a dict of (t
     **pydantic_fields(Field))
 
 
-class CredibilityPostprocessor(_Fields):  # type: ignore[misc,valid-type]
+class CredibilityPostprocessor(ScorerFields, _Fields):  # type: ignore[misc,valid-type]
     """Rerank nodes with a credrank pipeline (by default similarity × source-reliability
     prior), as ``credrank search`` ranks them.
 
     Fields: ``pipeline`` (a spec) and the options every adapter takes
     (:data:`credrank.adapters._common.OPTIONS`), validated at construction (a bad ``priors``
     or spec raises its message, naming the field, inside pydantic's ``ValidationError``, a
-    ``ValueError``). ``retrieval``: ``auto`` (default; module docstring), ``cosine`` or
-    ``given`` (``NodeWithScore.score``). ``to_dict`` /
-    ``from_dict`` carry the adapter options and ``pipeline`` as a spec.
+    ``ValueError``; an unknown option is a ``TypeError`` naming it; an option assigned later is
+    validated and takes effect: :class:`~credrank.adapters._common.ScorerFields`).
+    ``retrieval``: ``auto`` (default; module docstring), ``cosine`` or ``given``
+    (``NodeWithScore.score``). ``to_dict`` / ``from_dict`` carry the adapter options and
+    ``pipeline`` as a spec.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     _scorer: CredrankScorer = PrivateAttr()
 
