@@ -331,3 +331,9 @@ def test_readme_langchain_example_embeds_nothing(monkeypatch: pytest.MonkeyPatch
     assert counting.texts == 0  # credrank embedded neither the pool nor the query
     assert {d.metadata["credrank"]["retrieval"] for d in scope["docs"]} == {"given"}
     assert "government" in capsys.readouterr().out
+    # what it shows: the blog is the closer page, and the NIH page ranks first (with size=64
+    # the NIH page's cosine was negative, scored 0: the example put the blog first)
+    docs = scope["docs"]
+    assert [d.metadata["credrank"]["source_type"] for d in docs] == ["government", "blog"]
+    sims = [d.metadata["credrank"]["score_breakdown"]["retrieval_score"] for d in docs]
+    assert sims[1] > sims[0] > 0
