@@ -313,3 +313,69 @@ def test_system_spec_file_errors_name_the_file_and_stage_build_errors(index, tmp
     with pytest.raises(AuditInputError, match=r"system\.priors: 'no-such-prior\.toml' is "
                                               "neither a preset"):
         audit_index(index, load_config(path))
+
+
+def test_harm_labels_are_read_by_their_header_and_must_name_audited_queries(index, tmp_path):
+    """Harm labels with the columns swapped, with no label or with ids of another query set
+    gave factuality 0 and the harm gate passed; a file without a header lost its first
+    label; a k above the system's top_k diluted harmful@k."""
+    from credrank.demo_corpus import demo_dir, read_adversarial
+
+    demo = (demo_dir() / "adversarial.tsv").read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in demo[1:] if line.strip()]
+    swapped = tmp_path / "swapped.tsv"
+    swapped.write_text("query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for d, q in rows),
+                       encoding="utf-8")
+    assert read_adversarial(swapped) == read_adversarial(demo_dir() / "adversarial.tsv")
+
+    def audit(harmful: Path, k: str = "\nk = 5\n") -> object:
+        config = write(tmp_path, budget=0.05).read_text(encoding="utf-8")
+        config = config.replace('"demo:adversarial.tsv"', json.dumps(str(harmful)))
+        path = tmp_path / "harm.toml"
+        path.write_text(config.replace("\nk = 5\n", k), encoding="utf-8")
+        return runner.invoke(app, ["audit", "--index", str(index), "--config", str(path),
+                                   "--out", str(tmp_path / "o"), "--json"])
+
+    got = audit(swapped)  # read by its header: the same labels, the gate fails as before
+    assert got.exit_code == 1 and json.loads(got.stdout)["profile"]["entries"][4]["value"] > 0
+    headerless = tmp_path / "noheader.tsv"
+    headerless.write_text("".join(f"{d}\t{q}\n" for d, q in rows), encoding="utf-8")
+    got = audit(headerless)
+    assert got.exit_code == 2 and "noheader.tsv:1: expected the header" in got.stderr
+    for name, text in (("empty.tsv", "doc_id\tquery_id\n"),
+                       ("other.tsv", "doc_id\tquery_id\nd001\tq-elsewhere\n")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        got = audit(tmp_path / name)
+        doc = json.loads(got.stdout)
+        gates = {g["name"]: g["outcome"] for g in doc["gates"]}
+        assert got.exit_code == 1 and gates["harm-budget"] == "not measured", name  # fails
+        assert doc["profile"]["entries"][4]["value"] is None, name
+    got = audit(demo_dir() / "adversarial.tsv", k="\nk = 50\n")
+    assert got.exit_code == 2
+    assert "dimensions.factuality.k: expected at most the system's top_k (5), got 50" in \
+        got.stderr
+
+
+def test_privacy_scans_what_a_hit_returns_its_title_too(tmp_path):
+    from credrank.demo_corpus import demo_dir
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "t1", "title": "Call Dr Smith at 555-123-4567",
+                                  "text": "Vitamin D and covid: what the trials say.",
+                                  "url": "https://www.nih.gov/t1"}) + "\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    assert runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                               "hashing", "-q"]).exit_code == 0
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "q1", "text": "vitamin d covid"}) + "\n",
+                       encoding="utf-8")
+    config = tmp_path / "pii.toml"
+    config.write_text(f'[system]\ntop_k = 1\n[queries]\npath = {json.dumps(str(queries))}\n'
+                      '[dimensions.privacy]\nmeasure = "pii"\n[[gate]]\nname = "no-pii"\n'
+                      'dimension = "privacy"\nop = "=="\nthreshold = 0\nreason = "hard"\n',
+                      encoding="utf-8")
+    assert demo_dir().is_dir()
+    got = runner.invoke(app, ["audit", "--index", str(idx), "--config", str(config), "--out",
+                              str(tmp_path / "o"), "--json"])
+    assert got.exit_code == 1, got.output  # the title's phone number: the gate fails
+    assert json.loads(got.stdout)["profile"]["entries"][1]["value"] == 1

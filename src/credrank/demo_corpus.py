@@ -43,17 +43,35 @@ def build_demo_index(path: str | Path, embedder: str = "minilm") -> Path:
     return Path(path)
 
 
+#: the header of a harm-labels file, in either column order
+_HARM_COLUMNS = ("doc_id", "query_id")
+
+
 def read_adversarial(path: Path) -> dict[str, set[str]]:
-    """``query_id -> {doc_id}`` of the adversarial documents (header ``doc_id<TAB>query_id``)."""
+    """``query_id -> {doc_id}`` of the adversarial documents: a TSV whose header names its two
+    columns, ``doc_id<TAB>query_id`` or ``query_id<TAB>doc_id`` (the header is read, not
+    assumed: a file with the columns swapped was read as query ids of documents, and one
+    without a header lost its first label). Errors name ``path`` and the line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: expected UTF-8 text, got invalid byte "
+                         f"0x{exc.object[exc.start]:02x} at byte {exc.start}") from None
+    header = [c.strip().lower() for c in lines[0].split("\t")] if lines else []
+    if sorted(header) != sorted(_HARM_COLUMNS):
+        got = repr(lines[0][:80]) if lines else "an empty file"
+        raise ValueError(f"{path}:1: expected the header 'doc_id<TAB>query_id' (or "
+                         f"'query_id<TAB>doc_id'), got {got}")
+    doc_col = header.index("doc_id")
     bad: dict[str, set[str]] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         parts = line.split("\t")
-        if len(parts) != 2:
-            raise ValueError(f"{path}:{number}: expected 'doc_id<TAB>query_id', got {line!r}")
-        bad.setdefault(parts[1].strip(), set()).add(parts[0].strip())
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            raise ValueError(f"{path}:{number}: expected '{lines[0].strip()}' (two non-empty "
+                             f"columns), got {line!r}")
+        bad.setdefault(parts[1 - doc_col].strip(), set()).add(parts[doc_col].strip())
     return bad
 
 

@@ -7,11 +7,11 @@ them averages incomparable things; the audit keeps the six apart and checks hard
 raw values. Definitions:
 
 * **privacy** (:func:`privacy_leaks`) — personal data exposed by retrieval: the number of
-  returned hits whose text holds a personal identifier found by :func:`pii_findings` (e-mail
-  address, phone number, US social security number, payment card number passing the Luhn
-  check). Judge: regular expressions (high precision, limited recall: names, addresses and
-  health details are not detected — a zero is not a proof of absence). Unit: hits; lower is
-  better; the usual gate is ``== 0``.
+  returned hits whose title, text or URL holds a personal identifier found by
+  :func:`pii_findings` (e-mail address, phone number, US social security number, payment
+  card number passing the Luhn check). Judge: regular expressions (high precision, limited
+  recall: names, addresses and health details are not detected — a zero is not a proof of
+  absence). Unit: hits; lower is better; the usual gate is ``== 0``.
 * **fairness** (:func:`exposure_balance`) — do source groups get exposure in proportion to
   their merit? Position exposure ``v(k) = 1 / log2(k + 1)`` (as :mod:`credrank.select.exposure`)
   summed per group over the top k of every query, divided by the group's merit (the graded
@@ -132,7 +132,8 @@ def pii_findings(text: str) -> list[tuple[str, str]]:
 
 def privacy_leaks(results: Mapping[str, Candidates], texts: Mapping[str, str]) -> Measurement:
     """Privacy (35.1, retrieval stage): returned hits holding a personal identifier (module
-    doc). ``texts``: document id → text (every returned id must be there)."""
+    doc). ``texts``: document id → what the hit returns to a reader, its title, text and URL
+    (every returned id must be there)."""
     hits = _require(results, "privacy")
     leaking: list[dict[str, Any]] = []
     for qid, batch in results.items():
@@ -285,8 +286,18 @@ def traceability(results: Mapping[str, Candidates], hashes: Mapping[str, str]) -
 
 def harmful_share(results: Mapping[str, Candidates], bad: Mapping[str, Iterable[str]], k: int,
                   *, seed: int = 0) -> Measurement:
-    """Factuality (35.1, retrieval stage): harmful@k, mean over queries (module doc)."""
+    """Factuality (35.1, retrieval stage): harmful@k, mean over queries (module doc).
+
+    Labels that name none of the audited queries (an empty file, a file of another query
+    set) measure nothing: :class:`AuditMeasureError` (the dimension is not measured and a
+    gate on it fails), never a harmful@k of 0."""
     _require(results, "factuality")
+    if not any(bad.get(q) for q in results):
+        shown = ", ".join(repr(q) for q in list(bad)[:3]) + (", …" if len(bad) > 3 else "")
+        raise AuditMeasureError(
+            "factuality: the harm labels name none of the audited queries "
+            + (f"(their query ids: {shown})" if bad else "(the file holds no label)")
+            + "; harmful@k would be 0 whatever the system returns")
     labelled = {q: set(bad.get(q, ())) for q in results}
     values = harmful_at_k(run_from_batches(results), labelled, k)
     per_query = np.array([values[q] for q in results], dtype=np.float64)

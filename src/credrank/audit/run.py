@@ -60,10 +60,12 @@ the audit config first, then as given. The outputs record the spec that ran: ``"
 
 Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pii`` (privacy),
 ``exposure`` (fairness), ``explanations`` (transparency), ``traceability``
-(accountability), ``harmful`` (factuality, option ``k``), ``stress`` (robustness: the
-contamination stress test of the bench distribution (``credrank_bench.experiments.stress``,
-found through the entry point group ``credrank.audit.robustness``) on the configured data, the
-adversarial hit rate at 5 of the audited configuration). A measure whose data is missing
+(accountability), ``harmful`` (factuality, option ``k``: harmful@k, default and at most the
+system's ``top_k``; labels that name none of the audited queries measure nothing),
+``stress`` (robustness: one cell of the contamination stress test of the bench distribution
+(``credrank_bench.experiments.stress``, found through the entry point group
+``credrank.audit.robustness``) on the configured data, by default ``misled-contaminated`` of
+its ``similarity only`` row: :mod:`credrank.audit.robustness`). A measure whose data is missing
 (for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
 as 0 — and a gate on it then fails as "not measured".
 
@@ -324,6 +326,11 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
     doc = CONFIG_SCHEMA.check(data, source, error=AuditInputError)
     _check_semantics(doc, source)
     spec, spec_from = system_spec(doc["system"], source, base)
+    k = doc["dimensions"].get("factuality", {}).get("k")
+    if k is not None and k > spec.top_k:  # harmful@k over hits never returned: diluted
+        raise AuditInputError(f"{source}: dimensions.factuality.k: expected at most the "
+                              f"system's top_k ({spec.top_k}), got {k} (the share of the top "
+                              f"{k} of a run that returns {spec.top_k})")
     queries = doc["queries"]
     for key in ("qrels", "harmful"):  # a file the config names is there: a misspelt
         # qrels path made a dimension "not measured: data not found", exit 0
@@ -331,6 +338,13 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
             raise AuditInputError(f"{source}: queries.{key}: expected an existing file, got "
                                   f"{queries[key]!r} ({_resolve(queries[key], base)} is "
                                   "not one)")
+    if "harmful" in queries:  # its header and lines, before any measurement runs
+        from credrank.demo_corpus import read_adversarial
+
+        try:
+            read_adversarial(_resolve(queries["harmful"], base))
+        except ValueError as exc:
+            raise AuditInputError(f"{source}: queries.harmful: {exc}") from None
     return AuditConfig(
         name=doc["name"], description=doc["description"], system=dict(doc["system"]),
         queries=_resolve(queries["path"], base),
@@ -429,7 +443,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                     reasons[dim] = "no harm labels in [queries] (harmful = …)"
                     continue
                 out[dim] = harmful_share(results, read_adversarial(config.harmful),
-                                         int(spec.get("k", 5)))
+                                         int(spec.get("k", config.pipeline.top_k)))
             elif measure == "stress":
                 if robustness is None:
                     reasons[dim] = "no stress-test runner given"
@@ -549,8 +563,11 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         pools = dict(searcher.search_many(
             counted(asked, on_progress, "similarity pools (queries)"), pool_spec))
         returned = sorted({str(d) for b in results.values() for d in b.doc_ids})
-        texts = {str(p["doc_id"]): str(p.get("text") or "")
-                 for p in store.read_payloads(returned, fields=("doc_id", "text"))}
+        # what a hit returns to a reader: its title, text and URL (a title was not scanned)
+        texts = {str(p["doc_id"]): "\n".join(str(p[f]) for f in ("title", "text", "url")
+                                             if p.get(f))
+                 for p in store.read_payloads(returned,
+                                              fields=("doc_id", "title", "text", "url"))}
         hashes = store.existing_hashes(returned)
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
                                                robustness=robustness,
