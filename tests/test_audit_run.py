@@ -379,3 +379,18 @@ def test_privacy_scans_what_a_hit_returns_its_title_too(tmp_path):
                               str(tmp_path / "o"), "--json"])
     assert got.exit_code == 1, got.output  # the title's phone number: the gate fails
     assert json.loads(got.stdout)["profile"]["entries"][1]["value"] == 1
+
+
+def test_the_audit_refuses_an_out_folder_where_it_would_replace_its_config(index, tmp_path):
+    """A config kept as OUT/profile.toml was replaced by the filled profile without a word
+    (the next run failed on it); refused before any measurement."""
+    out = tmp_path / "ow"
+    out.mkdir()
+    config = out / "profile.toml"
+    config.write_text(write(tmp_path).read_text(encoding="utf-8"), encoding="utf-8")
+    before = config.read_text(encoding="utf-8")
+    got = runner.invoke(app, ["audit", "--index", str(index), "--config", str(config),
+                              "--out", str(out)])
+    assert got.exit_code == 2
+    assert f"which would replace its config {config}" in got.stderr
+    assert config.read_text(encoding="utf-8") == before

@@ -477,6 +477,22 @@ def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | N
     return parse_profile(doc, config.source)
 
 
+#: the files :func:`write_outputs` writes into ``--out``
+OUTPUT_NAMES = ("profile.toml", "profile.json", "gates.json", "measurements.json",
+                "radar.png", "radar.svg", "report.md", "report.html")
+
+
+def inputs_among_outputs(config: AuditConfig, out: Path) -> list[tuple[str, Path]]:
+    """``(what, path)`` of each input of ``config`` that an output in ``out`` would replace (a
+    config kept as ``OUT/profile.toml`` was overwritten by the filled profile, and the next
+    run failed on it)."""
+    outputs = {(out / name).resolve() for name in OUTPUT_NAMES}
+    inputs = [("config", Path(config.source)), ("queries", config.queries),
+              ("qrels", config.qrels), ("harm labels", config.harmful)]
+    return [(what, path) for what, path in inputs
+            if path is not None and path.resolve() in outputs]
+
+
 def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
     """profile.toml/json, gates.json, measurements.json, radar.png/svg, report.md/html."""
     from credrank.audit.profile import gate_document, profile_to_json

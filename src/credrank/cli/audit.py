@@ -177,7 +177,12 @@ def audit(
 
 
 def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> None:
-    from credrank.audit.run import audit_index, load_config, write_outputs
+    from credrank.audit.run import (
+        audit_index,
+        inputs_among_outputs,
+        load_config,
+        write_outputs,
+    )
     from credrank.index.store import StoreError
 
     try:
@@ -188,6 +193,9 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
     # what would fail only after every measurement: said before any
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: expected a folder (for the profile, radar and report), got a file")
+    for what, path in inputs_among_outputs(cfg, out):
+        fail(f"--out {out}: the audit writes {path.name} there, which would replace its "
+             f"{what} {path}; choose another folder")
     if not Path(cfg.queries).exists():
         fail(f"{config}: queries: expected an existing queries file (or a folder holding "
              f"queries.jsonl), got {cfg.queries}: no such file")
