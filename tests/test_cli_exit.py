@@ -155,6 +155,11 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("context-half-life-negative", ("context", "fever", "--index", "idx", "--half-life", "-1"),
      "half"),
     ("context-missing-index", ("context", "fever", "--index", "nowhere"), "nowhere"),
+    # a byte that is not UTF-8 (argv decodes it as a lone surrogate): it reached the JSON
+    ("search-query-not-utf8", (*SEARCH[:1], "vit\udcffamin", *SEARCH[2:]),
+     "query: expected UTF-8 text, got the invalid byte 0xff at character 4"),
+    ("context-query-not-utf8", ("context", "vit\udcffamin", "--index", "idx"),
+     "query: expected UTF-8 text, got the invalid byte 0xff"),
     ("bench-unknown", ("bench", "nosuch"), "nosuch"),
     ("bench-path-missing", ("bench", "trec2019-hm", "--path", "nope.csv"), "nope.csv"),
     ("bench-checkpoint-without-model", ("bench", "demo", "--checkpoint", "c.jsonl"),

@@ -60,6 +60,19 @@ def labelled(label: str, style: str, message: str) -> Text:
     return Text.assemble((label, style), " ", message)
 
 
+def check_text_argument(name: str, value: str) -> None:
+    """Exit 2 unless ``value`` (a text argument: a query, a question) is non-empty UTF-8. A
+    byte that is not UTF-8 reaches Python as a lone surrogate (``\\udcff``), which the JSON
+    output then carried, and no strict JSON reader takes; a file argument is a path, which
+    may hold any bytes, and is not checked here."""
+    if not value.strip():
+        fail(f"{name}: expected non-empty text")
+    bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        fail(f"{name}: expected UTF-8 text, got the invalid byte 0x{ord(bad) - 0xdc00:02x} "
+             f"at character {value.index(bad) + 1}")
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code``. The message is never
     broken into lines by the console width (``soft_wrap``): a path or a quoted value stays

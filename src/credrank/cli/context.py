@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import err, fail
+from credrank.cli.common import check_text_argument, err, fail
 from credrank.cli.index import check_index_option
 from credrank.cli.specs import (
     PipelineOption,
@@ -85,8 +85,7 @@ def context(
     """Print what the generator would see: the top-k passages with credibility tiers."""
     if index_dir is None:
         fail("--index: required (the index directory to search)")
-    if not query.strip():
-        fail("query: expected non-empty text")
+    check_text_argument("query", query)
     if granularity not in GRANULARITIES:
         fail(f"--granularity: expected one of {', '.join(GRANULARITIES)}, got {granularity!r}")
     try:

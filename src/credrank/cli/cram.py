@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from credrank.cli.common import Bars, QuietOption, err, fail, show_progress
+from credrank.cli.common import Bars, QuietOption, check_text_argument, err, fail, show_progress
 from credrank.cram.models import MODEL_NAMES, LoadedModel, load_cram_model
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -246,8 +246,7 @@ def answer(
     from credrank.cram.prompt import render_prompt
     from credrank.searcher import Searcher
 
-    if not question.strip():
-        fail("question: expected non-empty text")
+    check_text_argument("question", question)
     if top_k < 1:
         fail(f"--top-k: expected an integer >= 1, got {top_k}")
     if not index.is_dir():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import console, err, fail, hit_cell, warn
+from credrank.cli.common import check_text_argument, console, err, fail, hit_cell, warn
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -82,8 +82,8 @@ def search(
         fail("--trec-run: only with --queries FILE")
     if trec_run is not None and as_json:
         fail("--trec-run and --json exclude each other: the run file, or JSON lines on stdout")
-    if query is not None and not query.strip():
-        fail("query: expected non-empty text")
+    if query is not None:
+        check_text_argument("query", query)
     try:
         check_text(text, "--text")
     except ValueError as exc:
