@@ -16,7 +16,7 @@ process shows:
   after an error overtook the model load; repeated) and one error case of each way a command
   refuses, through the console script (its exit status, its stderr);
 * ``test_cli_process.py``: the entry point's exit status, a reader of stdout that went away
-  (exit 141, no traceback);
+  (exit 141, no traceback), a stdout on a full disk or closed and a closed stderr;
 * ``test_index.py``, ``test_index_lock.py``, ``test_credibility_index.py`` (``PausedIndexer``,
   ``credrank score credibility``): SIGINT and SIGTERM in the middle of a run, the index lock
   between processes; ``test_priors_cli.py``: concurrent writers in several processes;

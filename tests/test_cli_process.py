@@ -49,6 +49,37 @@ def test_a_reader_that_went_away_is_exit_141_without_a_traceback(
         assert bad not in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["help", "search", "search --json"])
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_a_stdout_that_refuses_writes_is_one_error_line_exit_1(
+        command: str, stdout: str, demo_index_hashing: Path) -> None:
+    """stdout on a full disk (``/dev/full``) or closed (``>&-``: Python's ``sys.stdout`` is
+    ``None``): a traceback (``OSError: No space left on device``, ``AttributeError:
+    'NoneType' object has no attribute 'write'``); now one line naming stdout, exit 1."""
+    args = (["--help"] if command == "help" else
+            ["search", "vitamin d", "--index", str(demo_index_hashing),
+             *(["--json"] if command.endswith("--json") else [])])
+    env = {k: v for k, v in os.environ.items() if k != "CREDRANK_EMBED_BACKEND"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([str(CREDRANK), *args], stderr=subprocess.PIPE, text=True,
+                              env=env, timeout=300, check=False,
+                              **({"stdout": full} if stdout == "full" else
+                                 {"stdout": subprocess.DEVNULL,
+                                  "preexec_fn": lambda: os.close(1)}))
+    reason = ("No space left on device" if stdout == "full"
+              else "the stream is closed (the process was started without it)")
+    assert (proc.returncode, proc.stderr) == (1, f"error: stdout: {reason}\n")
+
+
+def test_a_closed_stderr_keeps_the_exit_code() -> None:
+    """``credrank … 2>&-``: a usage error exited 1 (the ``AttributeError`` of writing its
+    message to ``None``); the message goes nowhere, as asked, and the code stays 2."""
+    proc = subprocess.run([str(CREDRANK), "search", "x", "--index", "/nonexistent/idx"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          timeout=300, check=False, preexec_fn=lambda: os.close(2))
+    assert proc.returncode == 2 and proc.stdout == ""
+
+
 def test_the_console_script_puts_idle_blas_threads_to_sleep(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``main`` (the entry point) sets ``OPENBLAS_THREAD_TIMEOUT`` before the command runs,

@@ -391,6 +391,7 @@ def run(args: list[str] | None = None) -> int:
     (:func:`static_help`), ``credrank COMMAND --help`` are answered here, before typer is
     imported (the first command a user types is the cheapest)."""
     argv = list(sys.argv[1:] if args is None else args)
+    _closed_streams()
     try:
         if argv in ([], ["--help"]):
             encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
@@ -405,9 +406,28 @@ def run(args: list[str] | None = None) -> int:
             return 0
     except BrokenPipeError:
         return 141
+    except OSError as exc:  # a full disk, a closed stdout
+        from credrank.cli.pipe import say_write_failed
+
+        say_write_failed(exc)
+        return 1
     from credrank.cli.root import run_app
 
     return run_app(argv)
+
+
+def _closed_streams() -> None:
+    """A process started with stdout or stderr closed (``>&-``, ``2>&-``) has ``None`` for
+    it, and the first write was an ``AttributeError`` traceback (exit 1, also for a usage
+    error). A closed stderr then discards what it is given (the exit code still says how the
+    command ended); a closed stdout refuses every write (:class:`~credrank.cli.pipe.
+    ClosedStream`: ``error: stdout: …``, exit 1, where a command has output to give)."""
+    from credrank.cli.pipe import ClosedStream
+
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # the process's, never closed
+    if sys.stdout is None:
+        sys.stdout = ClosedStream()
 
 
 def exit_process(code: int) -> NoReturn:

@@ -1,11 +1,14 @@
 """The reader of stdout going away (``credrank search … | head``): every command then ends as
-a shell reports SIGPIPE, exit 141 with nothing on stderr. Standard library only, so that the
-guard :func:`credrank.cli.root.run_app` puts on ``sys.stdout`` costs no import of its own
-(``credrank.cli.common``, which brings rich, is imported by the commands that print with it)."""
+a shell reports SIGPIPE, exit 141 with nothing on stderr; a stdout that refuses a write (a full
+disk, a closed descriptor) ends it with ``error: stdout: REASON``, exit 1. Standard library
+only, so that the guard :func:`credrank.cli.root.run_app` puts on ``sys.stdout`` costs no
+import of its own (``credrank.cli.common``, which brings rich, is imported by the commands
+that print with it)."""
 
 from __future__ import annotations
 
 import codecs
+import errno
 import io
 import os
 import select
@@ -23,6 +26,41 @@ def reader_gone() -> NoReturn:
     except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
         pass
     raise SystemExit(141)
+
+
+def write_failed(exc: OSError) -> NoReturn:
+    """End a command whose stdout refused a write (a full disk, ``> /dev/full``; a closed
+    stdout): :func:`say_write_failed`, exit 1, as a shell tool ends on a write error."""
+    say_write_failed(exc)
+    raise SystemExit(1)
+
+
+def say_write_failed(exc: OSError) -> None:
+    """``error: stdout: REASON`` on stderr; what is still buffered for stdout goes to the null
+    device instead of failing again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
+        pass
+    try:
+        sys.stderr.write(f"error: stdout: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # no stderr either: the exit code says it
+        pass
+
+
+class ClosedStream(io.TextIOBase):
+    """What ``sys.stdout`` is when the process started with it closed (``credrank … >&-``;
+    Python makes it ``None``, and the first write was an ``AttributeError`` traceback): every
+    write fails as writing to a closed descriptor does (``EBADF``), which
+    :class:`PipeStdout` reports as :func:`write_failed`."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "the stream is closed (the process was started without it)")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "the stream is closed (the process was started without it)")
 
 
 class PipeStdout:
@@ -54,6 +92,8 @@ class PipeStdout:
             return self._write_all(text)
         except BrokenPipeError:
             reader_gone()
+        except OSError as exc:
+            write_failed(exc)
 
     def _write_all(self, text: str) -> int:
         """Write ``text`` to the raw file until it took every byte (or failed)."""
@@ -77,6 +117,8 @@ class PipeStdout:
             self.wrapped.flush()
         except BrokenPipeError:
             reader_gone()
+        except OSError as exc:
+            write_failed(exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.wrapped, name)
