@@ -77,3 +77,44 @@ def test_wilson_interval():
     lo, hi = wilson(38, 50, z=1.96)
     assert lo == pytest.approx(0.6258, abs=1e-3) and hi == pytest.approx(0.8570, abs=1e-3)
     assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_a_bad_file_is_named_with_its_line(tmp_path):
+    """A short row was a ``TypeError`` traceback, a file that is not gzip said only "Not a
+    gzipped file", a byte that is not UTF-8 named no file."""
+    import gzip
+
+    header = "topic_id,correct_stance,host,helpful_probability\n"
+    ok = "101,helpful,a.com,0.9\n"
+    cases = {"short.csv.gz": (header + ok + "101,unhelpful,short.com\n",
+                              r"short\.csv\.gz:3: expected 4 columns, got 3"),
+             "long.csv.gz": (header + ok + "101,helpful,b.com,0.2,x\n",
+                             r"long\.csv\.gz:3: expected 4 columns, got 5")}
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(text.encode("utf-8")))
+        with pytest.raises(ValueError, match=message):
+            load_goldengaze(path)
+    plain = tmp_path / "plain.csv"
+    plain.write_text(header + ok, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"plain\.csv: expected a gzip-compressed CSV"):
+        load_goldengaze(plain)
+    latin = tmp_path / "latin.csv.gz"
+    latin.write_bytes(gzip.compress((header + "101,helpful,caf\xe9.com,0.9\n").encode("latin-1")))
+    with pytest.raises(ValueError, match=r"latin\.csv\.gz: .*expected UTF-8 text, got the "
+                                         r"invalid byte 0xe9"):
+        load_goldengaze(latin)
+
+
+def test_options_the_bench_does_not_use_are_refused(tmp_path):
+    """``--table`` did nothing outside demo and trec2019-hm, ``--embedder`` and ``--cache``
+    nothing where no text is embedded: accepted, ignored, exit 0."""
+    from credrank_bench.experiments.benches import BenchOptions, run_bench
+
+    with pytest.raises(ValueError, match=r"bench coaid-priors: --table is not used by this "
+                                         r"bench \(only by demo, trec2019-hm"):
+        run_bench("coaid-priors", BenchOptions(tmp_path, tables=[tmp_path / "t.csv"]))
+    with pytest.raises(ValueError, match=r"bench ra-rag-simulation: --embedder is not used"):
+        run_bench("ra-rag-simulation", BenchOptions(embedder="hashing"))
+    with pytest.raises(ValueError, match=r"bench goldengaze-hosts: --cache is not used"):
+        run_bench("goldengaze-hosts", BenchOptions(tmp_path, cache_dir=tmp_path))

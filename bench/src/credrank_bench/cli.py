@@ -53,11 +53,14 @@ def bench(
     out: Annotated[Path | None, typer.Option(
         help="write report.md, result.json, plots, TREC runs and per-query values here")
     ] = None,
-    embedder: Annotated[str, typer.Option(help="minilm (default) or hashing")] = "minilm",
+    embedder: Annotated[str, typer.Option(
+        help="minilm (default) or hashing; refused by the benches that embed no text "
+             "(coaid-priors, goldengaze-hosts, ra-rag-simulation)")] = "minilm",
     cache: Annotated[Path | None, typer.Option(
-        help="embedding cache folder (reused across runs)")] = None,
+        help="embedding cache folder (reused across runs; benches that embed text)")] = None,
     table: Annotated[list[Path] | None, typer.Option(
-        "--table", help="domain table CSV for URL sets; repeatable")] = None,
+        "--table", help="domain table CSV typing the URLs of demo and trec2019-hm; "
+                        "repeatable (other benches refuse it)")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     generator: Annotated[str, typer.Option(
         help="generator of benches with one in the loop (evotemp, realtimeqa, stress-*): "

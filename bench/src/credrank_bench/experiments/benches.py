@@ -87,6 +87,10 @@ class Bench:
     help: str
     uses_corpus: bool = False
     counts_steps: bool = False
+    #: reads ``--table`` (the benches that type URLs through the source typer's tables)
+    uses_tables: bool = False
+    #: embeds text (``--embedder``, ``--cache``); a bench that embeds nothing refuses them
+    embeds: bool = True
 
 
 def _embedder(o: BenchOptions) -> Embedder:
@@ -288,9 +292,10 @@ def _without(out: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("demo", _corpus("demo"), False, "the packaged synthetic health corpus",
-          counts_steps=True),
+          counts_steps=True, uses_tables=True),
     Bench("trec2019-hm", _corpus("trec2019-hm"), True,
-          "TREC 2019 Health Misinformation (URLs, NIST labels)", counts_steps=True),
+          "TREC 2019 Health Misinformation (URLs, NIST labels)", counts_steps=True,
+          uses_tables=True),
     Bench("newspolluted", _pooled("newspolluted"), True, "CAG NewsPolluted",
           counts_steps=True),
     Bench("cram-nq", _pooled("cram-nq"), True, "CrAM NQ with injected fakes",
@@ -311,9 +316,12 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
           "contamination stress: 1-5 PoisonedRAG texts in CrAM NQ's Wikipedia (--corpus)",
           uses_corpus=True, counts_steps=True),
     Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs"),
-    Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases"),
-    Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts"),
-    Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol"),
+    Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases",
+          embeds=False),
+    Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts",
+          embeds=False),
+    Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol",
+          embeds=False),
 )}
 
 
@@ -328,6 +336,16 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
         raise ValueError(f"bench {name}: --path is not used by this bench ({bench.help}); "
                          f"got --path {options.path}")
     path = check_path(name, options.path, required=bench.needs_path)
+    if options.tables and not bench.uses_tables:  # it was accepted and did nothing
+        users = [b.name for b in BENCHES.values() if b.uses_tables]
+        raise ValueError(f"bench {name}: --table is not used by this bench (only by "
+                         f"{', '.join(users)}: the benches whose URLs the source typer reads "
+                         f"through domain tables); got --table {options.tables[0]}")
+    if not bench.embeds and (options.embedder != BenchOptions.embedder
+                             or options.cache_dir is not None):
+        given = ("--embedder" if options.embedder != BenchOptions.embedder else "--cache")
+        raise ValueError(f"bench {name}: {given} is not used by this bench (it embeds no "
+                         "text)")
     stress = name in STRESS_NAMES.values()
     generating = ("evotemp", "realtimeqa", *STRESS_NAMES.values())
     if name not in generating and options.generator != BenchOptions.generator:

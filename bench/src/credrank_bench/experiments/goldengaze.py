@@ -78,6 +78,32 @@ class GoldenGazeHosts:
                               tuple(LABELS for _ in self.topics))
 
 
+def _read_row(path: Path, line: int, row: dict[Any, Any], width: int,
+              sums: dict[tuple[str, str], list[float]], truth: dict[str, str]) -> None:
+    """One row into ``sums`` (host, topic → [sum, pages]) and ``truth``; errors name
+    ``path:line`` (a short row was a ``TypeError`` traceback)."""
+    if None in row or None in row.values():  # csv: extra cells under None, missing as None
+        got = width + len(row.get(None) or ()) - sum(v is None for v in row.values())
+        raise ValueError(f"{path}:{line}: expected {width} columns, got {got}")
+    topic, stance, host = row["topic_id"], row["correct_stance"], row["host"]
+    try:
+        p = float(row["helpful_probability"])
+    except ValueError:
+        raise ValueError(f"{path}:{line}: field 'helpful_probability': expected a number, "
+                         f"got {row['helpful_probability']!r}") from None
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{path}:{line}: field 'helpful_probability': expected a value in "
+                         f"[0, 1], got {p}")
+    if stance not in LABELS:
+        raise ValueError(f"{path}:{line}: field 'correct_stance': expected one of {LABELS}, "
+                         f"got {stance!r}")
+    if truth.setdefault(topic, stance) != stance:
+        raise ValueError(f"{path}:{line}: topic {topic!r} has two correct_stance values")
+    acc = sums.setdefault((host, topic), [0.0, 0.0])
+    acc[0] += p
+    acc[1] += 1
+
+
 def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
     """Read the flattened Golden-Gaze file into host answers (declared mapping in module doc)."""
     path = Path(path)
@@ -86,30 +112,25 @@ def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
                                 "goldengaze_trec2021_host_stances.csv.gz (shared/data/goldengaze)")
     sums: dict[tuple[str, str], list[float]] = {}
     truth: dict[str, str] = {}
-    with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}:1: header: missing columns {missing}; expected {REQUIRED}")
-        for row in reader:
-            topic, stance, host = row["topic_id"], row["correct_stance"], row["host"]
-            try:
-                p = float(row["helpful_probability"])
-            except ValueError:
-                raise ValueError(f"{path}:{reader.line_num}: field 'helpful_probability': "
-                                 f"expected a number, got {row['helpful_probability']!r}") from None
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"{path}:{reader.line_num}: field 'helpful_probability': "
-                                 f"expected a value in [0, 1], got {p}")
-            if stance not in LABELS:
-                raise ValueError(f"{path}:{reader.line_num}: field 'correct_stance': expected "
-                                 f"one of {LABELS}, got {stance!r}")
-            if truth.setdefault(topic, stance) != stance:
-                raise ValueError(f"{path}:{reader.line_num}: topic {topic!r} has two "
-                                 "correct_stance values")
-            acc = sums.setdefault((host, topic), [0.0, 0.0])
-            acc[0] += p
-            acc[1] += 1
+    line = 1
+    try:
+        with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{path}:1: header: missing columns {missing}; expected "
+                                 f"{REQUIRED}")
+            width = len(reader.fieldnames or [])
+            for row in reader:
+                line = reader.line_num
+                _read_row(path, line, row, width, sums, truth)
+    except gzip.BadGzipFile:
+        raise ValueError(f"{path}: expected a gzip-compressed CSV "
+                         "(goldengaze_trec2021_host_stances.csv.gz), got a file that is not "
+                         "gzip") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: after line {line}: expected UTF-8 text, got the invalid "
+                         f"byte 0x{exc.object[exc.start]:02x}") from None
     topics = tuple(sorted(truth, key=lambda t: (len(t), t)))
     hosts = tuple(sorted({h for h, _ in sums}))
     h_index = {h: i for i, h in enumerate(hosts)}
