@@ -212,6 +212,20 @@ def test_init_over_an_existing_store_speaks_the_options(tmp_path):
         assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
 
 
+def test_init_opens_an_existing_store_of_another_base_without_base(tmp_path):
+    """``priors init S`` on a store made from a prior file was refused ("open it without
+    --base", which was not given): the default base was compared with the stored one."""
+    prior = tmp_path / "mine.toml"
+    prior.write_text('name = "mine"\nbase = "current"\nblog = 0.7\n', encoding="utf-8")
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["priors", "init", str(store), "--base", str(prior)]
+                         ).exit_code == 0
+    res = runner.invoke(app, ["priors", "init", str(store)])
+    assert res.exit_code == 0 and "version 0" in res.output, res.output
+    res = runner.invoke(app, ["priors", "init", str(store), "--base", "current"])
+    assert res.exit_code == 2 and "open it without --base" in " ".join(res.output.split())
+
+
 def test_init_refuses_an_index_folder(tmp_path):
     """``priors init`` wrote a store's files into an index's folder."""
     (tmp_path / "idx").mkdir()

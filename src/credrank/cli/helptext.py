@@ -733,7 +733,7 @@ HELP: dict[str, str] = {
         '\n'
         'Commands:\n'
         '  init      Create a store whose version 0 is BASE (an existing store is\n'
-        '            opened if it matches).\n'
+        '            opened: as it is, or, with --base, if its base matches).\n'
         '  update    Apply one round of relevance feedback as a new version.\n'
         '  rollback  Restore an earlier version (recorded as a new version).\n'
         "  show      Print a version's priors as JSON (or the audit log, one JSON line\n"
@@ -742,14 +742,16 @@ HELP: dict[str, str] = {
     'priors init': (
         'Usage: credrank priors init [OPTIONS] {store}\n'
         '\n'
-        '  Create a store whose version 0 is BASE (an existing store is opened if it\n'
-        '  matches).\n'
+        '  Create a store whose version 0 is BASE (an existing store is opened: as it\n'
+        '  is, or, with --base, if its base matches).\n'
         '\n'
         'Arguments:\n'
         '  store <path>  store folder  [required]\n'
         '\n'
         'Options:\n'
-        '  --base <str>          preset or prior file to start from  [default: current]\n'
+        '  --base <str>          preset or prior file to start from (default current);\n'
+        "                        given for an existing store, it must be the store's\n"
+        '                        base\n'
         '  --epsilon <float>     floor ε of every prior, in (0, 1); default 0.01\n'
         "  --max-change <float>  cap on one update's change of one prior, in (0, 1];\n"
         '                        default 0.05\n'

@@ -86,13 +86,18 @@ def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
 
 @app.command()
 def init(store: Annotated[Path, typer.Argument(help="store folder")],
-         base: Annotated[str, typer.Option(help="preset or prior file to start from")] = "current",
+         base: Annotated[str | None, typer.Option(
+             help="preset or prior file to start from (default current); given for an "
+                  "existing store, it must be the store's base")] = None,
          epsilon: Annotated[float | None, typer.Option(
              help="floor ε of every prior, in (0, 1); default 0.01")] = None,
          max_change: Annotated[float | None, typer.Option(
              help="cap on one update's change of one prior, in (0, 1]; default 0.05")] = None
          ) -> None:
-    """Create a store whose version 0 is BASE (an existing store is opened if it matches)."""
+    """Create a store whose version 0 is BASE (an existing store is opened: as it is, or,
+    with --base, if its base matches)."""
+    if base is None and not (store / "priors.json").exists():
+        base = "current"  # the default of a new store; an existing one keeps its own
     fp = _open(store, base, epsilon=epsilon, max_change=max_change)
     typer.echo(f"store {store}: version {fp.current}")
 
