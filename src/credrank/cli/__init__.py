@@ -422,11 +422,11 @@ def _closed_streams() -> None:
     error). A closed stderr then discards what it is given (the exit code still says how the
     command ended); a closed stdout refuses every write (:class:`~credrank.cli.pipe.
     ClosedStream`: ``error: stdout: …``, exit 1, where a command has output to give)."""
-    from credrank.cli.pipe import ClosedStream
-
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # the process's, never closed
-    if sys.stdout is None:
+    if sys.stdout is None:  # imported only then: the fast path imports no command module
+        from credrank.cli.pipe import ClosedStream
+
         sys.stdout = ClosedStream()
 
 
