@@ -159,9 +159,13 @@ def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
     res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
                               str(tmp_path / "o"), "--json"])
     assert res.exit_code == 0, res.output
-    entry = json.loads(res.stdout)["profile"]["entries"][2]
+    doc = json.loads(res.stdout)
+    entry = doc["profile"]["entries"][2]
     assert "→ exposure" in entry["settings"] and entry["value"] is not None
-    assert '"stage":"exposure","group_column":"source_type"' in entry["settings"]
+    # the spec as data in the document, not JSON inside the settings text
+    assert "{" not in entry["settings"] and "measurements.json's pipeline" in entry["settings"]
+    exposure = next(s for s in doc["pipeline"]["stages"] if s["stage"] == "exposure")
+    assert exposure["group_column"] == "source_type"
     path.write_text(config.replace('rule = "proportional"', 'rule = "lottery"'),
                     encoding="utf-8")
     res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
@@ -241,8 +245,7 @@ def test_system_shortcuts_and_the_same_spec_audit_the_same(index, tmp_path):
         doc, measured = audit_json(index, config, out)
         assert values(doc) == values(short)
         assert measured["pipeline"] == short_m["pipeline"] == spec.to_dict()
-        settings = doc["profile"]["entries"][1]["settings"]
-        assert "pipeline=" + json.dumps(spec.to_dict(), separators=(",", ":")) in settings
+        assert doc["pipeline"] == spec.to_dict()  # the --json document holds it as data
 
 
 def test_audit_of_a_pipeline_with_freshness(index, tmp_path):

@@ -590,8 +590,8 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
                                                on_progress=on_progress)
     described = (f"top_k={spec.top_k}, fetch_k={fetch_k}, "
                  f"stages={' → '.join(s.name for s in spec.stages)}, "
-                 f"embedder={store.manifest.embedder}, index={index_dir}, "
-                 f"pipeline={json.dumps(spec.to_dict(), separators=(',', ':'))}")
+                 f"embedder={store.manifest.embedder}, index={index_dir}; the pipeline "
+                 "spec: measurements.json's pipeline")  # data there, not JSON in a text
     command = f"credrank audit --index {index_dir} --config {config.source}"
     commands = {dim: command for dim in DIMENSIONS}
     data = {dim: f"{len(queries)} queries of {shown(config.queries)}" for dim in DIMENSIONS}

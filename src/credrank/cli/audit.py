@@ -208,7 +208,7 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
         fail(str(exc))
     if as_json:
         _dump({"credrank_audit": 1, "passed": run.passed, "gates": gate_document(run.gates),
-               "profile": profile_document(run.profile),
+               "profile": profile_document(run.profile), "pipeline": run.pipeline,
                "outputs": {k: str(v) for k, v in paths.items()}})
     else:
         typer.echo(render_check(run.profile, run.gates))
