@@ -659,3 +659,21 @@ def test_the_json_form_gives_the_text_as_indexed() -> None:
                          similarity=0.5, similarity_source="cosine")
     assert passage_json(p)["text"] == text
     assert plain_text(p) == "# Heading *Magnesium* is good."  # the prompt's one line
+
+
+def test_context_now_is_the_rankings_now_too(spoof_index: Path) -> None:
+    """``--now`` set the tiers' evaluation time while the ranking's freshness stage weighted
+    ages at the current time: one document said two times. Now the stage gets ``--now``;
+    a stage with a now of its own that differs is refused."""
+    out = run_cli("context", "vitamin d covid", "--index", spoof_index, "--freshness",
+                  "half_life=1y", "--now", "2020-01-01", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    fresh = [s for s in doc["pipeline"]["stages"] if s["stage"] == "freshness"]
+    assert [s["now"] for s in fresh] == ["2020-01-01"]
+    assert doc["info"]["freshness"]["now"].startswith("2020-01-01")
+    out = run_cli("context", "vitamin d covid", "--index", spoof_index, "-S",
+                  "freshness.half_life=1y", "-S", "freshness.now=2021-01-01", "--now",
+                  "2020-01-01")
+    assert out.returncode == 2
+    assert "has its own now '2021-01-01'; give one evaluation time" in out.stderr

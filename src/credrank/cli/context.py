@@ -16,6 +16,7 @@ or ``snippet``, or ``none`` (the ``json`` form without the passages' text).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +39,7 @@ from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.index.store import StoreError
 from credrank.pipeline.compile import check_stages
-from credrank.pipeline.spec import SpecError
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.searcher import Searcher
 
 #: the passages in the context when neither ``--top-k`` nor a ``--pipeline`` spec says
@@ -66,10 +67,12 @@ def context(
                             "of days, as --freshness half_life= (default: no time "
                             "downgrade)")] = None,
     now: Annotated[str | None, typer.Option(
-        "--now", help="evaluation time T, ISO 8601 (default: now)")] = None,
+        "--now", help="evaluation time T, ISO 8601 (default: now); also the now of the "
+                      "pipeline's freshness stage")] = None,
     undated: Annotated[str, typer.Option(
         help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
-             "⌊−log2 W⌋; exclude leaves the passage out)")] = "neutral",
+             "⌊−log2 W⌋; exclude leaves the passage out: the context then holds fewer than "
+             "--top-k, each left out said on stderr and under excluded)")] = "neutral",
     text: TextOption = "full",
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
@@ -112,6 +115,8 @@ def context(
         shortcuts = {**(shortcuts or {}), "top_k": TOP_K}
     try:
         spec = spec_of(pipeline, set_param, shortcuts)
+        if now is not None:
+            spec = _one_clock(spec, now, t_now)
         check_context_spec(spec)
         try:  # the files the stages name are read before the index is opened
             check_stages(spec)
@@ -137,6 +142,25 @@ def context(
     print(doc.render(fmt, cite))
     for e in doc.excluded:
         err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)
+
+
+def _one_clock(spec: PipelineSpec, now: str, t_now: datetime) -> PipelineSpec:
+    """``spec`` with ``--now`` as the ``now`` of each freshness stage that would read the
+    clock: one evaluation time ``T`` for the ranking and the tiers (the ranking weighted ages
+    at the current time while the tiers used ``--now``). A stage whose own ``now`` is another
+    time is an error naming both."""
+    data = spec.to_dict()
+    stages = data.get("stages", [])
+    for i, stage in enumerate(stages):
+        if not (isinstance(stage, dict) and stage.get("stage") == "freshness"):
+            continue
+        own = stage.get("now")
+        if own is None:
+            stages[i] = {**stage, "now": now}
+        elif parse_now(own) != t_now:
+            raise ValueError(f"--now {now}: the pipeline's freshness stage (stages[{i}]) has "
+                             f"its own now {own!r}; give one evaluation time (drop one)")
+    return PipelineSpec.from_dict(data)
 
 
 def _option_words(message: str) -> str:

@@ -327,10 +327,15 @@ HELP: dict[str, str] = {
         '  --half-life <str>               τ: one tier lost per elapsed τ — 365d, 52w,\n'
         '                                  1y, 12h or a number of days, as --freshness\n'
         '                                  half_life= (default: no time downgrade)\n'
-        '  --now <str>                     evaluation time T, ISO 8601 (default: now)\n'
+        '  --now <str>                     evaluation time T, ISO 8601 (default: now);\n'
+        "                                  also the now of the pipeline's freshness\n"
+        '                                  stage\n'
         '  --undated <str>                 unknown age: neutral | neutral:W | penalty:W\n'
         '                                  | exclude (downgrade ⌊−log2 W⌋; exclude\n'
-        '                                  leaves the passage out)  [default: neutral]\n'
+        '                                  leaves the passage out: the context then\n'
+        '                                  holds fewer than --top-k, each left out said\n'
+        '                                  on stderr and under excluded)  [default:\n'
+        '                                  neutral]\n'
         '  --text <str>                    the text each hit carries: full (as indexed)\n'
         '                                  | snippet (at most 240 characters around the\n'
         "                                  query words, cut at word boundaries, '…'\n"
