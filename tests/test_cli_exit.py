@@ -155,6 +155,9 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("context-half-life-negative", ("context", "fever", "--index", "idx", "--half-life", "-1"),
      "half"),
     ("context-missing-index", ("context", "fever", "--index", "nowhere"), "nowhere"),
+    # options accepted in a combination where they did nothing
+    ("search-run-tag-without-run", (*SEARCH, "--run-tag", "x"), "--run-tag: only with"),
+    ("search-verbose-json", (*SEARCH, "--verbose", "--json"), "--verbose: only with"),
     # a byte that is not UTF-8 (argv decodes it as a lone surrogate): it reached the JSON
     ("search-query-not-utf8", (*SEARCH[:1], "vit\udcffamin", *SEARCH[2:]),
      "query: expected UTF-8 text, got the invalid byte 0xff at character 4"),

@@ -82,6 +82,14 @@ def search(
         fail("--trec-run: only with --queries FILE")
     if trec_run is not None and as_json:
         fail("--trec-run and --json exclude each other: the run file, or JSON lines on stdout")
+    # options that would be accepted and do nothing in this combination
+    if run_tag != "credrank" and trec_run is None:
+        fail("--run-tag: only with --trec-run (the tag column of the run file)")
+    if trec_run is not None and text != DEFAULT_TEXT:
+        fail(f"--text {text}: not with --trec-run (a run file holds no text)")
+    if verbose and (as_json or queries is not None):
+        fail("--verbose: only with the text answer to one QUERY (the footers' details); "
+             "--json and --queries write every detail as data")
     if query is not None:
         check_text_argument("query", query)
     try:
