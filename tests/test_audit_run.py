@@ -397,3 +397,17 @@ def test_the_audit_refuses_an_out_folder_where_it_would_replace_its_config(index
     assert got.exit_code == 2
     assert f"which would replace its config {config}" in got.stderr
     assert config.read_text(encoding="utf-8") == before
+
+
+def test_a_gate_name_given_twice_is_refused_when_the_config_is_read(tmp_path):
+    """It was found by the filled profile's check, after every measurement (minutes with the
+    stress test); the config's reader says it now."""
+    from credrank.audit.run import AuditInputError, load_config
+
+    config = write(tmp_path).read_text(encoding="utf-8").replace('name = "harm-budget"',
+                                                                  'name = "no-pii"')
+    path = tmp_path / "dup.toml"
+    path.write_text(config, encoding="utf-8")
+    with pytest.raises(AuditInputError, match=r"dup\.toml: gate\[1\]\.name: expected a unique "
+                                              r"gate name \(already gate\[0\]\), got 'no-pii'"):
+        load_config(path)

@@ -276,6 +276,13 @@ def _check_semantics(doc: Mapping[str, Any], source: str) -> None:
         if spec["measure"] == "stress" and "path" not in spec:
             raise AuditInputError(f"{source}: dimensions.{name}.path: expected the stress-test "
                                   "data file, got nothing (the key is missing)")
+    names: dict[str, int] = {}  # as the filled profile checks them, but before any measuring
+    for i, gate in enumerate(doc["gate"]):
+        if gate["name"] in names:
+            raise AuditInputError(f"{source}: gate[{i}].name: expected a unique gate name "
+                                  f"(already gate[{names[gate['name']]}]), got "
+                                  f"{gate['name']!r}")
+        names[gate["name"]] = i
 
 
 def system_spec(system: Mapping[str, Any], source: str, base: Path
