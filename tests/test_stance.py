@@ -397,6 +397,9 @@ def test_cli_reads_texts_from_an_index(write, tmp_path):
     report = json.loads(result.stdout)
     assert report["pairs"]["text_from_index"] == len(rows) - 1
     assert report["pairs"]["rejected_by_reason"] == {"doc_id not in the index": 1}
+    # the model file says which index its page texts came from (it had no index key)
+    saved = json.loads(out.read_text(encoding="utf-8"))
+    assert saved["training"]["rows"]["index"] == report["pairs"]["index"] == str(where)
     assert report["embedder"]["name"] == "hashing"
     clash = CliRunner().invoke(app, ["fit", str(pairs), "--out", str(out), "--index",
                                      str(where), "--embedder", "minilm"])

@@ -118,10 +118,14 @@ class Pairs:
     rejected_lines: dict[str, list[int]] = field(default_factory=dict)
     rejected_stances: dict[str, int] = field(default_factory=dict)
     text_from_index: int = 0
+    #: the index the missing page texts were read from (``None``: none was given)
+    index: str | None = None
 
     def report(self) -> dict[str, Any]:
-        """Rows read, used and rejected by reason (with up to 5 line numbers each)."""
-        return {"file": self.path, "rows": self.rows, "used": len(self.examples),
+        """Rows read, used and rejected by reason (with up to 5 line numbers each), and the
+        index the missing texts came from: a model says which data it saw."""
+        return {"file": self.path, "index": self.index, "rows": self.rows,
+                "used": len(self.examples),
                 "rejected": sum(self.rejected.values()),
                 "rejected_by_reason": dict(self.rejected),
                 "rejected_lines": {k: v[:5] for k, v in self.rejected_lines.items()},
@@ -214,7 +218,8 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
                                    f"header's), got {len(values)}")
         raw_rows.append((line, {k: values[where[c]] for k, c in cols.items()
                                 if c is not None}))
-    pairs = Pairs(name, [], [], len(raw_rows), cols)
+    pairs = Pairs(name, [], [], len(raw_rows), cols,
+                  index=None if store is None else str(getattr(store, "path", "") or "?"))
 
     def reject(reason: str, line: int) -> None:
         pairs.rejected[reason] = pairs.rejected.get(reason, 0) + 1
@@ -481,8 +486,8 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
     doc = model_document(cv.model, embedder_name=name, embedder_dim=dim, training_sha256=sha,
                          n_pairs=len(pairs.examples), n_topics=cv.n_topics, metrics=metrics,
                          provenance=cv.provenance(), rows={k: v for k, v in pairs.report().items()
-                               if k in ("file", "rows", "used", "rejected", "rejected_by_reason",
-                                        "text_from_index")})
+                               if k in ("file", "index", "rows", "used", "rejected",
+                                        "rejected_by_reason", "text_from_index")})
     report = {**metrics, "pairs": pairs.report(), "embedder": {"name": name, "dim": dim},
               "features": doc["features"], "training_sha256": sha,
               "stance_counts": {str(k): v for k, v in sorted(stances.items())}}
