@@ -64,12 +64,17 @@ _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 # --------------------------------------------------------------------------------------------
 # bytes and text
 # --------------------------------------------------------------------------------------------
+def _a(what: str) -> str:
+    """``what`` with its indefinite article (``an audit config``, ``a spec``)."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = MAX_FILE_BYTES,
                error: ErrorType = FileFormatError) -> bytes:
     """The bytes of ``path`` (at most ``max_bytes``), or ``error`` naming the path."""
     p = Path(path)
     if p.is_dir():
-        raise error(f"{p}: expected a {what}, got a directory")
+        raise error(f"{p}: expected {_a(what)}, got a directory")
     try:
         with p.open("rb") as fh:
             data = fh.read(max_bytes + 1)
@@ -78,7 +83,7 @@ def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = MAX_FIL
     except OSError as exc:
         raise error(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
-        raise error(f"{p}: expected a {what} of at most {max_bytes:,} bytes, got a larger "
+        raise error(f"{p}: expected {_a(what)} of at most {max_bytes:,} bytes, got a larger "
                     "file")
     return data
 
@@ -343,7 +348,7 @@ def format_of(path: str | Path, formats: Iterable[str], *, what: str = "file",
     fmt = SUFFIXES.get(Path(path).suffix.lower())
     if fmt not in allowed:
         names = " or ".join(f".{f}" if f != "yaml" else ".yaml/.yml" for f in allowed)
-        raise error(f"{path}: expected a {what} ending in {names}, got "
+        raise error(f"{path}: expected {_a(what)} ending in {names}, got "
                     f"{Path(path).suffix or 'no suffix'!r}")
     return fmt
 
