@@ -158,6 +158,12 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     # options accepted in a combination where they did nothing
     ("search-run-tag-without-run", (*SEARCH, "--run-tag", "x"), "--run-tag: only with"),
     ("search-verbose-json", (*SEARCH, "--verbose", "--json"), "--verbose: only with"),
+    # -S setting what an option on the same line sets: the -S won without a word
+    ("search-set-and-option", (*SEARCH, "--top-k", "3", "-S", "top_k=2"),
+     "-S top_k=2: --top-k on the same command line sets top_k too"),
+    ("context-set-and-option", ("context", "fever", "--index", "idx", "--priors", "aggressive",
+                                "-S", "prior.priors=compressed"),
+     "-S prior.priors=compressed: --priors on the same command line sets prior.priors too"),
     # a byte that is not UTF-8 (argv decodes it as a lone surrogate): it reached the JSON
     ("search-query-not-utf8", (*SEARCH[:1], "vit\udcffamin", *SEARCH[2:]),
      "query: expected UTF-8 text, got the invalid byte 0xff at character 4"),

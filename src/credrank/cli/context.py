@@ -27,6 +27,7 @@ from credrank.cli.index import check_index_option
 from credrank.cli.specs import (
     PipelineOption,
     SetOption,
+    Shortcuts,
     TextOption,
     shortcut_options,
     spec_of,
@@ -112,7 +113,9 @@ def context(
     check_index_option(index_dir)
     if pipeline is None and (shortcuts or {}).get("top_k") is None:
         # context's own default; a --pipeline spec keeps its top_k unless --top-k is given
-        shortcuts = {**(shortcuts or {}), "top_k": TOP_K}
+        given = Shortcuts({**(shortcuts or {}), "top_k": TOP_K})
+        given.written = getattr(shortcuts, "written", None)  # what the command line set
+        shortcuts = given
     try:
         spec = spec_of(pipeline, set_param, shortcuts)
         if now is not None:

@@ -210,7 +210,8 @@ HELP: dict[str, str] = {
         "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
         '                                  are set together, so a stage with two\n'
         '                                  required parameters takes two -S); adds the\n'
-        '                                  stage when absent\n'
+        '                                  stage when absent; not with an option that\n'
+        '                                  sets the same value (--top-k and -S top_k=…)\n'
         '  --json                          stable JSON output\n'
         '  --help                          Show this message and exit.\n'
     ),
@@ -350,7 +351,8 @@ HELP: dict[str, str] = {
         "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
         '                                  are set together, so a stage with two\n'
         '                                  required parameters takes two -S); adds the\n'
-        '                                  stage when absent\n'
+        '                                  stage when absent; not with an option that\n'
+        '                                  sets the same value (--top-k and -S top_k=…)\n'
         '  --json                          the whole context document as JSON (policy,\n'
         '                                  passages with their inputs, excluded, the\n'
         "                                  ranking's info, the rendered prompt, the\n"
@@ -1137,7 +1139,8 @@ HELP: dict[str, str] = {
         "                                  KEY=VALUE (top_k=5); repeatable (one stage's\n"
         '                                  are set together, so a stage with two\n'
         '                                  required parameters takes two -S); adds the\n'
-        '                                  stage when absent\n'
+        '                                  stage when absent; not with an option that\n'
+        '                                  sets the same value (--top-k and -S top_k=…)\n'
         '  --json                          stable JSON output\n'
         '  --text <str>                    the text each hit carries: full (as indexed)\n'
         '                                  | snippet (at most 240 characters around the\n'

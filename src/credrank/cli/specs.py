@@ -42,7 +42,8 @@ SetOption = Annotated[list[str] | None, typer.Option(
                         "freshness.half_life=1y) or a top-level KEY=VALUE (top_k=5); "
                         "repeatable (one stage's are set together, so a stage with "
                         "two required parameters takes two -S); adds the stage when "
-                        "absent")]
+                        "absent; not with an option that sets the same value (--top-k "
+                        "and -S top_k=…)")]
 
 
 #: the Python type of each kind of value on the command line
@@ -159,6 +160,7 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
             raise ValueError(f"--pipeline {pipeline}: {exc.key_path}: {exc.detail}") from None
     else:
         spec = spec_from_options(door=CLI, **shortcuts)
+    _check_not_both(sets or [], shortcuts)
     # every -S of one stage set at once (a stage added with two required parameters, given
     # in two -S, was refused after the first: "…lambda_coverage: got nothing"), the later of
     # two for one parameter winning; the top-level keys at once, after the stages
@@ -189,6 +191,30 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
         except SpecError as exc:
             raise ValueError(f"{_said(top_items)}: {exc.key_path}: {exc.detail}") from None
     return spec
+
+
+def _check_not_both(sets: list[str], shortcuts: Mapping[str, Any]) -> None:
+    """A ``-S`` that sets what an option written on the same command line sets (``--top-k 3
+    -S top_k=2``, ``--priors aggressive -S prior.priors=compressed``) is an error naming both:
+    the ``-S`` won without a word. The options' places in the spec are the door's shortcuts
+    (a ``top`` key, or one parameter of one stage); those written at their default count too,
+    as with ``--pipeline``."""
+    written = getattr(shortcuts, "written", None)
+    if not written or not sets:
+        return
+    places: dict[str, str] = {}
+    for s in CLI.shortcuts():
+        if s.name not in written or s.param is None:
+            continue
+        if s.kind == "top":
+            places[s.param] = s.name
+        elif s.kind == "param" and s.stage is not None:
+            places[f"{s.stage}.{s.param}"] = s.name
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        if key in places:
+            raise ValueError(f"-S {item}: {CLI.say(places[key])} on the same command line sets "
+                             f"{key} too; give it once")
 
 
 def _said(items: list[str]) -> str:
