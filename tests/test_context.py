@@ -677,3 +677,29 @@ def test_context_now_is_the_rankings_now_too(spoof_index: Path) -> None:
                   "2020-01-01")
     assert out.returncode == 2
     assert "has its own now '2021-01-01'; give one evaluation time" in out.stderr
+
+
+def test_undated_exclude_fills_the_context_from_the_pool(tmp_path: Path) -> None:
+    """``--top-k 3 --undated exclude`` gave 2 passages while dated candidates of the pool went
+    unused: the next dated hits fill it (the default selector), and the one left out is
+    said."""
+    corpus = tmp_path / "c.jsonl"
+    rows = [("u1", None), ("d1", "2024-01-01"), ("u2", None), ("d2", "2023-01-01"),
+            ("d3", "2022-01-01"), ("d4", "2021-01-01")]
+    corpus.write_text("".join(json.dumps({  # the undated two are the closest to the query
+        "id": i, "text": "magnesium sleep" if d is None else
+                         f"magnesium and sleep quality in adults, report {i}",
+        "url": f"https://www.nih.gov/{i}", **({"published_at": d} if d else {})}) + "\n"
+        for i, d in rows), encoding="utf-8")
+    idx = tmp_path / "idx"
+    assert run_cli("index", corpus, "--index", idx, "--embedder", "hashing", "-q"
+                   ).returncode == 0
+    out = run_cli("context", "magnesium sleep", "--index", idx, "--top-k", "3",
+                  "--fetch-k", "6", "--half-life", "1y", "--now", "2025-01-01",
+                  "--undated", "exclude", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    kept = [p["doc_id"] for p in doc["passages"]]
+    assert len(kept) == 3 and not {"u1", "u2"} & set(kept)
+    assert {e["doc_id"] for e in doc["excluded"]} == {"u1", "u2"}
+    assert doc["pipeline"]["top_k"] == 3  # the spec as asked: replaying it does the same

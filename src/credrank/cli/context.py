@@ -72,8 +72,9 @@ def context(
                       "pipeline's freshness stage")] = None,
     undated: Annotated[str, typer.Option(
         help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
-             "⌊−log2 W⌋; exclude leaves the passage out: the context then holds fewer than "
-             "--top-k, each left out said on stderr and under excluded)")] = "neutral",
+             "⌊−log2 W⌋; exclude leaves the passage out, each said on stderr and under "
+             "excluded, and the next dated hits of the pool take its place — after a "
+             "selector other than the default, the context holds fewer)")] = "neutral",
     text: TextOption = "full",
     pipeline: PipelineOption = None,
     set_param: SetOption = None,
@@ -125,14 +126,21 @@ def context(
             check_stages(spec)
             searcher = Searcher.open(index_dir)
             with searcher:
-                ranked = searcher.search(query, spec, text=text)
-                try:
-                    doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
-                                        half_life=tau, undated=policy,
-                                        granularity=granularity, source=source_tier,
-                                        text=text, describe=searcher.compile(spec).settings)
-                except ValueError as exc:  # the tier policy's words, said as the option
-                    raise ValueError(_option_words(str(exc))) from None
+                describe = searcher.compile(spec).settings
+                shown = spec
+                while True:
+                    ranked = searcher.search(query, shown, text=text)
+                    try:
+                        doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
+                                            half_life=tau, undated=policy,
+                                            granularity=granularity, source=source_tier,
+                                            text=text, describe=describe, top_k=spec.top_k)
+                    except ValueError as exc:  # the tier policy's words, said as the option
+                        raise ValueError(_option_words(str(exc))) from None
+                    wider = _refill(spec, shown, len(doc.passages), len(doc.excluded))
+                    if wider is None:
+                        break
+                    shown = wider
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
@@ -145,6 +153,22 @@ def context(
     print(doc.render(fmt, cite))
     for e in doc.excluded:
         err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)
+
+
+def _refill(spec: PipelineSpec, shown: PipelineSpec, kept: int, excluded: int
+            ) -> PipelineSpec | None:
+    """The spec of the next search when ``--undated exclude`` left fewer than ``--top-k``
+    passages (``kept``; ``excluded`` left out of ``shown``'s ranking): the same pool
+    (``fetch_k``), ``excluded`` more hits, so that the next dated ones fill the context as a
+    longer ranking continues this one; ``None`` when it is full or the pool is spent. Only
+    for the default selector (``topk``), whose longer ranking starts with the shorter one; a
+    selection (``mmr``, ``exposure`` …) of more hits is another selection, and its context
+    stays shorter, as the help says."""
+    pool = spec.resolved_fetch_k
+    if (kept >= spec.top_k or not excluded or shown.top_k >= pool
+            or spec.stages[-1].name != "topk"):
+        return None
+    return shown.replace_top(top_k=min(pool, shown.top_k + excluded), fetch_k=pool)
 
 
 def _one_clock(spec: PipelineSpec, now: str, t_now: datetime) -> PipelineSpec:

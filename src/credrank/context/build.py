@@ -220,11 +220,13 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     tiers = combine_tiers(r, s, k)
 
     keep = [i for i in range(n) if not out[i]]
-    if top_k is not None:
+    last = n  # the excluded that rank above the last kept passage (all, if none is cut)
+    if top_k is not None and len(keep) >= int(top_k):
         keep = keep[:int(top_k)]
+        last = keep[-1] if keep else n
     excluded = [Excluded(i + 1, str(batch.doc_ids[i]),
                          "unknown age (no observed_at, verified_at or published_at) under "
-                         "the undated policy exclude") for i in range(n) if out[i]]
+                         "the undated policy exclude") for i in range(n) if out[i] and i < last]
     if text == "none" and granularity == "sentence":
         raise ValueError("text none: sentence granularity tiers the sentences of the text; "
                          "use text full or snippet")
@@ -274,7 +276,7 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
                   relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
                   source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
                   describe: dict[str, Any] | None = None,
-                  text: str = "full") -> ContextDocument:
+                  text: str = "full", top_k: int | None = None) -> ContextDocument:
     """:func:`annotate` the top-k a ranking returned (``ranked``: the result of
     :meth:`credrank.searcher.Searcher.search` under a spec :func:`check_context_spec`
     accepts, with the hits' text unless ``text`` is ``none``; ``text``: ``full`` |
@@ -283,7 +285,8 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     with the spec under ``pipeline``), recorded as ``credrank search --json`` records them
     (:func:`credrank.pipeline.document.answered`): ``settings`` with the hits'
     ``text``, the spec as the document's ``pipeline`` (with the evaluation time the freshness
-    stage read, so that replaying it ranks the same)."""
+    stage read, so that replaying it ranks the same). ``top_k``: keep at most this many
+    passages (the first that the undated policy does not exclude)."""
     if not isinstance(ranked.query, str) or not ranked.query.strip():
         raise ValueError("query: expected non-empty text")
     if granularity not in GRANULARITIES:
@@ -292,7 +295,8 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     text = check_text(text)
     doc = annotate(ranked, now=now, half_life=half_life, undated=undated,
                    granularity=granularity, embedder=embedder, source=source,
-                   relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text)
+                   relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text,
+                   top_k=top_k)
     settings: dict[str, Any] = {}
     pipeline: dict[str, Any] | None = None
     if describe is not None:
