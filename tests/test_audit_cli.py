@@ -156,3 +156,20 @@ def test_cli_audit_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_run_options_before_a_command_or_alone_are_refused(tmp_path: Path) -> None:
+    """``audit --json check P`` printed text (--json did nothing) and ``audit --json`` alone
+    printed the help with exit 0; an --out under a file failed after every measurement."""
+    res = _invoke("--json", "check", "model_a")
+    assert res.exit_code == 2 and "--json: options of the audit run itself" in res.output
+    res = _invoke("--json")
+    assert res.exit_code == 2 and "--json: an option of the audit run" in res.output
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x", encoding="utf-8")
+    config = tmp_path / "a.toml"
+    config.write_text('[queries]\npath = "demo:queries.jsonl"\n', encoding="utf-8")
+    res = _invoke("--index", str(tmp_path), "--config", str(config), "--out",
+                  str(a_file / "sub"))
+    assert res.exit_code == 2
+    assert f"expected a folder that can be made, but {a_file} is a file" in res.output

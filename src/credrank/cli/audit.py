@@ -162,11 +162,16 @@ def audit(
     given = [name for name, v in (("--index", index), ("--config", config), ("--out", out))
              if v is not None]
     if ctx.invoked_subcommand is not None:
+        # before the command they do nothing (`audit --json check P` printed text): said so
+        given += [n for n, v in (("--json", json), ("--quiet", quiet)) if v]
         if given:
             fail(f"{', '.join(given)}: options of the audit run itself; give them without "
-                 f"the {ctx.invoked_subcommand!r} command")
+                 f"the {ctx.invoked_subcommand!r} command (after it, where it takes them)")
         return
     if not given:
+        if json or quiet:  # `audit --json` alone printed the help and exited 0
+            fail(f"{'--json' if json else '--quiet'}: an option of the audit run; give "
+                 "--index, --config and --out with it")
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
     if missing := [n for n in ("--index", "--config", "--out") if n not in given]:
@@ -193,6 +198,9 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
     # what would fail only after every measurement: said before any
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: expected a folder (for the profile, radar and report), got a file")
+    above = next((p for p in out.absolute().parents if p.exists()), None)
+    if not out.exists() and above is not None and not above.is_dir():
+        fail(f"--out {out}: expected a folder that can be made, but {above} is a file")
     for what, path in inputs_among_outputs(cfg, out):
         fail(f"--out {out}: the audit writes {path.name} there, which would replace its "
              f"{what} {path}; choose another folder")
