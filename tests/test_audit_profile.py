@@ -332,3 +332,14 @@ def test_report_markdown_and_html(tmp_path: Path) -> None:
     assert "FAIL (not measured)" in page
     assert render_markdown(profile) == render_markdown(profile)
     assert "<img" not in render_html(profile)
+
+
+def test_report_markdown_escapes_what_markdown_would_read_as_markup() -> None:
+    """A description opening with ``#`` became a heading of report.md, and a config file
+    named with a backtick broke the ``Profile:`` code span (the HTML report escaped both)."""
+    from credrank.audit.report import _code, _md
+
+    assert _md("# not a heading") == "\\# not a heading"
+    assert _md("1. not a list") == "\\1. not a list" and _md("0.48 share") == "0.48 share"
+    assert _md("a *b* _c_ top_k [x](y) | <b>") == "a \\*b\\* \\_c_ top_k [x]\\(y) \\| &lt;b>"
+    assert _code("inj`x.toml") == "``inj`x.toml``" and _code("a.toml") == "`a.toml`"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,9 +79,24 @@ def _entry_facts(e: Entry) -> list[tuple[str, str]]:
 
 
 def _md(text: str) -> str:
-    """Escape a profile text for a Markdown table cell or list item."""
-    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-            .replace("<", "&lt;"))
+    """Escape a profile text for a Markdown table cell, list item or paragraph: one line, its
+    inline markup (``*``, an ``_`` opening a word, `````, a link's ``](``) and table bars
+    escaped, HTML's ``<`` as an entity, and a line opening that Markdown reads as a block
+    (``# heading``, ``> quote``, ``- item``, ``1. item``) escaped too: a description opening
+    with ``#`` became a heading."""
+    out = re.sub(r"([\\`*|])", r"\\\1", " ".join(text.split("\n")))
+    out = re.sub(r"(?<![A-Za-z0-9])_", r"\\_", out)  # an opener only: top_k stays as it is
+    out = out.replace("](", "]\\(").replace("<", "&lt;")  # no link, no HTML
+    return re.sub(r"^(\s*)([#>+-]|\d+[.)])(?=\s|$)", r"\1\\\2", out)
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span: fenced by more backticks than it holds in a row (a
+    config file named with a backtick broke the span)."""
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render_markdown(profile: TrustProfile, results: Sequence[GateResult] | None = None,
@@ -92,7 +108,7 @@ def render_markdown(profile: TrustProfile, results: Sequence[GateResult] | None 
     lines = [f"# Trust audit: {_md(profile.title)}", ""]
     if profile.description:
         lines += [_md(profile.description), ""]
-    lines += [f"Profile: `{profile.source}`", "", "## Hard gates", "",
+    lines += [f"Profile: {_code(str(profile.source))}", "", "## Hard gates", "",
               f"**Audit: {_verdict(results)}.** Gates are checked on raw values, apart from "
               "any average or area; a gate on a dimension not measured fails.", ""]
     if results:
