@@ -349,3 +349,20 @@ def test_cli_calibrate(demo_index_hashing: Path, tmp_path: Path):
         res = runner.invoke(app, ["consensus", "calibrate", str(path), "--index",
                                   str(demo_index_hashing)])
         assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
+
+
+def test_calibration_queries_are_named_by_line_and_the_field_as_written(tmp_path):
+    """A development query without answers was named without its line, and an empty
+    ``query`` as the field ``text``."""
+    from cli_inprocess import run_cli
+    from credrank.demo_corpus import build_demo_index
+
+    idx = build_demo_index(tmp_path / "idx", "hashing")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"id": "a", "query": "vitamin d"}\n', encoding="utf-8")
+    got = run_cli("consensus", "calibrate", queries, "--index", idx)
+    assert got.returncode == 2 and f"{queries}:1: query 'a': field 'answers'" in got.stderr
+    queries.write_text('{"id": "a", "query": "", "answers": ["x"]}\n', encoding="utf-8")
+    got = run_cli("consensus", "calibrate", queries, "--index", idx)
+    assert got.returncode == 2 and f"{queries}:1: field 'query': expected non-empty" in \
+        got.stderr

@@ -164,3 +164,13 @@ def test_bad_options_are_named_as_options(answers_csv, args, message):
     assert res.exit_code == 2
     assert res.stdout == ""
     assert message in " ".join(res.output.split())
+
+
+def test_an_alias_listed_under_two_answers_names_the_aliases_file(tmp_path):
+    answers = tmp_path / "ans.csv"
+    answers.write_text("question_id,source_id,answer\nq1,s1,Paris\n", encoding="utf-8")
+    aliases = tmp_path / "al.json"
+    aliases.write_text('{"Paris": ["paris"], "London": ["paris"]}', encoding="utf-8")
+    res = runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
+    assert res.exit_code == 2
+    assert f"{aliases}: aliases: 'paris'" in " ".join(res.output.split())

@@ -33,7 +33,8 @@ def _gold(queries: list[Query], path: Path) -> list[list[str]]:
         answers = q.extra.get("answers")
         if (not isinstance(answers, list) or not answers
                 or not all(isinstance(a, str) and a.strip() for a in answers)):
-            raise ValueError(f"{path}: query {q.id!r}: field 'answers': expected a non-empty "
+            where = f"{path}:{q.line}" if q.line is not None else str(path)
+            raise ValueError(f"{where}: query {q.id!r}: field 'answers': expected a non-empty "
                              f"list of answer strings, got {answers!r}")
         gold.append(answers)
     return gold

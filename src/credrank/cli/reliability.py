@@ -62,7 +62,12 @@ def _load_aliases(path: Path) -> dict[str, list[str]]:
         if not isinstance(data, dict):
             raise FileFormatError(f"{path}: expected a JSON object {{canonical: [aliases]}}, "
                                   f"got {got(data)}")
-        return ALIASES_SCHEMA.check(data, str(path), error=FileFormatError)
+        checked = ALIASES_SCHEMA.check(data, str(path), error=FileFormatError)
+        try:  # what the schema cannot say (one alias under two answers), naming the file
+            AnswerEquivalence(aliases=checked)
+        except ValueError as exc:
+            raise FileFormatError(f"{path}: {exc}") from None
+        return dict(checked)
     except FileFormatError as exc:
         _fail(str(exc))
         raise  # _fail exits; this line is never reached

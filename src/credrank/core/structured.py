@@ -461,8 +461,9 @@ class CsvRows:
                             f"header columns (expected at most {len(header)}, got {len(row)})")
             yield start, {h: (row[i] if i < len(row) else None) for i, h in enumerate(header)}
         if self.header is None:
-            raise error(f"{where}:1: header: expected columns {list(self.required)}, got an "
-                        f"empty {self.what}")
+            wanted = (f"columns {list(self.required)}" if self.required
+                      else "a header line naming the columns")
+            raise error(f"{where}:1: header: expected {wanted}, got an empty {self.what}")
 
 
 def csv_rows(lines: Iterable[str], where: str, *, required: Sequence[str] = (),

@@ -26,6 +26,9 @@ class Query:
     id: str
     text: str
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the line of its file (``None`` for a query made in code): errors about its other
+    #: fields (a development query's ``answers``) name ``file:line``
+    line: int | None = field(default=None, compare=False)
 
 
 def read_queries(path: str | Path) -> list[Query]:
@@ -62,11 +65,12 @@ def read_queries(path: str | Path) -> list[Query]:
         qid, qerr = id_value(alias if alias is not None else plain)
         if alias is not None and plain is not None and alias != plain:
             qerr = f"expected '_id' and 'id' to agree, got {alias!r} and {plain!r}"
+        said = "text" if "text" in rec or "query" not in rec else "query"  # as written
         text = rec.pop("text") if "text" in rec else rec.pop("query", None)
         if qerr is not None:
             errors.append(f"{p}:{line}: field 'id': {qerr}")
         elif not isinstance(text, str) or not text.strip():
-            errors.append(f"{p}:{line}: field 'text': expected non-empty query text, "
+            errors.append(f"{p}:{line}: field {said!r}: expected non-empty query text, "
                           f"got {got(text)}")
         elif qid in seen:
             errors.append(f"{p}:{line}: field 'id': expected a unique query id, got {qid!r} "
@@ -74,7 +78,7 @@ def read_queries(path: str | Path) -> list[Query]:
         else:
             assert qid is not None
             seen[qid] = line
-            queries.append(Query(id=qid, text=text, extra=rec))
+            queries.append(Query(id=qid, text=text, extra=rec, line=line))
     if errors:
         raise CorpusError(listing(f"{p}: {len(errors)} bad query records", errors, SHOWN))
     return queries
