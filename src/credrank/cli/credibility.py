@@ -76,12 +76,14 @@ def _jobs(jobs: int) -> int:
 @app.command()
 def fit(
     labels: Annotated[list[Path], typer.Argument(
-        help="CSV with header: doc_id or url, credible (0/1, true/false), optional topic. "
+        help="CSV with header: doc_id or url, credible (0/1, true/false), and topic (needed "
+             "by the default --group-by topic; not with --group-by host). "
              "Several files: several labelled sets, each its own group namespace "
              "(<file stem>:<group>)")],
-    index_dir: Annotated[Path | None, typer.Option("--index", help="index directory")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="the model file to write (JSON)")
-                   ] = None,
+    index_dir: Annotated[Path | None, typer.Option(
+        "--index", help="index directory (required: the pages' texts and URLs)")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="the model file to write (JSON; required)")] = None,
     group_by: Annotated[str, typer.Option(
         "--group-by", help="cross-validation groups: topic (the topic column) or host (the "
                            "site of each page's URL)")] = "topic",
