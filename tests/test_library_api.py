@@ -138,3 +138,22 @@ def test_demo_refuses_a_users_index_and_bad_folders(index: Path, tmp_path: Path,
         assert run(["demo", "--index", str(tmp_path / "demo"), "--embedder", "hashing", "-q",
                     "--json"]) == 0
         capsys.readouterr()
+
+
+def test_arguments_of_the_wrong_kind_are_named(index: Path) -> None:
+    """``check=5`` failed at the first stage with "'int' object is not callable",
+    ``keep_columns("yes")`` was taken as true, ``credrank.rerank`` with a text as its typer
+    failed with "cannot create weak reference to 'str' object" and with ``top_k=1`` named an
+    internal function."""
+    import credrank
+
+    with Searcher.open(index) as searcher:
+        with pytest.raises(TypeError, match=r"^check: expected a callable .*, got int"):
+            searcher.search("vitamin d", check=5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^keep: expected True or False, got 'yes'"):
+            searcher.keep_columns("yes")  # type: ignore[arg-type]
+    records = [{"id": "a", "text": "vitamin d and covid"}]
+    with pytest.raises(TypeError, match=r"^typer: expected a SourceTyper or None, got str"):
+        credrank.rerank("vitamin d", records, "hashing", None, "x")
+    with pytest.raises(TypeError, match=r"rerank\(\) got an unexpected keyword argument"):
+        credrank.rerank("vitamin d", records, "hashing", top_k=1)

@@ -25,7 +25,7 @@ from credrank.core.checkpoint import checking
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.core.pipeline import FunctionStage, Pipeline, Stage
-from credrank.core.validation import check_str
+from credrank.core.validation import check_bool, check_str
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
@@ -129,6 +129,7 @@ class Searcher:
         measured in docs/results.md), plus ``4 · dim`` bytes a document for the vectors, read
         only when a search first asks for them (up to 256 MB). Returns whether the store keeps
         it (other stores: ``False``, nothing to do)."""
+        check_bool("keep", keep)  # "yes" was taken as true
         keep_columns = getattr(self.store, "keep_columns", None)
         with self._lock:
             if self._closed:  # the engine's own error said "Shard is not initialized"
@@ -227,6 +228,9 @@ class Searcher:
         ``query`` is a ``ValueError``, as on the command line and over HTTP: its similarities
         would mean nothing."""
         check_str("query", query, what="non-empty text")
+        if check is not None and not callable(check):  # it failed at the first stage
+            raise TypeError(f"check: expected a callable of the checkpoint name (or None), "
+                            f"got {type(check).__name__}")
         with checking(check):  # long stages check inside their loops too (within:NAME)
             return self._run(stages, query, store=store, check=check)
 

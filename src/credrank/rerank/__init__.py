@@ -824,7 +824,8 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
            spec: PipelineSpec | Mapping[str, Any] | None = None,
            typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
            query_vector: Sequence[float] | None = None, auto: AutoRetrieval | None = None,
-           **spec_files: Any) -> Candidates:
+           resources: Mapping[str, str | Path] | None = None,
+           allow_paths: bool = True) -> Candidates:
     """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`). ``embedder`` may be
     a name (:func:`credrank.index.embed.get_embedder`), ``spec`` a pipeline spec or its
     plain data (default: :func:`default_spec`). ``retrieval``: ``auto`` (default),
@@ -833,7 +834,11 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
     result's ``info["retrieval"]``. ``from credrank import rerank`` is this module, and
     calling it calls this function. ``embedder=None`` is the default (``minilm``); anything
     else that is neither a name nor an :class:`~credrank.core.embedder.Embedder` is a
-    ``TypeError`` naming it (a spec passed third, for one)."""
+    ``TypeError`` naming it (a spec passed third, for one); so is a ``typer`` that is no
+    :class:`~credrank.provenance.SourceTyper`. Options such as ``top_k`` go in ``spec``
+    (``{"top_k": 3}``); ``resources`` and ``allow_paths``: :func:`rerank_pipeline`."""
+    if typer is not None and not isinstance(typer, SourceTyper):
+        raise TypeError(f"typer: expected a SourceTyper or None, got {type(typer).__name__}")
     if embedder is None:
         embedder = "minilm"
     if isinstance(embedder, str):
@@ -846,7 +851,8 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
                         + ("; the spec is the fourth argument (or spec=)"
                            if isinstance(embedder, Mapping | PipelineSpec) else ""))
     return rerank_pipeline(records, embedder, spec, typer, retrieval=retrieval,
-                           query_vector=query_vector, auto=auto, **spec_files).search(query)
+                           query_vector=query_vector, auto=auto, resources=resources,
+                           allow_paths=allow_paths).search(query)
 
 
 def rerank_hits(result: Candidates, text: str = DEFAULT_TEXT) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ class TopK(Stage):
 
     @parameters()  # no spec parameter: the pipeline's top_k is its k
     def __init__(self, k: int = 10):
-        self.k = check_int("top_k", k, 1)
+        self.k = check_int("k", k, 1)  # its own name; a spec's top_k is checked there
 
     def transform(self, batch: Candidates) -> Candidates:
         return batch.sorted_by_score().take(range(min(self.k, len(batch))))
