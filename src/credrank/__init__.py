@@ -51,7 +51,6 @@ _API: dict[str, str] = {
 if TYPE_CHECKING:
     from typing import Any
 
-    from credrank import rerank as rerank
     from credrank.core.candidates import Candidates
     from credrank.core.pipeline import Pipeline, Stage
     from credrank.documents import iter_documents
@@ -61,6 +60,9 @@ if TYPE_CHECKING:
     from credrank.pipeline.catalog import CATALOG
     from credrank.pipeline.spec import PipelineSpec, SpecError
     from credrank.provenance import SourceTyper
+
+    # to a type checker the function a user calls (at run time the module, callable as it)
+    from credrank.rerank import rerank as rerank
     from credrank.searcher import Searcher
     from credrank.signals.prior import load_priors
 

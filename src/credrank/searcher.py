@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from credrank.core.candidates import Candidates
 from credrank.core.checkpoint import checking
@@ -45,6 +45,9 @@ from credrank.rerank import (
     check_retrieval,
     rerank_hits,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: a pipeline as the methods take it: a spec, its plain data, or ``None`` (the default spec,
 #: :func:`credrank.rerank.as_spec`: ``credrank search`` without options)
@@ -299,7 +302,7 @@ class Searcher:
     # -- candidates retrieved elsewhere ----------------------------------------------------
     def rerank(self, query: str, records: Sequence[Mapping[str, Any]], spec: SpecLike = None,
                *, retrieval: str = DEFAULT_RETRIEVAL,
-               query_vector: Sequence[float] | None = None,
+               query_vector: Sequence[float] | np.ndarray | None = None,
                check: Check | None = None) -> Candidates:
         """Rerank a client's candidates: :class:`~credrank.rerank.GivenCandidates` then the
         stages of ``spec``; ``retrieval`` ``auto`` (default), ``cosine`` or ``given``
@@ -309,7 +312,7 @@ class Searcher:
                             query_vector, check)
 
     def _rerank(self, compiled: Compiled, query: str, records: Sequence[Mapping[str, Any]],
-                retrieval: str, query_vector: Sequence[float] | None,
+                retrieval: str, query_vector: Sequence[float] | np.ndarray | None,
                 check: Check | None) -> Candidates:
         check_retrieval(retrieval)
         given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
@@ -319,7 +322,7 @@ class Searcher:
 
     def rerank_json(self, query: str, records: Sequence[Mapping[str, Any]],
                     spec: SpecLike = None, *, retrieval: str = DEFAULT_RETRIEVAL,
-                    query_vector: Sequence[float] | None = None,
+                    query_vector: Sequence[float] | np.ndarray | None = None,
                     text: str = DEFAULT_TEXT, check: Check | None = None) -> dict[str, Any]:
         """The ``/rerank`` document: as ``credrank search --json``, each hit with the
         client's ``metadata`` and ``client_score`` (and ``text`` of the client's passage as
@@ -351,7 +354,8 @@ class Searcher:
         self.close()
 
 
-def _query_vector(result: Candidates, query_vector: Sequence[float] | None) -> str:
+def _query_vector(result: Candidates,
+                  query_vector: Sequence[float] | np.ndarray | None) -> str:
     """``settings.query_vector`` of a rerank document: ``given`` when the client's query
     vector was used, else ``embedded`` (also when no query vector was needed)."""
     used = (result.info.get("retrieval") or {}).get("query")

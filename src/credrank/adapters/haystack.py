@@ -38,6 +38,7 @@ credrank embeds the documents (a one-time warning says what it costs).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 try:
@@ -69,7 +70,8 @@ class CredibilityRanker:
         ``pipeline: stages[1].half_life: …``).
     """
 
-    def __init__(self, pipeline: dict[str, Any] | str | None = None, **options: Any) -> None:
+    def __init__(self, pipeline: PipelineSpec | dict[str, Any] | str | Path | None = None,
+                 **options: Any) -> None:
         self._scorer = CredrankScorer(pipeline, **options)
 
     __init__.__signature__ = signature()  # type: ignore[attr-defined]

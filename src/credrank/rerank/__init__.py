@@ -492,7 +492,8 @@ class GivenCandidates(Stage):
 
     def __init__(self, records: Sequence[Mapping[str, Any]], embedder: Embedder,
                  typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
-                 with_vectors: bool = False, query_vector: Sequence[float] | None = None,
+                 with_vectors: bool = False,
+                 query_vector: Sequence[float] | np.ndarray | None = None,
                  auto: AutoRetrieval | None = None, declared: bool = True,
                  embedded_texts: Sequence[str | None] | None = None,
                  fields: MetadataFields | None = None):
@@ -801,7 +802,7 @@ def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
                     spec: PipelineSpec | Mapping[str, Any] | None = None,
                     typer: SourceTyper | None = None, *,
                     retrieval: str = DEFAULT_RETRIEVAL,
-                    query_vector: Sequence[float] | None = None,
+                    query_vector: Sequence[float] | np.ndarray | None = None,
                     resources: Mapping[str, str | Path] | None = None,
                     allow_paths: bool = True, auto: AutoRetrieval | None = None) -> Pipeline:
     """``GivenCandidates(records) >> the stages of spec`` (prior, signals, combine, selector),
@@ -823,7 +824,8 @@ def rerank(query: str, records: Sequence[Mapping[str, Any]],
            embedder: Embedder | str | None = "minilm",
            spec: PipelineSpec | Mapping[str, Any] | None = None,
            typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
-           query_vector: Sequence[float] | None = None, auto: AutoRetrieval | None = None,
+           query_vector: Sequence[float] | np.ndarray | None = None,
+           auto: AutoRetrieval | None = None,
            resources: Mapping[str, str | Path] | None = None,
            allow_paths: bool = True) -> Candidates:
     """Rerank ``records`` for ``query`` (see :func:`rerank_pipeline`). ``embedder`` may be
