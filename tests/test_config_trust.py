@@ -225,3 +225,28 @@ def test_template_never_writes_into_an_index(tmp_path: Path) -> None:
     proc = run_cli("provenance", "hosts", "--index", index, "--template",
                    other / "domains.csv", cwd=tmp_path, env=_env(tmp_path))
     assert "inside the credrank index" not in proc.stderr
+
+
+# -- written values win over the file's ----------------------------------------------------
+
+def test_written_arguments_win_over_what_the_file_says(tmp_path: Path,
+                                                       demo_index_hashing: Path) -> None:
+    """A file's ``set`` item clashed with a flag and was blamed on the command line; a file's
+    ``index`` made ``advise PROFILE`` fail, and a file's ``queries`` ``search QUERY``: the
+    written value wins, as the file's other values yield to flags."""
+    from sparse_copy import copy_index
+
+    copy_index(demo_index_hashing, tmp_path / "idx")
+    _config(tmp_path, 'index = "idx"\n[search]\nset = ["prior.priors=aggressive"]\n'
+                      'queries = "q.txt"\n')
+    (tmp_path / "q.txt").write_text("vitamin d\n", encoding="utf-8")
+    proc = run_cli("search", "vitamin d covid", "--priors", "compressed", "--json",
+                   cwd=tmp_path, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    prior = json.loads(proc.stdout)["pipeline"]["stages"][0]
+    assert prior["stage"] == "prior" and prior["priors"] == "compressed"
+    proc = run_cli("search", "vitamin d covid", "--json", cwd=tmp_path, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr  # no flag: the file's set applies
+    assert json.loads(proc.stdout)["pipeline"]["stages"][0]["priors"] == "aggressive"
+    proc = run_cli("advise", "marketplace", "--json", cwd=tmp_path, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr

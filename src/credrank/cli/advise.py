@@ -42,6 +42,7 @@ from credrank.advise.pools import (
     load_profile,
 )
 from credrank.cli.common import fail, index_rows
+from credrank.cli.config import from_file
 
 
 def _value(cost: Cost) -> str:
@@ -139,6 +140,8 @@ def advise(
 ) -> None:
     """Feasible credibility methods per content pool, their missing prerequisites and costs
     — never a ranking."""
+    if profile is not None and index_dir is not None and from_file("index_dir"):
+        index_dir = None  # the PROFILE written wins over the defaults file's index
     if profile is not None and index_dir is not None:
         fail(f"PROFILE ({profile}) and --index ({index_dir}) exclude each other: give a "
              "profile file, or --index DIR to derive the profile from an index")

@@ -438,6 +438,22 @@ def _click_context() -> tuple[Any, Any]:
     return core, here.get_current_context(silent=True)
 
 
+def from_file(name: str) -> bool:
+    """Whether the running command's parameter ``name`` (its Python name: ``index_dir``) took
+    its value from a defaults file; an argument written on the command line then wins over
+    it where the two exclude each other (a file's ``index`` and ``advise PROFILE``, a file's
+    ``queries`` and ``search QUERY``), as every written value does."""
+    if "typer" not in sys.modules:
+        return False
+    core, ctx = _click_context()
+    if ctx is None or not isinstance(ctx.default_map, _Defaults):
+        return False
+    try:
+        return bool(ctx.get_parameter_source(name) == core.ParameterSource.DEFAULT_MAP)
+    except (KeyError, AttributeError):
+        return False
+
+
 def value_origin(message: str) -> str:
     """`` (from FILE: [table] key)`` when ``message`` opens with an option (``--top-k: …``)
     whose value the running command took from a defaults file, else ``""``: an error about a

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from credrank.cli.common import check_text_argument, console, err, fail, hit_cell, warn
+from credrank.cli.config import from_file
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
@@ -76,6 +77,8 @@ def search(
 
     if index_dir is None:
         fail("--index: required (the index directory to search)")
+    if query is not None and queries is not None and from_file("queries"):
+        queries = None  # the QUERY written wins over the defaults file's queries
     if (query is None) == (queries is None):
         fail("give either a QUERY or --queries FILE (one of them)")
     if trec_run is not None and queries is None:

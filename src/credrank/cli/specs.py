@@ -27,6 +27,7 @@ from credrank.pipeline.shortcuts import (
     in_words,
     spec_from_options,
     with_top,
+    written_places,
 )
 from credrank.pipeline.spec import PipelineSpec, SpecError
 
@@ -105,6 +106,7 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
                         fail(str(exc))
                 values[name] = value
             values.written = _written(ctx, names)
+            values.sets_from_file = _from_file(ctx, "set_param")
             return command(*args, shortcuts=values, **kwargs)
 
         run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -116,9 +118,11 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
 
 class Shortcuts(dict[str, Any]):
     """The shortcut options' values, and ``written``: those the command line (or its
-    environment) set, even to their default (``None``: not known, a call from code)."""
+    environment) set, even to their default (``None``: not known, a call from code);
+    ``sets_from_file``: the ``-S`` items came from a ``credrank.toml`` (its ``set``)."""
 
     written: frozenset[str] | None = None
+    sets_from_file: bool = False
 
 
 #: the hidden parameter of a :func:`shortcut_options` command that receives click's context
@@ -134,6 +138,13 @@ def _written(ctx: Any, names: list[str]) -> frozenset[str] | None:
         return None
     given = ("COMMANDLINE", "ENVIRONMENT")
     return frozenset(n for n in names if getattr(source(n), "name", None) in given)
+
+
+def _from_file(ctx: Any, name: str) -> bool:
+    """Whether option ``name`` took its value from a configuration file (click's
+    ``default_map``)."""
+    source = getattr(ctx, "get_parameter_source", None)
+    return callable(source) and getattr(source(name), "name", None) == "DEFAULT_MAP"
 
 
 def spec_of(pipeline: Path | None, sets: list[str] | None,
@@ -160,7 +171,7 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
             raise ValueError(f"--pipeline {pipeline}: {exc.key_path}: {exc.detail}") from None
     else:
         spec = spec_from_options(door=CLI, **shortcuts)
-    _check_not_both(sets or [], shortcuts)
+    sets = _check_not_both(sets or [], shortcuts)
     # every -S of one stage set at once (a stage added with two required parameters, given
     # in two -S, was refused after the first: "…lambda_coverage: got nothing"), the later of
     # two for one parameter winning; the top-level keys at once, after the stages
@@ -193,28 +204,41 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
     return spec
 
 
-def _check_not_both(sets: list[str], shortcuts: Mapping[str, Any]) -> None:
-    """A ``-S`` that sets what an option written on the same command line sets (``--top-k 3
-    -S top_k=2``, ``--priors aggressive -S prior.priors=compressed``) is an error naming both:
-    the ``-S`` won without a word. The options' places in the spec are the door's shortcuts
-    (a ``top`` key, or one parameter of one stage); those written at their default count too,
-    as with ``--pipeline``."""
+def _check_not_both(sets: list[str], shortcuts: Mapping[str, Any]) -> list[str]:
+    """The ``-S`` items to apply. One that sets what an option written on the command line
+    says (``--top-k 3 -S top_k=2``, ``--freshness half_life=2y -S freshness.half_life=1y``,
+    ``--no-smoothing -S smoothing.m=3``, ``--select mmr -S coverage.lambda_ilad=1``) is an
+    error naming both when it was written there too (the ``-S`` won without a word); one a
+    ``credrank.toml`` gave (its ``set``) yields to the written option, as every value of the
+    file does (it is dropped). Where the options say it: :func:`~credrank.pipeline.shortcuts.
+    written_places`; options written at their default count too, as with ``--pipeline``."""
     written = getattr(shortcuts, "written", None)
     if not written or not sets:
-        return
-    places: dict[str, str] = {}
-    for s in CLI.shortcuts():
-        if s.name not in written or s.param is None:
-            continue
-        if s.kind == "top":
-            places[s.param] = s.name
-        elif s.kind == "param" and s.stage is not None:
-            places[f"{s.stage}.{s.param}"] = s.name
+        return sets
+    places = written_places(shortcuts, written, CLI)
+    kept = []
     for item in sets:
         key = item.partition("=")[0].strip()
-        if key in places:
-            raise ValueError(f"-S {item}: {CLI.say(places[key])} on the same command line sets "
-                             f"{key} too; give it once")
+        stage = key.partition(".")[0]
+        option = places.get(key) or (places.get(f"{stage}.*") if "." in key else None)
+        if option is None:
+            kept.append(item)
+        elif not getattr(shortcuts, "sets_from_file", False):
+            if option == places.get(key):
+                raise ValueError(f"-S {item}: {CLI.say(option)} on the same command line sets "
+                                 f"{key} too; give it once")
+            raise ValueError(f"-S {item}: {_as_written(option, shortcuts)} on the same "
+                             f"command line leaves the {stage} stage out; give one of them")
+    return kept
+
+
+def _as_written(name: str, shortcuts: Mapping[str, Any]) -> str:
+    """Shortcut option ``name`` as the command line wrote it: ``--no-smoothing``, ``--priors
+    none``, ``--select mmr``."""
+    value = shortcuts.get(name)
+    if value is False:
+        return CLI.say(name).replace("--", "--no-", 1)
+    return f"{CLI.say(name)} {value}" if isinstance(value, str) else CLI.say(name)
 
 
 def _said(items: list[str]) -> str:

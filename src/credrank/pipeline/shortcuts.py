@@ -25,7 +25,7 @@ door's words (:func:`in_words`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -383,6 +383,40 @@ def word_of(stage: str, param: str | None, door: Door) -> str:
     return stage if param in (None, "stage") else f"{stage}.{param}"
 
 
+def written_places(values: Mapping[str, Any], written: Iterable[str], door: Door
+                   ) -> dict[str, str]:
+    """Where in a spec the ``written`` shortcut options of ``values`` put what they say, by
+    the spec key a ``-S`` would name: a top-level key (``top_k``), ``STAGE.PARAM``
+    (``prior.priors``, ``freshness.half_life``, a selector's ``mmr.diversity``) or ``STAGE.*``
+    for a stage an option keeps out (``--no-smoothing``, ``--priors none``, the selectors
+    ``--select`` did not choose); each with the option's name. Values have been checked by
+    :func:`spec_from_options` before."""
+    places: dict[str, str] = {}
+    chosen = values.get("select")
+    for s in door.shortcuts():
+        if s.name not in written:
+            continue
+        value = values.get(s.name, s.default)
+        if s.kind == "top" and s.param is not None:
+            places[s.param] = s.name
+        elif s.kind == "param" and s.stage is not None:
+            places[f"{s.stage}.{s.param or s.name}"] = s.name
+            if s.name == "priors" and value == "none":
+                places[f"{s.stage}.*"] = s.name
+        elif s.kind == "on" and value is False:
+            places[f"{s.stage}.*"] = s.name
+        elif s.kind == "select":
+            places.update({f"{other}.*": s.name for other in SELECTORS if other != value})
+        elif s.kind in ("params", "items") and value:
+            stage = chosen if s.stage == "select" else s.stage
+            if stage is None:
+                continue
+            given = (_mapping(value, door.say(s.name)) if s.kind == "params"
+                     else _items(value, door.say(s.name)))
+            places.update({f"{stage}.{p}": s.name for p in given})
+    return places
+
+
 def in_words(exc: SpecError, data: Mapping[str, Any] | PipelineSpec, door: Door) -> str:
     """``exc`` (a path into the spec ``data``: its plain data, or the spec, whose stages an
     error names by their written index, :meth:`PipelineSpec.written`) said with the door's
@@ -405,4 +439,5 @@ def in_words(exc: SpecError, data: Mapping[str, Any] | PipelineSpec, door: Door)
 
 __all__ = ["ADAPTER", "AUDIT", "CLI", "HTTP_RERANK", "HTTP_SEARCH", "LIBRARY", "SELECTORS",
            "SHORTCUTS", "WITH_PIPELINE", "Door", "Shortcut", "check_not_with_pipeline",
-           "given_shortcuts", "in_words", "spec_from_options", "with_top", "word_of"]
+           "given_shortcuts", "in_words", "spec_from_options", "with_top", "word_of",
+           "written_places"]
