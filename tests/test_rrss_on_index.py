@@ -117,3 +117,19 @@ def test_cli_estimate_then_search_with_learned_priors(tmp_path):
     said = doc["settings"]["priors"]
     assert said["name"] == "reliability" and said["sources"] == 3 and said["m"] == 5.0
     assert said["type_priors"] == {"name": "current", "values": dict(preset("current").values)}
+
+
+def test_an_estimate_table_in_a_spec_is_taken_and_checked():
+    """The catalog says ``estimate`` takes a table source → (r, n); given one in a spec, the
+    path reader failed with "unhashable type: 'dict'"."""
+    from credrank.pipeline.compile import build_stages, context
+    from credrank.pipeline.spec import PipelineSpec
+
+    spec = PipelineSpec.from_dict({"stages": [{"stage": "reliability_prior",
+                                               "estimate": {"s_good1": [1.0, 45]}}]})
+    stage = build_stages(spec, context())[0]
+    assert stage.estimates == {"s_good1": (1.0, 45)}
+    bad = PipelineSpec.from_dict({"stages": [{"stage": "reliability_prior",
+                                              "estimate": {"s": {"r": 1}}}]})
+    with pytest.raises(ValueError, match=r"estimate\['s'\]: expected \[reliability in "):
+        build_stages(bad, context())

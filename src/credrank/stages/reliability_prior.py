@@ -61,6 +61,17 @@ class ReliabilityPrior(Stage):
                 "type_prior": dict(self.type_prior), "default": self.default}
 
 
+def _pair(source: Any, value: Any) -> tuple[float, int]:
+    """``[r, n]`` of a spec's inline estimate table (``{"source": [0.8, 12]}``), checked by
+    the stage's own validators; anything else names the source (a table was passed to the
+    path reader: "unhashable type: 'dict'")."""
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or isinstance(value[0], bool) or isinstance(value[1], bool)):
+        raise ValueError(f"estimate[{str(source)!r}]: expected [reliability in [0, 1], "
+                         f"answers >= 0], got {value!r:.60}")
+    return value[0], value[1]
+
+
 class ShrunkReliabilityPrior(Stage):
     """Factor ``name`` (default ``prior``) = each candidate's source reliability, shrunk toward
     the prior of *that candidate's* source type at query time:
@@ -108,8 +119,13 @@ class ShrunkReliabilityPrior(Stage):
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> ShrunkReliabilityPrior:
         """``estimate``: a reliability estimate (a registered name or a path), shrunk toward
         the ``type_priors`` preset or file with weight ``m``."""
-        path = ctx.path(params["estimate"], "estimate", "reliability estimate")
-        return construct(cls, params, estimate=read_estimate(str(path)),
+        given = params["estimate"]
+        if isinstance(given, Mapping):  # a table in the spec: source → [r, n]
+            estimate = {str(k): _pair(k, v) for k, v in given.items()}
+        else:
+            path = ctx.path(given, "estimate", "reliability estimate")
+            estimate = read_estimate(str(path))
+        return construct(cls, params, estimate=estimate,
                          type_priors=ctx.type_priors(params["type_priors"], "type_priors"))
 
     @classmethod
