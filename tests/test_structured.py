@@ -132,6 +132,18 @@ def test_yaml_anchor_without_alias_is_fine(tmp_path: Path) -> None:
     assert read_structured(_write(tmp_path, "a.yaml", "x: &v 1\n")) == {"x": 1}
 
 
+def test_a_yaml_key_given_twice_is_refused_as_in_json(tmp_path: Path) -> None:
+    """PyYAML kept the last of two equal keys without a word (JSON and TOML refuse them)."""
+    with pytest.raises(FileFormatError, match=r"line 2, column 1: expected unique keys, got "
+                                              r"'top_k' twice \(first at line 1\)"):
+        read_structured(_write(tmp_path, "s.yaml", "top_k: 3\ntop_k: 4\n"))
+    nested = "stages:\n  - stage: prior\n    floor: 0.1\n    floor: 0.2\n"
+    with pytest.raises(FileFormatError, match="expected unique keys, got 'floor' twice"):
+        read_structured(_write(tmp_path, "n.yaml", nested))
+    assert read_structured(_write(tmp_path, "ok.yaml", "a: {x: 1}\nb: {x: 2}\n")) == {
+        "a": {"x": 1}, "b": {"x": 2}}
+
+
 def test_scanners() -> None:
     assert yaml_flow_too_deep("a: " + "[" * 40, 32)
     for quoted in ('a: "' + "[" * 40 + '"', "a: '" + "[" * 40 + "'", "# " + "[" * 40):

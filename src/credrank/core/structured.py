@@ -166,7 +166,22 @@ def nesting_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:
 # parsers
 # --------------------------------------------------------------------------------------------
 class _NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses aliases (``*name``) where they appear."""
+    """PyYAML's safe loader that refuses aliases (``*name``) where they appear, and a key
+    given twice in one mapping (PyYAML kept the last, silently; JSON and TOML refuse it)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"expected unique keys, got {key!r} twice (first at line "
+                        f"{seen[key].line + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark
+            except TypeError:  # an unhashable key: PyYAML's own check says it
+                pass
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
