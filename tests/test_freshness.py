@@ -628,3 +628,13 @@ def test_no_denormal_weight_or_score_leaves(demo_index_hashing):
         assert hit["score"] == 0.0 or abs(hit["score"]) >= 2.2250738585072014e-308
     batch = build_batch([0.9, 0.8])
     assert batch.with_score(np.array([1e-310, 0.5])).score.tolist() == [0.0, 0.5]
+
+
+def test_config_source_types_are_checked(tmp_path):
+    """A misspelt source type (``peer_reviewd``) matched no document and was echoed as if it
+    did; prior files already refused one."""
+    path = tmp_path / "fr.toml"
+    path.write_text('half_life = "1y"\n[source_type]\npeer_reviewd = "5y"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"source_type\.peer_reviewd: expected one of "
+                                         r"peer_reviewed, "):
+        load_freshness_config(path)

@@ -50,6 +50,7 @@ from credrank.core.errors import FileFormatError
 from credrank.core.schema import Field, ListOf, MapOf, Nullable, Spec, Table, Text, got
 from credrank.core.structured import read_structured
 from credrank.core.validation import is_number
+from credrank.documents.schema import SOURCE_TYPES
 from credrank.freshness.decay import check_half_life
 
 #: days per unit of a duration string (a year is the Julian year, 365.25 days)
@@ -135,11 +136,14 @@ class Duration(Spec):
 
 
 _HALF_LIVES = Nullable(MapOf(Duration()))
+#: half-lives by source type: the keys are source types (a misspelt one, ``peer_reviewd``,
+#: matched no document and was echoed as if it did)
+_TYPE_HALF_LIVES = Nullable(MapOf(Duration(), key=Text(choices=SOURCE_TYPES)))
 #: a freshness config document (module docstring); ``null`` tables (an empty YAML section)
 #: are empty
 CONFIG_SCHEMA = Table({
     "half_life": Field(Duration()),
-    "source_type": Field(_HALF_LIVES, default=None),
+    "source_type": Field(_TYPE_HALF_LIVES, default=None),
     "host": Field(_HALF_LIVES, default=None),
     "claim_class": Field(_HALF_LIVES, default=None),
     "no_decay": Field(Nullable(Table({
