@@ -214,3 +214,50 @@ def test_auto_pushdown_only_where_the_engine_can_score(small_index):
     assert not python.pushdown.fused and python.pushdown.reason == "pushdown turned off"
     a, b = auto.pipeline.search("vitamin fever"), python.pipeline.search("vitamin fever")
     assert np.allclose(a.score, b.score, atol=1e-6)
+
+
+def test_rejects_never_replaces_the_corpus_or_an_index_file(tmp_path: Path) -> None:
+    """``--rejects idx/manifest.json`` renamed the manifest aside and wrote the rejects in its
+    place (the index could no longer be opened); ``--rejects CORPUS`` replaced the corpus.
+    A file that holds no reject records is refused too; nothing is indexed."""
+    from cli_inprocess import run_cli
+
+    corpus = tmp_path / "dup.jsonl"
+    corpus.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', encoding="utf-8")
+    idx = tmp_path / "idx"
+    assert run_cli("index", corpus, "--index", idx, "--embedder", "hashing", "-q"
+                   ).returncode == 0
+    manifest = (idx / "manifest.json").read_bytes()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    for target, said in ((idx / "manifest.json", "is inside the index folder"),
+                         (corpus, "it is the corpus being indexed"),
+                         (notes, "an existing file that holds no reject records")):
+        got = run_cli("index", corpus, "--index", idx, "--embedder", "hashing", "-q",
+                      "--rejects", target)
+        assert got.returncode == 2 and said in got.stderr, got.stderr
+    assert (idx / "manifest.json").read_bytes() == manifest
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+    mine = tmp_path / "mine.jsonl"  # a rejects file of one's own, kept between runs
+    for _ in range(2):
+        assert run_cli("index", corpus, "--index", idx, "--embedder", "hashing", "-q",
+                       "--rejects", mine).returncode == 0
+    assert len(list(tmp_path.glob("mine.*.jsonl"))) == 1
+
+
+def test_an_id_holding_nul_is_rejected_with_its_line(tmp_path: Path) -> None:
+    """A NUL in an id made its passages' keys clash with another document's ('a 63-bit hash
+    collision'), and the whole batch failed; it is one rejected record now."""
+    from cli_inprocess import run_cli
+
+    corpus = tmp_path / "nul.jsonl"
+    corpus.write_text(json.dumps({"id": "p", "text": " ".join(f"w{i}." for i in range(100))})
+                      + "\n" + json.dumps({"id": "p\u00001", "text": "collider"}) + "\n"
+                      + json.dumps({"id": "q", "text": "innocent"}) + "\n", encoding="utf-8")
+    got = run_cli("index", corpus, "--index", tmp_path / "idx", "--embedder", "hashing",
+                  "--chunk-tokens", "16", "--json")
+    assert got.returncode == 0, got.stderr
+    doc = json.loads(got.stdout)
+    assert (doc["indexed"], doc["rejected"]) == (2, 1)
+    assert "expected an id without a NUL character" in doc["rejects"][0]["reason"]
+    assert doc["rejects"][0]["line"] == 2

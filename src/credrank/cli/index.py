@@ -211,7 +211,7 @@ def index(
 
         credibility = check_credibility_model(credibility_model, embedder)
     rejects_path = rejects or index_dir / "rejects.jsonl"
-    problem = _unwritable(rejects_path)
+    problem = _unwritable(rejects_path) or _not_rejects(rejects_path, corpus, index_dir)
     if problem is not None:  # the option that named the path: --rejects, else --index
         fail(f"--rejects {rejects_path}: {problem}; nothing was indexed" if rejects is not None
              else f"--index {index_dir}: its rejects file {rejects_path}: {problem}; nothing "
@@ -398,6 +398,35 @@ def keep_earlier_rejects(path: Path) -> Path | None:
         target = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
     path.rename(target)
     return target
+
+
+def _not_rejects(path: Path, corpus: Path, index_dir: Path) -> str | None:
+    """Why ``path`` must not be the rejects file, which a run renames aside when it holds an
+    earlier run's rejects and then replaces (:func:`keep_earlier_rejects`): the corpus itself,
+    a file of the index folder other than its own ``rejects.jsonl`` (``manifest.json``: the
+    index could no longer be opened), or an existing file that holds no reject records.
+    ``None`` when it may be."""
+    try:
+        target = path.resolve()
+        if corpus.is_file() and target == corpus.resolve():
+            return "it is the corpus being indexed"
+        inside = index_dir.resolve()
+        if target.is_relative_to(inside) and target != inside / "rejects.jsonl":
+            return (f"it is inside the index folder {index_dir}, whose files are the index's "
+                    "(its own rejects file is rejects.jsonl there)")
+        if target.is_file() and target.stat().st_size:
+            with target.open("rb") as fh:
+                first = fh.readline(1 << 16)
+            try:
+                record = json.loads(first)
+            except ValueError:
+                record = None
+            if not (isinstance(record, dict) and "kind" in record):
+                return ("an existing file that holds no reject records (a run renames the "
+                        "earlier rejects aside and writes its own): choose another path")
+    except OSError:
+        return None  # _unwritable said what could be said
+    return None
 
 
 def _unwritable(path: Path) -> str | None:

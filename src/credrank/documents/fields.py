@@ -187,11 +187,13 @@ def url_credentials(url: str) -> str | None:
 
 
 def id_value(v: Any) -> tuple[str | None, str | None]:
-    """``(id, None)`` for a non-empty string or an integer (as its decimal string; a boolean
-    is not an id), else ``(None, reason)``."""
+    """``(id, None)`` for a non-empty string without NUL or an integer (as its decimal
+    string; a boolean is not an id), else ``(None, reason)``."""
     if is_integer(v):  # True is not an id
         return str(v), None
     if isinstance(v, str):
+        if "\x00" in v:  # the separator of a passage's key (doc id, NUL, its number)
+            return None, f"expected an id without a NUL character, got {v[:60]!r}"
         if v.strip():
             return v, None
         return None, f"expected a non-empty id, got {v!r}"
