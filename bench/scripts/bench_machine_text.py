@@ -404,7 +404,7 @@ def _store_row(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
     return {"precision": scorer.precision, "threads": args.thread_counts[0], "budget": budget,
             "passages": report.scored,
             "what": "score_store on a Qdrant Edge index (read, score, write payloads)",
-            "wall_s": round(report.seconds, 2), "passages_per_s": round(report.rate, 2),
+            "wall_s": round(report.seconds, 2), "documents_per_s": round(report.rate, 2),
             "loadavg_before": load_before, "loadavg_after": _load()}
 
 

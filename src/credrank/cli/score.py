@@ -1,7 +1,9 @@
 """``credrank score``: index-time scores for an existing index (kept in each point's payload).
 
 ``credrank score machine-text --index DIR`` computes Fast-DetectGPT's analytic criterion with
-SmolLM2-135M (the ``lm`` extra) for every passage not yet scored with the same settings and
+SmolLM2-135M (the ``lm`` extra) for every document not yet scored with the same settings (its
+first ``--max-tokens`` tokens; each passage of a split document carries its document's value)
+and
 stores it in the payload field ``machine_text`` (:mod:`credrank.index.scoring`), so that
 ``credrank search … --machine-text`` pays nothing for it. ``credrank score credibility --index
 DIR --model MODEL`` stores ``P(credible)`` of a ``credrank credibility fit`` model in the
@@ -41,8 +43,8 @@ SCORES = ("machine-text",)
 
 MaxTokensOption = Annotated[int, typer.Option(
     "--max-tokens", min=2, max=4096,
-    help="token budget: the first N tokens of each passage are scored (speed and accuracy per "
-         "budget: docs/results.md)")]
+    help="token budget: the first N tokens of each document are scored (speed and accuracy "
+         "per budget: docs/results.md)")]
 BatchOption = Annotated[int, typer.Option(
     "--batch-size", min=1, max=4096, help="passages per forward pass")]
 ThreadsOption = Annotated[int | None, typer.Option(
@@ -168,11 +170,13 @@ def machine_text(
     quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
 ) -> None:
-    """Store the machine-text statistic of every passage of DIR (Fast-DetectGPT, SmolLM2).
+    """Store the machine-text statistic of every document of DIR (Fast-DetectGPT, SmolLM2):
+    its first --max-tokens tokens are scored, and every passage of a split document carries
+    its document's value.
 
-    Resumable: passages already scored with the same settings are skipped, so an interrupted
+    Resumable: documents already scored with the same settings are skipped, so an interrupted
     run is completed by re-running it. Afterwards `credrank search … --machine-text` demotes
-    machine-like passages by the factor machine_text (docs/results.md)."""
+    machine-like documents by the factor machine_text (docs/results.md)."""
     if not index_dir.is_dir():
         fail(f"--index {index_dir}: no such index directory; build one with "
              "`credrank index CORPUS --index DIR`")
@@ -259,7 +263,6 @@ def credibility_document(report: ScoreReport, index_dir: Path, model: Any) -> di
     out = {"credrank_score": 1, "index": str(index_dir), **report.to_dict(),
            "model": str(model.path), "embedding_source": model.embedding_source,
            "documents_per_s": round(report.rate, 2)}
-    out.pop("passages_per_s", None)
     return out
 
 

@@ -111,7 +111,7 @@ class ScoreReport:
         return {"score": self.name, "key": self.key, "documents": self.total,
                 "already_scored": self.already, "scored": self.scored,
                 "unscorable": self.unscorable, "seconds": round(self.seconds, 3),
-                "passages_per_s": round(self.rate, 2)}
+                "documents_per_s": round(self.rate, 2)}
 
 
 def passage_keys(store: Any, doc_ids: Sequence[str]) -> dict[str, list[str]]:
