@@ -110,7 +110,8 @@ def index(
     chunk_overlap: Annotated[int | None, typer.Option(
         "--chunk-overlap", metavar="N",
         help=f"tokens shared by consecutive passages of a new index (default "
-             f"{DEFAULT_OVERLAP}, at most half a passage)")] = None,
+             f"{DEFAULT_OVERLAP} or a quarter of a passage, whichever is less; at most half a "
+             "passage)")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the run as JSON (docs/json.md): counts, rejects, dropped fields")
     ] = False,
