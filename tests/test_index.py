@@ -261,3 +261,22 @@ def test_an_id_holding_nul_is_rejected_with_its_line(tmp_path: Path) -> None:
     assert (doc["indexed"], doc["rejected"]) == (2, 1)
     assert "expected an id without a NUL character" in doc["rejects"][0]["reason"]
     assert doc["rejects"][0]["line"] == 2
+
+
+def test_a_rerun_takes_the_index_s_own_embedder(tmp_path: Path) -> None:
+    """Re-indexing into a hashing index without --embedder was refused ("built with
+    'hashing', not 'minilm'"): --embedder defaulted to minilm, not to the index's own."""
+    from cli_inprocess import run_cli
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "vitamin d"}\n', encoding="utf-8")
+    idx = tmp_path / "idx"
+    assert run_cli("index", corpus, "--index", idx, "--embedder", "hashing", "-q"
+                   ).returncode == 0
+    corpus.write_text('{"id": "a", "text": "vitamin d"}\n{"id": "b", "text": "zinc"}\n',
+                      encoding="utf-8")
+    got = run_cli("index", corpus, "--index", idx, "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["indexed"] == 1
+    got = run_cli("index", corpus, "--index", idx, "--embedder", "minilm", "-q")
+    assert got.returncode == 2 and "'hashing'" in got.stderr  # another one: still an error

@@ -544,8 +544,9 @@ HELP: dict[str, str] = {
         '  --trust-declared / --no-trust-declared\n'
         "                                  use a record's declared source_type instead\n"
         '                                  of its URL  [default: no-trust-declared]\n'
-        '  --embedder <str>                minilm (default) or hashing (tests)\n'
-        '                                  [default: minilm]\n'
+        "  --embedder <str>                minilm (a new index's default) or hashing\n"
+        '                                  (tests); an existing index keeps its own\n'
+        '                                  (another is an error)\n'
         '  --rejects <path>                rejects file (JSONL)\n'
         '  --strict / --no-strict          strict reading: a record with any unreadable\n'
         '                                  field is rejected (dates only ISO 8601 with\n'

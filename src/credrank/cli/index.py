@@ -18,7 +18,7 @@ from credrank.documents.readers import FORMATS
 from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
 from credrank.index.diskspace import DiskFullError
 from credrank.index.embed import get_embedder
-from credrank.index.manifest import reindex_hint
+from credrank.index.manifest import read_manifest, reindex_hint
 from credrank.index.opener import open_store
 from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
 from credrank.index.store import ENGINES, StoreError, document_count
@@ -80,7 +80,9 @@ def index(
         help="domain table CSV (domain,source_type or domain,score); repeatable")] = None,
     trust_declared: Annotated[bool, typer.Option(
         help="use a record's declared source_type instead of its URL")] = False,
-    embedder: Annotated[str, typer.Option(help="minilm (default) or hashing (tests)")] = "minilm",
+    embedder: Annotated[str | None, typer.Option(
+        help="minilm (a new index's default) or hashing (tests); an existing index keeps its "
+             "own (another is an error)")] = None,
     rejects: Annotated[Path | None, typer.Option(help="rejects file (JSONL)")] = None,
     strict: Annotated[bool, typer.Option(
         help="strict reading: a record with any unreadable field is rejected (dates only ISO "
@@ -206,6 +208,12 @@ def index(
         from credrank.cli.score import check_scores
 
         check_scores(score)
+    if embedder is None:  # an existing index's own; a new one's default
+        try:
+            found = read_manifest(index_dir)
+        except StoreError as exc:
+            fail(str(exc))
+        embedder = found.embedder if found is not None else "minilm"
     credibility = None
     if credibility_model is not None:  # the model file is checked before anything is indexed
         from credrank.cli.score import check_credibility_model
