@@ -843,3 +843,27 @@ def test_a_zero_vector_a_selector_cannot_use_is_named_at_its_field(app_factory: 
     assert got.status_code == 422, got.text
     assert got.json()["errors"][0]["field"] == "candidates[1].vector"
     assert got.json()["detail"].startswith("mmr: the candidate 'b' has a vector of zeros")
+
+
+def test_malformed_http_is_a_json_400_with_its_log_line(demo_index_hashing: Path,
+                                                        tmp_path: Path) -> None:
+    """What the HTTP parser refuses got uvicorn's plain-text 400 ("Invalid HTTP request
+    received.") and no access log line."""
+    where = tmp_path / "index"
+    copy_index(demo_index_hashing, where)
+    with running_server(where) as server:
+        for head in (b"Content-Length: -1\r\n",
+                     b"Content-Length: 5\r\nContent-Length: 6\r\n"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+                s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          b"application/json\r\n" + head + b"\r\n{}")
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+            status, _, rest = answer.partition(b"\r\n")
+            assert status == b"HTTP/1.1 400 Bad Request", answer[:200]
+            assert b"content-type: application/json" in rest.lower()
+            body = json.loads(rest.partition(b"\r\n\r\n")[2])
+            assert body["error"] == "bad_request" and "not valid HTTP/1.1" in body["detail"]
+    records = [r for r in server.log_records() if r.get("status") == 400]
+    assert len(records) == 2 and all(r["event"] == "request" for r in records)

@@ -13,7 +13,9 @@ the body deadline, its work ``--timeout``). Each 408 sent so gets its access log
 (:mod:`credrank.serve.logs`: ``status`` 408, ``method`` and ``route`` null, as no headers came),
 also where nothing of a request had come: a connection opened and left silent, or one idle
 after an answer for longer than ``--read-timeout`` (uvicorn closes an idle connection silently
-after its keep-alive of 5 s, so only a ``--read-timeout`` shorter than that sees this).
+after its keep-alive of 5 s, so only a ``--read-timeout`` shorter than that sees this). What
+the HTTP parser refuses gets a JSON 400 and its log line the same way (uvicorn answered plain
+text and logged no request).
 
 It reads the protocol's ``cycle`` (the request being answered; a new one once the headers of
 a request are parsed), ``loop``, ``transport`` and ``on_response_complete``, which both of
@@ -74,6 +76,26 @@ def with_header_deadline(base: type[asyncio.Protocol], seconds: float
                     "event": "request", "method": None, "route": None, "status": 408,
                     "latency_ms": round(seconds * 1e3, 3), "request_bytes": 0,
                     "response_bytes": len(body)}})
+
+        def send_400_response(self, msg: str) -> None:
+            """What the HTTP parser refused (a negative ``Content-Length``, two of them, one
+            beside ``Transfer-Encoding: chunked``): a JSON 400 and its access log line, as
+            every other error (uvicorn's own answer is plain text and logs no request)."""
+            bad = dumps({"error": "bad_request",
+                         "detail": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')}); "
+                                   "the connection is closed"})
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head += [name + b": " + value + b"\r\n"
+                     for name, value in self.server_state.default_headers]
+            head += [b"content-type: application/json\r\n",
+                     b"content-length: " + str(len(bad)).encode("ascii") + b"\r\n",
+                     b"connection: close\r\n\r\n"]
+            if not self.transport.is_closing():
+                self.transport.write(b"".join(head) + bad)
+                self.transport.close()
+            access.info("request", extra={"fields": {
+                "event": "request", "method": None, "route": None, "status": 400,
+                "latency_ms": 0.0, "request_bytes": 0, "response_bytes": len(bad)}})
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
