@@ -207,18 +207,26 @@ def _call(app: Any, path: str, headers: list[tuple[bytes, bytes]] | None = None
 
 
 def test_a_request_cancelled_before_its_answer_gets_a_json_503_saying_what_it_did() -> None:
-    from credrank.serve.limits import CutShortMiddleware
+    from credrank.serve.limits import MAY_BE_APPLIED, NOT_APPLIED, CutShortMiddleware
 
-    async def cancelled(scope: Any, receive: Any, send: Any) -> None:
-        raise asyncio.CancelledError("timeout graceful shutdown exceeded")
+    def cancelled(read: bool, said: str | None = None) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if read:  # the whole body arrived, then the work was cut
+                await receive()
+            raise asyncio.CancelledError(*([said] if said else []))
+        return app
 
-    app = CutShortMiddleware(cancelled, write_paths=frozenset({"/feedback"}))
-    for path, headers, says in (
-            ("/search", None, "it was cancelled and changed nothing"),
-            ("/feedback", [(b"idempotency-key", b"k1")],
+    for app, path, headers, says in (
+            (cancelled(True), "/search", None, "it was cancelled and changed nothing"),
+            (cancelled(True, MAY_BE_APPLIED), "/feedback", [(b"idempotency-key", b"k1")],
              "may still be applied: retry with the same Idempotency-Key"),
-            ("/feedback", None, "sent without an Idempotency-Key")):
-        start, body = _call(app, path, headers)
+            (cancelled(True), "/feedback", None, "sent without an Idempotency-Key"),
+            # the body never all came, or the work stopped before its commit: not applied
+            (cancelled(False), "/feedback", None, "not applied: its body had not all arrived"),
+            (cancelled(True, NOT_APPLIED), "/feedback", None,
+             "not applied: it was cancelled before it changed anything")):
+        start, body = _call(CutShortMiddleware(app, write_paths=frozenset({"/feedback"})),
+                            path, headers)
         assert start["status"] == 503 and (b"connection", b"close") in start["headers"]
         doc = json.loads(body["body"])
         assert doc["error"] == "unavailable" and says in doc["detail"], doc

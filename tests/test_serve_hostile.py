@@ -867,3 +867,29 @@ def test_malformed_http_is_a_json_400_with_its_log_line(demo_index_hashing: Path
             assert body["error"] == "bad_request" and "not valid HTTP/1.1" in body["detail"]
     records = [r for r in server.log_records() if r.get("status") == 400]
     assert len(records) == 2 and all(r["event"] == "request" for r in records)
+
+
+def test_two_idempotency_keys_and_pydantic_s_wording_are_said_plainly(app_factory: Any
+                                                                        ) -> None:
+    """Two Idempotency-Key headers: the first was used and a retry with the second applied
+    the write again; a validator's message came as "Value error, FIELD: …" and a bad key as
+    pydantic's "String should match pattern"."""
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            got = await c.post("/feedback", json=FEEDBACK, headers=[
+                ("X-API-Key", KEY), ("Idempotency-Key", "dupA"), ("Idempotency-Key", "dupB")])
+            assert got.status_code == 422, got.text
+            assert got.json()["errors"][0]["field"] == "Idempotency-Key"
+            assert "given 2 times; give it once" in got.json()["detail"]
+            got = await c.post("/feedback", json=FEEDBACK,
+                               headers={**AUTH, "Idempotency-Key": "has space"})
+            assert got.status_code == 422
+            assert 'expected 1 to 200 visible ASCII characters, got "has space"' in \
+                got.json()["detail"]
+            got = await c.post("/search", json={"query": "   "})
+            assert got.status_code == 422 and "Value error" not in got.json()["detail"]
+            assert got.json()["detail"].startswith("query: expected non-empty text")
+
+    run(scenario())

@@ -197,6 +197,14 @@ def stage_field(detail: str, plan: Plan) -> str | None:
 def _message(e: dict[str, Any]) -> str:
     kind = str(e.get("type", ""))
     given, ctx = e.get("input"), e.get("ctx") or {}
+    loc = tuple(e.get("loc", ()))
+    if kind == "value_error":  # a validator's own message, without pydantic's wrapping
+        said = str(e.get("msg", "")).removeprefix("Value error, ")
+        last = str(loc[-1]) if loc else ""
+        return said[len(last) + 2:] if last and said.startswith(last + ": ") else said
+    if kind == "string_pattern_mismatch" and loc and loc[-1] == HEADER:
+        return (f"expected 1 to 200 visible ASCII characters, got "
+                f"{json.dumps(given, ensure_ascii=False)[:60]}")
     if kind == "string_too_long" and isinstance(given, str) and "max_length" in ctx:
         return f"expected at most {ctx['max_length']:,} characters, got {len(given):,}"
     if kind == "string_too_short" and isinstance(given, str) and "min_length" in ctx:
@@ -386,11 +394,12 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.post("/index", response_model=IndexResponse, dependencies=write,
               responses=_errors(401, 403, 408, 413, 415, 422, 503, 504, 507), tags=["write"])
-    async def index(req: IndexRequest, idempotency_key: IdempotencyKey = None) -> Any:
+    async def index(req: IndexRequest, request: Request,
+                    idempotency_key: IdempotencyKey = None) -> Any:
         """Index documents into the served index (validated and rejected as `credrank index`
         validates a JSONL file; record i is line i). Needs the API key. The documents are
         embedded before the index is locked: searches do not wait for it."""
-        return await run_write("/index", idempotency_key, req,
+        return await run_write("/index", _one_key(request, idempotency_key), req,
                                lambda token: state.index(token, req.documents,
                                                          strict=req.strict,
                                                          assume_timezone=req.assume_timezone,
@@ -398,7 +407,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
               responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
-    async def feedback(req: FeedbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
+    async def feedback(req: FeedbackRequest, request: Request,
+                       idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
         logged, reversible). Needs the API key and --priors-store."""
         items = [(i.source_type, i.source_id, i.relevant) for i in req.items]
@@ -410,7 +420,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 request_id=idempotency_key, on_commit=token.begin_commit)
             return priors_document(store, version), applied
 
-        return await run_write("/feedback", idempotency_key, req, work)
+        return await run_write("/feedback", _one_key(request, idempotency_key), req, work)
 
     @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
              tags=["priors"])
@@ -439,7 +449,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
               responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
-    async def rollback(req: RollbackRequest, idempotency_key: IdempotencyKey = None) -> Any:
+    async def rollback(req: RollbackRequest, request: Request,
+                       idempotency_key: IdempotencyKey = None) -> Any:
         """Restore an earlier version of the priors, recorded as a new version."""
         def work(token: Any) -> tuple[dict[str, Any], bool]:
             store = state.priors_store()
@@ -448,7 +459,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 request_id=idempotency_key, on_commit=token.begin_commit)
             return priors_document(store, new), applied
 
-        return await run_write("/priors/rollback", idempotency_key, req, work)
+        return await run_write("/priors/rollback", _one_key(request, idempotency_key), req, work)
 
     # -- the web page --------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -503,6 +514,17 @@ class ServiceApp(FastAPI):
         for cls, args, kwargs in reversed(added):
             app = cls(app, *args, **kwargs)
         return self.guard(app)
+
+
+def _one_key(request: Request, key: str | None) -> str | None:
+    """``key``, the request's ``Idempotency-Key``, when it came once; two of them (the first
+    was used, and a retry with the second applied the write again) are a 422 naming the
+    header."""
+    if key is not None and len(request.headers.getlist(HEADER)) > 1:
+        raise LimitError(422, "invalid_request", f"{HEADER}: given "
+                         f"{len(request.headers.getlist(HEADER))} times; give it once",
+                         field=HEADER)
+    return key
 
 
 def _only_query(request: Request, names: Sequence[str]) -> None:

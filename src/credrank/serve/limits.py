@@ -184,8 +184,10 @@ class BodyLimitMiddleware:
 
 class CutShortMiddleware:
     """503 ``unavailable`` for a request cancelled before anything was answered (see the
-    module docstring): a read was cancelled; a write (``write_paths``) may have been applied,
-    and the detail says how to learn it (:func:`unknown_outcome`). The connection is closed.
+    module docstring): a read was cancelled; a write (``write_paths``) was not applied when
+    its body had not all arrived or its work was stopped before its commit began (what
+    :func:`run_limited` says in the cancellation it raises), else it may have been, and the
+    detail says how to learn it (:func:`unknown_outcome`). The connection is closed.
     The cancellation ends here: the request's task is over either way, and what it answered
     is in the access log."""
 
@@ -196,7 +198,14 @@ class CutShortMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        started = arrived = False
+
+        async def watched_receive() -> Message:
+            nonlocal arrived
+            message = await receive()
+            arrived = arrived or (message["type"] == "http.request"
+                                  and not message.get("more_body", False))
+            return message
 
         async def watched_send(message: Message) -> None:
             nonlocal started
@@ -204,16 +213,22 @@ class CutShortMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, watched_send)
-        except asyncio.CancelledError:
+            await self.app(scope, watched_receive, watched_send)
+        except asyncio.CancelledError as exc:
             if started:
                 raise  # part of an answer went out: the server closes the connection
             detail = "the server is shutting down and cut this request short"
-            if guarded_path(scope) in self.write_paths:
-                keyed = any(k == b"idempotency-key" for k, _ in scope["headers"])
-                detail += (f"; the write {MAY_BE_APPLIED}: {unknown_outcome(keyed)}")
-            else:
+            said = exc.args[0] if exc.args else None  # what run_limited knew of its work
+            if guarded_path(scope) not in self.write_paths:
                 detail += "; it was cancelled and changed nothing: send it again"
+            elif not arrived or said == NOT_APPLIED:
+                detail += (f"; the write is {NOT_APPLIED}: "
+                           + ("its body had not all arrived" if not arrived else
+                              "it was cancelled before it changed anything")
+                           + " (send it again)")
+            else:
+                keyed = any(k == b"idempotency-key" for k, _ in scope["headers"])
+                detail += f"; the write {MAY_BE_APPLIED}: {unknown_outcome(keyed)}"
             await send_error(send, 503, "unavailable", detail, {"Connection": "close"})
 
 
@@ -297,8 +312,10 @@ async def run_limited(executor: Executor, timeout_s: float, func: Callable[..., 
         if finished:
             return future.result()  # the answer, or the work's own error
     except asyncio.CancelledError:  # the request itself was cancelled: so is its work
-        token.cancel()
-        raise
+        stopped = token.cancel()  # before a write began to commit: it never will
+        # what it did, for the answer of whoever cancelled it (:class:`CutShortMiddleware`)
+        raise asyncio.CancelledError(
+            CANCELLED if not write else NOT_APPLIED if stopped else MAY_BE_APPLIED) from None
     finally:
         if gone is not None:
             gone.cancel()
