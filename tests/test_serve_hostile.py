@@ -893,3 +893,20 @@ def test_two_idempotency_keys_and_pydantic_s_wording_are_said_plainly(app_factor
             assert got.json()["detail"].startswith("query: expected non-empty text")
 
     run(scenario())
+
+
+def test_top_k_out_of_range_is_said_in_this_service_s_bounds(app_factory: Any) -> None:
+    """``top_k: 0`` answered the library's "[1, 10000000]" though this service takes at most
+    1,000."""
+    app = app_factory()
+
+    async def scenario() -> None:
+        async with asgi_client(app) as c:
+            for body, field in (({"query": QUERY, "top_k": 0}, "top_k"),
+                                ({"query": QUERY, "fetch_k": 0}, "fetch_k")):
+                got = await c.post("/search", json=body)
+                assert got.status_code == 422 and got.json()["errors"][0]["field"] == field
+                assert "(this service's limit), got 0" in got.json()["detail"]
+                assert "10000000" not in got.json()["detail"]
+
+    run(scenario())

@@ -1256,7 +1256,11 @@ HELP: dict[str, str] = {
         '                                  (least recently used dropped first)\n'
         '                                  [default: 1000; x>=0]\n'
         '  --graceful-timeout <int range>  on SIGTERM, seconds (whole) to let in-flight\n'
-        '                                  requests finish  [default: 30; x>=0]\n'
+        '                                  requests finish; then each still running\n'
+        '                                  answers 503 and its work is cancelled, and\n'
+        '                                  the process exits once that work reaches its\n'
+        "                                  next check (a long stage's own time limit at\n"
+        '                                  the latest)  [default: 30; x>=0]\n'
         '  --engine <str>                  edge (embedded Qdrant Edge, the default for\n'
         '                                  a new index) or qdrant (qdrant-client: a\n'
         '                                  server or cluster, or local mode); default:\n'

@@ -83,7 +83,10 @@ def serve(
         min=0, help="write outcomes remembered by Idempotency-Key (least recently used "
                     "dropped first)")] = DEFAULT_IDEMPOTENCY_KEYS,
     graceful_timeout: Annotated[int, typer.Option(
-        min=0, help="on SIGTERM, seconds (whole) to let in-flight requests finish")] = 30,
+        min=0, help="on SIGTERM, seconds (whole) to let in-flight requests finish; then each "
+                    "still running answers 503 and its work is cancelled, and the process "
+                    "exits once that work reaches its next check (a long stage's own time "
+                    "limit at the latest)")] = 30,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
     qdrant_api_key_env: Annotated[str | None, typer.Option(

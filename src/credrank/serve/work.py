@@ -47,6 +47,7 @@ import numpy as np
 from fastapi import Response
 
 from credrank.core.hittext import DEFAULT_TEXT
+from credrank.core.validation import is_integer
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import embedding_text, prepare_documents, write_prepared
 from credrank.index.retrieve import default_fetch_k
@@ -322,6 +323,11 @@ class ServiceState:
     def _plan(self, req: ScoringRequest, values: dict[str, Any], door: Door, pool: int | None,
               pool_field: str) -> Plan:
         where = None if req.pipeline is None else "pipeline"
+        for key, most in (("top_k", MAX_TOP_K), ("fetch_k", MAX_FETCH_K)):
+            value = values.get(key)  # this service's bounds, not the library's wider ones
+            if value is not None and is_integer(value) and not 1 <= int(value) <= most:
+                raise LimitError(422, "invalid_request", f"{key}: expected an integer in [1, "
+                                 f"{most:,}] (this service's limit), got {value:,}", field=key)
         if req.pipeline is not None:
             spec = self._sent_spec(req.pipeline, values, door)
         else:
