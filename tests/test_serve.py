@@ -548,3 +548,30 @@ def test_a_stop_signal_while_loading_says_so_and_releases_the_index(
     assert "Traceback" not in got.stderr and got.stdout == ""
     with open_store(where, create=True):  # the exclusive lock: the index was closed
         pass
+
+
+def test_a_stop_signal_before_uvicorn_takes_the_handlers_still_stops(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    """A SIGTERM between the index load and uvicorn's own handlers was recorded and never
+    read: the server ran on. It stops as soon as it has started, exit 0."""
+    import subprocess
+    import sys
+
+    from serving import free_port
+
+    where = copy_index(demo_index_hashing, tmp_path / "index")
+    script = (
+        "import os, signal, sys, uvicorn\n"
+        "run = uvicorn.Server.run\n"
+        "def signalled(self, *a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # before uvicorn's handlers\n"
+        "    return run(self, *a, **k)\n"
+        "uvicorn.Server.run = signalled\n"
+        "from credrank.cli import main\n"
+        f"sys.argv = ['credrank', 'serve', '--index', {str(where)!r}, '--port', "
+        f"'{free_port()}']\n"
+        "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Application startup complete" in proc.stderr

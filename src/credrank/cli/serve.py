@@ -199,9 +199,13 @@ def serve(
         http=with_header_deadline(AutoHTTPProtocol, read_timeout)))
     # uvicorn re-raises the signal that stopped it once it has shut down; with these
     # handlers in place that ends the process normally (exit 0) instead of by the signal.
-    stopped: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
-    signal.signal(signal.SIGINT, lambda signum, frame: stopped.append(signum))
+    # A signal before uvicorn takes the handlers over (between the load and its start) stops
+    # the server as soon as it has started (it was recorded and nothing read it: it ran on).
+    def stop(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         server.run()
     except SystemExit:  # uvicorn's start-up failure: sys.exit(3) (a port in use, a host that
