@@ -280,3 +280,17 @@ def test_a_rerun_takes_the_index_s_own_embedder(tmp_path: Path) -> None:
     assert json.loads(got.stdout)["indexed"] == 1
     got = run_cli("index", corpus, "--index", idx, "--embedder", "minilm", "-q")
     assert got.returncode == 2 and "'hashing'" in got.stderr  # another one: still an error
+
+
+def test_declared_types_on_records_without_a_url_are_not_called_url_conflicts(
+        tmp_path: Path) -> None:
+    from cli_inprocess import run_cli
+
+    corpus = tmp_path / "dec.jsonl"
+    corpus.write_text('{"id": "a", "text": "x", "source_type": "blog"}\n'
+                      '{"id": "b", "text": "y", "url": "https://www.nih.gov/a", '
+                      '"source_type": "blog"}\n', encoding="utf-8")
+    got = run_cli("index", corpus, "--index", tmp_path / "idx", "--embedder", "hashing")
+    assert got.returncode == 0, got.stderr
+    assert ("1 declared source types conflict with the URL (URL used); 1 declared on records "
+            "without a URL (not used)") in got.stderr

@@ -326,9 +326,18 @@ def index(
     if len(report.dropped) > 10:
         err.print(f"… {len(report.dropped) - 10} more dropped fields in {rejects_path}")
     if report.conflicts:
+        # a conflict with the URL's type, or a declared type a record without a URL left
+        # unused: each said in its own words (both were said as conflicts with the URL)
+        no_url = sum("has no URL" in c for _, c in report.conflicts)
+        clash = len(report.conflicts) - no_url
         used = "declared type used (--trust-declared)" if trust_declared else "URL used"
-        err.print(f"{len(report.conflicts)} declared source types conflict with the URL "
-                  f"({used}), e.g. {report.conflicts[0][0]}: {report.conflicts[0][1]}")
+        parts = ([f"{clash} declared source types conflict with the URL ({used})"]
+                 if clash else [])
+        if no_url:
+            parts.append(f"{no_url} declared on records without a URL "
+                         + ("(declared type used)" if trust_declared else "(not used)"))
+        err.print(f"{'; '.join(parts)}, e.g. {report.conflicts[0][0]}: "
+                  f"{report.conflicts[0][1]}")
     zones = (f"; {zones_summary(report.zones_assumed, report.assume_timezone)} "
              f"(--assume-timezone{'' if assume_timezone else ', default ' + DEFAULT_TIMEZONE})"
              if report.zones_assumed else "")
