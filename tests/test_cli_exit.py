@@ -157,6 +157,11 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("context-missing-index", ("context", "fever", "--index", "nowhere"), "nowhere"),
     # options accepted in a combination where they did nothing
     ("search-run-tag-without-run", (*SEARCH, "--run-tag", "x"), "--run-tag: only with"),
+    ("search-queries-an-index", ("search", "--queries", "idx", "--index", "idx"),
+     "--queries idx: expected a queries file (or a BEIR folder holding queries.jsonl), got an "
+     "index folder"),
+    ("search-queries-missing", ("search", "--queries", "nope.txt", "--index", "idx"),
+     "--queries nope.txt: cannot read nope.txt"),
     ("search-verbose-json", (*SEARCH, "--verbose", "--json"), "--verbose: only with"),
     # -S setting what an option on the same line sets: the -S won without a word
     ("search-set-and-option", (*SEARCH, "--top-k", "3", "-S", "top_k=2"),

@@ -122,7 +122,16 @@ def search(
             check_stages(spec)
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
-        batch = read_queries(queries) if queries is not None else None
+        batch = None
+        if queries is not None:
+            if (queries / "manifest.json").is_file():  # read as a BEIR folder's queries.jsonl
+                raise ValueError(f"--queries {queries}: expected a queries file (or a BEIR "
+                                 "folder holding queries.jsonl), got an index folder")
+            try:
+                batch = read_queries(queries)
+            except OSError as exc:  # named by the option (it said only the file)
+                raise ValueError(f"--queries {queries}: cannot read "
+                                 f"{exc.filename or queries}: {exc.strerror or exc}") from None
         if queries is not None and not batch:
             raise ValueError(f"--queries {queries}: no queries: expected at least one (.txt: "
                              "one a line; .tsv: id<TAB>query; .jsonl: objects with id and "
