@@ -90,3 +90,23 @@ def test_stages_do_not_mutate_their_input():
     before = b.score.copy()
     Combine()(SourcePrior("current")(b))
     assert b.factors == {} and np.array_equal(b.score, before)
+
+
+def test_a_selector_after_factors_never_combined_is_an_error() -> None:
+    """``DenseRetriever >> SourcePrior >> TopK`` ranked by the retrieval score, its prior
+    listed in every breakdown and counting for nothing."""
+    import numpy as np
+
+    from credrank.core.candidates import Candidates, StageError
+    from credrank.core.pipeline import FunctionStage, Pipeline
+
+    batch = Candidates.from_records("q", ["a", "b"], [0.9, 0.8])
+
+    def prior(b: Candidates) -> Candidates:
+        return b.with_factor("prior", np.array([0.1, 1.0]), 0.0, 1.0)
+
+    with pytest.raises(StageError, match=r"^TopK: the factor\(s\) prior were never combined"):
+        Pipeline([FunctionStage(prior), TopK(1)])(batch)
+    out = Pipeline([FunctionStage(prior), Combine("multiply"), TopK(1)])(batch)
+    assert list(out.doc_ids) == ["b"]  # 0.8 × 1.0 above 0.9 × 0.1
+    assert list(Pipeline([TopK(1)])(batch).doc_ids) == ["a"]  # no factor: nothing to combine

@@ -70,6 +70,7 @@ class Combine(Stage):
     """Compute ``score`` from ``retrieval_score`` and the factor ledger (see module docstring)."""
 
     name = "combine"
+    combines = True
 
     def formula_term(self) -> FormulaTerm | str:
         """``multiply`` is the engine's formula (``max(s, 0) × Π factors``); the rank-based

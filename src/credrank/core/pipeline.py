@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from credrank.core.candidates import Candidates
+from credrank.core.candidates import Candidates, StageError
 from credrank.core.embedder import Embedder
 from credrank.core.params import construct, declared, given
 from credrank.core.schema import Table
@@ -128,6 +128,11 @@ class Stage(ABC):
     #: document's for all its passages (:func:`by_document`). A batch of one row per document
     #: (the default unit) is the same either way.
     counts_documents: ClassVar[bool] = False
+    #: the stage sets ``score`` from the factors before it (``Combine``, the engine's formula
+    #: search): a selector after it ranks by them
+    combines: ClassVar[bool] = False
+    #: the stage ranks by ``score`` and keeps a selection (``TopK``, the selectors)
+    selects: ClassVar[bool] = False
     #: the parameters a pipeline spec gives this stage: the table of its constructor's
     #: declared parameters (:func:`~credrank.core.params.parameters`), set for each class
     SPEC: ClassVar[Table | None] = None
@@ -252,8 +257,23 @@ class Pipeline(Stage):
         return Pipeline([*self.stages, other])
 
     def transform(self, batch: Candidates) -> Candidates:
+        """Each stage in turn. A selector after factors no stage combined into the score
+        (``DenseRetriever >> SourcePrior >> TopK``: the prior listed in every breakdown and
+        ranking nothing) is a :class:`StageError` naming them: put ``Combine()`` before it (a
+        spec's pipeline has it). A stage that sets the score itself (``combines``, or any
+        that gives the batch a new score) counts as combining them."""
+        pending: list[str] = []
         for stage in self.stages:
+            if stage.selects and pending:
+                raise StageError(f"{type(stage).__name__}: the factor(s) {', '.join(pending)} "
+                                 "were never combined into the score it ranks by: put "
+                                 "Combine() before it")
+            before = batch
             batch = stage(batch)
+            if stage.combines or batch.score is not before.score:
+                pending = []
+            else:
+                pending += [n for n in batch.factors if n not in before.factors]
         return batch
 
     def describe(self) -> dict[str, Any]:

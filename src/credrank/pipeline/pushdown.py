@@ -54,6 +54,7 @@ class PushdownSearch(Stage):
     """
 
     name = "pushdown"
+    combines = True
 
     def __init__(self, index: FormulaScoring, embedder: Embedder, priors: PriorTable,
                  fetch_k: int = 30, top_k: int = 10, *, with_vectors: bool = False,

@@ -113,6 +113,7 @@ class Selector(Stage):
     ``k = min(top_k, N)``."""
 
     top_k: int
+    selects = True
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> Stage:

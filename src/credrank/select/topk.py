@@ -14,6 +14,7 @@ class TopK(Stage):
     """Sort by descending ``score`` (stable: ties keep retrieval order) and keep ``k`` rows."""
 
     name = "topk"
+    selects = True
 
     @classmethod
     def from_spec(cls, params: dict[str, Any], ctx: BuildContext) -> TopK:
