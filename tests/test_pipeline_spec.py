@@ -444,3 +444,31 @@ def test_pipeline_check_names_the_file_once(tmp_path: Path,
     assert run(["pipeline", "check", str(spec)]) == 2
     err = capsys.readouterr().err
     assert f"error: {spec}: stages[0].threshold: expected" in err and err.count(str(spec)) == 1
+
+
+def test_a_spec_file_names_its_files_from_its_own_folder(workdir: Path, tmp_path: Path
+                                                         ) -> None:
+    """A spec's ``priors = "mine.toml"`` beside it was looked for in the current folder
+    ("neither a preset nor an existing file"); it is found beside the spec, and the answer
+    echoes the absolute path, so the echo replays from any folder."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "mine.toml").write_text('name = "mine"\nbase = "current"\nblog = 0.7\n',
+                                     encoding="utf-8")
+    (specs / "spec.toml").write_text('[[stages]]\nstage = "prior"\npriors = "mine.toml"\n',
+                                     encoding="utf-8")
+    got = run_cli("pipeline", "check", specs / "spec.toml", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    got = run_cli("search", "vitamin d", "--index", workdir / "idx", "--pipeline",
+                  specs / "spec.toml", "--json", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    doc = json.loads(got.stdout)
+    assert doc["pipeline"]["stages"][0]["priors"] == str((specs / "mine.toml").resolve())
+    echo = tmp_path / "elsewhere" / "echo.json"
+    echo.parent.mkdir()
+    echo.write_text(json.dumps(doc), encoding="utf-8")
+    again = run_cli("search", "vitamin d", "--index", workdir / "idx", "--pipeline", echo,
+                    "--json", cwd=echo.parent)
+    assert again.returncode == 0, again.stderr
+    assert [h["doc_id"] for h in json.loads(again.stdout)["hits"]] == \
+        [h["doc_id"] for h in doc["hits"]]

@@ -60,15 +60,13 @@ def check(spec_file: Annotated[Path, typer.Argument(help="a spec file (JSON, TOM
     (the files they name are read), and a ``pushdown: true`` they cannot honour is refused;
     the stages that read an index are checked when there is one. Print it with its defaults
     written out."""
-    from credrank.core.structured import read_structured
+    from credrank.cli.specs import read_spec_file
     from credrank.pipeline.compile import check_stages
     from credrank.pipeline.spec import PipelineSpec, SpecError
 
     try:
-        data = read_structured(spec_file, what="pipeline spec")
-        if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
-            data = data["pipeline"]
-        spec = PipelineSpec.from_dict(data, where=str(spec_file))  # its errors name the file
+        spec = PipelineSpec.from_dict(read_spec_file(spec_file),  # its errors name the file
+                                      where=str(spec_file))
     except ValueError as exc:
         fail(str(exc))
     try:

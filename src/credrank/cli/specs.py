@@ -147,11 +147,40 @@ def _from_file(ctx: Any, name: str) -> bool:
     return callable(source) and getattr(source(name), "name", None) == "DEFAULT_MAP"
 
 
+def read_spec_file(path: Path) -> Any:
+    """The spec data of the file ``path`` (a whole ``credrank search --json`` output: its
+    ``pipeline``), with each stage's relative path that names a file or folder beside the
+    spec made absolute: a spec names its files as its own folder holds them (a spec's
+    ``priors = "mine.toml"`` beside it was looked for in the current folder), as an audit
+    config does; a path that is not there is read as given (from the current folder). The
+    answer then echoes the absolute path, which replays from any folder."""
+    from credrank.core.structured import read_structured
+
+    data = read_structured(path, what="pipeline spec")
+    if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
+        data = data["pipeline"]  # a whole --json output: its "pipeline" object
+    base = path.parent
+    if isinstance(data, dict) and isinstance(data.get("stages"), list):
+        data = {**data, "stages": [_beside(stage, base) for stage in data["stages"]]}
+    return data
+
+
+def _beside(stage: Any, base: Path) -> Any:
+    """``stage`` (a spec's stage entry) with its relative paths found in ``base`` absolute."""
+    if not isinstance(stage, dict):
+        return stage
+    out = dict(stage)
+    for key, value in stage.items():
+        if (key != "stage" and isinstance(value, str) and value
+                and not Path(value).is_absolute() and (base / value).exists()):
+            out[key] = str((base / value).resolve())
+    return out
+
+
 def spec_of(pipeline: Path | None, sets: list[str] | None,
             shortcuts: Mapping[str, Any] | None) -> PipelineSpec:
     """The spec of the run: ``--pipeline FILE`` (with ``--top-k`` / ``--fetch-k`` at most),
     else the shortcut options (:func:`shortcut_options`); then each ``-S``."""
-    from credrank.core.structured import read_structured
 
     shortcuts = shortcuts or {}
     if pipeline is not None:
@@ -161,10 +190,8 @@ def spec_of(pipeline: Path | None, sets: list[str] | None,
         else:  # an option written at its default says something too ("--priors current")
             check_not_with_pipeline({n: shortcuts[n] for n in written}, CLI,
                                     f"--pipeline {pipeline}", present=True)
-        data = read_structured(pipeline, what="pipeline spec")
-        if isinstance(data, dict) and "pipeline" in data and "stages" not in data:
-            data = data["pipeline"]  # a whole --json output: its "pipeline" object
-        spec = PipelineSpec.from_dict(data, where=f"--pipeline {pipeline}")
+        spec = PipelineSpec.from_dict(read_spec_file(pipeline),
+                                      where=f"--pipeline {pipeline}")
         try:
             spec = with_top(spec, shortcuts)
         except SpecError as exc:
