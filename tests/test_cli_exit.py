@@ -157,6 +157,9 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("context-missing-index", ("context", "fever", "--index", "nowhere"), "nowhere"),
     # options accepted in a combination where they did nothing
     ("search-run-tag-without-run", (*SEARCH, "--run-tag", "x"), "--run-tag: only with"),
+    ("search-top-k-not-a-number", (*SEARCH, "--top-k", "abc"),
+     "Invalid value for '--top-k': Input should be a valid integer, unable to parse string "
+     "as an integer, got 'abc'"),
     ("search-queries-an-index", ("search", "--queries", "idx", "--index", "idx"),
      "--queries idx: expected a queries file (or a BEIR folder holding queries.jsonl), got an "
      "index folder"),

@@ -258,8 +258,26 @@ def _click_error(exc: Exception) -> int:
         print(ctx.get_usage(), file=sys.stderr)
         print(f"Try '{ctx.command_path} --help' for help.\n", file=sys.stderr)
     message = getattr(exc, "format_message", lambda: str(exc))()
+    given = _given_value(getattr(exc, "param", None))
+    if given is not None and given not in message:  # what came, as every error says it
+        message += f", got {given!r}"
     print(f"error: {message}", file=sys.stderr)
     return code
+
+
+def _given_value(param: Any) -> str | None:
+    """The value the command line gave option ``param`` (``--top-k abc``, ``--top-k=abc``),
+    for an error that did not say it (typer's integer check: "Input should be a valid
+    integer"); ``None`` when it cannot be told."""
+    opts = [o for o in getattr(param, "opts", ()) if o.startswith("-")]
+    args = _ARGS.get(())
+    for i, arg in enumerate(args):
+        for opt in opts:
+            if arg == opt and i + 1 < len(args):
+                return str(args[i + 1])
+            if arg.startswith(opt + "="):
+                return arg[len(opt) + 1:]
+    return None
 
 
 def _code(code: object) -> int:
