@@ -406,7 +406,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                                          date_order=req.date_order))
 
     @app.post("/feedback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 415, 422, 503, 504, 507), tags=["priors"])
     async def feedback(req: FeedbackRequest, request: Request,
                        idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
@@ -422,7 +422,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
         return await run_write("/feedback", _one_key(request, idempotency_key), req, work)
 
-    @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 504),
+    @app.get("/priors", response_model=PriorsResponse, responses=_errors(404, 422, 503, 504),
              tags=["priors"])
     async def priors(request: Request,
                      version: int | None = Query(None, ge=0, description="default: current"),
@@ -448,7 +448,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                              ) from None
 
     @app.post("/priors/rollback", response_model=PriorsResponse, dependencies=write,
-              responses=_errors(401, 403, 404, 408, 413, 415, 422, 504, 507), tags=["priors"])
+              responses=_errors(401, 403, 404, 408, 413, 415, 422, 503, 504, 507), tags=["priors"])
     async def rollback(req: RollbackRequest, request: Request,
                        idempotency_key: IdempotencyKey = None) -> Any:
         """Restore an earlier version of the priors, recorded as a new version."""
