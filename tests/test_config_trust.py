@@ -250,3 +250,29 @@ def test_written_arguments_win_over_what_the_file_says(tmp_path: Path,
     assert json.loads(proc.stdout)["pipeline"]["stages"][0]["priors"] == "aggressive"
     proc = run_cli("advise", "marketplace", "--json", cwd=tmp_path, env=_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_paths_inside_text_values_are_the_file_s_folder_s(tmp_path: Path,
+                                                          demo_index_hashing: Path) -> None:
+    """``freshness = "half_life=1y,config=fr.toml"`` and ``set = ["prior.priors=mine.toml"]``
+    looked for the files in the current folder ("the freshness config does not exist" when
+    run with --config from elsewhere); a path option's value was already the file's."""
+    from sparse_copy import copy_index
+
+    copy_index(demo_index_hashing, tmp_path / "idx")
+    folder = tmp_path / "f1"
+    folder.mkdir()
+    (folder / "fr.toml").write_text('half_life = "1y"\n', encoding="utf-8")
+    (folder / "mine.toml").write_text('name = "mine"\nbase = "current"\nblog = 0.7\n',
+                                      encoding="utf-8")
+    path = _config(folder, f'index = {json.dumps(str(tmp_path / "idx"))}\n[search]\n'
+                           'freshness = "half_life=1y,config=fr.toml"\n'
+                           'set = ["prior.priors=mine.toml"]\n')
+    elsewhere = tmp_path / "f2"
+    elsewhere.mkdir()
+    proc = run_cli("--config", path, "search", "vitamin d", "--json", cwd=elsewhere,
+                   env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    stages = {s["stage"]: s for s in json.loads(proc.stdout)["pipeline"]["stages"]}
+    assert stages["prior"]["priors"] == str(folder / "mine.toml")
+    assert stages["freshness"]["config"] == str(folder / "fr.toml")

@@ -37,9 +37,11 @@ the demo corpus)::
     top-k = 5
 
 Explicit flags always win (the file only supplies click's ``default_map``). Relative paths are
-relative to the file's folder. A ``pipeline`` from the file is left out when the command line
-gives a stage option (``--priors``, ``--select``, …), and the file's stage options are left
-out when a pipeline is in use, so a flag never collides with the file's other half. The first
+relative to the file's folder, also a ``KEY=PATH`` piece of a text value that names a file
+there (``freshness = "half_life=1y,config=fr.toml"``, a ``set`` item). A ``pipeline`` from
+the file is left out when the command line gives a stage option (``--priors``, ``--select``,
+…), and the file's stage options are left out when a pipeline is in use, so a flag never
+collides with the file's other half. The first
 time the file supplies a value, ``credrank: defaults from PATH`` is said on stderr. What no
 command reads is an error naming the file, the table and the key, whatever command runs
 (:func:`check_keys`): a key that is no option (of any command at the top level, of the
@@ -617,7 +619,23 @@ class _Defaults(Mapping[str, Any]):
         candidate = self.config.folder / Path(value).expanduser()
         if _is_path(param) or candidate.is_file():
             return str(candidate)
-        return value
+        return self._embedded(value)
+
+    def _embedded(self, value: str) -> str:
+        """``value`` with each ``KEY=PATH`` piece (comma-separated: ``half_life=1y,config=
+        fr.toml``, a ``set`` item ``prior.priors=mine.toml``) whose relative path names a file
+        in the file's folder made that file's path, as a path option's is (it was looked for in
+        the current folder)."""
+        if "=" not in value:
+            return value
+        pieces = []
+        for piece in value.split(","):
+            key, sep, given = piece.partition("=")
+            if (sep and given.strip() and not Path(given.strip()).is_absolute()
+                    and (self.config.folder / given.strip()).is_file()):
+                piece = f"{key}={self.config.folder / given.strip()}"
+            pieces.append(piece)
+        return ",".join(pieces)
 
     # -- Mapping ----------------------------------------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:
