@@ -276,3 +276,14 @@ def test_paths_inside_text_values_are_the_file_s_folder_s(tmp_path: Path,
     stages = {s["stage"]: s for s in json.loads(proc.stdout)["pipeline"]["stages"]}
     assert stages["prior"]["priors"] == str(folder / "mine.toml")
     assert stages["freshness"]["config"] == str(folder / "fr.toml")
+
+
+def test_an_error_in_a_set_item_of_the_file_names_the_file(tmp_path: Path,
+                                                           demo_index_hashing: Path) -> None:
+    from sparse_copy import copy_index
+
+    copy_index(demo_index_hashing, tmp_path / "idx")
+    path = _config(tmp_path, 'index = "idx"\n[search]\nset = ["consensus.threshold=2"]\n')
+    proc = run_cli("search", "vitamin d", cwd=tmp_path, env=_env(tmp_path))
+    assert proc.returncode == 2
+    assert f"got 2 (from {path}: [search] set)" in proc.stderr

@@ -462,7 +462,7 @@ def value_origin(message: str) -> str:
     value the user wrote in a file names where it is written, not only the flag it stands
     for."""
     flag = message.split(":", 1)[0].split(" ", 1)[0]
-    if not flag.startswith("--") or "typer" not in sys.modules:
+    if not flag.startswith("-") or "typer" not in sys.modules:  # --top-k, and -S items
         return ""
     core, ctx = _click_context()
     defaults = None if ctx is None else ctx.default_map
