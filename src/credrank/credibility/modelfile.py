@@ -67,6 +67,12 @@ KEY = "credrank_credibility_model"
 DEFAULT_FLOOR = 0.3
 
 
+def _absolute(path: str | Path) -> str:
+    """``path`` made absolute (a relative ``labels.csv`` meant nothing once the model file
+    was moved)."""
+    return str(Path(path).expanduser().resolve())
+
+
 def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim: int,
                    training_sha256: str, n_pages: int, n_groups: int, group_by: str,
                    metrics: Mapping[str, Any], provenance: Mapping[str, Any],
@@ -90,7 +96,9 @@ def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim:
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pages": int(n_pages),
                      "n_groups": int(n_groups), "group_by": group_by,
-                     "labels": [str(x) for x in labels], "index": index},
+                     # absolute: which files it saw, wherever the model is read
+                     "labels": [_absolute(x) for x in labels],
+                     "index": None if index is None else _absolute(index)},
         "metrics": dict(metrics),
         "floor": float(floor),
     }, provenance)

@@ -190,6 +190,12 @@ def _pair_records(path: str | Path) -> tuple[list[str], list[tuple[int, dict[str
     return rows.header, records
 
 
+def _store_name(store: Any) -> str:
+    """Where a store is: its folder made absolute, else its engine's name of it."""
+    path = getattr(store, "path", None)
+    return str(Path(path).resolve()) if path else str(getattr(store, "name", "") or "?")
+
+
 def read_pairs(path: str | Path, store: VectorStore | None = None, *,
                query_column: str | None = None) -> Pairs:
     """The labelled pairs of the CSV at ``path`` (module docstring). Text missing from the
@@ -219,7 +225,7 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
         raw_rows.append((line, {k: values[where[c]] for k, c in cols.items()
                                 if c is not None}))
     pairs = Pairs(name, [], [], len(raw_rows), cols,
-                  index=None if store is None else str(getattr(store, "path", "") or "?"))
+                  index=None if store is None else _store_name(store))
 
     def reject(reason: str, line: int) -> None:
         pairs.rejected[reason] = pairs.rejected.get(reason, 0) + 1
