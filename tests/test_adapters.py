@@ -827,3 +827,20 @@ def test_langchain_retriever_refuses_unknown_fields_and_a_text_fetch_k():
         CredibilityRetriever(vectorstore=store, compressor=compressor, fetchk=50)
     with pytest.raises(ValueError, match=r"fetch_k: expected an integer >= 10, got '40'"):
         CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k="40")
+
+
+def test_langchain_retriever_checks_a_fetch_k_assigned_later():
+    need("langchain")
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    retriever = CredibilityRetriever(
+        vectorstore=InMemoryVectorStore(DeterministicFakeEmbedding(size=16)),
+        compressor=CredibilityCompressor(embedder="hashing"), fetch_k=20)
+    for bad in ("x", 1):  # accepted, and the search then failed on it
+        with pytest.raises(ValueError, match=r"fetch_k: expected an integer >= 10"):
+            retriever.fetch_k = bad
+    retriever.fetch_k = 40
+    assert retriever.pool_size() == 40

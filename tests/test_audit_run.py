@@ -330,6 +330,9 @@ def test_harm_labels_are_read_by_their_header_and_must_name_audited_queries(inde
     swapped.write_text("query_id\tdoc_id\n" + "".join(f"{q}\t{d}\n" for d, q in rows),
                        encoding="utf-8")
     assert read_adversarial(swapped) == read_adversarial(demo_dir() / "adversarial.tsv")
+    bom = tmp_path / "bom.tsv"  # a byte-order mark before the header is no part of it
+    bom.write_bytes(b"\xef\xbb\xbf" + (demo_dir() / "adversarial.tsv").read_bytes())
+    assert read_adversarial(bom) == read_adversarial(demo_dir() / "adversarial.tsv")
 
     def audit(harmful: Path, k: str = "\nk = 5\n") -> object:
         config = write(tmp_path, budget=0.05).read_text(encoding="utf-8")

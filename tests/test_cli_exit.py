@@ -51,6 +51,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (where / "empty.csv").write_text("", encoding="utf-8")
     (where / "queries.tsv").write_text("q1\tfever\n", encoding="utf-8")
     (where / "emptydir").mkdir()
+    (where / "est.json").write_text('{"sources": [{"source_id": "nih.gov", "known": true, '
+                                    '"reliability": 0.9, "coverage": 10}]}', encoding="utf-8")
     (where / "answers.csv").write_text('question_id,source_id,answer\nq1,s1,"open\n',
                                        encoding="utf-8")
     return where
@@ -182,6 +184,9 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
      "-S smoothing.m=3: --no-smoothing on the same command line leaves the smoothing stage out"),
     ("search-set-and-no-prior", (*SEARCH, "--priors", "none", "-S", "prior.floor=0.5"),
      "--priors none on the same command line leaves the prior stage out"),
+    ("search-set-and-reliability-prior", (*SEARCH, "--source-reliability", "est.json", "-S",
+                                          "prior.floor=0.1"),
+     "--source-reliability on the same command line leaves the prior stage out"),
     ("search-set-other-selector", (*SEARCH, "--select", "mmr", "--select-param",
                                    "diversity=0.3", "-S", "coverage.lambda_ilad=1"),
      "--select mmr on the same command line leaves the coverage stage out"),

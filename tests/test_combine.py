@@ -110,3 +110,6 @@ def test_a_selector_after_factors_never_combined_is_an_error() -> None:
     out = Pipeline([FunctionStage(prior), Combine("multiply"), TopK(1)])(batch)
     assert list(out.doc_ids) == ["b"]  # 0.8 × 1.0 above 0.9 × 0.1
     assert list(Pipeline([TopK(1)])(batch).doc_ids) == ["a"]  # no factor: nothing to combine
+    # a cut by similarity before a later Combine is meant (a pool cut, then the reranking)
+    cut = Pipeline([FunctionStage(prior), TopK(2), Combine("multiply"), TopK(1)])(batch)
+    assert list(cut.doc_ids) == ["b"]

@@ -287,3 +287,17 @@ def test_an_error_in_a_set_item_of_the_file_names_the_file(tmp_path: Path,
     proc = run_cli("search", "vitamin d", cwd=tmp_path, env=_env(tmp_path))
     assert proc.returncode == 2
     assert f"got 2 (from {path}: [search] set)" in proc.stderr
+
+
+def test_context_lets_a_set_item_of_the_file_yield_too(tmp_path: Path,
+                                                       demo_index_hashing: Path) -> None:
+    """``context`` without --top-k adds its own default and lost that the -S items came from
+    the file: the file's item was blamed on the command line."""
+    from sparse_copy import copy_index
+
+    copy_index(demo_index_hashing, tmp_path / "idx")
+    _config(tmp_path, 'index = "idx"\nset = ["prior.priors=aggressive"]\n')
+    proc = run_cli("context", "vitamin d", "--priors", "compressed", "--json", cwd=tmp_path,
+                   env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["pipeline"]["stages"][0]["priors"] == "compressed"

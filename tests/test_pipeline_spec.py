@@ -472,3 +472,20 @@ def test_a_spec_file_names_its_files_from_its_own_folder(workdir: Path, tmp_path
     assert again.returncode == 0, again.stderr
     assert [h["doc_id"] for h in json.loads(again.stdout)["hits"]] == \
         [h["doc_id"] for h in doc["hits"]]
+
+
+def test_only_file_parameters_are_read_beside_the_spec(workdir: Path, tmp_path: Path) -> None:
+    """Beside a spec, a folder ``current/`` or a file ``linear`` made ``priors = "current"``
+    and ``mode = "linear"`` paths (a regression of reading files beside the spec): only the
+    parameters that name files are read there."""
+    specs = tmp_path / "specs"
+    (specs / "current").mkdir(parents=True)
+    (specs / "linear").write_text("x", encoding="utf-8")
+    (specs / "b.toml").write_text('top_k = 3\n[[stages]]\nstage = "prior"\npriors = "current"'
+                                  '\n[[stages]]\nstage = "combine"\nmode = "linear"\n',
+                                  encoding="utf-8")
+    got = run_cli("search", "vitamin d", "--index", workdir / "idx", "--pipeline",
+                  specs / "b.toml", "--json", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    stages = {s["stage"]: s for s in json.loads(got.stdout)["pipeline"]["stages"]}
+    assert stages["prior"]["priors"] == "current" and stages["combine"]["mode"] == "linear"

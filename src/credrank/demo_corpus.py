@@ -53,7 +53,7 @@ def read_adversarial(path: Path) -> dict[str, set[str]]:
     assumed: a file with the columns swapped was read as query ids of documents, and one
     without a header lost its first label). Errors name ``path`` and the line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").removeprefix("\ufeff").splitlines()
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: expected UTF-8 text, got invalid byte "
                          f"0x{exc.object[exc.start]:02x} at byte {exc.start}") from None

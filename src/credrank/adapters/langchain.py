@@ -180,7 +180,9 @@ class CredibilityRetriever(BaseRetriever):
     the compressor's pipeline's (3 × its ``top_k`` unless the spec says otherwise).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    # validate_assignment: a fetch_k assigned later is checked as at construction
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid",
+                              validate_assignment=True)
 
     vectorstore: VectorStore | None = None
     retriever: BaseRetriever | None = None

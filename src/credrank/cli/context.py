@@ -116,6 +116,7 @@ def context(
         # context's own default; a --pipeline spec keeps its top_k unless --top-k is given
         given = Shortcuts({**(shortcuts or {}), "top_k": TOP_K})
         given.written = getattr(shortcuts, "written", None)  # what the command line set
+        given.sets_from_file = getattr(shortcuts, "sets_from_file", False)
         shortcuts = given
     try:
         spec = spec_of(pipeline, set_param, shortcuts)

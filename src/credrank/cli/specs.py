@@ -150,7 +150,8 @@ def _from_file(ctx: Any, name: str) -> bool:
 def read_spec_file(path: Path) -> Any:
     """The spec data of the file ``path`` (a whole ``credrank search --json`` output: its
     ``pipeline``), with each stage's relative path that names a file or folder beside the
-    spec made absolute: a spec names its files as its own folder holds them (a spec's
+    spec made absolute (the parameters that name files: ``priors``, ``model``, ``store``,
+    ``estimate``, ``config``): a spec names its files as its own folder holds them (a spec's
     ``priors = "mine.toml"`` beside it was looked for in the current folder), as an audit
     config does; a path that is not there is read as given (from the current folder). The
     answer then echoes the absolute path, which replays from any folder."""
@@ -166,14 +167,18 @@ def read_spec_file(path: Path) -> Any:
 
 
 def _beside(stage: Any, base: Path) -> Any:
-    """``stage`` (a spec's stage entry) with its relative paths found in ``base`` absolute."""
+    """``stage`` (a spec's stage entry) with the relative paths of its file parameters
+    found in ``base`` absolute (:func:`~credrank.cli.config.spec_file_beside`: a preset or a
+    value of another parameter stays as written)."""
+    from credrank.cli.config import spec_file_beside
+
     if not isinstance(stage, dict):
         return stage
     out = dict(stage)
     for key, value in stage.items():
-        if (key != "stage" and isinstance(value, str) and value
-                and not Path(value).is_absolute() and (base / value).exists()):
-            out[key] = str((base / value).resolve())
+        found = spec_file_beside(key, value, base)
+        if found is not None:
+            out[key] = found
     return out
 
 

@@ -257,14 +257,20 @@ class Pipeline(Stage):
         return Pipeline([*self.stages, other])
 
     def transform(self, batch: Candidates) -> Candidates:
-        """Each stage in turn. A selector after factors no stage combined into the score
-        (``DenseRetriever >> SourcePrior >> TopK``: the prior listed in every breakdown and
-        ranking nothing) is a :class:`StageError` naming them: put ``Combine()`` before it (a
-        spec's pipeline has it). A stage that sets the score itself (``combines``, or any
-        that gives the batch a new score) counts as combining them."""
+        """Each stage in turn. A selector after factors no stage combined into the score,
+        and none combines later (``DenseRetriever >> SourcePrior >> TopK``: the prior listed
+        in every breakdown and ranking nothing), is a :class:`StageError` naming them: put
+        ``Combine()`` before it (a spec's pipeline has it). A stage that sets the score itself
+        (``combines``, or any that gives the batch a new score) counts as combining them; a
+        cut by similarity before a later ``Combine`` (``>> TopK(20) >> Combine() >> TopK(3)``)
+        is taken as meant."""
         pending: list[str] = []
-        for stage in self.stages:
-            if stage.selects and pending:
+        # a selector that a combiner follows may cut by similarity on purpose (a pool cut
+        # before the reranking): only one after which the factors stay uncombined is refused
+        combined_later = [any(s.combines for s in self.stages[i + 1:])
+                          for i in range(len(self.stages))]
+        for i, stage in enumerate(self.stages):
+            if stage.selects and pending and not combined_later[i]:
                 raise StageError(f"{type(stage).__name__}: the factor(s) {', '.join(pending)} "
                                  "were never combined into the score it ranks by: put "
                                  "Combine() before it")

@@ -403,6 +403,8 @@ def written_places(values: Mapping[str, Any], written: Iterable[str], door: Door
             places[f"{s.stage}.{s.param or s.name}"] = s.name
             if s.name == "priors" and value == "none":
                 places[f"{s.stage}.*"] = s.name
+            elif s.stage != "prior" and CATALOG[s.stage].kind == "prior":
+                places["prior.*"] = s.name  # its prior takes the place of the type prior
         elif s.kind == "on" and value is False:
             places[f"{s.stage}.*"] = s.name
         elif s.kind == "select":
@@ -414,6 +416,10 @@ def written_places(values: Mapping[str, Any], written: Iterable[str], door: Door
             given = (_mapping(value, door.say(s.name)) if s.kind == "params"
                      else _items(value, door.say(s.name)))
             places.update({f"{stage}.{p}": s.name for p in given})
+    for s in door.shortcuts():  # a parameter one option sets from another's value
+        for param, source in s.inherit:
+            if source in written and s.stage is not None:
+                places.setdefault(f"{s.stage}.{param}", source)
     return places
 
 
