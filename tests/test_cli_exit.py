@@ -187,6 +187,8 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("search-set-and-reliability-prior", (*SEARCH, "--source-reliability", "est.json", "-S",
                                           "prior.floor=0.1"),
      "--source-reliability on the same command line leaves the prior stage out"),
+    ("search-set-stages-whole", (*SEARCH, "-S", 'stages=[{"stage":"topk"}]'),
+     "-S stages=[{\"stage\":\"topk\"}]: stages: expected a stage's parameters one by one"),
     ("search-set-other-selector", (*SEARCH, "--select", "mmr", "--select-param",
                                    "diversity=0.3", "-S", "coverage.lambda_ilad=1"),
      "--select mmr on the same command line leaves the coverage stage out"),

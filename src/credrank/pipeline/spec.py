@@ -222,7 +222,12 @@ class PipelineSpec:
     def replace_top(self, **top: Any) -> PipelineSpec:
         """This spec with other top-level values (``top_k``, ``fetch_k``, …), validated. A
         ``fetch_k`` left at its default stays the default: ``3 × top_k`` of the new
-        ``top_k``. The stages keep the indexes they were written at (:meth:`written`)."""
+        ``top_k``. The stages keep the indexes they were written at (:meth:`written`); the
+        stages themselves are no top-level value (:meth:`with_params` sets theirs)."""
+        if "stages" in top:  # it failed inside ("zip() argument 2 is longer than …")
+            detail = ("expected a stage's parameters one by one (STAGE.PARAM), or a whole "
+                      "spec, not the stages as one top-level value")
+            raise SpecError(f"stages: {detail}", "stages", detail)
         new = PipelineSpec.from_dict({**self._stated(), **top})
         return replace(new, stages=tuple(replace(n, given=o.given) for n, o in
                                          zip(new.stages, self.stages, strict=True)))._validated()
