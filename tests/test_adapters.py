@@ -844,3 +844,19 @@ def test_langchain_retriever_checks_a_fetch_k_assigned_later():
             retriever.fetch_k = bad
     retriever.fetch_k = 40
     assert retriever.pool_size() == 40
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_an_adapter_can_be_deep_copied(framework):
+    """``copy.deepcopy`` (and LlamaIndex's and LangChain's ``model_copy(deep=True)``) failed
+    on the scorer's lock ("cannot pickle '_thread.lock'")."""
+    import copy
+
+    need(framework)
+    cls = adapter_classes()[framework]
+    adapter = cls(embedder="hashing", top_k=3, priors="aggressive")
+    twin = copy.deepcopy(adapter)
+    assert twin._scorer is not adapter._scorer
+    assert twin.spec.to_dict() == adapter.spec.to_dict()
+    if framework != "haystack":
+        assert adapter.model_copy(deep=True).spec.to_dict() == adapter.spec.to_dict()

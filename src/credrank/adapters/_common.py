@@ -506,6 +506,12 @@ class CredrankScorer:
                               breakdown=breakdown))
         return out
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> CredrankScorer:
+        """A scorer of the same configuration (:meth:`init_parameters`), its own embedder
+        cache and locks: ``copy.deepcopy`` and a framework's ``model_copy(deep=True)`` failed
+        on a lock ("cannot pickle '_thread.lock'")."""
+        return CredrankScorer(**self.init_parameters())
+
     def init_parameters(self) -> dict[str, Any]:
         """The configuration as plain JSON/YAML values (for the frameworks' serialisers): the
         adapter options and ``pipeline`` = ``spec.to_dict()`` (the shortcuts are in it)."""
