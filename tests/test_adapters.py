@@ -809,6 +809,8 @@ def test_pydantic_adapters_refuse_unknown_options_and_follow_assignments(framewo
     assert copy.spec.top_k == 2 and adapter.spec.top_k == 1
     with pytest.raises(TypeError, match="unexpected field"):
         adapter.model_copy(update={"tpo_k": 2})
+    with pytest.raises(TypeError, match="unexpected option 'tpo_k'"):  # as construction says
+        adapter.tpo_k = 2
     # the library's words, not pydantic's, for a value of the wrong type
     assert "top_k: expected an integer in [1, 10000000], got 2.5" in _message(
         lambda: cls(embedder="hashing", top_k=2.5))

@@ -235,6 +235,9 @@ class ScorerFields:
         return CredrankScorer(pipeline, **values)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        fields = type(self).model_fields  # type: ignore[attr-defined]
+        if not name.startswith("_") and name not in fields:  # as the constructor says it
+            raise TypeError(f"unexpected option {name!r}; expected one of {', '.join(fields)}")
         if name == "pipeline" or name in OPTIONS:
             scorer = self._scorer_with(**{name: value})  # raises before anything changes
             super().__setattr__(name, value)
