@@ -198,6 +198,8 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("context-query-not-utf8", ("context", "vit\udcffamin", "--index", "idx"),
      "query: expected UTF-8 text, got the invalid byte 0xff"),
     ("bench-unknown", ("bench", "nosuch"), "nosuch"),
+    ("bench-seed-negative", ("bench", "ra-rag-simulation", "--seed", "-1"),
+     "Invalid value for '--seed': Input should be greater than or equal to 0, got '-1'"),
     ("bench-path-missing", ("bench", "trec2019-hm", "--path", "nope.csv"), "nope.csv"),
     ("bench-checkpoint-without-model", ("bench", "demo", "--checkpoint", "c.jsonl"),
      "--checkpoint"),

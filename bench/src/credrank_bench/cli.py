@@ -61,7 +61,7 @@ def bench(
     table: Annotated[list[Path] | None, typer.Option(
         "--table", help="domain table CSV typing the URLs of demo and trec2019-hm; "
                         "repeatable (other benches refuse it)")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="seed of the benches' random draws")] = 0,
     generator: Annotated[str, typer.Option(
         help="generator of benches with one in the loop (evotemp, realtimeqa, stress-*): "
              "extractive (offline reader, default), smollm2 (needs the lm extra: make "
