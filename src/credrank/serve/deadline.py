@@ -26,28 +26,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from credrank.serve.logs import ACCESS_LOGGER
 from credrank.serve.responses import dumps
 
 
-def _timeout_response(seconds: float) -> tuple[bytes, bytes]:
-    """The 408's head and body."""
-    body = dumps({"error": "request_timeout",
-                  "detail": f"the request headers did not arrive within {seconds:g} s "
-                            "(--read-timeout); the connection is closed"})
-    head = ("HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
-    return head.encode("latin-1"), body
+def _answer(status: str, body: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> bytes:
+    """A whole HTTP/1.1 answer that closes its connection: the ``status`` line (``408 Request
+    Timeout``), ``headers``, and the JSON ``body``."""
+    head = [f"HTTP/1.1 {status}\r\n".encode("latin-1"),
+            *(name + b": " + value + b"\r\n" for name, value in headers),
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n".encode("latin-1")]
+    return b"".join(head) + body
+
+
+def _logged(status: int, latency_ms: float, body: bytes) -> None:
+    """The access log line of an answer the protocol gave before any app saw a request (no
+    method, no route, no request body)."""
+    logging.getLogger(ACCESS_LOGGER).info("request", extra={"fields": {
+        "event": "request", "method": None, "route": None, "status": status,
+        "latency_ms": latency_ms, "request_bytes": 0, "response_bytes": len(body)}})
 
 
 def with_header_deadline(base: type[asyncio.Protocol], seconds: float
                          ) -> type[asyncio.Protocol]:
     """``base`` (a uvicorn HTTP protocol class) with the header deadline of the module
     docstring."""
-    head, body = _timeout_response(seconds)
-    access = logging.getLogger(ACCESS_LOGGER)
+    late = dumps({"error": "request_timeout",
+                  "detail": f"the request headers did not arrive within {seconds:g} s "
+                            "(--read-timeout); the connection is closed"})
+    timeout_answer = _answer("408 Request Timeout", late)
 
     class HeaderDeadline(base):  # type: ignore[valid-type,misc]
         _deadline: asyncio.TimerHandle | None = None
@@ -70,12 +81,9 @@ def with_header_deadline(base: type[asyncio.Protocol], seconds: float
         def _expire(self) -> None:
             self._deadline = None
             if self._waiting() and not self.transport.is_closing():
-                self.transport.write(head + body)
+                self.transport.write(timeout_answer)
                 self.transport.close()
-                access.info("request", extra={"fields": {
-                    "event": "request", "method": None, "route": None, "status": 408,
-                    "latency_ms": round(seconds * 1e3, 3), "request_bytes": 0,
-                    "response_bytes": len(body)}})
+                _logged(408, round(seconds * 1e3, 3), late)
 
         def send_400_response(self, msg: str) -> None:
             """What the HTTP parser refused (a negative ``Content-Length``, two of them, one
@@ -84,18 +92,11 @@ def with_header_deadline(base: type[asyncio.Protocol], seconds: float
             bad = dumps({"error": "bad_request",
                          "detail": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')}); "
                                    "the connection is closed"})
-            head = [b"HTTP/1.1 400 Bad Request\r\n"]
-            head += [name + b": " + value + b"\r\n"
-                     for name, value in self.server_state.default_headers]
-            head += [b"content-type: application/json\r\n",
-                     b"content-length: " + str(len(bad)).encode("ascii") + b"\r\n",
-                     b"connection: close\r\n\r\n"]
             if not self.transport.is_closing():
-                self.transport.write(b"".join(head) + bad)
+                self.transport.write(_answer("400 Bad Request", bad,
+                                             self.server_state.default_headers))
                 self.transport.close()
-            access.info("request", extra={"fields": {
-                "event": "request", "method": None, "route": None, "status": 400,
-                "latency_ms": 0.0, "request_bytes": 0, "response_bytes": len(bad)}})
+            _logged(400, 0.0, bad)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
