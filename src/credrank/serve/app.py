@@ -520,9 +520,9 @@ def _one_key(request: Request, key: str | None) -> str | None:
     """``key``, the request's ``Idempotency-Key``, when it came once; two of them (the first
     was used, and a retry with the second applied the write again) are a 422 naming the
     header."""
-    if key is not None and len(request.headers.getlist(HEADER)) > 1:
-        raise LimitError(422, "invalid_request", f"{HEADER}: given "
-                         f"{len(request.headers.getlist(HEADER))} times; give it once",
+    given = 0 if key is None else len(request.headers.getlist(HEADER))
+    if given > 1:
+        raise LimitError(422, "invalid_request", f"{HEADER}: given {given} times; give it once",
                          field=HEADER)
     return key
 

@@ -323,11 +323,10 @@ class ServiceState:
     def _plan(self, req: ScoringRequest, values: dict[str, Any], door: Door, pool: int | None,
               pool_field: str) -> Plan:
         where = None if req.pipeline is None else "pipeline"
-        for key, most in (("top_k", MAX_TOP_K), ("fetch_k", MAX_FETCH_K)):
-            value = values.get(key)  # this service's bounds, not the library's wider ones
-            if value is not None and is_integer(value) and not 1 <= int(value) <= most:
-                raise LimitError(422, "invalid_request", f"{key}: expected an integer in [1, "
-                                 f"{most:,}] (this service's limit), got {value:,}", field=key)
+        for key in _LIMITS:  # the fields as sent, in this service's bounds (the spec below
+            value = values.get(key)  # would say the library's wider ones first)
+            if value is not None and is_integer(value):
+                _check_limit(key, int(value))
         if req.pipeline is not None:
             spec = self._sent_spec(req.pipeline, values, door)
         else:
@@ -339,13 +338,10 @@ class ServiceState:
                             fetch_k if fetch_k is not None else default_fetch_k(top_k),
                             pool_field)
             spec = self._fields_spec(values, door)
-        for key, value, most in (("top_k", spec.top_k, MAX_TOP_K),
-                                 ("fetch_k", spec.resolved_fetch_k, MAX_FETCH_K)):
-            if value > most:
-                field = key if key in values or where is None else f"pipeline.{key}"
-                raise LimitError(422, "invalid_request", f"{field}: expected at most "
-                                 f"{most:,} (this service's limit), got {value:,}",
-                                 field=field)
+        for key, value in (("top_k", spec.top_k), ("fetch_k", spec.resolved_fetch_k)):
+            # what the spec sets (a pipeline's, the default pool of a top_k)
+            _check_limit(key, value, key if key in values or where is None
+                         else f"pipeline.{key}")
         selector = next(s for s in spec.stages if entry(s.name).kind == "select")
         select = None if selector.name == "topk" else selector.name
         if pool is None:
@@ -678,6 +674,21 @@ def _log_fallback(fallback: Fallback) -> None:
 def _priced(spec: PipelineSpec) -> list[tuple[str, dict[str, Any]]]:
     """The ``(name, params)`` of each stage of ``spec``, as the budget prices them."""
     return [(s.name, dict(s.params)) for s in spec.stages]
+
+
+#: this service's bounds of the pool fields (the library takes up to 10,000,000)
+_LIMITS = {"top_k": MAX_TOP_K, "fetch_k": MAX_FETCH_K}
+
+
+def _check_limit(key: str, value: int, field: str | None = None) -> None:
+    """422 naming ``field`` (default ``key``) when ``value`` of ``top_k`` or ``fetch_k`` is
+    outside ``[1, this service's limit]``."""
+    most = _LIMITS[key]
+    if not 1 <= value <= most:
+        field = field or key
+        bound = f"at most {most:,}" if value > most else f"an integer in [1, {most:,}]"
+        raise LimitError(422, "invalid_request", f"{field}: expected {bound} (this service's "
+                         f"limit), got {value:,}", field=field)
 
 
 def _check_default_pool(select: str, top_k: int, field: str = "top_k") -> None:
