@@ -114,10 +114,7 @@ def context(
     check_index_option(index_dir)
     if pipeline is None and (shortcuts or {}).get("top_k") is None:
         # context's own default; a --pipeline spec keeps its top_k unless --top-k is given
-        given = Shortcuts({**(shortcuts or {}), "top_k": TOP_K})
-        given.written = getattr(shortcuts, "written", None)  # what the command line set
-        given.sets_from_file = getattr(shortcuts, "sets_from_file", False)
-        shortcuts = given
+        shortcuts = Shortcuts.updated(shortcuts, top_k=TOP_K)
     try:
         spec = spec_of(pipeline, set_param, shortcuts)
         if now is not None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from credrank.cli.config import from_file
 from credrank.core.hittext import TEXT_HELP
 from credrank.pipeline.shortcuts import (
     CLI,
@@ -106,7 +107,7 @@ def shortcut_options(defaults: dict[str, Any] | None = None,
                         fail(str(exc))
                 values[name] = value
             values.written = _written(ctx, names)
-            values.sets_from_file = _from_file(ctx, "set_param")
+            values.sets_from_file = from_file("set_param")
             return command(*args, shortcuts=values, **kwargs)
 
         run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -124,6 +125,15 @@ class Shortcuts(dict[str, Any]):
     written: frozenset[str] | None = None
     sets_from_file: bool = False
 
+    @classmethod
+    def updated(cls, values: Mapping[str, Any] | None, **changes: Any) -> Shortcuts:
+        """``values`` with ``changes`` (a command's own default), what the command line
+        wrote and where the ``-S`` items came from kept (a copy as a plain dict lost them)."""
+        out = cls({**(values or {}), **changes})
+        out.written = getattr(values, "written", None)
+        out.sets_from_file = getattr(values, "sets_from_file", False)
+        return out
+
 
 #: the hidden parameter of a :func:`shortcut_options` command that receives click's context
 CONTEXT_PARAM = "shortcut_context"
@@ -138,13 +148,6 @@ def _written(ctx: Any, names: list[str]) -> frozenset[str] | None:
         return None
     given = ("COMMANDLINE", "ENVIRONMENT")
     return frozenset(n for n in names if getattr(source(n), "name", None) in given)
-
-
-def _from_file(ctx: Any, name: str) -> bool:
-    """Whether option ``name`` took its value from a configuration file (click's
-    ``default_map``)."""
-    source = getattr(ctx, "get_parameter_source", None)
-    return callable(source) and getattr(source(name), "name", None) == "DEFAULT_MAP"
 
 
 def read_spec_file(path: Path) -> Any:
