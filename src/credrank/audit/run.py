@@ -138,7 +138,7 @@ from credrank.pipeline.shortcuts import (
     spec_from_options,
     with_top,
 )
-from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.pipeline.spec import PipelineSpec, SpecError, spec_file_beside
 
 #: measure name → the dimension it measures
 MEASURES: dict[str, str] = {
@@ -625,13 +625,14 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
 
 
 def _spec_files(spec: PipelineSpec, base: Path) -> dict[str, Path]:
-    """The files the spec's stages may name, relative to the audit config (``base``): every
-    relative string parameter that is a file or folder there (a stage reads it only where
-    the parameter is a path: a prior file, a model, a store); the rest is read as given."""
+    """The files the spec's stages name, relative to the audit config (``base``): each file
+    parameter's relative path that is there (:func:`~credrank.pipeline.spec.spec_file_beside`,
+    the rule a spec file follows; every other existing path was taken too, so ``priors =
+    "current"`` beside a folder ``current/`` was that folder); the rest is read as given."""
     out: dict[str, Path] = {}
     for stage in spec.stages:
-        for value in stage.params.values():
-            if isinstance(value, str) and value and not Path(value).is_absolute() \
-                    and (base / value).exists():
-                out[value] = base / value
+        for param, value in stage.params.items():
+            found = spec_file_beside(param, value, base)
+            if found is not None:
+                out[value] = Path(found)
     return out

@@ -440,25 +440,6 @@ def _click_context() -> tuple[Any, Any]:
     return core, here.get_current_context(silent=True)
 
 
-#: the stage parameters of a pipeline spec that name a file (a ``store``: a folder), read from
-#: the folder of the file that gives them (docs/json.md, "The pipeline spec")
-SPEC_FILE_PARAMS = frozenset({"priors", "model", "store", "estimate", "config"})
-
-
-def spec_file_beside(param: str, value: Any, folder: Path) -> str | None:
-    """The path in ``folder`` that a spec parameter's relative ``value`` names, when ``param``
-    names a file (:data:`SPEC_FILE_PARAMS`) and it is there (a folder only for ``store``);
-    ``None`` otherwise (a preset, ``priors = "current"`` beside a folder ``current/``, a
-    parameter that names no file)."""
-    if (param not in SPEC_FILE_PARAMS or not isinstance(value, str) or not value
-            or Path(value).is_absolute()):
-        return None
-    candidate = folder / Path(value).expanduser()
-    if candidate.is_file() or (param == "store" and candidate.is_dir()):
-        return str(candidate.resolve())
-    return None
-
-
 def from_file(name: str) -> bool:
     """Whether the running command's parameter ``name`` (its Python name: ``index_dir``) took
     its value from a defaults file; an argument written on the command line then wins over
@@ -643,11 +624,13 @@ class _Defaults(Mapping[str, Any]):
     def _embedded(self, value: str) -> str:
         """``value`` with each ``KEY=PATH`` piece (comma-separated: ``half_life=1y,config=
         fr.toml``, a ``set`` item ``prior.priors=mine.toml``) of a parameter that names a file
-        (:data:`SPEC_FILE_PARAMS`) made the path in the file's folder when it is there, as a
-        path option's is (it was looked for in the current folder); other values stay as
-        written (``combine.mode=linear`` beside a file ``linear``)."""
+        (:data:`~credrank.pipeline.spec.SPEC_FILE_PARAMS`) made the path in the file's folder
+        when it is there, as a path option's is (it was looked for in the current folder);
+        other values stay as written (``combine.mode=linear`` beside a file ``linear``)."""
         if "=" not in value:
             return value
+        from credrank.pipeline.spec import spec_file_beside
+
         pieces = []
         for piece in value.split(","):
             key, sep, given = piece.partition("=")

@@ -30,7 +30,7 @@ from credrank.pipeline.shortcuts import (
     with_top,
     written_places,
 )
-from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.pipeline.spec import PipelineSpec, SpecError, spec_file_beside
 
 PipelineOption = Annotated[Path | None, typer.Option(
     "--pipeline", help="the pipeline as a spec file (JSON, TOML or YAML; the \"pipeline\" "
@@ -171,10 +171,8 @@ def read_spec_file(path: Path) -> Any:
 
 def _beside(stage: Any, base: Path) -> Any:
     """``stage`` (a spec's stage entry) with the relative paths of its file parameters
-    found in ``base`` absolute (:func:`~credrank.cli.config.spec_file_beside`: a preset or a
+    found in ``base`` absolute (:func:`~credrank.pipeline.spec.spec_file_beside`: a preset or a
     value of another parameter stays as written)."""
-    from credrank.cli.config import spec_file_beside
-
     if not isinstance(stage, dict):
         return stage
     out = dict(stage)

@@ -26,6 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from credrank.core.params import declared
@@ -37,6 +38,25 @@ from credrank.pipeline.catalog import CATALOG, KINDS, entry
 SPEC_KEY = "credrank_pipeline"
 FORMAT = 1
 RETRIEVALS = ("dense", "bm25")
+
+
+#: the stage parameters that name a file (a ``store``: a folder); a spec, or a config that
+#: gives them, reads a relative one from its own folder (:func:`spec_file_beside`)
+SPEC_FILE_PARAMS = frozenset({"priors", "model", "store", "estimate", "config"})
+
+
+def spec_file_beside(param: str, value: Any, folder: Path) -> str | None:
+    """The path in ``folder`` that a spec parameter's relative ``value`` names, when ``param``
+    names a file (:data:`SPEC_FILE_PARAMS`) and it is there (a folder only for ``store``);
+    ``None`` otherwise (a preset, ``priors = "current"`` beside a folder ``current/``, a
+    parameter that names no file)."""
+    if (param not in SPEC_FILE_PARAMS or not isinstance(value, str) or not value
+            or Path(value).is_absolute()):
+        return None
+    candidate = folder / Path(value).expanduser()
+    if candidate.is_file() or (param == "store" and candidate.is_dir()):
+        return str(candidate.resolve())
+    return None
 
 
 class SpecError(ValueError):
