@@ -52,11 +52,10 @@ def read_adversarial(path: Path) -> dict[str, set[str]]:
     columns, ``doc_id<TAB>query_id`` or ``query_id<TAB>doc_id`` (the header is read, not
     assumed: a file with the columns swapped was read as query ids of documents, and one
     without a header lost its first label). Errors name ``path`` and the line."""
-    try:
-        lines = path.read_text(encoding="utf-8").removeprefix("\ufeff").splitlines()
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: expected UTF-8 text, got invalid byte "
-                         f"0x{exc.object[exc.start]:02x} at byte {exc.start}") from None
+    from credrank.core.structured import read_text
+
+    # UTF-8 (a byte-order mark dropped), each problem naming the file and where
+    lines = read_text(path, what="harm-labels file").splitlines()
     header = [c.strip().lower() for c in lines[0].split("\t")] if lines else []
     if sorted(header) != sorted(_HARM_COLUMNS):
         got = repr(lines[0][:80]) if lines else "an empty file"
