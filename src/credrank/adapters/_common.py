@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,12 +221,18 @@ class ScorerFields:
 
     _scorer: CredrankScorer
 
-    def __init__(self, /, **data: Any) -> None:
+    def _refuse_unknown(self, names: Iterable[str], word: str) -> None:
+        """A ``TypeError`` naming those of ``names`` that are no field (``word``: how the
+        caller calls them), in the words of :class:`CredrankScorer` (and the Haystack
+        component)."""
         fields = type(self).model_fields  # type: ignore[attr-defined]
-        unknown = sorted(set(data) - set(fields))
-        if unknown:  # in the words of CredrankScorer (and the Haystack component)
-            raise TypeError(f"unexpected option(s) {', '.join(map(repr, unknown))}; expected "
+        unknown = sorted(set(names) - set(fields))
+        if unknown:
+            raise TypeError(f"unexpected {word} {', '.join(map(repr, unknown))}; expected "
                             f"one of {', '.join(fields)}")
+
+    def __init__(self, /, **data: Any) -> None:
+        self._refuse_unknown(data, "option(s)")
         super().__init__(**data)
 
     def _scorer_with(self, **changes: Any) -> CredrankScorer:
@@ -235,9 +241,8 @@ class ScorerFields:
         return CredrankScorer(pipeline, **values)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        fields = type(self).model_fields  # type: ignore[attr-defined]
-        if not name.startswith("_") and name not in fields:  # as the constructor says it
-            raise TypeError(f"unexpected option {name!r}; expected one of {', '.join(fields)}")
+        if not name.startswith("_"):  # as the constructor says it
+            self._refuse_unknown([name], "option")
         if name == "pipeline" or name in OPTIONS:
             scorer = self._scorer_with(**{name: value})  # raises before anything changes
             super().__setattr__(name, value)
@@ -247,11 +252,7 @@ class ScorerFields:
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None,
                    deep: bool = False) -> Any:
-        fields = type(self).model_fields  # type: ignore[attr-defined]
-        unknown = sorted(set(update or ()) - set(fields))
-        if unknown:
-            raise TypeError(f"unexpected field(s) {', '.join(map(repr, unknown))}; expected "
-                            f"one of {', '.join(fields)}")
+        self._refuse_unknown(update or (), "field(s)")
         copy = super().model_copy(update=update, deep=deep)  # type: ignore[misc]
         if update:
             copy._scorer = copy._scorer_with()
