@@ -267,10 +267,9 @@ class Pipeline(Stage):
         pending: list[str] = []
         # a selector that a combiner follows may cut by similarity on purpose (a pool cut
         # before the reranking): only one after which the factors stay uncombined is refused
-        combined_later = [any(s.combines for s in self.stages[i + 1:])
-                          for i in range(len(self.stages))]
+        last_combiner = max((i for i, s in enumerate(self.stages) if s.combines), default=-1)
         for i, stage in enumerate(self.stages):
-            if stage.selects and pending and not combined_later[i]:
+            if stage.selects and pending and i > last_combiner:
                 raise StageError(f"{type(stage).__name__}: the factor(s) {', '.join(pending)} "
                                  "were never combined into the score it ranks by: put "
                                  "Combine() before it")
