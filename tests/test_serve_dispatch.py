@@ -189,6 +189,32 @@ def test_a_static_file_is_logged_under_its_path(where: Path,
     assert [r["route"] for r in access_records(caplog)] == ["/static/app.js"]
 
 
+def test_the_web_page_and_its_files_carry_the_page_headers(where: Path) -> None:
+    """GET and HEAD of the page, and its files: revalidated at each load (no-cache), never
+    sniffed, and a policy that allows nothing from elsewhere; the page answers 304 to its
+    own ETag as /static does (it answered 200 and HEAD / was a 405)."""
+    from credrank.serve.app import PAGE_HEADERS
+
+    with in_process(where, tables=(DEMO / "domains.csv",)) as app:
+        async def scenario() -> None:
+            async with asgi_client(app) as c:
+                for path in ("/", "/static/app.js", "/static/app.css"):
+                    got = await c.get(path)
+                    assert got.status_code == 200, path
+                    for name, value in PAGE_HEADERS.items():
+                        assert got.headers[name] == value, (path, name)
+                    head = await c.head(path)
+                    assert head.status_code == 200 and head.content == b"", path
+                    assert head.headers["etag"] == got.headers["etag"]
+                    again = await c.get(path, headers={"if-none-match": got.headers["etag"]})
+                    assert again.status_code == 304, path
+                page = await c.get("/")
+                assert page.headers["content-type"].startswith("text/html")
+                assert b"<script" in page.content and b"<script>" not in page.content
+
+        asyncio.run(scenario())
+
+
 def _call(app: Any, path: str, headers: list[tuple[bytes, bytes]] | None = None
           ) -> list[dict[str, Any]]:
     """The messages ``app`` sends for ``POST path``."""

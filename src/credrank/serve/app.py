@@ -41,12 +41,12 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Header, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp
+from starlette.responses import Response
+from starlette.types import ASGIApp, Scope
 
 from credrank import __version__
 from credrank.core.errors import CandidateVectorError
@@ -462,19 +462,42 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         return await run_write("/priors/rollback", _one_key(request, idempotency_key), req, work)
 
     # -- the web page --------------------------------------------------------------------------
-    @app.get("/", include_in_schema=False)
-    async def page() -> Any:
-        page = STATIC_DIR / "index.html"
-        if not page.is_file():
+    files = PageFiles(directory=STATIC_DIR, check_dir=False)
+
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
+    async def page(request: Request) -> Any:
+        if not (STATIC_DIR / "index.html").is_file():
             return error(404, "not_found", "the web page is not installed "
                                            "(credrank/serve/static/index.html is missing)")
-        return FileResponse(page, media_type="text/html")
+        return await files.get_response("index.html", request.scope)
 
     if STATIC_DIR.is_dir():
-        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+        app.mount("/static", files, name="static")
 
     _document_bodies(app, (SearchRequest, RerankRequest))
     return app
+
+
+#: the headers of the web page and its files: revalidated at each load (after an upgrade no
+#: page runs with the old ``app.js``), never sniffed as another type, and no script, style,
+#: frame or form target from elsewhere (the page has no inline script or style)
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                               "form-action 'self'; frame-ancestors 'none'",
+}
+
+
+class PageFiles(StaticFiles):
+    """The web page's files (:data:`STATIC_DIR`) with :data:`PAGE_HEADERS`; ``GET`` and
+    ``HEAD``, ranges and conditional requests (``If-None-Match``: 304) as Starlette serves
+    static files."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
 
 def _guarded(config: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:

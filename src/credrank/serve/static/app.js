@@ -43,6 +43,7 @@
   const credList = $("col-cred");
   const simList = $("col-sim");
   let requestSeq = 0;
+  let inFlight = null;  // the AbortController of the search running
 
   // ---- small DOM helpers (textContent only) -------------------------------------------
   function el(tag, attrs, ...children) {
@@ -98,28 +99,71 @@
     return "HTTP " + status;
   }
 
-  async function postSearch(payload) {
+  // a 503 (heavy requests at their limit) is tried again once after its Retry-After, when
+  // that is at most this long: the page's own two searches may be what filled the limit
+  const RETRY_AFTER_MAX_S = 5;
+
+  function sleep(seconds, signal) {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(resolve, seconds * 1000);
+      signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(new DOMException("superseded", "AbortError"));
+      }, {once: true});
+    });
+  }
+
+  // POST /search; `signal` aborts it when a newer search starts (the server then cancels its
+  // work). Errors carry the answer's field (`field`) and the HTTP status.
+  async function postSearch(payload, signal, retried) {
     let response;
     try {
       response = await fetch("/search", {
         method: "POST",
         headers: {"Content-Type": "application/json", "Accept": "application/json"},
         body: JSON.stringify(payload),
+        signal: signal,
       });
     } catch (exc) {
+      if (exc.name === "AbortError") throw exc;
       throw new Error("could not reach the server (" + exc.message + ")");
     }
     let body = null;
     try {
       body = await response.json();
     } catch (exc) {
+      if (exc.name === "AbortError") throw exc;
       body = null;
     }
+    const after = response.headers.get("Retry-After");
+    const wait = after === null ? NaN : Number(after);
+    if (response.status === 503 && !retried && wait >= 0 && wait <= RETRY_AFTER_MAX_S) {
+      await sleep(wait, signal);
+      return postSearch(payload, signal, true);
+    }
     if (!response.ok) {
-      throw new Error(errorMessage(response.status, body) + " (HTTP " + response.status + ")");
+      const message = errorMessage(response.status, body);
+      const code = "HTTP " + response.status;
+      const error = new Error(message === code ? message : message + " (" + code + ")");
+      error.field = fieldOf(body);
+      throw error;
     }
     if (!body || !Array.isArray(body.hits)) throw new Error("unexpected answer from /search");
     return body;
+  }
+
+  // the request field an error names (its first), as the API says it
+  function fieldOf(body) {
+    const errors = body && Array.isArray(body.errors) ? body.errors : [];
+    return errors.length && typeof errors[0].field === "string" ? errors[0].field : null;
+  }
+
+  // what the page says about a failed search of one column: the page's own control for the
+  // fields it sets (the pool is 3 × Results: the page sends no fetch_k of its own)
+  function failure(column, exc) {
+    const control = exc.field === "top_k" ? "Results"
+      : exc.field === "fetch_k" ? "Results (the pool is 3 × Results)" : null;
+    return column + ": " + (control ? "[" + control + "] " : "") + exc.message;
   }
 
   // ---- rendering ----------------------------------------------------------------------
@@ -389,23 +433,34 @@
     credList.setAttribute("aria-busy", "true");
     simList.setAttribute("aria-busy", "true");
     syncUrl(query);
-    try {
-      const [cred, sim] = await Promise.all([postSearch(credPayload), postSearch(simPayload)]);
-      if (seq !== requestSeq) return;  // a newer search has started
-      render(cred, sim);
-    } catch (exc) {
-      if (seq !== requestSeq) return;
-      credList.replaceChildren();
-      simList.replaceChildren();
-      $("exposure").hidden = true;
-      setStatus("Error: " + exc.message, "error");
-    } finally {
-      if (seq === requestSeq) {
-        form.removeAttribute("aria-busy");
-        credList.setAttribute("aria-busy", "false");
-        simList.setAttribute("aria-busy", "false");
+    if (inFlight) inFlight.abort();  // superseded: the server stops its work
+    const controller = inFlight = new AbortController();
+    const [cred, sim] = await Promise.allSettled([
+      postSearch(credPayload, controller.signal), postSearch(simPayload, controller.signal)]);
+    if (seq !== requestSeq) return;  // a newer search has started (and aborted these)
+    inFlight = null;
+    form.removeAttribute("aria-busy");
+    credList.setAttribute("aria-busy", "false");
+    simList.setAttribute("aria-busy", "false");
+    const failed = [["credibility-aware", cred], ["similarity only", sim]]
+      .filter(([, settled]) => settled.status === "rejected")
+      .map(([column, settled]) => [column, settled.reason]);
+    if (!failed.length) {
+      try {
+        render(cred.value, sim.value);
+        return;
+      } catch (exc) {
+        failed.push(["the page", exc]);
       }
     }
+    credList.replaceChildren();
+    simList.replaceChildren();
+    $("exposure").hidden = true;
+    $("priors-table").hidden = true;
+    const same = failed.length === 2 && failed[0][1].message === failed[1][1].message;
+    setStatus("Error: " + (same ? failure("both columns", failed[0][1])
+                                : failed.map(([column, exc]) => failure(column, exc)).join("; ")),
+              "error");
   }
 
   form.addEventListener("submit", (event) => {
