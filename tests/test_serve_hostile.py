@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from credrank.serve.limits import APPLIED, CANCELLED, MAY_BE_APPLIED, NOT_APPLIED
@@ -910,3 +911,45 @@ def test_top_k_out_of_range_is_said_in_this_service_s_bounds(app_factory: Any) -
                 assert "10000000" not in got.json()["detail"]
 
     run(scenario())
+
+
+def test_a_damaged_feedback_store_is_the_servers_fault_said_by_its_name(
+        app_factory: Any, tmp_path: Path) -> None:
+    """A priors.json the server cannot read (cut short by hand, removed) answered 422
+    invalid_request with the server's path in it: the client was blamed for the server's
+    store. It is a 503 naming the store 'feedback', never its path, for reads and writes."""
+    app = app_factory()
+    store = tmp_path / "priors" / "priors.json"
+    whole = store.read_text(encoding="utf-8")
+
+    async def scenario() -> list[httpx.Response]:
+        async with asgi_client(app) as c:
+            return [await c.get("/priors"),
+                    await c.post("/feedback", json=FEEDBACK, headers={"X-API-Key": KEY})]
+
+    for damage in (lambda: store.write_text(whole[:200], encoding="utf-8"), store.unlink):
+        damage()
+        for got in run(scenario()):
+            assert got.status_code == 503, got.text
+            body = got.json()
+            assert body["error"] == "unavailable"
+            assert "the feedback store is not available: 'feedback'" in body["detail"]
+            assert str(tmp_path) not in got.text
+        store.write_text(whole, encoding="utf-8")
+
+
+def test_priors_naming_the_feedback_store_points_to_its_stage(app_factory: Any) -> None:
+    """``"priors": "feedback"`` (the store's registered name, a folder) was refused as a prior
+    file with "got 'no suffix'"; it says it got a folder, and which stage reads a store."""
+    app = app_factory()
+
+    async def scenario() -> httpx.Response:
+        async with asgi_client(app) as c:
+            return await c.post("/search", json={"query": QUERY, "priors": "feedback"})
+
+    got = run(scenario())
+    assert got.status_code == 422
+    assert got.json()["errors"][0]["field"] == "priors"
+    assert got.json()["detail"] == (
+        "priors: expected a preset or a prior file, got the folder 'feedback'; a feedback "
+        "store is read by the feedback_prior stage")

@@ -1212,9 +1212,9 @@ HELP: dict[str, str] = {
         '                                  as X-API-Key or Authorization: Bearer.\n'
         '                                  Without it, writes are disabled\n'
         '  --priors-store <path>           feedback store behind /feedback, GET\n'
-        '                                  /priors, /priors/rollback and priors\n'
-        "                                  'feedback' (created from the current preset\n"
-        '                                  when absent)\n'
+        '                                  /priors, /priors/rollback and searches with\n'
+        "                                  priors_store 'feedback' (created from the\n"
+        '                                  current preset when absent)\n'
         '  --model NAME=PATH               register a file a pipeline spec sent over\n'
         '                                  HTTP may name by NAME (a credibility or\n'
         '                                  stance model, a prior file, a freshness\n'

@@ -45,8 +45,9 @@ def serve(
              "in this environment variable; clients send it as X-API-Key or Authorization: "
              "Bearer. Without it, writes are disabled")] = None,
     priors_store: Annotated[Path | None, typer.Option(
-        help="feedback store behind /feedback, GET /priors, /priors/rollback and priors "
-             "'feedback' (created from the current preset when absent)")] = None,
+        help="feedback store behind /feedback, GET /priors, /priors/rollback and searches "
+             "with priors_store 'feedback' (created from the current preset when "
+             "absent)")] = None,
     model: Annotated[list[str] | None, typer.Option(
         "--model", metavar="NAME=PATH",
         help="register a file a pipeline spec sent over HTTP may name by NAME (a credibility "

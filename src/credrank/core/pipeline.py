@@ -82,8 +82,20 @@ class BuildContext:
             raise ValueError(f"{at}: no prior loader in this build context")
         presets = ("compressed", "current", "aggressive")
         table = self.prior_loader(value if value in presets else
-                                  self.path(value, at, "prior file"))
+                                  self.prior_file(value, at))
         return dict(table.values)
+
+    def prior_file(self, value: str, at: str) -> Path:
+        """The prior file ``value`` names (:meth:`path`); a folder is refused here, saying
+        so (``"priors": "feedback"`` was refused as a file with "no suffix"), and a feedback
+        store's folder is said to be the ``feedback_prior`` stage's to read."""
+        path = self.path(value, at, "prior file")
+        if path.is_dir():
+            store = (path / "priors.json").is_file()
+            hint = "; a feedback store is read by the feedback_prior stage" if store else ""
+            raise ValueError(f"{at}: expected a preset or a prior file, got the folder "
+                             f"{value!r}{hint}")
+        return path
 
     def path(self, value: str, at: str, what: str) -> Path:
         """The file ``value`` names (a registered name first), or ``ValueError`` at ``at``."""

@@ -88,7 +88,7 @@ from credrank.serve.work import (
     WriteWork,
     priors_document,
 )
-from credrank.signals.feedback import RequestIdReused
+from credrank.signals.feedback import FeedbackStoreError, RequestIdReused
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -370,6 +370,13 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                      else candidate_field(detail) or stage_field(detail, plan))
             raise LimitError(422, "invalid_request", detail, field=field) from None
 
+    def store_unavailable(exc: Exception) -> LimitError:
+        """503 for a feedback store the server cannot read or write (a damaged or missing
+        file, a folder it may not write): the server's fault, not the request's; said by the
+        store's registered name, never its path."""
+        return LimitError(503, "unavailable", "the feedback store is not available: "
+                          + state.unpath(str(exc)))
+
     # -- writes --------------------------------------------------------------------------------
     async def run_write(route: str, key: str | None, req: BaseModel, work: WriteWork) -> Any:
         """``work`` once per ``Idempotency-Key``: the body is fingerprinted (canonical JSON,
@@ -381,11 +388,15 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         except RequestIdReused as exc:
             raise LimitError(422, "invalid_request", f"Idempotency-Key: {exc}",
                              field="Idempotency-Key") from None
+        except FeedbackStoreError as exc:
+            raise store_unavailable(exc) from None
         except OSError as exc:
             if is_disk_full(exc):  # the server's disk, not the client's request
-                raise LimitError(507, "insufficient_storage", f"disk full: {exc}; nothing was "
-                                 "changed; free disk space and send it again") from None
-            raise LimitError(422, "invalid_request", str(exc)) from None
+                raise LimitError(507, "insufficient_storage", f"disk full: "
+                                 f"{state.unpath(str(exc))}; nothing was changed; free disk "
+                                 "space and send it again") from None
+            raise LimitError(503, "unavailable", "the server could not complete the write: "
+                             + state.unpath(str(exc))) from None
         except ValueError as exc:
             detail = str(exc)
             head = detail.split(":", 1)[0]  # a field of the body the work refused (version)
@@ -441,7 +452,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
 
         try:
             return JSON(await state.read(None, work))
-        except (ValueError, OSError) as exc:
+        except (FeedbackStoreError, OSError) as exc:
+            raise store_unavailable(exc) from None
+        except ValueError as exc:
             head = str(exc).split(":", 1)[0]  # a query parameter the store refused (version)
             raise LimitError(422, "invalid_request", str(exc),
                              field=head if head in ("version", "offset", "limit") else None

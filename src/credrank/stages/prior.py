@@ -42,7 +42,7 @@ class SourcePrior(Stage):
         """``priors`` is a preset name, else a prior file (a registered name or a path)."""
         priors = params["priors"]
         if priors not in PRESET_DISPERSION:
-            priors = ctx.path(priors, "priors", "prior file")
+            priors = ctx.prior_file(priors, "priors")
         return construct(cls, params, priors=priors)
 
     def formula_term(self) -> FormulaTerm | str:
