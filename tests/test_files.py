@@ -55,3 +55,31 @@ def test_a_failed_write_leaves_the_old_file_and_names_the_path(tmp_path: Path,
         raise AssertionError("expected the full disk's OSError")
     assert target.read_text(encoding="utf-8") == "<svg>old</svg>"
     assert [p.name for p in tmp_path.iterdir()] == ["radar.svg"]  # no temporary file left
+
+
+def test_a_device_pipe_or_folder_is_never_replaced_and_a_link_is_kept(tmp_path: Path) -> None:
+    """``cram calibrate --out /dev/full --force`` (as root) renamed its file over the device:
+    /dev/full became a JSON file. A path that is no regular file is refused, naming it; a
+    symbolic link to a file is written through (the link stays a link)."""
+    import pytest
+
+    from credrank.core.files import replacing
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for target, kind in ((fifo, "a device, a pipe or a socket"), (folder, "a folder")):
+        with pytest.raises(OSError, match=f"exists and is {kind}, not a regular file") as got:
+            atomic_write_text(target, "x")
+        assert got.value.filename == str(target)
+        with pytest.raises(OSError, match="not a regular file"), replacing(target):
+            raise AssertionError("the block never runs")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and folder.is_dir()
+    assert os.listdir(tmp_path) == sorted(os.listdir(tmp_path)) and len(os.listdir(tmp_path)) == 2
+    real = tmp_path / "real.json"
+    real.write_text("old", encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and real.read_text(encoding="utf-8") == "new"

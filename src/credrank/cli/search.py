@@ -399,13 +399,10 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
             doc = search_document(q.text, described, result, text=text, query_id=qid)
             sys.stdout.write(json.dumps(doc, default=str, separators=(",", ":")) + "\n")
         return
-    tmp = trec_run.with_name(trec_run.name + ".partial")
-    try:
+    from credrank.core.files import replacing
+
+    with replacing(trec_run) as tmp:  # a complete run file or none
         _write_run(tmp, results, tag)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(trec_run)  # a complete run file or none
     err.print(f"{len(batch)} queries; TREC run in {trec_run}")
 
 

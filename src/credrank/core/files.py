@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -56,34 +57,59 @@ def replacing_mode(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` by ``data``: a unique temporary file in the same folder, flushed and
-    fsynced, given the permissions of the file it replaces (:func:`replacing_mode`), then
-    ``os.replace`` and an fsync of the folder. On any error the temporary file is removed and
-    the old file is left as it was (a full disk left a truncated file), and an ``OSError``
-    names ``path``."""
-    path = Path(path)
-    mode = replacing_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def replaceable(path: Path) -> Path:
+    """The file a write in place of ``path`` replaces: ``path``, or the file a symbolic link
+    there points to (the link is kept). An ``OSError`` naming ``path`` when it exists and is
+    no regular file: a device (``--out /dev/full --force`` turned the device into a file), a
+    pipe, a socket or a folder is never replaced by a rename."""
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        found = os.stat(path)
+    except FileNotFoundError:
+        return path
+    if not stat.S_ISREG(found.st_mode):
+        kind = "a folder" if stat.S_ISDIR(found.st_mode) else "a device, a pipe or a socket"
+        raise OSError(errno.EEXIST, f"exists and is {kind}, not a regular file; it is "
+                      "never replaced", str(path))
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """A new temporary file beside ``path`` (:func:`replaceable`) for the block to write;
+    when the block ends without an error it is fsynced, given the permissions of the file it
+    replaces (:func:`replacing_mode`) and renamed over ``path``, and the folder is fsynced;
+    on any error it is removed and ``path`` is left as it was (a full disk left a truncated
+    file). An ``OSError`` without a file name is raised naming ``path``."""
+    target = replaceable(Path(path))
+    mode = replacing_mode(target)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with tmp.open("rb+") as written:
+            os.fchmod(written.fileno(), mode)
+            os.fsync(written.fileno())
+        os.replace(tmp, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and exc.filename is None:  # a write names no file
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
-    fsync_dir(path.parent)
+    fsync_dir(target.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` (:func:`replacing`: a reader sees the old file or the
+    new one, never half; a device, pipe or folder at ``path`` is refused)."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def save_json(path: str | Path, document: Mapping[str, Any], *, what: str = "file") -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from credrank.core.errors import FileFormatError
+from credrank.core.files import atomic_write_text
 from credrank.core.schema import Field, Integer, ListOf, Nullable, Number, Table, Text, got
 from credrank.core.structured import read_structured
 
@@ -189,16 +190,10 @@ def parse_heads(doc: Any, where: str) -> HeadsFile:
 
 
 def save_heads(path: str | Path, heads: HeadsFile) -> Path:
-    """Write ``heads`` to ``path`` (JSON, atomically: a temporary file then a rename)."""
+    """Write ``heads`` to ``path`` (JSON, atomically: :func:`~credrank.core.files.
+    atomic_write_text`, which refuses to replace a device, a pipe or a folder)."""
     path = Path(path)
-    doc = heads.to_json()
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(heads.to_json(), indent=1) + "\n")
     return path
 
 
