@@ -392,15 +392,17 @@ def test_failed_write_leaves_store_and_object_unchanged(tmp_path, monkeypatch):
     import os
 
     s = store(tmp_path)
+    log = (tmp_path / "store" / AUDIT_FILE).read_bytes()
 
     def broken_replace(src, dst):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError, match=r"priors\.json: cannot write: disk full"):
         s.update([("blog", None, True)])
     monkeypatch.undo()
     assert s.current == 0 and FeedbackPriors(tmp_path / "store").current == 0
+    assert (tmp_path / "store" / AUDIT_FILE).read_bytes() == log  # its line taken back
     assert not list((tmp_path / "store").glob("*.tmp"))
     assert s.update([("blog", None, True)]) == 1
 
@@ -567,3 +569,195 @@ def test_opening_an_unchanged_store_reads_nothing(tmp_path, monkeypatch):
     (tmp_path / "store" / "next.json").replace(path)
     assert FeedbackPriors(tmp_path / "store").record()["reason"] == "written elsewhere"
     assert reads == [STORE_FILE]
+
+
+# -- a failed write changes nothing; the audit log's damage; hand-edited stores (issue 41) ----
+
+def _files(tmp_path):
+    d = tmp_path / "store"
+    return (d / STORE_FILE).read_bytes(), (d / AUDIT_FILE).read_bytes()
+
+
+def test_a_failed_audit_append_changes_nothing_and_names_the_file(tmp_path, monkeypatch):
+    # the store file was replaced first and the append failed after: an error was reported,
+    # yet the version was saved (a retry applied the feedback twice), and a partial append
+    # left a torn line that made the history unreadable for ever
+    import errno
+    import os
+
+    from credrank.index.diskspace import is_disk_full
+
+    s = store(tmp_path)
+    before = _files(tmp_path)
+
+    def half_then_full(fd, data):
+        os.write(fd, data[:len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(feedback, "_write_all", half_then_full)
+    with pytest.raises(feedback.FeedbackWriteError) as caught:
+        s.update([("blog", None, True)], reason="first try")
+    monkeypatch.undo()
+    assert str(caught.value).startswith(str(tmp_path / "store" / AUDIT_FILE) + ": ")
+    assert "No space left on device" in str(caught.value)
+    assert caught.value.errno == errno.ENOSPC and is_disk_full(caught.value)  # 507 served
+    assert _files(tmp_path) == before  # the partial line is gone, the store untouched
+    assert s.current == 0 and FeedbackPriors(tmp_path / "store").current == 0
+    assert s.update([("blog", None, True)], reason="retry") == 1  # applied once
+    assert [(e["version"], e["reason"]) for e in s.audit()] == [(0, "initial priors"),
+                                                               (1, "retry")]
+
+
+def test_an_audit_log_that_is_a_folder_fails_the_write_and_changes_nothing(tmp_path):
+    s = store(tmp_path)
+    log = tmp_path / "store" / AUDIT_FILE
+    log.unlink()
+    log.mkdir()
+    before = (tmp_path / "store" / STORE_FILE).read_bytes()
+    with pytest.raises(OSError, match=r"audit\.jsonl: cannot write: Is a directory"):
+        s.update([("blog", None, True)])
+    assert (tmp_path / "store" / STORE_FILE).read_bytes() == before
+    assert FeedbackPriors(tmp_path / "store").current == 0
+
+
+def test_a_failed_store_write_takes_the_audit_line_back(tmp_path, monkeypatch):
+    s = store(tmp_path)
+    before = _files(tmp_path)
+
+    def full(path, text):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(feedback, "atomic_write_text", full)
+    with pytest.raises(feedback.FeedbackWriteError,
+                       match=r"priors\.json: cannot write: No space left on device"):
+        s.rollback(0)
+    monkeypatch.undo()
+    assert _files(tmp_path) == before and s.current == 0
+
+
+def test_the_audit_line_a_crash_left_is_replaced_by_the_next_write(tmp_path, monkeypatch):
+    # a crash between the append and the store write: the log holds an entry for version 1,
+    # the store does not; the next write of version 1 removes it before appending its own
+    s = store(tmp_path)
+    s.update([("blog", None, True)], reason="kept 1")
+
+    def crash(path, text):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(feedback, "atomic_write_text", crash)
+    monkeypatch.setattr(feedback, "_truncate", lambda fd, size: None)  # as if killed
+    with pytest.raises(OSError):
+        s.update([("blog", None, False)], reason="lost")
+    monkeypatch.undo()
+    assert [e["reason"] for e in s.audit()] == ["initial priors", "kept 1", "lost"]
+    assert FeedbackPriors(tmp_path / "store").update([("government", None, True)],
+                                                     reason="kept 2") == 2
+    assert [(e["version"], e["reason"]) for e in s.audit()] == [
+        (0, "initial priors"), (1, "kept 1"), (2, "kept 2")]
+
+
+def test_a_torn_last_audit_line_does_not_swallow_the_next_entry(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", None, True)])
+    log = tmp_path / "store" / AUDIT_FILE
+    log.write_bytes(log.read_bytes()[:-20])  # a partial last line, no newline
+    assert s.update([("blog", None, True)], reason="after the tear") == 2
+    with pytest.raises(FeedbackStoreError, match=r"audit\.jsonl:2: corrupt audit entry"):
+        s.audit()  # the torn line is named, honestly
+    last = json.loads(log.read_text().split("\n")[-2])
+    assert last["version"] == 2 and last["reason"] == "after the tear"  # intact
+
+
+def test_a_missing_audit_log_is_reported_and_the_new_log_says_where_it_starts(tmp_path):
+    # it read as an empty history, exit 0, though the store held every version
+    s = store(tmp_path)
+    s.update([("blog", None, True)])
+    (tmp_path / "store" / AUDIT_FILE).unlink()
+    assert s.audit_log_lost()
+    with pytest.raises(FeedbackStoreError, match=r"audit\.jsonl: the audit log is missing or "
+                                                 r"empty, though the store holds versions 0 "
+                                                 r"to 1"):
+        s.audit()
+    assert s.update([("blog", None, False)]) == 2
+    (entry,) = s.audit()
+    assert entry["version"] == 2 and "starts here; versions 0 to 1" in entry["note"]
+    assert not s.audit_log_lost()
+    assert "note" not in json.loads(json.dumps(s.record()))  # the store's record has none
+
+
+@pytest.mark.parametrize("line", ['{"version": 99, "counts": {"x": NaN}}',
+                                  '{"version": 99, "counts": {"x": -Infinity}}'])
+def test_non_finite_numbers_in_the_audit_log_are_refused(tmp_path, line):
+    s = store(tmp_path)
+    with (tmp_path / "store" / AUDIT_FILE).open("a") as log:
+        log.write(line + "\n")
+    with pytest.raises(FeedbackStoreError, match=r"audit\.jsonl:2: corrupt audit entry: .*"
+                                                 r"expected a finite number"):
+        s.audit()
+
+
+def _edited(tmp_path, edit):
+    s = store(tmp_path)
+    s.update([("blog", "b1", True)])
+    s.update([("blog", "b2", False)])
+    s.rollback(1)
+    path = tmp_path / "store" / STORE_FILE
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda d: d["versions"][2].pop("timestamp"),
+     "versions[2].timestamp: expected an ISO 8601 timestamp string, got nothing"),
+    (lambda d: d["versions"][1].pop("event"), "versions[1].event: expected one of init, "),
+    (lambda d: d["versions"][2].__setitem__("timestamp", "yesterday"),
+     "versions[2].timestamp: expected an ISO 8601 timestamp string, got 'yesterday'"),
+    (lambda d: d["versions"][1].__setitem__("version", True),
+     "versions[1].version: expected an integer >= 0, got True"),
+    (lambda d: (d["versions"][1].__setitem__("version", 2),
+                d["versions"][2].__setitem__("version", 1)),
+     "versions[1].version: expected 1 (versions are numbered 0, 1, 2, … in order), got 2"),
+    (lambda d: d.__setitem__("current", 7), "current: expected 3 (the number of the last "
+                                            "version), got 7"),
+    (lambda d: d.__setitem__("current", True), "current: expected an integer >= 0, got True"),
+    (lambda d: d["base"]["values"].__setitem__("blog", float("nan")),
+     "base.values.blog: expected a finite number in [0.01, 1], got nan"),
+    (lambda d: d["base"]["values"].__setitem__("blog", "abc"),
+     "base.values.blog: expected a finite number in [0.01, 1], got 'abc'"),
+    (lambda d: d["base"]["values"].__setitem__("blog", 0.001),
+     "base.values.blog: expected a finite number in [0.01, 1], got 0.001"),
+    (lambda d: d["versions"][3].pop("types"), "versions[3].types: expected a table"),
+    (lambda d: d["versions"][2].pop("sources_set"), "versions[2].sources_set: expected a table"),
+    (lambda d: d["versions"][2]["types"].__setitem__("blog", 0.001),
+     "versions[2].types.blog: expected a finite number in [0.01, 1], got 0.001"),
+    (lambda d: d["versions"][2]["types"].__setitem__("blog", float("inf")),
+     "versions[2].types.blog: expected a finite number in [0.01, 1], got inf"),
+    (lambda d: d["versions"][1]["sources_set"].__setitem__("b1", 0.0),
+     "versions[1].sources_set.b1: expected a finite number in [0.01, 1], got 0.0"),
+    (lambda d: d["versions"][1]["counts"].__setitem__("step", float("nan")),
+     "versions[1].counts.step: expected a finite number, got nan"),
+    (lambda d: d["versions"][2].__setitem__("sources_removed", "b1"),
+     "versions[2].sources_removed: expected a list"),
+    (lambda d: d["versions"][3].pop("restored_from"),
+     "versions[3].restored_from: expected the version a rollback restored"),
+    (lambda d: d["versions"][2].__setitem__("parent", 0),
+     "versions[2].parent: expected 1 (the version before), got 0"),
+    (lambda d: d["versions"][1].__setitem__("colour", "red"),
+     "versions[1].colour: expected one of the known keys"),
+])
+def test_a_hand_edited_store_is_refused_naming_the_field(tmp_path, edit, said):
+    # a missing field was a KeyError later (a 500, a traceback); NaN was accepted and written
+    path = _edited(tmp_path, edit)
+    with pytest.raises(FeedbackStoreError) as caught:
+        FeedbackPriors(tmp_path / "store")
+    assert str(caught.value).startswith(f"{path}: {said}"), str(caught.value)
+
+
+def test_a_store_path_that_is_a_file_is_said_to_be_one(tmp_path):
+    (tmp_path / "fb1.jsonl").write_text("{}\n")
+    for base in (None, "current"):
+        with pytest.raises(FeedbackStoreError, match=r"fb1\.jsonl: expected a feedback store "
+                                                     r"folder, got a file"):
+            FeedbackPriors(tmp_path / "fb1.jsonl", base)

@@ -234,3 +234,144 @@ def test_init_refuses_an_index_folder(tmp_path):
     _no_traceback(res)
     assert "holds a credrank index; a feedback store goes in a folder of its own" in res.output
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["manifest.json"]
+
+
+# -- issue 41: every bad line, JSONL lines, plain versions, a failed write, a lost log ---------
+
+def _init(tmp_path, updates=0):
+    store, fb = tmp_path / "store", tmp_path / "fb.jsonl"
+    assert runner.invoke(app, ["priors", "init", str(store)]).exit_code == 0
+    fb.write_text('{"source_type": "blog", "relevant": true}\n')
+    for _ in range(updates):
+        assert runner.invoke(app, ["priors", "update", str(store), str(fb)]).exit_code == 0
+    return store, fb
+
+
+def _version(store):
+    return json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)["version"]
+
+
+def test_update_lists_every_bad_line_and_applies_none(tmp_path):
+    # only the first bad line was said; the others were never mentioned
+    store, fb = _init(tmp_path)
+    fb.write_text('{"source_type": "blog", "relevant": true}\n'
+                  '{"source_type": "blog"}\n'
+                  'not json\n'
+                  '{"source_type": "blog", "relevant": false}\n'
+                  '{"source_type": "website", "relevant": true}\n')
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    _no_traceback(res)
+    assert "3 lines rejected, nothing was applied" in res.output
+    for line, said in ((2, "relevant: expected true or false"), (3, "column 1: expected JSON"),
+                       (5, "source_type: expected one of")):
+        assert f"fb.jsonl:{line}: {said}" in res.output
+    assert "fb.jsonl:1" not in res.output and "fb.jsonl:4" not in res.output
+    assert _version(store) == 0
+
+
+def test_update_lists_the_first_bad_lines_and_counts_the_rest(tmp_path):
+    store, fb = _init(tmp_path)
+    fb.write_text('{"relevant": true}\n' * 25)
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    _no_traceback(res)
+    assert "25 lines rejected" in res.output and "fb.jsonl:20:" in res.output
+    assert "fb.jsonl:21:" not in res.output and "… and 5 more" in res.output
+
+
+def test_feedback_lines_end_at_newline_only(tmp_path):
+    # str.splitlines() broke a record at a raw U+2028 inside a string, and a form feed
+    # shifted every later line number by one
+    store, fb = _init(tmp_path)
+    fb.write_text('{"source_type": "blog", "source_id": "a\u2028b", "relevant": true}\r\n'
+                  '\x0c\n'
+                  '{"source_type": "blog", "relevant": "yes"}\n', encoding="utf-8")
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    _no_traceback(res)
+    assert "fb.jsonl:3: relevant: expected true or false, got 'yes'" in res.output
+    assert "fb.jsonl:1" not in res.output
+    fb.write_text('{"source_type": "blog", "source_id": "a\u2028b", "relevant": true}\r\n'
+                  '\x0c\n\u0085\n', encoding="utf-8")
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    assert res.exit_code == 0, res.output
+    shown = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
+    assert list(shown["sources"]) == ["a\u2028b"]
+
+
+@pytest.mark.parametrize("given", ["1.0", "1_0", "+1", " 1", "١"])
+def test_a_version_is_a_plain_decimal_integer(tmp_path, given):
+    # `rollback S 1.0` restored version 1 and `1_0` version 10
+    store, _ = _init(tmp_path, updates=2)
+    res = runner.invoke(app, ["priors", "rollback", str(store), given])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "VERSION" in res.output and "a plain decimal integer" in res.output
+    assert _version(store) == 2
+    res = runner.invoke(app, ["priors", "show", str(store), "--version", given])
+    assert res.exit_code == 2 and "--version" in res.output
+    assert "a plain decimal integer" in res.output
+    res = runner.invoke(app, ["priors", "rollback", str(store), "1"])
+    assert res.exit_code == 0 and "version 3 (= version 1)" in res.output
+
+
+@pytest.mark.parametrize("command", ["update", "rollback"])
+def test_author_errors_name_the_option(tmp_path, command):
+    store, fb = _init(tmp_path)
+    target = str(fb) if command == "update" else "0"
+    res = runner.invoke(app, ["priors", command, str(store), target, "--author", ""])
+    _no_traceback(res)
+    assert "error: --author: expected a non-empty string, got ''" in res.output
+
+
+@pytest.mark.parametrize("command", ["init", "show"])
+def test_a_store_argument_that_is_a_file_is_said_to_be_one(tmp_path, command):
+    # it said "[Errno 17] File exists: 'fb1.jsonl'"
+    path = tmp_path / "fb1.jsonl"
+    path.write_text('{"source_type": "blog", "relevant": true}\n')
+    res = runner.invoke(app, ["priors", command, str(path)])
+    _no_traceback(res)
+    assert "fb1.jsonl: expected a feedback store folder, got a file" in res.output
+
+
+def test_a_failed_audit_write_is_an_error_and_the_version_is_not_saved(tmp_path):
+    # the reproduced defect: an error was printed, yet the version went 6 → 7
+    store, fb = _init(tmp_path, updates=2)
+    (store / "audit.jsonl").unlink()
+    (store / "audit.jsonl").mkdir()
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    _no_traceback(res)
+    assert f"{store / 'audit.jsonl'}: cannot write: Is a directory" in res.output
+    assert _version(store) == 2
+
+
+def test_a_lost_audit_log_is_an_error_and_the_next_write_warns(tmp_path):
+    # `show --history` printed nothing, exit 0, for a store with 3 versions
+    store, fb = _init(tmp_path, updates=2)
+    (store / "audit.jsonl").unlink()
+    res = runner.invoke(app, ["priors", "show", str(store), "--history"])
+    _no_traceback(res)
+    assert "audit.jsonl: the audit log is missing or empty" in res.output
+    res = runner.invoke(app, ["priors", "update", str(store), str(fb)])
+    assert res.exit_code == 0 and "version 3" in res.output
+    assert "warning:" in res.output and "a new audit log starts at version 3" in res.output
+    history = runner.invoke(app, ["priors", "show", str(store), "--history"])
+    (entry,) = [json.loads(x) for x in history.output.splitlines()]
+    assert entry["version"] == 3 and "starts here" in entry["note"]
+    res = runner.invoke(app, ["priors", "rollback", str(store), "0"])
+    assert res.exit_code == 0 and "warning" not in res.output
+
+
+def test_show_of_a_hand_edited_store_names_the_field(tmp_path):
+    # a version without its timestamp: a Rich traceback (KeyError 'timestamp')
+    store, _ = _init(tmp_path, updates=1)
+    data = json.loads((store / "priors.json").read_text())
+    del data["versions"][1]["timestamp"]
+    (store / "priors.json").write_text(json.dumps(data))
+    for args in ([], ["--history"]):
+        res = runner.invoke(app, ["priors", "show", str(store), *args])
+        _no_traceback(res)
+        assert "priors.json: versions[1].timestamp: expected" in res.output
+
+
+def test_update_help_gives_the_rule():
+    res = runner.invoke(app, ["priors", "update", "--help"])
+    assert res.exit_code == 0
+    assert "λ ← clip(λ + clamp((1 − (1 − η)^n) · (r̄ − λ), −c, c), ε, 1)" in res.output

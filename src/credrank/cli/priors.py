@@ -11,10 +11,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from credrank.core.errors import FileFormatError
 from credrank.core.schema import Field, Flag, Nullable, Table, Text
 from credrank.core.structured import parse_json, read_text
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.signals.feedback import FeedbackPriors
+from credrank.signals.feedback import AUDIT_FILE, STORE_FILE, FeedbackPriors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 
@@ -69,19 +70,57 @@ FEEDBACK_LINE = Table({
 }, what="a JSON object {source_type, source_id, relevant}")
 
 
+#: the most rejected lines a failed ``priors update`` lists (the rest are counted)
+MAX_LISTED = 20
+
+
 def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
     """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``,
-    read by the hardened reader (UTF-8, bounded JSON per line, a declared schema): a bad line
-    is an error naming ``file:line`` and the field."""
+    read by the hardened reader (UTF-8, bounded JSON per line, a declared schema).
+
+    Lines are split on ``\\n`` only, as JSONL is defined (a trailing ``\\r`` is dropped;
+    U+2028, form feed and the like are characters of a line, not line ends); blank lines are
+    skipped. All or nothing: when any line is bad, nothing is returned and one error lists
+    every bad line as ``file:line: field: expected …, got …`` (the first
+    :data:`MAX_LISTED`, then how many more)."""
     text = read_text(path, what="feedback file")
-    items = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    items, problems = [], []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         where = f"{path}:{number}"
-        row = FEEDBACK_LINE.check(parse_json(line, where), where)
+        try:
+            row = FEEDBACK_LINE.check(parse_json(line, where), where)
+        except FileFormatError as exc:  # SchemaError too
+            problems.append(str(exc))
+            continue
         items.append((row["source_type"], row["source_id"], row["relevant"]))
+    if len(problems) == 1:
+        raise FileFormatError(f"{problems[0]} (nothing was applied)")
+    if problems:
+        listed = "\n".join(f"  {p}" for p in problems[:MAX_LISTED])
+        more = len(problems) - MAX_LISTED
+        raise FileFormatError(
+            f"{path}: {len(problems)} lines rejected, nothing was applied:\n{listed}"
+            + (f"\n  … and {more} more" if more > 0 else ""))
     return items
+
+
+def _version_number(text: str) -> int:
+    """A VERSION given on the command line: a plain decimal integer (``1.0``, ``1_0``,
+    ``+1`` and ``-1`` are refused, though Python's ``int`` reads some of them)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        raise typer.BadParameter(f"expected a version number, a plain decimal integer such as "
+                                 f"3, got {text!r}")
+    if len(text) > 18:
+        raise typer.BadParameter(f"expected a version number, got an integer of {len(text)} "
+                                 "digits")
+    return int(text)
+
+
+#: the library's keywords for a write's options, said as the command's options
+_WRITE_WORDS = {"author": "--author", "reason": "--reason"}
 
 
 @app.command()
@@ -108,29 +147,58 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
            step: Annotated[float, typer.Option(help="step size η in (0, 0.5]")] = 0.1,
            author: Annotated[str, typer.Option()] = "cli",
            reason: Annotated[str, typer.Option()] = "") -> None:
-    """Apply one round of relevance feedback as a new version."""
+    """Apply one round of relevance feedback as a new version.
+
+    Each prior the items involve (their type's; their source's when source_id is given; a new
+    source starts from its type's prior) moves once, from the state before the round:
+
+    \b
+        λ ← clip(λ + clamp((1 − (1 − η)^n) · (r̄ − λ), −c, c), ε, 1)
+
+    where n is the number of items involving it, r̄ the share of them that are relevant, η
+    the --step, c the store's max_change (default 0.05) and ε its epsilon (default 0.01;
+    both fixed by priors init).
+
+    All or nothing: if any line of the feedback file is bad, nothing is applied and every
+    bad line is listed (file:line: reason).
+    """
     items = _run(lambda: read_feedback(feedback))
     fp = _open(store)
+    lost = fp.audit_log_lost()
     version = _run(lambda: fp.update(items, step, author=author, reason=reason),
-                   {"feedback step": "--step"})
+                   {"feedback step": "--step", **_WRITE_WORDS})
+    _warn_new_log(store, lost, version)
     typer.echo(f"store {store}: version {version}")
+
+
+def _warn_new_log(store: Path, lost: bool, version: int) -> None:
+    """Say on stderr that a write started a new audit log (the old one was missing)."""
+    if lost and version > 0:
+        typer.echo(f"warning: {store / AUDIT_FILE} was missing or empty: a new audit log "
+                   f"starts at version {version}; versions 0 to {version - 1} are recorded in "
+                   f"{store / STORE_FILE} only", err=True)
 
 
 @app.command()
 def rollback(store: Annotated[Path, typer.Argument(help="store folder")],
-             version: Annotated[int, typer.Argument(help="version to restore")],
+             version: Annotated[int, typer.Argument(
+                 help="version to restore (a plain decimal integer)", metavar="VERSION",
+                 parser=_version_number)],
              author: Annotated[str, typer.Option()] = "cli",
              reason: Annotated[str, typer.Option()] = "") -> None:
     """Restore an earlier version (recorded as a new version)."""
     fp = _open(store)
+    lost = fp.audit_log_lost()
     new = _run(lambda: fp.rollback(version, author=author, reason=reason),
-               {"version": "VERSION"})
+               {"version": "VERSION", **_WRITE_WORDS})
+    _warn_new_log(store, lost, new)
     typer.echo(f"store {store}: version {new} (= version {version})")
 
 
 @app.command()
 def show(store: Annotated[Path, typer.Argument(help="store folder")],
-         version: Annotated[int | None, typer.Option(help="default: current")] = None,
+         version: Annotated[int | None, typer.Option(
+             help="default: current (a plain decimal integer)", parser=_version_number)] = None,
          history: Annotated[bool, typer.Option(help="print the audit log instead")] = False
          ) -> None:
     """Print a version's priors as JSON (or the audit log, one JSON line per entry)."""

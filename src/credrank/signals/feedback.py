@@ -35,25 +35,55 @@ safe: every read-modify-write (creation, :meth:`~FeedbackPriors.update`,
 :meth:`~FeedbackPriors.rollback`) holds an exclusive ``fcntl.flock`` on ``<store>/priors.lock``
 and re-reads the store under it, so no update is lost and version numbers never repeat. The
 store file is replaced atomically (a unique temporary file in the same folder, flushed and
-fsynced, then ``os.replace`` and an fsync of the folder); audit lines are fsynced too. Readers
-take no lock: they see the old or the new file, never half of one.
+fsynced, then ``os.replace`` and an fsync of the folder). Readers take no lock: they see the
+old or the new file, never half of one.
+
+A write commits in two steps (:meth:`FeedbackPriors._commit`): the audit line is appended
+first (whole, on a line of its own, fsynced), then the store file is replaced. When either
+step fails the audit log is truncated back to its size before the write and a
+:class:`FeedbackWriteError` (an ``OSError`` keeping the ``errno``, so a full disk is still
+``ENOSPC``) names the file: a failed write changes nothing. A crash between the two steps
+leaves a last audit line for a version the store does not hold; the next write removes it (see
+:meth:`FeedbackPriors._commit`).
+
+Every store read is validated field by field (:func:`_parse`): a hand-edited file with a missing
+or ill-typed field, a prior outside ``[ε, 1]`` or a non-finite number is refused naming the
+file and the field (``priors.json: versions[3].timestamp: expected …, got …``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
+import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from credrank.core.files import atomic_write_text
+from credrank.core.schema import (
+    Field,
+    Integer,
+    ListOf,
+    MapOf,
+    Nullable,
+    Number,
+    Spec,
+    Table,
+    Text,
+    got,
+    join,
+)
+from credrank.core.structured import parse_json
 from credrank.core.validation import (
     check_bool,
     check_choice,
@@ -61,6 +91,7 @@ from credrank.core.validation import (
     check_probability,
     check_real,
     check_str,
+    is_number,
 )
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import PriorTable, load_priors
@@ -86,6 +117,75 @@ Feedback = tuple[str, str | None, bool]
 
 class FeedbackStoreError(ValueError):
     """A feedback store is missing, unreadable or inconsistent."""
+
+
+class FeedbackWriteError(OSError):
+    """A store file (``priors.json`` or ``audit.jsonl``) could not be written; nothing was
+    changed. The ``errno`` of the failure is kept (a full disk is ``ENOSPC``, which the
+    service answers 507); the message names the file: ``…/audit.jsonl: cannot write: No space
+    left on device; the new version was not saved``."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def _write_error(path: Path, exc: OSError) -> FeedbackWriteError:
+    reason = exc.strerror or str(exc)
+    return FeedbackWriteError(exc.errno, f"cannot write: {reason}; the new version was not "
+                                         "saved", str(path))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write part of it)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "the write made no progress")
+        view = view[n:]
+
+
+def _truncate(fd: int, size: int) -> None:
+    """Cut the file ``fd`` back to ``size`` bytes (undoing an append; needs no free space).
+    Best effort: if even this fails, the line left is removed by the next write
+    (:func:`_drop_orphan`) or, when torn, ends before the next entry's line."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    """The offset of the last line of the file ``fd`` of ``size`` bytes, which ends in a
+    newline (read backwards in blocks: a line may be large)."""
+    pos = size - 1  # the final newline
+    while pos > 0:
+        start = max(0, pos - 65536)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
+
+
+def _drop_orphan(fd: int, size: int, version: int) -> int:
+    """Remove the last line of the audit log ``fd`` (of ``size`` bytes) when it is the entry
+    of ``version``, the version about to be written (see :meth:`FeedbackPriors._commit`);
+    return the log's size after."""
+    if size == 0 or os.pread(fd, 1, size - 1) != b"\n":
+        return size
+    start = _last_line_start(fd, size)
+    # an entry this module wrote opens with its version (a line may be megabytes: only its
+    # opening is read); a line of another shape is never taken for an orphan
+    head = _ENTRY_HEAD.match(os.pread(fd, 64, start))
+    if head is None or int(head.group(1)) != version:
+        return size
+    os.ftruncate(fd, start)
+    os.fsync(fd)
+    return start
+
+
+#: the opening of an audit entry as :meth:`FeedbackPriors._commit` writes it
+_ENTRY_HEAD = re.compile(rb'\{"version": (0|[1-9][0-9]{0,17}), "parent": ')
 
 
 def _now() -> datetime:
@@ -245,45 +345,158 @@ def _share(path: Path, key: tuple[int, int, int], data: _StoreData) -> None:
             _SHARED.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class _Timestamp(Spec):
+    """An ISO 8601 timestamp string (what :meth:`datetime.isoformat` writes)."""
+
+    def describe(self) -> str:
+        return "an ISO 8601 timestamp string"
+
+    def clean(self, value: Any, at: str, fail: Any) -> str:
+        if not isinstance(value, str):
+            raise fail(at, self.describe(), value)
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise fail(at, self.describe(), value) from None
+        return value
+
+
+@dataclass(frozen=True)
+class _FiniteJson(Spec):
+    """Any JSON value whose numbers are all finite (the free-form ``counts`` of a version);
+    the error names the key path of the first non-finite number (``1e999`` parses as
+    infinity)."""
+
+    def describe(self) -> str:
+        return "a finite number"
+
+    def clean(self, value: Any, at: str, fail: Any) -> Any:
+        stack: list[tuple[str, Any]] = [(at, value)]
+        while stack:
+            where, x = stack.pop()
+            if isinstance(x, dict):
+                stack.extend((join(where, str(k)), v) for k, v in x.items())
+            elif isinstance(x, list):
+                stack.extend((join(where, i), v) for i, v in enumerate(x))
+            elif is_number(x) and not math.isfinite(x):
+                raise fail(where, self.describe(), x)
+        return value
+
+
+_EVENTS = ("init", "update", "rollback")
+
+
+def _store_spec(epsilon: float, fmt: str) -> Table:
+    """The schema of a store file whose floor is ``epsilon`` (every prior a finite number in
+    ``[ε, 1]``), format 2 or format 1 (a full ``sources`` table per version)."""
+    prior = Number(epsilon, 1.0)
+    types = Table({t: Field(prior) for t in SOURCE_TYPES},
+                  what="a table of the prior of every source type")
+    record: dict[str, Field] = {
+        "version": Field(Integer(0)),
+        "parent": Field(Nullable(Integer(0))),
+        "event": Field(Text(choices=_EVENTS)),
+        "timestamp": Field(_Timestamp()),
+        "author": Field(Text()),
+        "reason": Field(Text(allow_empty=True)),
+        "counts": Field(MapOf(_FiniteJson())),
+        "types": Field(types),
+    }
+    if fmt == FORMAT_V1:
+        record["sources"] = Field(MapOf(prior))
+    else:
+        record["sources_set"] = Field(MapOf(prior))
+        record["sources_removed"] = Field(ListOf(Text(what="a source id")))
+    record["restored_from"] = Field(Integer(0), required=False)
+    record["request_id"] = Field(Text(what="a request id"), required=False)
+    record["request_digest"] = Field(Text(what="a SHA-256 digest"), required=False)
+    return Table({
+        "format": Field(Text()),
+        "epsilon": Field(Number()),
+        "max_change": Field(Number()),
+        "base": Field(Table({"name": Field(Text()), "values": Field(types)})),
+        "current": Field(Integer(0)),
+        "versions": Field(ListOf(Table(record, what="a version record"), min_len=1)),
+    }, what="a feedback store")
+
+
+#: the store's parameters, checked first (the priors' bounds depend on epsilon)
+_PARAMETERS = Table({"epsilon": Field(Number(0.0, 1.0, open_low=True, open_high=True)),
+                     "max_change": Field(Number(0.0, 1.0, open_low=True))}, extra=True)
+
+
 def _parse(path: Path, data: Any) -> _StoreData:
-    """Validate a store document (format 2, or format 1 converted to deltas in memory)."""
+    """Validate a store document (format 2, or format 1 converted to deltas in memory) and
+    return it parsed; :class:`FeedbackStoreError` ``FILE: FIELD: expected …, got …`` at the
+    first violation.
+
+    Policy: every field of every version record is required with its type (``version``,
+    ``parent``, ``event``, ``timestamp``, ``author``, ``reason``, ``counts``, ``types``, and
+    ``sources_set``/``sources_removed``, or format 1's ``sources``; ``restored_from``,
+    ``request_id`` and ``request_digest`` where they apply); unknown keys are refused; every
+    prior (``base.values``, ``types``, the per-source ones) is a finite number in ``[ε, 1]``;
+    versions are numbered 0, 1, 2, … in order, each the child of the one before, version 0 the
+    ``init`` and only it; ``current`` is the last version's number.
+    """
     if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_V1):
         found = data.get("format") if isinstance(data, dict) else None
         raise FeedbackStoreError(
             f"{path}: expected a feedback store with format {FORMAT!r} (or {FORMAT_V1!r}, "
             f"converted on the next write), got {found!r}; this credrank cannot read it")
-    try:
-        epsilon = check_epsilon(data["epsilon"])
-        max_change = check_max_change(data["max_change"])
-        base = {t: float(data["base"]["values"][t]) for t in SOURCE_TYPES}
-        base_name = str(data["base"]["name"])
-        stored = list(data["versions"])
-        records: list[dict[str, Any]] = []
-        previous: dict[str, float] = {}
-        for v in stored:
-            PriorTable("stored", v["types"])  # validates every stored table
-            if data["format"] == FORMAT_V1:  # full table per version → the delta to its parent
-                full = dict(v["sources"])
-                changed = {s: x for s, x in full.items() if previous.get(s) != x}
-                removed = sorted(set(previous) - set(full))
-                v = {k: x for k, x in v.items() if k != "sources"}
-                v["sources_set"], v["sources_removed"] = dict(sorted(changed.items())), removed
-                previous = full
-            elif not isinstance(v["sources_removed"], list) or not all(
-                    isinstance(s, str) for s in v["sources_removed"]):
-                raise ValueError(f"version {v['version']}: sources_removed: expected a list "
-                                 "of source ids")
-            for key, x in v["sources_set"].items():
-                check_probability(f"version {v['version']} source prior {key!r}", x,
-                                  open_low=True)
-            if "request_id" in v:
+    where = str(path)
+
+    def bad(field: str, expected: str, value: Any) -> FeedbackStoreError:
+        return FeedbackStoreError(f"{where}: {field}: expected {expected}, got {got(value)}")
+
+    params = _PARAMETERS.check(data, where, error=FeedbackStoreError)
+    epsilon, max_change = params["epsilon"], params["max_change"]
+    clean = _store_spec(epsilon, data["format"]).check(data, where, error=FeedbackStoreError)
+    stored = clean["versions"]
+    if clean["current"] != len(stored) - 1:
+        raise bad("current", f"{len(stored) - 1} (the number of the last version)",
+                  clean["current"])
+    records: list[dict[str, Any]] = []
+    previous: dict[str, float] = {}
+    for i, v in enumerate(stored):
+        at = f"versions[{i}]"
+        if v["version"] != i:
+            raise bad(f"{at}.version", f"{i} (versions are numbered 0, 1, 2, … in order)",
+                      v["version"])
+        if v["parent"] != (i - 1 if i else None):
+            raise bad(f"{at}.parent", f"{i - 1} (the version before)" if i else "null",
+                      v["parent"])
+        if (v["event"] == "init") != (i == 0):
+            raise bad(f"{at}.event", "'init'" if i == 0 else "'update' or 'rollback'",
+                      v["event"])
+        if "restored_from" in v and v["event"] != "rollback":
+            raise bad(f"{at}.restored_from", "no such key (only a rollback restores a version)",
+                      v["restored_from"])
+        if v["event"] == "rollback" and not 0 <= v.get("restored_from", -1) < i:
+            raise bad(f"{at}.restored_from", f"the version a rollback restored, an integer in "
+                      f"[0, {i - 1}]", v.get("restored_from", _Missing()))
+        if "request_id" in v:
+            try:
                 _check_request_id(v["request_id"])
-            records.append(v)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FeedbackStoreError(f"{path}: malformed feedback store: {exc!r}") from exc
-    if not records or [r["version"] for r in records] != list(range(len(records))):
-        raise FeedbackStoreError(f"{path}: versions must be numbered 0, 1, 2, ...")
-    return _StoreData(epsilon, max_change, base, base_name, tuple(records))
+            except ValueError as exc:
+                raise FeedbackStoreError(f"{where}: {at}.{exc}") from None
+            if "request_digest" not in v:
+                raise bad(f"{at}.request_digest", "the digest of the request (it has a "
+                          "request_id)", _Missing())
+        if data["format"] == FORMAT_V1:  # full table per version → the delta to its parent
+            full = v.pop("sources")
+            changed = {s: x for s, x in full.items() if previous.get(s) != x}
+            v["sources_set"] = dict(sorted(changed.items()))
+            v["sources_removed"] = sorted(set(previous) - set(full))
+            previous = full
+        records.append(v)
+    return _StoreData(epsilon, max_change, clean["base"]["values"], clean["base"]["name"],
+                      tuple(records))
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "nothing (the key is missing)"
 
 
 class FeedbackPriors:
@@ -308,6 +521,9 @@ class FeedbackPriors:
                  reason: str = "initial priors", clock: Callable[[], datetime] = _now):
         self.directory = Path(directory)
         self.clock = clock
+        if self.directory.exists() and not self.directory.is_dir():
+            raise FeedbackStoreError(f"{self.directory}: expected a feedback store folder, got "
+                                     "a file")
         path = self.directory / STORE_FILE
         if path.exists():
             self._open_existing(path, base, epsilon, max_change)
@@ -396,9 +612,14 @@ class FeedbackPriors:
             if hit is not None and hit[0] == key:
                 self._data = hit[1]
                 return
+            # NaN / Infinity parse here and are refused by _parse naming their field (every
+            # value of a store is checked by its schema)
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise FeedbackStoreError(f"{path}: cannot read the feedback store: {exc}") from exc
+        except RecursionError:
+            raise FeedbackStoreError(f"{path}: cannot read the feedback store: expected JSON "
+                                     "nested a few levels deep, got deeper") from None
         self._data = _parse(path, data)
         _share(path, key, self._data)
 
@@ -407,6 +628,18 @@ class FeedbackPriors:
                 counts: dict[str, Any], changes: dict[str, Any],
                 restored_from: int | None = None, request: tuple[str, str] | None = None,
                 on_commit: Callable[[], None] | None = None) -> int:
+        """Write the next version (call under the store lock, after :meth:`_reload`); return
+        its number.
+
+        Order and policy: ``on_commit`` is called first (if it raises, nothing is written);
+        then the audit line is appended (:meth:`_append_audit`: on a line of its own, whole,
+        fsynced), then the store file is replaced atomically. If the append fails, the log is
+        truncated back to its size before it; if the replace fails, likewise: either way a
+        :class:`FeedbackWriteError` names the file and nothing was changed (the object still
+        holds the version before). A crash between the two steps leaves the log one line ahead
+        of the store: that line, for the version being written now, is removed before the
+        next append (under the lock, so it is never another writer's line in progress).
+        """
         check_str("author", author)
         check_str("reason", reason, allow_empty=True)
         old = self._data
@@ -438,13 +671,7 @@ class FeedbackPriors:
             "current": version,
             "versions": list(new.records),
         }
-        text = json.dumps(data, indent=1, ensure_ascii=False)
-        if on_commit is not None:
-            on_commit()  # may raise: nothing has been written
-        path = self.directory / STORE_FILE
-        atomic_write_text(path, text)
-        self._data = new
-        _share(path, _file_key(path), new)  # under the store lock: no other writer between
+        text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)
         line = {k: record[k] for k in ("version", "parent", "event", "timestamp", "author",
                                        "reason", "counts")}
         if restored_from is not None:
@@ -452,11 +679,62 @@ class FeedbackPriors:
         if request is not None:
             line["request_id"] = request[0]
         line["changes"] = changes
-        with (self.directory / AUDIT_FILE).open("a", encoding="utf-8") as log:
-            log.write(json.dumps(line, ensure_ascii=False) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
+        if on_commit is not None:
+            on_commit()  # may raise: nothing has been written
+        path = self.directory / STORE_FILE
+        audit = self.directory / AUDIT_FILE
+        try:
+            fd = os.open(audit, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise _write_error(audit, exc) from exc
+        try:
+            size = self._append_audit(fd, audit, version, line)
+            try:
+                atomic_write_text(path, text)
+            except BaseException as exc:
+                _truncate(fd, size)
+                if isinstance(exc, OSError):
+                    raise _write_error(path, exc) from exc
+                raise
+        finally:
+            os.close(fd)
+        self._data = new
+        _share(path, _file_key(path), new)  # under the store lock: no other writer between
         return version
+
+    @staticmethod
+    def _append_audit(fd: int, audit: Path, version: int, line: dict[str, Any]) -> int:
+        """Append ``line`` (the entry of ``version``) to the audit log open as ``fd``; return
+        the log's size before the append (to truncate back to if the store write fails).
+
+        Policy: a last line that is the entry of ``version`` itself is what a crash between
+        an earlier append and its store write left (the store does not hold ``version``): it
+        is removed first. A log that does not end in a newline (a torn last line) gets one
+        before the entry, so the entry is always a line of its own (the torn line stays, and
+        reading the history names it). A missing or empty log while the store already holds
+        versions starts anew, and its first entry says so (``note``). On any failure the log
+        is truncated back to its size before and :class:`FeedbackWriteError` names it.
+        """
+        try:
+            size = _drop_orphan(fd, os.fstat(fd).st_size, version)
+        except OSError as exc:
+            raise _write_error(audit, exc) from exc
+        try:
+            if size == 0 and version > 0:
+                line = {**line, "note": f"the audit log was missing or empty when version "
+                                        f"{version} was written: it starts here; versions 0 "
+                                        f"to {version - 1} are recorded in {STORE_FILE} only"}
+            payload = json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                payload = b"\n" + payload
+            _write_all(fd, payload + b"\n")
+            os.fsync(fd)
+        except BaseException as exc:
+            _truncate(fd, size)
+            if isinstance(exc, OSError):
+                raise _write_error(audit, exc) from exc
+            raise
+        return size
 
     # ------------------------------------------------------------------ reading
     def refresh(self) -> None:
@@ -499,31 +777,54 @@ class FeedbackPriors:
         return self._data.requests.get((event, request_id))
 
     def audit(self) -> list[dict[str, Any]]:
-        """The parsed lines of the append-only audit log.
+        """The parsed lines of the append-only audit log, oldest first.
 
-        Raises :class:`FeedbackStoreError` naming the file and line of an unreadable entry.
+        Lines are split on ``\\n`` only (as JSONL is defined); blank lines are skipped. Raises
+        :class:`FeedbackStoreError` naming the file and line of an entry that is not UTF-8,
+        not strict JSON (``NaN`` / ``Infinity`` included: they are not JSON) or not an
+        object; and naming the file when the log is missing or empty (every store writes
+        version 0's entry, so an empty history means the log was lost — the versions
+        themselves are still in ``priors.json``, and the next write starts a new log whose
+        first entry says so). A log that was started anew this way begins at that version.
         """
         path = self.directory / AUDIT_FILE
-        if not path.exists():
-            return []
         entries = []
         try:
-            with path.open(encoding="utf-8") as log:
-                for number, line in enumerate(log, start=1):
+            with path.open("rb") as log:
+                for number, raw in enumerate(log, start=1):
+                    where = f"{path}:{number}: corrupt audit entry"
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise FeedbackStoreError(f"{where}: expected UTF-8 text, got the byte "
+                                                 f"0x{raw[exc.start]:02x} at column "
+                                                 f"{exc.start + 1}") from None
                     if not line.strip():
                         continue
-                    try:
-                        entry = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise FeedbackStoreError(f"{path}:{number}: corrupt audit entry: "
-                                                 f"{exc.msg}") from None
+                    entry = parse_json(line, where, error=FeedbackStoreError)
                     if not isinstance(entry, dict):
-                        raise FeedbackStoreError(f"{path}:{number}: corrupt audit entry: "
-                                                 "expected a JSON object")
+                        raise FeedbackStoreError(f"{where}: expected a JSON object, got "
+                                                 f"{got(entry)}")
                     entries.append(entry)
-        except (OSError, UnicodeDecodeError) as exc:
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
             raise FeedbackStoreError(f"{path}: cannot read the audit log: {exc}") from exc
+        if not entries:
+            raise FeedbackStoreError(
+                f"{path}: the audit log is missing or empty, though the store holds versions 0 "
+                f"to {self.current}; their records are still in {STORE_FILE}, and the next "
+                "write starts a new log at its version")
         return entries
+
+    def audit_log_lost(self) -> bool:
+        """Whether the audit log is missing or empty: then the next write starts a new log at
+        its version (its first entry carries a ``note`` saying so) and :meth:`audit` refuses
+        to present the lost history as empty."""
+        try:
+            return (self.directory / AUDIT_FILE).stat().st_size == 0
+        except FileNotFoundError:
+            return True
 
     # ------------------------------------------------------------------ writing
     def _seen(self, event: str, request: tuple[str, str] | None) -> int | None:
