@@ -243,9 +243,12 @@ def test_min_max_with_floor_and_zero_range_policy():
     # the paper's plain min-max (35.5): scores 0.8 and 0.1 map to one and zero
     assert scores_to_multipliers([0.8, 0.1], floor=0.0).values == (1.0, 0.0)
     for bad, kw in (([], {}), ([0.1, float("nan")], {}), ([0.1, 0.2], {"floor": -0.1}),
-                    ([0.1, 0.2], {"floor": 1.5})):
+                    ([0.1, 0.2], {"floor": 1.5}), ([0.1, 0.2], {"floor": 1.0})):
         with pytest.raises(CramInputError):
             scores_to_multipliers(bad, **kw)
+    # floor 1 would make every multiplier 1: CrAM off, so it is refused, not run
+    with pytest.raises(CramInputError, match=r"floor: expected a number in \[0, 1\), got 1"):
+        scores_to_multipliers([0.1, 0.2], floor=1)
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +306,40 @@ def test_check_white_box_errors(models):
         with reweight(models["qwen2"], [(0, 0)], torch.ones(1, 3)) as report:
             pass
     assert report.fallback_rows == 0
+
+
+def test_sliding_window_is_not_full_attention() -> None:
+    """A config with ``sliding_window`` set and no ``layer_types`` (Mistral) slides every
+    layer: it passed as full attention, and CrAM then answered differently with and without
+    the KV cache. Such layers are never selectable; a model with none left is refused."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, MistralConfig
+
+    from credrank.cram.models import attention_types
+
+    fields = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 8, "max_position_embeddings": 128}
+    torch.manual_seed(0)
+    sliding = AutoModelForCausalLM.from_config(MistralConfig(**fields, sliding_window=4),
+                                               attn_implementation="eager").eval()
+    with pytest.raises(WhiteBoxError, match=r"no layer uses full attention \(sliding_window=4 "
+                                            r"applies to every layer\)"):
+        check_white_box(sliding)
+    with pytest.raises(WhiteBoxError, match="sliding_window=4"), \
+            reweight(sliding, [(0, 0)], torch.ones(1, 3)):
+        pass
+    full = AutoModelForCausalLM.from_config(MistralConfig(**fields, sliding_window=None),
+                                            attn_implementation="eager").eval()
+    assert check_white_box(full).layer_types == ("full_attention", "full_attention")
+    # a config's layer_types decide per layer (Qwen2: the layers from max_window_layers slide)
+    mixed = tiny_model("qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=1)
+    assert check_white_box(mixed).layer_types == ("full_attention", "sliding_attention")
+    with pytest.raises(CramError, match="layer 1 uses 'sliding_attention'"), \
+            reweight(mixed, [(1, 0)], torch.ones(1, 3)):
+        pass
+    off = SimpleNamespace(sliding_window=4, use_sliding_window=False)
+    assert attention_types(off, 2) == ("full_attention", "full_attention")
+    assert attention_types(SimpleNamespace(sliding_window=4), 2) == ("sliding_attention",) * 2
+    assert attention_types(SimpleNamespace(), 1) == ("full_attention",)

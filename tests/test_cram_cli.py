@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,13 @@ from credrank.cram.headsfile import (
     load_heads,
     save_heads,
 )
-from credrank.cram.models import LoadedModel, WhiteBoxError, load_cram_model, tiny_model
+from credrank.cram.models import (
+    LoadedModel,
+    ModelUnavailableError,
+    WhiteBoxError,
+    load_cram_model,
+    tiny_model,
+)
 from credrank.cram.multipliers import CramInputError
 from credrank.cram.prompt import byte_tokenizer, render_prompt
 from credrank_bench.experiments.cram_lm import (
@@ -137,7 +146,12 @@ def test_heads_file_round_trip_and_refusals(tmp_path: Path) -> None:
     del doc["floor"]
     path.write_text(json.dumps(doc))
     with pytest.raises(HeadsFileError, match=r"h\.json: floor: expected a finite number in "
-                                              r"\[0, 1\], got nothing \(the key is missing\)"):
+                                              r"\[0, 1\), got nothing \(the key is missing\)"):
+        load_heads(path)
+    doc["floor"] = 1  # every multiplier 1: CrAM off, refused rather than run silently
+    path.write_text(json.dumps(doc))
+    with pytest.raises(HeadsFileError, match=r"floor: expected a finite number in \[0, 1\), "
+                                              r"got 1"):
         load_heads(path)
     doc["floor"] = 0.1
     doc["heads"] = [[5, 0]]
@@ -250,17 +264,204 @@ def test_empty_calibration_set(tmp_path: Path, slice_file: Path) -> None:
 
 
 def test_calibrate_end_to_end(tmp_path: Path, slice_file: Path) -> None:
-    pytest.importorskip("credrank.cram.heads", reason="credrank.cram.heads has not landed")
+    """The default grid is the library's (0 included: "no heads" can win validation), cut
+    at the model's 8 heads; a stderr that is a file gets plain progress lines (the help)."""
     out = tmp_path / "h.json"
     res = runner.invoke(app, ["calibrate", "--model", "tiny-llama", "--data", str(slice_file),
-                              "--n-calib", "2", "--n-valid", "2", "--grid", "0,1,2,4",
-                              "--out", str(out)])
+                              "--n-calib", "2", "--n-valid", "2", "--out", str(out)],
+                        env={"CREDRANK_PROGRESS_INTERVAL": "0"})
     assert res.exit_code == 0, res.output
+    assert "grid 0,1,2,4,8" in res.output
+    assert re.search(r"head effects \(rows\): \d+/18 ", res.output), res.output
     hf = load_heads(out, model=ModelInfo("tiny-llama", "llama", 2, 4))
-    assert hf.n_calib == 2 and hf.n_valid == 2 and len(hf.heads) in (0, 1, 2, 4)
+    assert hf.n_calib == 2 and hf.n_valid == 2 and len(hf.heads) in (0, 1, 2, 4, 8)
     assert not set(hf.calibration_ids) & set(hf.validation_ids)
     assert len(hf.ie) == 2 and len(hf.ie[0]) == 4
-    assert [c["n_heads"] for c in hf.validation_curve] == [0, 1, 2, 4]
+    assert hf.extra["grid"] == [0, 1, 2, 4, 8]
+    assert [c["n_heads"] for c in hf.validation_curve] == [0, 1, 2, 4, 8]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a model fails the test: the refusals below come before it."""
+    def loaded(name: str) -> LoadedModel:
+        raise AssertionError(f"the model {name} was loaded")
+
+    monkeypatch.setattr("credrank.cli.cram.load_cram_model", loaded)
+
+
+def _calibrate(*args: str, **kw: object) -> object:
+    return runner.invoke(app, ["calibrate", "--model", "tiny-llama", *args], **kw)
+
+
+def test_calibrate_checks_out_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out is checked before the data is read and the model loads (a missing folder was
+    found only after the whole calibration)."""
+    _no_model(monkeypatch)
+    missing_data = str(tmp_path / "missing.jsonl")  # never read: --out fails first
+    old = tmp_path / "old.json"
+    old.write_text("{}", encoding="utf-8")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    cases = [(tmp_path / "nodir" / "h.json", [], "the folder .*nodir does not exist"),
+             (tmp_path, ["--force"], "exists and is a folder, not a regular file"),
+             (fifo, ["--force"], "exists and is a device, a pipe or a socket"),
+             (old, [], "exists; give --force to overwrite")]
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        cases.append((locked / "h.json", [], "the folder .*locked is not writable"))
+    for out, extra, message in cases:
+        res = _calibrate("--data", missing_data, "--out", str(out), *extra)
+        assert res.exit_code == 2, res.output
+        assert re.search(f"error: --out {re.escape(str(out))}: {message}", _flat(res.output)), \
+            res.output
+    assert old.read_text(encoding="utf-8") == "{}"
+
+
+@pytest.mark.parametrize("floor", ["1", "1.5", "-0.1", "nan"])
+def test_floor_outside_0_1_refused_up_front(floor: str, tmp_path: Path, slice_file: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """--floor 1 makes every multiplier 1 (CrAM off; heads then ranked by rounding noise):
+    calibrate and answer accept [0, 1) and say so before anything is read or loaded."""
+    _no_model(monkeypatch)
+    res = _calibrate("--data", str(slice_file), "--floor", floor, "--out",
+                     str(tmp_path / "h.json"))
+    assert res.exit_code == 2, res.output
+    assert "error: --floor: expected a number in [0, 1)" in _flat(res.output)
+    res = runner.invoke(app, ["answer", "q", "--index", str(tmp_path), "--heads",
+                              str(tmp_path / "nope.json"), "--floor", floor])
+    assert res.exit_code == 2, res.output
+    assert "error: --floor: expected a number in [0, 1)" in _flat(res.output)
+    assert "nope.json" not in res.output  # the heads file was not read
+
+
+def test_answer_checks_options_before_reading_or_loading(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    _no_model(monkeypatch)
+    for extra, message in (
+            (["--max-new-tokens", "0"], "error: --max-new-tokens: expected an integer >= 1, "
+                                        "got 0"),
+            (["--floor", "2"], "error: --floor: expected a number in [0, 1)"),
+            (["--model", "gpt-5"], "error: --model: unknown model 'gpt-5'")):
+        res = runner.invoke(app, ["answer", "q", "--index", str(tmp_path), "--heads",
+                                  str(tmp_path / "nope.json"), *extra])
+        assert res.exit_code == 2, res.output
+        assert message in _flat(res.output) and "nope.json" not in res.output
+
+
+def test_calibrate_data_errors_name_the_option(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_model(monkeypatch)
+    out = str(tmp_path / "h.json")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n', encoding="utf-8")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for data, message in ((tmp_path, f"--data {tmp_path}: expected a CrAM NQ JSONL file, "
+                                     "got a folder"),
+                          (tmp_path / "nope.jsonl", f"--data {tmp_path / 'nope.jsonl'}: no "
+                                                    "such file"),
+                          (bad, f"--data: {bad}, line 1: field 'question'"),
+                          (binary, f"--data {binary}: not UTF-8 text")):
+        res = _calibrate("--data", str(data), "--out", out)
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+        assert f"error: {message}" in _flat(res.output), res.output
+    # the default is relative to the current folder, and the error says so
+    monkeypatch.chdir(tmp_path)
+    res = _calibrate("--out", out)
+    assert res.exit_code == 2
+    assert ("error: --data ../shared/data/cram/cram_nq_1000_reconstructed.jsonl: no such file "
+            f"(the default, relative to the current folder {tmp_path})") in _flat(res.output)
+    res = _calibrate("--data", "/dev/null", "--out", out)
+    assert res.exit_code == 2
+    assert "error: --data /dev/null: expected a CrAM NQ JSONL file, got a device" \
+        in _flat(res.output)
+
+
+def test_missing_torch_is_the_install_hint_for_every_model(tmp_path: Path, slice_file: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Without torch a tiny model gave a ModuleNotFoundError traceback (exit 1) where smollm2
+    gave the install hint (exit 2): every model now gives the same one-line hint."""
+    from credrank.generate.local import INSTALL_HINT
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails as if absent
+    for name in ("tiny-llama", "tiny-qwen2", "tiny-gpt2"):
+        with pytest.raises(ModelUnavailableError) as got:
+            load_cram_model(name)
+        assert str(got.value) == f"{name}: the module 'torch' is missing; {INSTALL_HINT}"
+    res = _calibrate("--data", str(slice_file), "--n-calib", "2", "--n-valid", "2", "--out",
+                     str(tmp_path / "h.json"))
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert (f"error: tiny-llama: the module 'torch' is missing; {INSTALL_HINT}"
+            in _flat(res.output))
+    monkeypatch.delitem(sys.modules, "torch")
+
+    def no_gguf(name: str) -> LoadedModel:  # an ImportError from deeper down, any model
+        raise ModuleNotFoundError("No module named 'gguf'", name="gguf")
+
+    monkeypatch.setattr("credrank.cli.cram.load_cram_model", no_gguf)
+    res = _calibrate("--data", str(slice_file), "--n-calib", "2", "--n-valid", "2", "--out",
+                     str(tmp_path / "h.json"))
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert (f"error: tiny-llama: the module 'gguf' is missing; {INSTALL_HINT}"
+            in _flat(res.output))
+
+
+def test_grid_values_over_the_model_heads_refused_before_calibrating(
+        tmp_path: Path, slice_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--grid 100 on a model of 8 heads silently became 8; it is refused as soon as the
+    model's shape is known, before any head effect is computed."""
+    def never(*args: object, **kw: object) -> None:
+        raise AssertionError("calibration ran")
+
+    monkeypatch.setattr("credrank.cram.heads.head_effects", never)
+    res = _calibrate("--data", str(slice_file), "--n-calib", "2", "--n-valid", "2", "--grid",
+                     "0,4,100", "--out", str(tmp_path / "h.json"))
+    assert res.exit_code == 2, res.output
+    assert ("error: --grid: 100 is more than the model's 8 heads (2 layers × 4 heads); "
+            "expected numbers of heads <= 8") in _flat(res.output)
+    _no_model(monkeypatch)
+    for grid, message in (("0", "expected at least one number of heads >= 1"),
+                          ("1,x", "expected comma-separated integers"),
+                          ("-1,2", "expected integers >= 0")):
+        res = _calibrate("--data", str(slice_file), "--grid", grid, "--out",
+                         str(tmp_path / "h.json"))
+        assert res.exit_code == 2 and f"error: --grid: {message}" in _flat(res.output)
+
+
+def test_fit_grid_counts_only_reweightable_heads(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from credrank.cli.cram import fit_grid
+
+    assert fit_grid(None, 2, 4, 8) == [0, 1, 2, 4, 8]
+    assert fit_grid(None, 30, 9, 270)[-1] == 256
+    assert fit_grid([0, 3], 2, 4, 4) == [0, 3]
+    with pytest.raises(typer.Exit):
+        fit_grid([5], 2, 4, 4)
+    assert ("--grid: 5 is more than the model's 4 heads (2 layers × 4 heads, 4 of them in "
+            "full-attention layers)") in _flat(capsys.readouterr().err)
+
+
+def test_calibrate_help_tells_the_truth() -> None:
+    res = runner.invoke(app, ["calibrate", "--help"], env={"TERMINAL_WIDTH": "200"})
+    assert res.exit_code == 0
+    text = _flat(res.output)
+    # progress: the help said "never ... when stderr is a file or a pipe", but a log gets
+    # plain lines (test_calibrate_end_to_end)
+    assert "never with --quiet" not in text
+    assert "unless --quiet: bars in a terminal, a plain line every 30 s in a log or a pipe" \
+        in text
+    assert "N·(1 + L·H)" in text and "117 s and 195 s" in text  # the cost
+    assert "relative to the current folder" in text
+    assert "[default: (0,1,2,4,8,16,32,64,128,256, the values up to the model's heads)]" in text
+    assert "[0, 1)" in text
 
 
 # ------------------------------------------------------------------ bench

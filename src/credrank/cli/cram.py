@@ -22,36 +22,119 @@ import numpy as np
 import typer
 
 from credrank.cli.common import Bars, QuietOption, check_text_argument, err, fail, show_progress
+from credrank.cram.heads import DEFAULT_GRID
 from credrank.cram.models import MODEL_NAMES, LoadedModel, load_cram_model
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="CrAM: credibility-aware attention on a white-box LM")
 
-#: the CrAM NQ file of ``../shared/data`` beside a source checkout (pass --data elsewhere)
+#: the CrAM NQ file of ``../shared/data`` beside a source checkout, relative to the current
+#: folder (pass --data elsewhere)
 DEFAULT_DATA = Path("../shared/data/cram/cram_nq_1000_reconstructed.jsonl")
 ModelOption = Annotated[str, typer.Option(help=" | ".join(MODEL_NAMES))]
+#: the numbers of heads tried on validation unless --grid says otherwise: the library's
+#: default (:data:`credrank.cram.heads.DEFAULT_GRID`; 0 = no heads, stock attention)
+DEFAULT_GRID_TEXT = ",".join(str(n) for n in DEFAULT_GRID)
 
 
 def _model(name: str) -> LoadedModel:
-    """The ``--model``, or exit 2 with the reason (unknown name, not white-box, not installed)."""
-    from credrank.cram.models import WhiteBoxError
+    """The ``--model``, or exit 2 with the reason (unknown name, not white-box, not installed:
+    the same one-line install hint for every model)."""
+    from credrank.cram.models import WhiteBoxError, missing_module
 
     try:
         return load_cram_model(name)
+    except ImportError as exc:  # a module the model needs, whatever the model
+        fail(str(missing_module(name, exc)))
     except (ValueError, WhiteBoxError, RuntimeError) as exc:
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise
         fail(str(exc))
 
 
-def _grid(text: str) -> list[int]:
+def check_floor(floor: float) -> None:
+    """Exit 2 unless ``--floor`` is in ``[0, 1)``: 1 would make every multiplier 1 (CrAM
+    off), so that heads would be chosen by rounding noise."""
+    if not 0 <= floor < 1:  # 0: the paper's plain min-max (35.5); NaN fails too
+        fail(f"--floor: expected a number in [0, 1) (0: the paper's plain min-max; 1 would "
+             f"turn CrAM off), got {floor:g}")
+
+
+def check_out(out: Path, force: bool) -> None:
+    """Exit 2 unless the heads file ``--out`` can be written: no folder, device or pipe
+    there (:func:`credrank.core.files.replaceable`), no file without ``--force``, and its
+    folder exists and is writable — checked before any model is loaded."""
+    import os
+
+    from credrank.core.files import replaceable
+
+    try:
+        target = replaceable(out)
+    except OSError as exc:
+        fail(f"--out {out}: {exc.strerror or exc}")
+    if target.exists() and not force:
+        fail(f"--out {out}: exists; give --force to overwrite")
+    folder = target.parent
+    if not folder.is_dir():
+        fail(f"--out {out}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        fail(f"--out {out}: the folder {folder} is not writable")
+
+
+def parse_grid(text: str | None) -> list[int] | None:
+    """``--grid`` as sorted distinct integers >= 0, at least one of them >= 1 (``None``:
+    not given, the library's default)."""
+    if text is None:
+        return None
     try:
         grid = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         fail(f"--grid: expected comma-separated integers, got {text!r}")
     if not grid or grid[0] < 0:
         fail(f"--grid: expected integers >= 0, got {text!r}")
+    if grid[-1] < 1:
+        fail(f"--grid: expected at least one number of heads >= 1 (0 alone: no head is ever "
+             f"reweighted), got {text!r}")
     return grid
+
+
+def fit_grid(grid: list[int] | None, n_layers: int, n_heads: int, eligible: int
+             ) -> list[int]:
+    """The numbers of heads to try on a model of ``n_layers`` × ``n_heads`` of which
+    ``eligible`` can be reweighted: ``--grid`` as given (exit 2 naming it when a value
+    exceeds ``eligible``), or the default grid's values up to ``eligible``."""
+    where = f"{n_layers} layers × {n_heads} heads"
+    if eligible < n_layers * n_heads:
+        where += f", {eligible} of them in full-attention layers"
+    if grid is None:
+        return [n for n in DEFAULT_GRID if n <= eligible]
+    over = [n for n in grid if n > eligible]
+    if over:
+        fail(f"--grid: {', '.join(map(str, over))} {'is' if len(over) == 1 else 'are'} more "
+             f"than the model's {eligible} heads ({where}); expected numbers of heads <= "
+             f"{eligible}")
+    return grid
+
+
+def _data_path(data: Path) -> None:
+    """Exit 2 naming ``--data`` unless it is a regular file; a relative path is read from the
+    current folder (the default too), and the message says so."""
+    import stat
+
+    where = ""
+    if not data.is_absolute():
+        default = "the default, " if data == DEFAULT_DATA else ""
+        where = f" ({default}relative to the current folder {Path.cwd()})"
+    try:
+        mode = data.stat().st_mode
+    except FileNotFoundError:
+        fail(f"--data {data}: no such file{where}")
+    except OSError as exc:
+        fail(f"--data {data}: {exc.strerror or exc}{where}")
+    if stat.S_ISDIR(mode):
+        fail(f"--data {data}: expected a CrAM NQ JSONL file, got a folder")
+    if not stat.S_ISREG(mode):
+        fail(f"--data {data}: expected a CrAM NQ JSONL file, got a device, a pipe or a socket")
 
 
 def split_questions(n_usable: int, n_calib: int, n_valid: int, seed: int
@@ -74,18 +157,23 @@ def split_questions(n_usable: int, n_calib: int, n_valid: int, seed: int
 def calibrate(
     model: ModelOption,
     data: Annotated[Path, typer.Option(
-        help="CrAM NQ JSONL (4 real passages + 1 fake); default: ../shared/data/cram/"
-             "cram_nq_1000_reconstructed.jsonl")] = DEFAULT_DATA,
+        help="CrAM NQ JSONL (4 real passages + 1 fake); the default is relative to the "
+             "current folder (a source checkout beside ../shared)")] = DEFAULT_DATA,
     n_calib: Annotated[int, typer.Option(help="calibration questions")] = 100,
     n_valid: Annotated[int, typer.Option(help="validation questions (choose the number "
                                                "of heads)")] = 100,
-    out: Annotated[Path, typer.Option(help="the heads file to write")] = Path("heads.json"),
+    out: Annotated[Path, typer.Option(help="the heads file to write (checked before the "
+                                           "model loads)")] = Path("heads.json"),
     seed: Annotated[int, typer.Option(
         min=0, help="seed of the calibration/validation split")] = 0,
-    floor: Annotated[float, typer.Option(help="multiplier floor ε of the least credible "
-                                               "passage")] = 0.1,
-    grid: Annotated[str, typer.Option(help="numbers of heads tried on validation")
-                    ] = "1,2,4,8,16,32",
+    floor: Annotated[float, typer.Option(help="multiplier floor ε in [0, 1) of the least "
+                                               "credible passage (0: the paper's plain "
+                                               "min-max)")] = 0.1,
+    grid: Annotated[str | None, typer.Option(
+        show_default=f"{DEFAULT_GRID_TEXT}, the values up to the model's heads",
+        help="numbers of heads tried on validation, comma-separated, each at most the "
+             "model's heads (layers × heads); 0 is stock attention, so it wins when no head "
+             "count lowers P(wrong answer)")] = None,
     method: Annotated[str, typer.Option(
         help="exact: IE_h by one intervened row per (example, head), batched; attribution: "
              "first-order estimates, one forward and backward pass per example (for models "
@@ -95,28 +183,43 @@ def calibrate(
 ) -> None:
     """Rank heads by indirect effect on CrAM NQ and choose how many to reweight.
 
-    Progress (head-effect rows, then validation rows) is shown on stderr when it is a
-    terminal (never with --quiet or when stderr is a file or a pipe)."""
+    Cost: the exact method evaluates N·(1 + L·H) prompts for N calibration questions on a
+    model of L layers × H heads (8 heads for the tiny models, 270 for smollm2), H per
+    forward pass; attribution one forward and one backward pass per question; validation
+    adds one prompt per validation question and grid value. CrAM NQ prompts are 2–3k tokens:
+    on 2 CPU cores tiny-llama with 3 + 3 questions took 2–3 min (exact; 117 s and 195 s in
+    two runs), and the exact search on smollm2 was not affordable there (docs/results.md
+    calibrated it with attribution: 100 + 40 questions, 85 min on a shared machine).
+
+    Progress (head-effect rows, then validation rows) goes to stderr unless --quiet: bars
+    in a terminal, a plain line every 30 s in a log or a pipe."""
     from credrank.core.files import file_sha256
+    from credrank.cram import heads as heads_mod
     from credrank.cram.generate import model_info
     from credrank.cram.headsfile import HeadsFile, save_heads
+    from credrank.cram.models import check_white_box
     from credrank.cram.multipliers import CramInputError
     from credrank.cram.prompt import render_prompt
     from credrank.cram.questions import CramDataError, ideal_scores, read_cram_questions
 
-    if out.exists() and not force:
-        fail(f"--out {out}: exists; give --force to overwrite")
+    # every check of the options before the data is read and the model loads
+    check_out(out, force)
     if model not in MODEL_NAMES:
         fail(f"--model: unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
-    if not 0 <= floor <= 1:  # 0: the paper's plain min-max (35.5)
-        fail(f"--floor: expected a number in [0, 1], got {floor}")
+    check_floor(floor)
     if method not in ("exact", "attribution"):
         fail(f"--method: expected exact or attribution, got {method!r}")
-    sizes = _grid(grid)
+    asked = parse_grid(grid)
+    _data_path(data)
     try:
         questions = read_cram_questions(data)
-    except (CramDataError, OSError) as exc:
-        fail(str(exc))
+        data_sha256 = file_sha256(data)
+    except CramDataError as exc:
+        fail(f"--data: {exc}")
+    except UnicodeDecodeError as exc:
+        fail(f"--data {data}: not UTF-8 text (byte {exc.start}: {exc.reason})")
+    except OSError as exc:
+        fail(f"--data {data}: {exc.strerror or exc}")
     usable = [q for q in questions if q.answers and sum(q.fake) == 1]
     if not usable:
         fail(f"--data {data}: the calibration set is empty: no question with a gold answer and "
@@ -127,10 +230,9 @@ def calibrate(
         fail(str(exc))
     lm = _model(model)
     info = model_info(lm.model, lm.name)
-    try:
-        from credrank.cram import heads as heads_mod
-    except ImportError as exc:
-        fail(f"credrank.cram.heads is not available ({exc}); calibration needs it")
+    box = check_white_box(lm.model)
+    eligible = info.n_heads * sum(t == "full_attention" for t in box.layer_types)
+    sizes = fit_grid(asked, info.n_layers, info.n_heads, eligible)
 
     special = [True]
 
@@ -154,11 +256,9 @@ def calibrate(
         valid, _ = examples(valid_pos)
     except CramInputError as exc:
         fail(str(exc))
-    limit = info.n_layers * info.n_heads
-    sizes = [n for n in sizes if n <= limit] or [limit]
     start = time.perf_counter()
     err.print(f"calibrating {info.name}: {len(calib)} calibration, {len(valid)} validation "
-              f"questions, {limit} heads")
+              f"questions, {eligible} heads, grid {','.join(map(str, sizes))}")
     try:
         with Bars(show_progress(quiet)) as bars:
             if method == "exact":
@@ -186,7 +286,7 @@ def calibrate(
         validation_curve=[{"n_heads": int(n), "mean_p_wrong": float(v)}
                           for n, v in sorted(dict(curve).items())],
         n_calib=len(calib), n_valid=len(valid), data=str(data),
-        data_sha256=file_sha256(data), floor=float(floor), seed=seed,
+        data_sha256=data_sha256, floor=float(floor), seed=seed,
         calibration_ids=tuple(usable[p].qid for p in calib_pos),
         validation_ids=tuple(usable[p].qid for p in valid_pos),
         extra={"grid": sizes, "method": method,
@@ -199,8 +299,8 @@ def calibrate(
                          "(ideal scores: fake 0, real 1); evaluation must use other questions"})
     try:
         save_heads(out, heads_file)
-    except (OSError, ValueError) as exc:
-        fail(f"--out {out}: {exc}")
+    except (OSError, ValueError) as exc:  # checked up front: a full disk, a race
+        fail(f"--out {out}: {exc}", code=1)
     err.print(f"{n_best} heads selected in {seconds:.1f} s; heads file written to {out}")
     print(json.dumps({"heads": [list(h) for h in heads_file.heads], "n_heads": n_best,
                       "seconds": round(seconds, 2), "out": str(out)}))
@@ -234,8 +334,8 @@ def answer(
                          ] = False,
     credibility_model: Annotated[Path | None, typer.Option(
         help="credibility model file (adds the factor credibility)")] = None,
-    floor: Annotated[float | None, typer.Option(help="multiplier floor (default: the heads "
-                                                      "file's)")] = None,
+    floor: Annotated[float | None, typer.Option(help="multiplier floor in [0, 1) (default: "
+                                                      "the heads file's)")] = None,
     max_new_tokens: Annotated[int, typer.Option(help="generated tokens at most")] = 32,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
 ) -> None:
@@ -249,6 +349,12 @@ def answer(
     check_text_argument("question", question)
     if top_k < 1:
         fail(f"--top-k: expected an integer >= 1, got {top_k}")
+    if max_new_tokens < 1:
+        fail(f"--max-new-tokens: expected an integer >= 1, got {max_new_tokens}")
+    if floor is not None:
+        check_floor(floor)
+    if model is not None and model not in MODEL_NAMES:
+        fail(f"--model: unknown model {model!r}; expected one of {', '.join(MODEL_NAMES)}")
     if not index.is_dir():
         fail(f"--index {index}: not a directory")
     try:

@@ -136,7 +136,7 @@ HEADS_SCHEMA = Table({
     "n_valid": Field(Integer(0)),
     "data": Field(Text(allow_empty=True)),
     "data_sha256": Field(Text(allow_empty=True)),
-    "floor": Field(Number(0, 1)),
+    "floor": Field(Number(0, 1, open_high=True)),  # 1: every multiplier 1, CrAM off
     "seed": Field(Integer()),
     "calibration_ids": _IDS,
     "validation_ids": _IDS,

@@ -33,8 +33,8 @@ class WhiteBoxError(TypeError):
 class WhiteBox:
     """What :func:`check_white_box` learned about an interveneable model.
 
-    ``modules`` maps ``id(attention module)`` to its layer index; ``layer_types`` is the
-    config's per-layer attention type (``"full_attention"`` when the config has none).
+    ``modules`` maps ``id(attention module)`` to its layer index; ``layer_types`` is each
+    layer's attention type (:func:`attention_types`).
     """
 
     num_layers: int
@@ -61,7 +61,10 @@ def check_white_box(model: Any) -> WhiteBox:
     attention backends (``_supports_attention_backend``) and can switch its implementation at
     run time; one attention module per layer with a ``layer_idx`` and a family stock
     ``eager_attention_forward`` (the function the intervention wraps); no cross-attention; and,
-    for GPT-2, ``reorder_and_upcast_attn=False`` (that path bypasses the interface).
+    for GPT-2, ``reorder_and_upcast_attn=False`` (that path bypasses the interface); and at
+    least one full-attention layer (:func:`attention_types`: a config's ``layer_types``, or a
+    ``sliding_window`` in force, which makes every layer sliding). Heads of sliding or chunked
+    layers are never selectable (:mod:`credrank.cram.attention`).
     """
     try:
         from transformers import PreTrainedModel
@@ -105,10 +108,43 @@ def check_white_box(model: Any) -> WhiteBox:
     if sorted(seen) != list(range(num_layers)):
         raise _fail(model, f"found attention modules for layers {sorted(seen)}, expected "
                            f"0..{num_layers - 1}")
-    types = getattr(config, "layer_types", None)
-    layer_types = tuple(str(t) for t in types) if types else ("full_attention",) * num_layers
+    layer_types = attention_types(config, num_layers)
+    if "full_attention" not in layer_types:
+        raise _fail(model, f"no layer uses full attention ({describe_sliding(config)}): CrAM "
+                           "indexes its multipliers by absolute key position, which sliding or "
+                           "chunked attention does not keep, so no head could be reweighted")
     return WhiteBox(num_layers=num_layers, num_heads=num_heads, modules=modules,
                     layer_types=layer_types)
+
+
+def attention_types(config: Any, num_layers: int) -> tuple[str, ...]:
+    """Each layer's attention type: the config's ``layer_types`` when it has them; else
+    ``"sliding_attention"`` for every layer when ``sliding_window`` is set (and
+    ``use_sliding_window`` is not False: Mistral-style configs slide every layer by that one
+    field), else ``"full_attention"``."""
+    types = getattr(config, "layer_types", None)
+    if types:
+        return tuple(str(t) for t in types)
+    if sliding_window(config) is not None:
+        return ("sliding_attention",) * num_layers
+    return ("full_attention",) * num_layers
+
+
+def sliding_window(config: Any) -> Any:
+    """The config's ``sliding_window`` when it is in force (set, and ``use_sliding_window``
+    not False), else ``None``."""
+    window = getattr(config, "sliding_window", None)
+    if window is None or getattr(config, "use_sliding_window", True) is False:
+        return None
+    return window
+
+
+def describe_sliding(config: Any) -> str:
+    """Why the layers count as non-full attention, for an error message."""
+    types = getattr(config, "layer_types", None)
+    if types:
+        return f"layer_types {sorted(set(map(str, types)))}"
+    return f"sliding_window={sliding_window(config)!r} applies to every layer"
 
 
 def tiny_config(family: str, **overrides: Any) -> Any:
@@ -165,14 +201,40 @@ class LoadedModel:
     tokenizer: Any
 
 
+class ModelUnavailableError(RuntimeError):
+    """A ``--model`` that cannot be loaded here: a module it needs is not installed."""
+
+
+def missing_module(name: str, exc: ImportError) -> ModelUnavailableError:
+    """The one-line hint for a model ``name`` whose import failed with ``exc``: the same
+    for every model (``NAME: the module 'torch' is missing; install the lm extra …``)."""
+    from credrank.generate.local import INSTALL_HINT
+
+    module = exc.name or str(exc)
+    label = "SmolLM2" if name == "smollm2" else name
+    return ModelUnavailableError(f"{label}: the module {module!r} is missing; {INSTALL_HINT}")
+
+
 def load_cram_model(name: str) -> LoadedModel:
     """The model of ``--model NAME`` (:data:`MODEL_NAMES`), checked white-box.
 
     ``smollm2``: SmolLM2-135M-Instruct from the installed GGUF
     (:mod:`credrank.generate.local`; the shared cached instance is switched to eager attention);
     ``tiny-FAMILY``: a seeded random tiny model with :func:`credrank.cram.prompt.byte_tokenizer`
-    (for tests; its answers are noise).
+    (for tests; its answers are noise). An unknown name is a ``ValueError``; a missing module
+    (torch, transformers) a :class:`ModelUnavailableError` with the install hint, whatever the
+    model.
     """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"--model: unknown model {name!r}; expected one of "
+                         f"{', '.join(MODEL_NAMES)}")
+    try:
+        return _load(name)
+    except ImportError as exc:
+        raise missing_module(name, exc) from exc
+
+
+def _load(name: str) -> LoadedModel:
     if name == "smollm2":
         from credrank.generate.local import load_local_model, model_path
 
@@ -187,8 +249,7 @@ def load_cram_model(name: str) -> LoadedModel:
             "n_positions" if family == "gpt2" else "max_position_embeddings": 8192}
         model = tiny_model(family, vocab_size=BYTE_VOCAB, **positions)
         tok = byte_tokenizer()
-    else:
-        raise ValueError(f"--model: unknown model {name!r}; expected one of "
-                         f"{', '.join(MODEL_NAMES)}")
+    else:  # pragma: no cover - load_cram_model checked the name
+        raise ValueError(f"--model: unknown model {name!r}")
     check_white_box(model)
     return LoadedModel(name, model, tok)

@@ -77,10 +77,11 @@ def scores_to_multipliers(scores: Sequence[float], *, floor: float = DEFAULT_FLO
     35.5).
 
     ``c_d = ε + (1 − ε)(s_d − s_min)/(s_max − s_min)``; equal scores → all ``1`` (reported).
-    ``floor = 0`` is the paper's plain min-max (the least credible passage's multiplier is 0).
+    ``floor = 0`` is the paper's plain min-max (the least credible passage's multiplier is 0);
+    ``floor`` must be below 1 (1 would make every multiplier 1: CrAM off, not said).
     Scores must be finite; there must be at least one.
     """
-    eps = check_real("floor", floor, 0.0, 1.0, error=CramInputError)
+    eps = check_real("floor", floor, 0.0, 1.0, open_high=True, error=CramInputError)
     arr = np.asarray(list(scores), dtype=np.float64) if not isinstance(scores, np.ndarray) \
         else scores.astype(np.float64, copy=False)
     if arr.ndim != 1 or arr.size == 0:
