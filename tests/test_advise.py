@@ -376,3 +376,88 @@ def test_cli_overflowing_cost_is_null_in_json_and_said_plainly_in_text(tmp_path:
     costs = [c for pa in advise_profile(load_profile(path)) for m in pa.methods
              for c in m.costs if c.name.startswith("serial time")]
     assert costs and all(c.value is None for c in costs)
+
+
+def _cram_profile(tmp_path: Path, examples: int, heads: int, seconds: str) -> Path:
+    return _write(tmp_path, '[[pool]]\nname = "p"\ndocument_scorer = true\n'
+                            f'misinformation_examples = {examples}\nvalidation_examples = 2\n'
+                            f'attention_access = true\nheads = {heads}\nselected_heads = [1]\n'
+                            f'seconds_per_pass = {seconds}\n')
+
+
+def test_cli_a_tiny_positive_cost_keeps_its_digits(tmp_path: Path) -> None:
+    """``seconds_per_pass = 1e-9``: 21 passes printed ``= 0 s (0.000000 min …)``."""
+    path = _cram_profile(tmp_path, 3, 7, "1e-9")
+    result = CliRunner().invoke(_app(), ["advise", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "21 × 1e-09 s = 2.1e-08 s  (3.5e-10 min of serial" in result.output
+    assert "= 0 s" not in result.output and "0.000000 min" not in result.output
+    # a head fraction too small for six decimals keeps its digits as well
+    heads = 2 ** 62
+    path = _cram_profile(tmp_path, 1, heads, "0.05")
+    result = CliRunner().invoke(_app(), ["advise", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"1 / {heads:,} = 2.1684e-17% of heads  (2.1684e-17% changed" in result.output
+    assert " 0.000000%" not in result.output and "(0.000000%" not in result.output
+
+
+def test_cram_entry_names_cram_calibrate() -> None:
+    """The CrAM entry said the head selection on calibration examples is not in credrank;
+    ``credrank cram calibrate`` does it."""
+    cram = next(m for m in METHODS if m.id == "cram")
+    assert "credrank cram calibrate" in cram.credrank and "not in credrank" not in cram.credrank
+
+
+def test_cli_counts_beyond_64_bits_are_null_with_the_exact_number(tmp_path: Path) -> None:
+    """Products of two counts below 2**63 reach 38 digits: the JSON carried them as integers
+    that most readers cannot hold. Now ``null``, the exact number in the note (the overflow
+    policy of the float costs)."""
+    big = 2 ** 63 - 1
+    path = _write(tmp_path, '[[pool]]\nname = "p"\nstable_source_ids = true\n'
+                            f'sources = {big}\ncalibration_questions = {big}\n'
+                            f'document_scorer = true\nmisinformation_examples = {big}\n'
+                            'validation_examples = 2\nattention_access = true\n'
+                            f'heads = 2\nseconds_per_pass = 0.5\n')
+    result = CliRunner().invoke(_app(), ["advise", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    costs = {c["name"]: c for m in doc["pools"][0]["methods"] for c in m["costs"]}
+    answers = costs["calibration answers"]
+    assert answers["value"] is None
+    assert answers["note"].startswith(f"{big * big:,} source-query answers: 2**63 or more")
+    passes = costs["head-modified passes"]
+    assert passes["value"] is None and passes["note"].startswith(f"{big * 2:,} passes:")
+    # the float costs derived from them are floats, and nothing above 2**63 is an integer
+    assert costs["serial time (head-modified passes)"]["value"] == pytest.approx(big * 2 * 0.5)
+
+    def ints(value: object) -> list[int]:
+        if isinstance(value, dict):
+            return [i for v in value.values() for i in ints(v)]
+        if isinstance(value, list):
+            return [i for v in value for i in ints(v)]
+        return [value] if isinstance(value, int) and not isinstance(value, bool) else []
+    assert max(ints(doc)) < 2 ** 63
+    text = CliRunner().invoke(_app(), ["advise", str(path)])
+    assert text.exit_code == 0, text.output
+    assert (f"cost: calibration answers: sources × questions = {big:,} × {big:,}  "
+            f"({big * big:,} source-query answers: 2**63 or more") in text.output
+
+
+@pytest.mark.parametrize(("value", "ok"), [(2 ** 63 - 1, True), (2 ** 63, False),
+                                           (-(2 ** 63), True), (-(2 ** 63) - 1, False)])
+def test_profile_counts_are_below_2_to_the_63(value: int, ok: bool) -> None:
+    """The documentation says counts below 2**63; 2**63 itself was accepted."""
+    from credrank.core.schema import Integer, SchemaError
+
+    if ok:
+        assert Integer().check(value, "n") == value
+    else:
+        with pytest.raises(SchemaError, match=r"within ±2\*\*63"):
+            Integer().check(value, "n")
+    data = {"pool": [{"name": "p", "sources": value}]}
+    if value >= 0:
+        if ok:
+            assert parse_profile(data, "p.toml").pools[0].sources == value
+        else:
+            with pytest.raises(ProfileError, match=r"pool\[0\]\.sources"):
+                parse_profile(data, "p.toml")

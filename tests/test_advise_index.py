@@ -168,3 +168,49 @@ def test_cli_profile_and_index_exclude_each_other(index_dir: Path, tmp_path: Pat
     # the profile file still works alone
     alone = run_cli("advise", "marketplace", "--json")
     assert alone.returncode == 0 and "derived" not in json.loads(alone.stdout)
+
+
+def test_trusted_declared_types_are_not_provenance() -> None:
+    """Types declared and trusted (``--trust-declared``, no URLs) were counted as "typed by
+    their URL": ``provenance = true: 10 of 10 … 0 of 10 have a URL``."""
+    kinds = ("government", "blog")
+    declared = [{"doc_id": f"d{i}", "url": None, "host": None, "source_type": kinds[i % 2],
+                 "url_source_type": "unknown", "provenance_rule": "declared"}
+                for i in range(10)]
+    facts = index_facts(declared)
+    assert (facts.typed, facts.declared, facts.distinct_types) == (0, 10, 0)
+    values = _values(declared)
+    assert values["provenance"] is False
+    _, derived = derive_pool(facts)
+    measured = next(d.measured for d in derived if d.key == "provenance")
+    assert measured.startswith("0 of 10 documents (0.0%) typed by their URL")
+    assert "10 of 10 documents (100.0%) typed by a trusted declared type (not provenance" in \
+        measured
+    assert facts.to_dict()["typed_by_declaration"] == 10
+    # a trusted declaration over a URL that types the page too: the URL's type counts
+    urls = [{**row, "url": f"https://h{i}.org/", "host": f"h{i}.org",
+             "url_source_type": kinds[i % 2]} for i, row in enumerate(declared)]
+    assert index_facts(urls).typed == 10 and _values(urls)["provenance"] is True
+    # rows without the URL's own type (made by hand): a declared rule never counts
+    legacy = [{k: v for k, v in row.items() if k != "url_source_type"} for row in declared]
+    assert index_facts(legacy).typed == 0
+
+
+def test_cli_index_of_declared_types(tmp_path: Path) -> None:
+    corpus = tmp_path / "declared.jsonl"
+    kinds = ("government", "blog", "peer_reviewed")
+    corpus.write_text("".join(json.dumps({"id": f"x{i}", "text": f"page {i} on flu",
+                                          "source_type": kinds[i % 3]}) + "\n"
+                              for i in range(6)), encoding="utf-8")
+    where = tmp_path / "index"
+    done = run_cli("index", str(corpus), "--index", str(where), "--embedder", "hashing",
+                   "--trust-declared")
+    assert done.returncode == 0, done.stderr
+    done = run_cli("advise", "--index", str(where))
+    assert done.returncode == 0, done.stderr
+    assert "provenance = false: 0 of 6 documents (0.0%) typed by their URL" in done.stdout
+    assert "6 of 6 documents (100.0%) typed by a trusted declared type" in done.stdout
+    doc = json.loads(run_cli("advise", "--index", str(where), "--json").stdout)
+    facts = doc["derived"]["facts"]
+    assert (facts["typed"], facts["typed_by_declaration"]) == (0, 6)
+    assert facts["by_source_type"] == {"blog": 2, "government": 2, "peer_reviewed": 2}

@@ -304,3 +304,17 @@ def test_priors_errors_speak_the_commands_options(tmp_path):
             assert res.exit_code == 0, res.output
             continue
         assert res.exit_code == 2 and said in " ".join(res.output.split()), res.output
+
+
+def test_index_warns_of_table_rows_no_url_can_match(tmp_path):
+    """A --table row whose domain is no host name (an en dash: four such rows in the shared
+    domain_ratings.csv) was silently never used by `credrank index`; it is a warning naming
+    the file, line and cell, and the other rows type as before."""
+    corpus, idx, table = tmp_path / "c.jsonl", tmp_path / "idx", tmp_path / "t.csv"
+    write_corpus(corpus)
+    table.write_text("domain,source_type\nexa\u2013mple.com,blog\n", encoding="utf-8")
+    res = runner.invoke(app, ["index", str(corpus), "--index", str(idx), "--embedder",
+                              "hashing", "--table", str(table)])
+    assert res.exit_code == 0, res.output
+    assert (f"warning: --table {table}:2: field 'domain': expected a valid host name, got "
+            "'exa\u2013mple.com'") in " ".join(res.output.split())

@@ -640,3 +640,186 @@ def test_the_same_site_is_typed_the_same_whatever_the_link(url: str, stype: str,
                                                             rule: str) -> None:
     prov = SourceTyper().classify(url, None)
     assert (prov.source_type, prov.rule) == (stype, rule)
+
+
+# --------------------------------------------------------------------------- public suffixes
+
+
+@pytest.mark.parametrize(("host", "site"), [
+    ("www.police.uk", "police.uk"), ("m.nhs.uk", "nhs.uk"), ("www.nhs.uk", "nhs.uk"),
+    ("nhs.uk", "nhs.uk"), ("www2.gov.uk", "gov.uk"), ("www.cdc.gov", "cdc.gov"),
+    ("www.com", "www.com"), ("m.com", "m.com"), ("www.localhost", "www.localhost"),
+    ("thames-valley.police.uk", "thames-valley.police.uk"),
+])
+def test_the_site_of_a_front_end_of_a_public_suffix(host: str, site: str) -> None:
+    """``www.X`` was its own site when X is a public suffix (``www.police.uk`` vs
+    ``police.uk``): the list makes ``www.police.uk`` a registered domain, and only a front end
+    *below* the registered domain was taken off."""
+    parsed = parse_url(f"https://{host}/")
+    assert parsed.host is not None
+    assert provenance_url.bare_host(parsed.host, parsed.registered_domain) == site
+
+
+def test_a_table_row_of_a_public_suffix_types_its_front_ends(tmp_path: Path) -> None:
+    """A table row ``police.uk`` typed ``police.uk`` only, not ``www.police.uk``."""
+    table = write(tmp_path / "t.csv", "domain,source_type\npolice.uk,blog\n"
+                                      "police.uk/news,established_news\n")
+    typer = SourceTyper([table])
+    for url in ("https://police.uk/x", "https://www.police.uk/x", "https://m.police.uk/x"):
+        assert (typer.classify(url).source_type, typer.classify(url).rule) == (
+            "blog", "table:t.csv"), url
+    assert typer.classify("https://www.police.uk/news/1").source_type == "established_news"
+    # another site under the suffix is not the suffix's own: its built-in rule stays
+    assert typer.classify("https://thames-valley.police.uk/").rule == "suffix:police.uk"
+    # and the first label of a front end is no subdomain label rule
+    assert SourceTyper().classify("https://www.nhs.uk/").rule == "suffix:nhs.uk"
+
+
+def test_rows_that_can_never_match_are_listed_with_their_lines(tmp_path: Path) -> None:
+    """``DomainTable.unmatchable`` held the keys only, and no front door said anything."""
+    table = write(tmp_path / "t.csv", "domain,score\nok.com,0.5\nexa\u2013mple.com,0.4\n"
+                                      "\nbad..host.org/x,0.3\n")
+    loaded = load_domain_table(table)
+    assert [(r.line, r.cell) for r in loaded.unmatchable] == [(3, "exa\u2013mple.com"),
+                                                             (5, "bad..host.org/x")]
+    messages = SourceTyper([table]).unmatchable_warnings()
+    assert messages == loaded.unmatchable_warnings() and len(messages) == 2
+    assert messages[0].startswith(f"{table}:3: field 'domain': expected a valid host name, "
+                                  "got 'exa\u2013mple.com' (")
+    assert messages[1].endswith("no URL can match it, so the row is not used")
+    assert SourceTyper([write(tmp_path / "u.csv", "domain,score\nok.com,1\n")]
+                       ).unmatchable_warnings() == []
+
+
+def test_real_domain_ratings_unmatchable_rows() -> None:
+    if not RATINGS.is_file():
+        pytest.skip(f"real data absent: {RATINGS} (../shared/data beside the checkout)")
+    rows = load_domain_table(RATINGS).unmatchable
+    assert len(rows) == 4 and all("\u2013" in r.cell for r in rows)
+
+
+# --------------------------------------------------------------------------- provenance audit
+
+#: a citation graph around T = 2024-06-01: an origin, a wrapper, a wrapper published after T,
+#: a chain through an intermediary published after T, and an origin observed after T
+AUDIT_ROWS = [
+    {"id": "origin", "observed_at": "2020-01-01T00:00:00Z", "published_at": "2020-01-01"},
+    {"id": "wrapper", "published_at": "2022-01-01", "cites": ["origin"]},
+    {"id": "late", "published_at": "2025-06-01", "cites": ["origin"]},
+    {"id": "mid", "published_at": "2025-01-01", "cites": ["origin"]},
+    {"id": "via-mid", "published_at": "2023-01-01", "cites": ["mid"]},
+    {"id": "future-origin", "observed_at": "2025-03-01", "published_at": "2024-01-01"},
+    {"id": "undated", "cites": []},
+]
+
+
+@pytest.fixture(scope="module")
+def audit_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import json
+
+    from cli_inprocess import run_cli
+
+    root = tmp_path_factory.mktemp("audit")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({**r, "text": f"page {r['id']} on measles"}) + "\n"
+                              for r in AUDIT_ROWS), encoding="utf-8")
+    where = root / "index"
+    done = run_cli("index", str(corpus), "--index", str(where), "--embedder", "hashing")
+    assert done.returncode == 0, done.stderr
+    return where
+
+
+def _audit(index: Path, *extra: str) -> tuple[int, str, str]:
+    from cli_inprocess import run_cli
+
+    done = run_cli("provenance", "audit", "--index", str(index), "--half-life", "365d", *extra)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_audit_dates_after_now_are_listed_never_rewritten(audit_index: Path) -> None:
+    """A date after --now was moved to --now: a wrapper published after T was shown with
+    t_n = T, an intermediary after T with T, and (both dates then equal) candidates vanished
+    without a word. Now dates stay as written; what is dated after T is listed, never a
+    candidate."""
+    import json
+
+    code, out, err = _audit(audit_index, "--now", "2024-06-01", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["after_now"]["doc_ids"] == ["future-origin", "late", "mid"]
+    assert doc["after_now"]["count"] == 3 and "never moved to T" in doc["after_now"]["policy"]
+    by = {c["wrapper"]: c for c in doc["candidates"]}
+    assert sorted(by) == ["via-mid", "wrapper"] and doc["counts"]["candidates"] == 2
+    assert by["wrapper"]["t_n"].startswith("2022-01-01")
+    chain = {h["doc_id"]: h["date"] for h in by["via-mid"]["chain"]}
+    assert chain["mid"].startswith("2025-01-01")  # as written (it was 2024-06-01, T)
+    assert chain["origin"].startswith("2020-01-01")
+    assert by["via-mid"]["ratio"] == pytest.approx(2 ** ((365 * 3 + 1) / 365))
+    code, text, err = _audit(audit_index, "--now", "2024-06-01")
+    assert code == 0, err
+    assert ("dated after T (never candidates; dates as written): 3 documents: future-origin, "
+            "late, mid") in text
+    assert "mid (2025-01-01, cites)" in text
+    # the earliest T: every dated document is after it, none is a candidate, and it says so
+    code, out, err = _audit(audit_index, "--now", "0001-01-01", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["counts"]["candidates"] == 0
+    assert doc["after_now"]["count"] == 6 and "undated" not in doc["after_now"]["doc_ids"]
+
+
+@pytest.mark.parametrize("now", ["", "  "])
+def test_audit_blank_now_is_a_usage_error(audit_index: Path, now: str) -> None:
+    """A blank --now was an AssertionError traceback."""
+    code, out, err = _audit(audit_index, "--now", now)
+    assert (code, out) == (2, "")
+    assert err == ("error: --now: expected an ISO 8601 date such as 2024-05-01 or "
+                   f"2024-05-01T12:00:00Z, got {now!r}\n")
+
+
+def test_audit_neighbours_only_with_copies(audit_index: Path) -> None:
+    """--neighbours without --copies was accepted and thrown away (JSON neighbours null)."""
+    code, out, err = _audit(audit_index, "--now", "2024-06-01", "--neighbours", "3")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --neighbours 3: only with --copies text or embedding")
+    code, out, err = _audit(audit_index, "--now", "2024-06-01", "--neighbours", "3",
+                            "--copies", "text", "--json")
+    assert code == 0, err
+    import json
+
+    assert json.loads(out)["copies"]["neighbours"] == 3
+
+
+def test_audit_stdout_on_a_full_disk_is_one_error_line(audit_index: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``credrank provenance audit … > /dev/full`` was a traceback (OSError ENOSPC): the
+    command wrote to its own stream, past the guard every command's stdout has."""
+    import io
+    import sys
+
+    from credrank.cli import run
+
+    for extra in ((), ("--json",)):
+        errors = io.StringIO()
+        # a new /dev/full each time: the failed command points its stdout at the null device;
+        # as a process's stdout is (errors="surrogateescape"), which the command's own
+        # stream (typer.get_text_stream, errors="strict") wrapped again, past the guard
+        with open("/dev/full", "w", encoding="utf-8", errors="surrogateescape") as full:
+            monkeypatch.setattr(sys, "stdout", full)
+            monkeypatch.setattr(sys, "stderr", errors)
+            code = run(["provenance", "audit", "--index", str(audit_index), "--now",
+                        "2024-06-01", *extra])
+            monkeypatch.undo()
+        assert (code, errors.getvalue()) == (1, "error: stdout: No space left on device\n")
+
+
+def test_audit_progress_help_says_what_a_log_gets(audit_index: Path) -> None:
+    """The help said progress is never shown when stderr is a file or a pipe; a log gets a
+    plain line every $CREDRANK_PROGRESS_INTERVAL seconds."""
+    from cli_inprocess import run_cli
+
+    text = " ".join(run_cli("provenance", "audit", "--help").stdout.split())
+    assert "when stderr is a file or a pipe" not in text
+    assert "a plain line every 30 s in a file or a pipe ($CREDRANK_PROGRESS_INTERVAL" in text
+    done = run_cli("provenance", "audit", "--index", str(audit_index), "--now", "2024-06-01",
+                   env={"CREDRANK_PROGRESS_INTERVAL": "0"})
+    assert done.returncode == 0 and "documents read: " in done.stderr

@@ -231,6 +231,99 @@ def test_errors_exit_2(index_dir: Path, tmp_path: Path) -> None:
     assert folder.returncode == 2 and "--template" in folder.stderr
 
 
+def test_force_is_refused_without_template(index_dir: Path) -> None:
+    """``--force`` without ``--template`` was accepted and did nothing."""
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--force")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: --force: only with --template")
+
+
+@pytest.mark.parametrize("depth", [("shard",), ("shard", "wal"), ("shard", "wal", "x", "y")])
+def test_template_is_refused_anywhere_inside_an_index(index_dir: Path, tmp_path: Path,
+                                                      depth: tuple[str, ...]) -> None:
+    """Only the index folder and its direct subfolders were refused: ``DIR/shard/wal/todo.csv``
+    was written into the engine's folders."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(index_dir, copy)
+    folder = copy.joinpath(*depth)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / "todo.csv"
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(target))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: --template {target}: the path is inside the "
+                                  f"credrank index {copy}")
+    assert not target.exists()
+
+
+def test_a_template_write_failure_exits_1(index_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while the template is written is a runtime failure (exit 1, it was 2):
+    one line naming --template and the reason, nothing left behind."""
+    import errno
+    import io
+    import os
+
+    real_fdopen = os.fdopen
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def fdopen(fd: int, *args: Any, **kwargs: Any) -> Any:
+        if args and args[0] == "w":  # the template's temporary file
+            os.close(fd)
+            return Full()
+        return real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    target = tmp_path / "todo.csv"
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(target))
+    monkeypatch.undo()
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"error: --template {target}: writing failed: No space left on "
+                           "device; nothing was written\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_table_rows_that_can_never_match_are_warned(index_dir: Path, tmp_path: Path) -> None:
+    """A table row whose domain is no host name (an en dash) was kept and silently never
+    matched (4 such rows in domain_ratings.csv): a warning names file, line and cell."""
+    table = tmp_path / "t.csv"
+    table.write_text("domain,source_type\nclinic-example.com,blog\nexa\u2013mple.com,blog\n"
+                     "bad..host.org,government\n", encoding="utf-8")
+    done = run_cli("provenance", "hosts", "--index", str(index_dir), "--table", str(table),
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"warning: --table {table}:3: field 'domain': expected a valid "
+                               "host name, got 'exa\u2013mple.com' (")
+    assert lines[0].endswith("no URL can match it, so the row is not used")
+    assert lines[1].startswith(f"warning: --table {table}:4: field 'domain': expected a valid "
+                               "host name, got 'bad..host.org' (")
+    row = next(r for r in json.loads(done.stdout)["rows"] if r["host"] == "clinic-example.com")
+    assert row["source_type"] == "blog"  # the other rows are used as before
+
+
+def test_front_ends_of_a_public_suffix_are_one_row() -> None:
+    """``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` were three rows (nhs.uk is a public suffix,
+    so the list calls ``www.nhs.uk`` a registered domain of its own)."""
+    rows = [_row("a", "https://www.nhs.uk/1", "government", "suffix:nhs.uk", "www.nhs.uk",
+                 "www.nhs.uk"),
+            _row("b", "https://nhs.uk/2", "government", "suffix:nhs.uk", "nhs.uk", None),
+            _row("c", "https://m.nhs.uk/3", "government", "suffix:nhs.uk", "m.nhs.uk",
+                 "m.nhs.uk"),
+            _row("d", "https://www.police.uk/", host="www.police.uk",
+                 registered="www.police.uk")]
+    census = host_counts(rows)
+    assert [(r.host, r.registered_domain, r.documents) for r in census.rows] == [
+        ("nhs.uk", None, 3), ("police.uk", None, 1)]
+    text = template_text(census.unknown_hosts, source="test", total_unknown=1)
+    assert text.splitlines()[-1] == "police.uk,unknown"
+
+
 # ---------------------------------------------------------------- the bench's --table
 
 def _trec_csv() -> str:

@@ -9,9 +9,13 @@ from and the declared rule that decided it (:class:`Derivation`). The index is o
 
 Declared rules (a capability holds when at least :data:`MIN_SHARE` of the documents carry it):
 
-* ``provenance`` -- at least half the documents typed by their URL (``source_type`` other than
-  ``unknown``) *and* at least two distinct types among them: one type for everything
-  distinguishes nothing;
+* ``provenance`` -- at least half the documents typed by their URL (the type the URL rules
+  and tables gave, ``url_source_type``, other than ``unknown``) *and* at least two distinct
+  such types: one type for everything distinguishes nothing. A declared type the index
+  trusted (``--trust-declared``: ``provenance_rule`` ``declared``) is what the document says
+  of itself, not provenance: it is counted apart (``typed_by_declaration``) and never makes
+  ``provenance`` true. A payload without ``url_source_type`` (rows made by hand) counts its
+  ``source_type`` unless its rule is ``declared``;
 * ``dates`` -- at least half the documents carry an evidence date (``observed_at``,
   ``verified_at`` or ``published_at``). ``modified_at`` and ``retrieved_at`` (a crawl time)
   do not date the evidence (35.7) and are only reported;
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from credrank.advise.pools import Pool, Profile
@@ -62,8 +66,8 @@ MIN_SHARE = 0.5
 EVIDENCE_DATES: tuple[str, ...] = ("observed_at", "verified_at", "published_at")
 #: the payload fields :func:`index_facts` reads (never ``extra`` or ``text``)
 INDEX_FIELDS: tuple[str, ...] = ("doc_id", "url", "host", "registered_domain", "source_type",
-                                 "source_id", *DATE_FIELDS, "machine_text", "credibility",
-                                 "domain_score")
+                                 "url_source_type", "provenance_rule", "source_id",
+                                 *DATE_FIELDS, "machine_text", "credibility", "domain_score")
 #: profile keys an index cannot show, with the reason
 NOT_DERIVED: dict[str, str] = {
     "calibration_questions": "questions the sources answered are not in an index (RA-RAG "
@@ -87,7 +91,10 @@ NOT_DERIVED: dict[str, str] = {
 
 @dataclass(frozen=True)
 class IndexFacts:
-    """Counts over an index's documents (every count over all ``documents``)."""
+    """Counts over an index's documents (every count over all ``documents``).
+    ``by_source_type`` counts the types the searches use; ``by_url_source_type`` the types
+    the URLs gave (:attr:`typed`, :attr:`distinct_types`: provenance); ``declared`` the
+    documents whose type is a trusted declaration."""
 
     documents: int
     with_url: int
@@ -106,16 +113,20 @@ class IndexFacts:
     with_domain_score: int
     #: documents with a stored learned-credibility score (``credrank score credibility``)
     with_credibility: int = 0
+    #: the source types the URLs gave (rules and tables), ``unknown`` where none did
+    by_url_source_type: Mapping[str, int] = field(default_factory=dict)
+    #: documents typed by a declared type the index trusted (``provenance_rule`` ``declared``)
+    declared: int = 0
 
     @property
     def typed(self) -> int:
-        """Documents whose source type is not ``unknown``."""
-        return self.documents - self.by_source_type.get("unknown", 0)
+        """Documents typed by their URL: the URL's source type is not ``unknown``."""
+        return sum(n for t, n in self.by_url_source_type.items() if t != "unknown")
 
     @property
     def distinct_types(self) -> int:
-        """Distinct source types other than ``unknown``."""
-        return sum(1 for t, n in self.by_source_type.items() if t != "unknown" and n)
+        """Distinct source types other than ``unknown`` among the URLs' types."""
+        return sum(1 for t, n in self.by_url_source_type.items() if t != "unknown" and n)
 
     def share(self, count: int) -> float:
         """``count / documents`` (0.0 for an empty index)."""
@@ -125,7 +136,9 @@ class IndexFacts:
         return {"documents": self.documents, "with_url": self.with_url,
                 "with_host": self.with_host, "typed": self.typed,
                 "distinct_types": self.distinct_types,
+                "typed_by_declaration": self.declared,
                 "by_source_type": dict(self.by_source_type),
+                "by_url_source_type": dict(self.by_url_source_type),
                 "with_date": dict(self.with_date),
                 "with_evidence_date": self.with_evidence_date,
                 "with_source_id": self.with_source_id, "source_ids": self.source_ids,
@@ -175,6 +188,8 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
     documents = with_url = with_host = with_evidence = with_sid = 0
     with_mt = with_ds = with_cred = 0
     types: Counter[str] = Counter()
+    url_types: Counter[str] = Counter()
+    declared = 0
     dated: Counter[str] = Counter()
     sids: Counter[str] = Counter()
     hosts: Counter[str] = Counter()
@@ -185,8 +200,15 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
         if _present(host):
             with_host += 1
             hosts[_site(str(host), row.get("registered_domain"))] += 1
-        stype = row.get("source_type")
-        types[str(stype) if _present(stype) else "unknown"] += 1
+        stype = str(row.get("source_type")) if _present(row.get("source_type")) else "unknown"
+        types[stype] += 1
+        by_declaration = row.get("provenance_rule") == "declared"
+        declared += by_declaration and stype != "unknown"
+        url_type = row.get("url_source_type")
+        if _present(url_type):
+            url_types[str(url_type)] += 1
+        else:  # no record of the URL's own type: the stored type, unless it was declared
+            url_types["unknown" if by_declaration else stype] += 1
         for name in DATE_FIELDS:
             dated[name] += _present(row.get(name))
         with_evidence += any(_present(row.get(name)) for name in EVIDENCE_DATES)
@@ -202,6 +224,8 @@ def index_facts(rows: Iterable[Mapping[str, Any]]) -> IndexFacts:
     return IndexFacts(
         documents=documents, with_url=with_url, with_host=with_host,
         by_source_type=dict(sorted(types.items(), key=lambda kv: (-kv[1], kv[0]))),
+        by_url_source_type=dict(sorted(url_types.items(), key=lambda kv: (-kv[1], kv[0]))),
+        declared=declared,
         with_date={name: dated[name] for name in DATE_FIELDS},
         with_evidence_date=with_evidence, with_source_id=with_sid, source_ids=len(sids),
         hosts=len(hosts), identity="source_id" if use_sid else "host",
@@ -233,10 +257,13 @@ def derive_pool(facts: IndexFacts, name: str = "index", description: str = ""
                   f"{facts.with_source_id:,})")
     derived = (
         Derivation("provenance", provenance,
-                   f"{_pct(facts, facts.typed)} typed by their URL (source_type not "
-                   f"unknown), {facts.distinct_types} distinct types; "
-                   f"{_pct(facts, facts.with_url)} have a URL",
-                   f"true when {need} are typed and there are ≥ 2 distinct types"),
+                   f"{_pct(facts, facts.typed)} typed by their URL (the URL's source type "
+                   f"not unknown), {facts.distinct_types} distinct types; "
+                   f"{_pct(facts, facts.with_url)} have a URL"
+                   + (f"; {_pct(facts, facts.declared)} typed by a trusted declared type "
+                      "(not provenance: not counted)" if facts.declared else ""),
+                   f"true when {need} are typed by their URL (rules and tables; a trusted "
+                   "declared type does not count) and there are ≥ 2 distinct types"),
         Derivation("dates", dates,
                    f"{_pct(facts, facts.with_evidence_date)} carry an evidence date "
                    f"(observed_at, verified_at or published_at); not evidence dates: "

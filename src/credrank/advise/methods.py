@@ -40,6 +40,7 @@ from credrank.advise.arithmetic import (
     unselected_head_fraction,
 )
 from credrank.advise.pools import COUNT_KEYS, FLAG_KEYS, Pool, Profile
+from credrank.core.schema import INT_LIMIT
 
 __all__ = [
     "DEFER",
@@ -54,6 +55,7 @@ __all__ = [
     "advice_document",
     "advise_pool",
     "advise_profile",
+    "decimal_text",
 ]
 
 #: the branch when no credibility method is feasible for a pool (35.6)
@@ -129,8 +131,9 @@ METHODS: tuple[Method, ...] = (
     Method("cram", "CrAM attention reweighting", "35.5, 35.6", "credibility",
            (P("document_scorer"), P("misinformation_examples", 1), P("validation_examples", 1),
             P("attention_access")),
-           "credrank.cram: reweighted attention inside a white-box transformers generator "
-           "(the head selection on calibration examples is not in credrank)",
+           "credrank cram calibrate (head selection on calibration examples) and credrank "
+           "cram answer (credrank.cram: reweighted attention inside a white-box transformers "
+           "generator)",
            "validate intervention and regressions: clean quality, shifted attacks and latency; "
            "a scorer's correctness is not established by a deadline"),
     Method("freshness", "freshness decay", "35.7", "separate", (P("dates"),),
@@ -153,10 +156,33 @@ class Missing:
     stated: bool
 
 
+def decimal_text(value: float, places: int = 6, trim: bool = False) -> str:
+    """``value`` with ``places`` decimals and thousands separators (``trim``: without trailing
+    zeros), or in 6 significant digits where it is not 0 and below 0.001 (``2.1e-08``: a
+    positive cost never prints as ``0``) or 1e15 and more (``8.50706e+28``: no decimals a
+    float does not hold)."""
+    if value != 0 and not 1e-3 <= abs(value) < 1e15:
+        return f"{value:.6g}"
+    text = f"{value:,.{places}f}"
+    return text.rstrip("0").rstrip(".") if trim and "." in text else text
+
+
+def _count(name: str, formula: str, value: int, unit: str, note: str) -> Cost:
+    """A cost that is a count: its ``value``, or ``None`` where it is 2**63 or more (the
+    overflow policy: a count beyond a 64-bit integer is a number JSON readers do not keep
+    exactly, so the exact value is written in the ``note`` instead)."""
+    if value < INT_LIMIT:
+        return Cost(name, formula, value, unit, note)
+    exact = (f"{value:,} {unit}: 2**63 or more, beyond a 64-bit integer, so the value is null "
+             "(JSON readers would not keep it exactly) and the exact number is written here")
+    return Cost(name, formula, None, unit, f"{exact}; {note}" if note else exact)
+
+
 @dataclass(frozen=True)
 class Cost:
     """One line of cost arithmetic from the profile's numbers. ``value`` is ``None`` when a
-    number it needs is not stated (``note`` says which)."""
+    number it needs is not stated, when a float exceeds the largest 64-bit float, or when a
+    count reaches 2**63 (``note`` says which, with the exact count)."""
 
     name: str
     formula: str
@@ -194,9 +220,9 @@ class PoolAdvice:
 
 def _ra_rag_costs(pool: Pool) -> tuple[Cost, ...]:
     s, q = pool.sources, pool.calibration_questions
-    return (Cost("calibration answers", f"sources × questions = {s:,} × {q:,}",
-                 ra_rag_calibration_answers(s, q), "source-query answers",
-                 "up to; before scoring and vote-weight iteration"),)
+    return (_count("calibration answers", f"sources × questions = {s:,} × {q:,}",
+                   ra_rag_calibration_answers(s, q), "source-query answers",
+                   "up to; before scoring and vote-weight iteration"),)
 
 
 def _cram_costs(pool: Pool) -> tuple[Cost, ...]:
@@ -212,8 +238,8 @@ def _cram_costs(pool: Pool) -> tuple[Cost, ...]:
         label = "passes with baselines" if baselines else "head-modified passes"
         formula = (f"examples × heads + examples = {n:,} × {heads:,} + {n:,}" if baselines
                    else f"examples × heads = {n:,} × {heads:,}")
-        costs.append(Cost(label, formula, passes, "passes",
-                          "one reused unmodified pass per example" if baselines else omitted))
+        costs.append(_count(label, formula, passes, "passes",
+                            "one reused unmodified pass per example" if baselines else omitted))
         if spp is None:
             costs.append(Cost(f"serial time ({label})", "passes × seconds_per_pass", None, "s",
                               "state 'seconds_per_pass' in the profile to compute"))
@@ -226,15 +252,16 @@ def _cram_costs(pool: Pool) -> tuple[Cost, ...]:
                     "64-bit float, so it is not computed; state smaller numbers in the profile"))
                 continue
             costs.append(Cost(f"serial time ({label})", f"{passes:,} × {spp:g} s", seconds, "s",
-                              f"{seconds / 60:.6f} min of serial single-example service time; "
-                              "not a hardware benchmark"))
+                              f"{decimal_text(seconds / 60)} min of serial single-example "
+                              "service time; not a hardware benchmark"))
     if pool.selected_heads is not None:
         for sel in sorted(set(pool.selected_heads)):
             frac = head_fraction(sel, heads)
             costs.append(Cost(f"heads changed ({sel:,} selected)", f"{sel:,} / {heads:,}", frac,
                               "fraction of heads",
-                              f"{100 * frac:.6f}% changed, "
-                              f"{100 * unselected_head_fraction(sel, heads):.6f}% unselected; "
+                              f"{decimal_text(100 * frac)}% changed, "
+                              f"{decimal_text(100 * unselected_head_fraction(sel, heads))}% "
+                              "unselected; "
                               "heads, not FLOPs or behaviour"))
     return tuple(costs)
 

@@ -33,6 +33,7 @@ from credrank.advise.methods import (
     PoolAdvice,
     advice_document,
     advise_profile,
+    decimal_text,
 )
 from credrank.advise.pools import (
     BUNDLED_PROFILES,
@@ -46,14 +47,15 @@ from credrank.cli.config import from_file
 
 
 def _value(cost: Cost) -> str:
+    """A cost's value as the report prints it: a count with thousands separators, a float
+    with 6 decimals, or significant digits where those would show 0 (``2.1e-08 s``)."""
     if cost.value is None:
         return "—"
     if isinstance(cost.value, int):
         return f"{cost.value:,} {cost.unit}".rstrip()
     if cost.unit == "fraction of heads":
-        return f"{100 * cost.value:.6f}% of heads"
-    number = f"{cost.value:,.6f}".rstrip("0").rstrip(".")
-    return f"{number} {cost.unit}".rstrip()
+        return f"{decimal_text(100 * cost.value)}% of heads"
+    return f"{decimal_text(cost.value, trim=True)} {cost.unit}".rstrip()
 
 
 def _shown(value: object) -> str:

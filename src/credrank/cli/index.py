@@ -239,6 +239,8 @@ def index(
             "format: expected one of", "--format: expected one of"))
     try:
         typer_ = SourceTyper(table or [], trust_declared=trust_declared)
+        for message in typer_.unmatchable_warnings():  # rows no URL can match: not used
+            warn(f"--table {message}")
         emb = get_embedder(embedder)
         chunking = None
         if chunk_tokens is not None or chunk_overlap is not None:

@@ -27,14 +27,19 @@ def export_onnx(
     Needs the embed extra (torch, sentence-transformers) and onnxruntime; the export is
     checked against sentence-transformers (cosine distance at most 1e-5) before it is
     installed. Afterwards `search`, `serve` and the adapters embed queries with onnxruntime,
-    without importing torch (CREDRANK_EMBED_BACKEND=torch forces the torch path)."""
+    without importing torch (CREDRANK_EMBED_BACKEND=torch forces the torch path). Exit 2
+    when it cannot start (a missing package, --dir a file or another folder of yours), 1 when
+    writing fails (a full disk: nothing is installed, a folder already there is kept)."""
+    from credrank.index.onnx_export import ArtifactWriteError
     from credrank.index.onnx_export import export_onnx as run_export
 
     try:
         target = run_export(directory, force=force,
                             log=lambda msg: console.print(msg, highlight=False, soft_wrap=True))
     except RuntimeError as exc:
-        fail(str(exc))
+        # writing failed (the staging folder could not be made or filled): a runtime failure
+        written = isinstance(exc, ArtifactWriteError) or isinstance(exc.__cause__, OSError)
+        fail(str(exc), code=1 if written else 2)
     console.print(str(target), highlight=False, soft_wrap=True)
 
 
@@ -43,7 +48,8 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
 ) -> None:
     """Where the ONNX artifact is, whether it can serve, and which backend MiniLM uses
-    (exit 1 when the artifact cannot serve)."""
+    (exit 1 when the artifact cannot serve). The model file is checked against the size and
+    SHA-256 meta.json records, or loaded where it records none."""
     from credrank.index.onnx_embed import (
         ARTIFACT_ENV,
         BACKEND_ENV,
@@ -54,7 +60,7 @@ def info(
     )
 
     folder = artifact_dir()
-    problem = artifact_problem(folder)
+    problem = artifact_problem(folder, verify=True)
     try:
         backend = embed_backend()
     except ValueError as exc:

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from credrank.cli.common import (
+    LogProgress,
     ProgressLike,
     QuietOption,
     console,
@@ -35,13 +36,20 @@ from credrank.index.store import (
 def build_graph(idx: VectorStore, label: str, show: bool = True) -> tuple[bool, float]:
     """``idx.optimize()`` with a heartbeat on stderr (the engine's count of indexed vectors;
     Qdrant Edge may report the full count before its graph is done, so no percentage is
-    shown): a spinner in a terminal, a plain line now and then in a log (never spinner
-    frames in a file), nothing with ``show`` off; ``(did anything, seconds)``."""
+    shown): a spinner in a terminal (``(5,455 of 10,914 vectors indexed)``), a plain line now
+    and then in a log, its count the vectors indexed (``…, vectors indexed (of 10,914):
+    5,455, 2,000.0/s, elapsed 0:03``; never spinner frames in a file), nothing with ``show``
+    off; ``(did anything, seconds)``."""
     start = time.perf_counter()
     with _heartbeat(show) as bar:
         task = bar.add_task(f"{label}: building the search graph")
 
         def beat(indexed: int, total: int) -> None:
+            if isinstance(bar, LogProgress):  # its line prints the count after the label
+                bar.update(task, completed=indexed,
+                           description=f"{label}: building the search graph, vectors "
+                                       f"indexed (of {total:,})")
+                return
             bar.update(task, description=f"{label}: building the search graph "
                                          f"({indexed:,} of {total:,} vectors indexed)")
 

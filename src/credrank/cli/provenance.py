@@ -12,15 +12,20 @@ linear in the index (a 10,000-document chain is 10,000 wrappers, not 50 million 
 beyond the float range are ``null`` beside their exact ``log2_`` exponents (the range policy of
 :mod:`credrank.freshness.lineage`). Both outputs are written one candidate at a time.
 
+**Documents dated after T** (``--now``; :data:`AFTER_NOW_POLICY`): every date is shown as the
+data gives it, never moved to ``T``. A document published, observed or verified after ``T``
+did not exist (or was not measured) at ``T``: it is never a laundering candidate, and it is
+reported, counted and listed by id (JSON ``after_now``). It stays in the provenance graph, so
+the documents that cite it inherit its evidence date as written (a wrapper dated before that
+date is then an anachronism, a data error to check).
+
 The lead mounts :data:`app` as ``credrank provenance``. ``--json`` output is data all the way
 down, marked ``"credrank_provenance_audit": 1`` (docs/json.md).
 """
 
 from __future__ import annotations
 
-import io
 import math
-import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -32,6 +37,8 @@ from typing import Annotated, Any
 import typer
 
 from credrank.cli.common import Bars, QuietOption, fail, show_progress
+from credrank.cli.config import from_file
+from credrank.cli.pipe import reader_gone, write_failed
 from credrank.consensus.duplicates import duplicate_groups
 from credrank.freshness.dates import parse_instant
 from credrank.freshness.lineage import (
@@ -56,6 +63,13 @@ app = typer.Typer(help="Provenance audits: citation chains and credibility laund
                   no_args_is_help=True, add_completion=False)
 
 COPY_MODES = ("off", "text", "embedding")
+#: the policy for documents dated after ``T`` (``--now``), in the JSON output's ``after_now``
+AFTER_NOW_POLICY = ("dates are shown as written, never moved to T; a document published, "
+                    "observed or verified after T is never a laundering candidate and is "
+                    "listed here; it stays in the provenance graph, so a document citing it "
+                    "inherits its date as written")
+#: the ids of documents dated after ``T`` the human table names (the JSON lists them all)
+AFTER_NOW_SHOWN = 10
 _UNITS = {"h": 1 / 24, "d": 1.0, "w": 7.0, "y": DAYS_PER_YEAR}
 
 
@@ -80,11 +94,14 @@ def parse_half_life(text: str) -> float:
 
 
 def parse_now(text: str | None) -> datetime:
-    """``--now`` (ISO date or instant, UTC) or the current time."""
+    """``--now`` (ISO date or instant, UTC) or the current time (``None``); ``ValueError``
+    naming ``--now`` for a value that is no date, a blank one included."""
     if text is None:
         return datetime.now(UTC)
     got = parse_instant(text, "--now")
-    assert got is not None
+    if got is None:  # a blank value: no date at all
+        raise ValueError(f"--now: expected an ISO 8601 date such as 2024-05-01 or "
+                         f"2024-05-01T12:00:00Z, got {text!r}")
     return got
 
 
@@ -130,6 +147,13 @@ def summary_lines(report: dict[str, Any], candidates: Iterable[dict[str, Any]] |
     if report["anachronisms"]:
         yield ("published before their origin's evidence date (check the data): "
                + ", ".join(report["anachronisms"]))
+    after = report.get("after_now")
+    if after and after["count"]:
+        ids = after["doc_ids"]
+        more = len(ids) - AFTER_NOW_SHOWN
+        yield (f"dated after T (never candidates; dates as written): {after['count']} "
+               f"documents: {', '.join(ids[:AFTER_NOW_SHOWN])}"
+               + (f" and {more} more" if more > 0 else ""))
     copies = report.get("copies", {})
     if copies.get("mode", "off") != "off":
         yield (f"copy detection: {copies['test']}; {copies['searches']} neighbour "
@@ -153,14 +177,17 @@ def audit_command(
         "--half-life", help="τ: 365d, 52w, 1y (= 365.25 days), 12h or days; at least one "
                             "microsecond")] = "1y",
     now: Annotated[str | None, typer.Option(
-        "--now", help="evaluation time T (YYYY-MM-DD or ISO instant; default: now, UTC)")
+        "--now", help="evaluation time T (YYYY-MM-DD or ISO instant; default: now, UTC); "
+                      "documents dated after T are listed, never candidates")
     ] = None,
     copies: Annotated[str, typer.Option(
         "--copies", help="copy edges without citation: off, text (3-gram Jaccard >= 0.5 "
                          "among each document's nearest neighbours) or embedding (text or "
                          "cosine >= 0.95)")] = "off",
-    neighbours: Annotated[int, typer.Option(
-        "--neighbours", help="neighbours searched per document for copies")] = COPY_NEIGHBOURS,
+    neighbours: Annotated[int | None, typer.Option(
+        "--neighbours", help=f"neighbours searched per document for copies (default "
+                             f"{COPY_NEIGHBOURS}; only with --copies text or embedding)")
+    ] = None,
     max_hops_listed: Annotated[int, typer.Option(
         "--max-hops-listed", help="hops listed per wrapper (>= 1): the first half and the "
                                   "last half ending at the origin; hops stays exact and "
@@ -170,9 +197,11 @@ def audit_command(
 ) -> None:
     """List laundering candidates: wrapper, origin, hop chain (at most --max-hops-listed hops
     each), ratio and the chapter's bound. Ratios beyond the float range print as 2^x (JSON:
-    null beside log2_ratio / log2_bound). Progress (documents read, with --copies one
-    neighbour search each) is shown on stderr when it is a terminal (never with --quiet or
-    when stderr is a file or a pipe)."""
+    null beside log2_ratio / log2_bound). Dates are shown as the data gives them: a document
+    published, observed or verified after T (--now) is never a candidate; it is counted and
+    listed (JSON: after_now). Progress (documents read, with --copies one neighbour search
+    each) goes to stderr: bars in a terminal, a plain line every 30 s in a file or a pipe
+    ($CREDRANK_PROGRESS_INTERVAL sets the seconds), none with --quiet."""
     try:
         tau = parse_half_life(half_life)
         t = parse_now(now)
@@ -180,10 +209,14 @@ def audit_command(
         if copies not in COPY_MODES:
             raise ValueError(f"--copies: expected one of {', '.join(COPY_MODES)}, got "
                              f"{copies!r}")
-        if neighbours < 1:
+        if neighbours is not None and neighbours < 1:
             raise ValueError(f"--neighbours: expected an integer >= 1, got {neighbours}")
     except ValueError as exc:
         fail(str(exc))
+    if neighbours is not None and copies == "off" and not from_file("neighbours"):
+        fail(f"--neighbours {neighbours}: only with --copies text or embedding (the "
+             "neighbours searched for copies; without --copies no search is made)")
+    k = COPY_NEIGHBOURS if neighbours is None else neighbours
     try:
         with open_store(index_dir) as store, Bars(show_progress(quiet)) as bars:
             ids = sorted(str(p["doc_id"]) for p in store.read_payloads(None, ("doc_id",)))
@@ -196,23 +229,29 @@ def audit_command(
                 test = partial(duplicate_groups, jaccard=COPY_JACCARD, shingle=COPY_SHINGLE,
                                cosine=cosine)
                 embed = get_embedder(store.manifest.embedder).embed
+            # no evaluation time for the records: their dates stay as written (never moved
+            # to T); the documents dated after T are set apart below
             source = StoreSource(
-                store, t, copies=test, embed=embed, neighbours=neighbours,
+                store, None, copies=test, embed=embed, neighbours=k,
                 with_vectors=copies == "embedding",
                 on_progress=None if counter is None else
                 lambda n: counter(min(n, len(ids)), len(ids)))
             graph = ProvenanceGraph(source)
             report: AuditReport = audit(graph, ids, t, tau, cap)
+            after_now = dated_after(graph, ids, t)
     except (StoreError, ValueError) as exc:
         fail(str(exc))
+    late = set(after_now)
+    report.candidates = [c for c in report.candidates if c.wrapper not in late]
     extra = {"index": str(index_dir), "copies": {
-        "mode": copies, "neighbours": neighbours if copies != "off" else None,
+        "mode": copies, "neighbours": k if copies != "off" else None,
         "test": None if copies == "off" else
         (f"word {COPY_SHINGLE}-gram Jaccard >= {COPY_JACCARD}"
          + (f" or cosine >= {COPY_COSINE}" if copies == "embedding" else "")),
         "searches": source.searches, "undirected": source.undirected_copies,
-    }}
-    out = typer.get_text_stream("stdout")
+    }, "after_now": {"count": len(after_now), "doc_ids": after_now,
+                     "policy": AFTER_NOW_POLICY}}
+    out = sys.stdout
     try:
         if as_json:
             report.write_json(out, extra)
@@ -221,20 +260,23 @@ def audit_command(
                 out.write(line + "\n")
         out.flush()
     except BrokenPipeError:  # the reader stopped (`| head`): stop writing, as `yes | head` does
-        _silence_stdout()
-        raise typer.Exit(141) from None
+        reader_gone()
+    except OSError as exc:  # a full disk, a closed stdout
+        write_failed(exc)
 
 
-def _silence_stdout() -> None:
-    """Point stdout at the null device, so that the exit's final flush does not raise again
-    on the closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):  # no descriptor (a test runner)
-        pass
-    finally:
-        os.close(devnull)
+def dated_after(graph: ProvenanceGraph, doc_ids: Iterable[str], now: datetime) -> list[str]:
+    """The ids of ``doc_ids`` (sorted) whose publication date or own evidence date
+    (``observed_at``, else ``verified_at``) is after ``now``, as their records give them
+    (``graph`` built without an evaluation time, so nothing is clamped)."""
+    out = []
+    for d in doc_ids:
+        rec = graph.record(d)
+        if rec is None:
+            continue
+        if any(x.date is not None and x.date > now for x in (rec.naive, rec.own)):
+            out.append(d)
+    return sorted(out)
 
 
 from credrank.cli.provenance_hosts import hosts_command  # noqa: E402  (the hosts inventory)

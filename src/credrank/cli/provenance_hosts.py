@@ -22,7 +22,8 @@ from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import err, fail, index_rows
+from credrank.cli.common import err, fail, index_rows, warn
+from credrank.cli.config import from_file
 from credrank.core.files import replacing_mode
 from credrank.index.manifest import MANIFEST
 from credrank.provenance import DomainTableError, RulesError, SourceTyper
@@ -32,8 +33,9 @@ from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, 
 def _check_template(path: Path, force: bool) -> None:
     """Refuse a ``--template`` path that is no place for a new table: a directory, anything
     that exists and is not a regular file (a device, a FIFO, a socket, a symbolic link), a
-    file of a credrank index (a folder with ``manifest.json``), an existing file without
-    ``--force``, or a path whose folder does not exist (issue 37, N11)."""
+    path inside a credrank index (a folder with ``manifest.json``, at any depth below it), an
+    existing file without ``--force``, or a path whose folder does not exist (issue 37,
+    N11)."""
     if path.is_symlink():
         fail(f"--template {path}: expected a regular file path, got a symbolic link; give "
              "the path of the file itself")
@@ -57,10 +59,11 @@ def _check_template(path: Path, force: bool) -> None:
 
 
 def _index_around(folder: Path) -> Path | None:
-    """The credrank index ``folder`` is (or is a direct subfolder of, such as ``DIR/shard``):
-    a folder whose ``manifest.json`` is a JSON object naming an ``embedder``; ``None`` when
-    there is none (another program's ``manifest.json`` does not count)."""
-    for above in (folder, folder.parent):
+    """The credrank index ``folder`` is or lies in, at any depth (``DIR/shard``,
+    ``DIR/shard/wal``): the nearest of ``folder`` and its parents whose ``manifest.json`` is a
+    JSON object naming an ``embedder``; ``None`` when there is none (another program's
+    ``manifest.json`` does not count)."""
+    for above in (folder, *folder.parents):
         manifest = above / MANIFEST
         if not manifest.is_file():
             continue
@@ -161,9 +164,14 @@ def hosts_command(
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """List the hosts of an index by document count with their source type and the rule that
-    typed them; --template writes a domain table of the unknown hosts to fill in."""
+    typed them; --template writes a domain table of the unknown hosts to fill in. A --table
+    row whose domain is no valid host name (it can never match a URL) is named in a warning
+    (file:line)."""
     if top is not None and top < 1:
         fail(f"--top: expected an integer >= 1, got {top}")
+    if force and template is None and not from_file("force"):
+        fail("--force: only with --template (it lets the template overwrite an existing "
+             "file)")
     if template is not None:
         _check_template(template, force)
     tables = list(table or ())
@@ -171,17 +179,22 @@ def hosts_command(
         typer_ = SourceTyper(tables) if tables else None
     except (DomainTableError, RulesError) as exc:
         fail(f"--table: {exc}")
+    if typer_ is not None:
+        for message in typer_.unmatchable_warnings():
+            warn(f"--table {message}")
     rows = index_rows(index_dir, HOST_FIELDS)
     try:
         census = host_counts(rows, typer_, unknown_only=unknown, top=top)
-        if template is not None:
-            chosen = census.unknown_hosts[:top] if top is not None else census.unknown_hosts
-            _write_atomic(template, template_text(chosen, source=f"the index {index_dir}",
-                                                  total_unknown=len(census.unknown_hosts)))
     except ValueError as exc:
         fail(f"--index {index_dir}: {exc}")
-    except OSError as exc:
-        fail(f"--template {template}: writing failed: {exc}")
+    if template is not None:
+        chosen = census.unknown_hosts[:top] if top is not None else census.unknown_hosts
+        try:
+            _write_atomic(template, template_text(chosen, source=f"the index {index_dir}",
+                                                  total_unknown=len(census.unknown_hosts)))
+        except OSError as exc:  # a full disk, an unwritable folder: a runtime failure
+            fail(f"--template {template}: writing failed: {exc.strerror or exc}; nothing "
+                 "was written", code=1)
     if as_json:
         doc: dict[str, Any] = {
             "credrank_provenance_hosts": 1, "index": str(index_dir),

@@ -157,6 +157,8 @@ def serve(
                                          trust_declared=trust_declared,
                                          create=api_key is not None, resources=resources,
                                          allow_paths=False, **options)
+                for message in searcher.typer.unmatchable_warnings():  # rows no URL matches
+                    warn(f"--table {message}")
                 searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
                 hint = reindex_hint(index_dir, searcher.store.manifest)
                 if hint is not None:

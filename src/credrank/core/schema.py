@@ -21,10 +21,10 @@ came: ``model.json: config.groups[2]: expected one of cues, url, embedding, got 
 
 Shared rules (those of :mod:`credrank.core.validation`): ``True``/``False`` are not numbers;
 NaN, ±infinity and integers beyond the float range are not numbers; an :class:`Integer`
-without bounds is still bounded by ±2**63 (a number a file can hold that every consumer can
-use); unknown keys of a :class:`Table` are refused unless it says ``extra=True`` or gives a
-spec for them; a list or a table where a string is expected is an error, never
-``TypeError: unhashable type``.
+without bounds is still bounded to the 64-bit signed range, ``-2**63 <= n < 2**63`` (a number
+a file can hold that every consumer can use); unknown keys of a :class:`Table` are refused
+unless it says ``extra=True`` or gives a spec for them; a list or a table where a string is
+expected is an error, never ``TypeError: unhashable type``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from credrank.core.errors import FileFormatError
 from credrank.core.validation import describe_interval, is_integer, is_number
 
 ErrorType = type[Exception]
+#: the bound of every :class:`Integer`: ``-INT_LIMIT <= n < INT_LIMIT`` (a 64-bit signed integer)
 INT_LIMIT = 2**63
 _MISSING: Any = object()
 
@@ -137,8 +138,8 @@ class Number(Spec):
 
 @dataclass(frozen=True)
 class Integer(Spec):
-    """An integer (not a bool; ``2.0`` is not an integer) in ``[low, high]``; bounded by
-    ±2**63 when no bound is given."""
+    """An integer (not a bool; ``2.0`` is not an integer) in ``[low, high]``, and always in
+    the 64-bit signed range ``-2**63 <= n < 2**63`` (:data:`INT_LIMIT`)."""
 
     low: int | None = None
     high: int | None = None
@@ -155,7 +156,7 @@ class Integer(Spec):
     def clean(self, value: Any, at: str, fail: Any) -> int:
         if not is_integer(value):
             raise fail(at, self.describe(), value)
-        if not -INT_LIMIT <= int(value) <= INT_LIMIT:
+        if not -INT_LIMIT <= int(value) < INT_LIMIT:
             raise fail(at, f"{self.describe()} within ±2**63", value)
         if (self.low is not None and value < self.low) or (
                 self.high is not None and value > self.high):

@@ -159,11 +159,14 @@ EMBEDDERS = ("minilm", "hashing")
 def minilm_embedder(backend: str | None = None) -> Embedder:
     """The MiniLM embedder of ``backend`` (default ``$CREDRANK_EMBED_BACKEND``, ``auto``):
     ``auto`` — onnxruntime when the ONNX artifact can serve, else sentence-transformers (with a
-    warning when an artifact folder is there but cannot serve); ``onnx`` — onnxruntime or a
-    :class:`RuntimeError` saying why not; ``torch`` — sentence-transformers."""
+    warning when an artifact folder is there but cannot serve, a ``model.onnx`` onnxruntime
+    cannot load included); ``onnx`` — onnxruntime or a :class:`RuntimeError` saying why not
+    (naming the file that cannot be loaded); ``torch`` — sentence-transformers."""
     from credrank.index.onnx_embed import (
         BACKEND_ENV,
         BACKENDS,
+        ArtifactLoadError,
+        ArtifactWarning,
         OnnxMiniLMEmbedder,
         artifact_dir,
         artifact_problem,
@@ -177,13 +180,17 @@ def minilm_embedder(backend: str | None = None) -> Embedder:
     if chosen in ("auto", "onnx"):
         problem = artifact_problem()
         if problem is None:
-            return OnnxMiniLMEmbedder()
-        if chosen == "onnx":
-            raise RuntimeError(f"{BACKEND_ENV}=onnx: {problem}; make it with "
-                               "`credrank models export-onnx`")
+            try:
+                return OnnxMiniLMEmbedder()
+            except ArtifactLoadError as exc:  # there, but damaged (a truncated model.onnx)
+                problem = str(exc)
+        if chosen == "onnx":  # the problem may say already how to make it again
+            how = ("" if "credrank models export-onnx" in problem
+                   else "; make it with `credrank models export-onnx`")
+            raise RuntimeError(f"{BACKEND_ENV}=onnx: {problem}{how}")
         if artifact_dir().exists():
             warnings.warn(f"{problem}; MiniLM falls back to sentence-transformers (torch)",
-                          RuntimeWarning, stacklevel=2)
+                          ArtifactWarning, stacklevel=2)
     return MiniLMEmbedder()
 
 

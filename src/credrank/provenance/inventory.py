@@ -11,8 +11,11 @@ the user to fill in.
 
 Declared policies:
 
-* A row is a host without a leading ``www.`` (:func:`~credrank.provenance.hosts.bare_host`):
-  the rules and the tables ignore that label too, so ``www.x.com`` and ``x.com`` are one row.
+* A row is a site: a host without a leading front-end label (``www.``, ``www2.``, ``m.``,
+  ``mobile.``, ``amp.``: :func:`~credrank.provenance.hosts.bare_host`), as the rules and the
+  tables see it, so ``www.x.com``, ``m.x.com`` and ``x.com`` are one row -- also where ``x`` is
+  a public suffix (``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` are the row ``nhs.uk``, whose
+  ``registered_domain`` is then ``None``: the public-suffix list names none above it).
 * Documents whose URL names no host are not dropped: they form the rows ``host = None`` with
   ``note`` ``"no URL"`` or ``"URL names no host"``. They cannot go into a domain table.
 * A host whose documents got different types (a path rule, a declared type) lists every type
@@ -162,8 +165,11 @@ def _typed(row: Mapping[str, Any], typer: SourceTyper | None
     note = None
     if host is None:
         note = NO_HOST if url is not None and url.strip() else NO_URL
-    return (bare_host(host, registered) if host is not None else None), registered, stype, \
-        rule, note
+        return None, registered, stype, rule, note
+    site = bare_host(host, registered)
+    if registered is not None and site != registered and not site.endswith("." + registered):
+        registered = None  # the site of a public suffix (nhs.uk of www.nhs.uk): none above it
+    return site, registered, stype, rule, note
 
 
 def _most(counter: Counter[str], order: Mapping[str, int] | None = None) -> str:
@@ -238,7 +244,8 @@ def template_text(rows: Iterable[HostRow], *, source: str, total_unknown: int) -
         f"# most documents first ({len(keep)} of {total_unknown} unknown hosts).",
         "# Replace 'unknown' by one of the source types:",
         f"#   {typed}.",
-        "# A table row overrides every built-in rule, for the host and every host under it:",
+        "# A table row overrides every built-in rule, for the host and every host under it",
+        "# (its www. and m. front ends too; under a public suffix such as nhs.uk, only those):",
         "# delete the rows you leave 'unknown' (they would also un-type such subdomains).",
         "# A key may be narrowed to a path ('example.com/blog'). Lines starting with '#' are",
         "# comments. Then: credrank index CORPUS --index DIR --table THIS_FILE (re-types the",

@@ -142,6 +142,11 @@ class SourceTyper:
         self._scores.freeze()
         self._host_info = lru_cache(maxsize=cache_size)(self._lookup_host)
 
+    def unmatchable_warnings(self) -> list[str]:
+        """What the front doors say about the rows of the tables that can never match a URL
+        (:meth:`DomainTable.unmatchable_warnings`: file, line, cell), in table order."""
+        return [m for table in self.tables for m in table.unmatchable_warnings()]
+
     def _builtin(self, host: str, bare: str, registered: str | None,
                  chain: Sequence[str]) -> tuple[str, str] | None:
         rules = self.rules
@@ -150,7 +155,7 @@ class SourceTyper:
                 return rules.hosts[key], f"host:{key}"
         if "." not in bare:  # a single label ('gov', 'localhost') is no domain under a
             return None     # suffix: only an exact host rule may type it
-        if registered is not None and bare != registered:
+        if registered is not None and bare.endswith("." + registered):  # a subdomain
             first = bare.split(".", 1)[0]
             if first in rules.first_labels:
                 return rules.first_labels[first], f"label:{first}"

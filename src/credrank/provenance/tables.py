@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from credrank.core.structured import csv_records, read_text
 from credrank.core.validation import check_choice
@@ -26,29 +26,47 @@ class DomainTableError(ValueError):
 # --------------------------------------------------------------------------- user tables
 
 
+class UnmatchableRow(NamedTuple):
+    """A table row whose domain cell is no valid host name (an en dash, an empty label …):
+    no URL can ever name it, so the row types and scores nothing. ``line`` is the file's line,
+    ``cell`` the domain cell as written, ``reason`` why it is no host name."""
+
+    line: int
+    cell: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class DomainTable:
     """A user table: ``types`` and ``scores`` keyed by ``host`` or ``host/path``.
 
     Keys are lowercase punycode; a ``www.`` is kept, so ``www.x.com`` and ``x.com`` may carry
-    different values (the exact host is tried first). ``unmatchable`` lists cells kept
-    verbatim because they are not valid host names (e.g. containing an en dash) and so can
-    never match a URL.
+    different values (the exact host is tried first). ``unmatchable`` lists the rows whose
+    domain cell is not a valid host name (e.g. one containing an en dash): they can never
+    match a URL; :meth:`unmatchable_warnings` says so, naming file, line and cell.
     """
 
     path: Path
     types: Mapping[str, str]
     scores: Mapping[str, float]
     score_column: str | None
-    unmatchable: tuple[str, ...] = ()
+    unmatchable: tuple[UnmatchableRow, ...] = ()
 
     @property
     def name(self) -> str:
         return self.path.name
 
+    def unmatchable_warnings(self) -> list[str]:
+        """One message per row that can never match a URL: ``FILE:LINE: field 'domain':
+        expected a valid host name, got …``, why, and that the row is not used."""
+        return [f"{self.path}:{row.line}: field 'domain': expected a valid host name, got "
+                f"{row.cell!r} ({row.reason}); no URL can match it, so the row is not used"
+                for row in self.unmatchable]
 
-def _table_key(cell: str, where: str) -> tuple[str, bool]:
-    """(key, matchable) for a table's domain cell; raises DomainTableError."""
+
+def _table_key(cell: str, where: str) -> tuple[str, str | None]:
+    """(key, why the key can never match a URL, or ``None``) for a table's domain cell;
+    raises DomainTableError."""
     text = cell.strip()
     if not text:
         raise DomainTableError(f"{where}: expected a domain such as 'example.com', got an "
@@ -60,15 +78,15 @@ def _table_key(cell: str, where: str) -> tuple[str, bool]:
                                f"(optionally 'example.com/path'), got the URL {cell!r}")
     host, _, rest = text.partition("/")
     host = host.lower()
+    unmatchable: str | None = None
     try:
         host, _ = normalize_host(host)
-        matchable = True
-    except HostError:
-        host, matchable = host.rstrip("."), False
+    except HostError as exc:
+        host, unmatchable = host.rstrip("."), str(exc)
     if not host:
         raise DomainTableError(f"{where}: expected a domain before the path, got {cell!r}")
     rest = rest.strip("/").lower()
-    return (f"{host}/{rest}" if rest else host), matchable
+    return (f"{host}/{rest}" if rest else host), unmatchable
 
 
 def _set_once(table: dict[str, Any], key: str, value: Any, where: str, verb: str,
@@ -95,7 +113,8 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     column: ``score_column`` if given, else ``score``, else ``pc1``; scores must be finite
     numbers in [0, 1]. Column names are matched case-insensitively. Blank lines are skipped.
     A key repeated with a different value is an error. Every error names file, line and
-    field (:class:`DomainTableError`).
+    field (:class:`DomainTableError`). A row whose domain is no valid host name is kept in
+    :attr:`DomainTable.unmatchable` (it can never match; the callers warn about it).
     """
     p = Path(path)
     text = read_text(p, what="domain table", error=DomainTableError)
@@ -130,16 +149,16 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     types: dict[str, str] = {}
     scores: dict[str, float] = {}
     first_line: dict[str, int] = {}
-    unmatchable: list[str] = []
+    unmatchable: list[UnmatchableRow] = []
     for line, row in rows:
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(columns):
             raise DomainTableError(f"{p}:{line}: expected {len(columns)} fields "
                                    f"({', '.join(header)}), got {len(row)}")
-        key, matchable = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
-        if not matchable:
-            unmatchable.append(key)
+        key, why = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
+        if why is not None:
+            unmatchable.append(UnmatchableRow(line, row[i_domain].strip(), why))
         if i_type is not None:
             where = f"{p}:{line}: field 'source_type'"
             stype = check_choice(where, row[i_type].strip(), SOURCE_TYPES,
