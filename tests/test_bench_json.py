@@ -391,7 +391,11 @@ def test_out_folder_for_a_bench_without_queries(tmp_path: Path) -> None:
     assert "## Held-out predictors of P(real) (CoAID)" in report
     assert "| fitted | 0.750 (n=3) | " in report  # rendered from the same cells as the JSON
     assert "AUC ↑" in report and "log-loss ↓" in report
-    assert (out / "per_query.csv").read_text().strip() == "table,system,measure,qid,value"
+    # no query, but the held-out items the table's cells are computed from, one per row
+    lines = (out / "per_query.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "table,system,measure,qid,value"
+    assert "predictors,fitted,P(real),coaid/07-01-2020/fake/0,0.36363636363636365" in lines
+    assert len(lines) == 1 + 3 * 3 * 3 + 3  # 3 items × 3 predictors × 3 terms, 3 labels
 
 
 def test_markdown_report_renders_the_tables(tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ A command of the bench distribution: the product's ``credrank`` finds it through
 point ``bench`` of the group ``credrank.commands`` (:data:`credrank_bench.commands.BENCH`).
 
 On stdout: the tables drawn by rich (in a terminal at its width; to a file or a pipe as plain
-text, :data:`PLAIN_WIDTH` columns unless ``$COLUMNS`` says otherwise), or with ``--json`` the
-data only. The Markdown report goes to ``--report PATH`` (default ``report.md`` in the current
-folder; none by default with ``--json`` or ``--out``, whose folder holds its own
-``report.md``). Progress goes to stderr when it is a terminal, never with ``--quiet``.
+text, :data:`PLAIN_WIDTH` columns unless ``$COLUMNS`` says otherwise, wider where a table's
+longest words need it: plain text never breaks a word), or with ``--json`` the data only. The
+Markdown report goes to ``--report PATH`` (default ``report.md`` in the current folder; none by
+default with ``--json`` or ``--out``, whose folder holds its own ``report.md``, with this
+bench's limits, and a full-precision ``per_query.csv``). Progress goes to stderr when it is a
+terminal, never with ``--quiet``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def bench(
     name: Annotated[str, typer.Argument(
         help=" | ".join(BENCH_NAMES))],
     path: Annotated[Path | None, typer.Option(
-        help="the data file or folder (see docs/results.md)")] = None,
+        help="the data file (a folder for coaid-priors; a week file or a folder of weeks for "
+             "realtimeqa; see docs/results.md)")] = None,
     corpus: Annotated[Path | None, typer.Option(
         help="a second data file for benches that combine two (poisonedrag: the CrAM NQ "
              "JSONL whose real passages are the clean corpus; default: "
@@ -61,7 +64,10 @@ def bench(
     table: Annotated[list[Path] | None, typer.Option(
         "--table", help="domain table CSV typing the URLs of demo and trec2019-hm; "
                         "repeatable (other benches refuse it)")] = None,
-    seed: Annotated[int, typer.Option(min=0, help="seed of the benches' random draws")] = 0,
+    seed: Annotated[int, typer.Option(
+        min=0, help="seed of the benches' random draws (bootstrap resamples, splits, noisy "
+                    "types, simulations, anchor sets); refused by coaid-priors, which draws "
+                    "nothing")] = 0,
     generator: Annotated[str, typer.Option(
         help="generator of benches with one in the loop (evotemp, realtimeqa, stress-*): "
              "extractive (offline reader, default), smollm2 (needs the lm extra: make "
@@ -97,7 +103,7 @@ def bench(
              "cores: CrAM NQ's 5,000 take 15–30 min), kept under --cache so that a rerun "
              "pays nothing")] = False,
     force: Annotated[bool, typer.Option(
-        "--force", help="overwrite a report already in --out")] = False,
+        "--force", help="overwrite a report already in --out (only with --out)")] = False,
     report: Annotated[Path | None, typer.Option(
         "--report", help="write the Markdown report here (default: report.md in the current "
                          "folder, unless --json or --out is given)")] = None,
@@ -115,6 +121,10 @@ def bench(
     from credrank_bench.experiments.benches import BenchOptions
 
     command = "credrank bench " + " ".join(sys.argv[2:])
+    given = written_options()
+    if force and out is None and (given is None or "force" in given):
+        fail("--force is only used with --out (it overwrites a report already in --out); got "
+             "--force without --out")
     if report is None and not as_json and out is None:
         report = DEFAULT_REPORT
     if report is not None:
@@ -132,13 +142,14 @@ def bench(
                 path, embedder, cache, seed, tuple(table or ()), corpus, generator=generator,
                 model=model, heads=heads, limit=limit, positions=positions, counts=counts,
                 checkpoint=checkpoint, prefix=prefix, machine_text=machine_text,
-                on_progress=bars.steps()))
+                on_progress=bars.steps(), given=given))
     except (ValueError, OSError, WhiteBoxError, RuntimeError) as exc:
         remove_created(created)
         fail(str(exc))
     if out is not None:
         try:
             written = write_report(result, out, command)
+            finish_report_folder(result, out)
         except OSError as exc:
             fail(f"--out {out}: writing the report failed: {exc}")
         err.print(f"report written to {written}", soft_wrap=True, highlight=False)
@@ -152,6 +163,45 @@ def bench(
         print(dump_json(result))
         return
     print_tables(result, stdout_console())
+
+
+def written_options() -> frozenset[str] | None:
+    """The parameters of the running ``credrank bench`` written on the command line (or in
+    the environment), from click's parameter sources; a default, or a value from a
+    ``credrank.toml`` (click's ``default_map``), is not written. ``None`` outside a click
+    command (a direct call): then the benches compare values with the defaults."""
+    import importlib
+
+    # click's context stack, or the copy typer vendors: whichever typer.Context derives from
+    base = next(c for c in typer.Context.__mro__
+                if c.__name__ == "Context" and c.__module__.endswith(".core"))
+    core = sys.modules[base.__module__]
+    ctx = importlib.import_module(f"{core.__package__}.globals").get_current_context(
+        silent=True)
+    if ctx is None:
+        return None
+    written = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+    return frozenset(name for name in ctx.params
+                     if getattr(ctx.get_parameter_source(name), "name", None) in written)
+
+
+def finish_report_folder(result: BenchResult, out: Path) -> None:
+    """What the bench adds to the folder :func:`credrank.evaluate.report.write_report` wrote:
+    ``per_query.csv`` with every value the tables are computed from, per query or other unit,
+    at full precision (:mod:`credrank_bench.experiments.per_query`), and the section "Limits"
+    of ``report.md`` made of this bench's own limits (``details["limits"]``) instead of the
+    shared list."""
+    from credrank_bench.experiments.per_query import write_per_query
+
+    write_per_query(result, out / "per_query.csv")
+    limits = result.details.get("limits")
+    path = out / "report.md"
+    if isinstance(limits, list) and path.is_file():
+        text = path.read_text(encoding="utf-8")
+        head, sep, _ = text.rpartition("\n## Limits\n")
+        body = "\n".join(["## Limits", "", *(f"- {n}" for n in limits), ""])
+        path.write_text((head + "\n" if sep else text.rstrip("\n") + "\n\n") + body,
+                        encoding="utf-8")
 
 
 def run_bench(name: str, options: Any) -> BenchResult:
@@ -187,6 +237,9 @@ def markdown(result: BenchResult, command: str = "") -> str:
         lines += [f"## {title}", "", body, ""]
     if result.notes:
         lines += ["## Notes from the data reader", "", *(f"- {n}" for n in result.notes), ""]
+    limits = result.details.get("limits")
+    if isinstance(limits, list) and limits:
+        lines += ["## Limits", "", *(f"- {n}" for n in limits), ""]
     return "\n".join(lines)
 
 
@@ -221,11 +274,14 @@ def print_tables(result: BenchResult, console: Console) -> None:
     for table in result.tables:
         console.print()
         for width in (24, 16, 12, 0):  # the systems' reserved width gives way first
-            parts = table_renderables(table, label_width=width)
+            parts = table_renderables(table, label_width=width,
+                                      whole_words=not console.is_terminal)
             if _fits(console, parts):
                 break
         for part in parts:
-            console.print(part, crop=False)  # too wide still: the terminal wraps, nothing cut
+            # too wide still: a terminal wraps the lines, nothing cut; plain text (a file, a
+            # pipe) is as wide as its columns' longest words need (no word broken in two)
+            console.print(part, crop=False)
     if any(t.columns for t in result.tables):
         console.print()
         console.print(Text(LEGEND, style="dim"))
@@ -242,10 +298,13 @@ def _fits(console: Console, parts: list[RenderableType]) -> bool:
     return True
 
 
-def table_renderables(table: ResultTable, label_width: int = 24) -> list[RenderableType]:
+def table_renderables(table: ResultTable, label_width: int = 24, whole_words: bool = False
+                      ) -> list[RenderableType]:
     """One result table for the terminal: its title, its notes, the grid (each cell's Δ line
     below its mean; the systems' column at least ``label_width`` wide where its labels are)
-    and the notes of single rows."""
+    and the notes of single rows. ``whole_words`` (plain text: a file or a pipe): every column
+    at least as wide as its longest word, so that a name or a header is wrapped at spaces
+    only, never broken inside a word (the table may then be wider than the console)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -259,19 +318,30 @@ def table_renderables(table: ResultTable, label_width: int = 24) -> list[Rendera
     two_lines = any(c.delta is not None for r in table.rows for c in r.metrics.values())
     grid = Table(box=box.SIMPLE_HEAD, show_lines=two_lines)  # a rule between two-line rows
     labels = [render.row_label(table, row) for row in table.rows]
+    params_text = [[render.param(row.params[k]) if k in row.params else "" for k in params]
+                   for row in table.rows]
+    cells = [[render.cell(row.metrics.get(c.name), br="\n") for c in table.columns]
+             for row in table.rows]
+    heads = [table.row_header, *params,
+             *(f"{c.name} {render.ARROWS[c.direction]}" for c in table.columns)]
+    texts = [[label, *p, *c] for label, p, c in zip(labels, params_text, cells, strict=True)]
+
+    def longest_word(i: int) -> int:
+        return max((len(w) for t in [heads[i], *(r[i] for r in texts)] for w in t.split()),
+                   default=0)
+
+    floors = [longest_word(i) if whole_words else 0 for i in range(len(heads))]
     # the systems keep a readable width; nothing is cut to an ellipsis
     grid.add_column(table.row_header, overflow="fold",
-                    min_width=min(label_width, max(map(len, labels), default=0)) or None)
-    for k in params:
-        grid.add_column(k, overflow="fold")
-    for c in table.columns:
-        grid.add_column(f"{c.name} {render.ARROWS[c.direction]}", justify="right",
-                        overflow="fold")
-    for row, label in zip(table.rows, labels, strict=True):
-        grid.add_row(
-            Text(label),
-            *(Text(render.param(row.params[k]) if k in row.params else "") for k in params),
-            *(Text(render.cell(row.metrics.get(c.name), br="\n")) for c in table.columns))
+                    min_width=max(min(label_width, max(map(len, labels), default=0)),
+                                  floors[0]) or None)
+    for i, k in enumerate(params, 1):
+        grid.add_column(k, overflow="fold", min_width=floors[i] or None)
+    for i in range(1 + len(params), len(heads)):
+        grid.add_column(heads[i], justify="right", overflow="fold",
+                        min_width=floors[i] or None)
+    for row in texts:
+        grid.add_row(*(Text(t) for t in row))
     out.append(grid)
     out += [Text(f"- {r.system}: {n}") for r in table.rows for n in r.notes]
     return out

@@ -1,15 +1,23 @@
 """What every evaluation-set reader shares: :class:`EvalSet`, errors, skip counting, date
 parsing, answer matching and the pooled-set builder.
 
+Every data file is read by one path, :func:`read_data_text` (the product's hardened
+:func:`credrank.core.structured.read_bytes`, then :func:`decode_data`): a missing file, a
+folder, or bytes that are not UTF-8 are a :class:`DatasetError` naming the file (and the line
+and column of the first bad byte), whichever reader meets them.
+
 The helpers below the "shared helpers" line (:class:`SkipCounter`, :class:`PoolBuilder`,
-:func:`check_consistency`, :func:`existing_path`, :func:`iter_jsonl`, ...) are the readers'
-common toolkit: public within the package, used by every reader module, but not re-exported
-from :mod:`credrank_bench.datasets` (the package's API is the readers, :class:`EvalSet` and the
-answer/date utilities). Helpers only this module uses keep a leading underscore."""
+:func:`check_consistency`, :func:`existing_path`, :func:`read_data_text`, :func:`iter_jsonl`,
+...) are the readers' common toolkit: public within the package, used by every reader
+module, but not re-exported from :mod:`credrank_bench.datasets` (the package's API is the
+readers, :class:`EvalSet` and the answer/date utilities). Helpers only this module uses keep
+a leading underscore."""
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import re
 from collections import Counter
@@ -19,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from credrank.core.structured import jsonl_values
+from credrank.core.structured import read_bytes
 from credrank.documents.schema import Document
 from credrank.evaluate.answers import squad_normalize
 
@@ -40,6 +48,11 @@ DEFAULT_PATHS: dict[str, str] = {
 LEAKED_LABEL = re.compile(r"(High|Middle|Medium|Low) credibility of text: ?", re.IGNORECASE)
 
 _CSV_FIELD_LIMIT = 2**31 - 1
+#: the largest data file a reader takes (bytes, after decompression): every file is read whole
+#: by :func:`read_data_text` (the shared sets are 0.1–18 MB)
+MAX_DATA_BYTES = 2**31 - 1
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 class DatasetError(ValueError):
@@ -119,12 +132,65 @@ def existing_path(path: str | Path, what: str) -> Path:
     return p
 
 
+def _a(what: str) -> str:
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
+def data_file(path: str | Path, what: str) -> Path:
+    """``path`` as a :class:`Path` when it is a file; :class:`DatasetError` naming ``what``
+    when it is absent or a folder."""
+    p = existing_path(path, what)
+    if p.is_dir():
+        raise DatasetError(f"{p}: expected {_a(what)}, got a folder")
+    return p
+
+
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, offset) + 1
+    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+
+
+def decode_data(data: bytes, where: str) -> str:
+    """The one decoding rule of every data reader: ``data`` as UTF-8 text, a UTF-8 byte-order
+    mark dropped. A UTF-16/UTF-32 byte-order mark, a byte that is not UTF-8 or a NUL byte is a
+    :class:`DatasetError` naming ``where`` (the file) with the line and column of the first
+    offending byte, what was expected and what came."""
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise DatasetError(f"{where}: expected UTF-8 text, got {name} (byte-order mark); "
+                               "save the file as UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_col(data, exc.start)
+        raise DatasetError(f"{where}: line {line}, column {col}: expected UTF-8 text, got the "
+                           f"invalid byte 0x{data[exc.start]:02x}") from None
+    if "\x00" in text:
+        line, col = _line_col(data, data.index(b"\x00"))
+        raise DatasetError(f"{where}: line {line}, column {col}: expected text, got a NUL "
+                           "byte (a binary file?)")
+    return text
+
+
+def read_data_text(path: str | Path, what: str) -> str:
+    """The text of the data file ``path`` (``what`` it should be, for messages): the one read
+    path of every reader — :func:`data_file` (absent or a folder: an error naming ``what``),
+    the product's hardened :func:`credrank.core.structured.read_bytes` (unreadable or larger
+    than :data:`MAX_DATA_BYTES`: an error naming the file), then :func:`decode_data`. Every
+    error is a :class:`DatasetError` naming the file."""
+    p = data_file(path, what)
+    return decode_data(read_bytes(p, what=what, max_bytes=MAX_DATA_BYTES, error=DatasetError),
+                       str(p))
+
+
 def load_json_list(path: str | Path) -> list[Any]:
     """The JSON list in ``path`` (a file of question records); :class:`DatasetError` when the
-    file is missing, not JSON or not a list."""
-    p = existing_path(path, "JSON file")
+    file is missing, a folder, not UTF-8, not JSON or not a list."""
+    p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(read_data_text(p, "JSON file"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{p}: not valid JSON ({exc})") from None
     if not isinstance(data, list):
@@ -134,25 +200,41 @@ def load_json_list(path: str | Path) -> list[Any]:
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed value)`` per non-blank line; :class:`DatasetError` naming the
-    line for invalid JSON."""
-    return jsonl_values(path, error=DatasetError)
+    """``(line number, parsed value)`` per non-blank line (lines end at ``\\n`` only);
+    :class:`DatasetError` naming the file (:func:`read_data_text`) and, for invalid JSON, the
+    line."""
+    p = Path(path)
+    text = read_data_text(p, "JSONL file")
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{p}:{lineno}: not valid JSON ({exc})") from None
+        yield lineno, value
 
 
-def read_csv_rows(path: Path, required: tuple[str, ...], encoding: str = "utf-8"
+def read_csv_rows(path: Path, required: tuple[str, ...], what: str = "CSV file"
                   ) -> list[dict[str, str]]:
     """Rows of a CSV file with a header holding every ``required`` column (empty cells as
-    ``""``; large text fields allowed); :class:`DatasetError` listing missing columns."""
+    ``""``; large text fields allowed; the text read by :func:`read_data_text`, a UTF-8
+    byte-order mark dropped); :class:`DatasetError` listing missing columns or naming the line
+    the csv module refused."""
+    text = read_data_text(path, what)
     old_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)  # for this read only, then restored
     try:
-        with path.open(encoding=encoding, newline="") as fh:
-            reader = csv.DictReader(fh)
-            columns = reader.fieldnames or []
-            missing = [c for c in required if c not in columns]
-            if missing:
-                raise DatasetError(f"{path}: missing column(s) {missing}; expected "
-                                   f"{list(required)}; found {columns}")
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        columns = reader.fieldnames or []
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise DatasetError(f"{path}: missing column(s) {missing}; expected "
+                               f"{list(required)}; found {columns}")
+        try:
             return [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
+        except csv.Error as exc:
+            raise DatasetError(f"{path}:{reader.line_num}: expected well-formed CSV, got a "
+                               f"parse error ({exc})") from None
     finally:
         csv.field_size_limit(old_limit)
 

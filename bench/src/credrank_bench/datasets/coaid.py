@@ -66,7 +66,7 @@ def read_coaid(path: str | Path) -> EvalSet:
     placeholder = 0
     n_rows = 0
     for release, label, f in _coaid_files(p):
-        rows = read_csv_rows(f, ("news_url", "title", "content"), encoding="utf-8-sig")
+        rows = read_csv_rows(f, ("news_url", "title", "content"), what="CoAID CSV")
         n_rows += len(rows)
         for pos, row in enumerate(rows):
             url = nonempty_text(row.get("news_url"))

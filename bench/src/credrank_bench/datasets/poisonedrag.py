@@ -27,8 +27,8 @@ from credrank_bench.datasets.base import (
     SkipCounter,
     check_consistency,
     contains_answer,
-    existing_path,
     nonempty_text,
+    read_data_text,
 )
 
 #: prefix of injected documents' ids: ``poison:<qid>:<i>`` (``i`` from 0, file order)
@@ -115,7 +115,8 @@ def read_poisonedrag(path: str | Path) -> PoisonTargets:
 
     Raises :class:`DatasetError` when the file is missing, not JSON or not a JSON object.
     """
-    p = existing_path(path, "PoisonedRAG JSON file")
+    p = Path(path)
+    text = read_data_text(p, "PoisonedRAG JSON file")
     repeated: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -127,11 +128,9 @@ def read_poisonedrag(path: str | Path) -> PoisonTargets:
         return out
 
     try:
-        data = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=pairs)
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{p}: not valid JSON ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{p}: not UTF-8 text ({exc})") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{p}: expected a JSON object of target records keyed by id "
                            f"(PoisonedRAG adv_targeted_results); got {_type(data)}")

@@ -13,7 +13,6 @@ from credrank_bench.datasets.base import (
     Qrels,
     SkipCounter,
     check_consistency,
-    existing_path,
     iso_timestamp,
     nonempty_text,
     read_csv_rows,
@@ -43,8 +42,8 @@ def read_trec2019_hm(path: str | Path) -> EvalSet:
     publication date). The URL is kept in ``Document.url``; ``source_type`` is left unset.
     NIST credibility goes to ``doc_labels`` only.
     """
-    p = existing_path(path, "TREC 2019 CSV")
-    rows = read_csv_rows(p, _TREC_COLUMNS)
+    p = Path(path)
+    rows = read_csv_rows(p, _TREC_COLUMNS, what="TREC 2019 CSV")
     skips = SkipCounter()
     docs: dict[str, Document] = {}
     url_to_id: dict[str, str] = {}

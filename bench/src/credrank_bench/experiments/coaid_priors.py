@@ -133,13 +133,38 @@ def coaid_releases(path: str | Path) -> tuple[dict[str, list[tuple[str, bool]]],
     (:func:`credrank_bench.datasets.read_coaid`: rows without a URL or text are skipped and a
     ``(news_url, label)`` pair already seen in an earlier release is a duplicate, all counted
     in its notes)."""
+    items, notes = _release_items(path)
+    return ({r: [(url, real) for _, url, real in rows] for r, rows in items.items()}, notes)
+
+
+def _release_items(path: str | Path
+                   ) -> tuple[dict[str, list[tuple[str, str, bool]]], list[str]]:
+    """:func:`coaid_releases` with each item's document id first: ``(id, news_url, real)``."""
     evalset = read_coaid(path)
-    releases: dict[str, list[tuple[str, bool]]] = {}
+    releases: dict[str, list[tuple[str, str, bool]]] = {}
     for doc in evalset.documents:
         labels = evalset.doc_labels[doc.id]
         assert doc.url is not None  # read_coaid keeps only rows with a news_url
-        releases.setdefault(labels["release"], []).append((doc.url, labels["label"] == "real"))
+        releases.setdefault(labels["release"], []).append(
+            (doc.id, doc.url, labels["label"] == "real"))
     return releases, list(evalset.notes)
+
+
+#: the pseudo-row of ``per_unit["predictors"]`` that holds each test item's label
+LABEL_ROW = "label (CoAID real = 1)"
+
+
+def per_item_values(ids: Sequence[str], probs: Sequence[float], labels: Sequence[bool]
+                    ) -> dict[str, dict[str, float]]:
+    """Per item: ``P(real)``, the log-loss term (p clipped as in :func:`log_loss`) and the
+    Brier term of a predictor; the mean of each term over the items is the table's cell."""
+    out: dict[str, dict[str, float]] = {"P(real)": {}, "log-loss": {}, "Brier": {}}
+    for i, p, y in zip(ids, probs, labels, strict=True):
+        q = min(max(float(p), LOG_LOSS_EPS), 1 - LOG_LOSS_EPS)
+        out["P(real)"][i] = float(p)
+        out["log-loss"][i] = -math.log(q) if y else -math.log(1 - q)
+        out["Brier"][i] = (float(p) - float(y)) ** 2
+    return out
 
 
 def _scores(probs: list[float], labels: list[bool]) -> dict[str, float | None]:
@@ -171,7 +196,7 @@ def evaluate_fitted_priors(
     """
     typer = typer or SourceTyper()
     base_table = load_priors(base) if isinstance(base, str) else base
-    releases, reader_notes = coaid_releases(path)
+    releases, reader_notes = _release_items(path)
     folders = list(releases)
     if train_folders is None:
         train = folders[: math.ceil(len(folders) / 2)]
@@ -185,30 +210,32 @@ def evaluate_fitted_priors(
         raise ValueError(f"train_folders: need at least one training and one test folder; "
                          f"got train={train}, test={test} of {folders}")
 
-
     train_items = [item for name in train for item in releases[name]]
     test_items = [item for name in test for item in releases[name]]
-    train_urls = {u for u, _ in train_items}
-    n_overlap = sum(1 for u, _ in test_items if u in train_urls)
+    train_urls = {u for _, u, _ in train_items}
+    n_overlap = sum(1 for _, u, _ in test_items if u in train_urls)
     if drop_train_urls:
-        test_items = [(u, r) for u, r in test_items if u not in train_urls]
+        test_items = [item for item in test_items if item[1] not in train_urls]
     if not train_items or not test_items:
         raise ValueError(f"path: no labelled URLs in the training ({len(train_items)}) or "
                          f"test ({len(test_items)}) folders")
 
-    fitted, train_counts = fit_type_priors([u for u, _ in train_items],
-                                           [r for _, r in train_items], typer, base_table,
+    fitted, train_counts = fit_type_priors([u for _, u, _ in train_items],
+                                           [r for _, _, r in train_items], typer, base_table,
                                            strength)
-    test_types = [p.source_type for p in typer.classify_many(u for u, _ in test_items)]
-    test_labels = [r for _, r in test_items]
+    test_types = [p.source_type for p in typer.classify_many(u for _, u, _ in test_items)]
+    test_labels = [r for _, _, r in test_items]
     test_counts = type_counts(test_types, test_labels)
-    share = sum(r for _, r in train_items) / len(train_items)
+    share = sum(r for _, _, r in train_items) / len(train_items)
     predictors = {
         "fitted": [fitted[t] for t in test_types],
         "base": [base_table[t] for t in test_types],
         "constant": [share] * len(test_types),
     }
     metrics = {name: _scores(p, test_labels) for name, p in predictors.items()}
+    ids = [i for i, _, _ in test_items]
+    per_unit = {name: per_item_values(ids, p, test_labels) for name, p in predictors.items()}
+    per_unit[LABEL_ROW] = {"real": {i: float(r) for i, r in zip(ids, test_labels, strict=True)}}
 
     return {
         "train_folders": train,
@@ -222,6 +249,9 @@ def evaluate_fitted_priors(
         "train_real_share": share,
         "metrics": metrics,
         "skipped": {"test_urls_also_in_train": n_overlap if drop_train_urls else 0},
+        # per test item (document id): each predictor's P(real), log-loss and Brier terms
+        # (their means are the table's cells) and the label: --out's per_query.csv
+        "per_unit": {"predictors": per_unit},
         "notes": [
             "items: the documents of credrank_bench.datasets.read_coaid (rows without news_url or "
             "text skipped; a (news_url, label) pair repeated in a later release counted once)",

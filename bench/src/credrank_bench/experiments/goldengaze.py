@@ -41,6 +41,7 @@ import gzip
 import io
 import math
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,7 @@ from credrank.reliability.estimate import (
     iterate_weighted_majority,
 )
 from credrank.reliability.vote import majority_matrix
+from credrank_bench.datasets.base import MAX_DATA_BYTES, data_file, decode_data
 
 LABELS: tuple[str, str] = ("helpful", "unhelpful")
 REQUIRED = ("topic_id", "correct_stance", "host", "helpful_probability")
@@ -106,31 +108,32 @@ def _read_row(path: Path, line: int, row: dict[Any, Any], width: int,
 
 def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
     """Read the flattened Golden-Gaze file into host answers (declared mapping in module doc)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file; expected "
-                                "goldengaze_trec2021_host_stances.csv.gz (shared/data/goldengaze)")
-    sums: dict[tuple[str, str], list[float]] = {}
-    truth: dict[str, str] = {}
-    line = 1
+    path = data_file(path, "gzip-compressed CSV (goldengaze_trec2021_host_stances.csv.gz, "
+                           "shared/data/goldengaze)")
     try:
-        with io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ValueError(f"{path}:1: header: missing columns {missing}; expected "
-                                 f"{REQUIRED}")
-            width = len(reader.fieldnames or [])
-            for row in reader:
-                line = reader.line_num
-                _read_row(path, line, row, width, sums, truth)
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read(MAX_DATA_BYTES + 1)
     except gzip.BadGzipFile:
         raise ValueError(f"{path}: expected a gzip-compressed CSV "
                          "(goldengaze_trec2021_host_stances.csv.gz), got a file that is not "
                          "gzip") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: after line {line}: expected UTF-8 text, got the invalid "
-                         f"byte 0x{exc.object[exc.start]:02x}") from None
+    except (EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: expected a whole gzip-compressed CSV, got a truncated or "
+                         f"corrupt one ({exc})") from None
+    if len(raw) > MAX_DATA_BYTES:
+        raise ValueError(f"{path}: expected at most {MAX_DATA_BYTES:,} bytes of CSV once "
+                         "decompressed, got more")
+    text = decode_data(raw, str(path))  # the readers' one decoding rule: file, line, byte
+    sums: dict[tuple[str, str], list[float]] = {}
+    truth: dict[str, str] = {}
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(f"{path}:1: header: missing columns {missing}; expected "
+                         f"{REQUIRED}")
+    width = len(reader.fieldnames or [])
+    for row in reader:
+        _read_row(path, reader.line_num, row, width, sums, truth)
     topics = tuple(sorted(truth, key=lambda t: (len(t), t)))
     hosts = tuple(sorted({h for h, _ in sums}))
     h_index = {h: i for i, h in enumerate(hosts)}
@@ -327,6 +330,12 @@ def _accuracy_entry(pred: np.ndarray, y: np.ndarray, baseline: np.ndarray) -> di
             "losses_vs_majority": int(np.sum(~correct & base))}
 
 
+def _per_topic(topics: tuple[str, ...], pred: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """``{topic: 1.0 if pred is right else 0.0}``: the per-topic values behind an accuracy,
+    its Δ and its wins/losses/ties."""
+    return {t: float(c) for t, c in zip(topics, (pred == y).tolist(), strict=True)}
+
+
 def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, ...] = (
         5, 10, 20, 40), repeats: int = 20, min_host_topics: int = 5,
         filter_topics: tuple[int, ...] = (2, 3, 5, 10)) -> dict[str, Any]:
@@ -366,11 +375,29 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
         "two-coin Dawid–Skene": _accuracy_entry(ds_pred, y, majority),
     }
     unsup["IWMV (v = S·r − 1)"].update(n_iter=int(fit["n_iter"]), converged=fit["converged"])
+    topics = data.topics
+    # per table, system and measure: the values per unit (topic, host, repeat) the tables are
+    # computed from, for --out's per_query.csv (not the JSON)
+    per_unit: dict[str, dict[str, dict[str, dict[str, float]]]] = {
+        "unsupervised": {name: {"accuracy": _per_topic(topics, pred, y)} for name, pred in (
+            (MAJORITY, majority), ("IWMV (v = S·r − 1)", fit["consensus"]),
+            ("IWMV clipped", fit_clip["consensus"]), ("two-coin Dawid–Skene", ds_pred))},
+        "anchored_loto": {MAJORITY: {"accuracy": _per_topic(topics, majority, y)}},
+        "host_filters": {MAJORITY: {"accuracy": _per_topic(topics, majority, y)}},
+        "anchored_few": {},
+        "correlation": {},
+    }
     known = fit["known"] & eligible
     correlation = {
         "IWMV r": _corr(fit["reliability"][known], host_acc[known]),
         "Dawid–Skene expected accuracy": _corr(ds_rel[eligible], host_acc[eligible]),
     }
+    for name, estimate, mask in (("IWMV r", fit["reliability"], known),
+                                 ("Dawid–Skene expected accuracy", ds_rel, eligible)):
+        hosts = [h for h, keep in zip(data.hosts, mask.tolist(), strict=True) if keep]
+        per_unit["correlation"][name] = {
+            "reliability estimate": dict(zip(hosts, map(float, estimate[mask]), strict=True)),
+            "host accuracy": dict(zip(hosts, map(float, host_acc[mask]), strict=True))}
     diag = consensus_diagnostics(data.encoded(), fit["consensus"], fit["reliability"],
                                  fit["known"], fit["coverage"], tied=fit["tied"])
 
@@ -384,6 +411,7 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
             gold[j] = False
             pred[j] = method(gold)[j]
         loto[name] = _accuracy_entry(pred, y, majority)
+        per_unit["anchored_loto"][name] = {"accuracy": _per_topic(topics, pred, y)}
 
     filters: dict[str, Any] = {}
     for k in filter_topics:
@@ -395,6 +423,8 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
             gold[j] = False
             pred[j] = _predict_from_scores(one_coin_weights(mk, y, gold) @ _sign(mk))[j]
         filters[str(k)] = {**_accuracy_entry(pred, y, majority), "hosts": int(keep.sum())}
+        per_unit["host_filters"][f"one-coin LOTO, k = {k}"] = {
+            "accuracy": _per_topic(topics, pred, y)}
 
     rng = np.random.default_rng(seed)
     few: dict[str, dict[str, float]] = {name: {} for name in ["majority", *methods]}
@@ -412,6 +442,8 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
                 scores[name].append(float(np.mean(pred[test] == y[test])))
         for name, vals in scores.items():
             few[name][str(size)] = float(np.mean(vals))
+            per_unit["anchored_few"].setdefault(name, {})[f"{size} anchors"] = {
+                f"repeat {r + 1}": v for r, v in enumerate(vals)}
 
     result = {
         "data": {"path": str(path), "hosts": len(data.hosts), "topics": n_t,
@@ -426,6 +458,7 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
         "post_hoc": POST_HOC,
         "anchored_few": {"sizes": [s for s in anchor_sizes if 0 < s < n_t], "repeats": repeats,
                          "seed": seed, "accuracy": few},
+        "per_unit": per_unit,
     }
     result["seconds"] = time.perf_counter() - start
     return result

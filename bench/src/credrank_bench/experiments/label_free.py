@@ -1,9 +1,12 @@
 """Label-free systems on a pooled bench, fitted on development questions, reported on the rest.
 
 :func:`label_free_experiment` adds the table ``label_free`` to a ``cram-nq`` or
-``newspolluted`` bench. *Label-free* means that nothing at query time reads an evaluation
-label; thresholds and models are fitted on a development split of the questions (with their
-labels) and reported on the disjoint test questions only.
+``newspolluted`` bench. Nothing at query time reads an evaluation label of
+the test questions (``reads_labels`` false); but thresholds and models are fitted on a
+development split of the *same set's* questions with their labels, so every row but the
+baseline is **not label-free for that set**: each says so in its notes and in its
+``params["not_label_free_for"]`` (the set's name). They are reported on the disjoint test
+questions only.
 
 **Split** (:func:`split_questions`). The question ids in file order are permuted by
 ``numpy.random.default_rng(seed)``; the first ``round(dev_share · n)`` (clamped to
@@ -77,7 +80,12 @@ from credrank.stages.credibility import LearnedCredibilityPrior
 from credrank_bench.datasets import EvalSet, contains_answer
 
 KEY = "label_free"
-TITLE = "Label-free systems, dev/test split"
+#: the table's title: its rows read no label at query time, but every row except the baseline
+#: was fitted on labels of this same set (its development questions), so they are not
+#: label-free for it (the key ``label_free`` is kept: JSON readers find the table by it)
+TITLE = "Fitted on the development split's labels, measured on the test split"
+#: how a report names each set whose development split a row was fitted on
+SET_NAMES = {"cram-nq": "CrAM NQ", "newspolluted": "NewsPolluted"}
 BASELINE = "similarity only (test questions)"
 READER_ACCURACY = "reader-accuracy"
 READER_MISLED = "reader-misled"
@@ -455,6 +463,9 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
     ``whole_corpus``: the main table's per-question similarity harmful@1, to state the test
     questions' baseline over the whole corpus beside the split corpus's."""
     qids = [q for q, _ in evalset.queries]
+    set_name = SET_NAMES.get(evalset.name, evalset.name)
+    fitted_here = (f"not label-free for {set_name}: fitted on its development split's "
+                   "labels")
     try:
         split = split_questions(qids, seed)
     except ValueError as exc:
@@ -476,8 +487,13 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         f"its {fetch_k} nearest among the {len(test_docs)} documents of test pools), so no "
         "test question sees a document a model was fitted on. The baseline here is therefore "
         "similarity over the test corpus, not the main table's whole corpus.",
-        "reads_labels is false for every row: thresholds, floors and models were fitted on "
-        "the development questions and their labels; nothing at query time reads a label.",
+        f"reads_labels is false for every row: nothing at query time reads a label of the "
+        f"test questions. But every row except {BASELINE} was fitted on labels of this same "
+        f"set, {set_name}: the credibility models on its development documents' fake/real "
+        "labels, the consensus τ and floor on its development questions' gold answers and "
+        f"harmful@1. So those rows are not label-free for {set_name} (params."
+        "not_label_free_for names the set); a label-free result on this set needs a model "
+        "fitted on other sets only (the leave-one-dataset-out transfer).",
         "No document carries provenance (no URL, no source type), so 'prior × consensus' is "
         "similarity × consensus here (prior = 1 for every document); it is not a separate row.",
     ]
@@ -505,11 +521,11 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         stage = cal.stage(reader)
         consensus_rows[label] = (before, stage)
         params = {"threshold": cal.threshold, "floor": cal.floor, "reader": reader_name,
-                  "fitted_on": fitted}
+                  "fitted_on": fitted, "not_label_free_for": set_name}
         notes = (f"consensus over the {fetch_k} fetched passages; τ = {cal.threshold:.3g} "
                  f"by choose_threshold on the dev questions (dev utility "
                  f"{cal.choice['utility']:.3f}), floor {cal.floor:g} of {list(FLOORS)} by "
-                 "dev harmful@1; on_contested = neutral",)
+                 "dev harmful@1; on_contested = neutral", fitted_here)
         if before or reader is not extractive:
             systems[label] = System(ranked(*before, stage, top_k=top_k), reads_labels=False,
                                     params=params, notes=notes)
@@ -543,10 +559,11 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         systems["learned credibility"] = System(
             ranked(cred, top_k=top_k), reads_labels=False,
             params={"config": cfg, "cv_auc": fitted.choice["cv_auc"], "floor": CREDIBILITY_FLOOR,
-                    "fitted_on": f"dev: {fitted.choice['trained_on']} documents"},
+                    "fitted_on": f"dev: {fitted.choice['trained_on']} documents",
+                    "not_label_free_for": set_name},
             notes=(f"P(credible) from page text (config {cfg} by grouped CV over dev "
                    f"questions, pooled out-of-fold AUC {_fmt(fitted.choice['cv_auc'])}); "
-                   f"λ = {CREDIBILITY_FLOOR} + {1 - CREDIBILITY_FLOOR:g}·p",))
+                   f"λ = {CREDIBILITY_FLOOR} + {1 - CREDIBILITY_FLOOR:g}·p", fitted_here))
         for reader_name in readers:
             add_consensus(f"learned credibility × consensus ({reader_name})", [cred],
                           reader_name, "dev: credibility model, consensus τ and floor")
@@ -556,10 +573,12 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         systems["ablation: learned credibility, spoofed prefixes stripped"] = System(
             ranked(stripped_prior, top_k=top_k), reads_labels=False,
             params={"config": acfg, "cv_auc": ablated.choice["cv_auc"],
-                    "floor": CREDIBILITY_FLOOR, "fitted_on": "dev, prefixes stripped"},
+                    "floor": CREDIBILITY_FLOOR, "fitted_on": "dev, prefixes stripped",
+                    "not_label_free_for": set_name},
             notes=("fitted and applied with strip_spoofed_prefix on every text ('CNN news:', "
                    "'CNN news has confirmed that', 'According to <source>,', 'Breaking news:'); "
-                   f"config {acfg}, dev CV AUC {_fmt(ablated.choice['cv_auc'])}",))
+                   f"config {acfg}, dev CV AUC {_fmt(ablated.choice['cv_auc'])}",
+                   fitted_here))
         details["credibility"] = fitted.choice
         details["credibility_prefix_stripped"] = ablated.choice
     details["prefix_stripped_texts"] = _stripped_counts(evalset)
@@ -567,7 +586,7 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
     result = run_experiment(
         test_pools, systems, {q: dict(evalset.qrels.get(q, {})) for q in split.test},
         list(measures), bad={q: set(evalset.bad.get(q, set())) for q in test_qids},
-        custom=reader_measures(evalset, top_k), key=KEY, title=TITLE,
+        custom=reader_measures(evalset, top_k), key=KEY, title=TITLE, seed=seed,
         notes=[*notes, f"{READER_ACCURACY} / {READER_MISLED}: the offline ExtractiveReader's "
                f"answer over each system's top {top_k} passages contains a gold answer (CrAM: "
                "answers; NewsPolluted: the correct choice) / a wrong answer (CrAM: the fake's "

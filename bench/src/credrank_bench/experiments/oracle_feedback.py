@@ -88,8 +88,8 @@ STEPS = (0.1, 0.3)
 
 
 def oracle_feedback_experiment(pools: Mapping[str, Candidates], evalset: EvalSet, top_k: int,
-                               measures: Sequence[str], fetch_k: int | None = None
-                               ) -> ExperimentResult:
+                               measures: Sequence[str], fetch_k: int | None = None,
+                               seed: int = 0) -> ExperimentResult:
     """Seed 004's oracle experiment: queries in order, the true labels of each top-k fed back
     into the type priors before the next query (bounded steps, versioned store), against the
     static current priors (a pipeline spec of the bench's ``fetch_k`` pool, default
@@ -113,7 +113,7 @@ def oracle_feedback_experiment(pools: Mapping[str, Candidates], evalset: EvalSet
                  for name, run in runs.items()}
     return compare_systems(
         per_query, systems, [Column.of(m) for m in measures], key="oracle_feedback",
-        title="Oracle feedback", baseline=STATIC, runs=runs, notes=[
+        title="Oracle feedback", baseline=STATIC, runs=runs, seed=seed, notes=[
             "Oracle feedback: after each query (in file order) the true relevance of its top-k "
             "updates the type priors (bounded step, max change 0.05 per update, clipped to "
             "[0.01, 1], every update a new version). An oracle is not deployable feedback; "

@@ -146,10 +146,22 @@ def run_simulation(seed: int = 0, *, n_sources: int = 10, n_questions: int = 200
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     rows = []
+    # per table, system and measure: the value of each simulated set ("repeat i"), the units
+    # the tables average over, for --out's per_query.csv (not the JSON)
+    per_unit: dict[str, dict[str, dict[str, dict[str, float]]]] = {
+        "vote_accuracy": {}, "reliability_estimates": {}}
     for variant, q in scenarios:
         runs = [evaluate_simulation(simulate_answers(
             n_sources, n_questions, q, variant=variant, n_adv=n_adv, n_copies=n_copies,
             seed=rng)) for _ in range(repeats)]
+        scenario = _scenario({"variant": variant, "q": q})
+        for name, (key, _) in VOTES.items():
+            per_unit["vote_accuracy"].setdefault(name, {})[scenario] = {
+                f"repeat {i + 1}": float(r[key]) for i, r in enumerate(runs)}
+        per_unit["reliability_estimates"][scenario] = {
+            measure: {f"repeat {i + 1}": float(r[key]) for i, r in enumerate(runs)
+                      if r[key] is not None}
+            for measure, key in (("Pearson", "pearson"), ("Spearman", "spearman"))}
         row: dict[str, Any] = {"variant": variant, "q": q}
         for key in runs[0]:
             values = [r[key] for r in runs if r[key] is not None]
@@ -162,7 +174,7 @@ def run_simulation(seed: int = 0, *, n_sources: int = 10, n_questions: int = 200
             "settings": {"seed": seed, "n_sources": n_sources, "n_questions": n_questions,
                          "repeats": repeats, "n_adv": n_adv, "n_copies": n_copies,
                          "n_wrong": 4, "abstain": 0.1, "adv_reliability": 0.1},
-            "seconds": time.perf_counter() - start}
+            "per_unit": per_unit, "seconds": time.perf_counter() - start}
 
 
 #: the vote methods compared: (row key of :func:`run_simulation`, reads the true reliabilities)

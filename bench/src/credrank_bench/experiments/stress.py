@@ -97,6 +97,7 @@ from credrank_bench.experiments.bench import (
 from credrank_bench.experiments.defences import DEFAULT_ROW, defence_systems
 from credrank_bench.experiments.label_free import (
     CREDIBILITY_FLOOR,
+    SET_NAMES,
     credibility_examples,
     fake_pair_duplicates,
     fit_credibility,
@@ -459,18 +460,27 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
     else:
         cred = LearnedCredibilityPrior(fitted.model, name="credibility", floor=CREDIBILITY_FLOOR)
         cfg = fitted.choice["config"]
+        seen = SET_NAMES.get(fit.name, fit.name)
         params = {"config": cfg, "cv_auc": fitted.choice["cv_auc"], "floor": CREDIBILITY_FLOOR,
                   "fitted_on": f"{fitted.choice['trained_on']} documents of "
-                               f"{len(fit_q)} development questions"}
+                               f"{len(fit_q)} development questions of {seen}"}
+        if fit is data.evalset:  # its development questions: labels of the evaluated set
+            params["not_label_free_for"] = seen
+            saw = (f"not label-free for {seen}: fitted on the labels of its development "
+                   "questions (never the evaluated ones)")
+        else:
+            saw = (f"fitted on labels of {seen} only, not of the evaluated set (a transfer "
+                   "test)")
         systems[LEARNED] = System(
             Pipeline([cred, Combine("multiply"), TopK(top_k)]), reads_labels=False,
             params=params, notes=(f"λ = {CREDIBILITY_FLOOR} + {1 - CREDIBILITY_FLOOR:g}·"
                                   "P(credible) from page text, fitted on development questions "
-                                  "only",))
+                                  "only", saw))
         systems[LEARNED_CONSENSUS] = System(
             Pipeline([cred, AnswerConsensus(reader, jaccard=JACCARD), Combine("multiply"),
                       TopK(top_k)]), reads_labels=False,
-            params={**params, "jaccard": JACCARD, "threshold": 0.5, "floor_consensus": 0.1})
+            params={**params, "jaccard": JACCARD, "threshold": 0.5, "floor_consensus": 0.1},
+            notes=(saw,))
         details["learned_credibility"] = fitted.choice
     ev = data.evalset
     if ev.name == "cram-nq" and signal_count(ev, GPT_TRUTH):
