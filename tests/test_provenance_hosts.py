@@ -262,22 +262,15 @@ def test_a_template_write_failure_exits_1(index_dir: Path, tmp_path: Path,
     """A full disk while the template is written is a runtime failure (exit 1, it was 2):
     one line naming --template and the reason, nothing left behind."""
     import errno
-    import io
-    import os
 
-    real_fdopen = os.fdopen
+    real_write_bytes = Path.write_bytes
 
-    class Full(io.StringIO):
-        def write(self, text: str) -> int:
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.name.startswith(".todo.csv."):  # the template's temporary file
             raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_bytes(self, data)
 
-    def fdopen(fd: int, *args: Any, **kwargs: Any) -> Any:
-        if args and args[0] == "w":  # the template's temporary file
-            os.close(fd)
-            return Full()
-        return real_fdopen(fd, *args, **kwargs)
-
-    monkeypatch.setattr(os, "fdopen", fdopen)
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
     target = tmp_path / "todo.csv"
     done = run_cli("provenance", "hosts", "--index", str(index_dir), "--template", str(target))
     monkeypatch.undo()

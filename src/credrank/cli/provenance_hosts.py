@@ -14,9 +14,7 @@ again with ``credrank index CORPUS --index DIR --table FILE``.
 from __future__ import annotations
 
 import json
-import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +22,7 @@ import typer
 
 from credrank.cli.common import err, fail, index_rows, warn
 from credrank.cli.config import from_file
-from credrank.core.files import replacing_mode
+from credrank.core.files import atomic_write_text
 from credrank.index.manifest import MANIFEST
 from credrank.provenance import DomainTableError, RulesError, SourceTyper
 from credrank.provenance.inventory import HOST_FIELDS, HostCensus, host_counts, template_text
@@ -84,25 +82,6 @@ def _kind(path: Path) -> str:
         if test(mode):
             return name
     return "something that is not a regular file"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    mode = replacing_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            os.fchmod(f.fileno(), mode)
-        try:  # checked again at the last moment: never replace what is no regular file
-            mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            mode = stat.S_IFREG
-        if not stat.S_ISREG(mode):
-            raise OSError(f"{path} is no longer a regular file")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _lines(census: HostCensus, index_dir: Path, tables: list[Path], why: str) -> list[str]:
@@ -190,7 +169,7 @@ def hosts_command(
     if template is not None:
         chosen = census.unknown_hosts[:top] if top is not None else census.unknown_hosts
         try:
-            _write_atomic(template, template_text(chosen, source=f"the index {index_dir}",
+            atomic_write_text(template, template_text(chosen, source=f"the index {index_dir}",
                                                   total_unknown=len(census.unknown_hosts)))
         except OSError as exc:  # a full disk, an unwritable folder: a runtime failure
             fail(f"--template {template}: writing failed: {exc.strerror or exc}; nothing "
