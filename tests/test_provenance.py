@@ -646,7 +646,9 @@ def test_the_same_site_is_typed_the_same_whatever_the_link(url: str, stype: str,
 
 
 @pytest.mark.parametrize(("host", "site"), [
-    ("www.police.uk", "police.uk"), ("m.nhs.uk", "nhs.uk"), ("www.nhs.uk", "nhs.uk"),
+    ("www.police.uk", "police.uk"), ("www.nhs.uk", "nhs.uk"),
+    # under a public suffix m., mobile. and amp. are a registrant's own names
+    ("m.nhs.uk", "m.nhs.uk"), ("mobile.co.uk", "mobile.co.uk"), ("amp.co.uk", "amp.co.uk"),
     ("nhs.uk", "nhs.uk"), ("www2.gov.uk", "gov.uk"), ("www.cdc.gov", "cdc.gov"),
     ("www.com", "www.com"), ("m.com", "m.com"), ("www.localhost", "www.localhost"),
     ("thames-valley.police.uk", "thames-valley.police.uk"),
@@ -665,9 +667,11 @@ def test_a_table_row_of_a_public_suffix_types_its_front_ends(tmp_path: Path) -> 
     table = write(tmp_path / "t.csv", "domain,source_type\npolice.uk,blog\n"
                                       "police.uk/news,established_news\n")
     typer = SourceTyper([table])
-    for url in ("https://police.uk/x", "https://www.police.uk/x", "https://m.police.uk/x"):
+    for url in ("https://police.uk/x", "https://www.police.uk/x"):
         assert (typer.classify(url).source_type, typer.classify(url).rule) == (
             "blog", "table:t.csv"), url
+    # m.police.uk is a registered domain under the suffix, as thames-valley.police.uk is
+    assert typer.classify("https://m.police.uk/x").rule == "suffix:police.uk"
     assert typer.classify("https://www.police.uk/news/1").source_type == "established_news"
     # another site under the suffix is not the suffix's own: its built-in rule stays
     assert typer.classify("https://thames-valley.police.uk/").rule == "suffix:police.uk"

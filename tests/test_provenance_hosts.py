@@ -301,8 +301,9 @@ def test_table_rows_that_can_never_match_are_warned(index_dir: Path, tmp_path: P
 
 
 def test_front_ends_of_a_public_suffix_are_one_row() -> None:
-    """``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` were three rows (nhs.uk is a public suffix,
-    so the list calls ``www.nhs.uk`` a registered domain of its own)."""
+    """``www.nhs.uk`` and ``nhs.uk`` were two rows (nhs.uk is a public suffix, so the list
+    calls ``www.nhs.uk`` a registered domain of its own); ``m.nhs.uk`` stays a row of its own
+    (under a public suffix ``m.`` is a registrant's name: :func:`bare_host`)."""
     rows = [_row("a", "https://www.nhs.uk/1", "government", "suffix:nhs.uk", "www.nhs.uk",
                  "www.nhs.uk"),
             _row("b", "https://nhs.uk/2", "government", "suffix:nhs.uk", "nhs.uk", None),
@@ -312,7 +313,7 @@ def test_front_ends_of_a_public_suffix_are_one_row() -> None:
                  registered="www.police.uk")]
     census = host_counts(rows)
     assert [(r.host, r.registered_domain, r.documents) for r in census.rows] == [
-        ("nhs.uk", None, 3), ("police.uk", None, 1)]
+        ("nhs.uk", None, 2), ("m.nhs.uk", "m.nhs.uk", 1), ("police.uk", None, 1)]
     text = template_text(census.unknown_hosts, source="test", total_unknown=1)
     assert text.splitlines()[-1] == "police.uk,unknown"
 

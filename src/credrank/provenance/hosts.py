@@ -212,6 +212,8 @@ def parse_host(url: str) -> tuple[str | None, str | None]:
 #: the first labels that name another front end of the same site, not another site:
 #: ``www``, ``www2``…, the mobile ``m`` and ``mobile``, and ``amp`` (Google's AMP pages)
 FRONT_ENDS = re.compile(r"(?:www\d*|m|mobile|amp)\.")
+#: the front end that is never a registrant's own name under a public suffix (:func:`bare_host`)
+WWW = re.compile(r"www\d*\.")
 
 
 def bare_host(host: str, registered: str | None) -> str:
@@ -220,17 +222,21 @@ def bare_host(host: str, registered: str | None) -> str:
     ``m.abcnews.go.com`` is ``abcnews.go.com``'s site and gets its rules (only ``www.`` was
     taken off, and the mobile and numbered hosts lost the more specific rules).
 
-    Also when what is left is a public suffix of two labels or more and so ``registered``
-    is ``host`` itself: ``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` are one site (nhs.uk is a
-    public suffix, so the list makes ``www.nhs.uk`` a registered domain of its own, and the
-    three were three hosts, typed apart). A front-end label on a top-level domain stays
-    (``www.com`` is a site, ``com`` none), as on a host without a registered domain (an IP
-    address, ``www.localhost``)."""
+    Also ``www.`` (``www2.``…) when what is left is a public suffix of two labels or more and
+    so ``registered`` is ``host`` itself: ``www.nhs.uk`` and ``nhs.uk`` are one site (nhs.uk
+    is a public suffix, so the list makes ``www.nhs.uk`` a registered domain of its own, and
+    the two were two hosts, typed apart). Only ``www``: under a public suffix ``m.``,
+    ``mobile.`` or ``amp.`` is the name a registrant chose (``mobile.co.uk`` is a shop, not
+    ``co.uk``'s mobile front end), so ``m.nhs.uk`` stays a site of its own. A front-end label
+    on a top-level domain stays (``www.com`` is a site, ``com`` none), as on a host without a
+    registered domain (an IP address, ``www.localhost``)."""
     front = FRONT_ENDS.match(host)
     if registered is None or front is None:
         return host
     rest = host[front.end():]
-    if len(host) > len(registered) or (host == registered and "." in rest):
+    if len(host) > len(registered):
+        return rest
+    if host == registered and "." in rest and WWW.match(host):
         return rest
     return host
 

@@ -14,8 +14,9 @@ Declared policies:
 * A row is a site: a host without a leading front-end label (``www.``, ``www2.``, ``m.``,
   ``mobile.``, ``amp.``: :func:`~credrank.provenance.hosts.bare_host`), as the rules and the
   tables see it, so ``www.x.com``, ``m.x.com`` and ``x.com`` are one row -- also where ``x`` is
-  a public suffix (``www.nhs.uk``, ``m.nhs.uk`` and ``nhs.uk`` are the row ``nhs.uk``, whose
-  ``registered_domain`` is then ``None``: the public-suffix list names none above it).
+  a public suffix for ``www.`` (``www.nhs.uk`` and ``nhs.uk`` are the row ``nhs.uk``, whose
+  ``registered_domain`` is then ``None``: the public-suffix list names none above it; there
+  ``m.nhs.uk`` is a registrant's site of its own).
 * Documents whose URL names no host are not dropped: they form the rows ``host = None`` with
   ``note`` ``"no URL"`` or ``"URL names no host"``. They cannot go into a domain table.
 * A host whose documents got different types (a path rule, a declared type) lists every type
@@ -245,7 +246,7 @@ def template_text(rows: Iterable[HostRow], *, source: str, total_unknown: int) -
         "# Replace 'unknown' by one of the source types:",
         f"#   {typed}.",
         "# A table row overrides every built-in rule, for the host and every host under it",
-        "# (its www. and m. front ends too; under a public suffix such as nhs.uk, only those):",
+        "# (its www. and m. front ends too; under a public suffix such as nhs.uk, only www.):",
         "# delete the rows you leave 'unknown' (they would also un-type such subdomains).",
         "# A key may be narrowed to a path ('example.com/blog'). Lines starting with '#' are",
         "# comments. Then: credrank index CORPUS --index DIR --table THIS_FILE (re-types the",
