@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from credrank.cli import app
 from credrank_bench.datasets import DatasetError, load_dataset, read_poisonedrag
 from credrank_bench.experiments.benches import BenchOptions, run_bench
+from test_bench_json import coaid_folder
 
 runner = CliRunner()
 LATIN = "caf\xe9".encode("latin-1")  # the byte 0xe9 is not UTF-8 here
@@ -29,21 +30,6 @@ def _bench(*args: str) -> tuple[int, str]:
     res = runner.invoke(app, ["bench", *args])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     return res.exit_code, _flat(res.output)
-
-
-def coaid_folder(root: Path) -> Path:
-    """Two CoAID releases of three URLs each (real and fake)."""
-    for date, real, fake in [("05-01-2020", ["https://www.cdc.gov/1", "https://www.cdc.gov/2"],
-                              ["https://www.facebook.com/1"]),
-                             ("07-01-2020", ["https://www.cdc.gov/3", "https://www.facebook.com/ok"],
-                              ["https://www.facebook.com/2"])]:
-        d = root / date
-        d.mkdir(parents=True)
-        for kind, urls in (("Real", real), ("Fake", fake)):
-            (d / f"News{kind}COVID-19.csv").write_text(
-                "news_url,title,content\n" + "".join(f"{u},t,c\n" for u in urls),
-                encoding="utf-8")
-    return root
 
 
 def _latin1(path: Path, before: str, after: str = "\n") -> Path:

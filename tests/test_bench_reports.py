@@ -23,24 +23,9 @@ from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank_bench.experiments.benches import BENCHES, BenchOptions, run_bench
 from credrank_bench.experiments.limits import DATA_LIMITS
 from credrank_bench.experiments.per_query import HEADER, write_per_query
+from test_bench_json import coaid_folder
 
 runner = CliRunner()
-
-
-def coaid_folder(root: Path) -> Path:
-    """Two CoAID releases: the later one is the held-out test (3 items)."""
-    for date, real, fake in [("05-01-2020", ["https://www.cdc.gov/1", "https://www.cdc.gov/2"],
-                              ["https://www.facebook.com/1"]),
-                             ("07-01-2020", ["https://www.cdc.gov/3",
-                                             "https://www.facebook.com/ok"],
-                              ["https://www.facebook.com/2"])]:
-        d = root / date
-        d.mkdir(parents=True)
-        for kind, urls in (("Real", real), ("Fake", fake)):
-            (d / f"News{kind}COVID-19.csv").write_text(
-                "news_url,title,content\n" + "".join(f"{u},t,c\n" for u in urls),
-                encoding="utf-8")
-    return root
 
 
 def cram_file(path: Path) -> Path:
