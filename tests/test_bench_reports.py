@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 
 from credrank.cli import app
 from credrank.core.maths import roc_auc
+from credrank.evaluate.report import PER_QUERY_HEADER as HEADER
+from credrank.evaluate.report import write_per_query
 from credrank.evaluate.result import BenchResult
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank_bench.experiments.benches import BENCHES, BenchOptions, run_bench
 from credrank_bench.experiments.limits import DATA_LIMITS
-from credrank_bench.experiments.per_query import HEADER, write_per_query
 from test_bench_json import coaid_folder
 
 runner = CliRunner()

@@ -149,7 +149,6 @@ def bench(
     if out is not None:
         try:
             written = write_report(result, out, command)
-            finish_report_folder(result, out)
         except OSError as exc:
             fail(f"--out {out}: writing the report failed: {exc}")
         err.print(f"report written to {written}", soft_wrap=True, highlight=False)
@@ -183,25 +182,6 @@ def written_options() -> frozenset[str] | None:
     written = ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
     return frozenset(name for name in ctx.params
                      if getattr(ctx.get_parameter_source(name), "name", None) in written)
-
-
-def finish_report_folder(result: BenchResult, out: Path) -> None:
-    """What the bench adds to the folder :func:`credrank.evaluate.report.write_report` wrote:
-    ``per_query.csv`` with every value the tables are computed from, per query or other unit,
-    at full precision (:mod:`credrank_bench.experiments.per_query`), and the section "Limits"
-    of ``report.md`` made of this bench's own limits (``details["limits"]``) instead of the
-    shared list."""
-    from credrank_bench.experiments.per_query import write_per_query
-
-    write_per_query(result, out / "per_query.csv")
-    limits = result.details.get("limits")
-    path = out / "report.md"
-    if isinstance(limits, list) and path.is_file():
-        text = path.read_text(encoding="utf-8")
-        head, sep, _ = text.rpartition("\n## Limits\n")
-        body = "\n".join(["## Limits", "", *(f"- {n}" for n in limits), ""])
-        path.write_text((head + "\n" if sep else text.rstrip("\n") + "\n\n") + body,
-                        encoding="utf-8")
 
 
 def run_bench(name: str, options: Any) -> BenchResult:

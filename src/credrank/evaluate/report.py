@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from credrank.evaluate.render import ARROWS, sections
 from credrank.evaluate.result import BenchResult, dump_json
 from credrank.evaluate.tables import ResultTable
 
+#: the report's Limits where a result says none of its own (``details["limits"]``, a list)
 LIMITS = [
     "Small collections: TREC 2019 HM dev has 15 topics and 156 pages; the demo corpus is 10 "
     "synthetic queries. Intervals are wide and p-values rest on few queries.",
@@ -140,23 +142,48 @@ def plot_sweep(table: ResultTable, path: Path, name: str) -> None:
     plt.close(fig)
 
 
+#: the columns of ``per_query.csv``
+PER_QUERY_HEADER = ("table", "system", "measure", "qid", "value")
+
+
+def per_query_rows(result: BenchResult) -> Iterator[tuple[str, str, str, str, str]]:
+    """The rows of ``per_query.csv``: every value a table's tests are computed from, per query
+    (each experiment's per-query values, queries sorted) and per other unit
+    (``result.per_unit``: topics, held-out items, repeats, in the bench's order), written as
+    Python's ``repr`` of the float, so that a paired randomisation test with ties, or any
+    mean, can be recomputed from the file exactly."""
+    for key, exp in result.experiments.items():
+        for system, by_measure in exp.per_query.items():
+            for measure, values in by_measure.items():
+                for qid, v in sorted(values.items()):
+                    yield key, system, measure, str(qid), repr(float(v))
+    for key, systems in result.per_unit.items():
+        for system, by_measure in systems.items():
+            for measure, values in by_measure.items():
+                for unit, v in values.items():
+                    yield key, system, measure, str(unit), repr(float(v))
+
+
+def write_per_query(result: BenchResult, path: Path) -> Path:
+    """Write ``per_query.csv`` of ``result`` (:func:`per_query_rows`) to ``path``."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(PER_QUERY_HEADER)
+        w.writerows(per_query_rows(result))
+    return path
+
+
 def _write_experiments(result: BenchResult, out: Path) -> None:
     """TREC runs (``runs/<system>.run`` for the main table, ``runs/<table>/<system>.run`` for
-    others), ``runs/qrels.txt`` and ``per_query.csv`` (every table with per-query values)."""
+    others), ``runs/qrels.txt`` and ``per_query.csv`` (:func:`write_per_query`)."""
     if result.qrels is not None:
         write_qrels(result.qrels, out / "runs" / "qrels.txt")
-    with (out / "per_query.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["table", "system", "measure", "qid", "value"])
-        for key, exp in result.experiments.items():
-            folder = out / "runs" if key == "results" else out / "runs" / _slug(key)
-            folder.mkdir(parents=True, exist_ok=True)
-            for system, run in exp.runs.items():
-                write_run(run, folder / f"{_slug(system)}.run", tag=_slug(system))
-            for system, by_measure in exp.per_query.items():
-                for m, values in by_measure.items():
-                    for qid, v in sorted(values.items()):
-                        w.writerow([key, system, m, qid, f"{v:.6f}"])
+    for key, exp in result.experiments.items():
+        folder = out / "runs" if key == "results" else out / "runs" / _slug(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        for system, run in exp.runs.items():
+            write_run(run, folder / f"{_slug(system)}.run", tag=_slug(system))
+    write_per_query(result, out / "per_query.csv")
 
 
 def _images(result: BenchResult, table: ResultTable, out: Path) -> list[str]:
@@ -252,7 +279,9 @@ def write_report(result: BenchResult, out: Path, command: str = "") -> Path:
         images = _images(result, result.table(key), out) if key is not None else []
         md += [*images, ""] if images else []
     md += ["## Notes from the data reader", ""] + [f"- {n}" for n in result.notes] + [""]
-    md += ["## Limits", ""] + [f"- {n}" for n in LIMITS] + [""]
+    limits = result.details.get("limits")  # the bench's own, where it says them
+    md += ["## Limits", ""] + [f"- {n}" for n in
+                               (limits if isinstance(limits, list) else LIMITS)] + [""]
     path = out / "report.md"
     path.write_text("\n".join(md), encoding="utf-8")
     return path

@@ -48,7 +48,10 @@ class BenchResult:
 
     ``tables`` in report order; ``experiments`` by table key (per-query values and runs of
     the tables that have them; ``main`` is the ``results`` one); ``qrels`` are written as
-    ``runs/qrels.txt`` by ``--out`` and are not in the JSON.
+    ``runs/qrels.txt`` by ``--out`` and are not in the JSON; ``per_unit`` (table → system →
+    measure → unit → value) holds the values of tables tested on units that are not queries
+    (topics, held-out items, repeats), written to ``per_query.csv`` by ``--out`` and not in
+    the JSON.
     """
 
     name: str
@@ -61,6 +64,7 @@ class BenchResult:
     absent_signals: list[AbsentSignal] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     qrels: dict[str, dict[str, int]] | None = None
+    per_unit: dict[str, dict[str, dict[str, dict[str, float]]]] = field(default_factory=dict)
 
     @property
     def main(self) -> ExperimentResult | None:

@@ -35,7 +35,6 @@ from credrank_bench.experiments.goldengaze import goldengaze_tables, run_goldeng
 from credrank_bench.experiments.limits import bench_limits
 from credrank_bench.experiments.machine_text_rows import MachineTextOption
 from credrank_bench.experiments.oracle_feedback import oracle_feedback_experiment
-from credrank_bench.experiments.per_query import UnitBenchResult
 from credrank_bench.experiments.poisoning import bench_poisonedrag, default_corpus
 from credrank_bench.experiments.ra_rag_simulation import run_simulation, simulation_tables
 from credrank_bench.experiments.realtimeqa import bench_realtimeqa
@@ -288,11 +287,11 @@ def _coaid(o: BenchOptions) -> BenchResult:
     out = evaluate_fitted_priors(o.path, base=COAID_BASE, strength=COAID_STRENGTH)
     summary = {"train_items": out["n_train"], "test_items": out["n_test"],
                "train_real_share": out["train_real_share"], **out["skipped"]}
-    result = UnitBenchResult("coaid-priors", str(o.path),
-                             {"strength": COAID_STRENGTH, "base": COAID_BASE,
-                              "train_folders": out["train_folders"],
-                              "test_folders": out["test_folders"]},
-                             summary, list(out["notes"]), per_unit=out["per_unit"])
+    result = BenchResult("coaid-priors", str(o.path),
+                         {"strength": COAID_STRENGTH, "base": COAID_BASE,
+                          "train_folders": out["train_folders"],
+                          "test_folders": out["test_folders"]},
+                         summary, list(out["notes"]), per_unit=out["per_unit"])
     for table in coaid_tables(out):
         result.add_table(table)
     result.details["fitted_priors"] = {k: out[k] for k in ("base", "fitted", "counts",
@@ -303,7 +302,7 @@ def _coaid(o: BenchOptions) -> BenchResult:
 def _goldengaze(o: BenchOptions) -> BenchResult:
     assert o.path is not None
     out = run_goldengaze(o.path, seed=o.seed)
-    result = UnitBenchResult(
+    result = BenchResult(
         "goldengaze-hosts", str(o.path), {"seed": o.seed}, out["data"],
         ["hosts are sources, topics are questions; a host's answer is 'helpful' when the mean "
          "helpful_probability of its pages is > 0.5 (a stance model's prediction, not a human "
@@ -317,11 +316,11 @@ def _goldengaze(o: BenchOptions) -> BenchResult:
 
 def _simulation(o: BenchOptions) -> BenchResult:
     out = run_simulation(seed=o.seed)
-    result = UnitBenchResult("ra-rag-simulation", "synthetic (simulated answers)",
-                             {"seed": o.seed, **out["settings"]},
-                             {"scenarios": len(out["rows"])},
-                             ["simulated calibration answers following the RA-RAG protocol; "
-                              "no real data"], per_unit=out["per_unit"])
+    result = BenchResult("ra-rag-simulation", "synthetic (simulated answers)",
+                         {"seed": o.seed, **out["settings"]},
+                         {"scenarios": len(out["rows"])},
+                         ["simulated calibration answers following the RA-RAG protocol; "
+                          "no real data"], per_unit=out["per_unit"])
     for table in simulation_tables(out):
         result.add_table(table)
     result.details.update(_without(out, "settings", "per_unit"))
