@@ -56,7 +56,7 @@ def test_a_file_that_is_not_utf8_is_named_with_line_and_column(name: str, tmp_pa
     file, before, line, col = NOT_UTF8[name]
     path = _latin1(tmp_path / file, before, '"}\n')
     with pytest.raises(DatasetError, match=rf"^{path}: line {line}, column {col}: expected "
-                                           r"UTF-8 text, got the invalid byte 0xe9$"):
+                                           r"UTF-8 text, got the byte 0xe9$"):
         load_dataset(name, path)
 
 
@@ -80,7 +80,7 @@ def test_the_cli_names_the_file_exit_2(tmp_path: Path) -> None:
     code, out = _bench("ramdocs", "--path", str(path), "--embedder", "hashing", "--json",
                        "-q")
     assert code == 2
-    assert f"error: {path}: line 1, column 18: expected UTF-8 text, got the invalid byte " \
+    assert f"error: {path}: line 1, column 18: expected UTF-8 text, got the byte " \
            "0xe9" in out
     # poisonedrag --corpus: the CrAM NQ file is read by the same path
     targets = tmp_path / "nq.json"
@@ -111,7 +111,7 @@ def test_goldengaze_reads_through_the_same_path(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b"topic_id,correct_stance,host,helpful_probability\n"
                                    b"1,helpful,caf" + b"\xe9" + b".com,0.9\n"))
     with pytest.raises(ValueError, match=rf"^{path}: line 2, column 14: expected UTF-8 text, "
-                                         r"got the invalid byte 0xe9$"):
+                                         r"got the byte 0xe9$"):
         load_goldengaze(path)
 
 

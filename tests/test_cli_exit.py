@@ -194,9 +194,9 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
      "--select mmr on the same command line leaves the coverage stage out"),
     # a byte that is not UTF-8 (argv decodes it as a lone surrogate): it reached the JSON
     ("search-query-not-utf8", (*SEARCH[:1], "vit\udcffamin", *SEARCH[2:]),
-     "query: expected UTF-8 text, got the invalid byte 0xff at character 4"),
+     "query: expected UTF-8 text, got the byte 0xff at character 4"),
     ("context-query-not-utf8", ("context", "vit\udcffamin", "--index", "idx"),
-     "query: expected UTF-8 text, got the invalid byte 0xff"),
+     "query: expected UTF-8 text, got the byte 0xff"),
     ("bench-unknown", ("bench", "nosuch"), "nosuch"),
     ("bench-seed-negative", ("bench", "ra-rag-simulation", "--seed", "-1"),
      "Invalid value for '--seed': Input should be greater than or equal to 0, got '-1'"),

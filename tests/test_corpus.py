@@ -76,11 +76,11 @@ BAD_JSONL = {
     "cites_element": ({"id": "b", "text": "x", "cites": ["a", 2.5]}, "cites[1]",
                       "got number 2.5"),
     "non_utf8_in_text": (b'{"id": "b", "text": "caf\xe9"}', "text",
-                         "expected UTF-8 text, got invalid byte 0xe9"),
+                         "expected UTF-8 text, got the byte 0xe9"),
     "non_utf8_in_extra": (b'{"id": "b", "text": "x", "note": {"k": ["ok", "\xff"]}}',
-                          "note.k[1]", "invalid byte 0xff"),
+                          "note.k[1]", "the byte 0xff"),
     "non_utf8_outside_string": (b'{"id": "b", "text": "x"}\xff', None,
-                                "expected UTF-8 text, got invalid byte 0xff at byte 25"),
+                                "expected UTF-8 text, got the byte 0xff at byte 25"),
     "lone_surrogate_escape": ('{"id": "b", "text": "x\\ud800"}', "text", "lone surrogate U+D800"),
     "malformed_json": ('{"id": "b", "text": ', None, "got malformed JSON"),
     "non_object_array": ('["b", "x"]', None, "expected a JSON object, got array"),
@@ -299,7 +299,7 @@ def test_csv_non_utf8_bytes_rejected_per_record(write, tmp_path) -> None:
     assert [d.id for d in res.documents] == ["a", "d"]
     assert [(r.line, r.field) for r in res.rejects] == [(3, "title"), (5, "text")]
     assert res.rejects[0].message.startswith(f"{path}:3: field 'title': expected UTF-8 text, "
-                                             "got invalid byte 0xe9")
+                                             "got the byte 0xe9")
     assert write_rejects(res.rejects, tmp_path / "r.jsonl") == 2
     assert len(_read_rejects_file(tmp_path / "r.jsonl")) == 2
 
@@ -638,7 +638,7 @@ def test_read_qrels_trec_without_header(write) -> None:
     ("q1 d1\n", 1, "expected 3 columns"),
     ("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t0\n", 3,
      "field 'score': expected the relevance 1 given at line 2"),
-    (b"q1 0 d1 1\nq\xff 0 d1 1\n", 2, "expected UTF-8 text, got invalid byte 0xff"),
+    (b"q1 0 d1 1\nq\xff 0 d1 1\n", 2, "expected UTF-8 text, got the byte 0xff"),
 ])
 def test_read_qrels_errors_name_file_and_line(write, text, line, part) -> None:
     path = write("bad.tsv", text)

@@ -40,7 +40,7 @@ def test_jsonl_cr_line_with_bad_bytes_is_one_reject(tmp_path: Path) -> None:
     result = read_corpus(path)
     assert [d.id for d in result.documents] == ["a", "c"]
     assert len(result.rejects) == 1 and result.rejects[0].line == 2
-    assert "invalid byte 0xff" in result.rejects[0].message
+    assert "the byte 0xff" in result.rejects[0].message
 
 
 def test_jsonl_gz_with_cr_endings(tmp_path: Path) -> None:

@@ -261,11 +261,13 @@ def test_pyarrow_reader_errors_name_file_line_and_field(write, content, needle):
 
 def test_not_utf8_names_the_line(write):
     path = write("a.csv", b"question_id,source_id,answer\nq1,s1,x\nq2,s1,caf\xe9\n")
-    with pytest.raises(AnswersFileError, match=r"a\.csv:3: expected UTF-8 text"):
+    with pytest.raises(AnswersFileError, match=r"a\.csv:3: expected UTF-8 text, got the byte 0xe9 "
+                                             r"at column 10$"):
         load_answers(path)
     gz = write("a.jsonl.gz", gzip.compress(
         b'{"question_id": "q1", "source_id": "s1", "answer": "\xff"}\n'))
-    with pytest.raises(AnswersFileError, match=r"a\.jsonl\.gz:1: expected UTF-8 text"):
+    with pytest.raises(AnswersFileError, match=r"a\.jsonl\.gz:1: expected UTF-8 text, got the "
+                                             r"byte 0xff at column 53$"):
         load_answers(gz)
 
 

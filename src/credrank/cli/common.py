@@ -69,7 +69,7 @@ def check_text_argument(name: str, value: str) -> None:
         fail(f"{name}: expected non-empty text")
     bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
     if bad is not None:
-        fail(f"{name}: expected UTF-8 text, got the invalid byte 0x{ord(bad) - 0xdc00:02x} "
+        fail(f"{name}: expected UTF-8 text, got the byte 0x{ord(bad) - 0xdc00:02x} "
              f"at character {value.index(bad) + 1}")
 
 

@@ -130,7 +130,7 @@ def unicode_problem(rec: Mapping[str, Any], bad_bytes: bool) -> tuple[str, str] 
     def reason(s: str) -> str:
         ch = next(c for c in s if 0xD800 <= ord(c) <= 0xDFFF)
         if bad_bytes and 0xDC80 <= ord(ch) <= 0xDCFF:
-            return f"expected UTF-8 text, got invalid byte 0x{ord(ch) - 0xDC00:02x}"
+            return f"expected UTF-8 text, got the byte 0x{ord(ch) - 0xDC00:02x}"
         return f"expected valid Unicode, got a lone surrogate U+{ord(ch):04X}"
 
     def walk(path: str, v: Any) -> tuple[str, str] | None:

@@ -108,7 +108,7 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                errors.append(f"{p}:{n}: expected UTF-8 text, got invalid byte "
+                errors.append(f"{p}:{n}: expected UTF-8 text, got the byte "
                               f"0x{raw[e.start]:02x} at byte {e.start + 1}")
                 continue
             parts = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
@@ -213,7 +213,7 @@ def _text_lines(p: Path) -> Iterator[tuple[int, str | None, str | None]]:
             try:
                 yield n, raw.decode("utf-8").rstrip("\r\n"), None
             except UnicodeDecodeError as e:
-                yield n, None, (f"expected UTF-8 text, got invalid byte 0x{raw[e.start]:02x} "
+                yield n, None, (f"expected UTF-8 text, got the byte 0x{raw[e.start]:02x} "
                                 f"at byte {e.start + 1}")
 
 

@@ -225,8 +225,9 @@ def _undecodable(path: Path) -> AnswersFileError:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
         return AnswersFileError(f"{path}:{line}: expected UTF-8 text, got the byte "
-                                f"{raw[exc.start:exc.start + 1]!r} ({exc.reason})")
+                                f"0x{raw[exc.start]:02x} at column {column}")
     return AnswersFileError(f"{path}: expected UTF-8 text")
 
 

@@ -15,7 +15,6 @@ a leading underscore."""
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -27,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from credrank.core.structured import read_bytes
+from credrank.core.structured import decode_utf8, read_bytes
 from credrank.documents.schema import Document
 from credrank.evaluate.answers import squad_normalize
 
@@ -51,8 +50,6 @@ _CSV_FIELD_LIMIT = 2**31 - 1
 #: the largest data file a reader takes (bytes, after decompression): every file is read whole
 #: by :func:`read_data_text` (the shared sets are 0.1–18 MB)
 MAX_DATA_BYTES = 2**31 - 1
-_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 class DatasetError(ValueError):
@@ -145,33 +142,13 @@ def data_file(path: str | Path, what: str) -> Path:
     return p
 
 
-def _line_col(data: bytes, offset: int) -> tuple[int, int]:
-    line = data.count(b"\n", 0, offset) + 1
-    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-
-
 def decode_data(data: bytes, where: str) -> str:
-    """The one decoding rule of every data reader: ``data`` as UTF-8 text, a UTF-8 byte-order
-    mark dropped. A UTF-16/UTF-32 byte-order mark, a byte that is not UTF-8 or a NUL byte is a
-    :class:`DatasetError` naming ``where`` (the file) with the line and column of the first
-    offending byte, what was expected and what came."""
-    for bom, name in _WIDE_BOMS:
-        if data.startswith(bom):
-            raise DatasetError(f"{where}: expected UTF-8 text, got {name} (byte-order mark); "
-                               "save the file as UTF-8")
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line, col = _line_col(data, exc.start)
-        raise DatasetError(f"{where}: line {line}, column {col}: expected UTF-8 text, got the "
-                           f"invalid byte 0x{data[exc.start]:02x}") from None
-    if "\x00" in text:
-        line, col = _line_col(data, data.index(b"\x00"))
-        raise DatasetError(f"{where}: line {line}, column {col}: expected text, got a NUL "
-                           "byte (a binary file?)")
-    return text
+    """The one decoding rule of every data reader, the product's
+    (:func:`credrank.core.structured.decode_utf8`): ``data`` as UTF-8 text, a UTF-8
+    byte-order mark dropped. A UTF-16/UTF-32 byte-order mark, a byte that is not UTF-8 or a NUL
+    byte is a :class:`DatasetError` naming ``where`` (the file) with the line and column of the
+    first offending byte, what was expected and what came."""
+    return decode_utf8(data, where, error=DatasetError)
 
 
 def read_data_text(path: str | Path, what: str) -> str:

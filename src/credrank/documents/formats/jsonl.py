@@ -111,7 +111,7 @@ def jsonl_records(p: Path) -> Iterator[RawRecord]:
                 continue
             except ValueError as e:
                 if bad is not None:
-                    msg = (f"expected UTF-8 text, got invalid byte 0x{bad[1]:02x} at byte "
+                    msg = (f"expected UTF-8 text, got the byte 0x{bad[1]:02x} at byte "
                            f"{bad[0] + 1} of the line")
                 elif raw.startswith(BOM):  # files joined: the second one's mark mid-file
                     msg = ("expected a JSON object, got a UTF-8 byte-order mark (EF BB BF) "
