@@ -292,8 +292,9 @@ def test_forced_backends(tmp_path, monkeypatch):
     monkeypatch.setattr(embed_module, "MiniLMEmbedder", _StubTorch)
     monkeypatch.setenv(ARTIFACT_ENV, str(tmp_path / "absent"))
     monkeypatch.setenv(BACKEND_ENV, "onnx")
-    with pytest.raises(RuntimeError, match="CREDRANK_EMBED_BACKEND=onnx: no ONNX artifact"):
+    with pytest.raises(RuntimeError, match="CREDRANK_EMBED_BACKEND=onnx: no ONNX artifact") as err:
         minilm_embedder()
+    assert str(err.value).count("export-onnx") == 1  # the remedy once
     with pytest.raises(RuntimeError, match="export-onnx"):
         get_embedder("minilm")
     monkeypatch.setenv(BACKEND_ENV, "TORCH")
@@ -325,10 +326,17 @@ def test_artifact_problems(tmp_path, monkeypatch):
         _fake_artifact(folder, size)
     if all(__import__("importlib").util.find_spec(m) for m in ("onnxruntime", "tokenizers")):
         assert artifact_problem(folder) is None
+    again = f"; rerun `credrank models export-onnx --force` (with --dir {folder})"
     (folder / META_FILE).write_text("{not json")
     assert "unreadable" in (artifact_problem(folder) or "")
+    assert (artifact_problem(folder) or "").endswith(again)  # each problem says its remedy
     (folder / META_FILE).write_text(json.dumps({"format": 99}))
-    assert "expected format 1" in (artifact_problem(folder) or "")
+    assert artifact_problem(folder) == f"{folder / META_FILE}: expected format 1{again}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert artifact_problem(empty) == (f"no ONNX artifact in {empty} (model.onnx missing); "
+                                       f"make it with `credrank models export-onnx` (with "
+                                       f"--dir {empty})")
 
 
 def test_get_embedder_serves_onnx_when_the_artifact_is_there():

@@ -184,10 +184,8 @@ def minilm_embedder(backend: str | None = None) -> Embedder:
                 return OnnxMiniLMEmbedder()
             except ArtifactLoadError as exc:  # there, but damaged (a truncated model.onnx)
                 problem = str(exc)
-        if chosen == "onnx":  # the problem may say already how to make it again
-            how = ("" if "credrank models export-onnx" in problem
-                   else "; make it with `credrank models export-onnx`")
-            raise RuntimeError(f"{BACKEND_ENV}=onnx: {problem}{how}")
+        if chosen == "onnx":  # each problem ends with its remedy
+            raise RuntimeError(f"{BACKEND_ENV}=onnx: {problem}")
         if artifact_dir().exists():
             warnings.warn(f"{problem}; MiniLM falls back to sentence-transformers (torch)",
                           ArtifactWarning, stacklevel=2)

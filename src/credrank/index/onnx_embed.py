@@ -112,8 +112,11 @@ class ArtifactLoadError(RuntimeError):
     truncated or damaged file); the message names the file."""
 
 
-def _reexport(folder: Path) -> str:
-    return ("rerun `credrank models export-onnx --force`"
+def _reexport(folder: Path, again: bool = True) -> str:
+    """The remedy every :func:`artifact_problem` message ends with (``again``: the artifact
+    is there and must be replaced)."""
+    return (("rerun `credrank models export-onnx --force`" if again
+             else "make it with `credrank models export-onnx`")
             + (f" (with --dir {folder})" if folder != artifact_dir() else ""))
 
 
@@ -122,19 +125,19 @@ def artifact_problem(directory: str | Path | None = None, verify: bool = False) 
     ``None`` when it can: a missing file, an unreadable or foreign ``meta.json``, weights that
     differ from the installed package's, a ``model.onnx`` whose size differs from the one
     ``meta.json`` records (size checks: cheap enough for every cold start), or onnxruntime /
-    tokenizers not installed. ``verify``: also the SHA-256 of ``model.onnx`` against
-    ``meta.json``'s ``model_sha256``, or, where none is recorded, a load of it and of the
-    tokenizer (what ``credrank models info`` checks)."""
+    tokenizers not installed; each message ends with its remedy. ``verify``: also the SHA-256
+    of ``model.onnx`` against ``meta.json``'s ``model_sha256``, or, where none is recorded, a
+    load of it and of the tokenizer (what ``credrank models info`` checks)."""
     folder = Path(directory) if directory is not None else artifact_dir()
     for name in (MODEL_FILE, TOKENIZER_FILE, META_FILE):
         if not (folder / name).is_file():
-            return f"no ONNX artifact in {folder} ({name} missing)"
+            return f"no ONNX artifact in {folder} ({name} missing); {_reexport(folder, False)}"
     try:
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        return f"{folder / META_FILE}: unreadable ({exc})"
+        return f"{folder / META_FILE}: unreadable ({exc}); {_reexport(folder)}"
     if not isinstance(meta, dict) or meta.get("format") != ARTIFACT_FORMAT:
-        return f"{folder / META_FILE}: expected format {ARTIFACT_FORMAT}"
+        return f"{folder / META_FILE}: expected format {ARTIFACT_FORMAT}; {_reexport(folder)}"
     packaged = packaged_model_dir()
     if packaged is not None:
         weights = packaged / WEIGHTS_FILE
@@ -161,7 +164,7 @@ def artifact_problem(directory: str | Path | None = None, verify: bool = False) 
                 return (f"{model}: its SHA-256 differs from the one {META_FILE} records (a "
                         f"damaged or replaced file); {_reexport(folder)}")
         except OSError as exc:
-            return f"{model}: unreadable ({exc.strerror or exc})"
+            return f"{model}: unreadable ({exc.strerror or exc}); {_reexport(folder)}"
         return None
     try:
         load_tokenizer(folder)
