@@ -332,13 +332,17 @@ def test_cli_calibrate(demo_index_hashing: Path, tmp_path: Path):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["queries"] == 2 and 0.0 <= doc["threshold"] <= 1.0
+    # the threshold is fitted on the gold answers: the document says it read labels
+    assert doc["reads_labels"] is True
     assert [r["id"] for r in doc["per_query"]] == ["a", "b"]
     assert -1.0 <= doc["utility"] <= 1.0
     missing = tmp_path / "nogold.jsonl"
     missing.write_text(json.dumps({"id": "z", "query": "q?"}) + "\n", encoding="utf-8")
     res = runner.invoke(app, ["consensus", "calibrate", str(missing), "--index",
                               str(demo_index_hashing)])
-    assert res.exit_code != 0 and "field 'answers'" in " ".join(res.output.split())
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "field 'answers'" in said
+    assert "got nothing (the field is missing)" in said and "None" not in said
     # an empty file said "choose_threshold: no development queries" (a function's name);
     # a folder "no such queries file"
     empty = tmp_path / "empty.jsonl"

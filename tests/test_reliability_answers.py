@@ -116,3 +116,22 @@ def test_truncated_gzip_answers_is_an_error(write):
     data = gzip.compress(CSV.encode() * 50)
     with pytest.raises(AnswersFileError, match=r"a\.csv\.gz: expected a complete gzip"):
         load_answers(write("a.csv.gz", data[: len(data) // 2]))
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    # finding 7: the later 'question_id' silently won (the consensus was {"q2": "x"})
+    path = tmp_path / "duphdr.csv"
+    path.write_text("question_id,source_id,answer,question_id\nq1,A,x,q2\n", encoding="utf-8")
+    with pytest.raises(AnswersFileError, match=r"duphdr\.csv:1: header: expected each column "
+                                               r"named once, got 'question_id' twice"):
+        load_answers(path)
+
+
+def test_a_number_beyond_the_float_range_is_refused(tmp_path):
+    # finding 8: 1e400 became the answer class "inf"
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"question_id": "q1", "source_id": "A", "answer": 1e400}\n',
+                    encoding="utf-8")
+    with pytest.raises(AnswersFileError, match=r"big\.jsonl:1: column \d+: answer: expected a "
+                                               r"finite number, got inf"):
+        load_answers(path)

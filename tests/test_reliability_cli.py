@@ -156,7 +156,7 @@ def test_a_directory_is_not_reported_as_missing(tmp_path, answers_csv):
     (["--tol", "0"], "error: --tol: expected a finite number > 0, got 0.0"),
     (["--tol", "nan"], "error: --tol: expected a finite number > 0, got nan"),
     (["--max-iter", "0"], "error: --max-iter: expected an integer >= 1, got 0"),
-    (["--start", "first"], "error: --start: expected one of majority, plurality, all, got"),
+    (["--start", "first"], "error: --start: expected one of majority, plurality, got"),
 ])
 def test_bad_options_are_named_as_options(answers_csv, args, message):
     # they were named as the estimator's parameters: "error: tol: …", "max_iter:", "start:"
@@ -174,3 +174,35 @@ def test_an_alias_listed_under_two_answers_names_the_aliases_file(tmp_path):
     res = runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
     assert res.exit_code == 2
     assert f"{aliases}: aliases: 'paris'" in " ".join(res.output.split())
+
+
+def test_reads_labels_says_whether_a_truth_file_was_read(answers_csv, truth_csv):
+    # finding 5: the document did not say that --truth reads evaluation labels
+    plain = json.loads(runner.invoke(app, ["estimate", str(answers_csv), "--json"]).stdout)
+    scored = json.loads(runner.invoke(app, ["estimate", str(answers_csv), "--json", "--truth",
+                                            str(truth_csv)]).stdout)
+    assert plain["reads_labels"] is False and "truth" not in plain
+    assert scored["reads_labels"] is True and "truth" in scored
+    # reading the truth scores only: the estimates are those of the run without it
+    assert scored["consensus"] == plain["consensus"]
+    assert [s["reliability"] for s in scored["sources"]] == \
+        [s["reliability"] for s in plain["sources"]]
+
+
+def test_aliases_errors_name_the_option(tmp_path):
+    answers = tmp_path / "ans.csv"
+    answers.write_text("question_id,source_id,answer\nq1,s1,Paris\n", encoding="utf-8")
+    aliases = tmp_path / "al.json"
+    aliases.write_text('{"paris": "x"}', encoding="utf-8")
+    res = runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
+    assert res.exit_code == 2
+    said = " ".join(res.output.split())
+    assert said.startswith(f"error: --aliases {aliases}:") and "expected a list" in said
+
+
+def test_text_output_says_why_no_round_ran(write):
+    path = write("split.csv", "question_id,source_id,answer\nq1,A,x\nq1,B,y\nq2,A,u\nq2,B,v\n")
+    res = runner.invoke(app, ["estimate", str(path)])
+    assert res.exit_code == 0
+    said = " ".join(res.stdout.split())
+    assert "IWMV: 0 rounds" in said and "no weighted round ran" in said

@@ -120,3 +120,52 @@ def test_parameters_are_validated():
         detect_dependence(enc, min_overlap=0)
     with pytest.raises(ValueError, match="max_sources"):
         detect_dependence(enc, max_sources=0)
+
+
+def _farm(honest_errors: list[int], n_farm: int = 8):
+    """Accurate honest sources (source i wrong on ``honest_errors[i]`` questions of its own,
+    disjoint from the others', wrong answers spread over 4 classes) and ``n_farm`` identities
+    that all answer "fake" to every question (a content farm that is always wrong)."""
+    truth = {f"q{j}": f"true{j}" for j in range(N_Q)}
+    answers: dict[str, dict[str, str]] = {}
+    start = 0
+    for i, k in enumerate(honest_errors):
+        wrong = set(range(start, start + k))
+        start += k
+        answers[f"honest{i}"] = {q: (WRONG[j % 4] if j in wrong else t)
+                                 for j, (q, t) in enumerate(truth.items())}
+    for i in range(n_farm):
+        answers[f"farm{i}"] = dict.fromkeys(truth, "fake")
+    return answers, truth
+
+
+def test_an_always_wrong_farm_is_found_when_honest_sources_are_accurate():
+    # finding 1: with honest sources this accurate, almost no question had two wrong ballots,
+    # π_q = 1 made the farm's expected agreement 1 = observed, and it was never flagged
+    answers, truth = _farm([2, 2, 2, 2, 6])      # 95.3% accurate on average
+    enc = encode_answers(AnswerTable.from_mapping(answers))
+    report = detect_dependence(enc)
+    farm = [f"farm{i}" for i in range(8)]
+    assert report.clusters == [farm]
+    assert report == detect_dependence(enc, method="pairs")
+    pair = next(p for p in report.pairs if p.source_a == "farm0" and p.source_b == "farm1")
+    assert pair.shared_wrong == pair.overlap >= 50 and pair.observed == 1.0
+    assert pair.expected <= 0.5
+    plain = ReliabilityEstimator().fit(enc)
+    assert _accuracy(plain, truth) == 0.0         # 8 identities outvote 5 honest sources
+    fixed = ReliabilityEstimator().fit(collapse(enc, report.groups()))
+    assert _accuracy(fixed, truth) == 1.0
+    assert fixed.reliability_[fixed.source_ids_.index("farm0+7")] == 0.0
+
+
+def test_a_farm_facing_perfect_sources_is_undecidable_but_flagged():
+    # the declared limit: perfect honest sources are near-duplicates too, both groups collapse
+    # to one voice each and agreement cannot say which is the farm; the diagnostics still see
+    # that most sources give one answer to every question
+    answers, _ = _farm([0] * 5)
+    enc = encode_answers(AnswerTable.from_mapping(answers))
+    assert detect_dependence(enc).clusters == []
+    diag = ReliabilityEstimator().fit(enc).diagnostics()
+    assert not diag.trustworthy and not diag.shared_label_set
+    assert diag.biased_source_share == 8 / 13
+    assert any("same label" in w for w in diag.warnings)

@@ -120,3 +120,34 @@ def test_an_answer_made_only_of_an_article_is_kept():
     assert not is_abstention("A")
     assert AnswerEquivalence().equivalent("A", "a")
     assert not AnswerEquivalence().equivalent("A", "B")
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("-5", "5"), ("\u22125", "5"), ("C++", "C"), ("C#", "C"), ("C++", "C#"), ("½", "12"),
+    ("3,14", "314"), ("10,00", "1,000"), ("1/2", "12"),
+])
+def test_different_answers_stay_different(a, b):
+    # finding 4: the sign, attached symbols, the fraction slash and a decimal comma were
+    # deleted, so these pairs were one answer class
+    assert not AnswerEquivalence().equivalent(a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("\u22125", "-5"), ("(-5)", "-5"), ("½", "1/2"), ("3,14", "3.14"), ("c++", "C++"),
+    ("\u200bparis", "paris"), ("Pa\u00adris", "Paris"), ("\ufeffParis", "paris"),
+    ("1,000", "1000"), ("SARS-CoV-2", "sars cov 2"),
+])
+def test_spellings_of_one_answer_stay_equivalent(a, b):
+    assert AnswerEquivalence().equivalent(a, b)
+
+
+@pytest.mark.parametrize("text", ["Na", "N", "na", "n"])
+def test_chemical_symbols_are_answers_not_abstentions(text):
+    # "n" and "na" were abstention phrases (N/A normalised), so sodium and nitrogen vanished
+    assert not is_abstention(text)
+    assert AnswerEquivalence().key(text) == text.lower()
+
+
+@pytest.mark.parametrize("text", ["N/A", "n/a", "n / a", "N.A.", "n.a"])
+def test_not_applicable_is_still_an_abstention(text):
+    assert is_abstention(text) and AnswerEquivalence().key(text) is None

@@ -14,7 +14,7 @@ from credrank.reliability.estimate import (
     agreement_rates,
     encode_answers,
 )
-from credrank.reliability.vote import majority_matrix, vote_matrix
+from credrank.reliability.vote import majority_matrix, paper_weights, vote_matrix
 from credrank_bench.experiments.reference import dict_loop_iwmv
 
 # Five sources, five questions. Plain majority answers Q5 with "x" (C, D, E);
@@ -80,14 +80,46 @@ def test_source_answering_only_unresolved_questions_is_unknown():
     answers = {
         "s1": {"q1": "a", "q2": "p"},
         "s2": {"q1": "a", "q2": "q"},
-        "late": {"q3": "z"},              # q3: nobody else answers → resolved by its own vote?
+        "late": {"q3": "z"},              # q3: nobody else answers
     }
     est = ReliabilityEstimator().fit(answers)
-    # q3 has a strict majority of its single ballot, so "late" agrees with itself: r = 1.
-    assert est.known_[2] and est.reliability_[2] == 1.0
-    # q2 is a 1:1 tie: unresolved at start (no strict majority) but decided by the weights
-    # (s1, s2 equal) → tie rule, lowest id = "p"
-    assert est.consensus_labels_[1] == "p"
+    # a single ballot is not a consensus: "late" has no resolved question, so it is unknown
+    assert not est.known_[2] and est.reliability_[2] == UNKNOWN and est.coverage_[2] == 0
+    assert est.consensus_labels_[2] == "z" and not est.resolved_[2]
+    # q2 is a 1:1 tie between equal weights: the answer is the tie rule's ("p"), but the
+    # question is unresolved, so s1 and s2 keep r = 1 from q1 alone
+    assert est.consensus_labels_[1] == "p" and est.tied_[1] and not est.resolved_[1]
+    assert est.reliability_[:2].tolist() == [1.0, 1.0] and est.coverage_[:2].tolist() == [1, 1]
+
+
+def test_solo_questions_do_not_raise_a_source_reliability():
+    # finding 3: X is wrong on every shared question and alone on 30 others
+    answers = {s: {f"c{j}": f"right{j}" for j in range(10)} for s in ("A", "B", "C")}
+    answers["X"] = {f"c{j}": f"wrong{j}" for j in range(10)}
+    answers["X"].update({f"solo{j}": f"mine{j}" for j in range(30)})
+    est = ReliabilityEstimator().fit(answers)
+    x = est.source_ids_.index("X")
+    assert est.reliability_[x] == 0.0 and est.coverage_[x] == 10
+    assert est.weights_[x] == -1.0
+    assert est.resolved_.sum() == 10
+
+
+def test_a_symmetric_split_does_not_decide_the_reliabilities():
+    # finding 2: 4 control questions all agree; on 4 more A, B say one answer, C, D another.
+    # The evidence is symmetric, so the reliabilities must be too, whatever the answers' names
+    for first, second in (("apple", "zebra"), ("zz", "apple")):
+        answers = {s: {f"c{j}": f"ok{j}" for j in range(4)} for s in "ABCD"}
+        for s in "AB":
+            answers[s].update({f"t{j}": first for j in range(4)})
+        for s in "CD":
+            answers[s].update({f"t{j}": second for j in range(4)})
+        est = ReliabilityEstimator().fit(answers)
+        assert est.reliability_.tolist() == [1.0, 1.0, 1.0, 1.0]
+        assert est.weights_.tolist() == [3.0, 3.0, 3.0, 3.0]
+        assert est.tied_.sum() == 4 and est.resolved_.sum() == 4
+        diag = est.diagnostics()
+        assert diag.tie_share == 0.5 and diag.resolved_share == 0.5
+        assert not diag.trustworthy and any("tie" in w for w in diag.warnings)
 
 
 def test_no_strict_majority_anywhere_leaves_everyone_unknown():
@@ -248,3 +280,35 @@ def test_diagnostics_need_several_sources(n_sources):
     assert diag.to_dict()["too_few_sources"] is True
     three = {f"s{i}": {f"q{j}": f"answer{j}" for j in range(10)} for i in range(3)}
     assert ReliabilityEstimator().fit(three).diagnostics().trustworthy
+
+
+def test_no_source_is_named_as_the_answers():
+    # finding 10: it said "n_sources: expected an integer >= 1, got 0"
+    with pytest.raises(ValueError, match=r"^answers: expected at least one source, got none$"):
+        ReliabilityEstimator().fit({})
+
+
+def test_paper_weights_refuse_fewer_sources_than_reliabilities():
+    with pytest.raises(ValueError, match=r"n_sources: expected at least the number of "
+                                         r"reliabilities \(2\), got 1"):
+        paper_weights([0.5, 0.5], n_sources=1)
+    assert paper_weights([0.5], n_sources=4).tolist() == [1.0]    # a subset, the full S
+
+
+@pytest.mark.parametrize("rows", [
+    {"A": {"q1": "Paris"}, "B": {"q1": "Paris"}, "C": {"q1": "Paris"}},
+    {"A": {"q1": "Paris", "q2": "4", "q3": "red"}, "B": {"q1": "Paris", "q2": "4", "q3": "red"},
+     "C": {"q1": "Lyon", "q2": "5", "q3": "blue"}},
+])
+def test_a_few_open_questions_are_not_a_shared_label_set(rows):
+    # finding 9: every label of a file with <= 3 questions counted as "common", so one
+    # question answered "Paris" warned of a shared response bias
+    diag = ReliabilityEstimator().fit(rows).diagnostics()
+    assert not diag.shared_label_set
+    assert not any("response bias" in w for w in diag.warnings)
+    assert diag.trustworthy
+
+
+def test_a_small_yes_no_file_is_still_a_shared_label_set():
+    rows = {s: {"q1": "yes", "q2": "yes", "q3": "no"} for s in "ABC"}
+    assert ReliabilityEstimator().fit(rows).diagnostics().shared_label_set

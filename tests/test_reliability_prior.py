@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from conftest import build_batch
 from credrank.core.candidates import Candidates, StageError
+from credrank.core.errors import FileFormatError
 from credrank.reliability.estimate import UNKNOWN
-from credrank.reliability.prior import reliability_table, shrink_reliability
+from credrank.reliability.prior import read_estimate, reliability_table, shrink_reliability
 from credrank.stages.reliability_prior import ReliabilityPrior
 
 
@@ -65,3 +68,26 @@ def test_stage_rejects_out_of_range_values():
     with pytest.raises(ValueError, match="type_prior"):
         ReliabilityPrior({}, {"blog": float("nan")})
     assert issubclass(StageError, ValueError)
+
+
+@pytest.mark.parametrize(("entry", "said"), [
+    ({"known": False, "reliability": 0.9, "coverage": 0},
+     r"sources\[1\]\.reliability: expected null \(the source is unknown\), got 0\.9"),
+    ({"known": True, "reliability": 0.9, "coverage": 0},
+     r"sources\[1\]\.coverage: expected at least 1 \(the source is known"),
+    ({"known": False, "reliability": None, "coverage": 4},
+     r"sources\[1\]\.coverage: expected 0 \(the source is unknown\), got 4"),
+    ({"known": True, "reliability": None, "coverage": 3},
+     r"sources\[1\]\.reliability: expected a finite number in \[0, 1\]"),
+])
+def test_an_estimate_whose_entries_contradict_each_other_is_refused(tmp_path, entry, said):
+    # finding 10: these were read as an unknown source without a word
+    path = tmp_path / "est.json"
+    path.write_text(json.dumps({"sources": [
+        {"source_id": "a", "known": True, "reliability": 0.5, "coverage": 2},
+        {"source_id": "b", **entry}]}), encoding="utf-8")
+    with pytest.raises(FileFormatError, match=said):
+        read_estimate(path)
+    entry.update(known=True, reliability=0.5, coverage=2)
+    path.write_text(json.dumps({"sources": [{"source_id": "b", **entry}]}), encoding="utf-8")
+    assert read_estimate(path) == {"b": (0.5, 2)}

@@ -25,8 +25,10 @@ from credrank.core.schema import (
 )
 from credrank.core.structured import (
     MAX_NESTING,
+    csv_rows,
     json_too_deep,
     nesting_exceeds,
+    parse_json,
     read_structured,
     yaml_flow_too_deep,
 )
@@ -117,6 +119,32 @@ def test_integers_past_the_conversion_limit(tmp_path: Path, name: str, text: str
 def test_json_refusals(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(FileFormatError, match=expected):
         read_structured(_write(tmp_path, "a.json", text))
+
+
+@pytest.mark.parametrize("text,where,path,came", [
+    ('{"answer": 1e400}', "column 12", "answer", "inf"),
+    ('[1, -1E+999]', "column 5", r"\[1\]", "-inf"),
+    ('{"a": 1.5,\n "b": {"c": 1' + "0" * 400 + '.0}}', "line 2, column 13", r"b\.c", "inf"),
+])
+def test_json_numbers_beyond_the_float_range_are_refused(text: str, where: str, path: str,
+                                                         came: str) -> None:
+    # finding 8: 1e400 became inf (and an answer class "inf")
+    with pytest.raises(FileFormatError, match=f"^f.jsonl:3: {where}: {path}: expected a finite "
+                                              f"number, got {came} .*beyond the float range"):
+        parse_json(text, "f.jsonl:3")
+
+
+def test_json_numbers_in_range_and_strings_that_look_like_numbers_are_kept() -> None:
+    assert parse_json('[1.5, -2e300, 1e-400, "1e400"]', "f") == [1.5, -2e300, 0.0, "1e400"]
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused() -> None:
+    # finding 7: the later value silently replaced the earlier one
+    rows = csv_rows(["question_id,source_id,answer,question_id\n", "q1,A,x,q2\n"], "a.csv")
+    with pytest.raises(FileFormatError, match=r"^a\.csv:1: header: expected each column named "
+                                              r"once, got 'question_id' twice \(columns 1 "
+                                              r"and 4\)"):
+        list(rows)
 
 
 def test_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:

@@ -34,8 +34,10 @@ def _gold(queries: list[Query], path: Path) -> list[list[str]]:
         if (not isinstance(answers, list) or not answers
                 or not all(isinstance(a, str) and a.strip() for a in answers)):
             where = f"{path}:{q.line}" if q.line is not None else str(path)
+            came = "nothing (the field is missing)" if "answers" not in q.extra else \
+                repr(answers)
             raise ValueError(f"{where}: query {q.id!r}: field 'answers': expected a non-empty "
-                             f"list of answer strings, got {answers!r}")
+                             f"list of answer strings, got {came}")
         gold.append(answers)
     return gold
 
@@ -59,7 +61,9 @@ def calibrate(
 ) -> None:
     """Run the consensus on every development query and choose the threshold that
     maximises (committed correct − committed wrong) / N; pass it to `credrank search
-    --consensus --consensus-param threshold=T`. The answers are read to score only.
+    --consensus --consensus-param threshold=T`. The gold answers are read to score each
+    query and the threshold is chosen on those scores: the output says
+    ``"reads_labels": true``.
 
     The pipeline is that of `credrank search` (--pipeline FILE or the options, then -S), with
     the consensus stage added where it is absent and its threshold set to 0 (every share is
@@ -100,13 +104,13 @@ def calibrate(
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise
         fail(str(exc))
-    report = {"credrank_consensus_calibration": 1, "queries": len(batch),
+    report = {"credrank_consensus_calibration": 1, "reads_labels": True, "queries": len(batch),
               "settings": {"top_k": spec.top_k, "fetch_k": spec.resolved_fetch_k,
                            "priors": _param(spec, "prior", "priors", "none"),
                            "credibility_model": _param(spec, "credibility", "model", None)},
               "pipeline": spec.to_dict(),
               "correct_rule": "a gold answer occurs in the top answer as whole tokens after "
-                              "normalisation; answers read to score only",
+                              "normalisation; the threshold is fitted on these scores",
               **choice.to_dict(), "per_query": rows}
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))

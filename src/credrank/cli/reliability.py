@@ -69,7 +69,7 @@ def _load_aliases(path: Path) -> dict[str, list[str]]:
             raise FileFormatError(f"{path}: {exc}") from None
         return dict(checked)
     except FileFormatError as exc:
-        _fail(str(exc))
+        _fail(f"--aliases {exc}")
         raise  # _fail exits; this line is never reached
 
 
@@ -127,7 +127,8 @@ def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False
             "cluster": cluster_of.get(sid)})
     doc: dict[str, Any] = {
         "credrank_reliability_estimate": 1,
-        "answers": str(answers), "n_sources": n_sources, "n_questions": len(enc.question_ids),
+        "answers": str(answers), "reads_labels": truth is not None,
+        "n_sources": n_sources, "n_questions": len(enc.question_ids),
         "n_ballots": len(groups), "clip": clip, "collapse_copies": collapse_copies,
         "start": start, "n_iter": int(est.n_iter_), "converged": bool(est.converged_), "tol": tol,
         "max_iter": max_iter, "equivalence": eq.config(), "sources": sources,
@@ -180,7 +181,7 @@ def estimate(
     aliases: Annotated[Path | None, typer.Option(
         help="JSON file {canonical: [aliases]} for the equivalence rule")] = None,
     start: Annotated[str, typer.Option(
-        help="first-round questions: majority (> half), plurality (unique top) or all")]
+        help="first-round questions: majority (> half) or plurality (unique top)")]
     = "majority",
     workers: Annotated[int, typer.Option(
         "--workers", min=0,
@@ -196,7 +197,9 @@ def estimate(
     Agreement is not verified truth: read the diagnostics and the dependence clusters.
 
     ``--json`` prints one object with these keys (stable):
-    ``credrank_reliability_estimate`` (the format version, 1), ``answers``, ``n_sources``,
+    ``credrank_reliability_estimate`` (the format version, 1), ``answers``, ``reads_labels``
+    (true with ``--truth``: the truth file is read, to score the sources and the consensus
+    only; nothing is fitted on it; false without), ``n_sources``,
     ``n_questions``, ``n_ballots`` (sources after collapsing), ``clip``, ``collapse_copies``,
     ``start``, ``n_iter``, ``converged``, ``tol``, ``max_iter``, ``equivalence`` (the rule's
     settings); ``sources``: a list in file order of
@@ -208,10 +211,13 @@ def estimate(
     skipped); ``consensus``: ``{question_id: normalised answer or null}``; ``diagnostics``:
     ``{trustworthy, warnings, resolved_share, mean_agreement, top_label_share,
     shared_label_set, biased_source_share, tie_share, n_sources, too_few_sources}``
-    (``too_few_sources``: fewer than 3 sources answered, so ``trustworthy`` is false and a
-    warning goes to stderr); with ``--truth``, ``truth``:
+    (``resolved_share``: questions whose consensus is not a tie and has at least 2 answers,
+    the only ones that count in ``r``; ``tie_share``: of the questions with a consensus, those
+    whose answer the tie rule picked; ``too_few_sources``: fewer than 3 sources answered, so
+    ``trustworthy`` is false and a warning goes to stderr); with ``--truth``, ``truth``:
     ``{questions, missing_from_answers, consensus_accuracy, majority_accuracy, unresolved}``
-    (an unresolved question counts as wrong).
+    (``unresolved``: truth questions without any consensus answer; they count as wrong, and a
+    tied question is scored by the tie rule's answer).
 
     ``--workers N`` / ``--scheduler ADDRESS`` run the pairwise dependence test in blocks on
     Dask workers; the output is identical to a run without them.
@@ -278,6 +284,10 @@ def _print(doc: dict[str, Any]) -> None:
     table_console().print(table)  # a pipe or a file: as wide as the cells
     console.print(f"IWMV: {doc['n_iter']} rounds, converged={doc['converged']}, "
                   f"clip={doc['clip']}, collapse_copies={doc['collapse_copies']}")
+    if doc["n_iter"] == 0:
+        console.print(f"no weighted round ran: the first vote (--start {doc['start']}) "
+                      "resolved no question with at least 2 answers, so every source is "
+                      "unknown")
     if doc["clusters"]:
         for i, members in enumerate(doc["clusters"]):
             console.print(f"dependence cluster {i}: {', '.join(members)}")

@@ -12,7 +12,8 @@ Every structured file goes through the same steps, each with one declared policy
 3. **bounded parse** (:func:`parse_text`):
 
    * JSON: nesting is measured by a linear scan *before* parsing and refused beyond
-     :data:`MAX_NESTING` levels; ``NaN`` / ``Infinity`` are refused (they are not JSON);
+     :data:`MAX_NESTING` levels; ``NaN`` / ``Infinity`` are refused (they are not JSON), and
+     so is a number beyond the float range (``1e400``, which Python would read as infinity);
      duplicate keys are refused (the last silently winning hides mistakes);
    * TOML: :mod:`tomllib`;
    * YAML: PyYAML's safe loader **without aliases**: a ``*name`` is refused at once, so a
@@ -37,6 +38,7 @@ import codecs
 import csv
 import io
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -197,6 +199,28 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"expected a finite number, got {name} (not JSON)")
 
 
+def _nonfinite_path(value: Any, path: str = "") -> str | None:
+    """The key path (``a.b[0]``, as the schema names keys) of the first non-finite float in a
+    parsed JSON value, in document order; ``None`` when there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path or "the value"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nonfinite_path(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _nonfinite_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _short(literal: str) -> str:
+    return literal if len(literal) <= 40 else f"{literal[:20]}…({len(literal):,} characters)"
+
+
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -237,8 +261,17 @@ def parse_json(text: str, where: str, *, error: ErrorType = FileFormatError,
     """One JSON value from ``text`` (see the module docstring for the bounds)."""
     if json_too_deep(text, max_nesting):
         raise error(f"{where}: expected nesting at most {max_nesting} levels deep, got deeper")
+    overflow: list[str] = []
+
+    def read_float(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            overflow.append(literal)
+        return value
+
     try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_pairs)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=read_float,
+                           object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         at = (f"line {exc.lineno}, column {exc.colno}" if "\n" in text.rstrip("\r\n")
               else f"column {exc.colno}")
@@ -249,16 +282,31 @@ def parse_json(text: str, where: str, *, error: ErrorType = FileFormatError,
     except ValueError as exc:  # NaN/Infinity, duplicate keys, integers of > 4,300 digits
         at = _bad_literal(text)
         raise error(f"{where}: {at}{_value_message(exc)}") from None
+    if overflow:  # a float literal beyond the float range (1e400) reads as inf: refused
+        raise error(f"{where}: {_bad_literal(text)}{_nonfinite_path(value)}: expected a finite "
+                    f"number, got {float(overflow[0])} (the literal {_short(overflow[0])} is "
+                    "beyond the float range, about 1.8e308)")
+    return value
 
 
-_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d{4301,}')
+_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+def _refused_number(literal: str) -> bool:
+    """A NaN/Infinity literal, an integer of more than 4,300 digits, or a float beyond range."""
+    if literal in ("NaN", "Infinity", "-Infinity"):
+        return True
+    if not any(c in literal for c in ".eE"):
+        return len(literal.lstrip("-")) > 4300
+    return not math.isfinite(float(literal))
 
 
 def _bad_literal(text: str) -> str:
-    """``"line L, column C: "`` of the first NaN, Infinity or over-long integer outside a
-    string of a JSON text (``""`` when there is none: e.g. a duplicate key)."""
+    """``"line L, column C: "`` of the first NaN, Infinity, over-long integer or out-of-range
+    float outside a string of a JSON text (``""`` when there is none: e.g. a duplicate
+    key)."""
     for m in _LITERAL.finditer(text):
-        if not m.group().startswith('"'):
+        if not m.group().startswith('"') and _refused_number(m.group()):
             line = text.count("\n", 0, m.start()) + 1
             col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
             return (f"line {line}, column {col}: " if "\n" in text.rstrip("\r\n")
@@ -462,6 +510,13 @@ class CsvRows:
                     continue
                 header = [h.lstrip("\ufeff").strip() if i == 0 else h.strip()
                           for i, h in enumerate(row)]
+                seen: dict[str, int] = {}
+                for i, h in enumerate(header):
+                    if h in seen:
+                        raise error(f"{where}:{start}: header: expected each column named "
+                                    f"once, got {h!r} twice (columns {seen[h] + 1} and "
+                                    f"{i + 1})")
+                    seen[h] = i
                 missing = [f for f in self.required if f not in header]
                 if missing:
                     raise error(f"{where}:{start}: header: expected columns "
@@ -490,8 +545,10 @@ def csv_rows(lines: Iterable[str], where: str, *, required: Sequence[str] = (),
     Declared policies besides :func:`csv_records`': only the columns named in ``multiline``
     may hold values spanning lines; the header must hold every ``required`` column (an error
     naming the header found; header names are stripped, a UTF-8 byte-order mark before the
-    first one dropped); a row with more values than the header is an error; a missing
-    trailing value is ``None``; blank lines are skipped; a text without a header is an error.
+    first one dropped) and name each column once (a name given twice is an error naming it
+    and both columns: the later value would silently replace the earlier); a row with more
+    values than the header is an error; a missing trailing value is ``None``; blank lines are
+    skipped; a text without a header is an error.
     """
     return CsvRows(lines, where, required=required, delimiter=delimiter, what=what,
                    error=error, multiline=multiline, max_chars=max_chars)

@@ -2,8 +2,10 @@
 
 Modules: :mod:`.answers` (ANSWERS/TRUTH files), :mod:`.equivalence` (the ``~`` rule),
 :mod:`.estimate` (IWMV estimator), :mod:`.vote` (weighted vote), :mod:`.rrss` (κ-RRSS and
-its budget arithmetic), :mod:`.dependence` (copies and Sybils), :mod:`.prior` (learned prior
-stage), :mod:`.simulate` and :mod:`.goldengaze` (experiments), :mod:`.cli`.
+its budget arithmetic; library-only, docs/library.md), :mod:`.dependence` (copies and
+Sybils), :mod:`.parallel` (the dependence test on Dask workers), :mod:`.prior` (estimates as
+a shrunk per-source prior). The command is :mod:`credrank.cli.reliability`; the simulation and
+GoldenGaze experiments are in ``credrank_bench.experiments``.
 """
 
 from credrank.reliability.answers import AnswersFileError, AnswerTable, load_answers, load_truth

@@ -9,8 +9,9 @@ questions ``Q_st`` both answered that have a resolved consensus ``z(q)``:
     expected  e_st = Σ_{q ∈ Q_st} [ r_s r_t + (1 − r_s)(1 − r_t) π_q ]
 
 with ``π_q`` the probability that two independent wrong answers to ``q`` coincide, estimated as
-``Σ_c p_c²`` over the shares ``p_c`` of the wrong (``≠ z(q)``) ballots on ``q`` (``π_q = 1``,
-the conservative value, when ``q`` has fewer than two wrong ballots). The pair is **dependent**
+``Σ_c p_c²`` over the shares ``p_c`` of the wrong (``≠ z(q)``) ballots on ``q``, and where
+``q`` has fewer than two wrong ballots by the rate pooled over the other questions, shrunk to
+a declared prior (:func:`coincidence_rates`). The pair is **dependent**
 when ``|Q_st| >= min_overlap``, the excess ``(o_st − e_st)/|Q_st| >= min_excess`` and the
 z-score ``(o_st − e_st)/sqrt(Σ p_q(1 − p_q)) >= z_min``.
 
@@ -23,7 +24,11 @@ pairs (plus document-duplicate pairs). :func:`collapse` turns each cluster into 
 (its members' plurality answer, tie rule of :mod:`~credrank.reliability.vote`).
 
 Limits: copies that agree with each other only on a few target questions and answer
-independently elsewhere do not stand out by this test. The default ``method="blocked"``
+independently elsewhere do not stand out by this test. When the independent sources are so
+accurate that they are near-duplicates of each other too, they are collapsed like the copies;
+if no other source remains, the two voices split every question 1–1, nothing is resolved and
+agreement cannot tell the farm from the honest sources (the consensus diagnostics still flag
+sources that give one answer to most questions). The default ``method="blocked"``
 screens all pairs in blocks (``O(S²)`` BLAS work, ``O(block·S)`` memory) and computes the
 statistic exactly for the pairs that can pass; ``method="pairs"``, the reference, builds every
 ``S × S`` matrix (``O(S²)`` memory). ``max_sources`` guards both.
@@ -206,16 +211,60 @@ def document_overlap(source_ids: Sequence[str], documents: Mapping[str, Sequence
     return np.maximum(out, out.T)
 
 
+#: prior coincidence rate of two independent wrong answers when no question has two
+#: independent wrong ballots to measure it on (see :func:`coincidence_rates`)
+PI_PRIOR = 0.5
+
+
+def coincidence_rates(collapsed: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``π_q``, the chance that two independent wrong answers to ``q`` coincide (35.3 test).
+
+    Measured on the wrong (``≠ z(q)``) ballots of ``collapsed``, the answers with every
+    candidate copy group collapsed to one voice (copies must not measure their own
+    coincidence):
+
+    * a question with ``w_q >= 2`` wrong ballots: ``π_q = Σ_c p_c²`` over their shares;
+    * any other question (also unresolved ones): the pooled rate
+      ``π̄ = (Σ_{q: w_q >= 2} π_q + π₀) / (#{q: w_q >= 2} + 1)``, the mean over the measured
+      questions shrunk by one pseudo-question at the prior :data:`PI_PRIOR` ``π₀ = 1/2``, the
+      coincidence of two uniform draws from two wrong answers (the one seen and one unseen).
+      With no measured question, ``π̄ = π₀``.
+
+    The pooled rate replaces the former ``π_q = 1`` for questions with fewer than two wrong
+    ballots: with accurate independent sources almost every question has at most one wrong
+    voice, and ``π = 1`` made the expected agreement of two always-wrong copies
+    ``0·0 + 1·1·1 = 1``, equal to what they showed, so a content farm whose every answer is
+    wrong could never be flagged (copies with ``r < 0.15`` or ``> 0.85`` never reached the
+    default excess). Two sources with ``r = 0`` and independent errors on open questions agree
+    on about ``π̄`` of them, not on all. On a small shared label set (yes/no) the measured
+    questions give ``π_q = 1`` and ``π̄`` follows them.
+    """
+    cm = np.asarray(collapsed)
+    zz = np.asarray(z).reshape(-1)
+    n_c = max(int(cm.max(initial=-1)) + 1, 1)
+    wrong = (cm >= 0) & (cm != zz[None, :]) & (zz >= 0)[None, :]
+    measured = np.flatnonzero(wrong.sum(axis=0) >= 2)
+    measured_pi = np.empty(len(measured))
+    for k, q in enumerate(measured.tolist()):
+        counts = np.bincount(cm[wrong[:, q], q], minlength=n_c).astype(np.float64)
+        p = counts / counts.sum()
+        measured_pi[k] = float(np.sum(p * p))
+    pooled = (float(measured_pi.sum()) + PI_PRIOR) / (len(measured) + 1)
+    pi = np.full(cm.shape[1], pooled)
+    pi[measured] = measured_pi
+    return pi
+
+
 def consensus_without_copies(encoded: EncodedAnswers, candidates: Sequence[Sequence[int]], *,
                              tol: float = 1e-6, max_iter: int = 100
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The consensus the dependence test measures against: IWMV over the sources with each
     candidate near-duplicate group collapsed into one voice.
 
-    Returns ``(z, r, π)``: the consensus class per question (``-1`` unresolved), each source's
-    agreement rate with it (0 where it answered no resolved question) and ``π_q``, the chance
-    that two wrong ballots on question ``q`` coincide (``Σ p_c²`` over the collapsed wrong
-    ballots; 1 where fewer than two are wrong).
+    Returns ``(z, r, π)``: the consensus class per question on ``𝒬_res`` (``-1`` unresolved,
+    tied or answered by fewer than two voices, :func:`~credrank.reliability.estimate.
+    resolved_consensus`), each source's agreement rate with it (0 where it answered no
+    resolved question) and ``π_q`` (:func:`coincidence_rates`).
     """
     m = encoded.classes
     n = m.shape[0]
@@ -223,19 +272,10 @@ def consensus_without_copies(encoded: EncodedAnswers, candidates: Sequence[Seque
     groups = [list(g) for g in candidates] + [[i] for i in range(n) if i not in taken]
     collapsed = collapse(encoded, groups)
     fit = iterate_weighted_majority(collapsed.classes, tol=tol, max_iter=max_iter)
-    z = fit["consensus"]
+    z = np.where(fit["resolved"], fit["consensus"], -1)
     r, known, _ = agreement_rates(m, z)
     r = np.where(known, r, 0.0)
-    resolved = z >= 0
-    cm = collapsed.classes
-    n_c = max(int(cm.max(initial=-1)) + 1, 1)
-    wrong = (cm >= 0) & (cm != z[None, :]) & resolved[None, :]
-    pi = np.ones(m.shape[1])
-    for q in np.flatnonzero(wrong.sum(axis=0) >= 2):
-        counts = np.bincount(cm[wrong[:, q], q], minlength=n_c).astype(np.float64)
-        p = counts / counts.sum()
-        pi[q] = float(np.sum(p * p))
-    return z, r, pi
+    return z, r, coincidence_rates(collapsed.classes, z)
 
 
 #: implementations of :func:`detect_dependence`: ``"blocked"`` (default) and ``"pairs"`` (the

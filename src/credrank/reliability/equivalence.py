@@ -3,12 +3,17 @@
 The chapter leaves ``~`` to "the chosen answer-equivalence rule" and warns not to count
 paraphrases as separate truths. The rule here is declared in three layers, applied in order:
 
-1. **normalisation** (:func:`equivalence_normalize`): Unicode NFKC, case folding, thousands
-   separators dropped (``1,000`` → ``1000``), hyphens/dashes/slashes → space, every other
-   punctuation character deleted except a decimal point between two digits, number words
-   ``zero`` … ``ninety-nine`` → digits (``twenty one`` → ``21``), articles ``a``/``an``/``the``
-   removed (unless the answer is nothing but articles, e.g. the choice ``A``), whitespace
-   collapsed;
+1. **normalisation** (:func:`equivalence_normalize`): Unicode NFKC, case folding, invisible
+   format characters deleted (zero-width space, soft hyphen, BOM), thousands separators dropped
+   (``1,000`` → ``1000``), another comma between digits read as a decimal comma (``3,14`` →
+   ``3.14``), hyphens/dashes/slashes → space, every other punctuation or symbol character
+   deleted, except what changes the answer: a decimal point between two digits, a minus sign
+   that starts a number (``-5``, ``−5``), a slash between digits (``1/2``; ``½`` is ``1/2``),
+   ``+`` and ``#`` attached to the end of a word (``C++``, ``C#``); number words ``zero`` …
+   ``ninety-nine`` → digits (``twenty one`` → ``21``), articles ``a``/``an``/``the`` removed
+   (unless the answer is nothing but articles, e.g. the choice ``A``), whitespace collapsed.
+   The rule merges spellings, never different answers: ``-5`` ≁ ``5``, ``C++`` ≁ ``C``,
+   ``½`` ≁ ``12``, ``3,14`` ≁ ``314``;
 2. **aliases**: a mapping ``canonical -> [aliases]``; every alias (normalised) maps to the
    normalised canonical form;
 3. **embedding clustering** (optional): an injected ``embed(list[str]) -> (n, d) array``;
@@ -34,14 +39,18 @@ import numpy as np
 from credrank.core.maths import cosine_matrix
 from credrank.core.validation import as_matrix, check_nonzero_rows, check_real
 
-#: answers that mean "no answer" once normalised (chapter 35.3: IDK is an abstention);
-#: "n" is "N/A" after normalisation (slash to space, article "a" dropped)
+#: answers that mean "no answer" once normalised (chapter 35.3: IDK is an abstention). "N/A"
+#: is matched on the raw text (:data:`NOT_APPLICABLE`), not here: normalised it is "n", and
+#: "n" and "na" are also answers (nitrogen, sodium)
 ABSTENTION_PHRASES: frozenset[str] = frozenset({
     "", "idk", "i dont know", "i do not know", "dont know", "do not know", "not known",
-    "unknown", "no answer", "n", "na", "cannot answer", "cant answer", "can not answer",
+    "unknown", "no answer", "cannot answer", "cant answer", "can not answer",
     "unanswerable", "insufficient information", "not enough information",
     "no information", "abstain", "no idea",
 })
+#: spellings of "not applicable" that are abstentions, compared with the raw answer after
+#: NFKC, case folding and deleting whitespace (so "N/A" and "n / a" but not "Na" or "N")
+NOT_APPLICABLE: frozenset[str] = frozenset({"n/a", "n.a.", "n.a"})
 
 _UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
           "fourteen fifteen sixteen seventeen eighteen nineteen").split()
@@ -50,19 +59,39 @@ _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "sev
 _UNIT_VALUE = {w: i for i, w in enumerate(_UNITS)}
 _ARTICLES = frozenset({"a", "an", "the"})
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_DECIMAL = re.compile(r"(?<=\d)\.(?=\d)")
-_DASHES = re.compile(r"[-\u2010-\u2015\u2212/]")
-_DECIMAL_MARK = "\x00"
+_DECIMAL = re.compile(r"(?<=\d)[.,](?=\d)")
+_MINUS = re.compile(r"(?<![\w.])[-\u2212](?=\d)")
+_DIGIT_SLASH = re.compile(r"(?<=\d)[/\u2044\u2215](?=\d)")
+_ATTACHED = re.compile(r"(?<=[^\W_]|[+#])[+#]")
+_DASHES = re.compile(r"[-\u2010-\u2015\u2212/\u2044\u2215]")
+#: private-use stand-ins for the characters that survive punctuation deletion (category Co
+#: is neither P nor S; private-use characters of the input are deleted first)
+_KEEP = {".": "\ue000", "-": "\ue001", "/": "\ue002", "+": "\ue003", "#": "\ue004"}
+_RESTORE = str.maketrans({v: k for k, v in _KEEP.items()})
 #: distinct raw answers whose keys an AnswerEquivalence remembers
 _KEY_CACHE_SIZE = 1_000_000
 
 
+def _drop_invisible(text: str) -> str:
+    """Delete format (Cf: zero-width space, soft hyphen, BOM) and private-use characters;
+    other control characters become spaces."""
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat in ("Cf", "Co"):
+            continue
+        out.append(" " if cat == "Cc" else ch)
+    return "".join(out)
+
+
 def _strip_punctuation(text: str) -> str:
-    text = _DECIMAL.sub(_DECIMAL_MARK, text)
+    text = _DECIMAL.sub(_KEEP["."], text)
+    text = _MINUS.sub(_KEEP["-"], text)
+    text = _DIGIT_SLASH.sub(_KEEP["/"], text)
+    text = _ATTACHED.sub(lambda m: _KEEP[m.group()], text)
     text = _DASHES.sub(" ", text)
-    kept = [ch for ch in text
-            if ch == _DECIMAL_MARK or not unicodedata.category(ch).startswith(("P", "S"))]
-    return "".join(kept).replace(_DECIMAL_MARK, ".")
+    kept = [ch for ch in text if not unicodedata.category(ch).startswith(("P", "S"))]
+    return "".join(kept).translate(_RESTORE)
 
 
 def _numbers_to_digits(tokens: list[str]) -> list[str]:
@@ -91,15 +120,18 @@ def equivalence_normalize(text: str) -> str:
     This is the product's answer-equivalence normalisation; the SQuAD-style normalisation used
     to *score* answers in evaluation is :func:`credrank.evaluate.answers.squad_normalize`.
 
-    NFKC, case folding, thousands separators dropped, dashes and slashes to spaces, other
-    punctuation deleted (a decimal point between digits is kept), number words 0–99 to digits,
-    articles a/an/the removed (kept when they are the whole answer), whitespace collapsed.
+    NFKC, case folding, invisible characters deleted, thousands separators dropped, a decimal
+    comma read as a point, dashes and slashes to spaces, other punctuation and symbols deleted
+    (kept: a decimal point between digits, a leading minus, a slash between digits, ``+``/``#``
+    at the end of a word), number words 0–99 to digits, articles a/an/the removed (kept when
+    they are the whole answer), whitespace collapsed (module docstring, layer 1).
     ``"The SARS-CoV-2 virus"`` → ``"sars cov 2 virus"``; ``"Twenty-One"`` → ``"21"``;
-    ``"1,000"`` → ``"1000"``; ``"A"`` → ``"a"``.
+    ``"1,000"`` → ``"1000"``; ``"3,14"`` → ``"3.14"``; ``"−5"`` → ``"-5"``; ``"½"`` →
+    ``"1/2"``; ``"C++"`` → ``"c++"``; ``"A"`` → ``"a"``.
     """
     if not isinstance(text, str):
         raise TypeError(f"answer: expected a str, got {type(text).__name__} ({text!r})")
-    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _drop_invisible(unicodedata.normalize("NFKC", text).casefold())
     text = _THOUSANDS.sub("", text)
     text = _strip_punctuation(text)
     tokens = _numbers_to_digits(text.split())
@@ -116,7 +148,12 @@ def is_abstention(text: str | None, phrases: Iterable[str] = ABSTENTION_PHRASES)
     if text is None:
         return True
     phrases = phrases if isinstance(phrases, frozenset) else frozenset(phrases)
-    return equivalence_normalize(text) in phrases
+    return _not_applicable(text) or equivalence_normalize(text) in phrases
+
+
+def _not_applicable(text: str) -> bool:
+    """``text`` is one of the :data:`NOT_APPLICABLE` spellings (raw, case and spaces aside)."""
+    return "".join(unicodedata.normalize("NFKC", text).casefold().split()) in NOT_APPLICABLE
 
 
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -171,7 +208,8 @@ class AnswerEquivalence:
         if answer in self._keys:
             return self._keys[answer]
         norm = equivalence_normalize(answer)
-        key = None if norm in self.abstentions else self._alias.get(norm, norm)
+        key = None if norm in self.abstentions or _not_applicable(answer) \
+            else self._alias.get(norm, norm)
         if len(self._keys) < _KEY_CACHE_SIZE:
             self._keys[answer] = key
         return key

@@ -14,6 +14,27 @@ largest change of ``r`` is below ``tol`` (and the set of known sources is unchan
 
 Declared policies:
 
+* **what "resolved" means** (``𝒬_res``, :func:`resolved_consensus`): the chapter asks to
+  "handle unresolved/all-abstaining queries explicitly". A query is in ``𝒬_res`` only when
+
+  - the vote has a winner (at least one non-abstaining ballot);
+  - the winner is **not tied**: a tie is unresolved. In every round of the iteration a tied
+    query counts for nobody's ``r``; the tie rule of :mod:`credrank.reliability.vote` only
+    picks the *answer output* of the final vote (``tied`` marks those answers). Counting a
+    tie-broken class as agreement would let the tie rule (the lexicographically smallest
+    answer) decide the reliabilities;
+  - at least :data:`MIN_BALLOTS` = 2 sources answered it. ``r_s`` is *cross-source*
+    agreement with "a resolved non-abstaining consensus answer class": a class backed by the
+    scored source's ballot alone is that source, not a consensus, and would let a source
+    raise its own ``r`` with questions nobody else answered (a content farm answering its own
+    questions). Two ballots are the fewest with which another source can confirm or dispute
+    an answer. (Leave-one-out agreement, which scores each source against the vote of the
+    others, would also remove the self-vote but replaces the chapter's single ``z(q)`` by one
+    consensus per source and query; this estimator keeps the chapter's ``z(q)``.)
+
+  A query outside ``𝒬_res`` keeps the answer of the last vote (``consensus``: the weighted
+  vote with the tie rule, or the first unweighted vote when no weighted round ran), if that
+  vote gives one; it only does not count in ``J_s``;
 * **unknown sources**: ``|J_s| = 0`` (no usable answer on a resolved query). Their
   reliability is not a number: ``known_[s]`` is False, ``reliability_[s]`` holds the
   placeholder :data:`UNKNOWN` (``-1.0``, outside [0, 1] so that accidental use is visible) and
@@ -48,6 +69,9 @@ UNKNOWN = -1.0
 #: fewest answering sources for which agreement can say anything (consensus_diagnostics): one
 #: source agrees with itself; two split every disagreement 1–1
 MIN_SOURCES = 3
+#: fewest non-abstaining ballots for a query to be resolved (in ``𝒬_res``): one ballot is the
+#: scored source agreeing with itself
+MIN_BALLOTS = 2
 
 
 @dataclass(frozen=True)
@@ -106,6 +130,21 @@ def agreement_rates(classes: np.ndarray,
     return r, known, n
 
 
+def resolved_consensus(classes: np.ndarray, consensus: np.ndarray,
+                       tied: np.ndarray | None = None) -> np.ndarray:
+    """``z(q)`` on ``𝒬_res`` and ``-1`` elsewhere (chapter 35.3; module docstring).
+
+    A query is resolved when ``consensus[q] >= 0``, it is not ``tied`` and at least
+    :data:`MIN_BALLOTS` sources gave a non-abstaining answer to it.
+    """
+    m = np.asarray(classes)
+    z = np.asarray(consensus).reshape(-1)
+    keep = (z >= 0) & ((m >= 0).sum(axis=0) >= MIN_BALLOTS)
+    if tied is not None:
+        keep &= ~np.asarray(tied, dtype=bool).reshape(-1)
+    return np.where(keep, z, -1)
+
+
 def iterate_weighted_majority(
     classes: np.ndarray, *, tol: float = 1e-6, max_iter: int = 100, clip: bool = False,
     max_scale: float | None = None, start: str = "majority",
@@ -113,31 +152,39 @@ def iterate_weighted_majority(
     """IWMV on an encoded ``(S, Q)`` class matrix (chapter 35.3); the kernel of the estimator.
 
     ``start`` picks the questions of the first estimate (:func:`~credrank.reliability.vote.
-    majority_matrix`): ``"majority"`` (> half of the ballots, default), ``"plurality"`` (a
-    unique top class) or ``"all"``.
+    majority_matrix`): ``"majority"`` (> half of the ballots, default) or ``"plurality"`` (a
+    unique top class). Every round's ``r`` counts only the resolved queries
+    (:func:`resolved_consensus`: not tied, >= :data:`MIN_BALLOTS` ballots).
 
     Returns a dict with ``reliability``, ``weights``, ``known``, ``coverage`` (``|J_s|``),
-    ``consensus`` (class ids, ``-1`` unresolved), ``tied`` (consensus picked by the tie rule),
-    ``n_iter`` (weighted voting rounds), ``converged`` and ``history`` (max |Δr| per round).
+    ``consensus`` (the final vote's class ids, tie rule applied; ``-1`` where nothing was
+    resolved or no source answered), ``resolved`` (the queries of ``𝒬_res``), ``tied`` (the
+    final vote's answer was picked by the tie rule), ``n_iter`` (weighted voting rounds),
+    ``converged`` and ``history`` (max |Δr| per round).
     """
     tol = check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, 1)
+    check_choice("start", start, START_RULES)
     m = np.asarray(classes, dtype=np.int64)
     if m.ndim != 2:
         raise ValueError(f"classes: expected a 2-D (sources, questions) matrix, got {m.ndim}-D")
     n_sources = m.shape[0]
-    consensus = majority_matrix(m, rule=start)
+    if n_sources == 0:
+        raise ValueError("classes: expected at least one source (row), got none")
+    consensus = majority_matrix(m, rule=start)   # the unweighted first vote
+    z = resolved_consensus(m, consensus)
     tied = np.zeros(m.shape[1], dtype=bool)
-    r, known, n = agreement_rates(m, consensus)
+    r, known, n = agreement_rates(m, z)
     history: list[float] = []
     converged = False
     n_iter = 0
-    # nothing resolved by a strict majority: every source stays unknown, no round is run
+    # nothing resolved at the start: every source stays unknown, no round is run
     while known.any() and not converged and n_iter < max_iter:
         w = np.where(known, paper_weights(np.where(known, r, 0.0), n_sources, clip=clip,
                                           max_scale=max_scale), 0.0)
         consensus, tied = vote_matrix(m, w)
-        r_new, known_new, n = agreement_rates(m, consensus)
+        z = resolved_consensus(m, consensus, tied)
+        r_new, known_new, n = agreement_rates(m, z)
         both = known & known_new
         delta = float(np.max(np.abs(r_new[both] - r[both]), initial=0.0))
         same_known = bool(np.array_equal(known, known_new))
@@ -148,8 +195,8 @@ def iterate_weighted_majority(
     w = np.where(known, paper_weights(np.where(known, r, 0.0), n_sources, clip=clip,
                                       max_scale=max_scale), 0.0)
     return {"reliability": r, "weights": w, "known": known, "coverage": n,
-            "consensus": consensus, "tied": tied, "n_iter": n_iter, "converged": converged,
-            "history": history}
+            "consensus": consensus, "resolved": z >= 0, "tied": tied, "n_iter": n_iter,
+            "converged": converged, "history": history}
 
 
 def _as_encoded(answers: Any, equivalence: AnswerEquivalence | None) -> EncodedAnswers:
@@ -185,13 +232,14 @@ class ReliabilityEstimator:
         max_scale: optional cap on the scaling factor ``S``.
         equivalence: the answer-equivalence rule ``~`` (use the same one for voting).
         start: questions of the first estimate: ``"majority"`` (strict majority, > half of the
-            ballots; default), ``"plurality"`` (unique top class) or ``"all"``.
+            ballots; default) or ``"plurality"`` (unique top class).
 
     Fitted attributes: ``source_ids_``, ``question_ids_``, ``reliability_`` (``UNKNOWN`` where
     not ``known_``), ``weights_`` (``0`` where unknown), ``known_``, ``coverage_`` (``|J_s|``),
-    ``answered_`` (non-abstaining answers), ``consensus_`` (class id per question, ``-1``
-    unresolved), ``consensus_labels_``, ``tied_``, ``n_iter_``, ``converged_``, ``history_``,
-    ``encoded_``.
+    ``answered_`` (non-abstaining answers), ``consensus_`` (the vote's class id per question,
+    ``-1`` where it has none), ``consensus_labels_``, ``resolved_`` (the questions of
+    ``𝒬_res``, module docstring), ``tied_`` (answer picked by the tie rule), ``n_iter_``,
+    ``converged_``, ``history_``, ``encoded_``.
     """
 
     def __init__(self, tol: float = 1e-6, max_iter: int = 100, clip: bool = False,
@@ -208,6 +256,8 @@ class ReliabilityEstimator:
         """Estimate reliabilities from an AnswerTable, a ``{source: {question: answer}}``
         mapping, :class:`EncodedAnswers` or an ``(S, Q)`` int matrix of class ids."""
         enc = _as_encoded(answers, self.equivalence)
+        if not enc.source_ids:
+            raise ValueError("answers: expected at least one source, got none")
         out = iterate_weighted_majority(enc.classes, tol=self.tol, max_iter=self.max_iter,
                                         clip=self.clip, max_scale=self.max_scale,
                                         start=self.start)
@@ -221,6 +271,7 @@ class ReliabilityEstimator:
         self.answered_ = (enc.classes >= 0).sum(axis=1)
         self.consensus_ = out["consensus"]
         self.consensus_labels_ = [enc.label(q, int(c)) for q, c in enumerate(self.consensus_)]
+        self.resolved_ = out["resolved"]
         self.tied_ = out["tied"]
         self.n_iter_ = out["n_iter"]
         self.converged_ = out["converged"]
@@ -281,15 +332,20 @@ class ConsensusDiagnostics:
     Attributes:
         trustworthy: no warning fired.
         warnings: human-readable reasons.
-        resolved_share: share of questions with a consensus.
+        resolved_share: share of the questions in ``𝒬_res`` (a consensus that is not a tie and
+            has >= :data:`MIN_BALLOTS` ballots, module docstring).
         mean_agreement: coverage-weighted mean ``r`` over known sources.
         top_label_share: share of resolved questions whose consensus is the most common label
             (meaningful when answers come from a shared label set, e.g. helpful/unhelpful).
         shared_label_set: whether at least half of the questions' labels come from one small
-            vocabulary (then a dominant consensus label suggests a shared response bias).
+            vocabulary of labels that each occur in at least 2 questions and in at least half
+            of them (then a dominant consensus label suggests a shared response bias).
         biased_source_share: share of sources (with >= ``min_answers`` answers) that give the
-            same label on at least 90% of their answers.
-        tie_share: share of resolved questions decided by the tie rule.
+            same label on at least 90% of their answers, checked on every answer set (a source
+            that gives one answer to different open questions does not depend on them).
+        tie_share: share of the questions with a consensus answer whose final weighted vote
+            tied, i.e. whose answer the tie rule picked; such a question is not in ``𝒬_res``
+            and counts in no source's ``r``.
         n_sources: sources (ballots, after collapsing copies) with at least one answer.
         too_few_sources: fewer than ``min_sources`` of them answered: agreement needs several
             independent sources, so the consensus is then not trustworthy whatever else holds.
@@ -315,6 +371,35 @@ class ConsensusDiagnostics:
                 "n_sources": self.n_sources, "too_few_sources": self.too_few_sources}
 
 
+def _shared_label_set(labels: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether at least half of the questions draw all their labels from one small vocabulary
+    (<= 10 labels, each in >= 2 questions and >= half of them). Needs >= 2 questions: with
+    one, every label is "common" to all questions."""
+    n_q = len(labels)
+    vocab: dict[str, int] = {}
+    for labs in labels:
+        for lab in labs:
+            vocab[lab] = vocab.get(lab, 0) + 1
+    common = {lab for lab, c in vocab.items() if c >= max(2, n_q // 2)}
+    return 0 < len(common) <= 10 and sum(
+        1 for labs in labels if labs and set(labs) <= common) >= n_q / 2
+
+
+def _biased_share(encoded: EncodedAnswers, min_answers: int) -> float | None:
+    """Share of the sources with >= ``min_answers`` answers that give one label on >= 90% of
+    them (``None`` when no source has that many)."""
+    label_of = [dict(enumerate(labs)) for labs in encoded.labels]
+    biased, eligible = 0, 0
+    for row in encoded.classes:
+        answers = [label_of[q][c] for q, c in enumerate(row.tolist()) if c >= 0]
+        if len(answers) < min_answers:
+            continue
+        eligible += 1
+        top = max(answers.count(a) for a in set(answers))
+        biased += top >= 0.9 * len(answers)
+    return biased / eligible if eligible else None
+
+
 def consensus_diagnostics(
     encoded: EncodedAnswers, consensus: np.ndarray, reliability: np.ndarray,
     known: np.ndarray, coverage: np.ndarray, *, min_resolved: float = 0.5,
@@ -330,12 +415,15 @@ def consensus_diagnostics(
       :data:`MIN_SOURCES` = 3): one source always "agrees" with itself, and with two every
       disagreement is a 1–1 tie that agreement cannot decide, so there is no majority to check
       a source against;
-    * fewer than ``min_resolved`` of the questions are resolved;
+    * fewer than ``min_resolved`` of the questions are resolved (in ``𝒬_res``: a consensus
+      that is not a tie and has >= :data:`MIN_BALLOTS` ballots);
+    * any final answer was picked by the tie rule (``tied``): the evidence was even there;
     * the coverage-weighted mean agreement ``Σ n_s r_s / Σ n_s`` is below ``min_agreement``;
     * on a shared label set, one label is the consensus on more than ``max_label_share`` of the
       resolved questions (the consensus may be a response bias, not the truth);
     * more than ``max_biased_sources`` of the sources with ``>= min_answers`` answers give one
-      label on >= 90% of their answers (answers do not depend on the question).
+      label on >= 90% of their answers (answers do not depend on the question; checked with or
+      without a shared label set: on open questions it is the mark of a content farm).
 
     These are heuristics with declared thresholds, not tests; passing them does not make a
     consensus true.
@@ -349,6 +437,7 @@ def consensus_diagnostics(
     z = np.asarray(consensus)
     m = encoded.classes
     n_q = m.shape[1]
+    ties = np.zeros(n_q, dtype=bool) if tied is None else np.asarray(tied, dtype=bool)
     warnings: list[str] = []
     n_sources = int((m >= 0).any(axis=1).sum()) if m.size else 0
     too_few = n_sources < min_sources
@@ -356,11 +445,19 @@ def consensus_diagnostics(
         warnings.append(f"only {n_sources} source{'' if n_sources == 1 else 's'} answered "
                         f"(need >= {min_sources}): agreement needs several independent "
                         "sources, so this consensus says nothing about truth")
-    resolved = z >= 0
+    resolved = resolved_consensus(m, z, ties) >= 0
     resolved_share = float(resolved.mean()) if n_q else 0.0
     if resolved_share < min_resolved:
         warnings.append(f"only {resolved_share:.0%} of the questions have a consensus "
-                        f"(threshold {min_resolved:.0%})")
+                        f"(threshold {min_resolved:.0%}; ties and questions with fewer than "
+                        f"{MIN_BALLOTS} answers are unresolved)")
+    answered = z >= 0
+    n_tied = int((ties & answered).sum())
+    tie_share = n_tied / int(answered.sum()) if answered.any() else 0.0
+    if n_tied:
+        warnings.append(f"{n_tied} question{'' if n_tied == 1 else 's'} ended in a tie: the "
+                        "answer is the tie rule's (the smallest normalised answer), and the "
+                        "question counts in no source's agreement")
     cov = np.asarray(coverage, dtype=np.float64)
     k = np.asarray(known, dtype=bool)
     mean_agreement = None
@@ -369,16 +466,10 @@ def consensus_diagnostics(
         if mean_agreement < min_agreement:
             warnings.append(f"mean agreement with the consensus is {mean_agreement:.2f} "
                             f"(< {min_agreement:.2f}): sources mostly disagree")
-    vocab: dict[str, int] = {}
-    for labs in encoded.labels:
-        for lab in labs:
-            vocab[lab] = vocab.get(lab, 0) + 1
-    common = {lab for lab, c in vocab.items() if c >= max(1, n_q // 2)}
-    shared = bool(n_q) and 0 < len(common) <= 10 and sum(
-        1 for labs in encoded.labels if labs and set(labs) <= common) >= n_q / 2
+    shared = _shared_label_set(encoded.labels)
     top_share = None
     if resolved.any():
-        consensus_labels = [encoded.labels[q][c] for q, c in enumerate(z) if c >= 0]
+        consensus_labels = [encoded.labels[q][c] for q, c in enumerate(z) if resolved[q]]
         counts: dict[str, int] = {}
         for lab in consensus_labels:
             counts[lab] = counts.get(lab, 0) + 1
@@ -387,24 +478,10 @@ def consensus_diagnostics(
         if shared and top_share > max_label_share:
             warnings.append(f"the consensus is {top_label!r} on {top_share:.0%} of the resolved "
                             "questions: agreement may reflect a shared response bias")
-    biased_share = None
-    if shared:
-        label_of = [dict(enumerate(labs)) for labs in encoded.labels]
-        biased, eligible = 0, 0
-        for s in range(m.shape[0]):
-            answers = [label_of[q][c] for q, c in enumerate(m[s]) if c >= 0]
-            if len(answers) < min_answers:
-                continue
-            eligible += 1
-            top = max(answers.count(a) for a in set(answers))
-            biased += top >= 0.9 * len(answers)
-        if eligible:
-            biased_share = biased / eligible
-            if biased_share > max_biased_sources:
-                warnings.append(f"{biased_share:.0%} of the sources with >= {min_answers} "
-                                "answers give the same label on >= 90% of them")
-    tie_share = float(np.asarray(tied)[resolved].mean()) if tied is not None and \
-        resolved.any() else 0.0
+    biased_share = _biased_share(encoded, min_answers)
+    if biased_share is not None and biased_share > max_biased_sources:
+        warnings.append(f"{biased_share:.0%} of the sources with >= {min_answers} "
+                        "answers give the same label on >= 90% of them")
     return ConsensusDiagnostics(
         trustworthy=not warnings, warnings=warnings, resolved_share=resolved_share,
         mean_agreement=mean_agreement, top_label_share=top_share, shared_label_set=shared,

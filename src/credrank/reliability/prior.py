@@ -89,8 +89,10 @@ def read_estimate(path: str | Path) -> dict[str, tuple[float, int]]:
 
     Declared policy: the file is read by the hardened JSON reader
     (:func:`~credrank.core.structured.read_structured`: UTF-8, bounded size and nesting, no
-    NaN/Infinity or duplicate keys) and checked against :data:`ESTIMATE_SCHEMA`; a known
-    source needs a reliability in [0, 1], a source id may appear once. Every problem is a
+    NaN/Infinity or duplicate keys) and checked against :data:`ESTIMATE_SCHEMA`; a source's
+    entries must agree (:func:`_check_consistent`: a known source has a reliability in
+    [0, 1] and coverage >= 1, an unknown one a null reliability and coverage 0), a source id
+    may appear once. Every problem is a
     :class:`~credrank.core.errors.FileFormatError` (a ``ValueError``) naming the file and the
     key path (``sources[3].coverage``)."""
     where = str(path)
@@ -106,10 +108,26 @@ def read_estimate(path: str | Path) -> dict[str, tuple[float, int]]:
         if sid in estimates:
             raise FileFormatError(f"{where}: sources[{i}].source_id: expected a source listed "
                                   f"once, got {sid!r} again")
-        if s["known"] and s["reliability"] is None:
-            raise FileFormatError(f"{where}: sources[{i}].reliability: expected a finite "
-                                  "number in [0, 1] (the source is known), got None")
+        _check_consistent(s, f"{where}: sources[{i}]")
         estimates[sid] = (s["reliability"], s["coverage"]) if s["known"] else (0.0, 0)
     return estimates
 
 
+
+
+def _check_consistent(source: Mapping[str, object], where: str) -> None:
+    """``known`` agrees with ``reliability`` and ``coverage``: ``known`` is ``|J_s| > 0``, and
+    only a known source has a reliability (the estimator writes exactly that), so any other
+    combination was edited or comes from elsewhere and is refused rather than guessed."""
+    known, r, n = source["known"], source["reliability"], source["coverage"]
+    if known and r is None:
+        raise FileFormatError(f"{where}.reliability: expected a finite number in [0, 1] (the "
+                              "source is known), got None")
+    if known and n == 0:
+        raise FileFormatError(f"{where}.coverage: expected at least 1 (the source is known: "
+                              "it agreed or disagreed on some resolved question), got 0")
+    if not known and r is not None:
+        raise FileFormatError(f"{where}.reliability: expected null (the source is unknown), "
+                              f"got {r!r}")
+    if not known and n != 0:
+        raise FileFormatError(f"{where}.coverage: expected 0 (the source is unknown), got {n!r}")

@@ -32,13 +32,17 @@ def paper_weights(reliability: np.ndarray, n_sources: int | None = None, *,
                   clip: bool = False, max_scale: float | None = None) -> np.ndarray:
     """RA-RAG vote weights ``v_s = S·r_s − 1`` (chapter 35.3).
 
-    ``S`` is ``n_sources`` (default: ``len(reliability)``). ``max_scale`` caps the scaling
-    factor (``min(S, max_scale)·r_s − 1``, the paper's optional cap). With ``clip=True`` the
-    weights are ``max(v_s, 0)``; otherwise ``v_s`` keeps the paper's semantics and is negative
-    when ``r_s < 1/S`` (an affine weight, not a probability).
+    ``S`` is ``n_sources`` (default: ``len(reliability)``; never fewer than the reliabilities
+    given: a subset of the sources may be weighted with the full ``S``). ``max_scale`` caps
+    the scaling factor (``min(S, max_scale)·r_s − 1``, the paper's optional cap). With
+    ``clip=True`` the weights are ``max(v_s, 0)``; otherwise ``v_s`` keeps the paper's
+    semantics and is negative when ``r_s < 1/S`` (an affine weight, not a probability).
     """
     r = as_vector("reliability", reliability, low=0.0, high=1.0)
     scale = float(check_int("n_sources", len(r) if n_sources is None else n_sources, 1))
+    if scale < len(r):
+        raise ValueError(f"n_sources: expected at least the number of reliabilities "
+                         f"({len(r)}), got {int(scale)}")
     if max_scale is not None:
         scale = min(scale, check_positive("max_scale", max_scale))
     v = scale * r - 1.0
@@ -87,8 +91,11 @@ def vote_matrix(classes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, n
     return winner.astype(np.int64), tied
 
 
-#: start rules of the iteration (see :func:`majority_matrix`)
-START_RULES = ("majority", "plurality", "all")
+#: rules of :func:`majority_matrix`
+MAJORITY_RULES = ("majority", "plurality", "all")
+#: start rules of the iteration: the rules that leave a tie unresolved (a tie-broken class is
+#: not agreement, :mod:`credrank.reliability.estimate`)
+START_RULES = ("majority", "plurality")
 
 
 def majority_matrix(classes: np.ndarray, rule: str = "all") -> np.ndarray:
@@ -98,11 +105,12 @@ def majority_matrix(classes: np.ndarray, rule: str = "all") -> np.ndarray:
       non-abstaining ballots (the iteration's default start, chapter 35.3);
     * ``"plurality"`` — strict plurality: the top class has strictly more ballots than any
       other class (needed when many wrong answers split the vote and nothing has > half);
-    * ``"all"`` — plain plurality with the tie rule (every answered question resolved).
+    * ``"all"`` — plain plurality with the tie rule (every answered question resolved): the
+      plain-majority *answer*, not a start of the iteration (a tie is not resolved there).
 
     Unresolved questions get ``-1``.
     """
-    check_choice("rule", rule, START_RULES)
+    check_choice("rule", rule, MAJORITY_RULES)
     m = np.asarray(classes)
     winner, tied = vote_matrix(m, np.ones(m.shape[0]))
     if rule == "all":
