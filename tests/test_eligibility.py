@@ -32,3 +32,14 @@ def test_empty_and_all_negative():
 def test_bad_parameters(kw):
     with pytest.raises(ValueError):
         EligibilityFilter(**kw)
+
+
+def test_eligible_rows_is_the_one_rule():
+    # the selectors' min_ratio and the library stage share it
+    from credrank.select.eligibility import eligible_rows
+
+    rows, eligible = eligible_rows([0.9, 0.5, 0.75, 0.72, -0.1], 0.8, 1)
+    assert rows.tolist() == [0, 2, 3] and eligible == 3
+    rows, eligible = eligible_rows([0.9, 0.5, 0.75, 0.2], 0.99, 3)
+    assert rows.tolist() == [0, 1, 2] and eligible == 1
+    assert eligible_rows([0.3, -0.2, 0.1], 0.0, 0)[0].tolist() == [0, 1, 2]  # the whole pool

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from credrank.select.exposure import (
     ExposureInfeasible,
+    check_discounts,
     check_exposure_targets,
     check_ranking_policy,
     complete_square,
@@ -85,11 +86,34 @@ def test_explicit_targets_rule() -> None:
     assert pol.group_exposure == pytest.approx([goal["A"], goal["B"], goal["C"]], abs=1e-9)
 
 
-def test_proportional_rejects_zero_or_negative_utility() -> None:
-    with pytest.raises(ValueError, match="every utility must be > 0"):
-        exposure_lp(np.array([0.5, 0.0, 0.4]), ["a", "b", "b"], V6[:2], rule="proportional")
+def test_proportional_rejects_a_group_of_zero_utility_or_a_negative_one() -> None:
+    with pytest.raises(ValueError, match=r"group 'b' has average utility 0 \(all of its 2 "):
+        exposure_lp(np.array([0.5, 0.0, 0.0]), ["a", "b", "b"], V6[:2], rule="proportional")
     with pytest.raises(ValueError, match="row 0"):
         exposure_targets(np.array([-0.1, 0.4]), ["a", "b"], V6[:1], "proportional")
+
+
+def test_proportional_needs_only_a_positive_group_average() -> None:
+    # 35.9: "for nonempty groups with positive average utility"; one zero utility refused the
+    # whole query ("every utility must be > 0"), though ū_a = ū_b = 0.45
+    u = np.array([0.9, 0.0, 0.5, 0.4])
+    groups = ["a", "a", "b", "b"]
+    policy = exposure_lp(u, groups, log_discounts(2), rule="proportional")
+    check_ranking_policy(policy.P)
+    assert policy.targets["a"] == pytest.approx(policy.targets["b"])
+    np.testing.assert_allclose(policy.group_exposure, [policy.targets["a"]] * 2, atol=1e-9)
+
+
+def test_proportional_targets_of_tiny_utilities_are_finite() -> None:
+    # utilities of 5e-324 summed to 0 in the ratio V / Σu: a target of inf the user never set
+    targets = exposure_targets(np.full(4, 5e-324), ["a", "a", "b", "b"], V6[:2],
+                               "proportional")
+    assert targets == pytest.approx({"a": V6[:2].sum() / 4, "b": V6[:2].sum() / 4})
+
+
+def test_a_discount_error_prints_plain_numbers() -> None:
+    with pytest.raises(ValueError, match=r"v\(2\) = 2 > v\(1\) = 1$"):
+        check_discounts([1.0, 2.0])
 
 
 def test_infeasible_single_document_target() -> None:

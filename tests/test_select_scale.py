@@ -42,7 +42,8 @@ class Clock:
 
 
 def previous_mmr(u: np.ndarray, k: int, div: float, x: np.ndarray) -> list[int]:
-    """The implementation before this change: the full cosine matrix, then the greedy loop."""
+    """The implementation before this change: the full cosine matrix, then the greedy loop
+    (ties to the higher utility, then the lower row)."""
     sim = cosine_similarity(x)
     picked: list[int] = []
     available = np.ones(len(u), dtype=bool)
@@ -50,7 +51,8 @@ def previous_mmr(u: np.ndarray, k: int, div: float, x: np.ndarray) -> list[int]:
     for _ in range(min(k, len(u))):
         score = (1.0 - div) * u - div * max_sim
         score[~available] = -np.inf
-        best = int(np.argmax(score))
+        tied = np.flatnonzero(score == score.max())
+        best = int(tied[np.argmax(u[tied])])
         picked.append(best)
         available[best] = False
         max_sim = sim[best] if len(picked) == 1 else np.maximum(max_sim, sim[best])
@@ -88,6 +90,7 @@ def test_mmr_select_reports_what_the_matrix_gave() -> None:
     x = np.asarray(batch.vectors, dtype=np.float64)  # as the batch holds them
     info = MMRSelect(8, 0.4)(batch).info["select"]
     sim = cosine_similarity(x)
+    u = u / u.max()  # utility_scale=pool_max (the default): the pool's largest is 1
     picks = previous_mmr(u, 8, 0.4, x)
     gains, seen = [], np.zeros(120)
     for t, d in enumerate(picks):  # the previous report: gains at pick time, ILAD of the set

@@ -17,6 +17,7 @@ from credrank.select import (
     MMRSelect,
     build_selector,
 )
+from credrank.select.stages import SelectionWarning
 
 UTIL = np.array([0.90, 0.89, 0.88, 0.87, 0.86] + [0.85] * 9
                 + [0.75, 0.74, 0.73] + [0.70, 0.69] + [0.62])
@@ -181,7 +182,9 @@ def test_each_exposure_list_is_replayed_by_its_draw() -> None:
 def test_exposure_select_errors() -> None:
     zero = Candidates.from_records("q", ["a", "b"], [0.0, 0.5],
                                    metadata=[{"source_type": "x"}, {"source_type": "y"}])
-    with pytest.raises(StageError, match="every utility must be > 0"):
+    with pytest.raises(StageError, match=r"^rule: proportional exposure divides by each "
+                       r"group's average utility, but group 'x' \(source_type of 'a'\) has "
+                       r"average utility 0 .*use rule=parity"):
         ExposureSelect(1, "source_type", rule="proportional")(zero)
     with pytest.raises(ValueError, match="rule"):
         ExposureSelect(3, "source_type", rule="fair")
@@ -280,6 +283,110 @@ def test_a_protected_column_of_no_flags_is_said_at_the_parameter() -> None:
     batch = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
                                     metadata=[{"note": "x" * 200}, {"note": "y"}, {"note": "z"}])
     with pytest.raises(ValueError, match=r"^protected_column: the column 'note' holds "
-                                         r"'x{56}\.\.\. \(row 0\)") as info:
+                                         r"'x{56}\.\.\. \(of 'a'\)") as info:
         FairSelect(2, "note", p=0.5, alpha=0.1)(batch)
     assert "x" * 100 not in str(info.value)
+
+
+# -- the scale of the utility, eligibility (35.8) --------------------------------------------
+def rrf_like(batch: Candidates, factor: float) -> Candidates:
+    """``batch`` with every score multiplied by ``factor`` (a rank-fusion score is ≈ 0.03)."""
+    return batch.with_score(np.asarray(batch.score) * factor)
+
+
+def test_mmr_diversity_means_the_same_trade_off_at_any_score_scale() -> None:
+    # under --mode rrf (scores ≈ 0.02) diversity=0.1 was almost pure novelty: the utility
+    # term (0.9 × 0.02) lost to the cosine term (0.1 × cos) and off-topic rows filled the list
+    base = MMRSelect(5, 0.1)(jordan_batch())
+    for factor in (0.02, 50.0):
+        out = MMRSelect(5, 0.1)(rrf_like(jordan_batch(), factor))
+        assert list(out.doc_ids) == list(base.doc_ids)
+        assert out.info["select"]["utility_divisor"] == pytest.approx(0.9 * factor)
+        assert out.info["select"]["warnings"] == []
+    raw = MMRSelect(5, 0.1, utility_scale="score")
+    with pytest.warns(SelectionWarning, match=r"^utility_scale: mmr weighs utilities up to "
+                                              r"0\.018 .*about 56x more"):
+        out = raw(rrf_like(jordan_batch(), 0.02))
+    assert list(out.doc_ids) != list(base.doc_ids)  # what the scale did before
+    assert out.info["select"]["warnings"][0].startswith("utility_scale:")
+    assert "utility_scale=score" in out.info["select"]["utility_definition"]
+
+
+def test_coverage_keeps_the_chapter_units_and_warns_off_scale() -> None:
+    # the toy's objective is in score units (4.6597, test above); at a score scale of 0.02 the
+    # same weights buy coverage at any cost: said, and utility_scale=pool_max undoes it
+    small = rrf_like(jordan_batch(), 0.02)
+    with pytest.warns(SelectionWarning, match="utility_scale: coverage weighs utilities"):
+        raw = CoverageSelect(5, 0.3, 0.5, intent_column="intent")(small)
+    assert raw.info["select"]["coverage"] == 1.0
+    scaled = CoverageSelect(5, 0.3, 0.5, intent_column="intent",
+                            utility_scale="pool_max")(small)
+    toy = CoverageSelect(5, 0.3, 0.5, intent_column="intent",
+                         utility_scale="pool_max")(jordan_batch())
+    assert list(scaled.doc_ids) == list(toy.doc_ids)
+    info = scaled.info["select"]
+    assert info["warnings"] == [] and info["utility_divisor"] == pytest.approx(0.018)
+    assert info["utility"] == pytest.approx(0.02 * toy.info["select"]["utility"])  # score units
+    assert info["objective"] == pytest.approx(toy.info["select"]["objective"])
+
+
+def irrelevant_pool() -> Candidates:
+    """Three relevant rows near one direction and four off-topic ones in pairs along two
+    others: the off-topic rows win on novelty and make two more clusters."""
+    ids = ["r0", "r1", "r2", "o0", "o1", "o2", "o3"]
+    sims = [0.90, 0.88, 0.86, 0.20, 0.18, 0.16, 0.15]
+    x = np.zeros((7, 4))
+    x[:3, 0] = 1.0
+    x[:3, 1] = [0.0, 0.1, 0.2]
+    x[3:5, 2] = 1.0
+    x[5:7, 3] = 1.0
+    x[[4, 6], 1] = 0.1
+    return Candidates.from_records("q", ids, sims, vectors=x,
+                                   metadata=[{"intent": None} for _ in ids])
+
+
+@pytest.mark.parametrize("stage", [
+    MMRSelect(3, 0.5, min_ratio=0.5),
+    CoverageSelect(3, 0.5, 3.0, min_ratio=0.5, n_clusters=3),
+])
+def test_min_ratio_diversifies_over_eligible_candidates_only(stage: Stage) -> None:
+    # 35.8: "diversify only over eligible, sufficiently relevant evidence"; the filter existed
+    # but no stage parameter reached it, so off-topic rows were rewarded for being different
+    unfiltered = type(stage)(**{**stage.config(), "min_ratio": 0.0})(irrelevant_pool())
+    assert any(d.startswith("o") for d in unfiltered.doc_ids)
+    out = stage(irrelevant_pool())
+    assert sorted(out.doc_ids) == ["r0", "r1", "r2"]
+    assert out.info["select"]["eligibility"] == {
+        "min_ratio": 0.5, "relevance": "max(retrieval_score, 0)", "pool": 7, "eligible": 3,
+        "kept": 3}
+
+
+def test_min_ratio_keeps_top_k_candidates() -> None:
+    out = MMRSelect(5, 0.5, min_ratio=0.99)(irrelevant_pool())
+    assert len(out) == 5  # the two best ineligible ones fill the list
+    assert out.info["select"]["eligibility"]["eligible"] == 1
+    assert out.info["select"]["eligibility"]["kept"] == 5
+
+
+def test_mmr_first_pick_is_the_best_even_at_full_diversity() -> None:
+    b = Candidates.from_records("q", ["a", "b", "c"], [0.1, 0.9, 0.5], vectors=np.eye(3))
+    assert MMRSelect(1, 1.0)(b).info["select"]["pick_order"] == ["b"]
+
+
+def test_fair_warns_when_the_protected_value_matches_no_candidate() -> None:
+    meta = [{"source_type": t} for t in ["blog", "government", "blog", "government"]]
+    b = Candidates.from_records("q", list("abcd"), [0.9, 0.8, 0.7, 0.6], metadata=meta)
+    with pytest.warns(SelectionWarning, match=r"^protected_value: no candidate has "
+                      r"source_type = 'blogs' \(values in the pool: 'blog', 'government'\)"):
+        out = FairSelect(4, "source_type", p=0.5, alpha=0.1, protected_value="blogs")(b)
+    assert out.info["select"]["warnings"][0].startswith("protected_value:")
+    ok = FairSelect(4, "source_type", p=0.5, alpha=0.1, protected_value="blog")(b)
+    assert ok.info["select"]["warnings"] == []
+
+
+def test_proportional_exposure_takes_a_zero_score_in_a_positive_group() -> None:
+    b = Candidates.from_records("q", list("abcd"), [0.9, 0.0, 0.5, 0.4],
+                                metadata=[{"source_type": g} for g in "xxyy"])
+    out = ExposureSelect(2, "source_type", rule="proportional", seed=0)(b)
+    groups = out.info["select"]["groups"]
+    assert groups["x"]["target"] == pytest.approx(groups["y"]["target"])

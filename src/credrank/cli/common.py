@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -83,6 +84,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
     err.print(labelled("error:", "red", message + value_origin(message)), soft_wrap=True)
     raise typer.Exit(code)
+
+
+def check_index_option(index_dir: Path) -> None:
+    """``--index`` must name a directory (or nothing yet): exit 2 for a regular file."""
+    if index_dir.exists() and not index_dir.is_dir():
+        fail(f"--index {index_dir}: expected an index directory, got a file")
 
 
 def index_rows(index_dir: Path, fields: Sequence[str]) -> list[dict[str, Any]]:
@@ -322,22 +329,46 @@ class Bars:
 
 
 def parse_params(items: list[str] | None, option: str = "--select-param") -> dict[str, Any]:
-    """``KEY=VALUE`` pairs of ``option``; values become int, float or bool where they parse
-    as such."""
+    """``KEY=VALUE`` pairs of ``option``, each value read as a ``-S`` value is
+    (:func:`credrank.cli.specs.spec_value`: JSON where it parses — numbers, true/false, null,
+    lists such as ``discounts=[1,0.5,0.3]`` or ``intent_set=["a","b"]`` — else text), and
+    ``True``/``FALSE`` and numbers JSON does not write (``.5``, ``1.``) as bool and number;
+    the stage's own validator then checks it, whichever option gave it."""
+    from credrank.core.structured import MAX_NESTING, json_too_deep
+
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ValueError(f"{option}: expected KEY=VALUE, got {item!r}")
-        value: Any = raw
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        else:
-            for cast in (int, float):
-                try:
-                    value = cast(raw)
-                    break
-                except ValueError:
-                    continue
-        out[key.strip().replace("-", "_")] = value
+        name = key.strip().replace("-", "_")
+        if json_too_deep(raw, MAX_NESTING):
+            raise ValueError(f"{option} {name}: expected a value nested at most {MAX_NESTING} "
+                             "levels deep, got deeper")
+        out[name] = _param_value(raw, _json_or_text)
     return out
+
+
+def _json_or_text(raw: str) -> Any:
+    """``raw`` as JSON where it parses (depth checked before), else the text: what
+    :func:`credrank.cli.specs.spec_value` reads a ``-S`` value as."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _param_value(raw: str, parse: Callable[[str], Any]) -> Any:
+    """One ``KEY=VALUE`` value: a bool word in any case, JSON (``parse``), else a number
+    Python reads (``.5``), else the text."""
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    value = parse(raw)
+    if not isinstance(value, str):
+        return value
+    for number in (int, float):
+        try:
+            return number(raw)
+        except ValueError:
+            continue
+    return value

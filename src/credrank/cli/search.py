@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import check_text_argument, console, err, fail, hit_cell, warn
+from credrank.cli.common import (
+    check_index_option,
+    check_text_argument,
+    console,
+    err,
+    fail,
+    hit_cell,
+    warn,
+)
 from credrank.cli.config import from_file
 from credrank.cli.index import (
     ApiKeyEnvOption,
     EngineOption,
     QdrantPathOption,
     QdrantUrlOption,
-    check_index_option,
     store_options,
 )
 from credrank.cli.specs import (
@@ -146,18 +154,18 @@ def search(
             searcher = Searcher(idx, get_embedder(idx.manifest.embedder))
             try:
                 if batch is not None:
-                    _run_batch(searcher, batch, spec, trec_run, run_tag, text)
+                    failed = _run_batch(searcher, batch, spec, trec_run, run_tag, text,
+                                        words=lambda e: stage_words(e, spec, pipeline,
+                                                                    set_param))
+                    if failed:  # every query ran; those that failed were said
+                        raise typer.Exit(1)
                     return
                 assert query is not None  # one of QUERY and --queries, checked above
                 doc = searcher.search_json(query, spec, text=text)
             except SpecError as exc:
                 raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
             except StageError as exc:  # a stage's parameter that the data refuse
-                where = spec.param_path(str(exc)) if pipeline is not None else None
-                if where is None:
-                    raise
-                raise ValueError(f"--pipeline {pipeline}: {where}:"
-                                 f"{str(exc).split(':', 1)[1]}") from None
+                raise ValueError(stage_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise
@@ -277,7 +285,60 @@ def stage_footers(doc: dict[str, Any], verbose: bool = False) -> list[str]:
                                                                              else 1])
     if "consensus" in info:
         lines.extend(consensus_summary(info["consensus"], verbose).split("\n"))
+    if isinstance(info.get("select"), dict) and info["select"].get("chosen"):
+        lines.append(select_summary(info["select"]))
     return lines
+
+
+def select_summary(info: dict[str, Any]) -> str:
+    """The selector's footer line: which selector with its main parameters, and its key
+    outcome — MMR's ILAD, coverage's coverage, ILAD, utility loss and whether the optimum was
+    proven; the exposure lottery's draw (to replay the list) and each group's exposure
+    against its target; FA*IR's prefix minimums met or where they fell short."""
+    name = info.get("selector")
+    if name == "mmr":
+        line = f"select: mmr, diversity {info['diversity']:g}"
+        if info.get("ilad") is not None:
+            line += f"; ILAD {info['ilad']:.3f}"
+        if info.get("coverage") is not None:
+            line += f"; coverage {info['coverage']:.2f} of the {info['intents']['column']} labels"
+    elif name == "coverage":
+        intents = info.get("intents") or {}
+        line = f"select: coverage, λ1 {info['lambda_ilad']:g}, λ2 {info['lambda_coverage']:g}"
+        if info.get("coverage") is not None and intents:
+            line += (f"; coverage {info['coverage']:.2f} of {len(intents.get('intents', []))} "
+                     f"intents ({info.get('intent_source')})")
+        if info.get("ilad") is not None:
+            line += f"; ILAD {info['ilad']:.3f}"
+        if info.get("utility_loss") is not None:
+            line += f"; utility {info['utility_loss']:.1%} below the top-k"
+        line += ("; optimal" if info.get("optimal") else
+                 "; best found, not proven optimal"
+                 + (" (time limit hit)" if info.get("time_limit_hit") else ""))
+    elif name == "exposure":
+        groups = info.get("groups", {})
+        shown = "; ".join(
+            f"{g} {v['realised']:.3f} (target {v['target']:.3f})" if v.get("target") is not None
+            else f"{g} {v['realised']:.3f}" for g, v in list(groups.items())[:6])
+        more = f"; {len(groups) - 6} more groups" if len(groups) > 6 else ""
+        line = (f"select: exposure, {info.get('rule')} on {info.get('group_column')}: one list "
+                f"of the lottery, not sorted by score (draw={info['draw']} replays it); "
+                "exposure per document of this list: "
+                f"{shown}{more}")
+    elif name == "fair":
+        line = (f"select: fair, {info['protected_column']}, p {info['p']:g}, α "
+                f"{info['alpha']:g}; {len(info.get('protected_positions', []))} protected in "
+                f"the top {len(info['chosen'])}")
+        line += ("; every prefix minimum met" if info.get("satisfied") else
+                 f"; SHORTFALL from position {info.get('shortfall_at')}: "
+                 f"{info.get('n_protected_candidates')} protected candidate(s) in the pool")
+    else:
+        return f"select: {name}"
+    elig = info.get("eligibility")
+    if isinstance(elig, dict) and elig.get("min_ratio"):
+        line += (f"; chosen from {elig['kept']} of {elig['pool']} candidates (retrieval score "
+                 f"≥ {elig['min_ratio']:g} × the best)")
+    return line
 
 
 def _demoted(hits: list[dict[str, Any]], factor: str) -> int:
@@ -384,26 +445,84 @@ def _short(text: str, limit: int = 80) -> str:
     return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
+def stage_words(exc: Exception, spec: PipelineSpec, pipeline: Path | None,
+                sets: list[str] | None) -> str:
+    """A stage's run-time error that opens with one of its parameters (``rule: …``,
+    ``protected_column: …``) said as the user wrote the spec: ``--pipeline FILE:
+    stages[i].rule: …``, the ``-S`` item that set it, else the option
+    (``--select-param rule: …``); any other error as it is."""
+    from credrank.core.errors import StageError
+    from credrank.pipeline.shortcuts import CLI, word_of
+
+    message = str(exc)
+    found = spec.param_stage(message) if isinstance(exc, StageError) else None
+    if found is None:
+        return message
+    i, param = found
+    detail = message.split(":", 1)[1].strip()
+    if pipeline is not None:
+        where = spec.param_path(message)
+        return message if where is None else f"--pipeline {pipeline}: {where}: {detail}"
+    key = f"{spec.stages[i].name}.{param}"
+    item = next((s for s in reversed(sets or []) if s.partition("=")[0].strip() == key), None)
+    if item is not None:
+        return f"-S {item}: {detail}"
+    return f"{word_of(spec.stages[i].name, param, CLI)}: {detail}"
+
+
 def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
-               trec_run: Path | None, tag: str, text: str = DEFAULT_TEXT) -> None:
+               trec_run: Path | None, tag: str, text: str = DEFAULT_TEXT, *,
+               words: Callable[[ValueError], str] = str) -> int:
     """Every query of ``batch`` through one pipeline: JSON lines on stdout (the ``--json``
     document of each query, compact, with its ``query_id``, each hit with ``text`` as
-    ``--text`` says) or a TREC run file (no text read)."""
+    ``--text`` says) or a TREC run file (no text read). A query whose run fails (a
+    ``ValueError``: a selection its pool cannot meet, …) does not stop the batch: it is said
+    on stderr as ``error: query ID: …`` (``words``: the error in the options' words) and, in
+    JSON lines, as its line ``{"credrank_search": 1, "query_id", "query", "error"}``; a TREC
+    run is then not written (a run file missing a query would score it 0). Returns how many
+    queries failed."""
     from credrank.pipeline.document import search_document
 
     described = searcher.compile(spec).settings
-    results = searcher.search_many(((q.id, q.text) for q in batch), spec,
-                                   text="none" if trec_run is not None else text)
+    mode = "none" if trec_run is not None else text
+    failed: list[str] = []
+
+    def answers() -> Iterator[tuple[Query, Candidates]]:
+        for q in batch:
+            try:
+                [(_, result)] = list(searcher.search_many([(q.id, q.text)], spec, text=mode))
+            except ValueError as exc:
+                failed.append(q.id)
+                message = f"query {q.id}: {words(exc)}"
+                warn(message, label="error:")
+                if trec_run is None:
+                    line = {"credrank_search": 1, "query_id": q.id, "query": q.text,
+                            "error": message}
+                    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+                continue
+            yield q, result
+
     if trec_run is None:
-        for (qid, result), q in zip(results, batch, strict=True):
-            doc = search_document(q.text, described, result, text=text, query_id=qid)
+        for q, result in answers():
+            doc = search_document(q.text, described, result, text=text, query_id=q.id)
             sys.stdout.write(json.dumps(doc, default=str, separators=(",", ":")) + "\n")
-        return
+        return len(failed)
     from credrank.core.files import replacing
 
-    with replacing(trec_run) as tmp:  # a complete run file or none
-        _write_run(tmp, results, tag)
-    err.print(f"{len(batch)} queries; TREC run in {trec_run}")
+    with contextlib.suppress(_Incomplete), replacing(trec_run) as tmp:  # complete or none
+        _write_run(tmp, ((q.id, result) for q, result in answers()), tag)
+        if failed:
+            raise _Incomplete
+    if failed:
+        err.print(f"{len(failed)} of {len(batch)} queries failed; no TREC run written to "
+                  f"{trec_run} (it would miss them)")
+    else:
+        err.print(f"{len(batch)} queries; TREC run in {trec_run}")
+    return len(failed)
+
+
+class _Incomplete(Exception):
+    """A TREC run that misses a failed query: its temporary file is discarded."""
 
 
 def _write_run(path: Path, results: Iterable[tuple[str, Candidates]], tag: str) -> None:

@@ -130,9 +130,11 @@ SHORTCUTS: dict[str, Shortcut] = {s.name: s for s in (
     Shortcut("select", "select", "select", None, "text", None,
              "selection after scoring: mmr | coverage | exposure | fair (default top-k)"),
     Shortcut("select_params", "params", "select", None, "map", None,
-             "the selector's parameters KEY=VALUE; required (no default): mmr diversity; "
-             "coverage lambda_ilad, lambda_coverage; exposure group_column; fair "
-             "protected_column, p, alpha. E.g. mmr diversity=0.5; exposure "
+             "the selector's parameters KEY=VALUE, values read as -S reads them (numbers, "
+             "true/false, JSON lists: discounts=[1,0.6,0.5]); required (no default): mmr "
+             "diversity; coverage lambda_ilad, lambda_coverage; exposure group_column; fair "
+             "protected_column, p, alpha. E.g. mmr diversity=0.5 [min_ratio=0.5: only "
+             "candidates with half the best retrieval score]; exposure "
              "group_column=source_type [rule=parity|proportional seed=0]",
              requires="select", flag="--select-param", alias="-P"),
     Shortcut("credibility_model", "param", "credibility", "model", "path", None,

@@ -439,9 +439,12 @@ def mmr(utilities: np.ndarray, k: int, diversity: float, *,
     """Maximal marginal relevance (Carbonell & Goldstein 1998; chapter 35.8), greedy.
 
     At each step pick ``argmax_d (1 − diversity)·u(d) − diversity·max_{s∈sel} cos(d, s)``
-    among unpicked rows; the max over an empty selection is 0 (so the first pick is the
-    highest utility). ``diversity ∈ [0, 1]``: 0 = pure utility order, 1 = pure novelty.
-    Ties go to the lower row index. Returns the rows in pick order (``min(k, N)`` of them).
+    among unpicked rows; the max over an empty selection is 0. ``diversity ∈ [0, 1]``: 0 =
+    pure utility order, 1 = pure novelty. Ties go to the higher utility, then the lower row
+    index, so the first pick is the highest utility at every ``diversity`` (at 1 every first
+    score is 0). The scores compare ``u`` with cosines in ``[−1, 1]``: pass utilities on that
+    scale (the ``mmr`` stage divides them by the pool's largest by default). Returns the rows
+    in pick order (``min(k, N)`` of them).
     Pass ``vectors`` (cosine is computed; zero vectors raise) or a precomputed ``similarity``.
     """
     return mmr_picks(utilities, k, diversity, vectors=vectors, similarity=similarity)[0]
@@ -486,7 +489,8 @@ def mmr_picks(utilities: np.ndarray, k: int, diversity: float, *,
     for _ in range(min(k, n)):
         score = (1.0 - div) * u - div * max_sim
         score[~available] = -np.inf
-        best = int(np.argmax(score))
+        tied = np.flatnonzero(score == score.max())
+        best = int(tied[np.argmax(u[tied])])  # the higher utility, then the lower row
         picked.append(best)
         available[best] = False
         rows.append(row(best))

@@ -1,10 +1,16 @@
 """Eligibility before diversification (chapter 35.8: "diversify only over eligible,
-sufficiently relevant evidence").
+sufficiently relevant evidence … unrelated entities should not be rewarded merely for
+difference").
 
-A candidate is eligible when its retrieval score is at least ``min_ratio`` times the best
-retrieval score of the batch (scores clipped at 0). At least ``min_keep`` candidates are kept,
-the best by retrieval score, so a selector downstream can still fill its list; the rest are
-dropped before MMR or the coverage optimum can reward them merely for being different.
+A candidate is eligible when its relevance, the retrieval score clipped at 0
+``r(d) = max(retrieval_score(d), 0)``, is at least ``min_ratio`` times the pool's best
+(``r(d) ≥ min_ratio · max_d' r(d')``). At least ``min_keep`` candidates are kept, the best by
+relevance, so a selector downstream can still fill its list; the rest are dropped before MMR
+or the coverage optimum can reward them merely for being different.
+
+:func:`eligible_rows` is the one definition: the selectors ``mmr`` and ``coverage`` apply it
+through their ``min_ratio`` parameter (``min_keep`` = their list length), and
+:class:`EligibilityFilter` is the same rule as a library stage.
 """
 
 from __future__ import annotations
@@ -15,11 +21,35 @@ import numpy as np
 
 from credrank.core.candidates import Candidates
 from credrank.core.pipeline import Stage
-from credrank.core.validation import check_int, check_probability
+from credrank.core.validation import as_vector, check_int, check_probability
+
+#: float slack at the boundary ``r = min_ratio · max r``
+SLACK = 1e-12
+
+
+def eligible_rows(relevance: np.ndarray, min_ratio: float, min_keep: int
+                  ) -> tuple[np.ndarray, int]:
+    """The rows (ascending) with ``max(r, 0) ≥ min_ratio · max max(r, 0)``, together with the
+    ``min_keep`` best by relevance (ties by row order), and how many were eligible.
+
+    ``min_ratio = 0`` keeps every row (the whole pool); a pool whose relevances are all ≤ 0
+    has every row eligible (all tie at the zero top).
+    """
+    r = np.maximum(as_vector("relevance", relevance), 0.0)
+    ratio = check_probability("min_ratio", min_ratio)
+    keep_best = check_int("min_keep", min_keep, 0)
+    if r.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    eligible = r >= ratio * r.max() - SLACK
+    keep = eligible.copy()
+    keep[np.argsort(-r, kind="stable")[:keep_best]] = True
+    return np.flatnonzero(keep).astype(np.int64), int(eligible.sum())
 
 
 class EligibilityFilter(Stage):
-    """Keep candidates with ``max(sim, 0) ≥ min_ratio · max_batch max(sim, 0)`` (≥ ``min_keep``)."""
+    """Keep candidates with ``max(sim, 0) ≥ min_ratio · max_batch max(sim, 0)`` (≥ ``min_keep``):
+    :func:`eligible_rows` as a stage, for a library pipeline that filters before any
+    selector (the ``mmr`` and ``coverage`` stages take ``min_ratio`` themselves)."""
 
     name = "eligibility"
 
@@ -30,15 +60,9 @@ class EligibilityFilter(Stage):
     def transform(self, batch: Candidates) -> Candidates:
         if len(batch) == 0:
             return batch
-        sim = np.maximum(batch.retrieval_score, 0.0)
-        eligible = sim >= self.min_ratio * sim.max() - 1e-12  # float slack at the boundary
-        order = np.argsort(-sim, kind="stable")
-        keep = np.zeros(len(batch), dtype=bool)
-        keep[order[: self.min_keep]] = True
-        rows = np.flatnonzero(eligible | keep)
-        out = batch.take(rows)
-        return out.with_info(eligibility={"min_ratio": self.min_ratio, "kept": len(rows),
-                                          "eligible": int(eligible.sum())})
+        rows, eligible = eligible_rows(batch.retrieval_score, self.min_ratio, self.min_keep)
+        return batch.take(rows).with_info(eligibility={
+            "min_ratio": self.min_ratio, "kept": len(rows), "eligible": eligible})
 
     def config(self) -> dict[str, Any]:
         return {"min_ratio": self.min_ratio, "min_keep": self.min_keep}

@@ -12,8 +12,9 @@ document ``d`` occupies position ``k``; ``v(k) ≥ 0`` are non-increasing attent
   - ``"parity"`` (demographic parity): ``E_G`` equal for every group (hence ``V/N`` each);
   - ``"proportional"`` (utility-proportional, the paper's "disparate treatment"):
     ``E_G / ū_G`` equal for every group (hence ``E_G = t·ū_G`` with ``t = V / Σ_d u(d)``).
-    **Zero-division policy:** every utility must be > 0 for this rule; a zero or negative
-    utility raises ``ValueError`` (no merit ratio is defined there);
+    **Zero-division policy:** utilities must be ``≥ 0`` and every group's average utility
+    ``ū_G > 0`` ("for nonempty groups with positive average utility"); a group of zero
+    utilities raises ``ValueError`` naming it (no merit ratio is defined there);
   - ``"targets"``: explicit average exposures per group, ``E_G = target_G``;
   - ``None``: no group constraint (the hard top-K ranking is an optimum).
 * :func:`check_exposure_targets` says whether targets can be met at all, and which one
@@ -64,7 +65,7 @@ def check_discounts(discounts: Sequence[float] | np.ndarray) -> np.ndarray:
     if np.any(np.diff(v) > 0):
         k = int(np.flatnonzero(np.diff(v) > 0)[0])
         raise ValueError(f"discounts: expected non-increasing values, but v({k + 2}) = "
-                         f"{v[k + 1]!r} > v({k + 1}) = {v[k]!r}")
+                         f"{float(v[k + 1]):g} > v({k + 1}) = {float(v[k]):g}")
     return v
 
 
@@ -120,7 +121,10 @@ def exposure_targets(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
 
     * ``parity``: ``E_G = V / N`` for every group;
     * ``proportional``: ``E_G = t·ū_G`` with ``t = V / Σ_d u(d)`` (mass conservation
-      ``Σ_G |G|·t·ū_G = V``); every utility must be > 0 (declared zero-division policy).
+      ``Σ_G |G|·t·ū_G = V``); utilities ``≥ 0`` and every ``ū_G > 0`` (declared
+      zero-division policy: a group of zero utilities raises ``ValueError`` naming it). The
+      ratio ``ū_G / Σ u`` is computed on ``u / max u`` (the same value), so that utilities of
+      any scale give finite targets.
     """
     u = as_vector("utilities", utilities, min_len=1)
     v = check_discounts(discounts)
@@ -131,11 +135,16 @@ def exposure_targets(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
     check_choice("rule", rule, ("parity", "proportional"))
     if rule == "parity":
         return {name: total / len(u) for name in names}
-    check_bounds("utilities", u, 0.0, open_low=True,
-                 why="the proportional rule divides by average group utility, so every "
-                     "utility must be > 0")
-    t = total / float(u.sum())
-    means = group_means(u, codes, len(names))
+    check_bounds("utilities", u, 0.0,
+                 why="the proportional rule's exposure is proportional to utility")
+    un = u / u.max() if u.max() > 0 else u
+    means = group_means(un, codes, len(names))
+    if np.any(means <= 0):
+        g = int(np.flatnonzero(means <= 0)[0])
+        raise ValueError(f"utilities: the proportional rule divides by each group's average "
+                         f"utility, but group {names[g]!r} has average utility 0 (all of its "
+                         f"{int(np.sum(codes == g))} utilities are 0); use rule='parity'")
+    t = total / float(un.sum())
     return {name: t * float(means[g]) for g, name in enumerate(names)}
 
 

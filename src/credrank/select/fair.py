@@ -2,8 +2,9 @@
 
 A top-``k`` ranking is fair at significance ``α`` for a minimum protected proportion ``p``
 when every prefix ``i = 1..k`` holds at least ``m(i)`` protected items, where
-``m(i) = F⁻¹(α; i, p)`` is the binomial inverse CDF with ``scipy.stats.binom.ppf``
-semantics: the smallest ``m`` with ``CDF(m; i, p) ≥ α``.
+``m(i) = F⁻¹(α; i, p)`` is the binomial inverse CDF (the definition of
+``scipy.stats.binom.ppf``): the smallest ``m`` with ``CDF(m; i, p) ≥ α``, decided on the
+binary floats given, with no tolerance (see :func:`mtable` for the ties).
 
 * :func:`mtable` — the unadjusted table.
 * :func:`failure_probability` — the exact probability that a ranking whose positions are
@@ -64,7 +65,11 @@ def _table(cdfs: list[np.ndarray], alpha: float) -> np.ndarray:
 def mtable(k: int, p: float, alpha: float) -> np.ndarray:
     """``m(i) = min{m : CDF(m; i, p) ≥ α}`` for ``i = 1..k`` (FA*IR; chapter 35.9).
 
-    Equal to ``scipy.stats.binom.ppf(α, i, p)``; for ``(k, p, α) = (12, 0.5, 0.1)`` the table is
+    The definition of ``scipy.stats.binom.ppf(α, i, p)``, computed exactly on the floats
+    given; where ``CDF(m; i, p) = α`` holds in decimal the floats decide, and the table can
+    differ from scipy's by one: ``p = 0.9, α = 0.1`` gives ``m(1) = 1`` (``1 − 0.9`` is
+    ``0.09999999999999998 < 0.1`` in binary; scipy says 0), and ``p = 0.5, α = 0.5`` gives
+    ``m(35) = 17`` (scipy's rounding says 18). For ``(k, p, α) = (12, 0.5, 0.1)`` the table is
     ``0,0,0,1,1,1,2,2,3,3,3,4``.
     """
     k, p, alpha = check_params(k, p, alpha)

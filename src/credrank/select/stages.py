@@ -4,7 +4,27 @@ Every stage reads the utility ``u(d) = max(batch.score, 0)`` — the combined,
 credibility-aware score with **negative scores clipped to 0** (a negative utility would
 reward leaving an item out of a set and has no exposure-merit meaning) — and, where needed,
 the embeddings ``batch.vectors``. It returns the chosen rows in display order and records a
-JSON-serialisable summary under ``batch.info["select"]``.
+JSON-serialisable summary under ``batch.info["select"]`` (``utility_definition`` says which
+utility it used; ``warnings`` what the caller should know).
+
+**Scale (35.8: "weights require retuning when list length or score scale changes").** MMR
+and the coverage objective weigh the utility against terms in ``[−1, 1]`` and ``[0, 1]``
+(a cosine; ILAD and coverage), while the score's scale depends on the pipeline: a cosine
+times a prior is about 0–1, reciprocal rank fusion about 0.03, BM25 about 10. Their
+``utility_scale`` parameter says which utility they weigh: ``"pool_max"`` divides it by the
+largest utility of the (eligible) pool, ``û(d) = u(d) / max u`` in ``[0, 1]`` (every ``u`` 0:
+``û = u``), so a ``diversity`` or ``λ`` means the same trade-off whatever the combination;
+``"score"`` takes ``u`` as it comes — the chapter's objective, in which the 35.8 toy's numbers
+are stated. MMR defaults to ``pool_max`` (its relevance and novelty terms must share a
+scale); coverage to ``score`` (the chapter's ``Σu + λ1·ILAD + λ2·coverage``), and warns
+(:class:`SelectionWarning` and ``info["select"]["warnings"]``) when the pool's largest
+utility is more than :data:`SCALE_RANGE` away from 1.
+
+**Eligibility (35.8: "diversify only over eligible, sufficiently relevant evidence").**
+``mmr`` and ``coverage`` take ``min_ratio``: only candidates whose retrieval score reaches
+``min_ratio`` times the pool's best (:func:`~credrank.select.eligibility.eligible_rows`; at
+least ``top_k`` kept) are diversified over. The default ``0`` diversifies over the whole
+fetched pool.
 
 * :class:`MMRSelect` — greedy MMR, then ordered by utility.
 * :class:`CoverageSelect` — exact optimum of ``Σu + λ1·ILAD + λ2·coverage`` (MILP) up to
@@ -24,6 +44,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,7 +73,9 @@ from credrank.select.diversity import (
     mmr_picks,
     order_by_utility,
 )
+from credrank.select.eligibility import eligible_rows
 from credrank.select.exposure import (
+    ExposureInfeasible,
     check_discounts,
     exposure_lp,
     group_means,
@@ -66,9 +89,73 @@ MISSING_GROUP = "(missing)"
 COLUMN = "a meta column name"
 
 
+#: how ``mmr`` and ``coverage`` scale the utility they weigh (module docstring)
+UTILITY_SCALES = ("pool_max", "score")
+#: ``utility_scale=score`` warns when the pool's largest utility is below ``1/SCALE_RANGE``
+#: or above ``SCALE_RANGE``: the other terms of the objective lie in [0, 1]
+SCALE_RANGE = 10.0
+UTILITY = "max(score, 0)"
+
+
+def utility_definition(scale: str) -> str:
+    """``info["select"]["utility_definition"]`` of ``mmr`` and ``coverage``: the utility
+    (``utility``, ``top_k_utility`` are in its unit) and what the objective weighs."""
+    if scale == "score":
+        return f"{UTILITY}; the objective weighs it as it comes (utility_scale=score)"
+    return (f"{UTILITY}; the objective weighs it divided by utility_divisor, the largest of "
+            "the pool selected from (utility_scale=pool_max; 1 when every score is <= 0)")
+
+
+class SelectionWarning(UserWarning):
+    """A selection ran, but on inputs the caller should look at (a utility scale far from the
+    other terms', a protected value no candidate has)."""
+
+
+def _warned(message: str) -> str:
+    """``message``, issued as a :class:`SelectionWarning` too (the CLI prints it on stderr)."""
+    warnings.warn(message, SelectionWarning, stacklevel=3)
+    return message
+
+
 def utilities(batch: Candidates) -> np.ndarray:
     """``u(d) = max(score(d), 0)``: the combined score with negatives clipped to 0."""
     return np.maximum(np.asarray(batch.score, dtype=np.float64), 0.0)
+
+
+def scaled_utilities(u: np.ndarray, scale: str) -> tuple[np.ndarray, float]:
+    """``(û, divisor)``: ``pool_max`` divides ``u`` by its largest value (1 when every ``u``
+    is 0), ``score`` leaves it (divisor 1)."""
+    top = float(u.max()) if u.size else 0.0
+    divisor = top if scale == "pool_max" and top > 0 else 1.0
+    return u / divisor, divisor
+
+
+def scale_warnings(stage: str, u: np.ndarray, scale: str, against: str) -> list[str]:
+    """A warning when ``utility_scale=score`` weighs utilities whose largest is more than
+    :data:`SCALE_RANGE` away from 1 against ``against`` (terms in [0, 1]); else ``[]``."""
+    top = float(u.max()) if u.size else 0.0
+    if scale != "score" or top == 0.0 or 1 / SCALE_RANGE <= top <= SCALE_RANGE:
+        return []
+    more = "more" if top < 1 else "less"
+    return [_warned(
+        f"utility_scale: {stage} weighs utilities up to {top:.3g} (utility_scale=score) "
+        f"against {against} in [0, 1], so those terms count about {max(top, 1 / top):.0f}x "
+        f"{more} than against utilities on a 0-1 scale (rank fusion scores are about 0.03, "
+        "BM25 about 10); set utility_scale=pool_max (the utility divided by the pool's "
+        "largest) or retune the weights (35.8)")]
+
+
+def _eligible(batch: Candidates, u: np.ndarray, k: int, min_ratio: float
+              ) -> tuple[Candidates, np.ndarray, dict[str, Any]]:
+    """The eligible part of ``batch`` (retrieval score ≥ ``min_ratio`` × the pool's best, at
+    least ``k`` kept: :func:`~credrank.select.eligibility.eligible_rows`), its utilities and
+    the summary for ``info``."""
+    rows, eligible = eligible_rows(batch.retrieval_score, min_ratio, k)
+    info = {"min_ratio": min_ratio, "relevance": "max(retrieval_score, 0)",
+            "pool": len(batch), "eligible": eligible, "kept": len(rows)}
+    if len(rows) == len(batch):
+        return batch, u, info
+    return batch.take(rows), u[rows], info
 
 
 def _vectors(batch: Candidates, stage: str, why: str) -> np.ndarray:
@@ -137,11 +224,16 @@ class Selector(Stage):
 
 # --------------------------------------------------------------------------------------------
 class MMRSelect(Selector):
-    """Maximal marginal relevance: ``(1−diversity)·u − diversity·max cos`` (chapter 35.8).
+    """Maximal marginal relevance: ``(1−diversity)·û − diversity·max cos`` (chapter 35.8).
 
-    ``diversity ∈ [0, 1]``, 1 = diverse. The picked set is returned ordered by utility; the
-    pick order is kept in ``info``. ``intent_column`` (optional) only adds the coverage of the
-    chosen set to the report. Only the ``K`` cosine rows of the picks are computed
+    ``diversity ∈ [0, 1]``, 1 = diverse. ``û`` is the utility divided by the pool's largest
+    (``utility_scale="pool_max"``, default: the relevance term then shares the cosine's scale
+    whatever the score's, as Carbonell and Goldstein's two similarities do) or the utility as
+    it comes (``"score"``). ``min_ratio``: only candidates whose retrieval score reaches that
+    share of the pool's best are picked from (at least ``top_k`` kept; 0, default: the whole
+    pool). The picked set is returned ordered by utility; the pick order is kept in
+    ``info``. ``intent_column`` (optional) only adds the coverage of the chosen set to the
+    report. Only the ``K`` cosine rows of the picks are computed
     (:func:`~credrank.select.diversity.mmr_picks`, ``O(K·N·dim)``), never the ``N × N``
     matrix; pools over :attr:`max_pool` run with a
     :class:`~credrank.select.budget.PoolSizeWarning`.
@@ -156,14 +248,21 @@ class MMRSelect(Selector):
     #: the largest pool handled within the budget (``O(K·N·dim)``: K cosine rows)
     max_pool = 20_000
 
-    @parameters(diversity=Number(0.0, 1.0), intent_column=Nullable(Text(what=COLUMN)))
-    def __init__(self, top_k: int, diversity: float, intent_column: str | None = None):
+    @parameters(diversity=Number(0.0, 1.0), intent_column=Nullable(Text(what=COLUMN)),
+                min_ratio=Number(0.0, 1.0), utility_scale=Text(choices=UTILITY_SCALES))
+    def __init__(self, top_k: int, diversity: float, intent_column: str | None = None,
+                 min_ratio: float = 0.0, utility_scale: str = "pool_max"):
         self.top_k = check_int("top_k", top_k, 1)
         self.diversity, self.intent_column = diversity, intent_column
+        self.min_ratio, self.utility_scale = min_ratio, utility_scale
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         notes = pool_warnings(self.name, len(batch), self.max_pool,
                               "K cosine rows over the pool's embeddings")
+        batch, u, eligibility = _eligible(batch, u, k, self.min_ratio)
+        if self.diversity > 0:
+            notes += scale_warnings(self.name, u, self.utility_scale, "the cosine novelty term")
+        weighed, divisor = scaled_utilities(u, self.utility_scale)
         vectors = (None if self.diversity == 0.0 and batch.vectors is None
                    else _vectors(batch, "mmr", "MMR"))
         try:
@@ -171,20 +270,22 @@ class MMRSelect(Selector):
                 picks = np.argsort(-u, kind="stable")[:k]
                 rows = None
             else:  # K cosine rows, never the N × N matrix (mmr_picks)
-                picks, rows = mmr_picks(u, k, self.diversity, vectors=vectors)
+                picks, rows = mmr_picks(weighed, k, self.diversity, vectors=vectors)
         except ValueError as exc:
-            raise _wrap("MMRSelect", exc) from exc
+            raise _wrap(self.name, exc) from exc
         # the novelty term at pick time: max cos to the earlier picks (0 for the first)
         seen = np.zeros(len(picks))
         if rows is not None and len(picks) > 1:
             earlier = np.tril(np.ones((len(picks), len(picks)), dtype=bool), -1)
             seen = np.where(earlier, rows[:, picks].T, -np.inf).max(axis=1)
             seen[0] = 0.0
-        gains = (1 - self.diversity) * u[picks] - self.diversity * seen
+        gains = (1 - self.diversity) * weighed[picks] - self.diversity * seen
         chosen = order_by_utility(u, picks)
         info: dict[str, Any] = {
             "selector": self.name, "top_k": self.top_k, "diversity": self.diversity,
-            "utility_definition": "max(score, 0)",
+            "utility_definition": utility_definition(self.utility_scale),
+            "utility_scale": self.utility_scale, "utility_divisor": divisor,
+            "eligibility": eligibility,
             "objective": float(np.sum(gains)),
             "objective_definition": "sum of MMR gains at pick time",
             "utility": float(u[chosen].sum()),
@@ -229,6 +330,13 @@ class CoverageSelect(Selector):
     false; ``time_limit_hit``, ``steps``, ``pool`` and ``elapsed_s`` say what ran. Pools over
     :attr:`max_pool` (2,000: the intent clustering is ``O(N²)``) run with a
     :class:`~credrank.select.budget.PoolSizeWarning`. The chosen set is ordered by utility.
+
+    ``u`` is the utility as it comes (``utility_scale="score"``, default: the chapter's
+    objective, whose toy numbers are in score units; a warning when the pool's largest
+    utility is far from 1) or divided by the pool's largest (``"pool_max"``), in which unit
+    ``objective``, ``utility`` and ``top_k_utility`` are reported. ``min_ratio``: only
+    candidates whose retrieval score reaches that share of the pool's best are chosen from
+    (at least ``top_k`` kept; 0, default: the whole pool).
     """
 
     #: per row: with unit passage it covers the intents with passages
@@ -249,16 +357,19 @@ class CoverageSelect(Selector):
     @parameters(lambda_ilad=Number(0.0, max_weight), lambda_coverage=Number(0.0, max_weight),
                 intent_column=Nullable(Text(what=COLUMN)), n_clusters=Nullable(Integer(1)),
                 intent_set=Nullable(ListOf(Text(what="an intent name"), min_len=1)),
-                time_limit=Number(0.0, open_low=True), exact_pool=Integer(1))
+                time_limit=Number(0.0, open_low=True), exact_pool=Integer(1),
+                min_ratio=Number(0.0, 1.0), utility_scale=Text(choices=UTILITY_SCALES))
     def __init__(self, top_k: int, lambda_ilad: float, lambda_coverage: float,
                  intent_column: str | None = None, n_clusters: int | None = None,
                  intent_set: Sequence[str] | None = None, time_limit: float = 10.0,
-                 exact_pool: int = EXACT_POOL):
+                 exact_pool: int = EXACT_POOL, min_ratio: float = 0.0,
+                 utility_scale: str = "score"):
         self.top_k = check_int("top_k", top_k, 1)
         self.lambda_ilad, self.lambda_coverage = lambda_ilad, lambda_coverage
         self.intent_column, self.n_clusters = intent_column, n_clusters
         self.intent_set = None if intent_set is None else list(intent_set)
         self.time_limit, self.exact_pool = time_limit, exact_pool
+        self.min_ratio, self.utility_scale = min_ratio, utility_scale
 
     def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
         if self.intent_column is not None:
@@ -268,10 +379,10 @@ class CoverageSelect(Selector):
         if batch.vectors is None:
             if self.lambda_coverage > 0:
                 raise StageError(
-                    "CoverageSelect: no intent labels"
+                    "intent_column: no intent labels"
                     + (f" in column {self.intent_column!r}" if self.intent_column else "")
                     + " and batch.vectors is None, so intents cannot be clustered either; "
-                    "pass intent_column or let the retriever return vectors")
+                    "name a column with labels, or let the retriever return vectors")
             return None, "none"
         n_clusters = self.n_clusters or min(k, len(batch))
         why = ("clusters" if self.intent_column is None
@@ -283,6 +394,11 @@ class CoverageSelect(Selector):
         started = self.clock()  # the time limit counts the intents and cosines too
         notes = pool_warnings(self.name, len(batch), self.max_pool,
                               "intent clustering and its N × N distances")
+        batch, u, eligibility = _eligible(batch, u, k, self.min_ratio)
+        if self.lambda_ilad > 0 or self.lambda_coverage > 0:
+            notes += scale_warnings(self.name, u, self.utility_scale,
+                                    "the ILAD and coverage terms")
+        weighed, divisor = scaled_utilities(u, self.utility_scale)
         try:
             intents, source = self._intents(batch, k)
             vectors: np.ndarray | None
@@ -291,7 +407,7 @@ class CoverageSelect(Selector):
             else:
                 vectors = (None if batch.vectors is None
                            else np.asarray(batch.vectors, dtype=np.float64))
-            sel = best_set_bounded(u, k, vectors=vectors,
+            sel = best_set_bounded(weighed, k, vectors=vectors,
                                    membership=None if intents is None else intents.membership,
                                    lambda_ilad=self.lambda_ilad,
                                    lambda_coverage=self.lambda_coverage,
@@ -300,16 +416,20 @@ class CoverageSelect(Selector):
         except StageError:
             raise
         except ValueError as exc:
-            raise _wrap("CoverageSelect", exc) from exc
+            raise _wrap(self.name, exc) from exc
         top_utility = float(np.sort(u)[::-1][:k].sum())
+        utility = float(u[sel.indices].sum())
         info = {
             "selector": self.name, "top_k": self.top_k,
             "lambda_ilad": self.lambda_ilad, "lambda_coverage": self.lambda_coverage,
-            "utility_definition": "max(score, 0)",
+            "utility_definition": utility_definition(self.utility_scale),
+            "utility_scale": self.utility_scale, "utility_divisor": divisor,
+            "eligibility": eligibility,
             **sel.as_info(),
+            "utility": utility,
             "ilad_policy": "0.0 when fewer than 2 items (term omitted)",
             "top_k_utility": top_utility,
-            "utility_loss": (top_utility - sel.utility) / top_utility if top_utility > 0 else None,
+            "utility_loss": (top_utility - utility) / top_utility if top_utility > 0 else None,
             "intents": None if intents is None else intents.as_info() | {"used": source},
             "intent_source": source,
             "chosen": _doc_ids(batch, sel.indices),
@@ -331,10 +451,18 @@ class ExposureSelect(Selector):
     each request; ``info["select"]["draw"]``) seeds the one sample, so that a request's list
     is replayed with ``draw`` set to it — what an answer's echoed pipeline carries (the
     lottery still varies across requests: a fixed ``draw`` gives every request the same
-    list). ``discounts`` default to ``1/log2(1+k)``. The proportional rule needs every utility
-    > 0 (scores ≤ 0 raise). The last solved policy is reused while the utilities, groups and
-    discounts of a request are identical to the previous one
-    (``info["select"]["policy_reused"]``).
+    list). ``discounts`` default to ``1/log2(1+k)``. The proportional rule needs every
+    group's average utility ``ū_G > 0`` (35.9: "for nonempty groups with positive average
+    utility"); a group whose every candidate scores ≤ 0 is an error naming the group and its
+    candidates. The last solved policy is reused while the utilities, groups and discounts of
+    a request are identical to the previous one (``info["select"]["policy_reused"]``).
+
+    **State (declared).** The generator and the monitor belong to the stage object: a
+    process that builds the stage once and serves many requests with it (the service
+    memoises the compiled spec) draws each request's ``draw`` from one seeded stream — the
+    ``n``-th request of the stage gets the ``n``-th number of ``seed``'s stream
+    (``info["select"]["monitor"]["requests"]`` is ``n``) — and its monitor sums every
+    request the stage served. A fresh stage (each CLI run) starts both anew.
     """
 
     name = "exposure"
@@ -370,10 +498,16 @@ class ExposureSelect(Selector):
         if cached:
             _, policy, dec = self._cache  # type: ignore[misc]
         else:
+            if self.rule == "proportional":
+                _check_group_utility(batch, u, groups, self.group_column)
             try:
                 policy = exposure_lp(u, groups, v, rule=self.rule)
+            except ExposureInfeasible as exc:
+                raise StageError(f"rule: {self.rule} exposure on {self.group_column!r} cannot "
+                                 f"be met for this pool: {str(exc).partition(': ')[2]}; "
+                                 "rule=parity can always be met") from exc
             except ValueError as exc:
-                raise _wrap("ExposureSelect", exc) from exc
+                raise _wrap(self.name, exc) from exc
             dec = decompose_ranking(policy.P)
             self._cache = (key, policy, dec)
         draw = self.draw if self.draw is not None else int(self.rng.integers(0, 2**63 - 1))
@@ -386,7 +520,7 @@ class ExposureSelect(Selector):
             info["groups"][name]["realised"] = float(realised_groups[g])
         info.update({
             "selector": self.name, "top_k": self.top_k, "group_column": self.group_column,
-            "utility_definition": "max(score, 0)",
+            "utility_definition": UTILITY,
             "objective": policy.expected_utility,
             "realised_utility": float(u @ realised),
             "bvn_terms": dec.n_terms, "bvn_residual": dec.residual,
@@ -398,13 +532,29 @@ class ExposureSelect(Selector):
 
 
 
+def _check_group_utility(batch: Candidates, u: np.ndarray, groups: list[str],
+                         column: str) -> None:
+    """The proportional rule's condition ``ū_G > 0`` for every group (35.9), or a
+    :class:`StageError` naming the first group that fails and its candidates."""
+    labels = np.asarray(groups, dtype=object)
+    for name in sorted(set(groups)):
+        members = np.flatnonzero(labels == name)
+        if not np.any(u[members] > 0):
+            ids = _doc_ids(batch, members[:5])
+            more = f" and {len(members) - 5} more" if len(members) > 5 else ""
+            raise StageError(
+                f"rule: proportional exposure divides by each group's average utility, but "
+                f"group {name!r} ({column} of {', '.join(map(repr, ids))}{more}) has average "
+                "utility 0 (every score <= 0); use rule=parity, or a pool without that group")
+
+
 # --------------------------------------------------------------------------------------------
 _TRUE = {"true", "yes", "1", "protected"}
 _FALSE = {"false", "no", "0", ""}
 
 
-def _protected_flags(values: np.ndarray, column: str,
-                     protected_value: Any | None) -> tuple[np.ndarray, int]:
+def _protected_flags(values: np.ndarray, column: str, protected_value: Any | None,
+                     doc_ids: np.ndarray) -> tuple[np.ndarray, int]:
     flags = np.zeros(len(values), dtype=bool)
     missing = 0
     for i, value in enumerate(values):
@@ -424,10 +574,20 @@ def _protected_flags(values: np.ndarray, column: str,
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             # named by the parameter, which a door says as its field (select_params.…)
-            raise StageError(f"protected_column: the column {column!r} holds {shown} (row "
-                             f"{i}); expected a boolean flag (True/False, 1/0, 'true'/'false') "
-                             "or protected_value=<the value that marks the protected group>")
+            raise StageError(f"protected_column: the column {column!r} holds {shown} (of "
+                             f"{str(doc_ids[i])!r}); expected a boolean flag (True/False, 1/0, "
+                             "'true'/'false') or protected_value=<the value that marks the "
+                             "protected group>")
     return flags, missing
+
+
+def _unmatched(values: np.ndarray, column: str, protected_value: Any) -> str:
+    """The warning for a ``protected_value`` no candidate has: the values the pool holds."""
+    present = sorted({str(v) for v in values if v is not None})
+    shown = ", ".join(repr(v) for v in present[:10]) + (" …" if len(present) > 10 else "")
+    return (f"protected_value: no candidate has {column} = {protected_value!r} (values in "
+            f"the pool: {shown or 'none'}), so none is protected and every prefix minimum "
+            "above 0 falls short")
 
 
 class FairSelect(Selector):
@@ -453,7 +613,12 @@ class FairSelect(Selector):
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         flags, missing = _protected_flags(_known_column(batch, "protected_column",
                                                         self.protected_column),
-                                          self.protected_column, self.protected_value)
+                                          self.protected_column, self.protected_value,
+                                          batch.doc_ids)
+        notes = []
+        if self.protected_value is not None and not flags.any():
+            notes.append(_warned(_unmatched(batch.column(self.protected_column),
+                                            self.protected_column, self.protected_value)))
         result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
         order = result.order
         info = {
@@ -465,9 +630,10 @@ class FairSelect(Selector):
             "satisfied": result.satisfied, "shortfall_at": result.shortfall_at,
             "n_protected_candidates": int(flags.sum()), "n_missing": missing,
             "protected_positions": [int(i) + 1 for i in np.flatnonzero(flags[order])],
-            "utility_definition": "max(score, 0)",
+            "utility_definition": UTILITY,
             "objective": float(u[order].sum()),
             "chosen": _doc_ids(batch, order),
+            "warnings": notes,
         }
         return batch.take(order).with_info(select=info)
 
