@@ -138,8 +138,8 @@ PRIORS_ERROR = ("priors: 'no-such-preset' is neither a preset (compressed, curre
     ({"select": "bogus"}, "select: expected one of mmr, coverage, exposure, fair, got 'bogus'"),
     ({"top_k": 0}, "top_k: expected an integer in [1, 10000000], got 0"),
     ({"select": "mmr", "select_params": {"nope": 1}},
-     "select_params.nope: expected one of the known keys (diversity, intent_column), got the "
-     "unknown key 'nope'"),
+     "select_params.nope: expected one of the known keys (diversity, intent_column, "
+     "min_ratio, utility_scale), got the unknown key 'nope'"),
     ({"select_params": {"diversity": 0.3}}, "select_params: only with select"),
     ({"priors_store": "s", "source_reliability": "r"},
      "priors_store: not with source_reliability (give one of them)"),
@@ -316,7 +316,8 @@ def test_haystack_no_url_is_unknown_and_given_scores():
     assert first.score == pytest.approx(0.9 * UNKNOWN_PRIOR)
     assert second.meta["credrank"]["source_type"] == "government"
     assert second.meta["credrank"]["score_breakdown"]["retrieval_score"] == 0.4
-    with pytest.raises(ValueError, match=r"candidates\[0\]\.score"):
+    with pytest.raises(ValueError, match=r"^documents\[0\]\.score: required with "
+                                         r"retrieval='given'"):
         CredibilityRanker(embedder="hashing", retrieval="given").run(
             documents=[Document(content="x")], query="q")
 
@@ -616,7 +617,9 @@ def test_shortcuts_are_the_spec_they_translate_to(framework, cases):
     # top_k with pipeline= overrides the spec's (as credrank search --pipeline F --top-k N)
     fewer = rerank_docs(framework, case.pool, case.query, embedder="hashing", tables=[TABLE],
                         pipeline=spec, top_k=2)
-    assert fewer[0] == by_spec[0][:2]
+    two = rerank_docs(framework, case.pool, case.query, embedder="hashing", tables=[TABLE],
+                      pipeline={**spec, "top_k": 2})
+    assert fewer[:2] == two[:2] and len(fewer[0]) == 2
 
 
 def adapter_classes() -> dict[str, Any]:

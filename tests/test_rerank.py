@@ -131,8 +131,6 @@ def test_retrieval_given_uses_client_scores():
      r"candidates\[1\]\.score: expected a finite number, got an integer of about 401 digits"),
     (lambda rs: rs[1].update(score="0.5"), r"candidates\[1\]\.score: expected a finite number, "
                                            r"got '0\.5'"),
-    (lambda rs: rs[0].update(text=None), r"candidates\[0\]: expected a non-empty text or a "
-                                          r"vector"),
     (lambda rs: rs[0].update(url=5), r"candidates\[0\]\.url: expected a string"),
     (lambda rs: rs[0].update(metadata=[1]), r"candidates\[0\]\.metadata: expected an object"),
     (lambda rs: rs.append("x"), r"candidates\[4\]: expected an object"),
@@ -142,6 +140,32 @@ def test_bad_candidates_named(mutate, message):
     mutate(records)
     with pytest.raises(CandidateError, match=message):
         check_candidates(records, dim=EMB.dim)
+
+
+def test_a_passage_without_text_is_refused_where_it_must_be_embedded():
+    """``cosine`` refuses it when the records are checked; ``auto`` only when it embeds (every
+    passage with a score: nothing is embedded, so no text is needed, as under ``given``)."""
+    records = _records()
+    records[0]["text"] = None
+    with pytest.raises(CandidateError, match=r"^candidates\[0\]: expected a non-empty text or "
+                                             r"a vector to embed, got neither \(retrieval="
+                                             r"'cosine'"):
+        check_candidates(records, dim=EMB.dim, retrieval="cosine")
+    assert check_candidates(records, dim=EMB.dim)[0]["text"] is None  # auto: not yet
+    with pytest.raises(CandidateError, match=r"^candidates\[0\]: expected a non-empty text or "
+                                             r"a vector to embed, got neither \(retrieval="
+                                             r"'auto' embeds the passages: not every "
+                                             r"candidate has a non-negative score\)"):
+        rerank("vitamin d", records, EMB)
+    scored = [{**r, "score": 1.0 + i} for i, r in enumerate(records)]
+    for retrieval in ("auto", "given"):
+        result = rerank("vitamin d", scored, EMB, retrieval=retrieval)
+        assert result.info["retrieval"]["resolved"] == "given"
+        assert sorted(result.doc_ids) == sorted(r["id"] for r in records)
+    # a stage that reads vectors must embed it: refused then, saying why
+    with pytest.raises(CandidateError, match=r"^candidates\[0\]: .*the pipeline reads vectors"):
+        rerank("vitamin d", scored, EMB,
+               Searcher.spec(select="mmr", select_params={"diversity": 0.5}))
 
 
 def test_numpy_scores_are_numbers_and_a_huge_query_vector_is_named():

@@ -392,7 +392,8 @@ def test_langchain_default_uses_metadata_scores() -> None:
     assert [d.metadata["credrank"]["retrieval"] for d in out] == ["given"] * 4
     assert emb.calls == []
     bad = [Document(page_content="x", metadata={"score": "high"})]
-    with pytest.raises(ValueError, match=r"candidates\[0\]\.score: expected a finite number"):
+    with pytest.raises(ValueError, match=r"documents\[0\]\.metadata\['score'\] \(score_key\): "
+                                         r"expected a finite number"):
         compressor.compress_documents(bad, QUERY)
 
 

@@ -42,6 +42,7 @@ from credrank.rerank import (
     AutoRetrieval,
     GivenCandidates,
     as_spec,
+    check_rerank_spec,
     check_retrieval,
     rerank_hits,
 )
@@ -176,8 +177,10 @@ class Searcher:
 
     def compile_rerank(self, spec: SpecLike = None) -> Compiled:
         """``spec``'s stages for candidates retrieved elsewhere
-        (:func:`credrank.pipeline.compile.compile_rerank`), memoised as :meth:`compile`."""
-        spec = as_spec(spec)
+        (:func:`credrank.pipeline.compile.compile_rerank`), memoised as :meth:`compile`; a
+        spec whose retrieval-side keys cannot apply to given candidates is a
+        :class:`~credrank.pipeline.spec.SpecError` (:func:`credrank.rerank.check_rerank_spec`)."""
+        spec = check_rerank_spec(as_spec(spec), "spec")
         return self._memo(("rerank", spec.key), lambda: compile_rerank(
             spec, _GIVEN, self.embedder, resources=self.resources,
             allow_paths=self.allow_paths))

@@ -34,7 +34,7 @@ metadata by :class:`~credrank.rerank.GivenCandidates`, as for every door
 (:mod:`credrank.rerank.fields`): by default each under its own name (the URL under ``url``, else
 ``source``, else ``link``); ``fields={"published_at": "date", "title": None}`` names another key
 (``None``: not read). Values are checked as ``credrank index`` checks a record's (a date that
-cannot be read is an error naming ``candidates[i].published_at`` and the key). A key named in
+cannot be read is an error naming ``documents[i].published_at`` and the key). A key named in
 ``fields`` that no document of a call carries is an error naming ``fields.<field>`` and the key
 (a misspelt key would make every document undated, silently); a document without it among
 others that have it is undated (``age: unknown``, as in an index).
@@ -42,7 +42,8 @@ others that have it is undated (``age: unknown``, as in an index).
 Provenance. The source type comes from the passage's URL only, typed by the same
 :class:`~credrank.provenance.SourceTyper` indexing uses, over the domain ``tables``. A passage
 without a URL (or whose ``source`` is a file path) is typed ``unknown`` and gets the
-``unknown`` prior — demoted, not dropped. A ``source_type`` in the metadata is a claim: as
+``unknown`` prior — demoted, not dropped; where a URL names no host (a path, ``ftp://``) the
+breakdown's ``url_error`` says so. A ``source_type`` in the metadata is a claim: as
 ``credrank index`` treats a record's, it is never the type; one that differs from the URL's is
 a ``provenance_conflict`` (in the breakdown's ``conflict``).
 
@@ -66,6 +67,10 @@ instance and cause saying what it cost. Documents where only some carry a score 
 embedding used only with ``use_given_embeddings=True``, unchecked, as before); ``given`` always
 takes the scores (required on every document).
 
+Loading. The model is loaded only when something is embedded (:class:`LazyEmbedder`: the
+dimension is known without it): a call on the retriever's scores needs no model, nor the
+``embed`` extra.
+
 ``use_given_embeddings`` stays for ``cosine`` and ``given`` (under ``auto`` the check decides):
 a stored embedding is used instead of the text only when its dimension is the embedder's (the
 dimension check catches a different size, not a different model of the same size — set the flag
@@ -73,8 +78,17 @@ only when the documents were embedded by the same model); one of another dimensi
 with a warning, and the text embedded.
 
 Ids. Passages are reranked under their positions (``"0"``, ``"1"``, …), so framework ids
-need not be unique (two retrievers may return the same document); an error names
-``candidates[i]``, ``i`` being the position in the input list.
+need not be unique (two retrievers may return the same document); an error names the document
+in the caller's words (:class:`~credrank.rerank.Names`: ``documents[i]`` for Haystack and
+LangChain, ``nodes[i]`` for LlamaIndex, and where its score was read: ``documents[i].score``,
+``nodes[i].score``, ``documents[i].metadata['score'] (score_key)``), ``i`` being the position
+in the input list.
+
+Spec keys that cannot apply. The spec's ``retrieval`` (``bm25``), ``unit`` (``passage``) and
+``pushdown`` (``true``) are about a door that retrieves; here the documents come retrieved, so
+a spec with another value than the default is refused naming the key
+(:func:`~credrank.rerank.check_rerank_spec`), where it ran as a dense one without a word. The
+adapter's own ``retrieval`` (auto, cosine, given) says where the retrieval score comes from.
 """
 
 from __future__ import annotations
@@ -94,7 +108,8 @@ from credrank.core.errors import FileFormatError
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.structured import read_structured
 from credrank.core.validation import check_bool, check_choice, check_int, check_real
-from credrank.index.embed import EMBEDDERS, get_embedder
+from credrank.index.embed import EMBEDDERS, MiniLMEmbedder, get_embedder
+from credrank.index.store import MAX_K
 from credrank.pipeline.compile import build_stages, check_stages, context, reads
 from credrank.pipeline.shortcuts import (
     ADAPTER,
@@ -107,9 +122,12 @@ from credrank.pipeline.shortcuts import (
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.rerank import (
+    CANDIDATES,
     DEFAULT_RETRIEVAL,
     AutoRetrieval,
     GivenCandidates,
+    Names,
+    check_rerank_spec,
     check_retrieval,
 )
 from credrank.rerank.fields import DEFAULT_KEYS, EVIDENCE_FIELDS, MetadataFields, check_fields
@@ -306,6 +324,32 @@ class Ranked:
     breakdown: dict[str, Any]
 
 
+def embedder_dim(name: str) -> int:
+    """The dimension of embedder ``name`` without loading a model: MiniLM's is a constant of
+    its class (384, both backends); the hashing embedder has no model to load."""
+    return MiniLMEmbedder.dim if name == "minilm" else get_embedder(name).dim
+
+
+class LazyEmbedder:
+    """The embedder ``name``, loaded by ``load`` when first asked to embed: its ``name`` and
+    ``dim`` are known without the model (:func:`embedder_dim`), so a call on the retriever's
+    scores, which embeds nothing, needs neither the model nor its extra (``credrank[embed]``,
+    ``credrank[onnx]``). ``inner`` is the loaded embedder: what the chunker and
+    :func:`~credrank.index.ingest.window_of` read of a wrapper."""
+
+    def __init__(self, name: str, load: Callable[[], Embedder]) -> None:
+        self.name, self.dim = name, embedder_dim(name)
+        self._load = load
+
+    @property
+    def inner(self) -> Embedder:
+        """The loaded embedder (loaded now if not before)."""
+        return self._load()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+
 class CredrankScorer:
     """What an adapter does, configured once: :data:`OPTIONS` as keywords and ``pipeline``
     (module docstring), validated at construction (the spec and its stages: a bad prior
@@ -344,9 +388,11 @@ class CredrankScorer:
         #: how errors of a built stage name the pipeline (``None``: built from shortcuts)
         self._where = (None if pipeline is None else
                        f"pipeline {pipeline}" if isinstance(pipeline, str | Path) else "pipeline")
-        self.spec = self._spec(pipeline, values)
+        self.spec = check_rerank_spec(self._spec(pipeline, values), self._where or "pipeline")
         self._stages: dict[int, list[Stage]] = {}
+        #: the loaded embedder (:meth:`warm_up`); :attr:`lazy` loads it when first asked
         self._embedder: Embedder | None = None
+        self.lazy = LazyEmbedder(self.embedder, self.warm_up)
         #: ``retrieval="auto"``'s state for this instance: the same-model verdict per
         #: dimension, the fallbacks already warned about
         self.auto = AutoRetrieval()
@@ -393,7 +439,7 @@ class CredrankScorer:
         """The spec with ``top_k`` (default: its own)."""
         if top_k is None or top_k == self.spec.top_k:
             return self.spec
-        k = check_int("top_k", top_k, 1)
+        k = check_int("top_k", top_k, 1, MAX_K)  # the words of the constructor's top_k
         try:
             return with_top(self.spec, {"top_k": k})
         except SpecError as exc:
@@ -412,22 +458,29 @@ class CredrankScorer:
         return self._stages[spec.top_k]
 
     def warm_up(self) -> Embedder:
-        """Load the embedder (cached per process); called by the first :meth:`rank` if not
-        before."""
+        """Load the embedder (cached per process); else loaded by the first :meth:`rank` that
+        embeds something (a call on the retriever's scores loads no model: :attr:`lazy`)."""
         if self._embedder is None:
             self._embedder = get_embedder(self.embedder)
         return self._embedder
 
+    def embeds(self) -> bool:
+        """Whether a call may well embed: ``retrieval="cosine"``, a stance stage or a stage
+        that reads the vectors (what a framework's automatic warm-up loads the model for;
+        under ``auto`` and ``given``, a call on scores loads none)."""
+        return (self.spec.stage("stance") is not None or self.retrieval == "cosine"
+                or "vectors" in reads(self.stages()))
+
     # -- ranking ------------------------------------------------------------------------------
-    def records(self, passages: Sequence[Passage], retrieval: str | None = None
-                ) -> list[dict[str, Any]]:
+    def records(self, passages: Sequence[Passage], retrieval: str | None = None,
+                names: Names = CANDIDATES) -> list[dict[str, Any]]:
         """The candidate records of :mod:`credrank.rerank` for ``passages`` (ids = positions):
         the text, the metadata (its fields are read by
         :class:`~credrank.rerank.GivenCandidates` with :attr:`metadata_fields`), the score
         with ``given`` and ``auto``, the embedding (of the embedder's dimension) with ``auto``
-        or ``use_given_embeddings``."""
+        or ``use_given_embeddings`` (its dimension known without loading the model)."""
         retrieval = retrieval or self.retrieval
-        dim = self.warm_up().dim
+        dim = self.lazy.dim
         auto = retrieval == "auto"
         scores = retrieval != "cosine"
         vectors = auto or self.use_given_embeddings
@@ -447,20 +500,22 @@ class CredrankScorer:
             warnings.warn(
                 f"use_given_embeddings: {len(mismatched)} document(s) carry embeddings of "
                 f"another dimension than the {self.embedder!r} embedder's ({dim}), e.g. "
-                f"documents[{mismatched[0]}]; their text is embedded instead",
+                f"{names.items}[{mismatched[0]}]; their text is embedded instead",
                 UserWarning, stacklevel=3)
         return records
 
     def rank(self, query: str, passages: Sequence[Passage], top_k: int | None = None,
              query_vector: Sequence[float] | None = None, *,
-             retrieval: str | None = None) -> list[Ranked]:
+             retrieval: str | None = None, names: Names = CANDIDATES) -> list[Ranked]:
         """Rerank ``passages`` for ``query``; the kept ones, best first (those of at least
         ``score_threshold``, when set). Raises ``ValueError``
-        (:class:`credrank.rerank.CandidateError`) naming ``candidates[i]`` for a bad passage.
+        (:class:`credrank.rerank.CandidateError`) naming the bad passage (``names``).
         ``query_vector``: the framework's embedding of the query, used under ``auto`` when the
         documents' embeddings passed the same-model check (and it has their dimension).
         ``retrieval``: this call's, instead of the configured one (an adapter that knows its
-        scores are similarities — a store's cosine — passes ``given``).
+        scores are similarities — a store's cosine — passes ``given``). ``names``: the
+        framework's words for the passages and their scores in errors (:class:`Names`:
+        ``documents[i]``, ``nodes[i].score``; default ``candidates[i]``).
 
         ``GivenCandidates(passages) >> the spec's stages``, as :func:`credrank.rerank.rerank`
         runs a spec (the stages built once, not per query)."""
@@ -470,16 +525,16 @@ class CredrankScorer:
         if not passages:
             return []
         retrieval = self.retrieval if retrieval is None else check_retrieval(retrieval)
-        embedder = self.warm_up()
+        embedder = self.lazy  # loaded only if something is embedded
         auto = retrieval == "auto"
         if not auto or query_vector is None or len(query_vector) != embedder.dim:
             query_vector = None
         given = GivenCandidates(
-            self.records(passages, retrieval), embedder, self.typer, retrieval=retrieval,
-            with_vectors="vectors" in reads(stages), query_vector=query_vector,
-            auto=self.auto, declared=not auto,
+            self.records(passages, retrieval, names), embedder, self.typer,
+            retrieval=retrieval, with_vectors="vectors" in reads(stages),
+            query_vector=query_vector, auto=self.auto, declared=not auto,
             embedded_texts=[p.embedded_text for p in passages] if auto else None,
-            fields=self.metadata_fields)
+            fields=self.metadata_fields, names=names)
         ranked = self.ranked(Pipeline([given, *stages]).search(query))
         if self.score_threshold is None:
             return ranked
@@ -490,10 +545,13 @@ class CredrankScorer:
         --json`` hits: ``score_breakdown`` with the retrieval score, each factor, final;
         ``retrieval``: what the retrieval score was, one of
         :data:`~credrank.rerank.RESOLVED_SOURCES`; ``dates``: the five dates read, ISO 8601 or
-        ``None``; ``conflict``: only where a declared ``source_type`` differs from the URL's)."""
+        ``None``; ``conflict``: only where a declared ``source_type`` differs from the URL's;
+        ``url_error``: only where a URL names no host (a file path, ``ftp://``), why it is
+        typed ``unknown``)."""
         out = []
         rules = result.column("provenance_rule")
         conflicts = result.column("provenance_conflict")
+        url_errors = result.column("url_error")
         resolved = result.info["retrieval"]["resolved"]
         for i, hit in enumerate(result.hits("none")):  # the framework has the text
             breakdown = {
@@ -506,6 +564,8 @@ class CredrankScorer:
             }
             if conflicts[i]:
                 breakdown["conflict"] = conflicts[i]
+            if url_errors[i]:
+                breakdown["url_error"] = url_errors[i]
             out.append(Ranked(index=int(hit["doc_id"]), score=hit["score"],
                               breakdown=breakdown))
         return out

@@ -55,6 +55,12 @@ from credrank.adapters._common import (
     signature,
 )
 from credrank.pipeline.spec import PipelineSpec
+from credrank.rerank import Names
+
+#: how errors name the documents and their scores (``documents[0].score: expected …``)
+NAMES = Names("documents", "{items}[{i}].score",
+              "; Document.score is the retriever's: a finite number or None, or "
+              "retrieval='cosine' not to read it")
 
 
 @component
@@ -81,9 +87,21 @@ class CredibilityRanker:
         """The pipeline this ranker runs."""
         return self._scorer.spec
 
+    @property
+    def top_k(self) -> int:
+        """The number of documents returned (the spec's ``top_k``; ``run(top_k=…)`` changes
+        it for one call)."""
+        return self._scorer.top_k
+
     def warm_up(self) -> None:
-        """Load the embedder (Haystack calls this before the first run)."""
-        self._scorer.warm_up()
+        """Load the embedder when a run may well embed (``retrieval="cosine"``, a stance
+        stage or one that reads the vectors: :meth:`CredrankScorer.embeds
+        <credrank.adapters._common.CredrankScorer.embeds>`). Haystack calls this before the
+        first run; under ``auto`` and ``given`` the retrievers' scores need no model, which is
+        then loaded by the first run that embeds (so ``credrank[haystack]`` alone serves the
+        fast path)."""
+        if self._scorer.embeds():
+            self._scorer.warm_up()
 
     def to_dict(self) -> dict[str, Any]:
         """The component and its init parameters (for ``Pipeline.dumps``): the adapter
@@ -108,7 +126,8 @@ class CredibilityRanker:
         """
         passages = [Passage(text=doc.content, metadata=doc.meta, score=doc.score,
                             embedding=doc.embedding) for doc in documents]
-        ranked = self._scorer.rank(query, passages, top_k, query_vector=query_embedding)
+        ranked = self._scorer.rank(query, passages, top_k, query_vector=query_embedding,
+                                   names=NAMES)
         out = []
         for r in ranked:
             doc = documents[r.index]

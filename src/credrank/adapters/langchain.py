@@ -70,7 +70,9 @@ from credrank.adapters._common import (
     pydantic_fields,
 )
 from credrank.core.validation import check_int
+from credrank.documents.fields import got
 from credrank.pipeline.spec import PipelineSpec
+from credrank.rerank import CandidateError, Names
 
 #: the metadata key of the final score (as LangChain's rerank compressors write it)
 SCORE_KEY = "relevance_score"
@@ -80,6 +82,44 @@ SCORE_KEY = "relevance_score"
 SIMILARITY_STORES: tuple[type[VectorStore], ...] = (InMemoryVectorStore,)
 #: ``VectorStoreRetriever.search_kwargs`` that size or shape its own search, not ours
 _POOL_KWARGS = ("k", "fetch_k", "lambda_mult", "score_threshold")
+#: the default ``score_key``: a default key, which may be on no document (as ``fields``')
+DEFAULT_SCORE_KEY = "score"
+#: how errors name the documents and the scores :class:`CredibilityRetriever` fetched
+STORE_NAMES = Names("documents", "the store's score of {items}[{i}]")
+#: … and the scores of documents read with ``score_key=None`` (none)
+NO_SCORE_NAMES = Names("documents", "{items}[{i}]'s score (score_key=None: none read)")
+
+
+def check_score_key(value: Any) -> str | None:
+    """``score_key``: a metadata key (a non-empty string), or ``None`` (no score read: the
+    documents are ranked as without one); else ``ValueError`` naming it."""
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    raise ValueError(f"score_key: expected a metadata key (a non-empty string) or None (no "
+                     f"score read), got {got(value)}")
+
+
+def score_names(key: str) -> Names:
+    """How errors name a score read from ``metadata[key]``: ``documents[0].metadata['score']
+    (score_key)``, with the ways out."""
+    shown = repr(key).replace("{", "{{").replace("}", "}}")
+    return Names("documents", f"{{items}}[{{i}}].metadata[{shown}] (score_key)",
+                 "; convert it to a number, name the key of the retriever's similarity with "
+                 "score_key=KEY, or score_key=None not to read one")
+
+
+def missing_score_key(key: str, documents: Sequence[Document]) -> str | None:
+    """The error when ``score_key`` (other than the default) is on none of ``documents``: a
+    misspelt key would otherwise drop every score without a word (as ``fields=`` refuses)."""
+    if key == DEFAULT_SCORE_KEY or not documents or any(
+            d.metadata.get(key) not in (None, "") for d in documents):
+        return None
+    seen = sorted({str(k) for d in documents for k in d.metadata})
+    shown = ", ".join(seen[:12]) + (", …" if len(seen) > 12 else "")
+    return (f"score_key: expected metadata key {key!r} on the documents, got it on none of "
+            f"{len(documents)} (keys seen: {shown or 'none'}); name the key the documents "
+            f"carry, or score_key=None not to read a score (the default key "
+            f"{DEFAULT_SCORE_KEY!r} may be absent)")
 
 
 #: the fields of the compressor: the options every adapter takes, declared once
@@ -99,19 +139,27 @@ class CredibilityCompressor(ScorerFields, _Fields):  # type: ignore[misc,valid-t
     ``ValueError``; an unknown option is a ``TypeError`` naming it; an option assigned later is
     validated and takes effect: :class:`~credrank.adapters._common.ScorerFields`);
     ``score_key``: the metadata key of the retrieval score for ``retrieval="given"`` and
-    ``"auto"`` (:class:`CredibilityRetriever` passes the store's
+    ``"auto"`` (default ``score``; ``None``: no score is read, for a ``score`` that is no
+    similarity, such as a rating; a key other than the default must be on at least one
+    document of each call; :class:`CredibilityRetriever` passes the store's
     relevance scores itself). ``model_dump()`` is the adapter options, ``score_key`` and
     ``pipeline`` as a spec (``CredibilityCompressor(**dump)`` reads it back).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    score_key: str = "score"
+    score_key: Any = DEFAULT_SCORE_KEY
     _scorer: CredrankScorer = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
+        check_score_key(self.score_key)
         self._scorer = CredrankScorer(self.pipeline, **{n: getattr(self, n) for n in OPTIONS})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "score_key":  # validated as at construction
+            check_score_key(value)
+        super().__setattr__(name, value)
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler,
@@ -142,20 +190,30 @@ class CredibilityCompressor(ScorerFields, _Fields):  # type: ignore[misc,valid-t
              scores: Sequence[float] | None = None, *,
              similarities: bool = False) -> list[Document]:
         """As :meth:`compress_documents`; ``scores`` (one per document) are the retrieval
-        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``).
+        scores for ``retrieval="given"`` and ``"auto"`` (default: ``metadata[score_key]``;
+        none with ``score_key=None``).
         ``similarities``: the scores are known similarities (a store's cosine, negative ones
         included), used under ``auto`` as ``given`` uses them."""
         if scores is not None and len(scores) != len(documents):
             raise ValueError(f"scores: expected {len(documents)} scores (one per document), "
                              f"got {len(scores)}")
-        passages = [Passage(text=doc.page_content, metadata=doc.metadata,
-                            score=(scores[i] if scores is not None
-                                   else doc.metadata.get(self.score_key)))
-                    for i, doc in enumerate(documents)]
         retrieval = "given" if similarities and scores is not None and \
             self._scorer.retrieval == "auto" else None
+        key = self.score_key
+        read: Sequence[Any]
+        if scores is not None:
+            names, read = STORE_NAMES, scores
+        elif key is None:
+            names, read = NO_SCORE_NAMES, [None] * len(documents)
+        else:
+            missing = missing_score_key(key, documents)
+            if missing is not None:
+                raise CandidateError(missing)
+            names, read = score_names(key), [d.metadata.get(key) for d in documents]
+        passages = [Passage(text=doc.page_content, metadata=doc.metadata, score=read[i])
+                    for i, doc in enumerate(documents)]
         out = []
-        for r in self._scorer.rank(query, passages, retrieval=retrieval):
+        for r in self._scorer.rank(query, passages, retrieval=retrieval, names=names):
             doc = documents[r.index]
             out.append(doc.model_copy(update={"metadata": {
                 **doc.metadata, SCORE_KEY: r.score, BREAKDOWN_KEY: r.breakdown}}))

@@ -60,6 +60,12 @@ from credrank.adapters._common import (
     pydantic_fields,
 )
 from credrank.pipeline.spec import PipelineSpec
+from credrank.rerank import Names
+
+#: how errors name the nodes and their scores (``nodes[0].score: expected a finite number``)
+NAMES = Names("nodes", "{items}[{i}].score",
+              "; NodeWithScore.score is the retriever's: a finite number or None, or "
+              "retrieval='cosine' not to read it")
 
 #: the fields of the postprocessor: the options every adapter takes, declared once
 #: (:data:`credrank.adapters._common.OPTIONS`), and ``pipeline``
@@ -121,7 +127,7 @@ class CredibilityPostprocessor(ScorerFields, _Fields):  # type: ignore[misc,vali
                             embedded_text=_embedded_text(scorer, n.node)) for n in nodes]
         out = []
         for r in scorer.rank(query_bundle.query_str, passages,
-                             query_vector=query_bundle.embedding):
+                             query_vector=query_bundle.embedding, names=NAMES):
             node = nodes[r.index].node
             copy = node.model_copy(update={
                 "metadata": {**node.metadata, BREAKDOWN_KEY: r.breakdown},

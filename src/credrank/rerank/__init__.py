@@ -82,9 +82,9 @@ from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_choice
 from credrank.index.ingest import embedding_text, overflowing, provenance_payload, window_of
-from credrank.index.passages import Span, check_chunking, chunk_texts
+from credrank.index.passages import Span, check_chunking, chunk_texts, cut_titles
 from credrank.pipeline.compile import build_stages, context, reads
-from credrank.pipeline.spec import PipelineSpec
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.rerank.fields import EVIDENCE_FIELDS, MetadataFields, field_value
 
@@ -107,7 +107,8 @@ SAME_MODEL_COSINE = 0.99
 
 
 class CandidateError(ValueError):
-    """A candidate record is malformed; the message names ``candidates[i].field``."""
+    """A candidate record is malformed; the message names ``candidates[i].field`` (an
+    adapter's: ``documents[i]``, ``nodes[i]``)."""
 
 
 class EmbeddingFallbackWarning(UserWarning):
@@ -261,7 +262,8 @@ class Resolution:
     and ``same_model_cosine``; ``None``: not needed or not possible), ``fallback`` (why
     ``auto`` embedded, in words; ``None`` otherwise) and ``truncated`` (the ids of the passages
     embedded here whose text is longer than the embedder's window of ``window_tokens``: embedded
-    from their beginning only)."""
+    from their beginning only; ``window_tokens`` is ``None`` when nothing was embedded here, so
+    a call on given scores or vectors asks nothing of the model, not even to load)."""
 
     requested: str
     resolved: str
@@ -280,13 +282,49 @@ class Resolution:
                 "truncated": list(self.truncated), "window_tokens": self.window_tokens}
 
 
+@dataclass(frozen=True)
+class Names:
+    """How a door's caller calls the candidates, for errors and notices in its words:
+    ``items`` (``candidates``; an adapter's ``documents`` or ``nodes``), ``score`` where a
+    candidate's retrieval score was read (a format of ``items`` and ``i``:
+    ``{items}[{i}].score``; LangChain's ``documents[{i}].metadata['score'] (score_key)``) and
+    ``score_hint``, the way out a bad score's error ends with (``; score_key=None …``)."""
+
+    items: str = "candidates"
+    score: str = "{items}[{i}].score"
+    score_hint: str = ""
+
+    @property
+    def noun(self) -> str:
+        """One of :attr:`items` (``candidate``)."""
+        return self.items.removesuffix("s")
+
+    def score_at(self, i: int) -> str:
+        """Where candidate ``i``'s score was read."""
+        return self.score.format(items=self.items, i=i)
+
+    def checked_score(self, i: int, score: Any) -> float:
+        """:func:`_check_score` of candidate ``i``'s ``score``, its error in these words."""
+        try:
+            return _check_score(self.score_at(i), score)
+        except CandidateError as exc:
+            raise CandidateError(f"{exc}{self.score_hint}") from None
+
+
+#: the words of the library and ``POST /rerank``: ``candidates[i]``, ``candidates[i].score``
+CANDIDATES = Names()
+
+
 def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = None,
                      retrieval: str = DEFAULT_RETRIEVAL,
-                     fields: MetadataFields | None = None) -> list[dict[str, Any]]:
+                     fields: MetadataFields | None = None,
+                     names: Names | None = None) -> list[dict[str, Any]]:
     """Validate candidate records; return them as plain dicts (inputs are not modified).
 
-    Each record needs a unique non-empty string ``id``; ``text`` (a string) is needed unless a
-    ``vector`` is given or ``retrieval="given"``; the fields stages read
+    Each record needs a unique non-empty string ``id``; ``text`` (a string) is needed with
+    ``retrieval="cosine"`` unless a ``vector`` is given (under ``auto``, only when ``auto``
+    embeds: checked by :class:`GivenCandidates`, so a pool whose every passage has a score
+    needs no text, as under ``given``); the fields stages read
     (:data:`~credrank.rerank.fields.EVIDENCE_FIELDS`: ``url``, ``title``, ``source_id``, the
     declared ``source_type``, the five dates, ``cites``) are checked as ``credrank index``
     checks a record's (:func:`~credrank.rerank.fields.field_value`; dates stored as ISO 8601 in
@@ -296,8 +334,11 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
     the record does not carry is read from its ``metadata``
     (:class:`~credrank.rerank.fields.MetadataFields`; errors name the key too). Unknown keys are
     refused (naming the known ones) so a misspelled ``vectors`` never silently triggers
-    re-embedding. Raises :class:`CandidateError`.
+    re-embedding. Raises :class:`CandidateError` naming ``candidates[i]`` in ``names``' words
+    (:class:`Names`: an adapter's ``documents[i]``, ``nodes[i]``, and where it read a score).
     """
+    names = names or CANDIDATES
+    label = names.items
     check_retrieval(retrieval)
     if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Sequence):
         raise CandidateError(f"candidates: expected a list of objects, got "
@@ -306,7 +347,7 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
     seen: dict[str, int] = {}
     numbers: list[int] = []  # vectors given as lists of numbers: converted together below
     for i, record in enumerate(records):
-        where = f"candidates[{i}]"
+        where = f"{label}[{i}]"
         if not isinstance(record, Mapping):
             raise CandidateError(f"{where}: expected an object, got {type(record).__name__}")
         unknown = sorted(set(record) - set(CANDIDATE_FIELDS))
@@ -317,7 +358,7 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
         if not isinstance(doc_id, str) or not doc_id.strip():
             raise CandidateError(f"{where}.id: expected a non-empty string, got {doc_id!r}")
         if doc_id in seen:
-            raise CandidateError(f"{where}.id: {doc_id!r} repeats candidates[{seen[doc_id]}]; "
+            raise CandidateError(f"{where}.id: {doc_id!r} repeats {label}[{seen[doc_id]}]; "
                                  "ids must be unique")
         seen[doc_id] = i
         text = record.get("text")
@@ -334,15 +375,16 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
             numbers.append(i)
         elif vector is not None:
             vector = _check_vector(f"{where}.vector", vector, dim)
-        elif retrieval != "given" and not (record.get("text") or "").strip():
+        elif retrieval == "cosine" and not (record.get("text") or "").strip():
             raise CandidateError(f"{where}: expected a non-empty text or a vector to embed, "
-                                 "got neither")
+                                 "got neither (retrieval='cosine' embeds every passage "
+                                 "without a vector)")
         score = record.get("score")
         if score is not None:
-            score = _check_score(f"{where}.score", score)
+            score = names.checked_score(i, score)
         elif retrieval == "given":
-            raise CandidateError(f"{where}.score: required with retrieval='given' (the "
-                                 "client's retrieval score), got none")
+            raise CandidateError(f"{names.score_at(i)}: required with retrieval='given' (the "
+                                 f"client's retrieval score), got none{names.score_hint}")
         out.append({"id": doc_id, "text": text, **evidence, "score": score,
                     "vector": vector, "metadata": metadata})
     if fields is not None:
@@ -350,7 +392,7 @@ def check_candidates(records: Sequence[Mapping[str, Any]], *, dim: int | None = 
         if missing is not None:
             raise CandidateError(missing)
     if numbers:
-        for i, row in zip(numbers, _check_vectors(out, numbers, dim), strict=True):
+        for i, row in zip(numbers, _check_vectors(out, numbers, dim, label), strict=True):
             out[i]["vector"] = row
     return out
 
@@ -404,8 +446,8 @@ def _evidence(record: Mapping[str, Any], where: str, fields: MetadataFields | No
     return out
 
 
-def _check_vectors(out: list[dict[str, Any]], rows: list[int], dim: int | None
-                   ) -> list[np.ndarray]:
+def _check_vectors(out: list[dict[str, Any]], rows: list[int], dim: int | None,
+                   label: str = "candidates") -> list[np.ndarray]:
     """The number-list vectors of records ``rows``, converted in one call (a framework's 30
     vectors of 384 floats: one array, not 30); any that is not ``dim`` finite numbers is
     named by :func:`_check_vector`, record by record."""
@@ -415,7 +457,7 @@ def _check_vectors(out: list[dict[str, Any]], rows: list[int], dim: int | None
         stack = None
     if stack is None or stack.ndim != 2 or (dim is not None and stack.shape[1] != dim) \
             or not np.isfinite(stack).all() or (stack.size and np.abs(stack).max() > _F32_MAX):
-        return [_check_vector(f"candidates[{i}].vector", out[i]["vector"], dim) for i in rows]
+        return [_check_vector(f"{label}[{i}].vector", out[i]["vector"], dim) for i in rows]
     return list(stack.astype(np.float32))
 
 
@@ -485,6 +527,7 @@ class GivenCandidates(Stage):
     incidental (a framework's stored embeddings, ``declared=False``: used only when the check
     passed). ``embedded_texts``: per record, the text the framework embedded (LlamaIndex embeds
     metadata with the text), tried by the check besides ``title\\ntext`` and the text.
+    ``names``: the caller's words for its candidates in errors and notices (:class:`Names`).
     The batch's ``info["retrieval"]`` is the call's :class:`Resolution`.
     """
 
@@ -496,9 +539,10 @@ class GivenCandidates(Stage):
                  query_vector: Sequence[float] | np.ndarray | None = None,
                  auto: AutoRetrieval | None = None, declared: bool = True,
                  embedded_texts: Sequence[str | None] | None = None,
-                 fields: MetadataFields | None = None):
+                 fields: MetadataFields | None = None, names: Names | None = None):
+        self.names = names or CANDIDATES
         self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval,
-                                        fields=fields)
+                                        fields=fields, names=self.names)
         self.embedder, self.retrieval = embedder, retrieval
         self.query_vector = (None if query_vector is None else
                              _check_vector("query_vector", query_vector, embedder.dim))
@@ -538,7 +582,7 @@ class GivenCandidates(Stage):
             None if plan.check is None else plan.check.same_model,
             None if plan.check is None else plan.check.cosine,
             None if plan.fallback is None else plan.fallback[1], tuple(truncated),
-            window_of(self.embedder))
+            window_of(self.embedder) if embedded else None)
         provs = _payloads(self.typer, [(r["url"], r["source_type"]) for r in records])
         meta: dict[str, list[Any]] = {
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
@@ -554,8 +598,10 @@ class GivenCandidates(Stage):
         for name in EVIDENCE_FIELDS:  # the declared source_type is in the provenance below
             if name != "source_type":
                 meta[name] = [r[name] for r in records]
-        for key in provs[0]:
-            meta[key] = [p[key] for p in provs]
+        # a payload has ``url_error`` only where its URL names no host: the columns are the
+        # union of the keys, ``None`` where a payload lacks one
+        for key in dict.fromkeys(k for p in provs for k in p):
+            meta[key] = [p.get(key) for p in provs]
         info: dict[str, Any] = {"retrieval": resolution.info()}
         conflicts = [{"id": r["id"], "conflict": p["provenance_conflict"]}
                      for r, p in zip(records, provs, strict=True) if p["provenance_conflict"]]
@@ -605,20 +651,33 @@ class GivenCandidates(Stage):
             cause = self._cause(n, with_vector, trusted, check, without_score, negative)
             plan = _Plan("cosine", records, check, query_vector, cause)
         if plan.resolved == "cosine" or self.with_vectors:
-            for i, r in enumerate(records):
-                if r["vector"] is None and not (r["text"] or "").strip():
-                    why = ("could not be checked (no candidate has both a vector and a text)"
-                           if check is None else
-                           f"failed the same-model check (cosine {check.cosine:.3f} < "
-                           f"{SAME_MODEL_COSINE} on candidates[{check.candidate}])")
-                    need = ("the pipeline reads vectors" if plan.resolved == "given" else
-                            "not every candidate has a non-negative score")
-                    raise CandidateError(
-                        f"candidates[{i}]: expected a non-empty text to embed, got none "
-                        f"(retrieval='auto' embeds it: its vector {why}, and {need}); send "
-                        "its text or every candidate's score, or retrieval='cosine' to use "
-                        "the vectors as they are")
+            self._check_texts(plan, set(with_vector))
         return plan
+
+    def _check_texts(self, plan: _Plan, had_vector: set[int]) -> None:
+        """:class:`CandidateError` for the first passage ``auto`` must embed that has no text
+        (``had_vector``: the passages that came with a vector, since removed or not)."""
+        label, noun = self.names.items, self.names.noun
+        need = ("the pipeline reads vectors" if plan.resolved == "given" else
+                f"not every {noun} has a non-negative score")
+        for i, r in enumerate(plan.records):
+            if r["vector"] is not None or (r["text"] or "").strip():
+                continue
+            if i not in had_vector:
+                raise CandidateError(
+                    f"{label}[{i}]: expected a non-empty text or a vector to embed, got "
+                    f"neither (retrieval='auto' embeds the passages: {need}); send its text, "
+                    f"or a score >= 0 with every {noun}")
+            check = plan.check
+            why = (f"could not be checked (no {noun} has both a vector and a text)"
+                   if check is None else
+                   f"failed the same-model check (cosine {check.cosine:.3f} < "
+                   f"{SAME_MODEL_COSINE} on {label}[{check.candidate}])")
+            raise CandidateError(
+                f"{label}[{i}]: expected a non-empty text to embed, got none "
+                f"(retrieval='auto' embeds it: its vector {why}, and {need}); send its text "
+                f"or every {noun}'s score, or retrieval='cosine' to use the vectors as they "
+                "are")
 
     def _check(self, records: list[dict[str, Any]], with_vector: list[int]) -> ModelCheck | None:
         """The same-model verdict (:meth:`AutoRetrieval.check`) on the first passage with a
@@ -647,7 +706,7 @@ class GivenCandidates(Stage):
             key = "other_model"
             words = (f"the passages' embeddings are not of the {name!r} model (cosine "
                      f"{check.cosine:.3f} < {SAME_MODEL_COSINE} between its embedding of "
-                     f"candidates[{check.candidate}] and the vector given)"
+                     f"{self.names.items}[{check.candidate}] and the vector given)"
                      if check is not None else
                      "the passages' embeddings cannot be checked (no passage has a text)")
         else:
@@ -656,12 +715,12 @@ class GivenCandidates(Stage):
             key, words = f"{key}+no_scores", f"{words}, and none a score"
         elif without_score:
             key = f"{key}+some_scores"
-            words = (f"{words}, and {n - len(without_score)} of {n} a score (candidates"
+            words = (f"{words}, and {n - len(without_score)} of {n} a score ({self.names.items}"
                      f"[{without_score[0]}] is the first without one; a partial score column "
                      "cannot rank the others, so it is not used)")
         else:
             key = f"{key}+negative_scores"
-            words = (f"{words}, and candidates[{negative[0]}].score is negative (auto uses "
+            words = (f"{words}, and {self.names.score_at(negative[0])} is negative (auto uses "
                      "scores only as non-negative similarities)")
         return key, words
 
@@ -692,9 +751,10 @@ class GivenCandidates(Stage):
         if missing:
             window = window_of(self.embedder)
             chunking = check_chunking(None, None, window if query_vector is not None else None)
-            titles = [records[i]["title"] for i in missing]
             bodies = [records[i]["text"] or "" for i in missing]
             start = time.perf_counter()
+            # a title over half a passage is cut to that, as `credrank index` embeds it
+            titles = cut_titles(self.embedder, chunking, [records[i]["title"] for i in missing])
             spans = chunk_texts(self.embedder, chunking, titles, bodies)
             texts = [embedding_text(t, b[x:y])
                      for t, b, sp in zip(titles, bodies, spans, strict=True) for x, y in sp]
@@ -798,6 +858,37 @@ def as_spec(spec: PipelineSpec | Mapping[str, Any] | None) -> PipelineSpec:
                     f"{type(spec).__name__}")
 
 
+#: the spec's retrieval-side keys: what a door that reranks candidates retrieved elsewhere
+#: requires of each (its default), that in words, and why another value cannot apply there
+RERANK_KEYS: dict[str, tuple[Any, str, str]] = {
+    "retrieval": ("dense", "'dense' (the default)",
+                  "candidates retrieved elsewhere are not retrieved again; the retrieval option "
+                  "(auto, cosine or given) says where their retrieval score comes from (given: "
+                  "their own scores, a BM25 run's included)"),
+    "unit": ("document", "'document' (the default)",
+             "each candidate retrieved elsewhere is one unit (a text longer than the "
+             "embedder's window is scored by its best chunk)"),
+    "pushdown": (None, "null or false",
+                 "candidates retrieved elsewhere are scored in Python, never in an engine"),
+}
+
+
+def check_rerank_spec(spec: PipelineSpec, where: str = "pipeline") -> PipelineSpec:
+    """``spec`` if its retrieval-side keys can apply where candidates come retrieved
+    elsewhere (:data:`RERANK_KEYS`: ``retrieval`` dense, ``unit`` document, ``pushdown`` not
+    true), else :class:`~credrank.pipeline.spec.SpecError` at that key (``where``: how the
+    door names the spec): a ``credrank search --lexical`` spec reranked here ran as a dense
+    one, without a word. The check of the doors that rerank (:func:`rerank_pipeline`, the
+    adapters)."""
+    for key, (default, expected, why) in RERANK_KEYS.items():
+        value = getattr(spec, key)
+        if value != default and not (key == "pushdown" and value is False):
+            shown = "true" if value is True else repr(value)
+            detail = f"expected {expected}, got {shown}: {why}; drop {key!r} from the spec"
+            raise SpecError(f"{where}: {key}: {detail}", key, detail)
+    return spec
+
+
 def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
                     spec: PipelineSpec | Mapping[str, Any] | None = None,
                     typer: SourceTyper | None = None, *,
@@ -809,11 +900,13 @@ def rerank_pipeline(records: Sequence[Mapping[str, Any]], embedder: Embedder,
     the Python path of ``credrank search`` over the given pool (stages built by
     :func:`credrank.pipeline.compile.build_stages`; ``resources`` and ``allow_paths`` say
     which files the spec may name). ``fetch_k`` plays no part (the pool is the records);
-    ``top_k`` cuts as usual. ``retrieval`` and ``auto``: :class:`GivenCandidates`. A
-    :class:`~credrank.searcher.Searcher` (and the adapters) compile a spec once instead.
+    ``top_k`` cuts as usual; ``retrieval``, ``unit`` and ``pushdown`` cannot apply and must be
+    their defaults (:func:`check_rerank_spec`). ``retrieval`` and ``auto``:
+    :class:`GivenCandidates`. A :class:`~credrank.searcher.Searcher` (and the adapters)
+    compile a spec once instead.
     """
     ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
-    stages = build_stages(as_spec(spec), ctx)
+    stages = build_stages(check_rerank_spec(as_spec(spec), "spec"), ctx)
     given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
                             with_vectors="vectors" in reads(stages),
                             query_vector=query_vector, auto=auto)

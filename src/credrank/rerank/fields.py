@@ -52,7 +52,7 @@ def field_value(name: str, value: Any) -> tuple[Any, str | None]:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None, None
     if name in DATE_FIELDS:
-        dt, err, _ = lenient_date_value(value, UTC)
+        dt, err, _ = lenient_date_value(value, UTC, order_option=None)  # no date_order here
         return (None, err) if dt is None else (dt.isoformat(), None)
     if name == "cites":
         cites, problem = cites_value(value, cells=False)
