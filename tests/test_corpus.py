@@ -808,7 +808,8 @@ def test_a_field_mapping_of_a_column_the_header_lacks_is_refused(write) -> None:
     were indexed without their URLs and dates, unreported."""
     path = write("m.csv", "doc,body,link\nd1,hello world,https://www.cdc.gov/a\n")
     with pytest.raises(CorpusError, match=r"m\.csv: expected a header \(line 1\) with the "
-                                          r"column 'lnk' that --field lnk=url"):
+                                          r"column 'lnk' mapped by --field lnk=url, in Python "
+                                          r"fields=\{'lnk': 'url'\}"):
         read_corpus(path, fields={"doc": "id", "body": "text", "lnk": "url"})
     [doc] = read_corpus(path, fields={"doc": "id", "body": "text", "link": "url"}).documents
     assert doc.url == "https://www.cdc.gov/a"
@@ -823,3 +824,33 @@ def test_a_jsonl_field_mapping_no_record_uses_is_reported(write) -> None:
     assert [d.id for d in result.documents] == ["d1"] and result.documents[0].url is None
     assert result.unused_fields == {"lnk": "url"}
     assert read_corpus(path, fields={"doc": "id", "body": "text"}).unused_fields == {}
+
+
+def test_records_sent_as_a_list_are_named_records(write) -> None:
+    """``POST /index`` reads its records as one JSONL line each: its duplicate reason said
+    "first seen at line 1" in an answer whose unit is ``record``."""
+    path = write("r.jsonl", '{"id": "z1", "text": "same"}\n{"id": "z1", "text": "same"}\n'
+                            '{"id": "z2", "text": "t", "published_at": "soon"}\n')
+    records = list(iter_documents(path, unit="record"))
+    rej = records[1]
+    assert isinstance(rej, Reject) and rej.unit == "record" and rej.line == 2
+    assert rej.reason == "expected a unique id, got 'z1' again (first seen at record 1)"
+    [line] = [r for r in iter_documents(path) if isinstance(r, Reject)]
+    assert line.reason.endswith("(first seen at line 1)") and line.message.startswith(
+        f"{path}:2: ")
+    with pytest.raises(ValueError, match="unit: expected line or record, got 'row'"):
+        iter_documents(path, unit="row")
+
+
+@pytest.mark.parametrize("value", ["2020-04-11T10:00:00+25:00", "2020-04-11T10:00:00-24:00",
+                                   "Sat, 11 Apr 2020 10:00:00 +2500"])
+def test_an_offset_of_a_day_or_more_is_said_as_such(write, value: str) -> None:
+    # it was "expected a date that stays within years 1–9999 in UTC": the year was fine
+    path = write("o.jsonl", json.dumps({"id": "x", "text": "t", "published_at": value}) + "\n")
+    res = read_corpus(path)
+    [dropped] = res.dropped
+    assert dropped.reason == (f"expected a UTC offset between -23:59 and +23:59, got "
+                              f"{value!r}")
+    assert read_corpus(write("y.jsonl", json.dumps(
+        {"id": "x", "text": "t", "published_at": "2020-04-11T10:00:00+23:59"}) + "\n")
+    ).documents[0].published_at == datetime(2020, 4, 10, 10, 1, tzinfo=UTC)

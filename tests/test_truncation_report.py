@@ -92,12 +92,14 @@ def test_an_embedder_without_a_window_reports_none(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_credrank_index_names_what_minilm_cuts(tmp_path: Path) -> None:
     # the default install (ONNX MiniLM, 256 word pieces), as a user runs it: the long text is
-    # split into passages; a title longer than the window still cuts its passages
+    # split into passages; a title longer than half the window is cut to that for embedding
+    # (named under titles_cut), so that every passage keeps half the window for its text
     corpus = _corpus(tmp_path / "c.jsonl")
     proc = run_cli("index", str(corpus), "--index", str(tmp_path / "idx"), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["truncated"] == {"window_tokens": 256, "count": 1, "doc_ids": ["long-title"]}
+    assert doc["truncated"] == {"window_tokens": 256, "count": 0, "doc_ids": []}
+    assert doc["titles_cut"] == {"max_tokens": 126, "count": 1, "doc_ids": ["long-title"]}
     assert doc["indexed"] == 3
     # without splitting, both are cut and named
     proc = run_cli("index", str(corpus), "--index", str(tmp_path / "idx0"), "--json",
@@ -117,15 +119,15 @@ def test_rerank_names_the_candidates_it_embedded_in_part() -> None:
     from credrank.core.candidates import Candidates
     from credrank.rerank import GivenCandidates
 
-    # a long text is split and scored by its best chunk (nothing cut); only a title longer
-    # than the window still cuts every chunk
+    # a long text is split and scored by its best chunk (nothing cut); a title over half a
+    # passage is cut to that, as `credrank index` embeds it, so no chunk is cut either
     records = [{"id": "c1", "text": "short passage"}, {"id": "c2", "text": LONG},
                {"id": "c3", "text": LONG, "vector": [0.1] * 32},  # given: not embedded here
                {"id": "c4", "title": "word " * 60, "text": "short text"}]
     given = GivenCandidates(records, Windowed(50), retrieval="cosine")
     out = given(Candidates.empty("q"))
     info = out.info["retrieval"]
-    assert info["embedded"] == 3 and info["truncated"] == ["c4"]
+    assert info["embedded"] == 3 and info["truncated"] == []
     assert info["window_tokens"] == 50
     chunked = list(out.doc_ids).index("c2")
     assert out.column("passages")[chunked] > 1 and len(out.column("text")[chunked]) < len(LONG)

@@ -6,11 +6,20 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import QuietOption, console, err, fail, progress, show_progress, warn
+from credrank.cli.common import (
+    QuietOption,
+    check_index_option,
+    console,
+    err,
+    fail,
+    progress,
+    show_progress,
+    warn,
+)
 from credrank.core.cluster import ClusterError, check_cluster_options, require_dask, wants_cluster
 from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
@@ -22,6 +31,9 @@ from credrank.index.manifest import read_manifest, reindex_hint
 from credrank.index.opener import open_store
 from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
 from credrank.index.store import ENGINES, StoreError, document_count
+
+if TYPE_CHECKING:
+    from credrank.index.ingest import IndexReport
 
 # the engine options ``credrank index`` and ``credrank search`` share
 EngineOption = Annotated[str | None, typer.Option(
@@ -66,10 +78,11 @@ def store_options(engine: str | None, qdrant_url: str | None, api_key_env: str |
             "qdrant_path": qdrant_path}
 
 
-def check_index_option(index_dir: Path) -> None:
-    """``--index`` must name a directory (or nothing yet): exit 2 for a regular file."""
-    if index_dir.exists() and not index_dir.is_dir():
-        fail(f"--index {index_dir}: expected an index directory, got a file")
+def option_words(name: str) -> str:
+    """This command's flag for the library's keyword ``name`` (``fields`` → ``--field``,
+    ``chunk_tokens`` → ``--chunk-tokens``): the ``words`` the library's checks name an option
+    with."""
+    return {"fields": "--field"}.get(name, "--" + name.replace("_", "-"))
 
 
 def index(
@@ -218,7 +231,8 @@ def index(
     if credibility_model is not None:  # the model file is checked before anything is indexed
         from credrank.cli.score import check_credibility_model
 
-        credibility = check_credibility_model(credibility_model, embedder)
+        credibility = check_credibility_model(credibility_model, embedder,
+                                              option="--credibility-model")
     rejects_path = rejects or index_dir / "rejects.jsonl"
     problem = _unwritable(rejects_path) or _not_rejects(rejects_path, corpus, index_dir)
     if problem is not None:  # the option that named the path: --rejects, else --index
@@ -226,14 +240,14 @@ def index(
              else f"--index {index_dir}: its rejects file {rejects_path}: {problem}; nothing "
                   "was indexed")
     # imported here: `search` and `serve` import this module for its options only
-    from credrank.index.ingest import index_documents, window_of
+    from credrank.index.ingest import IndexReport, index_documents, window_of
     from credrank.index.parallel import TyperSettings, index_documents_parallel
     from credrank.provenance import SourceTyper
 
     try:  # the format and the header are told (or refused) before the index folder is created
         documents = iter_documents(corpus, fields=fields or None, strict=strict,
                                    assume_timezone=assume_timezone, date_order=date_order,
-                                   format=corpus_format)
+                                   format=corpus_format, words=option_words)
     except ValueError as exc:  # the library's format= is this command's --format
         fail(str(exc).replace("pass format=", "pass --format").replace(
             "format: expected one of", "--format: expected one of"))
@@ -245,7 +259,7 @@ def index(
         chunking = None
         if chunk_tokens is not None or chunk_overlap is not None:
             chunking = check_chunking(chunk_tokens, chunk_overlap, window_of(emb),
-                                      words=lambda name: "--" + name.replace("_", "-"))
+                                      words=option_words)
         idx = open_store(index_dir, **options, collection=collection, embedder=emb.name,
                          dim=emb.dim, create=True, chunking=chunking)
     except (ValueError, StoreError, RuntimeError) as exc:
@@ -256,77 +270,44 @@ def index(
     if hint is not None:
         warn(hint)
     total = _count_lines(corpus)
+    report = IndexReport()  # filled as the load goes: what a failure leaves is still reported
+    failure: str | None = None
     with idx, progress(show_progress(quiet)) as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)
         records = _Guarded(documents)
         try:
             if wants_cluster(workers, scheduler):
-                report = index_documents_parallel(
+                index_documents_parallel(
                     records, idx, emb.name,
                     TyperSettings.of(table or [], trust_declared=trust_declared),
                     client=scheduler, workers=workers, batch_size=batch_size,
-                    on_batch=lambda n: bar.advance(task, n))
+                    on_batch=lambda n: bar.advance(task, n), report=report)
             else:
-                report = index_documents(records, idx, emb,
-                                         typer_,
-                                         batch_size=batch_size,
-                                         on_batch=lambda n: bar.advance(task, n))
+                index_documents(records, idx, emb, typer_, batch_size=batch_size,
+                                on_batch=lambda n: bar.advance(task, n), report=report)
         except ClusterError as exc:  # before anything was written: the scheduler is not there
             fail(str(exc))
-        except ValueError as exc:  # a file-level problem (header, format): nothing to index
-            fail(str(exc))
         except DiskFullError as exc:  # checked before each write: what was written is whole
-            fail(f"{exc}; {records.count} record(s) read, the index holds "
-                 f"{document_count(idx)} documents; free disk space and re-run the same "
-                 "command to complete the index")
+            failure = (f"{exc}; {records.count} record(s) read, the index holds "
+                       f"{_documents_in(idx)} documents; free disk space and re-run the same "
+                       "command to complete the index")
         except StoreError as exc:  # the engine went away mid-run: re-running completes it
-            fail(f"{exc}; re-run the same command to complete the index")
-        if score:  # index-time scores (credrank score), still under the writer lock
-            from credrank.cli.score import score_machine_text, summary
-
-            try:
-                scored = score_machine_text(idx, bar=bar, label=corpus.name)
-            except (ValueError, StoreError, RuntimeError) as exc:
-                if isinstance(exc, typer.Exit):  # a fail() inside: already said
-                    raise
-                fail(f"{exc}; the documents are indexed, the scores written so far kept: "
-                     f"complete them with `credrank score machine-text --index {index_dir}`")
-            err.print(summary(scored, index_dir), soft_wrap=True, highlight=False)
-        if credibility is not None:  # P(credible) in the payload, still under the writer lock
-            from credrank.cli.score import credibility_summary, score_credibility
-
-            try:
-                done = score_credibility(idx, credibility, bar=bar, label=corpus.name)
-            except (ValueError, StoreError, RuntimeError) as exc:
-                if isinstance(exc, typer.Exit):  # a fail() inside: already said
-                    raise
-                fail(f"{exc}; the documents are indexed, the scores written so far kept: "
-                     f"complete them with `credrank score credibility --index {index_dir} "
-                     f"--model {credibility_model}`")
-            err.print(credibility_summary(done, index_dir, credibility), soft_wrap=True,
-                      highlight=False)
-        if optimize:  # merge segments, build the HNSW graph where the corpus is large
-            from credrank.cli.optimize import build_graph
-
-            try:
-                build_graph(idx, corpus.name, show_progress(quiet))
-            except DiskFullError as exc:
-                fail(f"{exc}; the documents are indexed and searchable (exact search); free "
-                     f"disk space and run `credrank optimize --index {index_dir}`")
-        size, points = document_count(idx), len(idx)
+            failure = f"{exc}; re-run the same command to complete the index"
+        except ValueError as exc:
+            if not records.count:  # a file-level problem (header, format): nothing to index
+                fail(str(exc))
+            failure = (f"{exc}; {records.count} record(s) read; re-run the same command to "
+                       "complete the index")
+        if failure is None:
+            failure = _after_load(idx, index_dir, corpus.name, bar, score=bool(score),
+                                  credibility=credibility, credibility_model=credibility_model,
+                                  optimize=optimize, quiet=quiet)
+        size, points = _documents_in(idx), _points_in(idx)
         chunking = idx.manifest.chunking
         report.take_reading(documents)
         # still under the index's writer lock
-        kept = keep_earlier_rejects(rejects_path)
-        write_rejects(report.rejects, rejects_path, report.dropped)
-    for r in report.rejects[:10]:
-        warn(r.message, label="rejected")
-    if report.rejected > 10:
-        err.print(f"… {report.rejected - 10} more in {rejects_path}")
-    for d in report.dropped[:10]:
-        warn(d.message)
-    if len(report.dropped) > 10:
-        err.print(f"… {len(report.dropped) - 10} more dropped fields in {rejects_path}")
+        kept, unwritten = _save_rejects(report, rejects_path, rejects is not None, index_dir)
+    _list_rejects(report, rejects_path, every=unwritten is not None)
     if report.conflicts:
         # a conflict with the URL's type, or a declared type a record without a URL left
         # unused: each said in its own words (both were said as conflicts with the URL)
@@ -346,17 +327,24 @@ def index(
     if report.dates_ordered and report.date_order is not None:
         zones += (f"; {ordered_summary(report.dates_ordered, report.date_order)} "
                   f"(--date-order {report.date_order})")
+    error = failure or unwritten
     if as_json:
         run = _run_document(corpus, index_dir, rejects_path, report, size, strict)
         run["passages"] = {"points": points, "chunk_tokens": chunking.tokens,
                            "chunk_overlap": chunking.overlap}
+        if error is not None:
+            run["error"] = error
         typer.echo(json.dumps(run, ensure_ascii=False))
     else:
         earlier = f" (the previous run's in {kept})" if kept is not None else ""
         split = (f" ({points} passages: long texts split at {chunking.tokens} tokens)"
-                 if points != size else "")
-        console.print(f"{report.summary()}{zones}; index holds {size} documents{split}; "
-                      f"rejects in {rejects_path}{earlier}", soft_wrap=True)
+                 if points is not None and points != size else "")
+        held = f"index holds {size} documents" if size is not None else "index size unknown"
+        where = (f"rejects in {rejects_path}{earlier}" if unwritten is None
+                 else "rejects listed above (not written)")
+        console.print(f"{report.summary()}{zones}; {held}{split}; {where}", soft_wrap=True)
+    if error is not None:
+        fail(error)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")
@@ -368,8 +356,97 @@ def index(
         raise typer.Exit(1)
 
 
-def _run_document(corpus: Path, index_dir: Path, rejects_path: Path, report: Any,
-                  size: int, strict: bool) -> dict[str, Any]:
+def _after_load(idx: Any, index_dir: Path, label: str, bar: Any, *, score: bool,
+                credibility: Any, credibility_model: Path | None, optimize: bool,
+                quiet: bool) -> str | None:
+    """What a run does once the documents are written, still under the writer lock: the
+    index-time scores (``--score``, ``--credibility-model``), then the search graph
+    (``--optimize``). The error of the step that failed (the documents stay indexed), or
+    ``None``."""
+    if score:
+        from credrank.cli.score import score_machine_text, summary
+
+        try:
+            scored = score_machine_text(idx, bar=bar, label=label)
+        except (ValueError, StoreError, RuntimeError) as exc:
+            if isinstance(exc, typer.Exit):  # a fail() inside: already said
+                raise
+            return (f"{exc}; the documents are indexed, the scores written so far kept: "
+                    f"complete them with `credrank score machine-text --index {index_dir}`")
+        err.print(summary(scored, index_dir), soft_wrap=True, highlight=False)
+    if credibility is not None:
+        from credrank.cli.score import credibility_summary, score_credibility
+
+        try:
+            done = score_credibility(idx, credibility, bar=bar, label=label)
+        except (ValueError, StoreError, RuntimeError) as exc:
+            if isinstance(exc, typer.Exit):  # a fail() inside: already said
+                raise
+            return (f"{exc}; the documents are indexed, the scores written so far kept: "
+                    f"complete them with `credrank score credibility --index {index_dir} "
+                    f"--model {credibility_model}`")
+        err.print(credibility_summary(done, index_dir, credibility), soft_wrap=True,
+                  highlight=False)
+    if optimize:  # merge segments, build the HNSW graph where the corpus is large
+        from credrank.cli.optimize import build_graph
+
+        try:
+            build_graph(idx, label, show_progress(quiet))
+        except StoreError as exc:  # a full disk (DiskFullError) or the engine
+            free = "free disk space and " if isinstance(exc, DiskFullError) else ""
+            return (f"{exc}; the documents are indexed and searchable (exact search); {free}"
+                    f"run `credrank optimize --index {index_dir}`")
+    return None
+
+
+def _documents_in(idx: Any) -> int | None:
+    """The documents the open index holds, ``None`` when the engine cannot say (it failed)."""
+    try:
+        return document_count(idx)
+    except StoreError:
+        return None
+
+
+def _points_in(idx: Any) -> int | None:
+    """The points (passages) the open index holds, ``None`` when the engine cannot say."""
+    try:
+        return len(idx)
+    except StoreError:
+        return None
+
+
+def _save_rejects(report: IndexReport, path: Path, named: bool, index_dir: Path
+                  ) -> tuple[Path | None, str | None]:
+    """Write the run's rejects and dropped fields to ``path`` (an earlier run's kept aside,
+    :func:`keep_earlier_rejects`): ``(where the earlier ones went, None)``, or ``(None, the
+    error)`` when writing failed (a full disk, ``/dev/full``), in the words of the option
+    that named ``path`` (``--rejects`` when ``named``, else ``--index``)."""
+    try:
+        kept = keep_earlier_rejects(path)
+        write_rejects(report.rejects, path, report.dropped)
+    except OSError as exc:
+        option = f"--rejects {path}" if named else f"--index {index_dir}: its rejects file {path}"
+        return None, (f"{option}: writing failed: {exc.strerror or exc}; the documents are "
+                      "indexed; the rejects and dropped fields are listed above")
+    return kept, None
+
+
+def _list_rejects(report: IndexReport, path: Path, *, every: bool) -> None:
+    """The rejects and dropped fields on stderr: the first 10 of each (the rest are in the
+    rejects file ``path``), or ``every`` one of them (the file could not be written)."""
+    shown = None if every else 10
+    for r in report.rejects[:shown]:
+        warn(r.message, label="rejected")
+    if not every and report.rejected > 10:
+        err.print(f"… {report.rejected - 10} more in {path}")
+    for d in report.dropped[:shown]:
+        warn(d.message)
+    if not every and len(report.dropped) > 10:
+        err.print(f"… {len(report.dropped) - 10} more dropped fields in {path}")
+
+
+def _run_document(corpus: Path, index_dir: Path, rejects_path: Path, report: IndexReport,
+                  size: int | None, strict: bool) -> dict[str, Any]:
     """The ``--json`` document of a run (docs/json.md, ``"credrank_index": 1``)."""
     return {"credrank_index": 1, "corpus": str(corpus), "index": str(index_dir),
             **report.counts(reject_row, dropped_row, strict=strict),

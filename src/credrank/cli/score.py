@@ -134,6 +134,17 @@ def score_machine_text(idx: Any, *, bar: ProgressLike | None, label: str,
                        on_chunk=advance)
 
 
+def check_index_dir_option(index_dir: Path) -> None:
+    """``--index`` must name an existing index directory: exit 2 for a regular file (as
+    ``credrank index`` says it) or nothing there."""
+    from credrank.cli.common import check_index_option
+
+    check_index_option(index_dir)
+    if not index_dir.is_dir():
+        fail(f"--index {index_dir}: no such index directory; build one with "
+             "`credrank index CORPUS --index DIR`")
+
+
 def open_writer(index_dir: Path, check: Callable[[Manifest], None] | None = None) -> Any:
     """The index ``index_dir`` opened as a writer (the lock is exclusive, as for ``credrank
     index``), after ``check(manifest)``; no index there, or one that fails the check, exits 2
@@ -177,9 +188,7 @@ def machine_text(
     Resumable: documents already scored with the same settings are skipped, so an interrupted
     run is completed by re-running it. Afterwards `credrank search … --machine-text` demotes
     machine-like documents by the factor machine_text (docs/results.md)."""
-    if not index_dir.is_dir():
-        fail(f"--index {index_dir}: no such index directory; build one with "
-             "`credrank index CORPUS --index DIR`")
+    check_index_dir_option(index_dir)
     check_scores(["machine-text"])
     from credrank.machine_text.scorer import check_precision
 
@@ -209,17 +218,19 @@ def machine_text(
         console.print(summary(report, index_dir), soft_wrap=True, highlight=False)
 
 
-def check_credibility_model(model: Path, embedder: str | None = None) -> Any:
-    """The model file ``model`` read and checked (exit 2 naming the file and what is wrong),
-    and, with ``embedder``, refused when fitted on another embedder."""
+def check_credibility_model(model: Path, embedder: str | None = None, *,
+                            option: str = "--model") -> Any:
+    """The model file ``model`` read and checked (exit 2 naming the ``option`` that gave it,
+    the file and what is wrong), and, with ``embedder``, refused when fitted on another
+    embedder."""
     from credrank.credibility.modelfile import load_model
 
     try:
         saved = load_model(model)
     except (ValueError, OSError) as exc:
-        fail(str(exc))
+        fail(f"{option} {exc}")
     if embedder is not None and saved.embedder_name != embedder:
-        fail(f"{model}: the credibility model was fitted on an index embedded with "
+        fail(f"{option} {model}: the credibility model was fitted on an index embedded with "
              f"{saved.embedder_name!r}; this index uses {embedder!r} (refit it on this index "
              "with `credrank credibility fit`)")
     return saved
@@ -281,9 +292,7 @@ def credibility(
     embedding feature is the index's stored vector scores without the embedder. Afterwards
     `credrank search … --credibility-model MODEL` reads the scores, and scores the factor in
     the engine when every document holds one."""
-    if not index_dir.is_dir():
-        fail(f"--index {index_dir}: no such index directory; build one with "
-             "`credrank index CORPUS --index DIR`")
+    check_index_dir_option(index_dir)
     saved = check_credibility_model(model)
 
     def same_embedder(manifest: Manifest) -> None:

@@ -203,8 +203,13 @@ def id_value(v: Any) -> tuple[str | None, str | None]:
 
 
 def _in_utc(dt: datetime, shown: str) -> tuple[datetime | None, str | None]:
-    """``dt`` in UTC, or the reason it has no UTC instant within years 1–9999
+    """``dt`` in UTC, or the reason it has none: a UTC offset of a day or more (``+25:00``,
+    which Python's datetime refuses), or no UTC instant within years 1–9999
     (``0001-01-01T00:00:00+14:00`` is in year 0 in UTC)."""
+    try:
+        dt.utcoffset()
+    except ValueError:  # the offset is not strictly between -24 h and +24 h
+        return None, f"expected a UTC offset between -23:59 and +23:59, got {shown}"
     try:
         return dt.astimezone(UTC), None
     except (OverflowError, ValueError):
@@ -382,7 +387,13 @@ def _written(text: str, **kw: Any) -> datetime:
     return parser.parse(text, tzinfos=_zone, **kw)
 
 
-def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
+#: how the doors that read records (``credrank index``, ``POST /index``, the readers) name
+#: the option that declares the order of all-numeric day/month dates
+DATE_ORDER_OPTION = "date_order (--date-order)"
+
+
+def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None, *,
+                       order_option: str | None = DATE_ORDER_OPTION
                        ) -> tuple[datetime | None, str | None, bool]:
     """``(datetime in UTC, None, zone_assumed)`` for a date credrank can read without
     guessing, else ``(None, reason, False)``; ``zone_assumed`` says the value had no time
@@ -393,7 +404,9 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
     declared, every such date is read that way (``2/11/20`` is 11 February under ``mdy``,
     2 November under ``dmy``), and one that cannot be (``13/2/20`` under ``mdy``: no month 13)
     is refused, never swapped; ``None`` refuses those that read two ways, as below. ISO and
-    written dates read the same under any order.
+    written dates read the same under any order. ``order_option``: how the refusal names the
+    option that declares the order (:data:`DATE_ORDER_OPTION`); ``None`` at a door without
+    one (the rerank doors: the refusal asks for ISO 8601 only).
 
     Read: ISO 8601 and written dates parsed by python-dateutil (``11-Apr-20``, ``April 17, 2020 at
     5:47 pm``, ``Tue, 3 Jun 2008 11:05:30 GMT``, ``Sun Aug 02 2020 15:53:51 GMT+0200 (CEST)``).
@@ -461,9 +474,10 @@ def lenient_date_value(v: Any, zone: tzinfo, order: str | None = None
         return None, (f"expected a full date (year, month and day), got {shown!r} "
                       f"({' and '.join(missing)} missing)"), False
     if flipped is not None and flipped.date() != a.date():
+        way = (f"write it as ISO 8601 or declare the order: {order_option} mdy or dmy"
+               if order_option else "write it as ISO 8601")
         return None, (f"expected a date that reads one way, got {shown!r} ({a.date()} month "
-                      f"first or {flipped.date()} day first; write it as ISO 8601 or declare "
-                      f"the order: date_order (--date-order) mdy or dmy)"), False
+                      f"first or {flipped.date()} day first; {way})"), False
     named = _WEEKDAY_RE.search(text)
     if named is not None and not _WEEKDAYS[a.weekday()].startswith(named[1].lower()[:3]):
         # dateutil reads past a weekday: a date and its weekday that disagree say one is wrong

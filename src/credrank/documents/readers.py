@@ -98,7 +98,7 @@ and one record iterator per format in :mod:`credrank.documents.formats`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
 from pathlib import Path
@@ -166,7 +166,8 @@ _EXTENSIONS = {
 def iter_documents(path: str | Path, *, format: str | None = None,
                    fields: Mapping[str, str] | None = None, strict: bool = False,
                    assume_timezone: str | tzinfo | None = None,
-                   date_order: str | None = None) -> DocumentStream:
+                   date_order: str | None = None, unit: str = "line",
+                   words: Callable[[str], str] | None = None) -> DocumentStream:
     """Yield a :class:`Document` or a :class:`Reject` per record, in file order (streaming).
 
     ``format`` is one of ``jsonl, csv, tsv, parquet, beir`` (default: from the extension; a
@@ -178,11 +179,18 @@ def iter_documents(path: str | Path, *, format: str | None = None,
     :func:`~credrank.documents.fields.timezone_value`, ``date_order`` — ``mdy``, ``dmy`` or
     ``None`` — by :func:`~credrank.documents.fields.date_order_value`; with ``strict`` it is
     an error).
+    ``unit`` names a record's position in rejects, dropped fields and reasons: ``line`` (the
+    default) or ``record`` (records sent as a list, one per line: ``POST /index``); a Parquet
+    file's is always ``row``. ``words(name)`` is how the caller spells the option ``name``
+    in a message (``fields`` → ``--field`` for the CLI, which then says ``--field
+    COLUMN=id``); default: both spellings, the flag and the keyword.
     A missing file, an unknown format, a bad option or an unusable header (no ``id`` or
     ``text`` column, repeated names) raises at once, not lazily: the first record is read
     here.
     """
     strict = check_bool("strict", strict)
+    if unit not in ("line", "record"):
+        raise ValueError(f"unit: expected line or record, got {unit!r}")
     order = date_order_value(date_order)
     if strict and order is not None:
         raise ValueError(f"date_order: expected no declared order with strict reading (it "
@@ -192,7 +200,7 @@ def iter_documents(path: str | Path, *, format: str | None = None,
     p = Path(path)
     fmt = _format_of(p, format)
     ctx = _Context(file=str(p), fields=dict(fields or {}), strict=strict, zone=zone,
-                   order=order)
+                   order=order, unit=unit, words=words)
     if fmt == "beir":
         corpus = p / "corpus.jsonl"
         if not corpus.is_file():
@@ -314,6 +322,8 @@ class _Context:
     cells: bool = False               # CSV: every value is a string cell
     arrow: bool = False               # Parquet: values of Arrow types, extra ones made JSON
     unit: str = "line"
+    #: how the caller spells an option (``fields`` → ``--field``); ``None``: the library
+    words: Callable[[str], str] | None = None
     seen: dict[str, int] = field(default_factory=dict)
     dropped: list[DroppedField] = field(default_factory=list)
     #: the keys of ``fields`` some record had (a JSONL file has no header to check them by)
@@ -324,6 +334,14 @@ class _Context:
     def schema_name(self, key: str) -> str:
         """The schema name a file's field is read as (``fields`` renames, ``_id`` → id)."""
         return self.fields.get(key, "id" if key == "_id" else key)
+
+    def mapping(self, column: str, name: str) -> str:
+        """The mapping of the file's ``column`` to the schema's ``name`` as the caller writes
+        it: ``--field COLUMN=id`` (the CLI's ``words``); by default both spellings, the
+        flag and the keyword (``in Python fields={'COLUMN': 'id'}``)."""
+        if self.words is not None:
+            return f"{self.words('fields')} {column}={name}"
+        return f"--field {column}={name}, in Python fields={{{column!r}: {name!r}}}"
 
     def check_header(self, line: int | None, names: list[str]) -> None:
         """Raise :class:`CorpusError` when the header names no ``id`` or ``text`` column, or
@@ -339,17 +357,17 @@ class _Context:
         if absent:
             key = absent[0]
             raise CorpusError(
-                f"{self.file}: expected a {what} with the column {key!r} that --field "
-                f"{key}={self.fields[key]} (fields={{{key!r}: {self.fields[key]!r}}}) maps, got "
-                f"{len(names)} columns: {shown}; nothing was read")
+                f"{self.file}: expected a {what} with the column {key!r} mapped by "
+                f"{self.mapping(key, self.fields[key])}, got {len(names)} columns: "
+                f"{shown}; nothing was read")
         if not missing:
             return
         name = missing[0]
         raise CorpusError(
             f"{self.file}: expected a {what} naming the columns "
             f"{' and '.join(repr(n) for n in REQUIRED)}, got {len(names)} columns: {shown} "
-            f"(no {' and no '.join(repr(n) for n in missing)} column: map one with --field "
-            f"COLUMN={name}, in Python fields={{'COLUMN': '{name}'}}); nothing was read")
+            f"(no {' and no '.join(repr(n) for n in missing)} column: map one with "
+            f"{self.mapping('COLUMN', name)}); nothing was read")
 
 
 def _format_of(p: Path, fmt: str | None) -> str:
@@ -494,9 +512,9 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
     problems.extend(_Problem(label(k), why, k not in REQUIRED) for k, why in bad.items())
 
     def absent(name: str) -> str:
-        kind = "field" if ctx.unit == "line" and not ctx.cells else "column"
-        hint = (f" (map a column to it: fields={{'COLUMN': '{name}'}}, on the command line "
-                f"--field COLUMN={name})" if kind == "column" else "")
+        kind = "column" if ctx.cells or ctx.arrow else "field"
+        hint = (f" (map a column to it: {ctx.mapping('COLUMN', name)})" if kind == "column"
+                else "")
         return f"no '{name}' {kind}{hint}"
 
     has_id, has_text = "id" in rec, "text" in rec

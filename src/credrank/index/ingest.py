@@ -21,7 +21,7 @@ from credrank.core.validation import check_int
 from credrank.documents import DocumentStream, DroppedField, Reject
 from credrank.documents.records import dropped_summary
 from credrank.documents.schema import Document
-from credrank.index.passages import Chunking, Span, chunk_texts
+from credrank.index.passages import Chunking, Span, chunk_texts, cut_titles, title_share
 from credrank.index.payload import content_hash
 from credrank.index.store import VectorStore
 from credrank.provenance import Provenance, SourceTyper
@@ -89,6 +89,11 @@ class IndexReport:
     #: (tokens; ``None``: the embedder has none, e.g. hashing): embedded from their beginning
     truncated: list[str] = field(default_factory=list)
     window: int | None = None
+    #: the documents written whose title was longer than ``title_tokens`` tokens, half a
+    #: passage (:func:`~credrank.index.passages.title_share`; ``None``: the index does not
+    #: split): embedded with each passage cut to that (:func:`~credrank.index.passages.cut_titles`)
+    titles_cut: list[str] = field(default_factory=list)
+    title_tokens: int | None = None
 
     @property
     def rejected(self) -> int:
@@ -124,7 +129,9 @@ class IndexReport:
                 "unused_fields": [{"column": k, "field": v}
                                   for k, v in self.unused_fields.items()],
                 "truncated": {"window_tokens": self.window, "count": len(self.truncated),
-                              "doc_ids": list(self.truncated)}}
+                              "doc_ids": list(self.truncated)},
+                "titles_cut": {"max_tokens": self.title_tokens, "count": len(self.titles_cut),
+                               "doc_ids": list(self.titles_cut)}}
 
     def summary(self) -> str:
         extra = f" ({self.unchanged} already indexed, unchanged)" if self.unchanged else ""
@@ -136,7 +143,9 @@ class IndexReport:
             hostless += (f"; {len(self.url_errors)} URL(s) name no host, typed unknown (e.g. "
                          f"{doc_id!r}: {why})")
         return f"indexed {self.indexed}, rejected {self.rejected}{extra}{dropped}{hostless}" + (
-            f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "")
+            f"; {truncated_summary(self.truncated, self.window)}" if self.truncated else "") + (
+            f"; {titles_cut_summary(self.titles_cut, self.title_tokens)}" if self.titles_cut
+            else "")
 
     def note_provenance(self, doc_id: str, payload: Mapping[str, Any]) -> None:
         """Record the written document's provenance conflict and URL error, if any."""
@@ -146,19 +155,29 @@ class IndexReport:
             self.url_errors.append((doc_id, payload["url_error"]))
 
     def note_truncated(self, embedder: Embedder, docs: Sequence[Document],
-                       passages: Sequence[Sequence[Span]] | None = None) -> None:
+                       passages: Sequence[Sequence[Span]] | None = None,
+                       chunking: Chunking | None = None) -> None:
         """Record which of the written ``docs`` the embedder reads only in part
         (:func:`overflowing`): a document one of whose passages (``passages[i]``, default
-        its whole text) is longer than the window — with splitting on, only a title that
-        leaves no room does that."""
+        its whole text; embedded with the titles of
+        :func:`~credrank.index.passages.cut_titles` under ``chunking``) is longer than the
+        window — with splitting on, none should — and, with splitting on, those whose title
+        was cut to half a passage (``titles_cut``)."""
         self.window = window_of(embedder)
+        titles: list[str | None] = [d.title for d in docs]
+        if chunking is not None and chunking.on:
+            self.title_tokens = title_share(chunking)
+            shortened = cut_titles(embedder, chunking, titles)
+            self.titles_cut.extend(d.id for d, was, now in zip(docs, titles, shortened,
+                                                               strict=True) if now != was)
+            titles = shortened
         over = overflowing(embedder)
         if over is None or not docs:
             return
         spans = passages if passages is not None else [[(0, len(d.text))] for d in docs]
         owners = [i for i, sp in enumerate(spans) for _ in sp]
-        flags = over([embedding_text(d.title, d.text[a:b])
-                      for d, sp in zip(docs, spans, strict=True) for a, b in sp])
+        flags = over([embedding_text(t, d.text[a:b])
+                      for d, t, sp in zip(docs, titles, spans, strict=True) for a, b in sp])
         cut = {owners[j] for j, flag in enumerate(flags) if flag}
         self.truncated.extend(docs[i].id for i in sorted(cut))
 
@@ -170,6 +189,14 @@ def truncated_summary(ids: Sequence[str], window: int | None) -> str:
             f"embedded from their beginning only: the rest of their text is not searched "
             f"({shown}; every id in --json under truncated; an index splits long texts into "
             "passages unless made with --chunk-tokens 0 or before passages existed)")
+
+
+def titles_cut_summary(ids: Sequence[str], tokens: int | None) -> str:
+    """The report's line on titles cut to half a passage for embedding."""
+    shown = ", ".join(repr(d) for d in ids[:3]) + (", …" if len(ids) > 3 else "")
+    return (f"{len(ids)} title(s) longer than half a passage ({tokens} tokens) were embedded "
+            f"cut to it, so that each passage keeps the other half for its text ({shown}; "
+            "every id in --json under titles_cut)")
 
 
 def overflowing(embedder: Embedder) -> Callable[[Sequence[str]], list[bool]] | None:
@@ -259,13 +286,15 @@ def embed_documents(embedder: Embedder, docs: Sequence[Document], chunking: Chun
                     ) -> list[tuple[list[Span], np.ndarray]]:
     """Each document's passages (:func:`~credrank.index.passages.chunk_texts`: one span, its
     whole text, when it fits or ``chunking`` is off) and their vectors (one row per passage:
-    ``title\npassage``, :func:`embedding_text`), embedded length-sorted
+    ``title\npassage``, :func:`embedding_text`, the title cut to half a passage by
+    :func:`~credrank.index.passages.cut_titles`), embedded length-sorted
     (:func:`embed_bucketed`) unless ``bucket`` is 0 (one call in order)."""
     if not docs:
         return []
-    spans = chunk_texts(embedder, chunking, [d.title for d in docs], [d.text for d in docs])
-    texts = [embedding_text(d.title, d.text[a:b])
-             for d, sp in zip(docs, spans, strict=True) for a, b in sp]
+    titles = cut_titles(embedder, chunking, [d.title for d in docs])
+    spans = chunk_texts(embedder, chunking, titles, [d.text for d in docs])
+    texts = [embedding_text(t, d.text[a:b])
+             for d, t, sp in zip(docs, titles, spans, strict=True) for a, b in sp]
     vectors = (embed_bucketed(embedder, texts, embed_batch) if bucket
                else np.asarray(embedder.embed(texts)))
     if len(vectors) != len(texts):
@@ -299,6 +328,7 @@ def index_documents(
     bucket: int = BUCKET,
     embed_batch: int = EMBED_BATCH,
     on_batch: Callable[[int], None] | None = None,
+    report: IndexReport | None = None,
 ) -> IndexReport:
     """Index ``records`` (documents and rejects, in file order) into ``index``.
 
@@ -320,13 +350,16 @@ def index_documents(
     A text longer than the index's passage size is split into passages
     (``index.manifest.chunking``, :mod:`credrank.index.passages`), each embedded and stored
     as its own point; a document and its passages are always written in one ``upsert``.
+
+    ``report`` (default: a new one) is filled as the run goes, so a caller that passes its own
+    still holds what was written and rejected when a write raises mid-run.
     """
     check_int("batch_size", batch_size, 1)
     chunking = index.manifest.chunking
     check_int("bucket", bucket, 0)
     check_int("embed_batch", embed_batch, 1)
     chunk_size = batch_size * max(1, round(bucket / batch_size)) if bucket else batch_size
-    report = IndexReport()
+    report = report if report is not None else IndexReport()
     chunk: list[Document] = []
 
     def write(docs: list[Document], provs: list[dict[str, Any]], hashes: list[str],
@@ -339,7 +372,7 @@ def index_documents(
             written = [docs[i] for i in todo]
             write_documents(index, written, [provs[i] for i in todo],
                             [hashes[i] for i in todo], vectors)
-            report.note_truncated(embedder, written, [sp for sp, _ in vectors])
+            report.note_truncated(embedder, written, [sp for sp, _ in vectors], chunking)
         report.indexed += len(todo)
         report.unchanged += len(docs) - len(todo)
         if on_batch:
@@ -512,7 +545,8 @@ def write_prepared(prepared: PreparedDocuments, index: VectorStore, embedder: Em
         written = [docs[i] for i in batch]
         write_documents(index, written, [payloads[i] for i in batch],
                         [hashes[i] for i in batch], [vectors[i] for i in batch])
-        report.note_truncated(embedder, written, [vectors[i][0] for i in batch])
+        report.note_truncated(embedder, written, [vectors[i][0] for i in batch],
+                              index.manifest.chunking)
     report.indexed = len(todo)
     report.unchanged = len(docs) - len(todo)
     return report

@@ -166,9 +166,12 @@ def check_manifest(index_dir: str | Path, manifest: Manifest, engine: str, *,
 
 
 def _words(chunking: Chunking) -> str:
+    """A chunking in words no door spells differently (the CLI's ``--chunk-tokens``, the
+    library's ``chunk_tokens``): what the passages are."""
     if not chunking.on:
-        return "chunk_tokens 0 (long texts not split)"
-    return f"chunk_tokens {chunking.tokens} and chunk_overlap {chunking.overlap}"
+        return "long texts not split (passage size 0)"
+    return (f"passages of at most {chunking.tokens} tokens overlapping by "
+            f"{chunking.overlap}")
 
 
 def reindex_hint(index_dir: str | Path, manifest: Manifest) -> str | None:

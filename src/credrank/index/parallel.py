@@ -136,6 +136,7 @@ def index_documents_parallel(
     batches_per_partition: int = 4,
     max_in_flight: int | None = None,
     on_batch: Callable[[int], None] | None = None,
+    report: IndexReport | None = None,
 ) -> IndexReport:
     """Index ``records`` into ``index`` like :func:`~credrank.index.ingest.index_documents`,
     with provenance and embeddings computed on Dask workers; the result is identical (see the
@@ -147,7 +148,8 @@ def index_documents_parallel(
     closed. A partition holds ``batches_per_partition`` batches of ``batch_size`` documents;
     at most ``max_in_flight`` partitions (default: twice the workers, at least 2) are out at
     once, so memory stays bounded on any corpus size. ``on_batch(n)`` is called after each
-    batch is written (and once per reject), as in the single-process path.
+    batch is written (and once per reject), as in the single-process path; ``report``: as
+    for :func:`~credrank.index.ingest.index_documents`.
     """
     if batch_size < 1 or batches_per_partition < 1:
         raise ValueError(f"batch_size and batches_per_partition: expected integers >= 1, got "
@@ -155,13 +157,14 @@ def index_documents_parallel(
     with dask_client(workers, client) as dc:
         limit = max_in_flight or max(2, 2 * len(dc.nthreads()))
         return _run(records, index, embedder, settings, dc, batch_size,
-                    batch_size * batches_per_partition, limit, on_batch)
+                    batch_size * batches_per_partition, limit, on_batch,
+                    report if report is not None else IndexReport())
 
 
 def _run(records: Iterable[Document | Reject], index: VectorStore, embedder: str,
          settings: TyperSettings, client: Any, batch_size: int, partition_size: int,
-         limit: int, on_batch: Callable[[int], None] | None) -> IndexReport:
-    report = IndexReport()
+         limit: int, on_batch: Callable[[int], None] | None, report: IndexReport
+         ) -> IndexReport:
     pending: deque[tuple[Any, list[Document]]] = deque()
     part: list[Document] = []
 
@@ -225,7 +228,7 @@ def _write(docs: list[Document], result: _Partition, index: VectorStore, embedde
             write_documents(index, [docs[i] for i in todo], [result.provs[i] for i in todo],
                             [result.hashes[i] for i in todo], [vectors[i] for i in todo])
             report.note_truncated(get_embedder(embedder), [docs[i] for i in todo],
-                                  [vectors[i][0] for i in todo])
+                                  [vectors[i][0] for i in todo], index.manifest.chunking)
         report.indexed += len(todo)
         report.unchanged += len(batch) - len(todo)
         if on_batch:

@@ -5,9 +5,11 @@ included) and embeds only the beginning of a longer text. ``credrank index`` the
 document whose embedded text (``title\\ntext``) is longer than its index's passage size into
 *passages*: consecutive, overlapping slices of the document's text that each fit, cut on a
 sentence boundary where one lies in the last half of the window, else between words. Each
-passage is embedded as ``title\\npassage`` and stored as its own point (same ``doc_id``,
-provenance and dates as its document; :func:`credrank.index.payload.document_payload`), and a
-search ranks passages and returns documents, each scored by its best passage — MaxP
+passage is embedded as ``title\\npassage`` (a title longer than half a passage cut to that
+half, :func:`title_share`, so that every passage keeps at least the other half for its text)
+and stored as its own point (same ``doc_id``, provenance and dates as its document;
+:func:`credrank.index.payload.document_payload`), and a search ranks passages and returns
+documents, each scored by its best passage — MaxP
 (Dai & Callan, "Deeper Text Understanding for IR with Contextual Neural Language Modeling",
 SIGIR 2019) — with that passage as the hit's text
 (:func:`credrank.index.payload.best_passages`).
@@ -42,11 +44,13 @@ __all__ = [
     "Span",
     "check_chunking",
     "chunk_texts",
+    "cut_titles",
     "default_chunking",
     "passage_fields",
     "passage_key",
     "split_span",
     "split_spans",
+    "title_share",
     "token_spans",
     "window_budget",
 ]
@@ -143,12 +147,45 @@ def token_spans(embedder: Embedder) -> Callable[[Sequence[str]], list[list[Span]
     return lambda texts: [[m.span() for m in _WORD.finditer(t)] for t in texts]
 
 
+def title_share(chunking: Chunking) -> int:
+    """The most tokens of a title embedded with each passage: half a passage's own tokens
+    (the passage size less the special tokens) less one for the line break after the title.
+    A longer title is cut to it (:func:`cut_titles`), so a passage always keeps at least the
+    other half of the window for its text: a title can no longer shrink the passages to a few
+    tokens each (a document then became thousands of points that all embedded the same
+    title)."""
+    return max(0, (chunking.tokens - SPECIAL_TOKENS) // 2 - 1)
+
+
 def window_budget(chunking: Chunking, title_tokens: int) -> int:
     """A passage's own tokens: the passage size less the special tokens and the title's
-    tokens (plus one for the line break after it), at least :data:`MIN_TOKENS` // 2 (a title
-    that fills the window leaves its passages short rather than none)."""
-    title = title_tokens + 1 if title_tokens else 0
-    return max(MIN_TOKENS // 2, chunking.tokens - SPECIAL_TOKENS - title)
+    tokens (at most :func:`title_share`, plus one for the line break after it): at least half
+    the passage's own tokens, whatever the title."""
+    title = min(title_tokens, title_share(chunking)) + 1 if title_tokens else 0
+    return max(1, chunking.tokens - SPECIAL_TOKENS - title)
+
+
+def cut_titles(embedder: Embedder, chunking: Chunking,
+               titles: Sequence[str | None]) -> list[str | None]:
+    """The titles as embedded with their passages under ``chunking``: each longer than
+    :func:`title_share` tokens of the embedder (:func:`token_spans`) cut after its last token
+    that fits (``None`` when none does); the others, and every title when splitting is off
+    (the whole embedded text is then cut by the model and reported), as given. Indexing
+    embeds ``title\\npassage`` with these titles and reports the documents whose title was
+    cut (:class:`~credrank.index.ingest.IndexReport`)."""
+    out = list(titles)
+    if not chunking.on:
+        return out
+    share = title_share(chunking)
+    titled = [i for i, t in enumerate(titles) if t]
+    if not titled:
+        return out
+    for i, row in zip(titled, token_spans(embedder)([str(titles[i]) for i in titled]),
+                      strict=True):
+        if len(row) > share:
+            title = str(titles[i])
+            out[i] = (title[:row[share - 1][1]].rstrip() or None) if share else None
+    return out
 
 
 def split_spans(text: str, tokens: Sequence[Span], budget: int, overlap: int) -> list[Span]:
@@ -218,7 +255,9 @@ def chunk_texts(embedder: Embedder, chunking: Chunking, titles: Sequence[str | N
                 texts: Sequence[str]) -> list[list[Span]]:
     """The passages (character spans of each text) of documents with these titles and texts
     under ``chunking`` (one span ``(0, len(text))`` each when it is off). Token counts are the
-    embedder's (:func:`token_spans`), tokenized once per call."""
+    embedder's (:func:`token_spans`), tokenized once per call; a title counts for at most
+    :func:`title_share` tokens (:func:`window_budget`): embed the passages with the titles of
+    :func:`cut_titles`."""
     if not chunking.on:
         return [[(0, len(t))] for t in texts]
     spans_of = token_spans(embedder)
