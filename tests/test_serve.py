@@ -332,12 +332,19 @@ def test_index_adds_documents_and_rejects_bad_ones(rw: ServerHandle) -> None:
         {"id": "new-2", "title": "no text here"},
         {"id": "new-3", "text": "dated", "published_at": "2024-01-02T10:00:00"},
         "not an object",
+        {"id": "new-1", "text": "Zinc lozenges and the common cold: a review",
+         "url": "https://www.nih.gov/zinc-review", "published_at": "2024-01-02"},
     ]
     got = post(rw, "/index", {"documents": docs}, headers={"X-API-Key": KEY})
     assert got.status_code == 200, got.text
     doc = got.json()
     # lenient reading (the default): new-3's date without a zone is read as UTC, and counted
-    assert (doc["indexed"], doc["rejected"], doc["documents"]) == (2, 2, 122)
+    assert (doc["indexed"], doc["rejected"], doc["documents"]) == (2, 3, 122)
+    # documents, not points, and the index's passages as `credrank index --json` says them
+    assert doc["passages"] == {"points": 122, "chunk_tokens": 0, "chunk_overlap": 0}
+    # a repeat within the request is a duplicate, named by its record (not a line)
+    assert doc["rejects"][-1]["record"] == 5 and doc["rejects"][-1]["reason"].endswith(
+        "(first seen at record 1)")
     assert doc["reading"] == {"strict": False, "assume_timezone": "UTC", "zones_assumed": 1,
                               "date_order": None, "dates_ordered": 0}
     rejects = {r["record"]: r for r in doc["rejects"]}

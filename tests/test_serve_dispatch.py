@@ -58,16 +58,16 @@ def direct_routes(app: Any) -> DirectRoutes:
 
 def test_the_direct_path_is_taken_and_answers_as_the_router_would(
         where: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """/search and /rerank answer without FastAPI's stack, their errors by the app's handlers
-    (422 in FastAPI's shape); other requests go through it (405 for a GET /search, a redirect
-    for /search/, 404 elsewhere); every request logs its route template."""
+    """/search, /rerank and /context answer without FastAPI's stack, their errors by the app's
+    handlers (422 in FastAPI's shape); other requests go through it (405 for a GET /search, a
+    redirect for /search/, 404 elsewhere); every request logs its route template."""
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     with in_process(where, tables=(DEMO / "domains.csv",)) as app:
         async def scenario() -> None:
             async with asgi_client(app) as c:
                 assert (await c.get("/healthz")).status_code == 200  # builds the stack
                 direct = direct_routes(app)
-                assert set(direct.routes) == {"/search", "/rerank"}
+                assert set(direct.routes) == {"/search", "/rerank", "/context"}
                 fallback, seen = direct.fallback, []
 
                 async def counted(scope: Any, receive: Any, send: Any) -> None:

@@ -3,8 +3,12 @@
 The query is ranked by the same pipeline as ``credrank search``; the top-k passages are tiered
 (``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``, :mod:`credrank.context.tiers`) and printed as
 the CAG prompt (``--format cag``), the JSON list for tool-calling generators (``json``) or the
-untiered matched control (``plain``). stdout holds exactly what the generator gets; passages
-left out by ``--undated exclude`` are listed on stderr (and under ``excluded`` with ``--json``).
+untiered matched control (``plain``), by :func:`credrank.context.build.search_context` (the
+path of ``POST /context`` too). stdout holds exactly what the generator gets; stderr says what
+the prompt alone does not (:meth:`~credrank.context.build.ContextDocument.notes`): passages
+left out by ``--undated exclude`` (under ``excluded`` with ``--json``), labels written inside
+a passage's text (neutralised in the prompt; ``info.context``), dates after ``T`` and an
+empty context.
 ``--json`` is shaped as ``credrank search --json`` where they share keys: ``settings``, the
 ranking's ``info`` and the spec under the top-level ``pipeline`` (``--pipeline`` replays it;
 ``--top-k`` defaults to :data:`TOP_K` only without a ``--pipeline`` spec).
@@ -16,14 +20,12 @@ or ``snippet``, or ``none`` (the ``json`` form without the passages' text).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from credrank.cli.common import check_text_argument, err, fail
-from credrank.cli.index import check_index_option
+from credrank.cli.common import check_index_option, check_text_argument, err, fail
 from credrank.cli.specs import (
     PipelineOption,
     SetOption,
@@ -33,18 +35,15 @@ from credrank.cli.specs import (
     spec_of,
     spec_words,
 )
-from credrank.context.build import build_context, check_context_spec, check_format, parse_now
+from credrank.context.build import TOP_K, check_format, parse_now, search_context
 from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.index.store import StoreError
 from credrank.pipeline.compile import check_stages
-from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.pipeline.spec import SpecError
 from credrank.searcher import Searcher
-
-#: the passages in the context when neither ``--top-k`` nor a ``--pipeline`` spec says
-TOP_K = 5
 
 
 @shortcut_options(helps={"top_k": f"passages in the context (default {TOP_K}); with a "
@@ -61,15 +60,17 @@ def context(
     shortcuts: dict[str, Any] | None = None,
     source_tier: Annotated[str, typer.Option(
         "--source-tier",
-        help="auto (factor credibility if ranked with it, else the source type) | type | a "
-             "factor name in [0, 1], e.g. prior")] = "auto",
+        help="auto (factor credibility if ranked with it; else the prior factor the ranking "
+             "applied, unless it is the current type preset; else the source type) | type | "
+             "a factor name in [0, 1], e.g. prior")] = "auto",
     half_life: Annotated[str | None, typer.Option(
         "--half-life", help="τ: one tier lost per elapsed τ — 365d, 52w, 1y, 12h or a number "
                             "of days, as --freshness half_life= (default: no time "
                             "downgrade)")] = None,
     now: Annotated[str | None, typer.Option(
-        "--now", help="evaluation time T, ISO 8601 (default: now); also the now of the "
-                      "pipeline's freshness stage")] = None,
+        "--now", help="evaluation time T, ISO 8601 (default: the now of the pipeline's "
+                      "freshness stage, else the current time); also the now of that "
+                      "stage")] = None,
     undated: Annotated[str, typer.Option(
         help="unknown age: neutral | neutral:W | penalty:W | exclude (downgrade "
              "⌊−log2 W⌋; exclude leaves the passage out, each said on stderr and under "
@@ -84,8 +85,9 @@ def context(
                        "under pipeline)")] = False,
     cite: Annotated[bool, typer.Option(
         "--cite/--no-cite", help="each passage of the cag and plain prompts opens with its "
-                                 "source type, host, URL and date where known, so that the "
-                                 "generator can cite it (json: always under inputs)")] = True,
+                                 "source type, host, URL, date and passage number where "
+                                 "known, so that the generator can cite it (the default of "
+                                 "every door; json: always under inputs)")] = True,
 ) -> None:
     """Print what the generator would see: the top-k passages with credibility tiers."""
     if index_dir is None:
@@ -96,12 +98,12 @@ def context(
     try:
         check_format(fmt)
         check_text(text, "--text")
-        t_now = parse_now(now)
+        if now is not None:
+            parse_now(now)
         tau = None if half_life is None else parse_duration(half_life, "--half-life")
         policy = parse_undated(undated)
     except ValueError as exc:
-        fail(str(exc).replace("format:", "--format:", 1).replace("now:", "--now:", 1)
-             .replace("undated:", "--undated:", 1))
+        fail(flag_words(str(exc), pipeline))
     if tau is None and undated != "neutral":  # it was accepted and did nothing
         fail(f"--undated {undated}: only with --half-life (the unknown-age policy of the time "
              "downgrade, which is off without it)")
@@ -117,79 +119,44 @@ def context(
         shortcuts = Shortcuts.updated(shortcuts, top_k=TOP_K)
     try:
         spec = spec_of(pipeline, set_param, shortcuts)
-        if now is not None:
-            spec = _one_clock(spec, now, t_now)
-        check_context_spec(spec)
         try:  # the files the stages name are read before the index is opened
             check_stages(spec)
-            searcher = Searcher.open(index_dir)
-            with searcher:
-                describe = searcher.compile(spec).settings
-                shown = spec
-                while True:
-                    ranked = searcher.search(query, shown, text=text)
-                    try:
-                        doc = build_context(ranked, embedder=searcher.embedder, now=t_now,
-                                            half_life=tau, undated=policy,
-                                            granularity=granularity, source=source_tier,
-                                            text=text, describe=describe, top_k=spec.top_k)
-                    except ValueError as exc:  # the tier policy's words, said as the option
-                        raise ValueError(_option_words(str(exc))) from None
-                    wider = _refill(spec, shown, len(doc.passages), len(doc.excluded))
-                    if wider is None:
-                        break
-                    shown = wider
+            with Searcher.open(index_dir) as searcher:
+                doc = search_context(searcher, query, spec, now=now, half_life=tau,
+                                     undated=policy, granularity=granularity,
+                                     source=source_tier, text=text)
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
         if isinstance(exc, typer.Exit):  # a fail() inside: already said
             raise
-        fail(str(exc))
+        fail(flag_words(str(exc), pipeline))
     if as_json:
         print(json.dumps(doc.to_json(fmt, cite), indent=2, ensure_ascii=False, default=str))
-        return
-    print(doc.render(fmt, cite))
-    for e in doc.excluded:
-        err.print(f"excluded: #{e.rank} {e.doc_id}: {e.reason}", highlight=False)
+    else:
+        print(doc.render(fmt, cite))
+    for line in doc.notes():  # what the prompt alone does not say: stderr, never stdout
+        err.print(line, highlight=False, markup=False)
 
 
-def _refill(spec: PipelineSpec, shown: PipelineSpec, kept: int, excluded: int
-            ) -> PipelineSpec | None:
-    """The spec of the next search when ``--undated exclude`` left fewer than ``--top-k``
-    passages (``kept``; ``excluded`` left out of ``shown``'s ranking): the same pool
-    (``fetch_k``), ``excluded`` more hits, so that the next dated ones fill the context as a
-    longer ranking continues this one; ``None`` when it is full or the pool is spent. Only
-    for the default selector (``topk``), whose longer ranking starts with the shorter one; a
-    selection (``mmr``, ``exposure`` …) of more hits is another selection, and its context
-    stays shorter, as the help says."""
-    pool = spec.resolved_fetch_k
-    if (kept >= spec.top_k or not excluded or shown.top_k >= pool
-            or spec.stages[-1].name != "topk"):
-        return None
-    return shown.replace_top(top_k=min(pool, shown.top_k + excluded), fetch_k=pool)
+#: the library's keyword (an error's head, :mod:`credrank.context.build`) → this command's flag
+_FLAGS = {"now": "--now", "half_life": "--half-life", "undated": "--undated",
+          "source": "--source-tier", "granularity": "--granularity", "format": "--format",
+          "top_k": "--top-k", "text": "--text"}
 
 
-def _one_clock(spec: PipelineSpec, now: str, t_now: datetime) -> PipelineSpec:
-    """``spec`` with ``--now`` as the ``now`` of each freshness stage that would read the
-    clock: one evaluation time ``T`` for the ranking and the tiers (the ranking weighted ages
-    at the current time while the tiers used ``--now``). A stage whose own ``now`` is another
-    time is an error naming both."""
-    data = spec.to_dict()
-    stages = data.get("stages", [])
-    for i, stage in enumerate(stages):
-        if not (isinstance(stage, dict) and stage.get("stage") == "freshness"):
-            continue
-        own = stage.get("now")
-        if own is None:
-            stages[i] = {**stage, "now": now}
-        elif parse_now(own) != t_now:
-            raise ValueError(f"--now {now}: the pipeline's freshness stage (stages[{i}]) has "
-                             f"its own now {own!r}; give one evaluation time (drop one)")
-    return PipelineSpec.from_dict(data)
-
-
-def _option_words(message: str) -> str:
-    """``message`` of :func:`build_context` with the policy's ``source:`` said as the option
-    that set it, ``--source-tier:``."""
-    return "--source-tier:" + message[len("source:"):] if message.startswith("source:") \
-        else message
+def flag_words(message: str, pipeline: Path | None = None) -> str:
+    """``message`` of the context library said in this command's words: its head keyword
+    (``source: …``, ``undated: …``, ``text none: …``) as the flag that set it
+    (``--source-tier: …``); a refused ``retrieval`` as the ``--pipeline`` file or the
+    ``--lexical`` flag that asked for it."""
+    head, sep, rest = message.partition(":")
+    word, space, value = head.partition(" ")
+    if sep and word == "retrieval":
+        if pipeline is not None:
+            return f"--pipeline {pipeline}: {message}"
+        return (f"--lexical:{rest.replace('expected dense', 'context needs dense retrieval', 1)}"
+                "; drop --lexical")
+    if sep and word in _FLAGS:
+        return f"{_FLAGS[word]}{space}{value}{sep}{rest}"
+    return message

@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from credrank.cli.common import err, fail, warn
+from credrank.cli.common import check_index_option, err, fail, warn
 from credrank.cli.index import (
     EngineOption,
     QdrantPathOption,
     QdrantUrlOption,
-    check_index_option,
     store_options,
 )
 from credrank.index.manifest import reindex_hint

@@ -12,8 +12,14 @@
 * ``plain`` — the matched control: the same passages, same order, same instruction, no tiers
   (:func:`credrank.generate.llm.build_prompt` exactly).
 
-With ``cite``, each passage of a prompt is credrank's label (``cag``), then its
-:func:`citation`, then the document's text verbatim: the text is never read for a label.
+With ``cite`` (the default of every door: the library, ``credrank context`` and ``POST
+/context``), each passage of a prompt is credrank's label (``cag``), then its
+:func:`citation`, then the document's text. The text is never read for a label, and a label
+the text writes itself (``High credibility of text: …``, any case, :data:`LABEL_SHAPED`, as
+the bench's leaked-label check) is neutralised in both prompts (:func:`neutralise_labels`:
+``(self-described High credibility) …``), so that a generator trained on CAG's format cannot
+take it for credrank's; the ``json`` form keeps the text as indexed (the label is a field
+of its own there) and the context document counts them (``info.context``).
 
 The ``cag`` prompt keeps :func:`~credrank.generate.llm.build_prompt`'s layout (instruction,
 ``Passages:``, one ``[n]`` line per passage, ``Question:``, ``Answer:``) with one added
@@ -50,7 +56,12 @@ CAG_INSTRUCTION = ("Each passage (or sentence) is labelled with a credibility of
                    "or low, from its relevance to the question, its age and its source; "
                    "prefer high-credibility text when passages conflict.")
 
-_LABEL_RE = re.compile(r"(?:High|Middle|Low) credibility of text: ?")
+#: credrank's own labels in a prompt (:func:`strip_labels`), any case, as the bench's
+#: ``LEAKED_LABEL``
+_LABEL_RE = re.compile(r"(?:High|Middle|Medium|Low) credibility of text: ?", re.IGNORECASE)
+#: a label written inside a document's text: any level word, any case and spacing
+LABEL_SHAPED = re.compile(r"\b(High|Middle|Medium|Low)\s+credibility\s+of\s+text\s*:",
+                          re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,25 @@ def cag_label(tier: int) -> str:
     return CAG_LABELS[tier] + LABEL_SEPARATOR
 
 
+def neutralise_labels(text: str) -> tuple[str, int]:
+    """``text`` with each label it writes itself (:data:`LABEL_SHAPED`) rewritten so that it
+    cannot be read as a CAG label (``High credibility of text: X`` → ``(self-described High
+    credibility) X``), and how many there were."""
+    return LABEL_SHAPED.subn(lambda m: f"(self-described {m.group(1)} credibility)", text)
+
+
+def _neutral(text: str) -> str:
+    return neutralise_labels(text)[0]
+
+
+def count_labels(passage: AnnotatedPassage) -> int:
+    """How many labels the text of ``passage`` writes itself (as the prompts show it: per
+    sentence at sentence granularity); 0 without text."""
+    if passage.sentences:
+        return sum(neutralise_labels(s.text)[1] for s in passage.sentences)
+    return 0 if passage.text is None else neutralise_labels(passage.text)[1]
+
+
 def _text_of(passage: AnnotatedPassage, fmt: str) -> str:
     if passage.text is None:
         raise ValueError(f"format {fmt}: the prompt shows the passages' text, and these "
@@ -129,13 +159,13 @@ def _text_of(passage: AnnotatedPassage, fmt: str) -> str:
 def _cag_parts(passage: AnnotatedPassage) -> tuple[str, str]:
     """The ``cag`` text of ``passage`` in two parts: credrank's own label that opens it (the
     passage's, or its first sentence's at sentence granularity) and the rest. Built from the
-    tiers, never read back out of the text: a document whose own text opens with ``High
-    credibility of text:`` keeps those words in the rest, where they are the document's."""
+    tiers, never read back out of the text; a label the text writes itself is neutralised
+    (:func:`neutralise_labels`)."""
     if passage.sentences:
         first, *rest = passage.sentences
-        return cag_label(first.tier), " ".join([first.text,
-                                                *(cag_label(s.tier) + s.text for s in rest)])
-    return cag_label(passage.tier), " ".join(_text_of(passage, "cag").split())
+        return cag_label(first.tier), " ".join(
+            [_neutral(first.text), *(cag_label(s.tier) + _neutral(s.text) for s in rest)])
+    return cag_label(passage.tier), _neutral(" ".join(_text_of(passage, "cag").split()))
 
 
 def cag_text(passage: AnnotatedPassage) -> str:
@@ -146,14 +176,16 @@ def cag_text(passage: AnnotatedPassage) -> str:
 
 
 def plain_text(passage: AnnotatedPassage) -> str:
-    """The passage as the control shows it (sentences re-joined at sentence granularity)."""
+    """The passage as the control shows it (sentences re-joined at sentence granularity),
+    labels the text writes itself neutralised as in the ``cag`` prompt (the matched control
+    differs from it by credrank's labels only)."""
     if passage.sentences:
-        return " ".join(s.text for s in passage.sentences)
-    return " ".join(_text_of(passage, "plain").split())
+        return " ".join(_neutral(s.text) for s in passage.sentences)
+    return _neutral(" ".join(_text_of(passage, "plain").split()))
 
 
 def strip_labels(text: str) -> str:
-    """``text`` without CAG label prefixes."""
+    """``text`` without CAG label prefixes (any level word, ``Medium`` included, any case)."""
     return " ".join(_LABEL_RE.sub("", text).split())
 
 
@@ -172,11 +204,12 @@ def cited_url(url: str) -> str:
 
 def citation(p: AnnotatedPassage) -> str:
     """Where a passage comes from, for a generator to cite: ``(source: TYPE; host: HOST;
-    url: URL; date: YYYY-MM-DD)`` with what is known (``(source: unknown)`` when nothing is);
-    the date is the document's that freshness reads (observed, else verified, else
-    published), its own even where freshness clamped it to the evaluation time (it cited the
-    evaluation time as the document's date), as the index stores it: in UTC (a document
-    published at ``2020-01-01T01:00+02:00`` is cited ``2019-12-31``)."""
+    url: URL; date: YYYY-MM-DD; passage I of N)`` with what is known (``(source: unknown)``
+    when nothing is); the date is the document's that freshness reads (observed, else
+    verified, else published), as the index stores it: in UTC (a document published at
+    ``2020-01-01T01:00+02:00`` is cited ``2019-12-31``). A date after the evaluation time is
+    the document's own, flagged ``after T`` (its age counts as unknown). ``passage I of N``:
+    the text is one passage of a document split into N (an excerpt, not the whole)."""
     parts = [f"source: {p.source_type or 'unknown'}"]
     if p.host:
         parts.append(f"host: {p.host}")
@@ -184,21 +217,24 @@ def citation(p: AnnotatedPassage) -> str:
         parts.append(f"url: {cited_url(p.url)}")
     dated = p.document_date or p.freshness_date
     if dated:
-        parts.append(f"date: {dated[:10]}")
+        parts.append(f"date: {dated[:10]}" + (", after T" if p.freshness_clamped else ""))
+    if p.passage is not None and int(p.passage.get("of") or 1) > 1:
+        parts.append(f"passage {p.passage.get('number')} of {p.passage.get('of')}")
     return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"
 
 
 def _cited(p: AnnotatedPassage, label: str, text: str, cite: bool) -> str:
     """credrank's ``label`` (``""`` in the ``plain`` form), then the passage's
     :func:`citation` (``cite``), then ``text`` as it is: the label stays the passage's first
-    words, as the CAG data put it. ``text`` is never parsed for a label: words a document
-    writes about its own credibility stay after the citation, inside its text."""
+    words, as the CAG data put it. ``text`` is never parsed for a label: a label a document
+    writes about its own credibility stays after the citation, inside its text, neutralised
+    (:func:`neutralise_labels`) so that it cannot pass for credrank's."""
     if not cite:
         return label + text
     return f"{label}{citation(p)} {text}"
 
 
-def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool = False) -> str:
+def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool = True) -> str:
     """The ``cag`` prompt (module docstring); ``cite``: each passage carries its
     :func:`citation` right after its (first) label."""
     prompt = build_prompt(question, [_cited(p, *_cag_parts(p), cite) for p in passages])
@@ -209,7 +245,7 @@ def render_cag(question: str, passages: Sequence[AnnotatedPassage], cite: bool =
 
 
 def render_plain(question: str, passages: Sequence[AnnotatedPassage],
-                 cite: bool = False) -> str:
+                 cite: bool = True) -> str:
     """The matched control: :func:`build_prompt` over the same passages, no tiers (``cite``:
     each opens with its :func:`citation`, as in the ``cag`` prompt)."""
     return build_prompt(question, [_cited(p, "", plain_text(p), cite) for p in passages])
@@ -255,11 +291,12 @@ def render_json(passages: Sequence[AnnotatedPassage]) -> list[dict[str, Any]]:
 
 
 def render(question: str, passages: Sequence[AnnotatedPassage], fmt: str = "cag",
-           cite: bool = False) -> str:
+           cite: bool = True) -> str:
     """``fmt`` in :data:`FORMATS`: the ``cag`` or ``plain`` prompt, or the ``json`` list as
     text (indent 2). ``cite``: each passage of a prompt opens with its source type, host, URL
     and date (:func:`citation`; the ``json`` form always carries them under ``inputs.source``
-    and ``inputs.freshness``). Off by default: the measured prompts (bench) are without."""
+    and ``inputs.freshness``). On by default, as in ``credrank context`` and ``POST
+    /context``; a bench that measures the CAG format alone passes ``cite=False``."""
     if fmt == "cag":
         return render_cag(question, passages, cite)
     if fmt == "plain":

@@ -4,7 +4,9 @@
 Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 
 * ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document, with
-  the top-level ``pipeline`` the run used. The pipeline comes from the stage fields or from a
+  the top-level ``pipeline`` the run used. ``POST /context`` — public; the ``credrank context
+  --json`` document (:func:`credrank.context.build.search_context`, the command's path), its
+  own fields the command's flags. The pipeline comes from the stage fields or from a
   whole spec (``pipeline``; files by registered name only: :mod:`credrank.serve.work`). Each
   is priced before it runs (:mod:`credrank.serve.cost`: over the budget → 422) and heavy ones
   are limited in number (:mod:`credrank.serve.gate`: 503 with ``Retry-After``).
@@ -49,12 +51,13 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Scope
 
 from credrank import __version__
+from credrank.context.build import TOP_K as CONTEXT_TOP_K
 from credrank.core.errors import CandidateVectorError
 from credrank.index.diskspace import DiskFullError, is_disk_full
 from credrank.index.store import StoreError
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import SpecError
-from credrank.rerank import CANDIDATE_FIELDS
+from credrank.rerank import CANDIDATE_FIELDS, check_rerank_spec
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
@@ -68,6 +71,8 @@ from credrank.serve.limits import (
 )
 from credrank.serve.logs import AccessLogMiddleware
 from credrank.serve.models import (
+    ContextRequest,
+    ContextResponse,
     ErrorBody,
     FeedbackRequest,
     Health,
@@ -177,6 +182,41 @@ def merged_unions(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             msg = "expected " + " or ".join(said)
         out.append({"loc": loc, "type": "union", "msg": msg, "input": group[0].get("input")})
     return out
+
+
+#: a context option's word at the head of a library error → the ``/context`` field that set it
+_CONTEXT_FIELDS = {"now": "now", "half_life": "half_life", "undated": "undated",
+                   "source": "source_tier", "granularity": "granularity", "text": "text",
+                   "top_k": "top_k", "format": "format"}
+
+
+def context_field(detail: str) -> tuple[str, str | None]:
+    """A context library error (:mod:`credrank.context.build`) said in ``/context``'s
+    fields: ``(message, field)``, the message's head keyword (``source: …``) as the field
+    (``source_tier: …``); ``(detail, None)`` when it names none."""
+    head, sep, rest = detail.partition(":")
+    word, space, value = head.partition(" ")
+    field = _CONTEXT_FIELDS.get(word) if sep else None
+    if field is None:
+        return detail, None
+    return f"{field}{space}{value}{sep}{rest}", field
+
+
+def _check_context(req: Any) -> None:
+    """The checks of ``credrank context`` between its options, as 422s naming the field."""
+    if req.half_life is None and req.undated != "neutral":  # accepted, it would do nothing
+        raise LimitError(422, "invalid_request", f"undated: {req.undated!r} only with "
+                         "half_life (the unknown-age policy of the time downgrade, which is "
+                         "off without it)", field="undated")
+    if req.text == "none" and req.format != "json":
+        raise LimitError(422, "invalid_request", f"text: 'none' with format {req.format!r}, "
+                         "which prints the passages' text; send format 'json' (the passages' "
+                         "tiers and inputs without their text) or text 'full' or 'snippet'",
+                         field="text")
+    if req.text == "none" and req.granularity == "sentence":
+        raise LimitError(422, "invalid_request", "text: 'none' with granularity 'sentence', "
+                         "which tiers the sentences of the text; send text 'full' or "
+                         "'snippet'", field="text")
 
 
 def stage_field(detail: str, plan: Plan) -> str | None:
@@ -324,10 +364,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         --max-request-cost: 422 naming candidates)."""
         req = await _parsed(request, RerankRequest)
         plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
-        if plan.spec.pushdown:
-            raise LimitError(422, "invalid_request", "pipeline.pushdown: candidates retrieved "
-                             "elsewhere are scored in Python, never in an engine; send null "
-                             "or false", field="pipeline.pushdown")
+        try:  # retrieval, unit and pushdown cannot apply to candidates retrieved elsewhere
+            check_rerank_spec(plan.spec)
+        except SpecError as exc:
+            raise state.spec_error(exc, plan.spec, plan.where or "pipeline") from None
         # passages are embedded for the cosine, or for stages that read vectors (selectors,
         # neighbour smoothing); priced conservatively for every selector
         vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
@@ -349,6 +389,41 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                    plan.spec, req.retrieval, req.query_vector, req.text,
                                    embeds=0 if req.query_vector is not None else len(req.query),
                                    ids=[c.id for c in req.candidates]))
+
+    @_self_parsed(app, "/context", ContextRequest, response_model=ContextResponse,
+                  responses=_errors(408, 413, 415, 422, 503, 504), tags=["search"])
+    async def context(request: Request) -> JSON:
+        """What the generator would see (as `credrank context --json`): the query ranked as
+        `/search` ranks it (the stage fields or `pipeline`; `top_k` 5 unless sent or in the
+        spec), the top-k passages with credibility tiers (chapter 35.4), and the prompt
+        (`format`). The context's own fields are `credrank context`'s flags with underscores,
+        checked by the same validators. Priced before it runs, the pool's second ranking and
+        sentence embedding included (over --max-request-cost: 422 naming fetch_k)."""
+        req = await _parsed(request, ContextRequest)
+        if req.pipeline is None and "top_k" not in req.model_fields_set:
+            req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
+        _check_context(req)
+        plan = state.plan(req)
+        if plan.spec.retrieval != "dense":
+            field = "pipeline.retrieval" if plan.where else "lexical"
+            raise LimitError(422, "invalid_request", f"{field}: context needs dense retrieval "
+                             "(relevance tiers bin cosine similarities; lexical BM25 scores "
+                             "have no stated cut points)", field=field)
+        cost = state.context_budget(plan, pool_ranking=req.half_life is not None,
+                                    sentences=req.granularity == "sentence")
+        options = {"now": req.now, "half_life": req.half_life, "undated": req.undated,
+                   "granularity": req.granularity, "source": req.source_tier}
+        try:
+            return JSON(await state.read(cost, _rendering(state.context), req.query, plan.spec,
+                                         req.text, options, req.format, req.cite,
+                                         embeds=len(req.query), receive=request.receive))
+        except SpecError as exc:
+            raise state.spec_error(exc, plan.spec, plan.where) from None
+        except ValueError as exc:
+            detail = state.unpath(str(exc))
+            said, named = context_field(detail)
+            raise LimitError(422, "invalid_request", said,
+                             field=named or stage_field(detail, plan)) from None
 
     async def run_read(request: Request, plan: Plan, cost: Any, work: Any, *args: Any,
                        embeds: int, ids: Sequence[str] = ()) -> Rendered:
@@ -487,7 +562,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     if STATIC_DIR.is_dir():
         app.mount("/static", files, name="static")
 
-    _document_bodies(app, (SearchRequest, RerankRequest))
+    _document_bodies(app, (SearchRequest, RerankRequest, ContextRequest))
     return app
 
 

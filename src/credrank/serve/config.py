@@ -44,7 +44,7 @@ DEFAULT_IDEMPOTENCY_KEYS = 1_000
 #: the write endpoints: they need the API key (checked before the body is read)
 WRITE_PATHS = frozenset({"/index", "/feedback", "/priors/rollback"})
 #: the POST endpoints whose body is JSON: anything else is 415 (``Content-Type``)
-JSON_PATHS = WRITE_PATHS | {"/search", "/rerank"}
+JSON_PATHS = WRITE_PATHS | {"/search", "/rerank", "/context"}
 
 
 def route_path(scope: Mapping[str, Any]) -> str:

@@ -32,9 +32,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from credrank.context.build import check_format, parse_now
+from credrank.context.render import FORMATS, GRANULARITIES
 from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
 from credrank.documents.fields import DATE_ORDERS, date_order_value, timezone_value
 from credrank.documents.schema import SOURCE_TYPES
+from credrank.freshness.config import parse_duration
+from credrank.freshness.policy import parse_undated
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.shortcuts import HTTP_RERANK, HTTP_SEARCH, Door, Shortcut
 from credrank.rerank import DEFAULT_RETRIEVAL, RETRIEVAL_SOURCES, check_retrieval
@@ -168,6 +172,73 @@ SearchRequest.__doc__ = ("``POST /search``: the options of ``credrank search``, 
                          "``pipeline``.")
 
 
+class _ContextFields(ScoringRequest):
+    """The fields of ``credrank context``'s own flags (their names with underscores), each
+    checked by the validator the command uses (:mod:`credrank.context.build`)."""
+
+    text: str = Field("full", description=TEXT_HELP + " (as `credrank context --text`; here "
+                                                      "full by default: the generator reads "
+                                                      "whole passages)",
+                      json_schema_extra={"enum": list(TEXT_CHOICES)})
+    format: StrictStr = Field("cag", description="cag (CAG labels) | json (for tool-calling "
+                                                 "generators) | plain (no tiers: the matched "
+                                                 "control)",
+                              json_schema_extra={"enum": list(FORMATS)})
+    granularity: StrictStr = Field("document", description="document | sentence (sentence "
+                                   "tiers from each sentence's own similarity, capped by the "
+                                   "document's source tier)",
+                                   json_schema_extra={"enum": list(GRANULARITIES)})
+    half_life: StrictStr | StrictInt | StrictFloat | None = Field(
+        None, description="τ: one tier lost per elapsed τ — 365d, 52w, 1y, 12h or a number of "
+                          "days (default: no time downgrade)")
+    now: StrictStr | None = Field(None, description="evaluation time T, ISO 8601 (default: "
+                                                    "the now of the pipeline's freshness "
+                                                    "stage, else the current time); also the "
+                                                    "now of that stage")
+    undated: StrictStr = Field("neutral", description="unknown age: neutral | neutral:W | "
+                                                      "penalty:W | exclude (only with "
+                                                      "half_life)")
+    source_tier: StrictStr = Field("auto", description="auto (factor credibility if ranked "
+                                   "with it; else the prior factor the ranking applied, unless "
+                                   "it is the current type preset; else the source type) | "
+                                   "type | a factor name in [0, 1], e.g. prior")
+    cite: StrictBool = Field(True, description="each passage of the cag and plain prompts "
+                                               "opens with its source type, host, URL, date "
+                                               "and passage number where known")
+
+    @field_validator("format", "granularity", "half_life", "now", "undated", "source_tier")
+    @classmethod
+    def _context_option(cls, value: Any, info: ValidationInfo) -> Any:
+        """The one validator of each option (the command's), its message without its
+        head: pydantic's location names the field."""
+        name = str(info.field_name)
+        try:
+            if name == "format":
+                check_format(value)
+            elif name == "granularity" and value not in GRANULARITIES:
+                raise ValueError(f"expected one of {', '.join(GRANULARITIES)}, got {value!r}")
+            elif name == "half_life" and value is not None:
+                return parse_duration(value, name)
+            elif name == "now" and value is not None:
+                parse_now(value, name)
+            elif name == "undated":
+                parse_undated(value)
+            elif name == "source_tier" and not value.strip():
+                raise ValueError(f"expected auto, type or a factor name, got {value!r}")
+        except ValueError as exc:
+            raise PydanticCustomError("context_option", "{detail}", {
+                "detail": str(exc).split(": ", 1)[-1] if str(exc).startswith(
+                    (f"{name}:", "format:", "undated:")) else str(exc)}) from None
+        return value
+
+
+#: ``POST /context``: the options of ``credrank context`` (its ranking's and its own), or the
+#: whole ``pipeline`` and its own
+ContextRequest = shortcut_model("ContextRequest", HTTP_SEARCH, _ContextFields)
+ContextRequest.__doc__ = ("``POST /context``: the options of ``credrank context``, or the "
+                          "whole ``pipeline`` and the context's own.")
+
+
 #: what the date fields of a candidate take (checked by :func:`credrank.rerank.fields.field_value`,
 #: as ``credrank index`` reads a record's dates)
 _DATE_HELP = ("ISO 8601 (2023-05-01, 2023-05-01T12:00:00Z) or a written date read without "
@@ -207,7 +278,10 @@ class _CandidateBase(_Request):
     """A passage the client retrieved elsewhere."""
 
     id: StrictStr = Field(min_length=1, description="unique among the candidates")
-    text: StrictStr | None = Field(None, description="needed unless a vector is given")
+    text: StrictStr | None = Field(None, description="needed where the passage is embedded: "
+                                                     "not with a vector, nor when every "
+                                                     "candidate has a score (retrieval 'auto' "
+                                                     "or 'given')")
     url: StrictStr | None = Field(None, description="provenance: typed by the server's rules")
     title: StrictStr | None = None
 
@@ -438,6 +512,26 @@ class SearchResponse(_Document):
     info: dict[str, Any]
     pipeline: PipelineUsed
     elapsed_ms: float = Field(description="time spent in the pipeline, in milliseconds")
+
+
+class ContextResponse(_Document):
+    """The ``credrank context --json`` document (docs/json.md), with ``elapsed_ms``."""
+
+    credrank_context: int
+    query: str
+    granularity: str
+    now: str
+    policy: dict[str, Any]
+    settings: Settings
+    passages: list[dict[str, Any]]
+    excluded: list[dict[str, Any]]
+    info: dict[str, Any]
+    format: str
+    cite: bool
+    prompt: str | list[dict[str, Any]] = Field(
+        description="what the generator gets: the prompt (cag, plain) or the passages (json)")
+    pipeline: PipelineUsed
+    elapsed_ms: float = Field(description="time spent ranking and tiering, in milliseconds")
 
 
 class RerankHit(Hit):

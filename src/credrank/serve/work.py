@@ -46,11 +46,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from fastapi import Response
 
+from credrank.context.build import one_clock, search_context
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.validation import is_integer
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import embedding_text, prepare_documents, write_prepared
 from credrank.index.retrieve import default_fetch_k
+from credrank.index.store import document_count
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
@@ -129,6 +131,9 @@ def _then_release(func: Callable[..., T]) -> Callable[..., T]:
 
 #: request shapes whose plan :class:`ServiceState` keeps (:meth:`ServiceState.plan`)
 MAX_CACHED_PLANS = 256
+#: the characters of one passage a ``/context`` at sentence granularity is priced to embed
+#: (the passages' text is not known before the ranking; MiniLM's window is ≈ 1,000)
+CONTEXT_SENTENCE_CHARS = 2_000
 #: a search or rerank priced under this many work units (≈ 1 ms of CPU, :mod:`.cost`), its
 #: query's embedding included, runs on the event loop (:meth:`ServiceState._inline`): with
 #: the hashing embedder, the default pipeline at a fetch_k of a few hundred; never a model's
@@ -512,6 +517,58 @@ class ServiceState:
         doc["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return doc
 
+    def context(self, token: WorkToken | None, query: str, spec: PipelineSpec, text: str,
+                options: dict[str, Any], fmt: str, cite: bool) -> dict[str, Any]:
+        """The ``/context`` document: :func:`credrank.context.build.search_context` over the
+        served index (``options``: its tier options) with ``token`` checked as in
+        :meth:`search`, rendered as ``credrank context --json`` renders it."""
+        start = time.perf_counter()
+        spec = one_clock(spec, options.get("now"))
+        with self.embedder.working(token):
+            compiled = self.searcher.compile(spec)
+            self._prepared(compiled)
+            if options.get("half_life") is not None:  # the pool's ranking, if it is needed
+                whole = spec.resolved_fetch_k
+                self._prepared(self.searcher.compile(spec.replace_top(top_k=whole,
+                                                                      fetch_k=whole)))
+            doc = search_context(self.searcher, query, spec, text=text,
+                                 check=None if token is None else token.check, **options)
+        out = doc.to_json(fmt, cite)
+        self._echo(out, compiled)
+        out["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
+        return out
+
+    def context_budget(self, plan: Plan, *, pool_ranking: bool, sentences: bool) -> Estimate:
+        """The price of a ``/context`` (:meth:`budget` of its ranking, 422 over the budget):
+        with ``pool_ranking`` (a time downgrade: the ``neutral`` median or the refills of
+        ``exclude`` may rank the whole pool once more) the same pipeline with ``top_k =
+        fetch_k`` too; with ``sentences``, embedding the sentences of ``top_k`` passages of
+        :data:`CONTEXT_SENTENCE_CHARS` characters each (declared: their length is not known
+        before the ranking; the time limit bounds the rest)."""
+        cost = self.budget(plan)
+        parts = dict(cost.parts)
+        if pool_ranking:
+            whole = plan.pool
+            again = self.budget(replace(plan, spec=plan.spec.replace_top(
+                top_k=whole, fetch_k=whole), shape=None))
+            parts.update({f"the pool ranked again: {k}": v for k, v in again.parts.items()})
+        if sentences:
+            k = min(plan.spec.top_k, plan.pool)
+            parts[f"embedding the sentences of {k:,} passages"] = embed_units(
+                self.searcher.embedder.name, [CONTEXT_SENTENCE_CHARS] * k)
+        total = Estimate(parts, cost.costliest)
+        budget = self.config.max_request_cost
+        if budget and total.total > budget:
+            raise LimitError(
+                422, "invalid_request",
+                f"{plan.pool_field}: this context is estimated at {total.total:,.0f} work units "
+                f"({total.describe()}), over the budget of {budget:,.0f} per request "
+                "(--max-request-cost; 1 unit ≈ 1 ms of CPU): send a smaller fetch_k or "
+                "top_k" + (", or granularity document" if sentences else ""),
+                field=plan.pool_field, extra={"cost": round(total.total, 1), "budget": budget,
+                                              "stage": total.costliest})
+        return total
+
     def rerank(self, token: WorkToken | None, query: str, records: list[dict[str, Any]],
                spec: PipelineSpec, retrieval: str,
                query_vector: list[float] | None = None,
@@ -595,15 +652,18 @@ class ServiceState:
             with self.embedder.working(token):
                 prepared = prepare_documents(
                     iter_documents(path, strict=strict, assume_timezone=assume_timezone,
-                                   date_order=date_order),
+                                   date_order=date_order, unit="record"),
                     searcher.store, self.embedder, searcher.typer,
                     check=lambda: token.check("embed"), read_lock=self.store_lock)
         with self.store_lock:
             token.begin_commit()
             report = write_prepared(prepared, searcher.store, searcher.embedder)
-            size = len(searcher.store)
+            size, points = document_count(searcher.store), len(searcher.store)
+            chunking = searcher.store.manifest.chunking
         return {"credrank_index": 1, **report.counts(_reject, _dropped, strict=strict),
-                "documents": size}, True
+                "documents": size,
+                "passages": {"points": points, "chunk_tokens": chunking.tokens,
+                             "chunk_overlap": chunking.overlap}}, True
 
     def priors_store(self) -> FeedbackPriors:
         if self.config.priors_store is None:
