@@ -9,18 +9,13 @@ relevance, so a selector downstream can still fill its list; the rest are droppe
 or the coverage optimum can reward them merely for being different.
 
 :func:`eligible_rows` is the one definition: the selectors ``mmr`` and ``coverage`` apply it
-through their ``min_ratio`` parameter (``min_keep`` = their list length), and
-:class:`EligibilityFilter` is the same rule as a library stage.
+through their ``min_ratio`` parameter (``min_keep`` = their list length), at every door.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from credrank.core.candidates import Candidates
-from credrank.core.pipeline import Stage
 from credrank.core.validation import as_vector, check_int, check_probability
 
 #: float slack at the boundary ``r = min_ratio · max r``
@@ -44,25 +39,3 @@ def eligible_rows(relevance: np.ndarray, min_ratio: float, min_keep: int
     keep = eligible.copy()
     keep[np.argsort(-r, kind="stable")[:keep_best]] = True
     return np.flatnonzero(keep).astype(np.int64), int(eligible.sum())
-
-
-class EligibilityFilter(Stage):
-    """Keep candidates with ``max(sim, 0) ≥ min_ratio · max_batch max(sim, 0)`` (≥ ``min_keep``):
-    :func:`eligible_rows` as a stage, for a library pipeline that filters before any
-    selector (the ``mmr`` and ``coverage`` stages take ``min_ratio`` themselves)."""
-
-    name = "eligibility"
-
-    def __init__(self, min_ratio: float = 0.9, min_keep: int = 5):
-        self.min_ratio = check_probability("min_ratio", min_ratio)
-        self.min_keep = check_int("min_keep", min_keep, 0)
-
-    def transform(self, batch: Candidates) -> Candidates:
-        if len(batch) == 0:
-            return batch
-        rows, eligible = eligible_rows(batch.retrieval_score, self.min_ratio, self.min_keep)
-        return batch.take(rows).with_info(eligibility={
-            "min_ratio": self.min_ratio, "kept": len(rows), "eligible": eligible})
-
-    def config(self) -> dict[str, Any]:
-        return {"min_ratio": self.min_ratio, "min_keep": self.min_keep}

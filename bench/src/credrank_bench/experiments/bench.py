@@ -43,7 +43,6 @@ from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.pipeline.spec import PipelineSpec
 from credrank.provenance import SourceTyper
-from credrank.select.eligibility import EligibilityFilter
 from credrank.select.topk import TopK
 from credrank.signals.prior import CURRENT, PriorTable, disperse
 from credrank.stages.prior import SourcePrior
@@ -437,28 +436,28 @@ def bench_ramdocs(path: Path, embedder: Embedder, *, top_k: int = 5, fetch_k: in
     the coverage optimum come from clustering the candidate embeddings (no labels are used).
 
     Every system is a spec; the bench's ``before`` stages are the types assigned with a 20%
-    error rate (from the labels) and the eligibility filter (``cos ≥ 0.75·max``, no label: a
-    library stage that is no catalog stage)."""
+    error rate (from the labels); eligibility (``cos ≥ 0.75·max``, no label) is the selectors'
+    ``min_ratio``."""
     evalset = require_usable(load_dataset("ramdocs", path), path)
     prepared = prepare(evalset, embedder, on_progress=on_progress)
     pools = pools_for(prepared, fetch_k, on_progress)
     types = noisy_types(evalset, 0.2, np.random.default_rng(seed))
-    eligible = [EligibilityFilter(min_ratio=0.75, min_keep=top_k)]
     mmr = {"stage": "mmr", "diversity": 0.5}
+    eligible_mmr = {**mmr, "min_ratio": 0.75}
     coverage = {"stage": "coverage", "lambda_ilad": 0.3, "lambda_coverage": 0.5,
-                "n_clusters": 3}
+                "n_clusters": 3, "min_ratio": 0.75}
     systems = {
         BASELINE: baseline_system(top_k, fetch_k),
         "credibility-aware (prior, 20% wrong types)": assigned_prior_system(types, top_k,
                                                                             fetch_k),
         "MMR diversity=0.5 over the whole pool": System.of_spec(
             search_spec(top_k, fetch_k, mmr)),
-        "eligible (cos ≥ 0.75·max) + MMR": System.of_spec(search_spec(top_k, fetch_k, mmr),
-                                                          before=eligible),
+        "eligible (cos ≥ 0.75·max) + MMR": System.of_spec(
+            search_spec(top_k, fetch_k, eligible_mmr)),
         "credibility-aware + eligible + MMR": assigned_prior_system(
-            types, top_k, fetch_k, mmr, before=eligible),
+            types, top_k, fetch_k, eligible_mmr),
         "credibility-aware + eligible + coverage optimum (λ1=0.3, λ2=0.5, 3 clusters)":
-            assigned_prior_system(types, top_k, fetch_k, coverage, before=eligible),
+            assigned_prior_system(types, top_k, fetch_k, coverage),
     }
     main = run_experiment(pools, systems, evalset.qrels, ["harmful@5", "nDCG@5", "RR"],
                           bad=evalset.bad,
