@@ -92,6 +92,34 @@ def test_check_missing_file_exit_2(tmp_path: Path) -> None:
     assert "none.toml: the trust profile does not exist" in " ".join(result.stderr.split())
 
 
+def test_a_missing_profile_lists_the_shipped_examples(tmp_path: Path) -> None:
+    result = _invoke("check", "model_c")
+    assert result.exit_code == 2
+    assert "or a shipped example: model_a, model_b" in " ".join(result.stderr.split())
+
+
+def test_radar_out_a_file_names_the_flag(tmp_path: Path) -> None:
+    """It said "afile: cannot write the radar: [Errno 17] File exists"; the run says
+    "--out …: expected a folder"."""
+    afile = tmp_path / "afile"
+    afile.write_text("", encoding="utf-8")
+    result = _invoke("radar", "model_a", "--out", str(afile))
+    assert result.exit_code == 2
+    assert f"--out {afile}: expected a folder (for radar.png and radar.svg), got a file" in \
+        " ".join(result.stderr.split())
+
+
+def test_audit_help_says_what_runs_and_the_exit_status() -> None:
+    """It was only in the callback's docstring, which `credrank audit --help` does not
+    show."""
+    from credrank.cli import app
+
+    result = CliRunner().invoke(app, ["audit", "--help"])
+    text = " ".join(result.stdout.split())
+    assert "credrank audit --index DIR --config AUDIT.toml --out DIR runs the audit" in text
+    assert "1 when a hard gate fails" in text
+
+
 def test_radar_writes_files_and_prints_areas(tmp_path: Path) -> None:
     result = _invoke("radar", "model_a", "--compare", "model_b", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output

@@ -49,6 +49,20 @@ def test_pii_detectors():
     assert pii_findings("Metformin 500 mg twice daily; HbA1c 7.2% in 2019.") == []
 
 
+@pytest.mark.parametrize(("text", "found"), [
+    ("call +44 20 7946 0958 today", ["+44 20 7946 0958"]),  # the international + form
+    ("+1 555-123-4567", ["+1 555-123-4567"]),
+    ("1-800-555-1234", ["1-800-555-1234"]),
+    ("room 12 555-123-4567", ["555-123-4567"]),
+    ("ratio 1.234.567.8901", []),  # it matched 234.567.8901 inside the number
+    ("id 555-123-45678", []),
+    ("Tel 0049 30 1234567", []),  # the 00 prefix: out of scope, as documented
+    ("+1 2 3", []),
+])
+def test_phone_numbers_in_their_documented_forms_never_inside_a_longer_number(text, found):
+    assert [m for kind, m in pii_findings(text) if kind == "phone"] == found
+
+
 def test_privacy_counts_leaking_hits():
     results = {"q1": batch(["a", "b"], ["gov", "news"]), "q2": batch(["c"], ["forum"])}
     texts = {"a": "clean", "b": "mail me: x@y.org", "c": "phone +1 555-123-4567"}
@@ -95,6 +109,22 @@ def test_fairness_exposure_per_merit():
     assert m.reads_labels
     # one group with merit: not measured (None), not 0
     assert exposure_balance({"q": top}, {"q": pool}, {"q": {"g1": 1}}) is None
+
+
+def test_fairness_says_why_it_is_zero():
+    """A group with merit and no exposure in the top k makes the balance 0 (a hard ranking,
+    35.9): the denominator names it, so 0 is read as what it is."""
+    top = batch(["g1", "g2"], ["gov", "gov"])
+    pool = batch(["g1", "g2", "b1", "u1"], ["gov", "gov", "blog", None])
+    m = exposure_balance({"q": top}, {"q": pool}, {"q": {"g1": 1, "b1": 1, "u1": 2}},
+                         n_resamples=20)
+    assert m.value == 0.0
+    assert m.details["zero_exposure_groups"] == ["blog", "unknown"]
+    assert "2 of them (blog, unknown) got no exposure in any top k, so the value is 0" in \
+        m.denominator
+    fair = exposure_balance({"q": top}, {"q": pool}, {"q": {"g1": 1}, "x": {}},
+                            n_resamples=20)
+    assert fair is None
 
 
 def test_factuality_harmful_at_k():

@@ -106,7 +106,8 @@ def test_normalise_linear_and_flipped_when_lower_is_better() -> None:
     (_measured("robustness", math.nan), r"entry\[0\]\.value: expected a finite number, got nan"),
     (_measured("robustness", math.inf), "expected a finite number, got inf"),
     (_measured("robustness", interval=[0.6, 0.9]), r"entry\[0\]\.interval: expected an "
-                                                    r"interval containing the value 0\.5"),
+                                                    r"interval containing the value 0\.5, "
+                                                    r"got \[0\.6, 0\.9\]$"),
     (_measured("robustness", interval=[0.6, 0.4]), r"entry\[0\]\.interval: expected \[lo, hi\] "
                                                     r"with lo ≤ hi"),
     (_measured("robustness", interval=[-0.5, 0.9]), "inside the declared scale"),
@@ -221,6 +222,20 @@ def test_gate_ops_on_raw_value(op: str, threshold: float, passed: bool) -> None:
     assert result.outcome == ("pass" if passed else "fail")
     assert result.value == 0.5
     assert audit_passed([result]) is passed
+
+
+@pytest.mark.parametrize(("value", "passed"), [(0.3000000001, True), (0.29999999, False)])
+def test_a_gate_explanation_never_rounds_its_value_onto_the_threshold(value: float,
+                                                                      passed: bool) -> None:
+    """``:g`` printed "privacy = 0.3; required > 0.3" beside PASS (and beside FAIL)."""
+    from credrank.audit.report import render_markdown
+
+    profile = parse_profile({**_data(privacy=_measured("privacy", value)),
+                             "gate": [_gate("privacy", ">", 0.3)]})
+    [result] = check_gates(profile)
+    assert result.passed is passed
+    assert result.detail == f"privacy = {value!r} fraction; required > 0.3"
+    assert f"| {value!r} |" in render_markdown(profile)
 
 
 def test_gate_uses_raw_value_not_normalised() -> None:

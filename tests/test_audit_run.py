@@ -414,3 +414,124 @@ def test_a_gate_name_given_twice_is_refused_when_the_config_is_read(tmp_path):
     with pytest.raises(AuditInputError, match=r"dup\.toml: gate\[1\]\.name: expected a unique "
                                               r"gate name \(already gate\[0\]\), got 'no-pii'"):
         load_config(path)
+
+
+# ---------------------------------------------------------------- what the outputs say
+
+
+def test_json_profile_and_check_say_reads_labels(index, tmp_path):
+    """reads_labels was only in measurements.json: the --json document, profile.json and
+    `audit check --json` said nothing of the labels the run read."""
+    out = tmp_path / "o"
+    doc, _ = audit_json(index, write(tmp_path, budget=1.0), out)
+    assert doc["reads_labels"] is True
+    assert doc["labels_read_by"] == ["fairness", "factuality"]
+    entries = {e["dimension"]: e for e in doc["profile"]["entries"]}
+    assert entries["factuality"]["reads_labels"] is True
+    assert entries["privacy"]["reads_labels"] is False
+    assert entries["robustness"]["reads_labels"] is None  # not measured
+    saved = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    assert [e.get("reads_labels") for e in saved["entry"]] == \
+        [None, False, True, False, True, False]
+    for name in ("profile.json", "profile.toml"):  # it round-trips
+        check = runner.invoke(app, ["audit", "check", str(out / name), "--json"])
+        got = json.loads(check.stdout)
+        assert got["reads_labels"] is True, name
+        assert got["labels_read_by"] == ["fairness", "factuality"], name
+    example = json.loads(runner.invoke(app, ["audit", "check", "model_a", "--json"]).stdout)
+    assert example["reads_labels"] is None  # a hand-written profile that does not say
+
+
+def test_a_failed_write_leaves_the_previous_outputs_whole(index, tmp_path, monkeypatch):
+    """A full disk failed on report.html after the new profile, gates and measurements were
+    written: --out held two runs, and the error was a bare OSError not naming --out."""
+    import credrank.audit.report as report
+
+    out = tmp_path / "o"
+    first = runner.invoke(app, ["audit", "--index", str(index), "--config",
+                                str(write(tmp_path, budget=1.0)), "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full_disk(profile, out_dir, *args, **kwargs):
+        raise OSError(28, "No space left on device", str(Path(out_dir) / "report.html"))
+
+    monkeypatch.setattr(report, "write_report", full_disk)
+    changed = write(tmp_path, budget=0.5,
+                    robustness='measure = "not measured"\nreason = "another run"')
+    got = runner.invoke(app, ["audit", "--index", str(index), "--config", str(changed),
+                              "--out", str(out)])
+    assert got.exit_code == 2
+    assert f"--out {out}: cannot write report.html: No space left on device" in got.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no staging left
+    fresh = tmp_path / "fresh"
+    got = runner.invoke(app, ["audit", "--index", str(index), "--config", str(changed),
+                              "--out", str(fresh)])
+    assert got.exit_code == 2 and not fresh.exists()  # no partial set in a new folder
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_an_out_folder_that_cannot_be_made_names_the_flag(index, tmp_path):
+    got = runner.invoke(app, ["audit", "--index", str(index), "--config", str(write(tmp_path)),
+                              "--out", "/proc/credrank-nope"])
+    assert got.exit_code == 2
+    assert "--out /proc/credrank-nope: cannot make the folder: " in got.stderr
+
+
+def test_robustness_says_it_measured_the_stress_bench_not_the_audited_pipeline(index,
+                                                                              tmp_path):
+    """The stress bench's similarity-only row on CrAM data was shown under the audited
+    system's name; the profile, report, radar and measurements now say what it measured."""
+    from credrank.audit.measures import Measurement
+    from credrank.audit.radar import draw_radar
+    from credrank.audit.run import audit_index, load_config, write_outputs
+
+    data = tmp_path / "stress.jsonl"
+    data.write_text("{}\n", encoding="utf-8")
+
+    def bench(spec, *, on_progress=None):
+        return Measurement("robustness", "misled-contaminated (row 'similarity only')", 0.25,
+                           "share of questions", (0.0, 1.0), False, "labels", "8 questions",
+                           None, ("retrieval",), reads_labels=True,
+                           details={"system": "similarity only", "command": "credrank bench"})
+
+    config = write(tmp_path, budget=1.0,
+                   robustness=f'measure = "stress"\npath = {json.dumps(str(data))}')
+    run = audit_index(index, load_config(config), robustness=bench)
+    entry = run.profile.entry("robustness")
+    assert "the stress bench's own system 'similarity only'" in entry.measured_on
+    assert "NOT the audited pipeline" in entry.measured_on and str(data) in entry.measured_on
+    assert run.measurements["robustness"].details["audited_pipeline"] is False
+    out = tmp_path / "o"
+    write_outputs(run, out)
+    assert "**measured on**: the stress bench" in (out / "report.md").read_text("utf-8")
+    figure = draw_radar(run.profile, tmp_path / "radar")
+    assert any(c.startswith("robustness: measured on the stress bench's own system")
+               and c.endswith(f"not on {run.profile.title}") for c in figure.caveats)
+    measured = json.loads((out / "measurements.json").read_text(encoding="utf-8"))
+    assert measured["robustness"]["details"]["audited_pipeline"] is False
+    saved = json.loads((out / "profile.json").read_text(encoding="utf-8"))["entry"][0]
+    assert saved["measured_on"] == entry.measured_on
+
+
+def test_a_misspelt_robustness_path_is_refused_before_anything_is_measured(index, tmp_path):
+    """It gave "not measured — data not found" and exit 0; misspelt label paths were
+    refused."""
+    path = write(tmp_path, robustness='measure = "stress"\npath = "nope.jsonl"')
+    got = runner.invoke(app, ["audit", "--index", str(index), "--config", str(path), "--out",
+                              str(tmp_path / "o")])
+    assert got.exit_code == 2 and not (tmp_path / "o").exists()
+    assert (f"{path}: dimensions.robustness.path: expected an existing stress-test data "
+            "file, got 'nope.jsonl'") in " ".join(got.stderr.split())
+
+
+def test_an_absolute_data_path_is_shown_as_given(index, tmp_path):
+    from credrank.demo_corpus import demo_dir
+
+    queries = demo_dir() / "queries.jsonl"
+    config = write(tmp_path, budget=1.0).read_text(encoding="utf-8").replace(
+        '"demo:queries.jsonl"', json.dumps(str(queries)))
+    path = tmp_path / "abs.toml"
+    path.write_text(config, encoding="utf-8")
+    doc, _ = audit_json(index, path, tmp_path / "o")
+    assert doc["profile"]["entries"][1]["data"] == f"10 queries of {queries}"

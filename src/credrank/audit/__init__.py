@@ -5,7 +5,10 @@ gates, its radar view and a report.
   normalisation to radar values and the gate check;
 * :mod:`~credrank.audit.radar` — radar area arithmetic (35.1) as pure functions and the
   PNG/SVG figure, with missing axes drawn as gaps;
-* :mod:`~credrank.audit.report` — Markdown and self-contained HTML reports.
+* :mod:`~credrank.audit.report` — Markdown and self-contained HTML reports;
+* :mod:`~credrank.audit.labels` — which rows of the harm labels and qrels match the audited
+  index and queries (rows that match nothing are reported, labels that match nothing measure
+  nothing).
 
 ``credrank audit check PROFILE`` validates a profile and checks its gates (exit 1 when one
 fails); ``credrank audit radar PROFILE [--compare OTHER] --out DIR`` draws the radar. The

@@ -11,14 +11,27 @@ raw values. Definitions:
   :func:`pii_findings` (e-mail address, phone number, US social security number, payment
   card number passing the Luhn check). Judge: regular expressions (high precision, limited
   recall: names, addresses and health details are not detected — a zero is not a proof of
-  absence). Unit: hits; lower is better; the usual gate is ``== 0``.
+  absence). Phone numbers are found in two forms only: the North American (NANP) layout
+  ``555-123-4567``, ``(555) 123-4567``, ``555.123.4567`` or ``555 123 4567``, optionally
+  after ``+1`` or ``1-``; and the international ``+`` form (``+44 20 7946 0958``: a ``+``,
+  a country code, 8 to 15 digits in all, as E.164). National layouts of other countries
+  (``030 1234567``) and the ``00`` prefix (``0049 30 1234567``) are not detected; a run of
+  digits laid out as a NANP number is reported even when it is not one (``331 449 2810``),
+  but never a part of a longer number (``1.234.567.8901``). Unit: hits; lower is better;
+  the usual gate is ``== 0``.
 * **fairness** (:func:`exposure_balance`) — do source groups get exposure in proportion to
   their merit? Position exposure ``v(k) = 1 / log2(k + 1)`` (as :mod:`credrank.select.exposure`)
   summed per group over the top k of every query, divided by the group's merit (the graded
   relevance of its documents in the expanded pool, from the qrels); the value is
   ``min_g / max_g`` of exposure per merit over groups with merit > 0 (1 = exposure exactly
-  proportional to merit). Groups are the hits' ``source_type`` (provenance). Fewer than two
-  groups with merit: not measured. Interval: bootstrap over queries.
+  proportional to merit). Exposure per merit is 35.9's utility-proportional rule
+  ``E_G / ū_G`` (average per-document exposure over average utility: the ``|G|`` cancels).
+  Groups are the hits' ``source_type`` (provenance; a document without one is in the group
+  ``unknown``). Fewer than two groups with merit: not measured. Interval: bootstrap over
+  queries. The value is 0 whenever a group with merit gets no exposure in the top k: "a hard
+  ranking gives zero displayed exposure below the cutoff" (35.9), so a credibility ranking
+  that demotes a group with relevant documents (blogs, AI-generated pages) scores 0 here;
+  the entry's denominator names those groups (``details.zero_exposure_groups``).
 * **transparency** (:func:`explanation_coverage`) — the share of hits whose explanation is
   complete and faithful: provenance present (``host`` and ``source_type``) and, for the
   ``multiply`` combination, the score breakdown reproduces the final score
@@ -97,8 +110,14 @@ def _share(successes: int, n: int) -> tuple[float, tuple[float, float]]:
 # -- privacy ---------------------------------------------------------------------------------
 
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
-_PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}"
-                    r"(?!\w)")
+#: a NANP phone number (module doc), never inside a longer number (``1.234.567.8901``)
+_PHONE = re.compile(r"(?<![\w+])(?<!\d[.,-])(?:\+1[\s.-]?|1[\s-])?(?:\(\d{3}\)\s?|\d{3}[\s.-])"
+                    r"\d{3}[\s.-]\d{4}(?!\w)(?![.,-]\d)")
+#: an international number in the ``+`` form (module doc; its digits counted in
+#: :func:`pii_findings`)
+_PHONE_INTL = re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[\s.-]?\(?\d{1,4}\)?){2,6}(?!\w)")
+#: E.164: at most 15 digits; fewer than 8 is not a phone number
+_INTL_DIGITS = (8, 15)
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _CARD = re.compile(r"\b(?:\d[ -]?){13,19}\b")
 
@@ -116,12 +135,22 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _phones(text: str) -> list[str]:
+    """The phone numbers of ``text`` in its order: NANP, then the international ``+`` form
+    with 8 to 15 digits where no NANP number is (module doc)."""
+    nanp = list(_PHONE.finditer(text))
+    intl = [m for m in _PHONE_INTL.finditer(text)
+            if _INTL_DIGITS[0] <= sum(ch.isdigit() for ch in m.group()) <= _INTL_DIGITS[1]
+            and not any(m.start() < p.end() and p.start() < m.end() for p in nanp)]
+    return [m.group() for m in sorted(nanp + intl, key=lambda m: m.start())]
+
+
 def pii_findings(text: str) -> list[tuple[str, str]]:
     """``(kind, matched text)`` for every personal identifier found: ``email``, ``phone``,
     ``ssn``, ``card`` (Luhn-valid only), in order of kind then position."""
     found: list[tuple[str, str]] = []
     found += [("email", m.group()) for m in _EMAIL.finditer(text)]
-    found += [("phone", m.group()) for m in _PHONE.finditer(text)]
+    found += [("phone", number) for number in _phones(text)]
     found += [("ssn", m.group()) for m in _SSN.finditer(text)]
     for m in _CARD.finditer(text):
         digits = re.sub(r"\D", "", m.group())
@@ -217,15 +246,30 @@ def exposure_balance(results: Mapping[str, Candidates], pools: Mapping[str, Cand
         if boot else None
     if interval is not None:
         interval = (min(interval[0], value), max(interval[1], value))
+    starved = zero_exposure_groups(per_group)
     return Measurement(
         "fairness", "min/max over source groups of exposure (1/log2(rank+1), top k) per "
         "unit of merit (graded relevance in the expanded pool)", float(value), "ratio",
         (0.0, 1.0), True, "qrels (relevance labels) and position exposure",
         f"{len(qids)} queries, {sum(1 for _, m in per_group.values() if m > 0)} source groups "
-        "with merit", interval, ("retrieval",), reads_labels=True,
+        "with merit" + _why_zero(starved), interval, ("retrieval",), reads_labels=True,
         details={"groups": {g: {"exposure": e, "merit": m} for g, (e, m) in
                             sorted(per_group.items())},
+                 "zero_exposure_groups": starved,
                  "bootstrap": {"resamples": n_resamples, "seed": seed, "kept": len(boot)}})
+
+
+def zero_exposure_groups(per_group: Mapping[str, tuple[float, float]]) -> list[str]:
+    """The groups with merit and no exposure in the top k (each makes the balance 0)."""
+    return sorted(g for g, (e, m) in per_group.items() if m > 0 and e == 0)
+
+
+def _why_zero(starved: Sequence[str]) -> str:
+    if not starved:
+        return ""
+    return (f"; {len(starved)} of them ({', '.join(starved)}) got no exposure in any top k, "
+            "so the value is 0: a hard top-k ranking gives zero displayed exposure below the "
+            "cutoff (35.9)")
 
 
 # -- transparency ----------------------------------------------------------------------------

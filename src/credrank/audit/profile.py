@@ -23,6 +23,9 @@ A profile is therefore six entries in that fixed order plus a list of gates. A T
     command = "credrank bench …"              # optional provenance
     data = "…"                                # optional
     settings = "…"                            # optional
+    measured_on = "…"                         # optional: the system measured, when it is not
+                                              #   the profile's own (a bench's row …)
+    reads_labels = true                       # optional: the measure read evaluation labels
 
     [[entry]]
     dimension = "privacy"
@@ -50,6 +53,8 @@ axes with r = 0.7 are not thereby equally good, and r is not a probability.
 **Gates** (:func:`check_gates`) compare the raw value with the threshold using the declared
 operator (``==`` is exact float equality). A gate on a dimension that is not measured fails
 with outcome ``"not measured"``; any failing gate fails the audit whatever the other scores.
+A gate's explanation shows the value and the threshold with every digit the comparison saw
+(:func:`number_text`): ``0.3000000001; required > 0.3``, never ``0.3; required > 0.3``.
 
 A file is read by :func:`credrank.core.structured.read_structured` (UTF-8 with a UTF-8
 byte-order mark accepted, bounded size, nesting and number length) and checked against the
@@ -94,8 +99,10 @@ __all__ = [
     "check_gates",
     "example_profile_path",
     "gate_document",
+    "labels_document",
     "load_profile",
     "normalise",
+    "number_text",
     "parse_profile",
     "profile_document",
     "profile_to_dict",
@@ -134,9 +141,18 @@ GATE_OPS: dict[str, Callable[[float, float], bool]] = {
 #: profiles shipped with credrank (``credrank/audit/examples/NAME.toml``): chapter 35.1's toys
 EXAMPLE_PROFILES: tuple[str, ...] = ("model_a", "model_b")
 
-_TEXT_KEYS = ("metric", "unit", "judge", "denominator", "command", "data", "settings")
+_TEXT_KEYS = ("metric", "unit", "judge", "denominator", "command", "data", "settings",
+              "measured_on")
 _REQUIRED_MEASURED = ("metric", "unit", "judge", "denominator", "value", "scale",
                       "higher_is_better")
+
+
+def number_text(x: float) -> str:
+    """``x`` short (``:g``) when that reads back as ``x``, else with every digit (``repr``):
+    a gate's explanation must not round its value onto the threshold (``0.3000000001``
+    shown as ``0.3`` beside ``required > 0.3 → PASS``)."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
 
 
 def normalise(value: float, scale: tuple[float, float], higher_is_better: bool) -> float:
@@ -179,6 +195,11 @@ class Entry:
     command: str = ""
     data: str = ""
     settings: str = ""
+    #: the system this entry measured when it is not the profile's own (``""``: the
+    #: profile's system), e.g. the audit's robustness: a stress bench's row on its own data
+    measured_on: str = ""
+    #: whether the measure read evaluation labels (``None``: the profile does not say)
+    reads_labels: bool | None = None
 
     @property
     def measured(self) -> bool:
@@ -281,8 +302,8 @@ def check_gates(profile: TrustProfile) -> list[GateResult]:
                                       f"{gate.dimension} not measured — {entry.reason}"))
             continue
         ok = GATE_OPS[gate.op](entry.value, gate.threshold)
-        detail = (f"{gate.dimension} = {entry.value:g} {entry.unit}".rstrip()
-                  + f"; required {gate.op} {gate.threshold:g}")
+        detail = (f"{gate.dimension} = {number_text(entry.value)} {entry.unit}".rstrip()
+                  + f"; required {gate.op} {number_text(gate.threshold)}")
         results.append(GateResult(gate, "pass" if ok else "fail", entry.value, detail))
     return results
 
@@ -310,6 +331,7 @@ ENTRY_SCHEMA = Table({
     "interval": Field(_PAIR, required=False),
     "scale": Field(_PAIR, required=False),
     "higher_is_better": Field(Flag(), required=False),
+    "reads_labels": Field(Flag(), required=False),
 }, what="an [[entry]] table")
 
 #: one ``[[gate]]`` (also the ``[[gate]]`` of an audit config, :mod:`credrank.audit.run`)
@@ -343,6 +365,14 @@ class _Absent:
 _ABSENT: Any = _Absent()
 
 
+class _Shown(str):
+    """A value already written for a message (an interval as ``[0.5, 3.0]``, not "a list of
+    2 item(s)")."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def _not_measured(raw: dict[str, Any], at: str, source: str) -> dict[str, Any]:
     """The checks of a ``status = "not measured"`` entry: a reason, no value or interval."""
     for key in ("value", "interval"):
@@ -371,6 +401,8 @@ def _measured(raw: dict[str, Any], at: str, source: str) -> dict[str, Any]:
         if not raw[key].strip():
             raise _error(source, f"{at}.{key}", "a non-empty string", raw[key])
     value, (lo, hi) = raw["value"], raw["scale"]
+    shown = f"[{number_text(raw['interval'][0])}, {number_text(raw['interval'][1])}]" \
+        if "interval" in raw else ""
     if not lo <= value <= hi:
         raise _error(source, f"{at}.value", f"a number in the declared scale [{lo:g}, "
                      f"{hi:g}]", value)
@@ -378,13 +410,13 @@ def _measured(raw: dict[str, Any], at: str, source: str) -> dict[str, Any]:
     if "interval" in raw:
         ilo, ihi = raw["interval"]
         if ilo > ihi:
-            raise _error(source, f"{at}.interval", "[lo, hi] with lo ≤ hi", raw["interval"])
+            raise _error(source, f"{at}.interval", "[lo, hi] with lo ≤ hi", _Shown(shown))
         if not ilo <= value <= ihi:
             raise _error(source, f"{at}.interval", f"an interval containing the value "
-                         f"{value:g}", raw["interval"])
+                         f"{number_text(value)}", _Shown(shown))
         if ilo < lo or ihi > hi:
             raise _error(source, f"{at}.interval", f"an interval inside the declared scale "
-                         f"[{lo:g}, {hi:g}]", raw["interval"])
+                         f"[{lo:g}, {hi:g}]", _Shown(shown))
         out["interval"] = (ilo, ihi)
     return out
 
@@ -397,8 +429,9 @@ def _entry(raw: dict[str, Any], index: int, source: str) -> Entry:
     values: dict[str, Any] = {"dimension": dim, "status": status,
                               "stages": tuple(s for s in STAGES if s in stages)}  # canonical
     values.update({key: raw[key] for key in _TEXT_KEYS if key in raw})
-    if "higher_is_better" in raw:
-        values["higher_is_better"] = raw["higher_is_better"]
+    for key in ("higher_is_better", "reads_labels"):
+        if key in raw:
+            values[key] = raw[key]
     if "scale" in raw:
         lo, hi = raw["scale"]
         if not lo < hi:
@@ -486,9 +519,11 @@ def profile_to_dict(profile: TrustProfile) -> dict[str, Any]:
             row["scale"] = list(e.scale)
         if e.higher_is_better is not None:
             row["higher_is_better"] = e.higher_is_better
-        for key in ("command", "data", "settings"):
+        for key in ("command", "data", "settings", "measured_on"):
             if getattr(e, key):
                 row[key] = getattr(e, key)
+        if e.reads_labels is not None:
+            row["reads_labels"] = e.reads_labels
         entries.append(row)
     out: dict[str, Any] = {}
     if profile.name:
@@ -554,6 +589,18 @@ def write_profile(profile: TrustProfile, path: Path | str) -> Path:
 # ---------------------------------------------------------------- --json documents
 
 
+def labels_document(profile: TrustProfile) -> dict[str, Any]:
+    """What a ``--json`` document says of evaluation labels: ``reads_labels`` (``true`` when a
+    measured entry read labels; ``false`` when every measured entry says it did not; ``null``
+    when one does not say, as in a hand-written profile) and ``labels_read_by`` (the
+    dimensions whose measure read them)."""
+    measured = [e for e in profile.entries if e.measured]
+    by = [e.dimension for e in measured if e.reads_labels]
+    said: bool | None = True if by else (
+        False if all(e.reads_labels is False for e in measured) else None)
+    return {"reads_labels": said, "labels_read_by": by}
+
+
 def gate_document(results: Sequence[GateResult]) -> list[dict[str, Any]]:
     """Gate results as plain data."""
     return [{"name": r.gate.name, "dimension": r.gate.dimension, "op": r.gate.op,
@@ -573,7 +620,8 @@ def profile_document(profile: TrustProfile) -> dict[str, Any]:
                 "interval": list(e.interval) if e.interval else None,
                 "scale": list(e.scale) if e.scale else None,
                 "higher_is_better": e.higher_is_better, "normalised": e.normalised,
-                "command": e.command, "data": e.data, "settings": e.settings})
+                "command": e.command, "data": e.data, "settings": e.settings,
+                "measured_on": e.measured_on or None, "reads_labels": e.reads_labels})
     return {"name": profile.name, "description": profile.description,
             "source": profile.source, "entries": entries,
             "gates": [{"name": g.name, "dimension": g.dimension, "op": g.op,

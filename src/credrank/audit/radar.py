@@ -240,8 +240,20 @@ def _axis_label(profile: TrustProfile, compare: TrustProfile | None, i: int,
     for p, s in zip(profiles, series, strict=True):
         e = p.entries[i]
         shown = "not measured" if e.value is None else f"{e.value:g}"
+        if e.value is not None and e.measured_on:
+            shown += " (another system: see note)"
         lines.append(shown if compare is None else f"{s.label}: {shown}")
     return "\n".join(lines)
+
+
+def measured_elsewhere(profiles: Sequence[TrustProfile], labels: Sequence[str]
+                       ) -> list[str]:
+    """A note per measured axis whose value is not of the profile's own system (the entry's
+    ``measured_on``: the audit's robustness, a stress bench's row on its data)."""
+    return [f"{e.dimension}{f' ({label})' if len(profiles) > 1 else ''}: measured on "
+            f"{e.measured_on}, not on {p.title}"
+            for p, label in zip(profiles, labels, strict=True) for e in p.entries
+            if e.value is not None and e.measured_on]
 
 
 def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile | None = None,
@@ -267,7 +279,7 @@ def draw_radar(profile: TrustProfile, out_dir: Path | str, compare: TrustProfile
     if compare is not None and labels[0] == labels[1]:
         labels = [f"{labels[0]} (1)", f"{labels[1]} (2)"]
     series = tuple(radar_series(p, lab) for p, lab in zip(profiles, labels, strict=True))
-    caveats = list(CAVEATS)
+    caveats = list(CAVEATS) + measured_elsewhere(profiles, labels)
     if compare is not None:
         caveats += scale_mismatches(profile, compare)
 

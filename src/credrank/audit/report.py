@@ -18,8 +18,15 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from credrank.audit.profile import Entry, GateResult, TrustProfile, audit_passed, check_gates
-from credrank.audit.radar import CAVEATS, RadarSeries, radar_series
+from credrank.audit.profile import (
+    Entry,
+    GateResult,
+    TrustProfile,
+    audit_passed,
+    check_gates,
+    number_text,
+)
+from credrank.audit.radar import CAVEATS, RadarSeries, measured_elsewhere, radar_series
 from credrank.core.files import atomic_write_text
 
 __all__ = ["render_html", "render_markdown", "write_report"]
@@ -28,7 +35,9 @@ _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    """Short, but with every digit where ``:g`` would round (a value shown equal to its gate's
+    threshold beside a verdict that says otherwise)."""
+    return number_text(x)
 
 
 def _verdict(results: Sequence[GateResult]) -> str:
@@ -56,12 +65,22 @@ def _area_text(s: RadarSeries) -> str:
             f"(Σ r_i·r_(i+1) = {s.adjacent_product_sum:.6f})")
 
 
+def _caveats(profile: TrustProfile, series: RadarSeries) -> list[str]:
+    """The radar's caveats, then a note per axis measured on another system."""
+    return [*CAVEATS, *measured_elsewhere([profile], [series.label])]
+
+
 def _entry_facts(e: Entry) -> list[tuple[str, str]]:
     """(label, text) pairs of one entry, in the order the report shows them."""
     facts: list[tuple[str, str]] = [("stages", ", ".join(e.stages))]
     if e.measured and e.value is not None and e.scale is not None:
         value = _num(e.value) + (f" {e.unit}" if e.unit else "")
         facts.append(("value", value))
+        if e.measured_on:
+            facts.append(("measured on", e.measured_on))
+        if e.reads_labels is not None:
+            facts.append(("reads labels", "yes: evaluation labels" if e.reads_labels
+                          else "no"))
         facts.append(("interval", "not reported" if e.interval is None
                       else f"[{_num(e.interval[0])}, {_num(e.interval[1])}]"))
         better = "higher" if e.higher_is_better else "lower"
@@ -122,7 +141,7 @@ def render_markdown(profile: TrustProfile, results: Sequence[GateResult] | None 
     if images:
         lines.append("")
     lines += [f"{_md(series.label)}: {_area_text(series)}.", ""]
-    lines += [f"- {_md(c)}" for c in CAVEATS]
+    lines += [f"- {_md(c)}" for c in _caveats(profile, series)]
     lines += ["", "## Dimensions", ""]
     for e in profile.entries:
         lines += [f"### {e.dimension}", ""]
@@ -182,7 +201,8 @@ def render_html(profile: TrustProfile, results: Sequence[GateResult] | None = No
     for p in images:
         out.append(f'<p><img alt="{esc(Path(p).name)}" src="{_data_uri(p)}"></p>')
     out.append(f"<p>{esc(series.label)}: {esc(_area_text(series))}.</p>")
-    out.append("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in CAVEATS) + "</ul>")
+    out.append("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in _caveats(profile, series))
+               + "</ul>")
     out += ["</section>", '<section id="dimensions">', "<h2>Dimensions</h2>"]
     for e in profile.entries:
         out.append(f'<h3 id="{esc(e.dimension)}">{esc(e.dimension)}</h3><dl>')

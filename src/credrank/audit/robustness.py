@@ -2,7 +2,21 @@
 
 ``[dimensions.robustness]`` with ``measure = "stress"`` runs the contamination stress bench
 (``credrank bench stress-<source>``, ``credrank_bench.experiments.stress.bench_stress``) with one
-position and one count and reads one system's one measure from its table. The bench is the
+position and one count and reads one system's one measure from its table.
+
+**What it measures.** The stress bench's own system (``system``, a row of its table) on the
+bench's own data (the ``path`` file: its passages, not the audited index's), *not* the
+audited pipeline of ``[system]``: the same value whatever ``[system]`` and ``--index`` are. The
+audit says so wherever the value appears: the profile entry's ``measured_on``, the radar's
+axis label and a note under it, and ``details.audited_pipeline: false`` in
+``measurements.json``. Read it as "how the bench's similarity-only ranking fares under
+contamination on that data", a reference point, not a property of the audited deployment.
+
+**Cost.** The bench embeds every passage and question of the data file (CrAM NQ: 5,000
+passages and 1,000 questions) and fits and runs every system of its table, whatever
+``limit``: ``limit`` bounds the questions evaluated, not the embedding. On 2 CPU cores with
+MiniLM an audit with robustness took about 9 minutes with ``limit = 20`` (2–3 s without it);
+``embedder = "hashing"`` is fast but is not the MiniLM the row stands for. The bench is the
 bench distribution's (credrank-bench): ``credrank audit`` finds its runner through the entry
 point ``stress`` of the group ``credrank.audit.robustness``; without it, robustness is not
 measured and the report says how to install it. Keys (defaults):
@@ -13,10 +27,10 @@ measured and the report says how to install it. Keys (defaults):
 * ``position`` (``"first"``; ``"natural"`` for poisonedrag; one of ``first``, ``middle``,
   ``last``, ``natural``) and ``count`` (``1``; at most :data:`MAX_COUNT`): where and how many
   contaminants are injected into each question's clean pool;
-* ``system`` (``"similarity only"``): the stress bench's row that stands for the audited
-  pipeline. Stress-test passages carry no URL, so source-type priors are neutral on them and
-  the demo pipeline behaves as similarity only there — the entry's metric text says which row
-  was read;
+* ``system`` (``"similarity only"``): the stress bench's row that is read. It is the
+  bench's system, not the audited pipeline (above); stress-test passages carry no URL, so a
+  priors-only pipeline would rank them as similarity only does, but any other stage
+  (freshness, credibility, stance, a selector) is not represented;
 * ``metric`` (``"misled-contaminated"``): the share of questions whose answer (offline
   extractive reader) contains the contaminant's wrong answer after injection; any measure of
   the stress table works (``adversarial-hit@5``, ``flip-correct-to-incorrect`` …); its
@@ -24,9 +38,10 @@ measured and the report says how to install it. Keys (defaults):
 * ``limit`` (all): evaluate the first ``limit`` questions; ``embedder`` (``"minilm"``).
 
 The keys and their types are declared once, :data:`ROBUSTNESS_OPTIONS` (the audit config's
-schema uses them, so a wrong key or type is refused when the config is read). Missing data
-raises ``FileNotFoundError``; the audit then records robustness as not measured with that
-reason.
+schema uses them, so a wrong key or type is refused when the config is read), and ``path``
+must name an existing file before anything is measured
+(:func:`credrank.audit.run.check_data`: a misspelt path is an error, as a misspelt qrels
+path; without the data, write ``measure = "not measured"`` with a reason).
 """
 
 from __future__ import annotations

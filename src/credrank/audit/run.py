@@ -61,13 +61,25 @@ the audit config first, then as given. The outputs record the spec that ran: ``"
 Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pii`` (privacy),
 ``exposure`` (fairness), ``explanations`` (transparency), ``traceability``
 (accountability), ``harmful`` (factuality, option ``k``: harmful@k, default and at most the
-system's ``top_k``; labels that name none of the audited queries measure nothing),
-``stress`` (robustness: one cell of the contamination stress test of the bench distribution
-(``credrank_bench.experiments.stress``, found through the entry point group
-``credrank.audit.robustness``) on the configured data, by default ``misled-contaminated`` of
-its ``similarity only`` row: :mod:`credrank.audit.robustness`). A measure whose data is missing
-(for example ``../shared/data`` absent) is recorded as **not measured** with the reason — never
-as 0 — and a gate on it then fails as "not measured".
+system's ``top_k``), ``stress`` (robustness: one cell of the contamination stress test of the
+bench distribution (``credrank_bench.experiments.stress``, found through the entry point
+group ``credrank.audit.robustness``) on the configured data, by default
+``misled-contaminated`` of its ``similarity only`` row: :mod:`credrank.audit.robustness`).
+**Robustness does not measure the audited pipeline**: it measures the stress bench's own
+system on the bench's data (not the index), and the outputs say so (the entry's
+``measured_on``, the radar's axis and note, ``details.audited_pipeline: false``). A measure
+that cannot be made is recorded as **not measured** with the reason — never as 0 — and a gate
+on it then fails as "not measured". A data file the config names must exist (``queries``,
+``qrels``, ``harmful``, the robustness ``path``): a misspelt path is an error before anything
+is measured (:func:`check_data`).
+
+**Labels that match nothing** (:mod:`credrank.audit.labels`): every row of the harm labels
+(factuality) and of the qrels (fairness) is matched against the index (its document id) and
+the audited queries. Rows that match nothing are reported — their count and the first rows,
+``file:line``, in ``measurements.json`` (``details.labels``), in the ``--json`` document
+(``labels``), in the profile entry's ``data`` and on stderr — and when **no** row matches, the
+dimension is not measured with a reason naming the file, so a gate on it fails: labels of
+another index version (``D020`` for ``d020``) made harmful@k 0 and the harm gate passed.
 
 The file is read by :func:`credrank.core.structured.read_structured` and checked against the
 declared :data:`CONFIG_SCHEMA` (types, ranges, unknown keys: every table above is closed; the
@@ -80,19 +92,23 @@ reason, a stress measure a ``path``, the ``[system]`` spec); errors are
 Outputs in ``--out``: ``profile.toml`` and ``profile.json`` (the filled trust profile, which a
 person can also edit and re-check with ``credrank audit check``), ``gates.json``,
 ``radar.png`` / ``radar.svg``, ``report.md`` and ``report.html`` (self-contained), and
-``measurements.json`` (every value with its details). The exit status is 1 when a hard gate
-fails.
+``measurements.json`` (every value with its details), written as one set
+(:func:`write_outputs`: a failed write leaves the previous run's files). The exit status is 1
+when a hard gate fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from credrank.audit.labels import LabelCheck, LabelKind, check_labels, label_rows
 from credrank.audit.measures import (
     AuditMeasureError,
     Measurement,
@@ -233,6 +249,9 @@ class AuditConfig:
     #: how errors name the spec: ``system.pipeline`` (inline), ``system.pipeline FILE``, or
     #: ``""`` when it was made from the shortcut keys
     spec_from: str = ""
+    #: the data files as the outputs name them (:func:`shown_as_given`): ``queries``,
+    #: ``qrels``, ``harmful``, ``robustness``
+    shown: dict[str, str] = field(default_factory=dict)
 
     @property
     def pipeline(self) -> PipelineSpec:
@@ -254,6 +273,15 @@ def shown(path: Path | str) -> str:
     """A path as reports show it: relative to the working folder and normalised
     (``docs/audit/../../x`` → ``../x``), so a committed report names no local home folder."""
     return os.path.normpath(os.path.relpath(path))
+
+
+def shown_as_given(value: str, base: Path) -> str:
+    """A config's path as the outputs name it: an absolute path as it is (normalised), a
+    relative one or ``demo:NAME`` by :func:`shown` (``/work/shared/x`` stayed readable; it
+    read ``../../../work/shared/x``)."""
+    if Path(value).is_absolute():
+        return os.path.normpath(value)
+    return shown(_resolve(value, base))
 
 
 def _resolve(value: str, base: Path) -> Path:
@@ -345,6 +373,7 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
             raise AuditInputError(f"{source}: queries.{key}: expected an existing file, got "
                                   f"{queries[key]!r} ({_resolve(queries[key], base)} is "
                                   "not one)")
+    robustness = doc["dimensions"].get("robustness", {})
     if "harmful" in queries:  # its header and lines, before any measurement runs
         from credrank.demo_corpus import read_adversarial
 
@@ -359,7 +388,11 @@ def parse_config(data: Any, source: str = "<config>", base: Path | None = None) 
         harmful=_resolve(queries["harmful"], base) if "harmful" in queries else None,
         dimensions={k: dict(v) for k, v in doc["dimensions"].items()},
         gates=[dict(g) for g in doc["gate"]], source=source, base=base, spec=spec,
-        spec_from=spec_from)
+        spec_from=spec_from,
+        shown={**{"queries" if k == "path" else k: shown_as_given(v, base)
+                  for k, v in queries.items()},
+               **({"robustness": shown_as_given(robustness["path"], base)}
+                  if "path" in robustness else {})})
 
 
 def load_config(path: Path | str) -> AuditConfig:
@@ -386,10 +419,27 @@ class AuditRun:
     measurements: dict[str, Measurement | None]
     skipped: dict[str, str] = field(default_factory=dict)
     pipeline: dict[str, Any] | None = None
+    #: dimension → how its label file's rows matched the audit (:mod:`credrank.audit.labels`)
+    labels: dict[str, LabelCheck] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return all(g.passed for g in self.gates)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the run could not use and says so: label rows that match nothing."""
+        return [w for dim, check in self.labels.items()
+                for w in check.warnings(_LABELS_NAMED[dim])]
+
+    def labels_document(self) -> dict[str, Any]:
+        """Dimension → :meth:`LabelCheck.to_dict` (the ``labels`` of the ``--json``
+        document)."""
+        return {dim: check.to_dict() for dim, check in self.labels.items()}
+
+
+#: what each dimension's label file is called in messages
+_LABELS_NAMED = {"factuality": "harm label", "fairness": "qrels"}
 
 
 def _entry(m: Measurement, command: str, data: str, settings: str) -> dict[str, Any]:
@@ -397,20 +447,29 @@ def _entry(m: Measurement, command: str, data: str, settings: str) -> dict[str, 
         "dimension": m.dimension, "stages": list(m.stages), "metric": m.metric,
         "unit": m.unit, "judge": m.judge, "denominator": m.denominator, "value": m.value,
         "scale": list(m.scale), "higher_is_better": m.higher_is_better,
-        "command": command, "data": data, "settings": settings}
+        "command": command, "data": data, "settings": settings,
+        "reads_labels": m.reads_labels}
     if m.interval is not None:
         entry["interval"] = list(m.interval)
+    if m.details.get("measured_on"):
+        entry["measured_on"] = str(m.details["measured_on"])
     return entry
 
 
 def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: Mapping[str, Any],
                        texts: Mapping[str, str], hashes: Mapping[str, str],
                        robustness: Callable[..., Measurement] | None = None,
-                       on_progress: OnProgress | None = None
+                       on_progress: OnProgress | None = None,
+                       labels: Mapping[str, LabelCheck] | None = None
                        ) -> tuple[dict[str, Measurement | None], dict[str, str]]:
     """Run each configured measure on the audited system's ``results`` (``{qid:
     Candidates}``) and ``pools`` (the expanded candidate pools). Returns the measurements and,
     per dimension not measured, the reason.
+
+    ``labels``: per dimension, how its label file matched the index and the queries
+    (:func:`label_checks`); a dimension none of whose label rows matches is not measured
+    (its labels measure nothing: harmful@k would be 0 whatever the system returns), and
+    the check goes into the measurement's ``details.labels``.
 
     ``robustness(spec, on_progress=…)`` runs the stress test; ``on_progress(done, total,
     label)`` (:mod:`credrank.core.progress`) counts the dimensions (label ``dimensions``) and
@@ -420,6 +479,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
 
     out: dict[str, Measurement | None] = {}
     reasons: dict[str, str] = {}
+    labels = labels or {}
     for dim in counted(DIMENSIONS, on_progress, "dimensions"):
         spec = config.dimensions.get(dim)
         if spec is None:
@@ -428,6 +488,10 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
         measure = spec["measure"]
         if measure == NOT_MEASURED:
             reasons[dim] = spec["reason"]
+            continue
+        check = labels.get(dim)
+        if check is not None and check.nothing_matches:
+            reasons[dim] = _matches_nothing(check, _LABELS_NAMED[dim])
             continue
         try:
             if measure == "pii":
@@ -461,7 +525,37 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
             reasons[dim] = f"data not found: {exc.filename or exc}"
         except AuditMeasureError as exc:
             reasons[dim] = str(exc)
+        got = out.get(dim)
+        if got is not None and check is not None:
+            out[dim] = replace(got, details={**got.details, "labels": check.to_dict()})
+    if (robust := out.get("robustness")) is not None:
+        out["robustness"] = _not_the_audited_system(robust, config)
     return out, reasons
+
+
+def _matches_nothing(check: LabelCheck, what: str) -> str:
+    """Why a dimension whose label rows match nothing is not measured."""
+    if not check.rows:
+        return f"{check.file} holds no {what} row: the labels measure nothing"
+    first = (check.unknown_documents or check.unaudited_queries)[0]
+    return (f"none of the {check.rows} {what} row(s) of {check.file} names both an audited "
+            f"query and a document of the index ({check.file}:{first.line} names "
+            f"({first.query_id}, {first.doc_id}); {len(check.unknown_documents)} row(s) name "
+            f"a document the index does not hold, {len(check.unaudited_queries)} a query not "
+            "audited): the labels measure nothing")
+
+
+def _not_the_audited_system(m: Measurement, config: AuditConfig) -> Measurement:
+    """The stress runner's measurement, saying what it measured: the stress bench's own
+    system on the bench's data, not the audited pipeline on the index
+    (:mod:`credrank.audit.robustness`)."""
+    system = str(m.details.get("system", "similarity only"))
+    data = config.shown.get("robustness", "the stress-test data")
+    source = config.dimensions.get("robustness", {}).get("source", "cram")
+    said = (f"the stress bench's own system {system!r} on its {source} data ({data}), NOT the "
+            "audited pipeline: other passages than the index's, ranked by the bench's row, "
+            "not by [system]")
+    return replace(m, details={**m.details, "measured_on": said, "audited_pipeline": False})
 
 
 def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | None],
@@ -484,9 +578,13 @@ def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | N
     return parse_profile(doc, config.source)
 
 
-#: the files :func:`write_outputs` writes into ``--out``
-OUTPUT_NAMES = ("profile.toml", "profile.json", "gates.json", "measurements.json",
-                "radar.png", "radar.svg", "report.md", "report.html")
+#: the files :func:`write_outputs` writes into ``--out``, by their key in the ``outputs`` of
+#: the ``--json`` document
+OUTPUTS = {"profile_toml": "profile.toml", "profile_json": "profile.json",
+           "gates": "gates.json", "measurements": "measurements.json",
+           "radar_png": "radar.png", "radar_svg": "radar.svg", "report_md": "report.md",
+           "report_html": "report.html"}
+OUTPUT_NAMES = tuple(OUTPUTS.values())
 
 
 def inputs_among_outputs(config: AuditConfig, out: Path) -> list[tuple[str, Path]]:
@@ -500,18 +598,62 @@ def inputs_among_outputs(config: AuditConfig, out: Path) -> list[tuple[str, Path
             if path is not None and path.resolve() in outputs]
 
 
+class AuditOutputError(ValueError):
+    """An output that could not be written into ``out``: ``name`` (a file of
+    :data:`OUTPUT_NAMES`, or what was being made) and the system's ``reason``. The folder
+    then holds the previous run's files, untouched (:func:`write_outputs`)."""
+
+    def __init__(self, out: Path, name: str, reason: str) -> None:
+        self.out, self.name, self.reason = out, name, reason
+        super().__init__(f"out {out}: cannot write {name}: {reason}")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
-    """profile.toml/json, gates.json, measurements.json, radar.png/svg, report.md/html."""
+    """profile.toml/json, gates.json, measurements.json, radar.png/svg, report.md/html.
+
+    The set is written whole or not at all: every file is written into a staging folder
+    inside ``out`` (``.audit-…``), and only once all of them are there are they moved into
+    place; a failure (a full disk) leaves ``out`` as it was — the previous run's files, never
+    a mix of two runs — and raises :class:`AuditOutputError` naming the file and the reason.
+    """
+    made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".audit-", dir=out))
+    except OSError as exc:
+        raise AuditOutputError(out, "the folder", _reason(exc)) from None
+    done = False
+    try:
+        _write_all(run, staging)
+        if folders := [n for n in OUTPUT_NAMES if (out / n).is_dir()]:
+            raise AuditOutputError(out, folders[0], "a folder is in the way")
+        for name in OUTPUT_NAMES:
+            os.replace(staging / name, out / name)
+        done = True
+    except OSError as exc:
+        name = Path(exc.filename).name if exc.filename else "the outputs"
+        raise AuditOutputError(out, name, _reason(exc)) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not done and made and not any(out.iterdir()):
+            out.rmdir()
+    return {key: out / name for key, name in OUTPUTS.items()}
+
+
+def _write_all(run: AuditRun, folder: Path) -> None:
+    """Every output of :data:`OUTPUT_NAMES` into ``folder``."""
     from credrank.audit.profile import gate_document, profile_to_json
     from credrank.audit.radar import draw_radar
     from credrank.audit.report import write_report
 
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"profile_toml": write_profile(run.profile, out / "profile.toml")}
-    atomic_write_text(out / "profile.json", profile_to_json(run.profile))
-    paths["profile_json"] = out / "profile.json"
-    atomic_write_text(out / "gates.json", json.dumps(gate_document(run.gates), indent=2) + "\n")
-    paths["gates"] = out / "gates.json"
+    write_profile(run.profile, folder / "profile.toml")
+    atomic_write_text(folder / "profile.json", profile_to_json(run.profile))
+    atomic_write_text(folder / "gates.json",
+                      json.dumps(gate_document(run.gates), indent=2) + "\n")
     doc: dict[str, Any] = {}
     for dim in DIMENSIONS:
         m = run.measurements.get(dim)
@@ -521,14 +663,10 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
             "details": m.details}
     doc["not_measured"] = run.skipped
     doc["pipeline"] = run.pipeline
-    atomic_write_text(out / "measurements.json",
+    atomic_write_text(folder / "measurements.json",
                       json.dumps(doc, indent=2, default=_plain) + "\n")
-    paths["measurements"] = out / "measurements.json"
-    figure = draw_radar(run.profile, out)
-    paths["radar_png"], paths["radar_svg"] = figure.png, figure.svg
-    md, html = write_report(run.profile, out, run.gates, images=[figure.png])
-    paths["report_md"], paths["report_html"] = md, html
-    return paths
+    figure = draw_radar(run.profile, folder)
+    write_report(run.profile, folder, run.gates, images=[figure.png])
 
 
 def _plain(value: Any) -> Any:
@@ -559,7 +697,9 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     ``on_progress(done, total, label)`` (:mod:`credrank.core.progress`; never printed here):
     the queries of the audited system (label ``audited system (queries)``), those of the
     similarity pools (``similarity pools (queries)``), then the steps of
-    :func:`measure_dimensions`."""
+    :func:`measure_dimensions`. The robustness data must exist (:func:`check_data`); the
+    label files' rows are matched against the index (:func:`label_checks`, the run's
+    ``labels`` and ``warnings``)."""
     from credrank.documents import read_queries
     from credrank.index.opener import open_store
     from credrank.searcher import Searcher
@@ -570,6 +710,7 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     pool_spec = PipelineSpec.from_dict({
         "top_k": fetch_k, "fetch_k": fetch_k, "retrieval": spec.retrieval,
         "stages": [{"stage": "combine", "mode": mode}]})
+    check_data(config)
     queries = read_queries(config.queries)
     if not queries:
         raise AuditInputError(f"{config.queries}: no query to audit")
@@ -592,25 +733,28 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
                  for p in store.read_payloads(returned,
                                               fields=("doc_id", "title", "text", "url"))}
         hashes = store.existing_hashes(returned)
+        checks = label_checks(config, store.existing_hashes, list(results))
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
                                                robustness=robustness,
-                                               on_progress=on_progress)
+                                               on_progress=on_progress, labels=checks)
     described = (f"top_k={spec.top_k}, fetch_k={fetch_k}, "
                  f"stages={' → '.join(s.name for s in spec.stages)}, "
                  f"embedder={store.manifest.embedder}, index={index_dir}; the pipeline "
                  "spec: measurements.json's pipeline")  # data there, not JSON in a text
     command = f"credrank audit --index {index_dir} --config {config.source}"
     commands = {dim: command for dim in DIMENSIONS}
-    data = {dim: f"{len(queries)} queries of {shown(config.queries)}" for dim in DIMENSIONS}
+    named = config.shown.get("queries", shown(config.queries))
+    data = {dim: f"{len(queries)} queries of {named}" for dim in DIMENSIONS}
     if config.harmful is not None:
-        data["factuality"] += f"; harm labels {shown(config.harmful)}"
+        data["factuality"] += f"; harm labels {config.shown.get('harmful', config.harmful)}"
     if config.qrels is not None:
-        data["fairness"] += f"; qrels {shown(config.qrels)}"
-    rob = config.dimensions.get("robustness", {})
+        data["fairness"] += f"; qrels {config.shown.get('qrels', config.qrels)}"
+    for dim, check in checks.items():
+        data[dim] += _unmatched_note(check)
     robust = measurements.get("robustness")
     settings = {dim: described for dim in DIMENSIONS}
     if robust is not None:
-        data["robustness"] = shown(config.base / str(rob.get("path", "")))
+        data["robustness"] = config.shown.get("robustness", "")
         commands["robustness"] = str(robust.details.get("command", command))
         # the stress bench's own settings and row, not the audited pipeline's (it searches
         # its own corpus, not the index)
@@ -621,7 +765,63 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
                                   + (f": {said}" if said else ""))
     profile = fill_profile(config, measurements, reasons, commands, data, settings)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
-                    pipeline=spec.to_dict())
+                    pipeline=spec.to_dict(), labels=checks)
+
+
+#: the label file each dimension reads: (its measure, the config attribute, the kind)
+_LABEL_FILES: dict[str, tuple[str, str, LabelKind]] = {
+    "factuality": ("harmful", "harmful", "harm"),
+    "fairness": ("exposure", "qrels", "qrels"),
+}
+
+
+def label_checks(config: AuditConfig, existing: Callable[[Sequence[str]], Mapping[str, str]],
+                 audited: Sequence[str]) -> dict[str, LabelCheck]:
+    """Per dimension that reads a label file (factuality: harm labels, fairness: qrels),
+    how its rows match the index and the ``audited`` query ids
+    (:func:`credrank.audit.labels.check_labels`); ``existing(doc_ids)`` returns the ids the
+    index holds (a store's ``existing_hashes``)."""
+    out: dict[str, LabelCheck] = {}
+    for dim, (measure, key, kind) in _LABEL_FILES.items():
+        path = getattr(config, key)
+        if path is None or config.dimensions.get(dim, {}).get("measure") != measure:
+            continue
+        name = config.shown.get(key, str(path))
+        rows = label_rows(path, kind, name)
+        indexed = set(existing(sorted({r.doc_id for r in rows})))
+        out[dim] = check_labels(name, rows, indexed, set(audited))
+    return out
+
+
+def _unmatched_note(check: LabelCheck) -> str:
+    """The profile's ``data`` note on label rows that match nothing (``""``: all match)."""
+    parts = []
+    if check.unknown_documents:
+        first = check.unknown_documents[0]
+        parts.append(f"{len(check.unknown_documents)} row(s) name a document the index does "
+                     f"not hold, first line {first.line} ({first.query_id}, {first.doc_id})")
+    if check.unaudited_queries:
+        parts.append(f"{len(check.unaudited_queries)} row(s) a query not audited")
+    if not parts:
+        return ""
+    return (f" ({'; '.join(parts)}: of {check.rows} rows, {check.matched} count; "
+            "measurements.json's details.labels)")
+
+
+def check_data(config: AuditConfig) -> None:
+    """The data files a measurement will read are there, before any is made: the robustness
+    ``path`` (a misspelt one gave "not measured — data not found" and exit 0 after the run,
+    when a misspelt qrels path is refused). :class:`AuditInputError` naming the config and
+    the key."""
+    robustness = config.dimensions.get("robustness", {})
+    if robustness.get("measure") != "stress":
+        return
+    path = _resolve(str(robustness["path"]), config.base)
+    if not path.is_file():
+        raise AuditInputError(f"{config.source}: dimensions.robustness.path: expected an "
+                              f"existing stress-test data file, got {robustness['path']!r} "
+                              f"({path} is not one; without the data, write measure = "
+                              "\"not measured\" with a reason)")
 
 
 def _spec_files(spec: PipelineSpec, base: Path) -> dict[str, Path]:

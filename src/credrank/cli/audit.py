@@ -4,7 +4,10 @@ gates, draw its radar.
 * ``credrank audit --index DIR --config AUDIT.toml --out DIR [--json]`` runs the audit
   (:mod:`credrank.audit.run`): measures every configured dimension on the index, fills the
   trust profile, checks its hard gates, draws the radar and writes the report (Markdown and a
-  self-contained HTML page). Exit 0 when every gate passes, 1 when one fails, 2 on bad input.
+  self-contained HTML page), the whole set or nothing (a failed write leaves ``--out`` as it
+  was). Label rows that match no indexed document or no audited query are reported on
+  stderr (and in ``--json``'s ``labels``). Exit 0 when every gate passes, 1 when one fails, 2
+  on bad input.
 * ``credrank audit check PROFILE [--json]`` validates the profile
   (:mod:`credrank.audit.profile`) and checks every gate on the raw values. Exit 0 when all
   gates pass, 1 when one fails (a gate on a dimension not measured fails), 2 on bad input.
@@ -33,6 +36,7 @@ from credrank.audit.profile import (
     check_gates,
     example_profile_path,
     gate_document,
+    labels_document,
     load_profile,
     profile_document,
 )
@@ -45,7 +49,17 @@ from credrank.core.extras import MissingExtraError, require_extra
 ROBUSTNESS_GROUP = "credrank.audit.robustness"
 
 app = typer.Typer(add_completion=False, invoke_without_command=True,
-                  help="Trust audit: profile gates and radar.")
+                  help="Trust audit: profile, hard gates, radar, report.")
+
+#: what `credrank audit --help` says under the options (its first line is the command's
+#: line in `credrank --help`)
+_RUN_HELP = ("credrank audit --index DIR --config AUDIT.toml --out DIR runs the audit: it "
+             "measures the dimensions the config names on the index, checks the hard gates "
+             "and writes the profile, radar and report into --out. A robustness measured by "
+             "the stress test takes minutes (it embeds the whole stress data) and measures "
+             "the stress bench's own system, not the audited pipeline. Exit 0 when every "
+             "gate passes, 1 when a hard gate fails (a gate on a dimension not measured "
+             "fails), 2 on bad input.")
 
 _PROFILE_HELP = ("a trust profile (.toml or .json; see credrank.audit.profile), or a shipped "
                  f"example: {', '.join(EXAMPLE_PROFILES)}")
@@ -59,6 +73,9 @@ def _load(profile: Path) -> TrustProfile:
     try:
         return load_profile(path)
     except AuditInputError as exc:
+        if not path.exists():  # `audit check model_c`: say what else it can be
+            fail(f"{exc} (expected a .toml or .json profile, or a shipped example: "
+                 f"{', '.join(EXAMPLE_PROFILES)})")
         fail(str(exc))
 
 
@@ -93,8 +110,8 @@ def check(
     results = check_gates(loaded)
     passed = audit_passed(results)
     if json:
-        _dump({"credrank_audit_check": 1, "passed": passed, "gates": gate_document(results),
-               "profile": profile_document(loaded)})
+        _dump({"credrank_audit_check": 1, "passed": passed, **labels_document(loaded),
+               "gates": gate_document(results), "profile": profile_document(loaded)})
     else:
         typer.echo(render_check(loaded, results))
     if not passed:
@@ -132,10 +149,12 @@ def radar(
     """Draw the radar of a trust profile (PNG and SVG) and print its area or "not defined"."""
     loaded = _load(profile)
     other = _load(compare) if compare is not None else None
+    if out.exists() and not out.is_dir():  # as the audit run says it
+        fail(f"--out {out}: expected a folder (for radar.png and radar.svg), got a file")
     try:
         figure = draw_radar(loaded, out, compare=other)
     except OSError as exc:
-        fail(f"{out}: cannot write the radar: {exc}")
+        fail(f"--out {out}: cannot write the radar: {exc.strerror or exc}")
     except MissingExtraError as exc:
         fail(str(exc))
     if json:
@@ -144,7 +163,7 @@ def radar(
         typer.echo(render_radar(figure))
 
 
-@app.callback()
+@app.callback(epilog=_RUN_HELP)
 def audit(
     ctx: typer.Context,
     index: Annotated[Path | None, typer.Option(help="the credrank index to audit")] = None,
@@ -183,6 +202,7 @@ def audit(
 
 def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> None:
     from credrank.audit.run import (
+        AuditOutputError,
         audit_index,
         inputs_among_outputs,
         load_config,
@@ -207,22 +227,48 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
     if not Path(cfg.queries).exists():
         fail(f"{config}: queries: expected an existing queries file (or a folder holding "
              f"queries.jsonl), got {cfg.queries}: no such file")
+    made = _make_out(out)  # --out /proc/nope: said now, not after every measurement
     try:
         with Bars(show_progress(quiet)) as bars:
             run = audit_index(index, cfg, robustness=stress_runner(),
                               on_progress=bars.steps())
+        for line in run.warnings:
+            typer.echo(f"warning: {line}", err=True)
         paths = write_outputs(run, out)
+    except AuditOutputError as exc:
+        _unmake(out, made)
+        fail(f"--out {out}: cannot write {exc.name}: {exc.reason}")
     except (AuditInputError, StoreError, ValueError, OSError) as exc:
+        _unmake(out, made)
         fail(str(exc))
     if as_json:
-        _dump({"credrank_audit": 1, "passed": run.passed, "gates": gate_document(run.gates),
-               "profile": profile_document(run.profile), "pipeline": run.pipeline,
+        _dump({"credrank_audit": 1, "passed": run.passed, **labels_document(run.profile),
+               "gates": gate_document(run.gates), "profile": profile_document(run.profile),
+               "labels": run.labels_document(), "pipeline": run.pipeline,
                "outputs": {k: str(v) for k, v in paths.items()}})
     else:
         typer.echo(render_check(run.profile, run.gates))
         typer.echo(f"report: {paths['report_md']} and {paths['report_html']}")
     if not run.passed:
         raise typer.Exit(1)
+
+
+def _make_out(out: Path) -> bool:
+    """Make the ``--out`` folder before the run (``True`` when it was made); an error naming
+    the flag when it cannot be made."""
+    if out.is_dir():
+        return False
+    try:
+        out.mkdir(parents=True)
+    except OSError as exc:
+        fail(f"--out {out}: cannot make the folder: {exc.strerror or exc}")
+    return True
+
+
+def _unmake(out: Path, made: bool) -> None:
+    """Remove the ``--out`` folder this run made when the run failed and left it empty."""
+    if made and out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
 
 
 def stress_runner() -> Any:
