@@ -106,7 +106,7 @@ def test_context_defaults_and_replay(app: Any) -> None:
     ({"undated": "exclude"}, "undated", "only with half_life"),
     ({"source_tier": " "}, "source_tier", "expected auto, type or a factor name"),
     ({"source_tier": "reliability"}, "source_tier", "the ranked batch has no factor"),
-    ({"text": "none"}, "text", "format 'cag'"),
+    ({"text": "none"}, "text", "format cag prints the passages' text"),
     ({"text": "none", "format": "json", "granularity": "sentence"}, "text", "granularity"),
     ({"lexical": True}, "lexical", "context needs dense retrieval"),
     ({"pipeline": {"credrank_pipeline": 1, "retrieval": "bm25"}}, "pipeline.retrieval",

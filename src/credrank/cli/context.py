@@ -35,7 +35,13 @@ from credrank.cli.specs import (
     spec_of,
     spec_words,
 )
-from credrank.context.build import TOP_K, check_format, parse_now, search_context
+from credrank.context.build import (
+    TOP_K,
+    check_context_options,
+    check_format,
+    parse_now,
+    search_context,
+)
 from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
@@ -104,15 +110,11 @@ def context(
         policy = parse_undated(undated)
     except ValueError as exc:
         fail(flag_words(str(exc), pipeline))
-    if tau is None and undated != "neutral":  # it was accepted and did nothing
-        fail(f"--undated {undated}: only with --half-life (the unknown-age policy of the time "
-             "downgrade, which is off without it)")
-    if text == "none" and fmt != "json":
-        fail(f"--text none: --format {fmt} prints the passages' text; use --format json (the "
-             "passages' tiers and inputs without their text) or --text full|snippet")
-    if text == "none" and granularity == "sentence":
-        fail("--text none: --granularity sentence tiers the sentences of the text; use "
-             "--text full|snippet")
+    try:
+        check_context_options(fmt, text, granularity, tau, undated,
+                              words=lambda name: _FLAGS.get(name, name))
+    except ValueError as exc:
+        fail(str(exc))
     check_index_option(index_dir)
     if pipeline is None and (shortcuts or {}).get("top_k") is None:
         # context's own default; a --pipeline spec keeps its top_k unless --top-k is given

@@ -419,6 +419,26 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
                            doc.now, settings, doc.info, pipeline, doc.used)
 
 
+def check_context_options(fmt: str, text: str, granularity: str, half_life: float | None,
+                          undated: str, words: Callable[[str], str] = str) -> None:
+    """The checks between a context's options, the same at every door (``words``: the door's
+    name of an option, ``half_life`` → ``--half-life`` for the CLI; the field's own name for
+    HTTP): an ``undated`` policy other than ``neutral`` needs ``half_life`` (it was accepted
+    and did nothing), and ``text none`` leaves nothing to print in the ``cag`` and ``plain``
+    prompts or to split into sentences. A ``ValueError`` whose head is the option's word."""
+    w = words
+    if half_life is None and undated != "neutral":
+        raise ValueError(f"{w('undated')} {undated}: only with {w('half_life')} (the unknown-age "
+                         "policy of the time downgrade, which is off without it)")
+    if text == "none" and fmt != "json":
+        raise ValueError(f"{w('text')} none: {w('format')} {fmt} prints the passages' text; use "
+                         f"{w('format')} json (the passages' tiers and inputs without their "
+                         f"text) or {w('text')} full|snippet")
+    if text == "none" and granularity == "sentence":
+        raise ValueError(f"{w('text')} none: {w('granularity')} sentence tiers the sentences of "
+                         f"the text; use {w('text')} full|snippet")
+
+
 def check_format(fmt: str) -> str:
     """``fmt`` if it is one of :data:`~credrank.context.render.FORMATS`."""
     if fmt not in FORMATS:

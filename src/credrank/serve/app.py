@@ -52,6 +52,7 @@ from starlette.types import ASGIApp, Scope
 
 from credrank import __version__
 from credrank.context.build import TOP_K as CONTEXT_TOP_K
+from credrank.context.build import check_context_options
 from credrank.core.errors import CandidateVectorError
 from credrank.index.diskspace import DiskFullError, is_disk_full
 from credrank.index.store import StoreError
@@ -203,20 +204,14 @@ def context_field(detail: str) -> tuple[str, str | None]:
 
 
 def _check_context(req: Any) -> None:
-    """The checks of ``credrank context`` between its options, as 422s naming the field."""
-    if req.half_life is None and req.undated != "neutral":  # accepted, it would do nothing
-        raise LimitError(422, "invalid_request", f"undated: {req.undated!r} only with "
-                         "half_life (the unknown-age policy of the time downgrade, which is "
-                         "off without it)", field="undated")
-    if req.text == "none" and req.format != "json":
-        raise LimitError(422, "invalid_request", f"text: 'none' with format {req.format!r}, "
-                         "which prints the passages' text; send format 'json' (the passages' "
-                         "tiers and inputs without their text) or text 'full' or 'snippet'",
-                         field="text")
-    if req.text == "none" and req.granularity == "sentence":
-        raise LimitError(422, "invalid_request", "text: 'none' with granularity 'sentence', "
-                         "which tiers the sentences of the text; send text 'full' or "
-                         "'snippet'", field="text")
+    """The checks of ``credrank context`` between its options
+    (:func:`~credrank.context.build.check_context_options`), as 422s naming the field."""
+    try:
+        check_context_options(req.format, req.text, req.granularity, req.half_life,
+                              req.undated)
+    except ValueError as exc:
+        said, field = context_field(str(exc))
+        raise LimitError(422, "invalid_request", said, field=field) from None
 
 
 def stage_field(detail: str, plan: Plan) -> str | None:
