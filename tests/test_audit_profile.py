@@ -234,7 +234,7 @@ def test_a_gate_explanation_never_rounds_its_value_onto_the_threshold(value: flo
                              "gate": [_gate("privacy", ">", 0.3)]})
     [result] = check_gates(profile)
     assert result.passed is passed
-    assert result.detail == f"privacy = {value!r} fraction; required > 0.3"
+    assert result.detail == f"privacy = {value!r} fraction; required > 0.3"  # not 0.3 > 0.3
     assert f"| {value!r} |" in render_markdown(profile)
 
 
@@ -358,3 +358,14 @@ def test_report_markdown_escapes_what_markdown_would_read_as_markup() -> None:
     assert _md("1. not a list") == "\\1. not a list" and _md("0.48 share") == "0.48 share"
     assert _md("a *b* _c_ top_k [x](y) | <b>") == "a \\*b\\* \\_c_ top_k [x]\\(y) \\| &lt;b>"
     assert _code("inj`x.toml") == "``inj`x.toml``" and _code("a.toml") == "`a.toml`"
+
+
+def test_a_value_without_a_gate_near_it_reads_short_in_the_report() -> None:
+    """Only a gate's explanation needs the digits that decide it: a report's values and
+    intervals read at six significant digits (they printed 0.48333333333333334)."""
+    from credrank.audit.report import render_markdown
+
+    profile = parse_profile({**_data(privacy=_measured("privacy", 29 / 60)),
+                             "gate": [_gate("privacy", "<", 0.9)]})
+    text = render_markdown(profile)
+    assert "0.483333" in text and "0.48333333" not in text

@@ -53,8 +53,8 @@ axes with r = 0.7 are not thereby equally good, and r is not a probability.
 **Gates** (:func:`check_gates`) compare the raw value with the threshold using the declared
 operator (``==`` is exact float equality). A gate on a dimension that is not measured fails
 with outcome ``"not measured"``; any failing gate fails the audit whatever the other scores.
-A gate's explanation shows the value and the threshold with every digit the comparison saw
-(:func:`number_text`): ``0.3000000001; required > 0.3``, never ``0.3; required > 0.3``.
+A gate's explanation shows the value and the threshold with the digits that tell them apart
+(:func:`gate_texts`): ``0.3000000001; required > 0.3``, never ``0.3; required > 0.3``.
 
 A file is read by :func:`credrank.core.structured.read_structured` (UTF-8 with a UTF-8
 byte-order mark accepted, bounded size, nesting and number length) and checked against the
@@ -99,6 +99,7 @@ __all__ = [
     "check_gates",
     "example_profile_path",
     "gate_document",
+    "gate_texts",
     "labels_document",
     "load_profile",
     "normalise",
@@ -153,6 +154,17 @@ def number_text(x: float) -> str:
     shown as ``0.3`` beside ``required > 0.3 → PASS``)."""
     short = f"{x:g}"
     return short if float(short) == x else repr(float(x))
+
+
+def gate_texts(value: float, threshold: float) -> tuple[str, str]:
+    """``value`` and ``threshold`` as a gate's explanation shows them: six significant digits
+    (``:g``), more where those would show two different numbers alike (``0.3000000001``
+    against ``0.3``, never ``0.3`` beside ``required > 0.3 → PASS``)."""
+    for digits in range(6, 18):
+        shown = f"{value:.{digits}g}", f"{threshold:.{digits}g}"
+        if (shown[0] == shown[1]) == (value == threshold):
+            return shown
+    return repr(float(value)), repr(float(threshold))
 
 
 def normalise(value: float, scale: tuple[float, float], higher_is_better: bool) -> float:
@@ -302,8 +314,9 @@ def check_gates(profile: TrustProfile) -> list[GateResult]:
                                       f"{gate.dimension} not measured — {entry.reason}"))
             continue
         ok = GATE_OPS[gate.op](entry.value, gate.threshold)
-        detail = (f"{gate.dimension} = {number_text(entry.value)} {entry.unit}".rstrip()
-                  + f"; required {gate.op} {number_text(gate.threshold)}")
+        value, threshold = gate_texts(entry.value, gate.threshold)
+        detail = (f"{gate.dimension} = {value} {entry.unit}".rstrip()
+                  + f"; required {gate.op} {threshold}")
         results.append(GateResult(gate, "pass" if ok else "fail", entry.value, detail))
     return results
 

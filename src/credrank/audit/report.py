@@ -24,7 +24,7 @@ from credrank.audit.profile import (
     TrustProfile,
     audit_passed,
     check_gates,
-    number_text,
+    gate_texts,
 )
 from credrank.audit.radar import CAVEATS, RadarSeries, measured_elsewhere, radar_series
 from credrank.core.files import atomic_write_text
@@ -35,9 +35,9 @@ _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
 
 
 def _num(x: float) -> str:
-    """Short, but with every digit where ``:g`` would round (a value shown equal to its gate's
-    threshold beside a verdict that says otherwise)."""
-    return number_text(x)
+    """Six significant digits (a gate's own explanation keeps the digits that decide it,
+    :func:`~credrank.audit.profile.gate_texts`)."""
+    return f"{x:g}"
 
 
 def _verdict(results: Sequence[GateResult]) -> str:
@@ -50,11 +50,14 @@ def _verdict(results: Sequence[GateResult]) -> str:
 
 
 def _requirement(r: GateResult) -> str:
-    return f"{r.gate.dimension} {r.gate.op} {_num(r.gate.threshold)}"
+    shown = _num(r.gate.threshold) if r.value is None else gate_texts(r.value,
+                                                                      r.gate.threshold)[1]
+    return f"{r.gate.dimension} {r.gate.op} {shown}"
 
 
 def _gate_value(r: GateResult) -> str:
-    return "not measured" if r.value is None else _num(r.value)
+    """The value beside its gate, with the digits that tell it from the threshold."""
+    return "not measured" if r.value is None else gate_texts(r.value, r.gate.threshold)[0]
 
 
 def _area_text(s: RadarSeries) -> str:
