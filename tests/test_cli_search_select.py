@@ -121,3 +121,13 @@ def test_the_text_answer_ends_with_the_selection_and_warns(index: Path) -> None:
     assert res.stdout.strip().splitlines()[-1].startswith("select: coverage, λ1 0.3, λ2 0.5;")
     assert "warning: utility_scale: coverage weighs utilities up to 0.0328" in \
         " ".join(res.stderr.split())
+
+
+def test_the_footer_tells_eligible_from_kept_to_fill() -> None:
+    """It said every kept candidate met min_ratio, also those kept only to fill top_k."""
+    from credrank.cli.search import select_summary
+
+    line = select_summary({"selector": "mmr", "diversity": 0.5, "eligibility": {
+        "min_ratio": 0.75, "pool": 15, "eligible": 1, "kept": 3}})
+    assert "1 of 15 candidates eligible (retrieval score ≥ 0.75 × the best)" in line
+    assert "2 more of the best kept to fill top_k" in line

@@ -13,7 +13,14 @@ import pytest
 from cli_inprocess import run_cli
 from credrank.context.build import annotate, build_context
 from credrank.context.render import AnnotatedPassage, citation
-from credrank.context.tiers import points, relative, source_tier_from_score, split_sentences
+from credrank.context.tiers import (
+    points,
+    relative,
+    source_tier_from_score,
+    split_sentences,
+    weight_downgrade,
+)
+from credrank.freshness.dates import parse_instant
 from credrank.signals.prior import CURRENT
 
 NOW = "2026-01-01"
@@ -199,9 +206,13 @@ def test_a_future_date_counts_as_unknown(make_batch) -> None:
     out = annotate(batch, now=NOW, half_life=YEAR, undated="exclude")
     assert [p.doc_id for p in out.passages] == ["old"]
     assert "dated after the evaluation time" in out.excluded[0].reason
-    # neutral: the median is over the dated of the pool, the future one left out
+    # neutral: the median is over the dated of the pool as the ranking's freshness stage
+    # counts them, the future one at age 0 (weight 1): the same weight whether it ran or not
     neutral = annotate(batch, now=NOW, half_life=YEAR)
-    assert neutral.passages[0].downgrade == neutral.passages[1].downgrade == 3  # "old" alone
+    old_weight = 2 ** -((parse_instant(NOW) - parse_instant("2023-01-01")).days / YEAR)
+    expected = weight_downgrade(float(np.median([1.0, old_weight])))
+    assert neutral.passages[0].downgrade == neutral.passages[2].downgrade == expected
+    assert neutral.used["undated_weight"]["from"] == "ranked"
 
 
 # -- LOW: excerpts, arithmetic, cite default, wording, sentences, empty context ----------------

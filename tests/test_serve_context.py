@@ -85,6 +85,9 @@ def test_context_defaults_and_replay(app: Any) -> None:
     assert first.status_code == 200, first.text
     doc = first.json()
     assert len(doc["passages"]) == 5 and doc["pipeline"]["top_k"] == 5
+    # null is not sent: the context's default too (it gave /search's 10)
+    null, = post(app, {"query": QUERY, "top_k": None})
+    assert len(null.json()["passages"]) == 5 and null.json()["pipeline"]["top_k"] == 5
     assert doc["cite"] is True and doc["format"] == "cag" and doc["prompt"].startswith("Answer")
     again, fewer = post(app, {"query": QUERY, "now": NOW, "half_life": "1y",
                               "pipeline": doc["pipeline"]},

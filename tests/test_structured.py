@@ -145,6 +145,9 @@ def test_a_csv_header_naming_a_column_twice_is_refused() -> None:
                                               r"once, got 'question_id' twice \(columns 1 "
                                               r"and 4\)"):
         list(rows)
+    # unnamed columns (a spreadsheet's trailing empty ones) are read by no name
+    sheet = csv_rows(["question_id,source_id,answer,,\n", "q1,A,x,,\n"], "b.csv")
+    assert [r["answer"] for _, r in sheet] == ["x"]
 
 
 def test_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ COMMANDS: dict[str, Command] = {
         "Index the synthetic health corpus and compare similarity-only with source priors."),
     "serve": Command(
         "credrank.cli.serve", "serve",
-        "Serve the index over HTTP: POST /search, /rerank, /index, /feedback, "
+        "Serve the index over HTTP: POST /search, /rerank, /context, /index, /feedback, "
         "/priors/rollback; GET /priors, /healthz, /readyz, /openapi.json and the web page "
         "at /."),
     "context": Command(

@@ -336,8 +336,10 @@ def select_summary(info: dict[str, Any]) -> str:
         return f"select: {name}"
     elig = info.get("eligibility")
     if isinstance(elig, dict) and elig.get("min_ratio"):
-        line += (f"; chosen from {elig['kept']} of {elig['pool']} candidates (retrieval score "
-                 f"≥ {elig['min_ratio']:g} × the best)")
+        filled = elig["kept"] - elig["eligible"]
+        line += (f"; {elig['eligible']} of {elig['pool']} candidates eligible (retrieval score "
+                 f"≥ {elig['min_ratio']:g} × the best)"
+                 + (f", {filled} more of the best kept to fill top_k" if filled > 0 else ""))
     return line
 
 

@@ -582,6 +582,15 @@ def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
                     dtype=np.float64)
 
 
+def _median_elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
+    """Days from each date to ``t_now`` as the ranking's freshness stage counts them for its
+    ``neutral`` median (a date after ``t_now`` at age 0, as it clamps it), ``NaN`` without a
+    date: the undated weight is the same whether the stage ran or not."""
+    return np.array([np.nan if f.date is None else 0.0 if f.clamped else
+                     (t_now - f.date).total_seconds() / SECONDS_PER_DAY for f in fresh],
+                    dtype=np.float64)
+
+
 def _undated_weight(batch: Candidates, pool: Candidates | None, undated: UnknownAge,
                     tau: float, t_now: datetime, elapsed: np.ndarray
                     ) -> tuple[float | None, dict[str, Any]]:
@@ -602,12 +611,14 @@ def _undated_weight(batch: Candidates, pool: Candidates | None, undated: Unknown
                 f"the ranking's freshness stage: the median weight of the {dated} dated "
                 f"candidates of its pool at the same half-life ({tau:g} days)")}
     if pool is not None:
-        e = _elapsed(_dates(pool, t_now), t_now)
+        e = _median_elapsed(_dates(pool, t_now), t_now)
         dated_e = e[~np.isnan(e)]
         return undated_weight(undated, dated_e, tau), {"from": "pool", "basis": (
             f"the median weight of the {dated_e.size} dated of the ranking's pool of "
-            f"{len(pool)} candidates (dates after T left out)")}
-    dated_e = elapsed[~np.isnan(elapsed)]
+            f"{len(pool)} candidates (a date after T at age 0, as the freshness stage "
+            "counts it)")}
+    e = _median_elapsed(_dates(batch, t_now), t_now)
+    dated_e = e[~np.isnan(e)]
     return undated_weight(undated, dated_e, tau), {"from": "ranked", "basis": (
         f"the median weight of the {dated_e.size} dated of the {len(batch)} ranked passages "
         "given (not the whole pool: pass pool=, or the pool ranked with top_k)")}

@@ -511,8 +511,8 @@ class CsvRows:
                 header = [h.lstrip("\ufeff").strip() if i == 0 else h.strip()
                           for i, h in enumerate(row)]
                 seen: dict[str, int] = {}
-                for i, h in enumerate(header):
-                    if h in seen:
+                for i, h in enumerate(header):  # unnamed columns (a spreadsheet's trailing
+                    if h and h in seen:  # empty ones) are read by no name: they may repeat
                         raise error(f"{where}:{start}: header: expected each column named "
                                     f"once, got {h!r} twice (columns {seen[h] + 1} and "
                                     f"{i + 1})")

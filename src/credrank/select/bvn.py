@@ -20,6 +20,7 @@ fewer terms. One permutation is then sampled per request (:func:`sample_ranking`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,36 +271,51 @@ class ExposureMonitor:
     exposure its members actually received (``Σ v(k)`` over its displayed documents) and the
     exposure its target promised (``|G|·E_G``). Averages are per document-request, so the
     accounting is amortised across queries with different candidates (a declared choice).
+    A service records and reads it from several threads at once: both hold its lock (an
+    update read-modify-writes the sums; a summary iterated them while another request added
+    a group).
     """
 
     docs: dict[str, int] = field(default_factory=dict)
     realised: dict[str, float] = field(default_factory=dict)
     target: dict[str, float] = field(default_factory=dict)
     requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:  # copies and pickles get a lock of their own
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def record(self, ranking: np.ndarray, groups: Sequence[Any] | np.ndarray,
                discounts: np.ndarray, targets: Mapping[str, float] | None = None) -> None:
         """Add one request: displayed ``ranking`` (document indices), all ``groups``, ``v``."""
         labels = [str(g) for g in groups]
         e = realised_exposure(ranking, len(labels), discounts)
-        for name in sorted(set(labels)):
-            members = np.array([lab == name for lab in labels])
-            size = int(members.sum())
-            self.docs[name] = self.docs.get(name, 0) + size
-            self.realised[name] = self.realised.get(name, 0.0) + float(e[members].sum())
-            if targets is not None and name in targets:
-                self.target[name] = self.target.get(name, 0.0) + size * float(targets[name])
-        self.requests += 1
+        with self._lock:
+            for name in sorted(set(labels)):
+                members = np.array([lab == name for lab in labels])
+                size = int(members.sum())
+                self.docs[name] = self.docs.get(name, 0) + size
+                self.realised[name] = self.realised.get(name, 0.0) + float(e[members].sum())
+                if targets is not None and name in targets:
+                    self.target[name] = (self.target.get(name, 0.0)
+                                         + size * float(targets[name]))
+            self.requests += 1
 
     def summary(self) -> dict[str, Any]:
         """Per group: document-requests, realised and target average exposure, and the gap."""
-        groups = {}
-        for name, count in sorted(self.docs.items()):
-            realised = self.realised[name] / count
-            target = self.target[name] / count if name in self.target else None
-            groups[name] = {"doc_requests": count, "realised": realised, "target": target,
-                            "gap": None if target is None else realised - target}
-        return {"requests": self.requests, "groups": groups}
+        with self._lock:
+            groups = {}
+            for name, count in sorted(self.docs.items()):
+                realised = self.realised[name] / count
+                target = self.target[name] / count if name in self.target else None
+                groups[name] = {"doc_requests": count, "realised": realised, "target": target,
+                                "gap": None if target is None else realised - target}
+            return {"requests": self.requests, "groups": groups}
 
 
 def empirical_marginals(rankings: Sequence[np.ndarray], n_docs: int) -> np.ndarray:

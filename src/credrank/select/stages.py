@@ -334,7 +334,8 @@ class CoverageSelect(Selector):
     ``u`` is the utility as it comes (``utility_scale="score"``, default: the chapter's
     objective, whose toy numbers are in score units; a warning when the pool's largest
     utility is far from 1) or divided by the pool's largest (``"pool_max"``), in which unit
-    ``objective``, ``utility`` and ``top_k_utility`` are reported. ``min_ratio``: only
+    ``objective`` is reported (``utility``, ``top_k_utility`` and ``utility_loss`` stay in
+    score units; ``utility_divisor`` converts). ``min_ratio``: only
     candidates whose retrieval score reaches that share of the pool's best are chosen from
     (at least ``top_k`` kept; 0, default: the whole pool).
     """
@@ -494,9 +495,10 @@ class ExposureSelect(Selector):
         groups = [MISSING_GROUP if g is None else str(g)
                   for g in _known_column(batch, "group_column", self.group_column)]
         key = (u.tobytes(), tuple(groups), np.asarray(v).tobytes())
-        cached = self._cache is not None and self._cache[0] == key
-        if cached:
-            _, policy, dec = self._cache  # type: ignore[misc]
+        kept = self._cache  # read once: another request's thread may replace it meanwhile
+        cached = kept is not None and kept[0] == key
+        if kept is not None and cached:
+            _, policy, dec = kept
         else:
             if self.rule == "proportional":
                 _check_group_utility(batch, u, groups, self.group_column)

@@ -52,7 +52,7 @@ from starlette.types import ASGIApp, Scope
 
 from credrank import __version__
 from credrank.context.build import TOP_K as CONTEXT_TOP_K
-from credrank.context.build import check_context_options
+from credrank.context.build import check_context_options, check_context_spec
 from credrank.core.errors import CandidateVectorError
 from credrank.index.diskspace import DiskFullError, is_disk_full
 from credrank.index.store import StoreError
@@ -395,15 +395,17 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         checked by the same validators. Priced before it runs, the pool's second ranking and
         sentence embedding included (over --max-request-cost: 422 naming fetch_k)."""
         req = await _parsed(request, ContextRequest)
-        if req.pipeline is None and "top_k" not in req.model_fields_set:
+        if req.pipeline is None and req.top_k is None:  # not sent, or sent as null
             req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
         _check_context(req)
         plan = state.plan(req)
-        if plan.spec.retrieval != "dense":
+        try:
+            check_context_spec(plan.spec)
+        except ValueError as exc:  # said at the field that asked for lexical retrieval
             field = "pipeline.retrieval" if plan.where else "lexical"
-            raise LimitError(422, "invalid_request", f"{field}: context needs dense retrieval "
-                             "(relevance tiers bin cosine similarities; lexical BM25 scores "
-                             "have no stated cut points)", field=field)
+            rest = str(exc).partition(":")[2].replace("expected dense",
+                                                      "context needs dense retrieval", 1)
+            raise LimitError(422, "invalid_request", f"{field}:{rest}", field=field) from None
         cost = state.context_budget(plan, pool_ranking=req.half_life is not None,
                                     sentences=req.granularity == "sentence")
         options = {"now": req.now, "half_life": req.half_life, "undated": req.undated,

@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from credrank.context.build import TOP_K as CONTEXT_TOP_K
 from credrank.context.build import check_format, parse_now
 from credrank.context.render import FORMATS, GRANULARITIES
 from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
@@ -176,6 +177,11 @@ class _ContextFields(ScoringRequest):
     """The fields of ``credrank context``'s own flags (their names with underscores), each
     checked by the validator the command uses (:mod:`credrank.context.build`)."""
 
+    top_k: StrictInt | None = Field(
+        None, description=f"passages in the context (default {CONTEXT_TOP_K} without "
+                          f"pipeline), at most {MAX_TOP_K:,} on this service; with pipeline it "
+                          "replaces the spec's top_k",
+        json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K})
     text: str = Field("full", description=TEXT_HELP + " (as `credrank context --text`; here "
                                                       "full by default: the generator reads "
                                                       "whole passages)",
