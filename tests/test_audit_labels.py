@@ -4,6 +4,7 @@ dimension is not measured and a gate on it fails (it passed on labels that match
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -77,6 +78,17 @@ def test_label_rows_keep_their_file_and_line(tmp_path: Path) -> None:
         [(2, "q1", "d1")]
     assert [(r.line, r.query_id, r.doc_id) for r in label_rows(trec, "qrels")] == \
         [(1, "q1", "d1"), (3, "q2", "d9")]
+    # whatever read_qrels reads: a gzipped file (its bytes were read as text, so no row
+    # matched and fairness was "not measured") and a BEIR folder
+    packed = tmp_path / "t.txt.gz"
+    packed.write_bytes(gzip.compress(trec.read_bytes()))
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "qrels" / "test.tsv").write_bytes(beir.read_bytes())
+    assert [(r.line, r.query_id, r.doc_id) for r in label_rows(packed, "qrels")] == \
+        [(1, "q1", "d1"), (3, "q2", "d9")]
+    assert [(r.line, r.query_id, r.doc_id) for r in label_rows(folder, "qrels")] == \
+        [(2, "q1", "d1")]
 
 
 def test_check_labels_sorts_rows_into_matched_unknown_and_unaudited() -> None:

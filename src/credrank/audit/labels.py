@@ -71,7 +71,13 @@ def label_rows(path: Path, kind: LabelKind, shown: str | None = None) -> list[La
                 rows.append(LabelRow(name, number, parts[1 - doc_col].strip(),
                                      parts[doc_col].strip()))
         return rows
-    with Path(path).open("rb") as fh:  # lines as read_qrels splits them (no size bound)
+    from credrank.documents.files import open_binary
+    from credrank.documents.judgements import qrels_file
+
+    found = Path(path)
+    if found.is_dir():  # a BEIR folder, as read_qrels reads it
+        found = qrels_file(found, None)
+    with open_binary(found) as fh:  # lines as read_qrels splits them (.gz too; no size bound)
         for number, raw in enumerate(fh, start=1):
             row = _qrels_row(raw.decode("utf-8-sig" if number == 1 else "utf-8", "replace"),
                              number, name)
