@@ -138,15 +138,43 @@ def test_context_is_priced_with_its_second_ranking_and_sentences(
     assert both.total > ranking
     assert any(k.startswith("the pool ranked again") for k in both.parts)
     assert any(k.startswith("embedding the sentences of 5 passages") for k in both.parts)
-    # a budget the ranking fits and the context does not: 422 naming fetch_k
+    # a budget the ranking fits and the context does not: 422
     own = copy_index(demo_index_hashing, tmp_path / "index")
     with in_process(own, max_request_cost=(ranking + both.total) / 2) as tight:
         ok, refused = post(tight, {"query": QUERY, "top_k": 5, "fetch_k": 200},
                            {"query": QUERY, "top_k": 5, "fetch_k": 200, "half_life": "1y",
                             "granularity": "sentence"})
     assert ok.status_code == 200, ok.text
-    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "fetch_k"
+    # named by the field of its dearest part: the sentences grow with top_k, the rest with
+    # fetch_k
+    sentences = sum(v for k, v in both.parts.items() if k.startswith("embedding the sentences"))
+    field = "top_k" if sentences * 2 >= both.total else "fetch_k"
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == field
     assert "this context is estimated at" in refused.json()["detail"]
+    # without sentences, the pool's second ranking costs most: fetch_k (priced whole first;
+    # /search's own check had suggested a fetch_k this ranking then put over again)
+    pooled = state.context_budget(plan, pool_ranking=True, sentences=False)
+    with in_process(own, max_request_cost=(ranking + pooled.total) / 2) as tight:
+        refused, = post(tight, {"query": QUERY, "top_k": 5, "fetch_k": 200,
+                                "half_life": "1y"})
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "fetch_k"
+
+
+def test_an_over_budget_sentence_context_names_top_k(demo_index_hashing: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sentences' embedding grows with top_k: the 422 named fetch_k, which the client
+    had already brought down to top_k. (Their price made dear, as MiniLM's is.)"""
+    import credrank.serve.work as work
+
+    monkeypatch.setattr(work, "embed_units", lambda name, lengths: 100.0 * len(lengths))
+    own = copy_index(demo_index_hashing, tmp_path / "index")
+    with in_process(own, max_request_cost=300) as tight:
+        refused, = post(tight, {"query": QUERY, "top_k": 5, "fetch_k": 5,
+                                "granularity": "sentence"})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["field"] == "top_k"
+    assert refused.json()["detail"].startswith("top_k: this context is estimated at")
+    assert "send a smaller top_k, or granularity document" in refused.json()["detail"]
 
 
 def test_context_in_the_openapi(app: Any) -> None:

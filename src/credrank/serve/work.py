@@ -425,9 +425,11 @@ class ServiceState:
 
         return walk(value)
 
-    def budget(self, plan: Plan, *, embed_lengths: list[int] | None = None) -> Estimate:
+    def budget(self, plan: Plan, *, embed_lengths: list[int] | None = None,
+               limit: bool = True) -> Estimate:
         """The request's estimated cost; 422 naming the plan's pool field when over the
-        budget."""
+        budget (``limit=False``: the caller adds to the estimate and compares it itself; a
+        stage's pool cap is checked either way)."""
         pool, pool_field = plan.pool, plan.pool_field
         kept = (self._kept.get(plan.shape)
                 if plan.shape is not None and embed_lengths is None else None)
@@ -450,7 +452,7 @@ class ServiceState:
                     f"send {what}", field=pool_field,
                     extra={"cost": round(cost.total, 1), "budget": budget, "stage": name,
                            "largest_pool": fits})
-        if budget and cost.total > budget:
+        if limit and budget and cost.total > budget:
             fits = largest_pool(budget, pool=pool, embed_lengths=embed_lengths, **options)
             what = (f"at most {fits:,} candidates" if pool_field == "candidates"
                     else f"a fetch_k of at most {fits:,}")
@@ -545,28 +547,35 @@ class ServiceState:
         fetch_k`` too; with ``sentences``, embedding the sentences of ``top_k`` passages of
         :data:`CONTEXT_SENTENCE_CHARS` characters each (declared: their length is not known
         before the ranking; the time limit bounds the rest)."""
-        cost = self.budget(plan)
+        # priced whole before it is compared: /search's own check would suggest a fetch_k
+        # that this context's other parts then put over the budget again
+        cost = self.budget(plan, limit=not (pool_ranking or sentences))
         parts = dict(cost.parts)
         if pool_ranking:
             whole = plan.pool
             again = self.budget(replace(plan, spec=plan.spec.replace_top(
-                top_k=whole, fetch_k=whole), shape=None))
+                top_k=whole, fetch_k=whole), shape=None), limit=False)
             parts.update({f"the pool ranked again: {k}": v for k, v in again.parts.items()})
+        sentence_units = 0.0
         if sentences:
             k = min(plan.spec.top_k, plan.pool)
-            parts[f"embedding the sentences of {k:,} passages"] = embed_units(
-                self.searcher.embedder.name, [CONTEXT_SENTENCE_CHARS] * k)
+            sentence_units = embed_units(self.searcher.embedder.name,
+                                         [CONTEXT_SENTENCE_CHARS] * k)
+            parts[f"embedding the sentences of {k:,} passages"] = sentence_units
         total = Estimate(parts, cost.costliest)
         budget = self.config.max_request_cost
         if budget and total.total > budget:
+            # named by the field whose part costs most: the sentences grow with top_k
+            field = "top_k" if sentence_units * 2 >= total.total else plan.pool_field
             raise LimitError(
                 422, "invalid_request",
-                f"{plan.pool_field}: this context is estimated at {total.total:,.0f} work units "
+                f"{field}: this context is estimated at {total.total:,.0f} work units "
                 f"({total.describe()}), over the budget of {budget:,.0f} per request "
-                "(--max-request-cost; 1 unit ≈ 1 ms of CPU): send a smaller fetch_k or "
-                "top_k" + (", or granularity document" if sentences else ""),
-                field=plan.pool_field, extra={"cost": round(total.total, 1), "budget": budget,
-                                              "stage": total.costliest})
+                "(--max-request-cost; 1 unit ≈ 1 ms of CPU): send a smaller "
+                + ("top_k, or granularity document" if field == "top_k" else
+                   "fetch_k or top_k" + (", or granularity document" if sentences else "")),
+                field=field, extra={"cost": round(total.total, 1), "budget": budget,
+                                    "stage": total.costliest})
         return total
 
     def rerank(self, token: WorkToken | None, query: str, records: list[dict[str, Any]],
