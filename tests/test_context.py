@@ -203,10 +203,12 @@ def test_annotate_source_tier_from_factor(make_batch) -> None:
     doc = annotate(batch, now=NOW)                       # auto: the learned credibility
     assert [p.source_tier for p in doc.passages] == [1, 3, 2]
     assert doc.passages[1].source_basis == "factor:credibility=0.9"
-    assert [p.source_tier for p in annotate(batch, now=NOW, source="type").passages] == [3, 1, 3]
-    assert [p.source_tier for p in annotate(batch, now=NOW, source="prior").passages] == [3] * 3
+    typed = annotate(batch, now=NOW, source_tier="type").passages
+    assert [p.source_tier for p in typed] == [3, 1, 3]
+    prior = annotate(batch, now=NOW, source_tier="prior").passages
+    assert [p.source_tier for p in prior] == [3] * 3
     with pytest.raises(ValueError, match="no factor 'reliability'"):
-        annotate(batch, now=NOW, source="reliability")
+        annotate(batch, now=NOW, source_tier="reliability")
 
 
 def test_annotate_sentence_granularity(make_batch) -> None:

@@ -131,7 +131,8 @@ def test_auto_bins_the_prior_the_ranking_applied(make_batch) -> None:
     same = annotate(plain, now=NOW)
     assert same.used["source_used"]["basis"] == "source_type"
     assert [p.source_tier for p in same.passages] == [1, 3]
-    assert annotate(scored, now=NOW, source="type").used["source_used"]["basis"] == "source_type"
+    typed = annotate(scored, now=NOW, source_tier="type")
+    assert typed.used["source_used"]["basis"] == "source_type"
     assert "source_used" in doc.to_json()["policy"]
 
 
@@ -284,3 +285,16 @@ def test_an_empty_context_is_said(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert "note: the context is empty: 0 passages (2 excluded)" in out.stderr
 
+
+
+def test_the_library_reads_half_life_as_every_door_writes_it(make_batch) -> None:
+    """``--half-life 1y`` and ``"half_life": "1y"`` were accepted at the CLI and over HTTP;
+    the library took days only."""
+    batch = make_batch([0.8, 0.7], ids=["a", "b"], source_type=["government"] * 2,
+                       text=["a.", "b."], published_at=["2024-01-01", "2020-01-01"])
+    words = annotate(batch, now=NOW, half_life="1y")
+    days = annotate(batch, now=NOW, half_life=365.25)
+    assert [p.downgrade for p in words.passages] == [p.downgrade for p in days.passages]
+    assert words.policy.interval_days == 365.25
+    with pytest.raises(ValueError, match="half_life"):
+        annotate(batch, now=NOW, half_life="soon")

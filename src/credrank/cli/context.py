@@ -126,7 +126,7 @@ def context(
             with Searcher.open(index_dir) as searcher:
                 doc = search_context(searcher, query, spec, now=now, half_life=tau,
                                      undated=policy, granularity=granularity,
-                                     source=source_tier, text=text)
+                                     source_tier=source_tier, text=text)
         except SpecError as exc:
             raise ValueError(spec_words(exc, spec, pipeline, set_param)) from None
     except (ValueError, StoreError, RuntimeError) as exc:
@@ -143,7 +143,7 @@ def context(
 
 #: the library's keyword (an error's head, :mod:`credrank.context.build`) → this command's flag
 _FLAGS = {"now": "--now", "half_life": "--half-life", "undated": "--undated",
-          "source": "--source-tier", "granularity": "--granularity", "format": "--format",
+          "source_tier": "--source-tier", "granularity": "--granularity", "format": "--format",
           "top_k": "--top-k", "text": "--text"}
 
 

@@ -18,13 +18,13 @@ are exactly the ones the ranking used:
   itself clamps it to ``T`` (weight 1), which the context does not change.
 
 Tiers follow :mod:`credrank.context.tiers`: ``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``.
-``source="auto"`` (declared): ``S_tier`` from the factor ``credibility`` (the learned
+``source_tier="auto"`` (declared): ``S_tier`` from the factor ``credibility`` (the learned
 credibility, binned with :data:`~credrank.context.tiers.SOURCE_SCORE_CUTS`) when the batch has
 it; else from the factor ``prior`` the ranking applied (binned the same way) whenever it is
 not the plain ``current`` type preset — domain scores, a priors store, a learned reliability,
 another preset or a prior file; else from the source type
 (:data:`~credrank.context.tiers.SOURCE_TYPE_TIERS`, which is the ``current`` preset binned, so
-the two agree there). ``source="type"`` always uses the type; any other value names a factor
+the two agree there). ``source_tier="type"`` always uses the type; any other value names a factor
 in ``[0, 1]`` to bin. The document's ``policy`` says what was used (``source_used``,
 ``undated_weight``).
 
@@ -70,6 +70,7 @@ from credrank.core.candidates import DATE_COLUMNS, Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import check_text, hit_text
 from credrank.core.validation import check_int
+from credrank.freshness.config import parse_duration
 from credrank.freshness.dates import SECONDS_PER_DAY, FreshnessDate, freshness_date, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
@@ -129,7 +130,7 @@ class TierPolicy:
                                                                 name="relevance_cuts"))
     source_cuts: Cuts = field(default_factory=lambda: Cuts(*SOURCE_SCORE_CUTS,
                                                              name="source_cuts"))
-    source: str = "auto"
+    source_tier: str = "auto"
     interval_days: float | None = None
     undated: UnknownAge = field(default_factory=UnknownAge)
 
@@ -142,9 +143,9 @@ class TierPolicy:
         if self.interval_days is not None:
             object.__setattr__(self, "interval_days",
                                check_half_life(self.interval_days, "half_life"))
-        if not isinstance(self.source, str) or not self.source.strip():
-            raise ValueError(f"source: expected auto, type or a factor name, got "
-                             f"{self.source!r}")
+        if not isinstance(self.source_tier, str) or not self.source_tier.strip():
+            raise ValueError(f"source_tier: expected auto, type or a factor name, got "
+                             f"{self.source_tier!r}")
         if not isinstance(self.undated, UnknownAge):
             object.__setattr__(self, "undated", parse_undated(str(self.undated)))
         if self.interval_days is None and self.undated != UnknownAge():
@@ -156,7 +157,7 @@ class TierPolicy:
         return {
             "formula": "tier = min(S_tier, max(1, R - floor((T - t) / tau)))",
             "relevance_cuts": {"mid": self.relevance_cuts.mid, "high": self.relevance_cuts.high},
-            "source": self.source,
+            "source": self.source_tier,
             "source_cuts": {"mid": self.source_cuts.mid, "high": self.source_cuts.high},
             "source_type_tiers": dict(SOURCE_TYPE_TIERS),
             "interval_days": self.interval_days,
@@ -266,11 +267,11 @@ def ranking_now(info: Mapping[str, Any]) -> datetime | None:
 
 
 def annotate(batch: Candidates, *, now: datetime | str | None = None,
-             half_life: float | None = None, undated: UnknownAge | str = "neutral",
+             half_life: float | str | None = None, undated: UnknownAge | str = "neutral",
              granularity: str = "document", embedder: Embedder | None = None,
              query_vector: np.ndarray | None = None,
              similarity: Sequence[float] | np.ndarray | None = None,
-             similarity_source: str = "retrieval_score (cosine)", source: str = "auto",
+             similarity_source: str = "retrieval_score (cosine)", source_tier: str = "auto",
              relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
              source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
              top_k: int | None = None, text: str = "full",
@@ -278,7 +279,8 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     """Tier the rows of an already-ranked ``batch`` (in its order; the first ``top_k`` kept
     passages when given: an integer ``>= 1``).
 
-    ``half_life`` is the interval ``τ`` in days (``None``: no time downgrade, and ``undated``
+    ``half_life`` is the interval ``τ``: days, or a duration as every door writes it (``365d``,
+    ``52w``, ``1y``, ``12h``; ``None``: no time downgrade, and ``undated``
     must stay the default); ``now`` the evaluation time ``T`` (default: the ranking's, module
     docstring); ``undated`` the unknown-age policy (``neutral``, ``penalty:0.5``, ``exclude``,
     …). ``neutral``'s median is over the ranking's candidate pool: the weight the ranking's
@@ -304,7 +306,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
         raise ValueError("text none: sentence granularity tiers the sentences of the text; "
                          "use text full or snippet")
     policy = TierPolicy(Cuts.of(relevance_cuts, "relevance_cuts"),
-                        Cuts.of(source_cuts, "source_cuts"), source, half_life,
+                        Cuts.of(source_cuts, "source_cuts"), source_tier, _days(half_life),
                         undated if isinstance(undated, UnknownAge) else parse_undated(undated))
     found = ranking_now(batch.info) if now is None else None
     t_now = found if found is not None else parse_now(now)
@@ -385,9 +387,9 @@ def check_context_spec(spec: PipelineSpec) -> PipelineSpec:
 
 
 def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
-                  now: datetime | str | None = None, half_life: float | None = None,
+                  now: datetime | str | None = None, half_life: float | str | None = None,
                   undated: UnknownAge | str = "neutral", granularity: str = "document",
-                  source: str = "auto",
+                  source_tier: str = "auto",
                   relevance_cuts: Cuts | Sequence[float] = RELEVANCE_CUTS,
                   source_cuts: Cuts | Sequence[float] = SOURCE_SCORE_CUTS,
                   describe: dict[str, Any] | None = None,
@@ -408,7 +410,7 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
     if not isinstance(ranked.query, str) or not ranked.query.strip():
         raise ValueError("query: expected non-empty text")
     doc = annotate(ranked, now=now, half_life=half_life, undated=undated,
-                   granularity=granularity, embedder=embedder, source=source,
+                   granularity=granularity, embedder=embedder, source_tier=source_tier,
                    relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text,
                    top_k=top_k, pool=pool)
     settings: dict[str, Any] = {}
@@ -417,6 +419,12 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
         settings, pipeline = answered(describe, ranked.info, text)
     return ContextDocument(doc.query, doc.passages, doc.excluded, doc.policy, doc.granularity,
                            doc.now, settings, doc.info, pipeline, doc.used)
+
+
+def _days(half_life: float | str | None) -> float | None:
+    """``half_life`` in days: a number as it is, a duration (``365d``, ``52w``, ``1y``,
+    ``12h``) as every door reads it (:func:`~credrank.freshness.config.parse_duration`)."""
+    return parse_duration(half_life, "half_life") if isinstance(half_life, str) else half_life
 
 
 def check_context_options(fmt: str, text: str, granularity: str, half_life: float | None,
@@ -470,9 +478,9 @@ def one_clock(spec: PipelineSpec, now: str | None) -> PipelineSpec:
 
 
 def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
-                   now: str | None = None, half_life: float | None = None,
+                   now: str | None = None, half_life: float | str | None = None,
                    undated: UnknownAge | str = "neutral", granularity: str = "document",
-                   source: str = "auto", text: str = "full",
+                   source_tier: str = "auto", text: str = "full",
                    check: Callable[[str], None] | None = None) -> ContextDocument:
     """The context of ``query``: ranked by ``spec`` over ``searcher``'s index, then
     :func:`build_context` (the one path of ``credrank context`` and ``POST /context``;
@@ -485,7 +493,7 @@ def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
     freshness stage's weight when it ran with the same ``τ``, else the same spec ranked with
     ``top_k = fetch_k`` (one more search, only when a passage of unknown age is shown)."""
     spec = check_context_spec(one_clock(spec, now))
-    policy = TierPolicy(source=source, interval_days=half_life,
+    policy = TierPolicy(source_tier=source_tier, interval_days=_days(half_life),
                         undated=undated if isinstance(undated, UnknownAge)
                         else parse_undated(undated))
     describe = searcher.compile(spec).settings
@@ -494,7 +502,7 @@ def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
         ranked = searcher.search(query, shown, text=text, check=check)
         options: dict[str, Any] = dict(
             embedder=searcher.embedder, now=now, half_life=policy.interval_days,
-            undated=policy.undated, granularity=granularity, source=source, text=text,
+            undated=policy.undated, granularity=granularity, source_tier=source_tier, text=text,
             describe=describe, top_k=spec.top_k)
         whole = spec.resolved_fetch_k
         doc = build_context(ranked, pool=ranked if shown.top_k >= whole else None, **options)
@@ -530,7 +538,7 @@ def _source_tiers(batch: Candidates, policy: TierPolicy
                   ) -> tuple[np.ndarray, list[str], dict[str, str]]:
     """``S_tier`` per row, its basis (``source_type:blog`` or ``factor:credibility=0.73``) and
     what the policy used (``{"basis": "factor:prior", "why": …}``, module docstring)."""
-    name, why = policy.source, "as asked"
+    name, why = policy.source_tier, "as asked"
     if name == "auto":
         if "credibility" in batch.factors:
             name, why = "credibility", "auto: the learned credibility the ranking applied"
@@ -549,7 +557,7 @@ def _source_tiers(batch: Candidates, policy: TierPolicy
         return (tiers, [f"source_type:{t if isinstance(t, str) else 'unknown'}" for t in types],
                 {"basis": "source_type", "why": why})
     if name not in batch.factors:
-        raise ValueError(f"source: the ranked batch has no factor {name!r} (factors: "
+        raise ValueError(f"source_tier: the ranked batch has no factor {name!r} (factors: "
                          f"{', '.join(batch.factors) or 'none'}); use auto or type")
     values = batch.factors[name]
     return (source_tier_from_score(values, policy.source_cuts),

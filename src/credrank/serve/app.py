@@ -187,7 +187,7 @@ def merged_unions(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 #: a context option's word at the head of a library error → the ``/context`` field that set it
 _CONTEXT_FIELDS = {"now": "now", "half_life": "half_life", "undated": "undated",
-                   "source": "source_tier", "granularity": "granularity", "text": "text",
+                   "source_tier": "source_tier", "granularity": "granularity", "text": "text",
                    "top_k": "top_k", "format": "format"}
 
 
@@ -409,7 +409,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         cost = state.context_budget(plan, pool_ranking=req.half_life is not None,
                                     sentences=req.granularity == "sentence")
         options = {"now": req.now, "half_life": req.half_life, "undated": req.undated,
-                   "granularity": req.granularity, "source": req.source_tier}
+                   "granularity": req.granularity, "source_tier": req.source_tier}
         try:
             return JSON(await state.read(cost, _rendering(state.context), req.query, plan.spec,
                                          req.text, options, req.format, req.cite,

@@ -189,7 +189,7 @@ def context_prompts(evalset: EvalSet, pools: Mapping[str, Candidates], top_k: in
                                   "cag")):
             doc = annotate(batch.with_factor(NO_SOURCE, np.ones(len(batch)), 0.0, 1.0),
                            now=times.get(qid), half_life=POLICY_HALF_LIFE,
-                           undated="neutral", source=NO_SOURCE, pool=pool)
+                           undated="neutral", source_tier=NO_SOURCE, pool=pool)
             out[name][qid] = doc.render(fmt, cite=False)  # the measured prompts: no citations
     return out
 
