@@ -49,8 +49,12 @@ def test_a_mixed_pool_ranks_through_the_library_and_the_searcher(
             check(dict(zip(result.doc_ids, result.column("source_type"), strict=True)))
             errors = dict(zip(result.doc_ids, result.column("url_error"), strict=True))
             assert errors["odd"] and errors["nih"] is None
-            check({h["doc_id"]: h["source_type"]
-                   for h in searcher.rerank_json(QUERY, pool)["hits"]})
+            hits = searcher.rerank_json(QUERY, pool)["hits"]
+            check({h["doc_id"]: h["source_type"] for h in hits})
+            # the reason reaches the hit too (it was in the adapters' breakdown only)
+            said = {h["doc_id"]: h.get("url_error") for h in hits}
+            assert said["odd"] and said["nih"] is None and "url_error" not in hits[
+                [h["doc_id"] for h in hits].index("nih")]
 
 
 def test_a_mixed_pool_ranks_through_post_rerank(demo_index_hashing: Path,
@@ -68,6 +72,8 @@ def test_a_mixed_pool_ranks_through_post_rerank(demo_index_hashing: Path,
     for got in answers:
         assert got.status_code == 200, got.text
         check({h["doc_id"]: h["source_type"] for h in got.json()["hits"]})
+        assert [bool(h.get("url_error")) for h in got.json()["hits"]] == [
+            h["doc_id"] == "odd" for h in got.json()["hits"]]
 
 
 def test_an_ambiguous_date_names_no_date_order_at_a_rerank_door(demo_index_hashing: Path,

@@ -236,6 +236,8 @@ class Candidates:
                                   self.column("span").tolist())
         plain = {name: [_plain(v) for v in self.column(name).tolist()]
                  for name in ("source_id", "source_type", "host", "url", "title")}
+        # why a given URL names no host (typed unknown): only on the hits that have one
+        url_errors = self.meta["url_error"].tolist() if "url_error" in self.meta else None
         retrieval = self.retrieval_score.tolist()
         factors = [(k, np.asarray(v, dtype=np.float64).tolist())
                    for k, v in self.factors.items()]
@@ -255,6 +257,8 @@ class Candidates:
                 "url": plain["url"][i],
                 "title": plain["title"][i],
             }
+            if url_errors is not None and url_errors[i]:
+                hit["url_error"] = str(url_errors[i])
             if texts is not None:
                 hit["text"] = hit_text(texts[i], self.query, text, snippet_chars)
             hit["dates"] = {name: _plain(column[i]) for name, column in dates}

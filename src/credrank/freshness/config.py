@@ -115,7 +115,7 @@ def parse_duration(value: Any, name: str = "half_life") -> float:
                          f"got {got(value)}")
     if not math.isfinite(days) or days <= 0:
         raise ValueError(f"{name}: expected a positive, finite half-life, got {got(value)} (a "
-                         "half-life of 0 or below has no meaning; omit freshness to switch "
+                         f"half-life of 0 or below has no meaning; omit {name} to switch "
                          "decay off)")
     return check_half_life_days(days, name)
 

@@ -486,6 +486,9 @@ class Hit(_Document):
     source_type: str | None
     host: str | None
     url: str | None
+    url_error: str | None = Field(
+        None, description="why the given url names no host (the document is typed unknown); "
+                          "absent otherwise")
     title: str | None
     text: str | None = Field(
         None, description="the document's text (request 'text': full) or a snippet of it "
