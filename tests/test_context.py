@@ -712,7 +712,10 @@ def test_context_now_is_the_rankings_now_too(spoof_index: Path) -> None:
                   "freshness.half_life=1y", "-S", "freshness.now=2021-01-01", "--now",
                   "2020-01-01")
     assert out.returncode == 2
-    assert "has its own now '2021-01-01'; give one evaluation time" in out.stderr
+    # said where it was written: the -S item (it named stages[1], which nobody wrote)
+    assert ("-S freshness.now=2021-01-01: expected no now of its own or the context's now "
+            "2020-01-01, got '2021-01-01'; give one evaluation time") in " ".join(
+                out.stderr.split())
 
 
 def test_undated_exclude_fills_the_context_from_the_pool(tmp_path: Path) -> None:

@@ -116,8 +116,11 @@ def test_context_defaults_and_replay(app: Any) -> None:
      "context needs dense retrieval"),
     ({"top_k": 0}, "top_k", "expected an integer in [1,"),
     ({"cite": "yes"}, "cite", "expected true or false"),
-    ({"now": "2020-01-01", "freshness": "half_life=1y,now=2021-01-01"}, "now",
-     "has its own now"),
+    ({"now": "2020-01-01", "freshness": "half_life=1y,now=2021-01-01"}, "freshness.now",
+     "expected no now of its own or the context's now 2020-01-01, got '2021-01-01'"),
+    ({"now": "2020-01-01", "pipeline": {"credrank_pipeline": 1, "stages": [
+        {"stage": "freshness", "half_life": "1y", "now": "2021-01-01"}]}},
+     "pipeline.stages[0].now", "expected no now of its own"),
 ])
 def test_context_errors_name_the_field(app: Any, body: dict[str, Any], field: str,
                                        said: str) -> None:

@@ -76,7 +76,7 @@ from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
 from credrank.index.store import MAX_K
 from credrank.pipeline.document import answered
-from credrank.pipeline.spec import PipelineSpec
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.signals.prior import CURRENT
 
 
@@ -457,7 +457,8 @@ def check_format(fmt: str) -> str:
 def one_clock(spec: PipelineSpec, now: str | None) -> PipelineSpec:
     """``spec`` with ``now`` (as given) as the ``now`` of each freshness stage that would read
     the clock: one evaluation time ``T`` for the ranking and the tiers. A stage whose own
-    ``now`` is another time is an error naming both; ``now=None``: ``spec`` as it is (the
+    ``now`` is another time is a :class:`~credrank.pipeline.spec.SpecError` at its ``now``
+    (each door says it where its caller wrote it); ``now=None``: ``spec`` as it is (the
     tiers then take the stage's ``T``, :func:`ranking_now`)."""
     if now is None:
         return spec
@@ -470,10 +471,11 @@ def one_clock(spec: PipelineSpec, now: str | None) -> PipelineSpec:
         own = stage.get("now")
         if own is None:
             stages[i] = {**stage, "now": now}
-        elif parse_now(own) != t_now:
-            raise ValueError(f"now {now}: the pipeline's freshness stage "
-                             f"({spec.written(i)}) has its own now {own!r}; give one "
-                             "evaluation time (drop one)")
+        elif parse_now(own) != t_now:  # said where the caller wrote that now
+            path = f"{spec.written(i)}.now"
+            detail = (f"expected no now of its own or the context's now {now}, got {own!r}; "
+                      "give one evaluation time (drop one)")
+            raise SpecError(f"{path}: {detail}", path, detail)
     return PipelineSpec.from_dict(data)
 
 
