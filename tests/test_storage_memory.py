@@ -119,3 +119,25 @@ def test_an_index_made_before_is_placed_at_its_next_optimize(
     small, after = answers(path)
     assert small < 16 * MIB <= SEGMENT_PAGES <= mapped
     assert same(before, after)
+
+
+def test_an_open_keeps_the_vectors_placement_in_the_shards_configuration(
+        demo_index_hashing: Path, tmp_path: Path) -> None:
+    """The engine rewrites the shard's configuration at every load; a load that stated no
+    placement wrote the dense vectors' without one (only the payload's kept), so the segments
+    written after it went to the engine's default until the next optimize. Each open now
+    states the shard's own (:func:`~credrank.index.qdrant_edge.stored_memory`)."""
+    import json
+
+    path = copy_index(demo_index_hashing, tmp_path / "index")
+    config = path / "shard" / "edge_config.json"
+    placed = json.loads(config.read_text())["payload_memory"]
+    for create in (False, True):  # a reader and a writer
+        with EdgeIndex.open(path, create=create):
+            pass
+        stated = json.loads(config.read_text())
+        assert stated["vectors"]["dense"].get("memory") == placed
+        assert stated["payload_memory"] == placed
+    assert qdrant_edge.stored_memory(path / "shard") == getattr(qe.Memory, placed.capitalize())
+    config.write_text("{not json")
+    assert qdrant_edge.stored_memory(path / "shard") is None

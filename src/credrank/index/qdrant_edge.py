@@ -81,6 +81,7 @@ does this at the end), with the parameters fixed when the index is created
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -298,9 +299,9 @@ def edge_config(dim: int, bm25: bool, memory: Any = None, **settings: Any) -> qe
     creation's HNSW). At a load the engine checks the vectors against the shard's and keeps
     its persisted value of the other settings left out; the segments already written keep
     their placement whatever a load states, a placement it is given applies to the segments
-    written from then on, and its optimizer rebuilds the segments stored otherwise (a load
-    with ``memory`` ``None`` leaves the vectors' placement to the engine's default for the
-    segments it writes later: :meth:`EdgeIndex.optimize` states one)."""
+    written from then on, and its optimizer rebuilds the segments stored otherwise (the
+    vectors' placement left out would be the engine's default for the segments it writes
+    later: a load states the shard's own, :func:`stored_memory`)."""
     sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if bm25 else None
     return qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
@@ -309,15 +310,32 @@ def edge_config(dim: int, bm25: bool, memory: Any = None, **settings: Any) -> qe
         **settings)
 
 
+def stored_memory(shard_path: Path) -> Any:
+    """The storage placement the shard's configuration holds (its ``payload_memory``, which
+    :func:`edge_config` states with the vectors'), ``None`` when it holds none or cannot be
+    read. A load that stated none rewrote the configuration without the vectors' placement,
+    so the segments written after it went to the engine's default until the next
+    :meth:`EdgeIndex.optimize`."""
+    try:
+        stated = json.loads((shard_path / "edge_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = stated.get("payload_memory") if isinstance(stated, dict) else None
+    return getattr(qe.Memory, name.capitalize(), None) if isinstance(name, str) else None
+
+
 def _load(shard_path: Path, dim: int, bm25: bool,
           explain: Callable[[qe.EdgeShard], None] | None = None,
           memory: Any = None) -> qe.EdgeShard:
     """Load a shard with :func:`edge_config` (the engine writes the search threads into the
     shard's configuration, so every open sets its own and none is inherited from the last;
-    ``memory``: the storage placement to state, ``None`` to keep the shard's); the engine's
+    ``memory``: the storage placement to state, ``None`` to keep the shard's: stated again
+    from its configuration, :func:`stored_memory`); the engine's
     errors as :class:`StoreError` (a lock error says so). When the engine refuses the
     configuration, ``explain`` gets the shard loaded as it is, to raise a clearer error (a
     manifest that does not describe the shard) before the engine's."""
+    if memory is None:  # keep the placement it has (the engine rewrites its configuration)
+        memory = stored_memory(shard_path)
     try:
         return qe.EdgeShard.load(str(shard_path), edge_config(dim, bm25, memory))
     except Exception as exc:  # the engine raises its own types
