@@ -145,9 +145,11 @@ def test_audit_robustness_from_the_stress_test(index, tmp_path):
     # the command reproduces the value: the embedder it ran with (the bench's default is
     # MiniLM; the command left it out)
     assert entry["command"].endswith("--embedder hashing")
-    # its settings are the stress bench's (its own corpus, its row), not the audited pipeline's
-    assert entry["settings"].startswith("the stress bench's row 'similarity only': ")
+    # the audited pipeline's row, run with the stress bench's settings on its own corpus
+    assert entry["settings"].startswith(
+        "the audited pipeline as the stress bench's row 'audited pipeline': ")
     assert "embedder=hashing" in entry["settings"] and "pipeline=" not in entry["settings"]
+    assert entry["measured_on"].startswith("the audited pipeline's stages (prior → combine")
 
 
 def test_audit_of_a_pipeline_with_a_selector(index, tmp_path):
@@ -481,7 +483,8 @@ def test_an_out_folder_that_cannot_be_made_names_the_flag(index, tmp_path):
 def test_robustness_says_it_measured_the_stress_bench_not_the_audited_pipeline(index,
                                                                               tmp_path):
     """The stress bench's similarity-only row on CrAM data was shown under the audited
-    system's name; the profile, report, radar and measurements now say what it measured."""
+    system's name; the profile, report, radar and measurements now say what it measured
+    (``system = …``: one of the bench's own rows)."""
     from credrank.audit.measures import Measurement
     from credrank.audit.radar import draw_radar
     from credrank.audit.run import audit_index, load_config, write_outputs
@@ -489,14 +492,16 @@ def test_robustness_says_it_measured_the_stress_bench_not_the_audited_pipeline(i
     data = tmp_path / "stress.jsonl"
     data.write_text("{}\n", encoding="utf-8")
 
-    def bench(spec, *, on_progress=None):
+    def bench(spec, *, pipeline=None, on_progress=None):
         return Measurement("robustness", "misled-contaminated (row 'similarity only')", 0.25,
                            "share of questions", (0.0, 1.0), False, "labels", "8 questions",
                            None, ("retrieval",), reads_labels=True,
-                           details={"system": "similarity only", "command": "credrank bench"})
+                           details={"system": "similarity only", "command": "credrank bench",
+                                    "audited_pipeline": False})
 
     config = write(tmp_path, budget=1.0,
-                   robustness=f'measure = "stress"\npath = {json.dumps(str(data))}')
+                   robustness=f'measure = "stress"\npath = {json.dumps(str(data))}\n'
+                              'system = "similarity only"')
     run = audit_index(index, load_config(config), robustness=bench)
     entry = run.profile.entry("robustness")
     assert "the stress bench's own system 'similarity only'" in entry.measured_on
@@ -507,7 +512,7 @@ def test_robustness_says_it_measured_the_stress_bench_not_the_audited_pipeline(i
     assert "**measured on**: the stress bench" in (out / "report.md").read_text("utf-8")
     figure = draw_radar(run.profile, tmp_path / "radar")
     assert any(c.startswith("robustness: measured on the stress bench's own system")
-               and c.endswith(f"not on {run.profile.title}") for c in figure.caveats)
+               and "NOT the audited pipeline" in c for c in figure.caveats)
     measured = json.loads((out / "measurements.json").read_text(encoding="utf-8"))
     assert measured["robustness"]["details"]["audited_pipeline"] is False
     saved = json.loads((out / "profile.json").read_text(encoding="utf-8"))["entry"][0]
@@ -535,3 +540,76 @@ def test_an_absolute_data_path_is_shown_as_given(index, tmp_path):
     path.write_text(config, encoding="utf-8")
     doc, _ = audit_json(index, path, tmp_path / "o")
     assert doc["profile"]["entries"][1]["data"] == f"10 queries of {queries}"
+
+
+def test_robustness_measures_the_audited_pipeline_by_default(index, tmp_path):
+    """Robustness read the bench's similarity-only row whatever [system] said; the runner
+    now gets the audited pipeline and its row is read, with what the bench cannot
+    represent in measured_on."""
+    from credrank.audit.measures import Measurement
+    from credrank.audit.run import audit_index, load_config
+
+    data = tmp_path / "stress.jsonl"
+    data.write_text("{}\n", encoding="utf-8")
+    given = {}
+
+    def bench(spec, *, pipeline=None, on_progress=None):
+        given.update(spec=spec, pipeline=pipeline)
+        return Measurement("robustness", "misled-contaminated", 0.25, "share of questions",
+                           (0.0, 1.0), False, "labels", "8 questions", None, ("retrieval",),
+                           reads_labels=True,
+                           details={"system": "audited pipeline", "command": "credrank bench",
+                                    "audited_pipeline": True,
+                                    "bench_settings": {"top_k": 5, "fetch_k": 10}})
+
+    cfg = load_config(write(tmp_path, budget=1.0,
+                            robustness=f'measure = "stress"\npath = {json.dumps(str(data))}'))
+    run = audit_index(index, cfg, robustness=bench)
+    assert given["pipeline"] == cfg.pipeline and "system" not in given["spec"]
+    got = run.measurements["robustness"]
+    assert got.details["audited_pipeline"] is True
+    said = run.profile.entry("robustness").measured_on
+    assert said.startswith("the audited pipeline's stages (prior → combine → topk) as the "
+                           "stress bench's row 'audited pipeline'")
+    assert "top_k=5 and fetch_k=15 are not used" in said and "'unknown'" in said
+    assert "NOT the audited pipeline" not in said
+    assert run.profile.entry("robustness").settings.startswith(
+        "the audited pipeline as the stress bench's row 'audited pipeline': top_k=5")
+
+
+def test_audited_measured_on_names_what_the_bench_cannot_represent():
+    from credrank.audit.robustness import audited_measured_on
+    from credrank.pipeline.spec import PipelineSpec
+
+    plain = audited_measured_on(PipelineSpec.of(top_k=5, fetch_k=10), "cram", "x.jsonl", 5, 10)
+    assert "not used" not in plain and "retrieval" not in plain and "URL" not in plain
+    bm25 = PipelineSpec.of({"stage": "prior", "priors": "current"}, top_k=5, fetch_k=10,
+                           retrieval="bm25", pushdown=True)
+    said = audited_measured_on(bm25, "newspolluted", "n.jsonl", 5, 10)
+    assert "its retrieval 'bm25' is not represented" in said
+    assert "its pushdown is not represented" in said and "no URL" in said
+    assert "its newspolluted data (n.jsonl), not the index" in said
+
+
+def test_the_stress_runner_adds_the_audited_pipeline_and_runs_only_its_row(tmp_path):
+    from credrank.audit.profile import AuditInputError
+    from credrank.pipeline.spec import PipelineSpec
+    from credrank_bench.experiments.robustness import stress_robustness
+    from test_stress import _cram_record
+
+    path = tmp_path / "cram.jsonl"
+    path.write_text("\n".join(json.dumps(_cram_record(i)) for i in range(12)) + "\n",
+                    encoding="utf-8")
+    options = {"measure": "stress", "path": path.name, "embedder": "hashing", "limit": 3,
+               "base": str(tmp_path)}
+    spec = PipelineSpec.of({"stage": "prior", "priors": "current"}, top_k=5)
+    audited = stress_robustness(options, pipeline=spec)
+    assert audited.details["system"] == "audited pipeline"
+    assert audited.details["audited_pipeline"] is True
+    assert audited.denominator == "3 questions" and 0.0 <= audited.value <= 1.0
+    own = stress_robustness({**options, "system": "similarity only"}, pipeline=spec)
+    assert own.details["audited_pipeline"] is False
+    assert own.details["system"] == "similarity only"
+    with pytest.raises(AuditInputError, match=r"^dimensions\.robustness\.system: 'nope' is "
+                                              r"not a row of the stress bench; rows: "):
+        stress_robustness({**options, "system": "nope"}, pipeline=spec)

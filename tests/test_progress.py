@@ -210,7 +210,7 @@ def test_audit_hands_the_stress_runner_its_progress(tmp_path: Path) -> None:
 
     cfg = parse_config({"queries": {"path": "demo:queries.jsonl"}, "dimensions": {
         "robustness": {"measure": "stress", "path": "x.jsonl"}}}, "t.toml", tmp_path)
-    def runner(spec, *, on_progress):
+    def runner(spec, *, on_progress, pipeline=None):
         on_progress(0, 2, "step")
         on_progress(2, 2, "step")
         return Measurement("robustness", "m", 0.5, "share", (0.0, 1.0), False, "j", "n",

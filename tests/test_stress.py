@@ -327,3 +327,34 @@ def test_stress_with_an_openai_compatible_server(write: Write, monkeypatch) -> N
     monkeypatch.delenv("CREDRANK_LLM_BASE_URL")
     with pytest.raises(ValueError, match=r"--generator openai: .*CREDRANK_LLM_BASE_URL"):
         run_bench("stress-cram", BenchOptions(_cram_file(write), "hashing", generator="openai"))
+
+
+def test_bench_stress_runs_only_the_rows_asked_for_and_a_pipeline_row(write: Write) -> None:
+    """The audit asked for one row and the bench fitted and ran every system; a pipeline
+    spec (the audited pipeline) can now join the table as a row of its own."""
+    from credrank.pipeline.spec import PipelineSpec
+
+    path = _cram_file(write)
+    full = bench_stress("cram", path, get_embedder("hashing"), positions="first", seed=0)
+    spec = PipelineSpec.of({"stage": "prior", "priors": "current"}, top_k=10)
+    one = bench_stress("cram", path, get_embedder("hashing"), positions="first", seed=0,
+                       pipelines={"audited pipeline": spec}, rows=["audited pipeline"])
+    rows = {r.system: r for r in one.table("first_n1").rows}
+    assert list(rows) == ["similarity only", "audited pipeline"]  # the baseline: Δ's pair
+    assert "learned_credibility" in full.details and "learned_credibility" not in one.details
+    baseline = full.table("first_n1").rows[0]
+    assert rows["similarity only"].metrics["misled-contaminated"].mean == \
+        baseline.metrics["misled-contaminated"].mean
+    # the passages carry no URL: the prior gives every one the same λ, so the spec's row
+    # ranks as similarity only does, at the bench's top 5 (not the spec's 10)
+    audited = rows["audited pipeline"]
+    assert audited.reads_labels is False
+    for measure in ("adversarial-hit@1", "adversarial-hit@5", "misled-contaminated"):
+        assert audited.metrics[measure].mean == baseline.metrics[measure].mean
+    assert any(n.startswith("rows: only similarity only, audited pipeline") for n in one.notes)
+    with pytest.raises(ValueError, match=r"^rows: 'nope' is not a row of the stress bench; "
+                                         r"rows: similarity only, "):
+        bench_stress("cram", path, get_embedder("hashing"), rows=["nope"])
+    with pytest.raises(ValueError, match="'similarity only' is already a row"):
+        bench_stress("cram", path, get_embedder("hashing"),
+                     pipelines={"similarity only": spec})

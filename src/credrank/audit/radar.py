@@ -248,10 +248,11 @@ def _axis_label(profile: TrustProfile, compare: TrustProfile | None, i: int,
 
 def measured_elsewhere(profiles: Sequence[TrustProfile], labels: Sequence[str]
                        ) -> list[str]:
-    """A note per measured axis whose value is not of the profile's own system (the entry's
-    ``measured_on``: the audit's robustness, a stress bench's row on its data)."""
+    """A note per measured axis measured on something else than the profile's index (the
+    entry's ``measured_on``, which says what: the audit's robustness, the audited pipeline or
+    a stress bench's own row, on the bench's data)."""
     return [f"{e.dimension}{f' ({label})' if len(profiles) > 1 else ''}: measured on "
-            f"{e.measured_on}, not on {p.title}"
+            f"{e.measured_on}"
             for p, label in zip(profiles, labels, strict=True) for e in p.entries
             if e.value is not None and e.measured_on]
 

@@ -64,10 +64,13 @@ Measures (:data:`MEASURES`; definitions in :mod:`credrank.audit.measures`): ``pi
 system's ``top_k``), ``stress`` (robustness: one cell of the contamination stress test of the
 bench distribution (``credrank_bench.experiments.stress``, found through the entry point
 group ``credrank.audit.robustness``) on the configured data, by default
-``misled-contaminated`` of its ``similarity only`` row: :mod:`credrank.audit.robustness`).
-**Robustness does not measure the audited pipeline**: it measures the stress bench's own
-system on the bench's data (not the index), and the outputs say so (the entry's
-``measured_on``, the radar's axis and note, ``details.audited_pipeline: false``). A measure
+``misled-contaminated`` of the audited pipeline's row: :mod:`credrank.audit.robustness`).
+**Robustness runs the audited pipeline's stages on the bench's passages, not on the index**
+(the bench's pools and top k; what of the spec it cannot represent, such as URLs the passages
+lack, a bm25 retrieval or pushdown), and the outputs say so (the entry's ``measured_on``, the
+radar's axis and note, ``details.audited_pipeline: true``); with ``system = …`` it reads one
+of the bench's own rows instead, not a property of the audited pipeline
+(``details.audited_pipeline: false``). A measure
 that cannot be made is recorded as **not measured** with the reason — never as 0 — and a gate
 on it then fails as "not measured". A data file the config names must exist (``queries``,
 ``qrels``, ``harmful``, the robustness ``path``): a misspelt path is an error before anything
@@ -129,7 +132,11 @@ from credrank.audit.profile import (
     parse_profile,
     write_profile,
 )
-from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.audit.robustness import (
+    ROBUSTNESS_SCHEMA,
+    audited_measured_on,
+    bench_measured_on,
+)
 from credrank.core.errors import FileFormatError
 from credrank.core.files import atomic_write_text
 from credrank.core.progress import OnProgress, counted
@@ -520,6 +527,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                     reasons[dim] = "no stress-test runner given"
                     continue
                 out[dim] = robustness({**spec, "base": str(config.base)},
+                                      pipeline=_with_files(config.pipeline, config.base),
                                       on_progress=_prefixed(on_progress, "stress test: "))
         except FileNotFoundError as exc:
             reasons[dim] = f"data not found: {exc.filename or exc}"
@@ -529,7 +537,7 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
         if got is not None and check is not None:
             out[dim] = replace(got, details={**got.details, "labels": check.to_dict()})
     if (robust := out.get("robustness")) is not None:
-        out["robustness"] = _not_the_audited_system(robust, config)
+        out["robustness"] = _what_was_stressed(robust, config)
     return out, reasons
 
 
@@ -545,17 +553,35 @@ def _matches_nothing(check: LabelCheck, what: str) -> str:
             "audited): the labels measure nothing")
 
 
-def _not_the_audited_system(m: Measurement, config: AuditConfig) -> Measurement:
-    """The stress runner's measurement, saying what it measured: the stress bench's own
-    system on the bench's data, not the audited pipeline on the index
-    (:mod:`credrank.audit.robustness`)."""
-    system = str(m.details.get("system", "similarity only"))
+def _what_was_stressed(m: Measurement, config: AuditConfig) -> Measurement:
+    """The stress runner's measurement, saying what it measured (``measured_on``,
+    ``audited_pipeline``): the audited pipeline's stages on the bench's data, or, with
+    ``system = …``, the bench's own row (:mod:`credrank.audit.robustness`)."""
     data = config.shown.get("robustness", "the stress-test data")
-    source = config.dimensions.get("robustness", {}).get("source", "cram")
-    said = (f"the stress bench's own system {system!r} on its {source} data ({data}), NOT the "
-            "audited pipeline: other passages than the index's, ranked by the bench's row, "
-            "not by [system]")
-    return replace(m, details={**m.details, "measured_on": said, "audited_pipeline": False})
+    source = str(config.dimensions.get("robustness", {}).get("source", "cram"))
+    audited = bool(m.details.get("audited_pipeline"))
+    if audited:
+        bench = m.details.get("bench_settings") or {}
+        spec = config.pipeline
+        said = audited_measured_on(spec, source, data, int(bench.get("top_k", spec.top_k)),
+                                   int(bench.get("fetch_k", spec.resolved_fetch_k)))
+    else:
+        said = bench_measured_on(str(m.details.get("system", "")), source, data)
+    return replace(m, details={**m.details, "measured_on": said, "audited_pipeline": audited})
+
+
+def _with_files(spec: PipelineSpec, base: Path) -> PipelineSpec:
+    """``spec`` with each file its stages name relative to the audit config made absolute
+    (:func:`_spec_files`): the stress bench builds it away from the config's folder."""
+    files = _spec_files(spec, base)
+    if not files:
+        return spec
+    data = spec.to_dict()
+    for item in data["stages"]:
+        for param, value in item.items():
+            if param != "stage" and isinstance(value, str) and value in files:
+                item[param] = str(files[value])
+    return PipelineSpec.from_dict(data)
 
 
 def fill_profile(config: AuditConfig, measurements: Mapping[str, Measurement | None],
@@ -756,13 +782,17 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     if robust is not None:
         data["robustness"] = config.shown.get("robustness", "")
         commands["robustness"] = str(robust.details.get("command", command))
-        # the stress bench's own settings and row, not the audited pipeline's (it searches
-        # its own corpus, not the index)
+        # the stress bench's settings and row (it searches its own corpus, not the index)
         bench = robust.details.get("bench_settings") or {}
         said = ", ".join(f"{k}={v}" for k, v in bench.items()
                          if isinstance(v, str | int | float) and not isinstance(v, bool))
-        settings["robustness"] = (f"the stress bench's row {robust.details.get('system')!r}"
+        row = robust.details.get("system")
+        settings["robustness"] = ((f"the audited pipeline as the stress bench's row {row!r}"
+                                   if robust.details.get("audited_pipeline") else
+                                   f"the stress bench's row {row!r}")
                                   + (f": {said}" if said else ""))
+        if robust.details.get("audited_pipeline"):
+            settings["robustness"] += "; the pipeline spec: measurements.json's pipeline"
     profile = fill_profile(config, measurements, reasons, commands, data, settings)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
                     pipeline=spec.to_dict(), labels=checks)

@@ -56,8 +56,9 @@ app = typer.Typer(add_completion=False, invoke_without_command=True,
 _RUN_HELP = ("credrank audit --index DIR --config AUDIT.toml --out DIR runs the audit: it "
              "measures the dimensions the config names on the index, checks the hard gates "
              "and writes the profile, radar and report into --out. A robustness measured by "
-             "the stress test takes minutes (it embeds the whole stress data) and measures "
-             "the stress bench's own system, not the audited pipeline. Exit 0 when every "
+             "the stress test takes minutes (it embeds the whole stress data) and runs the "
+             "audited pipeline's stages on the stress bench's passages, not on the index. "
+             "Exit 0 when every "
              "gate passes, 1 when a hard gate fails (a gate on a dimension not measured "
              "fails), 2 on bad input.")
 
@@ -284,7 +285,7 @@ def stress_runner() -> Any:
     if found is not None:
         return load_entry_point(found)
 
-    def not_installed(spec: Any, *, on_progress: Any = None) -> Any:
+    def not_installed(spec: Any, *, pipeline: Any = None, on_progress: Any = None) -> Any:
         raise AuditMeasureError(
             "robustness: the stress test runs the stress bench of the bench distribution "
             "(credrank-bench), which is not installed: run `pip install -e ./bench` in a "

@@ -48,10 +48,10 @@ HELP: dict[str, str] = {
         '  credrank audit --index DIR --config AUDIT.toml --out DIR runs the audit: it\n'
         '  measures the dimensions the config names on the index, checks the hard gates\n'
         '  and writes the profile, radar and report into --out. A robustness measured\n'
-        '  by the stress test takes minutes (it embeds the whole stress data) and\n'
-        "  measures the stress bench's own system, not the audited pipeline. Exit 0\n"
-        '  when every gate passes, 1 when a hard gate fails (a gate on a dimension not\n'
-        '  measured fails), 2 on bad input.\n'
+        '  by the stress test takes minutes (it embeds the whole stress data) and runs\n'
+        "  the audited pipeline's stages on the stress bench's passages, not on the\n"
+        '  index. Exit 0 when every gate passes, 1 when a hard gate fails (a gate on a\n'
+        '  dimension not measured fails), 2 on bad input.\n'
     ),
     'audit check': (
         'Usage: credrank audit check [OPTIONS] {profile}\n'

@@ -13,14 +13,20 @@ from typing import Any
 
 from credrank.audit.measures import AuditMeasureError, Measurement
 from credrank.audit.profile import AuditInputError
-from credrank.audit.robustness import ROBUSTNESS_SCHEMA
+from credrank.audit.robustness import AUDITED_ROW, ROBUSTNESS_SCHEMA
 from credrank.core.progress import OnProgress
+from credrank.pipeline.spec import PipelineSpec, SpecError
 
 
-def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None = None
-                      ) -> Measurement:
+def stress_robustness(spec: Mapping[str, Any], *, pipeline: PipelineSpec | None = None,
+                      on_progress: OnProgress | None = None) -> Measurement:
     """Run the configured stress test and return its cell as the robustness measurement
-    (``on_progress``: the steps of :func:`credrank_bench.experiments.stress.bench_stress`)."""
+    (``on_progress``: the steps of :func:`credrank_bench.experiments.stress.bench_stress`).
+
+    ``pipeline``: the audited pipeline, added to the stress table as the row
+    :data:`~credrank.audit.robustness.AUDITED_ROW` and read unless ``system`` names one of
+    the bench's own rows (:mod:`credrank.audit.robustness`). Only the row read (and the
+    baseline every Δ is paired with) is fitted and run."""
     from credrank.index.embed import get_embedder
     from credrank_bench.experiments.stress import bench_stress
 
@@ -40,18 +46,36 @@ def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None
                                                else base / corpus)
     position = str(spec.get("position", "natural" if source == "poisonedrag" else "first"))
     count = int(spec.get("count", 1))
-    system = str(spec.get("system", "similarity only"))
+    pipelines: dict[str, PipelineSpec] = {}
+    if "system" in spec:
+        system = str(spec["system"])
+    elif pipeline is not None:
+        system, pipelines = AUDITED_ROW, {AUDITED_ROW: pipeline}
+    else:
+        raise AuditInputError("[dimensions.robustness]: expected the audited pipeline (the "
+                              "runner's pipeline=) or a row of the stress bench (system = …); "
+                              "got neither")
     metric = str(spec.get("metric", "misled-contaminated"))
     limit = spec.get("limit")
     embedder = get_embedder(str(spec.get("embedder", "minilm")))
-    result = bench_stress(source, path, embedder, corpus_path=corpus_path,
-                          positions=[position], counts=[count],
-                          limit=None if limit is None else int(limit), on_progress=on_progress)
+    try:
+        result = bench_stress(source, path, embedder, corpus_path=corpus_path,
+                              positions=[position], counts=[count],
+                              limit=None if limit is None else int(limit),
+                              on_progress=on_progress, pipelines=pipelines, rows=[system])
+    except SpecError as exc:  # a stage that cannot be built without the index
+        raise AuditMeasureError(f"robustness: the audited pipeline cannot run on the stress "
+                                f"bench's passages: {exc}") from None
+    except ValueError as exc:
+        if str(exc).startswith("rows: "):  # the bench's words for the config's key
+            raise AuditInputError(f"dimensions.robustness.system: {str(exc)[6:]}") from None
+        raise
     table = result.table(f"{position}_n{count}")
     rows = {r.system: r for r in table.rows}
-    if system not in rows:
-        raise AuditInputError(f"[dimensions.robustness]: system {system!r} is not a row of the "
-                              f"stress table; rows: {', '.join(rows)}")
+    if system not in rows:  # a learned credibility row whose fit had one class only
+        why = next((n for n in result.notes if n.startswith("absent:")), "see its notes")
+        raise AuditMeasureError(f"robustness: the stress bench did not run the row "
+                                f"{system!r}: {why}")
     row = rows[system]
     if metric not in row.metrics:
         raise AuditInputError(f"[dimensions.robustness]: metric {metric!r} is not in the stress "
@@ -68,7 +92,9 @@ def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None
     limit_opt = f" --limit {int(limit)}" if limit is not None else ""
     corpus_opt = ("" if corpus_path is None
                   else f" --corpus {os.path.normpath(os.path.relpath(corpus_path))}")
-    # every option the measurement ran with, so that the command reproduces its value
+    # every option the measurement ran with, so that the command reproduces its value (the
+    # audited pipeline's row is not a row of the bench's command: the command gives the
+    # table it joins, the audit its value)
     command = (f"credrank bench {STRESS_NAMES[source]} --path "
                f"{os.path.normpath(os.path.relpath(path))}{corpus_opt} "
                f"--positions {position} --counts {count}{limit_opt} "
@@ -80,4 +106,5 @@ def stress_robustness(spec: Mapping[str, Any], *, on_progress: OnProgress | None
         "contaminant labels of the stress data and the offline extractive reader",
         f"{cell.n} questions", interval, ("retrieval", "generation"), reads_labels=True,
         details={"command": command, "flips": flips, "system": system, "position": position,
-                 "count": count, "bench_settings": result.settings})
+                 "count": count, "bench_settings": result.settings,
+                 "audited_pipeline": bool(pipelines)})

@@ -35,6 +35,9 @@ fitted on development questions disjoint from the evaluated ones) alone and × c
 GPT truthfulness prior shipped with the data; the label-free planted-evidence defence
 (:mod:`credrank_bench.experiments.defences`, its default combination); and the reference that
 removes the contaminants by their label (``reads_labels`` true: an upper bound, not a result).
+A caller may add pipeline specs as rows (``bench_stress(pipelines=…)``: the audit's audited
+pipeline, :mod:`credrank.audit.robustness`) and run only some rows (``rows=…``, the baseline
+always included).
 
 **Measures** per question (each table: one position and count; mean with a 95% percentile
 bootstrap over questions, seeded; Δ paired with similarity only in the same condition):
@@ -50,7 +53,7 @@ reading a fake as correct), ``flip-correct-to-incorrect`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,6 +62,7 @@ from credrank.combine import Combine
 from credrank.consensus.duplicates import JACCARD
 from credrank.consensus.readers import extractive_answers
 from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
 from credrank.core.pipeline import FunctionStage, Pipeline
 from credrank.core.progress import Counter, OnProgress, one_step, step
 from credrank.core.validation import check_int
@@ -70,7 +74,7 @@ from credrank.evaluate.result import BenchResult
 from credrank.evaluate.stats import wilson
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row
 from credrank.generate.llm import ExtractiveReader, Generator, build_prompt
-from credrank.index.embed import Embedder
+from credrank.pipeline.spec import PipelineSpec
 from credrank.select.topk import TopK
 from credrank.stages.consensus import AnswerConsensus
 from credrank.stages.credibility import LearnedCredibilityPrior
@@ -427,20 +431,49 @@ def contaminated_batch(index_search: Callable[[Sequence[str], int], Candidates],
 
 # -- systems ------------------------------------------------------------------------------------
 
+def stress_system_names(data: StressData) -> list[str]:
+    """The rows :func:`stress_systems` can build for ``data``, in table order (the learned
+    credibility rows are absent from a run whose fit has one class only)."""
+    gpt = ([GPT_SYSTEM] if data.evalset.name == "cram-nq"
+           and signal_count(data.evalset, GPT_TRUTH) else [])
+    return [BASELINE, *CONSENSUS_COLLAPSE, LEARNED, LEARNED_CONSENSUS, *gpt, DEFAULT_ROW,
+            ORACLE]
+
+
+def pipeline_system(spec: PipelineSpec, top_k: int, fetch_k: int) -> System:
+    """A pipeline spec as a stress row (the audit's audited pipeline): its stages after
+    retrieval run on the bench's pool of ``fetch_k`` clean passages and keep the bench's
+    ``top_k``, as every spec row of the bench (:func:`~credrank_bench.experiments.bench.
+    search_spec`): its own ``top_k``, ``fetch_k``, ``retrieval`` and ``pushdown`` say how to
+    fetch from an index, and the bench's pools are fetched already. Reads no label."""
+    spec = spec.replace_top(top_k=top_k, fetch_k=fetch_k)
+    return reading_with(memoized(extractive_answers), System.of_spec(
+        spec, notes=("a pipeline spec given to the bench: its stages over the bench's pool",)))
+
+
 def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
-                   fit_limit: int | None = None, fetch_k: int | None = None
+                   fit_limit: int | None = None, fetch_k: int | None = None,
+                   only: Collection[str] | None = None
                    ) -> tuple[dict[str, System], dict[str, Any], list[str]]:
     """The compared systems, their fit details and notes (module docstring). Every system
     but the learned credibility ones is a pipeline spec (of ``fetch_k`` clean passages,
     default 3 × ``top_k``); the GPT prior and the oracle read data no spec can name: they are
     the bench's ``before`` stage of a similarity-only spec (the oracle's reads the labels).
-    The learned credibility model is fitted here, in memory: those systems stay stages."""
+    The learned credibility model is fitted here, in memory: those systems stay stages.
+    ``only``: build these rows and the baseline only (:func:`stress_system_names`); the
+    learned credibility model is fitted only when one of its rows is asked for."""
     fetch_k = 3 * top_k if fetch_k is None else fetch_k
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
     reader = memoized(extractive_answers)
     systems = {BASELINE: baseline_system(top_k, fetch_k)}
     notes: list[str] = []
     details: dict[str, Any] = {}
     for name, (jaccard, cosine) in CONSENSUS_COLLAPSE.items():
+        if not wanted(name):
+            continue
         systems[name] = reading_with(reader, System.of_spec(
             search_spec(top_k, fetch_k, {"stage": "consensus", "jaccard": jaccard,
                                          "cosine": cosine}),
@@ -450,14 +483,14 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
     fit = data.fit_set
     fitted = None
     fit_q = data.fit_questions if fit_limit is None else data.fit_questions[:fit_limit]
-    if fit is not None and fit_q:
+    if fit is not None and fit_q and (wanted(LEARNED) or wanted(LEARNED_CONSENSUS)):
         featurizer = CredibilityFeaturizer(embedder)
         examples = credibility_examples(fit, fit_q, set())
         fitted = fit_credibility(examples, featurizer, seed)
-    if fitted is None:
+    if fitted is None and (wanted(LEARNED) or wanted(LEARNED_CONSENSUS)):
         notes.append("absent: no learned credibility model (the development documents hold "
                      "one class only or there are none), so its systems were not run")
-    else:
+    elif fitted is not None and fit is not None:
         cred = LearnedCredibilityPrior(fitted.model, name="credibility", floor=CREDIBILITY_FLOOR)
         cfg = fitted.choice["config"]
         seen = SET_NAMES.get(fit.name, fit.name)
@@ -483,14 +516,18 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
             notes=(saw,))
         details["learned_credibility"] = fitted.choice
     ev = data.evalset
-    if ev.name == "cram-nq" and signal_count(ev, GPT_TRUTH):
+    if ev.name == "cram-nq" and signal_count(ev, GPT_TRUTH) and wanted(GPT_SYSTEM):
         systems[GPT_SYSTEM] = gpt_prior_system(ev, top_k, fetch_k)
     # the label-free defence, its default combination
-    systems[DEFAULT_ROW] = defence_systems(top_k, fetch_k, only=("planted",))[DEFAULT_ROW]
+    if wanted(DEFAULT_ROW):
+        systems[DEFAULT_ROW] = defence_systems(top_k, fetch_k,
+                                               only=("planted",))[DEFAULT_ROW]
     bad = {d for ids in data.contaminants.values() for d in ids}
 
     def drop(batch: Candidates) -> Candidates:
         return batch.take([i for i, d in enumerate(batch.doc_ids) if str(d) not in bad])
+    if not wanted(ORACLE):
+        return systems, details, notes
     systems[ORACLE] = System.of_spec(
         search_spec(top_k, fetch_k),
         before=[FunctionStage(drop, name="drop_labelled_contaminants")], reads_labels=True,
@@ -522,7 +559,9 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                  generator: Generator | None = None, generator_name: str = "extractive",
                  limit: int | None = None, top_k: int = 5, fetch_k: int = 10,
                  seed: int = 0, on_progress: OnProgress | None = None,
-                 machine_text: MachineTextOption | None = None) -> BenchResult:
+                 machine_text: MachineTextOption | None = None,
+                 pipelines: Mapping[str, PipelineSpec] | None = None,
+                 rows: Sequence[str] | None = None) -> BenchResult:
     """The contamination stress bench of ``source`` (module docstring); one table per position
     and count (key ``<position>_n<count>``) and the table ``flips``.
 
@@ -534,7 +573,13 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     on the clean pools and per condition (each answered by the generator). ``machine_text``
     (``--machine-text``): the passages of the evaluated questions' clean pools and their
     contaminants are scored with the machine-text statistic first, and the rows of
-    :mod:`credrank_bench.experiments.machine_text_rows` join every table."""
+    :mod:`credrank_bench.experiments.machine_text_rows` join every table.
+
+    ``pipelines``: more rows, ``{name: spec}``, each a pipeline spec's stages over the
+    bench's pools at its ``top_k`` (:func:`pipeline_system`; the audit's audited pipeline).
+    ``rows``: run only these rows (and the baseline, which every Δ is paired with): the
+    other systems are neither fitted nor run; ``ValueError`` naming the rows there are
+    when one is not a row of this run."""
     if source not in SOURCES:
         raise ValueError(f"bench stress: unknown source {source!r}; expected one of "
                          f"{', '.join(SOURCES)}")
@@ -565,6 +610,21 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
     if any(p != "natural" for p in chosen_positions) and max(chosen_counts) > top_k:
         raise ValueError(f"--counts: {max(chosen_counts)} contaminants do not fit the top "
                          f"{top_k} context of a controlled position")
+    extra = dict(pipelines or {})
+    clash = [n for n in extra if n in stress_system_names(data)]
+    if clash:
+        raise ValueError(f"pipelines: {clash[0]!r} is already a row of the stress bench; "
+                         "expected another name")
+    if rows is not None:
+        known = [*stress_system_names(data), *(machine_text_systems(top_k, fetch_k)
+                                               if machine_text is not None else {}), *extra]
+        unknown = [r for r in rows if r not in known]
+        if unknown:
+            raise ValueError(f"rows: {unknown[0]!r} is not a row of the stress bench; rows: "
+                             f"{', '.join(known)}")
+    # built before anything is embedded: a stage that cannot run on these pools fails now
+    extra_systems = {n: pipeline_system(spec, top_k, fetch_k) for n, spec in extra.items()
+                     if rows is None or n in rows}
     generator = generator if generator is not None else ExtractiveReader()
     prepared = prepare(ev, embedder, on_progress=on_progress)
     index, qv = prepared.index, prepared.query_vectors
@@ -582,10 +642,12 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
                        for q in evaluated}
     with one_step(on_progress, "fitting the label-free systems"):
         systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
-                                                         fetch_k)
+                                                         fetch_k, only=rows)
     if machine_text is not None and machine_details is not None:
-        systems.update(machine_text_systems(top_k, fetch_k))
+        systems.update({n: row for n, row in machine_text_systems(top_k, fetch_k).items()
+                        if rows is None or n in rows})
         fit_notes.append(machine_text.note(machine_details))
+    systems.update(extra_systems)
     answer = _answer_fn(generator, ev)
 
     def outcome(q: str, top: Sequence[str]) -> tuple[bool, bool]:
@@ -616,7 +678,9 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
         {**ev.summary(), "evaluated_questions": len(evaluated),
          "contaminants_per_question_min": available,
          "skipped_without_gold_or_contaminant": dropped},
-        [*_limit_note(limit, len(evaluated)), *data.notes, *fit_notes],
+        [*_limit_note(limit, len(evaluated)), *data.notes, *fit_notes,
+         *([] if rows is None else [f"rows: only {', '.join(systems)} were run (the bench's "
+                                    "other systems were neither fitted nor run)"])],
         qrels={q: dict(ev.qrels.get(q, {})) for q in evaluated})
     flip_rows: list[Row] = []
     flip_details: dict[str, dict[str, Any]] = {}
