@@ -179,8 +179,8 @@ def test_library_top_k_is_validated(make_batch, top_k) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"undated": "exclude"}, "undated: exclude applies only with half_life"),
-    ({"undated": "penalty:0.5"}, "undated: penalty:0.5 applies only with half_life"),
+    ({"undated": "exclude"}, "undated exclude: only with half_life"),
+    ({"undated": "penalty:0.5"}, "undated penalty:0.5: only with half_life"),
     ({"source_cuts": (-5, 7)}, r"source_cuts: expected cut points in \[0, 1\]"),
     ({"relevance_cuts": (0.3, 1.5)}, r"relevance_cuts: expected cut points in \[-1, 1\]"),
 ])

@@ -149,9 +149,10 @@ class TierPolicy:
         if not isinstance(self.undated, UnknownAge):
             object.__setattr__(self, "undated", parse_undated(str(self.undated)))
         if self.interval_days is None and self.undated != UnknownAge():
-            raise ValueError(f"undated: {self.undated.describe()} applies only with half_life "
-                             "(the unknown-age policy of the time downgrade, which is off "
-                             "without it)")
+            # the words of check_context_options, the doors' check of the same rule
+            raise ValueError(f"undated {self.undated.describe()}: only with half_life (the "
+                             "unknown-age policy of the time downgrade, which is off without "
+                             "it)")
 
     def describe(self) -> dict[str, Any]:
         return {
