@@ -52,6 +52,16 @@ def read_adversarial(path: Path) -> dict[str, set[str]]:
     columns, ``doc_id<TAB>query_id`` or ``query_id<TAB>doc_id`` (the header is read, not
     assumed: a file with the columns swapped was read as query ids of documents, and one
     without a header lost its first label). Errors name ``path`` and the line."""
+    bad: dict[str, set[str]] = {}
+    for _, query_id, doc_id in harm_label_rows(path):
+        bad.setdefault(query_id, set()).add(doc_id)
+    return bad
+
+
+def harm_label_rows(path: Path) -> list[tuple[int, str, str]]:
+    """The labels of :func:`read_adversarial`'s file as ``(line, query_id, doc_id)``, in file
+    order, read and checked as it reads them: where a report names each label by its line
+    (the audit's label check)."""
     from credrank.core.structured import read_text
 
     # UTF-8 (a byte-order mark dropped), each problem naming the file and where
@@ -62,7 +72,7 @@ def read_adversarial(path: Path) -> dict[str, set[str]]:
         raise ValueError(f"{path}:1: expected the header 'doc_id<TAB>query_id' (or "
                          f"'query_id<TAB>doc_id'), got {got}")
     doc_col = header.index("doc_id")
-    bad: dict[str, set[str]] = {}
+    rows: list[tuple[int, str, str]] = []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -70,8 +80,8 @@ def read_adversarial(path: Path) -> dict[str, set[str]]:
         if len(parts) != 2 or not all(p.strip() for p in parts):
             raise ValueError(f"{path}:{number}: expected '{lines[0].strip()}' (two non-empty "
                              f"columns), got {line!r}")
-        bad.setdefault(parts[1 - doc_col].strip(), set()).add(parts[doc_col].strip())
-    return bad
+        rows.append((number, parts[1 - doc_col].strip(), parts[doc_col].strip()))
+    return rows
 
 
-__all__ = ["build_demo_index", "demo_dir", "index_demo", "read_adversarial"]
+__all__ = ["build_demo_index", "demo_dir", "harm_label_rows", "index_demo", "read_adversarial"]

@@ -26,7 +26,6 @@ from typing import Any, Literal
 EXAMPLES = 5
 #: the label files of the audit: harm labels (factuality), qrels (fairness)
 LabelKind = Literal["harm", "qrels"]
-_QRELS_HEADER = ("query-id", "query_id", "qid", "queryid")
 
 
 @dataclass(frozen=True)
@@ -46,52 +45,17 @@ class LabelRow:
         return f"{self.file}:{self.line} ({self.query_id}, {self.doc_id})"
 
 
-def _split(line: str) -> list[str]:
-    """A qrels line's fields, as :func:`credrank.documents.read_qrels` splits them."""
-    return [p.strip() for p in (line.split("\t") if "\t" in line else line.split())]
-
-
 def label_rows(path: Path, kind: LabelKind, shown: str | None = None) -> list[LabelRow]:
-    """Every row of a label file with its line (1-based), in file order. The file has been
-    validated by its reader (:func:`credrank.demo_corpus.read_adversarial`,
-    :func:`credrank.documents.read_qrels`); ``shown`` names it in the rows (default: the
-    path). Harm labels: the header names the two columns in either order; qrels: BEIR
-    ``query-id corpus-id score`` (header optional) or TREC ``qid iter docid rel``."""
-    from credrank.core.structured import read_text
+    """Every row of a label file with its line (1-based), in file order, read by the reader
+    of its kind (:func:`credrank.demo_corpus.harm_label_rows`,
+    :func:`credrank.documents.judgements.qrels_rows`: the same checks, ``.gz`` and BEIR
+    folders included); ``shown`` names it in the rows (default: the path)."""
+    from credrank.demo_corpus import harm_label_rows
+    from credrank.documents.judgements import qrels_rows
 
     name = str(path) if shown is None else shown
-    rows: list[LabelRow] = []
-    if kind == "harm":  # lines as its reader splits them
-        lines = read_text(path, what="harm-labels file").splitlines()
-        header = [c.strip().lower() for c in lines[0].split("\t")] if lines else []
-        doc_col = header.index("doc_id") if "doc_id" in header else 0
-        for number, line in enumerate(lines[1:], start=2):
-            parts = line.split("\t")
-            if len(parts) == 2 and line.strip():
-                rows.append(LabelRow(name, number, parts[1 - doc_col].strip(),
-                                     parts[doc_col].strip()))
-        return rows
-    from credrank.documents.files import open_binary
-    from credrank.documents.judgements import qrels_file
-
-    found = Path(path)
-    if found.is_dir():  # a BEIR folder, as read_qrels reads it
-        found = qrels_file(found, None)
-    with open_binary(found) as fh:  # lines as read_qrels splits them (.gz too; no size bound)
-        for number, raw in enumerate(fh, start=1):
-            row = _qrels_row(raw.decode("utf-8-sig" if number == 1 else "utf-8", "replace"),
-                             number, name)
-            if row is not None:
-                rows.append(row)
-    return rows
-
-
-def _qrels_row(line: str, number: int, name: str) -> LabelRow | None:
-    """A qrels line as a row; ``None`` for a blank line or the header."""
-    parts = _split(line.rstrip("\r\n"))
-    if not any(parts) or parts[0].lower() in _QRELS_HEADER or len(parts) not in (3, 4):
-        return None
-    return LabelRow(name, number, parts[0], parts[1 if len(parts) == 3 else 2])
+    rows = harm_label_rows(path) if kind == "harm" else qrels_rows(path)
+    return [LabelRow(name, line, query_id, doc_id) for line, query_id, doc_id in rows]
 
 
 @dataclass(frozen=True)

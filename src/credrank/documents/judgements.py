@@ -94,10 +94,24 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
     A directory is a BEIR folder: ``qrels/<split>.tsv`` (``split`` may be omitted when there is
     exactly one file). Errors raise :class:`CorpusError` naming ``file:line``.
     """
+    return _read_qrels(path, split)[0]
+
+
+def qrels_rows(path: str | Path, split: str | None = None) -> list[tuple[int, str, str]]:
+    """The judgement lines of :func:`read_qrels`'s file as ``(line, query_id, doc_id)``, in
+    file order (a repeated pair once per line), read and checked as it reads them: where a
+    report names each judgement by its line (the audit's label check)."""
+    return _read_qrels(path, split)[1]
+
+
+def _read_qrels(path: str | Path, split: str | None
+                ) -> tuple[dict[str, dict[str, int]], list[tuple[int, str, str]]]:
+    """:func:`read_qrels` and :func:`qrels_rows` of one reading."""
     p = Path(path)
     if p.is_dir():
         p = qrels_file(p, split)
     qrels: dict[str, dict[str, int]] = {}
+    rows: list[tuple[int, str, str]] = []
     first_line: dict[tuple[str, str], int] = {}
     errors: list[str] = []
     ncols: int | None = None
@@ -141,9 +155,10 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
                 continue
             first_line.setdefault((qid, did), n)
             qrels[qid][did] = rel
+            rows.append((n, qid, did))
     if errors:
         raise CorpusError(listing(f"{p}: {len(errors)} bad qrels lines", errors, SHOWN))
-    return qrels
+    return qrels, rows
 
 
 #: the relevance range of a qrels line: trec_eval's (a C ``int``)
