@@ -303,9 +303,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
                          f"{granularity!r}")
-    if text == "none" and granularity == "sentence":
-        raise ValueError("text none: sentence granularity tiers the sentences of the text; "
-                         "use text full or snippet")
+    check_sentence_text(text, granularity)
     policy = TierPolicy(Cuts.of(relevance_cuts, "relevance_cuts"),
                         Cuts.of(source_cuts, "source_cuts"), source_tier, _days(half_life),
                         undated if isinstance(undated, UnknownAge) else parse_undated(undated))
@@ -443,9 +441,15 @@ def check_context_options(fmt: str, text: str, granularity: str, half_life: floa
         raise ValueError(f"{w('text')} none: {w('format')} {fmt} prints the passages' text; use "
                          f"{w('format')} json (the passages' tiers and inputs without their "
                          f"text) or {w('text')} full|snippet")
+    check_sentence_text(text, granularity, w)
+
+
+def check_sentence_text(text: str, granularity: str, words: Callable[[str], str] = str) -> None:
+    """``text none`` with sentence granularity is a ``ValueError``: nothing to split into
+    sentences (``words``: as :func:`check_context_options`)."""
     if text == "none" and granularity == "sentence":
-        raise ValueError(f"{w('text')} none: {w('granularity')} sentence tiers the sentences of "
-                         f"the text; use {w('text')} full|snippet")
+        raise ValueError(f"{words('text')} none: {words('granularity')} sentence tiers the "
+                         f"sentences of the text; use {words('text')} full|snippet")
 
 
 def check_format(fmt: str) -> str:
