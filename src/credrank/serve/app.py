@@ -185,22 +185,18 @@ def merged_unions(errors: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-#: a context option's word at the head of a library error → the ``/context`` field that set it
-_CONTEXT_FIELDS = {"now": "now", "half_life": "half_life", "undated": "undated",
-                   "source_tier": "source_tier", "granularity": "granularity", "text": "text",
-                   "top_k": "top_k", "format": "format"}
+#: the context options whose word heads a library error (:mod:`credrank.context.build`):
+#: each is the ``/context`` field of the same name
+_CONTEXT_FIELDS = frozenset({"now", "half_life", "undated", "source_tier", "granularity",
+                             "text", "top_k", "format"})
 
 
-def context_field(detail: str) -> tuple[str, str | None]:
-    """A context library error (:mod:`credrank.context.build`) said in ``/context``'s
-    fields: ``(message, field)``, the message's head keyword (``source: …``) as the field
-    (``source_tier: …``); ``(detail, None)`` when it names none."""
-    head, sep, rest = detail.partition(":")
-    word, space, value = head.partition(" ")
-    field = _CONTEXT_FIELDS.get(word) if sep else None
-    if field is None:
-        return detail, None
-    return f"{field}{space}{value}{sep}{rest}", field
+def context_field(detail: str) -> str | None:
+    """The ``/context`` field a context library error names by its head keyword
+    (``source_tier: …``), ``None`` when it names none."""
+    head, sep, _ = detail.partition(":")
+    word = head.partition(" ")[0]
+    return word if sep and word in _CONTEXT_FIELDS else None
 
 
 def _check_context(req: Any) -> None:
@@ -210,8 +206,7 @@ def _check_context(req: Any) -> None:
         check_context_options(req.format, req.text, req.granularity, req.half_life,
                               req.undated)
     except ValueError as exc:
-        said, field = context_field(str(exc))
-        raise LimitError(422, "invalid_request", said, field=field) from None
+        raise LimitError(422, "invalid_request", str(exc), field=context_field(str(exc))) from None
 
 
 def stage_field(detail: str, plan: Plan) -> str | None:
@@ -418,9 +413,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise state.spec_error(exc, plan.spec, plan.where) from None
         except ValueError as exc:
             detail = state.unpath(str(exc))
-            said, named = context_field(detail)
-            raise LimitError(422, "invalid_request", said,
-                             field=named or stage_field(detail, plan)) from None
+            raise LimitError(422, "invalid_request", detail,
+                             field=context_field(detail) or stage_field(detail, plan)) from None
 
     async def run_read(request: Request, plan: Plan, cost: Any, work: Any, *args: Any,
                        embeds: int, ids: Sequence[str] = ()) -> Rendered:
