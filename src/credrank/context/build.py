@@ -331,8 +331,8 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
         elif not unknown[:limit].any():
             weight_said["basis"] = "not used: no passage of unknown age in the context"
         else:
-            w_u, weight_said = _undated_weight(batch, pool, policy.undated,
-                                               policy.interval_days, t_now, elapsed)
+            w_u, weight_said = _undated_weight(batch, fresh, pool, policy.undated,
+                                               policy.interval_days, t_now)
     k, out = downgrades(elapsed, policy.interval_days, policy.undated, w_u)
     tiers = combine_tiers(r, s, k)
 
@@ -589,28 +589,23 @@ def _dates(batch: Candidates, t_now: datetime) -> list[FreshnessDate]:
                            where=f"document {batch.doc_ids[i]!r}") for i in range(len(batch))]
 
 
-def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
-    """Days from each date to ``t_now``; ``NaN`` for an unknown age: no date, or a date after
-    ``t_now`` (no usable age, never the best one)."""
-    return np.array([np.nan if f.date is None or f.clamped else
+def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime,
+             after_now: float = np.nan) -> np.ndarray:
+    """Days from each date to ``t_now``; ``NaN`` without a date. A date after ``t_now`` is
+    ``after_now``: ``NaN`` for a passage's own tier (no usable age, never the best one), ``0``
+    for the ``neutral`` median, where the ranking's freshness stage counts it at age 0 (as it
+    clamps it: the undated weight is the same whether the stage ran or not)."""
+    return np.array([np.nan if f.date is None else after_now if f.clamped else
                      (t_now - f.date).total_seconds() / SECONDS_PER_DAY for f in fresh],
                     dtype=np.float64)
 
 
-def _median_elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
-    """Days from each date to ``t_now`` as the ranking's freshness stage counts them for its
-    ``neutral`` median (a date after ``t_now`` at age 0, as it clamps it), ``NaN`` without a
-    date: the undated weight is the same whether the stage ran or not."""
-    return np.array([np.nan if f.date is None else 0.0 if f.clamped else
-                     (t_now - f.date).total_seconds() / SECONDS_PER_DAY for f in fresh],
-                    dtype=np.float64)
-
-
-def _undated_weight(batch: Candidates, pool: Candidates | None, undated: UnknownAge,
-                    tau: float, t_now: datetime, elapsed: np.ndarray
+def _undated_weight(batch: Candidates, fresh: Sequence[FreshnessDate], pool: Candidates | None,
+                    undated: UnknownAge, tau: float, t_now: datetime
                     ) -> tuple[float | None, dict[str, Any]]:
     """``w_u`` of the passages of unknown age under ``undated`` (not ``exclude``) at the
-    interval ``tau`` and where it came from (:func:`annotate`)."""
+    interval ``tau`` and where it came from (:func:`annotate`; ``fresh``: the freshness dates
+    of ``batch``'s rows, read once there)."""
     if undated.value is not None:
         return undated.value, {"from": "policy", "basis": f"stated: {undated.describe()}"}
     stage = batch.info.get("freshness")
@@ -626,13 +621,13 @@ def _undated_weight(batch: Candidates, pool: Candidates | None, undated: Unknown
                 f"the ranking's freshness stage: the median weight of the {dated} dated "
                 f"candidates of its pool at the same half-life ({tau:g} days)")}
     if pool is not None:
-        e = _median_elapsed(_dates(pool, t_now), t_now)
+        e = _elapsed(_dates(pool, t_now), t_now, after_now=0.0)
         dated_e = e[~np.isnan(e)]
         return undated_weight(undated, dated_e, tau), {"from": "pool", "basis": (
             f"the median weight of the {dated_e.size} dated of the ranking's pool of "
             f"{len(pool)} candidates (a date after T at age 0, as the freshness stage "
             "counts it)")}
-    e = _median_elapsed(_dates(batch, t_now), t_now)
+    e = _elapsed(fresh, t_now, after_now=0.0)
     dated_e = e[~np.isnan(e)]
     return undated_weight(undated, dated_e, tau), {"from": "ranked", "basis": (
         f"the median weight of the {dated_e.size} dated of the {len(batch)} ranked passages "
