@@ -390,3 +390,68 @@ def test_proportional_exposure_takes_a_zero_score_in_a_positive_group() -> None:
     out = ExposureSelect(2, "source_type", rule="proportional", seed=0)(b)
     groups = out.info["select"]["groups"]
     assert groups["x"]["target"] == pytest.approx(groups["y"]["target"])
+
+
+def test_a_real_missing_named_group_never_merges_with_the_candidates_without_one() -> None:
+    # finding: a value "(missing)" and a None were one group "(missing)" of size 2 in the
+    # exposure LP, its targets, the monitor and the report
+    b = Candidates.from_records("q", ["a", "b", "c", "d"], [0.9, 0.8, 0.7, 0.6],
+                                metadata=[{"g": "(missing)"}, {"g": None}, {"g": "x"},
+                                          {"g": "x"}])
+    for rule in ("parity", "proportional"):
+        with pytest.raises(StageError, match=r"^group_column: the column 'g' holds the value "
+                           r"'\(missing\)' \(of 'a'\), the name exposure gives the group of "
+                           r"candidates with no g"):
+            ExposureSelect(2, "g", rule=rule, seed=1)(b)
+    # without the real value: the none-group is its own group, counted in the report
+    ok = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
+                                 metadata=[{"g": "y"}, {"g": None}, {"g": "x"}])
+    info = ExposureSelect(2, "g", seed=1)(ok).info["select"]
+    assert info["n_missing"] == 1 and info["missing_group"] == "(missing)"
+    assert info["groups"]["(missing)"]["size"] == 1 and set(info["groups"]) == {
+        "(missing)", "x", "y"}
+    # FA*IR counts the missing apart: protected_value "(missing)" finds the real value only
+    fair = FairSelect(4, "g", p=0.3, alpha=0.1, protected_value="(missing)")(b).info["select"]
+    assert fair["n_protected_candidates"] == 1 and fair["n_missing"] == 1
+
+
+def test_two_values_of_one_text_are_not_one_exposure_group() -> None:
+    # True and "True" were both the group "True"
+    b = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
+                                metadata=[{"g": True}, {"g": "x"}, {"g": "True"}])
+    with pytest.raises(StageError, match=r"^group_column: the column 'g' holds True \(of 'a'\) "
+                       r"and 'True' \(of 'c'\), which would be one group 'True'"):
+        ExposureSelect(2, "g", seed=1)(b)
+
+
+def test_a_boolean_protected_value_reads_the_column_as_flags() -> None:
+    # protected_value=true (what -P protected_value=true gives) matched "True" only: "true"
+    # and 1 were silently not protected
+    meta = [{"f": "True"}, {"f": "true"}, {"f": 1}, {"f": "False"}, {"f": None}]
+    b = Candidates.from_records("q", list("abcde"), [0.9, 0.8, 0.7, 0.6, 0.5], metadata=meta)
+    info = FairSelect(5, "f", p=0.5, alpha=0.1, protected_value=True)(b).info["select"]
+    assert info["n_protected_candidates"] == 3 and info["n_missing"] == 1
+    assert info["warnings"] == []
+    info = FairSelect(5, "f", p=0.5, alpha=0.1, protected_value=False)(b).info["select"]
+    assert info["n_protected_candidates"] == 1
+    words = Candidates.from_records("q", list("ab"), [0.9, 0.8],
+                                    metadata=[{"f": "blog"}, {"f": "news"}])
+    with pytest.raises(StageError, match=r"^protected_column: the column 'f' holds 'blog' "
+                       r"\(of 'a'\); protected_value=True reads the column as flags"):
+        FairSelect(2, "f", p=0.5, alpha=0.1, protected_value=True)(words)
+
+
+def test_a_protected_value_that_differs_only_in_case_is_a_warning() -> None:
+    # "Blog" beside "blog" was silently not protected once any candidate matched
+    meta = [{"s": "blog"}, {"s": "Blog "}, {"s": "news"}]
+    b = Candidates.from_records("q", list("abc"), [0.9, 0.8, 0.7], metadata=meta)
+    with pytest.warns(SelectionWarning, match=r"^protected_value: 1 candidate\(s\) hold s = "
+                      r"'Blog ', which differs from 'blog' only in case or spacing"):
+        out = FairSelect(3, "s", p=0.5, alpha=0.1, protected_value="blog")(b)
+    assert out.info["select"]["n_protected_candidates"] == 1
+    assert out.info["select"]["warnings"][0].startswith("protected_value: 1 candidate(s)")
+    # a number given for a text column still finds it (-P protected_value=2024 is a number)
+    years = Candidates.from_records("q", list("ab"), [0.9, 0.8],
+                                    metadata=[{"y": "2024"}, {"y": "2023"}])
+    info = FairSelect(2, "y", p=0.5, alpha=0.1, protected_value=2024)(years).info["select"]
+    assert info["n_protected_candidates"] == 1 and info["warnings"] == []

@@ -84,6 +84,8 @@ from credrank.select.exposure import (
 from credrank.select.fair import failure_probability, fair_rerank
 from credrank.select.intents import Intents, has_labels, intents_from_clusters, intents_from_labels
 
+#: the group of ``exposure``'s candidates with no value in ``group_column``; a real value of
+#: that name is refused (:func:`group_labels`), so the two can never merge
 MISSING_GROUP = "(missing)"
 #: what a parameter naming a meta column expects
 COLUMN = "a meta column name"
@@ -446,17 +448,18 @@ class ExposureSelect(Selector):
     """Fair-exposure ranking lottery (chapter 35.9), one sampled list per request.
 
     Solves the exposure LP over all candidates with ``rule`` (``"parity"`` or
-    ``"proportional"``) on the groups in meta column ``group_column`` (``None`` values form
-    the group ``"(missing)"``), decomposes the policy (Birkhoff–von Neumann) and samples one
-    list per request: its ``draw`` (a number the stage's generator, seeded by ``seed``, gives
-    each request; ``info["select"]["draw"]``) seeds the one sample, so that a request's list
-    is replayed with ``draw`` set to it — what an answer's echoed pipeline carries (the
-    lottery still varies across requests: a fixed ``draw`` gives every request the same
-    list). ``discounts`` default to ``1/log2(1+k)``. The proportional rule needs every
+    ``"proportional"``) on the groups in meta column ``group_column`` (``None`` values form the
+    group ``"(missing)"``, counted in ``info["select"]["n_missing"]``; a real value
+    ``"(missing)"`` is refused: :func:`group_labels`), decomposes the policy (Birkhoff–von
+    Neumann) and samples one list per request: its ``draw`` (a number the stage's generator,
+    seeded by ``seed``, gives each request; ``info["select"]["draw"]``) seeds the one sample, so
+    that a request's list is replayed with ``draw`` set to it — what an answer's echoed pipeline
+    carries (the lottery still varies across requests: a fixed ``draw`` gives every request the
+    same list). ``discounts`` default to ``1/log2(1+k)``. The proportional rule needs every
     group's average utility ``ū_G > 0`` (35.9: "for nonempty groups with positive average
     utility"); a group whose every candidate scores ≤ 0 is an error naming the group and its
-    candidates. The last solved policy is reused while the utilities, groups and discounts of
-    a request are identical to the previous one (``info["select"]["policy_reused"]``).
+    candidates. The last solved policy is reused while the utilities, groups and discounts of a
+    request are identical to the previous one (``info["select"]["policy_reused"]``).
 
     **State (declared).** The generator and the monitor belong to the stage object: a
     process that builds the stage once and serves many requests with it (the service
@@ -492,8 +495,7 @@ class ExposureSelect(Selector):
 
     def select(self, batch: Candidates, u: np.ndarray, k: int) -> Candidates:
         v = log_discounts(k) if self.discounts is None else self.discounts[:k]
-        groups = [MISSING_GROUP if g is None else str(g)
-                  for g in _known_column(batch, "group_column", self.group_column)]
+        groups, n_missing = group_labels(batch, self.group_column)
         key = (u.tobytes(), tuple(groups), np.asarray(v).tobytes())
         kept = self._cache  # read once: another request's thread may replace it meanwhile
         cached = kept is not None and kept[0] == key
@@ -522,6 +524,7 @@ class ExposureSelect(Selector):
             info["groups"][name]["realised"] = float(realised_groups[g])
         info.update({
             "selector": self.name, "top_k": self.top_k, "group_column": self.group_column,
+            "n_missing": n_missing, "missing_group": MISSING_GROUP,
             "utility_definition": UTILITY,
             "objective": policy.expected_utility,
             "realised_utility": float(u @ realised),
@@ -532,6 +535,40 @@ class ExposureSelect(Selector):
         })
         return batch.take(ranking).with_info(select=info)
 
+
+
+def group_labels(batch: Candidates, column: str) -> tuple[list[str], int]:
+    """Each candidate's group in meta column ``column`` (``str`` of its value, as the exposure
+    LP names groups; 35.9) and how many have no value (``None``: the group
+    :data:`MISSING_GROUP`).
+
+    Two different values are never one group: a real value written as :data:`MISSING_GROUP`,
+    or two values of one text but different types (``True`` and ``"True"``, ``1`` and
+    ``"1"``), is a :class:`StageError` naming the column, the values and their candidates.
+    """
+    values = _known_column(batch, "group_column", column)
+    labels: list[str] = []
+    first: dict[str, tuple[Any, int]] = {}
+    for i, value in enumerate(values):
+        if value is None:
+            labels.append(MISSING_GROUP)
+            continue
+        name = str(value)
+        if name == MISSING_GROUP:
+            raise StageError(
+                f"group_column: the column {column!r} holds the value {name!r} (of "
+                f"{str(batch.doc_ids[i])!r}), the name exposure gives the group of candidates "
+                f"with no {column}; rename that value in the documents' metadata so the two "
+                "groups stay apart")
+        seen, row = first.setdefault(name, (value, i))
+        if type(seen) is not type(value):  # one type and one text: one value
+            raise StageError(
+                f"group_column: the column {column!r} holds {seen!r} (of "
+                f"{str(batch.doc_ids[row])!r}) and {value!r} (of {str(batch.doc_ids[i])!r}), "
+                f"which would be one group {name!r}; give {column} one type in the documents' "
+                "metadata")
+        labels.append(name)
+    return labels, labels.count(MISSING_GROUP)
 
 
 def _check_group_utility(batch: Candidates, u: np.ndarray, groups: list[str],
@@ -555,31 +592,54 @@ _TRUE = {"true", "yes", "1", "protected"}
 _FALSE = {"false", "no", "0", ""}
 
 
+def _flag(value: Any) -> bool | None:
+    """A boolean flag's truth (``True``/``False``, ``1``/``0``, the words of :data:`_TRUE` and
+    :data:`_FALSE` in any case and spacing), or ``None`` for a value that is no flag."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    return None
+
+
+def _matches(value: Any, protected_value: Any) -> bool:
+    """``value`` is ``protected_value``: equal, or the same text (``"2024"`` for ``2024``, the
+    number a ``-P`` value is read as)."""
+    return bool(value == protected_value) or str(value) == str(protected_value)
+
+
 def _protected_flags(values: np.ndarray, column: str, protected_value: Any | None,
                      doc_ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each candidate's protected flag and how many have no value (``None``: not protected).
+
+    ``protected_value`` ``None``: the column holds boolean flags (:func:`_flag`); a boolean:
+    the flags equal to it are protected (``True`` finds ``"true"``, ``"True"`` and ``1``
+    alike); any other value: the candidates that hold it (:func:`_matches`). A value that is
+    no flag where a flag is expected is a :class:`StageError` naming it and its candidate."""
     flags = np.zeros(len(values), dtype=bool)
     missing = 0
+    by_flag = protected_value is None or isinstance(protected_value, (bool, np.bool_))
     for i, value in enumerate(values):
         if value is None:
             missing += 1
             continue
-        if protected_value is not None:
-            flags[i] = value == protected_value or str(value) == str(protected_value)
+        if not by_flag:
+            flags[i] = _matches(value, protected_value)
             continue
-        if isinstance(value, (bool, np.bool_)):
-            flags[i] = bool(value)
-        elif isinstance(value, (int, np.integer)) and value in (0, 1):
-            flags[i] = bool(value)
-        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            flags[i] = value.strip().lower() in _TRUE
-        else:
+        flag = _flag(value)
+        if flag is None:
             shown = repr(value)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            given = ("" if protected_value is None
+                     else f"protected_value={protected_value} reads the column as flags; ")
             # named by the parameter, which a door says as its field (select_params.…)
             raise StageError(f"protected_column: the column {column!r} holds {shown} (of "
-                             f"{str(doc_ids[i])!r}); expected a boolean flag (True/False, 1/0, "
-                             "'true'/'false') or protected_value=<the value that marks the "
-                             "protected group>")
+                             f"{str(doc_ids[i])!r}); {given}expected a boolean flag "
+                             "(True/False, 1/0, 'true'/'false') or protected_value=<the value "
+                             "that marks the protected group>")
+        flags[i] = flag if protected_value is None else flag == bool(protected_value)
     return flags, missing
 
 
@@ -592,11 +652,29 @@ def _unmatched(values: np.ndarray, column: str, protected_value: Any) -> str:
             "above 0 falls short")
 
 
+def _near_misses(values: np.ndarray, flags: np.ndarray, column: str,
+                 protected_value: Any) -> list[str]:
+    """A warning when candidates not protected hold ``protected_value`` but for case or
+    spacing (``"Blog"`` for ``"blog"``): likely meant, yet not counted; else ``[]``."""
+    want = str(protected_value).strip().casefold()
+    near = sorted({str(v) for v, f in zip(values, flags, strict=True)
+                   if v is not None and not f and str(v).strip().casefold() == want})
+    if not near:
+        return []
+    count = sum(1 for v, f in zip(values, flags, strict=True)
+                if v is not None and not f and str(v) in near)
+    return [f"protected_value: {count} candidate(s) hold {column} = "
+            f"{', '.join(map(repr, near))}, which differs from {protected_value!r} only in case "
+            "or spacing and is not protected; give the value exactly as the documents hold it"]
+
+
 class FairSelect(Selector):
     """FA*IR top-k with prefix minimums ``m(i)`` (Zehlike et al. 2017; chapter 35.9).
 
     ``protected_column`` holds boolean flags, or any values when ``protected_value`` names the
-    one that marks the protected group; ``None`` counts as not protected (reported as
+    one that marks the protected group (a boolean ``protected_value`` reads the column as flags:
+    ``True`` finds ``"true"``, ``"True"`` and ``1``; a value that differs from the one given
+    only in case or spacing is a warning); ``None`` counts as not protected (reported as
     ``n_missing``). ``adjust=True`` applies the exact multiple-testing correction.
     """
 
@@ -617,10 +695,14 @@ class FairSelect(Selector):
                                                         self.protected_column),
                                           self.protected_column, self.protected_value,
                                           batch.doc_ids)
-        notes = []
+        notes: list[str] = []
+        values = batch.column(self.protected_column)
         if self.protected_value is not None and not flags.any():
-            notes.append(_warned(_unmatched(batch.column(self.protected_column),
-                                            self.protected_column, self.protected_value)))
+            notes.append(_warned(_unmatched(values, self.protected_column,
+                                            self.protected_value)))
+        if self.protected_value is not None and not isinstance(self.protected_value, bool):
+            notes += [_warned(w) for w in _near_misses(values, flags, self.protected_column,
+                                                       self.protected_value)]
         result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
         order = result.order
         info = {
