@@ -15,7 +15,8 @@ several shards. What it reproduces of ``lib/collection/src/collection/query.rs``
 
 A fusion anywhere in a request is refused (credrank nests none under its formula: a fusion in a
 prefetch runs per shard, qdrant issue #10640). Only what credrank sends is translated: dense
-vectors, ``MatchValue`` / ``has_id`` / ``is_empty`` filters, and the formula expressions of
+vectors, ``MatchValue`` / ``has_id`` / ``is_empty`` filters, datetime ranges (the freshness
+factor's ``t > T``), and the formula expressions of
 :func:`credrank.index.qdrant_server.formula_query`.
 """
 
@@ -92,9 +93,18 @@ def _expr(e: Any) -> Any:
     raise TypeError(f"expression not emulated: {type(e).__name__}")
 
 
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.isoformat() if hasattr(value, "isoformat") \
+        else str(value)
+
+
 def _condition(c: Any) -> Any:
     if isinstance(c, models.FieldCondition) and isinstance(c.match, models.MatchValue):
         return qe.FieldCondition(key=c.key, match=qe.MatchValue(c.match.value))
+    if isinstance(c, models.FieldCondition) and isinstance(c.range, models.DatetimeRange):
+        r = c.range
+        return qe.FieldCondition(key=c.key, range=qe.RangeDateTime(
+            gte=_iso(r.gte), gt=_iso(r.gt), lte=_iso(r.lte), lt=_iso(r.lt)))
     if isinstance(c, models.IsEmptyCondition):
         return qe.IsEmptyCondition(c.is_empty.key)
     if isinstance(c, models.HasIdCondition):

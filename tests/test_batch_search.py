@@ -43,7 +43,7 @@ def test_batch_json_lines_equal_single_queries(demo_index_hashing, tmp_path, fmt
     assert [d["query_id"] for d in lines] == ids
     for doc, text in zip(lines, texts, strict=True):
         single = _single(demo_index_hashing, text, "--top-k", "4")
-        assert doc["query"] == text and doc["credrank_search"] == 1
+        assert doc["query"] == text and doc["credrank_search"] == 2
         assert doc["hits"] == single["hits"] and doc["settings"] == single["settings"]
 
 

@@ -75,7 +75,7 @@ def test_index_search_json_and_strict(tmp_path):
                               "--top-k", "3"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["credrank_search"] == 1 and out["settings"]["fetch_k"] == 9
+    assert out["credrank_search"] == 2 and out["settings"]["fetch_k"] == 9
     types = {h["doc_id"]: h["source_type"] for h in out["hits"]}
     # provenance decides: the "CNN news:" text on a blog host keeps the blog type,
     # and the declared "blog" on cdc.gov is not trusted by default

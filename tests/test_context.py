@@ -664,15 +664,18 @@ def test_cli_json_tells_passages_apart(passage_index: Path) -> None:
 
 
 def test_a_date_after_now_is_cited_as_the_document_gives_it(make_batch) -> None:
-    """A date after the evaluation time is clamped to it for scoring; the citation cited the
-    evaluation time as the document's date (``date: 2020-01-01`` for a page of 2025-12-01)."""
+    """A date after the evaluation time is no usable age (its freshness date is unknown,
+    flagged ``after_now``); the citation cited the evaluation time as the document's date
+    (``date: 2020-01-01`` for a page of 2025-12-01) before, and the JSON said ``date`` T."""
     doc = annotate(_batch(make_batch), now="2020-06-01", half_life=YEAR)
     first = next(p for p in doc.passages if p.doc_id == "d0")
-    assert first.freshness_clamped and first.freshness_date.startswith("2020-06-01")
+    assert first.after_now and first.freshness_date is None and first.elapsed_days is None
     assert first.document_date.startswith("2025-12-01")
-    assert "date: 2025-12-01" in doc.render("cag", cite=True)
+    assert "date: 2025-12-01, after T" in doc.render("cag", cite=True)
     item = next(i for i in json.loads(doc.render("json")) if i["doc_id"] == "d0")
-    assert item["inputs"]["freshness"]["document_date"].startswith("2025-12-01")
+    fresh = item["inputs"]["freshness"]
+    assert fresh["after_now"] is True and fresh["date"] is None
+    assert fresh["document_date"].startswith("2025-12-01")
 
 
 def test_the_undated_policy_without_a_half_life_is_refused(demo_index_hashing: Path) -> None:

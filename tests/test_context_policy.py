@@ -208,12 +208,29 @@ def test_a_future_date_counts_as_unknown(make_batch) -> None:
     assert [p.doc_id for p in out.passages] == ["old"]
     assert "dated after the evaluation time" in out.excluded[0].reason
     # neutral: the median is over the dated of the pool as the ranking's freshness stage
-    # counts them, the future one at age 0 (weight 1): the same weight whether it ran or not
+    # counts them, the future one of unknown age: the same weight whether it ran or not
     neutral = annotate(batch, now=NOW, half_life=YEAR)
     old_weight = 2 ** -((parse_instant(NOW) - parse_instant("2023-01-01")).days / YEAR)
-    expected = weight_downgrade(float(np.median([1.0, old_weight])))
+    expected = weight_downgrade(old_weight)
     assert neutral.passages[0].downgrade == neutral.passages[2].downgrade == expected
     assert neutral.used["undated_weight"]["from"] == "ranked"
+
+
+def test_the_neutral_weight_is_the_freshness_stages_with_dates_after_now(make_batch) -> None:
+    """The context's neutral median over a pool with a page dated after T equals the ranking's
+    freshness stage's undated weight: both count that page as of unknown age (the stage gave
+    it weight 1, the best of the pool, before)."""
+    from credrank.stages.freshness import FreshnessDecay
+
+    pool = make_batch([0.9, 0.8, 0.7, 0.6], ids=["future", "a", "b", "undated"],
+                      source_type=["government"] * 4, text=["w.", "x.", "y.", "z."],
+                      published_at=["2030-01-01", "2024-01-01", "2020-01-01", None])
+    ranked = FreshnessDecay(YEAR, now=NOW)(pool)
+    stage_weight = ranked.info["freshness"]["undated"]["weight"]
+    assert ranked.factors["freshness"][0] == pytest.approx(stage_weight)
+    assert ranked.info["freshness"]["counts"]["dated"] == 2
+    doc = annotate(pool, now=NOW, half_life=YEAR)
+    assert doc.used["undated_weight"]["value"] == pytest.approx(stage_weight)
 
 
 # -- LOW: excerpts, arithmetic, cite default, wording, sentences, empty context ----------------

@@ -74,7 +74,7 @@ def test_hand_computed_weights():
     assert np.allclose(out.column("age_days").astype(float), [0, 365, 730, 182.5])
     info = out.info["freshness"]
     assert info["now"] == T.isoformat() and info["half_life"] == 365
-    assert info["counts"] == {"dated": 4, "undated": 0, "excluded": 0, "clamped": 0,
+    assert info["counts"] == {"dated": 4, "undated": 0, "excluded": 0, "after_now": 0,
                               "no_decay": 0}
     assert "35.7" in info["formula"]
 
@@ -108,20 +108,41 @@ def test_datetime_values_and_naive_now_are_utc():
     assert np.allclose(out.factors["freshness"], [0.5])
 
 
-def test_future_date_is_clamped_and_flagged():
+def test_date_after_now_is_an_unknown_age_never_the_best():
+    """A date after T is no usable age: the undated policy's weight (here the median of the
+    dated, 0.5), flagged — never weight 1, the best of the pool (clamping gave a page dated
+    in the future the top freshness)."""
     b = batch(published_at=[iso(-30), iso(365)])
     out = FreshnessDecay(365, now=T)(b)
-    assert np.allclose(out.factors["freshness"], [1.0, 0.5])
-    assert list(out.column("freshness_clamped")) == [True, False]
-    assert out.info["freshness"]["clamped"] == ["d0"]
-    assert out.info["freshness"]["counts"]["clamped"] == 1
+    assert np.allclose(out.factors["freshness"], [0.5, 0.5])
+    assert list(out.column("freshness_after_now")) == [True, False]
+    assert out.column("age_days")[0] is None
+    info = out.info["freshness"]
+    assert info["after_now"] == ["d0"] and info["unknown_age"] == ["d0"]
+    assert info["counts"]["after_now"] == 1 and info["counts"]["undated"] == 1
+    assert info["counts"]["dated"] == 1
+    penalised = FreshnessDecay(365, now=T, undated="penalty:0.1")(b)
+    assert np.allclose(penalised.factors["freshness"], [0.1, 0.5])
+    excluded = FreshnessDecay(365, now=T, undated="exclude")(b)
+    assert list(excluded.doc_ids) == ["d1"] and excluded.info["freshness"]["excluded"] == ["d0"]
+
+
+def test_inherited_origin_after_now_is_an_unknown_age():
+    """A wrapper whose origin (read from the citation chain) is dated after T: unknown age,
+    flagged, basis the inherited one."""
+    b = batch(published_at=[iso(-30), iso(100)], inherited_at=[iso(-20), None],
+              inherited_basis=["inherited:o", None])
+    out = FreshnessDecay(365, now=T, undated="penalty:0.2")(b)
+    assert np.allclose(out.factors["freshness"], [0.2, 2 ** (-100 / 365)])
+    assert list(out.column("freshness_basis")) == ["inherited:o", "published_at"]
+    assert out.info["freshness"]["after_now"] == ["d0"]
 
 
 def test_now_before_every_document_is_fine():
     b = batch(published_at=[iso(-1), iso(-400), iso(-3000)])
     out = FreshnessDecay(365, now=T)(b)
-    assert np.all(out.factors["freshness"] == 1.0)
-    assert out.info["freshness"]["clamped"] == ["d0", "d1", "d2"]
+    assert np.all(out.factors["freshness"] == 0.5)  # no dated candidate: the declared 0.5
+    assert out.info["freshness"]["after_now"] == ["d0", "d1", "d2"]
 
 
 def test_unparseable_stored_date_names_the_document():
@@ -420,7 +441,7 @@ WORDS = ("vitamin vaccine dose trial fever cold antibiotic sleep heart risk suga
 
 def dated_corpus(path: Path, n: int = 240, seed: int = 1) -> None:
     """Documents with every date pattern: observed/verified/published, none (undated), only
-    modified/retrieved (undated too), after T (clamped), with equal dates (ties)."""
+    modified/retrieved (undated too), after T (unknown age), with equal dates (ties)."""
     rng = np.random.default_rng(seed)
     with path.open("w") as f:
         for i in range(n):
@@ -493,7 +514,7 @@ def test_pushdown_equals_python_path(dated_stores, engine, half_life, undated):
         stage = FreshnessDecay(half_life, now=T, undated=policy)
         python = TopK(top_k)(Combine("multiply")(stage(SourcePrior(table)(pool))))
         assert python.info["freshness"]["counts"]["undated"] > 0
-        assert python.info["freshness"]["counts"]["clamped"] > 0
+        assert python.info["freshness"]["counts"]["after_now"] > 0
         spec = FreshnessFormula(T.isoformat(), half_life, undated)
         pushed = store.search_formula(query, qv, fetch_k, top_k, table.values, exact=True,
                                       freshness=spec)
@@ -573,7 +594,7 @@ def test_cli_table_and_errors(demo_index_hashing):
     res = runner.invoke(app, ["search", "vitamin D winter", "--index", str(demo_index_hashing),
                               "--freshness", "half_life=365d,now=2000-01-01"])
     assert res.exit_code == 0, res.output
-    assert "freshness" in res.output and "clamped" in res.output
+    assert "freshness" in res.output and "dated after now" in res.output
     for bad, match in (("half_life=0d", "half_life"), ("half_life=-3d", "half_life"),
                        ("half_life=1y,when=now", "unknown key"),
                        ("half_life=1y,now=soon", "now")):

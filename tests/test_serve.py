@@ -95,7 +95,7 @@ def test_search_matches_in_process(ro: ServerHandle, demo_index_hashing: Path,
     got = post(ro, "/search", {"query": QUERY, **options})
     assert got.status_code == 200, got.text
     doc = got.json()
-    assert doc["credrank_search"] == 1 and doc["settings"] == json.loads(
+    assert doc["credrank_search"] == 2 and doc["settings"] == json.loads(
         json.dumps(expected["settings"]))
     assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in expected["hits"]]
     assert [h["score"] for h in doc["hits"]] == pytest.approx(
@@ -413,7 +413,7 @@ def test_sigterm_lets_the_request_in_flight_finish(demo_index_hashing: Path,
             s.sendall(body)
             answer = _read_response(s)
         assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
-        assert b'"credrank_search":1' in answer
+        assert b'"credrank_search":2' in answer
         assert server.proc.wait(timeout=120) == 0
     with open_store(where, create=True):  # the exclusive lock: the server let go
         pass

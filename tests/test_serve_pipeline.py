@@ -186,7 +186,7 @@ def test_the_response_pipeline_replays_search_and_rerank(served: Any) -> None:
     assert [s["stage"] for s in first[0].json()["pipeline"]["stages"]] == [
         "prior", "freshness", "consensus", "combine", "mmr"]
     assert first[0].json()["settings"]["freshness"]["half_life"] == pytest.approx(730.5)
-    assert first[2].json()["credrank_rerank"] == 1
+    assert first[2].json()["credrank_rerank"] == 2
     assert "credibility" in first[2].json()["hits"][0]["score_breakdown"]
 
 

@@ -31,7 +31,7 @@ from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore, generation
 from credrank.pipeline.compile import Compiled, check_stages, compile_rerank, compile_spec, reads
-from credrank.pipeline.document import answered, search_document
+from credrank.pipeline.document import SEARCH_FORMAT, answered, search_document
 from credrank.pipeline.hittext import with_hit_text
 from credrank.pipeline.pushdown import PushdownSearch
 from credrank.pipeline.shortcuts import LIBRARY, in_words, spec_from_options
@@ -339,7 +339,7 @@ class Searcher:
             {**compiled.settings, "retrieval": retrieval, "pushdown": False,
              "fetch_k": len(records), "embedder": self.embedder.name,
              "query_vector": _query_vector(result, query_vector)}, result.info, text)
-        return {"credrank_rerank": 1, "query": query, "settings": settings,
+        return {"credrank_rerank": SEARCH_FORMAT, "query": query, "settings": settings,
                 "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
 
     # -- lifetime --------------------------------------------------------------------------

@@ -1227,7 +1227,8 @@ HELP: dict[str, str] = {
         '                                  where cut) | none  [default: snippet]\n'
         "  --verbose                       under the hits, the details of each stage's\n"
         '                                  footer (the competing answers of consensus,\n'
-        '                                  the undated or clamped ids of freshness)\n'
+        '                                  the ids of freshness of unknown age or dated\n'
+        '                                  after now)\n'
         '  --engine <str>                  edge (embedded Qdrant Edge, the default for\n'
         '                                  a new index) or qdrant (qdrant-client: a\n'
         '                                  server or cluster, or local mode); default:\n'

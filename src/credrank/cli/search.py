@@ -68,7 +68,8 @@ def search(
     text: TextOption = DEFAULT_TEXT,
     verbose: Annotated[bool, typer.Option(
         "--verbose", help="under the hits, the details of each stage's footer (the competing "
-                          "answers of consensus, the undated or clamped ids of freshness)")
+                          "answers of consensus, the ids of freshness of unknown age or dated "
+                          "after now)")
     ] = False,
     engine: EngineOption = None,
     qdrant_url: QdrantUrlOption = None,
@@ -399,18 +400,19 @@ def _prefetch_embedder(index_dir: Path) -> None:
 
 def freshness_summary(info: dict[str, Any], shown: list[str] | None = None) -> str:
     """The freshness lines under the table: T, τ, the undated policy and the counts over the
-    pool, then the shown hits (``shown``; all when ``None``) with ``age: unknown`` or a date
-    after ``T`` (clamped)."""
+    pool, then the shown hits (``shown``; all when ``None``) with ``age: unknown`` (undated,
+    or dated after ``T``: no usable age) and those dated after ``T``."""
     counts = info["counts"]
     undated = info["undated"]
     weight = "" if undated["weight"] is None else f" = {undated['weight']:.4g}"
     lines = [f"freshness: now {info['now']}, half-life {info['half_life']:g} d"
              f"{' (per config)' if 'half_lives' in info else ''}; undated: "
              f"{undated['policy']}{weight}; {counts['dated']} dated, {counts['undated']} "
-             f"undated, {counts['excluded']} excluded, {counts['clamped']} clamped"]
+             f"of unknown age ({counts['after_now']} of them dated after now), "
+             f"{counts['excluded']} excluded"]
     keep = set(shown) if shown is not None else None
     for key, label in (("unknown_age", "age: unknown"),
-                       ("clamped", "dated after now (clamped to now)")):
+                       ("after_now", "dated after now (an unknown age)")):
         ids = [d for d in info.get(key, []) if keep is None or d in keep]
         if ids:
             lines.append(f"  {label} — {', '.join(ids)}")
@@ -480,10 +482,10 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
     ``--text`` says) or a TREC run file (no text read). A query whose run fails (a
     ``ValueError``: a selection its pool cannot meet, …) does not stop the batch: it is said
     on stderr as ``error: query ID: …`` (``words``: the error in the options' words) and, in
-    JSON lines, as its line ``{"credrank_search": 1, "query_id", "query", "error"}``; a TREC
+    JSON lines, as its line ``{"credrank_search": 2, "query_id", "query", "error"}``; a TREC
     run is then not written (a run file missing a query would score it 0). Returns how many
     queries failed."""
-    from credrank.pipeline.document import search_document
+    from credrank.pipeline.document import SEARCH_FORMAT, search_document
 
     described = searcher.compile(spec).settings
     mode = "none" if trec_run is not None else text
@@ -498,7 +500,7 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
                 message = f"query {q.id}: {words(exc)}"
                 warn(message, label="error:")
                 if trec_run is None:
-                    line = {"credrank_search": 1, "query_id": q.id, "query": q.text,
+                    line = {"credrank_search": SEARCH_FORMAT, "query_id": q.id, "query": q.text,
                             "error": message}
                     sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
                 continue

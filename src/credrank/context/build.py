@@ -14,8 +14,8 @@ are exactly the ones the ranking used:
 * date — the batch's five date columns through
   :func:`credrank.freshness.dates.freshness_date` (observed → verified → published, never
   modified / retrieved). A date after ``T`` is no usable age: the tiers treat it as unknown
-  (the undated policy) and the citation flags it ``after T``; the ranking's freshness stage
-  itself clamps it to ``T`` (weight 1), which the context does not change.
+  (the undated policy), as the ranking's freshness stage scores it, and the citation flags it
+  ``after T``.
 
 Tiers follow :mod:`credrank.context.tiers`: ``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``.
 ``source_tier="auto"`` (declared): ``S_tier`` from the factor ``credibility`` (the learned
@@ -208,7 +208,7 @@ class ContextDocument:
         spec under the top-level ``pipeline`` (as ``credrank search --json``: feeding it, or
         the whole document, back with ``--pipeline`` reproduces the ranking)."""
         out: dict[str, Any] = {
-            "credrank_context": 2, "query": self.query, "granularity": self.granularity,
+            "credrank_context": 3, "query": self.query, "granularity": self.granularity,
             "now": self.now.isoformat(), "policy": {**self.policy.describe(), **self.used},
             "settings": self.settings, "passages": render_json(self.passages),
             "excluded": [{"rank": e.rank, "doc_id": e.doc_id, "reason": e.reason}
@@ -363,8 +363,8 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
             downgrade=int(k[i]), similarity=float(sims[i]), similarity_source=similarity_source,
             source_type=_str(batch.column("source_type")[i]), host=_str(batch.column("host")[i]),
             url=_str(batch.column("url")[i]), title=_str(batch.column("title")[i]),
-            freshness_date=_iso(fresh[i].date),
-            freshness_basis=fresh[i].basis, freshness_clamped=fresh[i].clamped,
+            freshness_date=None if fresh[i].clamped else _iso(fresh[i].date),
+            freshness_basis=fresh[i].basis, after_now=fresh[i].clamped,
             document_date=_iso(fresh[i].written or fresh[i].date),
             elapsed_days=None if math.isnan(elapsed[i]) else float(elapsed[i]),
             retrieval_score=float(batch.retrieval_score[i]), score=float(batch.score[i]),
@@ -589,13 +589,11 @@ def _dates(batch: Candidates, t_now: datetime) -> list[FreshnessDate]:
                            where=f"document {batch.doc_ids[i]!r}") for i in range(len(batch))]
 
 
-def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime,
-             after_now: float = np.nan) -> np.ndarray:
-    """Days from each date to ``t_now``; ``NaN`` without a date. A date after ``t_now`` is
-    ``after_now``: ``NaN`` for a passage's own tier (no usable age, never the best one), ``0``
-    for the ``neutral`` median, where the ranking's freshness stage counts it at age 0 (as it
-    clamps it: the undated weight is the same whether the stage ran or not)."""
-    return np.array([np.nan if f.date is None else after_now if f.clamped else
+def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
+    """Days from each date to ``t_now``; ``NaN`` without a date and for a date after
+    ``t_now`` (no usable age, never the best one: as the ranking's freshness stage counts it,
+    so the ``neutral`` median is the same whether the stage ran or not)."""
+    return np.array([np.nan if f.date is None or f.clamped else
                      (t_now - f.date).total_seconds() / SECONDS_PER_DAY for f in fresh],
                     dtype=np.float64)
 
@@ -621,13 +619,13 @@ def _undated_weight(batch: Candidates, fresh: Sequence[FreshnessDate], pool: Can
                 f"the ranking's freshness stage: the median weight of the {dated} dated "
                 f"candidates of its pool at the same half-life ({tau:g} days)")}
     if pool is not None:
-        e = _elapsed(_dates(pool, t_now), t_now, after_now=0.0)
+        e = _elapsed(_dates(pool, t_now), t_now)
         dated_e = e[~np.isnan(e)]
         return undated_weight(undated, dated_e, tau), {"from": "pool", "basis": (
             f"the median weight of the {dated_e.size} dated of the ranking's pool of "
-            f"{len(pool)} candidates (a date after T at age 0, as the freshness stage "
-            "counts it)")}
-    e = _elapsed(fresh, t_now, after_now=0.0)
+            f"{len(pool)} candidates (a date after T of unknown age, as the freshness "
+            "stage counts it)")}
+    e = _elapsed(fresh, t_now)
     dated_e = e[~np.isnan(e)]
     return undated_weight(undated, dated_e, tau), {"from": "ranked", "basis": (
         f"the median weight of the {dated_e.size} dated of the {len(batch)} ranked passages "
@@ -640,7 +638,7 @@ def _flagged(info: dict[str, Any], passages: Sequence[AnnotatedPassage]) -> dict
     there are none."""
     labels = {p.doc_id: count_labels(p) for p in passages}
     labels = {d: c for d, c in labels.items() if c}
-    late = [p.doc_id for p in passages if p.freshness_clamped]
+    late = [p.doc_id for p in passages if p.after_now]
     if not labels and not late:
         return info
     return {**info, "context": {"labels_neutralised": sum(labels.values()),

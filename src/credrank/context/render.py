@@ -103,9 +103,11 @@ class AnnotatedPassage:
     title: str | None = None
     freshness_date: str | None = None
     freshness_basis: str = "unknown"
-    freshness_clamped: bool = False
-    #: the document's own date (``freshness_date`` unless that was clamped to the evaluation
-    #: time: a citation says the document's, not the scoring's)
+    #: the freshness date is after the evaluation time: no usable age (``freshness_date`` is
+    #: ``None``, the tier's age unknown), the document's own date in ``document_date``
+    after_now: bool = False
+    #: the document's own date (``freshness_date``, or the date after the evaluation time:
+    #: a citation says the document's)
     document_date: str | None = None
     elapsed_days: float | None = None
     retrieval_score: float = 0.0
@@ -217,7 +219,7 @@ def citation(p: AnnotatedPassage) -> str:
         parts.append(f"url: {cited_url(p.url)}")
     dated = p.document_date or p.freshness_date
     if dated:
-        parts.append(f"date: {dated[:10]}" + (", after T" if p.freshness_clamped else ""))
+        parts.append(f"date: {dated[:10]}" + (", after T" if p.after_now else ""))
     if p.passage is not None and int(p.passage.get("of") or 1) > 1:
         parts.append(f"passage {p.passage.get('number')} of {p.passage.get('of')}")
     return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"
@@ -265,7 +267,7 @@ def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
             "source": {"source_type": p.source_type, "host": p.host, "url": p.url,
                        "tier": p.source_tier, "basis": p.source_basis},
             "freshness": {"date": p.freshness_date, "basis": p.freshness_basis,
-                          "clamped": p.freshness_clamped,
+                          "after_now": p.after_now,
                           "document_date": p.document_date or p.freshness_date,
                           "elapsed_days": p.elapsed_days,
                           "downgrade": p.downgrade},

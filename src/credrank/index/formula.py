@@ -38,8 +38,9 @@ __all__ = [
 FORMULA = "max($score, 0) × Σ_t λ_t·[source_type = t]"
 #: the freshness factor a formula may carry (:class:`FreshnessFormula`, chapter 35.7)
 FRESHNESS_FORMULA = ("× ([o]·D(observed_at) + [¬o][v]·D(verified_at) + [¬o][¬v][p]·"
-                     "D(published_at) + [¬o][¬v][¬p]·w_undated), D(f) = exp_decay(x = min(f, T), "
-                     "target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)")
+                     "D(published_at) + [¬o][¬v][¬p]·w_undated), D(f) = [f ≤ T]·exp_decay(x = "
+                     "f, target = T, midpoint = 0.5, scale = τ) + [f > T]·w_undated = "
+                     "[f ≤ T]·2^(−(T − f)/τ) + [f > T]·w_undated")
 #: the learned page-credibility factor a formula may carry (:class:`CredibilityFormula`): the
 #: ``P(credible)`` stored at index time in the payload field ``credibility`` by the model of
 #: key ``K`` (``credibility_key``), ``p₀`` where a point holds no score of that model
@@ -90,12 +91,14 @@ class FreshnessFormula:
     """The freshness factor of :data:`FRESHNESS_FORMULA`, backend-neutral (chapter 35.7).
 
     ``w = 2^(−(T − t)/τ)`` with ``t`` the first non-empty of :data:`FRESHNESS_FIELDS` (a
-    payload ISO date), clamped to ``T`` (``min(t, T)``: a date after ``T`` weighs 1), and
-    ``undated_weight`` where all three are empty (null or missing). Each backend writes it as
-    an exponential decay on the datetime key with ``midpoint = 0.5`` at ``scale = τ`` —
-    ``exp(ln 0.5 · |x − T|/τ) = 2^(−|x − T|/τ)`` — with the key's formula default set to ``T``
-    (decay 1, then multiplied by 0 through the emptiness conditions: an undated point weighs
-    exactly ``undated_weight``).
+    payload ISO date), and ``undated_weight`` where all three are empty (null or missing) or
+    where ``t`` is after ``T`` (no usable age: unknown, as
+    :class:`credrank.stages.freshness.FreshnessDecay` scores it). Each backend writes it as an
+    exponential decay on the datetime key with ``midpoint = 0.5`` at ``scale = τ`` —
+    ``exp(ln 0.5 · |x − T|/τ) = 2^(−|x − T|/τ)`` — times the condition ``t ≤ T`` (a datetime
+    range on the key), plus ``undated_weight`` times ``t > T``; the key's formula default is
+    ``T`` (decay 1, then multiplied by 0 through the emptiness conditions: an undated point
+    weighs exactly ``undated_weight``).
 
     ``now``: ``T`` as an ISO 8601 string with offset; ``half_life``: ``τ`` in days (> 0);
     ``undated_weight`` in ``[0, 1]``. Built once when a search is compiled (all three
@@ -124,6 +127,11 @@ class FreshnessFormula:
         out = copy.copy(self)
         object.__setattr__(out, "now", now)
         return out
+
+    @property
+    def instant(self) -> datetime:
+        """``T`` as an aware ``datetime`` (``now`` was checked to parse with its offset)."""
+        return datetime.fromisoformat(self.now.replace("Z", "+00:00"))
 
     @property
     def scale_seconds(self) -> float:

@@ -907,30 +907,35 @@ def credibility_expression(spec: CredibilityFormula) -> Any:
 def freshness_expression(spec: FreshnessFormula) -> Any:
     """:data:`credrank.index.formula.FRESHNESS_FORMULA` as a Qdrant Edge expression.
 
-    ``D(f) = exp_decay(min(f, T); target T, midpoint 0.5, scale τ) = 2^(−(T − min(f, T))/τ)``
-    (Qdrant's exponential decay is ``exp(ln(midpoint)·|x − target|/scale)``; datetimes are
-    seconds); the first non-empty field of ``observed_at``, ``verified_at``, ``published_at``
-    picks its ``D``; all empty gives ``undated_weight``. An empty field's formula default is
-    ``T`` (set by the caller), so its ``D`` is 1 and is multiplied by 0."""
+    ``D(f) = [f ≤ T]·exp_decay(f; target T, midpoint 0.5, scale τ) + [f > T]·w_undated =
+    [f ≤ T]·2^(−(T − f)/τ) + [f > T]·w_undated`` (Qdrant's exponential decay is
+    ``exp(ln(midpoint)·|x − target|/scale)``; datetimes are seconds; a date after ``T`` is an
+    unknown age); the first non-empty field of ``observed_at``, ``verified_at``,
+    ``published_at`` picks its ``D``; all empty gives ``undated_weight``. An empty field's
+    formula default is ``T`` (set by the caller), so its ``D`` is 1 and is multiplied by 0."""
     now = qe.Expression.Datetime(spec.now)
 
     def empty(name: str) -> Any:
         return qe.Expression.Condition(qe.IsEmptyCondition(name))
 
-    def present(name: str) -> Any:  # 1 − [empty]
-        return qe.Expression.Sum([qe.Expression.Constant(1.0),
-                                  qe.Expression.Neg(empty(name))])
+    def one_minus(condition: Any) -> Any:
+        return qe.Expression.Sum([qe.Expression.Constant(1.0), qe.Expression.Neg(condition)])
+
+    def after(name: str) -> Any:  # [f > T]
+        return qe.Expression.Condition(
+            qe.FieldCondition(name, range=qe.RangeDateTime(gt=spec.now)))
 
     def decay(name: str) -> Any:
-        return qe.Expression.Decay(
-            qe.DecayKind.Exp,
-            qe.Expression.Min([qe.Expression.DatetimeKey(name), now]),
-            now, 0.5, spec.scale_seconds)
+        return qe.Expression.Sum([
+            qe.Expression.Mult([one_minus(after(name)), qe.Expression.Decay(
+                qe.DecayKind.Exp, qe.Expression.DatetimeKey(name), now, 0.5,
+                spec.scale_seconds)]),
+            qe.Expression.Mult([after(name), qe.Expression.Constant(spec.undated_weight)])])
 
     terms: list[Any] = []
     before: list[Any] = []  # the [empty] conditions of the preferred fields
     for name in FRESHNESS_FIELDS:
-        terms.append(qe.Expression.Mult([*before, present(name), decay(name)]))
+        terms.append(qe.Expression.Mult([*before, one_minus(empty(name)), decay(name)]))
         before.append(empty(name))
     terms.append(qe.Expression.Mult([*before, qe.Expression.Constant(spec.undated_weight)]))
     return qe.Expression.Sum(terms)

@@ -164,27 +164,34 @@ def credibility_expression(spec: CredibilityFormula) -> Any:
 
 def freshness_expression(spec: FreshnessFormula) -> Any:
     """:data:`credrank.index.formula.FRESHNESS_FORMULA` as a Qdrant expression: for the first
-    non-empty of ``observed_at``, ``verified_at``, ``published_at``, ``exp_decay(x = min(f,
-    T), target = T, midpoint = 0.5, scale = τ) = 2^(−(T − min(f, T))/τ)``; all empty:
-    ``undated_weight`` (the same numbers as
+    non-empty of ``observed_at``, ``verified_at``, ``published_at``, ``[f ≤ T]·exp_decay(x =
+    f, target = T, midpoint = 0.5, scale = τ) + [f > T]·undated_weight`` (a date after ``T``
+    is an unknown age); all empty: ``undated_weight`` (the same numbers as
     :func:`credrank.index.qdrant_edge.freshness_expression`)."""
     now = models.DatetimeExpression(datetime=spec.now)
 
     def empty(name: str) -> Any:
         return models.IsEmptyCondition(is_empty=models.PayloadField(key=name))
 
-    def present(name: str) -> Any:
-        return models.SumExpression(sum=[1.0, models.NegExpression(neg=empty(name))])
+    def one_minus(condition: Any) -> Any:
+        return models.SumExpression(sum=[1.0, models.NegExpression(neg=condition)])
+
+    def after(name: str) -> Any:  # [f > T]
+        return models.FieldCondition(key=name, range=models.DatetimeRange(gt=spec.instant))
 
     def decay(name: str) -> Any:
-        return models.ExpDecayExpression(exp_decay=models.DecayParamsExpression(
-            x=models.MinExpression(min=[models.DatetimeKeyExpression(datetime_key=name), now]),
-            target=now, midpoint=0.5, scale=spec.scale_seconds))
+        return models.SumExpression(sum=[
+            models.MultExpression(mult=[one_minus(after(name)), models.ExpDecayExpression(
+                exp_decay=models.DecayParamsExpression(
+                    x=models.DatetimeKeyExpression(datetime_key=name), target=now,
+                    midpoint=0.5, scale=spec.scale_seconds))]),
+            models.MultExpression(mult=[after(name), spec.undated_weight])])
 
     terms: list[Any] = []
     before: list[Any] = []  # the [empty] conditions of the preferred fields
     for name in FRESHNESS_FIELDS:
-        terms.append(models.MultExpression(mult=[*before, present(name), decay(name)]))
+        terms.append(models.MultExpression(mult=[*before, one_minus(empty(name)),
+                                                 decay(name)]))
         before.append(empty(name))
     terms.append(models.MultExpression(mult=[*before, spec.undated_weight]))
     return models.SumExpression(sum=terms)

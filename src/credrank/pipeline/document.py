@@ -127,6 +127,12 @@ def answered(settings: Mapping[str, Any], info: Mapping[str, Any], text: str
             None if pipeline is None else replayable(pipeline, info))
 
 
+#: the format version of the ``credrank search --json`` and ``credrank_rerank`` documents
+#: (docs/json.md): 2 since a date after the evaluation time is an unknown age
+#: (``info.freshness``'s ``clamped`` became ``after_now``)
+SEARCH_FORMAT = 2
+
+
 def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
                     text: str = DEFAULT_TEXT, **extra: Any) -> dict[str, Any]:
     """The ``credrank search --json`` document (docs/json.md) for one query under
@@ -134,7 +140,7 @@ def search_document(query: str, settings: dict[str, Any], result: Candidates, *,
     ``query_id``) are added at the top level. Each hit carries ``text`` as ``text`` says
     (:meth:`Candidates.hits`; ``settings.text`` records it)."""
     settings, pipeline = answered(settings, result.info, text)
-    doc = {"credrank_search": 1, **extra, "query": query, "settings": settings,
+    doc = {"credrank_search": SEARCH_FORMAT, **extra, "query": query, "settings": settings,
            "hits": result.hits(text), "info": result.info}
     if pipeline is not None:  # the spec it ran: feeding it back reproduces the run
         doc["pipeline"] = pipeline

@@ -6,8 +6,10 @@
 
 ``t`` is each candidate's *freshness date* (:func:`~credrank.freshness.dates.freshness_date`:
 ``observed_at``, else ``verified_at``, else ``published_at``, else unknown — never
-``modified_at`` or ``retrieved_at``); a date after ``T`` is clamped to ``T`` (weight 1) and
-flagged. ``τ`` is one half-life, or per document from a
+``modified_at`` or ``retrieved_at``). A date after ``T`` is no usable age: it is **unknown**
+(the undated policy below) and flagged ``after_now`` — never the best age (clamping it to
+``T``, as earlier versions did, gave a page dated in the future the largest weight of the pool;
+:mod:`credrank.context` tiers it the same way). ``τ`` is one half-life, or per document from a
 :class:`~credrank.freshness.config.FreshnessConfig` (claim class, host, source type; a
 time-persistent claim has no decay: weight 1, dated or not). An undated, decaying candidate
 weighs what its :class:`~credrank.freshness.policy.UnknownAge` policy states (``neutral``: a
@@ -16,11 +18,13 @@ stated constant, default the median weight of the dated candidates of the query;
 than the same document dated at ``T``.
 
 Per candidate, the stage writes the meta columns ``freshness_basis`` (``observed_at`` /
-``verified_at`` / ``published_at`` / ``unknown``), ``age_days`` (``None`` when unknown),
-``freshness_clamped`` and ``freshness_half_life`` (days; ``None`` for no decay), and records
-in ``info["freshness"]`` the evaluation time, the half-life(s), the policy with the value it
-used, the counts and the doc ids with ``age: unknown``, clamped, excluded or not decayed (what
-a hit's breakdown cannot hold: :meth:`Candidates.hits` shows factors only).
+``verified_at`` / ``published_at`` / ``unknown``, or the inherited basis), ``age_days``
+(``None`` when unknown, a date after ``T`` included), ``freshness_after_now`` and
+``freshness_half_life`` (days; ``None`` for no decay), and records in ``info["freshness"]``
+the evaluation time, the half-life(s), the policy with the value it used, the counts and the
+doc ids with ``age: unknown`` (``unknown_age``: undated or dated after ``T``), dated after
+``T`` (``after_now``, a subset), excluded or not decayed (what a hit's breakdown cannot hold:
+:meth:`Candidates.hits` shows factors only).
 """
 
 from __future__ import annotations
@@ -180,18 +184,19 @@ class FreshnessDecay(Stage):
 
     def weights(self, batch: Candidates, now: datetime) -> tuple[np.ndarray, dict[str, Any]]:
         """``(w, facts)``: the factor per row (``NaN`` for rows to exclude) and the per-row
-        facts (basis, age, clamped, half-life, undated flag) — the computation of
+        facts (basis, age, after ``T``, half-life, undated flag) — the computation of
         :meth:`transform` without its side columns."""
         n = len(batch)
         columns = {name: batch.column(name) for name in DATE_COLUMNS}
         inherited_at, inherited_basis = batch.column(INHERITED_AT), batch.column(INHERITED_BASIS)
-        bases, dates, clamped = [], [], np.zeros(n, dtype=bool)
+        bases, dates, after_now = [], [], np.zeros(n, dtype=bool)
         for i in range(n):
             try:
                 fd = freshness_date({k: columns[k][i] for k in DATE_COLUMNS}, now,
                                     where=f"document {batch.doc_ids[i]!r}")
             except ValueError as exc:
                 raise StageError(f"{self.name}: {exc}") from None
+            own = fd.written if fd.clamped else fd.date  # the document's date as written
             if fd.basis not in OWN_EVIDENCE and inherited_basis[i]:
                 # a wrapper repeating older evidence: the origin's date (35.7), or unknown
                 # when every origin it reaches is undated (never its own publication date).
@@ -199,12 +204,14 @@ class FreshnessDecay(Stage):
                 # anachronism, a data error): its own date stands, never a boost.
                 origin = parse_instant(inherited_at[i], f"document {batch.doc_ids[i]!r}: "
                                                         f"field {INHERITED_AT!r}")
-                if origin is None or fd.date is None or origin <= fd.date:
+                if origin is None or own is None or origin <= own:
                     late = origin is not None and origin > now
-                    fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late)
+                    fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late,
+                                       origin if late else None)
             bases.append(fd.basis)
-            dates.append(fd.date)
-            clamped[i] = fd.clamped
+            # a date after T is no usable age: unknown, under the undated policy (35.7)
+            dates.append(None if fd.clamped else fd.date)
+            after_now[i] = fd.clamped
         table = self.config_
         taus = np.full(n, self.half_life) if table is None else table.half_lives(
             batch.column("source_type"), batch.column("host"),
@@ -222,7 +229,7 @@ class FreshnessDecay(Stage):
         value = self.undated.weight(w[dated])  # None with exclude
         if value is not None:
             w[undated] = value
-        facts = {"basis": bases, "age": age, "clamped": clamped, "tau": taus,
+        facts = {"basis": bases, "age": age, "after_now": after_now, "tau": taus,
                  "undated": undated, "no_decay": no_decay, "dated": dated, "value": value}
         return w, facts
 
@@ -242,21 +249,22 @@ class FreshnessDecay(Stage):
             **({} if self.config_ is None or self.single
                else {"half_lives": self.config_.as_dict()}),
             "date_rule": "observed_at > verified_at > published_at > unknown (never "
-                         "modified_at / retrieved_at); dates after now clamped to now",
+                         "modified_at / retrieved_at); a date after now is an unknown age",
             "undated": {"policy": self.undated.describe(),
                         "weight": None if self.undated.kind == "exclude" else f["value"]},
             "counts": {"dated": int(f["dated"].sum()), "undated": int(f["undated"].sum()),
-                       "excluded": int(excluded.sum()), "clamped": int(f["clamped"].sum()),
+                       "excluded": int(excluded.sum()),
+                       "after_now": int(f["after_now"].sum()),
                        "no_decay": int(f["no_decay"].sum())},
             "unknown_age": [d for d, u in zip(ids, f["undated"], strict=True) if u],
-            "clamped": [d for d, c in zip(ids, f["clamped"], strict=True) if c],
+            "after_now": [d for d, c in zip(ids, f["after_now"], strict=True) if c],
             "excluded": [d for d, x in zip(ids, excluded, strict=True) if x],
             "no_decay": [d for d, x in zip(ids, f["no_decay"], strict=True) if x],
         }
         ages = [None if math.isnan(a) else float(a) for a in f["age"]]
         out = (batch.with_meta("freshness_basis", f["basis"])
                .with_meta("age_days", ages)
-               .with_meta("freshness_clamped", list(f["clamped"]))
+               .with_meta("freshness_after_now", list(f["after_now"]))
                .with_meta("freshness_half_life",
                           [None if math.isinf(t) else float(t) for t in f["tau"]]))
         if excluded.any():
