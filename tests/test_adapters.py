@@ -26,6 +26,7 @@ from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents, read_queries
 from credrank.index.embed import get_embedder
 from credrank.index.ingest import embedding_text
+from credrank.pipeline.shortcuts import ADAPTER, CLI, check_not_with_pipeline
 from credrank.pipeline.spec import PipelineSpec
 from credrank.rerank import EmbeddingFallbackWarning
 from credrank.searcher import Searcher
@@ -148,6 +149,18 @@ PRIORS_ERROR = ("priors: 'no-such-preset' is neither a preset (compressed, curre
 def test_scorer_shortcut_errors_name_the_adapter_parameter(options, expected):
     # the shortcuts become a spec (spec_from_options), its errors said in the adapters' words
     assert _message(lambda: CredrankScorer(**options)) == expected
+
+
+@pytest.mark.parametrize("name", [s.name for s in ADAPTER.shortcuts() if s.value == "bool"])
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_a_flag_shortcut_is_refused_in_a_keyword_arguments_words(name, value):
+    """A flag is ``True`` or ``False`` in Python: ``planted="yes"`` said "expected true or
+    false" (the JSON words) while ``domain_scores`` and ``use_given_embeddings`` said "True or
+    False"; ``planted=None`` turned the stage on."""
+    assert _message(lambda: CredrankScorer(embedder="hashing", **{name: value})) == \
+        f"{name}: expected True or False, got {value!r}"
+    assert CredrankScorer(embedder="hashing", **{name: np.False_}).spec == \
+        CredrankScorer(embedder="hashing").spec  # numpy's bool is a bool, as check_bool says
 
 
 def test_scorer_refuses_bad_names():
@@ -695,6 +708,32 @@ def test_pipeline_errors_name_the_adapter_parameter(framework, tmp_path):
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+@pytest.mark.parametrize(("name", "value"), [("priors", "current"), ("mode", "multiply"),
+                                             ("planted", False), ("select", None)])
+def test_a_shortcut_given_beside_a_pipeline_is_refused_even_at_its_default(framework, name,
+                                                                          value):
+    """``priors="current"`` beside ``pipeline=`` was accepted (and ignored) while ``--priors
+    current`` beside ``--pipeline`` and a ``"priors"`` field beside ``"pipeline"`` are
+    refused: an option written says something, whatever its value. ``top_k`` replaces the
+    spec's, as ``--top-k`` does."""
+    need(framework)
+    cls = adapter_classes()[framework]
+    spec = {"top_k": 4, "stages": [{"stage": "prior", "priors": "aggressive"}]}
+    message = _message(lambda: cls(embedder="hashing", pipeline=spec, **{name: value}))
+    assert f"{name}: not with pipeline= (the pipeline comes from it" in message
+    with pytest.raises(ValueError, match=f"^{CLI.say(name)}: not with --pipeline p.toml"):
+        check_not_with_pipeline({name: value}, CLI, "--pipeline p.toml", present=True)
+    adapter = cls(embedder="hashing", pipeline=spec, top_k=2)
+    assert adapter.spec.top_k == 2
+    if framework != "haystack":  # a field assigned later is given too, and refused
+        with pytest.raises(ValueError, match=f"^{name}: not with pipeline="):
+            setattr(adapter, name, value)
+        assert adapter.spec.stages[0].params["priors"] == "aggressive"
+        assert cls(embedder="hashing", **{name: value}).spec == \
+            cls(embedder="hashing").spec  # without a pipeline, the default says nothing
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_serialised_config_carries_the_pipeline(framework, credibility_model):
     need(framework)
     cls = adapter_classes()[framework]
@@ -830,7 +869,8 @@ def test_langchain_retriever_refuses_unknown_fields_and_a_text_fetch_k():
     compressor = CredibilityCompressor(embedder="hashing")
     with pytest.raises(ValueError, match="fetchk"):
         CredibilityRetriever(vectorstore=store, compressor=compressor, fetchk=50)
-    with pytest.raises(ValueError, match=r"fetch_k: expected an integer >= 10, got '40'"):
+    with pytest.raises(ValueError,
+                       match=r"fetch_k: expected an integer in \[1, 10000000\], got '40'"):
         CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k="40")
 
 
@@ -845,10 +885,34 @@ def test_langchain_retriever_checks_a_fetch_k_assigned_later():
         vectorstore=InMemoryVectorStore(DeterministicFakeEmbedding(size=16)),
         compressor=CredibilityCompressor(embedder="hashing"), fetch_k=20)
     for bad in ("x", 1):  # accepted, and the search then failed on it
-        with pytest.raises(ValueError, match=r"fetch_k: expected an integer >= 10"):
+        with pytest.raises(ValueError, match=r"fetch_k: expected an integer "):
             retriever.fetch_k = bad
     retriever.fetch_k = 40
     assert retriever.pool_size() == 40
+
+
+def test_langchain_retriever_fetch_k_is_checked_by_the_spec():
+    """The retriever's ``fetch_k`` had a validator of its own (>= top_k, no upper bound:
+    ``fetch_k=10**9`` was asked of the store); the spec's (``Searcher.spec(fetch_k=…)``,
+    ``--fetch-k``) checks it now, also after the compressor's ``top_k`` has grown."""
+    need("langchain")
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from credrank.adapters.langchain import CredibilityCompressor, CredibilityRetriever
+
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    compressor = CredibilityCompressor(embedder="hashing", top_k=5)
+    for bad in (10**9, True):
+        with pytest.raises(ValueError) as raised:
+            CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k=bad)
+        assert f"fetch_k: expected an integer in [1, 10000000], got {bad!r}" in \
+            str(raised.value)
+    retriever = CredibilityRetriever(vectorstore=store, compressor=compressor, fetch_k=6)
+    compressor.top_k = 8
+    with pytest.raises(ValueError, match=r"^fetch_k: expected an integer >= top_k \(8\), "
+                                         r"got 6$"):
+        retriever.pool_size()
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))

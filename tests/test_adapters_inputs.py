@@ -305,3 +305,21 @@ def test_top_k_has_one_message_and_haystack_says_its_top_k() -> None:
             f"top_k: expected an integer in [1, 10000000], got {bad}"
     assert CredibilityRanker(embedder="hashing").top_k == 10
     assert CredibilityRanker(embedder="hashing", top_k=3).top_k == 3
+
+
+def test_a_top_k_per_call_equal_to_the_configured_one_is_checked_too() -> None:
+    """``run(top_k=True)`` on a ranker of ``top_k=1`` (and ``1.0``) was taken as 1 (compared
+    before it was checked), any other ``True`` refused; the spec checks every value given."""
+    need("haystack")
+    from haystack import Document
+
+    from credrank.adapters.haystack import CredibilityRanker
+
+    ranker = CredibilityRanker(embedder="hashing", top_k=1)
+    docs = [Document(content="x", score=1.0), Document(content="y", score=0.5)]
+    for bad in (True, 1.0):
+        with pytest.raises(ValueError, match=re.escape(
+                f"top_k: expected an integer in [1, 10000000], got {bad!r}")):
+            ranker.run(docs, QUERY, top_k=bad)
+    assert len(ranker.run(docs, QUERY, top_k=1)["documents"]) == 1
+    assert len(ranker.run(docs, QUERY, top_k=2)["documents"]) == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from credrank import Searcher
+from credrank import Searcher, SpecError
 from credrank.index.store import StoreError
 from sparse_copy import copy_index
 
@@ -65,13 +65,25 @@ def test_planted_reranks_candidates_that_came_with_scores(index: Path) -> None:
 
 @pytest.mark.parametrize("options", [{"lexical": "no"}, {"consensus": 0},
                                      {"smoothing": "false"}, {"planted": "no"},
-                                     {"domain_scores": "no"}])
+                                     {"domain_scores": "no"}, {"planted": None},
+                                     {"smoothing": None}, {"consensus": None}])
 def test_a_flag_is_true_or_false_at_the_library_door(options: dict[str, object]) -> None:
-    """``lexical="no"`` turned BM25 on and ``consensus=0`` the stage (truthy values), where
-    the CLI, HTTP and the adapters refuse them."""
+    """``lexical="no"`` turned BM25 on and ``consensus=0`` the stage (truthy values), and
+    ``planted=None`` the stage, where the CLI, HTTP and the adapters refuse them; said in a
+    keyword argument's words."""
     name, value = next(iter(options.items()))
-    with pytest.raises(ValueError, match=f"^{name}: expected true or false, got {value!r}$"):
+    with pytest.raises(ValueError, match=f"^{name}: expected True or False, got {value!r}$"):
         Searcher.spec(**options)
+
+
+def test_a_text_top_k_beside_a_stated_fetch_k_is_the_specs_error() -> None:
+    """``with_top`` compared a text ``top_k`` with the spec's ``fetch_k`` before checking it
+    (``TypeError: '<' not supported``)."""
+    from credrank.pipeline.shortcuts import with_top
+
+    spec = Searcher.spec(fetch_k=20)
+    with pytest.raises(SpecError, match="top_k"):
+        with_top(spec, {"top_k": "5"})
 
 
 def test_searcher_spec_has_no_door_keyword() -> None:
@@ -84,7 +96,7 @@ def test_a_spec_its_constructor_made_is_validated_before_it_runs(index: Path) ->
     was a ``KeyError``, ``retrieval="sparse"`` ran dense retrieval, ``top_k=3`` without a
     selector answered 9 hits, ``top_k=-1`` named ``fetch_k``. Such a spec is validated (and
     completed) when it is used, as ``PipelineSpec.from_dict`` validates."""
-    from credrank import PipelineSpec, SpecError
+    from credrank import PipelineSpec
     from credrank.pipeline.spec import StageSpec
 
     with Searcher.open(index) as searcher:

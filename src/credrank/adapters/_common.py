@@ -14,7 +14,8 @@ a ``credrank search --pipeline`` file or the ``"pipeline"`` of a ``--json`` outp
   stage of the catalog is reachable (credibility, freshness, stance, consensus, the
   selectors …); a stage that needs an index (``freshness`` with ``lineage: cites``) is an error
   naming it. ``top_k`` given as well overrides the spec's (as ``credrank search --pipeline F
-  --top-k N``); any other shortcut given with it is an error naming the shortcut;
+  --top-k N``); any other shortcut given with it is an error naming the shortcut, even at its
+  default (``priors="current"``, as ``--priors current`` beside ``--pipeline``);
 * or the shortcuts (``priors``, ``mode``, ``top_k``, ``select``, ``select_params``,
   ``credibility_model``, ``freshness``, ``planted``, …: the one table of every front door,
   :data:`credrank.pipeline.shortcuts.SHORTCUTS`, less what only a door that retrieves has),
@@ -107,9 +108,8 @@ from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.structured import read_structured
-from credrank.core.validation import check_bool, check_choice, check_int, check_real
+from credrank.core.validation import check_bool, check_choice, check_real
 from credrank.index.embed import EMBEDDERS, MiniLMEmbedder, get_embedder
-from credrank.index.store import MAX_K
 from credrank.pipeline.compile import build_stages, check_stages, context, reads
 from credrank.pipeline.shortcuts import (
     ADAPTER,
@@ -235,7 +235,10 @@ class ScorerFields:
     validated and rebuilds the scorer, so that what runs and what is saved follow it (the
     attribute changed, and the old configuration ran and was saved). A value the scorer
     refuses raises, and the attribute keeps its value. The model also forbids unknown
-    fields (``model_config = ConfigDict(extra="forbid")``: a misspelt option was ignored)."""
+    fields (``model_config = ConfigDict(extra="forbid")``: a misspelt option was ignored).
+    A field reads what was given (``top_k`` ``None``: not given); what runs is ``.spec``
+    (``.spec.top_k``). The options given (``model_fields_set``) are what the scorer gets, as
+    the Haystack component's keywords."""
 
     _scorer: CredrankScorer
 
@@ -254,7 +257,12 @@ class ScorerFields:
         super().__init__(**data)
 
     def _scorer_with(self, **changes: Any) -> CredrankScorer:
-        values = {n: changes[n] if n in changes else getattr(self, n) for n in OPTIONS}
+        """The scorer of the options given (at construction, assigned since, or in
+        ``changes``): only those, as the Haystack component's keywords, so that a shortcut
+        given beside ``pipeline`` is refused even at its default (:meth:`CredrankScorer._spec`)."""
+        given = set(self.model_fields_set) | set(changes)  # type: ignore[attr-defined]
+        values = {n: changes[n] if n in changes else getattr(self, n)
+                  for n in OPTIONS if n in given}
         pipeline = changes["pipeline"] if "pipeline" in changes else self.pipeline  # type: ignore[attr-defined]
         return CredrankScorer(pipeline, **values)
 
@@ -368,6 +376,9 @@ class CredrankScorer:
             n: (list(o.default) if isinstance(o.default, tuple) else o.default)
             for n, o in OPTIONS.items()}
         values.update(options)
+        for s in ADAPTER.shortcuts():  # a flag in a keyword argument's words (True, False)
+            if s.value == "bool":
+                values[s.name] = check_bool(s.name, values[s.name])
         self.embedder: str = check_choice("embedder", values["embedder"], EMBEDDERS)
         self.retrieval: str = check_retrieval(values["retrieval"])
         self.use_given_embeddings = check_bool("use_given_embeddings",
@@ -378,17 +389,17 @@ class CredrankScorer:
         threshold = values["score_threshold"]
         self.score_threshold: float | None = (
             None if threshold is None else check_real("score_threshold", threshold))
+        # checked by the typer, as Searcher.open's: a single path is refused there (list()
+        # would read a string's characters)
         tables = values["tables"]
-        if isinstance(tables, str | Path):
-            raise TypeError("tables: expected a list of paths, got a single path; wrap it in "
-                            "a list")
+        given: Any = tables if isinstance(tables, str | Path) else list(tables or [])
+        self.typer = SourceTyper(given)
         self.tables = [str(t) for t in (tables or [])]
-        self.typer = SourceTyper(list(self.tables))
-        check_bool("domain_scores", values["domain_scores"])
         #: how errors of a built stage name the pipeline (``None``: built from shortcuts)
         self._where = (None if pipeline is None else
                        f"pipeline {pipeline}" if isinstance(pipeline, str | Path) else "pipeline")
-        self.spec = check_rerank_spec(self._spec(pipeline, values), self._where or "pipeline")
+        self.spec = check_rerank_spec(self._spec(pipeline, values, set(options)),
+                                      self._where or "pipeline")
         self._stages: dict[int, list[Stage]] = {}
         #: the loaded embedder (:meth:`warm_up`); :attr:`lazy` loads it when first asked
         self._embedder: Embedder | None = None
@@ -400,9 +411,14 @@ class CredrankScorer:
 
     # -- the pipeline -----------------------------------------------------------------------
     @staticmethod
-    def _spec(pipeline: Any, values: Mapping[str, Any]) -> PipelineSpec:
+    def _spec(pipeline: Any, values: Mapping[str, Any], given: set[str]) -> PipelineSpec:
+        """The spec of ``pipeline`` (with ``top_k``), else of the shortcuts. ``given``: the
+        keywords the caller gave; beside a pipeline each shortcut given is refused, even at
+        its default (``priors="current"``: as ``--priors current`` beside ``--pipeline`` and
+        a ``"priors"`` field beside ``"pipeline"``), ``top_k`` aside."""
         if pipeline is not None:
-            check_not_with_pipeline(values, ADAPTER, "pipeline=")
+            check_not_with_pipeline({n: values[n] for n in given}, ADAPTER, "pipeline=",
+                                    present=True)
             spec = read_pipeline(pipeline)
             try:
                 return with_top(spec, values)
@@ -437,11 +453,10 @@ class CredrankScorer:
 
     def spec_for(self, top_k: int | None = None) -> PipelineSpec:
         """The spec with ``top_k`` (default: its own)."""
-        if top_k is None or top_k == self.spec.top_k:
-            return self.spec
-        k = check_int("top_k", top_k, 1, MAX_K)  # the words of the constructor's top_k
+        if top_k is None or (type(top_k) is int and top_k == self.spec.top_k):
+            return self.spec  # else checked by the spec, as the constructor's top_k
         try:
-            return with_top(self.spec, {"top_k": k})
+            return with_top(self.spec, {"top_k": top_k})
         except SpecError as exc:
             raise ValueError(f"top_k: {exc.detail}") from None
 

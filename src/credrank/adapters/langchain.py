@@ -63,15 +63,14 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from credrank.adapters._common import (
     BREAKDOWN_KEY,
-    OPTIONS,
     CredrankScorer,
     Passage,
     ScorerFields,
     pydantic_fields,
 )
-from credrank.core.validation import check_int
 from credrank.documents.fields import got
-from credrank.pipeline.spec import PipelineSpec
+from credrank.pipeline.shortcuts import with_top
+from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.rerank import CandidateError, Names
 
 #: the metadata key of the final score (as LangChain's rerank compressors write it)
@@ -154,7 +153,7 @@ class CredibilityCompressor(ScorerFields, _Fields):  # type: ignore[misc,valid-t
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
         check_score_key(self.score_key)
-        self._scorer = CredrankScorer(self.pipeline, **{n: getattr(self, n) for n in OPTIONS})
+        self._scorer = self._scorer_with()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "score_key":  # validated as at construction
@@ -245,7 +244,7 @@ class CredibilityRetriever(BaseRetriever):
     vectorstore: VectorStore | None = None
     retriever: BaseRetriever | None = None
     compressor: CredibilityCompressor = Field(default_factory=CredibilityCompressor)
-    fetch_k: Any = None  # checked by _check, in the library's words
+    fetch_k: Any = None  # checked by the spec (pool_size), in the library's words
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -253,13 +252,21 @@ class CredibilityRetriever(BaseRetriever):
         if (self.vectorstore is None) == (self.retriever is None):
             raise ValueError("CredibilityRetriever: expected exactly one of vectorstore or "
                              "retriever")
-        if self.fetch_k is not None:
-            check_int("fetch_k", self.fetch_k, self.compressor.spec.top_k)
+        self.pool_size()
         return self
 
     def pool_size(self) -> int:
-        """``fetch_k``, or the compressor's pipeline's (default 3 × ``top_k``)."""
-        return self.fetch_k if self.fetch_k is not None else self.compressor.fetch_k()
+        """``fetch_k``, or the compressor's pipeline's (default 3 × ``top_k``); ``fetch_k``
+        checked by the spec, as ``Searcher.spec(fetch_k=…)`` and ``--fetch-k`` are (an
+        integer in [top_k, MAX_K]), again here since the compressor's ``top_k`` may have
+        changed since."""
+        spec = self.compressor.spec
+        if self.fetch_k is None:
+            return spec.resolved_fetch_k
+        try:
+            return with_top(spec, {"fetch_k": self.fetch_k}).resolved_fetch_k
+        except SpecError as exc:
+            raise ValueError(f"fetch_k: {exc.detail}") from None
 
     def _store_and_kwargs(self) -> tuple[VectorStore | None, dict[str, Any]]:
         if self.vectorstore is not None:

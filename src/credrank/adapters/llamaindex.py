@@ -53,7 +53,6 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from credrank.adapters._common import (
     BREAKDOWN_KEY,
-    OPTIONS,
     CredrankScorer,
     Passage,
     ScorerFields,
@@ -94,7 +93,7 @@ class CredibilityPostprocessor(ScorerFields, _Fields):  # type: ignore[misc,vali
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        self._scorer = CredrankScorer(self.pipeline, **{n: getattr(self, n) for n in OPTIONS})
+        self._scorer = self._scorer_with()
 
     @model_serializer(mode="wrap")
     def _serialise(self, handler: SerializerFunctionWrapHandler,

@@ -197,6 +197,11 @@ class Door:
             return s.flag or "--" + name.replace("_", "-")
         return self.prefix + name
 
+    def say_bool(self) -> str:
+        """The door's words for a flag's two values: Python's for the library and the
+        adapters (keyword arguments), JSON's (and a flag file's) elsewhere."""
+        return "True or False" if self.name in ("library", "adapter") else "true or false"
+
     def say_param(self, name: str, param: str) -> str:
         """The door's word for the parameter ``param`` inside shortcut ``name``'s value."""
         return f"{self.say(name)} {param}" if self.cli else f"{self.say(name)}.{param}"
@@ -242,8 +247,9 @@ def with_top(spec: PipelineSpec, values: Mapping[str, Any]) -> PipelineSpec:
     top = {n: values[n] for n in WITH_PIPELINE if values.get(n) is not None}
     if not top:
         return spec
-    if "fetch_k" not in top and spec.fetch_k is not None and spec.fetch_k < top["top_k"]:
-        top["fetch_k"] = None
+    if ("fetch_k" not in top and spec.fetch_k is not None and type(top["top_k"]) is int
+            and spec.fetch_k < top["top_k"]):
+        top["fetch_k"] = None  # else the spec checks top_k (a text "5" is refused there)
     return spec.replace_top(**top)
 
 
@@ -258,9 +264,9 @@ def spec_from_options(*, door: Door = LIBRARY, **values: Any) -> PipelineSpec:
     if unknown:
         raise ValueError(f"{unknown[0]}: unknown option; expected some of "
                          f"{', '.join(sorted(known))}")
-    for name, value in values.items():  # "no" or 0 turned BM25 or a stage on (truthy)
-        if SHORTCUTS[name].value == "bool" and value is not None and not isinstance(value, bool):
-            raise ValueError(f"{door.say(name)}: expected true or false, got {value!r}")
+    for name, value in values.items():  # "no" or 0 turned BM25 or a stage on (truthy), and
+        if SHORTCUTS[name].value == "bool" and not isinstance(value, bool):  # None turned it on
+            raise ValueError(f"{door.say(name)}: expected {door.say_bool()}, got {value!r}")
     if not door.retrieves and values.get("machine_text") is True:  # it failed every call
         raise ValueError(f"{door.say('machine_text')}: candidates retrieved elsewhere carry no "
                          "machine-text score stored at index time; send the stage in a "
