@@ -50,6 +50,10 @@ def test_jsonl_answers_with_null_and_gzip(write):
      "first seen on line 2"),
     ("a.csv", "question_id,source_id,answer\nq1,,x\n", "a.csv:2: field 'source_id'"),
     ("a.csv", "question_id,source_id,answer\nq1,s1,x,extra\n", "a.csv:2: row has more values"),
+    # a row cut before its answer was a silent abstention: refused, naming the field
+    ("a.csv", "question_id,source_id,answer\nq1,s1,x\nq2,s1\n",
+     "a.csv:3: field 'answer': missing; the row ends after 2 of the header's 3 values"),
+    ("a.csv", "answer,question_id,source_id\nx,q1\n", "a.csv:2: field 'source_id': missing"),
     ("a.jsonl", '{"question_id": "q1", "source_id": "s1"}\n', "a.jsonl:1: field 'answer': missing"),
     ("a.jsonl", '\n{"question_id": "q1", "source_id": "s1", "answer": [1]}\n',
      "a.jsonl:2: field 'answer': expected a string"),
@@ -67,6 +71,17 @@ def test_answer_file_errors_name_file_line_and_field(write, name, content, needl
 def test_missing_file(tmp_path):
     with pytest.raises(AnswersFileError, match="no such file"):
         load_answers(tmp_path / "nope.csv")
+
+
+def test_an_empty_trailing_answer_is_still_an_abstention(write):
+    """``q2,s1,`` (the value written, empty) abstains; only a row cut before it is refused."""
+    table = load_answers(write("a.csv", "question_id,source_id,answer\nq1,s1,x\nq2,s1,\n"))
+    assert table.answers[0] == ("x", None)
+
+
+def test_a_truth_row_cut_before_its_answer_is_refused(write):
+    with pytest.raises(AnswersFileError, match=r"t\.csv:3: field 'answer': missing"):
+        load_truth(write("t.csv", "question_id,answer\nq1,Paris\nq2\n"))
 
 
 def test_truth_file(write):

@@ -159,10 +159,20 @@ def _not_a_file(path: Path) -> str:
 
 
 def _csv_rows(path: Path, fh: Iterable[str],
-              fields: tuple[str, ...]) -> Iterable[tuple[int, dict[str, Any]]]:
+              fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Strict CSV (:func:`credrank.core.structured.csv_rows`): a field never spans lines, so
-    an unterminated quote is an error naming the line where its field began."""
-    return csv_rows(fh, str(path), required=fields, error=AnswersFileError)
+    an unterminated quote is an error naming the line where its field began; a row that ends
+    before one of ``fields`` is an error naming it (a cut line, not an abstention: an
+    abstention is written, as an empty value or an IDK phrase)."""
+    for lineno, row in csv_rows(fh, str(path), required=fields, error=AnswersFileError):
+        for f in fields:
+            if row[f] is None:
+                given = sum(v is not None for v in row.values())
+                raise AnswersFileError(
+                    f"{path}:{lineno}: field {f!r}: missing; the row ends after {given} of "
+                    f"the header's {len(row)} values (write an empty value for an "
+                    "abstention)")
+        yield lineno, row
 
 
 def _identifier(path: Path, lineno: int, field: str, value: Any) -> str:
