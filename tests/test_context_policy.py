@@ -235,6 +235,20 @@ def test_the_neutral_weight_is_the_freshness_stages_with_dates_after_now(make_ba
 
 # -- LOW: excerpts, arithmetic, cite default, wording, sentences, empty context ----------------
 
+def test_a_citation_after_t_on_ts_own_day_gives_the_time() -> None:
+    """T = 2026-01-01 and a page of 2026-01-01T04:00Z: "date: 2026-01-01, after T" read as a
+    contradiction; the time is given when the date after T has one."""
+    p = AnnotatedPassage(rank=1, doc_id="x", text="t", tier=2, relevance_tier=2, source_tier=2,
+                         source_basis="source_type", downgrade=0, similarity=0.5,
+                         after_now=True, document_date="2026-01-01T04:00:00+00:00")
+    assert "date: 2026-01-01T04:00, after T" in citation(p)
+    midnight = AnnotatedPassage(rank=1, doc_id="x", text="t", tier=2, relevance_tier=2,
+                                source_tier=2, source_basis="source_type", downgrade=0,
+                                similarity=0.5, after_now=True,
+                                document_date="2027-03-01T00:00:00+00:00")
+    assert "date: 2027-03-01, after T" in citation(midnight)
+
+
 def test_the_citation_says_a_passage_is_an_excerpt() -> None:
     p = AnnotatedPassage(rank=1, doc_id="x", text="t", tier=2, relevance_tier=2, source_tier=2,
                          source_basis="source_type", downgrade=0, similarity=0.5,

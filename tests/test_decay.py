@@ -72,6 +72,28 @@ def test_future_dates_are_clamped_and_flagged():
     assert np.isnan(elapsed_days(now, [None])[0])
 
 
+def test_the_evidence_date_of_a_date_after_now_is_unknown():
+    """What the ranking and the context read (35.7): a date after T is no usable age (the
+    audit's freshness_date sets it to T); a wrapper's origin date where it is older
+    evidence; an origin newer than the document is an anachronism: its own date stands."""
+    from credrank.freshness.dates import evidence_date
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    late = evidence_date({"published_at": "2027-06-01"}, now)
+    assert late.date is None and late.clamped and late.basis == "published_at"
+    assert late.written == datetime(2027, 6, 1, tzinfo=UTC)
+    wrapper = evidence_date({"published_at": "2027-06-01"}, now, "w", "2020-01-01",
+                            "inherited:o")
+    assert wrapper.date == datetime(2020, 1, 1, tzinfo=UTC) and not wrapper.clamped
+    assert wrapper.basis == "inherited:o" and wrapper.written == late.written
+    newer = evidence_date({"published_at": "2024-01-01"}, now, "w", "2025-01-01",
+                          "inherited:o")
+    assert newer.basis == "published_at" and newer.date == datetime(2024, 1, 1, tzinfo=UTC)
+    remeasured = evidence_date({"observed_at": "2024-01-01"}, now, "w", "2020-01-01",
+                               "inherited:o")
+    assert remeasured.basis == "observed_at"
+
+
 def test_unparseable_date_names_the_field():
     with pytest.raises(ValueError, match=r"field 'published_at'.*ISO 8601.*'last spring'"):
         freshness_date({"published_at": "last spring"}, where="corpus.jsonl:3")

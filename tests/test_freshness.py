@@ -590,6 +590,24 @@ def test_cli_pushdown_equals_python(demo_index_hashing):
         assert a[d]["freshness"] == pytest.approx(b[d]["freshness"])
 
 
+def test_the_counts_say_which_candidates_they_cover(demo_index_hashing):
+    """``info.freshness`` counts the pool on the Python path and the hits when the engine
+    weighed the pool (its formula search): ``counted_over`` says which (the same query gave
+    "5 dated, 0 undated" and "8 dated, 7 undated" with nothing to tell them apart)."""
+    over = {}
+    for flag in ("--pushdown", "--no-pushdown"):
+        res = runner.invoke(app, ["search", "vitamin D winter", "--index",
+                                  str(demo_index_hashing), "--top-k", "5", "--freshness",
+                                  "half_life=365d,now=2026-01-01,undated=penalty:0.3", flag,
+                                  "--json"])
+        assert res.exit_code == 0, res.output
+        info = json.loads(res.stdout)["info"]["freshness"]
+        over[flag] = (info["counted_over"], sum(info["counts"][k] for k in ("dated",
+                                                                             "undated")))
+    assert over["--pushdown"] == ("hits", 5)
+    assert over["--no-pushdown"][0] == "pool" and over["--no-pushdown"][1] > 5
+
+
 def test_cli_table_and_errors(demo_index_hashing):
     res = runner.invoke(app, ["search", "vitamin D winter", "--index", str(demo_index_hashing),
                               "--freshness", "half_life=365d,now=2000-01-01"])

@@ -294,6 +294,62 @@ def test_search_freshness_lineage_inherits_the_origin_date(index_dir):
     assert bad.exit_code == 2 and "lineage" in bad.output
 
 
+def test_context_tiers_a_wrapper_at_the_date_the_ranking_used(index_dir):
+    """``credrank context`` with ``lineage=cites``: the 2023 wrapper is tiered by its origin's
+    age, as the ranking weighed it (the context read only the wrapper's own date, so the
+    laundering the rule undoes reached the generator as a fresher tier); its citation still
+    gives the wrapper's own date."""
+    from credrank.cli import app as main_app
+
+    def passages(freshness: str) -> dict[str, dict]:
+        res = CliRunner().invoke(main_app, [
+            "context", "survey households region", "--index", str(index_dir), "--top-k", "11",
+            "--fetch-k", "11", "--priors", "none", "--freshness", freshness, "--half-life",
+            "365d", "--json"])
+        assert res.exit_code == 0, res.output
+        out = {p["doc_id"]: p for p in json.loads(res.stdout)["passages"]}
+        out["prompt"] = json.loads(res.stdout)["prompt"]
+        return out
+
+    base = "half_life=365d,now=2026-01-01"
+    plain, chained = passages(base), passages(base + ",lineage=cites")
+    w, origin = chained["w2023"]["inputs"]["freshness"], chained["origin"]["inputs"]["freshness"]
+    assert w["basis"] == "inherited:origin" and w["date"] == origin["date"]
+    assert w["document_date"][:10] == ago(3)[:10]
+    assert w["downgrade"] == origin["downgrade"] == 6
+    assert plain["w2023"]["inputs"]["freshness"]["downgrade"] == 3
+    assert "date: " + ago(3)[:10] in json.dumps(chained["prompt"])
+
+
+def test_a_citation_of_a_newer_origin_is_an_anachronism_not_a_wrapper(tmp_path):
+    """``info.lineage.wrappers`` listed a document citing a newer origin, though it was not
+    weighed at that origin's date; it is listed under ``anachronisms`` now."""
+    from credrank import Searcher
+    from credrank.documents import iter_documents
+    from credrank.index import open_store
+    from credrank.index.embed import get_embedder
+    from credrank.index.ingest import index_documents
+    from credrank.provenance import SourceTyper
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in (
+        {"id": "o", "text": "fuel spending survey origin", "published_at": "2025-06-01"},
+        {"id": "early", "text": "fuel spending survey repeated", "published_at": "2024-01-01",
+         "cites": ["o"]},
+        {"id": "late", "text": "fuel spending survey repeated later",
+         "published_at": "2025-09-01", "cites": ["o"]})), encoding="utf-8")
+    emb = get_embedder("hashing")
+    with open_store(tmp_path / "idx", "edge", embedder=emb.name, dim=emb.dim,
+                    create=True) as store:
+        index_documents(iter_documents(corpus), store, emb, SourceTyper())
+    with Searcher.open(tmp_path / "idx") as searcher:
+        spec = Searcher.spec(top_k=3, freshness="half_life=365d,now=2026-01-01,lineage=cites")
+        result = searcher.search("fuel spending survey", spec)
+    lineage = result.info["lineage"]
+    assert lineage["wrappers"] == {"late": "o"}
+    assert lineage["anachronisms"] == {"early": "o"}
+
+
 # -- bounded chains and extreme inputs (issue 23) ----------------------------------------------
 
 def test_hop_cap_lists_the_ends_and_counts_the_rest(index_dir):

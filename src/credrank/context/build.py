@@ -11,11 +11,12 @@ are exactly the ones the ranking used:
   scores have no stated cut points and are refused unless ``similarity=`` is given);
 * source — the batch's ``source_type`` / ``host`` / ``url`` metadata and its factors
   (``prior``, ``credibility``, ``freshness``, …, copied as they are);
-* date — the batch's five date columns through
-  :func:`credrank.freshness.dates.freshness_date` (observed → verified → published, never
-  modified / retrieved). A date after ``T`` is no usable age: the tiers treat it as unknown
-  (the undated policy), as the ranking's freshness stage scores it, and the citation flags it
-  ``after T``.
+* date — the batch's evidence date as the ranking's freshness stage reads it
+  (:func:`credrank.stages.freshness.row_dates`: observed → verified → published, never
+  modified / retrieved; a wrapper's origin's date where the ranking resolved citation chains,
+  ``lineage=cites``, the citation then giving the document's own date). A date after ``T`` is
+  no usable age: the tiers treat it as unknown (the undated policy), as the ranking's
+  freshness stage scores it, and the citation flags it ``after T``.
 
 Tiers follow :mod:`credrank.context.tiers`: ``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``.
 ``source_tier="auto"`` (declared): ``S_tier`` from the factor ``credibility`` (the learned
@@ -66,18 +67,19 @@ from credrank.context.tiers import (
     split_sentences,
     undated_weight,
 )
-from credrank.core.candidates import DATE_COLUMNS, Candidates
+from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import check_text, hit_text
 from credrank.core.validation import check_int
 from credrank.freshness.config import parse_duration
-from credrank.freshness.dates import SECONDS_PER_DAY, FreshnessDate, freshness_date, parse_instant
+from credrank.freshness.dates import SECONDS_PER_DAY, FreshnessDate, parse_instant
 from credrank.freshness.decay import check_half_life
 from credrank.freshness.policy import UnknownAge, parse_undated
 from credrank.index.store import MAX_K
 from credrank.pipeline.document import answered
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.signals.prior import CURRENT
+from credrank.stages.freshness import row_dates
 
 
 class _Compiled(Protocol):
@@ -363,7 +365,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
             downgrade=int(k[i]), similarity=float(sims[i]), similarity_source=similarity_source,
             source_type=_str(batch.column("source_type")[i]), host=_str(batch.column("host")[i]),
             url=_str(batch.column("url")[i]), title=_str(batch.column("title")[i]),
-            freshness_date=None if fresh[i].clamped else _iso(fresh[i].date),
+            freshness_date=_iso(fresh[i].date),
             freshness_basis=fresh[i].basis, after_now=fresh[i].clamped,
             document_date=_iso(fresh[i].written or fresh[i].date),
             elapsed_days=None if math.isnan(elapsed[i]) else float(elapsed[i]),
@@ -583,17 +585,17 @@ def _current_type_prior(batch: Candidates) -> bool:
 
 
 def _dates(batch: Candidates, t_now: datetime) -> list[FreshnessDate]:
-    """Each row's freshness date at ``t_now`` (:func:`freshness_date`)."""
-    columns = {c: batch.column(c) for c in DATE_COLUMNS}
-    return [freshness_date({c: columns[c][i] for c in DATE_COLUMNS}, t_now,
-                           where=f"document {batch.doc_ids[i]!r}") for i in range(len(batch))]
+    """Each row's evidence date at ``t_now`` as the ranking's freshness stage reads it
+    (:func:`~credrank.stages.freshness.row_dates`: a wrapper's origin's date when the ranking
+    resolved citation chains, ``lineage=cites``; a date after ``t_now`` an unknown age)."""
+    return row_dates(batch, t_now)
 
 
 def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
     """Days from each date to ``t_now``; ``NaN`` without a date and for a date after
     ``t_now`` (no usable age, never the best one: as the ranking's freshness stage counts it,
     so the ``neutral`` median is the same whether the stage ran or not)."""
-    return np.array([np.nan if f.date is None or f.clamped else
+    return np.array([np.nan if f.date is None else
                      (t_now - f.date).total_seconds() / SECONDS_PER_DAY for f in fresh],
                     dtype=np.float64)
 

@@ -218,8 +218,10 @@ def citation(p: AnnotatedPassage) -> str:
     if p.url:
         parts.append(f"url: {cited_url(p.url)}")
     dated = p.document_date or p.freshness_date
-    if dated:
-        parts.append(f"date: {dated[:10]}" + (", after T" if p.after_now else ""))
+    if dated:  # after T with a time of day: to the minute (T's own day, hours later)
+        timed = p.after_now and len(dated) >= 16 and dated[11:16] != "00:00"
+        parts.append(f"date: {dated[:16] if timed else dated[:10]}"
+                     + (", after T" if p.after_now else ""))
     if p.passage is not None and int(p.passage.get("of") or 1) > 1:
         parts.append(f"passage {p.passage.get('number')} of {p.passage.get('of')}")
     return "(" + "; ".join(" ".join(x.split()) for x in parts) + ")"

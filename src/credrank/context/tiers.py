@@ -173,8 +173,9 @@ def interval_downgrades(elapsed_days: np.ndarray | Sequence[float],
     tau = check_half_life(interval_days, "interval (half_life)")
     e = np.asarray(elapsed_days, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(e)) or np.any(e < 0):
-        raise ValueError("elapsed: expected finite times >= 0 in days (clamp dates after T to "
-                         "T; apply the unknown-age policy to undated passages)")
+        raise ValueError("elapsed: expected finite times >= 0 in days (a date after T has no "
+                         "usable age: apply the unknown-age policy to it, as to undated "
+                         "passages)")
     return np.floor(e / tau + _FLOOR_EPS).astype(np.int64)
 
 

@@ -10,8 +10,12 @@ Chapter 35.7 separates five dates (``observed_at``, ``verified_at``, ``published
 4. **unknown** — never ``modified_at`` (an edit of the page, not of the evidence) and never
    ``retrieved_at`` (when we crawled it; using it would make every page look fresh).
 
-A date after the evaluation time ``T`` is **clamped** to ``T`` (age 0) and flagged: a
-document cannot be fresher than "now", and a future date is a data error to show, not a boost.
+:func:`freshness_date` sets a date after the evaluation time ``T`` to ``T`` and flags it
+(``clamped``): what the citation-chain audit's distortion bound needs (chapter 35.7: a wrapper
+cannot be dated after ``T``). The ranking and the context read a document's date through
+:func:`evidence_date`, where a date after ``T`` is **no usable age** — unknown, under the
+undated policy, flagged — never the best age: a future date is a data error to show, not a
+boost. :func:`evidence_date` also gives a wrapper its origin's date (``lineage=cites``).
 
 Values may be ``datetime`` (naive = UTC), ISO 8601 strings (as stored in index payloads) or
 ``None``. :func:`parse_instant` raises :class:`ValueError` naming the field for a string that
@@ -88,9 +92,10 @@ class FreshnessDate:
 
     ``date`` is ``None`` (unknown) or aware UTC; ``basis`` is the field it came from
     (``observed_at``, ``verified_at``, ``published_at``, ``inherited:<doc_id>`` when a citation
-    chain supplied it) or ``unknown``; ``clamped`` says it was after ``T`` and set to ``T``,
-    ``written`` the document's own date then (what a citation of the document says: the
-    clamped one is the scoring's, not the document's)."""
+    chain supplied it) or ``unknown``; ``clamped`` says the date was after ``T`` (set to ``T``
+    by :func:`freshness_date`; ``None``, an unknown age, by :func:`evidence_date`); ``written``
+    the document's own date where ``date`` is not it (after ``T``, or a wrapper's origin's
+    date): what a citation of the document says."""
 
     date: datetime | None
     basis: str
@@ -110,6 +115,34 @@ def freshness_date(dates: Mapping[str, Any], now: datetime | None = None,
                 return FreshnessDate(now, name, clamped=True, written=value)
             return FreshnessDate(value, name)
     return FreshnessDate(None, "unknown")
+
+
+#: a document's own evidence date: it is a re-measurement, never a wrapper (35.7)
+OWN_EVIDENCE = ("observed_at", "verified_at")
+
+
+def evidence_date(dates: Mapping[str, Any], now: datetime | None, where: str = "document",
+                  inherited_at: Any = None, inherited_basis: str | None = None
+                  ) -> FreshnessDate:
+    """The date of a document's evidence at ``T`` = ``now`` as the ranking's freshness stage
+    and the context read it (chapter 35.7): :func:`freshness_date`'s rule; then, for a wrapper
+    (``inherited_basis`` ``inherited:<origin>`` and ``inherited_at`` the origin's date, from
+    a citation chain; never a document with its own ``observed_at``/``verified_at``, a
+    re-measurement), the origin's date — or unknown when every origin it reaches is undated,
+    never its own publication date — unless the origin is newer than the document itself (an
+    anachronism, a data error: its own date stands, never a boost). A date after ``T`` is an
+    unknown age: ``date`` ``None``, ``clamped`` ``True``, the date in ``written``."""
+    fd = freshness_date(dates, now, where)
+    own = fd.written if fd.clamped else fd.date
+    if fd.basis not in OWN_EVIDENCE and inherited_basis:
+        origin = parse_instant(inherited_at, f"{where}: field 'inherited_at'")
+        if origin is None or own is None or origin <= own:
+            after = origin is not None and now is not None and origin > now
+            return FreshnessDate(None if after else origin, str(inherited_basis), after,
+                                 own)
+    if fd.clamped:
+        return FreshnessDate(None, fd.basis, True, fd.written)
+    return fd
 
 
 def elapsed_days(now: datetime, dates: Sequence[datetime | None]) -> np.ndarray:

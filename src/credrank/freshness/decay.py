@@ -14,8 +14,8 @@
   (:func:`distortion_bound`; 64 for ``t_0 = 2020``, ``T = 2026``, ``τ = 1`` year).
 
 ``τ`` must be positive and finite (``ValueError`` otherwise: a half-life of 0 or less has no
-meaning); elapsed times must be finite and ``≥ 0`` (a date after ``T`` is clamped upstream,
-:mod:`credrank.freshness.dates`).
+meaning); elapsed times must be finite and ``≥ 0`` (a date after ``T`` never reaches them: an
+unknown age for the ranking, age 0 in the lineage audit; :mod:`credrank.freshness.dates`).
 
 **Range policy** (no ``OverflowError``, NaN or infinity leaves a function): a weight
 ``2^(−x)`` that underflows — or would be a denormal below ``2.2e-308`` — is ``0.0`` (stated,
@@ -57,8 +57,8 @@ def half_life_weight(elapsed: float | np.ndarray, tau: float) -> np.ndarray:
     tau = check_half_life(tau)
     e = np.asarray(elapsed, dtype=np.float64)
     if not np.all(np.isfinite(e)) or np.any(e < 0):
-        raise ValueError("elapsed: expected finite times >= 0 (clamp dates after T to T "
-                         "first; unknown ages need the unknown-age policy)")
+        raise ValueError("elapsed: expected finite times >= 0 (a date after T has no usable "
+                         "age: unknown ages, after T included, need the unknown-age policy)")
     w = np.exp2(-e / tau)
     return np.where(w < np.finfo(np.float64).tiny, 0.0, w)  # a denormal weight is 0
 

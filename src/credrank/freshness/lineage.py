@@ -34,7 +34,12 @@ own evidence date are not followed (see below).
    smaller origin id;
 3. else ``d`` is an origin dated by its publication: ``published_at`` or unknown.
 
-Dates after ``T`` are clamped to ``T`` (:func:`~credrank.freshness.dates.freshness_date`).
+In the laundering audit a date after ``T`` counts at age 0 (``T − t`` is floored at 0: the
+chapter's bound ``ρ ≤ 2^((T − t_0)/τ)`` holds because a wrapper cannot be dated after ``T``);
+a graph built with an evaluation time clamps such dates to ``T``
+(:func:`~credrank.freshness.dates.freshness_date`). The ranking's freshness stage and the
+context read a date after ``T`` as an unknown age instead
+(:func:`~credrank.freshness.dates.evidence_date`).
 
 **Cycles** (documents that cite each other, directly or through others) are found as the
 strongly connected components of the graph (Tarjan), reported, never looped over. Policy: the

@@ -131,7 +131,9 @@ class PushdownSearch(Stage):
             meta = {**meta, "p_credible": np.asarray(list(p_credible), dtype=object)}
             info = {**info, "credibility_prior": cred_info}
         if self.freshness is not None and now is not None:
-            out = self.freshness.apply(out, now)
+            out = self.freshness.apply(out, now)  # its counts: of the hits, not the pool
+            out = out.with_info(**{self.freshness.name: {
+                **out.info[self.freshness.name], "counted_over": "hits"}})
             name = self.freshness.name
             factors[name] = out.factors[name]
             weight = weight * factors[name]

@@ -156,7 +156,8 @@ SHORTCUTS: dict[str, Shortcut] = {s.name: s for s in (
              "half-life decay w = 2^(−(T−t)/τ) on each candidate's evidence date "
              "(observed > verified > published; never modified/retrieved): "
              "half_life=365d[,now=2026-01-01][,undated=neutral|neutral:W|penalty:W|exclude]"
-             "[,config=FILE]; durations Nd, Nw, Ny (365.25 d), Nh"),
+             "[,config=FILE][,lineage=off|cites]; durations Nd, Nw, Ny (365.25 d), Nh; a "
+             "date after now is an unknown age, as undated"),
     Shortcut("stance_model", "param", "stance", "model", "path", None,
              "a model file of `credrank stance fit`: adds the factor agreement (claim-style "
              "queries: does X help Y?) from each candidate's stance and the weighted "

@@ -53,7 +53,7 @@ from credrank.freshness.dates import (
     FreshnessDate,
     Instant,
     elapsed_days,
-    freshness_date,
+    evidence_date,
     parse_instant,
 )
 from credrank.freshness.lineage import ProvenanceGraph, StoreSource, inherited_dates
@@ -62,11 +62,30 @@ from credrank.freshness.policy import UnknownAge, parse_undated
 #: meta columns an :class:`~credrank.stages.freshness.InheritedDates` stage fills: the
 #: origin's evidence date (ISO string or ``None``) and its basis ``inherited:<origin id>``
 INHERITED_AT, INHERITED_BASIS = "inherited_at", "inherited_basis"
-#: a document's own evidence: it is a re-measurement, never a wrapper
-OWN_EVIDENCE = ("observed_at", "verified_at")
 
 #: the evaluation time ``T``: fixed, per query (a function of the batch) or ``None`` (now)
 Now = datetime | Callable[[Candidates], datetime] | None
+
+
+def row_dates(batch: Candidates, now: datetime | None, name: str | None = None
+              ) -> list[FreshnessDate]:
+    """Each row's evidence date at ``now``
+    (:func:`~credrank.freshness.dates.evidence_date`: a wrapper's origin's date from the
+    ``inherited_at`` / ``inherited_basis`` columns an :class:`InheritedDates` stage wrote; a
+    date after ``now`` an unknown age) — what :class:`FreshnessDecay` weighs and the context
+    tiers. A date that does not parse is a :class:`StageError` naming the document (after
+    ``name:`` when given)."""
+    columns = {c: batch.column(c) for c in DATE_COLUMNS}
+    inherited_at, inherited_basis = batch.column(INHERITED_AT), batch.column(INHERITED_BASIS)
+    out = []
+    for i in range(len(batch)):
+        try:
+            out.append(evidence_date({c: columns[c][i] for c in DATE_COLUMNS}, now,
+                                     f"document {batch.doc_ids[i]!r}", inherited_at[i],
+                                     inherited_basis[i]))
+        except ValueError as exc:
+            raise StageError(f"{name}: {exc}" if name else str(exc)) from None
+    return out
 
 
 def _half_life_or_config(params: dict[str, Any]) -> None:
@@ -187,30 +206,10 @@ class FreshnessDecay(Stage):
         facts (basis, age, after ``T``, half-life, undated flag) — the computation of
         :meth:`transform` without its side columns."""
         n = len(batch)
-        columns = {name: batch.column(name) for name in DATE_COLUMNS}
-        inherited_at, inherited_basis = batch.column(INHERITED_AT), batch.column(INHERITED_BASIS)
         bases, dates, after_now = [], [], np.zeros(n, dtype=bool)
-        for i in range(n):
-            try:
-                fd = freshness_date({k: columns[k][i] for k in DATE_COLUMNS}, now,
-                                    where=f"document {batch.doc_ids[i]!r}")
-            except ValueError as exc:
-                raise StageError(f"{self.name}: {exc}") from None
-            own = fd.written if fd.clamped else fd.date  # the document's date as written
-            if fd.basis not in OWN_EVIDENCE and inherited_basis[i]:
-                # a wrapper repeating older evidence: the origin's date (35.7), or unknown
-                # when every origin it reaches is undated (never its own publication date).
-                # An origin newer than the document itself is no older evidence (an
-                # anachronism, a data error): its own date stands, never a boost.
-                origin = parse_instant(inherited_at[i], f"document {batch.doc_ids[i]!r}: "
-                                                        f"field {INHERITED_AT!r}")
-                if origin is None or own is None or origin <= own:
-                    late = origin is not None and origin > now
-                    fd = FreshnessDate(now if late else origin, str(inherited_basis[i]), late,
-                                       origin if late else None)
+        for i, fd in enumerate(row_dates(batch, now, self.name)):
             bases.append(fd.basis)
-            # a date after T is no usable age: unknown, under the undated policy (35.7)
-            dates.append(None if fd.clamped else fd.date)
+            dates.append(fd.date)  # None: undated, or dated after T (an unknown age)
             after_now[i] = fd.clamped
         table = self.config_
         taus = np.full(n, self.half_life) if table is None else table.half_lives(
@@ -252,6 +251,9 @@ class FreshnessDecay(Stage):
                          "modified_at / retrieved_at); a date after now is an unknown age",
             "undated": {"policy": self.undated.describe(),
                         "weight": None if self.undated.kind == "exclude" else f["value"]},
+            # the candidates counted: the pool the stage weighed (the engine's formula search
+            # weighs the pool in the engine and counts its hits: "hits")
+            "counted_over": "pool",
             "counts": {"dated": int(f["dated"].sum()), "undated": int(f["undated"].sum()),
                        "excluded": int(excluded.sum()),
                        "after_now": int(f["after_now"].sum()),
@@ -307,7 +309,9 @@ class InheritedDates(Stage):
       re-measurement).
 
     ``info["lineage"]`` records the graph work (records fetched, nodes expanded, edges walked),
-    cycles found, and the wrappers with their origins."""
+    cycles found, the wrappers weighted at their origin's date (``wrappers``: id → origin) and
+    the citing documents that are not, their origin being newer than themselves
+    (``anachronisms``: id → origin; their own date stands)."""
 
     name = "lineage"
     reads = frozenset({"index"})
@@ -325,12 +329,17 @@ class InheritedDates(Stage):
         dated = {d: item.date for d, item in inherited.items() if item.date is not None}
         at = [dated[d].isoformat() if d in dated else None for d in ids]
         basis = [inherited[d].basis if d in inherited else None for d in ids]
+        out = batch.with_meta(INHERITED_AT, at).with_meta(INHERITED_BASIS, basis)
+        # a wrapper whose origin is newer than itself keeps its own date (evidence_date)
+        applied = [fd.basis.startswith("inherited:") for fd in row_dates(out, None, self.name)]
         info = {"rule": "cites chains: a wrapper takes its origin's evidence date",
                 "work": graph.stats.to_dict(), "cycles": [list(c) for c in graph.cycles],
-                "wrappers": {d: inherited[d].basis.split(":", 1)[1] for d in ids
-                             if d in inherited}}
-        return (batch.with_meta(INHERITED_AT, at).with_meta(INHERITED_BASIS, basis)
-                .with_info(lineage=info))
+                "wrappers": {d: inherited[d].basis.split(":", 1)[1]
+                             for d, yes in zip(ids, applied, strict=True) if yes},
+                "anachronisms": {d: inherited[d].basis.split(":", 1)[1]
+                                 for d, yes in zip(ids, applied, strict=True)
+                                 if d in inherited and not yes}}
+        return out.with_info(lineage=info)
 
     def config(self) -> dict[str, Any]:
         return {"rule": "cites chains (35.7)"}
