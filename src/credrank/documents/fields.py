@@ -31,6 +31,7 @@ __all__ = [
     "date_order_value",
     "date_value",
     "excerpt",
+    "flag_value",
     "got",
     "has_surrogate",
     "id_value",
@@ -545,6 +546,17 @@ def _ordered(m: re.Match[str], order: str, v: str) -> tuple[str | None, str | No
         return None, (f"{expected}, got {shown!r} (no day {day} in "
                       f"{calendar.month_name[month]} {year})")
     return f"{year:04d}-{month:02d}-{day:02d}", None
+
+
+def flag_value(v: Any) -> tuple[bool | None, str | None]:
+    """``(flag, None)`` for a boolean (:data:`~credrank.documents.schema.FLAG_FIELDS`): ``true``
+    or ``false``, or that text in any case (a CSV cell is text), else ``(None, reason)`` — a
+    ``yes``, a ``1`` or a ``"maybe"`` is refused, never read as false."""
+    if isinstance(v, bool):
+        return v, None
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true", None
+    return None, f"expected true or false, got {got(v)}"
 
 
 def cites_value(v: Any, cells: bool) -> tuple[tuple[str, ...], tuple[str, str] | None]:

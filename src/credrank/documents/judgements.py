@@ -17,6 +17,7 @@ from credrank.documents.fields import (
 from credrank.documents.files import BOM, format_suffix, open_binary
 from credrank.documents.formats.jsonl import jsonl_records
 from credrank.documents.records import CorpusError
+from credrank.evaluate.metrics import RELEVANCE_RANGE
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,10 @@ def read_qrels(path: str | Path, split: str | None = None) -> dict[str, dict[str
 
     Accepts BEIR TSV (header ``query-id corpus-id score``, header optional) and TREC qrels
     (``qid iter docid rel``, whitespace-separated, no header). Relevance must be an integer
-    in :data:`RELEVANCE_RANGE` (negative values kept). A repeated (query, doc) pair must repeat
-    the same relevance.
+    in :data:`RELEVANCE_RANGE`; a value ``<= 0`` is kept as written and means judged
+    non-relevant (the TREC convention, e.g. the Web track's ``-2`` = spam), which
+    :func:`credrank.evaluate.metrics.evaluate` scores as gain 0. A repeated (query, doc) pair
+    must repeat the same relevance.
     A directory is a BEIR folder: ``qrels/<split>.tsv`` (``split`` may be omitted when there is
     exactly one file). Errors raise :class:`CorpusError` naming ``file:line``.
     """
@@ -160,9 +163,6 @@ def _read_qrels(path: str | Path, split: str | None
         raise CorpusError(listing(f"{p}: {len(errors)} bad qrels lines", errors, SHOWN))
     return qrels, rows
 
-
-#: the relevance range of a qrels line: trec_eval's (a C ``int``)
-RELEVANCE_RANGE = (-(2**31), 2**31 - 1)
 
 
 def _relevance(text: str) -> tuple[int, str | None]:

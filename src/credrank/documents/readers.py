@@ -11,14 +11,18 @@ Policies (chosen here, applied in every format):
   decimal string, as BEIR corpora often carry numeric ids. ``_id`` is accepted as an alias of
   ``id`` (both may be present if they agree).
 * **text**: required; an empty or whitespace-only text counts as missing.
-* **optional strings** (title, url, source_id, source_type): null or ``""`` means absent.
-  An empty CSV cell is null.
+* **optional strings** (title, url, source_id, source_type, claim_class): null or ``""``
+  means absent. An empty CSV cell is null.
+* **flags** (``persistent``, :data:`~credrank.documents.schema.FLAG_FIELDS`): ``true`` or
+  ``false``, or that text in any case (a CSV cell); anything else (``yes``, ``1``) cannot be
+  read (dropped, or rejected with ``strict``), never taken as false.
 * **source_type**: when declared, exactly one of :data:`~credrank.documents.schema.SOURCE_TYPES`.
 * **lenient reading** (the default; ``strict=False``, ``credrank index`` without
   ``--strict``): a record is rejected only for what it cannot be indexed without — a missing or
   unusable ``id`` or ``text``, an unreadable record (malformed JSON, bad CSV), a value conflict
   (``--field`` renames, BEIR metadata), a duplicate id, a payload bound. An *optional* field
-  whose value cannot be read (a date, title, url, source_id, declared source_type, cites, an
+  whose value cannot be read (a date, title, url, source_id, declared source_type,
+  claim_class, persistent, cites, an
   unknown field with non-finite numbers or bad bytes) is **dropped** and reported as a
   :class:`~credrank.documents.records.DroppedField` (``file:line: field 'published_at'
   dropped: expected …, got …``) while the record is indexed. ``strict=True`` rejects the record
@@ -113,6 +117,7 @@ from credrank.documents.fields import (
     date_order_value,
     date_value,
     excerpt,
+    flag_value,
     got,
     id_value,
     json_size,
@@ -137,7 +142,13 @@ from credrank.documents.records import (
     load_summary,
     write_rejects,
 )
-from credrank.documents.schema import DATE_FIELDS, OPTIONAL_STR_FIELDS, SOURCE_TYPES, Document
+from credrank.documents.schema import (
+    DATE_FIELDS,
+    FLAG_FIELDS,
+    OPTIONAL_STR_FIELDS,
+    SOURCE_TYPES,
+    Document,
+)
 
 __all__ = [
     "FORMATS",
@@ -545,6 +556,15 @@ def _to_document(raw: RawRecord, ctx: _Context) -> Document | Reject:
             problems.append(_Problem(label(name), secret))  # never dropped: the record goes
         else:
             kwargs[name] = v
+    for name in FLAG_FIELDS:
+        v = rec.pop(name, None)
+        if v is None or v == "":
+            continue
+        flag, err = flag_value(v)
+        if err is not None:
+            problems.append(_Problem(label(name), err, True))
+        else:
+            kwargs[name] = flag
     assumed = ordered = 0
     for name in DATE_FIELDS:
         v = rec.pop(name, None)

@@ -3,8 +3,12 @@
 A document has ``id`` and ``text`` (required), optional ``title``, ``url``, ``source_id``, a
 *declared* ``source_type`` (trusted only when the configuration says so, see
 :mod:`credrank.provenance.source_types`), five dates kept apart (chapter 35.7: observation,
-verification, publication, modification and retrieval are different facts) and ``cites``, the
-ids it cites.
+verification, publication, modification and retrieval are different facts), ``cites``, the
+ids it cites, and what a freshness config reads of a claim (chapter 35.7: "revisit claims
+according to domain change rates"; "a historical fact need not decay";
+:mod:`credrank.freshness.config`): its ``claim_class`` (text such as ``statistic`` or
+``historical``, the ``[claim_class]`` and ``no_decay.claim_class`` keys) and ``persistent``
+(``true``: a time-persistent claim, never decayed — the ``no_decay.field`` default).
 Dates are timezone-aware :class:`datetime.datetime` values parsed from ISO 8601.
 """
 
@@ -35,10 +39,13 @@ DATE_FIELDS: tuple[str, ...] = (
 )
 
 #: string fields besides id/text
-OPTIONAL_STR_FIELDS: tuple[str, ...] = ("title", "url", "source_id", "source_type")
+OPTIONAL_STR_FIELDS: tuple[str, ...] = ("title", "url", "source_id", "source_type",
+                                        "claim_class")
+#: boolean fields (``true``/``false``; the text ``"true"``/``"false"`` of a CSV cell too)
+FLAG_FIELDS: tuple[str, ...] = ("persistent",)
 
 KNOWN_FIELDS: frozenset[str] = frozenset(
-    ("id", "text", *OPTIONAL_STR_FIELDS, *DATE_FIELDS, "cites"))
+    ("id", "text", *OPTIONAL_STR_FIELDS, *FLAG_FIELDS, *DATE_FIELDS, "cites"))
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Document:
     url: str | None = None
     source_id: str | None = None
     source_type: str | None = None
+    claim_class: str | None = None
+    persistent: bool | None = None
     observed_at: datetime | None = None
     verified_at: datetime | None = None
     published_at: datetime | None = None

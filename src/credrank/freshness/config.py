@@ -13,13 +13,26 @@ A freshness config file (TOML, or YAML with the same keys)::
     [host]                             # τ per host and the hosts under it (cdc.gov: www.cdc.gov)
     "www.cdc.gov" = "2y"
 
-    [claim_class]                      # τ per claim class (meta column ``claim_class``)
+    [claim_class]                      # τ per claim class (the document field claim_class)
     statistic = "1y"
     breaking = "7d"
 
     [no_decay]                         # time-persistent claims: weight 1, never decayed
     claim_class = ["historical", "definition"]
     field = "persistent"               # a boolean meta column; true = no decay (default name)
+
+**Where the claim columns come from.** ``claim_class`` and ``persistent`` are declared document
+fields (:mod:`credrank.documents.schema`), one rule at every door: ``credrank index`` (and
+``POST /index``) reads them from a record (``--field KEY=claim_class`` maps another key) and
+stores them at the payload's top level; every index search returns them as meta columns, as
+it returns ``source_type`` (:data:`credrank.index.payload.CLAIM_FIELDS`; nothing of ``extra``
+is read); ``credrank.rerank`` and ``POST /rerank`` take them as candidate fields, the adapters
+from the metadata keys of those names or their ``fields=`` mapping
+(:data:`credrank.rerank.fields.EVIDENCE_FIELDS`). ``field`` may name another column only of a
+batch built by hand; no door fills it. A table that can apply to no candidate of a batch —
+claim classes named where none carries a ``claim_class``, a ``field`` other than
+``persistent`` that none carries — is said (:meth:`FreshnessConfig.unreached`), never
+silently ignored.
 
 **Precedence** (first that applies): document opt-out (``field`` true) > claim class in
 ``no_decay.claim_class`` > ``[claim_class]`` τ > ``[host]`` τ > ``[source_type]`` τ >
@@ -74,6 +87,11 @@ _TABLES = ("source_type", "host", "claim_class")
 class FreshnessConfigError(FileFormatError):
     """A freshness config file that cannot be read or does not validate; the message names
     the file and the key path."""
+
+
+class FreshnessConfigWarning(UserWarning):
+    """Part of a freshness config applied to no candidate (:meth:`FreshnessConfig.unreached`):
+    the note is also in the stage's ``info`` (``info.freshness.warnings``)."""
 
 
 def _duration_days(value: Any) -> float | None:
@@ -219,6 +237,43 @@ class FreshnessConfig:
                 out[i] = self.source_type[str(stype)]
         return out
 
+    def unreached(self, claim_classes: Sequence[Any] | np.ndarray,
+                  persistent: Sequence[Any] | np.ndarray) -> list[str]:
+        """Why part of this table applies to none of a batch's candidates (the batch's
+        ``claim_class`` column and its ``no_decay.field`` column, ``None`` where a candidate
+        lacks it; empty for an empty batch): claim classes named (``[claim_class]``,
+        ``no_decay.claim_class``) where no candidate carries a ``claim_class``, and a ``field``
+        other than ``persistent`` (which no door fills) that no candidate carries. Each note
+        names the table and what fills the column; a ``field`` of ``persistent`` carried by
+        none is no note (no candidate opted out)."""
+        n = len(claim_classes)
+        if n == 0:
+            return []
+        where = "freshness config"  # never its path: the service names files by name
+        notes = []
+        named = sorted(set(self.claim_class) | self.no_decay_classes)
+        if named and all(_absent(c) for c in claim_classes):
+            tables = " and ".join(t for t, used in (("[claim_class]", self.claim_class),
+                                                    ("no_decay.claim_class",
+                                                     self.no_decay_classes)) if used)
+            notes.append(
+                f"{where}: {tables} name claim classes ({', '.join(named)}), but none of the "
+                f"{n} candidates carries a {CLAIM_CLASS_FIELD}, so they applied to none; give "
+                f"the documents the field {CLAIM_CLASS_FIELD} (a corpus record's, or "
+                f"--field KEY={CLAIM_CLASS_FIELD}; candidates[].{CLAIM_CLASS_FIELD}; the "
+                f"adapters' metadata key {CLAIM_CLASS_FIELD}) — an index built before it was "
+                "a document field keeps it in extra: index the corpus again")
+        field_name = self.no_decay_field
+        if (field_name is not None and field_name != PERSISTENT_FIELD
+                and len(persistent) == n and all(_absent(p) for p in persistent)):
+            notes.append(
+                f"{where}: no_decay.field {field_name!r}: none of the {n} candidates carries "
+                f"it, so none opted out; the doors fill the document field "
+                f"{PERSISTENT_FIELD} (--field {field_name}={PERSISTENT_FIELD} when indexing, "
+                f"candidates[].{PERSISTENT_FIELD}, fields={{'{PERSISTENT_FIELD}': "
+                f"'{field_name}'}} in the adapters): drop field or name {PERSISTENT_FIELD}")
+        return notes
+
     def as_dict(self) -> dict[str, Any]:
         """JSON form (``--json`` settings, ``info``)."""
         return {"half_life": self.half_life, "source_type": dict(self.source_type),
@@ -228,6 +283,11 @@ class FreshnessConfig:
                 "precedence": "document opt-out > no-decay claim class > claim class > host > "
                               "source type > default",
                 **({"path": self.path} if self.path else {})}
+
+
+def _absent(value: Any) -> bool:
+    """A cell that carries nothing (``None``, ``""``)."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def _truthy(value: Any) -> bool:

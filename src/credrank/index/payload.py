@@ -19,6 +19,7 @@ from credrank.index.errors import StoreError
 from credrank.index.passages import Span, passage_fields, passage_key, split_span
 
 __all__ = [
+    "CLAIM_FIELDS",
     "COLUMN_FIELDS",
     "DENSE",
     "EXTRA_COLUMNS",
@@ -65,13 +66,17 @@ SCORE_FIELDS = ("machine_text", "machine_text_key", "credibility", "credibility_
 #: (:func:`~credrank.index.passages.passage_fields`; absent on the points of an index made
 #: before passages, read as one passage)
 PASSAGE_FIELDS = ("passage", "passages", "span")
+#: what a freshness config reads of a document's claim (chapter 35.7,
+#: :mod:`credrank.freshness.config`): its claim class and its time-persistence flag, declared
+#: document fields stored at the payload's top level (never in ``extra``)
+CLAIM_FIELDS = ("claim_class", "persistent")
 #: payload fields a search returns by default: what ranking, explanations and selection use.
 #: The document text (and ``cites``, ``extra``) is left in the engine unless asked for — the
 #: payload's conversion to Python is the largest cost of a search after the vector scan.
 RANKING_FIELDS = ("doc_id", "title", "url", "source_id", "source_type", "host",
                   "registered_domain", "url_source_type", "declared_source_type",
-                  "provenance_rule", "domain_score", *DATE_FIELDS, *SCORE_FIELDS,
-                  *PASSAGE_FIELDS)
+                  "provenance_rule", "domain_score", *DATE_FIELDS, *CLAIM_FIELDS,
+                  *SCORE_FIELDS, *PASSAGE_FIELDS)
 #: payload fields returned with ``with_text=True`` besides :data:`RANKING_FIELDS`
 TEXT_FIELDS = ("text", "cites")
 #: the fields :meth:`~credrank.index.store.VectorStore.read_payloads` returns by default
@@ -80,7 +85,8 @@ READ_FIELDS = ("doc_id", "url", "text")
 READ_PAGE = 1000
 #: provenance fields returned as meta columns besides ``META_COLUMNS``
 EXTRA_COLUMNS = ("registered_domain", "url_source_type", "declared_source_type",
-                 "provenance_rule", "domain_score", "cites", *SCORE_FIELDS, *PASSAGE_FIELDS)
+                 "provenance_rule", "domain_score", "cites", *CLAIM_FIELDS, *SCORE_FIELDS,
+                 *PASSAGE_FIELDS)
 #: the payload fields a ranked hit needs (:meth:`Candidates.hits`: id, provenance, title, url,
 #: the five dates — also what the pushed-down freshness factor reads back): what a pushdown
 #: that is cut to ``top_k`` in the engine asks for (``fields=`` of
@@ -113,10 +119,20 @@ def content_hash(doc: Document, provenance: Mapping[str, Any]) -> str:
     for part in (doc.id, doc.text, doc.title or "", doc.url or "",
                  json.dumps(provenance, sort_keys=True, default=str),
                  json.dumps({k: v.isoformat() if v else None for k, v in doc.dates().items()}),
-                 json.dumps(list(doc.cites)), json.dumps(doc.extra, sort_keys=True, default=str)):
+                 json.dumps(list(doc.cites)), json.dumps(doc.extra, sort_keys=True, default=str),
+                 *_claim_parts(doc)):
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
+
+
+def _claim_parts(doc: Document) -> tuple[str, ...]:
+    """What :func:`content_hash` adds for a document's ``claim_class`` / ``persistent``: the
+    two as JSON, nothing when both are absent (the hash of a document without them is the
+    one an index made before these fields stored: nothing to re-embed)."""
+    if doc.claim_class is None and doc.persistent is None:
+        return ()
+    return (json.dumps({"claim_class": doc.claim_class, "persistent": doc.persistent}),)
 
 
 def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str,
@@ -137,7 +153,8 @@ def document_payload(doc: Document, provenance: Mapping[str, Any], digest: str,
         text = doc.text[passage[2][0]:passage[2][1]]
     payload = {
         "doc_id": doc.id, "text": text, "title": doc.title, "url": doc.url,
-        "source_id": doc.source_id, **provenance, "cites": list(doc.cites),
+        "source_id": doc.source_id, "claim_class": doc.claim_class,
+        "persistent": doc.persistent, **provenance, "cites": list(doc.cites),
         "content_hash": digest, "extra": doc.extra,
     }
     for name in DATE_FIELDS:

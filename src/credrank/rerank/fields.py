@@ -3,9 +3,11 @@
 A candidate retrieved elsewhere carries what a corpus record carries (:mod:`credrank.documents`):
 its provenance (``url``, ``title``, ``source_id``, the *declared* ``source_type``), the five
 dates kept apart (``observed_at``, ``verified_at``, ``published_at``, ``modified_at``,
-``retrieved_at``) and ``cites`` — :data:`EVIDENCE_FIELDS`. Freshness reads the dates, the
-source typer the URL (and records a declared type that differs as a conflict), the
-reliability and feedback priors ``source_id``. Each value is checked by the validators
+``retrieved_at``), ``cites`` and the claim a freshness config reads (``claim_class``,
+``persistent``; chapter 35.7, :mod:`credrank.freshness.config`) — :data:`EVIDENCE_FIELDS`.
+Freshness reads the dates, the claim class and the opt-out, the source typer the URL (and
+records a declared type that differs as a conflict), the reliability and feedback priors
+``source_id``. Each value is checked by the validators
 ``credrank index`` uses (:func:`field_value`), so a candidate's date reads as the same record's
 date does in an index:
 
@@ -20,7 +22,10 @@ date does in an index:
   ``credrank index`` treats it: passed to the source typer as the declared type, which never
   becomes the type (the typer does not trust declared types) — a declared type other than the
   URL's is recorded as a ``provenance_conflict``;
-* **url**, **title**, **source_id**: strings; **cites**: a list of ids.
+* **url**, **title**, **source_id**, **claim_class**: strings; **cites**: a list of ids;
+* **persistent**: ``true`` or ``false`` (or that text, in any case:
+  :func:`~credrank.documents.fields.flag_value`); ``true`` opts the candidate out of decay
+  (a freshness config's ``no_decay.field``, whose default it is).
 
 ``None`` or ``""`` is absent. :class:`MetadataFields` reads the fields from a framework
 document's metadata (the adapters): the documented default keys (:data:`DEFAULT_KEYS`: each
@@ -35,12 +40,12 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-from credrank.documents.fields import cites_value, got, lenient_date_value
-from credrank.documents.schema import DATE_FIELDS, SOURCE_TYPES
+from credrank.documents.fields import cites_value, flag_value, got, lenient_date_value
+from credrank.documents.schema import DATE_FIELDS, FLAG_FIELDS, SOURCE_TYPES
 
 #: the fields of a candidate that stages read besides its id, text, score and vector
 EVIDENCE_FIELDS: tuple[str, ...] = ("url", "title", "source_id", "source_type", *DATE_FIELDS,
-                                    "cites")
+                                    "cites", "claim_class", *FLAG_FIELDS)
 #: the metadata keys each field is read from by default, the first present winning
 DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
     **{name: (name,) for name in EVIDENCE_FIELDS}, "url": ("url", "source", "link")}
@@ -54,6 +59,8 @@ def field_value(name: str, value: Any) -> tuple[Any, str | None]:
     if name in DATE_FIELDS:
         dt, err, _ = lenient_date_value(value, UTC, order_option=None)  # no date_order here
         return (None, err) if dt is None else (dt.isoformat(), None)
+    if name in FLAG_FIELDS:
+        return flag_value(value)
     if name == "cites":
         cites, problem = cites_value(value, cells=False)
         if problem is not None:

@@ -37,7 +37,7 @@ from credrank.context.build import check_format, parse_now
 from credrank.context.render import FORMATS, GRANULARITIES
 from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
 from credrank.documents.fields import DATE_ORDERS, date_order_value, timezone_value
-from credrank.documents.schema import SOURCE_TYPES
+from credrank.documents.schema import FLAG_FIELDS, SOURCE_TYPES
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
 from credrank.pipeline.catalog import CATALOG
@@ -268,12 +268,17 @@ def _evidence_fields() -> dict[str, Any]:
         "modified_at": "when it was edited (never dates freshness). " + _DATE_HELP,
         "retrieved_at": "when it was fetched (never dates freshness). " + _DATE_HELP,
         "cites": "the ids of the documents it cites",
+        "claim_class": "its claim class (statistic, historical, …): a freshness config's "
+                       "[claim_class] half-life or no_decay.claim_class opt-out applies",
+        "persistent": "true for a time-persistent claim: never decayed by a freshness config "
+                      "(its no_decay.field, by default persistent); true or false",
     }
     out: dict[str, Any] = {}
     for name in EVIDENCE_FIELDS:
         if name in ("url", "title"):
             continue
-        kind: Any = list[StrictStr] | None if name == "cites" else StrictStr | None
+        kind: Any = (list[StrictStr] | None if name == "cites" else
+                     StrictBool | StrictStr | None if name in FLAG_FIELDS else StrictStr | None)
         out[name] = (kind, Field(None, description=help_[name],
                                  json_schema_extra={"enum": [*SOURCE_TYPES, None]}
                                  if name == "source_type" else None))

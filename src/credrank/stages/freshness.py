@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +48,7 @@ from credrank.freshness.config import (
     CLAIM_CLASS_FIELD,
     Duration,
     FreshnessConfig,
+    FreshnessConfigWarning,
     load_freshness_config,
 )
 from credrank.freshness.dates import (
@@ -212,11 +214,12 @@ class FreshnessDecay(Stage):
             dates.append(fd.date)  # None: undated, or dated after T (an unknown age)
             after_now[i] = fd.clamped
         table = self.config_
+        claims = batch.column(CLAIM_CLASS_FIELD)
+        flags = (batch.column(table.no_decay_field) if table is not None and table.no_decay_field
+                 else np.full(n, None, dtype=object))
         taus = np.full(n, self.half_life) if table is None else table.half_lives(
-            batch.column("source_type"), batch.column("host"),
-            batch.column(CLAIM_CLASS_FIELD),
-            batch.column(table.no_decay_field) if table.no_decay_field
-            else np.full(n, None, dtype=object))
+            batch.column("source_type"), batch.column("host"), claims, flags)
+        notes = [] if table is None else table.unreached(claims, flags)
         age = elapsed_days(now, dates)
         dated = ~np.isnan(age)
         no_decay = np.isinf(taus)
@@ -229,7 +232,8 @@ class FreshnessDecay(Stage):
         if value is not None:
             w[undated] = value
         facts = {"basis": bases, "age": age, "after_now": after_now, "tau": taus,
-                 "undated": undated, "no_decay": no_decay, "dated": dated, "value": value}
+                 "undated": undated, "no_decay": no_decay, "dated": dated, "value": value,
+                 "warnings": notes}
         return w, facts
 
     def transform(self, batch: Candidates) -> Candidates:
@@ -262,7 +266,11 @@ class FreshnessDecay(Stage):
             "after_now": [d for d, c in zip(ids, f["after_now"], strict=True) if c],
             "excluded": [d for d, x in zip(ids, excluded, strict=True) if x],
             "no_decay": [d for d, x in zip(ids, f["no_decay"], strict=True) if x],
+            # a config table that applies to no candidate: said, never silently ignored
+            **({"warnings": f["warnings"]} if f["warnings"] else {}),
         }
+        for note in f["warnings"]:
+            warnings.warn(note, FreshnessConfigWarning, stacklevel=2)
         ages = [None if math.isnan(a) else float(a) for a in f["age"]]
         out = (batch.with_meta("freshness_basis", f["basis"])
                .with_meta("age_days", ages)
