@@ -240,8 +240,12 @@ def test_stage_prefers_source_then_type(tmp_path):
     b = _batch([("a", "blog", "good.blog", 0.9), ("b", "blog", "other.blog", 0.9),
                 ("c", None, None, 0.9), ("d", "government", "good.blog", 0.9)])
     out = FeedbackPrior(s)(b)
-    np.testing.assert_allclose(out.factors["prior"], [0.55, 0.5, 0.5, 0.55])
-    assert out.info["feedback_prior"] == {"version": 2, "source_hits": 2}
+    # d: good.blog's prior belongs to its recorded type (blog); a government document of that
+    # source takes the government prior, counted and warned
+    np.testing.assert_allclose(out.factors["prior"], [0.55, 0.5, 0.5, 0.9])
+    info = out.info["feedback_prior"]
+    assert (info["version"], info["source_hits"], info["type_mismatches"]) == (2, 1, 1)
+    assert len(info["warnings"]) == 1 and "'d'" in info["warnings"][0]
     pinned = FeedbackPrior(s, version=0)(b)
     np.testing.assert_allclose(pinned.factors["prior"], [0.5, 0.5, 0.5, 0.9])
 
@@ -465,8 +469,9 @@ def test_versions_store_only_the_sources_they_changed(tmp_path):
     for round_ in range(20):
         s.update([("blog", f"src-{round_}-{i}", True) for i in range(500)], step=0.1)
     data = json.loads((tmp_path / "store" / STORE_FILE).read_text())
-    assert data["format"] == "credrank-feedback-priors/2"
+    assert data["format"] == "credrank-feedback-priors/3"
     assert [len(v["sources_set"]) for v in data["versions"]] == [0] + [500] * 20
+    assert [len(v["source_types_set"]) for v in data["versions"]] == [0] + [500] * 20
     assert len(s.source_priors()) == 10_000
     v1_size = len(json.dumps(_v1_document(s), indent=1))
     size = (tmp_path / "store" / STORE_FILE).stat().st_size
@@ -478,24 +483,27 @@ def test_versions_store_only_the_sources_they_changed(tmp_path):
     assert len(last["sources_removed"]) == 8_500 and last["sources_set"] == {}
 
 
-def test_a_format_1_store_opens_and_is_rewritten_by_its_next_write(tmp_path):
+@pytest.mark.parametrize("old", ["credrank-feedback-priors/1", "credrank-feedback-priors/2"])
+def test_a_store_of_a_format_without_source_types_is_refused_saying_how_to_restart(tmp_path,
+                                                                                    old):
     s = store(tmp_path)
-    s.update([("blog", "b1", True), ("government", "g1", False)], step=0.3)
-    s.update([("blog", "b2", False)], step=0.3)
-    s.rollback(1)
-    expected = s.history()
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / STORE_FILE).write_text(json.dumps(_v1_document(s), indent=1))
-    opened = FeedbackPriors(old)
-    assert opened.history() == expected
-    assert opened.source_priors() == {"b1": pytest.approx(0.55), "g1": pytest.approx(0.85)}
-    assert opened.update([("blog", "b3", True)], step=0.1) == 4
-    data = json.loads((old / STORE_FILE).read_text())
-    assert data["format"] == "credrank-feedback-priors/2"
-    assert FeedbackPriors(old).history()[:4] == expected
-    assert FeedbackPriors(old).rollback(2) == 5 and FeedbackPriors(old).source_priors() == {
-        "b1": pytest.approx(0.55), "g1": pytest.approx(0.85), "b2": pytest.approx(0.5)}
+    s.update([("blog", "b1", True)], step=0.3)
+    data = json.loads((s.directory / STORE_FILE).read_text())
+    (s.directory / STORE_FILE).write_text(json.dumps({**data, "format": old}))
+    with pytest.raises(FeedbackStoreError, match=r"priors\.json: format .* records no source "
+                       r"type per source.*priors init NEW_DIR --base current"):
+        FeedbackPriors(s.directory)
+
+
+def test_a_set_source_without_a_recorded_type_is_refused_naming_the_field(tmp_path):
+    s = store(tmp_path)
+    s.update([("blog", "b1", True)], step=0.3)
+    data = json.loads((s.directory / STORE_FILE).read_text())
+    data["versions"][1]["source_types_set"] = {}
+    (s.directory / STORE_FILE).write_text(json.dumps(data))
+    with pytest.raises(FeedbackStoreError, match=r"versions\[1\]\.source_types_set: expected "
+                       r"the type of every source the version sets \(missing for 'b1'\)"):
+        FeedbackPriors(s.directory)
 
 
 def test_an_unknown_store_format_names_the_file(tmp_path):

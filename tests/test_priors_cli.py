@@ -19,11 +19,13 @@ def test_update_show_rollback(tmp_path):
     assert res.exit_code == 0 and "version 1" in res.output
     shown = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
     # the marker first, as every credrank JSON document (docs/json.md); it had none
-    assert list(shown) == ["credrank_priors_show", "version", "types", "sources"]
+    assert list(shown) == ["credrank_priors_show", "version", "types", "sources",
+                           "source_types"]
     assert shown["credrank_priors_show"] == 1
     # two non-relevant items: blog moves toward 0 by at most max_change (0.05) from 0.50
     assert shown["types"]["blog"] == pytest.approx(0.45)
     assert shown["types"]["peer_reviewed"] == 0.95 and "b1" in shown["sources"]
+    assert shown["source_types"] == {"b1": "blog"}
     assert runner.invoke(app, ["priors", "rollback", str(store), "0"]).exit_code == 0
     again = json.loads(runner.invoke(app, ["priors", "show", str(store)]).output)
     assert again["types"]["blog"] == 0.5 and again["version"] == 2

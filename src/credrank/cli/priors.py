@@ -15,7 +15,14 @@ from credrank.core.errors import FileFormatError
 from credrank.core.schema import Field, Flag, Nullable, Table, Text
 from credrank.core.structured import parse_json, read_text
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.signals.feedback import AUDIT_FILE, STORE_FILE, FeedbackPriors
+from credrank.signals.feedback import (
+    AUDIT_FILE,
+    STORE_FILE,
+    Feedback,
+    FeedbackPriors,
+    SourceTypeMismatch,
+    source_types_of,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 
@@ -74,9 +81,15 @@ FEEDBACK_LINE = Table({
 MAX_LISTED = 20
 
 
-def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
-    """JSONL lines ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``,
-    read by the hardened reader (UTF-8, bounded JSON per line, a declared schema).
+def read_feedback(path: Path) -> list[Feedback]:
+    """The items of the feedback file ``path`` (:func:`read_feedback_lines`)."""
+    return [item for _, item in read_feedback_lines(path)]
+
+
+def read_feedback_lines(path: Path) -> list[tuple[int, Feedback]]:
+    """``(line number, item)`` of each item of the feedback file ``path``: JSONL lines
+    ``{"source_type": …, "source_id": … (optional), "relevant": true|false}``, read by the
+    hardened reader (UTF-8, bounded JSON per line, a declared schema).
 
     Lines are split on ``\\n`` only, as JSONL is defined (a trailing ``\\r`` is dropped;
     U+2028, form feed and the like are characters of a line, not line ends); blank lines are
@@ -84,7 +97,8 @@ def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
     every bad line as ``file:line: field: expected …, got …`` (the first
     :data:`MAX_LISTED`, then how many more)."""
     text = read_text(path, what="feedback file")
-    items, problems = [], []
+    items: list[tuple[int, Feedback]] = []
+    problems: list[str] = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line.strip():
@@ -95,7 +109,7 @@ def read_feedback(path: Path) -> list[tuple[str, str | None, bool]]:
         except FileFormatError as exc:  # SchemaError too
             problems.append(str(exc))
             continue
-        items.append((row["source_type"], row["source_id"], row["relevant"]))
+        items.append((number, (row["source_type"], row["source_id"], row["relevant"])))
     if len(problems) == 1:
         raise FileFormatError(f"{problems[0]} (nothing was applied)")
     if problems:
@@ -120,7 +134,32 @@ def _version_number(text: str) -> int:
 
 
 #: the library's keywords for a write's options, said as the command's options
-_WRITE_WORDS = {"author": "--author", "reason": "--reason"}
+_WRITE_WORDS = {"author": "--author", "reason": "--reason", "request_id": "--request-id"}
+
+#: ``--request-id``: a retry of a write with the same id does not apply it again
+REQUEST_ID_HELP = ("an id for this write (1 to 200 printable characters): run again with the "
+                   "same id and the same input, it is not applied twice (the store keeps the "
+                   "ids of its last 10,000 writes); the same id with other input is an error")
+
+
+def _write(action: Callable[[], tuple[int, bool]], words: dict[str, str]) -> tuple[int, bool]:
+    """Run a store write (:func:`_run`), a reused request id said as ``--request-id``."""
+    def run() -> tuple[int, bool]:
+        try:
+            return action()
+        except ValueError as exc:
+            message = str(exc)
+            if message.startswith("request_id "):  # RequestIdReused: "request_id 'x': …"
+                raise ValueError("--request-id" + message[len("request_id"):]) from None
+            raise
+
+    return _run(run, words)
+
+
+def _said_at_line(exc: SourceTypeMismatch, feedback: Path, lines: list[int]) -> str:
+    """An item's source type refused by the store, said at its line of the feedback file."""
+    detail = str(exc).split(":", 1)[1].strip()
+    return f"{feedback}:{lines[exc.item]}: source_type: {detail} (nothing was applied)"
 
 
 @app.command()
@@ -146,11 +185,17 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
            feedback: Annotated[Path, typer.Argument(help="feedback JSONL")],
            step: Annotated[float, typer.Option(help="step size η in (0, 0.5]")] = 0.1,
            author: Annotated[str, typer.Option()] = "cli",
-           reason: Annotated[str, typer.Option()] = "") -> None:
+           reason: Annotated[str, typer.Option()] = "",
+           index: Annotated[Path | None, typer.Option(
+               "--index", help="an index: an item whose source_id it holds must declare the "
+                               "type its documents have by provenance, else it is refused "
+                               "(file:line)")] = None,
+           request_id: Annotated[str | None, typer.Option(
+               "--request-id", help=REQUEST_ID_HELP)] = None) -> None:
     """Apply one round of relevance feedback as a new version.
 
-    Each prior the items involve (their type's; their source's when source_id is given; a new
-    source starts from its type's prior) moves once, from the state before the round:
+    Each prior the items involve (their type's; their source's when source_id is given)
+    moves once, from the state before the round:
 
     \b
         λ ← clip(λ + clamp((1 − (1 − η)^n) · (r̄ − λ), −c, c), ε, 1)
@@ -159,15 +204,40 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
     the --step, c the store's max_change (default 0.05) and ε its epsilon (default 0.01;
     both fixed by priors init).
 
+    A source's type is its documents' provenance type, never an item's word: a source seen
+    for the first time is recorded with its item's type (with --index: the type the index
+    gives it) and starts from that type's prior; its prior then applies only to documents of
+    that type, and a later item declaring another type for it is refused.
+
     All or nothing: if any line of the feedback file is bad, nothing is applied and every
     bad line is listed (file:line: reason).
     """
-    items = _run(lambda: read_feedback(feedback))
+    numbered = _run(lambda: read_feedback_lines(feedback))
+    lines, items = [n for n, _ in numbered], [item for _, item in numbered]
+    known = None
+    if index is not None:
+        from credrank.cli.common import index_rows
+
+        known = source_types_of(index_rows(index, ("source_id", "source_type")))
     fp = _open(store)
     lost = fp.audit_log_lost()
-    version = _run(lambda: fp.update(items, step, author=author, reason=reason),
-                   {"feedback step": "--step", **_WRITE_WORDS})
+
+    def apply() -> tuple[int, bool]:
+        try:
+            return fp.update_once(items, step, author=author, reason=reason,
+                                  request_id=request_id, known_types=known)
+        except SourceTypeMismatch as exc:
+            raise ValueError(_said_at_line(exc, feedback, lines)) from None
+
+    version, applied = _write(apply, {"feedback step": "--step", **_WRITE_WORDS})
+    if not applied:
+        typer.echo(f"store {store}: version {version} (--request-id {request_id} was already "
+                   "applied by it; nothing was changed)")
+        return
     _warn_new_log(store, lost, version)
+    if not items:
+        typer.echo(f"note: {feedback} holds no feedback items: version {version} records an "
+                   "empty round", err=True)
     typer.echo(f"store {store}: version {version}")
 
 
@@ -185,12 +255,19 @@ def rollback(store: Annotated[Path, typer.Argument(help="store folder")],
                  help="version to restore (a plain decimal integer)", metavar="VERSION",
                  parser=_version_number)],
              author: Annotated[str, typer.Option()] = "cli",
-             reason: Annotated[str, typer.Option()] = "") -> None:
+             reason: Annotated[str, typer.Option()] = "",
+             request_id: Annotated[str | None, typer.Option(
+                 "--request-id", help=REQUEST_ID_HELP)] = None) -> None:
     """Restore an earlier version (recorded as a new version)."""
     fp = _open(store)
     lost = fp.audit_log_lost()
-    new = _run(lambda: fp.rollback(version, author=author, reason=reason),
-               {"version": "VERSION", **_WRITE_WORDS})
+    new, applied = _write(lambda: fp.rollback_once(version, author=author, reason=reason,
+                                                   request_id=request_id),
+                          {"version": "VERSION", **_WRITE_WORDS})
+    if not applied:
+        typer.echo(f"store {store}: version {new} (--request-id {request_id} was already "
+                   "applied by it; nothing was changed)")
+        return
     _warn_new_log(store, lost, new)
     typer.echo(f"store {store}: version {new} (= version {version})")
 
@@ -210,4 +287,5 @@ def show(store: Annotated[Path, typer.Argument(help="store folder")],
     record = _run(lambda: fp.record(version), {"version": "--version"})
     typer.echo(json.dumps({"credrank_priors_show": 1, "version": record["version"],
                            "types": dict(fp.table(record["version"]).values),
-                           "sources": dict(record["sources"])}, indent=2))
+                           "sources": dict(record["sources"]),
+                           "source_types": dict(record["source_types"])}, indent=2))

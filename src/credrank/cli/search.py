@@ -484,9 +484,16 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
     on stderr as ``error: query ID: …`` (``words``: the error in the options' words) and, in
     JSON lines, as its line ``{"credrank_search": 2, "query_id", "query", "error"}``; a TREC
     run is then not written (a run file missing a query would score it 0). Returns how many
-    queries failed."""
+    queries failed.
+
+    A feedback prior that ranks with its store's latest version is pinned, for the whole
+    batch, to the version that is the latest when the batch starts (said on stderr): every
+    query ranks with the same priors, each line's ``settings.priors`` is the version that
+    ranked it, and a TREC run can be reproduced (``feedback_prior.version``), whatever
+    feedback arrives meanwhile."""
     from credrank.pipeline.document import SEARCH_FORMAT, search_document
 
+    spec = _pinned_feedback(searcher, spec)
     described = searcher.compile(spec).settings
     mode = "none" if trec_run is not None else text
     failed: list[str] = []
@@ -523,6 +530,25 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
     else:
         err.print(f"{len(batch)} queries; TREC run in {trec_run}")
     return len(failed)
+
+
+def _pinned_feedback(searcher: Searcher, spec: PipelineSpec) -> PipelineSpec:
+    """``spec`` with a ``feedback_prior`` stage that reads the latest version
+    (``version: null``) pinned to the store's current version, said on stderr; ``spec`` as
+    it is otherwise."""
+    from credrank.pipeline.document import flat
+    from credrank.stages.feedback_prior import FeedbackPrior
+
+    stage = spec.stage("feedback_prior")
+    if stage is None or stage.params.get("version") is not None:
+        return spec
+    built = next(s for s in flat(searcher.compile(spec).stages) if isinstance(s, FeedbackPrior))
+    built.store.refresh()
+    version = built.store.current
+    warn(f"feedback store {built.store.directory}: every query of the batch ranks with its "
+         f"version {version}, the latest at the start (feedback_prior.version={version} "
+         "replays it)", label="note:")
+    return spec.with_params("feedback_prior", {"version": version})
 
 
 class _Incomplete(Exception):

@@ -94,7 +94,7 @@ from credrank.serve.work import (
     WriteWork,
     priors_document,
 )
-from credrank.signals.feedback import FeedbackStoreError, RequestIdReused
+from credrank.signals.feedback import FeedbackStoreError, RequestIdReused, SourceTypeMismatch
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -222,6 +222,18 @@ def stage_field(detail: str, plan: Plan) -> str | None:
         return None
     i, head = found
     return f"select_params.{head}" if plan.spec.stages[i].name == plan.select else None
+
+
+def store_failure(exc: BaseException) -> FeedbackStoreError | None:
+    """The feedback store failure behind ``exc``: itself, or the one a stage's build wrapped
+    in a :class:`SpecError` (a damaged or missing store file: the server's fault, answered
+    503, never the request's); ``None`` when there is none."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a cycle is not followed
+        if seen is None or isinstance(seen, FeedbackStoreError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _message(e: dict[str, Any]) -> str:
@@ -410,7 +422,11 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                                          req.text, options, req.format, req.cite,
                                          embeds=len(req.query), receive=request.receive))
         except SpecError as exc:
-            raise state.spec_error(exc, plan.spec, plan.where) from None
+            failure = store_failure(exc)
+            raise (state.spec_error(exc, plan.spec, plan.where) if failure is None
+                   else store_unavailable(failure)) from None
+        except FeedbackStoreError as exc:  # the store read at run time
+            raise store_unavailable(exc) from None
         except ValueError as exc:
             detail = state.unpath(str(exc))
             raise LimitError(422, "invalid_request", detail,
@@ -428,7 +444,11 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             return await state.read(cost, _rendering(work), *args, embeds=embeds,
                                     receive=request.receive)
         except SpecError as exc:
-            raise state.spec_error(exc, plan.spec, plan.where) from None
+            failure = store_failure(exc)
+            raise (state.spec_error(exc, plan.spec, plan.where) if failure is None
+                   else store_unavailable(failure)) from None
+        except FeedbackStoreError as exc:  # the store read at run time (a damaged file)
+            raise store_unavailable(exc) from None
         except ValueError as exc:  # CandidateError included
             detail = state.unpath(str(exc))
             field = (f"candidates[{list(ids).index(exc.doc_id)}].vector"
@@ -487,14 +507,24 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     async def feedback(req: FeedbackRequest, request: Request,
                        idempotency_key: IdempotencyKey = None) -> Any:
         """One round of relevance feedback: a new version of the priors (bounded steps,
-        logged, reversible). Needs the API key and --priors-store."""
+        logged, reversible). Needs the API key and --priors-store. An item's ``source_type``
+        is checked against the type the served index gives its ``source_id`` by provenance
+        (and the type the store recorded the source with): another is a 422 at
+        ``items[i].source_type``, and nothing is applied."""
         items = [(i.source_type, i.source_id, i.relevant) for i in req.items]
 
         def work(token: Any) -> tuple[dict[str, Any], bool]:
             store = state.priors_store()
-            version, applied = store.update_once(
-                items, req.step, author=req.author, reason=req.reason,
-                request_id=idempotency_key, on_commit=token.begin_commit)
+            try:
+                version, applied = store.update_once(
+                    items, req.step, author=req.author, reason=req.reason,
+                    request_id=idempotency_key, on_commit=token.begin_commit,
+                    known_types=state.source_types())
+            except SourceTypeMismatch as exc:
+                field = f"items[{exc.item}].source_type"
+                raise LimitError(422, "invalid_request",
+                                 f"{field}: {str(exc).split(':', 1)[1].strip()}",
+                                 field=field) from None
             return priors_document(store, version), applied
 
         return await run_write("/feedback", _one_key(request, idempotency_key), req, work)

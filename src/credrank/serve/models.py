@@ -626,6 +626,9 @@ class PriorsResponse(_Document):
     types: dict[str, float]
     sources: dict[str, float] = Field(description="per-source priors; GET /priors: one page, "
                                                   "sorted by source (offset, limit)")
+    source_types: dict[str, str] = Field(
+        description="the provenance type each source of sources was recorded with: its prior "
+                    "applies only to documents of that type")
     sources_total: int | None = Field(None, description="GET /priors: sources in the version")
     offset: int | None = Field(None, description="GET /priors: the first source of the page")
     limit: int | None = Field(None, description="GET /priors: the most sources a page holds")

@@ -52,7 +52,7 @@ from credrank.core.validation import is_integer
 from credrank.documents import DroppedField, Reject, iter_documents
 from credrank.index.ingest import embedding_text, prepare_documents, write_prepared
 from credrank.index.retrieve import default_fetch_k
-from credrank.index.store import document_count
+from credrank.index.store import document_count, generation
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.compile import Compiled
 from credrank.pipeline.document import flat
@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from starlette.types import Receive
 from credrank.serve.models import ScoringRequest
 from credrank.serve.responses import JSON, dumps
-from credrank.signals.feedback import FeedbackPriors
+from credrank.signals.feedback import FeedbackPriors, source_types_of
 from credrank.stages.feedback_prior import FeedbackPrior
 
 T = TypeVar("T")
@@ -185,6 +185,9 @@ class ServiceState:
         #: saying a cosine never measured for them), each fallback to embedding logged once
         #: (:func:`_log_fallback`); the searcher's, which runs it
         self.auto = searcher.auto = AutoRetrieval(keep=False, report=_log_fallback)
+        #: ``/feedback``'s check of declared source types: (index generation, source id →
+        #: the provenance types of its documents), read again after an index write
+        self._source_types: tuple[int, dict[str, frozenset[str]]] | None = None
 
     def close(self) -> None:
         """Wait for running work, then close the index (idempotent)."""
@@ -681,6 +684,18 @@ class ServiceState:
                                                "/priors")
         return FeedbackPriors(self.config.priors_store)
 
+    def source_types(self) -> dict[str, frozenset[str]]:
+        """``source_id → the provenance types of its documents`` in the served index, what
+        ``/feedback`` checks an item's declared ``source_type`` against (one read of every
+        document's two fields, kept until the next index write)."""
+        with self.store_lock:
+            store = self.searcher.store
+            kept = self._source_types
+            if kept is None or kept[0] != generation(store):
+                rows = store.read_payloads(None, ("source_id", "source_type"))
+                kept = self._source_types = (generation(store), source_types_of(rows))
+            return kept[1]
+
 
 def _said_by_name(named: Mapping[str, Path]) -> list[tuple[str, str]]:
     """Each path of ``named`` (as given and resolved: a resolve reads the file system, done
@@ -822,7 +837,8 @@ MAX_PRIORS_PAGE = 1000
 def priors_document(store: FeedbackPriors, version: int | None = None, *,
                     page: tuple[int, int] | None = None) -> dict[str, Any]:
     """The priors of ``version`` (default: current); with ``page = (offset, limit)`` only
-    that page of the per-source table, sorted by source, and ``sources_total``."""
+    that page of the per-source table, sorted by source, and ``sources_total``;
+    ``source_types``: the type each source of the answer was recorded with."""
     record = store.record(version)
     sources = dict(record["sources"])
     paging: dict[str, Any] = {}
@@ -831,9 +847,11 @@ def priors_document(store: FeedbackPriors, version: int | None = None, *,
         names = sorted(sources)
         paging = {"sources_total": len(names), "offset": offset, "limit": limit}
         sources = {k: sources[k] for k in names[offset:offset + limit]}
+    typed = record["source_types"]
     out = {"version": record["version"], "current": store.current, "base": store.base_name,
            "epsilon": store.epsilon, "max_change": store.max_change,
-           "types": dict(record["types"]), "sources": sources, **paging,
+           "types": dict(record["types"]), "sources": sources,
+           "source_types": {k: typed[k] for k in sources}, **paging,
            "event": record["event"], "timestamp": record["timestamp"]}
     if "restored_from" in record:
         out["restored_from"] = record["restored_from"]

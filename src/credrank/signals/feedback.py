@@ -8,7 +8,16 @@ the update rule and adds what a product needs around it:
   ``[ε, 1]`` (see :meth:`FeedbackPriors.update` for the rule);
 * **versioned**: every change is a new version in ``<store>/priors.json`` (timestamp, author,
   reason, feedback counts, the full per-type table and the per-source *delta*: the sources
-  that version set or changed, ``sources_set``, and those it removed, ``sources_removed``);
+  that version set or changed, ``sources_set``, the type each new source was recorded with,
+  ``source_types_set``, and the sources it removed, ``sources_removed``);
+* **typed by provenance**: a source's prior belongs to the source type it was recorded with
+  when first seen, and :class:`~credrank.stages.feedback_prior.FeedbackPrior` gives it only to
+  candidates whose provenance type is that type (any other takes its type's prior). A new
+  source starts from that type's prior, so one update moves the prior a document gets by at
+  most ``max_change``. A door that sees the index passes the types the index gives each
+  source (``known_types``): an item declaring another type is refused
+  (:class:`SourceTypeMismatch`), as is an item whose type differs from its source's recorded
+  one — a declared ``source_type`` is a claim, never the type;
 * **logged**: one JSON line per event is appended to ``<store>/audit.jsonl`` (never rewritten);
 * **reversible**: :meth:`FeedbackPriors.rollback` restores any earlier version as a new one;
 * **idempotent on request**: a write may carry a ``request_id``; a retry with the same id
@@ -16,15 +25,15 @@ the update rule and adds what a product needs around it:
   :data:`REQUEST_IDS` versions that carry one are remembered, in the store itself, so a
   restarted server does not re-apply either; an older id is forgotten and applies again).
 
-Store format (``credrank-feedback-priors/2``): a version stores only the sources it changed,
-so a store's size grows with the feedback it received, not with versions × sources (format 1
-stored the full per-source table in every version: 20 rounds of 10,000 new sources made a
-50 MB file). A version's full table is resolved by replaying the deltas from version 0; the
-current table is resolved once and cached. Format 1 stores still open (converted in memory)
-and are rewritten in format 2 by their next write; any other format is refused naming the
-file. Parsed stores are shared within a process (up to :data:`SHARED_STORES`, keyed by path,
-inode, size and modification time of the file; every write replaces the file, so a new
-version always has a new inode and a larger size): opening an unchanged store reads nothing.
+Store format (``credrank-feedback-priors/3``): a version stores only the sources it changed,
+so a store's size grows with the feedback it received, not with versions × sources. A
+version's full tables are resolved by replaying the deltas from version 0; the current ones
+are resolved once and cached. Formats 1 and 2 recorded no type per source: they are refused
+naming the file and how to start a new store (their per-source priors started from whatever
+type an item declared, so they cannot be carried over safely). Parsed stores are shared
+within a process (up to :data:`SHARED_STORES`, keyed by path, inode, size and modification
+time of the file; every write replaces the file, so a new version always has a new inode and
+a larger size): opening an unchanged store reads nothing.
 
 The stage that reads the store (per-source prior first, then per-type) is
 :class:`~credrank.stages.feedback_prior.FeedbackPrior`.
@@ -63,7 +72,7 @@ import os
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,9 +105,9 @@ from credrank.core.validation import (
 from credrank.documents.schema import SOURCE_TYPES
 from credrank.signals.prior import PriorTable, load_priors
 
-FORMAT = "credrank-feedback-priors/2"
-#: the format before per-source deltas: still read, rewritten as FORMAT by the next write
-FORMAT_V1 = "credrank-feedback-priors/1"
+FORMAT = "credrank-feedback-priors/3"
+#: the formats without a type per source: refused, naming how to start a new store
+OLD_FORMATS = ("credrank-feedback-priors/1", "credrank-feedback-priors/2")
 STORE_FILE = "priors.json"
 AUDIT_FILE = "audit.jsonl"
 LOCK_FILE = "priors.lock"
@@ -117,6 +126,16 @@ Feedback = tuple[str, str | None, bool]
 
 class FeedbackStoreError(ValueError):
     """A feedback store is missing, unreadable or inconsistent."""
+
+
+class SourceTypeMismatch(ValueError):
+    """A feedback item declares a source type other than its source's: the type the index
+    gives it (``known_types``) or the type the store recorded it with. ``item`` is the
+    item's position in the round (a door names its own field or line from it)."""
+
+    def __init__(self, message: str, item: int) -> None:
+        super().__init__(message)
+        self.item = item
 
 
 class FeedbackWriteError(OSError):
@@ -225,9 +244,12 @@ def feedback_move(prior: float, n_relevant: int, n_total: int, step: float, max_
     return float(min(max(prior + delta, epsilon), 1.0))
 
 
-def _check_feedback(feedback: Iterable[Feedback]) -> list[Feedback]:
+def _check_feedback(feedback: Iterable[Feedback],
+                    known_types: Mapping[str, Collection[str]] | None = None) -> list[Feedback]:
     """Validate feedback items ``(source_type, source_id or None, relevant)``; return them as
-    a list with ``relevant`` a plain bool."""
+    a list with ``relevant`` a plain bool. ``known_types``: the types the index gives each
+    source id (its documents' provenance types); an item whose source is there with other
+    types is refused (:class:`SourceTypeMismatch`), a source the index lacks is not checked."""
     items = []
     for i, item in enumerate(feedback):
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
@@ -237,8 +259,26 @@ def _check_feedback(feedback: Iterable[Feedback]) -> list[Feedback]:
         check_choice(f"feedback[{i}] source_type", stype, SOURCE_TYPES)
         if sid is not None:
             check_str(f"feedback[{i}] source_id", sid, what="a non-empty string or None")
+            known = (known_types or {}).get(sid)
+            if known and stype not in known:
+                said = " or ".join(repr(t) for t in sorted(known))
+                raise SourceTypeMismatch(
+                    f"feedback[{i}] source_type: expected {said} (the type the index gives "
+                    f"source {sid!r} by provenance), got {stype!r}", i)
         items.append((stype, sid, check_bool(f"feedback[{i}] relevant", relevant)))
     return items
+
+
+def source_types_of(rows: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """``source_id → the provenance types of its documents`` from index payload rows
+    (``{"source_id", "source_type"}`` each): the ``known_types`` of
+    :meth:`FeedbackPriors.update` (a row without a source id or a type is skipped)."""
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        sid, stype = row.get("source_id"), row.get("source_type")
+        if isinstance(sid, str) and isinstance(stype, str):
+            found.setdefault(sid, set()).add(stype)
+    return {sid: frozenset(types) for sid, types in found.items()}
 
 
 class RequestIdReused(FeedbackStoreError):
@@ -261,21 +301,29 @@ def request_digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _apply(table: dict[str, float], record: dict[str, Any]) -> None:
+#: a version's resolved per-source tables: (source → prior, source → recorded type)
+Tables = tuple[dict[str, float], dict[str, str]]
+
+
+def _apply(tables: Tables, record: dict[str, Any]) -> None:
+    priors, types = tables
     for sid in record["sources_removed"]:
-        table.pop(sid, None)
-    table.update(record["sources_set"])
+        priors.pop(sid, None)
+        types.pop(sid, None)
+    priors.update(record["sources_set"])
+    types.update(record["source_types_set"])
 
 
 class _StoreData:
     """One parsed store file, shared by every :class:`FeedbackPriors` that reads it (never
     changed once built; a commit builds a new one). ``records`` are the stored versions
-    (per-source *deltas*); :meth:`sources` resolves a version's full per-source table by
-    replaying them, caching the current table and the last few others."""
+    (per-source *deltas*); :meth:`tables` resolves a version's full per-source tables (priors
+    and recorded types) by replaying them, caching the current ones and the last few
+    others."""
 
     def __init__(self, epsilon: float, max_change: float, base: dict[str, float],
                  base_name: str, records: tuple[dict[str, Any], ...],
-                 current_sources: dict[str, float] | None = None) -> None:
+                 current_sources: Tables | None = None) -> None:
         self.epsilon, self.max_change, self.base, self.base_name = (epsilon, max_change, base,
                                                                     base_name)
         self.records = records
@@ -288,7 +336,7 @@ class _StoreData:
                 if len(self.requests) >= REQUEST_IDS:
                     break
         self.requests = dict(reversed(list(self.requests.items())))
-        self._tables: OrderedDict[int, dict[str, float]] = OrderedDict()
+        self._tables: OrderedDict[int, Tables] = OrderedDict()
         self._lock = threading.Lock()
         if records and current_sources is not None:
             self._tables[len(records) - 1] = current_sources
@@ -297,24 +345,27 @@ class _StoreData:
     def current(self) -> int:
         return len(self.records) - 1
 
-    def sources(self, version: int) -> dict[str, float]:
-        """The full per-source table of ``version`` (shared: treat it as read-only)."""
+    def tables(self, version: int) -> Tables:
+        """The full per-source tables of ``version``: priors and recorded types (shared:
+        treat them as read-only)."""
         with self._lock:
             if version in self._tables:
                 self._tables.move_to_end(version)
                 return self._tables[version]
             start = max((v for v in self._tables if v < version), default=-1)
-            table = dict(self._tables[start]) if start >= 0 else {}
+            tables: Tables = ((dict(self._tables[start][0]), dict(self._tables[start][1]))
+                              if start >= 0 else ({}, {}))
             for record in self.records[start + 1:version + 1]:
-                _apply(table, record)
-            self._tables[version] = table
+                _apply(tables, record)
+            self._tables[version] = tables
             while len(self._tables) > RESOLVED_TABLES:
                 oldest = next(v for v in self._tables if v != self.current)
                 del self._tables[oldest]
-            return table
+            return tables
 
-    def appended(self, record: dict[str, Any], sources: dict[str, float]) -> _StoreData:
-        """This store with ``record`` (whose full table is ``sources``) as its new version."""
+    def appended(self, record: dict[str, Any], sources: Tables) -> _StoreData:
+        """This store with ``record`` (whose full tables are ``sources``) as its new
+        version."""
         return _StoreData(self.epsilon, self.max_change, self.base, self.base_name,
                           (*self.records, record), sources)
 
@@ -387,9 +438,9 @@ class _FiniteJson(Spec):
 _EVENTS = ("init", "update", "rollback")
 
 
-def _store_spec(epsilon: float, fmt: str) -> Table:
+def _store_spec(epsilon: float) -> Table:
     """The schema of a store file whose floor is ``epsilon`` (every prior a finite number in
-    ``[ε, 1]``), format 2 or format 1 (a full ``sources`` table per version)."""
+    ``[ε, 1]``)."""
     prior = Number(epsilon, 1.0)
     types = Table({t: Field(prior) for t in SOURCE_TYPES},
                   what="a table of the prior of every source type")
@@ -403,11 +454,9 @@ def _store_spec(epsilon: float, fmt: str) -> Table:
         "counts": Field(MapOf(_FiniteJson())),
         "types": Field(types),
     }
-    if fmt == FORMAT_V1:
-        record["sources"] = Field(MapOf(prior))
-    else:
-        record["sources_set"] = Field(MapOf(prior))
-        record["sources_removed"] = Field(ListOf(Text(what="a source id")))
+    record["sources_set"] = Field(MapOf(prior))
+    record["source_types_set"] = Field(MapOf(Text(choices=SOURCE_TYPES)))
+    record["sources_removed"] = Field(ListOf(Text(what="a source id")))
     record["restored_from"] = Field(Integer(0), required=False)
     record["request_id"] = Field(Text(what="a request id"), required=False)
     record["request_digest"] = Field(Text(what="a SHA-256 digest"), required=False)
@@ -427,23 +476,32 @@ _PARAMETERS = Table({"epsilon": Field(Number(0.0, 1.0, open_low=True, open_high=
 
 
 def _parse(path: Path, data: Any) -> _StoreData:
-    """Validate a store document (format 2, or format 1 converted to deltas in memory) and
-    return it parsed; :class:`FeedbackStoreError` ``FILE: FIELD: expected …, got …`` at the
-    first violation.
+    """Validate a store document and return it parsed; :class:`FeedbackStoreError` ``FILE:
+    FIELD: expected …, got …`` at the first violation.
 
     Policy: every field of every version record is required with its type (``version``,
-    ``parent``, ``event``, ``timestamp``, ``author``, ``reason``, ``counts``, ``types``, and
-    ``sources_set``/``sources_removed``, or format 1's ``sources``; ``restored_from``,
+    ``parent``, ``event``, ``timestamp``, ``author``, ``reason``, ``counts``, ``types``,
+    ``sources_set``, ``source_types_set``, ``sources_removed``; ``restored_from``,
     ``request_id`` and ``request_digest`` where they apply); unknown keys are refused; every
     prior (``base.values``, ``types``, the per-source ones) is a finite number in ``[ε, 1]``;
-    versions are numbered 0, 1, 2, … in order, each the child of the one before, version 0 the
-    ``init`` and only it; ``current`` is the last version's number.
+    every source a version sets has a recorded type (set by it or by an earlier version, and
+    not removed since); versions are numbered 0, 1, 2, … in order, each the child of the one
+    before, version 0 the ``init`` and only it; ``current`` is the last version's number. A
+    store of an older format (:data:`OLD_FORMATS`: no type per source) is refused, saying how
+    to start a new one.
     """
-    if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_V1):
-        found = data.get("format") if isinstance(data, dict) else None
+    found = data.get("format") if isinstance(data, dict) else None
+    if found in OLD_FORMATS:
         raise FeedbackStoreError(
-            f"{path}: expected a feedback store with format {FORMAT!r} (or {FORMAT_V1!r}, "
-            f"converted on the next write), got {found!r}; this credrank cannot read it")
+            f"{path}: format {found!r} records no source type per source, which a per-source "
+            f"prior now needs (it applies only to documents of the type it was recorded "
+            f"with); start a new store (`credrank priors init NEW_DIR --base "
+            f"{_base_name(data)}`) and apply the feedback files again (`credrank priors "
+            "update NEW_DIR FILE --index DIR`)")
+    if found != FORMAT:
+        raise FeedbackStoreError(
+            f"{path}: expected a feedback store with format {FORMAT!r}, got {found!r}; this "
+            "credrank cannot read it")
     where = str(path)
 
     def bad(field: str, expected: str, value: Any) -> FeedbackStoreError:
@@ -451,13 +509,13 @@ def _parse(path: Path, data: Any) -> _StoreData:
 
     params = _PARAMETERS.check(data, where, error=FeedbackStoreError)
     epsilon, max_change = params["epsilon"], params["max_change"]
-    clean = _store_spec(epsilon, data["format"]).check(data, where, error=FeedbackStoreError)
+    clean = _store_spec(epsilon).check(data, where, error=FeedbackStoreError)
     stored = clean["versions"]
     if clean["current"] != len(stored) - 1:
         raise bad("current", f"{len(stored) - 1} (the number of the last version)",
                   clean["current"])
     records: list[dict[str, Any]] = []
-    previous: dict[str, float] = {}
+    typed: set[str] = set()
     for i, v in enumerate(stored):
         at = f"versions[{i}]"
         if v["version"] != i:
@@ -483,15 +541,23 @@ def _parse(path: Path, data: Any) -> _StoreData:
             if "request_digest" not in v:
                 raise bad(f"{at}.request_digest", "the digest of the request (it has a "
                           "request_id)", _Missing())
-        if data["format"] == FORMAT_V1:  # full table per version → the delta to its parent
-            full = v.pop("sources")
-            changed = {s: x for s, x in full.items() if previous.get(s) != x}
-            v["sources_set"] = dict(sorted(changed.items()))
-            v["sources_removed"] = sorted(set(previous) - set(full))
-            previous = full
+        typed.difference_update(v["sources_removed"])
+        typed.update(v["source_types_set"])
+        untyped = sorted(set(v["sources_set"]) - typed)
+        if untyped:
+            raise bad(f"{at}.source_types_set", f"the type of every source the version sets "
+                      f"(missing for {untyped[0]!r})", v["source_types_set"])
         records.append(v)
     return _StoreData(epsilon, max_change, clean["base"]["values"], clean["base"]["name"],
                       tuple(records))
+
+
+def _base_name(data: Any) -> str:
+    """The base preset of an old store document, as ``priors init --base`` takes it (its
+    name when it is a word, else ``current``)."""
+    base = data.get("base") if isinstance(data, dict) else None
+    name = base.get("name") if isinstance(base, dict) else None
+    return name if isinstance(name, str) and re.fullmatch(r"[a-z_]+", name) else "BASE"
 
 
 class _Missing:
@@ -554,7 +620,8 @@ class FeedbackPriors:
                 self._open_existing(path, base, epsilon, max_change)
                 return
             self._data = _StoreData(eps, cap, values, table.name, ())
-            self._commit("init", dict(values), {}, [], author, reason, counts={}, changes={})
+            self._commit("init", dict(values), ({}, {}), [], author, reason, counts={},
+                         changes={})
 
     def _open_existing(self, path: Path, base: PriorTable | str | None,
                        epsilon: float | None, max_change: float | None) -> None:
@@ -623,7 +690,7 @@ class FeedbackPriors:
         self._data = _parse(path, data)
         _share(path, key, self._data)
 
-    def _commit(self, event: str, types: dict[str, float], sources_set: dict[str, float],
+    def _commit(self, event: str, types: dict[str, float], sources_set: Tables,
                 sources_removed: list[str], author: str, reason: str, *,
                 counts: dict[str, Any], changes: dict[str, Any],
                 restored_from: int | None = None, request: tuple[str, str] | None = None,
@@ -636,7 +703,8 @@ class FeedbackPriors:
         fsynced), then the store file is replaced atomically. If the append fails, the log is
         truncated back to its size before it; if the replace fails, likewise: either way a
         :class:`FeedbackWriteError` names the file and nothing was changed (the object still
-        holds the version before). A crash between the two steps leaves the log one line ahead
+        holds the version before). ``sources_set``: the priors the version sets and the types
+        of the sources it types. A crash between the two steps leaves the log one line ahead
         of the store: that line, for the version being written now, is removed before the
         next append (under the lock, so it is never another writer's line in progress).
         """
@@ -653,14 +721,18 @@ class FeedbackPriors:
             "reason": reason,
             "counts": counts,
             "types": types,
-            "sources_set": dict(sorted(sources_set.items())),
+            "sources_set": dict(sorted(sources_set[0].items())),
+            "source_types_set": dict(sorted(sources_set[1].items())),
             "sources_removed": sorted(sources_removed),
         }
         if restored_from is not None:
             record["restored_from"] = restored_from
         if request is not None:
             record["request_id"], record["request_digest"] = request
-        full = dict(old.sources(old.current)) if old.records else {}
+        full: Tables = ({}, {})
+        if old.records:
+            priors, typed = old.tables(old.current)
+            full = (dict(priors), dict(typed))
         _apply(full, record)
         new = old.appended(record, full)
         data = {
@@ -749,13 +821,15 @@ class FeedbackPriors:
         return self._data.current
 
     def record(self, version: int | None = None) -> dict[str, Any]:
-        """The record of ``version`` (default: the latest) with its full ``types`` and
-        ``sources`` tables (resolved from the stored deltas; treat it as read-only)."""
+        """The record of ``version`` (default: the latest) with its full ``types``,
+        ``sources`` (per-source priors) and ``source_types`` (the type each source was recorded
+        with) tables (resolved from the stored deltas; treat it as read-only)."""
         v = self.current if version is None else check_int("version", version, 0, self.current)
         stored = self._data.records[v]
         out = {k: x for k, x in stored.items()
-               if k not in ("sources_set", "sources_removed", "request_digest")}
-        out["sources"] = self._data.sources(v)
+               if k not in ("sources_set", "source_types_set", "sources_removed",
+                            "request_digest")}
+        out["sources"], out["source_types"] = self._data.tables(v)
         return out
 
     def table(self, version: int | None = None) -> PriorTable:
@@ -766,6 +840,11 @@ class FeedbackPriors:
     def source_priors(self, version: int | None = None) -> dict[str, float]:
         """The per-source priors of ``version`` (default: the latest)."""
         return dict(self.record(version)["sources"])
+
+    def source_types(self, version: int | None = None) -> dict[str, str]:
+        """The type each source of ``version`` (default: the latest) was recorded with: its
+        prior applies only to documents of that provenance type."""
+        return dict(self.record(version)["source_types"])
 
     def history(self) -> list[dict[str, Any]]:
         """Every version record with its full tables, oldest first (copies)."""
@@ -842,7 +921,8 @@ class FeedbackPriors:
 
     def update(self, feedback: Iterable[Feedback], step: float = 0.1, *,
                author: str = "feedback", reason: str = "",
-               request_id: str | None = None) -> int:
+               request_id: str | None = None,
+               known_types: Mapping[str, Collection[str]] | None = None) -> int:
         """Apply one round of feedback and store the result as a new version; return it.
 
         ``feedback``: ``(source_type, source_id or None, relevant)`` items. Every prior an item
@@ -850,18 +930,29 @@ class FeedbackPriors:
         :func:`feedback_move` over all items that involve it: toward 1 for relevant, toward 0
         for non-relevant, by ``η_n = 1 − (1 − η)^n`` of the gap to the share of relevant
         items, at most ``max_change``, clipped to ``[ε, 1]``. All moves are computed from the
-        state before the update. A source seen for the first time starts from its type's
-        prior (the type of its first item in this round). An empty round is still a version
-        (it records that feedback was asked for and none came). ``request_id``: see
-        :meth:`update_once` (a repeated id returns the version it made).
+        state before the update. An empty round is still a version (it records that feedback
+        was asked for and none came). ``request_id``: see :meth:`update_once` (a repeated id
+        returns the version it made).
+
+        Source types (a declared type is a claim, checked against provenance): a source seen
+        for the first time is recorded with its item's type and starts from that type's prior
+        (before the round), the prior its documents of that type had; the stage gives its
+        prior only to documents of that provenance type. ``known_types``: the types the index
+        gives each source id (:func:`source_types_of`); an item whose source is there with
+        other types, or whose type differs from its source's recorded type (or from the type
+        of an earlier item of a new source in this round), raises
+        :class:`SourceTypeMismatch` naming ``feedback[i] source_type``, and nothing is
+        applied. So one update moves the prior any document gets by at most ``max_change``.
         """
         return self.update_once(feedback, step, author=author, reason=reason,
-                                request_id=request_id)[0]
+                                request_id=request_id, known_types=known_types)[0]
 
     def update_once(self, feedback: Iterable[Feedback], step: float = 0.1, *,
                     author: str = "feedback", reason: str = "",
                     request_id: str | None = None,
-                    on_commit: Callable[[], None] | None = None) -> tuple[int, bool]:
+                    on_commit: Callable[[], None] | None = None,
+                    known_types: Mapping[str, Collection[str]] | None = None
+                    ) -> tuple[int, bool]:
         """:meth:`update`, idempotent by ``request_id``: ``(version, applied)``.
 
         Under the store's lock, a ``request_id`` one of the last :data:`REQUEST_IDS` updates
@@ -872,7 +963,7 @@ class FeedbackPriors:
         just before the new version is written; if it raises, nothing is written.
         """
         eta = check_step(step)
-        items = _check_feedback(feedback)
+        items = _check_feedback(feedback, known_types)
         check_str("author", author)
         check_str("reason", reason, allow_empty=True)
         rid = _check_request_id(request_id)
@@ -891,6 +982,7 @@ class FeedbackPriors:
                 on_commit: Callable[[], None] | None) -> int:
         state = self.record()
         types, sources = dict(state["types"]), state["sources"]
+        new_types = _new_source_types(items, state["source_types"])
         by_type: dict[str, Counter[bool]] = {}
         by_source: dict[str, Counter[bool]] = {}
         source_start: dict[str, float] = {}
@@ -898,8 +990,9 @@ class FeedbackPriors:
             by_type.setdefault(stype, Counter())[relevant] += 1
             if sid is not None:
                 by_source.setdefault(sid, Counter())[relevant] += 1
+                # a new source starts from its (recorded) type's prior before the round
                 source_start.setdefault(sid, sources.get(sid, state["types"][stype]))
-        changes: dict[str, dict[str, list[float]]] = {"types": {}, "sources": {}}
+        changes: dict[str, dict[str, Any]] = {"types": {}, "sources": {}}
         for stype, c in by_type.items():
             old = state["types"][stype]
             types[stype] = feedback_move(old, c[True], c[True] + c[False], eta,
@@ -913,6 +1006,8 @@ class FeedbackPriors:
             if sources.get(sid) != new:
                 changed[sid] = new
             changes["sources"][sid] = [old, new]
+        if new_types:
+            changes["source_types"] = dict(sorted(new_types.items()))
         n_rel = sum(1 for _, _, r in items if r)
         counts = {
             "items": len(items), "relevant": n_rel, "non_relevant": len(items) - n_rel,
@@ -921,8 +1016,9 @@ class FeedbackPriors:
                         for t, c in sorted(by_type.items())},
             "sources": len(by_source),
         }
-        return self._commit("update", types, changed, [], author, reason, counts=counts,
-                            changes=changes, request=request, on_commit=on_commit)
+        return self._commit("update", types, (changed, new_types), [], author, reason,
+                            counts=counts, changes=changes, request=request,
+                            on_commit=on_commit)
 
     def rollback(self, version: int, *, author: str = "credrank", reason: str = "",
                  request_id: str | None = None) -> int:
@@ -961,9 +1057,34 @@ class FeedbackPriors:
             "sources": {s: [now.get(s), then.get(s)] for s in sorted(set(now) | set(then))
                         if now.get(s) != then.get(s)},
         }
+        now_typed, then_typed = state["source_types"], target["source_types"]
         changed = {s: x for s, x in then.items() if now.get(s) != x}
+        retyped = {s: t for s, t in then_typed.items() if now_typed.get(s) != t}
         removed = [s for s in now if s not in then]
-        return self._commit("rollback", dict(target["types"]), changed, removed, author,
+        return self._commit("rollback", dict(target["types"]), (changed, retyped), removed,
+                            author,
                             reason or f"rollback to version {target['version']}",
                             counts={}, changes=changes, restored_from=int(target["version"]),
                             request=request, on_commit=on_commit)
+
+
+def _new_source_types(items: Sequence[Feedback], recorded: Mapping[str, str]) -> dict[str, str]:
+    """The type each source the round sees for the first time is recorded with (its first
+    item's); :class:`SourceTypeMismatch` for an item whose type differs from its source's
+    recorded type, or from an earlier item's type for a new source."""
+    new: dict[str, str] = {}
+    for i, (stype, sid, _) in enumerate(items):
+        if sid is None:
+            continue
+        if sid in recorded:
+            if recorded[sid] != stype:
+                raise SourceTypeMismatch(
+                    f"feedback[{i}] source_type: expected {recorded[sid]!r} (the type source "
+                    f"{sid!r} was recorded with when first seen), got {stype!r}", i)
+            continue
+        first = new.setdefault(sid, stype)
+        if first != stype:
+            raise SourceTypeMismatch(
+                f"feedback[{i}] source_type: expected {first!r} (the type of an earlier item "
+                f"of source {sid!r} in this round), got {stype!r}", i)
+    return new
