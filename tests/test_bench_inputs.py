@@ -80,7 +80,7 @@ def test_the_cli_names_the_file_exit_2(tmp_path: Path) -> None:
     code, out = _bench("ramdocs", "--path", str(path), "--embedder", "hashing", "--json",
                        "-q")
     assert code == 2
-    assert f"error: {path}: line 1, column 18: expected UTF-8 text, got the byte " \
+    assert f"error: --path {path}: line 1, column 18: expected UTF-8 text, got the byte " \
            "0xe9" in out
     # poisonedrag --corpus: the CrAM NQ file is read by the same path
     targets = tmp_path / "nq.json"
@@ -89,7 +89,7 @@ def test_the_cli_names_the_file_exit_2(tmp_path: Path) -> None:
                        encoding="utf-8")
     code, out = _bench("poisonedrag", "--path", str(targets), "--corpus", str(path),
                        "--embedder", "hashing", "--json", "-q")
-    assert code == 2 and f"error: {path}: line 1, column 18: expected UTF-8" in out
+    assert code == 2 and f"error: --corpus {path}: line 1, column 18: expected UTF-8" in out
 
 
 def test_a_utf16_file_and_a_nul_byte_are_named(tmp_path: Path) -> None:
@@ -166,7 +166,8 @@ def test_written_options_are_refused_whatever_their_value(tmp_path: Path) -> Non
         (["cram-nq", "--path", missing, "--prefix", "none"],
          "bench cram-nq: --prefix is only used by poisonedrag; got --prefix none"),
         (["coaid-priors", "--path", str(tmp_path / "coaid"), "--force"],
-         "error: --force is only used with --out (it overwrites a report already in --out)"),
+         "error: --force is only used with --out or the default report.md (it overwrites a "
+         "report already there); got --force with --json"),
     ]
     for args, message in cases:
         code, out = _bench(*args, "--json", "-q")

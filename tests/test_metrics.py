@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,7 @@ def test_bad_input_is_rejected_with_names() -> None:
     with pytest.raises(ValueError, match="finite"):
         evaluate({"q": {"a": 1}}, {"q": {"a": float("nan")}}, ["P@5"])
     with pytest.raises(ValueError, match="gain"):
-        evaluate({"q": {"a": -1}}, {"q": {"a": 1.0}}, ["P@5"])
+        evaluate({"q": {"a": 2**31}}, {"q": {"a": 1.0}}, ["P@5"])  # trec_eval's C int
     with pytest.raises(ValueError, match="measures"):
         evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, "P@5")  # type: ignore[arg-type]
 
@@ -161,6 +162,11 @@ def test_trec_files_errors(tmp_path: Path) -> None:
     bad.write_text("q Q0 d 1 0.5 tag\nq Q0 e 2\n")
     with pytest.raises(ValueError, match=r":2: expected 6 fields"):
         read_run(bad)
+    two = tmp_path / "two_runs.txt"
+    two.write_text("q Q0 d 1 0.5 a\nq Q0 e 2 0.4 a\nq2 Q0 d 1 0.9 b\n")
+    with pytest.raises(ValueError, match=r":3: expected one run per file, the tag 'a' of line "
+                                         r"1; got the tag 'b'"):
+        read_run(two)  # was merged into one run
     dup = tmp_path / "dup_qrels.txt"
     dup.write_text("q 0 d 1\nq 0 d 0\n")
     with pytest.raises(ValueError, match="expected the relevance 1 given at line 1"):
@@ -194,6 +200,8 @@ def test_measure_registry_directions() -> None:
     assert {s.family for s in registered_measures()} >= {"harmful@k", "nDCG@k", "RR"}
     with pytest.raises(ValueError, match="no registered direction"):
         measure_direction("harmfulness")
+    with pytest.raises(ValueError, match="no registered direction"):
+        measure_direction("RR@10")  # evaluate refuses it too: one vocabulary
     with pytest.raises(ValueError, match="direction"):
         register_measure("odd", r"odd", "sideways", "")  # type: ignore[arg-type]
 
@@ -201,7 +209,8 @@ def test_measure_registry_directions() -> None:
 def test_qrels_and_run_share_one_validator() -> None:
     assert validate_qrels({"q": {"d": 2}}) == {"q": {"d": 2}}
     assert validate_run({"q": {"d": 1}}) == {"q": {"d": 1.0}}
-    for bad, match in (({"q": {"d": True}}, "gain"), ({"q": {"d": -1}}, "gain"),
+    for bad, match in (({"q": {"d": True}}, "gain"), ({"q": {"d": 2**31}}, "gain"),
+                       ({"q": {"d": -(2**31) - 1}}, "gain"),
                        ({"": {"d": 1}}, "qid"), ({"q": {"": 1}}, "docid"),
                        ({"q": [1]}, "mapping"), ([("q", {})], "mapping")):
         with pytest.raises(ValueError, match=match):
@@ -214,3 +223,28 @@ def test_qrels_and_run_share_one_validator() -> None:
         validate_run({"q": {"d": float("inf")}}, name="myrun")
     with pytest.raises(ValueError, match="k"):
         harmful_at_k({"q": {"d": 1.0}}, {}, True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["P@0", "nDCG@0", "R@0", "AP@0", "RR@0", "harmful@0",
+                                  "P@5.0", "nDCG@2.5"])
+def test_cutoff_must_be_a_positive_integer_before_any_evaluator(text: str) -> None:
+    # P@0 used to abort the interpreter inside pytrec_eval (a C assertion); P@5.0 gave a bare
+    # AssertionError from ir_measures
+    with pytest.raises(ValueError, match=rf"measures: '{re.escape(text)}' needs an integer "
+                                         "cutoff k >= 1"):
+        evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["P@1", text], bad={"q": set()})
+
+
+def test_negative_grades_are_non_relevant_in_reading_and_evaluating(tmp_path: Path) -> None:
+    # TREC qrels carry negative grades (Web track -2 = spam): read_qrels keeps them and
+    # evaluate scores them as gain 0, the trec_eval convention
+    path = tmp_path / "neg.txt"
+    path.write_text("q1 0 a 2\nq1 0 b 1\nq1 0 c -2\nq2 0 x -1\n")
+    qrels = read_qrels(path)
+    assert qrels == {"q1": {"a": 2, "b": 1, "c": -2}, "q2": {"x": -1}}
+    run = {"q1": {"c": 3.0, "a": 2.0, "b": 1.0}, "q2": {"x": 1.0}}
+    measures = ["nDCG@3", "P@3", "RR"]
+    zeroed = {q: {d: max(g, 0) for d, g in row.items()} for q, row in qrels.items()}
+    assert evaluate(qrels, run, measures) == evaluate(zeroed, run, measures)
+    out = evaluate(qrels, run, measures, no_relevant="zero")
+    assert out["RR"] == {"q1": 0.5, "q2": 0.0}  # c (-2) is not relevant; q2 has none

@@ -6,10 +6,12 @@ point ``bench`` of the group ``credrank.commands`` (:data:`credrank_bench.comman
 On stdout: the tables drawn by rich (in a terminal at its width; to a file or a pipe as plain
 text, :data:`PLAIN_WIDTH` columns unless ``$COLUMNS`` says otherwise, wider where a table's
 longest words need it: plain text never breaks a word), or with ``--json`` the data only. The
-Markdown report goes to ``--report PATH`` (default ``report.md`` in the current folder; none by
+Markdown report goes to ``--report PATH`` (default ``report.md`` in the current folder: an
+earlier bench's report there is replaced, any other file only with ``--force``; none by
 default with ``--json`` or ``--out``, whose folder holds its own ``report.md``, with this
-bench's limits, and a full-precision ``per_query.csv``). Progress goes to stderr when it is a
-terminal, never with ``--quiet``.
+bench's limits, a full-precision ``per_query.csv`` and ``manifest.json``, the list of the
+files written, which ``--force`` replaces). Progress goes to stderr when it is a terminal,
+never with ``--quiet``.
 """
 
 from __future__ import annotations
@@ -103,10 +105,13 @@ def bench(
              "cores: CrAM NQ's 5,000 take 15–30 min), kept under --cache so that a rerun "
              "pays nothing")] = False,
     force: Annotated[bool, typer.Option(
-        "--force", help="overwrite a report already in --out (only with --out)")] = False,
+        "--force", help="overwrite a report already in --out (the files its manifest.json "
+                        "lists), or a report.md no bench wrote when --report is not "
+                        "given")] = False,
     report: Annotated[Path | None, typer.Option(
         "--report", help="write the Markdown report here (default: report.md in the current "
-                         "folder, unless --json or --out is given)")] = None,
+                         "folder, unless --json or --out is given; an existing one that no "
+                         "bench wrote only with --force)")] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Baseline vs credibility-aware systems on one data set, with intervals and tests.
@@ -122,11 +127,18 @@ def bench(
 
     command = "credrank bench " + " ".join(sys.argv[2:])
     given = written_options()
-    if force and out is None and (given is None or "force" in given):
-        fail("--force is only used with --out (it overwrites a report already in --out); got "
-             "--force without --out")
-    if report is None and not as_json and out is None:
+    default_report = report is None and not as_json and out is None
+    if force and out is None and not default_report and (given is None or "force" in given):
+        fail("--force is only used with --out or the default report.md (it overwrites a "
+             "report already there); got --force with "
+             + ("--json" if report is None else f"--report {report}"))
+    if default_report:
         report = DEFAULT_REPORT
+        if report.exists() and not force and not _bench_report(report):
+            # the user never named it: a file no bench wrote is never overwritten
+            fail(f"{report} already exists in this folder and is no bench report (the "
+                 "default --report); pass --force to overwrite it, or --report PATH to write "
+                 "the report elsewhere")
     if report is not None:
         check_report_path(report)  # before the bench runs: benches can take minutes
     created: list[Path] = []
@@ -191,12 +203,25 @@ def run_bench(name: str, options: Any) -> BenchResult:
     return run(name, options)
 
 
+def _bench_report(path: Path) -> bool:
+    """Whether ``path`` is a report a bench wrote (its first line ``# credrank bench …``):
+    the default ``report.md`` of an earlier run, replaced by the next one."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            return fh.readline().startswith("# credrank bench ")
+    except OSError:
+        return False
+
+
 def check_report_path(report: Path) -> None:
     """``--report``: a file we can write (its folder exists, it is not a folder); exit 2
     otherwise."""
     if report.is_dir():
         fail(f"--report {report}: expected a file to write, got a folder")
     parent = report.parent
+    if parent.exists() and not parent.is_dir():
+        fail(f"--report {report}: expected a file in a folder, got a path under the file "
+             f"{parent}")
     if not parent.is_dir():
         fail(f"--report {report}: the folder {parent} does not exist")
     if not os.access(parent, os.W_OK) or (report.exists() and not os.access(report, os.W_OK)):
@@ -207,12 +232,11 @@ def markdown(result: BenchResult, command: str = "") -> str:
     """The bench's Markdown report: what ran, the data, the settings, then every table (the
     rendering of report.md, :mod:`credrank.evaluate.render`)."""
     from credrank.evaluate.render import sections
+    from credrank.evaluate.report import report_head
 
-    lines = [f"# credrank bench {result.name}", "", f"Data: `{result.path}`  "]
-    if command:
-        lines.append(f"Command: `{command}`")
-    lines += ["", "## Settings", "", "```json", _json(result.settings, 2), "```", "",
-              "## Data", "", "```json", _json(result.summary, 2), "```", ""]
+    lines = [*report_head(result, command),
+             "## Settings", "", "```json", _json(result.settings, 2), "```", "",
+             "## Data", "", "```json", _json(result.summary, 2), "```", ""]
     for title, body, _ in sections(result):
         lines += [f"## {title}", "", body, ""]
     if result.notes:

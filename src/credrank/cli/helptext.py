@@ -195,8 +195,9 @@ HELP: dict[str, str] = {
         '                                  verified > published; never\n'
         '                                  modified/retrieved): half_life=365d[,now=202\n'
         '                                  6-01-01][,undated=neutral|neutral:W|penalty:\n'
-        '                                  W|exclude][,config=FILE]; durations Nd, Nw,\n'
-        '                                  Ny (365.25 d), Nh\n'
+        '                                  W|exclude][,config=FILE][,lineage=off|cites]\n'
+        '                                  ; durations Nd, Nw, Ny (365.25 d), Nh; a\n'
+        '                                  date after now is an unknown age, as undated\n'
         '  --stance-model <path>           a model file of `credrank stance fit`: adds\n'
         '                                  the factor agreement (claim-style queries:\n'
         "                                  does X help Y?) from each candidate's stance\n"
@@ -320,8 +321,9 @@ HELP: dict[str, str] = {
         '                                  verified > published; never\n'
         '                                  modified/retrieved): half_life=365d[,now=202\n'
         '                                  6-01-01][,undated=neutral|neutral:W|penalty:\n'
-        '                                  W|exclude][,config=FILE]; durations Nd, Nw,\n'
-        '                                  Ny (365.25 d), Nh\n'
+        '                                  W|exclude][,config=FILE][,lineage=off|cites]\n'
+        '                                  ; durations Nd, Nw, Ny (365.25 d), Nh; a\n'
+        '                                  date after now is an unknown age, as undated\n'
         '  --stance-model <path>           a model file of `credrank stance fit`: adds\n'
         '                                  the factor agreement (claim-style queries:\n'
         "                                  does X help Y?) from each candidate's stance\n"
@@ -820,9 +822,13 @@ HELP: dict[str, str] = {
         '  VERSION <int>  version to restore (a plain decimal integer)  [required]\n'
         '\n'
         'Options:\n'
-        '  --author <str>  [default: cli]\n'
+        '  --author <str>      [default: cli]\n'
         '  --reason <str>\n'
-        '  --help          Show this message and exit.\n'
+        '  --request-id <str>  an id for this write (1 to 200 printable characters):\n'
+        '                      run again with the same id and the same input, it is not\n'
+        '                      applied twice (the store keeps the ids of its last\n'
+        '                      10,000 writes); the same id with other input is an error\n'
+        '  --help              Show this message and exit.\n'
     ),
     'priors show': (
         'Usage: credrank priors show [OPTIONS] {store}\n'
@@ -844,14 +850,19 @@ HELP: dict[str, str] = {
         '  Apply one round of relevance feedback as a new version.\n'
         '\n'
         "  Each prior the items involve (their type's; their source's when source_id is\n"
-        "  given; a new source starts from its type's prior) moves once, from the state\n"
-        '  before the round:\n'
+        '  given) moves once, from the state before the round:\n'
         '\n'
         '      λ ← clip(λ + clamp((1 − (1 − η)^n) · (r̄ − λ), −c, c), ε, 1)\n'
         '\n'
         '  where n is the number of items involving it, r̄ the share of them that are\n'
         "  relevant, η the --step, c the store's max_change (default 0.05) and ε its\n"
         '  epsilon (default 0.01; both fixed by priors init).\n'
+        '\n'
+        "  A source's type is its documents' provenance type, never an item's word: a\n"
+        "  source seen for the first time is recorded with its item's type (with\n"
+        "  --index: the type the index gives it) and starts from that type's prior; its\n"
+        '  prior then applies only to documents of that type, and a later item\n'
+        '  declaring another type for it is refused.\n'
         '\n'
         '  All or nothing: if any line of the feedback file is bad, nothing is applied\n'
         '  and every bad line is listed (file:line: reason).\n'
@@ -861,10 +872,17 @@ HELP: dict[str, str] = {
         '  feedback <path>  feedback JSONL  [required]\n'
         '\n'
         'Options:\n'
-        '  --step <float>  step size η in (0, 0.5]  [default: 0.1]\n'
-        '  --author <str>  [default: cli]\n'
+        '  --step <float>      step size η in (0, 0.5]  [default: 0.1]\n'
+        '  --author <str>      [default: cli]\n'
         '  --reason <str>\n'
-        '  --help          Show this message and exit.\n'
+        '  --index <path>      an index: an item whose source_id it holds must declare\n'
+        '                      the type its documents have by provenance, else it is\n'
+        '                      refused (file:line)\n'
+        '  --request-id <str>  an id for this write (1 to 200 printable characters):\n'
+        '                      run again with the same id and the same input, it is not\n'
+        '                      applied twice (the store keeps the ids of its last\n'
+        '                      10,000 writes); the same id with other input is an error\n'
+        '  --help              Show this message and exit.\n'
     ),
     'provenance': (
         'Usage: credrank provenance [OPTIONS] COMMAND [ARGS]...\n'
@@ -1189,8 +1207,9 @@ HELP: dict[str, str] = {
         '                                  verified > published; never\n'
         '                                  modified/retrieved): half_life=365d[,now=202\n'
         '                                  6-01-01][,undated=neutral|neutral:W|penalty:\n'
-        '                                  W|exclude][,config=FILE]; durations Nd, Nw,\n'
-        '                                  Ny (365.25 d), Nh\n'
+        '                                  W|exclude][,config=FILE][,lineage=off|cites]\n'
+        '                                  ; durations Nd, Nw, Ny (365.25 d), Nh; a\n'
+        '                                  date after now is an unknown age, as undated\n'
         '  --stance-model <path>           a model file of `credrank stance fit`: adds\n'
         '                                  the factor agreement (claim-style queries:\n'
         "                                  does X help Y?) from each candidate's stance\n"
@@ -1586,6 +1605,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     'priors rollback': frozenset({
         'author',
         'reason',
+        'request_id',
     }),
     'priors show': frozenset({
         'history',
@@ -1593,7 +1613,9 @@ OPTIONS: dict[str, frozenset[str]] = {
     }),
     'priors update': frozenset({
         'author',
+        'index',
         'reason',
+        'request_id',
         'step',
     }),
     'provenance': frozenset({

@@ -17,7 +17,6 @@ from credrank.documents.fields import (
 from credrank.documents.files import BOM, format_suffix, open_binary
 from credrank.documents.formats.jsonl import jsonl_records
 from credrank.documents.records import CorpusError
-from credrank.evaluate.metrics import RELEVANCE_RANGE
 
 
 @dataclass(frozen=True)
@@ -163,6 +162,12 @@ def _read_qrels(path: str | Path, split: str | None
         raise CorpusError(listing(f"{p}: {len(errors)} bad qrels lines", errors, SHOWN))
     return qrels, rows
 
+
+
+#: the relevance range of a judgement: trec_eval's (a C ``int``: a larger value overflows
+#: there and silently scores 0); :func:`credrank.evaluate.metrics.validate_qrels` checks the
+#: same range
+RELEVANCE_RANGE = (-(2**31), 2**31 - 1)
 
 
 def _relevance(text: str) -> tuple[int, str | None]:

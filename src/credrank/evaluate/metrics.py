@@ -2,8 +2,13 @@
 
 Data shapes (the ``ir_measures`` / ``pytrec_eval`` dict forms):
 
-* ``Qrels = dict[qid, dict[docid, int]]``: graded gains, ``>= 0``; a document is *relevant*
-  when its gain is ``> 0``. The qids of the qrels are the evaluated topic set.
+* ``Qrels = dict[qid, dict[docid, int]]``: graded gains, integers in
+  :data:`credrank.documents.judgements.RELEVANCE_RANGE` (trec_eval's C ``int``: a larger value
+  overflows there and silently scores 0), the range :func:`~credrank.documents.read_qrels`
+  reads; a document is *relevant* when its gain is ``> 0``. A gain ``<= 0``
+  is a judged non-relevant document (the TREC convention: the Web track's ``-2`` = spam), and
+  the ranking measures count it as gain ``0``, as ``trec_eval`` does. The qids of the qrels
+  are the evaluated topic set.
 * ``Run = dict[qid, dict[docid, float]]``: higher score = better rank. Ties are ordered as
   ``trec_eval`` orders them (score descending, then docid descending); build runs from ranked
   lists with :func:`run_from_rankings`, whose rank-derived scores ``n - rank`` cannot tie.
@@ -32,6 +37,7 @@ from credrank.core.errors import FileFormatError
 from credrank.core.extras import missing_extra
 from credrank.core.structured import read_text
 from credrank.core.validation import check_choice, check_int
+from credrank.documents.judgements import RELEVANCE_RANGE
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
@@ -72,7 +78,7 @@ def _validate_nested(data: Mapping[str, Mapping[str, object]], name: str, value_
 
 
 def _gain(value: object, where: str) -> int:
-    return check_int(f"{where}: gain", value, 0)
+    return check_int(f"{where}: gain", value, *RELEVANCE_RANGE)
 
 
 def _score(value: object, where: str) -> float:
@@ -86,7 +92,9 @@ def _score(value: object, where: str) -> float:
 
 
 def validate_qrels(qrels: Mapping[str, Mapping[str, int]], name: str = "qrels") -> Qrels:
-    """Check and copy qrels: str ids, int gains ``>= 0`` (bool rejected)."""
+    """Check and copy qrels: str ids, int gains in
+    :data:`~credrank.documents.judgements.RELEVANCE_RANGE` (bool rejected; a gain ``<= 0`` is
+    non-relevant)."""
     return _validate_nested(qrels, name, "gain", _gain)
 
 
@@ -234,7 +242,8 @@ for _family, _pattern, _direction, _text in (
      "share of the top k that is a labelled bad document (denominator k)"),
     ("P@k", r"P@\d+", "higher", "precision at k"),
     ("nDCG@k", r"nDCG(@\d+)?", "higher", "normalised discounted cumulative gain"),
-    ("RR", r"RR(@\d+)?", "higher", "reciprocal rank of the first relevant document"),
+    ("RR", r"RR", "higher", "reciprocal rank of the first relevant document (no cutoff: "
+     "pytrec_eval computes RR over the whole ranking)"),
     ("AP", r"AP(@\d+)?", "higher", "average precision"),
     ("R@k", r"R@\d+", "higher", "recall at k"),
     ("coverage@k", r"coverage@\d+", "higher",
@@ -272,6 +281,16 @@ def _provider() -> Any:
     return provider
 
 
+def _check_cutoff(text: str, cutoff: object) -> None:
+    """Refuse a cutoff that is not an integer ``k >= 1`` before any evaluator sees it
+    (``pytrec_eval`` aborts the whole process on ``@0``)."""
+    if cutoff is None:
+        return
+    if isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1:
+        raise ValueError(f"measures: {text!r} needs an integer cutoff k >= 1 after '@'; "
+                         f"got {cutoff!r}")
+
+
 def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[str]]]:
     if isinstance(measures, str) or not isinstance(measures, Sequence) or not measures:
         raise ValueError(f"measures: expected a non-empty list of measure strings; "
@@ -285,8 +304,7 @@ def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[s
         match = _HARMFUL.fullmatch(text)
         if match:
             k = int(match.group(1))
-            if k < 1:
-                raise ValueError(f"measures: {text!r} needs k >= 1")
+            _check_cutoff(text, k)
             harmful[text] = k
             continue
         if provider is None:
@@ -297,7 +315,13 @@ def _parse(measures: Sequence[str]) -> tuple[dict[str, int], dict[object, list[s
             raise ValueError(
                 f"measures: cannot parse {text!r} ({exc}); expected an ir_measures string "
                 "such as 'P@5', 'nDCG@10', 'RR', or 'harmful@5'") from None
-        if not provider.supports(measure):
+        _check_cutoff(text, measure.params.get("cutoff"))
+        try:
+            supported = provider.supports(measure)
+        except Exception as exc:  # ir_measures asserts on parameters it cannot take
+            raise ValueError(f"measures: {text!r} has parameters pytrec_eval cannot take "
+                             f"({exc or type(exc).__name__})") from None
+        if not supported:
             raise ValueError(f"measures: {text!r} is not computed by pytrec_eval (the only "
                              "provider used, so that ties are broken as trec_eval does)")
         parsed.setdefault(measure, []).append(text)
@@ -340,7 +364,8 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[s
         scored = [q for q in answerable if checked_run.get(q)]
         values: dict[object, dict[str, float]] = {m: {} for m in parsed}
         if scored:
-            sub_qrels = {q: checked_qrels[q] for q in scored}
+            sub_qrels = {q: {d: max(g, 0) for d, g in checked_qrels[q].items()}
+                         for q in scored}  # gain <= 0: non-relevant, gain 0
             sub_run = {q: checked_run[q] for q in scored}
             for metric in _provider().iter_calc(list(parsed), sub_qrels, sub_run):
                 value = float(metric.value)
@@ -388,13 +413,15 @@ def _shown(text: str) -> str:
 
 
 def read_run(path: str | Path) -> Run:
-    """Read a TREC run file (6 whitespace-separated fields per line; blank lines skipped).
+    """Read a TREC run file (6 whitespace-separated fields per line; blank lines skipped; one
+    run tag for the whole file).
 
     The file is read by :func:`credrank.core.structured.read_text` (UTF-8 with a UTF-8
     byte-order mark accepted, at most ``MAX_FILE_BYTES``, no NUL byte); a score must be a
     finite number. Errors are :class:`~credrank.core.errors.FileFormatError` (a
     ``ValueError``) naming ``file:line``."""
     run: Run = {}
+    first_tag: tuple[str, int] | None = None
     text = read_text(path, what="TREC run", error=FileFormatError)
     for lineno, line in enumerate(text.splitlines(), 1):
         fields = line.split()
@@ -403,7 +430,13 @@ def read_run(path: str | Path) -> Run:
         if len(fields) != 6:
             raise FileFormatError(f"{path}:{lineno}: expected 6 fields 'qid Q0 docid rank "
                                   f"score tag'; got {len(fields)}: {_shown(line)}")
-        qid, _, docid, _, score_text, _ = fields
+        qid, _, docid, _, score_text, tag = fields
+        first_tag = first_tag or (tag, lineno)
+        if tag != first_tag[0]:
+            raise FileFormatError(f"{path}:{lineno}: expected one run per file, the tag "
+                                  f"{_shown(first_tag[0])} of line {first_tag[1]}; got the "
+                                  f"tag {_shown(tag)} (two runs in one file would be scored "
+                                  "as one)")
         try:
             score = float(score_text)
         except ValueError:

@@ -8,6 +8,7 @@ directions from the registry.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -91,12 +92,13 @@ def plot_metric_bars(table: ResultTable, path: Path, name: str) -> None:
     plt.close(fig)
 
 
-def plot_wins(table: ResultTable, path: Path, name: str) -> None:
+def plot_wins(table: ResultTable, path: Path, name: str) -> bool:
     """Per-query wins / losses / ties against the baseline (a win is an improvement in the
-    measure's direction), per system and measure."""
+    measure's direction), per system and measure; ``False`` (nothing written) when the table
+    has no system besides the baseline."""
     rows = [r for r in table.rows if r.system != table.baseline]
     if not rows:
-        return
+        return False
     plt = _plt()
     fig, axes = plt.subplots(1, len(table.columns), figsize=(4.2 * len(table.columns), 4.8),
                              squeeze=False)
@@ -117,6 +119,7 @@ def plot_wins(table: ResultTable, path: Path, name: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def plot_sweep(table: ResultTable, path: Path, name: str) -> None:
@@ -173,34 +176,97 @@ def write_per_query(result: BenchResult, path: Path) -> Path:
     return path
 
 
-def _write_experiments(result: BenchResult, out: Path) -> None:
+def _write_experiments(result: BenchResult, out: Path) -> list[Path]:
     """TREC runs (``runs/<system>.run`` for the main table, ``runs/<table>/<system>.run`` for
-    others), ``runs/qrels.txt`` and ``per_query.csv`` (:func:`write_per_query`)."""
+    others), ``runs/qrels.txt`` and ``per_query.csv`` (:func:`write_per_query`); the files
+    written."""
+    written: list[Path] = []
     if result.qrels is not None:
-        write_qrels(result.qrels, out / "runs" / "qrels.txt")
+        written.append(out / "runs" / "qrels.txt")
+        write_qrels(result.qrels, written[-1])
     for key, exp in result.experiments.items():
         folder = out / "runs" if key == "results" else out / "runs" / _slug(key)
         folder.mkdir(parents=True, exist_ok=True)
         for system, run in exp.runs.items():
-            write_run(run, folder / f"{_slug(system)}.run", tag=_slug(system))
-    write_per_query(result, out / "per_query.csv")
+            written.append(folder / f"{_slug(system)}.run")
+            write_run(run, written[-1], tag=_slug(system))
+    written.append(write_per_query(result, out / "per_query.csv"))
+    return written
 
 
-def _images(result: BenchResult, table: ResultTable, out: Path) -> list[str]:
-    """Plot ``table`` when it has something to plot; the Markdown image lines."""
+def _images(result: BenchResult, table: ResultTable, out: Path) -> list[tuple[str, Path]]:
+    """Plot ``table`` when it has something to plot; ``(label, file)`` of each image
+    written."""
     if table.kind == "sweep":
         plot_sweep(table, out / f"{table.key}.png", result.name)
-        return [f"![{table.key}]({table.key}.png)"]
+        return [(table.key, out / f"{table.key}.png")]
     if table.key in result.experiments:
         prefix = "" if table.key == "results" else f"{_slug(table.key)}-"
-        plot_metric_bars(table, out / f"{prefix}metrics.png", f"{result.name}, {table.title}")
-        plot_wins(table, out / f"{prefix}wins.png", f"{result.name}, {table.title}")
-        return [f"![metrics]({prefix}metrics.png)", "", f"![wins]({prefix}wins.png)"]
+        title = f"{result.name}, {table.title}"
+        plot_metric_bars(table, out / f"{prefix}metrics.png", title)
+        images = [("metrics", out / f"{prefix}metrics.png")]
+        if plot_wins(table, out / f"{prefix}wins.png", title):
+            images.append(("wins", out / f"{prefix}wins.png"))
+        return images
     return []
 
 
+def _image_lines(images: list[tuple[str, Path]]) -> list[str]:
+    """The Markdown lines of ``images`` (``![metrics](metrics.png)``), a blank line between."""
+    lines: list[str] = []
+    for label, image in images:
+        lines += [*([""] if lines else []), f"![{label}]({image.name})"]
+    return lines
+
+
+#: the list of the files :func:`write_report` wrote in its folder (``{"bench": name,
+#: "files": [relative paths]}``): what ``--force`` replaces, and nothing else
+MANIFEST = "manifest.json"
 #: what :func:`write_report` writes at the top of its folder (any of them = "holds a report")
-REPORT_FILES = ("report.md", "result.json", "per_query.csv", "runs")
+REPORT_FILES = ("report.md", "result.json", "per_query.csv", "runs", MANIFEST)
+
+
+def listed_files(out: Path, option: str = "--out") -> list[Path]:
+    """The files the report in ``out`` wrote, from its :data:`MANIFEST` (none when there is
+    no manifest). :class:`ValueError` naming ``option`` and the manifest when it is not one,
+    or lists a path outside ``out``."""
+    manifest = out / MANIFEST
+    if not manifest.exists():
+        return []
+    bad = f"{option} {out}: {manifest} is not the file list of a credrank bench report"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{bad} ({type(exc).__name__}); remove it or choose another "
+                         "folder") from None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+        raise ValueError(f"{bad} (expected {{'files': [relative paths]}}); remove it or "
+                         "choose another folder")
+    paths = [out / f for f in files]
+    outside = [f for f, p in zip(files, paths, strict=True)
+               if Path(f).is_absolute() or ".." in Path(f).parts
+               or any(q.is_symlink() for q in p.parents if out in q.parents)]
+    if outside:
+        raise ValueError(f"{bad} (it lists {outside[0]!r}, outside the folder); remove it or "
+                         "choose another folder")
+    return paths
+
+
+def clear_report(out: Path) -> list[Path]:
+    """Remove the files of the report in ``out`` that its :data:`MANIFEST` lists, the
+    manifest, and the sub-folders that this leaves empty; nothing else (a file the user put
+    there stays). Returns the files removed."""
+    removed: list[Path] = []
+    for path in [*listed_files(out), out / MANIFEST]:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(path)
+    folders = {p for f in removed for p in f.parents if out in p.parents}
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty: a file the manifest does not list
+            folder.rmdir()
+    return removed
 
 
 def _missing_parents(out: Path) -> tuple[Path, list[Path]]:
@@ -219,7 +285,11 @@ def prepare_out_dir(out: Path, *, force: bool = False, option: str = "--out") ->
     Creates ``out`` (and missing parents) and writes a probe file there. Raises
     :class:`ValueError` (``"{option} …: expected a folder we can write, got …"``) on an
     existing file, a path under a file or a folder that refuses writes (``/proc``), and when
-    ``out`` already holds a report (any of :data:`REPORT_FILES`) unless ``force``. Returns the
+    ``out`` already holds a report (any of :data:`REPORT_FILES`) unless ``force``; with
+    ``force`` too when that report has no :data:`MANIFEST` (or a damaged one): ``force``
+    replaces the files a listed report wrote (:func:`write_report` clears them), so no file of
+    an earlier bench stays unmarked beside the new report, and never a file it did not
+    write. Returns the
     folders it created, top first, so that a caller whose run fails can remove them again
     (:func:`remove_created`).
     """
@@ -229,8 +299,15 @@ def prepare_out_dir(out: Path, *, force: bool = False, option: str = "--out") ->
     base, missing = _missing_parents(out)
     if not base.is_dir():
         raise ValueError(f"{what} a path under the file {base}")
-    if not missing and not force and any((out / name).exists() for name in REPORT_FILES):
+    holds_report = not missing and any((out / name).exists() for name in REPORT_FILES)
+    if holds_report and not force:
         raise ValueError(f"{option} {out} already holds a report; pass --force to overwrite")
+    if holds_report and not (out / MANIFEST).exists():
+        raise ValueError(f"{option} {out} holds a report without its file list ({MANIFEST}: "
+                         "written by an earlier credrank or by hand), so --force cannot tell "
+                         "its files from yours; remove them or choose another folder")
+    if holds_report:
+        listed_files(out, option)  # a damaged list is named before the run
     created: list[Path] = []
     try:
         for folder in missing:
@@ -241,7 +318,8 @@ def prepare_out_dir(out: Path, *, force: bool = False, option: str = "--out") ->
     except OSError as exc:
         remove_created(created)
         reason = exc.strerror or type(exc).__name__
-        raise ValueError(f"{what} a folder that refuses writes ({reason})") from None
+        raise ValueError(f"{what} a folder that refuses writes ({reason}: "
+                         f"{exc.filename or out})") from None
     return created
 
 
@@ -254,21 +332,40 @@ def remove_created(created: list[Path]) -> None:
             return
 
 
+def report_head(result: BenchResult, command: str = "") -> list[str]:
+    """The first lines of every bench report (``--out``'s ``report.md`` and ``--report``):
+    the bench, the date, the credrank version, the data and the command."""
+    from credrank import __version__
+
+    return [f"# credrank bench {result.name}", "",
+            f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  ",
+            f"Version: credrank {__version__}  ", f"Data: `{result.path}`  ",
+            *([f"Command: `{command}`"] if command else []), ""]
+
+
+def _json(value: object) -> str:
+    """JSON of a report's settings and data, as written (no ``\\u`` escapes)."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def write_report(result: BenchResult, out: Path, command: str = "") -> Path:
-    """Write everything under ``out``; returns the path of ``report.md``."""
+    """Write everything under ``out``; returns the path of ``report.md``.
+
+    The files of an earlier report there that its :data:`MANIFEST` lists are removed first
+    (:func:`clear_report`); the new :data:`MANIFEST` lists every file written."""
     out.mkdir(parents=True, exist_ok=True)
+    clear_report(out)
     (out / "runs").mkdir(exist_ok=True)
     (out / "result.json").write_text(dump_json(result), encoding="utf-8")
-    md = [f"# credrank bench {result.name}", "",
-          f"Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC  ", f"Data: `{result.path}`  ",
-          f"Command: `{command}`" if command else "", "",
-          "## Settings", "", "```json", json.dumps(result.settings, indent=2), "```", "",
-          "## Data", "", "```json", json.dumps(result.summary, indent=2), "```", ""]
+    written = [out / "result.json"]
+    md = [*report_head(result, command),
+          "## Settings", "", "```json", _json(result.settings), "```", "",
+          "## Data", "", "```json", _json(result.summary), "```", ""]
     types = result.details.get("source_types")
     if types:
         md += ["Source types derived from URLs: " + ", ".join(
             f"{k} {v}" for k, v in types.items()), ""]
-    _write_experiments(result, out)
+    written += _write_experiments(result, out)
     if result.main is not None:
         md += ["Tables: mean [95% percentile-bootstrap CI over queries]; for each system, Δ vs "
                "the baseline with the bootstrap CI of the paired difference, the p-value of a "
@@ -277,11 +374,16 @@ def write_report(result: BenchResult, out: Path, command: str = "") -> Path:
     for title, body, key in sections(result):
         md += [f"## {title}", "", body, ""]
         images = _images(result, result.table(key), out) if key is not None else []
-        md += [*images, ""] if images else []
+        written += [image for _, image in images]
+        md += [*_image_lines(images), ""] if images else []
     md += ["## Notes from the data reader", ""] + [f"- {n}" for n in result.notes] + [""]
     limits = result.details.get("limits")  # the bench's own, where it says them
     md += ["## Limits", ""] + [f"- {n}" for n in
                                (limits if isinstance(limits, list) else LIMITS)] + [""]
     path = out / "report.md"
     path.write_text("\n".join(md), encoding="utf-8")
+    written.append(path)
+    files = sorted({p.relative_to(out).as_posix() for p in written if p.is_file()})
+    (out / MANIFEST).write_text(json.dumps({"bench": result.name, "files": files}, indent=1)
+                                + "\n", encoding="utf-8")
     return path

@@ -18,8 +18,11 @@ import hashlib
 import itertools
 import os
 import re
+import tempfile
 import threading
 import warnings
+import zipfile
+import zlib
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -101,6 +104,11 @@ class HashingEmbedder:
         return normalise_rows(out)
 
 
+class CacheWarning(UserWarning):
+    """A damaged embedding cache file was ignored; its vectors are embedded again and the file
+    rewritten (a cache is disposable, so it never stops a run)."""
+
+
 class CachedEmbedder:
     """Any :class:`Embedder` behind a cache of vectors keyed by a hash of each text.
 
@@ -109,22 +117,66 @@ class CachedEmbedder:
     repeated bench runs and cross-validation folds encode each distinct text once. A cached
     vector is exactly what the inner embedder returned. ``name`` and ``dim`` are the inner
     embedder's, so an index or a model built through the cache records the real embedder.
+
+    ``directory`` is checked when the cache is made, before any embedding work
+    (:meth:`check_directory`: created if absent, a probe file written); a cache file that is
+    not one (truncated, another format, vectors of another width) is ignored with a
+    :class:`CacheWarning` naming it, and rebuilt. ``option`` is the caller's name for
+    ``directory`` in messages (``--cache`` for the CLI).
     """
 
-    def __init__(self, inner: Embedder, directory: str | Path | None = None):
+    def __init__(self, inner: Embedder, directory: str | Path | None = None, *,
+                 option: str = "directory"):
         self.inner = inner
         self.name, self.dim = inner.name, inner.dim
-        self.directory = Path(directory) if directory is not None else None
-        self._vectors: dict[str, np.ndarray] = {}
-        if self.directory is not None and self._path().is_file():
-            with np.load(self._path(), allow_pickle=False) as data:
-                keys, vectors = data["keys"], data["vectors"]
-            if vectors.ndim == 2 and vectors.shape == (len(keys), self.dim):
-                self._vectors = {str(k): v for k, v in zip(keys, vectors, strict=True)}
+        self.option = option
+        self.directory = (self.check_directory(directory, option) if directory is not None
+                          else None)
+        self._vectors: dict[str, np.ndarray] = self._load() if self.directory else {}
+
+    @staticmethod
+    def check_directory(directory: str | Path, option: str = "directory") -> Path:
+        """``directory`` as a :class:`Path` once it is a folder the cache can write: created
+        with its missing parents, a probe file written and removed. :class:`ValueError`
+        ``"{option} DIR: expected a folder we can write (the embedding cache), got …"`` on a
+        file, a path under a file or a folder that refuses writes."""
+        path = Path(directory)
+        what = f"{option} {path}: expected a folder we can write (the embedding cache), got"
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{what} a file")
+        base = path
+        while not base.exists() and base.parent != base:
+            base = base.parent
+        if not base.is_dir():
+            raise ValueError(f"{what} a path under the file {base}")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as exc:
+            raise ValueError(f"{what} a folder that refuses writes "
+                             f"({exc.strerror or type(exc).__name__})") from None
+        return path
 
     def _path(self) -> Path:
         assert self.directory is not None
         return self.directory / f"{self.name}-{self.dim}.npz"
+
+    def _load(self) -> dict[str, np.ndarray]:
+        """The vectors of the cache file, or none (a :class:`CacheWarning` naming the file when
+        it is there but is not a cache of this embedder)."""
+        path = self._path()
+        if not path.exists():
+            return {}
+        problem = _read_cache(path, self.dim)
+        if isinstance(problem, str):
+            warnings.warn(CacheWarning(
+                f"{self.option} {self.directory}: ignoring the damaged embedding cache {path} "
+                f"(expected an .npz file of arrays 'keys' and 'vectors' with {self.dim} "
+                f"columns; got {problem}); it is rebuilt as texts are embedded"), stacklevel=3)
+            return {}
+        keys, vectors = problem
+        return {str(k): v for k, v in zip(keys, vectors, strict=True)}
 
     @staticmethod
     def key(text: str) -> str:
@@ -146,11 +198,42 @@ class CachedEmbedder:
 
     def _save(self) -> None:
         assert self.directory is not None
-        self.directory.mkdir(parents=True, exist_ok=True)
         tmp = self._path().with_suffix(".tmp.npz")
-        np.savez(tmp, keys=np.array(list(self._vectors), dtype=str),
-                 vectors=np.vstack(list(self._vectors.values())))
-        os.replace(tmp, self._path())
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, keys=np.array(list(self._vectors), dtype=str),
+                     vectors=np.vstack(list(self._vectors.values())))
+            os.replace(tmp, self._path())
+        except OSError as exc:
+            raise OSError(f"{self.option} {self.directory}: writing the embedding cache "
+                          f"{self._path()} failed ({exc.strerror or exc})") from None
+
+
+def _read_cache(path: Path, dim: int) -> tuple[np.ndarray, np.ndarray] | str:
+    """``(keys, vectors)`` of the cache file ``path`` when it is one (1-D str keys, finite
+    float vectors ``len(keys) × dim``), else what it is instead (for a message)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, ValueError) and "pickle" in str(exc):
+            return "a file numpy cannot read as .npz (no archive, no array)"
+        return f"a file numpy cannot read as .npz ({type(exc).__name__})"
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        return "a single .npy array"
+    try:
+        with data:
+            keys, vectors = data["keys"], data["vectors"]
+    except KeyError as exc:
+        return f"an .npz file without the array {exc}"
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        return f"an .npz file whose arrays cannot be read ({type(exc).__name__})"
+    if keys.ndim != 1 or keys.dtype.kind != "U":
+        return f"keys of dtype {keys.dtype} and shape {keys.shape}"
+    if vectors.shape != (len(keys), dim) or vectors.dtype.kind != "f":
+        return f"vectors of dtype {vectors.dtype} and shape {vectors.shape} for {len(keys)} keys"
+    if not np.isfinite(vectors).all():
+        return "vectors that are not all finite"
+    return keys, vectors
 
 
 EMBEDDERS = ("minilm", "hashing")

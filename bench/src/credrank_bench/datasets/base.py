@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from credrank.core.structured import decode_utf8, read_bytes
+from credrank.core.structured import csv_records, decode_utf8, read_bytes
 from credrank.documents.schema import Document
 from credrank.evaluate.answers import squad_normalize
 
@@ -46,7 +46,6 @@ DEFAULT_PATHS: dict[str, str] = {
 #: the credibility label CAG leaked into NewsPolluted texts (SOURCES.md)
 LEAKED_LABEL = re.compile(r"(High|Middle|Medium|Low) credibility of text: ?", re.IGNORECASE)
 
-_CSV_FIELD_LIMIT = 2**31 - 1
 #: the largest data file a reader takes (bytes, after decompression): every file is read whole
 #: by :func:`read_data_text` (the shared sets are 0.1–18 MB)
 MAX_DATA_BYTES = 2**31 - 1
@@ -194,26 +193,58 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 def read_csv_rows(path: Path, required: tuple[str, ...], what: str = "CSV file"
                   ) -> list[dict[str, str]]:
-    """Rows of a CSV file with a header holding every ``required`` column (empty cells as
-    ``""``; large text fields allowed; the text read by :func:`read_data_text`, a UTF-8
-    byte-order mark dropped); :class:`DatasetError` listing missing columns or naming the line
-    the csv module refused."""
-    text = read_data_text(path, what)
-    old_limit = csv.field_size_limit(_CSV_FIELD_LIMIT)  # for this read only, then restored
+    """Rows of a CSV file with a header holding every ``required`` column: the text read by
+    :func:`read_data_text` (a UTF-8 byte-order mark dropped), then :func:`csv_dict_rows`."""
+    return [row for _, row in csv_dict_rows(read_data_text(path, what), str(path), required,
+                                            what)]
+
+
+def csv_dict_rows(text: str, where: str, required: tuple[str, ...], what: str = "CSV file"
+                  ) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line, {column: value})`` per data row of the CSV ``text`` of file ``where``, read
+    strictly by the product's CSV parser (:func:`credrank.core.structured.csv_records`: a
+    quoted field never closed, a file cut inside one included, is an error naming the line
+    where it began); page text may span lines and be long (up to :data:`MAX_DATA_BYTES`).
+    The header must name every ``required`` column, each column once. A row whose number of
+    cells differs from the header's is an error naming ``file:line`` (never padded or cut);
+    blank lines are skipped; empty cells are ``""``. Every error is a
+    :class:`DatasetError`."""
+    records = csv_records(io.StringIO(text, newline=""), where, error=DatasetError,
+                          may_span=lambda _: True, max_chars=MAX_DATA_BYTES)
+    header: list[str] | None = None
+    old_limit = csv.field_size_limit(MAX_DATA_BYTES)  # for this read only, then restored
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        columns = reader.fieldnames or []
-        missing = [c for c in required if c not in columns]
-        if missing:
-            raise DatasetError(f"{path}: missing column(s) {missing}; expected "
-                               f"{list(required)}; found {columns}")
-        try:
-            return [{k: (v or "") for k, v in row.items() if k is not None} for row in reader]
-        except csv.Error as exc:
-            raise DatasetError(f"{path}:{reader.line_num}: expected well-formed CSV, got a "
-                               f"parse error ({exc})") from None
+        for line, cells in records:
+            if not cells:
+                continue
+            if header is None:
+                header = _csv_header(where, line, cells, required)
+                continue
+            if len(cells) != len(header):
+                raise DatasetError(f"{where}:{line}: expected {len(header)} columns, got "
+                                   f"{len(cells)}")
+            yield line, dict(zip(header, cells, strict=True))
     finally:
         csv.field_size_limit(old_limit)
+    if header is None:
+        raise DatasetError(f"{where}: missing column(s) {list(required)}; expected "
+                           f"{list(required)}; found an empty {what}")
+
+
+def _csv_header(path: str, line: int, cells: list[str], required: tuple[str, ...]
+                ) -> list[str]:
+    """The column names of a CSV header row (stripped, a byte-order mark dropped): each named
+    once, every ``required`` one there; :class:`DatasetError` naming the file otherwise."""
+    header = [c.lstrip("\ufeff").strip() if i == 0 else c.strip() for i, c in enumerate(cells)]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing}; expected {list(required)}; "
+                           f"found {header}")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DatasetError(f"{path}:{line}: header: expected each column named once, got "
+                           f"{twice} more than once")
+    return header
 
 
 def nonempty_text(value: Any) -> str | None:
@@ -254,6 +285,68 @@ def question_qid(rec: Any, seen: dict[str, Any], skips: SkipCounter, *,
                   else "question record without id, question or docs list")
         return None
     return _unique_qid(str(rec["id"]), rec, seen, skips)
+
+
+@dataclass(frozen=True)
+class SetShape:
+    """The fields that identify one pooled set's question records among its neighbours' (the
+    CAG sets share a schema, so a file of one reads as the other without this): a record of
+    the set has every ``record_keys`` field and its documents (the list under ``docs_key``)
+    include one with every ``doc_keys`` field."""
+
+    title: str
+    docs_key: str
+    record_keys: tuple[str, ...] = ()
+    doc_keys: tuple[str, ...] = ()
+
+    def matches(self, rec: Any) -> bool:
+        docs = rec.get(self.docs_key) if isinstance(rec, dict) else None
+        return (isinstance(docs, list) and all(k in rec for k in self.record_keys)
+                and (not self.doc_keys or any(isinstance(d, dict) and all(k in d for k in
+                                                                        self.doc_keys)
+                                              for d in docs)))
+
+    def describe(self) -> str:
+        parts = [f"field {k!r}" for k in self.record_keys]
+        parts += [f"documents under {self.docs_key!r}"
+                  + (f" with {', '.join(repr(k) for k in self.doc_keys)}" if self.doc_keys
+                     else "")]
+        return f"{self.title} question records ({'; '.join(parts)})"
+
+
+#: the identifying shape of each pooled set read from question records (the other sets are
+#: CSV files, a folder or a JSON object, refused by their own columns and types)
+SHAPES: dict[str, SetShape] = {
+    "newspolluted": SetShape("CAG NewsPolluted", "docs", record_keys=("choices",)),
+    "evotemp": SetShape("CAG EvoTemp", "docs", record_keys=("q_date",), doc_keys=("date",)),
+    "cram-nq": SetShape("CrAM NQ", "docs", doc_keys=("is_misinformation",)),
+    "ramdocs": SetShape("RAMDocs", "documents", doc_keys=("type",)),
+}
+
+
+def check_shape(name: str, path: str | Path, records: list[Any]) -> None:
+    """:class:`DatasetError` naming ``path`` when ``records`` hold question records (a
+    question and a list of documents) and none has the shape of set ``name``
+    (:data:`SHAPES`): saying what was expected, what came, and which set the records fit.
+
+    Records that are no question records at all are left to the reader (counted as skipped;
+    a file without any is refused as empty by the bench)."""
+    shape = SHAPES[name]
+    questions = [r for r in records if isinstance(r, dict) and r.get("question") is not None
+                 and any(isinstance(r.get(k), list) for k in ("docs", "documents"))]
+    if not questions or any(shape.matches(r) for r in questions):
+        return
+    keys = sorted({k for r in questions for k in r})
+    doc_keys = sorted({k for r in questions for list_key in ("docs", "documents")
+                       if isinstance(r.get(list_key), list) for d in r[list_key]
+                       if isinstance(d, dict) for k in d})
+    fits = [other for other, s in SHAPES.items()
+            if other != name and sum(s.matches(r) for r in questions) * 2 > len(questions)]
+    guess = (f": is this {SHAPES[fits[0]].title}, the data of bench {fits[0]}?" if fits
+             else "")
+    raise DatasetError(f"{path}: expected {shape.describe()}; got {len(questions)} question "
+                       f"records without them (record fields {keys[:12]}, document fields "
+                       f"{doc_keys[:12]}){guess}")
 
 
 def contains_answer(text: str, answers: list[str]) -> bool:

@@ -33,10 +33,13 @@ def _coaid_files(p: Path) -> list[tuple[str, str, Path]]:
     for f in files:
         m = _COAID_FILE.fullmatch(f.name)
         if not m:
-            raise DatasetError(f"path: {f.name} is not a CoAID News{{Fake,Real}}COVID-19.csv")
+            raise DatasetError(f"{f}: expected a CoAID News{{Fake,Real}}COVID-19.csv, got the "
+                               f"file name {f.name!r}")
         out.append((f.parent.name, m[1].lower(), f))
     if not out:
-        raise DatasetError(f"path: no News{{Fake,Real}}COVID-19.csv under {p}")
+        raise DatasetError(f"{p}: expected the CoAID root (release folders holding "
+                           "News{Fake,Real}COVID-19.csv), got a folder with no "
+                           "News{Fake,Real}COVID-19.csv in it")
 
     def release_key(item: tuple[str, str, Path]) -> tuple[Any, ...]:
         m = re.fullmatch(r"(\d{2})-(\d{2})-(\d{4})", item[0])

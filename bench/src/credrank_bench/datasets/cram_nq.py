@@ -14,6 +14,7 @@ from credrank_bench.datasets.base import (
     EvalSet,
     PoolBuilder,
     SkipCounter,
+    check_shape,
     contains_answer,
     iter_jsonl,
     nonempty_text,
@@ -37,7 +38,9 @@ def read_cram_nq(path: str | Path) -> EvalSet:
     out = PoolBuilder("cram-nq")
     n_records = cnn_fakes = n_fakes = 0
     fake_first = 0
-    for lineno, rec in iter_jsonl(path):
+    rows = list(iter_jsonl(path))
+    check_shape("cram-nq", path, [rec for _, rec in rows])
+    for lineno, rec in rows:
         n_records += 1
         qid = question_qid(rec, seen, skips, need_answers=True)
         if qid is None:

@@ -12,6 +12,7 @@ from credrank_bench.datasets.base import (
     EvalSet,
     PoolBuilder,
     SkipCounter,
+    check_shape,
     load_json_list,
     nonempty_text,
     parse_day,
@@ -31,6 +32,7 @@ def read_evotemp(path: str | Path) -> EvalSet:
     ``query_labels[qid]['q_date']`` and to each document's ``doc_labels['q_date']``.
     """
     records = load_json_list(path)
+    check_shape("evotemp", path, records)
     skips = SkipCounter()
     seen: dict[str, Any] = {}
     out = PoolBuilder("evotemp")

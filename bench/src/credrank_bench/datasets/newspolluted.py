@@ -11,6 +11,7 @@ from credrank_bench.datasets.base import (
     EvalSet,
     PoolBuilder,
     SkipCounter,
+    check_shape,
     load_json_list,
     nonempty_text,
     question_qid,
@@ -28,6 +29,7 @@ def read_newspolluted(path: str | Path) -> EvalSet:
     text and title *before* a Document is built (:func:`strip_leaked_label`). No provenance.
     """
     records = load_json_list(path)
+    check_shape("newspolluted", path, records)
     skips = SkipCounter()
     seen: dict[str, Any] = {}
     out = PoolBuilder("newspolluted")

@@ -10,6 +10,7 @@ from credrank_bench.datasets.base import (
     EvalSet,
     PoolBuilder,
     SkipCounter,
+    check_shape,
     iter_jsonl,
     nonempty_text,
 )
@@ -28,7 +29,9 @@ def read_ramdocs(path: str | Path) -> EvalSet:
     skips = SkipCounter()
     out = PoolBuilder("ramdocs")
     n_records = both = 0
-    for lineno, rec in iter_jsonl(path):
+    rows = list(iter_jsonl(path))
+    check_shape("ramdocs", path, [rec for _, rec in rows])
+    for lineno, rec in rows:
         n_records += 1
         if not isinstance(rec, dict) or not isinstance(rec.get("documents"), list) \
                 or nonempty_text(rec.get("question")) is None:

@@ -21,7 +21,7 @@ from credrank.evaluate.result import BenchResult
 from credrank.generate.llm import ExtractiveReader, Generator, OpenAICompatibleGenerator
 from credrank.generate.local import SmolLM2Generator
 from credrank.index.embed import CachedEmbedder, Embedder, get_embedder
-from credrank_bench.datasets import EvalSet
+from credrank_bench.datasets import DatasetError, EvalSet
 from credrank_bench.datasets.poisonedrag import PREFIXES, read_poisonedrag
 from credrank_bench.experiments.bench import (
     PathKind,
@@ -131,7 +131,7 @@ class Bench:
 
 def _embedder(o: BenchOptions) -> Embedder:
     """The named embedder behind the one embedding cache (on disk with ``--cache``)."""
-    return CachedEmbedder(get_embedder(o.embedder), o.cache_dir)
+    return CachedEmbedder(get_embedder(o.embedder), o.cache_dir, option="--cache")
 
 
 def _oracle_section(result: BenchResult, pools: dict[str, Candidates], evalset: EvalSet,
@@ -306,11 +306,12 @@ def _goldengaze(o: BenchOptions) -> BenchResult:
         "goldengaze-hosts", str(o.path), {"seed": o.seed}, out["data"],
         ["hosts are sources, topics are questions; a host's answer is 'helpful' when the mean "
          "helpful_probability of its pages is > 0.5 (a stance model's prediction, not a human "
-         "label); the known correct stances are read only to score and as anchors"],
+         "label); the known correct stances are read only to score and as anchors",
+         *out["notes"]],
         per_unit=out["per_unit"])
     for table in goldengaze_tables(out):
         result.add_table(table)
-    result.details.update(_without(out, "data", "per_unit"))
+    result.details.update(_without(out, "data", "per_unit", "notes"))
     return result
 
 
@@ -365,6 +366,18 @@ BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("ra-rag-simulation", _simulation, False, "the RA-RAG simulation protocol",
           embeds=False),
 )}
+
+
+def flagged(message: str, options: BenchOptions) -> str:
+    """A reader's ``message``, which begins with the file it read, begun with the option that
+    named that file (``--path`` or ``--corpus``; a file inside a ``--path`` folder too); as it
+    is when it begins with neither (a default file the bench chose says so itself)."""
+    named = [(str(p), opt) for p, opt in ((options.path, "--path"), (options.corpus, "--corpus"))
+             if p is not None]
+    for prefix, option in sorted(named, key=lambda item: len(item[0]), reverse=True):
+        if message == prefix or message.startswith((f"{prefix}:", f"{prefix}/")):
+            return f"{option} {message}"
+    return message
 
 
 def run_bench(name: str, options: BenchOptions) -> BenchResult:
@@ -428,6 +441,8 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
                          f"{options.seed}")
     path = (check_path(name, options.path, kind=bench.path_kind) if bench.needs_path
             else None)
+    if embeds and options.cache_dir is not None:  # before the model loads and the work starts
+        CachedEmbedder.check_directory(options.cache_dir, "--cache")
     # what was not written and this bench does not use (a credrank.toml's default for every
     # command) is dropped, never checked
     machine_text = (options.machine_text and name in MACHINE_TEXT_BENCHES
@@ -446,11 +461,14 @@ def run_bench(name: str, options: BenchOptions) -> BenchResult:
     corpus = (check_path(name, corpus, required=False, option="--corpus")
               if bench.uses_corpus else None)
     options = replace(options, path=path, corpus=corpus, machine_text=machine_text)
-    if bench.counts_steps:
-        result = bench.run(options)
-    else:
-        with one_step(options.on_progress, f"bench {name}"):
+    try:
+        if bench.counts_steps:
             result = bench.run(options)
+        else:
+            with one_step(options.on_progress, f"bench {name}"):
+                result = bench.run(options)
+    except DatasetError as exc:
+        raise DatasetError(flagged(str(exc), options)) from None
     # the limits of this bench's data and of this run's settings (JSON data; the reports'
     # section "Limits")
     result.details["limits"] = bench_limits(result)

@@ -34,7 +34,7 @@ from credrank.evaluate.experiment import System
 from credrank.evaluate.tables import Cell, Column, ResultTable, Row, descriptive_table
 from credrank.provenance import SourceTyper
 from credrank.signals.prior import PriorTable, load_priors
-from credrank_bench.datasets import read_coaid
+from credrank_bench.datasets import DatasetError, read_coaid
 
 #: predicted probabilities are clipped to [LOG_LOSS_EPS, 1 − LOG_LOSS_EPS] in the log-loss
 LOG_LOSS_EPS = 1e-6
@@ -199,6 +199,10 @@ def evaluate_fitted_priors(
     releases, reader_notes = _release_items(path)
     folders = list(releases)
     if train_folders is None:
+        if len(folders) < 2:
+            raise DatasetError(f"{path}: expected the CoAID root with at least 2 release "
+                               "folders (fit on the earlier, test on the later); got "
+                               f"{len(folders)}: {folders}")
         train = folders[: math.ceil(len(folders) / 2)]
     else:
         train = list(train_folders)

@@ -945,7 +945,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                           else os.cpu_count() or 1, 8))
     t0 = time.perf_counter()
-    emb = CachedEmbedder(get_embedder(args.embedder), args.cache)
+    emb = CachedEmbedder(get_embedder(args.embedder), args.cache, option="--cache")
 
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - t0:6.0f} s] {message}", file=sys.stderr, flush=True)

@@ -36,12 +36,11 @@ them pushes every prediction away from the truth (a known leave-one-out artefact
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import math
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +57,12 @@ from credrank.reliability.estimate import (
     iterate_weighted_majority,
 )
 from credrank.reliability.vote import majority_matrix
-from credrank_bench.datasets.base import MAX_DATA_BYTES, data_file, decode_data
+from credrank_bench.datasets.base import (
+    MAX_DATA_BYTES,
+    csv_dict_rows,
+    data_file,
+    decode_data,
+)
 
 LABELS: tuple[str, str] = ("helpful", "unhelpful")
 REQUIRED = ("topic_id", "correct_stance", "host", "helpful_probability")
@@ -74,20 +78,27 @@ class GoldenGazeHosts:
     truth: np.ndarray
     mean_probability: np.ndarray
     pages: np.ndarray
+    #: the data rows (pages) read, skipped ones included
+    rows: int = 0
+    #: what was read and skipped (the reader's notes)
+    notes: tuple[str, ...] = ()
 
     def encoded(self) -> EncodedAnswers:
         return EncodedAnswers(self.hosts, self.topics, self.classes,
                               tuple(LABELS for _ in self.topics))
 
 
-def _read_row(path: Path, line: int, row: dict[Any, Any], width: int,
-              sums: dict[tuple[str, str], list[float]], truth: dict[str, str]) -> None:
-    """One row into ``sums`` (host, topic → [sum, pages]) and ``truth``; errors name
-    ``path:line`` (a short row was a ``TypeError`` traceback)."""
-    if None in row or None in row.values():  # csv: extra cells under None, missing as None
-        got = width + len(row.get(None) or ()) - sum(v is None for v in row.values())
-        raise ValueError(f"{path}:{line}: expected {width} columns, got {got}")
+def _read_row(path: Path, line: int, row: dict[str, str],
+              sums: dict[tuple[str, str], list[float]], truth: dict[str, str]) -> str | None:
+    """One row into ``sums`` (host, topic → [sum, pages]) and ``truth``; the reason a row is
+    skipped (counted in the notes: an empty ``host`` or ``topic_id`` is no source or no
+    question, and would merge unrelated pages into one), else ``None``. Errors name
+    ``path:line``."""
     topic, stance, host = row["topic_id"], row["correct_stance"], row["host"]
+    if not topic.strip():
+        return "row without topic_id"
+    if not host.strip():
+        return "row without host"
     try:
         p = float(row["helpful_probability"])
     except ValueError:
@@ -104,6 +115,7 @@ def _read_row(path: Path, line: int, row: dict[Any, Any], width: int,
     acc = sums.setdefault((host, topic), [0.0, 0.0])
     acc[0] += p
     acc[1] += 1
+    return None
 
 
 def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
@@ -126,14 +138,13 @@ def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
     text = decode_data(raw, str(path))  # the readers' one decoding rule: file, line, byte
     sums: dict[tuple[str, str], list[float]] = {}
     truth: dict[str, str] = {}
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-    if missing:
-        raise ValueError(f"{path}:1: header: missing columns {missing}; expected "
-                         f"{REQUIRED}")
-    width = len(reader.fieldnames or [])
-    for row in reader:
-        _read_row(path, reader.line_num, row, width, sums, truth)
+    skipped: Counter[str] = Counter()
+    n_rows = 0
+    for line, row in csv_dict_rows(text, str(path), REQUIRED, "Golden-Gaze CSV"):
+        n_rows += 1
+        reason = _read_row(path, line, row, sums, truth)
+        if reason is not None:
+            skipped[reason] += 1
     topics = tuple(sorted(truth, key=lambda t: (len(t), t)))
     hosts = tuple(sorted({h for h, _ in sums}))
     h_index = {h: i for i, h in enumerate(hosts)}
@@ -145,7 +156,10 @@ def load_goldengaze(path: str | Path) -> GoldenGazeHosts:
         pages[h_index[h], t_index[t]] = int(count)
     classes = np.where(pages > 0, np.where(mean > 0.5, 0, 1), -1).astype(np.int64)
     y = np.array([LABELS.index(truth[t]) for t in topics], dtype=np.int64)
-    return GoldenGazeHosts(hosts, topics, classes, y, mean, pages)
+    notes = [f"read {n_rows} rows (pages) → {len(sums)} host × topic answers of "
+             f"{len(hosts)} hosts on {len(topics)} topics",
+             *(f"skipped {n}: {reason}" for reason, n in sorted(skipped.items()))]
+    return GoldenGazeHosts(hosts, topics, classes, y, mean, pages, n_rows, tuple(notes))
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,7 +337,7 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
 
 def _accuracy_entry(pred: np.ndarray, y: np.ndarray, baseline: np.ndarray) -> dict[str, Any]:
     correct = pred == y
-    lo, hi = wilson(int(correct.sum()), len(y), z=1.96)
+    lo, hi = wilson(int(correct.sum()), len(y))  # the one z of credrank.evaluate.stats
     base = baseline == y
     return {"accuracy": float(correct.mean()), "correct": int(correct.sum()), "n": len(y),
             "ci95": [lo, hi], "wins_vs_majority": int(np.sum(correct & ~base)),
@@ -445,8 +459,10 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
             per_unit["anchored_few"].setdefault(name, {})[f"{size} anchors"] = {
                 f"repeat {r + 1}": v for r, v in enumerate(vals)}
 
-    result = {
-        "data": {"path": str(path), "hosts": len(data.hosts), "topics": n_t,
+    result: dict[str, Any] = {
+        "notes": list(data.notes),
+        "data": {"path": str(path), "rows": data.rows, "answers": int(answered.sum()),
+                 "hosts": len(data.hosts), "topics": n_t,
                  "hosts_min_topics": int(eligible.sum()), "min_host_topics": min_host_topics,
                  "helpful_share_of_answers": float((m == 0).sum() / max(answered.sum(), 1)),
                  "helpful_topics": int((y == 0).sum())},
@@ -456,7 +472,9 @@ def run_goldengaze(path: str | Path, *, seed: int = 0, anchor_sizes: tuple[int, 
         "anchored_loto": loto,
         "anchored_filters": filters,
         "post_hoc": POST_HOC,
-        "anchored_few": {"sizes": [s for s in anchor_sizes if 0 < s < n_t], "repeats": repeats,
+        "anchored_few": {"sizes": [s for s in anchor_sizes if 0 < s < n_t],
+                         "sizes_left_out": [s for s in anchor_sizes if not 0 < s < n_t],
+                         "repeats": repeats,
                          "seed": seed, "accuracy": few},
         "per_unit": per_unit,
     }
@@ -543,5 +561,8 @@ def goldengaze_tables(res: dict[str, Any]) -> list[ResultTable]:
          for name, accs in few["accuracy"].items()],
         baseline=MAJORITY if MAJORITY in few["accuracy"] else None,
         notes=[f"Mean accuracy on the non-anchor topics over {few['repeats']} random anchor "
-               f"sets per size (seed {few['seed']})."])
+               f"sets per size (seed {few['seed']})."]
+        + ([f"Anchor sizes {few['sizes_left_out']} left out: this file has "
+            f"{res['data']['topics']} topics, and a size needs at least one topic left to "
+            "test."] if few.get("sizes_left_out") else []))
     return [unsup, loto, filters, corr, few_table]

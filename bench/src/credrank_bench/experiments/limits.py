@@ -11,6 +11,7 @@ number of queries, rows marked ``[reads labels]``, ``--limit``) are made from th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from credrank.evaluate.result import BenchResult
@@ -43,11 +44,6 @@ DATA_LIMITS: dict[str, list[str]] = {
         "patterns at most.",
     ],
     "trec2019-hm": [
-        "Small collection: the dev split holds 15 of TREC 2019 HM's 29 topics and 156 judged "
-        "pages (the other 14 are kept back); intervals are wide and p-values rest on few "
-        "topics.",
-        "150 of the 156 pages come from long-tail 2012 sites that no rule or table types "
-        "(unknown): URL priors can act on a handful of pages only.",
         "Labels: harmful = the page's stance contradicts the Cochrane-based correct_stance "
         "(none on inconclusive topics); gain needs usefulness, NIST credibility and a correct "
         "stance. The dev split is balanced by construction (half of each topic's judged pages "
@@ -60,8 +56,9 @@ DATA_LIMITS: dict[str, list[str]] = {
     "newspolluted": [
         "Per question 1 real news snippet against 3 LLM-written fakes (news of Jul–Dec 2023); "
         "the fakes outnumber the truth in every pool.",
-        "453 fake texts carried the leaked label 'Low credibility of text:'; it is stripped "
-        "before any method sees a text, but other traces of the generator remain.",
+        "Fake texts carry the leaked label 'Low credibility of text:' (453 in the shared "
+        "file; the reader's notes count this file's); it is stripped before any method sees "
+        "a text, but other traces of the generator remain.",
         LLM_FAKES,
         ASSIGNED_PRIORS,
         "The table 'Fitted on the development split's labels' (key label_free): its credibility "
@@ -94,8 +91,9 @@ DATA_LIMITS: dict[str, list[str]] = {
     "evotemp": [
         "Labels: EvoTemp's low credibility mixes outdated and false documents; answers do not "
         "always agree with the high-credibility documents.",
-        "About 37% of the documents are undated (published_at None, never 'now'): the "
-        "unknown-age policy decides their weight as much as the half-life does.",
+        "Many documents are undated (about 37% in the shared file; the reader's notes count "
+        "this file's): published_at None, never 'now', so the unknown-age policy decides "
+        "their weight as much as the half-life does.",
         ASSIGNED_PRIORS,
         "The generator in the loop defaults to the offline extractive reader, which ignores "
         "what the credibility annotations mean.",
@@ -109,7 +107,6 @@ DATA_LIMITS: dict[str, list[str]] = {
         "diversification over the whole pool rewards other questions' documents.",
     ],
     "poisonedrag": [
-        "100 target questions: intervals are wide (details.wilson_95 holds Wilson intervals).",
         "The adversarial texts were LLM-crafted by PoisonedRAG's authors to be retrieved; the "
         "clean corpus is CrAM NQ's real Wikipedia passages (fakes removed), not the corpus "
         "PoisonedRAG attacked, so few targets have a clean passage with their answer and short "
@@ -143,14 +140,6 @@ DATA_LIMITS: dict[str, list[str]] = {
         "for.",
     ],
     "realtimeqa": [
-        "Few questions: the shared data is four weeks of December 2023, 119 multiple-choice "
-        "questions, 20 of them without a search result (scored as failures in 'results', left "
-        "out of 'with_results'): intervals are wide.",
-        "Relevance is a proxy: a document is right when it contains the right choice and no "
-        "wrong one as whole tokens; in the shared weeks only 31 questions have such a "
-        "document.",
-        "In the shared weeks about 97% of the URLs type as established_news, so URL priors "
-        "have little to tell apart.",
         "The offline extractive reader is a poor multiple-choice answerer.",
     ],
     "coaid-priors": [
@@ -165,15 +154,79 @@ DATA_LIMITS: dict[str, list[str]] = {
     "goldengaze-hosts": [
         "A host's answer is the mean helpful_probability of its pages — a stance model's "
         "prediction, not a human label: that model's errors are in every answer.",
-        "50 topics: Wilson intervals are wide.",
         "The anchored rows read the known stances of the other topics (never of the scored "
-        "topic); the post-hoc ridge variant was picked on these same 50 topics (optimistic).",
+        "topic); the post-hoc ridge variant was picked on the 50 topics of the shared file "
+        "(optimistic there).",
     ],
     "ra-rag-simulation": [
         "Synthetic: simulated answers following the RA-RAG protocol (Beta reliabilities, "
         "independent errors but for the copies variant); no real source is measured.",
         "Means over a few simulated sets per scenario (settings.repeats).",
     ],
+}
+
+
+def _count(result: BenchResult, key: str) -> int | None:
+    value = result.summary.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _types(result: BenchResult) -> dict[str, int]:
+    types = result.details.get("source_types")
+    return ({k: v for k, v in types.items() if isinstance(v, int)}
+            if isinstance(types, dict) else {})
+
+
+def _trec_limits(result: BenchResult) -> list[str]:
+    topics, pages = _count(result, "queries"), _count(result, "documents")
+    out = [f"Small collection: this run read {topics} topics and {pages} judged pages (the "
+           "shared dev split holds 15 of TREC 2019 HM's 29 topics and 156 pages; the other 14 "
+           "topics are kept back); intervals are wide and p-values rest on few topics."]
+    unknown = _types(result).get("unknown")
+    if unknown is not None and pages:
+        out.append(f"{unknown} of the {pages} pages come from sites that no rule or table "
+                   "types (unknown; long-tail 2012 sites in the shared split): URL priors can "
+                   "act on the others only.")
+    return out
+
+
+def _realtimeqa_limits(result: BenchResult) -> list[str]:
+    n = _count(result, "queries")
+    without = _count(result, "questions_without_results")
+    relevant = _count(result, "queries_with_relevant")
+    out = [f"Few questions: this run read {n} multiple-choice questions, {without} of them "
+           "without a search result (scored as failures in 'results', left out of "
+           "'with_results'): intervals are wide. (docs/results.md's runs: four weeks of "
+           "December 2023, 119 questions, 20 without a result.)",
+           "Relevance is a proxy: a document is right when it contains the right choice and "
+           f"no wrong one as whole tokens; {relevant} of the {n} questions read have such a "
+           "document."]
+    types = _types(result)
+    total = sum(types.values())
+    if total:
+        share = types.get("established_news", 0) / total
+        out.append(f"{share:.0%} of the {total} search results' URLs type as established_news, "
+                   "so URL priors have little to tell apart." if share >= 0.5 else
+                   f"{share:.0%} of the {total} search results' URLs type as established_news.")
+    return out
+
+
+def _queries_limit(what: str) -> Callable[[BenchResult], list[str]]:
+    def limit(result: BenchResult) -> list[str]:
+        n = _count(result, "queries") if what != "topics" else _count(result, "topics")
+        return [f"{n} {what}: intervals are wide"
+                + (" (details.wilson_95 holds Wilson intervals)." if what == "target questions"
+                   else " (Wilson intervals).")] if n is not None else []
+    return limit
+
+
+#: the limits that state counts of the data this run read (from ``result.summary`` and
+#: ``result.details``), before :data:`DATA_LIMITS`' sentences of the same bench
+RUN_LIMITS: dict[str, Callable[[BenchResult], list[str]]] = {
+    "trec2019-hm": _trec_limits,
+    "realtimeqa": _realtimeqa_limits,
+    "poisonedrag": _queries_limit("target questions"),
+    "goldengaze-hosts": _queries_limit("topics"),
 }
 
 
@@ -201,7 +254,8 @@ def _queries(result: BenchResult) -> int | None:
 def bench_limits(result: BenchResult) -> list[str]:
     """The limits of ``result``'s bench: its data's (:data:`DATA_LIMITS`), then those of the
     run (embedder, size, label-reading rows, ``--limit``)."""
-    out = [line for key in _key(result) for line in DATA_LIMITS.get(key, [])]
+    out = [line for key in _key(result) for line in
+           [*(RUN_LIMITS[key](result) if key in RUN_LIMITS else []), *DATA_LIMITS.get(key, [])]]
     settings: dict[str, Any] = result.settings
     embedder = settings.get("embedder")
     if embedder == "hashing":
@@ -218,10 +272,10 @@ def bench_limits(result: BenchResult) -> list[str]:
         out.append(f"--limit {settings['limit']}: only the first {settings['limit']} "
                    "questions (and, in stress benches, development questions) were used.")
     if _reads_labels(result):
-        out.append("Rows marked [reads labels] read evaluation labels of the items they are "
-                   "scored on (priors assigned from labels, even with noise; oracles): "
-                   "references, not results.")
+        out.append("Rows marked [reads labels] (in JSON: reads_labels true) read evaluation "
+                   "labels of the items they are scored on (priors assigned from labels, even "
+                   "with noise; oracles): references, not results.")
     return out
 
 
-__all__ = ["DATA_LIMITS", "bench_limits"]
+__all__ = ["DATA_LIMITS", "RUN_LIMITS", "bench_limits"]
