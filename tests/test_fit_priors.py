@@ -148,7 +148,7 @@ def test_evaluate_rejects_bad_split(tmp_path):
     d = tmp_path / "05-01-2020"
     d.mkdir()
     (d / "NewsRealCOVID-19.csv").write_text("news_url,title,content\nhttps://a.gov/,t,c\n")
-    with pytest.raises(ValueError, match="train_folders"):
+    with pytest.raises(ValueError, match="at least 2 release folders"):
         evaluate_fitted_priors(tmp_path)
     with pytest.raises(ValueError, match="not found"):
         evaluate_fitted_priors(tmp_path, train_folders=["01-01-2019"])

@@ -299,7 +299,7 @@ def test_shell_block_runs(block: Block, workdir: Path):
             proc = run(["bash", "-c", _script(block, server.port)], workdir, block.where)
     if calls_curl:
         doc = json.loads(proc.stdout)
-        assert doc.get("credrank_search") == 1 and doc["hits"], proc.stdout[:2000]
+        assert doc.get("credrank_search") == 2 and doc["hits"], proc.stdout[:2000]
 
 
 # --------------------------------------------------------------------------------------------

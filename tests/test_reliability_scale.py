@@ -243,7 +243,7 @@ def test_files_the_fast_path_declines_give_the_line_readers_result(write, conten
     ("question_id,source_id,answer\nq1,s1,x\nq2,s1,y,extra\n",
      "a.csv:3: row has more values than the 3 header columns"),
     ("question_id,source_id,answer\nq1,s1,x\nq2\n",
-     "a.csv:3: field 'source_id': expected a non-empty string or integer, got None"),
+     "a.csv:3: field 'source_id': missing; the row ends after 1 of the header's 3 values"),
     ("question_id,source\nq1,s1\n", "a.csv:1: header: expected columns"),
     ("question_id,source_id,answer\n\n", "no answer rows"),
     ("", "a.csv:1: header"),
