@@ -241,7 +241,12 @@ def test_a_citation_after_t_on_ts_own_day_gives_the_time() -> None:
     p = AnnotatedPassage(rank=1, doc_id="x", text="t", tier=2, relevance_tier=2, source_tier=2,
                          source_basis="source_type", downgrade=0, similarity=0.5,
                          after_now=True, document_date="2026-01-01T04:00:00+00:00")
-    assert "date: 2026-01-01T04:00, after T" in citation(p)
+    assert "date: 2026-01-01T04:00Z, after T" in citation(p)
+    undated_wrapper = AnnotatedPassage(
+        rank=1, doc_id="w", text="t", tier=2, relevance_tier=2, source_tier=2,
+        source_basis="source_type", downgrade=0, similarity=0.5,
+        freshness_date="2020-01-01T00:00:00+00:00", freshness_basis="inherited:o")
+    assert "date:" not in citation(undated_wrapper)  # the origin's date is not its own
     midnight = AnnotatedPassage(rank=1, doc_id="x", text="t", tier=2, relevance_tier=2,
                                 source_tier=2, source_basis="source_type", downgrade=0,
                                 similarity=0.5, after_now=True,

@@ -67,7 +67,7 @@ def test_freshness_date_prefers_observation_and_never_uses_modified_or_retrieved
 def test_future_dates_are_clamped_and_flagged():
     now = datetime(2026, 1, 1, tzinfo=UTC)
     got = freshness_date({"published_at": "2027-06-01"}, now)
-    assert got.clamped and got.date == now
+    assert got.after_now and got.date == now
     assert elapsed_days(now, [got.date, None]).tolist()[0] == 0.0
     assert np.isnan(elapsed_days(now, [None])[0])
 
@@ -80,11 +80,11 @@ def test_the_evidence_date_of_a_date_after_now_is_unknown():
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     late = evidence_date({"published_at": "2027-06-01"}, now)
-    assert late.date is None and late.clamped and late.basis == "published_at"
+    assert late.date is None and late.after_now and late.basis == "published_at"
     assert late.written == datetime(2027, 6, 1, tzinfo=UTC)
     wrapper = evidence_date({"published_at": "2027-06-01"}, now, "w", "2020-01-01",
                             "inherited:o")
-    assert wrapper.date == datetime(2020, 1, 1, tzinfo=UTC) and not wrapper.clamped
+    assert wrapper.date == datetime(2020, 1, 1, tzinfo=UTC) and not wrapper.after_now
     assert wrapper.basis == "inherited:o" and wrapper.written == late.written
     newer = evidence_date({"published_at": "2024-01-01"}, now, "w", "2025-01-01",
                           "inherited:o")

@@ -110,7 +110,8 @@ def test_another_type_for_a_recorded_source_is_refused_and_nothing_applied(tmp_p
     s.update([("government", "cdc.gov", True)])
     with pytest.raises(SourceTypeMismatch, match=r"^feedback\[1\] source_type: expected "
                        r"'government' \(the type source 'cdc.gov' was recorded with when "
-                       r"first seen\), got 'blog'") as caught:
+                       r"first seen; if that type was wrong, roll the store back to a version "
+                       r"before the source was first seen .*\), got 'blog'") as caught:
         s.update([("blog", None, True), ("blog", "cdc.gov", True)])
     assert caught.value.item == 1 and s.current == 1
     with pytest.raises(SourceTypeMismatch, match=r"feedback\[1\] source_type: expected 'blog' "
@@ -273,6 +274,30 @@ def test_a_batch_ranks_every_query_with_the_version_of_its_start(tmp_path, index
     assert priors == [pytest.approx(s.source_priors(1)["cdc.gov"])] * 3
     assert "every query of the batch ranks with its version 1" in " ".join(
         captured.err.split())
+
+
+def test_search_many_ranks_every_query_with_the_version_of_its_start(tmp_path, index):
+    """The library's batch (what the benches call) pins the version as the CLI's batch does:
+    feedback arriving between its queries does not change the priors of the later ones."""
+    from credrank.pipeline.spec import PipelineSpec
+    from credrank.searcher import Searcher
+
+    s = _store(tmp_path)
+    s.update([("government", "cdc.gov", False)])
+    spec = PipelineSpec.from_dict({"stages": [{"stage": "feedback_prior",
+                                               "store": str(s.directory)}]})
+
+    def queries() -> Any:  # feedback arrives after each query is taken
+        for i in range(3):
+            yield f"q{i}", "vitamin d covid"
+            s.update([("government", "cdc.gov", False)])
+
+    with Searcher.open(index) as searcher:
+        versions = [r.info["feedback_prior"]["version"]
+                    for _, r in searcher.search_many(queries(), spec)]
+        pinned, version = searcher.pin_feedback(spec)
+    assert versions == [1, 1, 1] and s.current == 4
+    assert version == 4 and pinned.stage("feedback_prior").params["version"] == 4
 
 
 # -- the service: /feedback checks the index's types; a damaged store is a 503 ------------------

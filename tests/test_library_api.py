@@ -84,6 +84,10 @@ def test_a_text_top_k_beside_a_stated_fetch_k_is_the_specs_error() -> None:
     spec = Searcher.spec(fetch_k=20)
     with pytest.raises(SpecError, match="top_k"):
         with_top(spec, {"top_k": "5"})
+    # a numpy integer is an integer: a top_k above the spec's fetch_k resets it, as 50 does
+    import numpy as np
+
+    assert with_top(spec, {"top_k": np.int64(50)}).top_k == 50
 
 
 def test_searcher_spec_has_no_door_keyword() -> None:

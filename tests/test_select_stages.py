@@ -422,6 +422,12 @@ def test_two_values_of_one_text_are_not_one_exposure_group() -> None:
     with pytest.raises(StageError, match=r"^group_column: the column 'g' holds True \(of 'a'\) "
                        r"and 'True' \(of 'c'\), which would be one group 'True'"):
         ExposureSelect(2, "g", seed=1)(b)
+    # numpy's and Python's integers are one kind: 1 and numpy.int64(1) are one group
+    import numpy as np
+
+    same = Candidates.from_records("q", ["a", "b", "c"], [0.9, 0.8, 0.7],
+                                   metadata=[{"g": 1}, {"g": np.int64(1)}, {"g": 2}])
+    assert ExposureSelect(2, "g", seed=1)(same).info["select"]["n_missing"] == 0
 
 
 def test_a_boolean_protected_value_reads_the_column_as_flags() -> None:

@@ -248,6 +248,14 @@ def test_per_source_retrieval_on_every_backend(tmp_path):
             index_documents(docs, store, EMB, SourceTyper())
             passages = source_passages(store, EMB)("capital", "s2", 5)
             assert sorted(passages) == ["s2 says the capital is Sydney"] * 2
+            # the documents of one source, read by a filtered scroll (what /feedback checks
+            # an item's type against: it read every document of the index)
+            rows = store.read_payloads(None, ("doc_id", "source_type"),
+                                       where={"source_id": "s1"})
+            assert sorted(r["doc_id"] for r in rows) == ["s1-0", "s1-1"]
+            assert {r["source_type"] for r in rows} == {"blog"}
+            with pytest.raises(ValueError, match="where"):
+                store.read_payloads(["s1-0"], where={"source_id": "s1"})
 
 
 # -- manifests and opening ------------------------------------------------------------------------

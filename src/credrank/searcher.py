@@ -290,7 +290,27 @@ class Searcher:
             hint = " (pass its .items())" if isinstance(queries, Mapping) else ""
             raise TypeError(f"queries: expected an iterable of (query id, text) pairs, got "
                             f"{type(queries).__name__}{hint}")
-        return self._search_many(self.pipeline(spec, text).stages, queries)
+        pinned, _ = self.pin_feedback(spec)  # one batch, one version of the priors
+        return self._search_many(self.pipeline(pinned, text).stages, queries)
+
+    def pin_feedback(self, spec: SpecLike = None) -> tuple[PipelineSpec, int | None]:
+        """``(spec, version)``: ``spec`` with a ``feedback_prior`` stage that reads its store's
+        latest version (``version: null``) pinned to the version that is the latest now, and
+        that version; ``(spec, None)`` when there is nothing to pin. A batch
+        (:meth:`search_many`, ``credrank search --queries``) ranks every query with one
+        version of the priors, whatever feedback arrives meanwhile, and a run can be replayed
+        (``feedback_prior.version``)."""
+        from credrank.pipeline.document import flat
+        from credrank.stages.feedback_prior import FeedbackPrior
+
+        spec = as_spec(spec)
+        stage = spec.stage("feedback_prior")
+        if stage is None or stage.params.get("version") is not None:
+            return spec, None
+        built = next(s for s in flat(self.compile(spec).stages) if isinstance(s, FeedbackPrior))
+        built.store.refresh()
+        version = built.store.current
+        return spec.with_params("feedback_prior", {"version": version}), version
 
     def _search_many(self, stages: Sequence[Stage], queries: Iterable[Any]
                      ) -> Iterator[tuple[str, Candidates]]:

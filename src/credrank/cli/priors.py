@@ -219,6 +219,11 @@ def update(store: Annotated[Path, typer.Argument(help="store folder")],
         from credrank.cli.common import index_rows
 
         known = source_types_of(index_rows(index, ("source_id", "source_type")))
+    elif any(sid is not None for _, sid, _ in items):
+        typer.echo("note: without --index, a source seen for the first time is recorded with "
+                   "its item's declared source_type, a claim no index has checked (its prior "
+                   "then applies only to documents of that type); give --index DIR to check "
+                   "it against provenance", err=True)
     fp = _open(store)
     lost = fp.audit_log_lost()
 

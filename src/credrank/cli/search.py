@@ -533,22 +533,14 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
 
 
 def _pinned_feedback(searcher: Searcher, spec: PipelineSpec) -> PipelineSpec:
-    """``spec`` with a ``feedback_prior`` stage that reads the latest version
-    (``version: null``) pinned to the store's current version, said on stderr; ``spec`` as
-    it is otherwise."""
-    from credrank.pipeline.document import flat
-    from credrank.stages.feedback_prior import FeedbackPrior
-
-    stage = spec.stage("feedback_prior")
-    if stage is None or stage.params.get("version") is not None:
-        return spec
-    built = next(s for s in flat(searcher.compile(spec).stages) if isinstance(s, FeedbackPrior))
-    built.store.refresh()
-    version = built.store.current
-    warn(f"feedback store {built.store.directory}: every query of the batch ranks with its "
-         f"version {version}, the latest at the start (feedback_prior.version={version} "
-         "replays it)", label="note:")
-    return spec.with_params("feedback_prior", {"version": version})
+    """``spec`` pinned to its feedback store's current version
+    (:meth:`Searcher.pin_feedback`, as ``search_many`` pins it), said on stderr."""
+    pinned, version = searcher.pin_feedback(spec)
+    if version is not None:
+        warn(f"feedback store: every query of the batch ranks with its version {version}, "
+             f"the latest at the start (feedback_prior.version={version} replays it)",
+             label="note:")
+    return pinned
 
 
 class _Incomplete(Exception):

@@ -174,6 +174,12 @@ class TierPolicy:
         }
 
 
+#: the format version of the ``credrank context --json`` document (docs/json.md): 3 since a
+#: passage's ``clamped`` became ``after_now`` (a date after the evaluation time is an unknown
+#: age)
+CONTEXT_FORMAT = 3
+
+
 @dataclass(frozen=True)
 class ContextDocument:
     """What :func:`build_context` / :func:`annotate` produce: the annotated passages in rank
@@ -210,7 +216,8 @@ class ContextDocument:
         spec under the top-level ``pipeline`` (as ``credrank search --json``: feeding it, or
         the whole document, back with ``--pipeline`` reproduces the ranking)."""
         out: dict[str, Any] = {
-            "credrank_context": 3, "query": self.query, "granularity": self.granularity,
+            "credrank_context": CONTEXT_FORMAT, "query": self.query,
+            "granularity": self.granularity,
             "now": self.now.isoformat(), "policy": {**self.policy.describe(), **self.used},
             "settings": self.settings, "passages": render_json(self.passages),
             "excluded": [{"rank": e.rank, "doc_id": e.doc_id, "reason": e.reason}
@@ -344,7 +351,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
         keep = keep[:top_k]
         last = keep[-1]
     excluded = [Excluded(i + 1, str(batch.doc_ids[i]),
-                         _FUTURE_REASON if fresh[i].clamped else _UNDATED_REASON)
+                         _FUTURE_REASON if fresh[i].after_now else _UNDATED_REASON)
                 for i in range(n) if out[i] and i < last]
     texts = batch.column("text")
     parts = [h["passage"] for h in batch.hits("none")]  # which passage each row is
@@ -366,8 +373,9 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
             source_type=_str(batch.column("source_type")[i]), host=_str(batch.column("host")[i]),
             url=_str(batch.column("url")[i]), title=_str(batch.column("title")[i]),
             freshness_date=_iso(fresh[i].date),
-            freshness_basis=fresh[i].basis, after_now=fresh[i].clamped,
-            document_date=_iso(fresh[i].written or fresh[i].date),
+            freshness_basis=fresh[i].basis, after_now=fresh[i].after_now,
+            document_date=_iso(fresh[i].written if fresh[i].after_now
+                               or fresh[i].basis.startswith("inherited:") else fresh[i].date),
             elapsed_days=None if math.isnan(elapsed[i]) else float(elapsed[i]),
             retrieval_score=float(batch.retrieval_score[i]), score=float(batch.score[i]),
             factors={name: float(v[i]) for name, v in batch.factors.items()},

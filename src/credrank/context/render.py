@@ -204,6 +204,15 @@ def cited_url(url: str) -> str:
     return _UNCITABLE.sub(lambda m: quote(m.group(), safe=""), url)
 
 
+def own_date(p: AnnotatedPassage) -> str | None:
+    """The document's own date: ``document_date``, else its freshness date — except for a
+    wrapper dated by its origin (``inherited:`` basis), whose own date is ``document_date``
+    alone (``None``: undated; the origin's date is the evidence's, not the document's)."""
+    if p.document_date is not None or p.freshness_basis.startswith("inherited:"):
+        return p.document_date
+    return p.freshness_date
+
+
 def citation(p: AnnotatedPassage) -> str:
     """Where a passage comes from, for a generator to cite: ``(source: TYPE; host: HOST;
     url: URL; date: YYYY-MM-DD; passage I of N)`` with what is known (``(source: unknown)``
@@ -217,10 +226,10 @@ def citation(p: AnnotatedPassage) -> str:
         parts.append(f"host: {p.host}")
     if p.url:
         parts.append(f"url: {cited_url(p.url)}")
-    dated = p.document_date or p.freshness_date
-    if dated:  # after T with a time of day: to the minute (T's own day, hours later)
+    dated = own_date(p)
+    if dated:  # after T with a time of day: to the minute, in UTC (T's own day, hours later)
         timed = p.after_now and len(dated) >= 16 and dated[11:16] != "00:00"
-        parts.append(f"date: {dated[:16] if timed else dated[:10]}"
+        parts.append(f"date: {dated[:16] + 'Z' if timed else dated[:10]}"
                      + (", after T" if p.after_now else ""))
     if p.passage is not None and int(p.passage.get("of") or 1) > 1:
         parts.append(f"passage {p.passage.get('number')} of {p.passage.get('of')}")
@@ -270,7 +279,7 @@ def passage_json(p: AnnotatedPassage) -> dict[str, Any]:
                        "tier": p.source_tier, "basis": p.source_basis},
             "freshness": {"date": p.freshness_date, "basis": p.freshness_basis,
                           "after_now": p.after_now,
-                          "document_date": p.document_date or p.freshness_date,
+                          "document_date": own_date(p),
                           "elapsed_days": p.elapsed_days,
                           "downgrade": p.downgrade},
             "ranking": {"retrieval_score": p.retrieval_score, **p.factors,

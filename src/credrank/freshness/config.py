@@ -258,7 +258,7 @@ class FreshnessConfig:
                                                      self.no_decay_classes)) if used)
             notes.append(
                 f"{where}: {tables} name claim classes ({', '.join(named)}), but none of the "
-                f"{n} candidates carries a {CLAIM_CLASS_FIELD}, so they applied to none; give "
+                f"candidates carries a {CLAIM_CLASS_FIELD}, so they applied to none; give "
                 f"the documents the field {CLAIM_CLASS_FIELD} (a corpus record's, or "
                 f"--field KEY={CLAIM_CLASS_FIELD}; candidates[].{CLAIM_CLASS_FIELD}; the "
                 f"adapters' metadata key {CLAIM_CLASS_FIELD}) — an index built before it was "
@@ -267,7 +267,7 @@ class FreshnessConfig:
         if (field_name is not None and field_name != PERSISTENT_FIELD
                 and len(persistent) == n and all(_absent(p) for p in persistent)):
             notes.append(
-                f"{where}: no_decay.field {field_name!r}: none of the {n} candidates carries "
+                f"{where}: no_decay.field {field_name!r}: none of the candidates carries "
                 f"it, so none opted out; the doors fill the document field "
                 f"{PERSISTENT_FIELD} (--field {field_name}={PERSISTENT_FIELD} when indexing, "
                 f"candidates[].{PERSISTENT_FIELD}, fields={{'{PERSISTENT_FIELD}': "

@@ -11,7 +11,7 @@ Chapter 35.7 separates five dates (``observed_at``, ``verified_at``, ``published
    ``retrieved_at`` (when we crawled it; using it would make every page look fresh).
 
 :func:`freshness_date` sets a date after the evaluation time ``T`` to ``T`` and flags it
-(``clamped``): what the citation-chain audit's distortion bound needs (chapter 35.7: a wrapper
+(``after_now``): what the citation-chain audit's distortion bound needs (chapter 35.7: a wrapper
 cannot be dated after ``T``). The ranking and the context read a document's date through
 :func:`evidence_date`, where a date after ``T`` is **no usable age** — unknown, under the
 undated policy, flagged — never the best age: a future date is a data error to show, not a
@@ -92,14 +92,14 @@ class FreshnessDate:
 
     ``date`` is ``None`` (unknown) or aware UTC; ``basis`` is the field it came from
     (``observed_at``, ``verified_at``, ``published_at``, ``inherited:<doc_id>`` when a citation
-    chain supplied it) or ``unknown``; ``clamped`` says the date was after ``T`` (set to ``T``
+    chain supplied it) or ``unknown``; ``after_now`` says the date was after ``T`` (set to ``T``
     by :func:`freshness_date`; ``None``, an unknown age, by :func:`evidence_date`); ``written``
     the document's own date where ``date`` is not it (after ``T``, or a wrapper's origin's
     date): what a citation of the document says."""
 
     date: datetime | None
     basis: str
-    clamped: bool = False
+    after_now: bool = False
     written: datetime | None = None
 
 
@@ -112,7 +112,7 @@ def freshness_date(dates: Mapping[str, Any], now: datetime | None = None,
         value = parse_instant(dates.get(name), f"{where}: field {name!r}")
         if value is not None:
             if now is not None and value > now:
-                return FreshnessDate(now, name, clamped=True, written=value)
+                return FreshnessDate(now, name, after_now=True, written=value)
             return FreshnessDate(value, name)
     return FreshnessDate(None, "unknown")
 
@@ -131,16 +131,16 @@ def evidence_date(dates: Mapping[str, Any], now: datetime | None, where: str = "
     re-measurement), the origin's date — or unknown when every origin it reaches is undated,
     never its own publication date — unless the origin is newer than the document itself (an
     anachronism, a data error: its own date stands, never a boost). A date after ``T`` is an
-    unknown age: ``date`` ``None``, ``clamped`` ``True``, the date in ``written``."""
+    unknown age: ``date`` ``None``, ``after_now`` ``True``, the date in ``written``."""
     fd = freshness_date(dates, now, where)
-    own = fd.written if fd.clamped else fd.date
+    own = fd.written if fd.after_now else fd.date
     if fd.basis not in OWN_EVIDENCE and inherited_basis:
         origin = parse_instant(inherited_at, f"{where}: field 'inherited_at'")
         if origin is None or own is None or origin <= own:
             after = origin is not None and now is not None and origin > now
             return FreshnessDate(None if after else origin, str(inherited_basis), after,
                                  own)
-    if fd.clamped:
+    if fd.after_now:
         return FreshnessDate(None, fd.basis, True, fd.written)
     return fd
 

@@ -503,7 +503,7 @@ class ProvenanceGraph:
             assert pick is not None
             up = self._value[pick[0]]
             self._value[v] = Evidence(
-                FreshnessDate(up.evidence.date, f"inherited:{up.origin}", up.evidence.clamped),
+                FreshnessDate(up.evidence.date, f"inherited:{up.origin}", up.evidence.after_now),
                 up.origin, pick[0], pick[1], up.hops + 1)
             return
         # a cycle: one evidence for all members (module docstring)
@@ -558,7 +558,7 @@ class ProvenanceGraph:
                 hop, kind = nxt[m]
                 hops = dist[m] + base_hops
             basis = base.basis if origin == m else f"inherited:{origin}"
-            self._value[m] = Evidence(FreshnessDate(base.date, basis, base.clamped), origin,
+            self._value[m] = Evidence(FreshnessDate(base.date, basis, base.after_now), origin,
                                       hop, kind, hops, cycle)
 
     def evidence(self, doc_id: str) -> Evidence:

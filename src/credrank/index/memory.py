@@ -145,11 +145,21 @@ class InMemoryIndex:
 
     # -- reading ------------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
-                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
-        """The ``fields`` of ``doc_ids`` (all rows when ``None``) from the id and the meta
-        columns; see :class:`~credrank.index.store.VectorStore`."""
-        rows = (range(len(self.doc_ids)) if doc_ids is None else
-                [self._row[d] for d in dict.fromkeys(doc_ids) if d in self._row])
+                      fields: Sequence[str] = READ_FIELDS, *,
+                      where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The ``fields`` of ``doc_ids`` (all rows when ``None``, those matching ``where``)
+        from the id and the meta columns; see :class:`~credrank.index.store.VectorStore`."""
+        if where and doc_ids is not None:
+            raise ValueError("where: only when reading every document (doc_ids None)")
+        rows: Any = (range(len(self.doc_ids)) if doc_ids is None else
+                     [self._row[d] for d in dict.fromkeys(doc_ids) if d in self._row])
+        if where:
+            mask = np.ones(len(self), dtype=bool)
+            for name, value in check_where(where).items():
+                column = self.doc_ids if name == "doc_id" else self.meta.get(name)
+                mask &= (np.zeros(len(self), dtype=bool) if column is None else
+                         np.array([v == value for v in column], dtype=bool))
+            rows = [r for r in rows if mask[r]]
         out = []
         for row in rows:
             record = {}

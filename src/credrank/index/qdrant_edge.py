@@ -708,12 +708,15 @@ class EdgeIndex:
 
     # -- reading --------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
-                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+                      fields: Sequence[str] = READ_FIELDS, *,
+                      where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
         scrolled in pages of ``READ_PAGE``), each document's from its first passage (its whole
         text); see :class:`~credrank.index.store.VectorStore`."""
         selector = qe.PayloadSelector.Include(list(dict.fromkeys(["doc_id", *fields])))
         if doc_ids is not None:
+            if where:
+                raise ValueError("where: only when reading every document (doc_ids None)")
             ids = list(dict.fromkeys(doc_ids))
             out = []
             for start in range(0, len(ids), READ_PAGE):
@@ -727,7 +730,8 @@ class EdgeIndex:
                                                                       *fields])))
         while True:
             points, offset = self.shard.scroll(qe.ScrollRequest(
-                offset=offset, limit=READ_PAGE, with_payload=selector, with_vector=False))
+                offset=offset, limit=READ_PAGE, filter=_filter(where), with_payload=selector,
+                with_vector=False))
             out += [read_fields(p.payload, fields) for p in points
                     if not (p.payload or {}).get("passage")]
             if offset is None or not points:

@@ -462,11 +462,14 @@ class QdrantServerIndex:
 
     # -- reading ------------------------------------------------------------------------------
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
-                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+                      fields: Sequence[str] = READ_FIELDS, *,
+                      where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
         scrolled in pages of ``READ_PAGE``); see :class:`~credrank.index.store.VectorStore`."""
         wanted = list(dict.fromkeys(["doc_id", *fields]))
         if doc_ids is not None:
+            if where:
+                raise ValueError("where: only when reading every document (doc_ids None)")
             ids = list(dict.fromkeys(doc_ids))
             out = []
             for start in range(0, len(ids), READ_PAGE):
@@ -481,7 +484,7 @@ class QdrantServerIndex:
         while True:
             points, offset = self._call("scroll points", self.client.scroll, self.collection,
                                         limit=READ_PAGE, offset=offset, with_payload=wanted,
-                                        with_vectors=False)
+                                        with_vectors=False, scroll_filter=_filter(where))
             out += [read_fields(p.payload, fields) for p in points
                     if not (p.payload or {}).get("passage")]
             if offset is None or not points:

@@ -225,10 +225,14 @@ class VectorStore(Protocol):
         ...
 
     def read_payloads(self, doc_ids: Sequence[str] | None = None,
-                      fields: Sequence[str] = READ_FIELDS) -> list[dict[str, Any]]:
+                      fields: Sequence[str] = READ_FIELDS, *,
+                      where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The stored ``fields`` of the documents ``doc_ids`` (ids not stored are absent from
-        the answer), or of every document when ``doc_ids`` is ``None``; one dict per
-        document, a field the payload lacks as ``None``. Order: unspecified."""
+        the answer), or of every document when ``doc_ids`` is ``None`` — of those whose
+        payload matches ``where`` (keyword fields of :data:`KEYWORD_FIELDS` equal to the
+        values; only with ``doc_ids`` ``None``: a filtered scroll the engine answers from its
+        payload index); one dict per document, a field the payload lacks as ``None``. Order:
+        unspecified."""
         ...
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from credrank.core.validation import is_integer
 from credrank.index.store import MAX_K
 from credrank.pipeline.catalog import CATALOG
 from credrank.pipeline.spec import PipelineSpec, SpecError
@@ -248,7 +249,7 @@ def with_top(spec: PipelineSpec, values: Mapping[str, Any]) -> PipelineSpec:
     top = {n: values[n] for n in WITH_PIPELINE if values.get(n) is not None}
     if not top:
         return spec
-    if ("fetch_k" not in top and spec.fetch_k is not None and type(top["top_k"]) is int
+    if ("fetch_k" not in top and spec.fetch_k is not None and is_integer(top["top_k"])
             and spec.fetch_k < top["top_k"]):
         top["fetch_k"] = None  # else the spec checks top_k (a text "5" is refused there)
     return spec.replace_top(**top)

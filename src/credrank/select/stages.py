@@ -43,6 +43,7 @@ fetched pool.
 from __future__ import annotations
 
 import inspect
+import numbers
 import time
 import warnings
 from abc import abstractmethod
@@ -537,6 +538,19 @@ class ExposureSelect(Selector):
 
 
 
+def _kind(value: Any) -> str:
+    """The kind of a group value, numpy's and Python's alike: ``bool``, ``int``, ``float``,
+    ``str`` or the type's name (``1`` and ``numpy.int64(1)`` are one value; ``True`` and
+    ``1`` are not)."""
+    if isinstance(value, bool | np.bool_):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    return "str" if isinstance(value, str) else type(value).__name__
+
+
 def group_labels(batch: Candidates, column: str) -> tuple[list[str], int]:
     """Each candidate's group in meta column ``column`` (``str`` of its value, as the exposure
     LP names groups; 35.9) and how many have no value (``None``: the group
@@ -561,7 +575,7 @@ def group_labels(batch: Candidates, column: str) -> tuple[list[str], int]:
                 f"with no {column}; rename that value in the documents' metadata so the two "
                 "groups stay apart")
         seen, row = first.setdefault(name, (value, i))
-        if type(seen) is not type(value):  # one type and one text: one value
+        if _kind(seen) != _kind(value):  # one kind and one text: one value
             raise StageError(
                 f"group_column: the column {column!r} holds {seen!r} (of "
                 f"{str(batch.doc_ids[row])!r}) and {value!r} (of {str(batch.doc_ids[i])!r}), "

@@ -519,7 +519,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 version, applied = store.update_once(
                     items, req.step, author=req.author, reason=req.reason,
                     request_id=idempotency_key, on_commit=token.begin_commit,
-                    known_types=state.source_types())
+                    known_types=state.source_types(sid for _, sid, _ in items if sid))
             except SourceTypeMismatch as exc:
                 field = f"items[{exc.item}].source_type"
                 raise LimitError(422, "invalid_request",

@@ -37,7 +37,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -187,7 +187,8 @@ class ServiceState:
         self.auto = searcher.auto = AutoRetrieval(keep=False, report=_log_fallback)
         #: ``/feedback``'s check of declared source types: (index generation, source id →
         #: the provenance types of its documents), read again after an index write
-        self._source_types: tuple[int, dict[str, frozenset[str]]] | None = None
+        #: the index generation and the provenance types found per source id at it
+        self._source_types: tuple[int, dict[str, frozenset[str]]] = (-1, {})
 
     def close(self) -> None:
         """Wait for running work, then close the index (idempotent)."""
@@ -684,17 +685,26 @@ class ServiceState:
                                                "/priors")
         return FeedbackPriors(self.config.priors_store)
 
-    def source_types(self) -> dict[str, frozenset[str]]:
-        """``source_id → the provenance types of its documents`` in the served index, what
-        ``/feedback`` checks an item's declared ``source_type`` against (one read of every
-        document's two fields, kept until the next index write)."""
+    def source_types(self, source_ids: Iterable[str]) -> dict[str, frozenset[str]]:
+        """``source_id → the provenance types of its documents`` in the served index for
+        ``source_ids`` (a round's), what ``/feedback`` checks an item's declared
+        ``source_type`` against: one filtered read per source not yet looked up (the engine
+        answers it from its ``source_id`` payload index: the documents of that source, not
+        the index), kept until the next index write. It read every document of the index,
+        under the lock searches take: 0.4 s at 40,000 documents."""
+        wanted = sorted({s for s in source_ids if isinstance(s, str)})
         with self.store_lock:
             store = self.searcher.store
-            kept = self._source_types
-            if kept is None or kept[0] != generation(store):
-                rows = store.read_payloads(None, ("source_id", "source_type"))
-                kept = self._source_types = (generation(store), source_types_of(rows))
-            return kept[1]
+            at, known = self._source_types
+            if at != generation(store):
+                at, known = generation(store), {}
+            for sid in wanted:
+                if sid not in known:
+                    rows = store.read_payloads(None, ("source_id", "source_type"),
+                                               where={"source_id": sid})
+                    known[sid] = source_types_of(rows).get(sid, frozenset())
+            self._source_types = (at, known)
+            return {sid: known[sid] for sid in wanted if known[sid]}
 
 
 def _said_by_name(named: Mapping[str, Path]) -> list[tuple[str, str]]:

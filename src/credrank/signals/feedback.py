@@ -1080,7 +1080,10 @@ def _new_source_types(items: Sequence[Feedback], recorded: Mapping[str, str]) ->
             if recorded[sid] != stype:
                 raise SourceTypeMismatch(
                     f"feedback[{i}] source_type: expected {recorded[sid]!r} (the type source "
-                    f"{sid!r} was recorded with when first seen), got {stype!r}", i)
+                    f"{sid!r} was recorded with when first seen; if that type was wrong, roll "
+                    "the store back to a version before the source was first seen — its "
+                    f"history lists the versions — and apply the feedback again), got "
+                    f"{stype!r}", i)
             continue
         first = new.setdefault(sid, stype)
         if first != stype:

@@ -212,7 +212,7 @@ class FreshnessDecay(Stage):
         for i, fd in enumerate(row_dates(batch, now, self.name)):
             bases.append(fd.basis)
             dates.append(fd.date)  # None: undated, or dated after T (an unknown age)
-            after_now[i] = fd.clamped
+            after_now[i] = fd.after_now
         table = self.config_
         claims = batch.column(CLAIM_CLASS_FIELD)
         flags = (batch.column(table.no_decay_field) if table is not None and table.no_decay_field
