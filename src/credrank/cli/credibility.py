@@ -6,13 +6,14 @@ The model file it writes is applied by ``credrank search --credibility-model MOD
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from credrank.cli import fitting
 from credrank.cli.common import Bars, QuietOption, console, fail, show_progress, warn
+from credrank.cli.fitting import JobsOption
 from credrank.credibility.labels import GROUP_BY, read_labels
 from credrank.credibility.modelfile import save_model
 from credrank.credibility.train import fit_from_labels
@@ -57,20 +58,10 @@ def _summary(report: dict[str, Any], out: Path) -> str:
         ci = entry["auc_interval"]
         lines.append(f"set {name} left out (fitted on the other sets): AUC "
                      f"{_fmt(entry['auc'])}"
-                     + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+                     + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+                     + (f" ({entry['reason']})" if entry.get("reason") else ""))
     lines.append(f"model written to {out}")
     return "\n".join(lines)
-
-
-def _jobs(jobs: int) -> int:
-    """``--jobs 0``: one process per usable CPU core (at most 8)."""
-    if jobs > 0:
-        return jobs
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
 
 
 @app.command()
@@ -89,9 +80,7 @@ def fit(
                            "site of each page's URL)")] = "topic",
     seed: Annotated[int, typer.Option(min=0,
         help="seed of the fold assignment (over 20 groups) and of the bootstrap")] = 0,
-    jobs: Annotated[int, typer.Option(
-        "--jobs", min=0, help="processes for the cross-validation fits (0: one per CPU core, "
-                              "at most 8; the same numbers for any value)")] = 0,
+    jobs: JobsOption = 0,
     cache: Annotated[Path | None, typer.Option(
         "--cache", help="folder of cached feature rows (embeddings included): a refit on the "
                         "same pages embeds nothing")] = None,
@@ -130,7 +119,7 @@ def fit(
             with Bars(show_progress(quiet)) as bars:
                 result = fit_from_labels(
                     rows if len(rows) > 1 else rows[0], idx, emb, group_by=group_by,
-                    seed=seed, n_jobs=_jobs(jobs), cache_dir=cache,
+                    seed=seed, n_jobs=fitting.jobs(jobs), cache_dir=cache,
                     leave_one_set_out=leave_one_set_out,
                     on_features=bars.counter("features (pages)"),
                     on_progress=bars.counter("grouped CV fits"),

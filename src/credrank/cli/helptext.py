@@ -1283,7 +1283,8 @@ HELP: dict[str, str] = {
         '  Pipelines: /search, /rerank and /context take the stage fields or a whole\n'
         '  pipeline spec ("pipeline", as `credrank search --json` writes it). Files are\n'
         '  named by the names registered with --model NAME=PATH (checked here: exit 2\n'
-        "  when one is missing) and 'feedback' (the --priors-store), never by path;\n"
+        '  when one is missing, or when a credibility or stance model in it is damaged\n'
+        "  or for another embedder) and 'feedback' (the --priors-store), never by path;\n"
         '  /readyz lists them.\n'
         '\n'
         '  Hostile use: each /search, /rerank and /context is priced before it runs\n'
@@ -1404,8 +1405,9 @@ HELP: dict[str, str] = {
         '                        description)\n'
         '  --seed <int range>    seed of the fold assignment (over 20 topics) and of\n'
         '                        the bootstrap  [default: 0; x>=0]\n'
-        '  --jobs <int range>    processes for the cross-validation fits (the same\n'
-        '                        numbers for any value)  [default: 1; x>=1]\n'
+        '  --jobs <int range>    processes for the cross-validation fits (0: one per\n'
+        '                        CPU core, at most 8; the same numbers for any value)\n'
+        '                        [default: 0; x>=0]\n'
         '  -q, --quiet           no progress on stderr (a terminal shows bars; a log or\n'
         '                        a pipe gets a plain line every 30 s,\n'
         '                        $CREDRANK_PROGRESS_INTERVAL sets the seconds)\n'

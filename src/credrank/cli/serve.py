@@ -111,7 +111,8 @@ def serve(
 
     Pipelines: /search, /rerank and /context take the stage fields or a whole pipeline spec
     ("pipeline", as `credrank search --json` writes it). Files are named by the names
-    registered with --model NAME=PATH (checked here: exit 2 when one is missing) and
+    registered with --model NAME=PATH (checked here: exit 2 when one is missing, or
+    when a credibility or stance model in it is damaged or for another embedder) and
     'feedback' (the --priors-store), never by path; /readyz lists them.
 
     Hostile use: each /search, /rerank and /context is priced before it runs (selection,
@@ -130,7 +131,7 @@ def serve(
     from credrank.index.store import StoreError, no_index_error, read_manifest
     from credrank.searcher import Searcher
     from credrank.serve.app import create_app
-    from credrank.serve.config import ServeConfig
+    from credrank.serve.config import ServeConfig, check_learned_models
     from credrank.serve.logs import LOG_CONFIG, captured_warnings, lean_records
     from credrank.signals.feedback import FeedbackPriors
 
@@ -159,6 +160,10 @@ def serve(
                                          allow_paths=False, **options)
                 for message in searcher.typer.unmatchable_warnings():  # rows no URL matches
                     warn(f"--table {message}")
+                try:  # a damaged or other-embedder model fails the start, not each request
+                    check_learned_models(models, searcher.store)
+                except ValueError as exc:
+                    fail(f"--model {str(exc).removeprefix('models: ')}")
                 searcher.keep_columns()  # a large pool reads no payload (credrank.index.columns)
                 hint = reindex_hint(index_dir, searcher.store.manifest)
                 if hint is not None:

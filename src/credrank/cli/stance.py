@@ -13,7 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
+from credrank.cli import fitting
 from credrank.cli.common import Bars, QuietOption, console, fail, show_progress, warn
+from credrank.cli.fitting import JobsOption
 from credrank.index.embed import EMBEDDERS, get_embedder
 from credrank.index.opener import open_store
 from credrank.index.store import StoreError
@@ -76,9 +78,7 @@ def fit(
     ] = None,
     seed: Annotated[int, typer.Option(min=0,
         help="seed of the fold assignment (over 20 topics) and of the bootstrap")] = 0,
-    jobs: Annotated[int, typer.Option(
-        "--jobs", min=1, help="processes for the cross-validation fits (the same numbers for "
-                              "any value)")] = 1,
+    jobs: JobsOption = 0,
     quiet: QuietOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
@@ -109,7 +109,7 @@ def fit(
             data = read_pairs(pairs, query_column=query_column)
         emb = get_embedder(name)
         with Bars(show_progress(quiet)) as bars:
-            result = fit_pairs(data, emb, seed=seed, n_jobs=jobs,
+            result = fit_pairs(data, emb, seed=seed, n_jobs=fitting.jobs(jobs),
                                on_progress=bars.counter("grouped CV fits"))
         save_model(out, result.document)
     except (ValueError, StoreError, RuntimeError, OSError) as exc:
@@ -117,6 +117,10 @@ def fit(
             raise
         fail(str(exc))
     report = {"credrank_stance_fit": 1, **result.report, "model": str(out)}
+    if report["pairs"]["outvoted"]:  # on stderr with --json too, as credibility fit says it
+        warn(f"{report['pairs']['outvoted']} rows disagree with the majority of their (topic, "
+             "doc_id) pair's rows and were outvoted (conflicting duplicates; e.g. "
+             f"{report['pairs']['outvoted_examples'][0]})")
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
         return

@@ -37,6 +37,7 @@ from credrank.core.schema import got
 from credrank.core.structured import read_csv
 from credrank.credibility.model import CredibilityExample
 from credrank.index.store import VectorStore
+from credrank.learn.cv import majority
 from credrank.provenance import parse_host
 
 GROUP_BY = ("topic", "host")
@@ -209,12 +210,12 @@ def match_labels(labels: LabelsFile, store: VectorStore, group_by: str = "topic"
     for doc, by_group in votes.items():
         labels_of: dict[str, int] = {}
         for group, values in by_group.items():
-            share = sum(values) / len(values)
-            if share == 0.5:
+            label = majority(values)  # the one duplicate policy of every learned stage
+            if label is None:
                 report.skip("tie", f"lines {lines[(doc, group)]}: {doc} in {group}",
                             rows=len(values))
                 continue
-            labels_of[group] = int(share > 0.5)
+            labels_of[group] = label
             report.used_rows += len(values)
             lost = sum(1 for v in values if v != labels_of[group])
             if lost:  # rows that disagree with the majority of their page's rows

@@ -59,6 +59,7 @@ from credrank.learn.modelfile import (
     logistic_document,
     logistic_model,
     logistic_schema,
+    trained_on,
     with_provenance,
 )
 
@@ -77,11 +78,11 @@ def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim:
                    training_sha256: str, n_pages: int, n_groups: int, group_by: str,
                    metrics: Mapping[str, Any], provenance: Mapping[str, Any],
                    floor: float = DEFAULT_FLOOR, labels: Sequence[str] = (),
-                   index: str | None = None) -> dict[str, Any]:
+                   index: str | None = None, groups: Sequence[str] = ()) -> dict[str, Any]:
     """The JSON document of a fitted ``model`` (module docstring), in the current format;
-    ``labels`` (the labels files, as given) and ``index`` (the index folder its pages came
-    from) say what data the model saw: a model fitted on labels of a data set is not
-    label-free for it."""
+    ``labels`` (the labels files, as given), ``index`` (the index folder its pages came
+    from) and ``groups`` (the topics or hosts judged, written sorted) say what data the
+    model saw: a model fitted on labels of a data set is not label-free for it."""
     if model.model is None:
         raise ValueError("model: not fitted; call fit() first")
     feat = model.featurizer
@@ -96,6 +97,7 @@ def model_document(model: CredibilityModel, *, embedder_name: str, embedder_dim:
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pages": int(n_pages),
                      "n_groups": int(n_groups), "group_by": group_by,
+                     "groups": sorted({str(g) for g in groups}),
                      # absolute: which files it saw, wherever the model is read
                      "labels": [_absolute(x) for x in labels],
                      "index": None if index is None else _absolute(index)},
@@ -141,6 +143,7 @@ MODEL_SCHEMA_V1 = Table({
         # what data the model saw (files written before these keys: unknown, [] and null)
         "labels": Field(ListOf(Text()), required=False),
         "index": Field(Nullable(Text()), required=False),
+        "groups": Field(ListOf(Text(allow_empty=True)), required=False),
     })),
     "metrics": Field(Table(extra=True)),
     "floor": Field(Number(0, 1)),
@@ -274,7 +277,16 @@ class SavedCredibilityModel:
         return {"model": self.path, "version": self.version,
                 "created_by": self.document["created_by"], "config": self.config.to_dict(),
                 "embedder": self.embedder_name, "embedding_source": self.embedding_source,
-                "key": self.key, "training_sha256": self.document["training"]["sha256"]}
+                "key": self.key, "trained_on": self.training_data(None)}
+
+    def training_data(self, searched: str | Path | None) -> dict[str, Any]:
+        """What data the model saw (:func:`credrank.learn.modelfile.trained_on`: labels files
+        and index by name, groups and pages, the training sha256) and whether its index is
+        ``searched``."""
+        t = self.document["training"]
+        return trained_on(files=t.get("labels") or [], index=t.get("index"),
+                          sha256=t["sha256"], searched=searched,
+                          counts={"n_groups": t["n_groups"], "n_pages": t["n_pages"]})
 
 
 def load_model(path: str | Path) -> SavedCredibilityModel:

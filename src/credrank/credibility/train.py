@@ -34,6 +34,8 @@ Leave-one-set-out adds, for ``S`` sets, ``S (S − 1) C`` inner fits and ``S`` r
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +96,30 @@ def set_names(paths: Sequence[str]) -> list[str]:
             name = f"{stem}-{k}"
         out.append(name)
     return out
+
+
+def labels_digest(labels: LabelsFile) -> str:
+    """SHA-256 of a labels file's rows, order-free: sorted ``(key column, key, credible,
+    topic)`` — a copy of a file (or the file re-sorted) has the digest of the original."""
+    rows = sorted((labels.by, r.key, r.credible, r.topic or "") for r in labels.rows)
+    return hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def check_distinct(files: Sequence[LabelsFile]) -> None:
+    """``ValueError`` naming both files when a labels file is given twice: the same file
+    (one resolved path) or the same rows (:func:`labels_digest`). A set given twice would
+    count each of its groups twice — twice the folds, a bootstrap interval over groups too
+    narrow — and hold no new judgement."""
+    seen: dict[str, tuple[int, str]] = {}
+    for i, f in enumerate(files, 1):
+        for key, how in ((f"path:{Path(f.path).expanduser().resolve()}", "the same file"),
+                         (f"rows:{labels_digest(f)}", "the same rows (a copy)")):
+            if key in seen:
+                j, first = seen[key]
+                raise ValueError(f"labels: {f.path} (file {i}) is {how} as {first} (file "
+                                 f"{j}); give each labelled set once (a set given twice counts "
+                                 "each of its groups twice and narrows the bootstrap interval)")
+            seen[key] = (i, f.path)
 
 
 def merge_sets(named: Sequence[tuple[str, Sequence[CredibilityExample]]]
@@ -164,8 +190,9 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     ``embedding_source``: ``document`` (the index's stored vectors; the default) or ``head``
     (module docstring).
 
-    ``ValueError`` for a bad labels file, one class only after matching, fewer than 3 groups,
-    or an embedder that is not the index's.
+    ``ValueError`` for a bad labels file, a labels file given twice (:func:`check_distinct`),
+    one class only after matching, fewer than 3 groups, or an embedder that is not the
+    index's.
     """
     manifest = store.manifest
     if getattr(embedder, "name", manifest.embedder) != manifest.embedder:
@@ -176,6 +203,7 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
     if not items:
         raise ValueError("labels: expected at least one labels file")
     files = [x if isinstance(x, LabelsFile) else read_labels(x) for x in items]
+    check_distinct(files)
     names = set_names([f.path for f in files])
     per_file: list[tuple[str, list[CredibilityExample]]] = []
     reports: list[MatchReport] = []
@@ -231,7 +259,8 @@ def fit_from_labels(labels_path: str | Path | LabelsFile | Sequence[str | Path |
                               n_pages=cv.n_train_pages, n_groups=cv.n_groups,
                               group_by=group_by, metrics=metrics,
                               provenance=cv.provenance(group_by), floor=floor,
-                              labels=[f.path for f in files], index=_folder(store))
+                              labels=[f.path for f in files], index=_folder(store),
+                              groups=topics_of(examples))
     report = {"credrank_credibility_fit": 1,
               "labels": where if len(files) == 1 else [f.path for f in files],
               "group_by": group_by, "seed": seed, "n_pages": cv.n_pages,
@@ -278,6 +307,19 @@ def per_set_auc(cv: CrossValidation, names: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _untrainable(data: learn_cv.GroupedData, held: Sequence[str], name: str) -> str | None:
+    """Why no model can be fitted leaving out the groups ``held`` (set ``name``'s), or
+    ``None`` when the other sets leave pages of both classes to train on."""
+    rows = data.train_rows(held)
+    if not len(rows):
+        return (f"every page of the other sets is judged in {name}: no page is left to train "
+                f"a model that never saw {name}")
+    if len(np.unique(data.y[rows])) < 2:
+        return (f"the pages of the other sets not judged in {name} hold one class only: no "
+                f"model can be fitted without {name}")
+    return None
+
+
 def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
                           featurizer: CredibilityFeaturizer, configs: Sequence[Config],
                           names: Sequence[str], *, seed: int = 0, n_boot: int = N_BOOT,
@@ -288,7 +330,13 @@ def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
     groups), never reading ``S`` — scores every pair
     of ``S``; its AUC with a bootstrap interval over ``S``'s groups, the configuration and
     the pairs. A page judged in ``S`` trains no model that scores ``S`` (it is left out with
-    ``S``'s groups, :meth:`~credrank.learn.cv.GroupedData.train_rows`). Needs 2 sets."""
+    ``S``'s groups, :meth:`~credrank.learn.cv.GroupedData.train_rows`). Needs 2 sets.
+
+    Declared policy for a set that cannot be estimated — every page of the other sets is
+    judged in ``S`` too (``S`` covers them: a superset, a re-release), or what is left holds
+    one class, or no inner fold of the configuration choice leaves pages to train on —: its
+    entry has ``auc`` ``None`` and a ``reason``; the other sets are estimated as usual. An
+    inner fold that leaves no page to train on is not used for the choice."""
     available = usable_configs(featurizer, configs)
     data = grouped_data(examples, featurizer)
     by_set: dict[str, tuple[str, ...]] = {
@@ -296,17 +344,31 @@ def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
     if sum(1 for g in by_set.values() if g) < 2:
         raise ValueError("leave-one-set-out: expected pages of at least 2 sets")
     outer = [by_set[n] for n in names if by_set[n]]
-
-    def inner(rest: list[str]) -> list[tuple[str, ...]]:
-        """The other sets, one fold each; with one set left, folds of its groups."""
-        others = [f for f in outer if set(f) <= set(rest)]
-        return others if len(others) >= 2 else group_folds(rest, seed=seed)
-
-    choices = learn_cv.choose_per_fold(data, learner(featurizer), available, outer,
-                                       HIGHEST_AUC, inner=inner, n_jobs=n_jobs,
-                                       on_progress=on_progress)
     out: dict[str, Any] = {}
-    for fold, choice in zip(outer, choices, strict=True):
+    inner_of: dict[frozenset[str], list[tuple[str, ...]]] = {}
+    estimable: list[tuple[str, ...]] = []
+    for fold in outer:
+        name = _set_of(fold[0])
+        rest = [g for g in data.groups if g not in fold]
+        others = [f for f in outer if set(f) <= set(rest)]
+        inner = others if len(others) >= 2 else group_folds(rest, seed=seed)
+        inner = [tuple(f) for f in inner if _untrainable(data, [*fold, *f], name) is None]
+        reason = _untrainable(data, fold, name) or (
+            None if inner else f"no fold of the other sets leaves pages of both classes to "
+                               f"train on once {name} is left out: no configuration can be "
+                               "chosen")
+        if reason is not None:
+            out[name] = {"auc": None, "auc_interval": None,
+                         "n_pairs": int(np.isin(data.pair_group, fold).sum()), "config": None,
+                         "inner_auc": None, "trained_on_pages": len(data.train_rows(fold)),
+                         "reason": reason}
+            continue
+        inner_of[frozenset(rest)] = inner
+        estimable.append(fold)
+    choices = learn_cv.choose_per_fold(data, learner(featurizer), available, estimable,
+                                       HIGHEST_AUC, inner=lambda r: inner_of[frozenset(r)],
+                                       n_jobs=n_jobs, on_progress=on_progress)
+    for fold, choice in zip(estimable, choices, strict=True):
         fitted = learn_cv.fit(data, learner(featurizer), choice.config, fold)
         items = data.items_in(fold)
         cols = featurizer.columns(choice.config.groups)
@@ -316,8 +378,8 @@ def leave_one_set_out_auc(examples: Sequence[CredibilityExample],
 
         oof = learn_cv.out_of_fold(data, [fold], [fold_scores])
         interval, _ = bootstrap_auc(oof.groups, oof.y, oof.p, n_boot=n_boot, seed=seed)
-        name = _set_of(fold[0])
-        out[name] = {"auc": oof.auc(), "auc_interval": list(interval) if interval else None,
-                     "n_pairs": len(oof.y), "config": choice.config.to_dict(),
-                     "inner_auc": choice.value, "trained_on_pages": len(fitted.rows)}
-    return out
+        out[_set_of(fold[0])] = {
+            "auc": oof.auc(), "auc_interval": list(interval) if interval else None,
+            "n_pairs": len(oof.y), "config": choice.config.to_dict(),
+            "inner_auc": choice.value, "trained_on_pages": len(fitted.rows)}
+    return {_set_of(f[0]): out[_set_of(f[0])] for f in outer}

@@ -103,7 +103,7 @@ __all__ = [
     "HIGHEST_AUC", "LOWEST_LOG_LOSS", "MAX_LOGO_GROUPS", "N_BOOT", "N_FOLDS", "ConfigChoice",
     "Criterion", "Fitted", "GroupedData", "Interval", "Learner", "NestedCV", "OutOfFold",
     "choose_config", "choose_per_fold", "cross_validate", "fit", "group_bootstrap",
-    "group_folds", "group_resamples", "log_loss", "nested_cross_validation",
+    "group_folds", "group_resamples", "log_loss", "majority", "nested_cross_validation",
     "one_blas_thread", "out_of_fold",
 ]
 
@@ -232,7 +232,7 @@ class GroupedData:
         trains) and is scored once per judgement. Pairs are ordered by group name, then item:
         a fold of sorted groups (as :func:`group_folds` makes them) is scored group by group,
         each group's items in order."""
-        labels = [y_i if y is not None else _majority(j.values())
+        labels = [y_i if y is not None else majority(j.values())
                   for y_i, j in zip(y if y is not None else [None] * len(judgements),
                                     judgements, strict=True)]
         names = sorted({str(g) for j in judgements for g in j})
@@ -308,8 +308,11 @@ class GroupedData:
         return self._views[key]
 
 
-def _majority(values: Iterable[int]) -> int | None:
-    """Majority of 0/1 labels; ``None`` on a tie or without labels."""
+def majority(values: Iterable[int]) -> int | None:
+    """Majority of 0/1 labels; ``None`` on a tie or without labels. The one declared policy
+    for conflicting duplicate labels of every learned stage: the rows of one item in one
+    group (a page in a topic or host, a stance pair) give their majority label, a tie gives
+    none (the item does not train there)."""
     vals = list(values)
     if not vals:
         return None

@@ -74,6 +74,38 @@ def provenance(*, estimator: str, selection: str, cv: str, n_folds: int, group_b
             "configs": [dict(c) for c in configs]}
 
 
+def same_folder(a: str | Path | None, b: str | Path | None) -> bool | None:
+    """Whether two folders are one (compared resolved); ``None`` when either is unknown."""
+    if a is None or b is None:
+        return None
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def trained_on(*, files: Sequence[str], index: str | None, sha256: str,
+               counts: Mapping[str, int], searched: str | Path | None) -> dict[str, Any]:
+    """What data a model saw, as a search's ``settings`` say it (``trained_on``): its labels
+    ``files`` and its training ``index`` by *name* (the file and folder names: settings are
+    echoed by the service, which never shows a server path), the ``counts`` (groups or
+    topics, pages or pairs), the training ``sha256``, and ``fitted_on_this_index``: whether
+    ``index`` is the index ``searched`` (``None`` when either is unknown: a model that names
+    no index, candidates from elsewhere). A model fitted on labels of the index it ranks is
+    not label-free for that index."""
+    return {"labels": [Path(f).name for f in files],
+            "index": None if index is None else Path(index).name,
+            **{k: int(v) for k, v in counts.items()}, "sha256": sha256,
+            "fitted_on_this_index": same_folder(index, searched)}
+
+
+def fitted_here_note(kind: str, seen: Mapping[str, Any]) -> str | None:
+    """The note of a stage's ``info`` when its model was fitted on labels of pages of the
+    index searched (``seen``: :func:`trained_on`), else ``None``."""
+    if not seen.get("fitted_on_this_index"):
+        return None
+    files = ", ".join(seen.get("labels") or []) or "its labels"
+    return (f"the {kind} model was fitted on labels ({files}) of pages of this index: its "
+            "ranking of this index is not label-free")
+
+
 def with_provenance(schema: Table) -> Table:
     """``schema`` with the required ``provenance`` table (a format-1 schema → format 2)."""
     return Table({**schema.fields, "provenance": Field(PROVENANCE)}, extra=schema.extra,

@@ -74,6 +74,7 @@ def settings_document(compiled: Compiled) -> dict[str, Any]:
             params = dict(next(x.params for x in spec.stages if x.name == "stance"))
             out["stance"] = {"model": stage.source.get("path"),
                              "embedder": stage.source.get("embedder"),
+                             "trained_on": stage.trained_on,
                              **{k: v for k, v in params.items() if k != "model"}}
         elif _is(stage, "credrank.stages.consensus:AnswerConsensus"):
             out["consensus"] = stage.config()

@@ -91,6 +91,37 @@ def check_model_name(name: str) -> str | None:
     return None
 
 
+def check_learned_models(models: Mapping[str, Path], store: Any) -> None:
+    """Read each registered file that holds a learned model once, at start-up, so that a
+    damaged one fails the start instead of every request that names it (a 422 each).
+
+    Declared policy: a registered ``.json`` file must parse (every kind a ``.json`` file can be
+    — a credibility or stance model, a reliability estimate — is JSON); one whose object
+    carries a model marker (``credrank_credibility_model``, ``credrank_stance_model``) is
+    loaded with its kind's reader (every field checked: format, weights, hashes) and checked
+    against the embedder of ``store`` (the index served). Other files (prior files, freshness
+    configs: TOML or YAML) are read when a request names them. ``ValueError`` naming the
+    registered name and the file."""
+    from credrank.core.structured import read_structured
+    from credrank.credibility import modelfile as credibility
+    from credrank.signals import stance
+
+    manifest = getattr(store, "manifest", None)
+    for name, path in models.items():
+        if Path(path).suffix.lower() != ".json" or not Path(path).is_file():
+            continue
+        try:
+            doc = read_structured(path, what=f"registered file {name!r}", fmt="json")
+            if isinstance(doc, dict) and credibility.KEY in doc:
+                credibility.load_model(path).check_store(store)
+            elif isinstance(doc, dict) and stance.KEY in doc:
+                loaded = stance.load_model(path)
+                if manifest is not None:
+                    loaded.check_embedder(manifest.embedder, manifest.dim)
+        except ValueError as exc:
+            raise ValueError(f"models: {name}: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """The service's settings.

@@ -18,8 +18,13 @@ a consensus of pages repeating a wrong claim is rewarded (see the agreement modu
 ``1`` = it helps), optional ``text`` and ``url``. Pages without text in the file are read from
 an index (by ``doc_id``) when one is given. Every row is used or rejected with a reason, and
 the reasons are counted (:attr:`Pairs.rejected`): a blank row (every value empty); an empty
-topic, query or doc_id; a stance that is empty, not a number, or a number other than 0 or 1; a
-second row for the same ``(topic, doc_id)``; no text (neither in the file nor in the index).
+topic, query or doc_id; a stance that is empty, not a number, or a number other than 0 or 1;
+no text (neither in the file nor in the index). **Duplicates** — several rows of one ``(topic,
+doc_id)`` — follow the one policy of every learned stage (:func:`credrank.learn.cv.majority`,
+as the credibility labels): they give one pair of their majority stance (the first row's
+query, text and url), the further rows counted as ``duplicate (topic, doc_id)`` and those whose
+stance lost in :attr:`Pairs.outvoted`; a tie gives no pair, every row counted as
+``duplicate (topic, doc_id), stances tied``.
 The file itself is read as strictly as every CSV credrank reads (:func:`read_pairs`): a broken
 file is an error naming the line, never a silent loss of rows.
 
@@ -59,7 +64,7 @@ from credrank.core.schema import (
 from credrank.core.structured import MAX_CSV_CHARS, read_csv
 from credrank.index.embed import get_embedder
 from credrank.index.store import VectorStore
-from credrank.learn.cv import N_BOOT, Progress
+from credrank.learn.cv import N_BOOT, Progress, majority
 from credrank.learn.modelfile import (
     EMBEDDER,
     SHA256,
@@ -68,6 +73,7 @@ from credrank.learn.modelfile import (
     logistic_document,
     logistic_model,
     logistic_schema,
+    trained_on,
     with_provenance,
 )
 from credrank.signals.stance_model import (
@@ -91,8 +97,10 @@ DEFAULT_FEATURES: dict[str, Any] = {"k_sentences": 3, "max_words": 60, "use_embe
                                     "use_interaction": True, "use_anchors": True,
                                     "use_cues": True}
 #: rejection reasons, in the order they are checked
+#: the reason of the rows of a pair whose stances tie (:func:`read_pairs`)
+TIED = "duplicate (topic, doc_id), stances tied"
 REASONS = ("blank row", "topic empty", "query empty", "doc_id empty", "stance empty",
-           "stance not a number", "stance not 0 or 1", "duplicate (topic, doc_id)",
+           "stance not a number", "stance not 0 or 1", "duplicate (topic, doc_id)", TIED,
            "no text (none in the file, no index given)", "doc_id not in the index",
            "no text (empty in the file and in the index)")
 
@@ -120,6 +128,9 @@ class Pairs:
     text_from_index: int = 0
     #: the index the missing page texts were read from (``None``: none was given)
     index: str | None = None
+    #: rows whose stance lost the majority of their pair's rows (conflicting duplicates)
+    outvoted: int = 0
+    outvoted_examples: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         """Rows read, used and rejected by reason (with up to 5 line numbers each), and the
@@ -130,7 +141,8 @@ class Pairs:
                 "rejected_by_reason": dict(self.rejected),
                 "rejected_lines": {k: v[:5] for k, v in self.rejected_lines.items()},
                 "rejected_stance_values": dict(self.rejected_stances),
-                "columns": dict(self.columns), "text_from_index": self.text_from_index}
+                "columns": dict(self.columns), "text_from_index": self.text_from_index,
+                "outvoted": self.outvoted, "outvoted_examples": list(self.outvoted_examples)}
 
 
 def _pick_columns(path: str, header: Sequence[str], has_store: bool,
@@ -231,8 +243,7 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
         pairs.rejected[reason] = pairs.rejected.get(reason, 0) + 1
         pairs.rejected_lines.setdefault(reason, []).append(line)
 
-    seen: set[tuple[str, str]] = set()
-    pending: list[tuple[int, str, str, str, int, str, str | None]] = []
+    by_pair: dict[tuple[str, str], list[tuple[int, str, str, str, int, str, str | None]]] = {}
     for line, row in raw_rows:
         if row is None:
             reject("blank row", line)
@@ -250,12 +261,27 @@ def read_pairs(path: str | Path, store: VectorStore | None = None, *,
             if why != "stance empty":
                 value = row["stance"].strip()
                 pairs.rejected_stances[value] = pairs.rejected_stances.get(value, 0) + 1
-        elif (topic, doc_id) in seen:
-            reject("duplicate (topic, doc_id)", line)
         else:
-            seen.add((topic, doc_id))
             url = row.get("url", "").strip() or None
-            pending.append((line, topic, query, doc_id, stance, row.get("text", ""), url))
+            by_pair.setdefault((topic, doc_id), []).append(
+                (line, topic, query, doc_id, stance, row.get("text", ""), url))
+    pending = []
+    for (topic, doc_id), found in by_pair.items():
+        label = majority(r[4] for r in found)  # the duplicate policy of every learned stage
+        if label is None:
+            for r in found:
+                reject(TIED, r[0])
+            continue
+        for r in found[1:]:
+            reject("duplicate (topic, doc_id)", r[0])
+        lost = [r[0] for r in found if r[4] != label]
+        if lost:
+            pairs.outvoted += len(lost)
+            if len(pairs.outvoted_examples) < 5:
+                pairs.outvoted_examples.append(
+                    f"lines {[r[0] for r in found]}: {doc_id} in {topic}: {len(lost)} of "
+                    f"{len(found)} rows outvoted")
+        pending.append((*found[0][:4], label, *found[0][5:]))
     need = sorted({p[3] for p in pending if not p[5].strip()})
     stored: dict[str, dict[str, Any]] = {}
     if need and store is not None:
@@ -295,8 +321,11 @@ def training_hash(examples: Sequence[StanceExample]) -> str:
 def model_document(model: StanceModel, *, embedder_name: str, embedder_dim: int,
                    training_sha256: str, n_pairs: int, n_topics: int,
                    metrics: Mapping[str, Any], provenance: Mapping[str, Any],
-                   rows: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON document of a fitted ``model`` (docs/json.md), in the current format."""
+                   rows: Mapping[str, Any] | None = None, topics: Sequence[str] = ()
+                   ) -> dict[str, Any]:
+    """The JSON document of a fitted ``model`` (docs/json.md), in the current format;
+    ``rows`` (the pairs file and the index, absolute paths as the credibility model's, and the
+    row counts) and ``topics`` (written sorted) say what data the model saw."""
     if model.model is None:
         raise ValueError("model: not fitted; call fit() first")
     feat = model.featurizer
@@ -309,7 +338,8 @@ def model_document(model: StanceModel, *, embedder_name: str, embedder_dim: int,
         "logistic": logistic_document(model.model),
         "embedder": {"name": embedder_name, "dim": int(embedder_dim)},
         "training": {"sha256": training_sha256, "n_pairs": int(n_pairs),
-                     "n_topics": int(n_topics), "rows": dict(rows or {})},
+                     "n_topics": int(n_topics), "topics": sorted({str(t) for t in topics}),
+                     "rows": dict(rows or {})},
         "metrics": dict(metrics),
     }, provenance)
 
@@ -347,6 +377,16 @@ class StanceModelFile:
         if dim is not None and dim != self.embedder_dim:
             raise StanceModelError(f"{self.path}: embedder {name!r} has dimension {dim}; the "
                                    f"stance model expects {self.embedder_dim}")
+
+    def training_data(self, searched: str | Path | None) -> dict[str, Any]:
+        """What data the model saw (:func:`credrank.learn.modelfile.trained_on`: the pairs
+        file and the index by name, topics and pairs, the training sha256) and whether its
+        index is ``searched``."""
+        t = self.document["training"]
+        rows = t.get("rows") or {}
+        return trained_on(files=[rows["file"]] if rows.get("file") else [],
+                          index=rows.get("index"), sha256=t["sha256"], searched=searched,
+                          counts={"n_topics": t["n_topics"], "n_pairs": t["n_pairs"]})
 
     def model(self, embedder: Embedder | None = None) -> StanceModel:
         """The :class:`StanceModel` (``embedder`` defaults to ``get_embedder(name)``; it is
@@ -403,6 +443,7 @@ MODEL_SCHEMA_V1 = Table({
         "sha256": Field(SHA256),
         "n_pairs": Field(Integer(0)),
         "n_topics": Field(Integer(0)),
+        "topics": Field(ListOf(Text(allow_empty=True)), required=False),
         "rows": Field(Table(extra=True), required=False),
     })),
     "metrics": Field(Table(extra=True)),
@@ -460,6 +501,17 @@ class FitResult:
     model: StanceModel
 
 
+def _seen_rows(pairs: Pairs) -> dict[str, Any]:
+    """The model file's ``training.rows``: the pairs ``file`` (absolute, as the credibility
+    model's labels: it names the file wherever the model is read), the ``index`` (already
+    absolute) and the row counts."""
+    report = pairs.report()
+    keep = ("index", "rows", "used", "rejected", "rejected_by_reason", "text_from_index",
+            "outvoted")
+    return {"file": str(Path(pairs.path).expanduser().resolve()),
+            **{k: report[k] for k in keep}}
+
+
 def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = N_BOOT,
               features: Mapping[str, Any] | None = None,
               configs: Sequence[StanceConfig] | None = None, n_jobs: int = 1,
@@ -491,9 +543,8 @@ def fit_pairs(pairs: Pairs, embedder: Embedder, *, seed: int = 0, n_boot: int = 
     sha = training_hash(pairs.examples)
     doc = model_document(cv.model, embedder_name=name, embedder_dim=dim, training_sha256=sha,
                          n_pairs=len(pairs.examples), n_topics=cv.n_topics, metrics=metrics,
-                         provenance=cv.provenance(), rows={k: v for k, v in pairs.report().items()
-                               if k in ("file", "index", "rows", "used", "rejected",
-                                        "rejected_by_reason", "text_from_index")})
+                         provenance=cv.provenance(), rows=_seen_rows(pairs),
+                         topics=[e.qid for e in pairs.examples])
     report = {**metrics, "pairs": pairs.report(), "embedder": {"name": name, "dim": dim},
               "features": doc["features"], "training_sha256": sha,
               "stance_counts": {str(k): v for k, v in sorted(stances.items())}}

@@ -47,6 +47,7 @@ from credrank.core.schema import AnyOf, Function, Nullable, Number, Text
 from credrank.credibility.indexed import FIELD, KEY_FIELD, command
 from credrank.credibility.model import CredibilityModel
 from credrank.index.formula import CredibilityFormula
+from credrank.learn.modelfile import fitted_here_note
 
 #: the policies for a candidate without a stored score of the model (module docstring)
 MISSING = ("score", "neutral", "error")
@@ -144,6 +145,12 @@ class LearnedCredibilityPrior(Stage):
             raise ValueError(f"key: expected a non-empty string, got {self.key!r}")
         self.coverage = coverage
         self.index = index
+        #: what data a model file saw, and whether it is the index searched (settings)
+        seen = getattr(model, "training_data", None)  # a model file's; a callable: none
+        self.trained_on: dict[str, Any] | None = seen(index) if callable(seen) else None
+        #: said in every ``info.credibility_prior`` when the model saw labels of this index
+        self.note = None if self.trained_on is None else fitted_here_note("credibility",
+                                                                          self.trained_on)
         #: the candidate data read: the text (and stored vectors) to score unscored ones
         #: now; nothing when every document holds a score or none is computed here
         self.reads = self._reads()
@@ -278,6 +285,8 @@ class LearnedCredibilityPrior(Stage):
                                 "other_keys": len(others), "key": self.key}
         if notes:
             info["warnings"] = notes
+        if self.note is not None:
+            info["note"] = self.note
         return lam, p, info
 
     def _warn(self) -> str:
@@ -321,6 +330,8 @@ class LearnedCredibilityPrior(Stage):
         summary = getattr(self.model, "summary", None)
         if callable(summary):
             cfg.update(summary())
+            if self.trained_on is not None:
+                cfg["trained_on"] = self.trained_on
             if isinstance(given.get("model"), str):
                 cfg["model"] = given["model"]
         elif isinstance(self.model, CredibilityModel):

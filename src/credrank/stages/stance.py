@@ -21,6 +21,7 @@ from credrank.core.params import body, construct, parameters
 from credrank.core.pipeline import BuildContext, IndexNeeded, Stage
 from credrank.core.schema import AnyOf, Flag, Instance, Integer, Nullable, Number, Text
 from credrank.index.embed import get_embedder
+from credrank.learn.modelfile import fitted_here_note
 from credrank.signals.agreement import AnswerAgreement
 from credrank.signals.stance import StanceModelFile, load_model
 from credrank.signals.stance_model import StanceModel
@@ -54,7 +55,8 @@ class StanceAgreement(AnswerAgreement):
             load_model(ctx.path(params["model"], "model", "stance model"))  # a readable file
             raise IndexNeeded("model: the stance stage needs the embedder of the index")
         model, source = _bound(ctx.path(params["model"], "model", "stance model"),
-                               ctx.embedder.name, ctx.embedder)
+                               ctx.embedder.name, ctx.embedder,
+                               getattr(ctx.store, "path", None))
         return construct(cls, params, model=model, source=source)
 
     @parameters(model=AnyOf((Text(what="a model file of `credrank stance fit`"),
@@ -73,6 +75,11 @@ class StanceAgreement(AnswerAgreement):
             raise ValueError("model: expected a fitted StanceModel (fit() or load_model())")
         self.model = model
         self.source = dict(source or {})
+        #: what data the model file saw (``source["trained_on"]``), and whether it is the
+        #: index searched; said in every ``info.agreement`` when it is
+        self.trained_on: dict[str, Any] | None = self.source.get("trained_on")
+        self.note = None if self.trained_on is None else fitted_here_note("stance",
+                                                                          self.trained_on)
         # the values were checked above: the base class's body, not its checking constructor
         body(AnswerAgreement)(self, self._stance, weight_factor, floor=floor,
                               sharpness=sharpness, mode=mode, exclude_self=exclude_self,
@@ -90,6 +97,12 @@ class StanceAgreement(AnswerAgreement):
             return self.model.predict(query, [str(t) for t in texts])
         except ValueError as exc:
             raise StageError(f"stance model: {exc}") from exc
+
+    def transform(self, batch: Candidates) -> Candidates:
+        out = super().transform(batch)
+        if self.note is None:
+            return out
+        return out.with_info(agreement={**out.info.get("agreement", {}), "note": self.note})
 
     def config(self) -> dict[str, Any]:
         model = self.params().get("model")
@@ -113,12 +126,15 @@ def stance_stage(model_path: str | Path | StanceModelFile, embedder_name: str, *
 
 
 def _bound(model_path: str | Path | StanceModelFile, embedder_name: str,
-           embedder: Embedder | None) -> tuple[StanceModel, dict[str, Any]]:
+           embedder: Embedder | None, searched: str | Path | None = None
+           ) -> tuple[StanceModel, dict[str, Any]]:
     """The model of the file at ``model_path`` bound to the embedder ``embedder_name`` (which
-    it must have been fitted with), and where it came from."""
+    it must have been fitted with), and where it came from: the file, the embedder and
+    ``trained_on`` (with the training hash; whether it was fitted on the index
+    ``searched``)."""
     loaded = model_path if isinstance(model_path, StanceModelFile) else load_model(model_path)
     loaded.check_embedder(embedder_name)
     model = loaded.model(embedder if embedder is not None else get_embedder(embedder_name))
     source = {"path": loaded.path, "embedder": loaded.embedder_name,
-              "training_sha256": loaded.document["training"]["sha256"]}
+              "trained_on": loaded.training_data(searched)}
     return model, source
