@@ -15,9 +15,19 @@ no split, and the section is left out with a note (declared).
 
 **Corpora.** Each split is its own corpus: a development question retrieves its ``fetch_k``
 nearest documents among the documents of development pools only, a test question among those
-of test pools only (exact cosine over the bench's embeddings). So no test question ever sees
-a document the model was fitted on. A document that sits in pools of both splits is dropped
-from the training set and kept in the test corpus (declared; none on CrAM and NewsPolluted).
+of test pools only (exact cosine over the bench's embeddings). A document that sits in pools
+of both splits is dropped from the development corpus and kept in the test corpus (declared;
+none on CrAM and NewsPolluted).
+
+**Hold-out by content** (:func:`text_key`). The credibility models never train on a text a test
+question can see: every development document whose *normalised text* (case-folded, every
+whitespace run one space, ends stripped) equals that of a test-pool document is left out of the
+training rows, whatever its id (NewsPolluted reuses one fake text under several ids across
+questions; CrAM NQ repeats Wikipedia passages). Only case and spacing are ignored: the uncased
+MiniLM embedding reads two such texts as the same input, while any other difference (a word,
+a digit, punctuation) is a different text; near-duplicates are not held out. The counts are
+in the details (``documents_in_both_splits``: by id; ``dev_documents_with_a_test_text``: the
+further ones by text) and the fit asserts that no training text's key is a test text's key.
 
 **Learned credibility** (:mod:`credrank.credibility`). Every development document is one
 :class:`~credrank.credibility.model.CredibilityExample` with the label ``credible = not bad``
@@ -46,8 +56,9 @@ multiple-choice option it names (the options are part of the question, not a lab
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +69,7 @@ from credrank.consensus.calibrate import answer_matches, choose_threshold
 from credrank.consensus.duplicates import duplicate_groups
 from credrank.consensus.readers import PassageReader, extractive_answers
 from credrank.core.candidates import Candidates
+from credrank.core.embedder import Embedder
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.credibility import (
     DEFAULT_CONFIGS,
@@ -70,7 +82,6 @@ from credrank.credibility import (
 from credrank.evaluate.experiment import ExperimentResult, System, run_experiment
 from credrank.evaluate.metrics import evaluate, ranked_docs, register_measure, run_from_batches
 from credrank.generate.llm import ExtractiveReader
-from credrank.index.embed import Embedder
 from credrank.index.memory import InMemoryIndex
 from credrank.pipeline.spec import PipelineSpec
 from credrank.reliability.equivalence import equivalence_normalize
@@ -246,23 +257,72 @@ def strip_spoofed_prefix(text: str) -> str:
     return out
 
 
+# -- hold-out by content ---------------------------------------------------------------------
+
+def _same(text: str) -> str:
+    return text
+
+
+def text_key(text: str) -> str:
+    """The hold-out key of a text (module docstring, "Hold-out by content"): the SHA-256 hex
+    digest of the text case-folded, each whitespace run replaced by one space, ends
+    stripped. Two texts share a key exactly when they differ in case and spacing only."""
+    return hashlib.sha256(" ".join(text.casefold().split()).encode("utf-8")).hexdigest()
+
+
+def text_keys(texts: Iterable[str], transform: Callable[[str], str] = _same) -> frozenset[str]:
+    """The :func:`text_key` of each ``transform(text)``."""
+    return frozenset(text_key(transform(t)) for t in texts)
+
+
+def split_overlap(texts: Mapping[str, str], dev_docs: Sequence[str],
+                  test_docs: Sequence[str]) -> dict[str, int]:
+    """How the development documents meet the test documents: ``documents_in_both_splits``
+    (the same id), ``dev_documents_with_a_test_text`` (another id, a test document's
+    :func:`text_key`), ``test_documents_with_a_dev_text`` (test documents of an id not in the
+    development pools whose key is a development document's) and ``held_out_of_training``
+    (the first two together: the development documents no model trains on)."""
+    test_ids, dev_ids = set(test_docs), set(dev_docs)
+    test_keys = text_keys(texts[d] for d in test_docs)
+    dev_keys = text_keys(texts[d] for d in dev_docs)
+    same_id = sum(1 for d in dev_docs if d in test_ids)
+    same_text = sum(1 for d in dev_docs if d not in test_ids and text_key(texts[d]) in test_keys)
+    return {"documents_in_both_splits": same_id, "dev_documents_with_a_test_text": same_text,
+            "test_documents_with_a_dev_text": sum(1 for d in test_docs if d not in dev_ids
+                                                  and text_key(texts[d]) in dev_keys),
+            "held_out_of_training": same_id + same_text}
+
+
+def leaked_documents(model: CredibilityModel, texts: Mapping[str, str],
+                     held_out: Collection[str], transform: Callable[[str], str] = _same
+                     ) -> list[str]:
+    """The documents ``model`` was trained on whose :func:`text_key` (of ``transform(text)``,
+    the text it was trained on) is in ``held_out``: empty unless the hold-out failed."""
+    return [d for d in model.trained_on if text_key(transform(texts[d])) in held_out]
+
+
 # -- credibility model -----------------------------------------------------------------------
 
-def credibility_examples(evalset: EvalSet, qids: Sequence[str], exclude: set[str],
-                         transform: Callable[[str], str] = lambda t: t
+def credibility_examples(evalset: EvalSet, qids: Sequence[str], held_out: Collection[str],
+                         transform: Callable[[str], str] = _same
                          ) -> list[CredibilityExample]:
-    """One example per document of the pools of ``qids`` not in ``exclude``: label
-    ``credible = 1`` unless the document is in the question's ``bad``, group = the question,
-    text ``transform(text)``, no URL."""
+    """One example per document of the pools of ``qids`` whose :func:`text_key` of
+    ``transform(text)`` is not in ``held_out`` (the keys of the texts an evaluated question
+    can see, :func:`text_keys` with the same ``transform``): label ``credible = 1`` unless the
+    document is in the question's ``bad``, group = the question, text ``transform(text)``, no
+    URL."""
     texts = {d.id: d.text for d in evalset.documents}
     out: dict[str, CredibilityExample] = {}
     for q in qids:
         bad = evalset.bad.get(q, set())
         for d in (evalset.pools or {}).get(q, []):
             d = str(d)
-            if d in exclude or d in out:
+            if d in out:
                 continue
-            out[d] = CredibilityExample(d, transform(texts[d]), None, {q: int(d not in bad)})
+            text = transform(texts[d])
+            if text_key(text) in held_out:
+                continue
+            out[d] = CredibilityExample(d, text, None, {q: int(d not in bad)})
     return list(out.values())
 
 
@@ -477,15 +537,22 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
     dev_pools = split_pools(index, dev_q, query_vectors, [d for d in dev_docs
                                                           if d not in shared], fetch_k)
     test_pools = split_pools(index, test_q, query_vectors, test_docs, fetch_k)
+    texts = {d.id: d.text for d in evalset.documents}
+    overlap = split_overlap(texts, dev_docs, test_docs)
     details: dict[str, Any] = {"split": split.to_dict(), "dev_documents": len(dev_docs),
-                               "test_documents": len(test_docs),
-                               "documents_in_both_splits": len(shared)}
+                               "test_documents": len(test_docs), **overlap}
     notes = [
         f"Split: {len(split.dev)} development / {len(split.test)} test questions "
         f"(default_rng({seed}) permutation, {DEV_SHARE:.0%} dev). Every row is measured on "
         "the test questions only; each split is its own corpus (a test question retrieves "
-        f"its {fetch_k} nearest among the {len(test_docs)} documents of test pools), so no "
-        "test question sees a document a model was fitted on. The baseline here is therefore "
+        f"its {fetch_k} nearest among the {len(test_docs)} documents of test pools). The "
+        "credibility models are held out by content: "
+        f"{overlap['held_out_of_training']} development documents whose text (case-folded, "
+        "whitespace collapsed) is a test document's were left out of their training rows "
+        f"({overlap['documents_in_both_splits']} by the same id, "
+        f"{overlap['dev_documents_with_a_test_text']} under another id; "
+        f"{overlap['test_documents_with_a_dev_text']} test documents have such a copy), so no "
+        "test question sees a text a model was fitted on. The baseline here is therefore "
         "similarity over the test corpus, not the main table's whole corpus.",
         f"reads_labels is false for every row: nothing at query time reads a label of the "
         f"test questions. But every row except {BASELINE} was fitted on labels of this same "
@@ -540,15 +607,19 @@ def label_free_experiment(evalset: EvalSet, index: InMemoryIndex,
         add_consensus(f"similarity × consensus ({reader_name})", [], reader_name,
                       "dev: consensus τ and floor")
     featurizer = CredibilityFeaturizer(embedder)
-    examples = credibility_examples(evalset, split.dev, shared)
-    stripped = credibility_examples(evalset, split.dev, shared, strip_spoofed_prefix)
+    held_out = text_keys(texts[d] for d in test_docs)
+    held_out_stripped = text_keys((texts[d] for d in test_docs), strip_spoofed_prefix)
+    examples = credibility_examples(evalset, split.dev, held_out)
+    stripped = credibility_examples(evalset, split.dev, held_out_stripped, strip_spoofed_prefix)
+    details["held_out_of_training_prefix_stripped"] = len(dev_docs) - len(stripped)
     fitted = fit_credibility(examples, featurizer, seed)
     ablated = fit_credibility(stripped, featurizer, seed)
-    leaked = ({d for f in (fitted, ablated) if f for d in f.model.trained_on}
-              & set(test_docs))
+    leaked = [*(leaked_documents(fitted.model, texts, held_out) if fitted else []),
+              *(leaked_documents(ablated.model, texts, held_out_stripped, strip_spoofed_prefix)
+                if ablated else [])]
     if leaked:
-        raise AssertionError(f"label-free: a credibility model trained on {len(leaked)} test "
-                             "documents")
+        raise AssertionError(f"label-free: a credibility model trained on {len(leaked)} "
+                             "documents whose text is a test document's")
     if fitted is None or ablated is None:
         notes.append("absent: the development documents hold one class only, so no "
                      "credibility model was fitted and its systems were not run")

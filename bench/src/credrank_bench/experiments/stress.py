@@ -31,7 +31,10 @@ fake per question and no paraphrase of it, so its only count is 1.
 baseline); answer consensus with the three copy-collapse rules of
 :mod:`credrank_bench.experiments.poisoning` (dependence-aware agreement: near-duplicates count as
 one voice); the learned credibility prior (:mod:`credrank_bench.experiments.label_free`'s model,
-fitted on development questions disjoint from the evaluated ones) alone and × consensus; on CrAM the
+fitted on development questions disjoint from the evaluated ones, and held out by content: no
+training row's normalised text, :func:`~credrank_bench.experiments.label_free.text_key`, is
+that of a document an evaluated question is shown, its clean pool or its contaminants) alone
+and × consensus; on CrAM the
 GPT truthfulness prior shipped with the data; the label-free planted-evidence defence
 (:mod:`credrank_bench.experiments.defences`, its default combination); and the reference that
 removes the contaminants by their label (``reads_labels`` true: an upper bound, not a result).
@@ -106,9 +109,12 @@ from credrank_bench.experiments.label_free import (
     fake_pair_duplicates,
     fit_credibility,
     gold_answers,
+    leaked_documents,
     memoized,
     reading_with,
     split_questions,
+    text_key,
+    text_keys,
     wrong_answers,
 )
 from credrank_bench.experiments.machine_text_rows import MachineTextOption, machine_text_systems
@@ -451,9 +457,29 @@ def pipeline_system(spec: PipelineSpec, top_k: int, fetch_k: int) -> System:
         spec, notes=("a pipeline spec given to the bench: its stages over the bench's pool",)))
 
 
+def held_out_rows(data: StressData, fit_q: Sequence[str], shown: Collection[str]
+                  ) -> dict[str, int]:
+    """Counts of the hold-out by content of the learned credibility model's training rows:
+    ``development_documents`` (of the pools of ``fit_q``), ``held_out_of_training`` (those
+    whose :func:`~credrank_bench.experiments.label_free.text_key` is that of a document of
+    ``shown``, the ids of ``data.evalset`` an evaluated question is shown) and, of these,
+    ``held_out_same_id`` (the same id, when the model is fitted on the evaluated set)."""
+    fit = data.fit_set
+    if fit is None:
+        return {"development_documents": 0, "held_out_of_training": 0, "held_out_same_id": 0}
+    texts = {d.id: d.text for d in fit.documents}
+    shown_text = {d.id: d.text for d in data.evalset.documents}
+    keys = text_keys(shown_text[d] for d in shown)
+    dev = list(dict.fromkeys(str(d) for q in fit_q for d in (fit.pools or {}).get(q, [])))
+    held = [d for d in dev if text_key(texts[d]) in keys]
+    same_id = set(shown) if fit is data.evalset else set()
+    return {"development_documents": len(dev), "held_out_of_training": len(held),
+            "held_out_same_id": sum(1 for d in held if d in same_id)}
+
+
 def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
                    fit_limit: int | None = None, fetch_k: int | None = None,
-                   only: Collection[str] | None = None
+                   only: Collection[str] | None = None, *, shown: Collection[str]
                    ) -> tuple[dict[str, System], dict[str, Any], list[str]]:
     """The compared systems, their fit details and notes (module docstring). Every system
     but the learned credibility ones is a pipeline spec (of ``fetch_k`` clean passages,
@@ -461,7 +487,10 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
     the bench's ``before`` stage of a similarity-only spec (the oracle's reads the labels).
     The learned credibility model is fitted here, in memory: those systems stay stages.
     ``only``: build these rows and the baseline only (:func:`stress_system_names`); the
-    learned credibility model is fitted only when one of its rows is asked for."""
+    learned credibility model is fitted only when one of its rows is asked for. ``shown``:
+    the ids (of ``data.evalset``) of every document an evaluated question is shown (its clean
+    pool and its contaminants); no training row has the normalised text of one of them
+    (:func:`held_out_rows`)."""
     fetch_k = 3 * top_k if fetch_k is None else fetch_k
 
     def wanted(name: str) -> bool:
@@ -485,8 +514,23 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
     fit_q = data.fit_questions if fit_limit is None else data.fit_questions[:fit_limit]
     if fit is not None and fit_q and (wanted(LEARNED) or wanted(LEARNED_CONSENSUS)):
         featurizer = CredibilityFeaturizer(embedder)
-        examples = credibility_examples(fit, fit_q, set())
+        shown_text = {d.id: d.text for d in data.evalset.documents}
+        held_out = text_keys(shown_text[d] for d in shown)
+        examples = credibility_examples(fit, fit_q, held_out)
         fitted = fit_credibility(examples, featurizer, seed)
+        if fitted is not None and leaked_documents(
+                fitted.model, {d.id: d.text for d in fit.documents}, held_out):
+            raise AssertionError("stress: the learned credibility model trained on a text an "
+                                 "evaluated question is shown")
+        counts = held_out_rows(data, fit_q, shown)
+        details["learned_credibility_held_out"] = counts
+        notes.append(
+            f"learned credibility: {counts['held_out_of_training']} of the "
+            f"{counts['development_documents']} development documents were left out of its "
+            "training rows because their text (case-folded, whitespace collapsed) is that of "
+            "a document an evaluated question is shown (its clean pool or its contaminants; "
+            f"{counts['held_out_same_id']} of them by the same id), so no evaluated question "
+            "sees a text the model was fitted on")
     if fitted is None and (wanted(LEARNED) or wanted(LEARNED_CONSENSUS)):
         notes.append("absent: no learned credibility model (the development documents hold "
                      "one class only or there are none), so its systems were not run")
@@ -640,9 +684,11 @@ def bench_stress(source: str, path: Path | str, embedder: Embedder, *,
         machine_details = machine_text.apply(index, only=seen, on_progress=on_progress)
         clean_pools = {q: index.search(questions[q], qv[q], fetch_k, restrict=clean_ids)
                        for q in evaluated}
+    shown = {str(d) for q in evaluated for d in clean_pools[q].doc_ids}
+    shown.update(d for q in evaluated for d in data.contaminants[q])
     with one_step(on_progress, "fitting the label-free systems"):
         systems, fit_details, fit_notes = stress_systems(data, embedder, top_k, seed, limit,
-                                                         fetch_k, only=rows)
+                                                         fetch_k, only=rows, shown=shown)
     if machine_text is not None and machine_details is not None:
         systems.update({n: row for n, row in machine_text_systems(top_k, fetch_k).items()
                         if rows is None or n in rows})
