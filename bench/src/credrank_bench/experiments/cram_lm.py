@@ -107,19 +107,26 @@ def fake_lowest(scores: Sequence[float], fake: Sequence[bool]) -> bool:
     return bool(values[flags][0] == lowest and int((values == lowest).sum()) == 1)
 
 
-def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0
+def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0,
+                       shown: Sequence[CramQuestion] = ()
                        ) -> tuple[Callable[[Sequence[str]], list[float]] | None, dict[str, Any]]:
     """The page-credibility model fitted on ``train``'s passages (credible = not fake, one
     group per question, hashing embedder), as ``passages → P(credible)``; ``(None, reason)``
-    when it cannot be fitted (no question, or one class only)."""
+    when it cannot be fitted (no question, or one class only). No training passage has the
+    text of a passage an evaluated question (``shown``) is shown
+    (:func:`~credrank_bench.experiments.label_free.text_key`: held out by content, as the
+    label-free split; counted in ``held_out``)."""
     from credrank.credibility.features import CredibilityFeaturizer
     from credrank.credibility.model import CredibilityExample
     from credrank.index.embed import get_embedder
-    from credrank_bench.experiments.label_free import fit_credibility
+    from credrank_bench.experiments.label_free import fit_credibility, text_key, text_keys
 
+    evaluated = text_keys(t for q in shown for t in q.passages)
+    rows = [(q, i, text, f) for q in train
+            for i, (text, f) in enumerate(zip(q.passages, q.fake, strict=True))]
+    kept = [r for r in rows if text_key(r[2]) not in evaluated]
     examples = [CredibilityExample(f"{q.qid}#{i}", text, None, {q.qid: int(not f)})
-                for q in train for i, (text, f) in enumerate(zip(q.passages, q.fake,
-                                                                  strict=True))]
+                for q, i, text, f in kept]
     if len({q.qid for q in train}) < 2:
         return None, {"fitted": False, "reason": "fewer than 2 labelled questions to fit on"}
     fitted = fit_credibility(examples, CredibilityFeaturizer(get_embedder("hashing")), seed)
@@ -131,7 +138,7 @@ def credibility_scorer(train: Sequence[CramQuestion], seed: int = 0
         return [float(v) for v in model.predict(list(passages), [None] * len(passages))]
 
     return score, {"fitted": True, "questions": len(train), "passages": len(examples),
-                   **fitted.choice}
+                   "held_out": len(rows) - len(kept), **fitted.choice}
 
 
 def _generate_runs(model: Any, tokenizer: Any, runs: dict[str, Any], full: Any, floor: float,
@@ -212,7 +219,7 @@ def bench_cram_lm(path: str | Path, model: Any, tokenizer: Any, *, heads_file: A
     heads = list(heads_file.heads)
     floor = heads_file.floor
     train = [q for q in questions if q.qid in held and q.answers and any(q.fake)]
-    learned, learned_info = credibility_scorer(train, seed)
+    learned, learned_info = credibility_scorer(train, seed, shown=chosen)
     lowest: dict[str, list[bool]] = {CRAM_LABEL_FREE: [], CRAM_LEARNED: []}
     names = (NO_CONTEXT, CLEAN, NAIVE, CRAM_LABEL_FREE, CRAM_LEARNED, CRAM_IDEAL)
     em: dict[str, dict[str, float]] = {s: {} for s in names
