@@ -608,6 +608,15 @@ def test_the_counts_say_which_candidates_they_cover(demo_index_hashing):
     assert over["--no-pushdown"][0] == "pool" and over["--no-pushdown"][1] > 5
 
 
+def test_a_bad_now_is_said_without_the_library_only_function(demo_index_hashing):
+    """A CLI flag (or a JSON field) can never be a function: the error said "an ISO 8601 date
+    … or a function of the batch"."""
+    res = runner.invoke(app, ["search", "vitamin", "--index", str(demo_index_hashing),
+                              "--freshness", "half_life=1y,now=soon"])
+    assert res.exit_code == 2 and "expected an ISO 8601 date" in res.output
+    assert "function" not in res.output
+
+
 def test_cli_table_and_errors(demo_index_hashing):
     res = runner.invoke(app, ["search", "vitamin D winter", "--index", str(demo_index_hashing),
                               "--freshness", "half_life=365d,now=2000-01-01"])

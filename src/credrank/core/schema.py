@@ -242,7 +242,16 @@ class AnyOf(Spec):
                     inside.append(spec)
         if len(inside) == 1:
             inside[0].clean(value, at, fail)  # raises, naming the item inside
-        raise fail(at, self.describe(), value)
+        raise fail(at, self._expected(value), value)
+
+    def _expected(self, value: Any) -> str:
+        """What ``value`` was expected to be: the alternatives, less the functions when it is
+        text (text meant the text form: a flag, a file or a JSON body can never hold a
+        function, and "an ISO 8601 date or a function of the batch" misled a CLI or HTTP
+        caller); every alternative otherwise (a library caller's ``0.5`` for a model)."""
+        specs = [s for s in self.specs if not (isinstance(value, str)
+                                               and isinstance(s, Function))]
+        return " or ".join(s.describe() for s in specs or self.specs)
 
 
 class _ProbeFailed(Exception):
