@@ -202,3 +202,23 @@ def test_the_stage_says_a_config_that_reaches_no_candidate() -> None:
     quiet = FreshnessDecay(config=cfg, now="2026-01-01")(
         build_batch([0.5], published_at=["2025-01-01"], claim_class=["statistic"]))
     assert "warnings" not in quiet.info["freshness"]
+
+
+def test_the_context_tiers_a_claim_the_ranking_does_not_decay() -> None:
+    """A time-persistent claim (the config's no-decay opt-out) weighed 1 in the ranking but
+    lost a tier per half-life in the context (tier 1 instead of 3)."""
+    from conftest import build_batch
+    from credrank.context.build import annotate
+    from credrank.stages.freshness import FreshnessDecay
+
+    cfg = config_from_dict({"half_life": "1y", "no_decay": {"claim_class": ["historical"]}})
+    batch = build_batch([0.9, 0.9], ids=["old-fact", "old-news"], source_type=["government"] * 2,
+                        text=["a.", "b."], published_at=["2016-01-01", "2016-01-01"],
+                        claim_class=["historical", None])
+    ranked = FreshnessDecay(config=cfg, now="2026-01-01")(batch)
+    assert list(ranked.factors["freshness"])[0] == 1.0
+    doc = annotate(ranked, now="2026-01-01", half_life="1y")
+    fact, news = doc.passages[0], doc.passages[1]
+    assert fact.doc_id == "old-fact" and fact.downgrade == 0 and fact.tier == 3
+    assert news.downgrade == 10 and news.tier == 1
+    assert fact.elapsed_days == news.elapsed_days  # its age is still shown

@@ -329,7 +329,10 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     s, basis, source_used = _source_tiers(batch, policy)
     fresh = _dates(batch, t_now)
     elapsed = _elapsed(fresh, t_now)
-    unknown = np.isnan(elapsed)
+    # a claim the ranking's freshness config opts out of decay (no_decay: a time-persistent
+    # claim, 35.7) loses no tier to age either, dated or not (its elapsed days still shown)
+    aged = np.where(_no_decay(batch), 0.0, elapsed)
+    unknown = np.isnan(aged)
     limit = n if top_k is None else top_k
     w_u: float | None = None
     weight_said: dict[str, Any] = {"from": None,
@@ -342,7 +345,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
         else:
             w_u, weight_said = _undated_weight(batch, fresh, pool, policy.undated,
                                                policy.interval_days, t_now)
-    k, out = downgrades(elapsed, policy.interval_days, policy.undated, w_u)
+    k, out = downgrades(aged, policy.interval_days, policy.undated, w_u)
     tiers = combine_tiers(r, s, k)
 
     keep = [i for i in range(n) if not out[i]]
@@ -597,6 +600,14 @@ def _dates(batch: Candidates, t_now: datetime) -> list[FreshnessDate]:
     (:func:`~credrank.stages.freshness.row_dates`: a wrapper's origin's date when the ranking
     resolved citation chains, ``lineage=cites``; a date after ``t_now`` an unknown age)."""
     return row_dates(batch, t_now)
+
+
+def _no_decay(batch: Candidates) -> np.ndarray:
+    """The rows the ranking's freshness stage did not decay (its ``freshness_half_life``
+    column ``None``: a config's no-decay opt-out); none when that stage did not run."""
+    if "freshness_half_life" not in batch.meta:
+        return np.zeros(len(batch), dtype=bool)
+    return np.array([t is None for t in batch.column("freshness_half_life")], dtype=bool)
 
 
 def _elapsed(fresh: Sequence[FreshnessDate], t_now: datetime) -> np.ndarray:
