@@ -193,6 +193,12 @@ def test_update_with_index_refuses_a_declared_type_naming_the_line(tmp_path, ind
             "source 'nejm.org' by provenance), got 'unknown' (nothing was applied)"
             in res.output.replace("\n", " "))
     assert FeedbackPriors(store).current == 0
+    # every refused line is listed, as every other bad line is (it stopped at the first)
+    fb.write_text('{"source_type": "unknown", "source_id": "nejm.org", "relevant": true}\n'
+                  '{"source_type": "blog", "source_id": "reddit.com", "relevant": true}\n')
+    both = _invoke("priors", "update", store, fb, "--index", index)
+    assert both.exit_code == 2
+    assert f"{fb}:1: source_type:" in both.output and f"{fb}:2: source_type:" in both.output
     fb.write_text('{"source_type": "peer_reviewed", "source_id": "nejm.org", '
                   '"relevant": true}\n')
     assert _invoke("priors", "update", store, fb, "--index", index).exit_code == 0

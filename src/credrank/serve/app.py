@@ -522,8 +522,10 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                     known_types=state.source_types(sid for _, sid, _ in items if sid))
             except SourceTypeMismatch as exc:
                 field = f"items[{exc.item}].source_type"
-                raise LimitError(422, "invalid_request",
-                                 f"{field}: {str(exc).split(':', 1)[1].strip()}",
+                also = [f"items[{i}].source_type" for i, _ in exc.problems[1:]]
+                detail = exc.detail(exc.problems[0][1]) + (
+                    f" (and {len(also)} more: {', '.join(also)})" if also else "")
+                raise LimitError(422, "invalid_request", f"{field}: {detail}",
                                  field=field) from None
             return priors_document(store, version), applied
 

@@ -129,13 +129,25 @@ class FeedbackStoreError(ValueError):
 
 
 class SourceTypeMismatch(ValueError):
-    """A feedback item declares a source type other than its source's: the type the index
-    gives it (``known_types``) or the type the store recorded it with. ``item`` is the
-    item's position in the round (a door names its own field or line from it)."""
+    """Feedback items declare a source type other than their source's: the type the index
+    gives it (``known_types``) or the type the store recorded it with. ``problems``: every
+    such item of the round, ``(position, message)`` in order (a door names its own field or
+    line from the position); ``item`` the first's position; the message is the first's,
+    naming how many more there are."""
 
-    def __init__(self, message: str, item: int) -> None:
-        super().__init__(message)
-        self.item = item
+    def __init__(self, problems: Sequence[tuple[int, str]]) -> None:
+        self.problems = list(problems)
+        self.item = self.problems[0][0]
+        more = len(self.problems) - 1
+        super().__init__(self.problems[0][1] + (f" (and {more} more item(s) so: "
+                                                + ", ".join(f"feedback[{i}]" for i, _ in
+                                                            self.problems[1:]) + ")"
+                                                if more else ""))
+
+    @staticmethod
+    def detail(message: str) -> str:
+        """A problem's message without its ``feedback[i] source_type:`` head."""
+        return message.split(":", 1)[1].strip()
 
 
 class FeedbackWriteError(OSError):
@@ -249,8 +261,9 @@ def _check_feedback(feedback: Iterable[Feedback],
     """Validate feedback items ``(source_type, source_id or None, relevant)``; return them as
     a list with ``relevant`` a plain bool. ``known_types``: the types the index gives each
     source id (its documents' provenance types); an item whose source is there with other
-    types is refused (:class:`SourceTypeMismatch`), a source the index lacks is not checked."""
-    items = []
+    types is refused (:class:`SourceTypeMismatch`, naming every such item of the round), a
+    source the index lacks is not checked."""
+    items, mismatched = [], []
     for i, item in enumerate(feedback):
         if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
             raise ValueError(f"feedback[{i}]: expected (source_type, source_id or None, "
@@ -262,10 +275,12 @@ def _check_feedback(feedback: Iterable[Feedback],
             known = (known_types or {}).get(sid)
             if known and stype not in known:
                 said = " or ".join(repr(t) for t in sorted(known))
-                raise SourceTypeMismatch(
-                    f"feedback[{i}] source_type: expected {said} (the type the index gives "
-                    f"source {sid!r} by provenance), got {stype!r}", i)
+                mismatched.append((i, f"feedback[{i}] source_type: expected {said} (the type "
+                                      f"the index gives source {sid!r} by provenance), got "
+                                      f"{stype!r}"))
         items.append((stype, sid, check_bool(f"feedback[{i}] relevant", relevant)))
+    if mismatched:
+        raise SourceTypeMismatch(mismatched)
     return items
 
 
@@ -1071,23 +1086,26 @@ class FeedbackPriors:
 def _new_source_types(items: Sequence[Feedback], recorded: Mapping[str, str]) -> dict[str, str]:
     """The type each source the round sees for the first time is recorded with (its first
     item's); :class:`SourceTypeMismatch` for an item whose type differs from its source's
-    recorded type, or from an earlier item's type for a new source."""
+    recorded type, or from an earlier item's type for a new source (every such item)."""
     new: dict[str, str] = {}
+    mismatched: list[tuple[int, str]] = []
     for i, (stype, sid, _) in enumerate(items):
         if sid is None:
             continue
         if sid in recorded:
             if recorded[sid] != stype:
-                raise SourceTypeMismatch(
+                mismatched.append((i, (
                     f"feedback[{i}] source_type: expected {recorded[sid]!r} (the type source "
                     f"{sid!r} was recorded with when first seen; if that type was wrong, roll "
                     "the store back to a version before the source was first seen — its "
                     f"history lists the versions — and apply the feedback again), got "
-                    f"{stype!r}", i)
+                    f"{stype!r}")))
             continue
         first = new.setdefault(sid, stype)
         if first != stype:
-            raise SourceTypeMismatch(
-                f"feedback[{i}] source_type: expected {first!r} (the type of an earlier item "
-                f"of source {sid!r} in this round), got {stype!r}", i)
+            mismatched.append((i, f"feedback[{i}] source_type: expected {first!r} (the type of "
+                                  f"an earlier item of source {sid!r} in this round), got "
+                                  f"{stype!r}"))
+    if mismatched:
+        raise SourceTypeMismatch(mismatched)
     return new
