@@ -323,3 +323,18 @@ def test_a_top_k_per_call_equal_to_the_configured_one_is_checked_too() -> None:
             ranker.run(docs, QUERY, top_k=bad)
     assert len(ranker.run(docs, QUERY, top_k=1)["documents"]) == 1
     assert len(ranker.run(docs, QUERY, top_k=2)["documents"]) == 2
+
+
+def test_a_date_after_now_is_flagged_in_the_breakdown() -> None:
+    """A document dated after the evaluation time is an unknown age (the undated policy);
+    the breakdown said its date and the median weight with nothing to tell it from a real
+    age."""
+    scorer = CredrankScorer(embedder="hashing", retrieval="given",
+                            freshness="half_life=365d,now=2026-01-01,undated=penalty:0.5")
+    ranked = scorer.rank(QUERY, [
+        Passage("vitamin d", {"url": NIH, "published_at": "2030-01-01"}, 0.9),
+        Passage("vitamin d", {"url": BLOG, "published_at": "2025-01-01"}, 0.8)])
+    by_url = {r.breakdown["url"]: r.breakdown for r in ranked}
+    assert by_url[NIH]["after_now"] is True
+    assert by_url[NIH]["score_breakdown"]["freshness"] == 0.5
+    assert "after_now" not in by_url[BLOG]

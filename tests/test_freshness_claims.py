@@ -216,7 +216,7 @@ def test_the_context_tiers_a_claim_the_ranking_does_not_decay() -> None:
                         text=["a.", "b."], published_at=["2016-01-01", "2016-01-01"],
                         claim_class=["historical", None])
     ranked = FreshnessDecay(config=cfg, now="2026-01-01")(batch)
-    assert list(ranked.factors["freshness"])[0] == 1.0
+    assert ranked.factors["freshness"][0] == 1.0
     doc = annotate(ranked, now="2026-01-01", half_life="1y")
     fact, news = doc.passages[0], doc.passages[1]
     assert fact.doc_id == "old-fact" and fact.downgrade == 0 and fact.tier == 3

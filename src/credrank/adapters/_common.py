@@ -562,11 +562,13 @@ class CredrankScorer:
         :data:`~credrank.rerank.RESOLVED_SOURCES`; ``dates``: the five dates read, ISO 8601 or
         ``None``; ``conflict``: only where a declared ``source_type`` differs from the URL's;
         ``url_error``: only where a URL names no host (a file path, ``ftp://``), why it is
-        typed ``unknown``)."""
+        typed ``unknown``; ``after_now``: only where the freshness date is after the evaluation
+        time, an unknown age that the undated policy weighed)."""
         out = []
         rules = result.column("provenance_rule")
         conflicts = result.column("provenance_conflict")
         url_errors = result.column("url_error")
+        after_now = result.column("freshness_after_now")
         resolved = result.info["retrieval"]["resolved"]
         for i, hit in enumerate(result.hits("none")):  # the framework has the text
             breakdown = {
@@ -581,6 +583,8 @@ class CredrankScorer:
                 breakdown["conflict"] = conflicts[i]
             if url_errors[i]:
                 breakdown["url_error"] = url_errors[i]
+            if after_now[i]:
+                breakdown["after_now"] = True
             out.append(Ranked(index=int(hit["doc_id"]), score=hit["score"],
                               breakdown=breakdown))
         return out
