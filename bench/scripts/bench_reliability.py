@@ -101,8 +101,9 @@ def estimate_path(old: bool, n_sources: int, spent: dict[str, float]) -> Iterato
     method = "pairs" if old else "blocked"
 
     def dependence(enc: Any, **kwargs: Any) -> Any:
-        return detect_dependence(enc, method=method, max_sources=max(n_sources, 5000),
-                                 **kwargs)
+        # run_estimate passes its own max_sources (patched below to fit n_sources)
+        kwargs["max_sources"] = max(n_sources, int(kwargs.get("max_sources", 5000)))
+        return detect_dependence(enc, method=method, **kwargs)
 
     with mock.patch.object(cli_reliability, "load_answers", _timed(load, spent, "load")), \
             mock.patch.object(cli_reliability, "detect_dependence",
