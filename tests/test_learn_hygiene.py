@@ -8,6 +8,7 @@ import csv
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -300,3 +301,29 @@ def test_registered_models_are_read_at_start(credibility_model: Path, stance_mod
                                    f"bad={damaged}"])
     assert res.exit_code == 2, res.output
     assert "--model bad:" in res.output and "bad.json" in res.output
+
+
+def test_the_service_says_the_served_index_by_no_path_in_a_credibility_warning(
+        credibility_model: Path, demo_index_hashing: Path, tmp_path: Path) -> None:
+    """The credibility stage's warning names the command that scores an index, with the
+    index's folder: over HTTP that folder was the server's absolute path."""
+    import asyncio
+
+    from serving import asgi_client, in_process
+
+    where = tmp_path / "served"
+    shutil.copytree(demo_index_hashing, where)
+
+    async def scenario() -> dict[str, Any]:
+        with in_process(where, models={"cred": credibility_model}) as served:
+            async with asgi_client(served) as client:
+                res = await client.post("/search", json={
+                    "query": "vitamin d covid", "credibility_model": "cred"})
+                assert res.status_code == 200, res.text
+                return res.json()
+
+    doc = asyncio.run(scenario())
+    said = json.dumps(doc["info"]["credibility_prior"])
+    assert "score credibility" in said  # the warning is there
+    assert str(where) not in said and str(where.resolve()) not in said
+    assert str(credibility_model) not in said

@@ -256,6 +256,8 @@ def test_per_source_retrieval_on_every_backend(tmp_path):
             assert {r["source_type"] for r in rows} == {"blog"}
             with pytest.raises(ValueError, match="where"):
                 store.read_payloads(["s1-0"], where={"source_id": "s1"})
+            both = store.read_payloads(None, ("doc_id",), where={"source_id": ["s1", "s2"]})
+            assert len(both) == 4  # any of a list: one read for many sources
 
 
 # -- manifests and opening ------------------------------------------------------------------------

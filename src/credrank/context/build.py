@@ -693,7 +693,9 @@ def _sentence_tiers(batch: Candidates, keep: list[int], texts: np.ndarray, s: np
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+    """``value`` in UTC, ISO 8601 (a library caller's ``+02:00`` date is cited in UTC, as the
+    index stores every date)."""
+    return None if value is None else value.astimezone(UTC).isoformat()
 
 
 def _str(value: Any) -> str | None:

@@ -154,11 +154,7 @@ class InMemoryIndex:
         rows: Any = (range(len(self.doc_ids)) if doc_ids is None else
                      [self._row[d] for d in dict.fromkeys(doc_ids) if d in self._row])
         if where:
-            mask = np.ones(len(self), dtype=bool)
-            for name, value in check_where(where).items():
-                column = self.doc_ids if name == "doc_id" else self.meta.get(name)
-                mask &= (np.zeros(len(self), dtype=bool) if column is None else
-                         np.array([v == value for v in column], dtype=bool))
+            mask = self._matching(where)
             rows = [r for r in rows if mask[r]]
         out = []
         for row in rows:
@@ -169,6 +165,17 @@ class InMemoryIndex:
                                 None if column is None else column[row])
             out.append(record)
         return out
+
+    def _matching(self, where: Mapping[str, Any] | None) -> np.ndarray:
+        """The rows whose fields match ``where`` (:func:`check_where`: a value, or any of a
+        list), as the engines' payload filters match them."""
+        mask = np.ones(len(self), dtype=bool)
+        for name, value in check_where(where).items():
+            column = self.doc_ids if name == "doc_id" else self.meta.get(name)
+            wanted = set(value) if isinstance(value, list) else {value}
+            mask &= (np.zeros(len(self), dtype=bool) if column is None else
+                     np.array([v in wanted for v in column], dtype=bool))
+        return mask
 
     def read_vectors(self, doc_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``doc_id -> stored (L2-normalised) vector`` of ``doc_ids`` found in the store."""
@@ -215,13 +222,7 @@ class InMemoryIndex:
         for the protocol), as the engine stores return them (one row per document: ``unit``
         changes nothing)."""
         fetch_k = check_int("fetch_k", fetch_k, 1)
-        mask = np.ones(len(self), dtype=bool)
-        for name, value in check_where(where).items():
-            column = self.doc_ids if name == "doc_id" else self.meta.get(name)
-            if column is None:
-                mask[:] = False
-            else:
-                mask &= np.array([v == value for v in column], dtype=bool)
+        mask = self._matching(where)
         chosen, sims, _ = self._top(query_vector, fetch_k, np.flatnonzero(mask))
         fields = returned_fields(with_text)
         columns = {name: self.meta[name] for name in fields if name in self.meta}

@@ -296,7 +296,8 @@ def returned_fields(with_text: bool) -> list[str]:
 
 
 def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A payload filter ``{field: value}`` (all must match) on :data:`KEYWORD_FIELDS`."""
+    """A payload filter ``{field: value}`` (all must match) on :data:`KEYWORD_FIELDS`; a value
+    is a string, or a list of strings (any of them: ``MatchAny``, one read for many)."""
     if not where:
         return {}
     if not isinstance(where, Mapping):
@@ -305,9 +306,14 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
         if name not in KEYWORD_FIELDS:
             raise ValueError(f"where: field {name!r} has no keyword index; expected one of "
                              f"{', '.join(KEYWORD_FIELDS)}")
-        if not isinstance(value, str):
-            raise ValueError(f"where[{name!r}]: expected a string, got {value!r}")
-    return dict(where)
+        if isinstance(value, list | tuple):
+            if not value or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"where[{name!r}]: expected a non-empty list of strings, "
+                                 f"got {value!r}")
+        elif not isinstance(value, str):
+            raise ValueError(f"where[{name!r}]: expected a string or a list of strings, got "
+                             f"{value!r}")
+    return {k: list(v) if isinstance(v, list | tuple) else v for k, v in where.items()}
 
 
 def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],

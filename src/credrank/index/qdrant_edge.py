@@ -212,8 +212,10 @@ def payload_selector(with_text: bool) -> Any:
 
 
 def _filter(where: Mapping[str, Any] | None) -> Any:
-    conditions: list[qe.ConditionType] = [qe.FieldCondition(key=k, match=qe.MatchValue(v))
-                                          for k, v in check_where(where).items()]
+    conditions: list[qe.ConditionType] = [
+        qe.FieldCondition(key=k, match=qe.MatchAny(v) if isinstance(v, list)
+                          else qe.MatchValue(v))
+        for k, v in check_where(where).items()]
     return qe.Filter(must=conditions) if conditions else None
 
 

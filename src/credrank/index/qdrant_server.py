@@ -110,7 +110,8 @@ def public_url(url: str) -> str:
 
 def _filter(where: Mapping[str, Any] | None) -> models.Filter | None:
     conditions: list[models.Condition] = [
-        models.FieldCondition(key=k, match=models.MatchValue(value=v))
+        models.FieldCondition(key=k, match=models.MatchAny(any=v) if isinstance(v, list)
+                              else models.MatchValue(value=v))
         for k, v in check_where(where).items()]
     return models.Filter(must=conditions) if conditions else None
 

@@ -230,9 +230,9 @@ class VectorStore(Protocol):
         """The stored ``fields`` of the documents ``doc_ids`` (ids not stored are absent from
         the answer), or of every document when ``doc_ids`` is ``None`` — of those whose
         payload matches ``where`` (keyword fields of :data:`KEYWORD_FIELDS` equal to the
-        values; only with ``doc_ids`` ``None``: a filtered scroll the engine answers from its
-        payload index); one dict per document, a field the payload lacks as ``None``. Order:
-        unspecified."""
+        values, or to any of a list; only with ``doc_ids`` ``None``: a filtered scroll the
+        engine answers from its payload index); one dict per document, a field the payload
+        lacks as ``None``. Order: unspecified."""
         ...
 
     def search_dense(self, query: str, query_vector: np.ndarray, fetch_k: int, *,

@@ -131,6 +131,9 @@ def _then_release(func: Callable[..., T]) -> Callable[..., T]:
 
 #: request shapes whose plan :class:`ServiceState` keeps (:meth:`ServiceState.plan`)
 MAX_CACHED_PLANS = 256
+#: the source ids whose provenance types ``/feedback`` keeps between index writes (the cache
+#: starts again past it)
+MAX_KNOWN_SOURCES = 100_000
 #: the characters of one passage a ``/context`` at sentence granularity is priced to embed
 #: (the passages' text is not known before the ranking; MiniLM's window is ≈ 1,000)
 CONTEXT_SENTENCE_CHARS = 2_000
@@ -158,8 +161,9 @@ class ServiceState:
         #: each registered path (as given and resolved) with its name, longest first
         #: (:meth:`unpath`; resolved once: a resolve reads the file system)
         self._path_names = _said_by_name(config.resources)
-        #: the same with the index's folder, for messages (an error's hint may name it; an
-        #: answer's settings and info never do, and are spared the look)
+        #: the same with the index's folder, for messages (an error's hint may name it, and
+        #: the credibility stage's warnings; an answer's settings never do, and the rest of
+        #: its info is spared the look)
         index_dir = getattr(searcher.store, "path", None)
         self._message_names = (self._path_names if not isinstance(index_dir, Path) else
                                _said_by_name({**config.resources, SERVED_INDEX: index_dir}))
@@ -503,6 +507,9 @@ class ServiceState:
             doc["settings"]["priors"] = {**said, "name": prior.params["priors"]}
         doc["settings"] = self.unpath(doc["settings"], answer=True)
         doc["info"] = self.unpath(doc["info"], answer=True)
+        if "credibility_prior" in doc["info"]:  # its warnings say the command that scores
+            # the index, with the index's folder: said as the served index, never its path
+            doc["info"]["credibility_prior"] = self.unpath(doc["info"]["credibility_prior"])
         return doc
 
     def search(self, token: WorkToken | None, query: str, spec: PipelineSpec,
@@ -688,21 +695,22 @@ class ServiceState:
     def source_types(self, source_ids: Iterable[str]) -> dict[str, frozenset[str]]:
         """``source_id → the provenance types of its documents`` in the served index for
         ``source_ids`` (a round's), what ``/feedback`` checks an item's declared
-        ``source_type`` against: one filtered read per source not yet looked up (the engine
-        answers it from its ``source_id`` payload index: the documents of that source, not
-        the index), kept until the next index write. It read every document of the index,
-        under the lock searches take: 0.4 s at 40,000 documents."""
+        ``source_type`` against: one filtered read for the sources not yet looked up (any of
+        them; the engine answers it from its ``source_id`` payload index: the documents of
+        those sources, not the index), kept until the next index write or
+        :data:`MAX_KNOWN_SOURCES` sources. It read every document of the index, under the
+        lock searches take: 0.4 s at 40,000 documents."""
         wanted = sorted({s for s in source_ids if isinstance(s, str)})
         with self.store_lock:
             store = self.searcher.store
             at, known = self._source_types
-            if at != generation(store):
+            if at != generation(store) or len(known) > MAX_KNOWN_SOURCES:
                 at, known = generation(store), {}
-            for sid in wanted:
-                if sid not in known:
-                    rows = store.read_payloads(None, ("source_id", "source_type"),
-                                               where={"source_id": sid})
-                    known[sid] = source_types_of(rows).get(sid, frozenset())
+            new = [sid for sid in wanted if sid not in known]
+            if new:  # one filtered read for the round's new sources (any of them)
+                found = source_types_of(store.read_payloads(
+                    None, ("source_id", "source_type"), where={"source_id": new}))
+                known.update({sid: found.get(sid, frozenset()) for sid in new})
             self._source_types = (at, known)
             return {sid: known[sid] for sid in wanted if known[sid]}
 
