@@ -320,6 +320,10 @@ def test_service_refuses_a_declared_type_and_answers_a_damaged_store_503(tmp_pat
                 out["wrong"] = await client.post("/feedback", headers=key, json={"items": [
                     {"source_type": "blog", "relevant": True},
                     {"source_type": "unknown", "source_id": "nejm.org", "relevant": True}]})
+                out["typo"] = await client.post("/feedback", headers=key, json={"items": [
+                    {"source_type": "blogg", "relevant": True}]})
+                out["step"] = await client.post("/feedback", headers=key, json={
+                    "items": [{"source_type": "blog", "relevant": True}], "step": 0.9})
                 out["right"] = await client.post("/feedback", headers=key, json={"items": [
                     {"source_type": "peer_reviewed", "source_id": "nejm.org",
                      "relevant": True}]})
@@ -338,6 +342,12 @@ def test_service_refuses_a_declared_type_and_answers_a_damaged_store_503(tmp_pat
     assert wrong.status_code == 422, wrong.text
     assert wrong.json()["errors"][0]["field"] == "items[1].source_type"
     assert wrong.json()["detail"].startswith("items[1].source_type: expected 'peer_reviewed'")
+    # a value outside the choices says what came, as the CLI does (pydantic's wording did not)
+    typo = got["typo"].json()
+    assert got["typo"].status_code == 422 and typo["errors"][0]["field"] == "items[0].source_type"
+    assert typo["detail"].startswith("items[0].source_type: expected one of 'peer_reviewed'")
+    assert typo["detail"].endswith('got "blogg"')
+    assert got["step"].json()["detail"] == "step: expected a number <= 0.5, got 0.9"
     assert got["right"].status_code == 200 and got["right"].json()["version"] == 1
     assert got["right"].json()["source_types"] == {"nejm.org": "peer_reviewed"}
     pinned = got["pinned"]

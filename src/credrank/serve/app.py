@@ -110,6 +110,11 @@ _EXPECTED = {"int_type": "an integer", "int_parsing": "an integer", "float_type"
              "dict_type": "an object", "model_type": "an object", "list_type": "an array",
              "int_from_float": "an integer"}
 
+#: pydantic's bound errors: the comparison and its context key ("Input should be less than or
+#: equal to 1000" said without what came)
+_BOUNDS = {"less_than_equal": ("<=", "le"), "less_than": ("<", "lt"),
+           "greater_than_equal": (">=", "ge"), "greater_than": (">", "gt")}
+
 IdempotencyKey = Annotated[str | None, Header(
     alias=HEADER, pattern=PATTERN,
     description="a key of 1 to 200 visible ASCII characters the client chooses per intended "
@@ -254,14 +259,23 @@ def _message(e: dict[str, Any]) -> str:
         return (f"expected at least {least:,} character{'s' if least != 1 else ''}, "
                 f"got {json.dumps(given, ensure_ascii=False)}")
     if kind in _EXPECTED and "input" in e:
-        try:
-            got = json.dumps(e["input"], ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError):
-            got = type(e["input"]).__name__
-        if len(got) > 60:
-            got = got[:57] + "..."
-        return f"expected {_EXPECTED[kind]}, got {got}"
+        return f"expected {_EXPECTED[kind]}, got {_shown(e['input'])}"
+    if kind in ("literal_error", "enum") and "expected" in ctx and "input" in e:
+        # pydantic's "Input should be 'a' or 'b'" said without what came
+        return f"expected one of {ctx['expected']}, got {_shown(e['input'])}"
+    bound = _BOUNDS.get(kind)
+    if bound is not None and bound[1] in ctx and "input" in e:
+        return f"expected a number {bound[0]} {ctx[bound[1]]}, got {_shown(e['input'])}"
     return str(e.get("msg", ""))
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the JSON a client sent, at most 60 characters."""
+    try:
+        got = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        got = type(value).__name__
+    return got[:57] + "..." if len(got) > 60 else got
 
 
 def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI:
