@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from credrank.credibility import (
     save_model,
 )
 from credrank.credibility.cv import bootstrap_auc
-from credrank.demo_corpus import demo_dir
 from credrank.documents import iter_documents
 from credrank.index.embed import HashingEmbedder, get_embedder
 from credrank.index.ingest import index_documents
@@ -43,40 +41,17 @@ from credrank.pipeline.compile import (
 from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
 from credrank.pipeline.spec import SpecError
 from credrank.provenance import SourceTyper
+from demo_labels import demo_docs, labels_rows, write_labels
 
-CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
 
 
-def _demo_docs() -> dict[str, dict]:
-    lines = (demo_dir() / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    return {d["id"]: d for d in map(json.loads, lines)}
-
-
-def _labels_rows() -> list[tuple[str, int, str]]:
-    """``(doc_id, credible, topic)``: each judged demo page, credible iff its TLD is one of
-    :data:`CREDIBLE_TLDS` (synthetic, learnable from the URL)."""
-    docs = _demo_docs()
-    out = []
-    for line in (demo_dir() / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-        qid, _, doc, _ = line.split()
-        tld = docs[doc]["url"].split("/")[2].rsplit(".", 1)[-1]
-        out.append((doc, int(tld in CREDIBLE_TLDS), qid))
-    return out
-
-
-def _write_labels(path: Path, rows, header=("doc_id", "credible", "topic")) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
 
 
 @pytest.fixture()
 def labels_csv(tmp_path: Path) -> Path:
-    return _write_labels(tmp_path / "labels.csv",
-                         [*_labels_rows(), ("no-such-doc", 1, "q01"), ("missing-2", 0, "q02")])
+    return write_labels(tmp_path / "labels.csv",
+                         [*labels_rows(), ("no-such-doc", 1, "q01"), ("missing-2", 0, "q02")])
 
 
 # ---------------------------------------------------------------- labels
@@ -103,17 +78,17 @@ def test_unknown_ids_are_reported_and_counted(demo_index_hashing: Path, labels_c
     assert report.unknown == 2
     assert report.examples["unknown"][0].endswith("no-such-doc")
     assert report.rows == report.used_rows + sum(report.skipped.values())
-    assert report.used_rows == len(_labels_rows())
-    assert len(examples) == len({r[0] for r in _labels_rows()})
+    assert report.used_rows == len(labels_rows())
+    assert len(examples) == len({r[0] for r in labels_rows()})
 
 
 def test_conflicting_duplicate_rows_are_counted_as_outvoted(demo_index_hashing: Path,
                                                             tmp_path: Path):
     # a page labelled 1 once and 0 twice took 0 by majority without a word
-    rows = _labels_rows()
+    rows = labels_rows()
     doc, credible, topic = rows[0]
     flipped = [(doc, 1 - credible, topic)] * 2
-    labels = read_labels(_write_labels(tmp_path / "dup.csv", [*rows, *flipped]))
+    labels = read_labels(write_labels(tmp_path / "dup.csv", [*rows, *flipped]))
     with open_store(demo_index_hashing) as idx:
         examples, report = match_labels(labels, idx, "topic")
     assert report.outvoted == 1 and report.to_dict()["outvoted"] == 1
@@ -137,13 +112,13 @@ def test_a_credibility_label_in_the_pages_own_text_is_counted(tmp_path: Path):
     with open_store(tmp_path / "idx", "edge", embedder=emb.name, dim=emb.dim,
                     create=True) as idx:
         index_documents(iter_documents(path), idx, emb, SourceTyper())
-        result = fit_from_labels(_write_labels(tmp_path / "l.csv", rows), idx, emb,
+        result = fit_from_labels(write_labels(tmp_path / "l.csv", rows), idx, emb,
                                  configs=FAST, n_boot=50)
     assert result.report["self_labelled"] == 24
 
 
 def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):
-    docs = _demo_docs()
+    docs = demo_docs()
     ids = ["d001", "d002", "d003"]
     emb = HashingEmbedder(16)
     from credrank.demo_corpus import index_demo
@@ -151,7 +126,7 @@ def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):
     store = InMemoryIndex.create(emb.name, emb.dim)
     index_demo(store, emb)
     rows = [(docs[d]["url"], 1, "t") for d in ids] + [(docs["d001"]["url"], 0, "t")]
-    labels = read_labels(_write_labels(tmp_path / "u.csv", rows, ("url", "credible", "topic")))
+    labels = read_labels(write_labels(tmp_path / "u.csv", rows, ("url", "credible", "topic")))
     examples, report = match_labels(labels, store, "host")
     # d001 has one 1 and one 0 in its group: a tie, reported with its two rows
     assert report.skipped["tie"] == 2 and report.used_rows == 2
@@ -162,7 +137,7 @@ def test_match_by_url_and_host_groups_and_ties(tmp_path: Path):
 
 
 def test_group_by_topic_without_topic_column_is_an_error(demo_index_hashing, tmp_path):
-    labels = read_labels(_write_labels(tmp_path / "n.csv", [("d001", 1)],
+    labels = read_labels(write_labels(tmp_path / "n.csv", [("d001", 1)],
                                        ("doc_id", "credible")))
     with open_store(demo_index_hashing) as idx, pytest.raises(ValueError,
                                                               match="needs a 'topic' column"):
@@ -170,10 +145,10 @@ def test_group_by_topic_without_topic_column_is_an_error(demo_index_hashing, tmp
 
 
 def test_one_class_only_and_too_few_groups_are_errors(demo_index_hashing, tmp_path):
-    rows = [(d, 1, t) for d, _, t in _labels_rows()]
-    one = _write_labels(tmp_path / "one.csv", rows)
-    two = _write_labels(tmp_path / "two.csv",
-                        [r for r in _labels_rows() if r[2] in ("q01", "q02")])
+    rows = [(d, 1, t) for d, _, t in labels_rows()]
+    one = write_labels(tmp_path / "one.csv", rows)
+    two = write_labels(tmp_path / "two.csv",
+                        [r for r in labels_rows() if r[2] in ("q01", "q02")])
     with open_store(demo_index_hashing) as idx:
         emb = get_embedder(idx.manifest.embedder)
         with pytest.raises(ValueError, match="one class only") as info:
@@ -183,7 +158,7 @@ def test_one_class_only_and_too_few_groups_are_errors(demo_index_hashing, tmp_pa
         with pytest.raises(ValueError, match="at least 3 groups"):
             fit_from_labels(two, idx, emb, configs=FAST, n_boot=50)
         # no row matched: said as such (it said "one class only (none)")
-        unknown = _write_labels(tmp_path / "unknown.csv", [("x1", 1, "q01"), ("x2", 0, "q02")])
+        unknown = write_labels(tmp_path / "unknown.csv", [("x1", 1, "q01"), ("x2", 0, "q02")])
         with pytest.raises(ValueError, match=r"unknown\.csv: none of the 2 label rows matched "
                                              r"a usable page of the index \(skipped: unknown 2"):
             fit_from_labels(unknown, idx, emb, configs=FAST, n_boot=50)
@@ -370,7 +345,7 @@ def test_cli_fit_then_search_applies_the_credibility_factor(demo_index_hashing, 
                               str(demo_index_hashing), "--out", str(tmp_path / "m2.json")])
     text = " ".join(res.stdout.split())
     assert res.exit_code == 0 and "grouped CV AUC" in text and "unknown ids: 2" in text
-    bad = _write_labels(tmp_path / "bad.csv", [("d001", "yes", "q01")])
+    bad = write_labels(tmp_path / "bad.csv", [("d001", "yes", "q01")])
     res = runner.invoke(app, ["credibility", "fit", str(bad), "--index",
                               str(demo_index_hashing), "--out", str(tmp_path / "m3.json")])
     assert res.exit_code == 2 and "bad.csv:2: credible" in " ".join(res.output.split())
@@ -419,7 +394,7 @@ def test_real_trec_labels_through_the_product_path(shared_data: Path, tmp_path: 
     index_documents(evalset.documents, store, emb, SourceTyper())
     rows = [(d, int(j["credibility"]), t) for d, lab in evalset.doc_labels.items()
             for t, j in lab["judgements"].items() if j.get("credibility") in (0, 1)]
-    labels = _write_labels(tmp_path / "trec.csv", rows)
+    labels = write_labels(tmp_path / "trec.csv", rows)
     result = fit_from_labels(labels, store, emb, configs=(Config(("cues", "url"), 10.0),),
                              n_boot=200)
     rep = result.report

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from pathlib import Path
@@ -17,12 +16,11 @@ from credrank.cli import app
 from credrank.credibility import Config, CredibilityExample, fit_from_labels
 from credrank.credibility.features import CredibilityFeaturizer, FeatureCache
 from credrank.credibility.train import merge_sets, set_names
-from credrank.demo_corpus import demo_dir
 from credrank.index.embed import HashingEmbedder, get_embedder
 from credrank.index.opener import open_store
+from demo_labels import labels_rows, write_labels
 
 FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
-CREDIBLE_TLDS = ("gov", "org", "int", "uk")
 
 
 class Counting:
@@ -82,31 +80,14 @@ def test_cached_features_equal_uncached(tmp_path: Path, monkeypatch: pytest.Monk
     assert broken.texts == 4
 
 
-def _labels_rows() -> list[tuple[str, int, str]]:
-    docs = {d["id"]: d for d in map(json.loads, (demo_dir() / "corpus.jsonl").read_text(
-        encoding="utf-8").splitlines())}
-    out = []
-    for line in (demo_dir() / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-        qid, _, doc, _ = line.split()
-        tld = docs[doc]["url"].split("/")[2].rsplit(".", 1)[-1]
-        out.append((doc, int(tld in CREDIBLE_TLDS), qid))
-    return out
-
-
-def _write(path: Path, rows) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(("doc_id", "credible", "topic"))
-        w.writerows(rows)
-    return path
 
 
 @pytest.fixture()
 def two_sets(tmp_path: Path) -> tuple[Path, Path]:
-    rows = _labels_rows()
+    rows = labels_rows()
     first = sorted({t for _, _, t in rows})[:5]
-    return (_write(tmp_path / "alpha.csv", [r for r in rows if r[2] in first]),
-            _write(tmp_path / "beta.csv", [r for r in rows if r[2] not in first]))
+    return (write_labels(tmp_path / "alpha.csv", [r for r in rows if r[2] in first]),
+            write_labels(tmp_path / "beta.csv", [r for r in rows if r[2] not in first]))
 
 
 @pytest.mark.slow  # nested CV fits (seconds on a busy machine)
@@ -115,7 +96,7 @@ def test_several_labels_files_are_several_sets(demo_index_hashing: Path, two_set
     assert set_names([a, b, tmp_path / "x" / "alpha.csv"]) == ["alpha", "beta", "alpha-2"]
     with open_store(demo_index_hashing) as idx:
         emb = get_embedder(idx.manifest.embedder)
-        one = fit_from_labels(_write(tmp_path / "all.csv", _labels_rows()), idx, emb,
+        one = fit_from_labels(write_labels(tmp_path / "all.csv", labels_rows()), idx, emb,
                               configs=FAST, n_boot=50)
         two = fit_from_labels([a, b], idx, emb, configs=FAST, n_boot=50,
                               leave_one_set_out=True)

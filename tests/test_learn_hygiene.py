@@ -4,7 +4,6 @@ policy; one ``--jobs`` option; registered models checked when the service starts
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +18,6 @@ from credrank.credibility.labels import read_labels
 from credrank.credibility.modelfile import load_model as load_credibility
 from credrank.credibility.modelfile import save_model
 from credrank.credibility.train import check_distinct
-from credrank.demo_corpus import demo_dir
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
 from credrank.learn.cv import majority
@@ -28,33 +26,9 @@ from credrank.serve.config import check_learned_models
 from credrank.signals.stance import fit_pairs, read_pairs
 from credrank.signals.stance import load_model as load_stance
 from credrank.signals.stance import save_model as save_stance
+from demo_labels import labels_rows, write_labels
 
 FAST = (Config(("cues", "url"), 10.0), Config(("url",), 100.0))
-CREDIBLE_TLDS = ("gov", "org", "int", "uk")
-
-
-def _corpus() -> dict[str, dict]:
-    return {d["id"]: d for d in map(json.loads, (demo_dir() / "corpus.jsonl").read_text(
-        encoding="utf-8").splitlines())}
-
-
-def _labels_rows() -> list[tuple[str, int, str]]:
-    """(doc id, credible by the url's TLD, query id) for every judged page of the demo."""
-    docs = _corpus()
-    out = []
-    for line in (demo_dir() / "qrels.tsv").read_text(encoding="utf-8").splitlines():
-        qid, _, doc, _ = line.split()
-        tld = docs[doc]["url"].split("/")[2].rsplit(".", 1)[-1]
-        out.append((doc, int(tld in CREDIBLE_TLDS), qid))
-    return out
-
-
-def _write(path: Path, rows, header=("doc_id", "credible", "topic")) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
 
 
 def _fit(labels, index: Path, **kw):
@@ -69,11 +43,11 @@ def _fit(labels, index: Path, **kw):
 @pytest.mark.slow  # nested CV fits (seconds on a busy machine)
 def test_leave_one_set_out_with_a_covered_set_reports_it_and_goes_on(demo_index_hashing: Path,
                                                                       tmp_path: Path):
-    rows = _labels_rows()
+    rows = labels_rows()
     topics = sorted({t for _, _, t in rows})
-    big = _write(tmp_path / "big.csv", rows)
+    big = write_labels(tmp_path / "big.csv", rows)
     # every page of `part` is judged in `big` too: holding `big` out leaves nothing to train on
-    part = _write(tmp_path / "part.csv", [r for r in rows if r[2] in topics[:4]])
+    part = write_labels(tmp_path / "part.csv", [r for r in rows if r[2] in topics[:4]])
     result = _fit([big, part], demo_index_hashing, leave_one_set_out=True)
     lodo = result.report["leave_one_set_out"]
     assert list(lodo) == ["big", "part"]
@@ -92,12 +66,12 @@ def test_leave_one_set_out_with_a_covered_set_reports_it_and_goes_on(demo_index_
 
 
 def test_a_labels_file_given_twice_is_refused(demo_index_hashing: Path, tmp_path: Path):
-    a = _write(tmp_path / "a.csv", _labels_rows())
+    a = write_labels(tmp_path / "a.csv", labels_rows())
     copy = tmp_path / "sub" / "a-copy.csv"
     copy.parent.mkdir()
     # the same rows in another order: the same labelled set
-    _write(copy, list(reversed(_labels_rows())))
-    other = _write(tmp_path / "b.csv", _labels_rows()[:30])
+    write_labels(copy, list(reversed(labels_rows())))
+    other = write_labels(tmp_path / "b.csv", labels_rows()[:30])
     check_distinct([read_labels(a), read_labels(other)])  # distinct sets pass
     with pytest.raises(ValueError, match=r"a.csv \(file 2\) is the same file as .*a.csv "
                                          r"\(file 1\)"):
@@ -120,7 +94,7 @@ def test_a_labels_file_given_twice_is_refused(demo_index_hashing: Path, tmp_path
 def credibility_model(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory
                       ) -> Path:
     where = tmp_path_factory.mktemp("cred")
-    labels = _write(where / "demo-labels.csv", _labels_rows())
+    labels = write_labels(where / "demo-labels.csv", labels_rows())
     model = where / "cred.json"
     save_model(model, _fit(labels, demo_index_hashing).document)
     return model
@@ -129,13 +103,13 @@ def credibility_model(demo_index_hashing: Path, tmp_path_factory: pytest.TempPat
 def _pairs_rows() -> list[tuple[str, str, str, int]]:
     """Stance pairs on pages of the demo index (texts read from it): the stance is the
     credibility label (any 0/1 with both values per topic serves)."""
-    return [(t, f"does the treatment of {t} help?", d, y) for d, y, t in _labels_rows()]
+    return [(t, f"does the treatment of {t} help?", d, y) for d, y, t in labels_rows()]
 
 
 @pytest.fixture(scope="module")
 def stance_model(demo_index_hashing: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("stance")
-    pairs = _write(where / "demo-pairs.csv", _pairs_rows(),
+    pairs = write_labels(where / "demo-pairs.csv", _pairs_rows(),
                    header=("topic", "query", "doc_id", "stance"))
     with open_store(demo_index_hashing) as idx:
         data = read_pairs(pairs, idx)
@@ -149,7 +123,7 @@ def test_model_files_list_their_groups_and_absolute_files(credibility_model: Pat
                                                           stance_model: Path,
                                                           demo_index_hashing: Path):
     cred = json.loads(credibility_model.read_text(encoding="utf-8"))["training"]
-    assert cred["groups"] == sorted({t for _, _, t in _labels_rows()})
+    assert cred["groups"] == sorted({t for _, _, t in labels_rows()})
     assert len(cred["groups"]) == cred["n_groups"]
     assert Path(cred["labels"][0]).is_absolute()
     stance = json.loads(stance_model.read_text(encoding="utf-8"))["training"]
@@ -177,7 +151,7 @@ def test_search_settings_say_which_data_a_model_saw(credibility_model: Path, sta
     seen = doc["settings"]["credibility"]["trained_on"]
     assert seen["labels"] == ["demo-labels.csv"]  # by name: no path
     assert seen["index"] == demo_index_hashing.name and seen["fitted_on_this_index"] is True
-    assert seen["n_groups"] == len({t for _, _, t in _labels_rows()})
+    assert seen["n_groups"] == len({t for _, _, t in labels_rows()})
     model = json.loads(credibility_model.read_text(encoding="utf-8"))
     assert seen["sha256"] == model["training"]["sha256"]
     assert "not label-free" in doc["info"]["credibility_prior"]["note"]
