@@ -12,9 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from credrank.cli import app
 from credrank.evaluate.report import MANIFEST, prepare_out_dir, write_report
 from credrank.evaluate.result import BenchResult
 from credrank.index.embed import CachedEmbedder, CacheWarning, HashingEmbedder
@@ -24,19 +22,7 @@ from credrank_bench.experiments import benches
 from credrank_bench.experiments.benches import BenchOptions, run_bench
 from credrank_bench.experiments.goldengaze import load_goldengaze
 from credrank_bench.experiments.limits import bench_limits
-
-runner = CliRunner()
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _bench(*args: str) -> tuple[int, str]:
-    res = runner.invoke(app, ["bench", *args])
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, _flat(res.output)
-
+from test_bench_inputs import _bench
 
 # -- a file of another set ---------------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -166,12 +168,18 @@ def test_bad_options_are_named_as_options(answers_csv, args, message):
     assert message in " ".join(res.output.split())
 
 
-def test_an_alias_listed_under_two_answers_names_the_aliases_file(tmp_path):
+def _estimate_with_aliases(tmp_path: Path, aliases_json: str) -> tuple[Path, Any]:
+    """``reliability estimate`` of a one-row answers file with ``aliases_json`` as
+    ``--aliases``: the aliases file and the result."""
     answers = tmp_path / "ans.csv"
     answers.write_text("question_id,source_id,answer\nq1,s1,Paris\n", encoding="utf-8")
     aliases = tmp_path / "al.json"
-    aliases.write_text('{"Paris": ["paris"], "London": ["paris"]}', encoding="utf-8")
-    res = runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
+    aliases.write_text(aliases_json, encoding="utf-8")
+    return aliases, runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
+
+
+def test_an_alias_listed_under_two_answers_names_the_aliases_file(tmp_path):
+    aliases, res = _estimate_with_aliases(tmp_path, '{"Paris": ["paris"], "London": ["paris"]}')
     assert res.exit_code == 2
     assert f"{aliases}: aliases: 'paris'" in " ".join(res.output.split())
 
@@ -190,11 +198,7 @@ def test_reads_labels_says_whether_a_truth_file_was_read(answers_csv, truth_csv)
 
 
 def test_aliases_errors_name_the_option(tmp_path):
-    answers = tmp_path / "ans.csv"
-    answers.write_text("question_id,source_id,answer\nq1,s1,Paris\n", encoding="utf-8")
-    aliases = tmp_path / "al.json"
-    aliases.write_text('{"paris": "x"}', encoding="utf-8")
-    res = runner.invoke(app, ["estimate", str(answers), "--aliases", str(aliases)])
+    aliases, res = _estimate_with_aliases(tmp_path, '{"paris": "x"}')
     assert res.exit_code == 2
     said = " ".join(res.output.split())
     assert said.startswith(f"error: --aliases {aliases}:") and "expected a list" in said
