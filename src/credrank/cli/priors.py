@@ -159,7 +159,7 @@ def _write(action: Callable[[], tuple[int, bool]], words: dict[str, str]) -> tup
 def _said_at_line(exc: SourceTypeMismatch, feedback: Path, lines: list[int]) -> str:
     """Every item's source type refused by the store, each said at its line of the feedback
     file (as every other bad line is listed)."""
-    said = [f"{feedback}:{lines[i]}: source_type: {exc.detail(m)}" for i, m in exc.problems]
+    said = [f"{feedback}:{lines[i]}: source_type: {m}" for i, m in exc.problems]
     return "\n".join(said) + " (nothing was applied)"
 
 

@@ -32,6 +32,7 @@ from credrank.index.manifest import Manifest
 from credrank.index.passages import Span
 from credrank.index.payload import (
     READ_FIELDS,
+    check_read_where,
     check_where,
     document_payload,
     returned_fields,
@@ -149,8 +150,7 @@ class InMemoryIndex:
                       where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The ``fields`` of ``doc_ids`` (all rows when ``None``, those matching ``where``)
         from the id and the meta columns; see :class:`~credrank.index.store.VectorStore`."""
-        if where and doc_ids is not None:
-            raise ValueError("where: only when reading every document (doc_ids None)")
+        check_read_where(doc_ids, where)
         rows: Any = (range(len(self.doc_ids)) if doc_ids is None else
                      [self._row[d] for d in dict.fromkeys(doc_ids) if d in self._row])
         if where:

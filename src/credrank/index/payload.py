@@ -35,6 +35,7 @@ __all__ = [
     "best_passages",
     "bm25_text",
     "check_extra",
+    "check_read_where",
     "check_where",
     "columns_to_candidates",
     "content_hash",
@@ -314,6 +315,13 @@ def check_where(where: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"where[{name!r}]: expected a string or a list of strings, got "
                              f"{value!r}")
     return {k: list(v) if isinstance(v, list | tuple) else v for k, v in where.items()}
+
+
+def check_read_where(doc_ids: Sequence[str] | None, where: Mapping[str, Any] | None) -> None:
+    """``ValueError`` for a ``where`` given with ``doc_ids``: :meth:`read_payloads
+    <credrank.index.store.VectorStore.read_payloads>` filters only a read of every document."""
+    if where and doc_ids is not None:
+        raise ValueError("where: only when reading every document (doc_ids None)")
 
 
 def to_candidates(query: str, payloads: Sequence[Mapping[str, Any] | None],

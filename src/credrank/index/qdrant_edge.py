@@ -130,6 +130,7 @@ from credrank.index.payload import (
     SPARSE,
     TEXT_FIELDS,
     bm25_text,
+    check_read_where,
     check_where,
     columns_to_candidates,
     document_payload,
@@ -716,9 +717,8 @@ class EdgeIndex:
         scrolled in pages of ``READ_PAGE``), each document's from its first passage (its whole
         text); see :class:`~credrank.index.store.VectorStore`."""
         selector = qe.PayloadSelector.Include(list(dict.fromkeys(["doc_id", *fields])))
+        check_read_where(doc_ids, where)
         if doc_ids is not None:
-            if where:
-                raise ValueError("where: only when reading every document (doc_ids None)")
             ids = list(dict.fromkeys(doc_ids))
             out = []
             for start in range(0, len(ids), READ_PAGE):

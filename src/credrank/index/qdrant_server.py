@@ -64,6 +64,7 @@ from credrank.index.payload import (
     READ_PAGE,
     SPARSE,
     bm25_text,
+    check_read_where,
     check_where,
     document_payload,
     document_points,
@@ -468,9 +469,8 @@ class QdrantServerIndex:
         """The stored ``fields`` of ``doc_ids`` (all documents when ``None``; by id, then
         scrolled in pages of ``READ_PAGE``); see :class:`~credrank.index.store.VectorStore`."""
         wanted = list(dict.fromkeys(["doc_id", *fields]))
+        check_read_where(doc_ids, where)
         if doc_ids is not None:
-            if where:
-                raise ValueError("where: only when reading every document (doc_ids None)")
             ids = list(dict.fromkeys(doc_ids))
             out = []
             for start in range(0, len(ids), READ_PAGE):

@@ -43,7 +43,6 @@ fetched pool.
 from __future__ import annotations
 
 import inspect
-import numbers
 import time
 import warnings
 from abc import abstractmethod
@@ -57,7 +56,7 @@ from credrank.core.errors import CandidateVectorError
 from credrank.core.params import construct, parameters
 from credrank.core.pipeline import BuildContext, Stage
 from credrank.core.schema import AnyOf, Flag, Integer, ListOf, Nullable, Number, Text
-from credrank.core.validation import check_choice, check_int
+from credrank.core.validation import check_choice, check_int, is_integer, is_number
 from credrank.select.budget import pool_warnings
 from credrank.select.bvn import (
     ExposureMonitor,
@@ -544,9 +543,9 @@ def _kind(value: Any) -> str:
     ``1`` are not)."""
     if isinstance(value, bool | np.bool_):
         return "bool"
-    if isinstance(value, numbers.Integral):
+    if is_integer(value):
         return "int"
-    if isinstance(value, numbers.Real):
+    if is_number(value):
         return "float"
     return "str" if isinstance(value, str) else type(value).__name__
 

@@ -539,7 +539,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 also = [f"items[{i}].source_type" for i, _ in exc.problems[1:]]
                 shown = ", ".join(also[:10]) + (f", … {len(also) - 10} more"
                                                 if len(also) > 10 else "")
-                detail = exc.detail(exc.problems[0][1]) + (
+                detail = exc.problems[0][1] + (
                     f" (and {len(also)} more: {shown})" if also else "")
                 raise LimitError(422, "invalid_request", f"{field}: {detail}",
                                  field=field) from None

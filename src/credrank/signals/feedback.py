@@ -131,23 +131,17 @@ class FeedbackStoreError(ValueError):
 class SourceTypeMismatch(ValueError):
     """Feedback items declare a source type other than their source's: the type the index
     gives it (``known_types``) or the type the store recorded it with. ``problems``: every
-    such item of the round, ``(position, message)`` in order (a door names its own field or
-    line from the position); ``item`` the first's position; the message is the first's,
-    naming how many more there are."""
+    such item of the round, ``(position, what was expected and what came)`` in order (a door
+    says the position as its own field or line); ``item`` the first's position; the message
+    is the first's at ``feedback[i] source_type``, naming how many more there are."""
 
     def __init__(self, problems: Sequence[tuple[int, str]]) -> None:
         self.problems = list(problems)
-        self.item = self.problems[0][0]
-        more = len(self.problems) - 1
-        super().__init__(self.problems[0][1] + (f" (and {more} more item(s) so: "
-                                                + ", ".join(f"feedback[{i}]" for i, _ in
-                                                            self.problems[1:]) + ")"
-                                                if more else ""))
-
-    @staticmethod
-    def detail(message: str) -> str:
-        """A problem's message without its ``feedback[i] source_type:`` head."""
-        return message.split(":", 1)[1].strip()
+        self.item, first = self.problems[0]
+        more = [f"feedback[{i}]" for i, _ in self.problems[1:]]
+        super().__init__(f"feedback[{self.item}] source_type: {first}"
+                         + (f" (and {len(more)} more item(s) so: {', '.join(more)})"
+                            if more else ""))
 
 
 class FeedbackWriteError(OSError):
@@ -275,9 +269,8 @@ def _check_feedback(feedback: Iterable[Feedback],
             known = (known_types or {}).get(sid)
             if known and stype not in known:
                 said = " or ".join(repr(t) for t in sorted(known))
-                mismatched.append((i, f"feedback[{i}] source_type: expected {said} (the type "
-                                      f"the index gives source {sid!r} by provenance), got "
-                                      f"{stype!r}"))
+                mismatched.append((i, f"expected {said} (the type the index gives source "
+                                      f"{sid!r} by provenance), got {stype!r}"))
         items.append((stype, sid, check_bool(f"feedback[{i}] relevant", relevant)))
     if mismatched:
         raise SourceTypeMismatch(mismatched)
@@ -1095,7 +1088,7 @@ def _new_source_types(items: Sequence[Feedback], recorded: Mapping[str, str]) ->
         if sid in recorded:
             if recorded[sid] != stype:
                 mismatched.append((i, (
-                    f"feedback[{i}] source_type: expected {recorded[sid]!r} (the type source "
+                    f"expected {recorded[sid]!r} (the type source "
                     f"{sid!r} was recorded with when first seen; if that type was wrong, roll "
                     "the store back to a version before the source was first seen — its "
                     f"history lists the versions — and apply the feedback again), got "
@@ -1103,9 +1096,8 @@ def _new_source_types(items: Sequence[Feedback], recorded: Mapping[str, str]) ->
             continue
         first = new.setdefault(sid, stype)
         if first != stype:
-            mismatched.append((i, f"feedback[{i}] source_type: expected {first!r} (the type of "
-                                  f"an earlier item of source {sid!r} in this round), got "
-                                  f"{stype!r}"))
+            mismatched.append((i, f"expected {first!r} (the type of an earlier item of "
+                                  f"source {sid!r} in this round), got {stype!r}"))
     if mismatched:
         raise SourceTypeMismatch(mismatched)
     return new
