@@ -457,19 +457,17 @@ def pipeline_system(spec: PipelineSpec, top_k: int, fetch_k: int) -> System:
         spec, notes=("a pipeline spec given to the bench: its stages over the bench's pool",)))
 
 
-def held_out_rows(data: StressData, fit_q: Sequence[str], shown: Collection[str]
-                  ) -> dict[str, int]:
+def held_out_rows(data: StressData, fit_q: Sequence[str], shown: Collection[str],
+                  keys: Collection[str]) -> dict[str, int]:
     """Counts of the hold-out by content of the learned credibility model's training rows:
     ``development_documents`` (of the pools of ``fit_q``), ``held_out_of_training`` (those
-    whose :func:`~credrank_bench.experiments.label_free.text_key` is that of a document of
+    whose :func:`~credrank_bench.experiments.label_free.text_key` is one of ``keys``, those of
     ``shown``, the ids of ``data.evalset`` an evaluated question is shown) and, of these,
     ``held_out_same_id`` (the same id, when the model is fitted on the evaluated set)."""
     fit = data.fit_set
     if fit is None:
         return {"development_documents": 0, "held_out_of_training": 0, "held_out_same_id": 0}
     texts = {d.id: d.text for d in fit.documents}
-    shown_text = {d.id: d.text for d in data.evalset.documents}
-    keys = text_keys(shown_text[d] for d in shown)
     dev = list(dict.fromkeys(str(d) for q in fit_q for d in (fit.pools or {}).get(q, [])))
     held = [d for d in dev if text_key(texts[d]) in keys]
     same_id = set(shown) if fit is data.evalset else set()
@@ -522,7 +520,7 @@ def stress_systems(data: StressData, embedder: Embedder, top_k: int, seed: int,
                 fitted.model, {d.id: d.text for d in fit.documents}, held_out):
             raise AssertionError("stress: the learned credibility model trained on a text an "
                                  "evaluated question is shown")
-        counts = held_out_rows(data, fit_q, shown)
+        counts = held_out_rows(data, fit_q, shown, held_out)
         details["learned_credibility_held_out"] = counts
         notes.append(
             f"learned credibility: {counts['held_out_of_training']} of the "
