@@ -31,6 +31,7 @@ _API: dict[str, str] = {
     # searching an index, reranking candidates retrieved elsewhere
     "Searcher": "credrank.searcher:Searcher",
     "rerank": "credrank.rerank",
+    "rerank_context": "credrank.searcher:rerank_context",
     "open_store": "credrank.index.opener:open_store",
     "get_embedder": "credrank.index.embed:get_embedder",
     # the pipeline as configuration
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 
     # to a type checker the function a user calls (at run time the module, callable as it)
     from credrank.rerank import rerank as rerank
-    from credrank.searcher import Searcher
+    from credrank.searcher import Searcher, rerank_context
     from credrank.signals.prior import load_priors
 
 
@@ -86,5 +87,5 @@ def __dir__() -> list[str]:
 __all__ = [  # = "__version__" and the keys of _API (a test checks it)
     "CATALOG", "Candidates", "Pipeline", "PipelineSpec", "Searcher", "SourceTyper",
     "SpecError", "Stage", "__version__", "get_embedder", "index_documents", "iter_documents",
-    "load_priors", "open_store", "rerank",
+    "load_priors", "open_store", "rerank", "rerank_context",
 ]

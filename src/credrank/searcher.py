@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from credrank.context.build import ContextDocument, search_context
+from credrank.context.given import GivenRanking, check_context_retrieval
 from credrank.core.candidates import Candidates
 from credrank.core.checkpoint import checking
 from credrank.core.embedder import Embedder
@@ -356,11 +358,35 @@ class Searcher:
         compiled = self.compile_rerank(spec)
         result = self._rerank(compiled, query, records, retrieval, query_vector, check)
         settings, pipeline = answered(
-            {**compiled.settings, "retrieval": retrieval, "pushdown": False,
-             "fetch_k": len(records), "embedder": self.embedder.name,
-             "query_vector": _query_vector(result, query_vector)}, result.info, text)
+            rerank_settings(compiled, retrieval, len(records), self.embedder, result,
+                            query_vector), result.info, text)
         return {"credrank_rerank": SEARCH_FORMAT, "query": query, "settings": settings,
                 "hits": rerank_hits(result, text), "info": result.info, "pipeline": pipeline}
+
+    def rerank_context(self, query: str, records: Sequence[Mapping[str, Any]],
+                       spec: SpecLike = None, *, retrieval: str = DEFAULT_RETRIEVAL,
+                       query_vector: Sequence[float] | np.ndarray | None = None,
+                       check: Check | None = None, **options: Any) -> ContextDocument:
+        """The credibility-annotated context (chapter 35.4) of a client's candidates: ranked
+        as :meth:`rerank` ranks them (``spec``: its ``top_k`` is the passages kept), then
+        tiered as ``credrank context`` tiers a search (``options``: the keywords of
+        :func:`~credrank.context.build.search_context`: ``now``, ``half_life``, ``undated``,
+        ``granularity``, ``source_tier``, ``text``). The retrieval score comes from vectors
+        (:mod:`credrank.context.given`: ``retrieval`` ``auto`` or ``cosine``; ``given`` is a
+        ``ValueError``); the candidates are embedded once, whatever rankings the context
+        asks for. ``.to_json(fmt, cite)`` / ``.render(fmt, cite)`` give the document and the
+        prompt."""
+        check_context_retrieval(check_retrieval(retrieval))
+        spec = as_spec(spec)
+        compiled = self.compile_rerank(spec)
+        given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
+                                with_vectors="vectors" in reads(compiled.stages),
+                                query_vector=query_vector, auto=self.auto, read_scores=False)
+        return given_context(given, self.compile_rerank, query, spec, retrieval=retrieval,
+                             query_vector=query_vector,
+                             run=lambda stages, q, c: self.run(stages, q, store=False,
+                                                               check=c),
+                             check=check, **options)
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -375,6 +401,79 @@ class Searcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def rerank_settings(compiled: Compiled, retrieval: str, candidates: int, embedder: Embedder,
+                    result: Candidates,
+                    query_vector: Sequence[float] | np.ndarray | None) -> dict[str, Any]:
+    """The settings of a ranking of ``candidates`` retrieved elsewhere (``/rerank`` and a
+    context over candidates): the compiled spec's, the ``retrieval`` asked for, never pushed
+    down, ``fetch_k`` = the candidates, the embedder, whether the query vector was given."""
+    return {**compiled.settings, "retrieval": retrieval, "pushdown": False,
+            "fetch_k": candidates, "embedder": embedder.name,
+            "query_vector": _query_vector(result, query_vector)}
+
+
+def given_context(given: GivenCandidates, compile: Callable[[PipelineSpec], Compiled],
+                  query: str, spec: PipelineSpec, *, retrieval: str,
+                  query_vector: Sequence[float] | np.ndarray | None,
+                  run: Callable[[Sequence[Stage], str, Check | None], Candidates] | None = None,
+                  check: Check | None = None, **options: Any) -> ContextDocument:
+    """:func:`~credrank.context.build.search_context` over the pool of ``given`` (a
+    :class:`~credrank.context.given.GivenRanking`: ``given`` run once, each spec's stages by
+    ``compile``, the settings as ``/rerank`` records them): the one path of a context over
+    candidates retrieved elsewhere (:meth:`Searcher.rerank_context`, :func:`rerank_context`,
+    the adapters). ``run``: the door's run loop (default: the stages in order, no
+    checkpoints)."""
+    n = len(given.records)
+    ranking = GivenRanking(
+        given, given.embedder, lambda s: compile(s).stages,
+        lambda s, result: rerank_settings(compile(s), retrieval, n, given.embedder, result,
+                                          query_vector),
+        run or _run_plain, pool=max(n, 1))
+    return search_context(ranking, query, spec, pool=ranking.pool, check=check, **options)
+
+
+def _run_plain(stages: Sequence[Stage], query: str, check: Check | None) -> Candidates:
+    """``stages`` on ``query`` in order (a door without checkpoints: ``check`` is ``None``)."""
+    del check
+    return Pipeline(list(stages)).search(query)
+
+
+def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
+                   embedder: Embedder | str | None = "minilm", spec: SpecLike = None,
+                   typer: SourceTyper | None = None, *, retrieval: str = DEFAULT_RETRIEVAL,
+                   query_vector: Sequence[float] | np.ndarray | None = None,
+                   auto: AutoRetrieval | None = None,
+                   resources: Mapping[str, str | Path] | None = None,
+                   allow_paths: bool = True, **options: Any) -> ContextDocument:
+    """The credibility-annotated context of ``records`` for ``query`` without an index: as
+    :meth:`Searcher.rerank_context`, with the embedder, typer, ``auto``, ``resources`` and
+    ``allow_paths`` of :func:`credrank.rerank.rerank` (``embedder``: a name or an
+    :class:`~credrank.core.embedder.Embedder`). ``from credrank import rerank_context``."""
+    if typer is not None and not isinstance(typer, SourceTyper):
+        raise TypeError(f"typer: expected a SourceTyper or None, got {type(typer).__name__}")
+    if embedder is None or isinstance(embedder, str):
+        embedder = get_embedder(embedder or "minilm")
+    elif not isinstance(embedder, Embedder):
+        raise TypeError(f"embedder: expected an embedder name ('minilm', 'hashing', …) or an "
+                        f"Embedder, got {type(embedder).__name__}")
+    check_context_retrieval(check_retrieval(retrieval))
+    spec = check_rerank_spec(as_spec(spec), "spec")
+    built: dict[str, Compiled] = {}
+    model = embedder
+
+    def compile(s: PipelineSpec) -> Compiled:
+        if s.key not in built:
+            built[s.key] = compile_rerank(check_rerank_spec(s, "spec"), _GIVEN, model,
+                                          resources=resources, allow_paths=allow_paths)
+        return built[s.key]
+
+    given = GivenCandidates(records, embedder, typer, retrieval=retrieval,
+                            with_vectors="vectors" in reads(compile(spec).stages),
+                            query_vector=query_vector, auto=auto, read_scores=False)
+    return given_context(given, compile, query, spec, retrieval=retrieval,
+                         query_vector=query_vector, **options)
 
 
 def _query_vector(result: Candidates,

@@ -501,10 +501,14 @@ def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
                    now: str | None = None, half_life: float | str | None = None,
                    undated: UnknownAge | str = "neutral", granularity: str = "document",
                    source_tier: str = "auto", text: str = "full",
-                   check: Callable[[str], None] | None = None) -> ContextDocument:
+                   check: Callable[[str], None] | None = None,
+                   pool: int | None = None) -> ContextDocument:
     """The context of ``query``: ranked by ``spec`` over ``searcher``'s index, then
-    :func:`build_context` (the one path of ``credrank context`` and ``POST /context``;
-    ``check``: the searcher's checkpoint callable, as :meth:`Searcher.search`).
+    :func:`build_context` (the one path of ``credrank context``, ``POST /context`` and, over
+    a :class:`~credrank.context.given.GivenRanking`, of a context over candidates retrieved
+    elsewhere; ``check``: the searcher's checkpoint callable, as :meth:`Searcher.search`;
+    ``pool``: the size of the pool the longer rankings below reach, default the spec's
+    ``fetch_k``, the candidates' number over given candidates).
 
     ``now`` becomes the freshness stage's ``T`` too (:func:`one_clock`). With ``undated
     exclude``, the passages left out are replaced by the next dated hits of the same pool
@@ -516,27 +520,29 @@ def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
     policy = TierPolicy(source_tier=source_tier, interval_days=_days(half_life),
                         undated=undated if isinstance(undated, UnknownAge)
                         else parse_undated(undated))
-    describe = searcher.compile(spec).settings
+    whole = spec.resolved_fetch_k if pool is None else pool
+    describe: dict[str, Any] | None = None
     shown = spec
     while True:
         ranked = searcher.search(query, shown, text=text, check=check)
+        if describe is None:  # after the first ranking (a given pool's settings say what
+            describe = searcher.compile(spec).settings  # its retrieval resolved to)
         options: dict[str, Any] = dict(
             embedder=searcher.embedder, now=now, half_life=policy.interval_days,
             undated=policy.undated, granularity=granularity, source_tier=source_tier, text=text,
             describe=describe, top_k=spec.top_k)
-        whole = spec.resolved_fetch_k
         doc = build_context(ranked, pool=ranked if shown.top_k >= whole else None, **options)
         if (doc.used.get("undated_weight") or {}).get("from") == "ranked":
-            pool = searcher.search(query, spec.replace_top(top_k=whole, fetch_k=whole),
-                                   text="none", check=check)
-            doc = build_context(ranked, pool=pool, **options)
-        wider = _refill(spec, shown, len(doc.passages), len(doc.excluded))
+            ranked_pool = searcher.search(query, spec.replace_top(top_k=whole, fetch_k=whole),
+                                          text="none", check=check)
+            doc = build_context(ranked, pool=ranked_pool, **options)
+        wider = _refill(spec, shown, len(doc.passages), len(doc.excluded), whole)
         if wider is None:
             return doc
         shown = wider
 
 
-def _refill(spec: PipelineSpec, shown: PipelineSpec, kept: int, excluded: int
+def _refill(spec: PipelineSpec, shown: PipelineSpec, kept: int, excluded: int, pool: int
             ) -> PipelineSpec | None:
     """The spec of the next search when ``undated exclude`` left fewer than ``top_k``
     passages (``kept``; ``excluded`` left out of ``shown``'s ranking): the same pool
@@ -544,8 +550,7 @@ def _refill(spec: PipelineSpec, shown: PipelineSpec, kept: int, excluded: int
     longer ranking continues this one; ``None`` when it is full or the pool is spent. Only
     for the default selector (``topk``), whose longer ranking starts with the shorter one; a
     selection (``mmr``, ``exposure`` …) of more hits is another selection, and its context
-    stays shorter."""
-    pool = spec.resolved_fetch_k
+    stays shorter. ``pool``: the size of the pool (:func:`search_context`)."""
     if (kept >= spec.top_k or not excluded or shown.top_k >= pool
             or spec.stages[-1].name != "topk"):
         return None

@@ -152,14 +152,18 @@ class Fallback:
     embedded: int
     embedder: str
     ms: float
+    #: whether the call could have used the passages' scores instead (not a context's)
+    scores: bool = True
 
     @property
     def message(self) -> str:
+        skip = (f"pass the retriever's scores, or embeddings of the {self.embedder!r} model, "
+                "with the passages to skip it (retrieval='given' takes the scores as they "
+                "are)" if self.scores else
+                f"pass embeddings of the {self.embedder!r} model with the passages to skip it")
         return (f"{FALLBACK_PREFIX}: {self.detail}; embedding {self.embedded} passage(s) with "
                 f"the {self.embedder!r} embedder took {self.ms:.0f} ms on this call (about "
-                "that on every such call); pass the retriever's scores, or embeddings of the "
-                f"{self.embedder!r} model, with the passages to skip it "
-                "(retrieval='given' takes the scores as they are)")
+                f"that on every such call); {skip}")
 
 
 def _warn(fallback: Fallback) -> None:
@@ -274,12 +278,18 @@ class Resolution:
     fallback: str | None = None
     truncated: tuple[str, ...] = ()
     window_tokens: int | None = None
+    #: the candidates whose score was not read (``read_scores=False``: a context's relevance
+    #: tiers bin cosines); ``None``: scores are read, and the key is not in :meth:`info`
+    scores_unread: int | None = None
 
     def info(self) -> dict[str, Any]:
-        return {"requested": self.requested, "resolved": self.resolved,
-                "embedded": self.embedded, "query": self.query, "same_model": self.same_model,
-                "same_model_cosine": self.same_model_cosine, "fallback": self.fallback,
-                "truncated": list(self.truncated), "window_tokens": self.window_tokens}
+        out = {"requested": self.requested, "resolved": self.resolved,
+               "embedded": self.embedded, "query": self.query, "same_model": self.same_model,
+               "same_model_cosine": self.same_model_cosine, "fallback": self.fallback,
+               "truncated": list(self.truncated), "window_tokens": self.window_tokens}
+        if self.scores_unread is not None:
+            out["scores_unread"] = self.scores_unread
+        return out
 
 
 @dataclass(frozen=True)
@@ -528,6 +538,10 @@ class GivenCandidates(Stage):
     passed). ``embedded_texts``: per record, the text the framework embedded (LlamaIndex embeds
     metadata with the text), tried by the check besides ``title\\ntext`` and the text.
     ``names``: the caller's words for its candidates in errors and notices (:class:`Names`).
+    ``read_scores=False``: the candidates' scores play no part, and ``retrieval`` must be
+    ``auto`` or ``cosine`` (a credibility-annotated context, whose relevance tiers bin cosine
+    similarities: :mod:`credrank.context.given`); ``info["retrieval"]["scores_unread"]``
+    counts the candidates that came with one.
     The batch's ``info["retrieval"]`` is the call's :class:`Resolution`.
     """
 
@@ -539,10 +553,17 @@ class GivenCandidates(Stage):
                  query_vector: Sequence[float] | np.ndarray | None = None,
                  auto: AutoRetrieval | None = None, declared: bool = True,
                  embedded_texts: Sequence[str | None] | None = None,
-                 fields: MetadataFields | None = None, names: Names | None = None):
+                 fields: MetadataFields | None = None, names: Names | None = None,
+                 read_scores: bool = True):
         self.names = names or CANDIDATES
+        if not read_scores and retrieval == "given":
+            raise ValueError("retrieval: expected auto or cosine when the scores are not read, "
+                             "got 'given'")
+        self.read_scores = read_scores
         self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval,
                                         fields=fields, names=self.names)
+        self.scores_unread = (None if read_scores else
+                              sum(r["score"] is not None for r in self.records))
         self.embedder, self.retrieval = embedder, retrieval
         self.query_vector = (None if query_vector is None else
                              _check_vector("query_vector", query_vector, embedder.dim))
@@ -571,7 +592,8 @@ class GivenCandidates(Stage):
         vectors, embedded, ms, truncated, best = self._vectors(
             records, plan.resolved, query_vector if plan.resolved != "given" else None)
         if plan.fallback is not None and embedded:
-            self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms))
+            self.auto.fell_back(Fallback(*plan.fallback, embedded, self.embedder.name, ms,
+                                         self.read_scores))
         if plan.resolved != "given":
             assert vectors is not None and query_vector is not None
             scores = _cosines(vectors, query_vector)
@@ -582,7 +604,7 @@ class GivenCandidates(Stage):
             None if plan.check is None else plan.check.same_model,
             None if plan.check is None else plan.check.cosine,
             None if plan.fallback is None else plan.fallback[1], tuple(truncated),
-            window_of(self.embedder) if embedded else None)
+            window_of(self.embedder) if embedded else None, self.scores_unread)
         provs = _payloads(self.typer, [(r["url"], r["source_type"]) for r in records])
         meta: dict[str, list[Any]] = {
             "text": [r["text"] for r in records], "client_score": [r["score"] for r in records],
@@ -626,7 +648,8 @@ class GivenCandidates(Stage):
             return _Plan(resolved, records, None, self.query_vector, None)
         n = len(records)
         with_vector = [i for i, r in enumerate(records) if r["vector"] is not None]
-        without_score = [i for i, r in enumerate(records) if r["score"] is None]
+        without_score = [i for i, r in enumerate(records)
+                         if r["score"] is None or not self.read_scores]
         negative = [i for i, r in enumerate(records)
                     if r["score"] is not None and r["score"] < 0]
         usable_scores = not without_score and not negative
@@ -659,7 +682,11 @@ class GivenCandidates(Stage):
         (``had_vector``: the passages that came with a vector, since removed or not)."""
         label, noun = self.names.items, self.names.noun
         need = ("the pipeline reads vectors" if plan.resolved == "given" else
+                "a context's relevance tiers bin cosines" if not self.read_scores else
                 f"not every {noun} has a non-negative score")
+        fix = (f"or a score >= 0 with every {noun}" if self.read_scores else "or a vector of "
+               "the embedder's model (a context reads no scores)")
+        other = f"or every {noun}'s score, " if self.read_scores else ""
         for i, r in enumerate(plan.records):
             if r["vector"] is not None or (r["text"] or "").strip():
                 continue
@@ -667,7 +694,7 @@ class GivenCandidates(Stage):
                 raise CandidateError(
                     f"{label}[{i}]: expected a non-empty text or a vector to embed, got "
                     f"neither (retrieval='auto' embeds the passages: {need}); send its text, "
-                    f"or a score >= 0 with every {noun}")
+                    f"{fix}")
             check = plan.check
             why = (f"could not be checked (no {noun} has both a vector and a text)"
                    if check is None else
@@ -676,8 +703,7 @@ class GivenCandidates(Stage):
             raise CandidateError(
                 f"{label}[{i}]: expected a non-empty text to embed, got none "
                 f"(retrieval='auto' embeds it: its vector {why}, and {need}); send its text "
-                f"or every {noun}'s score, or retrieval='cosine' to use the vectors as they "
-                "are")
+                f"{other}or retrieval='cosine' to use the vectors as they are")
 
     def _check(self, records: list[dict[str, Any]], with_vector: list[int]) -> ModelCheck | None:
         """The same-model verdict (:meth:`AutoRetrieval.check`) on the first passage with a
@@ -711,6 +737,8 @@ class GivenCandidates(Stage):
                      "the passages' embeddings cannot be checked (no passage has a text)")
         else:
             key, words = "some_embeddings", f"{len(with_vector)} of {n} passages carry one"
+        if not self.read_scores:  # a context: scores play no part
+            return key, words
         if len(without_score) == n:
             key, words = f"{key}+no_scores", f"{words}, and none a score"
         elif without_score:
