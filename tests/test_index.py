@@ -31,7 +31,14 @@ from credrank.pipeline.compile import (
     decide_pushdown,
 )
 from credrank.pipeline.pushdown import PushdownSearch
-from credrank.pipeline.shortcuts import CLI, in_words, spec_from_options
+from credrank.pipeline.shortcuts import (
+    AUDIT,
+    CLI,
+    HTTP_SEARCH,
+    LIBRARY,
+    in_words,
+    spec_from_options,
+)
 from credrank.pipeline.spec import PipelineSpec, SpecError
 from credrank.provenance import SourceTyper
 from credrank.select.topk import TopK
@@ -116,6 +123,13 @@ def test_pipeline_builder_rejects_unsupported_pushdown(small_index):
                                         r"pushdown: true cannot be honoured") as caught:
         check_stages(insisted)
     assert in_words(caught.value, insisted.to_dict(), CLI).startswith("--mode: mode 'rrf'")
+    # the option that insisted is said in the door's words, not the spec's
+    said = {door.name: in_words(caught.value, insisted.to_dict(), door)
+            for door in (CLI, LIBRARY, HTTP_SEARCH, AUDIT)}
+    assert said["cli"].endswith("; --pushdown cannot be honoured")
+    assert said["library"].endswith("; pushdown=True cannot be honoured")
+    assert said["http"].endswith("; pushdown: true cannot be honoured")
+    assert said["audit"].endswith("; system.pushdown: true cannot be honoured")
     # a spec that insists, at its stage, when it is compiled
     spec = PipelineSpec.of("prior", {"stage": "combine", "mode": "rrf"}, pushdown=True)
     with pytest.raises(SpecError, match=r"stages\[1\]: mode 'rrf' needs the Python path.*"

@@ -34,7 +34,7 @@ from credrank.index.store import FormulaScoring, VectorStore, formula_unavailabl
 from credrank.pipeline.catalog import entry
 from credrank.pipeline.document import settings_document, stable_settings
 from credrank.pipeline.pushdown import PushdownSearch
-from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.pipeline.spec import FORCED_PUSHDOWN, PipelineSpec, SpecError
 
 
 class PushdownError(ValueError):
@@ -110,8 +110,8 @@ def decide(spec: PipelineSpec, stages: Sequence[Stage], store: object | None) ->
     except PushdownError as exc:
         at = exc.where if exc.where.startswith("stages[") else "pushdown"
         reason = exc.reason if at == exc.where else f"{exc.where} {exc.reason}".strip()
-        raise SpecError(f"{at}: {reason}; pushdown: true cannot be honoured", at,
-                        f"{reason}; pushdown: true cannot be honoured") from None
+        raise SpecError(f"{at}: {reason}; {FORCED_PUSHDOWN}", at,
+                        f"{reason}; {FORCED_PUSHDOWN}") from None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 from credrank.core.validation import is_integer
 from credrank.index.store import MAX_K
 from credrank.pipeline.catalog import CATALOG
-from credrank.pipeline.spec import PipelineSpec, SpecError
+from credrank.pipeline.spec import FORCED_PUSHDOWN, PipelineSpec, SpecError
 
 #: how a shortcut's value becomes spec data: ``top`` a top-level key (``param``), ``param``
 #: one parameter of ``stage`` (the stage added when absent), ``on`` a flag that adds ``stage``,
@@ -436,8 +436,13 @@ def written_places(values: Mapping[str, Any], written: Iterable[str], door: Door
 def in_words(exc: SpecError, data: Mapping[str, Any] | PipelineSpec, door: Door) -> str:
     """``exc`` (a path into the spec ``data``: its plain data, or the spec, whose stages an
     error names by their written index, :meth:`PipelineSpec.written`) said with the door's
-    word behind it."""
+    word behind it (a ``pushdown: true`` that cannot be honoured as the door's option that
+    set it: ``--pushdown``, ``pushdown=True``)."""
     path, detail = exc.key_path, exc.detail
+    if FORCED_PUSHDOWN in detail:
+        forced = ("--pushdown" if door.cli else "pushdown=True"
+                  if door.name in ("library", "adapter") else f"{door.say('pushdown')}: true")
+        detail = detail.replace(FORCED_PUSHDOWN, f"{forced} cannot be honoured")
     head, _, rest = path.partition(".")
     if not head.startswith("stages["):
         tops = {s.param: s.name for s in door.shortcuts() if s.kind == "top"}

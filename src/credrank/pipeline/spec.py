@@ -59,6 +59,11 @@ def spec_file_beside(param: str, value: Any, folder: Path) -> str | None:
     return None
 
 
+#: how a spec error says that the spec's ``pushdown: true`` cannot be honoured (a door that
+#: set it with its own option says it in its words: :func:`~credrank.pipeline.shortcuts.in_words`)
+FORCED_PUSHDOWN = "pushdown: true cannot be honoured"
+
+
 class SpecError(ValueError):
     """A spec that cannot run: ``key_path`` is where (``stages[3].threshold``), ``detail``
     what was expected and what came; ``str()`` is both, prefixed by the spec's name."""
@@ -306,4 +311,5 @@ def _check_order(stages: Sequence[StageSpec], fail: Any) -> None:
                        f"a pipeline runs {order}, and signals in catalog order")
 
 
-__all__ = ["FORMAT", "RETRIEVALS", "SPEC_KEY", "PipelineSpec", "SpecError", "StageSpec"]
+__all__ = ["FORCED_PUSHDOWN", "FORMAT", "RETRIEVALS", "SPEC_KEY", "PipelineSpec", "SpecError",
+           "StageSpec"]
