@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from credrank.cli import app
-from credrank.core.pipeline import FunctionStage
 from credrank.credibility import (
     Config,
     CredibilityExample,
@@ -362,7 +361,7 @@ def test_settings_document_names_the_model(demo_index_hashing, labels_csv, tmp_p
     assert "text" in reads(stages)
     assert decide_pushdown(stages, retrieval=spec.retrieval,
                            requested=spec.pushdown).fused is False
-    out = compile_rerank(spec, FunctionStage(lambda batch: batch, name="given"), emb).settings
+    out = compile_rerank(spec, emb).settings
     # the floor applied, the model file's (it said null, the spec's "not given")
     floor = result.document["floor"]
     assert out["credibility"]["floor"] == floor and out["pushdown"] is False

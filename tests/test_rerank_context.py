@@ -179,6 +179,17 @@ def test_the_document_says_the_rerank_settings_and_replays():
 def test_an_empty_pool_is_an_empty_context():
     doc = rerank_context("fasting", [], EMB, {"top_k": 3})
     assert doc.passages == [] and doc.excluded == []
+    assert doc.to_json("json", True)["info"]["retrieval"]["scores_unread"] == 0
+
+
+@pytest.mark.parametrize("option", [{"granularity": "paragraph"}, {"text": "nope"},
+                                    {"text": "none", "granularity": "sentence"}])
+def test_a_bad_option_is_refused_before_anything_is_embedded(option):
+    embedder = CountingEmbedder()
+    with pytest.raises(ValueError, match=r"^(granularity|text)"):
+        rerank_context("fasting", _candidates(sorted(CORPUS)[:3]), embedder,  # type: ignore[arg-type]
+                       {"top_k": 2}, **option)
+    assert embedder.texts == 0
 
 
 def test_the_front_door_exports_it():

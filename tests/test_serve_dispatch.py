@@ -67,7 +67,8 @@ def test_the_direct_path_is_taken_and_answers_as_the_router_would(
             async with asgi_client(app) as c:
                 assert (await c.get("/healthz")).status_code == 200  # builds the stack
                 direct = direct_routes(app)
-                assert set(direct.routes) == {"/search", "/rerank", "/context"}
+                assert set(direct.routes) == {"/search", "/rerank", "/context",
+                                              "/rerank/context"}
                 fallback, seen = direct.fallback, []
 
                 async def counted(scope: Any, receive: Any, send: Any) -> None:

@@ -20,13 +20,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from credrank.context.build import ContextDocument, search_context
-from credrank.context.given import GivenRanking, check_context_retrieval
 from credrank.core.candidates import Candidates
 from credrank.core.checkpoint import checking
 from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT, check_text
-from credrank.core.pipeline import FunctionStage, Pipeline, Stage
+from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_bool, check_str
 from credrank.index.embed import get_embedder
 from credrank.index.opener import open_store
@@ -51,6 +49,8 @@ from credrank.rerank import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from credrank.context.build import ContextDocument
 
 #: a pipeline as the methods take it: a spec, its plain data, or ``None`` (the default spec,
 #: :func:`credrank.rerank.as_spec`: ``credrank search`` without options)
@@ -184,7 +184,7 @@ class Searcher:
         :class:`~credrank.pipeline.spec.SpecError` (:func:`credrank.rerank.check_rerank_spec`)."""
         spec = check_rerank_spec(as_spec(spec), "spec")
         return self._memo(("rerank", spec.key), lambda: compile_rerank(
-            spec, _GIVEN, self.embedder, resources=self.resources,
+            spec, self.embedder, resources=self.resources,
             allow_paths=self.allow_paths))
 
     def _memo(self, key: tuple[str, str], build: Callable[[], T]) -> T:
@@ -376,7 +376,9 @@ class Searcher:
         ``ValueError``); the candidates are embedded once, whatever rankings the context
         asks for. ``.to_json(fmt, cite)`` / ``.render(fmt, cite)`` give the document and the
         prompt."""
-        check_context_retrieval(check_retrieval(retrieval))
+        from credrank.context.given import check_context_retrieval  # not on a search's path
+
+        check_context_retrieval(retrieval)
         spec = as_spec(spec)
         compiled = self.compile_rerank(spec)
         given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
@@ -425,6 +427,9 @@ def given_context(given: GivenCandidates, compile: Callable[[PipelineSpec], Comp
     candidates retrieved elsewhere (:meth:`Searcher.rerank_context`, :func:`rerank_context`,
     the adapters). ``run``: the door's run loop (default: the stages in order, no
     checkpoints)."""
+    from credrank.context.build import search_context  # not on a search's path
+    from credrank.context.given import GivenRanking
+
     n = len(given.records)
     ranking = GivenRanking(
         given, given.embedder, lambda s: compile(s).stages,
@@ -458,14 +463,16 @@ def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
     elif not isinstance(embedder, Embedder):
         raise TypeError(f"embedder: expected an embedder name ('minilm', 'hashing', …) or an "
                         f"Embedder, got {type(embedder).__name__}")
-    check_context_retrieval(check_retrieval(retrieval))
+    from credrank.context.given import check_context_retrieval
+
+    check_context_retrieval(retrieval)
     spec = check_rerank_spec(as_spec(spec), "spec")
     built: dict[str, Compiled] = {}
     model = embedder
 
     def compile(s: PipelineSpec) -> Compiled:
         if s.key not in built:
-            built[s.key] = compile_rerank(check_rerank_spec(s, "spec"), _GIVEN, model,
+            built[s.key] = compile_rerank(check_rerank_spec(s, "spec"), model,
                                           resources=resources, allow_paths=allow_paths)
         return built[s.key]
 
@@ -485,6 +492,3 @@ def _query_vector(result: Candidates,
         return "given" if query_vector is not None else "embedded"
     return str(used)
 
-
-#: a stand-in for the given candidates while a rerank spec is compiled (its stages are used)
-_GIVEN = FunctionStage(lambda batch: batch, name="given")

@@ -85,6 +85,25 @@ LangChain, ``nodes[i]`` for LlamaIndex, and where its score was read: ``document
 ``nodes[i].score``, ``documents[i].metadata['score'] (score_key)``), ``i`` being the position
 in the input list.
 
+Context (chapter 35.4). :meth:`CredrankScorer.context` (each adapter's ``context``) builds the
+credibility-annotated context of the framework's documents — what ``credrank context`` and
+``POST /context`` print for a search, here over the documents the framework retrieved — by the
+one path of a context over candidates retrieved elsewhere,
+:func:`credrank.searcher.given_context` (as :func:`credrank.searcher.rerank_context`): the
+documents ranked as :meth:`CredrankScorer.rank` ranks them, the top ``top_k`` tiered with
+``tier = min(S_tier, max(1, R − ⌊(T−t)/τ⌋))``. Relevance tiers bin cosine similarities, so
+the retriever's scores are never read (``info.retrieval.scores_unread`` counts the documents
+that carried one): ``retrieval="auto"`` uses the documents' embeddings when they pass the
+same-model check, else embeds the passages (the one-time warning says what it cost);
+``cosine`` as above; a scorer configured with ``given`` is refused. The options are the
+library's (``now``, ``half_life``, ``undated``, ``granularity``, ``source_tier``, ``text``:
+:func:`credrank.context.build.search_context`, its validators and words); ``format`` and
+``cite`` are the rendering's (``doc.render(format, cite)``, ``doc.to_json(format, cite)``).
+``score_threshold`` is a ranking's: a context keeps its ``top_k`` passages as ``credrank
+context`` does. The passages' ``doc_id`` are the positions in the input list (``"0"``,
+``"1"``, …, as in ranking: ``documents[int(passage.doc_id)]`` is the framework's document);
+their URL, title and dates are those read from its metadata.
+
 Spec keys that cannot apply. The spec's ``retrieval`` (``bm25``), ``unit`` (``passage``) and
 ``pushdown`` (``true``) are about a door that retrieves; here the documents come retrieved, so
 a spec with another value than the default is refused naming the key
@@ -95,22 +114,34 @@ adapter's own ``retrieval`` (auto, cosine, given) says where the retrieval score
 from __future__ import annotations
 
 import inspect
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
+from credrank.context.build import ContextDocument
+from credrank.context.given import check_context_retrieval
 from credrank.core.candidates import Candidates
 from credrank.core.embedder import Embedder
 from credrank.core.errors import FileFormatError
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.structured import read_structured
 from credrank.core.validation import check_bool, check_choice, check_real
+from credrank.freshness.policy import UnknownAge
 from credrank.index.embed import EMBEDDERS, MiniLMEmbedder, get_embedder
-from credrank.pipeline.compile import build_stages, check_stages, context, reads
+from credrank.pipeline.compile import (
+    Compiled,
+    build_stages,
+    check_stages,
+    compile_rerank,
+    context,
+    reads,
+)
 from credrank.pipeline.shortcuts import (
     ADAPTER,
     Shortcut,
@@ -131,6 +162,7 @@ from credrank.rerank import (
     check_retrieval,
 )
 from credrank.rerank.fields import DEFAULT_KEYS, EVIDENCE_FIELDS, MetadataFields, check_fields
+from credrank.searcher import MAX_COMPILED, given_context
 
 #: the metadata key every adapter writes the breakdown under
 BREAKDOWN_KEY = "credrank"
@@ -332,6 +364,27 @@ class Ranked:
     breakdown: dict[str, Any]
 
 
+class ContextOptions(TypedDict, total=False):
+    """The options of a context (:meth:`CredrankScorer.context`; chapter 35.4), as each
+    adapter's ``context`` takes them (``**options``): the names and validators of
+    :func:`credrank.context.build.search_context`, ``credrank context`` and ``POST
+    /context``. ``now``: the evaluation time ``T`` (ISO 8601; default the freshness stage's,
+    else the current time; also that stage's ``now``); ``half_life``: ``τ``, one tier lost
+    per elapsed ``τ`` (days, or ``365d``, ``52w``, ``1y``, ``12h``; default no time
+    downgrade); ``undated``: the unknown-age policy (``neutral``, ``neutral:W``,
+    ``penalty:W``, ``exclude``; other than ``neutral`` only with ``half_life``);
+    ``granularity``: ``document`` or ``sentence``; ``source_tier``: ``auto``, ``type`` or a
+    factor name in [0, 1]; ``text``: ``full``, ``snippet`` or ``none`` (then only
+    ``render("json")``)."""
+
+    now: str | None
+    half_life: float | str | None
+    undated: UnknownAge | str
+    granularity: str
+    source_tier: str
+    text: str
+
+
 def embedder_dim(name: str) -> int:
     """The dimension of embedder ``name`` without loading a model: MiniLM's is a constant of
     its class (384, both backends); the hashing embedder has no model to load."""
@@ -407,6 +460,10 @@ class CredrankScorer:
         #: ``retrieval="auto"``'s state for this instance: the same-model verdict per
         #: dimension, the fallbacks already warned about
         self.auto = AutoRetrieval()
+        #: the compiled specs of :meth:`context` (per ``spec.key``, the least recently used
+        #: dropped past :data:`~credrank.searcher.MAX_COMPILED`)
+        self._compiled: OrderedDict[str, Compiled] = OrderedDict()
+        self._compiled_lock = threading.Lock()
         self._validate()
 
     # -- the pipeline -----------------------------------------------------------------------
@@ -472,6 +529,28 @@ class CredrankScorer:
                 raise self._error(exc) from None
         return self._stages[spec.top_k]
 
+    def compiled(self, spec: PipelineSpec) -> Compiled:
+        """``spec``'s stages for the given candidates
+        (:func:`~credrank.pipeline.compile.compile_rerank`), built once per ``spec.key`` (a
+        context compiles its spec, the longer rankings ``undated exclude`` refills from and
+        the whole pool's for the ``neutral`` median); a build error in the words of
+        :meth:`stages`."""
+        with self._compiled_lock:
+            found = self._compiled.get(spec.key)
+            if found is not None:
+                self._compiled.move_to_end(spec.key)
+                return found
+        embedder = self.warm_up() if spec.stage("stance") is not None else self.lazy
+        try:
+            built = compile_rerank(spec, embedder)
+        except SpecError as exc:
+            raise self._error(exc) from None
+        with self._compiled_lock:
+            built = self._compiled.setdefault(spec.key, built)
+            while len(self._compiled) > MAX_COMPILED:
+                self._compiled.popitem(last=False)
+        return built
+
     def warm_up(self) -> Embedder:
         """Load the embedder (cached per process); else loaded by the first :meth:`rank` that
         embeds something (a call on the retriever's scores loads no model: :attr:`lazy`)."""
@@ -488,16 +567,19 @@ class CredrankScorer:
 
     # -- ranking ------------------------------------------------------------------------------
     def records(self, passages: Sequence[Passage], retrieval: str | None = None,
-                names: Names = CANDIDATES) -> list[dict[str, Any]]:
+                names: Names = CANDIDATES, *, scores: bool | None = None
+                ) -> list[dict[str, Any]]:
         """The candidate records of :mod:`credrank.rerank` for ``passages`` (ids = positions):
         the text, the metadata (its fields are read by
         :class:`~credrank.rerank.GivenCandidates` with :attr:`metadata_fields`), the score
-        with ``given`` and ``auto``, the embedding (of the embedder's dimension) with ``auto``
-        or ``use_given_embeddings`` (its dimension known without loading the model)."""
+        with ``given`` and ``auto`` (``scores``: with every retrieval, or none; a context
+        passes every score, to count those it does not read), the embedding (of the
+        embedder's dimension) with ``auto`` or ``use_given_embeddings`` (its dimension known
+        without loading the model)."""
         retrieval = retrieval or self.retrieval
         dim = self.lazy.dim
         auto = retrieval == "auto"
-        scores = retrieval != "cosine"
+        scores = retrieval != "cosine" if scores is None else scores
         vectors = auto or self.use_given_embeddings
         records: list[dict[str, Any]] = []
         mismatched: list[int] = []
@@ -554,6 +636,52 @@ class CredrankScorer:
         if self.score_threshold is None:
             return ranked
         return [r for r in ranked if r.score >= self.score_threshold]
+
+    def context(self, query: str, passages: Sequence[Passage], top_k: int | None = None,
+                query_vector: Sequence[float] | None = None, *, names: Names = CANDIDATES,
+                now: str | None = None, half_life: float | str | None = None,
+                undated: UnknownAge | str = "neutral", granularity: str = "document",
+                source_tier: str = "auto", text: str = "full") -> ContextDocument:
+        """The credibility-annotated context (chapter 35.4) of ``passages`` for ``query``
+        (module docstring): ranked as :meth:`rank` ranks them (``top_k``: the passages kept,
+        default the spec's), then tiered as ``credrank context`` tiers a search, by
+        :func:`credrank.searcher.given_context` (the options: :class:`ContextOptions`).
+        ``.render(format, cite)`` is the prompt, ``.to_json(format, cite)`` the ``POST
+        /context`` document, ``.notes()`` what the prompt alone does not say.
+
+        Each passage's ``doc_id`` is its position in ``passages`` (``"0"``, ``"1"``, …), as
+        in :meth:`rank`: ``passages[int(p.doc_id)]`` (and the framework's document at that
+        position) is the one it came from. The retriever's scores are not read (relevance
+        tiers bin cosines: ``info["retrieval"]["scores_unread"]`` counts the passages that
+        carried one); the passages are embedded unless they carry embeddings of the
+        embedder's model (``retrieval="auto"``'s check), the model loaded only then.
+        ``query_vector``: the framework's query embedding, used as in :meth:`rank`.
+
+        Raises ``ValueError``: a scorer configured with ``retrieval="given"`` (naming
+        ``retrieval``), a bad option naming its keyword (``half_life: …``, ``undated …: only
+        with half_life``), a bad passage in ``names``' words."""
+        if not isinstance(query, str):
+            raise TypeError(f"query: expected a string, got {type(query).__name__}")
+        retrieval = check_context_retrieval(self.retrieval)
+        spec = self.spec_for(top_k)
+        compiled = self.compiled(spec)
+        auto = retrieval == "auto"
+        embedder = self.lazy  # loaded only if something is embedded
+        if not auto or query_vector is None or len(query_vector) != embedder.dim:
+            query_vector = None
+        given = GivenCandidates(
+            self.records(passages, retrieval, names, scores=True), embedder, self.typer,
+            retrieval=retrieval, with_vectors="vectors" in reads(compiled.stages),
+            query_vector=query_vector, auto=self.auto, declared=False,
+            embedded_texts=[p.embedded_text for p in passages] if auto else None,
+            fields=self.metadata_fields, names=names, read_scores=False)
+        try:
+            return given_context(given, self.compiled, query, spec, retrieval=retrieval,
+                                 query_vector=query_vector, now=now, half_life=half_life,
+                                 undated=undated, granularity=granularity,
+                                 source_tier=source_tier, text=text)
+        except SpecError as exc:  # a freshness stage's own now beside the context's
+            raise self._error(exc) from None
 
     def ranked(self, result: Candidates) -> list[Ranked]:
         """:class:`Ranked` rows of a rerank result (breakdown as the ``credrank search

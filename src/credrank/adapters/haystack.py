@@ -33,13 +33,19 @@ query's embedding when the pipeline connects it (``query_embedding``, e.g. from 
 embedder that fed the retriever) so nothing is embedded at all; else ``Document.score``; else
 credrank embeds the documents (a one-time warning says what it costs).
 ``meta["credrank"]["retrieval"]`` says which.
+
+The credibility-annotated context (chapter 35.4) of the same documents, for a generator's
+prompt: ``ranker.context(documents, query, now=…, half_life=…)`` (a
+:class:`~credrank.context.build.ContextDocument`: ``.render("cag")`` is the prompt,
+``.to_json("cag")`` the ``POST /context`` document; :mod:`credrank.adapters._common`). The
+passages' ``doc_id`` are the documents' positions in ``documents``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -49,11 +55,13 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from credrank.adapters._common import (
     BREAKDOWN_KEY,
+    ContextOptions,
     CredrankScorer,
     Passage,
     options_doc,
     signature,
 )
+from credrank.context.build import ContextDocument
 from credrank.pipeline.spec import PipelineSpec
 from credrank.rerank import Names
 
@@ -124,16 +132,41 @@ class CredibilityRanker:
         :returns: ``{"documents": [...]}``, best first, each with ``score`` and
             ``meta["credrank"]``.
         """
-        passages = [Passage(text=doc.content, metadata=doc.meta, score=doc.score,
-                            embedding=doc.embedding) for doc in documents]
-        ranked = self._scorer.rank(query, passages, top_k, query_vector=query_embedding,
-                                   names=NAMES)
+        ranked = self._scorer.rank(query, _passages(documents), top_k,
+                                   query_vector=query_embedding, names=NAMES)
         out = []
         for r in ranked:
             doc = documents[r.index]
             out.append(dataclasses.replace(doc, score=r.score,
                                            meta={**doc.meta, BREAKDOWN_KEY: r.breakdown}))
         return {"documents": out}
+
+    def context(self, documents: list[Document], query: str, top_k: int | None = None,
+                query_embedding: list[float] | None = None,
+                **options: Unpack[ContextOptions]) -> ContextDocument:
+        """The credibility-annotated context (chapter 35.4) of ``documents`` for ``query``:
+        ranked as :meth:`run` ranks them, the best ``top_k`` tiered as ``credrank context``
+        tiers a search (:meth:`CredrankScorer.context
+        <credrank.adapters._common.CredrankScorer.context>`; ``options``: ``now``,
+        ``half_life``, ``undated``, ``granularity``, ``source_tier``, ``text``, the library's
+        names and checks). Each passage's ``doc_id`` is the document's position in
+        ``documents`` (``documents[int(p.doc_id)]``). ``Document.score`` is not read
+        (relevance tiers bin cosines); the documents are embedded unless their ``embedding``
+        is of the embedder's model (``query_embedding``: as in :meth:`run`).
+
+        :returns: the :class:`~credrank.context.build.ContextDocument`: ``.render("cag")``
+            the prompt, ``.to_json("cag")`` the ``POST /context`` document.
+        :raises ValueError: ``retrieval="given"`` configured, a bad option naming it, a bad
+            document (``documents[i]…``).
+        """
+        return self._scorer.context(query, _passages(documents), top_k,
+                                    query_vector=query_embedding, names=NAMES, **options)
+
+
+def _passages(documents: list[Document]) -> list[Passage]:
+    """The documents as credrank sees them: text, meta, score and embedding."""
+    return [Passage(text=doc.content, metadata=doc.meta, score=doc.score,
+                    embedding=doc.embedding) for doc in documents]
 
 
 CredibilityRanker.__doc__ = f"{CredibilityRanker.__doc__}\n{options_doc()}\n"

@@ -31,12 +31,19 @@ default ``retrieval="auto"``
 one ≥ 0 (``metadata[score_key]``, or the scores :class:`CredibilityRetriever` fetches with the
 pool), else credrank embeds the documents (a one-time warning says what it costs);
 ``metadata["credrank"]["retrieval"]`` says which.
+
+The credibility-annotated context (chapter 35.4) of the same documents, for a prompt:
+``compressor.context(documents, query, now=…, half_life=…)`` (a
+:class:`~credrank.context.build.ContextDocument`: ``.render("cag")`` is the prompt,
+``.to_json("cag")`` the ``POST /context`` document; :mod:`credrank.adapters._common`). The
+passages' ``doc_id`` are the documents' positions in ``documents``; relevance tiers bin
+cosines, so ``metadata[score_key]`` is not read and credrank embeds the documents.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
@@ -63,11 +70,13 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from credrank.adapters._common import (
     BREAKDOWN_KEY,
+    ContextOptions,
     CredrankScorer,
     Passage,
     ScorerFields,
     pydantic_fields,
 )
+from credrank.context.build import ContextDocument
 from credrank.documents.fields import got
 from credrank.pipeline.shortcuts import with_top
 from credrank.pipeline.spec import PipelineSpec, SpecError
@@ -217,6 +226,30 @@ class CredibilityCompressor(ScorerFields, _Fields):  # type: ignore[misc,valid-t
             out.append(doc.model_copy(update={"metadata": {
                 **doc.metadata, SCORE_KEY: r.score, BREAKDOWN_KEY: r.breakdown}}))
         return out
+
+    def context(self, documents: Sequence[Document], query: str, top_k: int | None = None,
+                **options: Unpack[ContextOptions]) -> ContextDocument:
+        """The credibility-annotated context (chapter 35.4) of ``documents`` for ``query``:
+        ranked as :meth:`compress_documents` ranks them, the best ``top_k`` tiered as
+        ``credrank context`` tiers a search (:meth:`CredrankScorer.context
+        <credrank.adapters._common.CredrankScorer.context>`; ``options``: ``now``,
+        ``half_life``, ``undated``, ``granularity``, ``source_tier``, ``text``, the library's
+        names and checks). Each passage's ``doc_id`` is the document's position in
+        ``documents`` (``documents[int(p.doc_id)]``). The documents carry no embedding, so
+        credrank embeds them; ``metadata[score_key]`` is not read (relevance tiers bin
+        cosines: ``info["retrieval"]["scores_unread"]`` counts the documents with one; a
+        ``score_key`` no document carries is no error here).
+
+        Returns the :class:`~credrank.context.build.ContextDocument` (``.render("cag")``:
+        the prompt; ``.to_json("cag")``: the ``POST /context`` document). Raises
+        ``ValueError``: ``retrieval="given"`` configured, a bad option naming it, a bad
+        document (``documents[i]…``)."""
+        key = self.score_key
+        names = NO_SCORE_NAMES if key is None else score_names(key)
+        passages = [Passage(text=doc.page_content, metadata=doc.metadata,
+                            score=None if key is None else doc.metadata.get(key))
+                    for doc in documents]
+        return self._scorer.context(query, passages, top_k, names=names, **options)
 
 
 class CredibilityRetriever(BaseRetriever):

@@ -29,11 +29,17 @@ model (checked once per postprocessor: the first such node is embedded and compa
 ``QueryBundle.embedding`` (set by LlamaIndex's vector retrievers) so nothing is embedded at
 all; else ``NodeWithScore.score``; else credrank embeds the nodes (a one-time warning says what
 it costs). ``metadata["credrank"]["retrieval"]`` says which.
+
+The credibility-annotated context (chapter 35.4) of the same nodes, for a prompt:
+``post.context(nodes, "query" or QueryBundle, now=…, half_life=…)`` (a
+:class:`~credrank.context.build.ContextDocument`: ``.render("cag")`` is the prompt,
+``.to_json("cag")`` the ``POST /context`` document; :mod:`credrank.adapters._common`). The
+passages' ``doc_id`` are the nodes' positions in ``nodes``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 try:
     from llama_index.core.bridge.pydantic import (
@@ -53,11 +59,13 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from credrank.adapters._common import (
     BREAKDOWN_KEY,
+    ContextOptions,
     CredrankScorer,
     Passage,
     ScorerFields,
     pydantic_fields,
 )
+from credrank.context.build import ContextDocument
 from credrank.pipeline.spec import PipelineSpec
 from credrank.rerank import Names
 
@@ -119,14 +127,9 @@ class CredibilityPostprocessor(ScorerFields, _Fields):  # type: ignore[misc,vali
         if query_bundle is None:
             raise ValueError("query_bundle: expected the query (credrank ranks for a query), "
                              "got None")
-        scorer = self._scorer
-        passages = [Passage(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
-                            metadata=n.node.metadata, score=n.score,
-                            embedding=n.node.embedding,
-                            embedded_text=_embedded_text(scorer, n.node)) for n in nodes]
         out = []
-        for r in scorer.rank(query_bundle.query_str, passages,
-                             query_vector=query_bundle.embedding, names=NAMES):
+        for r in self._scorer.rank(query_bundle.query_str, _passages(self._scorer, nodes),
+                                   query_vector=query_bundle.embedding, names=NAMES):
             node = nodes[r.index].node
             copy = node.model_copy(update={
                 "metadata": {**node.metadata, BREAKDOWN_KEY: r.breakdown},
@@ -135,6 +138,39 @@ class CredibilityPostprocessor(ScorerFields, _Fields):  # type: ignore[misc,vali
             })
             out.append(NodeWithScore(node=copy, score=r.score))
         return out
+
+    def context(self, nodes: list[NodeWithScore], query: str | QueryBundle,
+                top_k: int | None = None,
+                **options: Unpack[ContextOptions]) -> ContextDocument:
+        """The credibility-annotated context (chapter 35.4) of ``nodes`` for ``query`` (the
+        query string or its ``QueryBundle``, whose ``embedding`` is used as
+        :meth:`postprocess_nodes` uses it): ranked as :meth:`postprocess_nodes` ranks them,
+        the best ``top_k`` tiered as ``credrank context`` tiers a search
+        (:meth:`CredrankScorer.context <credrank.adapters._common.CredrankScorer.context>`;
+        ``options``: ``now``, ``half_life``, ``undated``, ``granularity``, ``source_tier``,
+        ``text``, the library's names and checks). Each passage's ``doc_id`` is the node's
+        position in ``nodes`` (``nodes[int(p.doc_id)]``). ``NodeWithScore.score`` is not read
+        (relevance tiers bin cosines); the nodes are embedded unless their ``embedding`` is
+        of the embedder's model.
+
+        Returns the :class:`~credrank.context.build.ContextDocument` (``.render("cag")``:
+        the prompt; ``.to_json("cag")``: the ``POST /context`` document). Raises
+        ``ValueError``: ``retrieval="given"`` configured, a bad option naming it, a bad node
+        (``nodes[i]…``)."""
+        bundle = QueryBundle(query) if isinstance(query, str) else query
+        if not isinstance(bundle, QueryBundle):
+            raise TypeError(f"query: expected a string or a QueryBundle, got "
+                            f"{type(query).__name__}")
+        return self._scorer.context(bundle.query_str, _passages(self._scorer, nodes), top_k,
+                                    query_vector=bundle.embedding, names=NAMES, **options)
+
+
+def _passages(scorer: CredrankScorer, nodes: list[NodeWithScore]) -> list[Passage]:
+    """The nodes as credrank sees them: the text without metadata, the metadata, score,
+    embedding and the text LlamaIndex embedded (:func:`_embedded_text`)."""
+    return [Passage(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
+                    metadata=n.node.metadata, score=n.score, embedding=n.node.embedding,
+                    embedded_text=_embedded_text(scorer, n.node)) for n in nodes]
 
 
 def _embedded_text(scorer: CredrankScorer, node: Any) -> str | None:

@@ -83,9 +83,9 @@ COMMANDS: dict[str, Command] = {
         "Index the synthetic health corpus and compare similarity-only with source priors."),
     "serve": Command(
         "credrank.cli.serve", "serve",
-        "Serve the index over HTTP: POST /search, /rerank, /context, /index, /feedback, "
-        "/priors/rollback; GET /priors, /healthz, /readyz, /openapi.json and the web page "
-        "at /."),
+        "Serve the index over HTTP: POST /search, /rerank, /context, /rerank/context, "
+        "/index, /feedback, /priors/rollback; GET /priors, /healthz, /readyz, /openapi.json "
+        "and the web page at /."),
     "context": Command(
         "credrank.cli.context", "context",
         "Print what the generator would see: the top-k passages with credibility tiers."),

@@ -39,10 +39,10 @@ from credrank.context.build import (
     TOP_K,
     check_context_options,
     check_format,
+    check_granularity,
     parse_now,
     search_context,
 )
-from credrank.context.render import GRANULARITIES
 from credrank.core.hittext import check_text
 from credrank.freshness.config import parse_duration
 from credrank.freshness.policy import parse_undated
@@ -99,9 +99,8 @@ def context(
     if index_dir is None:
         fail("--index: required (the index directory to search)")
     check_text_argument("query", query)
-    if granularity not in GRANULARITIES:
-        fail(f"--granularity: expected one of {', '.join(GRANULARITIES)}, got {granularity!r}")
     try:
+        check_granularity(granularity)
         check_format(fmt)
         check_text(text, "--text")
         if now is not None:

@@ -67,8 +67,8 @@ def serve(
         min=0.001, help="seconds a request's headers, and then its body, may take to arrive "
                         "(slower: 408, connection closed)")] = DEFAULT_READ_TIMEOUT_S,
     max_request_cost: Annotated[float, typer.Option(
-        min=0.0, help="work budget of one /search, /rerank or /context, in work units (≈ ms of "
-                      "CPU: "
+        min=0.0, help="work budget of one /search, /rerank, /context or /rerank/context, in "
+                      "work units (≈ ms of CPU: "
                       "selection, consensus and embedding, priced before the work; over it: "
                       "422). 0: no budget")] = DEFAULT_MAX_REQUEST_COST,
     max_heavy_requests: Annotated[int, typer.Option(
@@ -96,8 +96,9 @@ def serve(
     ] = None,
     qdrant_path: QdrantPathOption = None,
 ) -> None:
-    """Serve the index over HTTP: POST /search, /rerank, /context, /index, /feedback,
-    /priors/rollback; GET /priors, /healthz, /readyz, /openapi.json and the web page at /.
+    """Serve the index over HTTP: POST /search, /rerank, /context, /rerank/context, /index,
+    /feedback, /priors/rollback; GET /priors, /healthz, /readyz, /openapi.json and the web
+    page at /.
 
     The model and the index are loaded once, before the server listens (/readyz answers 200
     from then on). Index lock: with --api-key-env (writes enabled) the server opens the index
@@ -109,17 +110,18 @@ def serve(
     did), closes the index and exits 0. A stop signal while the index loads: a message, exit
     128 + the signal.
 
-    Pipelines: /search, /rerank and /context take the stage fields or a whole pipeline spec
-    ("pipeline", as `credrank search --json` writes it). Files are named by the names
-    registered with --model NAME=PATH (checked here: exit 2 when one is missing, or
-    when a credibility or stance model in it is damaged or for another embedder) and
-    'feedback' (the --priors-store), never by path; /readyz lists them.
+    Pipelines: /search, /rerank, /context and /rerank/context take the stage fields or a
+    whole pipeline spec ("pipeline", as `credrank search --json` writes it). Files are named
+    by the names registered with --model NAME=PATH (checked here: exit 2 when one is
+    missing, or when a credibility or stance model in it is damaged or for another
+    embedder) and 'feedback' (the --priors-store), never by path; /readyz lists them.
 
-    Hostile use: each /search, /rerank and /context is priced before it runs (selection,
-    consensus, embedding; over --max-request-cost: 422 naming the field and the budget); at most
-    --max-heavy-requests heavy ones run at once (more: 503, Retry-After); a body slower than
-    --read-timeout gets 408; work over --timeout is cancelled at its next stage and the 504
-    says whether a write was applied. Writes are idempotent by the Idempotency-Key header.
+    Hostile use: each /search, /rerank, /context and /rerank/context is priced before it
+    runs (selection, consensus, embedding; over --max-request-cost: 422 naming the field and
+    the budget); at most --max-heavy-requests heavy ones run at once (more: 503,
+    Retry-After); a body slower than --read-timeout gets 408; work over --timeout is
+    cancelled at its next stage and the 504 says whether a write was applied. Writes are
+    idempotent per Idempotency-Key header.
     """
     missing = [m for m in ("fastapi", "uvicorn", "orjson") if importlib.util.find_spec(m) is None]
     if missing:

@@ -309,10 +309,7 @@ def annotate(batch: Candidates, *, now: datetime | str | None = None,
     text = check_text(text)
     if top_k is not None:
         top_k = check_int("top_k", top_k, 1, MAX_K)
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
-                         f"{granularity!r}")
-    check_sentence_text(text, granularity)
+    check_sentence_text(text, check_granularity(granularity))
     policy = TierPolicy(Cuts.of(relevance_cuts, "relevance_cuts"),
                         Cuts.of(source_cuts, "source_cuts"), source_tier, _days(half_life),
                         undated if isinstance(undated, UnknownAge) else parse_undated(undated))
@@ -457,6 +454,15 @@ def check_context_options(fmt: str, text: str, granularity: str, half_life: floa
     check_sentence_text(text, granularity, w)
 
 
+def check_granularity(granularity: str) -> str:
+    """``granularity`` if it is one of :data:`~credrank.context.render.GRANULARITIES` (the
+    one check of every door), else a ``ValueError`` headed ``granularity``."""
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity: expected one of {', '.join(GRANULARITIES)}, got "
+                         f"{granularity!r}")
+    return granularity
+
+
 def check_sentence_text(text: str, granularity: str, words: Callable[[str], str] = str) -> None:
     """``text none`` with sentence granularity is a ``ValueError``: nothing to split into
     sentences (``words``: as :func:`check_context_options`)."""
@@ -516,6 +522,7 @@ def search_context(searcher: RankingIndex, query: str, spec: PipelineSpec, *,
     selector the context holds fewer). With ``neutral``, its median is over the pool: the
     freshness stage's weight when it ran with the same ``τ``, else the same spec ranked with
     ``top_k = fetch_k`` (one more search, only when a passage of unknown age is shown)."""
+    check_sentence_text(check_text(text), check_granularity(granularity))  # before any ranking
     spec = check_context_spec(one_clock(spec, now))
     policy = TierPolicy(source_tier=source_tier, interval_days=_days(half_life),
                         undated=undated if isinstance(undated, UnknownAge)

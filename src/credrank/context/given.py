@@ -9,7 +9,8 @@ must) runs **once** per query, and each ranking the context asks for — the spe
 that refills the passages ``undated exclude`` left out, the whole pool's for the ``neutral``
 median — reruns only the spec's stages over it. Nothing is embedded twice.
 
-Relevance tiers bin cosine similarities (chapter 35.4: ``R = 3`` at ``cos ≥ 0.8``, …). A
+Relevance tiers bin cosine similarities (chapter 35.4; the cut points
+:data:`~credrank.context.tiers.RELEVANCE_CUTS`, stated for cosines). A
 retriever's own scores (``retrieval="given"``: BM25, a store's distance, a cross-encoder's
 logit) have no stated cut points, so a context over candidates takes its retrieval score from
 vectors: ``auto`` uses the candidates' vectors when they are of the embedder's model, else
@@ -33,16 +34,20 @@ from credrank.pipeline.spec import PipelineSpec
 CONTEXT_RETRIEVAL = ("auto", "cosine")
 
 
-def check_context_retrieval(retrieval: str, words: Callable[[str], str] = str) -> str:
+def check_context_retrieval(retrieval: Any, words: Callable[[str], str] = str) -> str:
     """``retrieval`` if a context can tier its scores (:data:`CONTEXT_RETRIEVAL`), else a
-    ``ValueError`` whose head is the option's word (``words``: the door's name of it)."""
-    if retrieval not in CONTEXT_RETRIEVAL:
-        raise ValueError(
-            f"{words('retrieval')}: expected auto or cosine for a context, got {retrieval!r}: "
-            "relevance tiers bin cosine similarities, and a retriever's own scores have no "
-            "stated cut points; use auto (the candidates' vectors if of the embedder's model, "
-            "else their passages embedded) or cosine")
-    return retrieval
+    ``ValueError`` whose head is the option's word (``words``: the door's name of it); for
+    ``given`` (an option of a rerank) it says why a context cannot take it. The one check of
+    the option at a context's doors (a rerank's, :func:`credrank.rerank.check_retrieval`,
+    would offer ``given``)."""
+    if retrieval in CONTEXT_RETRIEVAL:
+        return str(retrieval)
+    head = f"{words('retrieval')}: expected auto or cosine for a context, got {retrieval!r}"
+    if retrieval == "given":
+        head += (": relevance tiers bin cosine similarities, and a retriever's own scores have "
+                 "no stated cut points; use auto (the candidates' vectors if of the embedder's "
+                 "model, else their passages embedded) or cosine")
+    raise ValueError(head)
 
 
 class _Settings:

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from credrank.core.embedder import Embedder
-from credrank.core.pipeline import BuildContext, FormulaTerm, IndexNeeded, Pipeline, Stage
+from credrank.core.pipeline import (
+    BuildContext,
+    FormulaTerm,
+    FunctionStage,
+    IndexNeeded,
+    Pipeline,
+    Stage,
+)
 from credrank.index.retrieve import BM25Retriever, DenseRetriever
 from credrank.index.store import FormulaScoring, VectorStore, formula_unavailable
 from credrank.pipeline.catalog import entry
@@ -279,17 +286,24 @@ def compile_spec(spec: PipelineSpec, index: VectorStore, embedder: Embedder, *,
     return Compiled(spec, pipeline, tuple(stages), decision, _engine(index))
 
 
-def compile_rerank(spec: PipelineSpec, given: Stage, embedder: Embedder, *,
+#: the stand-in for the stage that turns given candidates into a batch, where a rerank spec is
+#: compiled once for many calls (each call builds its own :class:`credrank.rerank.GivenCandidates`
+#: and runs it before the compiled stages)
+GIVEN_STAND_IN = FunctionStage(lambda batch: batch, name="given")
+
+
+def compile_rerank(spec: PipelineSpec, embedder: Embedder, *, given: Stage = GIVEN_STAND_IN,
                    resources: Mapping[str, str | Path] | None = None,
                    allow_paths: bool = True) -> Compiled:
     """``given >> stages`` for candidates retrieved elsewhere (``given`` turns them into a
-    batch); never pushed down (there is no engine)."""
+    batch; default :data:`GIVEN_STAND_IN`, when only the stages and settings are used); never
+    pushed down (there is no engine)."""
     ctx = context(embedder=embedder, resources=resources, allow_paths=allow_paths)
     stages = build_stages(spec, ctx)
     return Compiled(spec, Pipeline([given, *stages]), tuple(stages),
                     Pushdown(False, "candidates retrieved elsewhere are scored in Python"))
 
 
-__all__ = ["Compiled", "Pushdown", "PushdownError", "build_error", "build_stages", "check_stages",
-           "compile_rerank", "compile_search", "compile_spec", "context", "decide",
-           "decide_pushdown", "reads"]
+__all__ = ["GIVEN_STAND_IN", "Compiled", "Pushdown", "PushdownError", "build_error",
+           "build_stages", "check_stages", "compile_rerank", "compile_search", "compile_spec",
+           "context", "decide", "decide_pushdown", "reads"]

@@ -578,7 +578,7 @@ class GivenCandidates(Stage):
         if not records:  # nothing to retrieve from: said, as every call's retrieval is
             empty = Candidates.empty(batch.query, self.embedder.dim)
             return replace(empty, info={**empty.info, "retrieval": Resolution(
-                self.retrieval, "none", 0, None).info()})
+                self.retrieval, "none", 0, None, scores_unread=self.scores_unread).info()})
         plan = self._plan(records)
         records = plan.records
         query_vector, query = None, None

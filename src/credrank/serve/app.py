@@ -6,10 +6,13 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 * ``POST /search``, ``POST /rerank`` — public; the ``credrank search --json`` document, with
   the top-level ``pipeline`` the run used. ``POST /context`` — public; the ``credrank context
   --json`` document (:func:`credrank.context.build.search_context`, the command's path), its
-  own fields the command's flags. The pipeline comes from the stage fields or from a
-  whole spec (``pipeline``; files by registered name only: :mod:`credrank.serve.work`). Each
-  is priced before it runs (:mod:`credrank.serve.cost`: over the budget → 422) and heavy ones
-  are limited in number (:mod:`credrank.serve.gate`: 503 with ``Retry-After``).
+  own fields the command's flags. ``POST /rerank/context`` — public; the same document of
+  candidates retrieved elsewhere: ``/rerank``'s body with ``/context``'s own fields
+  (:meth:`credrank.searcher.Searcher.rerank_context`). The pipeline comes from the stage
+  fields or from a whole spec (``pipeline``; files by registered name only:
+  :mod:`credrank.serve.work`). Each is priced before it runs (:mod:`credrank.serve.cost`:
+  over the budget → 422) and heavy ones are limited in number (:mod:`credrank.serve.gate`:
+  503 with ``Retry-After``).
 * ``POST /index``, ``POST /feedback``, ``POST /priors/rollback`` — writes: need the API key
   (:mod:`credrank.serve.auth`, checked before the body is read); idempotent by the
   ``Idempotency-Key`` header (:mod:`credrank.serve.idempotency`).
@@ -21,8 +24,9 @@ Endpoints (bodies in :mod:`credrank.serve.models`, documented in docs/json.md):
 The request path, outermost first (:class:`ServiceApp`): the access log (one JSON line per
 request), the JSON 503 of a request the server cuts short as it stops, the API key of the
 write paths, the JSON request (its content type; no query
-string), the body size and read-time limits; then ``POST /search`` and ``POST /rerank`` go
-straight to their endpoint (:mod:`credrank.serve.dispatch`), every other request through
+string), the body size and read-time limits; then ``POST /search``, ``/rerank``,
+``/context`` and ``/rerank/context`` go straight to their endpoint
+(:mod:`credrank.serve.dispatch`), every other request through
 FastAPI's own middleware and router. The endpoint then runs its blocking work in a worker
 thread under the per-request time limit, cancelled when it passes
 (:mod:`credrank.serve.work`, :mod:`credrank.serve.limits`), or — a search or rerank priced
@@ -62,6 +66,7 @@ from credrank.rerank import CANDIDATE_FIELDS, check_rerank_spec
 from credrank.searcher import Searcher
 from credrank.serve.auth import API_KEY_HEADER, BEARER, ApiKeyMiddleware
 from credrank.serve.config import JSON_PATHS, WRITE_PATHS, ServeConfig
+from credrank.serve.cost import Estimate
 from credrank.serve.dispatch import DirectRoutes
 from credrank.serve.idempotency import HEADER, PATTERN, canonical
 from credrank.serve.limits import (
@@ -80,6 +85,7 @@ from credrank.serve.models import (
     IndexRequest,
     IndexResponse,
     PriorsResponse,
+    RerankContextRequest,
     RerankRequest,
     RerankResponse,
     RollbackRequest,
@@ -384,24 +390,8 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             check_rerank_spec(plan.spec)
         except SpecError as exc:
             raise state.spec_error(exc, plan.spec, plan.where or "pipeline") from None
-        # passages are embedded for the cosine, or for stages that read vectors (selectors,
-        # neighbour smoothing); priced conservatively for every selector
-        vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
-        lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors)
-        try:
-            cost = state.budget(plan, embed_lengths=lengths)
-        except LimitError:
-            # priced as if the vectors fail the same-model check: check them first (one
-            # passage embedded, under the time limit), then price what will really be embedded
-            if not state.unchecked_vectors(req.candidates, req.retrieval):
-                raise
-            same = await state.read(None, state.same_model, req.candidates,
-                                    receive=request.receive)
-            lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors, same)
-            cost = state.budget(plan, embed_lengths=lengths)
-        records = [{name: getattr(c, name) for name in CANDIDATE_FIELDS}
-                   for c in req.candidates]
-        return JSON(await run_read(request, plan, cost, state.rerank, req.query, records,
+        cost = await priced_candidates(request, req, plan, state.budget)
+        return JSON(await run_read(request, plan, cost, state.rerank, req.query, _records(req),
                                    plan.spec, req.retrieval, req.query_vector, req.text,
                                    embeds=0 if req.query_vector is not None else len(req.query),
                                    ids=[c.id for c in req.candidates]))
@@ -446,14 +436,77 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             raise LimitError(422, "invalid_request", detail,
                              field=context_field(detail) or stage_field(detail, plan)) from None
 
+    @_self_parsed(app, "/rerank/context", RerankContextRequest, response_model=ContextResponse,
+                  responses=_errors(408, 413, 415, 422, 503, 504), tags=["search"])
+    async def rerank_context(request: Request) -> JSON:
+        """What the generator would see of candidates retrieved elsewhere (chapter 35.4): the
+        candidates ranked as `/rerank` ranks them (its fields, the stage fields or
+        `pipeline`; `top_k` 5 unless sent or in the spec), then tiered and rendered as
+        `/context` tiers a search (its own fields, the same validators), answering the
+        `/context` document. Relevance tiers bin cosines: `retrieval` is `auto` or `cosine`,
+        the candidates' scores are never read (`info.retrieval.scores_unread` counts those
+        sent), and passages without a usable vector are embedded. Priced before it runs as
+        `/rerank` (embedding included) plus the pool's second ranking and the sentences of
+        `/context` (over --max-request-cost: 422 naming candidates or top_k)."""
+        req = await _parsed(request, RerankContextRequest)
+        if req.pipeline is None and req.top_k is None:  # not sent, or sent as null
+            req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
+        _check_context(req)
+        plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
+        try:  # retrieval (lexical), unit and pushdown cannot apply to candidates
+            check_rerank_spec(plan.spec)
+        except SpecError as exc:
+            raise state.spec_error(exc, plan.spec, plan.where or "pipeline") from None
+        passages = [len(c.text or "") for c in req.candidates]
+
+        def price(planned: Plan, *, embed_lengths: list[int]) -> Estimate:
+            return state.context_budget(planned, pool_ranking=req.half_life is not None,
+                                        sentences=req.granularity == "sentence",
+                                        embed_lengths=embed_lengths, passage_chars=passages)
+
+        cost = await priced_candidates(request, req, plan, price, read_scores=False)
+        options = {"now": req.now, "half_life": req.half_life, "undated": req.undated,
+                   "granularity": req.granularity, "source_tier": req.source_tier}
+        return JSON(await run_read(request, plan, cost, state.rerank_context, req.query,
+                                   _records(req), plan.spec, req.retrieval, req.query_vector,
+                                   req.text, options, req.format, req.cite,
+                                   embeds=0 if req.query_vector is not None else len(req.query),
+                                   ids=[c.id for c in req.candidates], context=True))
+
+    async def priced_candidates(request: Request, req: RerankRequest, plan: Plan,
+                                price: Callable[..., Estimate], *, read_scores: bool = True
+                                ) -> Estimate:
+        """The price of ranking ``req``'s candidates (``price(plan, embed_lengths=…)``:
+        :meth:`ServiceState.budget`, or a context's), their embedding included
+        (:meth:`ServiceState.rerank_embeds`; ``read_scores``: whether their scores may stand
+        in for the cosine, not a context's). Passages are embedded for the cosine, or for
+        stages that read vectors (selectors, neighbour smoothing; priced conservatively for
+        every selector). Over the budget, priced as if the vectors fail the same-model
+        check: they are checked first (one passage embedded, under the time limit), then
+        what will really be embedded is priced."""
+        vectors = plan.select is not None or plan.spec.stage("smoothing") is not None
+        lengths = state.rerank_embeds(req.candidates, req.retrieval, vectors,
+                                      read_scores=read_scores)
+        try:
+            return price(plan, embed_lengths=lengths)
+        except LimitError:
+            if not state.unchecked_vectors(req.candidates, req.retrieval):
+                raise
+            same = await state.read(None, state.same_model, req.candidates,
+                                    receive=request.receive)
+            return price(plan, embed_lengths=state.rerank_embeds(
+                req.candidates, req.retrieval, vectors, same, read_scores=read_scores))
+
     async def run_read(request: Request, plan: Plan, cost: Any, work: Any, *args: Any,
-                       embeds: int, ids: Sequence[str] = ()) -> Rendered:
+                       embeds: int, ids: Sequence[str] = (), context: bool = False
+                       ) -> Rendered:
         """``work`` through :meth:`ServiceState.read` (``embeds``: the characters of the query
         it embeds; cancelled if the client of ``request`` leaves while it runs in a worker),
         its document serialised by the same thread (:class:`Rendered`: built once, serialised
         once); a spec that cannot be built and a pipeline that cannot run on the request's
         data answer 422, a candidate's vector a stage cannot use at ``candidates[i].vector``
-        (``ids``: the candidates' ids, in the request's order)."""
+        (``ids``: the candidates' ids, in the request's order), and with ``context`` a
+        context option the run refused at its field (:func:`context_field`)."""
         try:
             return await state.read(cost, _rendering(work), *args, embeds=embeds,
                                     receive=request.receive)
@@ -467,7 +520,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             detail = state.unpath(str(exc))
             field = (f"candidates[{list(ids).index(exc.doc_id)}].vector"
                      if isinstance(exc, CandidateVectorError) and exc.doc_id in ids
-                     else candidate_field(detail) or stage_field(detail, plan))
+                     else candidate_field(detail)
+                     or (context_field(detail) if context else None)
+                     or stage_field(detail, plan))
             raise LimitError(422, "invalid_request", detail, field=field) from None
 
     def store_unavailable(exc: Exception) -> LimitError:
@@ -601,7 +656,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     if STATIC_DIR.is_dir():
         app.mount("/static", files, name="static")
 
-    _document_bodies(app, (SearchRequest, RerankRequest, ContextRequest))
+    _document_bodies(app, (SearchRequest, RerankRequest, ContextRequest, RerankContextRequest))
     return app
 
 
@@ -664,6 +719,11 @@ class ServiceApp(FastAPI):
         for cls, args, kwargs in reversed(added):
             app = cls(app, *args, **kwargs)
         return self.guard(app)
+
+
+def _records(req: RerankRequest) -> list[dict[str, Any]]:
+    """The candidates of ``req`` as the library's records (:data:`CANDIDATE_FIELDS`)."""
+    return [{name: getattr(c, name) for name in CANDIDATE_FIELDS} for c in req.candidates]
 
 
 def _one_key(request: Request, key: str | None) -> str | None:

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: the most characters a query may have (``/search``, ``/rerank``)
+#: the most characters a query may have (every route that takes one)
 MAX_QUERY_CHARS = 2_000
 #: the bounds of ``top_k`` (both endpoints) and ``fetch_k`` (``/search``)
 MAX_TOP_K = 1_000
 MAX_FETCH_K = 10_000
-#: the most candidates one ``/rerank`` request may carry
+#: the most candidates one ``/rerank`` or ``/rerank/context`` request may carry
 MAX_CANDIDATES = 1_000
 #: the largest pool a selector (``select``) may work on: ``fetch_k`` or the candidate count
 MAX_SELECT_POOL = 1_000
@@ -44,7 +44,7 @@ DEFAULT_IDEMPOTENCY_KEYS = 1_000
 #: the write endpoints: they need the API key (checked before the body is read)
 WRITE_PATHS = frozenset({"/index", "/feedback", "/priors/rollback"})
 #: the POST endpoints whose body is JSON: anything else is 415 (``Content-Type``)
-JSON_PATHS = WRITE_PATHS | {"/search", "/rerank", "/context"}
+JSON_PATHS = WRITE_PATHS | {"/search", "/rerank", "/context", "/rerank/context"}
 
 
 def route_path(scope: Mapping[str, Any]) -> str:

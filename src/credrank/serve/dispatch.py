@@ -1,7 +1,7 @@
-"""The service's JSON read routes (``POST /search``, ``POST /rerank``) dispatched by their
-path, ahead of FastAPI's own stack.
+"""The service's JSON read routes (``POST /search``, ``/rerank``, ``/context``,
+``/rerank/context``) dispatched by their path, ahead of FastAPI's own stack.
 
-Those two endpoints parse their own body and answer their own response
+Those endpoints parse their own body and answer their own response
 (:class:`credrank.serve.app.SelfParsedRoute`), so nothing of FastAPI's per-request stack
 serves them: its error middleware, its body-size layer, the layer that records an exception
 for its telemetry before a handler answers it, Starlette's exception middleware, the exit

@@ -33,7 +33,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from credrank.context.build import TOP_K as CONTEXT_TOP_K
-from credrank.context.build import check_format, parse_now
+from credrank.context.build import check_format, check_granularity, parse_now
+from credrank.context.given import CONTEXT_RETRIEVAL, check_context_retrieval
 from credrank.context.render import FORMATS, GRANULARITIES
 from credrank.core.hittext import DEFAULT_TEXT, TEXT_CHOICES, TEXT_HELP, check_text
 from credrank.documents.fields import DATE_ORDERS, date_order_value, timezone_value
@@ -221,8 +222,8 @@ class _ContextFields(ScoringRequest):
         try:
             if name == "format":
                 check_format(value)
-            elif name == "granularity" and value not in GRANULARITIES:
-                raise ValueError(f"expected one of {', '.join(GRANULARITIES)}, got {value!r}")
+            elif name == "granularity":
+                check_granularity(value)
             elif name == "half_life" and value is not None:
                 return parse_duration(value, name)
             elif name == "now" and value is not None:
@@ -374,6 +375,38 @@ class RerankRequest(ScoringRequest):
         None, description="the query embedding by the index's embedder (numbers or base64 "
                           "float32), when the client has it: with vectors on every candidate, "
                           "nothing is embedded")
+
+
+class RerankContextRequest(_ContextFields, RerankRequest):
+    """``POST /rerank/context``: the candidates and the ranking of ``/rerank`` (its fields and
+    validators) with the context's own fields of ``/context`` (:class:`_ContextFields`: the
+    same validators, ``top_k`` 5 without pipeline). The relevance tiers bin cosines, so the
+    retrieval score comes from vectors and the candidates' scores are never read
+    (:mod:`credrank.context.given`)."""
+
+    retrieval: StrictStr = Field(
+        DEFAULT_RETRIEVAL, json_schema_extra={"enum": list(CONTEXT_RETRIEVAL)},
+        description="the retrieval score, a cosine (relevance tiers bin cosines; a "
+                    "candidate's 'score' is never read): 'auto' (the default) — the "
+                    "candidates' vectors when they are of the index's embedding model "
+                    "(checked once by embedding one passage), else the passages embedded here "
+                    "(info.retrieval says which and how many were embedded; "
+                    "info.retrieval.scores_unread counts the candidates sent with a score); "
+                    "'cosine' — given vectors used as they are, the others' passages "
+                    "embedded. 'given' is refused: a retriever's own scores have no stated "
+                    "cut points")
+
+    @field_validator("retrieval")
+    @classmethod
+    def _retrieval_choice(cls, value: str) -> str:
+        """The context's check (:func:`~credrank.context.given.check_context_retrieval`), its
+        message without its head: pydantic's location names the field."""
+        try:
+            return check_context_retrieval(value)
+        except ValueError as exc:
+            raise PydanticCustomError("retrieval_choice", "{detail}",
+                                      {"detail": str(exc).removeprefix("retrieval: ")}
+                                      ) from None
 
 
 class IndexRequest(_Request):

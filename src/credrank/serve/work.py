@@ -1,11 +1,11 @@
 """What the endpoints of ``credrank serve`` share and the work they run: :class:`ServiceState`.
 
-Every ``/search`` and ``/rerank`` is validated, then priced (:mod:`credrank.serve.cost`) and
-refused over the budget, then — if heavy — admitted by the concurrency gate
-(:mod:`credrank.serve.gate`), and only then run in a worker thread under the time limit with
-a :class:`~credrank.serve.cancel.WorkToken` its pipeline checks between stages — or, priced
-under :data:`INLINE_UNITS` with its query's embedding, on the event loop while the store is
-free (no thread hop; :meth:`ServiceState._inline`). Writes run
+Every read (``/search``, ``/rerank``, ``/context``, ``/rerank/context``) is validated, then
+priced (:mod:`credrank.serve.cost`) and refused over the budget, then — if heavy — admitted
+by the concurrency gate (:mod:`credrank.serve.gate`), and only then run in a worker thread
+under the time limit with a :class:`~credrank.serve.cancel.WorkToken` its pipeline checks
+between stages — or, priced under :data:`INLINE_UNITS` with its query's embedding, on the
+event loop while the store is free (no thread hop; :meth:`ServiceState._inline`). Writes run
 with the same token and commit through it (:mod:`credrank.serve.limits` says what a 504
 reports), remembered by ``Idempotency-Key`` (:mod:`credrank.serve.idempotency`).
 
@@ -551,27 +551,35 @@ class ServiceState:
         out["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
         return out
 
-    def context_budget(self, plan: Plan, *, pool_ranking: bool, sentences: bool) -> Estimate:
-        """The price of a ``/context`` (:meth:`budget` of its ranking, 422 over the budget):
-        with ``pool_ranking`` (a time downgrade: the ``neutral`` median or the refills of
-        ``exclude`` may rank the whole pool once more) the same pipeline with ``top_k =
-        fetch_k`` too; with ``sentences``, embedding the sentences of ``top_k`` passages of
-        :data:`CONTEXT_SENTENCE_CHARS` characters each (declared: their length is not known
-        before the ranking; the time limit bounds the rest)."""
+    def context_budget(self, plan: Plan, *, pool_ranking: bool, sentences: bool,
+                       embed_lengths: list[int] | None = None,
+                       passage_chars: Sequence[int] | None = None) -> Estimate:
+        """The price of a ``/context`` or ``/rerank/context`` (:meth:`budget` of its ranking,
+        422 over the budget): with ``pool_ranking`` (a time downgrade: the ``neutral`` median
+        or the refills of ``exclude`` may rank the whole pool once more) the same pipeline
+        with ``top_k = fetch_k`` too; with ``sentences``, embedding the sentences of ``top_k``
+        passages of :data:`CONTEXT_SENTENCE_CHARS` characters each (declared: their length is
+        not known before the ranking; the time limit bounds the rest), or, where the
+        passages are known (``passage_chars``: the candidates' text lengths), of the
+        ``top_k`` longest. ``embed_lengths``: the passages the ranking embeds (candidates,
+        :meth:`rerank_embeds`), once: the pool's second ranking reruns the stages over the
+        same scored pool (:class:`~credrank.context.given.GivenRanking`)."""
         # priced whole before it is compared: /search's own check would suggest a fetch_k
         # that this context's other parts then put over the budget again
-        cost = self.budget(plan, limit=not (pool_ranking or sentences))
+        cost = self.budget(plan, embed_lengths=embed_lengths,
+                           limit=not (pool_ranking or sentences))
         parts = dict(cost.parts)
         if pool_ranking:
-            whole = plan.pool
+            whole = max(plan.pool, 1)
             again = self.budget(replace(plan, spec=plan.spec.replace_top(
                 top_k=whole, fetch_k=whole), shape=None), limit=False)
             parts.update({f"the pool ranked again: {k}": v for k, v in again.parts.items()})
         sentence_units = 0.0
         if sentences:
             k = min(plan.spec.top_k, plan.pool)
-            sentence_units = embed_units(self.searcher.embedder.name,
-                                         [CONTEXT_SENTENCE_CHARS] * k)
+            lengths = ([CONTEXT_SENTENCE_CHARS] * k if passage_chars is None
+                       else sorted(passage_chars, reverse=True)[:k])
+            sentence_units = embed_units(self.searcher.embedder.name, lengths)
             parts[f"embedding the sentences of {k:,} passages"] = sentence_units
         total = Estimate(parts, cost.costliest)
         budget = self.config.max_request_cost
@@ -582,12 +590,39 @@ class ServiceState:
                 422, "invalid_request",
                 f"{field}: this context is estimated at {total.total:,.0f} work units "
                 f"({total.describe()}), over the budget of {budget:,.0f} per request "
-                "(--max-request-cost; 1 unit ≈ 1 ms of CPU): send a smaller "
-                + ("top_k, or granularity document" if field == "top_k" else
-                   "fetch_k or top_k" + (", or granularity document" if sentences else "")),
+                f"(--max-request-cost; 1 unit ≈ 1 ms of CPU): "
+                + _context_advice(field, sentences, embedding=sum(
+                    v for k, v in parts.items() if k.startswith("embedding ")
+                    and not k.startswith("embedding the sentences")) * 2 >= total.total),
                 field=field, extra={"cost": round(total.total, 1), "budget": budget,
                                     "stage": total.costliest})
         return total
+
+    def rerank_context(self, token: WorkToken | None, query: str,
+                       records: list[dict[str, Any]], spec: PipelineSpec, retrieval: str,
+                       query_vector: list[float] | None, text: str,
+                       options: dict[str, Any], fmt: str, cite: bool) -> dict[str, Any]:
+        """The ``/rerank/context`` document: :meth:`Searcher.rerank_context
+        <credrank.searcher.Searcher.rerank_context>` (the candidates ranked as
+        :meth:`rerank` ranks them, then tiered as :meth:`context` tiers a search; chapter
+        35.4) with ``token`` checked as in :meth:`search`, rendered as ``/context`` renders
+        it (``options``: its tier options)."""
+        start = time.perf_counter()
+        clocked = one_clock(spec, options.get("now"))  # the spec the context ranks with
+        with self.embedder.working(token):
+            compiled = self.searcher.compile_rerank(clocked)
+            self._prepared(compiled)
+            if options.get("half_life") is not None:  # the pool's ranking, if it is needed
+                whole = max(len(records), 1)
+                self._prepared(self.searcher.compile_rerank(
+                    clocked.replace_top(top_k=whole, fetch_k=whole)))
+            doc = self.searcher.rerank_context(
+                query, records, spec, retrieval=retrieval, query_vector=query_vector,
+                check=None if token is None else token.check, text=text, **options)
+        out = doc.to_json(fmt, cite)
+        self._echo(out, compiled)
+        out["elapsed_ms"] = round((time.perf_counter() - start) * 1e3, 3)
+        return out
 
     def rerank(self, token: WorkToken | None, query: str, records: list[dict[str, Any]],
                spec: PipelineSpec, retrieval: str,
@@ -609,11 +644,15 @@ class ServiceState:
         return doc
 
     def rerank_embeds(self, candidates: Sequence[Any], retrieval: str,
-                      reads_vectors: bool, same_model: bool | None = None) -> list[int]:
+                      reads_vectors: bool, same_model: bool | None = None, *,
+                      read_scores: bool = True) -> list[int]:
         """The lengths (``title\ntext``) of the passages a ``/rerank`` may embed, for its price:
         none with ``given`` (unless a stage reads vectors); else those without a vector, and
         with ``auto`` none when every candidate has a non-negative score (and no stage reads
-        vectors). With ``auto``, vectors are trusted only on a positive same-model verdict —
+        vectors) — unless ``read_scores`` is false (``/rerank/context``: its relevance tiers
+        bin cosines, and the candidates' scores are never read, so under ``auto`` every
+        passage without a usable vector is embedded). With ``auto``, vectors are trusted only
+        on a positive same-model verdict —
         a kept one (none in the server: each request is checked), or ``same_model`` (a check
         made for this request, :meth:`same_model`): otherwise their texts are priced as
         embedded too (vectors that fail the check are dropped and their texts embedded), plus
@@ -631,7 +670,8 @@ class ServiceState:
         kept = self.auto.verdict(self.searcher.embedder.dim)
         trusted = (kept is not None and kept.same_model) or bool(same_model)
         check = [length(vectors[0])] if vectors and kept is None and same_model is None else []
-        if not reads_vectors and all(c.score is not None and c.score >= 0 for c in candidates):
+        if (read_scores and not reads_vectors
+                and all(c.score is not None and c.score >= 0 for c in candidates)):
             return check if len(vectors) == len(candidates) else []
         if trusted:
             return check + missing
@@ -771,6 +811,19 @@ def _log_fallback(fallback: Fallback) -> None:
             "message": fallback.message}})
 
 
+
+
+def _context_advice(field: str, sentences: bool, *, embedding: bool) -> str:
+    """What an over-budget context may send instead (:meth:`ServiceState.context_budget`):
+    by ``field``, the one named; ``embedding``: the candidates' embedding costs most."""
+    if field == "top_k":
+        return "send a smaller top_k, or granularity document"
+    document = ", or granularity document" if sentences else ""
+    if field == "candidates":
+        return ("send fewer candidates"
+                + (", or vectors of the index's embedding model" if embedding else "")
+                + document)
+    return "send a smaller fetch_k or top_k" + document
 
 
 def _priced(spec: PipelineSpec) -> list[tuple[str, dict[str, Any]]]:
