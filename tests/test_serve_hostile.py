@@ -919,23 +919,34 @@ def test_a_damaged_feedback_store_is_the_servers_fault_said_by_its_name(
     invalid_request with the server's path in it: the client was blamed for the server's
     store. It is a 503 naming the store 'feedback', never its path, for reads and writes."""
     app = app_factory()
+    app.state.service.ready = True  # as the lifespan sets it (the client runs none)
     store = tmp_path / "priors" / "priors.json"
     whole = store.read_text(encoding="utf-8")
 
     async def scenario() -> list[httpx.Response]:
         async with asgi_client(app) as c:
             return [await c.get("/priors"),
-                    await c.post("/feedback", json=FEEDBACK, headers={"X-API-Key": KEY})]
+                    await c.post("/feedback", json=FEEDBACK, headers={"X-API-Key": KEY}),
+                    await c.get("/readyz")]
 
     for damage in (lambda: store.write_text(whole[:200], encoding="utf-8"), store.unlink):
         damage()
-        for got in run(scenario()):
+        *answers, ready = run(scenario())
+        for got in answers:
             assert got.status_code == 503, got.text
             body = got.json()
             assert body["error"] == "unavailable"
             assert "the feedback store is not available: 'feedback'" in body["detail"]
             assert str(tmp_path) not in got.text
+        # readiness says the store cannot be read (it said true), and stays ready: searches
+        # that do not read the store are served
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        assert ready.json()["priors_store"] is False
+        assert "'feedback'" in ready.json()["priors_store_error"]
+        assert str(tmp_path) not in ready.text
         store.write_text(whole, encoding="utf-8")
+        ready = run(scenario())[-1]
+        assert ready.json()["priors_store"] is True and "priors_store_error" not in ready.json()
 
 
 def test_priors_naming_the_feedback_store_points_to_its_stage(app_factory: Any) -> None:

@@ -353,13 +353,23 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         `credrank serve` listens only once loaded and stops listening before it stops, so a
         load balancer sees a refused connection then). Lists what a pipeline spec may name:
         the registered files (`models`: their names, never their paths) and the stages of the
-        catalog (`stages`)."""
+        catalog (`stages`). `priors_store`: whether the feedback store (--priors-store) can be
+        read now; one that cannot (a damaged or missing file: its routes answer 503) is
+        `false` with `priors_store_error` saying why, by its name. The server stays ready:
+        what does not read the store is served."""
         if not state.ready:
             return error(503, "unavailable", "not ready: starting or shutting down")
-        return JSON({"status": "ready", "engine": searcher.store.manifest.engine,
-                     "embedder": searcher.embedder.name, "writes": config.writable,
-                     "priors_store": config.priors_store is not None,
-                     "models": sorted(state.resources), "stages": list(CATALOG)})
+        health: dict[str, Any] = {
+            "status": "ready", "engine": searcher.store.manifest.engine,
+            "embedder": searcher.embedder.name, "writes": config.writable,
+            "priors_store": config.priors_store is not None}
+        if config.priors_store is not None:
+            try:
+                state.priors_store()
+            except (FeedbackStoreError, OSError) as exc:
+                health["priors_store"] = False
+                health["priors_store_error"] = state.unpath(str(exc))
+        return JSON({**health, "models": sorted(state.resources), "stages": list(CATALOG)})
 
     # -- search and rerank ---------------------------------------------------------------------
     @_self_parsed(app, "/search", SearchRequest, response_model=SearchResponse,
