@@ -54,6 +54,8 @@ from typing import Any
 
 import pytest
 
+from credrank.context.build import CONTEXT_FORMAT
+from credrank.pipeline.document import SEARCH_FORMAT
 from readme_blocks import SHELL, Block, commands, minimal, read_blocks, synopsis_words, words
 from serving import running_server
 from sparse_copy import sparse_copy
@@ -297,9 +299,11 @@ def test_shell_block_runs(block: Block, workdir: Path):
         index, args = serve
         with running_server(index, *args) as server:
             proc = run(["bash", "-c", _script(block, server.port)], workdir, block.where)
-    if calls_curl:
+    if calls_curl:  # a search's document, or a context's
         doc = json.loads(proc.stdout)
-        assert doc.get("credrank_search") == 2 and doc["hits"], proc.stdout[:2000]
+        assert ((doc.get("credrank_search") == SEARCH_FORMAT and doc["hits"])
+                or (doc.get("credrank_context") == CONTEXT_FORMAT and doc["passages"])), \
+            proc.stdout[:2000]
 
 
 # --------------------------------------------------------------------------------------------
