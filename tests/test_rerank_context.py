@@ -195,3 +195,77 @@ def test_a_bad_option_is_refused_before_anything_is_embedded(option):
 def test_the_front_door_exports_it():
     assert credrank.rerank_context is rerank_context
     assert "rerank_context" in credrank.__all__
+
+
+class RecordingEmbedder(CountingEmbedder):
+    """Counting, and keeping every text it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts):
+        self.seen.extend(texts)
+        return super().embed(texts)
+
+
+def test_sentence_tiers_use_the_rankings_query_vector():
+    """Sentence tiers compare each sentence with the query vector the ranking used: the query
+    is embedded once (it was embedded again for the sentences), and a given query_vector
+    tiers the sentences too (they were tiered by the re-embedded query)."""
+    records = _candidates(sorted(CORPUS)[:5])
+    embedder = RecordingEmbedder()
+    query = "fasting diabetes insulin"
+    rerank_context(query, records, embedder, {"top_k": 2},  # type: ignore[arg-type]
+                   granularity="sentence", auto=AutoRetrieval())
+    assert embedder.seen.count(query) == 1
+    other = EMB.embed(["vaccines and measles outbreaks"])[0]
+    given = rerank_context(query, records, EMB, {"top_k": 2}, granularity="sentence",
+                           retrieval="cosine", query_vector=other)
+    embedded = rerank_context(query, records, EMB, {"top_k": 2}, granularity="sentence",
+                              retrieval="cosine")
+
+    def sentence_sims(doc):
+        return [s.similarity for p in doc.passages for s in (p.sentences or ())]
+
+    assert sentence_sims(given) and sentence_sims(given) != sentence_sims(embedded)
+    unit = other / np.linalg.norm(other)
+    first = given.passages[0].sentences[0]
+    vector = EMB.embed([first.text])[0]
+    assert first.similarity == pytest.approx(float(vector @ unit / np.linalg.norm(vector)),
+                                             abs=1e-6)
+
+
+def test_the_library_door_checks_and_defaults_as_the_other_doors():
+    """check is honoured without an index too (it was dropped); an unknown keyword names the
+    function called; no spec means the context's top_k of 5, as credrank context and POST
+    /rerank/context; a half-life of 0 says how a context turns the downgrade off."""
+    records = _candidates(sorted(CORPUS)[:12])
+    seen: list[str] = []
+    doc = rerank_context("fasting", records, EMB, check=seen.append)
+    assert seen[0] == "stage:given" and seen[-1] == "done"
+    assert len(doc.passages) == 5 and doc.to_json("json", True)["pipeline"]["top_k"] == 5
+
+    def stop(name: str) -> None:
+        if name.startswith("stage:topk"):
+            raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError, match="cancelled"):
+        rerank_context("fasting", records, EMB, check=stop)
+    with pytest.raises(TypeError, match=r"rerank_context\(\) got an unexpected keyword "
+                                        r"argument 'half_lives'"):
+        rerank_context("fasting", records, EMB, half_lives="1y")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r"^half_life: .*omit half_life for no time "
+                                         r"downgrade"):
+        rerank_context("fasting", records, EMB, half_life=0)
+
+
+def test_unread_scores_are_not_checked():
+    """A score a context never reads is not validated (a framework's NaN, a text): counted in
+    scores_unread, the same context as without it."""
+    records = _candidates(sorted(CORPUS)[:4])
+    odd = [{**r, "score": s} for r, s in zip(records, [float("nan"), "high", 1e300, -2.0],
+                                             strict=True)]
+    got = rerank_context("fasting", odd, EMB, {"top_k": 3})
+    assert _tiers(got) == _tiers(rerank_context("fasting", records, EMB, {"top_k": 3}))
+    assert got.to_json("json", True)["info"]["retrieval"]["scores_unread"] == 4

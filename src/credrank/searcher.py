@@ -44,6 +44,7 @@ from credrank.rerank import (
     as_spec,
     check_rerank_spec,
     check_retrieval,
+    default_spec,
     rerank_hits,
 )
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from credrank.context.build import ContextDocument
+    from credrank.freshness.policy import UnknownAge
 
 #: a pipeline as the methods take it: a spec, its plain data, or ``None`` (the default spec,
 #: :func:`credrank.rerank.as_spec`: ``credrank search`` without options)
@@ -245,6 +247,9 @@ class Searcher:
     def _run(self, stages: Sequence[Stage], query: str, *, store: bool,
              check: Check | None) -> Candidates:
         embeds = bool(stages) and isinstance(stages[0], DenseRetriever | PushdownSearch)
+        if not store:  # nothing to lock: the loop of every store-less run
+            return run_stages(stages, query, check, query_vector=self.embedder.embed(
+                [query])[0] if embeds else None)
         if check is not None and embeds:
             check(f"stage:{stages[0].name}")
         batch = Candidates.empty(query, query_vector=self.embedder.embed([query])[0]
@@ -252,7 +257,7 @@ class Searcher:
         for i, stage in enumerate(stages):
             if check is not None and not (i == 0 and embeds):
                 check(f"stage:{stage.name}")
-            if store and (i == 0 or "index" in stage.reads):
+            if i == 0 or "index" in stage.reads:
                 with self._lock:
                     if self._closed:
                         raise ValueError(CLOSED)
@@ -366,20 +371,24 @@ class Searcher:
     def rerank_context(self, query: str, records: Sequence[Mapping[str, Any]],
                        spec: SpecLike = None, *, retrieval: str = DEFAULT_RETRIEVAL,
                        query_vector: Sequence[float] | np.ndarray | None = None,
-                       check: Check | None = None, **options: Any) -> ContextDocument:
+                       now: str | None = None, half_life: float | str | None = None,
+                       undated: UnknownAge | str = "neutral", granularity: str = "document",
+                       source_tier: str = "auto", text: str = "full",
+                       check: Check | None = None) -> ContextDocument:
         """The credibility-annotated context (chapter 35.4) of a client's candidates: ranked
-        as :meth:`rerank` ranks them (``spec``: its ``top_k`` is the passages kept), then
-        tiered as ``credrank context`` tiers a search (``options``: the keywords of
-        :func:`~credrank.context.build.search_context`: ``now``, ``half_life``, ``undated``,
-        ``granularity``, ``source_tier``, ``text``). The retrieval score comes from vectors
-        (:mod:`credrank.context.given`: ``retrieval`` ``auto`` or ``cosine``; ``given`` is a
-        ``ValueError``); the candidates are embedded once, whatever rankings the context
-        asks for. ``.to_json(fmt, cite)`` / ``.render(fmt, cite)`` give the document and the
-        prompt."""
+        as :meth:`rerank` ranks them (``spec``: its ``top_k`` is the passages kept; without a
+        spec, the default pipeline with the context's ``top_k`` of 5, as ``credrank context``
+        and ``POST /rerank/context``), then tiered as ``credrank context`` tiers a search
+        (``now``, ``half_life``, ``undated``, ``granularity``, ``source_tier``, ``text``: the
+        options of :func:`~credrank.context.build.search_context`, its checks and words). The
+        retrieval score comes from vectors (:mod:`credrank.context.given`: ``retrieval``
+        ``auto`` or ``cosine``; ``given`` is a ``ValueError``); the candidates are embedded
+        once, whatever rankings the context asks for. ``.to_json(fmt, cite)`` /
+        ``.render(fmt, cite)`` give the document and the prompt."""
         from credrank.context.given import check_context_retrieval  # not on a search's path
 
         check_context_retrieval(retrieval)
-        spec = as_spec(spec)
+        spec = context_spec(spec)
         compiled = self.compile_rerank(spec)
         given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
                                 with_vectors="vectors" in reads(compiled.stages),
@@ -388,7 +397,8 @@ class Searcher:
                              query_vector=query_vector,
                              run=lambda stages, q, c: self.run(stages, q, store=False,
                                                                check=c),
-                             check=check, **options)
+                             check=check, now=now, half_life=half_life, undated=undated,
+                             granularity=granularity, source_tier=source_tier, text=text)
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
@@ -416,17 +426,31 @@ def rerank_settings(compiled: Compiled, retrieval: str, candidates: int, embedde
             "query_vector": _query_vector(result, query_vector)}
 
 
+def context_spec(spec: SpecLike) -> PipelineSpec:
+    """The spec of a context over candidates: ``spec`` as given, else the default pipeline
+    with the context's ``top_k`` (:data:`credrank.context.build.TOP_K`, 5: ``credrank
+    context``'s and ``POST /rerank/context``'s default)."""
+    if spec is not None:
+        return as_spec(spec)
+    from credrank.context.build import TOP_K
+
+    return default_spec().replace_top(top_k=TOP_K)
+
+
 def given_context(given: GivenCandidates, compile: Callable[[PipelineSpec], Compiled],
                   query: str, spec: PipelineSpec, *, retrieval: str,
                   query_vector: Sequence[float] | np.ndarray | None,
-                  run: Callable[[Sequence[Stage], str, Check | None], Candidates] | None = None,
-                  check: Check | None = None, **options: Any) -> ContextDocument:
+                  run: Callable[[Sequence[Stage], str, Check | None], Candidates],
+                  check: Check | None = None, now: str | None = None,
+                  half_life: float | str | None = None, undated: UnknownAge | str = "neutral",
+                  granularity: str = "document", source_tier: str = "auto",
+                  text: str = "full") -> ContextDocument:
     """:func:`~credrank.context.build.search_context` over the pool of ``given`` (a
     :class:`~credrank.context.given.GivenRanking`: ``given`` run once, each spec's stages by
     ``compile``, the settings as ``/rerank`` records them): the one path of a context over
     candidates retrieved elsewhere (:meth:`Searcher.rerank_context`, :func:`rerank_context`,
-    the adapters). ``run``: the door's run loop (default: the stages in order, no
-    checkpoints)."""
+    the adapters). ``run``: the door's run loop (:meth:`Searcher.run` without the store, or
+    :func:`run_stages`), called with ``check``."""
     from credrank.context.build import search_context  # not on a search's path
     from credrank.context.given import GivenRanking
 
@@ -435,14 +459,29 @@ def given_context(given: GivenCandidates, compile: Callable[[PipelineSpec], Comp
         given, given.embedder, lambda s: compile(s).stages,
         lambda s, result: rerank_settings(compile(s), retrieval, n, given.embedder, result,
                                           query_vector),
-        run or _run_plain, pool=max(n, 1))
-    return search_context(ranking, query, spec, pool=ranking.pool, check=check, **options)
+        run, pool=max(n, 1))
+    return search_context(ranking, query, spec, pool=ranking.pool, check=check, now=now,
+                          half_life=half_life, undated=undated, granularity=granularity,
+                          source_tier=source_tier, text=text)
 
 
-def _run_plain(stages: Sequence[Stage], query: str, check: Check | None) -> Candidates:
-    """``stages`` on ``query`` in order (a door without checkpoints: ``check`` is ``None``)."""
-    del check
-    return Pipeline(list(stages)).search(query)
+def run_stages(stages: Sequence[Stage], query: str, check: Check | None = None, *,
+               query_vector: np.ndarray | None = None) -> Candidates:
+    """``stages`` on ``query`` with no store to lock (candidates retrieved elsewhere, the
+    first stage turning them into a batch; ``query_vector``: the query's, when the first
+    stage wants it embedded): the loop of :meth:`Searcher.run` without a store, ``check``
+    called before each stage (``stage:NAME``), inside long stages (``within:NAME``) and at
+    the end (``done``)."""
+    check_str("query", query, what="non-empty text")
+    with checking(check):
+        batch = Candidates.empty(query, query_vector=query_vector)
+        for stage in stages:
+            if check is not None:
+                check(f"stage:{stage.name}")
+            batch = stage(batch)
+        if check is not None:
+            check("done")
+        return batch
 
 
 def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
@@ -451,10 +490,14 @@ def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
                    query_vector: Sequence[float] | np.ndarray | None = None,
                    auto: AutoRetrieval | None = None,
                    resources: Mapping[str, str | Path] | None = None,
-                   allow_paths: bool = True, **options: Any) -> ContextDocument:
+                   allow_paths: bool = True, now: str | None = None,
+                   half_life: float | str | None = None, undated: UnknownAge | str = "neutral",
+                   granularity: str = "document", source_tier: str = "auto",
+                   text: str = "full", check: Check | None = None) -> ContextDocument:
     """The credibility-annotated context of ``records`` for ``query`` without an index: as
-    :meth:`Searcher.rerank_context`, with the embedder, typer, ``auto``, ``resources`` and
-    ``allow_paths`` of :func:`credrank.rerank.rerank` (``embedder``: a name or an
+    :meth:`Searcher.rerank_context` (the same options, ``check`` included), with the
+    embedder, typer, ``auto``, ``resources`` and ``allow_paths`` of
+    :func:`credrank.rerank.rerank` (``embedder``: a name or an
     :class:`~credrank.core.embedder.Embedder`). ``from credrank import rerank_context``."""
     if typer is not None and not isinstance(typer, SourceTyper):
         raise TypeError(f"typer: expected a SourceTyper or None, got {type(typer).__name__}")
@@ -466,7 +509,7 @@ def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
     from credrank.context.given import check_context_retrieval
 
     check_context_retrieval(retrieval)
-    spec = check_rerank_spec(as_spec(spec), "spec")
+    spec = check_rerank_spec(context_spec(spec), "spec")
     built: dict[str, Compiled] = {}
     model = embedder
 
@@ -480,7 +523,9 @@ def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
                             with_vectors="vectors" in reads(compile(spec).stages),
                             query_vector=query_vector, auto=auto, read_scores=False)
     return given_context(given, compile, query, spec, retrieval=retrieval,
-                         query_vector=query_vector, **options)
+                         query_vector=query_vector, run=run_stages, check=check, now=now,
+                         half_life=half_life, undated=undated, granularity=granularity,
+                         source_tier=source_tier, text=text)
 
 
 def _query_vector(result: Candidates,

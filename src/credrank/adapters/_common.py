@@ -162,7 +162,7 @@ from credrank.rerank import (
     check_retrieval,
 )
 from credrank.rerank.fields import DEFAULT_KEYS, EVIDENCE_FIELDS, MetadataFields, check_fields
-from credrank.searcher import MAX_COMPILED, given_context
+from credrank.searcher import MAX_COMPILED, given_context, run_stages
 
 #: the metadata key every adapter writes the breakdown under
 BREAKDOWN_KEY = "credrank"
@@ -677,6 +677,7 @@ class CredrankScorer:
             fields=self.metadata_fields, names=names, read_scores=False)
         try:
             return given_context(given, self.compiled, query, spec, retrieval=retrieval,
+                                 run=run_stages,
                                  query_vector=query_vector, now=now, half_life=half_life,
                                  undated=undated, granularity=granularity,
                                  source_tier=source_tier, text=text)

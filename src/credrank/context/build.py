@@ -144,7 +144,8 @@ class TierPolicy:
                            Cuts.of(self.source_cuts, "source_cuts").within(*SOURCE_RANGE))
         if self.interval_days is not None:
             object.__setattr__(self, "interval_days",
-                               check_half_life(self.interval_days, "half_life"))
+                               check_half_life(self.interval_days, "half_life",
+                                               off="omit half_life for no time downgrade"))
         if not isinstance(self.source_tier, str) or not self.source_tier.strip():
             raise ValueError(f"source_tier: expected auto, type or a factor name, got "
                              f"{self.source_tier!r}")
@@ -420,6 +421,7 @@ def build_context(ranked: Candidates, *, embedder: Embedder | None = None,
         raise ValueError("query: expected non-empty text")
     doc = annotate(ranked, now=now, half_life=half_life, undated=undated,
                    granularity=granularity, embedder=embedder, source_tier=source_tier,
+                   query_vector=ranked.query_vector,  # the ranking's: sentences tiered by it
                    relevance_cuts=relevance_cuts, source_cuts=source_cuts, text=text,
                    top_k=top_k, pool=pool)
     settings: dict[str, Any] = {}

@@ -38,16 +38,17 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def check_half_life(tau: float, name: str = "half_life") -> float:
-    """``τ`` as a positive finite float, else ``ValueError`` naming ``name``."""
+def check_half_life(tau: float, name: str = "half_life",
+                    off: str = "omit freshness to switch decay off") -> float:
+    """``τ`` as a positive finite float, else ``ValueError`` naming ``name`` (``off``: how the
+    caller's door turns what ``τ`` drives off)."""
     try:
         value = float(tau)
     except (TypeError, ValueError):
         raise ValueError(f"{name}: expected a positive number, got {tau!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a positive, finite half-life, got {tau!r} (a "
-                         "half-life of 0 or below has no meaning; omit freshness to switch "
-                         "decay off)")
+                         f"half-life of 0 or below has no meaning; {off})")
     return value
 
 

@@ -560,10 +560,16 @@ class GivenCandidates(Stage):
             raise ValueError("retrieval: expected auto or cosine when the scores are not read, "
                              "got 'given'")
         self.read_scores = read_scores
+        self.scores_unread: int | None = None
+        if not read_scores:  # never read, so never checked (a framework's NaN is no error)
+            listed = isinstance(records, list | tuple)  # anything else: check_candidates says
+            self.scores_unread = sum(isinstance(r, Mapping) and r.get("score") is not None
+                                     for r in records) if listed else 0
+            if listed:
+                records = [{k: v for k, v in r.items() if k != "score"}
+                           if isinstance(r, Mapping) else r for r in records]
         self.records = check_candidates(records, dim=embedder.dim, retrieval=retrieval,
                                         fields=fields, names=self.names)
-        self.scores_unread = (None if read_scores else
-                              sum(r["score"] is not None for r in self.records))
         self.embedder, self.retrieval = embedder, retrieval
         self.query_vector = (None if query_vector is None else
                              _check_vector("query_vector", query_vector, embedder.dim))

@@ -509,8 +509,13 @@ class Settings(_Document):
     priors: PriorsUsed | None
     mode: str
     retrieval: str
+    unit: str | None = Field(None, description="document | passage: what a hit is")
     pushdown: bool
     engine: str | None = None
+    embedder: str | None = Field(None, description="the embedding model the ranking used")
+    query_vector: str | None = Field(
+        None, description="candidates retrieved elsewhere: given (the client's query vector "
+                          "was used) | embedded")
     text: str = Field(description="what each hit carries of its text: full | snippet | none")
     snippet_chars: int | None = Field(
         None, description="with text 'snippet': the longest snippet, in characters")
