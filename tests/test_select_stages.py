@@ -10,6 +10,7 @@ import pytest
 from credrank.core.candidates import Candidates, StageError
 from credrank.core.errors import CandidateVectorError
 from credrank.core.pipeline import FunctionStage, Stage
+from credrank.pipeline.spec import PipelineSpec
 from credrank.select import (
     CoverageSelect,
     ExposureSelect,
@@ -177,6 +178,22 @@ def test_each_exposure_list_is_replayed_by_its_draw() -> None:
     for draw, chosen in lists.items():
         again = ExposureSelect(6, "source_type", rule="proportional", draw=draw)
         assert list(again(twelve_batch()).doc_ids) == chosen
+        # as a JSON reader that holds numbers as doubles (jq, JavaScript) reads it back: the
+        # draws were up to 2**63, and a rounded one drew another list
+        assert int(float(json.loads(json.dumps(draw)))) == draw
+
+
+def test_exposure_seed_and_draw_are_exact_in_json() -> None:
+    """seed and draw are refused above 2**53 - 1, where a JSON number read as a double is no
+    longer exact (the replay would draw another list)."""
+    for name in ("seed", "draw"):
+        with pytest.raises(ValueError, match=rf"{name}: expected an integer in \[0, "
+                                             rf"9007199254740991\]"):
+            PipelineSpec.from_dict({"stages": [{"stage": "exposure",
+                                                "group_column": "source_type",
+                                                name: 2**53}]})
+        PipelineSpec.from_dict({"stages": [{"stage": "exposure", "group_column": "source_type",
+                                            name: 2**53 - 1}]})
 
 
 def test_exposure_select_errors() -> None:

@@ -444,6 +444,12 @@ class CoverageSelect(Selector):
 
 
 # --------------------------------------------------------------------------------------------
+#: the largest ``seed`` and ``draw`` of the exposure selector: every integer up to it is exact
+#: in a JSON number read as an IEEE double (jq, JavaScript), so an answer's ``draw`` fed back
+#: replays the same list (a larger one was rounded on the way, and the replay drew another)
+JSON_SAFE_INT = 2**53 - 1
+
+
 class ExposureSelect(Selector):
     """Fair-exposure ranking lottery (chapter 35.9), one sampled list per request.
 
@@ -472,8 +478,8 @@ class ExposureSelect(Selector):
     name = "exposure"
 
     @parameters(group_column=Text(what=COLUMN), rule=Text(choices=("parity", "proportional")),
-                discounts=Nullable(ListOf(Number(0.0), min_len=1)), seed=Nullable(Integer(0)),
-                draw=Nullable(Integer(0)))
+                discounts=Nullable(ListOf(Number(0.0), min_len=1)),
+                seed=Nullable(Integer(0, JSON_SAFE_INT)), draw=Nullable(Integer(0, JSON_SAFE_INT)))
     def __init__(self, top_k: int, group_column: str, rule: str = "parity",
                  discounts: Sequence[float] | None = None, seed: int | None = None,
                  draw: int | None = None):
@@ -514,7 +520,8 @@ class ExposureSelect(Selector):
                 raise _wrap(self.name, exc) from exc
             dec = decompose_ranking(policy.P)
             self._cache = (key, policy, dec)
-        draw = self.draw if self.draw is not None else int(self.rng.integers(0, 2**63 - 1))
+        draw = (self.draw if self.draw is not None
+                else int(self.rng.integers(0, JSON_SAFE_INT, endpoint=True)))
         ranking = sample_ranking(dec, np.random.default_rng(draw))
         realised = realised_exposure(ranking, len(batch), v)
         realised_groups = group_means(realised, policy.codes, len(policy.group_names))
