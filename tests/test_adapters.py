@@ -929,3 +929,34 @@ def test_an_adapter_can_be_deep_copied(framework):
     assert twin.spec.to_dict() == adapter.spec.to_dict()
     if framework != "haystack":
         assert adapter.model_copy(deep=True).spec.to_dict() == adapter.spec.to_dict()
+
+
+def test_the_selectors_report_reaches_the_adapter_and_a_shortfall_is_said():
+    """An adapter dropped info.select: a FA*IR shortfall passed without a word, and an
+    exposure list's draw was lost (it could not be replayed). The breakdown's select is the
+    call's report, and a shortfall is a SelectionWarning at every door."""
+    from credrank.select.stages import SelectionWarning
+
+    passages = [Passage(text=f"vitamin d and covid study {i}", metadata={"url": url},
+                        score=1.0 - i / 10)
+                for i, url in enumerate(["https://www.nih.gov/a", "https://x.blogspot.com/b",
+                                         "https://www.reuters.com/c", "https://reddit.com/d",
+                                         "https://medium.com/e"])]
+    fair = CredrankScorer(embedder="hashing", top_k=5, retrieval="given", select="fair",
+                          select_params={"protected_column": "source_type",
+                                         "protected_value": "government", "p": 0.9,
+                                         "alpha": 0.1})
+    with pytest.warns(SelectionWarning, match=r"fair: the prefix minimums are not met from "
+                                              r"position \d+: the pool holds 1 protected"):
+        ranked = fair.rank("vitamin d covid", passages)
+    reports = [r.breakdown["select"] for r in ranked]
+    assert all(r is reports[0] for r in reports)
+    assert reports[0]["satisfied"] is False and reports[0]["shortfall_at"] >= 1
+    exposure = CredrankScorer(embedder="hashing", top_k=3, retrieval="given",
+                              select="exposure", select_params={"group_column": "source_type"})
+    first = exposure.rank("vitamin d covid", passages)
+    draw = first[0].breakdown["select"]["draw"]
+    again = CredrankScorer(embedder="hashing", top_k=3, retrieval="given", select="exposure",
+                           select_params={"group_column": "source_type", "draw": draw})
+    assert [r.index for r in again.rank("vitamin d covid", passages)] == \
+        [r.index for r in first]

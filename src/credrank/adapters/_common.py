@@ -692,8 +692,12 @@ class CredrankScorer:
         ``None``; ``conflict``: only where a declared ``source_type`` differs from the URL's;
         ``url_error``: only where a URL names no host (a file path, ``ftp://``), why it is
         typed ``unknown``; ``after_now``: only where the freshness date is after the evaluation
-        time, an unknown age that the undated policy weighed)."""
+        time, an unknown age that the undated policy weighed; ``select``: with a selector, its
+        report for the call, the same object on every document — ``info.select`` of
+        ``credrank search --json``: FA*IR's ``satisfied`` and ``shortfall_at``, the exposure
+        list's ``draw`` that replays it, MMR's and coverage's terms)."""
         out = []
+        select = result.info.get("select")
         rules = result.column("provenance_rule")
         conflicts = result.column("provenance_conflict")
         url_errors = result.column("url_error")
@@ -714,6 +718,8 @@ class CredrankScorer:
                 breakdown["url_error"] = url_errors[i]
             if after_now[i]:
                 breakdown["after_now"] = True
+            if select is not None:
+                breakdown["select"] = select
             out.append(Ranked(index=int(hit["doc_id"]), score=hit["score"],
                               breakdown=breakdown))
         return out

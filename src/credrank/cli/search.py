@@ -333,6 +333,9 @@ def select_summary(info: dict[str, Any]) -> str:
         line += ("; every prefix minimum met" if info.get("satisfied") else
                  f"; SHORTFALL from position {info.get('shortfall_at')}: "
                  f"{info.get('n_protected_candidates')} protected candidate(s) in the pool")
+        if info.get("n_missing"):
+            line += (f"; {info['n_missing']} with no {info['protected_column']} (counted as "
+                     "not protected)")
     else:
         return f"select: {name}"
     elig = info.get("eligibility")

@@ -725,6 +725,11 @@ class FairSelect(Selector):
                                                        self.protected_value)]
         result = fair_rerank(u, flags, self.top_k, self.p, self.alpha, adjust=self.adjust)
         order = result.order
+        if not result.satisfied:  # said at every door, not only in the CLI's line
+            notes.append(_warned(
+                f"fair: the prefix minimums are not met from position {result.shortfall_at}: "
+                f"the pool holds {int(flags.sum())} protected candidate(s) "
+                f"({self.protected_column}); the list is the best the pool allows"))
         info = {
             "selector": self.name, "top_k": self.top_k,
             "protected_column": self.protected_column, "p": self.p, "alpha": self.alpha,
