@@ -17,11 +17,14 @@ def test_labels_single_multi_and_missing() -> None:
                                       [False, False, False], [False, False, True]]
 
 
-def test_declared_intent_set_must_contain_every_label() -> None:
+def test_a_declared_intent_set_is_the_eligible_intents() -> None:
     it = intents_from_labels(["a", None], intent_set=["a", "b", "z"])
     assert it.names == ("a", "b", "z")  # intents absent from the pool still count in |𝒮|
-    with pytest.raises(ValueError, match="row 1 has intent"):
-        intents_from_labels(["a", "q"], intent_set=["a", "b"])
+    # a label outside 𝒮 covers nothing (S_d ∩ 𝒮), counted: it failed the whole query
+    it = intents_from_labels(["a", "q", ["b", "q", "r"]], intent_set=["a", "b"])
+    assert it.membership.tolist() == [[True, False], [False, False], [False, True]]
+    assert it.outside_set == {"q": 2, "r": 1} and it.n_unlabelled == 1
+    assert it.as_info()["outside_set"] == {"q": 2, "r": 1}
 
 
 def test_empty_intent_set_is_an_error() -> None:

@@ -51,6 +51,26 @@ def twelve_batch() -> Candidates:
                                    metadata=[{"source_type": g} for g in groups])
 
 
+def test_coverage_labels_outside_the_intent_set_and_an_empty_column_are_said() -> None:
+    """A declared intent_set limits coverage to the eligible intents (a label outside it
+    failed the whole query, naming a pool row); a named column with no label falls back to
+    clusters with a warning (only intent_source said so)."""
+    batch = jordan_batch()
+    intents = sorted({str(v) for v in batch.column("intent") if v is not None})
+    keep = intents[:2]
+    with pytest.warns(SelectionWarning, match=r"coverage: intent labels outside intent_set"):
+        out = CoverageSelect(5, 0.3, 0.5, intent_column="intent", intent_set=keep)(batch)
+    info = out.info["select"]
+    assert info["intents"]["intents"] == keep and info["intents"]["outside_set"]
+    assert sum(info["intents"]["outside_set"].values()) == sum(
+        1 for v in batch.column("intent") if v is not None and str(v) not in keep)
+    assert info["warnings"] and len(out) == 5
+    with pytest.warns(SelectionWarning, match=r"intent_column 'intent' holds no label"):
+        got = CoverageSelect(5, 0.3, 0.5, intent_column="intent")(jordan_batch(False))
+    assert got.info["select"]["intent_source"].startswith("clusters")
+    assert got.info["select"]["warnings"]
+
+
 def test_coverage_select_reproduces_the_toy() -> None:
     out = CoverageSelect(5, 0.3, 0.5, intent_column="intent")(jordan_batch())
     assert list(out.doc_ids) == ["d00", "d01", "d02", "d14", "d17"]  # sorted by utility

@@ -15,7 +15,7 @@ Two sources, and the result always says which one was used:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,17 +32,20 @@ class Intents:
         membership: boolean ``(n_candidates, |𝒮|)`` matrix.
         source: ``"labels"`` or ``"clusters"``.
         n_unlabelled: candidates with no intent (``None`` label).
+        outside_set: each label outside a declared 𝒮 and how many candidates carry it (they
+            cover nothing of it: ``S_d ∩ 𝒮``).
     """
 
     names: tuple[str, ...]
     membership: np.ndarray
     source: str
     n_unlabelled: int = 0
+    outside_set: dict[str, int] = field(default_factory=dict)
 
     def as_info(self) -> dict[str, Any]:
         """JSON-serialisable summary."""
         return {"source": self.source, "intents": list(self.names),
-                "n_unlabelled": self.n_unlabelled}
+                "n_unlabelled": self.n_unlabelled, "outside_set": dict(self.outside_set)}
 
 
 def _label_set(value: Any, row: int) -> set[str]:
@@ -75,20 +78,21 @@ def intents_from_labels(labels: Sequence[Any] | np.ndarray,
                         intent_set: Sequence[str] | None = None) -> Intents:
     """Membership from per-candidate labels (chapter 35.8: ``S_d ⊆ 𝒮``, ``𝒮`` non-empty).
 
-    Raises ``ValueError`` when a label lies outside the declared ``intent_set`` or when the
-    resulting intent set is empty.
+    ``intent_set`` declares 𝒮, the eligible intents: a label outside it covers nothing (the
+    candidate's intents are ``S_d ∩ 𝒮``), counted per label in ``outside_set`` (the caller
+    says it). Raises ``ValueError`` when the resulting intent set is empty.
     """
     sets = [_label_set(v, i) for i, v in enumerate(labels)]
+    outside: dict[str, int] = {}
     if intent_set is None:
         names = tuple(sorted(set().union(*sets))) if sets else ()
     else:
         names = tuple(dict.fromkeys(str(s) for s in intent_set))
         declared = set(names)
         for row, s in enumerate(sets):
-            extra = s - declared
-            if extra:
-                raise ValueError(f"intent labels: row {row} has intent(s) {sorted(extra)} outside "
-                                 f"the declared intent set {list(names)} (S_d must be a subset)")
+            for label in sorted(s - declared):
+                outside[label] = outside.get(label, 0) + 1
+            sets[row] = s & declared
     if not names:
         raise ValueError("intent labels: the intent set is empty (no candidate is labelled and "
                          "no intent_set was declared); coverage needs a non-empty intent set")
@@ -98,7 +102,7 @@ def intents_from_labels(labels: Sequence[Any] | np.ndarray,
         for name in s:
             membership[row, col[name]] = True
     return Intents(names=names, membership=membership, source="labels",
-                   n_unlabelled=sum(1 for s in sets if not s))
+                   n_unlabelled=sum(1 for s in sets if not s), outside_set=outside)
 
 
 def intents_from_clusters(vectors: np.ndarray, n_clusters: int) -> Intents:

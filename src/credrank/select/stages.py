@@ -374,11 +374,24 @@ class CoverageSelect(Selector):
         self.time_limit, self.exact_pool = time_limit, exact_pool
         self.min_ratio, self.utility_scale = min_ratio, utility_scale
 
-    def _intents(self, batch: Candidates, k: int) -> tuple[Intents | None, str]:
+    def _intents(self, batch: Candidates, k: int, notes: list[str]
+                 ) -> tuple[Intents | None, str]:
+        """The intents of the pool and where they came from; what the caller should know is
+        added to ``notes`` (and warned): labels outside ``intent_set``, a named column with no
+        labels (the embeddings clustered instead)."""
         if self.intent_column is not None:
             labels = _known_column(batch, "intent_column", self.intent_column)
             if has_labels(labels) or self.intent_set is not None:
-                return intents_from_labels(labels, self.intent_set), f"labels:{self.intent_column}"
+                intents = intents_from_labels(labels, self.intent_set)
+                if intents.outside_set:
+                    notes.append(_warned(
+                        f"coverage: intent labels outside intent_set {list(intents.names)} "
+                        f"cover nothing: {intents.outside_set} (label: candidates)"))
+                return intents, f"labels:{self.intent_column}"
+            if self.lambda_coverage > 0 and batch.vectors is not None:
+                notes.append(_warned(
+                    f"coverage: intent_column {self.intent_column!r} holds no label in this "
+                    "pool; its intents are clusters of the embeddings"))
         if batch.vectors is None:
             if self.lambda_coverage > 0:
                 raise StageError(
@@ -403,7 +416,7 @@ class CoverageSelect(Selector):
                                     "the ILAD and coverage terms")
         weighed, divisor = scaled_utilities(u, self.utility_scale)
         try:
-            intents, source = self._intents(batch, k)
+            intents, source = self._intents(batch, k, notes)
             vectors: np.ndarray | None
             if self.lambda_ilad > 0:
                 vectors = _vectors(batch, "coverage", "ILAD")
