@@ -227,3 +227,21 @@ def test_the_exposure_lp_answers_the_same_policy_at_any_scale_of_utility(rule: s
         got = exposure_lp(u * scale, groups, v, rule=rule)
         assert np.allclose(got.P, base.P, atol=1e-7)
         assert got.expected_utility == pytest.approx(base.expected_utility * scale, rel=1e-9)
+
+
+def test_the_lp_meets_its_groups_whatever_the_discounts_scale() -> None:
+    """Discounts of 1e-9 fell under HiGHS's feasibility tolerance: "Optimal" with the parity
+    groups 21 % apart. The program is solved on discounts scaled to 1 (the same policy), and a
+    solved policy that misses a target is refused, never returned. Discounts that overflow are
+    refused naming discounts (the error named targets, which nobody sent)."""
+    rng = np.random.default_rng(0)
+    u, g = rng.random(30), rng.integers(0, 3, 30).astype(str)
+    base = exposure_lp(u, g, log_discounts(5), rule="parity")
+    for factor in (1e-9, 1e9):
+        tiny = exposure_lp(u, g, log_discounts(5) * factor, rule="parity")
+        spread = np.ptp(tiny.group_exposure) / (factor * log_discounts(5)[0])
+        assert spread < 1e-6
+        assert tiny.expected_utility / factor == pytest.approx(base.expected_utility,
+                                                                rel=1e-6)
+    with pytest.raises(ValueError, match=r"^discounts: expected values with a finite sum"):
+        exposure_lp(u, g, [1e308, 1e308], rule="parity")

@@ -60,8 +60,14 @@ def log_discounts(k: int) -> np.ndarray:
 
 
 def check_discounts(discounts: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Validate ``v``: at least one finite value, all ``≥ 0``, non-increasing (chapter 35.9)."""
+    """Validate ``v``: at least one finite value, all ``≥ 0``, non-increasing (chapter 35.9),
+    with a finite sum (the exposures and utilities it weighs must not overflow)."""
     v = as_vector("discounts", discounts, min_len=1, low=0.0)
+    with np.errstate(over="ignore"):
+        total = float(v.sum())
+    if not np.isfinite(total):
+        raise ValueError(f"discounts: expected values with a finite sum, got {len(v)} values "
+                         f"summing to {total} (the largest is {float(v.max()):g})")
     if np.any(np.diff(v) > 0):
         k = int(np.flatnonzero(np.diff(v) > 0)[0])
         raise ValueError(f"discounts: expected non-increasing values, but v({k + 2}) = "
@@ -350,11 +356,15 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
                                      + " | ".join(report.problems))
 
     keep = _candidate_rows(u, codes, k) if reduce else np.arange(n)
-    # the program on utilities scaled to at most 1 in magnitude: its optimum is the same
-    # policy (the objective is linear in u, the proportional rule's weights scale alike), and
-    # HiGHS finds it whatever their scale (utilities of 1e100 left it "Unknown")
+    # the program on utilities and discounts scaled to at most 1 in magnitude: its optimum is
+    # the same policy (the objective is linear in u and v, the group equalities homogeneous
+    # in v, a target scaled alike), and HiGHS finds it whatever their scale (utilities of
+    # 1e100 left it "Unknown"; discounts of 1e-9 fell under its feasibility tolerance and
+    # the group equalities were "met" 21 % off)
     scale = float(np.max(np.abs(u)))
     un = u / scale if scale > 0 else u
+    v_scale = float(v.max())
+    v = v / v_scale if v_scale > 0 else v
     uk, ck = un[keep], codes[keep]
     nr = len(keep)
     nv = nr * k
@@ -391,7 +401,7 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
         t_vals = np.concatenate([np.tile(v / sizes[g], len(m))
                                  for g, m in zip(gs, group_rows, strict=True)])
         a_eq_parts.append(sparse.csr_matrix((t_vals, (t_rows, t_cols)), shape=(len(gs), nv)))
-        b_eq_parts.append(np.array([goal[names[g]] for g in gs]))
+        b_eq_parts.append(np.array([goal[names[g]] for g in gs]) / (v_scale or 1.0))
     a_ub = sparse.csr_matrix((np.ones(nv), (r_idx, np.arange(nv))), shape=(nr, nv))
     res = linprog(cost, A_ub=a_ub, b_ub=np.ones(nr), A_eq=sparse.vstack(a_eq_parts).tocsr(),
                   b_eq=np.concatenate(b_eq_parts), bounds=(0.0, 1.0), method="highs")
@@ -399,13 +409,35 @@ def exposure_lp(utilities: np.ndarray, groups: Sequence[Any] | np.ndarray,
         raise ExposureInfeasible(f"exposure LP ({rule}): HiGHS found no optimum: {res.message}")
     p = np.zeros((n, k))
     p[keep] = _clean(res.x.reshape(nr, k))
+    v = v * v_scale if v_scale > 0 else v
     e = p @ v
+    _check_met(group_means(e, codes, n_groups), names, goal, v, rule)
     hard = hard_ranking(u, k) @ v
     return ExposurePolicy(
         P=p, discounts=v, exposure=e, codes=codes, group_names=names,
         group_exposure=group_means(e, codes, n_groups), targets=goal,
         expected_utility=float(u @ e), hard_utility=float(u @ hard), rule=rule,
         status=str(res.message), hard_group_exposure=group_means(hard, codes, n_groups))
+
+
+#: how far (a share of the first discount) a solved group exposure may lie from its target
+TARGET_TOLERANCE = 1e-6
+
+
+def _check_met(group_exposure: np.ndarray, names: Sequence[str], goal: Mapping[str, float],
+               v: np.ndarray, rule: str | None) -> None:
+    """:class:`ExposureInfeasible` when the solver's policy misses a group's target by more
+    than :data:`TARGET_TOLERANCE` × ``v(1)``: a policy is returned only if it meets the rule
+    it was asked for (the solver's "Optimal" is within its own tolerance, not ours)."""
+    tol = TARGET_TOLERANCE * max(float(v.max()), np.finfo(float).tiny)
+    misses = {name: (float(got), float(goal[name]))
+              for name, got in zip(names, group_exposure, strict=True)
+              if name in goal and abs(float(got) - float(goal[name])) > tol}
+    if misses:
+        said = "; ".join(f"{g!r}: {got:.6g} against {want:.6g}"
+                         for g, (got, want) in misses.items())
+        raise ExposureInfeasible(f"exposure LP ({rule}): the solved policy misses the group "
+                                 f"targets beyond {TARGET_TOLERANCE:g} of v(1): {said}")
 
 
 def check_ranking_policy(p: np.ndarray, *, tol: float = 1e-9) -> None:
