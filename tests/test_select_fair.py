@@ -139,3 +139,18 @@ def test_other_input_errors() -> None:
         fair_rerank(np.array([1.0, 0.5]), np.array([True]), 2, 0.5, 0.1)
     with pytest.raises(ValueError, match="protected_in_order"):
         check_ranking(np.array([], dtype=bool), 0.5, 0.1)
+
+
+def test_the_adjusted_table_where_fairsearchcore_differs() -> None:
+    """(k=20, p=0.25, α=0.1): fairsearchcore's adjusted table puts its first minimum of 1 at
+    position 9, whose exact failure probability is 0.105 > α; the adjustment's table puts it
+    at position 10 (failure 0.0897 <= α), as the rule asks (the largest α_c whose failure
+    probability stays within α)."""
+    adj = adjust_alpha(20, 0.25, 0.1)
+    table = adj.mtable
+    assert int(np.flatnonzero(table)[0]) + 1 == 10
+    assert failure_probability(table, 0.25) == pytest.approx(0.0897221672, abs=1e-9)
+    theirs = table.copy()
+    theirs[8] = 1
+    failure = failure_probability(theirs, 0.25)
+    assert failure == pytest.approx(0.1051524736, abs=1e-9) and failure > 0.1
