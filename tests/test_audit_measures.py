@@ -193,3 +193,16 @@ def test_a_labels_file_the_config_names_must_exist(tmp_path):
     cfg = parse_config({"queries": {"path": "q.jsonl", "qrels": "qrels.tsv"}, **dims},
                        "a.toml", tmp_path)
     assert cfg.qrels == tmp_path / "qrels.tsv"
+
+
+def test_harmful_share_of_passage_hits() -> None:
+    """With unit passage a document holds several of the top k: harmful@k is the share of
+    the top k passages from a harmful document (the audit exited 2 with 'docid appears
+    twice')."""
+    from credrank.audit.measures import harmful_share
+    from credrank.core.candidates import Candidates
+
+    passages = Candidates.from_records("q", ["a", "a", "b", "c"], [0.9, 0.8, 0.5, 0.4])
+    assert harmful_share({"q": passages}, {"q": ["a"]}, 2).value == 1.0
+    assert harmful_share({"q": passages}, {"q": ["a"]}, 3).value == pytest.approx(2 / 3)
+    assert harmful_share({"q": passages}, {"q": ["c"]}, 4).value == 0.25

@@ -248,3 +248,24 @@ def test_negative_grades_are_non_relevant_in_reading_and_evaluating(tmp_path: Pa
     assert evaluate(qrels, run, measures) == evaluate(zeroed, run, measures)
     out = evaluate(qrels, run, measures, no_relevant="zero")
     assert out["RR"] == {"q1": 0.5, "q2": 0.0}  # c (-2) is not relevant; q2 has none
+
+
+def test_a_selectors_list_is_measured_in_the_order_it_was_returned() -> None:
+    """A selector's list (exposure, MMR, FA*IR) is not sorted by score; run_from_batches
+    sorted every batch by score, so harmful@k below the selector's top_k (the audit's
+    factuality) measured a list no user saw. A batch without a selector is still ranked by
+    score."""
+    from credrank.audit.measures import harmful_share
+    from credrank.core.candidates import Candidates
+    from credrank.evaluate.metrics import harmful_at_k, run_from_batches
+
+    shown = Candidates.from_records("q", ["a", "b", "c"], [0.2, 0.9, 0.5]).with_info(
+        select={"selector": "exposure"})
+    plain = Candidates.from_records("q", ["a", "b", "c"], [0.2, 0.9, 0.5])
+    assert sorted(run_from_batches({"q": shown})["q"].items(), key=lambda kv: -kv[1]) == \
+        [("a", 3.0), ("b", 2.0), ("c", 1.0)]
+    assert max(run_from_batches({"q": plain})["q"].items(), key=lambda kv: kv[1])[0] == "b"
+    bad = {"q": ["b"]}
+    assert harmful_at_k(run_from_batches({"q": shown}), bad, 1) == {"q": 0.0}
+    assert harmful_share({"q": shown}, bad, 1).value == 0.0  # "a" was shown first
+    assert harmful_share({"q": plain}, bad, 1).value == 1.0

@@ -328,6 +328,27 @@ def traceability(results: Mapping[str, Candidates], hashes: Mapping[str, str]) -
 
 # -- factuality ------------------------------------------------------------------------------
 
+def _distinct(batch: Candidates) -> bool:
+    """Whether each document is one row of ``batch`` (not the passages of ``unit:
+    passage``)."""
+    return len(set(map(str, batch.doc_ids))) == len(batch)
+
+
+def _harmful_passages(results: Mapping[str, Candidates], bad: Mapping[str, set[str]], k: int
+                      ) -> dict[str, float]:
+    """harmful@k over hits that are passages (``unit: passage``: a document may hold several
+    of the top k): the share of the top ``k`` passages, in the order returned, whose
+    document is labelled harmful; the denominator ``k`` as
+    :func:`~credrank.evaluate.metrics.harmful_at_k` declares it. With one hit per document it
+    is that function's value."""
+    out = {}
+    for qid, batch in results.items():
+        ordered = batch if "select" in batch.info else batch.sorted_by_score()
+        top = [str(d) for d in ordered.doc_ids[:k]]
+        out[qid] = sum(1 for d in top if d in bad[qid]) / k
+    return out
+
+
 def harmful_share(results: Mapping[str, Candidates], bad: Mapping[str, Iterable[str]], k: int,
                   *, seed: int = 0) -> Measurement:
     """Factuality (35.1, retrieval stage): harmful@k, mean over queries (module doc).
@@ -343,7 +364,8 @@ def harmful_share(results: Mapping[str, Candidates], bad: Mapping[str, Iterable[
             + (f"(their query ids: {shown})" if bad else "(the file holds no label)")
             + "; harmful@k would be 0 whatever the system returns")
     labelled = {q: set(bad.get(q, ())) for q in results}
-    values = harmful_at_k(run_from_batches(results), labelled, k)
+    values = harmful_at_k(run_from_batches(results), labelled, k) if all(
+        _distinct(b) for b in results.values()) else _harmful_passages(results, labelled, k)
     per_query = np.array([values[q] for q in results], dtype=np.float64)
     ci = bootstrap_ci(per_query, seed=seed)
     interval = (float(ci.low), float(ci.high)) if ci.defined else None

@@ -733,8 +733,8 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     spec = config.pipeline
     fetch_k = spec.resolved_fetch_k
     mode = combine_mode(spec)
-    pool_spec = PipelineSpec.from_dict({
-        "top_k": fetch_k, "fetch_k": fetch_k, "retrieval": spec.retrieval,
+    pool_spec = PipelineSpec.from_dict({  # the same units as the audited ranking's
+        "top_k": fetch_k, "fetch_k": fetch_k, "retrieval": spec.retrieval, "unit": spec.unit,
         "stages": [{"stage": "combine", "mode": mode}]})
     check_data(config)
     queries = read_queries(config.queries)
