@@ -613,3 +613,28 @@ def test_the_stress_runner_adds_the_audited_pipeline_and_runs_only_its_row(tmp_p
     with pytest.raises(AuditInputError, match=r"^dimensions\.robustness\.system: 'nope' is "
                                               r"not a row of the stress bench; rows: "):
         stress_robustness({**options, "system": "nope"}, pipeline=spec)
+
+
+def test_the_audited_spec_is_pinned_as_a_searchs_answer() -> None:
+    """An audit recorded now: null and an unseeded exposure lottery: its gate passed on one
+    run and failed on the next, and a rerun measured another pipeline. The audited spec
+    pins one evaluation time for every query and seeds an unseeded lottery; a seed or a now
+    the config gave stays."""
+    from datetime import UTC, datetime
+
+    from credrank.audit.run import AUDIT_SEED, audited_spec
+    from credrank.pipeline.spec import PipelineSpec
+
+    spec = PipelineSpec.from_dict({"top_k": 3, "stages": [
+        "prior", {"stage": "freshness", "half_life": "1y"},
+        {"stage": "exposure", "group_column": "source_type"}]})
+    t = datetime(2026, 1, 2, tzinfo=UTC)
+    pinned = audited_spec(spec, t).to_dict()["stages"]
+    fresh = next(s for s in pinned if s["stage"] == "freshness")
+    lottery = next(s for s in pinned if s["stage"] == "exposure")
+    assert fresh["now"] == t.isoformat() and lottery["seed"] == AUDIT_SEED
+    given = PipelineSpec.from_dict({"top_k": 3, "stages": [
+        {"stage": "freshness", "half_life": "1y", "now": "2020-01-01"},
+        {"stage": "exposure", "group_column": "source_type", "seed": 9}]})
+    kept = audited_spec(given, t).to_dict()["stages"]
+    assert kept[0]["now"] == "2020-01-01" and kept[-1]["seed"] == 9

@@ -108,6 +108,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,7 @@ from credrank.core.schema import (
 )
 from credrank.core.structured import read_structured
 from credrank.index.store import MAX_K
+from credrank.pipeline.document import pinned
 from credrank.pipeline.shortcuts import (
     AUDIT,
     check_not_with_pipeline,
@@ -730,7 +732,7 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     from credrank.index.opener import open_store
     from credrank.searcher import Searcher
 
-    spec = config.pipeline
+    spec = audited_spec(config.pipeline)
     fetch_k = spec.resolved_fetch_k
     mode = combine_mode(spec)
     pool_spec = PipelineSpec.from_dict({  # the same units as the audited ranking's
@@ -742,6 +744,10 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         raise AuditInputError(f"{config.queries}: no query to audit")
     with open_store(index_dir) as store:
         searcher = Searcher(store, resources=_spec_files(spec, config.base))
+        try:  # one version of a feedback store for every query, recorded
+            spec, _ = searcher.pin_feedback(spec)
+        except SpecError as exc:
+            raise config.spec_error(exc) from None
         asked = [(q.id, q.text) for q in queries]
         results: dict[str, Any] = {}
         try:
@@ -796,6 +802,28 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     profile = fill_profile(config, measurements, reasons, commands, data, settings)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
                     pipeline=spec.to_dict(), labels=checks)
+
+
+#: the seed an audit gives an exposure lottery that has neither ``seed`` nor ``draw``
+AUDIT_SEED = 0
+
+
+def audited_spec(spec: PipelineSpec, now: datetime | None = None) -> PipelineSpec:
+    """The spec an audit runs and records (``measurements.json``'s ``pipeline``), pinned as
+    ``credrank search --json`` pins its answer's (:func:`~credrank.pipeline.document.
+    replayable`) so that the audit is reproducible and a rerun measures the same pipeline:
+    each freshness stage that would read the clock gets one evaluation time for every query
+    (``now``, default the current time); an exposure lottery with neither ``seed`` nor
+    ``draw`` gets :data:`AUDIT_SEED` (its lists are one draw of the lottery per query, the
+    stream in the queries' order: the audit's gate then says the same on every run). The
+    feedback store's version is pinned once the index is open
+    (:meth:`~credrank.searcher.Searcher.pin_feedback`)."""
+    data = pinned(spec.to_dict(), "freshness", "now", (now or datetime.now(UTC)).isoformat())
+    exposure = spec.stage("exposure")
+    if exposure is not None and exposure.params.get("seed") is None \
+            and exposure.params.get("draw") is None:
+        data = pinned(data, "exposure", "seed", AUDIT_SEED)
+    return PipelineSpec.from_dict(data)
 
 
 #: the label file each dimension reads: (its measure, the config attribute, the kind)
