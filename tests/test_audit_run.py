@@ -638,3 +638,32 @@ def test_the_audited_spec_is_pinned_as_a_searchs_answer() -> None:
         {"stage": "exposure", "group_column": "source_type", "seed": 9}]})
     kept = audited_spec(given, t).to_dict()["stages"]
     assert kept[0]["now"] == "2020-01-01" and kept[-1]["seed"] == 9
+
+
+def test_an_audit_replaces_only_what_an_audit_wrote(index, tmp_path):
+    """The audit replaced a user's report.md in --out without a word (the bench refuses it).
+    It replaces what an earlier audit wrote (its manifest.json lists it); any other file of
+    its names only with --force; audit radar likewise."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "report.md").write_text("my notes\n", encoding="utf-8")
+    args = ["audit", "--index", str(index), "--config", str(write(tmp_path, budget=1.0)),
+            "--out", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "holds report.md, which no audit wrote" in res.stderr
+    assert (out / "report.md").read_text(encoding="utf-8") == "my notes\n"
+    assert runner.invoke(app, [*args, "--force"]).exit_code == 0
+    assert (out / "report.md").read_text(encoding="utf-8").startswith("# Trust audit")
+    listed = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert "report.md" in listed and "radar.png" in listed
+    assert runner.invoke(app, args).exit_code == 0  # an audit's files: replaced again
+    mine = tmp_path / "figures"
+    mine.mkdir()
+    (mine / "radar.svg").write_text("<svg/>", encoding="utf-8")
+    radar = runner.invoke(app, ["audit", "radar", str(out / "profile.toml"), "--out",
+                                str(mine)])
+    assert radar.exit_code == 2 and "holds radar.svg, which no audit wrote" in radar.stderr
+    assert runner.invoke(app, ["audit", "radar", str(out / "profile.toml"), "--out", str(mine),
+                               "--force"]).exit_code == 0
+    assert runner.invoke(app, ["audit", "radar", str(out / "profile.toml"), "--out",
+                               str(mine)]).exit_code == 0

@@ -613,6 +613,42 @@ OUTPUTS = {"profile_toml": "profile.toml", "profile_json": "profile.json",
            "radar_png": "radar.png", "radar_svg": "radar.svg", "report_md": "report.md",
            "report_html": "report.html"}
 OUTPUT_NAMES = tuple(OUTPUTS.values())
+#: the list of the files an audit wrote into its folder (written with them): the files a
+#: later audit, or ``audit radar``, replaces without ``--force``
+MANIFEST = "manifest.json"
+#: what ``credrank audit radar`` writes
+RADAR_NAMES = ("radar.png", "radar.svg")
+
+
+def written_by_audit(out: Path) -> set[str]:
+    """The file names ``out``'s :data:`MANIFEST` lists (empty without one, or when it is not
+    an audit's: a damaged or foreign ``manifest.json`` lists nothing)."""
+    try:
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(data, dict) or data.get("credrank_audit_files") != 1:
+        return set()
+    files = data.get("files")
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+
+
+def foreign_outputs(out: Path, names: Sequence[str]) -> list[str]:
+    """The files of ``names`` (and :data:`MANIFEST`) already in ``out`` that no audit wrote
+    (not in its manifest): what an audit would replace of the user's, refused without
+    ``--force``."""
+    if not out.is_dir():
+        return []
+    ours = written_by_audit(out)
+    manifest_ok = bool(ours) or not (out / MANIFEST).exists()
+    return [n for n in (*names, MANIFEST) if (out / n).exists()
+            and not (n in ours or (n == MANIFEST and manifest_ok))]
+
+
+def manifest_text(names: Sequence[str], out: Path | None = None) -> str:
+    """The :data:`MANIFEST` listing ``names`` (and those ``out``'s manifest already lists)."""
+    listed = sorted(set(names) | (written_by_audit(out) if out is not None else set()))
+    return json.dumps({"credrank_audit_files": 1, "files": listed}, indent=2) + "\n"
 
 
 def inputs_among_outputs(config: AuditConfig, out: Path) -> list[tuple[str, Path]]:
@@ -647,6 +683,8 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
     inside ``out`` (``.audit-…``), and only once all of them are there are they moved into
     place; a failure (a full disk) leaves ``out`` as it was — the previous run's files, never
     a mix of two runs — and raises :class:`AuditOutputError` naming the file and the reason.
+    :data:`MANIFEST` lists them (with what an earlier audit there wrote): what a later audit
+    replaces without ``--force`` (:func:`foreign_outputs`, checked by the caller).
     """
     made = not out.exists()
     try:
@@ -657,9 +695,10 @@ def write_outputs(run: AuditRun, out: Path) -> dict[str, Path]:
     done = False
     try:
         _write_all(run, staging)
-        if folders := [n for n in OUTPUT_NAMES if (out / n).is_dir()]:
+        atomic_write_text(staging / MANIFEST, manifest_text(OUTPUT_NAMES, out))
+        if folders := [n for n in (*OUTPUT_NAMES, MANIFEST) if (out / n).is_dir()]:
             raise AuditOutputError(out, folders[0], "a folder is in the way")
-        for name in OUTPUT_NAMES:
+        for name in (*OUTPUT_NAMES, MANIFEST):
             os.replace(staging / name, out / name)
         done = True
     except OSError as exc:

@@ -43,6 +43,11 @@ from credrank.audit.profile import (
 from credrank.audit.radar import RadarFigure, draw_radar, radar_document
 from credrank.cli.common import Bars, QuietOption, fail, show_progress
 from credrank.core.extras import MissingExtraError, require_extra
+from credrank.core.files import atomic_write_text
+
+#: ``--force`` of the audit run and ``audit radar``
+ForceOption = Annotated[bool, typer.Option(
+    "--force", help="replace files in --out that no audit wrote (not in its manifest.json)")]
 
 #: the entry-point group of the audit's stress-test runner (``[dimensions.robustness]`` with
 #: ``measure = "stress"``): the bench distribution's ``stress``
@@ -146,14 +151,19 @@ def radar(
     compare: Annotated[Path | None, typer.Option(
         "--compare", help="a second profile drawn dashed for comparison")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the radar data as JSON")] = False,
+    force: ForceOption = False,
 ) -> None:
     """Draw the radar of a trust profile (PNG and SVG) and print its area or "not defined"."""
+    from credrank.audit.run import MANIFEST, RADAR_NAMES, manifest_text
+
     loaded = _load(profile)
     other = _load(compare) if compare is not None else None
     if out.exists() and not out.is_dir():  # as the audit run says it
         fail(f"--out {out}: expected a folder (for radar.png and radar.svg), got a file")
+    _refuse_foreign(out, RADAR_NAMES, force)
     try:
         figure = draw_radar(loaded, out, compare=other)
+        atomic_write_text(out / MANIFEST, manifest_text(RADAR_NAMES, out))
     except OSError as exc:
         fail(f"--out {out}: cannot write the radar: {exc.strerror or exc}")
     except MissingExtraError as exc:
@@ -174,6 +184,7 @@ def audit(
         help="folder for the profile, radar, report and measurements")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     quiet: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Run a trust audit (--index, --config, --out), or one of the commands below.
 
@@ -183,7 +194,8 @@ def audit(
              if v is not None]
     if ctx.invoked_subcommand is not None:
         # before the command they do nothing (`audit --json check P` printed text): said so
-        given += [n for n, v in (("--json", json), ("--quiet", quiet)) if v]
+        given += [n for n, v in (("--json", json), ("--quiet", quiet), ("--force", force))
+                  if v]
         if given:
             fail(f"{', '.join(given)}: options of the audit run itself; give them without "
                  f"the {ctx.invoked_subcommand!r} command (after it, where it takes them)")
@@ -198,11 +210,23 @@ def audit(
         fail(f"{', '.join(missing)}: required to run an audit (--index DIR --config "
              "AUDIT.toml --out DIR)")
     assert index is not None and config is not None and out is not None
-    _run(index, config, out, json, quiet)
+    _run(index, config, out, json, quiet, force)
 
 
-def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> None:
+def _refuse_foreign(out: Path, names: tuple[str, ...], force: bool) -> None:
+    """Exit 2 naming the first file of ``names`` in ``out`` that no audit wrote (its
+    manifest.json does not list it: the user's), unless ``force``."""
+    from credrank.audit.run import MANIFEST, foreign_outputs
+
+    if not force and (foreign := foreign_outputs(out, names)):
+        fail(f"--out {out}: holds {foreign[0]}, which no audit wrote (its {MANIFEST} does not "
+             "list it); pass --force to replace it, or choose another folder")
+
+
+def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool,
+         force: bool) -> None:
     from credrank.audit.run import (
+        OUTPUT_NAMES,
         AuditOutputError,
         audit_index,
         inputs_among_outputs,
@@ -225,6 +249,7 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool) -> No
     for what, path in inputs_among_outputs(cfg, out):
         fail(f"--out {out}: the audit writes {path.name} there, which would replace its "
              f"{what} {path}; choose another folder")
+    _refuse_foreign(out, OUTPUT_NAMES, force)
     if not Path(cfg.queries).exists():
         fail(f"{config}: queries: expected an existing queries file (or a folder holding "
              f"queries.jsonl), got {cfg.queries}: no such file")

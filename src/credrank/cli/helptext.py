@@ -37,6 +37,8 @@ HELP: dict[str, str] = {
         '  -q, --quiet      no progress on stderr (a terminal shows bars; a log or a\n'
         '                   pipe gets a plain line every 30 s,\n'
         '                   $CREDRANK_PROGRESS_INTERVAL sets the seconds)\n'
+        '  --force          replace files in --out that no audit wrote (not in its\n'
+        '                   manifest.json)\n'
         '  --help           Show this message and exit.\n'
         '\n'
         'Commands:\n'
@@ -83,6 +85,8 @@ HELP: dict[str, str] = {
         '  --out <path>      folder for radar.png and radar.svg  [required]\n'
         '  --compare <path>  a second profile drawn dashed for comparison\n'
         '  --json            print the radar data as JSON\n'
+        '  --force           replace files in --out that no audit wrote (not in its\n'
+        '                    manifest.json)\n'
         '  --help            Show this message and exit.\n'
     ),
     'consensus': (
@@ -1425,6 +1429,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     }),
     'audit': frozenset({
         'config',
+        'force',
         'index',
         'json',
         'out',
@@ -1435,6 +1440,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     }),
     'audit radar': frozenset({
         'compare',
+        'force',
         'json',
         'out',
     }),
