@@ -170,3 +170,29 @@ def test_index_errors_name_the_flags(tmp_path: Path) -> None:
     assert_clean_error(proc, f"--model {model}: the credibility model does not exist")
     proc = run_cli("score", "machine-text", "--index", corpus)
     assert_clean_error(proc, f"--index {corpus}: expected an index directory, got a file")
+
+
+def test_ctrl_c_mid_load_reports_what_was_read_and_how_to_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C exited 130 without a word: no summary, the rejects read so far unwritten (and
+    the previous run's rejects.jsonl left as if it were this run's). It says what was read,
+    what the index holds and that a re-run completes it, writes the rejects, exits 130."""
+    import credrank.index.ingest as ingest
+
+    corpus = _corpus(tmp_path / "c.jsonl")
+    real = ingest.write_documents
+
+    def interrupted(index: Any, docs: Any, *args: Any) -> None:
+        if any(d.id == "late" for d in docs):
+            raise KeyboardInterrupt
+        real(index, docs, *args)
+
+    monkeypatch.setattr(ingest, "write_documents", interrupted)
+    proc = run_cli("index", corpus, "--index", tmp_path / "a", "--embedder", "hashing", "-q",
+                   "--json", "--batch-size", "2")
+    assert proc.returncode == 130, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "interrupted:" in said and "re-run the same command to complete the index" in said
+    doc = json.loads(proc.stdout)
+    assert doc["error"].startswith("interrupted:") and doc["indexed"] == 4
+    assert doc["rejected"] == 2 and (tmp_path / "a" / "rejects.jsonl").is_file()

@@ -272,6 +272,7 @@ def index(
     total = _count_lines(corpus)
     report = IndexReport()  # filled as the load goes: what a failure leaves is still reported
     failure: str | None = None
+    interrupted = False
     with idx, progress(show_progress(quiet)) as bar:
         task = bar.add_task(f"indexing {corpus.name}", total=total)
         records = _Guarded(documents)
@@ -287,6 +288,11 @@ def index(
                                 on_batch=lambda n: bar.advance(task, n), report=report)
         except ClusterError as exc:  # before anything was written: the scheduler is not there
             fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl-C: what was written is whole (a batch at a time);
+            interrupted = True  # said, with the rejects so far, as another stop is
+            failure = (f"interrupted: {records.count} record(s) read, the index holds "
+                       f"{_documents_in(idx)} documents; re-run the same command to complete "
+                       "the index")
         except DiskFullError as exc:  # checked before each write: what was written is whole
             failure = (f"{exc}; {records.count} record(s) read, the index holds "
                        f"{_documents_in(idx)} documents; free disk space and re-run the same "
@@ -344,7 +350,7 @@ def index(
                  else "rejects listed above (not written)")
         console.print(f"{report.summary()}{zones}; {held}{split}; {where}", soft_wrap=True)
     if error is not None:
-        fail(error)
+        fail(error, code=130 if interrupted else 2)
     if records.error is not None:  # damaged input (e.g. truncated .gz): what came before is in
         fail(f"{records.error}; the records before it were indexed; re-run with a repaired "
              "file to complete the index")
