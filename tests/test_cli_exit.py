@@ -126,6 +126,13 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     ("index-field-twice", ("index", "small.jsonl", "--index", "new6", "--field", "body=text",
                            "--field", "body=title"),
      "--field: expected one name for column 'body', got body=text and body=title"),
+    # a misspelt schema name kept every date as metadata, silently
+    ("index-field-unknown-name", ("index", "small.jsonl", "--index", "new6", "--field",
+                                  "published_at=publishd_at"),
+     "--field published_at=publishd_at: expected a schema name (id, text, title, url, "
+     "source_id, source_type, claim_class, persistent, observed_at, verified_at, "
+     "published_at, modified_at, retrieved_at, cites), got 'publishd_at'; did you mean "
+     "published_at=published_at?"),
     ("index-table-missing", ("index", "small.jsonl", "--index", "new7", "--table", "no.csv"),
      "no.csv"),
     ("index-table-binary", ("index", "small.jsonl", "--index", "new8", "--table",

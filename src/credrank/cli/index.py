@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -31,6 +33,9 @@ from credrank.index.manifest import read_manifest, reindex_hint
 from credrank.index.opener import open_store
 from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
 from credrank.index.store import ENGINES, StoreError, document_count
+
+#: the names ``--field`` renames a column to: the record schema's fields (``extra`` aside)
+SCHEMA_NAMES = tuple(f.name for f in dataclasses.fields(Document) if f.name != "extra")
 
 if TYPE_CHECKING:
     from credrank.index.ingest import IndexReport
@@ -134,7 +139,8 @@ def index(
         min=1, help="documents per engine write (1,000 measured fastest for Qdrant Edge: "
                     "bench/scripts/bench_index.py)")] = 1000,
     field: Annotated[list[str] | None, typer.Option(
-        "--field", help="rename a column: FILE_NAME=SCHEMA_NAME, e.g. body=text (=id: an "
+        "--field", help="rename a column to a schema field: FILE_NAME=SCHEMA_NAME, e.g. "
+                        "body=text (=id: an "
                         "unnamed column, such as a pandas index); repeatable")
     ] = None,
     corpus_format: Annotated[str | None, typer.Option(
@@ -196,6 +202,11 @@ def index(
         old, sep, new = item.partition("=")
         if not sep or not new:  # FILE_NAME may be empty: an unnamed column (a pandas index)
             fail(f"--field: expected FILE_NAME=SCHEMA_NAME, got {item!r}")
+        if new not in SCHEMA_NAMES:  # a misspelt name kept the column as metadata, silently
+            close = difflib.get_close_matches(new, SCHEMA_NAMES, n=1)
+            fail(f"--field {item}: expected a schema name ({', '.join(SCHEMA_NAMES)}), got "
+                 f"{new!r}" + (f"; did you mean {old}={close[0]}?" if close else "")
+                 + " (a column no --field names is kept as metadata as it is)")
         if fields.get(old, new) != new:  # the later one silently won
             fail(f"--field: expected one name for column {old!r}, got {old}={fields[old]} and "
                  f"{item}")
