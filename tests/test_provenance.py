@@ -827,3 +827,20 @@ def test_audit_progress_help_says_what_a_log_gets(audit_index: Path) -> None:
     done = run_cli("provenance", "audit", "--index", str(audit_index), "--now", "2024-06-01",
                    env={"CREDRANK_PROGRESS_INTERVAL": "0"})
     assert done.returncode == 0 and "documents read: " in done.stderr
+
+
+def test_a_row_naming_a_public_suffix_says_it_types_that_host_alone(tmp_path: Path) -> None:
+    """``gov.uk,government`` typed none of the sites under it (data.gov.uk, each a registered
+    domain of its own) and nothing said so; the template promises a row covers the hosts
+    under it. It is said (a site's row is not), and the row still types the host itself."""
+    table = write(tmp_path / "t.csv", "domain,source_type\ngov.uk,government\n"
+                                      "bbc.co.uk,established_news\ncom,blog\n")
+    loaded = load_domain_table(table)
+    assert [(r.line, r.cell) for r in loaded.suffixes] == [(2, "gov.uk"), (4, "com")]
+    messages = SourceTyper([table]).unmatchable_warnings()
+    assert len(messages) == 2 and messages[0].startswith(
+        f"{table}:2: field 'domain': 'gov.uk' is a public suffix: the row types the host "
+        "gov.uk itself, never a site under it")
+    typer = SourceTyper([table])
+    assert typer.classify("https://gov.uk/x").source_type == "government"
+    assert typer.classify("https://news.bbc.co.uk/a").source_type == "established_news"

@@ -109,6 +109,13 @@ def registered_domain(host: str) -> str | None:
     return None
 
 
+def is_public_suffix(host: str) -> bool:
+    """Whether ``host`` is a public suffix of the offline list (``gov.uk``, ``com``): a name
+    under it (``site.gov.uk``) is a registered domain of its own."""
+    return registered_domain(host) is None and registered_domain(f"site.{host}") == \
+        f"site.{host}"
+
+
 @lru_cache(maxsize=1 << 16)
 def _resolve_host(raw: str) -> tuple[str | None, str | None, str | None]:
     """(host, registered_domain, error) for a raw host string, cached."""

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from credrank.core.structured import csv_records, read_text
 from credrank.core.validation import check_choice
 from credrank.documents.schema import SOURCE_TYPES
-from credrank.provenance.hosts import HostError, normalize_host
+from credrank.provenance.hosts import HostError, is_public_suffix, normalize_host
 
 #: score columns tried, in order, when a table names none
 SCORE_COLUMNS: tuple[str, ...] = ("score", "pc1")
@@ -51,6 +51,9 @@ class DomainTable:
     scores: Mapping[str, float]
     score_column: str | None
     unmatchable: tuple[UnmatchableRow, ...] = ()
+    #: rows naming a public suffix (``gov.uk``, ``ac.uk``, ``com``): they type that host
+    #: itself, never a site under it (each is a registered domain of its own)
+    suffixes: tuple[UnmatchableRow, ...] = ()
 
     @property
     def name(self) -> str:
@@ -58,10 +61,15 @@ class DomainTable:
 
     def unmatchable_warnings(self) -> list[str]:
         """One message per row that can never match a URL: ``FILE:LINE: field 'domain':
-        expected a valid host name, got …``, why, and that the row is not used."""
+        expected a valid host name, got …``, why, and that the row is not used; and per row
+        naming a public suffix, that it types that host alone."""
         return [f"{self.path}:{row.line}: field 'domain': expected a valid host name, got "
                 f"{row.cell!r} ({row.reason}); no URL can match it, so the row is not used"
-                for row in self.unmatchable]
+                for row in self.unmatchable] + [
+            f"{self.path}:{row.line}: field 'domain': {row.cell!r} is a public suffix: the "
+            f"row types the host {row.reason} itself, never a site under it ("
+            f"site.{row.reason} is a registered domain of its own); name each site"
+            for row in self.suffixes]
 
 
 def _table_key(cell: str, where: str) -> tuple[str, str | None]:
@@ -150,6 +158,7 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
     scores: dict[str, float] = {}
     first_line: dict[str, int] = {}
     unmatchable: list[UnmatchableRow] = []
+    suffixes: list[UnmatchableRow] = []
     for line, row in rows:
         if not any(cell.strip() for cell in row):
             continue
@@ -159,6 +168,8 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
         key, why = _table_key(row[i_domain], f"{p}:{line}: field 'domain'")
         if why is not None:
             unmatchable.append(UnmatchableRow(line, row[i_domain].strip(), why))
+        elif "/" not in key and is_public_suffix(key):
+            suffixes.append(UnmatchableRow(line, row[i_domain].strip(), key))
         if i_type is not None:
             where = f"{p}:{line}: field 'source_type'"
             stype = check_choice(where, row[i_type].strip(), SOURCE_TYPES,
@@ -178,4 +189,4 @@ def load_domain_table(path: str | Path, score_column: str | None = None) -> Doma
                       first_line)
         first_line.setdefault(key, line)
     return DomainTable(path=p, types=types, scores=scores, score_column=score_col,
-                       unmatchable=tuple(unmatchable))
+                       unmatchable=tuple(unmatchable), suffixes=tuple(suffixes))
