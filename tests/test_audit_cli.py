@@ -201,3 +201,15 @@ def test_run_options_before_a_command_or_alone_are_refused(tmp_path: Path) -> No
                   str(a_file / "sub"))
     assert res.exit_code == 2
     assert f"expected a folder that can be made, but {a_file} is a file" in res.output
+
+
+def test_small_errors_say_what_came_and_which_flag(tmp_path: Path) -> None:
+    """A reversed scale showed 'a list of 2 item(s)'; a --compare that does not exist was not
+    named as --compare."""
+    bad = _broken(tmp_path, "scale = [0.0, 1.0]", "scale = [1.0, 0.0]")
+    result = _invoke("check", str(bad))
+    assert result.exit_code == 2 and "scale: expected [min, max] with min < max, got [1, 0]" \
+        in result.output
+    missing = _invoke("radar", "model_a", "--compare", str(tmp_path / "nosuch.toml"), "--out",
+                      str(tmp_path))
+    assert missing.exit_code == 2 and "--compare " in missing.output

@@ -448,7 +448,8 @@ def _entry(raw: dict[str, Any], index: int, source: str) -> Entry:
     if "scale" in raw:
         lo, hi = raw["scale"]
         if not lo < hi:
-            raise _error(source, f"{at}.scale", "[min, max] with min < max", raw["scale"])
+            raise _error(source, f"{at}.scale", "[min, max] with min < max",
+                         _Shown(f"[{number_text(lo)}, {number_text(hi)}]"))
         values["scale"] = (lo, hi)
     check = _not_measured if status == NOT_MEASURED else _measured
     values.update(check(raw, at, source))

@@ -71,27 +71,31 @@ _PROFILE_HELP = ("a trust profile (.toml or .json; see credrank.audit.profile), 
                  f"example: {', '.join(EXAMPLE_PROFILES)}")
 
 
-def _load(profile: Path) -> TrustProfile:
-    """Load a profile or a shipped example; bad input: ``error: …`` on stderr, exit 2."""
+def _load(profile: Path, option: str | None = None) -> TrustProfile:
+    """Load a profile or a shipped example; bad input: ``error: …`` on stderr, exit 2
+    (``option``: the flag that named it, said before the message)."""
     path = profile
     if str(profile) in EXAMPLE_PROFILES and not profile.exists():
         path = example_profile_path(str(profile))
+    head = f"{option} " if option else ""
     try:
         return load_profile(path)
     except AuditInputError as exc:
         if not path.exists():  # `audit check model_c`: say what else it can be
-            fail(f"{exc} (expected a .toml or .json profile, or a shipped example: "
+            fail(f"{head}{exc} (expected a .toml or .json profile, or a shipped example: "
                  f"{', '.join(EXAMPLE_PROFILES)})")
-        fail(str(exc))
+        fail(f"{head}{exc}")
 
 
 def _dump(doc: dict[str, Any]) -> None:
     typer.echo(jsonlib.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False))
 
 
-def render_check(profile: TrustProfile, results: list[GateResult]) -> str:
-    """The human gate report: verdict, one line per gate, then the missing dimensions."""
-    lines = [f"credrank audit check: {profile.title} ({profile.source})"]
+def render_check(profile: TrustProfile, results: list[GateResult],
+                 command: str = "credrank audit check") -> str:
+    """The human gate report of ``command`` (``audit check``, or the audit run itself):
+    verdict, one line per gate, then the missing dimensions."""
+    lines = [f"{command}: {profile.title} ({profile.source})"]
     if not results:
         lines.append("no hard gates declared: the profile validates; nothing to pass or fail")
     else:
@@ -157,7 +161,7 @@ def radar(
     from credrank.audit.run import MANIFEST, RADAR_NAMES, manifest_text
 
     loaded = _load(profile)
-    other = _load(compare) if compare is not None else None
+    other = _load(compare, "--compare") if compare is not None else None
     if out.exists() and not out.is_dir():  # as the audit run says it
         fail(f"--out {out}: expected a folder (for radar.png and radar.svg), got a file")
     _refuse_foreign(out, RADAR_NAMES, force)
@@ -273,7 +277,7 @@ def _run(index: Path, config: Path, out: Path, as_json: bool, quiet: bool,
                "labels": run.labels_document(), "pipeline": run.pipeline,
                "outputs": {k: str(v) for k, v in paths.items()}})
     else:
-        typer.echo(render_check(run.profile, run.gates))
+        typer.echo(render_check(run.profile, run.gates, "credrank audit"))
         typer.echo(f"report: {paths['report_md']} and {paths['report_html']}")
     if not run.passed:
         raise typer.Exit(1)
