@@ -28,8 +28,10 @@ says so (``details.audited_pipeline: false``).
 passages and 1,000 questions), whatever ``limit`` (it bounds the questions evaluated). The
 audit asks for one row: the runner builds and runs that row and the baseline (``similarity
 only``, which every Δ is paired with) only, so the learned credibility model is fitted only
-when ``system`` names one of its rows. ``embedder = "hashing"`` is fast but is not the
-MiniLM the row stands for. The bench is the bench distribution's (credrank-bench):
+when ``system`` names one of its rows. The stress data is embedded by the audited
+index's embedder unless ``embedder`` names another (the pipeline audited is the one that
+runs over that model; a hashing index's audit ran the MiniLM stress test, minutes, by
+default). The bench is the bench distribution's (credrank-bench):
 ``credrank audit`` finds its runner through the entry point ``stress`` of the group
 ``credrank.audit.robustness``, called as ``runner(options, pipeline=spec, on_progress=…)``;
 without it, robustness is not measured and the report says how to install it. Keys
@@ -47,7 +49,7 @@ without it, robustness is not measured and the report says how to install it. Ke
   extractive reader) contains the contaminant's wrong answer after injection; any measure of
   the stress table works (``adversarial-hit@5``, ``flip-correct-to-incorrect`` …); its
   direction comes from the bench;
-* ``limit`` (all): evaluate the first ``limit`` questions; ``embedder`` (``"minilm"``).
+* ``limit`` (all): evaluate the first ``limit`` questions; ``embedder`` (the audited index's).
 
 The keys and their types are declared once, :data:`ROBUSTNESS_OPTIONS` (the audit config's
 schema uses them, so a wrong key or type is refused when the config is read), and ``path``

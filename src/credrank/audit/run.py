@@ -469,7 +469,8 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                        texts: Mapping[str, str], hashes: Mapping[str, str],
                        robustness: Callable[..., Measurement] | None = None,
                        on_progress: OnProgress | None = None,
-                       labels: Mapping[str, LabelCheck] | None = None
+                       labels: Mapping[str, LabelCheck] | None = None,
+                       embedder: str | None = None
                        ) -> tuple[dict[str, Measurement | None], dict[str, str]]:
     """Run each configured measure on the audited system's ``results`` (``{qid:
     Candidates}``) and ``pools`` (the expanded candidate pools). Returns the measurements and,
@@ -480,7 +481,8 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
     (its labels measure nothing: harmful@k would be 0 whatever the system returns), and
     the check goes into the measurement's ``details.labels``.
 
-    ``robustness(spec, on_progress=…)`` runs the stress test; ``on_progress(done, total,
+    ``robustness(spec, on_progress=…)`` runs the stress test (``embedder``: the audited
+    index's, the stress data's unless the config names one); ``on_progress(done, total,
     label)`` (:mod:`credrank.core.progress`) counts the dimensions (label ``dimensions``) and
     receives the stress test's own steps (labels ``stress test: …``)."""
     from credrank.demo_corpus import read_adversarial
@@ -528,7 +530,8 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                 if robustness is None:
                     reasons[dim] = "no stress-test runner given"
                     continue
-                out[dim] = robustness({**spec, "base": str(config.base)},
+                given = {"embedder": embedder} if embedder is not None else {}
+                out[dim] = robustness({**given, **spec, "base": str(config.base)},
                                       pipeline=_with_files(config.pipeline, config.base),
                                       on_progress=_prefixed(on_progress, "stress test: "))
         except FileNotFoundError as exc:
@@ -807,7 +810,8 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
         checks = label_checks(config, store.existing_hashes, list(results))
     measurements, reasons = measure_dimensions(config, results, pools, texts, hashes,
                                                robustness=robustness,
-                                               on_progress=on_progress, labels=checks)
+                                               on_progress=on_progress, labels=checks,
+                                               embedder=store.manifest.embedder)
     described = (f"top_k={spec.top_k}, fetch_k={fetch_k}, "
                  f"stages={' → '.join(s.name for s in spec.stages)}, "
                  f"embedder={store.manifest.embedder}, index={index_dir}; the pipeline "
