@@ -668,3 +668,26 @@ def test_an_audit_replaces_only_what_an_audit_wrote(index, tmp_path):
                                "--force"]).exit_code == 0
     assert runner.invoke(app, ["audit", "radar", str(out / "profile.toml"), "--out",
                                str(mine)]).exit_code == 0
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ('metric = "misled"', "dimensions.robustness.metric: expected a measure of the stress "
+                          "table"),
+    ('corpus = "clean.jsonl"', 'dimensions.robustness.corpus: only with source = '
+                               '"poisonedrag"'),
+    ('source = "poisonedrag"\ncorpus = "nosuch.jsonl"', "dimensions.robustness.corpus: "
+                                                         "expected an existing corpus file"),
+])
+def test_robustness_keys_are_checked_before_the_stress_run(index, tmp_path, extra, said):
+    """A misspelt metric was caught after the stress run (minutes with MiniLM); a corpus with
+    a source that reads none was ignored; a missing one was named as 'path'. Each is said
+    with the config's name before anything is measured."""
+    data = tmp_path / "stress.jsonl"
+    data.write_text("{}\n", encoding="utf-8")
+    (tmp_path / "clean.jsonl").write_text("{}\n", encoding="utf-8")
+    spec = f'measure = "stress"\npath = "{data}"\n{extra}'
+    config = write(tmp_path, budget=1.0, robustness=spec)
+    res = runner.invoke(app, ["audit", "--index", str(index), "--config", str(config),
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert f"{config}: {said}" in " ".join(res.stderr.split())

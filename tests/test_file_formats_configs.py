@@ -477,6 +477,13 @@ def test_robustness_sources_match_the_stress_bench() -> None:
     from credrank_bench.experiments import stress
 
     assert SOURCES == stress.SOURCES and POSITIONS == stress.POSITIONS
+    from credrank.audit.robustness import METRICS
+    from credrank.evaluate.metrics import registered_measures
+
+    table = {f"{stress.ADV_HIT}@k", stress.CORRECT_CLEAN, stress.CORRECT_CONTAMINATED,
+             stress.FLIP_C2I, stress.FLIP_I2C, stress.MISLED}
+    assert table <= {m.family for m in registered_measures()}
+    assert set(METRICS) == table  # credrank.audit.robustness.METRICS: the stress table's
 
 
 # ---------------------------------------------------------------- the credrank command

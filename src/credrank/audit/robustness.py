@@ -70,6 +70,24 @@ from credrank.pipeline.spec import PipelineSpec
 #: equal)
 SOURCES = ("cram", "newspolluted", "poisonedrag")
 POSITIONS = ("first", "middle", "last", "natural")
+#: the stress table's measures (``credrank_bench.experiments.stress``'s families; a test keeps
+#: them equal): a ``metric`` outside them is refused when the config is read, not after the run
+METRICS = ("adversarial-hit@k", "correct-clean", "correct-contaminated",
+           "flip-correct-to-incorrect", "flip-incorrect-to-correct", "misled-contaminated")
+
+
+def check_metric(metric: str) -> str:
+    """``metric`` if it names a measure of the stress table (:data:`METRICS`; ``@k`` any
+    integer depth), else ``ValueError`` listing them."""
+    import re
+
+    family = re.sub(r"@\d+$", "@k", metric)
+    if family not in METRICS or (family.endswith("@k") and metric == family):
+        raise ValueError(f"expected a measure of the stress table ({', '.join(METRICS)}; "
+                         f"@k with a number, e.g. adversarial-hit@5), got {metric!r}")
+    return metric
+
+
 #: the stress table's row of the audited pipeline (the row read unless ``system`` names another)
 AUDITED_ROW = "audited pipeline"
 #: the stages every spec holds (written out when absent): no caveat names them

@@ -137,6 +137,7 @@ from credrank.audit.robustness import (
     ROBUSTNESS_SCHEMA,
     audited_measured_on,
     bench_measured_on,
+    check_metric,
 )
 from credrank.core.errors import FileFormatError
 from credrank.core.files import atomic_write_text
@@ -531,9 +532,12 @@ def measure_dimensions(config: AuditConfig, results: Mapping[str, Any], pools: M
                     reasons[dim] = "no stress-test runner given"
                     continue
                 given = {"embedder": embedder} if embedder is not None else {}
-                out[dim] = robustness({**given, **spec, "base": str(config.base)},
-                                      pipeline=_with_files(config.pipeline, config.base),
-                                      on_progress=_prefixed(on_progress, "stress test: "))
+                try:
+                    out[dim] = robustness({**given, **spec, "base": str(config.base)},
+                                          pipeline=_with_files(config.pipeline, config.base),
+                                          on_progress=_prefixed(on_progress, "stress test: "))
+                except AuditInputError as exc:  # the runner's: said with the config's name
+                    raise AuditInputError(f"{config.source}: {exc}") from None
         except FileNotFoundError as exc:
             reasons[dim] = f"data not found: {exc.filename or exc}"
         except AuditMeasureError as exc:
@@ -917,12 +921,27 @@ def check_data(config: AuditConfig) -> None:
     robustness = config.dimensions.get("robustness", {})
     if robustness.get("measure") != "stress":
         return
+    at = f"{config.source}: dimensions.robustness"
     path = _resolve(str(robustness["path"]), config.base)
     if not path.is_file():
-        raise AuditInputError(f"{config.source}: dimensions.robustness.path: expected an "
+        raise AuditInputError(f"{at}.path: expected an "
                               f"existing stress-test data file, got {robustness['path']!r} "
                               f"({path} is not one; without the data, write measure = "
                               "\"not measured\" with a reason)")
+    if "corpus" in robustness:  # the clean corpus of poisonedrag's pools, read by no other
+        source = robustness.get("source", "cram")
+        if source != "poisonedrag":
+            raise AuditInputError(f"{at}.corpus: only with source = \"poisonedrag\" (its "
+                                  f"clean passages), got it with source = {source!r}")
+        corpus = _resolve(str(robustness["corpus"]), config.base)
+        if not corpus.is_file():
+            raise AuditInputError(f"{at}.corpus: expected an existing corpus file, got "
+                                  f"{robustness['corpus']!r} ({corpus} is not one)")
+    if "metric" in robustness:  # before the stress run, which it would follow (minutes)
+        try:
+            check_metric(str(robustness["metric"]))
+        except ValueError as exc:
+            raise AuditInputError(f"{at}.metric: {exc}") from None
 
 
 def _spec_files(spec: PipelineSpec, base: Path) -> dict[str, Path]:

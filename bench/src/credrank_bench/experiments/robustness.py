@@ -17,6 +17,10 @@ from credrank.audit.robustness import AUDITED_ROW, ROBUSTNESS_SCHEMA
 from credrank.core.progress import OnProgress
 from credrank.pipeline.spec import PipelineSpec, SpecError
 
+#: the stress bench's words for its options (an error's head) → the audit config's keys
+_KEYS = (("rows", "system"), ("--counts", "count"), ("--positions", "position"),
+         ("--limit", "limit"), ("--corpus", "corpus"), ("--path", "path"))
+
 
 def stress_robustness(spec: Mapping[str, Any], *, pipeline: PipelineSpec | None = None,
                       on_progress: OnProgress | None = None) -> Measurement:
@@ -66,9 +70,12 @@ def stress_robustness(spec: Mapping[str, Any], *, pipeline: PipelineSpec | None 
     except SpecError as exc:  # a stage that cannot be built without the index
         raise AuditMeasureError(f"robustness: the audited pipeline cannot run on the stress "
                                 f"bench's passages: {exc}") from None
-    except ValueError as exc:
-        if str(exc).startswith("rows: "):  # the bench's words for the config's key
-            raise AuditInputError(f"dimensions.robustness.system: {str(exc)[6:]}") from None
+    except ValueError as exc:  # the bench's words (its flags) for the config's keys
+        text = str(exc)
+        for head, key in _KEYS:
+            if text.startswith(f"{head}:"):
+                raise AuditInputError(f"dimensions.robustness.{key}:"
+                                      f"{text[len(head) + 1:]}") from None
         raise
     table = result.table(f"{position}_n{count}")
     rows = {r.system: r for r in table.rows}
