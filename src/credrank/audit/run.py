@@ -834,7 +834,11 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
     settings = {dim: described for dim in DIMENSIONS}
     if robust is not None:
         data["robustness"] = config.shown.get("robustness", "")
-        commands["robustness"] = str(robust.details.get("command", command))
+        # the command that reproduces the value: the bench's for one of its own rows; the
+        # audit's for the audited pipeline's row, which the bench's command cannot add (it
+        # gives the table that row joins: details.command of measurements.json)
+        if not robust.details.get("audited_pipeline"):
+            commands["robustness"] = str(robust.details.get("command", command))
         # the stress bench's settings and row (it searches its own corpus, not the index)
         bench = robust.details.get("bench_settings") or {}
         said = ", ".join(f"{k}={v}" for k, v in bench.items()
@@ -845,7 +849,9 @@ def audit_index(index_dir: Path | str, config: AuditConfig, *,
                                    f"the stress bench's row {row!r}")
                                   + (f": {said}" if said else ""))
         if robust.details.get("audited_pipeline"):
-            settings["robustness"] += "; the pipeline spec: measurements.json's pipeline"
+            settings["robustness"] += ("; the pipeline spec: measurements.json's pipeline; "
+                                       "the table it joins: "
+                                       f"{robust.details.get('command', 'not recorded')}")
     profile = fill_profile(config, measurements, reasons, commands, data, settings)
     return AuditRun(profile, check_gates(profile), measurements, dict(reasons),
                     pipeline=spec.to_dict(), labels=checks)
