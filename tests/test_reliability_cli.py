@@ -84,9 +84,14 @@ def test_collapse_copies(write):
     plain = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)
     assert plain["clusters"] == [[f"sybil{i}" for i in range(5)]]
     assert plain["consensus"]["q0"] == "fake"
+    # the farm found and not collapsed: the diagnostics said the consensus was trustworthy
+    assert plain["diagnostics"]["trustworthy"] is False
+    assert any("5 sources form 1 dependence cluster" in w and "--collapse-copies" in w
+               for w in plain["diagnostics"]["warnings"])
     fixed = json.loads(runner.invoke(app, ["estimate", str(path), "--json",
                                            "--collapse-copies"]).stdout)
     assert fixed["n_ballots"] == 4 and fixed["consensus"]["q0"] == "t0"
+    assert not any("dependence cluster" in w for w in fixed["diagnostics"]["warnings"])
     sybils = [s for s in fixed["sources"] if s["source_id"].startswith("sybil")]
     assert len({s["reliability"] for s in sybils}) == 1 and sybils[0]["cluster"] == 0
 

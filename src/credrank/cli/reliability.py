@@ -113,8 +113,10 @@ def run_estimate(answers: Path, *, truth: Path | None = None, clip: bool = False
         est.fit(enc)
     ballot_of = {i: b for b, g in enumerate(groups) for i in g}
     cluster_of = report.cluster_of() if report is not None else {}
+    # clusters that voted as separate ballots (not collapsed): said by the diagnostics
+    clusters = [] if report is None or collapse_copies else report.clusters
     diag = consensus_diagnostics(est.encoded_, est.consensus_, est.reliability_, est.known_,
-                                 est.coverage_, tied=est.tied_)
+                                 est.coverage_, tied=est.tied_, copies=clusters)
     sources = []
     for i, sid in enumerate(enc.source_ids):
         b = ballot_of[i]

@@ -47,7 +47,7 @@ Declared policies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -405,6 +405,7 @@ def consensus_diagnostics(
     known: np.ndarray, coverage: np.ndarray, *, min_resolved: float = 0.5,
     min_agreement: float = 0.6, max_label_share: float = 0.75, max_biased_sources: float = 0.5,
     min_answers: int = 5, tied: np.ndarray | None = None, min_sources: int = MIN_SOURCES,
+    copies: Sequence[Sequence[str]] = (),
 ) -> ConsensusDiagnostics:
     """Flag an agreement consensus that should not be presented as truth (chapter 35.3).
 
@@ -423,7 +424,11 @@ def consensus_diagnostics(
       resolved questions (the consensus may be a response bias, not the truth);
     * more than ``max_biased_sources`` of the sources with ``>= min_answers`` answers give one
       label on >= 90% of their answers (answers do not depend on the question; checked with or
-      without a shared label set: on open questions it is the mark of a content farm).
+      without a shared label set: on open questions it is the mark of a content farm);
+    * ``copies``: dependence clusters (the sources of each, by id) that voted as separate
+      ballots (the estimate was not collapsed): each copy counts as an independent voice, so a
+      farm of copies can outvote the independent sources ("use … source-dependence checks
+      before interpreting agreement as truth reliability").
 
     These are heuristics with declared thresholds, not tests; passing them does not make a
     consensus true.
@@ -478,6 +483,14 @@ def consensus_diagnostics(
         if shared and top_share > max_label_share:
             warnings.append(f"the consensus is {top_label!r} on {top_share:.0%} of the resolved "
                             "questions: agreement may reflect a shared response bias")
+    copied = [list(c) for c in copies if len(c) > 1]
+    if copied:
+        largest = max(copied, key=len)
+        warnings.append(f"{sum(len(c) for c in copied)} sources form {len(copied)} dependence "
+                        f"cluster{'' if len(copied) == 1 else 's'} (largest: {len(largest)} "
+                        f"sources, e.g. {', '.join(largest[:3])}) and voted as separate "
+                        "ballots: copies outvote independent sources; estimate again with the "
+                        "copies collapsed (--collapse-copies)")
     biased_share = _biased_share(encoded, min_answers)
     if biased_share is not None and biased_share > max_biased_sources:
         warnings.append(f"{biased_share:.0%} of the sources with >= {min_answers} "
