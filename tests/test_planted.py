@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -358,6 +359,15 @@ def test_our_ragdefender_mode_drops_what_the_reference_package_drops():
 
 # -- the front doors ---------------------------------------------------------------------------
 
+def searcher_free_hits(index):
+    """The hits of a search without the planted stage."""
+    from credrank.searcher import Searcher
+
+    with Searcher.open(index) as searcher:
+        return searcher.search_json("does vitamin c prevent colds", PipelineSpec.of(
+            "prior", top_k=5))["hits"]
+
+
 def test_library_search_with_planted(demo_index_hashing):
     from credrank.searcher import Searcher
 
@@ -367,6 +377,14 @@ def test_library_search_with_planted(demo_index_hashing):
     assert doc["pipeline"]["stages"][1]["stage"] == "planted"
     assert doc["info"]["planted"]["mode"] == "grada"
     assert all("planted" in h["score_breakdown"] for h in doc["hits"])
+    # the per-hit evidence docs/json.md promises (no door returned it): on every hit, JSON
+    for hit in doc["hits"]:
+        assert isinstance(hit["planted_z"], float) and isinstance(hit["planted_graph"], float)
+        assert isinstance(hit["planted_cluster"], list)
+        assert 0.0 <= hit["planted_evidence"] <= 1.0
+    json.dumps(doc, allow_nan=False)
+    plain = searcher_free_hits(demo_index_hashing)
+    assert not any(k.startswith("planted_") for h in plain for k in h)
 
 
 def test_cli_search_planted_as_a_user_runs_it(demo_index_hashing, tmp_path):

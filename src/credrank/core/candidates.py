@@ -37,6 +37,17 @@ META_COLUMNS = (
 
 #: the five dates kept apart (chapter 35.7), reported under ``dates`` on every hit
 DATE_COLUMNS = ("observed_at", "verified_at", "published_at", "modified_at", "retrieved_at")
+#: meta columns a stage declares as per-hit evidence (:func:`declare_hit_columns`): each hit
+#: of :meth:`Candidates.hits` carries those present, under their own names
+HIT_COLUMNS: dict[str, None] = {}
+
+
+def declare_hit_columns(*names: str) -> None:
+    """Declare meta columns that :meth:`Candidates.hits` returns on each hit when a batch
+    holds them (a stage's per-hit evidence: the planted stage's ``planted_z`` …), in the
+    order declared. Values must be JSON data (``None``, numbers, strings, lists)."""
+    for name in names:
+        HIT_COLUMNS.setdefault(name, None)
 
 
 #: the smallest normal float64: a value below it in magnitude (a denormal) is stored as 0
@@ -238,6 +249,8 @@ class Candidates:
                  for name in ("source_id", "source_type", "host", "url", "title")}
         # why a given URL names no host (typed unknown): only on the hits that have one
         url_errors = self.meta["url_error"].tolist() if "url_error" in self.meta else None
+        evidence = [(name, self.meta[name].tolist()) for name in HIT_COLUMNS
+                    if name in self.meta]
         retrieval = self.retrieval_score.tolist()
         factors = [(k, np.asarray(v, dtype=np.float64).tolist())
                    for k, v in self.factors.items()]
@@ -264,6 +277,10 @@ class Candidates:
             hit["dates"] = {name: _plain(column[i]) for name, column in dates}
             hit["passage"] = _passage(numbers[i], counts[i], spans[i])
             hit["score_breakdown"] = breakdown
+            for name, column in evidence:  # a stage's declared per-hit evidence
+                value = column[i]
+                hit[name] = ([_plain(v) for v in value] if isinstance(value, list | tuple)
+                             else _plain(value))
             out.append(hit)
         return out
 

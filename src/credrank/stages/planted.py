@@ -79,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from credrank.core.candidates import Candidates, StageError
+from credrank.core.candidates import Candidates, StageError, declare_hit_columns
 from credrank.core.maths import cosine_matrix
 from credrank.core.params import parameters
 from credrank.core.pipeline import Stage
@@ -106,6 +106,9 @@ from credrank.documents.schema import SOURCE_TYPES
 from credrank.select.budget import pool_warnings
 
 MODES = ("planted", "grada", "ragdefender", "trustrag", "outlier")
+#: the per-hit evidence of the stage (module docstring), on every hit it ranked
+EVIDENCE = ("planted_z", "planted_graph", "planted_cluster", "planted_evidence")
+declare_hit_columns(*EVIDENCE)
 #: how the ``planted`` mode forms its groups from paraphrase pairs (module docstring)
 LINKAGES = ("single", "complete")
 #: source types never flagged by default (provenance before geometry, module docstring)
