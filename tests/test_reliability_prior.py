@@ -91,3 +91,24 @@ def test_an_estimate_whose_entries_contradict_each_other_is_refused(tmp_path, en
     entry.update(known=True, reliability=0.5, coverage=2)
     path.write_text(json.dumps({"sources": [{"source_id": "b", **entry}]}), encoding="utf-8")
     assert read_estimate(path) == {"b": (0.5, 2)}
+
+
+def test_a_bad_type_priors_file_is_said_at_type_priors(tmp_path) -> None:
+    """A prior file the reliability prior could not read was blamed on its estimate (the
+    parameter whose value the message happened to name first) and, at the CLI, on
+    --source-reliability; it is said at type_priors, --priors at the CLI."""
+    from credrank.pipeline.compile import check_stages
+    from credrank.pipeline.shortcuts import CLI, in_words
+    from credrank.pipeline.spec import PipelineSpec, SpecError
+
+    bad = tmp_path / "rel.json"  # a good estimate, but no prior file (a .json)
+    bad.write_text(json.dumps({"sources": [{"source_id": "a", "known": True,
+                                            "reliability": 0.5, "coverage": 2}]}),
+                   encoding="utf-8")
+    spec = PipelineSpec.from_dict({"stages": [{"stage": "reliability_prior",
+                                               "estimate": str(bad),
+                                               "type_priors": str(bad)}]})
+    with pytest.raises(SpecError) as caught:
+        check_stages(spec)
+    assert caught.value.key_path == "stages[0].type_priors"
+    assert in_words(caught.value, spec, CLI).startswith("--priors: ")

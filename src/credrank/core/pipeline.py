@@ -81,8 +81,13 @@ class BuildContext:
         if self.prior_loader is None:
             raise ValueError(f"{at}: no prior loader in this build context")
         presets = ("compressed", "current", "aggressive")
-        table = self.prior_loader(value if value in presets else
-                                  self.prior_file(value, at))
+        try:
+            table = self.prior_loader(value if value in presets else
+                                      self.prior_file(value, at))
+        except (ValueError, OSError) as exc:  # said at the parameter that named the file
+            if str(exc).startswith(f"{at}:"):  # (a file's own error named only the file,
+                raise                          # and another parameter naming it was blamed)
+            raise ValueError(f"{at}: {exc}") from None
         return dict(table.values)
 
     def prior_file(self, value: str, at: str) -> Path:

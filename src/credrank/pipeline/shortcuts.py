@@ -382,6 +382,9 @@ def word_of(stage: str, param: str | None, door: Door) -> str:
         for s in mine:
             if s.kind == "param" and s.param == param:
                 return door.say(s.name)
+            for inherited, source in s.inherit:  # set from another shortcut's value
+                if inherited == param:          # (reliability_prior.type_priors: --priors)
+                    return door.say(source)
         for s in mine:
             if s.kind in ("params", "items"):
                 return door.say_param(s.name, param)
