@@ -370,3 +370,17 @@ def test_calibration_queries_are_named_by_line_and_the_field_as_written(tmp_path
     got = run_cli("consensus", "calibrate", queries, "--index", idx)
     assert got.returncode == 2 and f"{queries}:1: field 'query': expected non-empty" in \
         got.stderr
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.4, 0.5])
+def test_a_tie_for_the_top_answer_is_contested_whatever_the_threshold(threshold):
+    """Two voices for each of two answers, equal weights: below a threshold of 0.5 the vote
+    said 'agreed' on the answer first by name (marlowe over shakespeare), nothing saying a
+    tie decided it. A tie for the top is contested, and said."""
+    from credrank.consensus.vote import CONTESTED, weighted_vote
+
+    vote = weighted_vote(np.array([0, 0, 1, 1]), np.arange(4), np.ones(4),
+                         threshold=threshold)
+    assert vote.status == CONTESTED and vote.tied
+    lead = weighted_vote(np.array([0, 0, 1]), np.arange(3), np.ones(3), threshold=threshold)
+    assert not lead.tied and (lead.status == "agreed") == (2 / 3 > threshold)

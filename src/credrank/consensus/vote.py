@@ -16,8 +16,9 @@ passages of one query:
   lexicographically smaller answer) with share ``s* = s_{c*}``;
 * **status**: ``no answers`` when the total voting weight is 0 (no passage answers, or all
   answering passages weigh 0); ``contested`` when ``s* ≤ threshold`` (an even split at the
-  default 0.5 is contested; ``threshold = 1`` never commits, ``0`` always does); else
-  ``agreed``;
+  default 0.5 is contested; ``threshold = 1`` never commits) or when another answer's share
+  ties ``s*`` (within :data:`TIE_RTOL`: ``tied``; the lower class index is ``c*`` only by
+  name, so no threshold commits to it); else ``agreed``;
 * **factor** (:func:`consensus_factor`): ``f_d = floor + (1 − floor) · s_{c_d} / s*`` for an
   answering passage (``1`` for the top answer, ``floor`` for an answer no voice supports,
   never 0 while ``floor > 0``); a passage without an answer gets ``unanswered`` (declared;
@@ -38,6 +39,8 @@ from credrank.core.validation import as_vector, check_probability
 
 #: the three outcomes of a vote
 NO_ANSWERS, CONTESTED, AGREED = "no answers", "contested", "agreed"
+#: how close (relative) two shares are to tie for the top: then the vote is contested
+TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Vote:
         top: the top class ``c*`` (``None`` with ``no answers``).
         status: ``no answers`` | ``contested`` | ``agreed``.
         threshold: the vote is ``contested`` when ``s*`` is at or below it.
+        tied: another answer's share ties ``s*`` (the vote is then ``contested``).
     """
 
     shares: np.ndarray
@@ -62,6 +66,7 @@ class Vote:
     top: int | None
     status: str
     threshold: float
+    tied: bool = False
 
     @property
     def top_share(self) -> float:
@@ -115,8 +120,9 @@ def weighted_vote(classes: np.ndarray, groups: np.ndarray, weights: np.ndarray, 
         return Vote(np.zeros(k), mass, voices, 0.0, None, NO_ANSWERS, threshold)
     shares = mass / total
     top = int(np.argmax(shares))  # first maximum: the lower class index on ties
-    status = CONTESTED if shares[top] <= threshold else AGREED
-    return Vote(shares, mass, voices, total, top, status, threshold)
+    tied = int(np.sum(shares >= shares[top] * (1.0 - TIE_RTOL))) > 1
+    status = CONTESTED if tied or shares[top] <= threshold else AGREED
+    return Vote(shares, mass, voices, total, top, status, threshold, tied)
 
 
 def consensus_factor(classes: np.ndarray, vote: Vote, *, floor: float = 0.1,

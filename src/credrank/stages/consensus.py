@@ -236,7 +236,8 @@ class AnswerConsensus(Stage):
         copies = [[ids[i] for i in members]
                   for members in _members(groups, int(groups.max()) + 1) if len(members) > 1]
         info = self._info(vote.status, competing, vote.total_weight, note, copies, applied,
-                          unanswered=int(np.count_nonzero(classes < 0)), warnings=notes)
+                          unanswered=int(np.count_nonzero(classes < 0)), warnings=notes,
+                          tied=vote.tied)
         info.update(read=len(read), not_read=n - len(read), max_read=self.max_read)
         out = batch.with_factor(self.name, f, 0.0, 1.0)
         out = out.with_meta("answer", [labels[c] if c >= 0 else None for c in classes])
@@ -258,11 +259,11 @@ class AnswerConsensus(Stage):
 
     def _info(self, status: str, competing: list[dict[str, Any]], total: float, note: str,
               copies: list[list[str]], applied: bool, *, unanswered: int,
-              warnings: list[str] | None = None) -> dict[str, Any]:
+              warnings: list[str] | None = None, tied: bool = False) -> dict[str, Any]:
         top = competing[0] if competing and status != NO_ANSWERS else None
         return {"status": status,
                 "answer": top["answer"] if top and status == AGREED else None,
-                "share": top["share"] if top else None,
+                "share": top["share"] if top else None, "tied": tied,
                 "threshold": self.threshold, "factor_applied": applied,
                 "answers": competing, "unanswered": unanswered,
                 "total_weight": total, "weights": note, "duplicate_groups": copies,
