@@ -336,6 +336,12 @@ def test_cli_calibrate(demo_index_hashing: Path, tmp_path: Path):
     assert doc["reads_labels"] is True
     assert [r["id"] for r in doc["per_query"]] == ["a", "b"]
     assert -1.0 <= doc["utility"] <= 1.0
+    # the suggested command carries the exact threshold (0.333 for 1/3 committed on queries
+    # the calibration had left uncommitted)
+    text = runner.invoke(app, ["consensus", "calibrate", str(queries), "--index",
+                               str(demo_index_hashing)])
+    suggested = text.stdout.split("threshold=")[-1].split()[0]
+    assert float(suggested) == doc["threshold"]
     missing = tmp_path / "nogold.jsonl"
     missing.write_text(json.dumps({"id": "z", "query": "q?"}) + "\n", encoding="utf-8")
     res = runner.invoke(app, ["consensus", "calibrate", str(missing), "--index",

@@ -120,7 +120,8 @@ def calibrate(
         f"{len(batch)} queries ({no_answer} without any answer); threshold "
         f"{choice.threshold:.3f}: commits on {choice.committed} "
         f"({choice.committed_correct} correct), utility {choice.utility:+.3f}\n"
-        f"use: credrank search --consensus --consensus-param threshold={choice.threshold:.3f}",
+        # the exact value (repr): 0.333 for 1/3 committed on queries the calibration left
+        f"use: credrank search --consensus --consensus-param threshold={float(choice.threshold)!r}",
         highlight=False, soft_wrap=True)
 
 
