@@ -301,3 +301,29 @@ def test_context_lets_a_set_item_of_the_file_yield_too(tmp_path: Path,
                    env=_env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["pipeline"]["stages"][0]["priors"] == "compressed"
+
+
+def test_a_pipeline_on_the_command_line_runs_as_written(tmp_path: Path,
+                                                         demo_index_hashing: Path) -> None:
+    """A defaults file's top-k, fetch-k and set were applied onto a --pipeline given on the
+    command line: a replayed --json output ranked 3 hits where it had 4, with a consensus
+    stage it never had. The spec runs as written; the file's values still apply without it."""
+    from sparse_copy import copy_index
+
+    copy_index(demo_index_hashing, tmp_path / "idx")
+    first = run_cli("search", "vitamin d", "--index", tmp_path / "idx", "--top-k", "4",
+                    "--json", cwd=tmp_path, env={**_env(tmp_path), "CREDRANK_NO_CONFIG": "1"})
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "run.json").write_text(first.stdout, encoding="utf-8")
+    _config(tmp_path, 'index = "idx"\ntop-k = 3\nfetch-k = 9\n[search]\n'
+                      'set = ["consensus.threshold=0.9"]\n')
+    replay = run_cli("search", "vitamin d", "--pipeline", "run.json", "--json", cwd=tmp_path,
+                     env=_env(tmp_path))
+    assert replay.returncode == 0, replay.stderr
+    doc = json.loads(replay.stdout)
+    assert doc["pipeline"] == json.loads(first.stdout)["pipeline"]
+    assert [h["doc_id"] for h in doc["hits"]] == [h["doc_id"] for h in
+                                                   json.loads(first.stdout)["hits"]]
+    plain = run_cli("search", "vitamin d", "--json", cwd=tmp_path, env=_env(tmp_path))
+    stages = [s["stage"] for s in json.loads(plain.stdout)["pipeline"]["stages"]]
+    assert json.loads(plain.stdout)["pipeline"]["top_k"] == 3 and "consensus" in stages

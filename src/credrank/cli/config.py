@@ -589,9 +589,15 @@ class _Defaults(Mapping[str, Any]):
 
     def _withheld(self, name: str) -> bool:
         """Whether the file's value for ``name`` gives way to the command line (module
-        docstring: a pipeline and the stage shortcuts never meet)."""
+        docstring: a pipeline and the stage shortcuts never meet; a ``--pipeline`` written on
+        the command line also takes none of the file's ``top-k``, ``fetch-k`` or ``set``: it
+        runs as written, so a replayed ``--json`` output ranks as it did)."""
         if "pipeline" not in self._options:
             return False
+        from credrank.pipeline.shortcuts import WITH_PIPELINE
+
+        if name in (*WITH_PIPELINE, "set_param"):  # a spec given on the command line runs
+            return self._from_command_line(["pipeline"])  # as written (a --json replayed)
         names = shortcut_names()
         shortcuts = [n for n in names if n in self._options]
         if name == "pipeline":
