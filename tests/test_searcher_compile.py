@@ -169,3 +169,41 @@ def test_search_json_of_a_spec_is_the_settings_answer(demo_index_hashing: Path,
     assert doc["hits"] == by_hand.hits()
     assert [h["doc_id"] for h in doc["hits"]] and len(doc["hits"]) == top_k
 
+
+
+class _Windowed:
+    """The hashing embedder with a model's window of 12 tokens (a word piece per word)."""
+
+    def __init__(self) -> None:
+        from credrank.index.embed import get_embedder
+
+        self.inner = get_embedder("hashing")
+        self.name, self.dim, self.window = self.inner.name, self.inner.dim, 12
+        self.seen: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        return self.inner.embed(texts)
+
+    def truncated(self, texts: Any) -> list[bool]:
+        self.seen.extend(texts)
+        return [len(t.split()) + 2 > self.window for t in texts]
+
+
+def test_a_query_longer_than_the_window_is_said(demo_index_hashing: Path) -> None:
+    """A query past the model's window was embedded from its beginning only, without a word
+    (its later words not searched). info.query says so, for a search and a rerank; a short
+    query is not even tokenized for the check."""
+    from credrank.index.opener import open_store
+    from credrank.searcher import Searcher
+
+    long = "lorem ipsum " * 10 + "does vitamin d prevent covid"
+    embedder = _Windowed()
+    with open_store(demo_index_hashing) as store:
+        searcher = Searcher(store, embedder)  # type: ignore[arg-type]
+        doc = searcher.search_json(long, Searcher.spec(top_k=2))
+        assert doc["info"]["query"] == {"truncated": True, "window_tokens": 12}
+        assert "query" not in searcher.search_json("vitamin d", Searcher.spec(top_k=2))["info"]
+        assert embedder.seen == [long]  # the short one was not tokenized
+        records = [{"id": "a", "text": "vitamin d", "url": "https://nih.gov/a"}]
+        reranked = searcher.rerank(long, records, {"top_k": 1}, retrieval="cosine")
+        assert reranked.info["query"]["truncated"] is True

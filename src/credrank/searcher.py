@@ -27,6 +27,7 @@ from credrank.core.hittext import DEFAULT_TEXT, check_text
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_bool, check_str
 from credrank.index.embed import get_embedder
+from credrank.index.ingest import query_truncation
 from credrank.index.opener import open_store
 from credrank.index.retrieve import DenseRetriever
 from credrank.index.store import VectorStore, generation
@@ -268,7 +269,8 @@ class Searcher:
                 batch = stage(batch)
         if check is not None:
             check("done")
-        return batch
+        cut = query_truncation(self.embedder, query) if embeds else None
+        return batch if cut is None else batch.with_info(query=cut)
 
     # -- queries against the index ---------------------------------------------------------
     def search(self, query: str, spec: SpecLike = None, *, text: str = DEFAULT_TEXT,

@@ -173,10 +173,19 @@ def search(
         fail(str(exc))
     except OSError as exc:  # a file named by an option that cannot be read
         fail(f"{exc.filename or 'file'}: cannot read: {exc.strerror or exc}")
+    cut = doc["info"].get("query")
+    if isinstance(cut, dict) and cut.get("truncated"):  # what the ranking alone does not say
+        warn(query_cut_note(cut), label="note:")
     if as_json:
         print(json.dumps(doc, indent=2, default=str))
         return
     print_answer(doc, spec.retrieval, text, verbose=verbose)
+
+
+def query_cut_note(cut: dict[str, Any]) -> str:
+    """The stderr note on a query longer than the embedder's window (``info.query``)."""
+    return (f"the query is longer than the embedder's window of {cut.get('window_tokens')} "
+            "tokens: only its beginning was embedded (its later words are not searched)")
 
 
 def print_answer(doc: dict[str, Any], retrieval: str = "dense", text: str = DEFAULT_TEXT, *,

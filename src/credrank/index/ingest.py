@@ -219,6 +219,24 @@ def window_of(embedder: Embedder) -> int | None:
     return window_of(inner) if inner is not None else None
 
 
+def query_truncation(embedder: Embedder, text: str) -> dict[str, Any] | None:
+    """``{"truncated": True, "window_tokens": W}`` when ``text`` (a query) is longer than the
+    embedder's window of ``W`` tokens, special ones included: the model embeds its beginning
+    only (a query's words past it are not searched); ``None`` when it fits or the embedder
+    cannot tell. Only a text of more characters than the window is tokenized (a word piece
+    covers at least one character): an ordinary query costs nothing."""
+    window = window_of(embedder)
+    if window is None or len(text) <= window - 2:
+        return None
+    target: Any = embedder
+    while getattr(target, "truncated", None) is None and getattr(target, "inner", None):
+        target = target.inner
+    check = getattr(target, "truncated", None)
+    if check is None or not check([text])[0]:
+        return None
+    return {"truncated": True, "window_tokens": window}
+
+
 def text_lengths(embedder: Embedder) -> Callable[[Sequence[str]], list[int]]:
     """How :func:`embed_bucketed` measures a text for ``embedder``: in the model's tokens when
     it can tell, else in characters.

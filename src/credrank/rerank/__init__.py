@@ -81,7 +81,13 @@ from credrank.core.embedder import Embedder
 from credrank.core.hittext import DEFAULT_TEXT
 from credrank.core.pipeline import Pipeline, Stage
 from credrank.core.validation import check_choice
-from credrank.index.ingest import embedding_text, overflowing, provenance_payload, window_of
+from credrank.index.ingest import (
+    embedding_text,
+    overflowing,
+    provenance_payload,
+    query_truncation,
+    window_of,
+)
 from credrank.index.passages import Span, check_chunking, chunk_texts, cut_titles
 from credrank.pipeline.compile import build_stages, context, reads
 from credrank.pipeline.spec import PipelineSpec, SpecError
@@ -631,6 +637,9 @@ class GivenCandidates(Stage):
         for key in dict.fromkeys(k for p in provs for k in p):
             meta[key] = [p.get(key) for p in provs]
         info: dict[str, Any] = {"retrieval": resolution.info()}
+        cut = query_truncation(self.embedder, batch.query) if query == "embedded" else None
+        if cut is not None:  # the query's words past the model's window were not embedded
+            info["query"] = cut
         conflicts = [{"id": r["id"], "conflict": p["provenance_conflict"]}
                      for r, p in zip(records, provs, strict=True) if p["provenance_conflict"]]
         if conflicts:  # as `credrank index` reports them: the declared type is not used
