@@ -20,6 +20,7 @@ or ``snippet``, or ``none`` (the ``json`` form without the passages' text).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -135,7 +136,12 @@ def context(
     if as_json:
         print(json.dumps(doc.to_json(fmt, cite), indent=2, ensure_ascii=False, default=str))
     else:
-        print(doc.render(fmt, cite))
+        prompt = doc.render(fmt, cite)
+        if sys.stdout.isatty():  # a person reads it: a page's control sequences shown, not
+            from credrank.cli.visible import visible_text  # sent (a pipe gets the data)
+
+            prompt = visible_text(prompt)
+        print(prompt)
     for line in doc.notes():  # what the prompt alone does not say: stderr, never stdout
         err.print(line, highlight=False, markup=False)
 

@@ -196,7 +196,11 @@ def print_answer(doc: dict[str, Any], retrieval: str = "dense", text: str = DEFA
     are never cropped (:func:`hit_records`, wrapped to the terminal) — rich crops the lines
     of a table wider than the terminal, and at 80 columns the titles and texts were cut
     after a dozen characters; then a footer line per stage that changed the ranking
-    (:func:`stage_footers`)."""
+    (:func:`stage_footers`). The documents' control characters are shown, never sent
+    (:mod:`credrank.cli.visible`: a page's ``ESC [ 2 J`` cleared the terminal)."""
+    from credrank.cli.visible import visible
+
+    doc = visible(doc)
     terminal = console.is_terminal if terminal is None else terminal
     table = hit_table(doc, retrieval, text) if terminal else None
     # the table's least width, measured unconstrained (a measure at the terminal's width is
