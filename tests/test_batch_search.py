@@ -146,3 +146,33 @@ def test_tsv_extra_fields_are_an_error_naming_file_and_line(demo_index_hashing, 
     assert res.exit_code == 2 and res.stdout == ""
     out = " ".join(res.output.split())
     assert "qs.tsv:3: expected two tab-separated fields" in out and "got 3" in out
+
+
+@pytest.mark.parametrize("trec", [False, True])
+def test_ctrl_c_says_how_many_queries_ran(demo_index_hashing, tmp_path, monkeypatch, trec):
+    """Ctrl-C exited 130 without a word (and with --trec-run threw the work away silently):
+    it says how many queries ran and that no run was written; the lines written are whole."""
+    from credrank.searcher import Searcher
+
+    real = Searcher.search_many
+    calls = [0]
+
+    def interrupted(self, queries, spec=None, **kw):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return real(self, queries, spec, **kw)
+
+    monkeypatch.setattr(Searcher, "search_many", interrupted)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("".join(f"q{i}\tvitamin d {i}\n" for i in range(5)), encoding="utf-8")
+    run = tmp_path / "run.txt"
+    res = runner.invoke(app, ["search", "--index", str(demo_index_hashing), "--queries",
+                              str(queries), *(["--trec-run", str(run)] if trec else [])])
+    assert res.exit_code == 130
+    assert "interrupted after 2 of 5 queries" in res.stderr
+    if trec:
+        assert "no TREC run written" in res.stderr and not run.exists()
+    else:
+        assert [json.loads(line)["query_id"] for line in res.stdout.splitlines()] == \
+            ["q0", "q1"]

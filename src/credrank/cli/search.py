@@ -506,7 +506,23 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
     batch, to the version that is the latest when the batch starts (said on stderr): every
     query ranks with the same priors, each line's ``settings.priors`` is the version that
     ranked it, and a TREC run can be reproduced (``feedback_prior.version``), whatever
-    feedback arrives meanwhile."""
+    feedback arrives meanwhile.
+
+    Ctrl-C stops the batch saying how many queries ran (the JSON lines written are whole; a
+    TREC run is not written: it would miss the others), exit 130."""
+    ran = [0]
+    try:
+        return _batch_lines(searcher, batch, spec, trec_run, tag, text, words, ran)
+    except KeyboardInterrupt:
+        written = "" if trec_run is None else f"; no TREC run written to {trec_run}"
+        warn(f"interrupted after {ran[0]} of {len(batch)} queries{written}", label="error:")
+        raise typer.Exit(130) from None
+
+
+def _batch_lines(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
+                 trec_run: Path | None, tag: str, text: str,
+                 words: Callable[[ValueError], str], ran: list[int]) -> int:
+    """:func:`_run_batch`'s work (``ran[0]``: the queries done so far)."""
     from credrank.pipeline.document import SEARCH_FORMAT, search_document
 
     spec = _pinned_feedback(searcher, spec)
@@ -519,6 +535,7 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
             try:
                 [(_, result)] = list(searcher.search_many([(q.id, q.text)], spec, text=mode))
             except ValueError as exc:
+                ran[0] += 1
                 failed.append(q.id)
                 message = f"query {q.id}: {words(exc)}"
                 warn(message, label="error:")
@@ -527,6 +544,7 @@ def _run_batch(searcher: Searcher, batch: list[Query], spec: PipelineSpec,
                             "error": message}
                     sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
                 continue
+            ran[0] += 1
             yield q, result
 
     if trec_run is None:
