@@ -210,6 +210,7 @@ def test_pipeline_commands_list_the_catalog_and_check_a_spec(workdir: Path) -> N
     threshold = next(p for p in consensus["params"] if p["name"] == "threshold")
     assert threshold == {"name": "threshold", "expected": "a finite number in [0, 1]",
                          "required": False, "default": 0.5}
+    assert "`" not in listed.stdout  # data all the way down: no Markdown code spans
     checked = run_cli("pipeline", "check", "every.json", "--json", cwd=workdir, timeout=600)
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout) == PipelineSpec.from_dict(

@@ -121,7 +121,7 @@ class LearnedCredibilityPrior(Stage):
         return construct(cls, params, model=saved, name="credibility", coverage=found,
                          index=index)
 
-    @parameters(model=AnyOf((Text(what="a model file of `credrank credibility fit`"),
+    @parameters(model=AnyOf((Text(what="a model file of 'credrank credibility fit'"),
                              Function(what="a CredibilityModel or a callable (texts, urls) -> "
                                            "p"))),
                 floor=Nullable(Number(0.0, 1.0)), missing=Text(choices=MISSING))

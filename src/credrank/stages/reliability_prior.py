@@ -83,8 +83,8 @@ class ShrunkReliabilityPrior(Stage):
     :class:`credrank.stages.prior.SourcePrior` in a pipeline (same factor name by default).
     """
 
-    @parameters(estimate=AnyOf((Text(what="the --json output of `credrank reliability "
-                                          "estimate`"),
+    @parameters(estimate=AnyOf((Text(what="the --json output of 'credrank reliability "
+                                          "estimate'"),
                                 Instance((Mapping, Path), what="a table source → (r, n)"))),
                 type_priors=AnyOf((Text(what="a preset or a prior file"),
                                    Instance(Mapping, what="a table source type → prior"))),

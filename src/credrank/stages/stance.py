@@ -59,7 +59,7 @@ class StanceAgreement(AnswerAgreement):
                                getattr(ctx.store, "path", None))
         return construct(cls, params, model=model, source=source)
 
-    @parameters(model=AnyOf((Text(what="a model file of `credrank stance fit`"),
+    @parameters(model=AnyOf((Text(what="a model file of 'credrank stance fit'"),
                              Instance(StanceModel, what="a fitted StanceModel"))),
                 weight_factor=Nullable(Text()), floor=Number(0.0, 1.0), sharpness=Number(0.0),
                 mode=Text(choices=("expected", "absolute")), exclude_self=Flag(),
