@@ -327,3 +327,15 @@ def test_a_pipeline_on_the_command_line_runs_as_written(tmp_path: Path,
     plain = run_cli("search", "vitamin d", "--json", cwd=tmp_path, env=_env(tmp_path))
     stages = [s["stage"] for s in json.loads(plain.stdout)["pipeline"]["stages"]]
     assert json.loads(plain.stdout)["pipeline"]["top_k"] == 3 and "consensus" in stages
+
+
+@pytest.mark.parametrize(("value", "off"), [("1", True), ("yes", True), ("true", True),
+                                            ("", False), ("0", False), ("false", False),
+                                            ("No", False), (" off ", False)])
+def test_no_config_is_a_flag_read_one_way(monkeypatch: pytest.MonkeyPatch, value: str,
+                                          off: bool) -> None:
+    """CREDRANK_NO_CONFIG=false turned discovery off (any value but "" and "0" did)."""
+    from credrank.cli.config import discovery_off
+
+    monkeypatch.setenv("CREDRANK_NO_CONFIG", value)
+    assert discovery_off() is off

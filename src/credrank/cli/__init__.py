@@ -136,6 +136,16 @@ NOT_INSTALLED: dict[str, str] = {
 }
 _plugins: dict[str, Command] | None = None
 
+#: the values that leave an on/off environment variable off (case-insensitive, spaces ignored)
+ENV_OFF = ("", "0", "false", "no", "off")
+
+
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to something other than
+    :data:`ENV_OFF`: one rule for every reader (``CREDRANK_NO_CONFIG=false`` turned
+    discovery off, where any value but "" and "0" did)."""
+    return os.environ.get(name, "").strip().lower() not in ENV_OFF
+
 
 def entry_points(group: str) -> dict[str, str]:
     """``name → "module:attribute"`` of the entry points in ``group`` of the installed
@@ -349,7 +359,7 @@ def static_help(argv: list[str]) -> str | None:
         return None
     if os.environ.get("CREDRANK_CONFIG") or os.environ.get("FORCE_COLOR"):
         return None
-    if os.environ.get("CREDRANK_NO_CONFIG", "").strip() in ("", "0"):
+    if not env_flag("CREDRANK_NO_CONFIG"):
         base = os.environ.get("XDG_CONFIG_HOME", "")
         user = os.path.join(base if base and os.path.isabs(base)
                             else os.path.join(os.path.expanduser("~"), ".config"),

@@ -241,7 +241,9 @@ def user_config_path() -> Path:
 
 
 def discovery_off() -> bool:
-    return os.environ.get(NO_CONFIG_ENV, "").strip() not in ("", "0")
+    from credrank.cli import env_flag
+
+    return env_flag(NO_CONFIG_ENV)
 
 
 def find_config(start: Path, plugins: Callable[[], Mapping[str, frozenset[str]]] | None = None
