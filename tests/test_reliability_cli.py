@@ -215,3 +215,19 @@ def test_text_output_says_why_no_round_ran(write):
     assert res.exit_code == 0
     said = " ".join(res.stdout.split())
     assert "IWMV: 0 rounds" in said and "no weighted round ran" in said
+
+
+def test_rounds_that_do_not_converge_are_said(write):
+    """Hitting --max-iter without converging said nothing (converged=false in the table's
+    footer and the JSON only): the reliabilities are the last round's."""
+    lines = ["question_id,source_id,answer"]
+    for j in range(12):
+        for i in range(4):
+            lines.append(f"q{j},s{i},{'a' if (i + j) % 3 else 'b'}")
+    path = write("slow.csv", "\n".join(lines) + "\n")
+    once = runner.invoke(app, ["estimate", str(path), "--json", "--max-iter", "1",
+                               "--tol", "1e-12"])
+    assert json.loads(once.stdout)["converged"] is False
+    assert "did not converge within --max-iter 1" in once.stderr
+    enough = runner.invoke(app, ["estimate", str(path), "--json"])
+    assert json.loads(enough.stdout)["converged"] and "did not converge" not in enough.stderr

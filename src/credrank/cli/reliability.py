@@ -259,6 +259,10 @@ def estimate(
         # on stderr in both modes: a one- or two-source file gives r = 1 and a "consensus" that
         # is just those sources' answers; the JSON carries the same reason in diagnostics
         warn(f"{diag['warnings'][0]}; not trustworthy")
+    if doc["n_iter"] and not doc["converged"]:  # the last round's estimates, no fixed point
+        warn(f"the weighted rounds did not converge within --max-iter {doc['max_iter']} "
+             f"(the last change was above --tol {doc['tol']}): the reliabilities are the "
+             "last round's; raise --max-iter")
     if json_out:
         typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
