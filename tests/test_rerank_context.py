@@ -269,3 +269,12 @@ def test_unread_scores_are_not_checked():
     got = rerank_context("fasting", odd, EMB, {"top_k": 3})
     assert _tiers(got) == _tiers(rerank_context("fasting", records, EMB, {"top_k": 3}))
     assert got.to_json("json", True)["info"]["retrieval"]["scores_unread"] == 4
+
+
+def test_a_lexical_spec_is_refused_with_the_contexts_reason():
+    """The rerank's reason offered retrieval 'given' (their own scores, a BM25 run's), which a
+    context refuses; the context's own reason comes first: its tiers bin cosines."""
+    records = _candidates(sorted(CORPUS)[:3])
+    with pytest.raises(ValueError, match=r"^retrieval: expected dense \(relevance tiers bin "
+                                         r"cosine similarities"):
+        rerank_context("fasting", records, EMB, {"retrieval": "bm25"})

@@ -213,8 +213,9 @@ def test_a_pipeline_with_freshness_takes_the_contexts_now(app: Any) -> None:
     ({"granularity": "paragraph"}, "granularity", "expected one of document, sentence"),
     ({"top_k": 0}, "top_k", "expected an integer in [1,"),
     ({"fetch_k": 20}, "fetch_k", "Extra inputs are not permitted"),  # as /rerank
+    # the context's reason (its tiers bin cosines), not the rerank's, which offered 'given'
     ({"pipeline": {"credrank_pipeline": 1, "retrieval": "bm25"}}, "pipeline.retrieval",
-     "expected 'dense' (the default), got 'bm25'"),
+     "context needs dense retrieval (relevance tiers bin cosine similarities"),
     ({"candidates": [*CANDIDATES[:3], {"id": "nejm", "text": "again"}]}, "candidates[3].id",
      "repeats"),
     ({"candidates": [*CANDIDATES[:2], {"id": "v", "text": "t", "vector": [1.0, 2.0]}],

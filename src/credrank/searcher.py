@@ -387,11 +387,12 @@ class Searcher:
         ``auto`` or ``cosine``; ``given`` is a ``ValueError``); the candidates are embedded
         once, whatever rankings the context asks for. ``.to_json(fmt, cite)`` /
         ``.render(fmt, cite)`` give the document and the prompt."""
-        from credrank.context.given import check_context_retrieval  # not on a search's path
+        from credrank.context.build import check_context_spec  # not on a search's path
+        from credrank.context.given import check_context_retrieval
 
         check_context_retrieval(retrieval)
         spec = context_spec(spec)
-        compiled = self.compile_rerank(spec)
+        compiled = self.compile_rerank(check_context_spec(spec))
         given = GivenCandidates(records, self.embedder, self.typer, retrieval=retrieval,
                                 with_vectors="vectors" in reads(compiled.stages),
                                 query_vector=query_vector, auto=self.auto, read_scores=False)
@@ -508,10 +509,11 @@ def rerank_context(query: str, records: Sequence[Mapping[str, Any]],
     elif not isinstance(embedder, Embedder):
         raise TypeError(f"embedder: expected an embedder name ('minilm', 'hashing', …) or an "
                         f"Embedder, got {type(embedder).__name__}")
+    from credrank.context.build import check_context_spec
     from credrank.context.given import check_context_retrieval
 
     check_context_retrieval(retrieval)
-    spec = check_rerank_spec(context_spec(spec), "spec")
+    spec = check_rerank_spec(check_context_spec(context_spec(spec)), "spec")
     built: dict[str, Compiled] = {}
     model = embedder
 

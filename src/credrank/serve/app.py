@@ -463,6 +463,13 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
         _check_context(req)
         plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
+        try:  # a context's own reason first: its tiers bin cosines (the rerank's reason
+            check_context_spec(plan.spec)  # offers retrieval given, which a context refuses)
+        except ValueError as exc:
+            rest = str(exc).partition(":")[2].replace("expected dense",
+                                                      "context needs dense retrieval", 1)
+            raise LimitError(422, "invalid_request", f"pipeline.retrieval:{rest}",
+                             field="pipeline.retrieval") from None
         try:  # retrieval (lexical), unit and pushdown cannot apply to candidates
             check_rerank_spec(plan.spec)
         except SpecError as exc:
