@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from credrank.core.candidates import Candidates
-from credrank.evaluate.metrics import harmful_at_k, run_from_batches
+from credrank.evaluate.metrics import harmful_at_k, ranked, run_from_batches
 from credrank.evaluate.stats import bootstrap_ci, wilson
 
 
@@ -337,14 +337,14 @@ def _distinct(batch: Candidates) -> bool:
 def _harmful_passages(results: Mapping[str, Candidates], bad: Mapping[str, set[str]], k: int
                       ) -> dict[str, float]:
     """harmful@k over hits that are passages (``unit: passage``: a document may hold several
-    of the top k): the share of the top ``k`` passages, in the order returned, whose
-    document is labelled harmful; the denominator ``k`` as
+    of the top k): the share of the top ``k`` passages, in their ranked order
+    (:func:`~credrank.evaluate.metrics.ranked`), whose document is labelled harmful; the
+    denominator ``k`` as
     :func:`~credrank.evaluate.metrics.harmful_at_k` declares it. With one hit per document it
     is that function's value."""
     out = {}
     for qid, batch in results.items():
-        ordered = batch if "select" in batch.info else batch.sorted_by_score()
-        top = [str(d) for d in ordered.doc_ids[:k]]
+        top = [str(d) for d in ranked(batch).doc_ids[:k]]
         out[qid] = sum(1 for d in top if d in bad[qid]) / k
     return out
 

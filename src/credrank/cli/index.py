@@ -27,6 +27,7 @@ from credrank.documents import Document, Reject, iter_documents, write_rejects
 from credrank.documents.fields import DEFAULT_TIMEZONE, date_order_value, timezone_value
 from credrank.documents.readers import FORMATS
 from credrank.documents.records import dropped_row, ordered_summary, reject_row, zones_summary
+from credrank.documents.schema import KNOWN_FIELDS
 from credrank.index.diskspace import DiskFullError
 from credrank.index.embed import get_embedder
 from credrank.index.manifest import read_manifest, reindex_hint
@@ -34,8 +35,9 @@ from credrank.index.opener import open_store
 from credrank.index.passages import DEFAULT_OVERLAP, MIN_TOKENS, check_chunking
 from credrank.index.store import ENGINES, StoreError, document_count
 
-#: the names ``--field`` renames a column to: the record schema's fields (``extra`` aside)
-SCHEMA_NAMES = tuple(f.name for f in dataclasses.fields(Document) if f.name != "extra")
+#: the names ``--field`` renames a column to: the record schema's fields
+#: (:data:`~credrank.documents.schema.KNOWN_FIELDS`), in the record's order
+SCHEMA_NAMES = tuple(f.name for f in dataclasses.fields(Document) if f.name in KNOWN_FIELDS)
 
 if TYPE_CHECKING:
     from credrank.index.ingest import IndexReport

@@ -132,17 +132,19 @@ def run_from_rankings(rankings: Mapping[str, Sequence[str]]) -> Run:
     return run
 
 
-def run_from_batches(batches: Mapping[str, Candidates]) -> Run:
-    """A run from one scored :class:`~credrank.core.candidates.Candidates` batch per query.
+def ranked(batch: Candidates) -> Candidates:
+    """The ranking a batch stands for: the order a selector returned (a batch with
+    ``info["select"]``: MMR, coverage, exposure, FA*IR, whose lists are not sorted by score:
+    the order a user is shown), else the batch after ``sorted_by_score()`` (ties keep the
+    earlier row). (Every batch was sorted by score: a measure at a depth below a selector's
+    ``top_k`` read another list than the one returned.)"""
+    return batch if "select" in batch.info else batch.sorted_by_score()
 
-    The ranking is the order a selector returned (a batch with ``info["select"]``: MMR,
-    coverage, exposure, FA*IR, whose lists are not sorted by score: the order a user is
-    shown), else the batch after ``sorted_by_score()`` (ties keep the earlier row), converted
-    with :func:`run_from_rankings`. (Every batch was sorted by score: a measure at a depth
-    below a selector's ``top_k`` read another list than the one returned.)
-    """
-    return run_from_rankings({qid: [str(d) for d in (batch if "select" in batch.info
-                                                     else batch.sorted_by_score()).doc_ids]
+
+def run_from_batches(batches: Mapping[str, Candidates]) -> Run:
+    """A run from one scored :class:`~credrank.core.candidates.Candidates` batch per query:
+    each one's :func:`ranked` order, converted with :func:`run_from_rankings`."""
+    return run_from_rankings({qid: [str(d) for d in ranked(batch).doc_ids]
                               for qid, batch in batches.items()})
 
 

@@ -420,13 +420,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
         _check_context(req)
         plan = state.plan(req)
-        try:
-            check_context_spec(plan.spec)
-        except ValueError as exc:  # said at the field that asked for lexical retrieval
-            field = "pipeline.retrieval" if plan.where else "lexical"
-            rest = str(exc).partition(":")[2].replace("expected dense",
-                                                      "context needs dense retrieval", 1)
-            raise LimitError(422, "invalid_request", f"{field}:{rest}", field=field) from None
+        _dense_context(plan)
         cost = state.context_budget(plan, pool_ranking=req.half_life is not None,
                                     sentences=req.granularity == "sentence")
         options = {"now": req.now, "half_life": req.half_life, "undated": req.undated,
@@ -463,13 +457,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             req = req.model_copy(update={"top_k": CONTEXT_TOP_K})
         _check_context(req)
         plan = state.plan(req, pool=len(req.candidates), pool_field="candidates")
-        try:  # a context's own reason first: its tiers bin cosines (the rerank's reason
-            check_context_spec(plan.spec)  # offers retrieval given, which a context refuses)
-        except ValueError as exc:
-            rest = str(exc).partition(":")[2].replace("expected dense",
-                                                      "context needs dense retrieval", 1)
-            raise LimitError(422, "invalid_request", f"pipeline.retrieval:{rest}",
-                             field="pipeline.retrieval") from None
+        _dense_context(plan)  # the context's reason first (the rerank's offers 'given')
         try:  # retrieval (lexical), unit and pushdown cannot apply to candidates
             check_rerank_spec(plan.spec)
         except SpecError as exc:
@@ -736,6 +724,19 @@ class ServiceApp(FastAPI):
         for cls, args, kwargs in reversed(added):
             app = cls(app, *args, **kwargs)
         return self.guard(app)
+
+
+def _dense_context(plan: Plan) -> None:
+    """A 422 for a context whose ranking is lexical (:func:`check_context_spec`: its tiers
+    bin cosines), said at the field that asked for it: the ``pipeline``'s ``retrieval``, else
+    ``lexical`` (a door without that field only gets it from a pipeline)."""
+    try:
+        check_context_spec(plan.spec)
+    except ValueError as exc:
+        field = "pipeline.retrieval" if plan.where else "lexical"
+        rest = str(exc).partition(":")[2].replace("expected dense",
+                                                  "context needs dense retrieval", 1)
+        raise LimitError(422, "invalid_request", f"{field}:{rest}", field=field) from None
 
 
 def _records(req: RerankRequest) -> list[dict[str, Any]]:

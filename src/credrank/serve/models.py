@@ -15,6 +15,7 @@ are refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -347,6 +348,16 @@ def check_json_value(value: Any, max_depth: int = MAX_METADATA_DEPTH) -> None:
             raise ValueError("expected finite numbers, got NaN or infinity")
 
 
+def _retrieval(check: Callable[[Any], str], value: Any) -> str:
+    """``check(value)`` (a door's one check of ``retrieval``), its error said without its head:
+    pydantic's location names the field."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise PydanticCustomError("retrieval_choice", "{detail}",
+                                  {"detail": str(exc).removeprefix("retrieval: ")}) from None
+
+
 class RerankRequest(ScoringRequest):
     """``POST /rerank``: candidates retrieved elsewhere, scored as ``/search`` scores its pool."""
 
@@ -365,12 +376,8 @@ class RerankRequest(ScoringRequest):
     @field_validator("retrieval")
     @classmethod
     def _retrieval_choice(cls, value: str) -> str:
-        try:  # the one validator of the option (credrank.rerank)
-            return check_retrieval(value)
-        except ValueError as exc:
-            raise PydanticCustomError("retrieval_choice", "{detail}",
-                                      {"detail": str(exc).removeprefix("retrieval: ")}
-                                      ) from None
+        """The one validator of the option (credrank.rerank)."""
+        return _retrieval(check_retrieval, value)
     query_vector: list[float] | StrictStr | None = Field(
         None, description="the query embedding by the index's embedder (numbers or base64 "
                           "float32), when the client has it: with vectors on every candidate, "
@@ -399,14 +406,8 @@ class RerankContextRequest(_ContextFields, RerankRequest):
     @field_validator("retrieval")
     @classmethod
     def _retrieval_choice(cls, value: str) -> str:
-        """The context's check (:func:`~credrank.context.given.check_context_retrieval`), its
-        message without its head: pydantic's location names the field."""
-        try:
-            return check_context_retrieval(value)
-        except ValueError as exc:
-            raise PydanticCustomError("retrieval_choice", "{detail}",
-                                      {"detail": str(exc).removeprefix("retrieval: ")}
-                                      ) from None
+        """The context's check (:func:`~credrank.context.given.check_context_retrieval`)."""
+        return _retrieval(check_context_retrieval, value)
 
 
 class IndexRequest(_Request):
